@@ -1,0 +1,171 @@
+package bth
+
+import (
+	"encoding/binary"
+)
+
+// Framing sizes and constants.
+const (
+	EthHeaderLen  = 14
+	VLANTagLen    = 4
+	IPv4HeaderLen = 20
+	IPv6HeaderLen = 40
+	UDPHeaderLen  = 8
+	// UDPPort is the IANA port of RoCEv2 (Annex A17.2.2).
+	UDPPort = 4791
+
+	EtherTypeIPv4 = 0x0800
+	EtherTypeIPv6 = 0x86dd
+	EtherTypeVLAN = 0x8100
+	EtherTypeQinQ = 0x88a8
+	IPProtoUDP    = 17
+)
+
+// Frame is a decoded RoCEv2 frame: offsets of its Ethernet, IP, UDP and
+// transport parts within one buffer. The IP header through the ICRC is
+// contiguous (L3).
+type Frame struct {
+	b       []byte
+	ipOff   int // 0 when the frame starts at the IP header
+	udpOff  int
+	roceOff int
+	end     int // end of the IP datagram (Ethernet padding excluded)
+}
+
+// Ethernet returns the Ethernet header with any VLAN tags, or nil.
+func (f Frame) Ethernet() []byte { return f.b[:f.ipOff] }
+
+// IP returns the IPv4 (with options) or IPv6 header.
+func (f Frame) IP() []byte { return f.b[f.ipOff:f.udpOff] }
+
+// IsIPv6 reports whether the frame is carried over IPv6.
+func (f Frame) IsIPv6() bool { return f.b[f.ipOff]>>4 == 6 }
+
+// UDP returns the UDP header.
+func (f Frame) UDP() UDP { return UDP(f.b[f.udpOff:f.roceOff]) }
+
+// RoCE returns the transport bytes: BTH through ICRC.
+func (f Frame) RoCE() []byte { return f.b[f.roceOff:f.end] }
+
+// L3 returns the IP datagram: IP header through ICRC.
+func (f Frame) L3() []byte { return f.b[f.ipOff:f.end] }
+
+// Bytes returns the frame as decoded, from the first byte to the end of the
+// IP datagram (trailing Ethernet padding excluded).
+func (f Frame) Bytes() []byte { return f.b[:f.end] }
+
+// ComputeICRC computes the ICRC the frame should carry.
+func (f Frame) ComputeICRC() uint32 {
+	r := f.RoCE()
+	return ICRC(f.IP(), f.UDP(), r[:len(r)-ICRCLen])
+}
+
+// StoredICRC returns the ICRC the frame carries.
+func (f Frame) StoredICRC() uint32 { return getICRC(f.b[f.end-ICRCLen:]) }
+
+// VerifyICRC reports whether the stored ICRC matches the computed one.
+func (f Frame) VerifyICRC() bool { return f.ComputeICRC() == f.StoredICRC() }
+
+// PutICRC computes the ICRC and stores it in the frame's last 4 bytes.
+func (f Frame) PutICRC() { putICRC(f.b[f.end-ICRCLen:], f.ComputeICRC()) }
+
+// DecodeEthernet decodes an Ethernet frame (with up to two 802.1Q/802.1ad
+// tags) carrying RoCEv2 over IPv4 or IPv6.
+func DecodeEthernet(b []byte) (Frame, error) {
+	if len(b) < EthHeaderLen {
+		return Frame{}, ErrTruncated
+	}
+	off := 12
+	et := binary.BigEndian.Uint16(b[off:])
+	for tags := 0; (et == EtherTypeVLAN || et == EtherTypeQinQ) && tags < 2; tags++ {
+		off += VLANTagLen
+		if len(b) < off+2 {
+			return Frame{}, ErrTruncated
+		}
+		et = binary.BigEndian.Uint16(b[off:])
+	}
+	off += 2
+	if et != EtherTypeIPv4 && et != EtherTypeIPv6 {
+		return Frame{}, ErrNotIP
+	}
+	f, err := decodeIP(b, off)
+	if err == nil && (et == EtherTypeIPv6) != f.IsIPv6() {
+		return Frame{}, ErrIPVersion
+	}
+	return f, err
+}
+
+// DecodeIP decodes an IP datagram (IPv4 or IPv6) carrying RoCEv2.
+func DecodeIP(b []byte) (Frame, error) { return decodeIP(b, 0) }
+
+func decodeIP(b []byte, off int) (Frame, error) {
+	f := Frame{b: b, ipOff: off}
+	if len(b) < off+1 {
+		return Frame{}, ErrTruncated
+	}
+	ip := b[off:]
+	switch ip[0] >> 4 {
+	case 4:
+		if len(ip) < IPv4HeaderLen {
+			return Frame{}, ErrTruncated
+		}
+		ihl := int(ip[0]&0x0f) * 4
+		if ihl < IPv4HeaderLen || ihl > len(ip) {
+			return Frame{}, ErrIPHeaderLength
+		}
+		tot := int(binary.BigEndian.Uint16(ip[2:]))
+		if tot < ihl || tot > len(ip) {
+			return Frame{}, ErrIPLength
+		}
+		if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 { // MF or fragment offset
+			return Frame{}, ErrIPFragment
+		}
+		if ip[9] != IPProtoUDP {
+			return Frame{}, ErrNotUDP
+		}
+		f.udpOff = off + ihl
+		f.end = off + tot
+	case 6:
+		if len(ip) < IPv6HeaderLen {
+			return Frame{}, ErrTruncated
+		}
+		pl := int(binary.BigEndian.Uint16(ip[4:]))
+		if IPv6HeaderLen+pl > len(ip) {
+			return Frame{}, ErrIPLength
+		}
+		if ip[6] != IPProtoUDP { // RoCEv2 peers send no extension headers
+			return Frame{}, ErrNotUDP
+		}
+		f.udpOff = off + IPv6HeaderLen
+		f.end = off + IPv6HeaderLen + pl
+	default:
+		return Frame{}, ErrIPVersion
+	}
+	if f.end-f.udpOff < UDPHeaderLen {
+		return Frame{}, ErrTruncated
+	}
+	u := UDP(b[f.udpOff:])
+	if int(u.Length()) != f.end-f.udpOff {
+		return Frame{}, ErrUDPLength
+	}
+	if u.DstPort() != UDPPort {
+		return Frame{}, ErrNotRoCEv2
+	}
+	f.roceOff = f.udpOff + UDPHeaderLen
+	if f.end-f.roceOff < BTHLen+ICRCLen {
+		return Frame{}, ErrTruncated
+	}
+	return f, nil
+}
+
+// UDP is a view of a UDP header.
+type UDP []byte
+
+func (u UDP) SrcPort() uint16      { return binary.BigEndian.Uint16(u) }
+func (u UDP) DstPort() uint16      { return binary.BigEndian.Uint16(u[2:]) }
+func (u UDP) Length() uint16       { return binary.BigEndian.Uint16(u[4:]) }
+func (u UDP) Checksum() uint16     { return binary.BigEndian.Uint16(u[6:]) }
+func (u UDP) SetSrcPort(p uint16)  { binary.BigEndian.PutUint16(u, p) }
+func (u UDP) SetDstPort(p uint16)  { binary.BigEndian.PutUint16(u[2:], p) }
+func (u UDP) SetLength(n uint16)   { binary.BigEndian.PutUint16(u[4:], n) }
+func (u UDP) SetChecksum(c uint16) { binary.BigEndian.PutUint16(u[6:], c) }

@@ -1,0 +1,58 @@
+package bth
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+)
+
+// The ICRC (IBA vol 1 9.8.2, Annex A17.3.3) is CRC-32 as Ethernet and zlib
+// compute it (reflected polynomial 0xEDB88320, not Castagnoli) over:
+//
+//   - 8 bytes of 0xff standing for the LRH that RoCEv2 does not carry;
+//   - the IP header with its variant fields set to ones: IPv4 TOS, TTL and
+//     header checksum; IPv6 traffic class, flow label and hop limit;
+//   - the UDP header with its checksum set to ones;
+//   - the BTH with byte 4 (FECN, BECN and six reserved bits) set to ones;
+//   - every extended header, the payload and the pad.
+//
+// It is stored least significant byte first, like an Ethernet FCS.
+// hash/crc32 with IEEETable is hardware accelerated and fastest over long
+// spans, so the masked headers are copied to one small buffer and the rest
+// of the packet is hashed in a single call.
+
+// icrcSeed is the CRC state after the 8 bytes of 0xff.
+var icrcSeed = crc32.Update(0, crc32.IEEETable, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+
+// maxMaskedLen bounds the masked prefix: IPv4 with 40 bytes of options or
+// IPv6 (60), UDP (8), BTH (12).
+const maxMaskedLen = 60 + UDPHeaderLen + BTHLen
+
+// ICRC computes the invariant CRC of a packet whose IP header is ip, UDP
+// header udp, and transport bytes roce (BTH through pad, without the ICRC).
+// ip must be an IPv4 header (with any options) or a 40-byte IPv6 header.
+func ICRC(ip, udp, roce []byte) uint32 {
+	var m [maxMaskedLen]byte
+	n := copy(m[:], ip)
+	if ip[0]>>4 == 6 {
+		m[0] |= 0x0f // traffic class, high nibble
+		m[1] = 0xff  // traffic class low nibble, flow label
+		m[2] = 0xff
+		m[3] = 0xff
+		m[7] = 0xff // hop limit
+	} else {
+		m[1] = 0xff  // TOS: DSCP and ECN
+		m[8] = 0xff  // TTL
+		m[10] = 0xff // header checksum
+		m[11] = 0xff
+	}
+	n += copy(m[n:], udp[:UDPHeaderLen])
+	m[n-2] = 0xff // UDP checksum
+	m[n-1] = 0xff
+	n += copy(m[n:], roce[:BTHLen])
+	m[n-BTHLen+4] = 0xff // BTH FECN, BECN, reserved
+	crc := crc32.Update(icrcSeed, crc32.IEEETable, m[:n])
+	return crc32.Update(crc, crc32.IEEETable, roce[BTHLen:])
+}
+
+func getICRC(b []byte) uint32    { return binary.LittleEndian.Uint32(b) }
+func putICRC(b []byte, v uint32) { binary.LittleEndian.PutUint32(b, v) }

@@ -1,0 +1,100 @@
+// Package nic holds the links goroce sends and receives RoCEv2 packets
+// through: the kernel UDP socket (the default), AF_PACKET, AF_XDP, an
+// in-memory link with deterministic fault injection, and a pcap tap that
+// wraps any of them.
+//
+// Every link moves IP datagrams: the IP header through the ICRC. The engine
+// builds the IP and UDP headers itself because the ICRC covers them; a link
+// that talks Ethernet prepends its header in the frame's headroom, and the
+// UDP link hands the kernel only the UDP payload after checking that the
+// kernel will build the same headers (and, on receive, rebuilds the headers
+// the kernel stripped so the engine can verify the ICRC).
+package nic
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+)
+
+// Headroom is the free space every transmit buffer keeps before the IP
+// header: an Ethernet header and one 802.1Q tag.
+const Headroom = 14 + 4
+
+// MaxFrame is the largest IP datagram goroce builds: an IPv6 header, UDP,
+// the longest transport headers, a 4096-byte payload, pad and ICRC.
+const MaxFrame = 40 + 8 + 12 + 4 + 28 + 4096 + 3 + 4
+
+// BufSize is the size of a buffer holding one frame with its headroom.
+const BufSize = Headroom + MaxFrame
+
+// Frame is one packet in a buffer: B[Off:] is the IP datagram (IP header
+// through ICRC) and B[:Off] is headroom a link may write its own header into.
+type Frame struct {
+	B   []byte
+	Off int
+}
+
+// Datagram returns the IP datagram.
+func (f Frame) Datagram() []byte { return f.B[f.Off:] }
+
+// Link is a network path for RoCEv2 packets.
+//
+// Send may be called from many goroutines at once; Recv from one goroutine
+// at a time. Close makes a blocked Recv return net.ErrClosed.
+type Link interface {
+	// Send transmits frames in order and returns how many it accepted. It
+	// may write into each frame's headroom but retains nothing after it
+	// returns: the caller may reuse the buffers at once. A frame the link
+	// cannot deliver (no route, no neighbour) is counted and dropped, not
+	// returned as an error; an error means the link itself failed.
+	Send(frames []Frame) (int, error)
+
+	// Recv blocks until at least one frame has arrived and fills frames
+	// with up to len(frames) of them. The frames' bytes belong to the link
+	// and stay valid until the next call to Recv.
+	Recv(frames []Frame) (int, error)
+
+	// Info describes the link.
+	Info() Info
+
+	// SrcPort returns the UDP source port to use for a queue pair's
+	// packets. HCAs spread flows by hashing the QP number; a link may only
+	// be able to send from some ports (the UDP link sends from the ports it
+	// has sockets on).
+	SrcPort(qpn uint32) uint16
+
+	// Stats returns the link's counters.
+	Stats() Stats
+
+	Close() error
+}
+
+// Info describes a link.
+type Info struct {
+	Name  string           // e.g. "udp 127.0.0.1", "afpacket veth0", "mem 10.0.0.1"
+	MTU   int              // largest IP datagram the path carries
+	Addrs []netip.Addr     // local addresses, in the order the GID table lists them
+	MAC   net.HardwareAddr // for the link-local GID; nil when the link has none
+}
+
+// Stats are a link's counters.
+type Stats struct {
+	TxPackets, TxBytes uint64
+	RxPackets, RxBytes uint64
+	TxDropped          uint64 // could not be sent (no route, no neighbour, queue full)
+	RxDropped          uint64 // received but not RoCEv2 for us, or malformed framing
+}
+
+// ErrClosed is returned by a closed link.
+var ErrClosed = net.ErrClosed
+
+// ErrTooBig is returned for a frame larger than the link's MTU.
+var ErrTooBig = errors.New("nic: frame larger than the link MTU")
+
+// RoCEv2SrcPort returns the source port Linux rxe uses for a QP:
+// 0xC000 plus 14 bits of a hash of the QP number.
+func RoCEv2SrcPort(qpn uint32) uint16 {
+	h := qpn * 0x9e3779b1 // Fibonacci hashing spreads consecutive QPNs
+	return 0xc000 | uint16(h>>18)&0x3fff
+}
