@@ -56,3 +56,10 @@ func ICRC(ip, udp, roce []byte) uint32 {
 
 func getICRC(b []byte) uint32    { return binary.LittleEndian.Uint32(b) }
 func putICRC(b []byte, v uint32) { binary.LittleEndian.PutUint32(b, v) }
+
+// Seal computes the ICRC of a packet and stores it in the last four bytes
+// of roce (BTH through ICRC), given the IP and UDP headers it travels with.
+func Seal(ip, udp, roce []byte) {
+	n := len(roce) - ICRCLen
+	putICRC(roce[n:], ICRC(ip, udp, roce[:n]))
+}

@@ -1,0 +1,297 @@
+// Package cq holds completion queues: where a queue pair reports each work
+// request it has finished, as libibverbs' ibv_cq.
+package cq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Status is a work completion status, with the values of enum ibv_wc_status.
+type Status uint8
+
+// Completion statuses.
+const (
+	Success        Status = 0
+	LocLenErr      Status = 1
+	LocQPOpErr     Status = 2
+	LocEECOpErr    Status = 3
+	LocProtErr     Status = 4
+	WRFlushErr     Status = 5
+	MWBindErr      Status = 6
+	BadRespErr     Status = 7
+	LocAccessErr   Status = 8
+	RemInvReqErr   Status = 9
+	RemAccessErr   Status = 10
+	RemOpErr       Status = 11
+	RetryExcErr    Status = 12
+	RNRRetryExcErr Status = 13
+	LocRDDViolErr  Status = 14
+	RemInvRDReqErr Status = 15
+	RemAbortErr    Status = 16
+	InvEECNErr     Status = 17
+	InvEECStateErr Status = 18
+	FatalErr       Status = 19
+	RespTimeoutErr Status = 20
+	GeneralErr     Status = 21
+)
+
+// statusNames are the strings ibv_wc_status_str returns.
+var statusNames = [...]string{
+	"success", "local length error", "local QP operation error", "local EE context operation error",
+	"local protection error", "Work Request Flushed Error", "memory management operation error",
+	"bad response error", "local access error", "remote invalid request error", "remote access error",
+	"remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
+	"local RDD violation error", "remote invalid RD request", "operation aborted",
+	"invalid EE context number", "invalid EE context state", "fatal error", "response timeout error",
+	"general error",
+}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("unknown status %d", uint8(s))
+}
+
+// Opcode is the operation a completion reports, with the values of enum ibv_wc_opcode.
+type Opcode uint8
+
+// Completion opcodes.
+const (
+	OpSend            Opcode = 0
+	OpRDMAWrite       Opcode = 1
+	OpRDMARead        Opcode = 2
+	OpCompSwap        Opcode = 3
+	OpFetchAdd        Opcode = 4
+	OpBindMW          Opcode = 5
+	OpLocalInv        Opcode = 6
+	OpRecv            Opcode = 128
+	OpRecvRDMAWithImm Opcode = 129
+)
+
+func (o Opcode) String() string {
+	switch o {
+	case OpSend:
+		return "SEND"
+	case OpRDMAWrite:
+		return "RDMA_WRITE"
+	case OpRDMARead:
+		return "RDMA_READ"
+	case OpCompSwap:
+		return "COMP_SWAP"
+	case OpFetchAdd:
+		return "FETCH_ADD"
+	case OpBindMW:
+		return "BIND_MW"
+	case OpLocalInv:
+		return "LOCAL_INV"
+	case OpRecv:
+		return "RECV"
+	case OpRecvRDMAWithImm:
+		return "RECV_RDMA_WITH_IMM"
+	}
+	return fmt.Sprintf("opcode(%d)", uint8(o))
+}
+
+// Flags qualify a completion, with the bit values of enum ibv_wc_flags.
+type Flags uint8
+
+// Completion flags.
+const (
+	WithGRH Flags = 1 << 0 // a UD receive: the first 40 bytes hold the GRH
+	WithImm Flags = 1 << 1 // ImmData is valid
+	WithInv Flags = 1 << 3 // InvalidatedRKey is valid
+)
+
+// WC is a work completion, as struct ibv_wc.
+type WC struct {
+	WRID            uint64
+	Status          Status
+	Opcode          Opcode
+	VendorErr       uint32
+	ByteLen         uint32
+	ImmData         uint32 // in the byte order it had on the wire
+	InvalidatedRKey uint32
+	QPNum           uint32
+	SrcQP           uint32
+	Flags           Flags
+	PKeyIndex       uint16
+	SLID            uint16
+	SL              uint8
+	DLIDPathBits    uint8
+}
+
+// ErrOverrun is reported when a completion finds the queue full: the
+// completion is lost, as on an HCA, and the queue enters the error state;
+// the loss is reported, never silent.
+var ErrOverrun = errors.New("cq: completion queue overrun")
+
+// ErrTooShallow is returned by Resize for a depth below the queue's fill.
+var ErrTooShallow = errors.New("cq: depth below the number of completions held")
+
+// CQ is a completion queue of fixed depth. It is safe for concurrent use.
+type CQ struct {
+	mu      sync.Mutex
+	ring    []WC
+	head    int // oldest
+	n       int
+	err     error
+	lost    uint64
+	wake    chan struct{} // signalled when entries arrive; capacity 1
+	armed   bool
+	solOnly bool
+	events  chan struct{} // completion events for ReqNotify; capacity 1
+	onError func(*CQ, error)
+}
+
+// New returns a completion queue holding up to depth completions. onError,
+// if not nil, is called once when the queue overruns (the device turns it
+// into an asynchronous event).
+func New(depth int, onError func(*CQ, error)) *CQ {
+	if depth < 1 {
+		depth = 1
+	}
+	return &CQ{ring: make([]WC, depth), wake: make(chan struct{}, 1),
+		events: make(chan struct{}, 1), onError: onError}
+}
+
+// Depth returns the number of completions the queue holds at most.
+func (c *CQ) Depth() int { return len(c.ring) }
+
+// Push adds a completion. It is called by the engine; solicited marks a
+// completion that should wake a ReqNotify(true) waiter. It returns false if
+// the queue overran.
+func (c *CQ) Push(wc *WC, solicited bool) bool {
+	c.mu.Lock()
+	if c.err != nil {
+		c.lost++
+		c.mu.Unlock()
+		return false
+	}
+	if c.n == len(c.ring) {
+		c.err = ErrOverrun
+		c.lost++
+		cb := c.onError
+		c.mu.Unlock()
+		if cb != nil {
+			cb(c, ErrOverrun)
+		}
+		return false
+	}
+	c.ring[(c.head+c.n)%len(c.ring)] = *wc
+	c.n++
+	notify := c.armed && (!c.solOnly || solicited || wc.Status != Success)
+	if notify {
+		c.armed = false
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	if notify {
+		select {
+		case c.events <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// Poll moves up to len(wc) completions, oldest first, into wc and returns
+// how many. It never blocks. After an overrun it returns the completions
+// held and then ErrOverrun.
+func (c *CQ) Poll(wc []WC) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := min(len(wc), c.n)
+	for i := range k {
+		wc[i] = c.ring[c.head]
+		c.head = (c.head + 1) % len(c.ring)
+	}
+	c.n -= k
+	if k == 0 && c.err != nil {
+		return 0, c.err
+	}
+	return k, nil
+}
+
+// Len returns the number of completions waiting.
+func (c *CQ) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// Lost returns how many completions were lost to an overrun.
+func (c *CQ) Lost() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost
+}
+
+// Wait blocks until the queue holds a completion, the queue is in error,
+// or ctx is done.
+func (c *CQ) Wait(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		n, err := c.n, c.err
+		c.mu.Unlock()
+		if n > 0 {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// PollWait polls, waiting while the queue is empty.
+func (c *CQ) PollWait(ctx context.Context, wc []WC) (int, error) {
+	for {
+		n, err := c.Poll(wc)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		if err := c.Wait(ctx); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// ReqNotify arms the queue, as ibv_req_notify_cq: the next completion (or,
+// with solicitedOnly, the next solicited or error completion) sends one
+// event on Events.
+func (c *CQ) ReqNotify(solicitedOnly bool) {
+	c.mu.Lock()
+	c.armed = true
+	c.solOnly = solicitedOnly
+	c.mu.Unlock()
+}
+
+// Events delivers one value per completion event requested with ReqNotify
+// (the completion channel of libibverbs).
+func (c *CQ) Events() <-chan struct{} { return c.events }
+
+// Resize changes the depth, keeping the completions held.
+func (c *CQ) Resize(depth int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if depth < c.n || depth < 1 {
+		return ErrTooShallow
+	}
+	ring := make([]WC, depth)
+	for i := range c.n {
+		ring[i] = c.ring[(c.head+i)%len(c.ring)]
+	}
+	c.ring, c.head = ring, 0
+	return nil
+}

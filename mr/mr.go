@@ -1,0 +1,330 @@
+// Package mr holds protection domains and memory regions: the keys a local
+// work request or a remote peer names memory by, and the checks every access
+// goes through (IBA vol 1, 10.6 and 10.2.3).
+package mr
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Access is a set of memory access rights, with the bit values of
+// libibverbs' enum ibv_access_flags.
+type Access uint32
+
+// Access rights. Local read is always granted.
+const (
+	LocalWrite   Access = 1 << 0
+	RemoteWrite  Access = 1 << 1
+	RemoteRead   Access = 1 << 2
+	RemoteAtomic Access = 1 << 3
+	MWBind       Access = 1 << 4
+	ZeroBased    Access = 1 << 5
+)
+
+func (a Access) String() string {
+	if a == 0 {
+		return "local-read"
+	}
+	s := ""
+	for _, f := range []struct {
+		bit  Access
+		name string
+	}{{LocalWrite, "local-write"}, {RemoteWrite, "remote-write"}, {RemoteRead, "remote-read"},
+		{RemoteAtomic, "remote-atomic"}, {MWBind, "mw-bind"}, {ZeroBased, "zero-based"}} {
+		if a&f.bit != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += f.name
+		}
+	}
+	return s
+}
+
+// Errors of registration and of access checks. Access-check errors are
+// values so the data path reports them without allocating.
+var (
+	ErrInvalidKey    = errors.New("mr: key names no valid memory region")
+	ErrPD            = errors.New("mr: memory region belongs to another protection domain")
+	ErrAccess        = errors.New("mr: access not granted by the memory region")
+	ErrBounds        = errors.New("mr: access outside the memory region")
+	ErrInvalidAccess = errors.New("mr: remote write or atomic access requires local write") // ibv_reg_mr gives EINVAL
+	ErrEmpty         = errors.New("mr: empty buffer")
+	ErrBusy          = errors.New("mr: protection domain still has resources")
+	ErrTableFull     = errors.New("mr: key table full")
+)
+
+// Table is a device's key table: it maps lkeys and rkeys to memory regions.
+// A key is an index into the table and a random 8-bit tag, as hardware
+// makes them, so that a stale or guessed key is rejected.
+type Table struct {
+	mu      sync.Mutex
+	regions atomic.Pointer[[]*MR] // copy-on-write: lookups take no lock
+	free    []uint32
+	tag     uint8
+}
+
+// MaxRegions bounds the table (2^24 indexes fit in a key with its tag).
+const MaxRegions = 1 << 24
+
+// NewTable returns an empty key table.
+func NewTable() *Table {
+	t := &Table{tag: uint8(rand.Uint32())}
+	empty := []*MR{nil} // index 0 is never used, so key 0 is always invalid
+	t.regions.Store(&empty)
+	return t
+}
+
+func (t *Table) insert(m *MR) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.regions.Load()
+	var idx uint32
+	if n := len(t.free); n > 0 {
+		idx = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		idx = uint32(len(old))
+		if idx >= MaxRegions {
+			return ErrTableFull
+		}
+	}
+	regs := make([]*MR, max(len(old), int(idx)+1))
+	copy(regs, old)
+	t.tag++
+	if t.tag == 0 {
+		t.tag++
+	}
+	key := idx<<8 | uint32(t.tag^uint8(rand.Uint32()))
+	m.lkey, m.rkey = key, key
+	regs[idx] = m
+	t.regions.Store(&regs)
+	return nil
+}
+
+func (t *Table) remove(m *MR) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.regions.Load()
+	idx := m.lkey >> 8
+	if int(idx) >= len(old) || old[idx] != m {
+		return
+	}
+	regs := make([]*MR, len(old))
+	copy(regs, old)
+	regs[idx] = nil
+	t.regions.Store(&regs)
+	t.free = append(t.free, idx)
+}
+
+// Lookup returns the region a key names, or nil.
+func (t *Table) Lookup(key uint32) *MR {
+	regs := *t.regions.Load()
+	idx := key >> 8
+	if int(idx) >= len(regs) {
+		return nil
+	}
+	m := regs[idx]
+	if m == nil || (m.lkey != key && m.rkey != key) {
+		return nil
+	}
+	return m
+}
+
+// PD is a protection domain: memory regions and queue pairs of one PD may
+// only be used together.
+type PD struct {
+	table *Table
+	users atomic.Int32 // regions, QPs and SRQs created in it
+	id    uint32
+}
+
+var pdIDs atomic.Uint32
+
+// NewPD creates a protection domain whose regions get keys from t.
+func NewPD(t *Table) *PD { return &PD{table: t, id: pdIDs.Add(1)} }
+
+// Table returns the key table the PD's regions live in.
+func (pd *PD) Table() *Table { return pd.table }
+
+// Hold records a resource (QP, SRQ) created in the PD; Release forgets it.
+func (pd *PD) Hold()    { pd.users.Add(1) }
+func (pd *PD) Release() { pd.users.Add(-1) }
+
+// Dealloc checks that no region, QP or SRQ still uses the PD (ibv_dealloc_pd
+// fails with EBUSY otherwise).
+func (pd *PD) Dealloc() error {
+	if pd.users.Load() != 0 {
+		return ErrBusy
+	}
+	return nil
+}
+
+func (pd *PD) String() string { return fmt.Sprintf("pd%d", pd.id) }
+
+// MR is a memory region: a caller's buffer registered for local and remote
+// access. Its bytes are read and written by the engine only while the region
+// is valid; Dereg waits for any access in progress and revokes every later
+// one at once.
+type MR struct {
+	pd     *PD
+	buf    []byte
+	iova   uint64
+	access Access
+	lkey   uint32
+	rkey   uint32
+
+	mu    sync.RWMutex // held shared by each access, exclusively by Dereg/Invalidate
+	valid bool
+}
+
+// Register registers buf in pd with the given access rights. Its I/O
+// virtual address is the buffer's address in memory, as for ibv_reg_mr,
+// or 0 with ZeroBased.
+func (pd *PD) Register(buf []byte, access Access) (*MR, error) {
+	if len(buf) == 0 {
+		return nil, ErrEmpty
+	}
+	iova := uint64(uintptr(unsafe.Pointer(&buf[0])))
+	if access&ZeroBased != 0 {
+		iova = 0
+	}
+	return pd.RegisterIOVA(buf, iova, access)
+}
+
+// RegisterIOVA registers buf with a chosen I/O virtual address (ibv_reg_mr_iova).
+func (pd *PD) RegisterIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
+	if len(buf) == 0 {
+		return nil, ErrEmpty
+	}
+	// IBA 10.6.3.1 (and ibv_reg_mr): remote write or atomic access needs local write.
+	if access&(RemoteWrite|RemoteAtomic) != 0 && access&LocalWrite == 0 {
+		return nil, ErrInvalidAccess
+	}
+	m := &MR{pd: pd, buf: buf, iova: iova, access: access, valid: true}
+	if err := pd.table.insert(m); err != nil {
+		return nil, err
+	}
+	pd.Hold()
+	return m, nil
+}
+
+// Dereg deregisters the region: once it returns, no key reaches the buffer.
+func (m *MR) Dereg() error {
+	m.mu.Lock()
+	was := m.valid
+	m.valid = false
+	m.mu.Unlock()
+	if was {
+		m.pd.table.remove(m)
+		m.pd.Release()
+	}
+	return nil
+}
+
+// Invalidate revokes remote access through the region's rkey, as a SEND
+// with Invalidate or a local invalidate does; the region stays registered
+// but every access fails until it is registered anew.
+func (m *MR) Invalidate() {
+	m.mu.Lock()
+	m.valid = false
+	m.mu.Unlock()
+}
+
+func (m *MR) LKey() uint32   { return m.lkey }
+func (m *MR) RKey() uint32   { return m.rkey }
+func (m *MR) Addr() uint64   { return m.iova }
+func (m *MR) Len() int       { return len(m.buf) }
+func (m *MR) Access() Access { return m.access }
+func (m *MR) PD() *PD        { return m.pd }
+func (m *MR) Bytes() []byte  { return m.buf }
+
+// SGE returns a scatter/gather element covering n bytes at offset off.
+func (m *MR) SGE(off, n int) SGE {
+	return SGE{Addr: m.iova + uint64(off), Length: uint32(n), LKey: m.lkey}
+}
+
+// SGE is a scatter/gather element, as struct ibv_sge: n bytes at an address
+// inside the region named by an lkey.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// Span is memory a check granted: a region locked for shared access and the
+// bytes within it. Release must be called when the access is done.
+type Span struct {
+	m *MR
+	B []byte
+}
+
+// Release ends the access.
+func (s Span) Release() {
+	if s.m != nil {
+		s.m.mu.RUnlock()
+	}
+}
+
+// Region returns the region the span lies in.
+func (s Span) Region() *MR { return s.m }
+
+// acquire locks m for shared access and returns the bytes [addr, addr+n).
+func (m *MR) acquire(pd *PD, addr uint64, n uint32, need Access) (Span, error) {
+	m.mu.RLock()
+	if !m.valid {
+		m.mu.RUnlock()
+		return Span{}, ErrInvalidKey
+	}
+	if m.pd != pd {
+		m.mu.RUnlock()
+		return Span{}, ErrPD
+	}
+	if m.access&need != need {
+		m.mu.RUnlock()
+		return Span{}, ErrAccess
+	}
+	off := addr - m.iova
+	// Written to be overflow-safe: addr below iova wraps to a huge offset.
+	if addr < m.iova || off > uint64(len(m.buf)) || uint64(n) > uint64(len(m.buf))-off {
+		m.mu.RUnlock()
+		return Span{}, ErrBounds
+	}
+	return Span{m: m, B: m.buf[off : off+uint64(n)]}, nil
+}
+
+// Local checks a local access through an lkey (an SGE of a work request)
+// and returns the bytes, locked until Release.
+func (t *Table) Local(pd *PD, lkey uint32, addr uint64, n uint32, need Access) (Span, error) {
+	m := t.Lookup(lkey)
+	if m == nil || m.lkey != lkey {
+		return Span{}, ErrInvalidKey
+	}
+	return m.acquire(pd, addr, n, need)
+}
+
+// Remote checks a remote access through an rkey (a RETH or AtomicETH) and
+// returns the bytes, locked until Release.
+func (t *Table) Remote(pd *PD, rkey uint32, addr uint64, n uint32, need Access) (Span, error) {
+	m := t.Lookup(rkey)
+	if m == nil || m.rkey != rkey {
+		return Span{}, ErrInvalidKey
+	}
+	return m.acquire(pd, addr, n, need)
+}
+
+// InvalidateRKey invalidates the region named by rkey on behalf of a SEND
+// with Invalidate; it reports whether such a region existed in pd.
+func (t *Table) InvalidateRKey(pd *PD, rkey uint32) bool {
+	m := t.Lookup(rkey)
+	if m == nil || m.rkey != rkey || m.pd != pd {
+		return false
+	}
+	m.Invalidate()
+	return true
+}

@@ -1,0 +1,320 @@
+package nic
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Faults are what an in-memory path does to the packets crossing it in
+// one direction. Probabilities are per packet, in [0, 1].
+type Faults struct {
+	Loss      float64       // dropped
+	Duplicate float64       // delivered twice
+	Reorder   float64       // held back behind later packets
+	Corrupt   float64       // one random bit flipped
+	Delay     time.Duration // added to every packet
+	// ReorderDelay is how long a reordered packet is held back (default
+	// 300 µs: long enough for the packets after it to overtake it).
+	ReorderDelay time.Duration
+}
+
+// MemNet is an in-memory network: links attached to it by IP address
+// exchange datagrams, with faults injected per direction from a seeded
+// random source, so a failing run can be replayed.
+type MemNet struct {
+	seed  uint64
+	mu    sync.Mutex
+	links map[netip.Addr]*MemLink
+	paths map[[2]netip.Addr]*memPath
+}
+
+type memPath struct {
+	mu     sync.Mutex
+	rng    *rand.Rand
+	faults Faults
+}
+
+// NewMemNet returns an empty in-memory network whose fault decisions come
+// from seed.
+func NewMemNet(seed uint64) *MemNet {
+	return &MemNet{seed: seed, links: map[netip.Addr]*MemLink{}, paths: map[[2]netip.Addr]*memPath{}}
+}
+
+// MemOptions configure an in-memory link.
+type MemOptions struct {
+	MTU      int // IP MTU; default 4500, which carries a 4096-byte IB MTU
+	RxQueue  int // packets the receive queue holds before dropping; default 8192
+	Hardware net.HardwareAddr
+}
+
+// Attach creates a link with address addr on the network.
+func (n *MemNet) Attach(addr netip.Addr, opt MemOptions) (*MemLink, error) {
+	addr = addr.Unmap()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, dup := n.links[addr]; dup {
+		return nil, fmt.Errorf("nic: address %v already attached", addr)
+	}
+	if opt.MTU == 0 {
+		opt.MTU = 4500
+	}
+	if opt.RxQueue == 0 {
+		opt.RxQueue = 8192
+	}
+	mac := opt.Hardware
+	if mac == nil {
+		// A locally administered MAC derived from the address, so the
+		// link-local GID is stable from run to run.
+		h := fnv.New32a()
+		h.Write(addr.AsSlice())
+		s := h.Sum32()
+		mac = net.HardwareAddr{0x02, 0x00, byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)}
+	}
+	l := &MemLink{net: n, addr: addr, mtu: opt.MTU, mac: mac, qmax: opt.RxQueue}
+	l.cond = sync.NewCond(&l.mu)
+	n.links[addr] = l
+	return l, nil
+}
+
+// SetFaults sets the faults of the path from one address to another.
+func (n *MemNet) SetFaults(from, to netip.Addr, f Faults) {
+	p := n.path(from.Unmap(), to.Unmap())
+	p.mu.Lock()
+	p.faults = f
+	p.mu.Unlock()
+}
+
+func (n *MemNet) path(from, to netip.Addr) *memPath {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := [2]netip.Addr{from, to}
+	p := n.paths[k]
+	if p == nil {
+		h := fnv.New64a()
+		h.Write(from.AsSlice())
+		h.Write(to.AsSlice())
+		s := h.Sum64()
+		p = &memPath{rng: rand.New(rand.NewPCG(n.seed, s))}
+		n.paths[k] = p
+	}
+	return p
+}
+
+func (n *MemNet) lookup(a netip.Addr) *MemLink {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.links[a]
+}
+
+func (n *MemNet) detach(l *MemLink) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.links[l.addr] == l {
+		delete(n.links, l.addr)
+	}
+}
+
+var memBufs = sync.Pool{New: func() any { return new([MaxFrame]byte) }}
+
+type memPacket struct {
+	buf *[MaxFrame]byte
+	n   int
+}
+
+// MemLink is a link on a MemNet.
+type MemLink struct {
+	net  *MemNet
+	addr netip.Addr
+	mtu  int
+	mac  net.HardwareAddr
+	qmax int
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  []memPacket
+	lent   []memPacket // handed out by the last Recv
+	closed bool
+
+	txPackets, txBytes, rxPackets, rxBytes, txDropped, rxDropped atomic.Uint64
+	injected                                                     [4]atomic.Uint64 // loss, dup, reorder, corrupt
+}
+
+// Send implements Link.
+func (l *MemLink) Send(frames []Frame) (int, error) {
+	if l.isClosed() {
+		return 0, ErrClosed
+	}
+	for _, f := range frames {
+		d := f.Datagram()
+		if len(d) > l.mtu {
+			l.txDropped.Add(1)
+			continue
+		}
+		dst, ok := dstAddr(d)
+		if !ok {
+			l.txDropped.Add(1)
+			continue
+		}
+		l.txPackets.Add(1)
+		l.txBytes.Add(uint64(len(d)))
+		l.transmit(dst, d)
+	}
+	return len(frames), nil
+}
+
+// transmit applies the path's faults and delivers.
+func (l *MemLink) transmit(dst netip.Addr, d []byte) {
+	p := l.net.path(l.addr, dst)
+	p.mu.Lock()
+	f := p.faults
+	lose := f.Loss > 0 && p.rng.Float64() < f.Loss
+	dup := f.Duplicate > 0 && p.rng.Float64() < f.Duplicate
+	reorder := f.Reorder > 0 && p.rng.Float64() < f.Reorder
+	corrupt := f.Corrupt > 0 && p.rng.Float64() < f.Corrupt
+	bit := p.rng.IntN(len(d) * 8)
+	p.mu.Unlock()
+	if lose {
+		l.injected[0].Add(1)
+		return
+	}
+	copies := 1
+	if dup {
+		l.injected[1].Add(1)
+		copies = 2
+	}
+	for range copies {
+		pk := memPacket{buf: memBufs.Get().(*[MaxFrame]byte), n: len(d)}
+		copy(pk.buf[:], d)
+		if corrupt {
+			pk.buf[bit/8] ^= 1 << (bit % 8)
+		}
+		delay := f.Delay
+		if reorder {
+			rd := f.ReorderDelay
+			if rd == 0 {
+				rd = 300 * time.Microsecond
+			}
+			delay += rd
+		}
+		if delay > 0 {
+			time.AfterFunc(delay, func() { l.deliver(dst, pk) })
+		} else {
+			l.deliver(dst, pk)
+		}
+	}
+	if corrupt {
+		l.injected[3].Add(1)
+	}
+	if reorder {
+		l.injected[2].Add(1)
+	}
+}
+
+func (l *MemLink) deliver(dst netip.Addr, pk memPacket) {
+	r := l.net.lookup(dst)
+	if r == nil {
+		l.txDropped.Add(1)
+		memBufs.Put(pk.buf)
+		return
+	}
+	r.mu.Lock()
+	if r.closed || len(r.queue) >= r.qmax {
+		r.mu.Unlock()
+		r.rxDropped.Add(1)
+		memBufs.Put(pk.buf)
+		return
+	}
+	r.queue = append(r.queue, pk)
+	r.mu.Unlock()
+	r.cond.Signal()
+}
+
+// Recv implements Link.
+func (l *MemLink) Recv(frames []Frame) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, pk := range l.lent {
+		memBufs.Put(pk.buf)
+	}
+	l.lent = l.lent[:0]
+	for len(l.queue) == 0 && !l.closed {
+		l.cond.Wait()
+	}
+	if l.closed {
+		return 0, ErrClosed
+	}
+	n := min(len(frames), len(l.queue))
+	for i := range n {
+		pk := l.queue[i]
+		frames[i] = Frame{B: pk.buf[:pk.n], Off: 0}
+		l.rxPackets.Add(1)
+		l.rxBytes.Add(uint64(pk.n))
+		l.lent = append(l.lent, pk)
+	}
+	rest := copy(l.queue, l.queue[n:])
+	clear(l.queue[rest:])
+	l.queue = l.queue[:rest]
+	return n, nil
+}
+
+// Info implements Link.
+func (l *MemLink) Info() Info {
+	return Info{Name: "mem " + l.addr.String(), MTU: l.mtu, Addrs: []netip.Addr{l.addr}, MAC: l.mac}
+}
+
+// SrcPort implements Link: the hash HCAs use.
+func (l *MemLink) SrcPort(qpn uint32) uint16 { return RoCEv2SrcPort(qpn) }
+
+// Stats implements Link.
+func (l *MemLink) Stats() Stats {
+	return Stats{TxPackets: l.txPackets.Load(), TxBytes: l.txBytes.Load(),
+		RxPackets: l.rxPackets.Load(), RxBytes: l.rxBytes.Load(),
+		TxDropped: l.txDropped.Load(), RxDropped: l.rxDropped.Load()}
+}
+
+// Injected returns how many packets this link's sends lost, duplicated,
+// reordered and corrupted by injection.
+func (l *MemLink) Injected() (loss, dup, reorder, corrupt uint64) {
+	return l.injected[0].Load(), l.injected[1].Load(), l.injected[2].Load(), l.injected[3].Load()
+}
+
+// Close implements Link.
+func (l *MemLink) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	for _, pk := range l.queue {
+		memBufs.Put(pk.buf)
+	}
+	l.queue = nil
+	l.mu.Unlock()
+	l.cond.Broadcast()
+	l.net.detach(l)
+	return nil
+}
+
+func (l *MemLink) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// dstAddr reads the destination address of an IP datagram.
+func dstAddr(d []byte) (netip.Addr, bool) {
+	switch {
+	case len(d) >= 20 && d[0]>>4 == 4:
+		return netip.AddrFrom4([4]byte(d[16:20])), true
+	case len(d) >= 40 && d[0]>>4 == 6:
+		return netip.AddrFrom16([16]byte(d[24:40])).Unmap(), true
+	}
+	return netip.Addr{}, false
+}

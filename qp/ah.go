@@ -1,0 +1,65 @@
+package qp
+
+import (
+	"net/netip"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+)
+
+// AH is an address handle: a resolved destination for UD sends (ibv_ah).
+type AH struct {
+	pd    *mr.PD
+	attr  AHAttr
+	outer bth.Outer
+}
+
+// NewAH resolves an address vector (ibv_create_ah).
+func NewAH(env *Env, pd *mr.PD, attr AHAttr) (*AH, error) {
+	o, err := resolveAH(env, &attr, 0)
+	if err != nil {
+		return nil, err
+	}
+	pd.Hold()
+	return &AH{pd: pd, attr: attr, outer: o}, nil
+}
+
+// Attr returns the address vector.
+func (a *AH) Attr() AHAttr { return a.attr }
+
+// Destroy releases the address handle.
+func (a *AH) Destroy() error {
+	if a.pd != nil {
+		a.pd.Release()
+		a.pd = nil
+	}
+	return nil
+}
+
+// AHAttrFromWC builds the address vector that answers a UD receive, from
+// its completion and the 40-byte GRH area of its buffer
+// (ibv_init_ah_from_wc): the destination is the packet's source.
+func AHAttrFromWC(wc *cq.WC, grh []byte, sgidIndex uint8) (AHAttr, error) {
+	if wc.Flags&cq.WithGRH == 0 || len(grh) < bth.GRHLen {
+		return AHAttr{}, invalid("completion without a GRH")
+	}
+	g := bth.GRH(grh)
+	a := AHAttr{DGID: bth.GIDFromAddr(g.Source()), SGIDIndex: sgidIndex, PortNum: 1, HopLimit: 0xff}
+	if !g.IsIPv4() {
+		a.FlowLabel = g.FlowLabel()
+		a.TrafficClass = g.TClass()
+	} else {
+		a.TrafficClass = grh[20+1]
+	}
+	return a, nil
+}
+
+// srcAddr returns the source IP address of a frame.
+func srcAddr(f bth.Frame) (netip.Addr, bool) {
+	ip := f.IP()
+	if f.IsIPv6() {
+		return netip.AddrFrom16([16]byte(ip[8:24])), true
+	}
+	return netip.AddrFrom4([4]byte(ip[12:16])), true
+}

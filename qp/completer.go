@@ -1,0 +1,324 @@
+package qp
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+)
+
+// The completer (IBA 9.7.5.1 and 9.9; rxe_comp.c) matches ACKs, NAKs, READ
+// responses and atomic ACKs against the outstanding send WQEs, completes
+// them in order, and decides when to go back and retransmit: on a local ACK
+// timeout, a PSN sequence error NAK, an RNR NAK (after its timer), or when a
+// later response shows that READ responses were lost. Retries count against
+// retry_cnt and rnr_retry, which any forward progress resets.
+
+type completer struct {
+	psn      bth.PSN // oldest PSN not yet acknowledged
+	retryCnt uint8   // retries left (retry_cnt)
+	rnrRetry uint8   // RNR retries left (rnr_retry; 7 means unlimited)
+	deadline time.Time
+	armed    bool
+	gapPSN   bth.PSN // a retry for lost READ responses was started at this PSN
+	gapRetry bool
+}
+
+func (c *completer) resetRetries(a *Attr) {
+	c.retryCnt = a.RetryCnt
+	c.rnrRetry = a.RNRRetry
+}
+
+// rto is the local ACK timeout: 4.096 µs × 2^timeout; 0 waits forever
+// (IBA 9.7.6.1.3).
+func (q *QP) rto() time.Duration {
+	t := q.attr.Timeout
+	if t == 0 {
+		return 0
+	}
+	return time.Duration(4096<<t) * time.Nanosecond
+}
+
+// armRTO (re)starts the local ACK timer. Rather than reset a timer per
+// packet, it moves a deadline the timer checks when it fires.
+func (q *QP) armRTO() {
+	d := q.rto()
+	if d == 0 {
+		return
+	}
+	q.comp.deadline = time.Now().Add(d)
+	if !q.comp.armed {
+		q.comp.armed = true
+		q.rtoTimer.Reset(d)
+	}
+}
+
+func (q *QP) onRTO() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.comp.armed = false
+	if q.destroyed || (q.state != RTS && q.state != SQD) || !q.outstanding() || q.req.rnrWait {
+		return // the RNR timer restarts sending and with it this timer
+	}
+	if now := time.Now(); now.Before(q.comp.deadline) {
+		q.comp.armed = true
+		q.rtoTimer.Reset(q.comp.deadline.Sub(now))
+		return
+	}
+	q.env.Counters.Timeouts.Add(1)
+	if q.retry(q.comp.psn) {
+		q.run()
+	}
+}
+
+func (q *QP) onRNRTimer() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.req.rnrWait {
+		return
+	}
+	q.req.rnrWait = false
+	q.run()
+}
+
+// retry goes back to psn (go-back-N) if retries are left, else completes
+// the oldest WQE with a retry-exceeded error. It reports whether it retried.
+func (q *QP) retry(psn bth.PSN) bool {
+	if q.comp.retryCnt == 0 {
+		q.env.Counters.RetryExceededErr.Add(1)
+		q.toError(q.sqAt(q.sqHead), cq.RetryExcErr)
+		return false
+	}
+	q.comp.retryCnt--
+	q.rewind(psn)
+	q.armRTO()
+	return true
+}
+
+// rewind makes the requester send again from psn, which lies in a started
+// WQE (normally the oldest).
+func (q *QP) rewind(psn bth.PSN) {
+	for i := q.sqHead; i != q.sqTail; i++ {
+		w := q.sqAt(i)
+		if w.state != wqeStarted {
+			break
+		}
+		if psn.Before(w.firstPSN) || psn.After(w.lastPSN) {
+			continue
+		}
+		q.req.cur = i
+		q.req.off = 0
+		if !w.isAtomic() {
+			q.req.off = uint32(psn.Diff(w.firstPSN)) * uint32(q.mtu)
+		}
+		q.req.psn = psn
+		q.req.noAck = 0
+		return
+	}
+}
+
+// progress notes forward progress: retry counters reset (IBA 9.7.6.1.3
+// counts consecutive retries) and the timer restarts or stops.
+func (q *QP) progress() {
+	q.comp.resetRetries(&q.attr)
+	q.comp.gapRetry = false
+	if q.outstanding() {
+		q.armRTO()
+	}
+	q.checkDrained()
+}
+
+// handleResponse processes an ACK, NAK, READ response or atomic ACK.
+func (q *QP) handleResponse(p bth.Packet) {
+	psn := p.BTH().PSN()
+	c := q.env.Counters
+	// A response for a PSN never sent is a ghost (IBA 9.9.4.1): drop it.
+	if !psn.Before(q.req.hiPSN) {
+		c.GhostResponses.Add(1)
+		return
+	}
+	switch p.Info().Kind {
+	case bth.KindAcknowledge:
+		syn := p.AETH().Syndrome()
+		switch syn.Class() {
+		case bth.ClassACK:
+			q.ackThrough(psn)
+		case bth.ClassRNRNAK:
+			if q.ackThrough(psn.Add(-1)) {
+				q.rnrNAK(psn, syn.Value())
+			}
+		case bth.ClassNAK:
+			if !q.ackThrough(psn.Add(-1)) {
+				return
+			}
+			switch code := syn.NAKCode(); code {
+			case bth.NAKPSNSequenceError:
+				// The responder expects psn: everything before it arrived
+				// (the NAK acknowledges it) and we resend from there.
+				c.RcvdSeqErr.Add(1)
+				if psn == q.comp.psn && q.outstanding() {
+					c.CompleterRetryErr.Add(1)
+					q.retry(psn)
+				}
+			case bth.NAKInvalidRequest:
+				q.remoteError(psn, cq.RemInvReqErr)
+			case bth.NAKRemoteAccessError:
+				q.remoteError(psn, cq.RemAccessErr)
+			case bth.NAKRemoteOperational:
+				q.remoteError(psn, cq.RemOpErr)
+			default:
+				q.remoteError(psn, cq.RemInvRDReqErr)
+			}
+		default:
+			c.Malformed.Add(1)
+		}
+	case bth.KindReadResponse:
+		q.readResponse(p, psn)
+	case bth.KindAtomicAcknowledge:
+		q.atomicAck(p, psn)
+	}
+}
+
+// ackThrough acknowledges every PSN up to and including psn: SEND and WRITE
+// WQEs it covers complete. It reports false if the QP left RTS/SQD or the
+// acknowledgement showed lost READ or atomic responses (and a retry began).
+func (q *QP) ackThrough(psn bth.PSN) bool {
+	if psn.Before(q.comp.psn.Add(-1)) {
+		q.env.Counters.DuplicateResponses.Add(1)
+		return true // stale
+	}
+	advanced := false
+	for q.sqHead != q.sqTail {
+		w := q.sqAt(q.sqHead)
+		if w.state != wqeStarted || psn.Before(w.firstPSN) {
+			break
+		}
+		if w.isReadOrAtomic() {
+			if psn.Before(q.comp.psn) {
+				break // acknowledges no more than we have received
+			}
+			// The responder has gone past a READ or atomic whose response we
+			// lack: its responses were lost. Ask again (IBA 9.7.5.1.3), once
+			// per gap rather than for every later packet of the same burst.
+			if q.comp.psn.Before(w.firstPSN) {
+				q.comp.psn = w.firstPSN
+			}
+			if !q.comp.gapRetry || q.comp.gapPSN != q.comp.psn {
+				q.comp.gapRetry, q.comp.gapPSN = true, q.comp.psn
+				q.env.Counters.CompleterRetryErr.Add(1)
+				q.retry(q.comp.psn)
+			}
+			return false
+		}
+		if psn.Before(w.lastPSN) {
+			break // part of a long message
+		}
+		q.retire(cq.Success)
+		advanced = true
+	}
+	if psn.Next().After(q.comp.psn) {
+		q.comp.psn = psn.Next()
+		advanced = true
+	}
+	if advanced {
+		q.progress()
+	}
+	return q.state == RTS || q.state == SQD
+}
+
+// readResponse places one READ response packet.
+func (q *QP) readResponse(p bth.Packet, psn bth.PSN) {
+	c := q.env.Counters
+	// A response implicitly acknowledges the requests before it (IBA 9.7.5.1.2).
+	if !q.ackThrough(psn.Add(-1)) {
+		return
+	}
+	if q.sqHead == q.sqTail {
+		c.DuplicateResponses.Add(1)
+		return
+	}
+	w := q.sqAt(q.sqHead)
+	if psn != q.comp.psn {
+		c.DuplicateResponses.Add(1) // before comp.psn: a gap was handled by ackThrough
+		return
+	}
+	if w.wr.Opcode != WRRDMARead || w.state != wqeStarted || psn.After(w.lastPSN) {
+		c.Malformed.Add(1)
+		return
+	}
+	mtu := uint32(q.mtu)
+	off := uint32(psn.Diff(w.firstPSN)) * mtu
+	want := min(mtu, w.length-off)
+	pos := p.Info().Pos
+	isLast := psn == w.lastPSN
+	if uint32(p.PayloadLen()) != want || isLast != (pos == bth.PosLast || pos == bth.PosOnly) {
+		c.Malformed.Add(1)
+		return
+	}
+	if err := q.scatter(w.wr.SGL, off, p.Payload()); err != nil {
+		q.toError(w, cq.LocProtErr)
+		return
+	}
+	q.comp.psn = psn.Next()
+	if isLast {
+		q.retire(cq.Success)
+	}
+	q.progress()
+}
+
+// atomicAck completes an atomic operation with the original remote value.
+func (q *QP) atomicAck(p bth.Packet, psn bth.PSN) {
+	c := q.env.Counters
+	if !q.ackThrough(psn.Add(-1)) {
+		return
+	}
+	if psn != q.comp.psn || q.sqHead == q.sqTail {
+		c.DuplicateResponses.Add(1)
+		return
+	}
+	w := q.sqAt(q.sqHead)
+	if !w.isAtomic() || w.state != wqeStarted || w.firstPSN != psn {
+		c.Malformed.Add(1)
+		return
+	}
+	// Atomics operate on host-order (little-endian) 64-bit words, as rxe does.
+	var v [8]byte
+	binary.LittleEndian.PutUint64(v[:], p.AtomicAckETH().OrigData())
+	if err := q.scatter(w.wr.SGL, 0, v[:]); err != nil {
+		q.toError(w, cq.LocProtErr)
+		return
+	}
+	q.comp.psn = psn.Next()
+	q.retire(cq.Success)
+	q.progress()
+}
+
+// rnrNAK handles an RNR NAK for psn: wait the timer it names, then resend
+// from psn; rnr_retry 7 retries for ever (IBA 9.7.5.2.8).
+func (q *QP) rnrNAK(psn bth.PSN, timer uint8) {
+	q.env.Counters.RcvdRNRErr.Add(1)
+	if psn != q.comp.psn || !q.outstanding() {
+		return
+	}
+	if q.comp.rnrRetry == 0 {
+		q.env.Counters.RetryRNRExceededErr.Add(1)
+		q.toError(q.sqAt(q.sqHead), cq.RNRRetryExcErr)
+		return
+	}
+	if q.comp.rnrRetry != 7 {
+		q.comp.rnrRetry--
+	}
+	q.rewind(psn)
+	q.req.rnrWait = true
+	q.rnrTimer.Reset(bth.RNRTimer(timer))
+}
+
+// remoteError completes the WQE holding psn with the error the NAK names
+// and moves the QP to ERR (IBA 9.9.3: class C errors end the connection).
+func (q *QP) remoteError(psn bth.PSN, st cq.Status) {
+	if q.sqHead == q.sqTail {
+		return
+	}
+	q.toError(q.sqAt(q.sqHead), st)
+}

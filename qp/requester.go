@@ -1,0 +1,263 @@
+package qp
+
+import (
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+)
+
+// The requester (IBA 9.7.4.1 and 9.7.5.1; rxe_req.c) turns send WQEs into
+// request packets: it segments messages by the path MTU, assigns PSNs,
+// sets AckReq, honours the window, fences and the max_rd_atomic limit, and
+// after a rewind by the completer sends again from the PSN it is told.
+
+type requester struct {
+	psn         bth.PSN // next PSN to transmit
+	hiPSN       bth.PSN // one past the highest PSN ever transmitted
+	cur         uint32  // send queue counter of the WQE being transmitted
+	off         uint32  // bytes of it already transmitted
+	noAck       int     // packets since the last one with AckReq
+	rdOut       int     // READ and atomic WQEs started and not completed
+	rnrWait     bool    // waiting out an RNR NAK's timer
+	drainNotify bool    // raise SQ drained when the SQD drain completes
+}
+
+func (q *QP) window() int {
+	if q.env.Window > 0 {
+		return q.env.Window
+	}
+	return DefaultWindow
+}
+
+// canSend reports whether the WQE at req.cur may transmit its next packet.
+func (q *QP) canSend() bool {
+	r := &q.req
+	if r.rnrWait {
+		return false
+	}
+	if q.typ == RC && int(r.psn.Diff(q.comp.psn)) >= q.window() {
+		return false
+	}
+	w := q.sqAt(r.cur)
+	if w.state != wqePosted {
+		return true
+	}
+	if q.state == SQD {
+		return false // IBA 10.3.1.4: a draining QP starts no new message
+	}
+	if w.wr.Flags&Fence != 0 && r.rdOut > 0 {
+		return false // fence: wait for earlier READs and atomics
+	}
+	if w.isReadOrAtomic() && r.rdOut >= int(max(q.attr.MaxRdAtomic, 1)) {
+		return false // never more outstanding than the responder has resources for (IBA 9.5)
+	}
+	return true
+}
+
+// requestReady reports whether request would send something now.
+func (q *QP) requestReady() bool {
+	return (q.state == RTS || q.state == SQD) && q.req.cur != q.sqTail && q.canSend()
+}
+
+// request transmits up to budget request packets. It returns how many it
+// sent and whether it stopped with more ready to send.
+func (q *QP) request(budget int) (int, bool) {
+	if q.state != RTS && q.state != SQD {
+		return 0, false
+	}
+	sent := 0
+	for q.req.cur != q.sqTail && q.canSend() {
+		if sent == budget {
+			return sent, true
+		}
+		w := q.sqAt(q.req.cur)
+		if w.state == wqePosted {
+			q.start(w)
+		}
+		if !q.sendNext(w) {
+			break
+		}
+		sent++
+	}
+	if sent > 0 && q.typ == RC {
+		q.armRTO()
+	}
+	return sent, false
+}
+
+// start assigns a WQE its PSNs when its first packet goes out.
+func (q *QP) start(w *sendWQE) {
+	mtu := uint32(q.mtu)
+	switch {
+	case w.isAtomic(), q.typ == UD:
+		w.npkts = 1
+	default:
+		w.npkts = max(1, (w.length+mtu-1)/mtu)
+	}
+	w.firstPSN = q.req.psn
+	w.lastPSN = w.firstPSN.Add(int(w.npkts) - 1)
+	w.state = wqeStarted
+	if w.isReadOrAtomic() {
+		q.req.rdOut++
+	}
+}
+
+// sendNext builds and queues the next packet of w and advances the
+// requester. It returns false if the WQE failed locally.
+func (q *QP) sendNext(w *sendWQE) bool {
+	r := &q.req
+	mtu := uint32(q.mtu)
+	psn := r.psn
+	if psn.Before(r.hiPSN) {
+		q.env.Counters.RetransmittedPkts.Add(1)
+	}
+	var p packet
+	last := true
+	switch w.wr.Opcode {
+	case WRRDMARead:
+		// A READ request names the rest of the data from r.off: a first
+		// request asks for all of it, a retried one for what is missing
+		// (IBA 9.7.5.1.3).
+		p = q.newPacket(&q.outer, bth.RCReadRequest, 0, psn, q.attr.DestQPN)
+		bth.RETH(p.ext(bth.ExtRETH)).Encode(w.wr.RemoteAddr+uint64(r.off), w.wr.RKey, w.length-r.off)
+		p.bth().SetAckReq(true)
+		q.send(&p)
+		r.psn = w.lastPSN.Next()
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		op := bth.RCFetchAdd
+		swapAdd, compare := w.wr.CompareAdd, uint64(0)
+		if w.wr.Opcode == WRAtomicCmpAndSwp {
+			op, swapAdd, compare = bth.RCCompareSwap, w.wr.Swap, w.wr.CompareAdd
+		}
+		p = q.newPacket(&q.outer, op, 0, psn, q.attr.DestQPN)
+		bth.AtomicETH(p.ext(bth.ExtAtomicETH)).Encode(w.wr.RemoteAddr, w.wr.RKey, swapAdd, compare)
+		p.bth().SetAckReq(true)
+		q.send(&p)
+		r.psn = psn.Next()
+	default:
+		n := min(mtu, w.length-r.off)
+		first := r.off == 0
+		last = r.off+n >= w.length
+		op := q.opcodeFor(w, first, last)
+		outer, dqpn := &q.outer, q.attr.DestQPN
+		if q.typ == UD {
+			outer, dqpn = &w.outer, w.dqpn
+		}
+		p = q.newPacket(outer, op, int(n), psn, dqpn)
+		info := p.info
+		if info.Headers.Has(bth.ExtRETH) {
+			bth.RETH(p.ext(bth.ExtRETH)).Encode(w.wr.RemoteAddr, w.wr.RKey, w.length)
+		}
+		if info.Imm {
+			bth.ImmDt(p.ext(bth.ExtImmDt)).SetImm(w.wr.Imm)
+		}
+		if info.Inv {
+			bth.IETH(p.ext(bth.ExtIETH)).SetRKey(w.wr.InvRKey)
+		}
+		if info.Headers.Has(bth.ExtDETH) {
+			d := bth.DETH(p.ext(bth.ExtDETH))
+			d.SetQKey(w.qkey)
+			d.SetSrcQP(q.qpn)
+		}
+		if err := q.gather(w.wr.SGL, w.inline, r.off, p.payload()); err != nil {
+			p.release()
+			q.localError(w, cq.LocProtErr)
+			return false
+		}
+		h := p.bth()
+		if q.typ == RC {
+			// AckReq on the last packet of a message and, within a long
+			// one, often enough that the window keeps moving (IBA 9.7.4.1.3).
+			h.SetAckReq(last || r.noAck >= ackReqEvery-1)
+		}
+		if last && w.wr.Flags&Solicited != 0 && (info.Kind == bth.KindSend || info.Imm) {
+			h.SetSE(true)
+		}
+		q.send(&p)
+		r.off += n
+		r.psn = psn.Next()
+	}
+	if p.bth().AckReq() {
+		r.noAck = 0
+	} else {
+		r.noAck++
+	}
+	if r.hiPSN.Before(r.psn) {
+		r.hiPSN = r.psn
+	}
+	if last {
+		r.cur++
+		r.off = 0
+		if q.typ != RC {
+			// UC and UD complete a send once it is on the wire (IBA 9.8.3).
+			q.retire(cq.Success)
+		}
+	}
+	return true
+}
+
+// opcodeFor picks the SEND or WRITE opcode of a packet of w.
+func (q *QP) opcodeFor(w *sendWQE, first, last bool) bth.OpCode {
+	var op bth.OpCode
+	switch w.wr.Opcode {
+	case WRSend, WRSendWithImm, WRSendWithInv:
+		switch {
+		case first && last:
+			op = bth.SendOnly
+		case first:
+			op = bth.SendFirst
+		case last:
+			op = bth.SendLast
+		default:
+			op = bth.SendMiddle
+		}
+		if last && w.wr.Opcode == WRSendWithImm {
+			op++ // SendLastImm, SendOnlyImm follow SendLast, SendOnly
+		}
+		if last && w.wr.Opcode == WRSendWithInv {
+			op = bth.SendLastInv
+			if first {
+				op = bth.SendOnlyInv
+			}
+		}
+	default: // RDMA WRITE
+		switch {
+		case first && last:
+			op = bth.WriteOnly
+		case first:
+			op = bth.WriteFirst
+		case last:
+			op = bth.WriteLast
+		default:
+			op = bth.WriteMiddle
+		}
+		if last && w.wr.Opcode == WRRDMAWriteWithImm {
+			op++ // WriteLastImm, WriteOnlyImm follow WriteLast, WriteOnly
+		}
+	}
+	t := bth.TransportRC
+	switch q.typ {
+	case UC:
+		t = bth.TransportUC
+	case UD:
+		t = bth.TransportUD
+	}
+	return bth.OpCode(t)<<5 | op
+}
+
+// localError completes a WQE that failed before reaching the wire. RC goes
+// to ERR; UC and UD go to SQE, whose receive side keeps working (IBA
+// 10.3.1.6).
+func (q *QP) localError(w *sendWQE, st cq.Status) {
+	if q.typ == RC {
+		q.toError(w, st)
+		return
+	}
+	q.state = SQE
+	for q.sqHead != q.sqTail {
+		s := cq.WRFlushErr
+		if q.sqAt(q.sqHead) == w {
+			s = st
+		}
+		q.retire(s)
+	}
+}

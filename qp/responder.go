@@ -1,0 +1,775 @@
+package qp
+
+import (
+	"encoding/binary"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+)
+
+// The responder (IBA 9.7.5.1 and 9.7.5.2; rxe_resp.c) checks each incoming
+// request's PSN, opcode sequence, length and keys, executes it, and queues
+// what goes back: ACKs (coalesced), NAKs, READ responses and atomic ACKs,
+// in the order the requests came. Duplicate READs and atomics are answered
+// from a ring of max_dest_rd_atomic responder resources.
+
+type msgKind uint8
+
+const (
+	msgNone msgKind = iota
+	msgSend
+	msgWrite
+)
+
+// rdResource remembers an executed READ or atomic so a duplicate of it can
+// be answered again without executing it twice (IBA 9.7.5.1.3).
+type rdResource struct {
+	atomic   bool
+	firstPSN bth.PSN
+	lastPSN  bth.PSN
+	rkey     uint32
+	orig     uint64 // atomic: the value before the operation
+	valid    bool
+}
+
+type itemKind uint8
+
+const (
+	itemACK itemKind = iota
+	itemNAK
+	itemRead
+	itemAtomicAck
+)
+
+// respItem is one thing the responder has to send, in order.
+type respItem struct {
+	kind   itemKind
+	psn    bth.PSN
+	syn    bth.Syndrome
+	msn    uint32
+	va     uint64 // READ: next address to read
+	rkey   uint32
+	remain uint32 // READ: bytes left
+	first  bool   // READ: the next packet is the response's first
+	orig   uint64 // atomic ACK
+}
+
+type responder struct {
+	epsn    bth.PSN // expected PSN
+	msn     uint32
+	inMsg   msgKind // multi-packet message in progress
+	nakSent bool    // a NAK for epsn went out; later packets wait for its retry
+	dropMsg bool    // UC: dropping until the next FIRST or ONLY
+
+	// The receive WQE the SEND in progress fills.
+	rwqe    recvWQE
+	rsge    [MaxSGE]mr.SGE
+	haveWQE bool
+	rOff    uint32
+
+	// The RDMA WRITE in progress.
+	wVA     uint64
+	wRKey   uint32
+	wRemain uint32
+	wLen    uint32
+
+	res     []rdResource
+	resNext int
+
+	outq    []respItem
+	outHead int
+
+	established bool
+}
+
+func (r *responder) init(maxDestRdAtomic uint8) {
+	r.res = make([]rdResource, max(int(maxDestRdAtomic), 1))
+	r.resNext = 0
+}
+
+// handleRequest processes one request packet.
+func (q *QP) handleRequest(p bth.Packet, f bth.Frame) {
+	if !q.resp.established {
+		q.resp.established = true
+		if q.state == RTR && q.env.Event != nil {
+			q.env.Event(Event{Type: EventCommEst, QP: q}) // IBA 11.6.3.1
+		}
+	}
+	switch q.typ {
+	case UD:
+		q.receiveUD(p, f)
+	case UC:
+		q.receiveUC(p)
+	default:
+		q.receiveRC(p)
+	}
+}
+
+// receiveRC applies the RC responder's checks in the specification's order:
+// PSN (9.7.5.1.1), opcode sequence (9.7.5.1.2), then length and resources.
+func (q *QP) receiveRC(p bth.Packet) {
+	r := &q.resp
+	c := q.env.Counters
+	psn := p.BTH().PSN()
+	switch d := psn.Diff(r.epsn); {
+	case d > 0:
+		// Out of sequence: one NAK per gap; later packets of the same gap
+		// are dropped silently until the expected PSN arrives.
+		c.OutOfSeqRequest.Add(1)
+		if !r.nakSent {
+			r.nakSent = true
+			q.queueNAK(bth.NAKSyndrome(bth.NAKPSNSequenceError), r.epsn)
+		}
+		return
+	case d < 0:
+		c.DuplicateRequest.Add(1)
+		q.duplicate(p, psn)
+		return
+	}
+	r.nakSent = false
+	info := p.Info()
+	if !q.sequenceOK(info) {
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr)
+		return
+	}
+	switch info.Kind {
+	case bth.KindSend:
+		q.execSend(p)
+	case bth.KindWrite:
+		q.execWrite(p)
+	case bth.KindReadRequest:
+		q.execRead(p)
+	case bth.KindCompareSwap, bth.KindFetchAdd:
+		q.execAtomic(p)
+	default:
+		// FLUSH, ATOMIC WRITE and RD opcodes are not supported here.
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr)
+	}
+}
+
+// sequenceOK checks the opcode against the message in progress (IBA
+// 9.7.5.1.2): a FIRST or MIDDLE must be followed by a MIDDLE or LAST of the
+// same operation, and nothing else may interrupt it.
+func (q *QP) sequenceOK(info *bth.Info) bool {
+	cont := info.Pos == bth.PosMiddle || info.Pos == bth.PosLast
+	switch q.resp.inMsg {
+	case msgSend:
+		return cont && info.Kind == bth.KindSend
+	case msgWrite:
+		return cont && info.Kind == bth.KindWrite
+	}
+	return !cont
+}
+
+// lengthOK checks a packet's payload against the path MTU: FIRST and
+// MIDDLE carry exactly one MTU, LAST at least one byte and at most one MTU,
+// ONLY at most one MTU (IBA 9.7.5.1.4).
+func (q *QP) lengthOK(p bth.Packet) bool {
+	n, mtu := p.PayloadLen(), q.mtu
+	switch p.Info().Pos {
+	case bth.PosFirst, bth.PosMiddle:
+		return n == mtu
+	case bth.PosLast:
+		return n > 0 && n <= mtu
+	}
+	return n <= mtu
+}
+
+// takeRecvWQE pops the next receive WQE (from the SRQ if the QP has one),
+// copying its SGL so the slot can be reused while the message arrives.
+func (q *QP) takeRecvWQE() bool {
+	var w recvWQE
+	var ok bool
+	if q.srq != nil {
+		w, ok = q.srq.pop(q.resp.rsge[:])
+	} else {
+		w, ok = q.rq.pop()
+		if ok {
+			n := copy(q.resp.rsge[:], w.sgl)
+			w.sgl = q.resp.rsge[:n]
+		}
+	}
+	if !ok {
+		return false
+	}
+	q.resp.rwqe = w
+	q.resp.haveWQE = true
+	q.resp.rOff = 0
+	return true
+}
+
+// rnr answers a request that needs a receive WQE when there is none: an
+// RNR NAK with the QP's min_rnr_timer, and the PSN is not consumed (IBA
+// 9.7.5.2.8).
+func (q *QP) rnr() {
+	q.env.Counters.SendRNRErr.Add(1)
+	q.resp.nakSent = true // later packets of the burst wait for the retry
+	q.queueNAK(bth.RNRNAKSyndrome(q.attr.MinRNRTimer), q.resp.epsn)
+}
+
+func (q *QP) execSend(p bth.Packet) {
+	r := &q.resp
+	info := p.Info()
+	start := info.Pos == bth.PosFirst || info.Pos == bth.PosOnly
+	if start && !r.haveWQE && !q.takeRecvWQE() {
+		q.rnr()
+		return
+	}
+	if !q.lengthOK(p) {
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr)
+		return
+	}
+	pay := p.Payload()
+	if uint64(r.rOff)+uint64(len(pay)) > uint64(r.rwqe.length) {
+		// The message does not fit the receive buffer: local length error
+		// here, invalid request at the requester (IBA 9.7.5.2.3).
+		q.completeRecv(&r.rwqe, cq.LocLenErr, cq.OpRecv, r.rOff, 0, false)
+		r.haveWQE = false
+		q.classC(bth.NAKInvalidRequest, 0, 0)
+		return
+	}
+	if err := q.scatter(r.rwqe.sgl, r.rOff, pay); err != nil {
+		q.completeRecv(&r.rwqe, cq.LocProtErr, cq.OpRecv, r.rOff, 0, false)
+		r.haveWQE = false
+		q.classC(bth.NAKRemoteOperational, 0, 0)
+		return
+	}
+	r.rOff += uint32(len(pay))
+	r.epsn = r.epsn.Next()
+	if info.Pos == bth.PosLast || info.Pos == bth.PosOnly {
+		var flags cq.Flags
+		wc := cq.WC{WRID: r.rwqe.wrID, Opcode: cq.OpRecv, ByteLen: r.rOff, QPNum: q.qpn, SrcQP: q.attr.DestQPN}
+		if info.Imm {
+			flags |= cq.WithImm
+			wc.ImmData = p.ImmDt().Imm()
+		}
+		if info.Inv {
+			rkey := p.IETH().RKey()
+			if !q.env.Keys.InvalidateRKey(q.pd, rkey) {
+				r.epsn = r.epsn.Add(-1)
+				q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr)
+				return
+			}
+			flags |= cq.WithInv
+			wc.InvalidatedRKey = rkey
+		}
+		wc.Flags = flags
+		r.haveWQE = false
+		r.inMsg = msgNone
+		r.msn++
+		q.env.Counters.RDMARecvs.Add(1)
+		q.pushCQ(q.recvCQ, &wc, p.BTH().SE())
+	} else {
+		r.inMsg = msgSend
+	}
+	if p.BTH().AckReq() {
+		q.queueACK(p.BTH().PSN())
+	}
+}
+
+func (q *QP) execWrite(p bth.Packet) {
+	r := &q.resp
+	info := p.Info()
+	if info.Pos == bth.PosFirst || info.Pos == bth.PosOnly {
+		reth := p.RETH()
+		if q.attr.AccessFlags&mr.RemoteWrite == 0 {
+			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+			return
+		}
+		r.wVA, r.wRKey, r.wLen = reth.VA(), reth.RKey(), reth.DMALen()
+		r.wRemain = r.wLen
+		// A zero-length WRITE checks no R_Key (IBA 9.7.5.2.2).
+		if r.wLen > 0 {
+			if _, err := q.remote(r.wRKey, r.wVA, r.wLen, mr.RemoteWrite, false); err != nil {
+				q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+				return
+			}
+		}
+	}
+	// WRITE with immediate consumes a receive WQE: check for one before
+	// touching memory, so an RNR retry finds the packet unconsumed.
+	if info.Imm && !r.haveWQE && !q.takeRecvWQE() {
+		q.rnr()
+		return
+	}
+	if !q.lengthOK(p) || uint32(p.PayloadLen()) > r.wRemain {
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr)
+		return
+	}
+	if n := uint32(p.PayloadLen()); n > 0 {
+		span, err := q.remote(r.wRKey, r.wVA, n, mr.RemoteWrite, true)
+		if err != nil {
+			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+			return
+		}
+		copy(span.B, p.Payload())
+		span.Release()
+		r.wVA += uint64(n)
+		r.wRemain -= n
+	}
+	last := info.Pos == bth.PosLast || info.Pos == bth.PosOnly
+	if last && r.wRemain != 0 {
+		// The message was shorter than its RETH said (IBA 9.7.5.2.2).
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr)
+		return
+	}
+	r.epsn = r.epsn.Next()
+	if last {
+		r.inMsg = msgNone
+		r.msn++
+		if info.Imm {
+			wc := cq.WC{WRID: r.rwqe.wrID, Opcode: cq.OpRecvRDMAWithImm, ByteLen: r.wLen, QPNum: q.qpn,
+				SrcQP: q.attr.DestQPN, Flags: cq.WithImm, ImmData: p.ImmDt().Imm()}
+			r.haveWQE = false
+			q.pushCQ(q.recvCQ, &wc, p.BTH().SE())
+		}
+	} else {
+		r.inMsg = msgWrite
+	}
+	if p.BTH().AckReq() {
+		q.queueACK(p.BTH().PSN())
+	}
+}
+
+// remote checks an access through an rkey against the QP's PD; with hold
+// it returns the span locked for the copy.
+func (q *QP) remote(rkey uint32, va uint64, n uint32, need mr.Access, hold bool) (mr.Span, error) {
+	span, err := q.env.Keys.Remote(q.pd, rkey, va, n, need)
+	if err == nil && !hold {
+		span.Release()
+	}
+	return span, err
+}
+
+func (q *QP) execRead(p bth.Packet) {
+	r := &q.resp
+	reth := p.RETH()
+	psn := p.BTH().PSN()
+	if q.attr.AccessFlags&mr.RemoteRead == 0 {
+		q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+		return
+	}
+	if q.attr.MaxDestRdAtomic == 0 {
+		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr)
+		return
+	}
+	va, rkey, n := reth.VA(), reth.RKey(), reth.DMALen()
+	if n > MaxMsgSize {
+		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr)
+		return
+	}
+	if n > 0 {
+		if _, err := q.remote(rkey, va, n, mr.RemoteRead, false); err != nil {
+			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+			return
+		}
+	}
+	npkts := max(1, (n+uint32(q.mtu)-1)/uint32(q.mtu))
+	last := psn.Add(int(npkts) - 1)
+	r.res[r.resNext] = rdResource{firstPSN: psn, lastPSN: last, rkey: rkey, valid: true}
+	r.resNext = (r.resNext + 1) % len(r.res)
+	// The READ consumes one PSN per response packet (IBA 9.7.5.1.1), and its
+	// responses carry the MSN counting it.
+	r.epsn = last.Next()
+	r.msn++
+	q.queueItem(respItem{kind: itemRead, psn: psn, va: va, rkey: rkey, remain: n, first: true})
+}
+
+func (q *QP) execAtomic(p bth.Packet) {
+	r := &q.resp
+	a := p.AtomicETH()
+	psn := p.BTH().PSN()
+	if q.attr.AccessFlags&mr.RemoteAtomic == 0 {
+		q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+		return
+	}
+	if q.attr.MaxDestRdAtomic == 0 || a.VA()&7 != 0 {
+		// An atomic on an unaligned address is an invalid request (IBA 9.4.5).
+		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr)
+		return
+	}
+	span, err := q.remote(a.RKey(), a.VA(), 8, mr.RemoteAtomic, true)
+	if err != nil {
+		q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+		return
+	}
+	q.env.Atomic.Lock()
+	orig := binary.LittleEndian.Uint64(span.B)
+	if p.OpCode().Info().Kind == bth.KindCompareSwap {
+		if orig == a.Compare() {
+			binary.LittleEndian.PutUint64(span.B, a.SwapAdd())
+		}
+	} else {
+		binary.LittleEndian.PutUint64(span.B, orig+a.SwapAdd())
+	}
+	q.env.Atomic.Unlock()
+	span.Release()
+	r.res[r.resNext] = rdResource{atomic: true, firstPSN: psn, lastPSN: psn, rkey: a.RKey(), orig: orig, valid: true}
+	r.resNext = (r.resNext + 1) % len(r.res)
+	r.epsn = psn.Next()
+	r.msn++
+	q.queueItem(respItem{kind: itemAtomicAck, psn: psn, orig: orig})
+}
+
+// duplicate answers a request whose PSN is behind the expected one (IBA
+// 9.7.5.1.3, C9-105): SEND and WRITE are acknowledged again; READ and
+// atomic requests are answered again from the responder resources, a READ
+// from whatever PSN and range the retried request names.
+func (q *QP) duplicate(p bth.Packet, psn bth.PSN) {
+	r := &q.resp
+	switch p.Info().Kind {
+	case bth.KindSend, bth.KindWrite:
+		q.queueACK(r.epsn.Add(-1))
+	case bth.KindReadRequest:
+		res := r.find(psn, false)
+		if res == nil {
+			return // forgotten: drop, the requester will time out (class D)
+		}
+		reth := p.RETH()
+		if reth.RKey() != res.rkey {
+			return
+		}
+		if n := reth.DMALen(); n > 0 {
+			if _, err := q.remote(reth.RKey(), reth.VA(), n, mr.RemoteRead, false); err != nil {
+				return
+			}
+		}
+		it := respItem{kind: itemRead, psn: psn, va: reth.VA(), rkey: reth.RKey(), remain: reth.DMALen(), first: true}
+		// Replace a stream still queued for the same READ rather than send
+		// both, keeping its place in the order.
+		for i := r.outHead; i < len(r.outq); i++ {
+			o := &r.outq[i]
+			if o.kind == itemRead && !o.psn.Before(res.firstPSN) && !o.psn.After(res.lastPSN) {
+				it.msn = o.msn
+				*o = it
+				return
+			}
+		}
+		q.queueItem(it)
+	case bth.KindCompareSwap, bth.KindFetchAdd:
+		if res := r.find(psn, true); res != nil && res.firstPSN == psn {
+			q.queueItem(respItem{kind: itemAtomicAck, psn: psn, orig: res.orig})
+		}
+	}
+}
+
+// find returns the resource whose PSN range holds psn.
+func (r *responder) find(psn bth.PSN, atomic bool) *rdResource {
+	for i := range r.res {
+		s := &r.res[i]
+		if s.valid && s.atomic == atomic && !psn.Before(s.firstPSN) && !psn.After(s.lastPSN) {
+			return s
+		}
+	}
+	return nil
+}
+
+// classC handles an error that ends the connection at the responder: a
+// NAK goes out, a receive WQE in use completes with st (if st != 0), and
+// the QP enters ERR with an affiliated event (IBA 9.9.3.1, 10.3.1.7).
+func (q *QP) classC(code bth.NAKCode, st cq.Status, ev EventType) {
+	r := &q.resp
+	q.queueNAK(bth.NAKSyndrome(code), r.epsn)
+	q.respond(1 << 30) // what was queued before the error goes first
+	if r.haveWQE && st != 0 {
+		q.completeRecv(&r.rwqe, st, cq.OpRecv, r.rOff, 0, false)
+		r.haveWQE = false
+	}
+	if ev != 0 {
+		q.fatal(ev, nil)
+	} else {
+		q.toError(nil, cq.WRFlushErr)
+	}
+}
+
+func (q *QP) queueItem(it respItem) {
+	r := &q.resp
+	if it.msn == 0 {
+		it.msn = r.msn
+	}
+	if r.outHead == len(r.outq) {
+		r.outq, r.outHead = r.outq[:0], 0
+	}
+	r.outq = append(r.outq, it)
+}
+
+// queueACK queues an ACK of psn, folding it into an ACK already waiting at
+// the tail: an ACK acknowledges everything before it (coalescing).
+func (q *QP) queueACK(psn bth.PSN) {
+	r := &q.resp
+	if n := len(r.outq); n > r.outHead && r.outq[n-1].kind == itemACK {
+		r.outq[n-1].psn, r.outq[n-1].msn = psn, r.msn
+		q.env.Counters.AckDeferred.Add(1)
+		return
+	}
+	q.queueItem(respItem{kind: itemACK, psn: psn, syn: bth.ACKSyndrome(bth.CreditsInvalid), msn: r.msn})
+}
+
+func (q *QP) queueNAK(syn bth.Syndrome, psn bth.PSN) {
+	q.queueItem(respItem{kind: itemNAK, psn: psn, syn: syn, msn: q.resp.msn})
+}
+
+// respond sends queued responses, at most budget packets, and returns how
+// many it sent and whether more remain.
+func (q *QP) respond(budget int) (int, bool) {
+	r := &q.resp
+	sent := 0
+	for r.outHead < len(r.outq) {
+		if sent == budget {
+			return sent, true
+		}
+		it := &r.outq[r.outHead]
+		switch it.kind {
+		case itemACK, itemNAK:
+			q.sendAck(bth.RCAcknowledge, it.psn, it.syn, it.msn)
+			if it.kind == itemNAK {
+				q.env.Counters.SentNAKs.Add(1)
+			} else {
+				q.env.Counters.SentACKs.Add(1)
+			}
+			r.outHead++
+		case itemAtomicAck:
+			p := q.newPacket(&q.outer, bth.RCAtomicAcknowledge, 0, it.psn, q.attr.DestQPN)
+			bth.AETH(p.ext(bth.ExtAETH)).Encode(bth.ACKSyndrome(bth.CreditsInvalid), it.msn)
+			bth.AtomicAckETH(p.ext(bth.ExtAtomicAckETH)).SetOrigData(it.orig)
+			q.send(&p)
+			r.outHead++
+		case itemRead:
+			if !q.sendReadResponse(it) {
+				return sent, false
+			}
+			if it.remain == 0 && !it.first {
+				r.outHead++
+			}
+		}
+		sent++
+	}
+	return sent, false
+}
+
+func (q *QP) sendAck(op bth.OpCode, psn bth.PSN, syn bth.Syndrome, msn uint32) {
+	p := q.newPacket(&q.outer, op, 0, psn, q.attr.DestQPN)
+	bth.AETH(p.ext(bth.ExtAETH)).Encode(syn, msn)
+	q.send(&p)
+}
+
+// sendReadResponse sends the next packet of a READ response. It returns
+// false if the memory became inaccessible (the QP is then in ERR).
+func (q *QP) sendReadResponse(it *respItem) bool {
+	mtu := uint32(q.mtu)
+	n := min(mtu, it.remain)
+	last := it.remain <= mtu
+	var op bth.OpCode
+	switch {
+	case it.first && last:
+		op = bth.RCReadResponseOnly
+	case it.first:
+		op = bth.RCReadResponseFirst
+	case last:
+		op = bth.RCReadResponseLast
+	default:
+		op = bth.RCReadResponseMiddle
+	}
+	p := q.newPacket(&q.outer, op, int(n), it.psn, q.attr.DestQPN)
+	if p.info.Headers.Has(bth.ExtAETH) {
+		bth.AETH(p.ext(bth.ExtAETH)).Encode(bth.ACKSyndrome(bth.CreditsInvalid), it.msn)
+	}
+	if n > 0 {
+		span, err := q.remote(it.rkey, it.va, n, mr.RemoteRead, true)
+		if err != nil {
+			// Deregistered while the response was going out: NAK this PSN,
+			// drop what would follow it, and end the connection.
+			p.release()
+			q.resp.outq = q.resp.outq[:q.resp.outHead]
+			q.resp.epsn = it.psn
+			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+			return false
+		}
+		copy(p.payload(), span.B)
+		span.Release()
+	}
+	q.send(&p)
+	it.first = false
+	it.va += uint64(n)
+	it.remain -= n
+	it.psn = it.psn.Next()
+	return true
+}
+
+// receiveUC is the UC responder: no ACKs and no retransmission; a PSN gap
+// drops the rest of the message and the responder resumes at the next
+// FIRST or ONLY, whatever its PSN (IBA 9.8.2).
+func (q *QP) receiveUC(p bth.Packet) {
+	r := &q.resp
+	c := q.env.Counters
+	info := p.Info()
+	psn := p.BTH().PSN()
+	start := info.Pos == bth.PosFirst || info.Pos == bth.PosOnly
+	if r.dropMsg || psn != r.epsn {
+		if !start {
+			q.ucDrop()
+			c.UCDropped.Add(1)
+			return
+		}
+		// A new message resynchronizes; a message in progress is abandoned
+		// and its receive WQE reused for the next one.
+		r.dropMsg = false
+		r.inMsg = msgNone
+		r.rOff = 0
+	}
+	if !q.sequenceOK(info) {
+		q.ucDrop()
+		c.UCDropped.Add(1)
+		return
+	}
+	ok := false
+	switch info.Kind {
+	case bth.KindSend:
+		ok = q.ucSend(p)
+	case bth.KindWrite:
+		ok = q.ucWrite(p)
+	}
+	if !ok {
+		q.ucDrop()
+		c.UCDropped.Add(1)
+		return
+	}
+	r.epsn = psn.Next()
+}
+
+// ucDrop abandons the UC message in progress.
+func (q *QP) ucDrop() {
+	r := &q.resp
+	r.dropMsg = true
+	r.inMsg = msgNone
+	r.rOff = 0
+}
+
+func (q *QP) ucSend(p bth.Packet) bool {
+	r := &q.resp
+	info := p.Info()
+	if (info.Pos == bth.PosFirst || info.Pos == bth.PosOnly) && !r.haveWQE && !q.takeRecvWQE() {
+		q.env.Counters.NoRecvWQE.Add(1)
+		return false
+	}
+	if !q.lengthOK(p) {
+		return false
+	}
+	pay := p.Payload()
+	if uint64(r.rOff)+uint64(len(pay)) > uint64(r.rwqe.length) {
+		q.completeRecv(&r.rwqe, cq.LocLenErr, cq.OpRecv, r.rOff, 0, false)
+		r.haveWQE = false
+		return false
+	}
+	if err := q.scatter(r.rwqe.sgl, r.rOff, pay); err != nil {
+		q.completeRecv(&r.rwqe, cq.LocProtErr, cq.OpRecv, r.rOff, 0, false)
+		r.haveWQE = false
+		return false
+	}
+	r.rOff += uint32(len(pay))
+	if info.Pos == bth.PosLast || info.Pos == bth.PosOnly {
+		wc := cq.WC{WRID: r.rwqe.wrID, Opcode: cq.OpRecv, ByteLen: r.rOff, QPNum: q.qpn, SrcQP: q.attr.DestQPN}
+		if info.Imm {
+			wc.Flags, wc.ImmData = cq.WithImm, p.ImmDt().Imm()
+		}
+		r.haveWQE = false
+		r.inMsg = msgNone
+		q.env.Counters.RDMARecvs.Add(1)
+		q.pushCQ(q.recvCQ, &wc, p.BTH().SE())
+	} else {
+		r.inMsg = msgSend
+	}
+	return true
+}
+
+func (q *QP) ucWrite(p bth.Packet) bool {
+	r := &q.resp
+	info := p.Info()
+	if info.Pos == bth.PosFirst || info.Pos == bth.PosOnly {
+		if q.attr.AccessFlags&mr.RemoteWrite == 0 {
+			return false
+		}
+		reth := p.RETH()
+		r.wVA, r.wRKey, r.wLen = reth.VA(), reth.RKey(), reth.DMALen()
+		r.wRemain = r.wLen
+	}
+	if info.Imm && !r.haveWQE && !q.takeRecvWQE() {
+		q.env.Counters.NoRecvWQE.Add(1)
+		return false
+	}
+	n := uint32(p.PayloadLen())
+	if !q.lengthOK(p) || n > r.wRemain {
+		return false
+	}
+	if n > 0 {
+		span, err := q.remote(r.wRKey, r.wVA, n, mr.RemoteWrite, true)
+		if err != nil {
+			return false // UC drops what it may not place (class D)
+		}
+		copy(span.B, p.Payload())
+		span.Release()
+	}
+	r.wVA += uint64(n)
+	r.wRemain -= n
+	if info.Pos == bth.PosLast || info.Pos == bth.PosOnly {
+		if r.wRemain != 0 {
+			return false
+		}
+		r.inMsg = msgNone
+		if info.Imm {
+			wc := cq.WC{WRID: r.rwqe.wrID, Opcode: cq.OpRecvRDMAWithImm, ByteLen: r.wLen, QPNum: q.qpn,
+				SrcQP: q.attr.DestQPN, Flags: cq.WithImm, ImmData: p.ImmDt().Imm()}
+			r.haveWQE = false
+			q.pushCQ(q.recvCQ, &wc, p.BTH().SE())
+		}
+	} else {
+		r.inMsg = msgWrite
+	}
+	return true
+}
+
+// receiveUD is the UD responder: a Q_Key check, one packet per message,
+// and the packet's network header in the first 40 bytes of the receive
+// buffer, as HCAs place the GRH (IBA 9.8.3, 11.4.1.2).
+func (q *QP) receiveUD(p bth.Packet, f bth.Frame) {
+	c := q.env.Counters
+	d := p.DETH()
+	if d == nil || p.Info().Transport != bth.TransportUD {
+		c.Malformed.Add(1)
+		return
+	}
+	if d.QKey() != q.attr.QKey {
+		c.BadQKey.Add(1) // a Q_Key mismatch is dropped silently (IBA 10.2.5)
+		return
+	}
+	if p.PayloadLen() > q.mtu {
+		c.Malformed.Add(1)
+		return
+	}
+	if !q.takeRecvWQE() {
+		c.NoRecvWQE.Add(1)
+		return
+	}
+	r := &q.resp
+	w := &r.rwqe
+	r.haveWQE = false
+	total := uint32(bth.GRHLen + p.PayloadLen())
+	if total > w.length {
+		q.completeRecv(w, cq.LocLenErr, cq.OpRecv, 0, 0, false)
+		return
+	}
+	var grh [bth.GRHLen]byte
+	bth.GRH(grh[:]).PutNetworkHeader(f.IP())
+	if q.scatter(w.sgl, 0, grh[:]) != nil || q.scatter(w.sgl, bth.GRHLen, p.Payload()) != nil {
+		q.completeRecv(w, cq.LocProtErr, cq.OpRecv, 0, 0, false)
+		return
+	}
+	wc := cq.WC{WRID: w.wrID, Opcode: cq.OpRecv, ByteLen: total, QPNum: q.qpn, SrcQP: d.SrcQP(), Flags: cq.WithGRH}
+	if p.Info().Imm {
+		wc.Flags |= cq.WithImm
+		wc.ImmData = p.ImmDt().Imm()
+	}
+	c.RDMARecvs.Add(1)
+	q.pushCQ(q.recvCQ, &wc, p.BTH().SE())
+}

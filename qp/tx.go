@@ -1,0 +1,104 @@
+package qp
+
+import (
+	"sync"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/nic"
+)
+
+// txBatchMax is how many frames a QP hands the link in one call.
+const txBatchMax = 32
+
+// bufPool recycles frame buffers, so a packet costs no allocation.
+var bufPool = sync.Pool{New: func() any { return new([nic.BufSize]byte) }}
+
+// txBatch holds built frames until they are handed to the link together.
+type txBatch struct {
+	frames [txBatchMax]nic.Frame
+	bufs   [txBatchMax]*[nic.BufSize]byte
+	n      int
+}
+
+func (t *txBatch) drop() {
+	for i := range t.n {
+		bufPool.Put(t.bufs[i])
+		t.bufs[i] = nil
+		t.frames[i] = nic.Frame{}
+	}
+	t.n = 0
+}
+
+// packet is a packet being built: the transport bytes sit after room for
+// the IP and UDP headers, which are written when it is sent.
+type packet struct {
+	buf   *[nic.BufSize]byte
+	outer *bth.Outer
+	hl    int    // IP and UDP header length
+	roce  []byte // BTH through ICRC
+	info  *bth.Info
+	pay   int
+}
+
+// newPacket starts a packet with opcode op and payLen payload bytes; the BTH
+// is filled in but for the AckReq and SE bits.
+func (q *QP) newPacket(o *bth.Outer, op bth.OpCode, payLen int, psn bth.PSN, destQP uint32) packet {
+	info := op.Info()
+	hl := o.Len()
+	pad := bth.PadFor(payLen)
+	n := info.HdrLen + payLen + pad + bth.ICRCLen
+	buf := bufPool.Get().(*[nic.BufSize]byte)
+	roce := buf[nic.Headroom+hl : nic.Headroom+hl+n]
+	bth.BTH(roce).Encode(&bth.BTHFields{OpCode: op, PadCount: uint8(pad), PKey: q.pkey,
+		DestQP: destQP, PSN: psn})
+	for i := info.HdrLen + payLen; i < n-bth.ICRCLen; i++ {
+		roce[i] = 0 // pad bytes
+	}
+	return packet{buf: buf, outer: o, hl: hl, roce: roce, info: info, pay: payLen}
+}
+
+func (p *packet) bth() bth.BTH { return bth.BTH(p.roce) }
+
+func (p *packet) ext(e bth.Ext) []byte {
+	o := p.info.Offset(e)
+	return p.roce[o : o+e.Size()]
+}
+
+func (p *packet) payload() []byte { return p.roce[p.info.HdrLen : p.info.HdrLen+p.pay] }
+
+// release returns an unsent packet's buffer.
+func (p *packet) release() { bufPool.Put(p.buf) }
+
+// send seals the packet (IP and UDP headers, ICRC) and queues it for the link.
+func (q *QP) send(p *packet) {
+	ip := p.buf[nic.Headroom:]
+	p.outer.Put(ip, len(p.roce))
+	ipLen := p.hl - bth.UDPHeaderLen
+	bth.Seal(ip[:ipLen], ip[ipLen:p.hl], p.roce)
+	end := nic.Headroom + p.hl + len(p.roce)
+	t := &q.tx
+	t.bufs[t.n] = p.buf
+	t.frames[t.n] = nic.Frame{B: p.buf[:end], Off: nic.Headroom}
+	t.n++
+	q.env.Counters.SentPkts.Add(1)
+	if q.env.Trace != nil {
+		q.env.Trace(true, p.buf[nic.Headroom:end])
+	}
+	if t.n == txBatchMax {
+		q.flushTx()
+	}
+}
+
+// flushTx hands the queued frames to the link.
+func (q *QP) flushTx() {
+	t := &q.tx
+	if t.n == 0 {
+		return
+	}
+	if _, err := q.env.Link.Send(t.frames[:t.n]); err != nil {
+		// The link failed as a whole: the packets are lost like any lost
+		// packet, and RC recovers them by retransmission.
+		q.env.Counters.SendErr.Add(uint64(t.n))
+	}
+	t.drop()
+}

@@ -1,0 +1,326 @@
+// Package qp holds queue pairs: the verbs object a program posts work
+// requests to, and the InfiniBand transport protocol that carries them out.
+//
+// A QP is split as the specification (IBA vol 1, chapter 9) and Linux rxe
+// split it: the requester (requester.go) turns send work requests into
+// request packets; the responder (responder.go) executes incoming requests
+// and produces acknowledgements and read responses; the completer
+// (completer.go) matches acknowledgements and responses to outstanding work
+// requests, retransmits, and reports completions. The state machine of
+// IBA 10.3 and ibv_modify_qp is in modify.go.
+package qp
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+)
+
+// Type is a QP transport service, with the values of enum ibv_qp_type.
+type Type uint8
+
+// QP types.
+const (
+	RC Type = 2
+	UC Type = 3
+	UD Type = 4
+)
+
+func (t Type) String() string {
+	switch t {
+	case RC:
+		return "RC"
+	case UC:
+		return "UC"
+	case UD:
+		return "UD"
+	}
+	return fmt.Sprintf("QPType(%d)", uint8(t))
+}
+
+// State is a QP state, with the values of enum ibv_qp_state.
+type State uint8
+
+// QP states (IBA 10.3.1).
+const (
+	Reset State = iota
+	Init
+	RTR
+	RTS
+	SQD
+	SQE
+	Err
+)
+
+var stateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// MTU is a path MTU, with the values of enum ibv_mtu.
+type MTU uint8
+
+// Path MTUs.
+const (
+	MTU256  MTU = 1
+	MTU512  MTU = 2
+	MTU1024 MTU = 3
+	MTU2048 MTU = 4
+	MTU4096 MTU = 5
+)
+
+// Bytes returns the MTU in bytes (0 for an invalid value).
+func (m MTU) Bytes() int {
+	if m < MTU256 || m > MTU4096 {
+		return 0
+	}
+	return 128 << m
+}
+
+// Valid reports whether m is one of the five IB MTUs.
+func (m MTU) Valid() bool { return m >= MTU256 && m <= MTU4096 }
+
+func (m MTU) String() string { return fmt.Sprint(m.Bytes()) }
+
+// MTUFor returns the active MTU of a port on a link whose IP MTU is ipMTU:
+// the largest IB MTU that fits once 80 bytes of headers are taken off (100
+// over IPv6), the rule Linux rxe applies (1500 gives 1024, 4200 gives 4096).
+func MTUFor(ipMTU int, v6 bool) MTU {
+	room := ipMTU - 80
+	if v6 {
+		room -= 20
+	}
+	for m := MTU4096; m > MTU256; m-- {
+		if m.Bytes() <= room {
+			return m
+		}
+	}
+	return MTU256
+}
+
+// AttrMask selects the attributes Modify sets, with the bit values of enum
+// ibv_qp_attr_mask.
+type AttrMask uint32
+
+// Attribute mask bits.
+const (
+	AttrState            AttrMask = 1 << 0
+	AttrCurState         AttrMask = 1 << 1
+	AttrEnSQDAsyncNotify AttrMask = 1 << 2
+	AttrAccessFlags      AttrMask = 1 << 3
+	AttrPKeyIndex        AttrMask = 1 << 4
+	AttrPort             AttrMask = 1 << 5
+	AttrQKey             AttrMask = 1 << 6
+	AttrAV               AttrMask = 1 << 7
+	AttrPathMTU          AttrMask = 1 << 8
+	AttrTimeout          AttrMask = 1 << 9
+	AttrRetryCnt         AttrMask = 1 << 10
+	AttrRNRRetry         AttrMask = 1 << 11
+	AttrRQPSN            AttrMask = 1 << 12
+	AttrMaxQPRdAtomic    AttrMask = 1 << 13
+	AttrAltPath          AttrMask = 1 << 14
+	AttrMinRNRTimer      AttrMask = 1 << 15
+	AttrSQPSN            AttrMask = 1 << 16
+	AttrMaxDestRdAtomic  AttrMask = 1 << 17
+	AttrPathMigState     AttrMask = 1 << 18
+	AttrCap              AttrMask = 1 << 19
+	AttrDestQPN          AttrMask = 1 << 20
+)
+
+var maskNames = [...]string{"STATE", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY", "ACCESS_FLAGS",
+	"PKEY_INDEX", "PORT", "QKEY", "AV", "PATH_MTU", "TIMEOUT", "RETRY_CNT", "RNR_RETRY",
+	"RQ_PSN", "MAX_QP_RD_ATOMIC", "ALT_PATH", "MIN_RNR_TIMER", "SQ_PSN", "MAX_DEST_RD_ATOMIC",
+	"PATH_MIG_STATE", "CAP", "DEST_QPN"}
+
+func (m AttrMask) String() string {
+	s := ""
+	for i, n := range maskNames {
+		if m&(1<<i) != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += n
+		}
+	}
+	if s == "" {
+		return "0"
+	}
+	return s
+}
+
+// AHAttr is an address vector: where a QP's packets go and how they are
+// marked (struct ibv_ah_attr with its GRH, which RoCE always uses).
+type AHAttr struct {
+	DGID         bth.GID
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8 // 0 means 64
+	TrafficClass uint8 // DSCP<<2 | ECN
+	SL           uint8
+	PortNum      uint8
+	// SrcPort is the UDP source port (goroce extension); 0 lets the link
+	// choose one from the QP number, as HCAs do.
+	SrcPort uint16
+}
+
+// Cap are a QP's queue capacities (struct ibv_qp_cap).
+type Cap struct {
+	MaxSendWR     uint32
+	MaxRecvWR     uint32
+	MaxSendSGE    uint32
+	MaxRecvSGE    uint32
+	MaxInlineData uint32
+}
+
+// Limits of the device; a QP asking for more fails to create.
+const (
+	MaxWR         = 1 << 15
+	MaxSGE        = 32
+	MaxInline     = 512
+	MaxRdAtomic   = 128
+	MaxMsgSize    = 1 << 31
+	DefaultWindow = 256 // unacknowledged packets a requester keeps in flight
+)
+
+// InitAttr are the attributes a QP is created with (struct ibv_qp_init_attr).
+type InitAttr struct {
+	Type   Type
+	SendCQ *cq.CQ
+	RecvCQ *cq.CQ
+	SRQ    *SRQ
+	Cap    Cap
+	// SigAll makes every send work request signaled.
+	SigAll bool
+}
+
+// Attr are a QP's attributes (struct ibv_qp_attr).
+type Attr struct {
+	State            State
+	CurState         State
+	PathMTU          MTU
+	QKey             uint32
+	RQPSN            uint32
+	SQPSN            uint32
+	DestQPN          uint32
+	AccessFlags      mr.Access
+	Cap              Cap
+	AH               AHAttr
+	PKeyIndex        uint16
+	EnSQDAsyncNotify bool
+	SQDraining       bool // Query only
+	MaxRdAtomic      uint8
+	MaxDestRdAtomic  uint8
+	MinRNRTimer      uint8
+	PortNum          uint8
+	Timeout          uint8
+	RetryCnt         uint8
+	RNRRetry         uint8
+}
+
+// Errors of the verbs calls. Each wraps ErrInvalid, ErrNoMem or ErrState
+// so callers can test the class with errors.Is, as they would test errno.
+var (
+	ErrInvalid = errors.New("qp: invalid argument") // EINVAL
+	ErrNoMem   = errors.New("qp: queue full")       // ENOMEM
+	ErrState   = errors.New("qp: not allowed in the QP's state")
+	ErrBusy    = errors.New("qp: resource busy") // EBUSY
+)
+
+// AttrError reports a Modify call whose attributes do not fit the transition.
+type AttrError struct {
+	From, To State
+	Type     Type
+	Missing  AttrMask // required but not given
+	Extra    AttrMask // given but not allowed
+	Reason   string
+}
+
+func (e *AttrError) Error() string {
+	s := fmt.Sprintf("qp: modify %s %s->%s", e.Type, e.From, e.To)
+	if e.Missing != 0 {
+		s += " missing " + e.Missing.String()
+	}
+	if e.Extra != 0 {
+		s += " not allowed " + e.Extra.String()
+	}
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
+}
+
+func (e *AttrError) Unwrap() error { return ErrInvalid }
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, a...)...)
+}
+
+// EventType is an asynchronous event, with the values of enum ibv_event_type.
+type EventType uint8
+
+// Asynchronous events.
+const (
+	EventCQErr            EventType = 0
+	EventQPFatal          EventType = 1
+	EventQPReqErr         EventType = 2
+	EventQPAccessErr      EventType = 3
+	EventCommEst          EventType = 4
+	EventSQDrained        EventType = 5
+	EventPathMig          EventType = 6
+	EventPathMigErr       EventType = 7
+	EventDeviceFatal      EventType = 8
+	EventPortActive       EventType = 9
+	EventPortErr          EventType = 10
+	EventLIDChange        EventType = 11
+	EventPKeyChange       EventType = 12
+	EventSMChange         EventType = 13
+	EventSRQErr           EventType = 14
+	EventSRQLimitReached  EventType = 15
+	EventQPLastWQEReached EventType = 16
+	EventClientReregister EventType = 17
+	EventGIDChange        EventType = 18
+)
+
+var eventNames = map[EventType]string{
+	EventCQErr: "CQ error", EventQPFatal: "local work queue catastrophic error",
+	EventQPReqErr: "invalid request local work queue error", EventQPAccessErr: "local access violation work queue error",
+	EventCommEst: "communication established", EventSQDrained: "send queue drained",
+	EventPathMig: "path migrated", EventPathMigErr: "path migration request error",
+	EventDeviceFatal: "local catastrophic error", EventPortActive: "port active", EventPortErr: "port error",
+	EventSRQErr: "SRQ catastrophic error", EventSRQLimitReached: "SRQ limit reached",
+	EventQPLastWQEReached: "last WQE reached", EventGIDChange: "GID table change",
+}
+
+func (e EventType) String() string {
+	if s, ok := eventNames[e]; ok {
+		return s
+	}
+	return fmt.Sprintf("event(%d)", uint8(e))
+}
+
+// Event is an asynchronous event (struct ibv_async_event).
+type Event struct {
+	Type EventType
+	QP   *QP
+	SRQ  *SRQ
+	CQ   *cq.CQ
+	Err  error // what caused it, when known
+}
+
+func (e Event) String() string {
+	s := e.Type.String()
+	if e.QP != nil {
+		s += fmt.Sprintf(" qpn=0x%06x", e.QP.QPN())
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}

@@ -1,0 +1,380 @@
+// Package transport is goroce's engine: a Device opened over a link owns
+// the verbs objects (protection domains, completion queues, queue pairs,
+// shared receive queues, address handles), receives packets and dispatches
+// them by destination QP number, runs the QPs' deferred work and timers,
+// and reports asynchronous events. It is the object a libibverbs user knows
+// as an ibv_context.
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/qp"
+)
+
+// Options configure a device.
+type Options struct {
+	// Window bounds the unacknowledged packets each RC QP keeps in flight
+	// (default qp.DefaultWindow).
+	Window int
+	// GIDs replaces the GID table built from the link's addresses.
+	GIDs []bth.GID
+	// Trace, if set, is called with every RoCEv2 datagram sent (out) or
+	// received (in, after its ICRC verified).
+	Trace func(out bool, datagram []byte)
+	// Events is the depth of the asynchronous event queue (default 256).
+	Events int
+}
+
+// Device is an open RDMA device over a link. Its methods are safe for
+// concurrent use.
+type Device struct {
+	link     nic.Link
+	keys     *mr.Table
+	counters qp.Counters
+	env      qp.Env
+	gids     []bth.GID
+	mtu      qp.MTU
+	trace    func(bool, []byte)
+
+	qpMu    sync.Mutex
+	qps     atomic.Pointer[map[uint32]*qp.QP] // copy-on-write: the receive path takes no lock
+	nextQPN uint32
+
+	runq       runQueue
+	events     chan qp.Event
+	eventsLost atomic.Uint64
+	atomicMu   sync.Mutex
+
+	closeOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// ErrClosed is returned by a closed device.
+var ErrClosed = errors.New("transport: device closed")
+
+// Open opens a device over link and starts its receive loop and worker.
+// The device owns the link and closes it on Close.
+func Open(link nic.Link, opt Options) (*Device, error) {
+	info := link.Info()
+	d := &Device{link: link, keys: mr.NewTable(), trace: opt.Trace, nextQPN: firstQPN,
+		done: make(chan struct{})}
+	d.gids = opt.GIDs
+	if d.gids == nil {
+		d.gids = GIDTable(info.Addrs, info.MAC)
+	}
+	if len(d.gids) == 0 {
+		return nil, fmt.Errorf("transport: link %s has no address to make a GID from", info.Name)
+	}
+	v6only := true
+	for _, a := range info.Addrs {
+		if a.Unmap().Is4() {
+			v6only = false
+		}
+	}
+	d.mtu = qp.MTUFor(info.MTU, v6only)
+	n := opt.Events
+	if n <= 0 {
+		n = 256
+	}
+	d.events = make(chan qp.Event, n)
+	d.runq.wake = make(chan struct{}, 1)
+	empty := map[uint32]*qp.QP{}
+	d.qps.Store(&empty)
+	d.env = qp.Env{
+		Keys: d.keys, Link: link, Counters: &d.counters, GID: d.GID,
+		Schedule: d.runq.push, Event: d.post, Atomic: &d.atomicMu,
+		MaxMTU: d.mtu, Window: opt.Window, Trace: opt.Trace,
+	}
+	d.wg.Add(2)
+	go d.rxLoop()
+	go d.worker()
+	return d, nil
+}
+
+// QPNs 0 and 1 are the SMI and GSI QPs (QP1 carries the connection
+// manager); like rxe, the first QP a program creates is 0x11.
+const firstQPN = 0x11
+
+// GIDTable builds a RoCEv2 GID table the way Linux rxe fills one: the
+// link-local GID made from the MAC first (when there is a MAC), then one
+// GID per address in order, IPv4 addresses IPv4-mapped. On rxe over one
+// IPv4 address this makes index 1 the IPv4 GID, which is why the tools are
+// run with -g 1 / -x 1.
+func GIDTable(addrs []netip.Addr, mac net.HardwareAddr) []bth.GID {
+	var t []bth.GID
+	if len(mac) == 6 {
+		var g bth.GID
+		g[0], g[1] = 0xfe, 0x80
+		copy(g[8:], []byte{mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]})
+		t = append(t, g)
+	}
+	for _, a := range addrs {
+		g := bth.GIDFromAddr(a)
+		if a.Is6() && !a.Is4In6() && a.IsLinkLocalUnicast() && len(t) > 0 && t[0] == g {
+			continue
+		}
+		t = append(t, g)
+	}
+	return t
+}
+
+// Close stops the device, closes its link and waits for its goroutines.
+func (d *Device) Close() error {
+	d.closeOnce.Do(func() {
+		close(d.done)
+		d.link.Close()
+		for _, q := range *d.qps.Load() {
+			q.Destroy()
+		}
+	})
+	d.wg.Wait()
+	return nil
+}
+
+// Link returns the device's link.
+func (d *Device) Link() nic.Link { return d.link }
+
+// GID returns the GID at index i of the GID table (ibv_query_gid).
+func (d *Device) GID(i uint8) (bth.GID, bool) {
+	if int(i) >= len(d.gids) {
+		return bth.GID{}, false
+	}
+	return d.gids[i], true
+}
+
+// GIDs returns the GID table.
+func (d *Device) GIDs() []bth.GID { return append([]bth.GID(nil), d.gids...) }
+
+// GIDIndex returns the index of the GID of addr.
+func (d *Device) GIDIndex(addr netip.Addr) (uint8, bool) {
+	g := bth.GIDFromAddr(addr)
+	for i, x := range d.gids {
+		if x == g {
+			return uint8(i), true
+		}
+	}
+	return 0, false
+}
+
+// ActiveMTU returns the port's active MTU: the largest path MTU QPs may use.
+func (d *Device) ActiveMTU() qp.MTU { return d.mtu }
+
+// Counters returns the protocol counters.
+func (d *Device) Counters() *qp.Counters { return &d.counters }
+
+// Events delivers asynchronous events (ibv_get_async_event). If nobody
+// reads them, the oldest are kept and newer ones counted as lost.
+func (d *Device) Events() <-chan qp.Event { return d.events }
+
+// EventsLost returns how many events found the queue full.
+func (d *Device) EventsLost() uint64 { return d.eventsLost.Load() }
+
+func (d *Device) post(e qp.Event) {
+	select {
+	case d.events <- e:
+	default:
+		d.eventsLost.Add(1)
+	}
+}
+
+// AllocPD allocates a protection domain (ibv_alloc_pd).
+func (d *Device) AllocPD() *mr.PD { return mr.NewPD(d.keys) }
+
+// CreateCQ creates a completion queue of the given depth (ibv_create_cq).
+// An overrun is reported as an EventCQErr.
+func (d *Device) CreateCQ(depth int) *cq.CQ {
+	return cq.New(depth, func(c *cq.CQ, err error) {
+		d.post(qp.Event{Type: qp.EventCQErr, CQ: c, Err: err})
+	})
+}
+
+// CreateQP creates a queue pair in RESET (ibv_create_qp).
+func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
+	select {
+	case <-d.done:
+		return nil, ErrClosed
+	default:
+	}
+	d.qpMu.Lock()
+	defer d.qpMu.Unlock()
+	old := *d.qps.Load()
+	qpn := d.nextQPN
+	for {
+		if _, used := old[qpn]; !used {
+			break
+		}
+		qpn = nextQPN(qpn)
+		if qpn == d.nextQPN {
+			return nil, fmt.Errorf("%w: out of QP numbers", qp.ErrNoMem)
+		}
+	}
+	q, err := qp.New(&d.env, pd, qpn, ia)
+	if err != nil {
+		return nil, err
+	}
+	d.nextQPN = nextQPN(qpn)
+	m := make(map[uint32]*qp.QP, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[qpn] = q
+	d.qps.Store(&m)
+	return q, nil
+}
+
+func nextQPN(n uint32) uint32 {
+	n++
+	if n >= bth.PSNMask { // 0xffffff is the multicast QPN
+		n = firstQPN
+	}
+	return n
+}
+
+// DestroyQP destroys a queue pair (ibv_destroy_qp).
+func (d *Device) DestroyQP(q *qp.QP) error {
+	d.qpMu.Lock()
+	old := *d.qps.Load()
+	m := make(map[uint32]*qp.QP, len(old))
+	for k, v := range old {
+		if v != q {
+			m[k] = v
+		}
+	}
+	d.qps.Store(&m)
+	d.qpMu.Unlock()
+	return q.Destroy()
+}
+
+// LookupQP returns the QP with number qpn.
+func (d *Device) LookupQP(qpn uint32) *qp.QP { return (*d.qps.Load())[qpn] }
+
+// CreateSRQ creates a shared receive queue (ibv_create_srq).
+func (d *Device) CreateSRQ(pd *mr.PD, attr qp.SRQAttr) (*qp.SRQ, error) {
+	return qp.NewSRQ(pd, attr, d.post)
+}
+
+// CreateAH creates an address handle for UD sends (ibv_create_ah).
+func (d *Device) CreateAH(pd *mr.PD, attr qp.AHAttr) (*qp.AH, error) {
+	return qp.NewAH(&d.env, pd, attr)
+}
+
+// rxLoop receives bursts of packets and dispatches them.
+func (d *Device) rxLoop() {
+	defer d.wg.Done()
+	frames := make([]nic.Frame, 64)
+	var b qp.Batch
+	for {
+		n, err := d.link.Recv(frames)
+		if err != nil {
+			select {
+			case <-d.done:
+				return
+			default:
+			}
+			if errors.Is(err, nic.ErrClosed) {
+				d.post(qp.Event{Type: qp.EventDeviceFatal, Err: err})
+				return
+			}
+			d.counters.Malformed.Add(1)
+			continue
+		}
+		for i := range n {
+			d.input(frames[i].Datagram(), &b)
+		}
+		b.Flush()
+	}
+}
+
+// input validates one datagram and hands it to its QP.
+func (d *Device) input(dg []byte, b *qp.Batch) {
+	c := &d.counters
+	c.RcvdPkts.Add(1)
+	f, err := bth.DecodeIP(dg)
+	if err != nil {
+		c.Malformed.Add(1)
+		return
+	}
+	if !f.VerifyICRC() {
+		c.ICRCErr.Add(1) // dropped silently, as rxe and HCAs do
+		return
+	}
+	p, err := bth.Parse(f.RoCE())
+	if err != nil {
+		c.Malformed.Add(1)
+		return
+	}
+	if d.trace != nil {
+		d.trace(false, dg)
+	}
+	if p.OpCode() == bth.CNP {
+		c.CNPs.Add(1)
+		return
+	}
+	q := (*d.qps.Load())[p.BTH().DestQP()]
+	if q == nil {
+		c.UnknownQP.Add(1)
+		return
+	}
+	q.Receive(p, f, b)
+}
+
+// worker runs the QPs that asked for more time.
+func (d *Device) worker() {
+	defer d.wg.Done()
+	var batch []*qp.QP
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-d.runq.wake:
+		}
+		for {
+			batch = d.runq.take(batch[:0])
+			if len(batch) == 0 {
+				break
+			}
+			for i, q := range batch {
+				q.Run()
+				batch[i] = nil
+			}
+		}
+	}
+}
+
+// runQueue is an unbounded queue of QPs with work, so that Schedule never
+// blocks while its caller holds a QP lock.
+type runQueue struct {
+	mu   sync.Mutex
+	q    []*qp.QP
+	wake chan struct{}
+}
+
+func (r *runQueue) push(q *qp.QP) {
+	r.mu.Lock()
+	r.q = append(r.q, q)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *runQueue) take(into []*qp.QP) []*qp.QP {
+	r.mu.Lock()
+	into = append(into, r.q...)
+	clear(r.q)
+	r.q = r.q[:0]
+	r.mu.Unlock()
+	return into
+}
