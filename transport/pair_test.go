@@ -2,8 +2,8 @@ package transport
 
 import (
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
