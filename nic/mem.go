@@ -38,7 +38,23 @@ type memPath struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
 	faults Faults
+	filter Filter
 }
+
+// Verdict is what a Filter decides for one datagram.
+type Verdict uint8
+
+// Filter verdicts.
+const (
+	Pass      Verdict = iota // deliver (random faults still apply)
+	Drop                     // lose it
+	Duplicate                // deliver it twice
+)
+
+// Filter inspects each datagram on a path before the random faults and may
+// drop or duplicate it: targeted misbehaviour ("lose the third READ
+// response") for tests and for scripted interop runs.
+type Filter func(datagram []byte) Verdict
 
 // NewMemNet returns an empty in-memory network whose fault decisions come
 // from seed.
@@ -80,6 +96,15 @@ func (n *MemNet) Attach(addr netip.Addr, opt MemOptions) (*MemLink, error) {
 	l.cond = sync.NewCond(&l.mu)
 	n.links[addr] = l
 	return l, nil
+}
+
+// SetFilter sets the filter of the path from one address to another (nil
+// removes it).
+func (n *MemNet) SetFilter(from, to netip.Addr, f Filter) {
+	p := n.path(from.Unmap(), to.Unmap())
+	p.mu.Lock()
+	p.filter = f
+	p.mu.Unlock()
 }
 
 // SetFaults sets the faults of the path from one address to another.
@@ -173,8 +198,12 @@ func (l *MemLink) transmit(dst netip.Addr, d []byte) {
 	p := l.net.path(l.addr, dst)
 	p.mu.Lock()
 	f := p.faults
-	lose := f.Loss > 0 && p.rng.Float64() < f.Loss
-	dup := f.Duplicate > 0 && p.rng.Float64() < f.Duplicate
+	v := Pass
+	if p.filter != nil {
+		v = p.filter(d)
+	}
+	lose := v == Drop || f.Loss > 0 && p.rng.Float64() < f.Loss
+	dup := v == Duplicate || f.Duplicate > 0 && p.rng.Float64() < f.Duplicate
 	reorder := f.Reorder > 0 && p.rng.Float64() < f.Reorder
 	corrupt := f.Corrupt > 0 && p.rng.Float64() < f.Corrupt
 	bit := p.rng.IntN(len(d) * 8)

@@ -97,25 +97,34 @@ func (q *QP) retry(psn bth.PSN) bool {
 }
 
 // rewind makes the requester send again from psn, which lies in a started
-// WQE (normally the oldest).
+// WQE (normally the oldest): go-back-N.
 func (q *QP) rewind(psn bth.PSN) {
+	q.seek(psn)
+	q.req.noAck = 0
+}
+
+// seek positions the requester at psn: inside the started WQE that holds
+// it, or at the first WQE not yet started when psn is past them all. An
+// acknowledgement can overtake a rewind (a late ACK for packets about to be
+// resent), so the requester must be able to move forward as well as back.
+func (q *QP) seek(psn bth.PSN) {
+	r := &q.req
 	for i := q.sqHead; i != q.sqTail; i++ {
 		w := q.sqAt(i)
 		if w.state != wqeStarted {
-			break
+			r.cur, r.off, r.psn = i, 0, psn
+			return
 		}
 		if psn.Before(w.firstPSN) || psn.After(w.lastPSN) {
 			continue
 		}
-		q.req.cur = i
-		q.req.off = 0
+		r.cur, r.off, r.psn = i, 0, psn
 		if !w.isAtomic() {
-			q.req.off = uint32(psn.Diff(w.firstPSN)) * uint32(q.mtu)
+			r.off = uint32(psn.Diff(w.firstPSN)) * uint32(q.mtu)
 		}
-		q.req.psn = psn
-		q.req.noAck = 0
 		return
 	}
+	r.cur, r.off, r.psn = q.sqTail, 0, psn
 }
 
 // progress notes forward progress: retry counters reset (IBA 9.7.6.1.3
@@ -220,6 +229,9 @@ func (q *QP) ackThrough(psn bth.PSN) bool {
 	if psn.Next().After(q.comp.psn) {
 		q.comp.psn = psn.Next()
 		advanced = true
+	}
+	if q.req.psn.Before(q.comp.psn) {
+		q.seek(q.comp.psn) // the ACK overtook a rewind: skip what it covers
 	}
 	if advanced {
 		q.progress()

@@ -112,6 +112,7 @@ func (q *QP) sendNext(w *sendWQE) bool {
 	}
 	var p packet
 	last := true
+	ackReq := true // READ and atomic requests always ask for their response
 	switch w.wr.Opcode {
 	case WRRDMARead:
 		// A READ request names the rest of the data from r.off: a first
@@ -164,11 +165,10 @@ func (q *QP) sendNext(w *sendWQE) bool {
 			return false
 		}
 		h := p.bth()
-		if q.typ == RC {
-			// AckReq on the last packet of a message and, within a long
-			// one, often enough that the window keeps moving (IBA 9.7.4.1.3).
-			h.SetAckReq(last || r.noAck >= ackReqEvery-1)
-		}
+		// RC asks for an ACK on the last packet of a message and, within a
+		// long one, often enough that the window keeps moving (IBA 9.7.4.1.3).
+		ackReq = q.typ == RC && (last || r.noAck >= ackReqEvery-1)
+		h.SetAckReq(ackReq)
 		if last && w.wr.Flags&Solicited != 0 && (info.Kind == bth.KindSend || info.Imm) {
 			h.SetSE(true)
 		}
@@ -176,7 +176,8 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		r.off += n
 		r.psn = psn.Next()
 	}
-	if p.bth().AckReq() {
+	// p's buffer belongs to the link once sent: use only what was noted.
+	if ackReq {
 		r.noAck = 0
 	} else {
 		r.noAck++

@@ -435,21 +435,27 @@ func (q *QP) duplicate(p bth.Packet, psn bth.PSN) {
 				return
 			}
 		}
-		it := respItem{kind: itemRead, psn: psn, va: reth.VA(), rkey: reth.RKey(), remain: reth.DMALen(), first: true}
-		// Replace a stream still queued for the same READ rather than send
-		// both, keeping its place in the order.
-		for i := r.outHead; i < len(r.outq); i++ {
-			o := &r.outq[i]
-			if o.kind == itemRead && !o.psn.Before(res.firstPSN) && !o.psn.After(res.lastPSN) {
-				it.msn = o.msn
-				*o = it
-				return
-			}
-		}
-		q.queueItem(it)
+		q.dropQueuedFrom(psn)
+		q.queueItem(respItem{kind: itemRead, psn: psn, va: reth.VA(), rkey: reth.RKey(), remain: reth.DMALen(), first: true})
 	case bth.KindCompareSwap, bth.KindFetchAdd:
 		if res := r.find(psn, true); res != nil && res.firstPSN == psn {
+			q.dropQueuedFrom(psn)
 			q.queueItem(respItem{kind: itemAtomicAck, psn: psn, orig: res.orig})
+		}
+	}
+}
+
+// dropQueuedFrom discards queued responses for psn and later PSNs. A
+// duplicate READ or atomic means the requester went back to psn (go-back-N)
+// and will ask again, in order, for everything after it; responses queued
+// for those would arrive ahead of the replay and only be discarded there.
+func (q *QP) dropQueuedFrom(psn bth.PSN) {
+	r := &q.resp
+	for i := r.outHead; i < len(r.outq); i++ {
+		if !r.outq[i].psn.Before(psn) {
+			clear(r.outq[i:])
+			r.outq = r.outq[:i]
+			return
 		}
 	}
 }

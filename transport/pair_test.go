@@ -46,6 +46,7 @@ type pairOpts struct {
 	seed      uint64
 	access    mr.Access
 	noConnect bool
+	rnrZero   bool // rnr_retry really 0 (0 otherwise means the default)
 }
 
 func (o *pairOpts) defaults() {
@@ -73,7 +74,7 @@ func (o *pairOpts) defaults() {
 	if o.retry == 0 {
 		o.retry = 7
 	}
-	if o.rnrRetry == 0 {
+	if o.rnrRetry == 0 && !o.rnrZero {
 		o.rnrRetry = 7
 	}
 	if o.minRNR == 0 {

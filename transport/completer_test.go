@@ -1,0 +1,287 @@
+package transport
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+)
+
+const sPSN = 5000 // the goroce side's first send PSN (see newRaw)
+
+const timeoutShort = 2 * time.Second
+
+// expectReq reads the next request from the engine and checks opcode and PSN.
+func (r *rawPeer) expectReq(op bth.OpCode, psn uint32) bth.Packet {
+	r.t.Helper()
+	p := r.expect(2 * time.Second)
+	if p.OpCode() != op || uint32(p.BTH().PSN()) != psn {
+		r.t.Fatalf("got %v psn %d, want %v psn %d", p.OpCode(), p.BTH().PSN(), op, psn)
+	}
+	return p
+}
+
+// ackTo sends an ACK (or NAK) for psn from the raw responder.
+func (r *rawPeer) ackTo(syn bth.Syndrome, psn uint32, msn uint32) {
+	r.send(bth.RCAcknowledge, psn, false, nil, aeth(syn, msn))
+}
+
+func sendN(t *testing.T, s *side, n int, size int) {
+	for i := range n {
+		must(t, s.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
+			SGL: []mr.SGE{s.mr.SGE(0, size)}}))
+	}
+}
+
+// Tests that wait for silence use timeout 16 (268 ms) so that no
+// retransmission falls inside the wait.
+
+func TestCompleterCoalescedACK(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{timeout: 16})
+	sendN(t, s, 3, 10)
+	for i := range 3 {
+		r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
+	}
+	r.ackTo(ack, sPSN+2, 3) // one ACK for all three
+	for i := range 3 {
+		if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i) || wc.Status != cq.Success {
+			t.Fatalf("completion %d: %+v", i, wc)
+		}
+	}
+	// A ghost ACK for a PSN never sent and a stale one change nothing.
+	r.ackTo(ack, sPSN+100, 9)
+	r.ackTo(ack, sPSN, 1)
+	sendN(t, s, 1, 10)
+	r.expectReq(bth.RCSendOnly, sPSN+3)
+	r.quiet(20 * time.Millisecond)
+	if s.scq.Len() != 0 {
+		t.Fatal("completed without an ACK")
+	}
+	if g := s.dev.Counters().GhostResponses.Load(); g != 1 {
+		t.Fatalf("ghost responses %d", g)
+	}
+}
+
+func TestCompleterSequenceNAK(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{})
+	sendN(t, s, 4, 10)
+	for i := range 4 {
+		r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
+	}
+	// "expected sPSN+2": the first two are acknowledged, the rest resent.
+	r.ackTo(nakSeq, sPSN+2, 2)
+	r.expectReq(bth.RCSendOnly, sPSN+2)
+	r.expectReq(bth.RCSendOnly, sPSN+3)
+	for i := range 2 {
+		if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i) {
+			t.Fatalf("completion %+v", wc)
+		}
+	}
+	r.ackTo(ack, sPSN+3, 4)
+	wait(t, s.scq, time.Second)
+	wait(t, s.scq, time.Second)
+	c := s.dev.Counters()
+	if c.RcvdSeqErr.Load() != 1 || c.RetransmittedPkts.Load() != 2 {
+		t.Fatalf("rcvd_seq_err %d retransmitted %d", c.RcvdSeqErr.Load(), c.RetransmittedPkts.Load())
+	}
+}
+
+func TestCompleterErrorNAKs(t *testing.T) {
+	for _, c := range []struct {
+		syn  bth.Syndrome
+		want cq.Status
+	}{
+		{nakInvalid, cq.RemInvReqErr},
+		{nakAccess, cq.RemAccessErr},
+		{nakOp, cq.RemOpErr},
+	} {
+		t.Run(c.want.String(), func(t *testing.T) {
+			s, r, _ := newRaw(t, pairOpts{})
+			sendN(t, s, 3, 10)
+			for i := range 3 {
+				r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
+			}
+			r.ackTo(c.syn, sPSN+1, 1)
+			// The first is acknowledged by the NAK; the second failed; the
+			// third is flushed; the QP is in ERR (IBA 9.9.3.1).
+			for i, st := range []cq.Status{cq.Success, c.want, cq.WRFlushErr} {
+				if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i) || wc.Status != st {
+					t.Fatalf("completion %d: %+v, want %v", i, wc, st)
+				}
+			}
+			if s.qp.State() != qp.Err {
+				t.Fatal("QP not in ERR")
+			}
+		})
+	}
+}
+
+func TestCompleterRNR(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		rnrRetry uint8
+		naks     int
+		ok       bool
+	}{
+		{"rnr_retry 0 fails at once", 0, 1, false},
+		{"rnr_retry 2 takes two retries", 2, 2, true},
+		{"rnr_retry 2 fails on the third", 2, 3, false},
+		{"rnr_retry 7 retries for ever", 7, 25, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, r, _ := newRaw(t, pairOpts{rnrRetry: c.rnrRetry, rnrZero: c.rnrRetry == 0, timeout: 16})
+			sendN(t, s, 1, 10)
+			r.expectReq(bth.RCSendOnly, sPSN)
+			for i := range c.naks {
+				start := time.Now()
+				r.ackTo(bth.RNRNAKSyndrome(1), sPSN, 0) // 10 µs
+				if i == c.naks-1 && !c.ok {
+					break
+				}
+				r.expectReq(bth.RCSendOnly, sPSN)
+				if time.Since(start) > time.Second {
+					t.Fatal("RNR retry too slow")
+				}
+			}
+			if c.ok {
+				r.ackTo(ack, sPSN, 1)
+				if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success {
+					t.Fatalf("completion %+v", wc)
+				}
+				return
+			}
+			if wc := wait(t, s.scq, time.Second); wc.Status != cq.RNRRetryExcErr {
+				t.Fatalf("completion %+v, want RNR retry exceeded", wc)
+			}
+			if s.qp.State() != qp.Err {
+				t.Fatal("QP not in ERR")
+			}
+		})
+	}
+}
+
+func TestCompleterRNRTimer(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{})
+	sendN(t, s, 1, 10)
+	r.expectReq(bth.RCSendOnly, sPSN)
+	start := time.Now()
+	r.ackTo(bth.RNRNAKSyndrome(18), sPSN, 0) // 5.12 ms
+	r.expectReq(bth.RCSendOnly, sPSN)
+	if el := time.Since(start); el < 5*time.Millisecond {
+		t.Fatalf("retried after %v, before the RNR timer (5.12 ms)", el)
+	}
+}
+
+func TestCompleterRetryExhaustion(t *testing.T) {
+	// timeout 10 = 4.19 ms; retry_cnt 3: the first transmission and three
+	// retries, then RETRY_EXC_ERR.
+	o := pairOpts{timeout: 10, retry: 3}
+	s, r, _ := newRaw(t, o)
+	start := time.Now()
+	sendN(t, s, 2, 10)
+	for range 4 {
+		r.expectReq(bth.RCSendOnly, sPSN)
+		r.expectReq(bth.RCSendOnly, sPSN+1)
+	}
+	wc := wait(t, s.scq, time.Second)
+	if wc.Status != cq.RetryExcErr || wc.WRID != 0 {
+		t.Fatalf("completion %+v", wc)
+	}
+	if wc := wait(t, s.scq, time.Second); wc.Status != cq.WRFlushErr {
+		t.Fatalf("completion %+v", wc)
+	}
+	if el := time.Since(start); el < 4*4194*time.Microsecond {
+		t.Fatalf("gave up after %v, before four timeouts", el)
+	}
+	r.quiet(20 * time.Millisecond)
+	if c := s.dev.Counters(); c.Timeouts.Load() != 4 || c.RetryExceededErr.Load() != 1 {
+		t.Fatalf("timeouts %d retry_exceeded %d", c.Timeouts.Load(), c.RetryExceededErr.Load())
+	}
+}
+
+func TestCompleterProgressResetsRetries(t *testing.T) {
+	// With retry_cnt 1, two losses in a row fail, but a loss, progress, and
+	// a loss again does not: the count is of consecutive retries.
+	s, r, _ := newRaw(t, pairOpts{timeout: 8, retry: 1})
+	sendN(t, s, 2, 10)
+	r.expectReq(bth.RCSendOnly, sPSN)
+	r.expectReq(bth.RCSendOnly, sPSN+1)
+	r.expectReq(bth.RCSendOnly, sPSN) // timed out once
+	r.expectReq(bth.RCSendOnly, sPSN+1)
+	r.ackTo(ack, sPSN, 1)
+	r.expectReq(bth.RCSendOnly, sPSN+1) // timed out again, after progress
+	r.ackTo(ack, sPSN+1, 2)
+	for range 2 {
+		if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success {
+			t.Fatalf("completion %+v", wc)
+		}
+	}
+}
+
+func TestCompleterReadResponses(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{timeout: 16})
+	must(t, s.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		SGL: []mr.SGE{s.mr.SGE(0, 4000)}, RemoteAddr: 0x10000, RKey: 0x77}))
+	p := r.expectReq(bth.RCReadRequest, sPSN)
+	if rh := p.RETH(); rh.VA() != 0x10000 || rh.DMALen() != 4000 || !p.BTH().AckReq() {
+		t.Fatalf("READ request va %#x len %d", rh.VA(), rh.DMALen())
+	}
+	data := make([]byte, 4000)
+	fill(data, 9)
+	// FIRST arrives, MIDDLE sPSN+1 is lost, MIDDLE sPSN+2 shows the gap:
+	// the requester asks again for the rest from sPSN+1 (IBA 9.7.5.1.3).
+	r.send(bth.RCReadResponseFirst, sPSN, false, data[:1024], aeth(ack, 1))
+	r.send(bth.RCReadResponseMiddle, sPSN+2, false, data[2048:3072])
+	p = r.expectReq(bth.RCReadRequest, sPSN+1)
+	if rh := p.RETH(); rh.VA() != 0x10000+1024 || rh.DMALen() != 2976 {
+		t.Fatalf("retried READ va %#x len %d", rh.VA(), rh.DMALen())
+	}
+	r.send(bth.RCReadResponseLast, sPSN+3, false, data[3072:], aeth(ack, 1)) // rest of the old burst: ignored
+	r.quiet(20 * time.Millisecond)
+	r.send(bth.RCReadResponseFirst, sPSN+1, false, data[1024:2048], aeth(ack, 1))
+	r.send(bth.RCReadResponseMiddle, sPSN+2, false, data[2048:3072])
+	r.send(bth.RCReadResponseLast, sPSN+3, false, data[3072:], aeth(ack, 1))
+	if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success || wc.Opcode != cq.OpRDMARead {
+		t.Fatalf("completion %+v", wc)
+	}
+	if !bytes.Equal(s.buf[:4000], data) {
+		t.Fatal("READ data differs")
+	}
+	// An ACK past a READ whose responses never came means they were lost.
+	must(t, s.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		SGL: []mr.SGE{s.mr.SGE(0, 10)}, RemoteAddr: 0x20000, RKey: 0x77}))
+	must(t, s.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.mr.SGE(0, 10)}}))
+	r.expectReq(bth.RCReadRequest, sPSN+4)
+	r.expectReq(bth.RCSendOnly, sPSN+5)
+	r.ackTo(ack, sPSN+5, 3)
+	r.expectReq(bth.RCReadRequest, sPSN+4)
+}
+
+func TestCompleterMaxRdAtomic(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{rdAtomic: 2, timeout: 16})
+	for i := range 4 {
+		must(t, s.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+			SGL: []mr.SGE{s.mr.SGE(i*8, 8)}, RemoteAddr: 0x1000, RKey: 1}))
+	}
+	// Only two READs go out until one completes.
+	r.expectReq(bth.RCReadRequest, sPSN)
+	r.expectReq(bth.RCReadRequest, sPSN+1)
+	r.quiet(20 * time.Millisecond)
+	r.send(bth.RCReadResponseOnly, sPSN, false, make([]byte, 8), aeth(ack, 1))
+	r.expectReq(bth.RCReadRequest, sPSN+2)
+	r.quiet(20 * time.Millisecond)
+}
+
+func TestCompleterFence(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{timeout: 16})
+	must(t, s.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, SGL: []mr.SGE{s.mr.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1}))
+	must(t, s.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Fence, SGL: []mr.SGE{s.mr.SGE(0, 8)}}))
+	r.expectReq(bth.RCReadRequest, sPSN)
+	r.quiet(20 * time.Millisecond) // the fenced SEND waits for the READ
+	r.send(bth.RCReadResponseOnly, sPSN, false, make([]byte, 8), aeth(ack, 1))
+	r.expectReq(bth.RCSendOnly, sPSN+1)
+}

@@ -1,0 +1,228 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/qp"
+)
+
+// A 64 MiB message of each kind, across the PSN wrap.
+func TestLargeMessages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("64 MiB messages: run without -short")
+	}
+	const n = 64 << 20
+	a, b, _ := newPair(t, pairOpts{mtu: qp.MTU4096, bufSize: n + 4096, psnA: 0xffff00, psnB: 0xfff800, window: 256})
+	fill(a.buf[:n], 1)
+	for _, op := range []qp.WROpcode{qp.WRSend, qp.WRRDMAWrite, qp.WRRDMARead} {
+		clear(b.buf)
+		src, dst := a, b
+		if op == qp.WRRDMARead {
+			fill(b.buf[:n], 2)
+			clear(a.buf)
+			src, dst = b, a
+		} else {
+			fill(a.buf[:n], 1)
+		}
+		if op == qp.WRSend {
+			must(t, b.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, n)}}))
+		}
+		must(t, a.qp.PostSend(&qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, n)},
+			RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
+		if wc := wait(t, a.scq, 60*time.Second); wc.Status != cq.Success || wc.ByteLen != n {
+			t.Fatalf("%v: %+v", op, wc)
+		}
+		if !bytes.Equal(src.buf[:n], dst.buf[:n]) {
+			t.Fatalf("%v of 64 MiB: data differs", op)
+		}
+	}
+}
+
+func TestCQOverrun(t *testing.T) {
+	a, b, _ := newPair(t, pairOpts{cqDepth: 4})
+	for i := range 6 {
+		must(t, b.qp.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.mr.SGE(0, 8)}}))
+	}
+	for i := range 6 {
+		must(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+	}
+	// The fifth receive completion finds the CQ full: an asynchronous CQ
+	// error, never a silent loss.
+	var sawCQ, sawQP bool
+	for !(sawCQ && sawQP) {
+		select {
+		case e := <-b.dev.Events():
+			switch e.Type {
+			case qp.EventCQErr:
+				sawCQ = e.CQ == b.rcq && errors.Is(e.Err, cq.ErrOverrun)
+			case qp.EventQPFatal:
+				sawQP = e.QP == b.qp
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("events: CQ error %v, QP fatal %v", sawCQ, sawQP)
+		}
+	}
+	var wc [8]cq.WC
+	n, err := b.rcq.Poll(wc[:])
+	if n != 4 || err != nil {
+		t.Fatalf("poll: %d %v", n, err)
+	}
+	if _, err := b.rcq.Poll(wc[:]); !errors.Is(err, cq.ErrOverrun) {
+		t.Fatalf("poll after the held completions: %v", err)
+	}
+	if b.rcq.Lost() == 0 {
+		t.Fatal("lost completions not counted")
+	}
+}
+
+func TestDeregRevokes(t *testing.T) {
+	a, b, _ := newPair(t, pairOpts{timeout: 16})
+	target, err := b.pd.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+	must(t, err)
+	write := func(id uint64) cq.WC {
+		must(t, a.qp.PostSend(&qp.SendWR{WRID: id, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+			SGL: []mr.SGE{a.mr.SGE(0, 100)}, RemoteAddr: target.Addr(), RKey: target.RKey()}))
+		return wait(t, a.scq, 2*time.Second)
+	}
+	if wc := write(1); wc.Status != cq.Success {
+		t.Fatalf("before dereg: %+v", wc)
+	}
+	must(t, target.Dereg())
+	if wc := write(2); wc.Status != cq.RemAccessErr {
+		t.Fatalf("after dereg: %+v", wc)
+	}
+	// A re-registration gets a different key: the old one stays dead.
+	again, err := b.pd.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite)
+	must(t, err)
+	if again.RKey() == target.RKey() {
+		t.Fatal("rkey reused at once")
+	}
+}
+
+func TestSQDrain(t *testing.T) {
+	a, b, net := newPair(t, pairOpts{timeout: 16})
+	var hold sync.Mutex
+	held := true
+	net.SetFilter(b.addr, a.addr, func([]byte) nic.Verdict { // hold back ACKs
+		hold.Lock()
+		defer hold.Unlock()
+		if held {
+			return nic.Drop
+		}
+		return nic.Pass
+	})
+	for i := range 3 {
+		must(t, b.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, 8)}}))
+		_ = i
+	}
+	must(t, a.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+	sqd := qp.Attr{State: qp.SQD, EnSQDAsyncNotify: true}
+	must(t, a.qp.Modify(&sqd, qp.AttrState|qp.AttrEnSQDAsyncNotify))
+	// In SQD, new work waits; the message in flight still completes.
+	must(t, a.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+	if attr, _ := a.qp.Query(); !attr.SQDraining {
+		t.Fatal("not draining with a message in flight")
+	}
+	hold.Lock()
+	held = false
+	hold.Unlock()
+	if wc := wait(t, a.scq, 2*time.Second); wc.WRID != 1 {
+		t.Fatalf("%+v", wc)
+	}
+	select {
+	case e := <-a.dev.Events():
+		if e.Type != qp.EventSQDrained {
+			t.Fatalf("event %v", e)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("no SQ drained event")
+	}
+	if a.scq.Len() != 0 {
+		t.Fatal("new work ran in SQD")
+	}
+	rts := qp.Attr{State: qp.RTS}
+	must(t, a.qp.Modify(&rts, qp.AttrState))
+	if wc := wait(t, a.scq, 2*time.Second); wc.WRID != 2 || wc.Status != cq.Success {
+		t.Fatalf("%+v", wc)
+	}
+}
+
+// Many goroutines post on several QP pairs at once (run with -race).
+func TestConcurrentPosting(t *testing.T) {
+	const pairs, workers, msgs = 3, 4, 200
+	o := pairOpts{sqDepth: 1024, rqDepth: 1024, cqDepth: 4096}
+	o.defaults()
+	net := nic.NewMemNet(3)
+	a := newSide(t, net, "10.0.0.1", &o)
+	b := newSide(t, net, "10.0.0.2", &o)
+	var wg sync.WaitGroup
+	for p := range pairs {
+		qa, qb := a.qp, b.qp
+		if p > 0 {
+			var err error
+			qa, err = a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq, Cap: qp.Cap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			must(t, err)
+			qb, err = b.dev.CreateQP(b.pd, qp.InitAttr{Type: qp.RC, SendCQ: b.scq, RecvCQ: b.rcq, Cap: qp.Cap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			must(t, err)
+		}
+		sa, sb := *a, *b
+		sa.qp, sb.qp = qa, qb
+		connect(t, &sa, &sb, &o, 10, 20)
+		connect(t, &sb, &sa, &o, 20, 10)
+		for range workers * msgs {
+			must(t, qb.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, 64)}}))
+		}
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range msgs {
+					for {
+						err := qa.PostSend(&qp.SendWR{WRID: uint64(w*msgs + i), Opcode: qp.WRSend, Flags: qp.Signaled,
+							SGL: []mr.SGE{a.mr.SGE(0, 64)}})
+						if err == nil {
+							break
+						}
+						if !errors.Is(err, qp.ErrNoMem) {
+							t.Error(err)
+							return
+						}
+						time.Sleep(100 * time.Microsecond)
+					}
+				}
+			}()
+		}
+	}
+	// Meanwhile, poll both CQs from their own goroutines.
+	count := func(c *cq.CQ, want int) {
+		defer wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		wc := make([]cq.WC, 64)
+		for got := 0; got < want; {
+			n, err := c.PollWait(ctx, wc)
+			if err != nil {
+				t.Errorf("after %d of %d: %v", got, want, err)
+				return
+			}
+			for _, x := range wc[:n] {
+				if x.Status != cq.Success {
+					t.Errorf("%+v", x)
+				}
+			}
+			got += n
+		}
+	}
+	wg.Add(2)
+	go count(a.scq, pairs*workers*msgs)
+	go count(b.rcq, pairs*workers*msgs)
+	wg.Wait()
+}

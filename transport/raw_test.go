@@ -1,0 +1,180 @@
+package transport
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/qp"
+)
+
+// rawPeer is a hand-driven peer: it sends packets built field by field and
+// reads what the engine answers, so a test can play a misbehaving HCA.
+type rawPeer struct {
+	t    testing.TB
+	link *nic.MemLink
+	addr netip.Addr
+	qpn  uint32
+	dst  *side
+	rx   chan []byte
+}
+
+func newRawPeer(t testing.TB, net *nic.MemNet, addr string) *rawPeer {
+	a := netip.MustParseAddr(addr)
+	l, err := net.Attach(a, nic.MemOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rawPeer{t: t, link: l, addr: a, qpn: 0x99, rx: make(chan []byte, 1024)}
+	go func() {
+		frames := make([]nic.Frame, 16)
+		for {
+			n, err := l.Recv(frames)
+			if err != nil {
+				close(r.rx)
+				return
+			}
+			for _, f := range frames[:n] {
+				r.rx <- append([]byte(nil), f.Datagram()...)
+			}
+		}
+	}()
+	t.Cleanup(func() { l.Close() })
+	return r
+}
+
+// connectRaw moves s to RTS towards the raw peer.
+func connectRaw(t testing.TB, s *side, r *rawPeer, o pairOpts, sPSN, rPSN uint32) {
+	o.defaults()
+	r.dst = s
+	l, _ := r.link, 0
+	_ = l
+	init := qp.Attr{State: qp.Init, PortNum: 1, AccessFlags: o.access, QKey: 0x11111111}
+	mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
+	if o.typ == qp.UD {
+		mask |= qp.AttrQKey
+	} else {
+		mask |= qp.AttrAccessFlags
+	}
+	must(t, s.qp.Modify(&init, mask))
+	sIdx, _ := s.dev.GIDIndex(s.addr)
+	rtr := qp.Attr{State: qp.RTR, PathMTU: o.mtu, DestQPN: r.qpn, RQPSN: rPSN, MaxDestRdAtomic: o.rdAtomic,
+		MinRNRTimer: o.minRNR, AH: qp.AHAttr{DGID: bth.GIDFromAddr(r.addr), SGIDIndex: sIdx}}
+	mask = qp.AttrState
+	switch o.typ {
+	case qp.RC:
+		mask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+	case qp.UC:
+		mask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
+	}
+	must(t, s.qp.Modify(&rtr, mask))
+	rts := qp.Attr{State: qp.RTS, SQPSN: sPSN, Timeout: o.timeout, RetryCnt: o.retry, RNRRetry: o.rnrRetry, MaxRdAtomic: o.rdAtomic}
+	mask = qp.AttrState | qp.AttrSQPSN
+	if o.typ == qp.RC {
+		mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
+	}
+	must(t, s.qp.Modify(&rts, mask))
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hdr sets a packet's extended headers before it is sealed.
+type hdr func(p []byte, info *bth.Info)
+
+func reth(va uint64, rkey, n uint32) hdr {
+	return func(p []byte, i *bth.Info) {
+		o := i.Offset(bth.ExtRETH)
+		bth.RETH(p[o:]).Encode(va, rkey, n)
+	}
+}
+
+func atomicETH(va uint64, rkey uint32, swapAdd, cmp uint64) hdr {
+	return func(p []byte, i *bth.Info) {
+		o := i.Offset(bth.ExtAtomicETH)
+		bth.AtomicETH(p[o:]).Encode(va, rkey, swapAdd, cmp)
+	}
+}
+
+func aeth(s bth.Syndrome, msn uint32) hdr {
+	return func(p []byte, i *bth.Info) {
+		o := i.Offset(bth.ExtAETH)
+		bth.AETH(p[o:]).Encode(s, msn)
+	}
+}
+
+// send builds and sends one packet to the connected QP.
+func (r *rawPeer) send(op bth.OpCode, psn uint32, ackReq bool, payload []byte, hs ...hdr) {
+	info := op.Info()
+	o := bth.Outer{Src: r.addr, Dst: r.dst.addr, SrcPort: 0xc123}
+	pad := bth.PadFor(len(payload))
+	roce := make([]byte, info.HdrLen+len(payload)+pad+bth.ICRCLen)
+	bth.BTH(roce).Encode(&bth.BTHFields{OpCode: op, PadCount: uint8(pad), PKey: 0xffff,
+		DestQP: r.dst.qp.QPN(), AckReq: ackReq, PSN: bth.PSN(psn)})
+	for _, h := range hs {
+		h(roce, info)
+	}
+	copy(roce[info.HdrLen:], payload)
+	buf := make([]byte, nic.Headroom+o.Len()+len(roce))
+	hl := o.Put(buf[nic.Headroom:], len(roce))
+	copy(buf[nic.Headroom+hl:], roce)
+	dg := buf[nic.Headroom:]
+	bth.Seal(dg[:hl-8], dg[hl-8:hl], dg[hl:])
+	if _, err := r.link.Send([]nic.Frame{{B: buf, Off: nic.Headroom}}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// expect reads the next packet from the engine, failing after d.
+func (r *rawPeer) expect(d time.Duration) bth.Packet {
+	r.t.Helper()
+	select {
+	case dg, ok := <-r.rx:
+		if !ok {
+			r.t.Fatal("link closed")
+		}
+		f, err := bth.DecodeIP(dg)
+		if err != nil || !f.VerifyICRC() {
+			r.t.Fatalf("engine sent a bad packet: %v", err)
+		}
+		p, err := bth.Parse(f.RoCE())
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		return p
+	case <-time.After(d):
+		r.t.Fatal("no packet from the engine")
+	}
+	return bth.Packet{}
+}
+
+// quiet checks that the engine sends nothing for d.
+func (r *rawPeer) quiet(d time.Duration) {
+	r.t.Helper()
+	select {
+	case dg := <-r.rx:
+		f, _ := bth.DecodeIP(dg)
+		p, _ := bth.Parse(f.RoCE())
+		r.t.Fatalf("unexpected packet %v psn %d", p.OpCode(), p.BTH().PSN())
+	case <-time.After(d):
+	}
+}
+
+// expectAck reads an ACK/NAK and checks its syndrome class/code and PSN.
+func (r *rawPeer) expectAck(syn bth.Syndrome, psn uint32) bth.Packet {
+	r.t.Helper()
+	p := r.expect(2 * time.Second)
+	if p.OpCode() != bth.RCAcknowledge {
+		r.t.Fatalf("got %v psn %d, want Acknowledge", p.OpCode(), p.BTH().PSN())
+	}
+	if got := p.AETH().Syndrome(); got != syn || uint32(p.BTH().PSN()) != psn {
+		r.t.Fatalf("got %v psn %d, want %v psn %d", got, p.BTH().PSN(), syn, psn)
+	}
+	return p
+}

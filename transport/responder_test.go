@@ -1,0 +1,281 @@
+package transport
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/qp"
+)
+
+const rPSN = 1000 // the PSN the raw peer starts its requests at
+
+func newRaw(t *testing.T, o pairOpts) (*side, *rawPeer, *nic.MemNet) {
+	t.Helper()
+	o.defaults()
+	net := nic.NewMemNet(1)
+	s := newSide(t, net, "10.0.0.1", &o)
+	r := newRawPeer(t, net, "10.0.0.9")
+	connectRaw(t, s, r, o, 5000, rPSN)
+	return s, r, net
+}
+
+var (
+	ack        = bth.ACKSyndrome(bth.CreditsInvalid)
+	nakSeq     = bth.NAKSyndrome(bth.NAKPSNSequenceError)
+	nakInvalid = bth.NAKSyndrome(bth.NAKInvalidRequest)
+	nakAccess  = bth.NAKSyndrome(bth.NAKRemoteAccessError)
+	nakOp      = bth.NAKSyndrome(bth.NAKRemoteOperational)
+)
+
+// TestResponderNAKs checks each error the responder detects, the NAK it
+// sends and what becomes of the QP (IBA 9.7.5.2, 9.9.3).
+func TestResponderNAKs(t *testing.T) {
+	pay := func(n int) []byte { return bytes.Repeat([]byte{0xab}, n) }
+	cases := []struct {
+		name   string
+		access mr.Access
+		recv   []mr.SGE // nil: post a 4 KiB receive; empty non-nil: none
+		run    func(s *side, r *rawPeer)
+		syn    bth.Syndrome
+		state  qp.State
+		event  qp.EventType
+		rstat  cq.Status // receive completion status, if one is expected
+	}{
+		{name: "SEND MIDDLE without FIRST", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr,
+			run: func(s *side, r *rawPeer) { r.send(bth.RCSendMiddle, rPSN, true, pay(1024)) }},
+		{name: "SEND FIRST shorter than the MTU", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, rstat: cq.RemInvReqErr,
+			run: func(s *side, r *rawPeer) { r.send(bth.RCSendFirst, rPSN, true, pay(1000)) }},
+		{name: "SEND beyond the receive buffer", recv: []mr.SGE{{Length: 10}}, syn: nakInvalid, state: qp.Err, rstat: cq.LocLenErr,
+			run: func(s *side, r *rawPeer) { r.send(bth.RCSendOnly, rPSN, true, pay(64)) }},
+		{name: "receive SGE with a bad lkey", recv: []mr.SGE{{Addr: 1, Length: 100, LKey: 0x12345678}}, syn: nakOp, state: qp.Err, rstat: cq.LocProtErr,
+			run: func(s *side, r *rawPeer) { r.send(bth.RCSendOnly, rPSN, true, pay(64)) }},
+		{name: "WRITE with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+			run: func(s *side, r *rawPeer) {
+				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr(), s.mr.RKey()^0x100, 64))
+			}},
+		{name: "WRITE beyond the region", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+			run: func(s *side, r *rawPeer) {
+				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr()+uint64(len(s.buf))-32, s.mr.RKey(), 64))
+			}},
+		{name: "WRITE below the region", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+			run: func(s *side, r *rawPeer) { r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr()-8, s.mr.RKey(), 64)) }},
+		{name: "WRITE to a QP without remote write", access: mr.LocalWrite | mr.RemoteRead, syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+			run: func(s *side, r *rawPeer) { r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr(), s.mr.RKey(), 64)) }},
+		{name: "WRITE shorter than its DMA length", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr,
+			run: func(s *side, r *rawPeer) { r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr(), s.mr.RKey(), 100)) }},
+		{name: "READ from a QP without remote read", access: mr.LocalWrite | mr.RemoteWrite, syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+			run: func(s *side, r *rawPeer) { r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.mr.Addr(), s.mr.RKey(), 64)) }},
+		{name: "READ with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+			run: func(s *side, r *rawPeer) { r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.mr.Addr(), 0xdead00, 64)) }},
+		{name: "atomic on an unaligned address", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr,
+			run: func(s *side, r *rawPeer) {
+				r.send(bth.RCFetchAdd, rPSN, true, nil, atomicETH(s.mr.Addr()+4, s.mr.RKey(), 1, 0))
+			}},
+		{name: "atomic with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+			run: func(s *side, r *rawPeer) {
+				r.send(bth.RCCompareSwap, rPSN, true, nil, atomicETH(s.mr.Addr(), s.mr.RKey()+1, 1, 0))
+			}},
+		{name: "unsupported FLUSH", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr,
+			run: func(s *side, r *rawPeer) { r.send(bth.RCFlush, rPSN, true, nil, reth(s.mr.Addr(), s.mr.RKey(), 64)) }},
+		{name: "zero-length WRITE checks no rkey", syn: ack, state: qp.RTS,
+			run: func(s *side, r *rawPeer) { r.send(bth.RCWriteOnly, rPSN, true, nil, reth(0, 0, 0)) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := pairOpts{access: c.access}
+			s, r, _ := newRaw(t, o)
+			switch {
+			case c.recv == nil:
+				must(t, s.qp.PostRecv(&qp.RecvWR{WRID: 9, SGL: []mr.SGE{s.mr.SGE(0, 4096)}}))
+			case len(c.recv) > 0:
+				sg := c.recv
+				if sg[0].LKey == 0 {
+					sg = []mr.SGE{s.mr.SGE(0, int(sg[0].Length))}
+				}
+				must(t, s.qp.PostRecv(&qp.RecvWR{WRID: 9, SGL: sg}))
+			}
+			c.run(s, r)
+			r.expectAck(c.syn, rPSN)
+			if st := s.qp.State(); st != c.state {
+				t.Fatalf("QP state %v, want %v", st, c.state)
+			}
+			if c.event != 0 {
+				select {
+				case e := <-s.dev.Events():
+					if e.Type != c.event || e.QP != s.qp {
+						t.Fatalf("event %v, want %v", e, c.event)
+					}
+				case <-time.After(time.Second):
+					t.Fatalf("no %v event", c.event)
+				}
+			}
+			if c.rstat != 0 {
+				if wc := wait(t, s.rcq, time.Second); wc.Status != c.rstat || wc.WRID != 9 {
+					t.Fatalf("receive completion %+v, want %v", wc, c.rstat)
+				}
+			}
+		})
+	}
+}
+
+func TestResponderSequence(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{})
+	for i := range 4 {
+		must(t, s.qp.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{s.mr.SGE(i*4096, 4096)}}))
+	}
+	// A gap: one NAK for the expected PSN (IBA 9.7.5.2.1); further packets
+	// of the same gap are dropped without another NAK.
+	r.send(bth.RCSendOnly, rPSN+1, true, []byte("second"))
+	r.expectAck(nakSeq, rPSN)
+	r.send(bth.RCSendOnly, rPSN+2, true, []byte("third"))
+	r.quiet(50 * time.Millisecond)
+	// The expected PSN arrives: accepted and acknowledged with MSN 1.
+	r.send(bth.RCSendOnly, rPSN, true, []byte("first"))
+	if p := r.expectAck(ack, rPSN); p.AETH().MSN() != 1 {
+		t.Fatalf("MSN %d, want 1", p.AETH().MSN())
+	}
+	// A duplicate is acknowledged again, not delivered twice (C9-105).
+	r.send(bth.RCSendOnly, rPSN, true, []byte("first"))
+	r.expectAck(ack, rPSN)
+	if wc := wait(t, s.rcq, time.Second); wc.WRID != 0 || wc.ByteLen != 5 {
+		t.Fatalf("completion %+v", wc)
+	}
+	if n := s.rcq.Len(); n != 0 {
+		t.Fatalf("%d extra completions", n)
+	}
+	// A multi-packet SEND without AckReq on its FIRST: only the LAST is ACKed.
+	r.send(bth.RCSendFirst, rPSN+1, false, bytes.Repeat([]byte{1}, 1024))
+	r.send(bth.RCSendLast, rPSN+2, true, []byte{2, 2})
+	r.expectAck(ack, rPSN+2)
+	if wc := wait(t, s.rcq, time.Second); wc.ByteLen != 1026 || wc.Status != cq.Success {
+		t.Fatalf("completion %+v", wc)
+	}
+	// A SEND interrupting a SEND in progress is an invalid request.
+	r.send(bth.RCSendFirst, rPSN+3, false, bytes.Repeat([]byte{1}, 1024))
+	r.send(bth.RCSendOnly, rPSN+4, true, []byte{3})
+	r.expectAck(nakInvalid, rPSN+4)
+	if s.qp.State() != qp.Err {
+		t.Fatal("QP not in ERR")
+	}
+	// The receive WQE in use completes with the error, the rest flush.
+	if wc := wait(t, s.rcq, time.Second); wc.Status != cq.RemInvReqErr {
+		t.Fatalf("completion %+v", wc)
+	}
+	if wc := wait(t, s.rcq, time.Second); wc.Status != cq.WRFlushErr {
+		t.Fatalf("completion %+v", wc)
+	}
+}
+
+func TestResponderRNR(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{minRNR: 14})
+	r.send(bth.RCSendOnly, rPSN, true, []byte("x"))
+	r.expectAck(bth.RNRNAKSyndrome(14), rPSN)
+	if got := s.dev.Counters().SendRNRErr.Load(); got != 1 {
+		t.Fatalf("send_rnr_err %d", got)
+	}
+	// Packets that follow the RNR'd one wait for its retry: no sequence NAK.
+	r.send(bth.RCSendOnly, rPSN+1, true, []byte("y"))
+	r.quiet(30 * time.Millisecond)
+	// The PSN was not consumed: after a receive is posted the retry lands.
+	must(t, s.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.mr.SGE(0, 64)}}))
+	r.send(bth.RCSendOnly, rPSN, true, []byte("x"))
+	r.expectAck(ack, rPSN)
+	// WRITE with immediate needs a receive WQE too; no memory is touched
+	// before the RNR NAK.
+	r.send(bth.RCWriteOnlyImm, rPSN+1, true, []byte("zz"), reth(s.mr.Addr()+100, s.mr.RKey(), 2),
+		func(p []byte, i *bth.Info) { bth.ImmDt(p[i.Offset(bth.ExtImmDt):]).SetImm(7) })
+	r.expectAck(bth.RNRNAKSyndrome(14), rPSN+1)
+	if s.buf[100] != 0 {
+		t.Fatal("memory written before the RNR NAK")
+	}
+}
+
+func TestResponderReadReplay(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{})
+	fill(s.buf[:5000], 3)
+	r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.mr.Addr(), s.mr.RKey(), 5000))
+	want := []bth.OpCode{bth.RCReadResponseFirst, bth.RCReadResponseMiddle, bth.RCReadResponseMiddle,
+		bth.RCReadResponseMiddle, bth.RCReadResponseLast}
+	var got []byte
+	for i, op := range want {
+		p := r.expect(time.Second)
+		if p.OpCode() != op || uint32(p.BTH().PSN()) != rPSN+uint32(i) {
+			t.Fatalf("response %d: %v psn %d", i, p.OpCode(), p.BTH().PSN())
+		}
+		if a := p.AETH(); a != nil && a.MSN() != 1 {
+			t.Fatalf("response %d MSN %d, want 1", i, a.MSN())
+		}
+		got = append(got, p.Payload()...)
+	}
+	if !bytes.Equal(got, s.buf[:5000]) {
+		t.Fatal("READ data differs")
+	}
+	// The next request's PSN is past the READ's five.
+	must(t, s.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.mr.SGE(8192, 64)}}))
+	r.send(bth.RCSendOnly, rPSN+5, true, []byte("after"))
+	r.expectAck(ack, rPSN+5)
+	// A retried READ for its last three packets is answered from the
+	// responder resources, starting with a FIRST at the PSN asked for.
+	fill(s.buf[:5000], 4) // responses read memory as it is now
+	r.send(bth.RCReadRequest, rPSN+2, true, nil, reth(s.mr.Addr()+2048, s.mr.RKey(), 5000-2048))
+	for i, op := range []bth.OpCode{bth.RCReadResponseFirst, bth.RCReadResponseMiddle, bth.RCReadResponseLast} {
+		p := r.expect(time.Second)
+		if p.OpCode() != op || uint32(p.BTH().PSN()) != rPSN+2+uint32(i) {
+			t.Fatalf("replay %d: %v psn %d", i, p.OpCode(), p.BTH().PSN())
+		}
+		if off := 2048 + 1024*i; !bytes.Equal(p.Payload(), s.buf[off:off+p.PayloadLen()]) {
+			t.Fatalf("replay %d data differs", i)
+		}
+	}
+}
+
+func TestResponderAtomicReplay(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{})
+	binary.LittleEndian.PutUint64(s.buf[64:], 10)
+	r.send(bth.RCFetchAdd, rPSN, true, nil, atomicETH(s.mr.Addr()+64, s.mr.RKey(), 5, 0))
+	p := r.expect(time.Second)
+	if p.OpCode() != bth.RCAtomicAcknowledge || p.AtomicAckETH().OrigData() != 10 {
+		t.Fatalf("%v orig %d", p.OpCode(), p.AtomicAckETH().OrigData())
+	}
+	// The duplicate gets the same answer and does not add again.
+	r.send(bth.RCFetchAdd, rPSN, true, nil, atomicETH(s.mr.Addr()+64, s.mr.RKey(), 5, 0))
+	p = r.expect(time.Second)
+	if p.OpCode() != bth.RCAtomicAcknowledge || p.AtomicAckETH().OrigData() != 10 || uint32(p.BTH().PSN()) != rPSN {
+		t.Fatalf("replay: %v orig %d", p.OpCode(), p.AtomicAckETH().OrigData())
+	}
+	if v := binary.LittleEndian.Uint64(s.buf[64:]); v != 15 {
+		t.Fatalf("memory %d, want 15: the duplicate was executed", v)
+	}
+}
+
+func TestResponderDropsForeignPackets(t *testing.T) {
+	s, r, net := newRaw(t, pairOpts{})
+	must(t, s.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.mr.SGE(0, 64)}}))
+	// From an address other than the QP's peer: dropped.
+	stranger := newRawPeer(t, net, "10.0.0.77")
+	stranger.dst = s
+	stranger.send(bth.RCSendOnly, rPSN, true, []byte("x"))
+	// With a foreign P_Key: dropped.
+	r.send(bth.RCSendOnly, rPSN, true, []byte("y"), func(p []byte, _ *bth.Info) { bth.BTH(p).SetPKey(0x8001) })
+	r.quiet(50 * time.Millisecond)
+	stranger.quiet(10 * time.Millisecond)
+	c := s.dev.Counters()
+	if c.BadSource.Load() != 1 || c.BadPKey.Load() != 1 {
+		t.Fatalf("bad_source %d bad_pkey %d", c.BadSource.Load(), c.BadPKey.Load())
+	}
+	// A corrupted ICRC never reaches the QP.
+	r.send(bth.RCSendOnly, rPSN, true, []byte("z"), func(p []byte, _ *bth.Info) {})
+	net.SetFaults(r.addr, s.addr, nic.Faults{Corrupt: 1})
+	r.send(bth.RCSendOnly, rPSN, true, []byte("z"))
+	r.expectAck(ack, rPSN) // the first, intact one
+	r.quiet(50 * time.Millisecond)
+	if c.ICRCErr.Load()+c.Malformed.Load() != 1 {
+		t.Fatalf("icrc_err %d malformed %d", c.ICRCErr.Load(), c.Malformed.Load())
+	}
+}
