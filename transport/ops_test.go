@@ -134,8 +134,8 @@ func TestAtomics(t *testing.T) {
 		orig, after uint64
 	}{
 		{qp.WRAtomicFetchAndAdd, 5, 0, 1000, 1005},
-		{qp.WRAtomicCmpAndSwp, 1005, 7, 1005, 7},   // equal: swapped
-		{qp.WRAtomicCmpAndSwp, 1005, 9, 7, 7},      // not equal: unchanged
+		{qp.WRAtomicCmpAndSwp, 1005, 7, 1005, 7},      // equal: swapped
+		{qp.WRAtomicCmpAndSwp, 1005, 9, 7, 7},         // not equal: unchanged
 		{qp.WRAtomicFetchAndAdd, ^uint64(6), 0, 7, 0}, // wraps
 	}
 	for i, c := range cases {

@@ -64,13 +64,21 @@ func TestResponderNAKs(t *testing.T) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr()+uint64(len(s.buf))-32, s.mr.RKey(), 64))
 			}},
 		{name: "WRITE below the region", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
-			run: func(s *side, r *rawPeer) { r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr()-8, s.mr.RKey(), 64)) }},
+			run: func(s *side, r *rawPeer) {
+				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr()-8, s.mr.RKey(), 64))
+			}},
 		{name: "WRITE to a QP without remote write", access: mr.LocalWrite | mr.RemoteRead, syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
-			run: func(s *side, r *rawPeer) { r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr(), s.mr.RKey(), 64)) }},
+			run: func(s *side, r *rawPeer) {
+				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr(), s.mr.RKey(), 64))
+			}},
 		{name: "WRITE shorter than its DMA length", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr,
-			run: func(s *side, r *rawPeer) { r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr(), s.mr.RKey(), 100)) }},
+			run: func(s *side, r *rawPeer) {
+				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr(), s.mr.RKey(), 100))
+			}},
 		{name: "READ from a QP without remote read", access: mr.LocalWrite | mr.RemoteWrite, syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
-			run: func(s *side, r *rawPeer) { r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.mr.Addr(), s.mr.RKey(), 64)) }},
+			run: func(s *side, r *rawPeer) {
+				r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.mr.Addr(), s.mr.RKey(), 64))
+			}},
 		{name: "READ with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
 			run: func(s *side, r *rawPeer) { r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.mr.Addr(), 0xdead00, 64)) }},
 		{name: "atomic on an unaligned address", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr,
