@@ -66,7 +66,7 @@ type Table struct {
 	mu      sync.Mutex
 	regions atomic.Pointer[[]*MR] // copy-on-write: lookups take no lock
 	free    []uint32
-	tag     uint8
+	tags    []uint8 // per index: the variant of the last key issued there
 }
 
 // MaxRegions bounds the table (2^24 indexes fit in a key with its tag).
@@ -74,7 +74,7 @@ const MaxRegions = 1 << 24
 
 // NewTable returns an empty key table.
 func NewTable() *Table {
-	t := &Table{tag: uint8(rand.Uint32())}
+	t := &Table{tags: []uint8{0}}
 	empty := []*MR{nil} // index 0 is never used, so key 0 is always invalid
 	t.regions.Store(&empty)
 	return t
@@ -96,11 +96,14 @@ func (t *Table) insert(m *MR) error {
 	}
 	regs := make([]*MR, max(len(old), int(idx)+1))
 	copy(regs, old)
-	t.tag++
-	if t.tag == 0 {
-		t.tag++
+	// Like an HCA's memory key: the index, and an 8-bit variant that starts
+	// random for each index and advances on every reuse, so a stale key is
+	// refused for the next 255 registrations at that index.
+	if int(idx) >= len(t.tags) {
+		t.tags = append(t.tags, uint8(rand.Uint32()))
 	}
-	key := idx<<8 | uint32(t.tag^uint8(rand.Uint32()))
+	t.tags[idx]++
+	key := idx<<8 | uint32(t.tags[idx])
 	m.lkey, m.rkey = key, key
 	regs[idx] = m
 	t.regions.Store(&regs)

@@ -1,0 +1,137 @@
+package cq
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestPollOrderAndWrap(t *testing.T) {
+	c := New(3, nil)
+	out := make([]WC, 2)
+	for round := range 5 {
+		for i := range 3 {
+			if !c.Push(&WC{WRID: uint64(round*10 + i)}, false) {
+				t.Fatal("push failed below depth")
+			}
+		}
+		n, err := c.Poll(out)
+		if n != 2 || err != nil || out[0].WRID != uint64(round*10) || out[1].WRID != uint64(round*10+1) {
+			t.Fatalf("round %d: %d %v %+v", round, n, err, out)
+		}
+		n, _ = c.Poll(out)
+		if n != 1 || out[0].WRID != uint64(round*10+2) {
+			t.Fatalf("round %d tail: %d %+v", round, n, out)
+		}
+	}
+	if n, err := c.Poll(out); n != 0 || err != nil {
+		t.Fatalf("empty poll: %d %v", n, err)
+	}
+}
+
+func TestOverrunReportsAndKeeps(t *testing.T) {
+	var got error
+	c := New(2, func(_ *CQ, err error) { got = err })
+	c.Push(&WC{WRID: 1}, false)
+	c.Push(&WC{WRID: 2}, false)
+	if c.Push(&WC{WRID: 3}, false) || !errors.Is(got, ErrOverrun) {
+		t.Fatalf("overrun not reported: %v", got)
+	}
+	c.Push(&WC{WRID: 4}, false)
+	if c.Lost() != 2 {
+		t.Fatalf("lost %d", c.Lost())
+	}
+	out := make([]WC, 4)
+	if n, err := c.Poll(out); n != 2 || err != nil || out[1].WRID != 2 {
+		t.Fatalf("held completions: %d %v", n, err)
+	}
+	if _, err := c.Poll(out); !errors.Is(err, ErrOverrun) {
+		t.Fatalf("after overrun: %v", err)
+	}
+	if err := c.Wait(context.Background()); !errors.Is(err, ErrOverrun) {
+		t.Fatalf("wait after overrun: %v", err)
+	}
+}
+
+func TestWaitAndContext(t *testing.T) {
+	c := New(4, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := c.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait on empty: %v", err)
+	}
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		c.Push(&WC{WRID: 9}, false)
+	}()
+	out := make([]WC, 1)
+	n, err := c.PollWait(context.Background(), out)
+	if n != 1 || err != nil || out[0].WRID != 9 {
+		t.Fatalf("%d %v", n, err)
+	}
+}
+
+func TestReqNotify(t *testing.T) {
+	c := New(8, nil)
+	c.Push(&WC{}, false) // not armed: no event
+	select {
+	case <-c.Events():
+		t.Fatal("event without ReqNotify")
+	default:
+	}
+	c.ReqNotify(true)
+	c.Push(&WC{}, false) // armed for solicited only: an unsolicited success does not fire
+	select {
+	case <-c.Events():
+		t.Fatal("unsolicited completion fired a solicited-only notify")
+	default:
+	}
+	c.Push(&WC{}, true)
+	select {
+	case <-c.Events():
+	default:
+		t.Fatal("solicited completion did not fire")
+	}
+	c.Push(&WC{}, true) // one event per ReqNotify
+	select {
+	case <-c.Events():
+		t.Fatal("second event without re-arming")
+	default:
+	}
+	c.ReqNotify(true)
+	c.Push(&WC{Status: RemAccessErr}, false) // errors always fire
+	select {
+	case <-c.Events():
+	default:
+		t.Fatal("error completion did not fire")
+	}
+}
+
+func TestResize(t *testing.T) {
+	c := New(4, nil)
+	for i := range 3 {
+		c.Push(&WC{WRID: uint64(i)}, false)
+	}
+	if err := c.Resize(2); !errors.Is(err, ErrTooShallow) {
+		t.Fatalf("shrink below fill: %v", err)
+	}
+	if err := c.Resize(8); err != nil || c.Depth() != 8 {
+		t.Fatal(err)
+	}
+	out := make([]WC, 8)
+	if n, _ := c.Poll(out); n != 3 || out[2].WRID != 2 {
+		t.Fatalf("%d %+v", n, out[:n])
+	}
+}
+
+func TestStatusStrings(t *testing.T) {
+	// The strings of ibv_wc_status_str, which tools print.
+	for s, want := range map[Status]string{Success: "success", WRFlushErr: "Work Request Flushed Error",
+		RetryExcErr: "transport retry counter exceeded", RNRRetryExcErr: "RNR retry counter exceeded",
+		RemAccessErr: "remote access error"} {
+		if s.String() != want {
+			t.Errorf("%d: %q, want %q", s, s.String(), want)
+		}
+	}
+}

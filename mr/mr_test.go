@@ -1,0 +1,126 @@
+package mr
+
+import (
+	"errors"
+	"sync"
+	"testing"
+)
+
+func TestKeysAndChecks(t *testing.T) {
+	tab := NewTable()
+	pd, other := NewPD(tab), NewPD(tab)
+	buf := make([]byte, 1000)
+	m, err := pd.RegisterIOVA(buf, 0x10000, LocalWrite|RemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.LKey() == 0 || m.LKey()>>8 == 0 {
+		t.Fatalf("key %#x: index 0 must never be used", m.LKey())
+	}
+	cases := []struct {
+		name string
+		pd   *PD
+		key  uint32
+		addr uint64
+		n    uint32
+		need Access
+		err  error
+	}{
+		{"whole region", pd, m.RKey(), 0x10000, 1000, RemoteRead, nil},
+		{"last byte", pd, m.RKey(), 0x10000 + 999, 1, RemoteRead, nil},
+		{"zero bytes at the end", pd, m.RKey(), 0x10000 + 1000, 0, RemoteRead, nil},
+		{"one past the end", pd, m.RKey(), 0x10000 + 999, 2, RemoteRead, ErrBounds},
+		{"below the start", pd, m.RKey(), 0xffff, 1, RemoteRead, ErrBounds},
+		{"length overflowing", pd, m.RKey(), 0x10001, 0xffffffff, RemoteRead, ErrBounds},
+		{"address far above", pd, m.RKey(), 1 << 63, 1, RemoteRead, ErrBounds},
+		{"right not granted", pd, m.RKey(), 0x10000, 1, RemoteWrite, ErrAccess},
+		{"other PD", other, m.RKey(), 0x10000, 1, RemoteRead, ErrPD},
+		{"wrong tag", pd, m.RKey() ^ 1, 0x10000, 1, RemoteRead, ErrInvalidKey},
+		{"unknown index", pd, 0x7f0000, 0x10000, 1, RemoteRead, ErrInvalidKey},
+	}
+	for _, c := range cases {
+		s, err := tab.Remote(c.pd, c.key, c.addr, c.n, c.need)
+		if !errors.Is(err, c.err) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.err)
+		}
+		if err == nil {
+			if len(s.B) != int(c.n) {
+				t.Errorf("%s: span of %d bytes", c.name, len(s.B))
+			}
+			s.Release()
+		}
+	}
+}
+
+func TestRegisterRules(t *testing.T) {
+	pd := NewPD(NewTable())
+	if _, err := pd.Register(make([]byte, 8), RemoteWrite); !errors.Is(err, ErrInvalidAccess) {
+		t.Errorf("remote write without local write: %v", err)
+	}
+	if _, err := pd.Register(nil, LocalWrite); !errors.Is(err, ErrEmpty) {
+		t.Errorf("empty: %v", err)
+	}
+	m, _ := pd.Register(make([]byte, 8), LocalWrite|ZeroBased)
+	if m.Addr() != 0 {
+		t.Errorf("zero-based region at %#x", m.Addr())
+	}
+	if err := pd.Dealloc(); !errors.Is(err, ErrBusy) {
+		t.Errorf("dealloc with a region: %v", err)
+	}
+	m.Dereg()
+	if err := pd.Dealloc(); err != nil {
+		t.Errorf("dealloc: %v", err)
+	}
+}
+
+func TestKeysNotPredictable(t *testing.T) {
+	pd := NewPD(NewTable())
+	seen := map[uint32]bool{}
+	var prev uint32
+	same := 0
+	for range 200 {
+		m, _ := pd.Register(make([]byte, 8), LocalWrite)
+		k := m.LKey()
+		if seen[k] {
+			t.Fatalf("key %#x reissued", k)
+		}
+		seen[k] = true
+		if k&0xff == prev&0xff {
+			same++
+		}
+		prev = k
+		m.Dereg() // the index is reused at once; the tag must differ
+	}
+	if same > 10 {
+		t.Errorf("tag repeated %d times in 200 registrations", same)
+	}
+}
+
+// Dereg waits for an access in progress and refuses every later one.
+func TestDeregIsImmediate(t *testing.T) {
+	tab := NewTable()
+	pd := NewPD(tab)
+	m, _ := pd.Register(make([]byte, 64), LocalWrite|RemoteWrite)
+	s, err := tab.Remote(pd, m.RKey(), m.Addr(), 8, RemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.Dereg()
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("Dereg returned while an access was in progress")
+	default:
+	}
+	s.Release()
+	wg.Wait()
+	if _, err := tab.Remote(pd, m.RKey(), m.Addr(), 8, RemoteWrite); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("after Dereg: %v", err)
+	}
+}
