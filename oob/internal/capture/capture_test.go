@@ -2,8 +2,11 @@ package capture
 
 import (
 	"bytes"
+	"io"
+	"net"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 const dir = "../../../bth/testdata"
@@ -96,5 +99,31 @@ func TestChunks(t *testing.T) {
 func TestNotAPcap(t *testing.T) {
 	if _, err := Read(bytes.NewReader([]byte("not a pcap file at all")), 18515); err == nil {
 		t.Error("Read accepted garbage")
+	}
+}
+
+func TestReplay(t *testing.T) {
+	a, b := net.Pipe()
+	script := []Step{{ToServer, 3}, {ToClient, 2}, {ToServer, 1}}
+	go func() {
+		// The side under test: client.
+		a.Write([]byte("abc"))
+		buf := make([]byte, 2)
+		io.ReadFull(a, buf)
+		a.Write([]byte("d"))
+		a.Close()
+	}()
+	got, err := Replay(b, script, ToClient, []byte("xy"), time.Second)
+	if err != nil || string(got) != "abcd" {
+		t.Fatalf("Replay = %q, %v", got, err)
+	}
+}
+
+func TestReplayShortRecording(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	go io.Copy(io.Discard, a)
+	if _, err := Replay(b, []Step{{ToClient, 5}}, ToClient, []byte("xy"), time.Second); err == nil {
+		t.Fatal("Replay accepted a recording shorter than the script")
 	}
 }
