@@ -389,3 +389,8 @@ func TestTestNames(t *testing.T) {
 		t.Error("unknown test accepted")
 	}
 }
+
+var (
+	inf    = math.Inf(1)
+	negNaN = math.Copysign(math.NaN(), -1)
+)
