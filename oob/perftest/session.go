@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -58,36 +57,23 @@ func NewSession(conn net.Conn, role Role, local Version) *Session {
 // Dial connects to a perftest server, as ethernet_client_connect: each
 // resolved address once, no retry (the server must already listen).
 func Dial(ctx context.Context, host string, port int, local Version) (*Session, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	c, err := wire.Dial(ctx, host, port)
 	if err != nil {
-		return nil, fmt.Errorf("perftest: couldn't connect to %s:%d: %w", host, port, err)
+		return nil, fmt.Errorf("perftest: %w", err)
 	}
 	return NewSession(c, Client, local), nil
 }
 
 // Listen binds the server's port (all addresses, SO_REUSEADDR).
-func Listen(ctx context.Context, port int) (net.Listener, error) {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("", strconv.Itoa(port)))
-	if err != nil {
-		return nil, fmt.Errorf("perftest: couldn't listen to port %d: %w", port, err)
-	}
-	return ln, nil
-}
+func Listen(ctx context.Context, port int) (net.Listener, error) { return wire.Listen(ctx, port) }
 
 // Accept takes one client and closes ln, as ethernet_server_connect does
-// (listen backlog 1, one accept, close).
+// (listen backlog 1, one accept, close). ceiling caps the version the
+// server will claim (V629 normally).
 func Accept(ctx context.Context, ln net.Listener, ceiling Version) (*Session, error) {
-	defer ln.Close()
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	c, err := ln.Accept()
+	c, err := wire.AcceptOne(ctx, ln)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("perftest: accept() failed: %w", err)
+		return nil, fmt.Errorf("perftest: %w", err)
 	}
 	return NewSession(c, Server, ceiling), nil
 }

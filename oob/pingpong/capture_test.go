@@ -145,39 +145,51 @@ func equalOutsideHoles(got, want []byte, holes [][2]int) bool {
 	return bytes.Equal(got, want)
 }
 
+// replay runs fn (our side) against the recorded other side, which sends
+// its bytes in dir, and returns what our side sent.
+func replay(t *testing.T, r recorded, dir capture.Dir, recorded []byte, fn func(conn net.Conn) error) []byte {
+	t.Helper()
+	ours, theirs := net.Pipe()
+	defer ours.Close()
+	type result struct {
+		got []byte
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		got, err := capture.Replay(theirs, r.script(), dir, recorded, 100*time.Millisecond)
+		theirs.Close()
+		res <- result{got, err}
+	}()
+	if err := fn(ours); err != nil {
+		t.Fatal(err)
+	}
+	ours.Close()
+	rr := <-res
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	return rr.got
+}
+
 // TestReplayRealClient plays each capture's client against our Server,
 // which is given the real server's addresses: it must answer with the very
 // bytes the real server sent, at the moment the client expected them.
 func TestReplayRealClient(t *testing.T) {
 	for _, r := range loadRecorded(t) {
 		t.Run(r.name, func(t *testing.T) {
-			ours, theirs := net.Pipe()
-			defer ours.Close()
-			type result struct {
-				got []byte
-				err error
-			}
-			res := make(chan result, 1)
-			go func() {
-				got, err := capture.Replay(theirs, r.script(), capture.ToServer, r.c2s, 100*time.Millisecond)
-				theirs.Close()
-				res <- result{got, err}
-			}()
-			var readyCalled bool
-			remote, err := Server(testCtx(t), ours, r.tool, r.server[:r.numQP], func([]Dest) error {
-				readyCalled = true
-				return nil
+			var remote []Dest
+			readyCalled := false
+			got := replay(t, r, capture.ToServer, r.c2s, func(c net.Conn) error {
+				var err error
+				remote, err = Server(testCtx(t), c, r.tool, r.server[:r.numQP], func([]Dest) error {
+					readyCalled = true
+					return nil
+				})
+				return err
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ours.Close()
-			rr := <-res
-			if rr.err != nil {
-				t.Fatal(rr.err)
-			}
-			if !equalOutsideHoles(rr.got, r.s2c, r.s2cHole) {
-				t.Errorf("our server sent %d bytes that differ from the real server's %d", len(rr.got), len(r.s2c))
+			if !equalOutsideHoles(got, r.s2c, r.s2cHole) {
+				t.Errorf("our server sent %d bytes that differ from the real server's %d", len(got), len(r.s2c))
 			}
 			if !readyCalled || !equal(remote, r.client[:r.numQP]) {
 				t.Errorf("remote = %v, want %v", remote, r.client[:r.numQP])
@@ -190,29 +202,14 @@ func TestReplayRealClient(t *testing.T) {
 func TestReplayRealServer(t *testing.T) {
 	for _, r := range loadRecorded(t) {
 		t.Run(r.name, func(t *testing.T) {
-			ours, theirs := net.Pipe()
-			defer ours.Close()
-			type result struct {
-				got []byte
-				err error
-			}
-			res := make(chan result, 1)
-			go func() {
-				got, err := capture.Replay(theirs, r.script(), capture.ToClient, r.s2c, 100*time.Millisecond)
-				theirs.Close()
-				res <- result{got, err}
-			}()
-			remote, err := Client(testCtx(t), ours, r.tool, r.client[:r.numQP])
-			if err != nil {
-				t.Fatal(err)
-			}
-			ours.Close()
-			rr := <-res
-			if rr.err != nil {
-				t.Fatal(rr.err)
-			}
-			if !bytes.Equal(rr.got, r.c2s) {
-				t.Errorf("our client sent %q..., the real one %q...", rr.got[:60], r.c2s[:60])
+			var remote []Dest
+			got := replay(t, r, capture.ToClient, r.s2c, func(c net.Conn) error {
+				var err error
+				remote, err = Client(testCtx(t), c, r.tool, r.client[:r.numQP])
+				return err
+			})
+			if !bytes.Equal(got, r.c2s) {
+				t.Errorf("our client sent %q..., the real one %q...", got[:min(60, len(got))], r.c2s[:60])
 			}
 			if !equal(remote, r.server[:r.numQP]) {
 				t.Errorf("remote = %v, want %v", remote, r.server[:r.numQP])

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 
 	"github.com/goroce/goroce/oob/internal/wire"
 )
@@ -23,39 +22,20 @@ var ErrDone = errors.New(`pingpong: peer did not send "done"`)
 // Dial connects to a pingpong server. Like the real client it tries each
 // resolved address once and does not retry: the server must be listening.
 func Dial(ctx context.Context, host string, port int) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	c, err := wire.Dial(ctx, host, port)
 	if err != nil {
-		return nil, fmt.Errorf("pingpong: couldn't connect to %s:%d: %w", host, port, err)
+		return nil, fmt.Errorf("pingpong: %w", err)
 	}
 	return c, nil
 }
 
-// Listen binds the server's port on every address (the tools bind the
-// wildcard address of getaddrinfo(NULL, AI_PASSIVE)).
-func Listen(ctx context.Context, port int) (net.Listener, error) {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("", strconv.Itoa(port)))
-	if err != nil {
-		return nil, fmt.Errorf("pingpong: couldn't listen to port %d: %w", port, err)
-	}
-	return ln, nil
-}
+// Listen binds the server's port on every address.
+func Listen(ctx context.Context, port int) (net.Listener, error) { return wire.Listen(ctx, port) }
 
-// AcceptOne accepts a single connection and closes ln, as the tools do
-// (listen(fd, 1); accept; close), so a second client is refused.
+// AcceptOne accepts a single connection and closes ln, as the tools do, so
+// a second client is refused.
 func AcceptOne(ctx context.Context, ln net.Listener) (net.Conn, error) {
-	defer ln.Close()
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	c, err := ln.Accept()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("pingpong: accept() failed: %w", err)
-	}
-	return c, nil
+	return wire.AcceptOne(ctx, ln)
 }
 
 // checkLocal validates the caller's records for tool and pads srq's to

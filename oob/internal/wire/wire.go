@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -83,4 +84,42 @@ func Read(conn net.Conn, n int, what string) ([]byte, error) {
 		return nil, &ShortReadError{What: what, Got: got, Want: n, Err: err}
 	}
 	return buf, nil
+}
+
+// Dial connects to host:port the way both tool families do: each resolved
+// address once, no retry, so the server must already be listening.
+func Dial(ctx context.Context, host string, port int) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("couldn't connect to %s:%d: %w", host, port, err)
+	}
+	return c, nil
+}
+
+// Listen binds port on every address (the tools bind the wildcard address
+// from getaddrinfo(NULL, AI_PASSIVE) with SO_REUSEADDR, which Go sets).
+func Listen(ctx context.Context, port int) (net.Listener, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("", strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("couldn't listen to port %d: %w", port, err)
+	}
+	return ln, nil
+}
+
+// AcceptOne accepts a single connection and closes ln, as the tools do
+// (listen(fd, 1); accept; close): a second client is refused.
+func AcceptOne(ctx context.Context, ln net.Listener) (net.Conn, error) {
+	defer ln.Close()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	c, err := ln.Accept()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("accept() failed: %w", err)
+	}
+	return c, nil
 }
