@@ -394,3 +394,37 @@ var (
 	inf    = math.Inf(1)
 	negNaN = math.Copysign(math.NaN(), -1)
 )
+
+func TestExchangeRecords(t *testing.T) {
+	ctx := context.Background()
+	a, b := loopback(t)
+	mine := []Record{{QPN: 1, OutReads: 1}, {QPN: 2, OutReads: 1}}
+	theirs := []Record{{QPN: 7, OutReads: 1}, {QPN: 8, OutReads: 1}}
+	done := make(chan []Record, 1)
+	go func() {
+		got, _ := NewSession(b, Server, V629).ExchangeRecords(ctx, theirs)
+		done <- got
+	}()
+	got, err := NewSession(a, Client, V629).ExchangeRecords(ctx, mine)
+	if err != nil || len(got) != 2 || got[0] != theirs[0] || got[1] != theirs[1] {
+		t.Fatalf("%v %v", got, err)
+	}
+	if srv := <-done; len(srv) != 2 || srv[1] != mine[1] {
+		t.Fatalf("server got %v", srv)
+	}
+}
+
+func FuzzParseRecord(f *testing.F) {
+	f.Add(Record{QPN: 0x1b, OutReads: 1}.Marshal(true))
+	f.Add(Record{QPN: 0x1b}.Marshal(false))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseRecord(b)
+		if err != nil {
+			return
+		}
+		back, err := ParseRecord(r.Marshal(len(b) == RecordSize))
+		if err != nil || back != r {
+			t.Fatalf("round trip of %q: %+v %v", b, back, err)
+		}
+	})
+}

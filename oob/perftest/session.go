@@ -264,6 +264,20 @@ func (s *Session) ExchangeRecord(ctx context.Context, mine Record) (Record, erro
 	return ParseRecord(raw)
 }
 
+// ExchangeRecords runs one handshake per record, in order, as the tools'
+// per-QP loops do, and returns the peer's records.
+func (s *Session) ExchangeRecords(ctx context.Context, mine []Record) ([]Record, error) {
+	out := make([]Record, 0, len(mine))
+	for _, r := range mine {
+		rem, err := s.ExchangeRecord(ctx, r)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, rem)
+	}
+	return out, nil
+}
+
 // ExchangeBWReport is xchg_bw_reports: five 8-byte exchanges.
 func (s *Session) ExchangeBWReport(ctx context.Context, mine BWReport) (BWReport, error) {
 	var got [BWReportSteps][]byte
