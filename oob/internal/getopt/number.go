@@ -1,0 +1,54 @@
+package getopt
+
+import "strings"
+
+// Strtol reads an integer the way C's strtol(s, NULL, 0) does, which is how
+// the rdma-core examples read their numeric flags: leading blanks and a
+// sign, then "0x" for hex, a leading "0" for octal, decimal otherwise; it
+// stops at the first character that is not a digit and returns 0 when there
+// is none. ok reports whether at least one digit was read, so callers that
+// want to be stricter than C can be.
+func Strtol(s string) (v int64, ok bool) {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	base := int64(10)
+	switch {
+	case len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && hexDigit(s[2]) >= 0:
+		base, s = 16, s[2:]
+	case len(s) > 1 && s[0] == '0':
+		base = 8
+	}
+	for len(s) > 0 {
+		d := int64(hexDigit(s[0]))
+		if d < 0 || d >= base {
+			break
+		}
+		ok = true
+		if v < (1<<62)/base { // saturate instead of wrapping, as strtol clamps
+			v = v*base + d
+		} else {
+			v = 1<<63 - 1
+		}
+		s = s[1:]
+	}
+	if neg {
+		v = -v
+	}
+	return v, ok
+}
+
+func hexDigit(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}

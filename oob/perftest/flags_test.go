@@ -1,0 +1,175 @@
+package perftest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestDefaults(t *testing.T) {
+	tests := []struct {
+		test        Test
+		size, iters uint64
+		tx, rx      int
+		atomic      int32
+	}{
+		{WriteBW, 65536, 5000, 128, 512, 0},
+		{ReadBW, 65536, 1000, 128, 1, 0},
+		{SendBW, 65536, 1000, 128, 512, 0},
+		{AtomicBW, 8, 1000, 128, 1, FetchAndAdd},
+		{WriteLat, 2, 1000, 1, 512, 0},
+		{ReadLat, 2, 1000, 1, 1, 0},
+		{SendLat, 2, 1000, 1, 512, 0},
+		{AtomicLat, 8, 1000, 1, 1, FetchAndAdd},
+	}
+	for _, tt := range tests {
+		c, err := ParseFlags(tt.test, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Size != tt.size || c.Iters != tt.iters || c.TxDepth != tt.tx || c.RxDepth != tt.rx || c.AtomicType != tt.atomic ||
+			c.Port != 18515 || c.GIDIndex != -1 || c.CQMod != 100 || c.Duration != 5 || c.NumQPs != 1 || !c.IsServer() ||
+			c.Link != "udp" || c.Claim != V629 || c.ReportFmt != ReportMiB {
+			t.Errorf("%v: %+v", tt.test, c)
+		}
+	}
+}
+
+func TestSpellings(t *testing.T) {
+	for _, args := range []string{
+		"-d rxeA -x 1 -F -n 100 -s 64 198.51.100.2",
+		"-drxeA -x1 -Fn100 -s64 198.51.100.2",
+		"--ib-dev=rxeA --gid-index=1 --CPU-freq --iters=100 --size=64 198.51.100.2",
+		"198.51.100.2 --ib-dev rxeA --gid 1 -F --iter 0x64 -s 0100",
+	} {
+		c, err := ParseFlags(WriteBW, strings.Fields(args))
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if c.Device != "rxeA" || c.GIDIndex != 1 || !c.CPUFreq || c.Iters != 100 || c.Size != 64 || c.ServerName != "198.51.100.2" {
+			t.Errorf("%q: %+v", args, c)
+		}
+	}
+	c, err := ParseFlags(SendBW, strings.Fields("-s 4K -c UD -b -q 4 -Q 10 --report_gbits -a --link afpacket --perftest_version 6.24 -D 3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Size != 4096 || c.Conn != ConnUD || !c.Duplex || c.NumQPs != 4 || c.CQMod != 10 || !c.CQModSet ||
+		c.ReportFmt != ReportGbits || c.Method != RunAll || c.Link != "afpacket" || c.Claim != V624 || c.TestType != Duration || c.Duration != 3 {
+		t.Errorf("%+v", c)
+	}
+	if c, _ := ParseFlags(WriteBW, []string{"-s", "1M", "--write_with_imm"}); c.Size != 1<<20 || c.Verb() != VerbWriteImm {
+		t.Errorf("1M: %+v", c)
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	tests := []struct {
+		test  Test
+		args  string
+		usage bool
+		want  string
+	}{
+		{WriteLat, "-q 2", false, "Multiple QPs only available on bw tests"},
+		{ReadBW, "-I 64", false, "Inline feature not available on READ/Atomic verbs"},
+		{WriteBW, "-o 4", false, "Setting Outstanding reads only available on READ verb"},
+		{ReadBW, "-r 4", false, "On RDMA verbs rx depth can be only 1"},
+		{WriteBW, "-A CMP_AND_SWAP", false, "You are not running the atomic_lat/bw test!"},
+		{AtomicBW, "-A SWAP", false, "Invalid Atomic type!"},
+		{WriteBW, "-e", false, "Events feature not available on WRITE verb"},
+		{SendLat, "-b", false, "Bidirectional is only available in BW test"},
+		{SendLat, "-N", false, "NoPeak only valid for BW tests"},
+		{SendBW, "-C", false, "Available only on Latency tests"},
+		{ReadBW, "-c UC", false, "UC connection not possible in READ/ATOMIC verbs"},
+		{WriteBW, "-c UD", false, "UD connection only possible in SEND verb"},
+		{SendBW, "-c XX", false, "Invalid Connection type"},
+		{SendBW, "-c DC", false, "not supported by roced"},
+		{SendBW, "-R", false, "RDMA CM QPs (-R) is not supported by roced"},
+		{SendBW, "-n 4", false, "Iteration num should be between 5"},
+		{SendBW, "-s 0", false, "Message Size should be between 1"},
+		{SendBW, "-m 1000", false, "Invalid MTU"},
+		{SendBW, "-s 64 -s 128", false, "Duplicated argument: size"},
+		{SendBW, "--size=64 -s 64", false, "Duplicated argument: size"},
+		{SendBW, "a b", true, "Invalid Command line"},
+		{SendBW, "--nope", true, "unrecognized option"},
+		{SendBW, "--link tcp", false, "invalid --link"},
+		{SendBW, "--perftest_version 5.5", false, "below 5.70"},
+		{SendBW, "-n abc", false, "invalid Iteration num"},
+		{SendBW, "--dont_xchg_versions", false, "not supported by roced"},
+		{ReadLat, "--write_with_imm", false, "only for the write tests"},
+	}
+	for _, tt := range tests {
+		_, err := ParseFlags(tt.test, strings.Fields(tt.args))
+		if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, ErrUsage) != tt.usage {
+			t.Errorf("%v %q: err = %v, want %q (usage %v)", tt.test, tt.args, err, tt.want, tt.usage)
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	c, _ := ParseFlags(SendBW, strings.Fields("-n 50 -s 64 -r 1"))
+	notes := c.Resolve(3, 128, V624)
+	if c.RxDepth != 2 || c.TxDepth != 50 || c.CQMod != 50 || !c.NoPeak || len(notes) != 1 || c.MTU != 1024 {
+		t.Errorf("send_bw server: %+v %q", c, notes)
+	}
+	c, _ = ParseFlags(SendBW, strings.Fields("-n 50 -s 64"))
+	if notes := c.Resolve(3, 128, V606); len(notes) != 0 {
+		t.Errorf("6.06 warns: %q", notes)
+	}
+	c, _ = ParseFlags(WriteBW, strings.Fields("-s 65536 -D 2 host"))
+	notes = c.Resolve(3, 128, V624)
+	if c.Iters != 0 || c.CQMod != 1 || !c.NoPeak || len(notes) != 1 {
+		t.Errorf("write_bw -D: %+v %q", c, notes)
+	}
+	c, _ = ParseFlags(ReadBW, strings.Fields("-o 500 host"))
+	notes = c.Resolve(3, 128, V624)
+	if c.OutReads != 128 || c.InlineSize != 0 || len(notes) != 1 || notes[0] != ResultLine() {
+		t.Errorf("read_bw: %+v %q", c, notes)
+	}
+	c, _ = ParseFlags(SendBW, strings.Fields("-c UD -s 4096 -a"))
+	c.Resolve(3, 128, V624)
+	if c.Size != 1024 {
+		t.Errorf("UD -a size %d", c.Size)
+	}
+	c, _ = ParseFlags(WriteBW, strings.Fields("-m 4096 -n 10"))
+	c.Resolve(3, 128, V624)
+	if c.MTU != 4096 || c.TxDepth != 10 || c.RxDepth != 1 {
+		t.Errorf("write_bw: %+v", c)
+	}
+	if sh := c.Shape(3); sh.Test != WriteBW || sh.Role != Server || sh.Size != 65536 {
+		t.Errorf("shape %+v", sh)
+	}
+}
+
+func TestPrintHelpers(t *testing.T) {
+	tests := []struct {
+		v     uint64
+		width int
+		want  string
+	}{{0, 4, "0000"}, {0x1b, 6, "0x001b"}, {0x3d70a, 6, "0x3d70a"}, {0x80, 4, "0x80"}, {0x55b62ac6a000, 16, "0x0055b62ac6a000"}}
+	for _, tt := range tests {
+		if got := cHex(tt.v, tt.width); got != tt.want {
+			t.Errorf("cHex(%#x, %d) = %q, want %q", tt.v, tt.width, got, tt.want)
+		}
+	}
+	if got := cFloat(inf, 7, 2, true); got != "inf    " {
+		t.Errorf("inf: %q", got)
+	}
+	if got := cFloat(negNaN, 7, 2, true); got != "-nan   " {
+		t.Errorf("-nan: %q", got)
+	}
+	if got := cFloat(1.005, 7, 2, false); got != "   1.00" && got != "   1.01" {
+		t.Errorf("1.005: %q", got)
+	}
+	c, _ := ParseFlags(WriteBW, []string{"--report_gbits"})
+	if row := c.BWRow(BWReport{Size: 64, Iters: 100, BWAvg: 0.05}, V624); !strings.Contains(row, "0.050000") {
+		t.Errorf("gbits row with small average: %q", row)
+	}
+	if h := c.ResultHeader(V624); !strings.Contains(h[1], "BW peak[Gb/sec]") {
+		t.Errorf("gbits header %q", h)
+	}
+	c, _ = ParseFlags(SendLat, []string{"-D", "2"})
+	if h := c.ResultHeader(V624); !strings.Contains(h[1], "tps average") {
+		t.Errorf("duration header %q", h)
+	}
+}
