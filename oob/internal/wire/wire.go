@@ -30,6 +30,12 @@ func Do(ctx context.Context, conn net.Conn, fn func() error) error {
 		_ = conn.SetDeadline(time.Unix(1, 0))
 	})
 	err := fn()
+	// The connection's deadline and ctx's timer are separate timers: the
+	// read may time out an instant before ctx reports it is done.
+	if d, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(d) {
+		stop()
+		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+	}
 	if !stop() || (err != nil && ctx.Err() != nil) {
 		if err != nil {
 			return fmt.Errorf("%w (%v)", ctx.Err(), err)
