@@ -92,11 +92,26 @@ func checkOp(t *testing.T, a, b *side, op qp.WROpcode, n, k int) {
 			t.Fatalf("immediate: %+v", rc)
 		}
 	}
+	if op == qp.WRRDMAWrite && a.qp.Type() == qp.UC {
+		// UC completes a WRITE once it is on the wire: a SEND after it on
+		// the same QP arrives after it, so its receive shows the WRITE landed.
+		waitPlaced(t, a, b)
+	}
 	if !bytes.Equal(a.buf[srcOff:srcOff+n], b.buf[dstOff:dstOff+n]) {
 		t.Fatalf("%v of %d bytes: data differs", op, n)
 	}
 	if op != qp.WRRDMARead && !bytes.Equal(b.buf[dstOff+n:dstOff+n+64], make([]byte, 64)) {
 		t.Fatalf("%v wrote past its end", op)
+	}
+}
+
+// waitPlaced sends an empty SEND from a to b and waits for its receive.
+func waitPlaced(t testing.TB, a, b *side) {
+	t.Helper()
+	must(t, b.qp.PostRecv(&qp.RecvWR{WRID: 0xfe}))
+	must(t, a.qp.PostSend(&qp.SendWR{WRID: 0xfe, Opcode: qp.WRSend}))
+	if wc := wait(t, b.rcq, 5*time.Second); wc.WRID != 0xfe {
+		t.Fatalf("marker receive %+v", wc)
 	}
 }
 

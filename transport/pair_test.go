@@ -25,6 +25,8 @@ type side struct {
 	buf  []byte
 	mr   *mr.MR
 	addr netip.Addr
+	srq  *qp.SRQ // set when the side receives through an SRQ
+	ah   *qp.AH  // UD: the address handle to the other side
 }
 
 type pairOpts struct {

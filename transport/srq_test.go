@@ -1,0 +1,189 @@
+package transport
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/qp"
+)
+
+// srqSetup builds a receiver with one SRQ shared by two RC QPs and a UD QP,
+// and a sender with a matching RC QP for each RC QP and a UD QP.
+type srqSetup struct {
+	a, b      *side
+	srq       *qp.SRQ
+	rc        [2][2]*qp.QP // [sender, receiver]
+	udA, udB  *qp.QP
+	ah        *qp.AH
+	net       *nic.MemNet
+}
+
+func newSRQSetup(t *testing.T, limit uint32) *srqSetup {
+	o := pairOpts{}
+	o.defaults()
+	s := &srqSetup{net: nic.NewMemNet(9)}
+	s.a = newSide(t, s.net, "10.0.0.1", &o)
+	s.b = newSide(t, s.net, "10.0.0.2", &o)
+	var err error
+	s.srq, err = s.b.dev.CreateSRQ(s.b.pd, qp.SRQAttr{MaxWR: 16, MaxSGE: 1, SRQLimit: limit})
+	must(t, err)
+	mk := func(sd *side, typ qp.Type, srq *qp.SRQ) *qp.QP {
+		ia := qp.InitAttr{Type: typ, SendCQ: sd.scq, RecvCQ: sd.rcq, SRQ: srq, Cap: qp.Cap{MaxSendWR: 16, MaxSendSGE: 1}}
+		if srq == nil {
+			ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = 16, 1
+		}
+		q, err := sd.dev.CreateQP(sd.pd, ia)
+		must(t, err)
+		return q
+	}
+	for i := range 2 {
+		qa, qb := mk(s.a, qp.RC, nil), mk(s.b, qp.RC, s.srq)
+		sa, sb := *s.a, *s.b
+		sa.qp, sb.qp = qa, qb
+		connect(t, &sa, &sb, &o, 100, 200)
+		connect(t, &sb, &sa, &o, 200, 100)
+		s.rc[i] = [2]*qp.QP{qa, qb}
+	}
+	ud := o
+	ud.typ = qp.UD
+	s.udA, s.udB = mk(s.a, qp.UD, nil), mk(s.b, qp.UD, s.srq)
+	sa, sb := *s.a, *s.b
+	sa.qp, sb.qp = s.udA, s.udB
+	connect(t, &sa, &sb, &ud, 1, 1)
+	connect(t, &sb, &sa, &ud, 1, 1)
+	g, _ := s.b.dev.GID(1)
+	s.ah, err = s.a.dev.CreateAH(s.a.pd, qp.AHAttr{DGID: g, SGIDIndex: 1})
+	must(t, err)
+	return s
+}
+
+func (s *srqSetup) post(t *testing.T, ids ...uint64) {
+	for _, id := range ids {
+		must(t, s.srq.PostRecv(&qp.RecvWR{WRID: id, SGL: []mr.SGE{s.b.mr.SGE(int(id)*256, 256)}}))
+	}
+}
+
+func TestSRQShared(t *testing.T) {
+	s := newSRQSetup(t, 0)
+	s.post(t, 1, 2, 3)
+	// Three messages on three QPs take the WQEs in the order they were posted.
+	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
+	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 1 || wc.QPNum != s.rc[1][1].QPN() {
+		t.Fatalf("%+v", wc)
+	}
+	must(t, s.udA.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}, AH: s.ah,
+		RemoteQPN: s.udB.QPN(), RemoteQKey: 0x11111111}))
+	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 2 || wc.QPNum != s.udB.QPN() || wc.ByteLen != 50 {
+		t.Fatalf("%+v", wc)
+	}
+	must(t, s.rc[0][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
+	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 3 || wc.QPNum != s.rc[0][1].QPN() {
+		t.Fatalf("%+v", wc)
+	}
+	// Receives go to the SRQ, not the QP; an SRQ in use cannot be destroyed.
+	if err := s.rc[0][1].PostRecv(&qp.RecvWR{}); !errors.Is(err, qp.ErrInvalid) {
+		t.Fatalf("post_recv on an SRQ QP: %v", err)
+	}
+	if err := s.srq.Destroy(); !errors.Is(err, qp.ErrBusy) {
+		t.Fatalf("destroy while used: %v", err)
+	}
+}
+
+func TestSRQEmpty(t *testing.T) {
+	s := newSRQSetup(t, 0)
+	// Empty: RC gets an RNR NAK and retries (rnr_retry 7); UD is dropped.
+	must(t, s.udA.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}, AH: s.ah,
+		RemoteQPN: s.udB.QPN(), RemoteQKey: 0x11111111}))
+	must(t, s.rc[0][0].PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
+	deadline := time.Now().Add(time.Second)
+	for s.b.dev.Counters().SendRNRErr.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if s.b.dev.Counters().SendRNRErr.Load() == 0 || s.b.dev.Counters().NoRecvWQE.Load() != 1 {
+		t.Fatalf("send_rnr_err %d no_recv_wqe %d", s.b.dev.Counters().SendRNRErr.Load(), s.b.dev.Counters().NoRecvWQE.Load())
+	}
+	s.post(t, 9)
+	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 9 || wc.QPNum != s.rc[0][1].QPN() {
+		t.Fatalf("%+v", wc)
+	}
+	if wc := wait(t, s.a.scq, time.Second); wc.WRID != 5 || wc.Status != cq.Success {
+		t.Fatalf("%+v", wc)
+	}
+}
+
+func TestSRQLimit(t *testing.T) {
+	s := newSRQSetup(t, 3)
+	s.post(t, 1, 2, 3, 4, 5)
+	if got := s.srq.Query().SRQLimit; got != 3 {
+		t.Fatalf("armed limit %d", got)
+	}
+	events := func() (n int) {
+		for {
+			select {
+			case e := <-s.b.dev.Events():
+				if e.Type == qp.EventSRQLimitReached && e.SRQ == s.srq {
+					n++
+				}
+			case <-time.After(20 * time.Millisecond):
+				return n
+			}
+		}
+	}
+	for i := range 4 { // 5 -> 1 WQEs: crossing below 3 fires once
+		must(t, s.rc[0][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
+		wait(t, s.b.rcq, time.Second)
+		_ = i
+	}
+	if n := events(); n != 1 {
+		t.Fatalf("%d limit events, want exactly 1", n)
+	}
+	if got := s.srq.Query().SRQLimit; got != 0 {
+		t.Fatalf("limit still armed (%d) after firing", got)
+	}
+	// Re-armed, it fires again on the next crossing.
+	must(t, s.srq.Modify(qp.SRQAttr{SRQLimit: 2}, qp.SRQLimit))
+	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
+	wait(t, s.b.rcq, time.Second)
+	if n := events(); n != 1 {
+		t.Fatalf("%d events after re-arming", n)
+	}
+	// Resizing keeps what is queued.
+	s.post(t, 6, 7)
+	must(t, s.srq.Modify(qp.SRQAttr{MaxWR: 64}, qp.SRQMaxWR))
+	if a := s.srq.Query(); a.MaxWR != 64 || s.srq.Len() != 2 {
+		t.Fatalf("after resize: %+v, %d held", a, s.srq.Len())
+	}
+	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
+	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 6 {
+		t.Fatalf("%+v", wc)
+	}
+}
+
+func TestSRQQPErrorLeavesSRQ(t *testing.T) {
+	s := newSRQSetup(t, 0)
+	s.post(t, 1, 2)
+	e := qp.Attr{State: qp.Err}
+	must(t, s.rc[0][1].Modify(&e, qp.AttrState))
+	// The SRQ's WQEs stay for the other QPs; the QP reports its last WQE.
+	select {
+	case ev := <-s.b.dev.Events():
+		if ev.Type != qp.EventQPLastWQEReached || ev.QP != s.rc[0][1] {
+			t.Fatalf("%v", ev)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("no last-WQE-reached event")
+	}
+	if s.srq.Len() != 2 || s.b.rcq.Len() != 0 {
+		t.Fatalf("SRQ holds %d, %d completions", s.srq.Len(), s.b.rcq.Len())
+	}
+	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
+	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 1 || wc.Status != cq.Success {
+		t.Fatalf("%+v", wc)
+	}
+	_ = bth.GRHLen
+}
