@@ -73,6 +73,14 @@ func (f Frame) StoredICRC() uint32 { return getICRC(f.b[f.end-ICRCLen:]) }
 // VerifyICRC reports whether the stored ICRC matches the computed one.
 func (f Frame) VerifyICRC() bool { return f.ComputeICRC() == f.StoredICRC() }
 
+// CheckICRC returns ErrICRC when the stored ICRC does not match, else nil.
+func (f Frame) CheckICRC() error {
+	if !f.VerifyICRC() {
+		return ErrICRC
+	}
+	return nil
+}
+
 // PutICRC computes the ICRC and stores it in the frame's last 4 bytes.
 func (f Frame) PutICRC() { putICRC(f.b[f.end-ICRCLen:], f.ComputeICRC()) }
 
