@@ -238,6 +238,19 @@ func TestICRCReference(t *testing.T) {
 	if l3 := frs[0].L3(); bitCRC32(l3) != crc32.ChecksumIEEE(l3) {
 		t.Error("bit-at-a-time CRC-32 disagrees with hash/crc32")
 	}
+	// ICRC's own slicing-by-8 for the masked headers agrees with
+	// hash/crc32 at every length and starting state.
+	data := make([]byte, 130)
+	for i := range data {
+		data[i] = byte(i * 37)
+	}
+	for n := range len(data) {
+		for _, seed := range []uint32{0, icrcSeed, 0xdeadbeef} {
+			if got, want := slicing8(seed, data[:n]), crc32.Update(seed, crc32.IEEETable, data[:n]); got != want {
+				t.Fatalf("slicing8(%08x, %d bytes) = %08x, want %08x", seed, n, got, want)
+			}
+		}
+	}
 }
 
 // maskedBit reports whether bit i (from the start of the IP header) of a
