@@ -9,4 +9,9 @@
 // reads the bytes, and nothing is copied or allocated per packet. Parse
 // derives every header offset from the opcode table, as the specification
 // does, and reports each way a packet can be malformed as a typed error.
+//
+// For tools and tests rather than the data path, Fields holds every field
+// of a whole frame as plain values: DecodeFields fills it, Append builds a
+// frame from it (lengths, checksum and ICRC computed) and AppendRaw writes
+// it exactly as held. DecodeLink frames the link types captures come in.
 package bth

@@ -30,9 +30,16 @@ type Frame struct {
 	udpOff  int
 	roceOff int
 	end     int // end of the IP datagram (Ethernet padding excluded)
+	link    LinkType
 }
 
-// Ethernet returns the Ethernet header with any VLAN tags, or nil.
+// LinkType returns the link type the frame was decoded as: LinkEthernet
+// from DecodeEthernet, LinkRaw from DecodeIP, or DecodeLink's argument.
+func (f Frame) LinkType() LinkType { return f.link }
+
+// Ethernet returns the link-layer header: the Ethernet header with any VLAN
+// tags, a capture's Linux cooked header (DecodeLink), or nothing when the
+// frame starts at the IP header.
 func (f Frame) Ethernet() []byte { return f.b[:f.ipOff] }
 
 // IP returns the IPv4 (with options) or IPv6 header.
@@ -66,6 +73,14 @@ func (f Frame) StoredICRC() uint32 { return getICRC(f.b[f.end-ICRCLen:]) }
 // VerifyICRC reports whether the stored ICRC matches the computed one.
 func (f Frame) VerifyICRC() bool { return f.ComputeICRC() == f.StoredICRC() }
 
+// CheckICRC returns ErrICRC when the stored ICRC does not match, else nil.
+func (f Frame) CheckICRC() error {
+	if !f.VerifyICRC() {
+		return ErrICRC
+	}
+	return nil
+}
+
 // PutICRC computes the ICRC and stores it in the frame's last 4 bytes.
 func (f Frame) PutICRC() { putICRC(f.b[f.end-ICRCLen:], f.ComputeICRC()) }
 
@@ -84,74 +99,82 @@ func DecodeEthernet(b []byte) (Frame, error) {
 		}
 		et = binary.BigEndian.Uint16(b[off:])
 	}
-	off += 2
-	if et != EtherTypeIPv4 && et != EtherTypeIPv6 {
-		return Frame{}, ErrNotIP
+	f, err := decodeTyped(b, off+2, et)
+	if err != nil {
+		return Frame{}, err
 	}
-	f, err := decodeIP(b, off)
-	if err == nil && (et == EtherTypeIPv6) != f.IsIPv6() {
-		return Frame{}, ErrIPVersion
-	}
-	return f, err
+	f.link = LinkEthernet
+	return f, nil
 }
 
 // DecodeIP decodes an IP datagram (IPv4 or IPv6) carrying RoCEv2.
 func DecodeIP(b []byte) (Frame, error) { return decodeIP(b, 0) }
 
+// decodeIP checks what the datagram is (version, protocol, UDP destination
+// port) before whether it is whole (lengths, checksum), so that a packet of
+// another protocol cut short by a capture's snap length is reported as not
+// RoCEv2 rather than as a broken RoCEv2 packet.
 func decodeIP(b []byte, off int) (Frame, error) {
-	f := Frame{b: b, ipOff: off}
 	if len(b) < off+1 {
 		return Frame{}, ErrTruncated
 	}
 	ip := b[off:]
+	var hl, l3len int // IP header length, IP datagram length
 	switch ip[0] >> 4 {
 	case 4:
 		if len(ip) < IPv4HeaderLen {
 			return Frame{}, ErrTruncated
 		}
-		ihl := int(ip[0]&0x0f) * 4
-		if ihl < IPv4HeaderLen || ihl > len(ip) {
+		hl = int(ip[0]&0x0f) * 4
+		if hl < IPv4HeaderLen || hl > len(ip) {
 			return Frame{}, ErrIPHeaderLength
-		}
-		tot := int(binary.BigEndian.Uint16(ip[2:]))
-		if tot < ihl || tot > len(ip) {
-			return Frame{}, ErrIPLength
-		}
-		if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 { // MF or fragment offset
-			return Frame{}, ErrIPFragment
 		}
 		if ip[9] != IPProtoUDP {
 			return Frame{}, ErrNotUDP
 		}
-		f.udpOff = off + ihl
-		f.end = off + tot
+		if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 { // MF or fragment offset
+			return Frame{}, ErrIPFragment
+		}
+		l3len = int(binary.BigEndian.Uint16(ip[2:]))
+		if l3len < hl {
+			return Frame{}, ErrIPLength
+		}
 	case 6:
 		if len(ip) < IPv6HeaderLen {
 			return Frame{}, ErrTruncated
 		}
-		pl := int(binary.BigEndian.Uint16(ip[4:]))
-		if IPv6HeaderLen+pl > len(ip) {
-			return Frame{}, ErrIPLength
-		}
 		if ip[6] != IPProtoUDP { // RoCEv2 peers send no extension headers
 			return Frame{}, ErrNotUDP
 		}
-		f.udpOff = off + IPv6HeaderLen
-		f.end = off + IPv6HeaderLen + pl
+		hl = IPv6HeaderLen
+		l3len = IPv6HeaderLen + int(binary.BigEndian.Uint16(ip[4:]))
 	default:
 		return Frame{}, ErrIPVersion
 	}
-	if f.end-f.udpOff < UDPHeaderLen {
+	if len(ip) < hl+4 || l3len < hl+4 {
 		return Frame{}, ErrTruncated
 	}
-	u := UDP(b[f.udpOff:])
-	if int(u.Length()) != f.end-f.udpOff {
-		return Frame{}, ErrUDPLength
-	}
+	u := UDP(ip[hl:])
 	if u.DstPort() != UDPPort {
 		return Frame{}, ErrNotRoCEv2
 	}
-	f.roceOff = f.udpOff + UDPHeaderLen
+	if l3len > len(ip) {
+		return Frame{}, ErrIPLength
+	}
+	// The ICRC leaves the header checksum out, so check it here as the
+	// kernel's IP layer would before handing the datagram on.
+	if ip[0]>>4 == 4 {
+		if IPv4Checksum(ip) != binary.BigEndian.Uint16(ip[10:]) {
+			return Frame{}, ErrIPChecksum
+		}
+	}
+	if l3len-hl < UDPHeaderLen {
+		return Frame{}, ErrTruncated
+	}
+	if int(u.Length()) != l3len-hl {
+		return Frame{}, ErrUDPLength
+	}
+	f := Frame{b: b, ipOff: off, udpOff: off + hl, roceOff: off + hl + UDPHeaderLen, end: off + l3len, link: LinkRaw}
 	if f.end-f.roceOff < BTHLen+ICRCLen {
 		return Frame{}, ErrTruncated
 	}

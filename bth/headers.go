@@ -18,8 +18,10 @@ const (
 	CNPPadLen       = 16
 	GRHLen          = 40 // IB global route header, as placed in UD receive buffers
 	ICRCLen         = 4
-	// MaxHdrLen is the longest BTH plus extended headers of any opcode.
-	MaxHdrLen = BTHLen + XRCETHLen + AtomicETHLen
+	// MaxHdrLen is the longest BTH plus extended headers of any opcode:
+	// RD CmpSwap and FetchAdd (RDETH, DETH, AtomicETH), 8 bytes more than
+	// the longest XRC or RC header.
+	MaxHdrLen = BTHLen + RDETHLen + DETHLen + AtomicETHLen
 )
 
 // DefaultPKey is the default partition key; RoCEv2 peers use it unless configured otherwise.
