@@ -15,12 +15,12 @@ import (
 // srqSetup builds a receiver with one SRQ shared by two RC QPs and a UD QP,
 // and a sender with a matching RC QP for each RC QP and a UD QP.
 type srqSetup struct {
-	a, b      *side
-	srq       *qp.SRQ
-	rc        [2][2]*qp.QP // [sender, receiver]
-	udA, udB  *qp.QP
-	ah        *qp.AH
-	net       *nic.MemNet
+	a, b     *side
+	srq      *qp.SRQ
+	rc       [2][2]*qp.QP // [sender, receiver]
+	udA, udB *qp.QP
+	ah       *qp.AH
+	net      *nic.MemNet
 }
 
 func newSRQSetup(t *testing.T, limit uint32) *srqSetup {
