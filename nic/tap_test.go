@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goroce/goroce/bth"
 	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/goroce/goroce/bth"
 )
 
 // TestTap records a two-way exchange between two UDP links, one file in
