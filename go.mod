@@ -9,4 +9,4 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require golang.org/x/net v0.62.0 // indirect
+require golang.org/x/net v0.62.0

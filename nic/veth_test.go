@@ -86,3 +86,19 @@ func ipv4ID(f bth.Frame) (uint16, bool) {
 	ip := f.IP()
 	return binary.BigEndian.Uint16(ip[4:]), ip[6]&0x40 != 0
 }
+
+// count returns how many captured frames within d satisfy match.
+func (c *capture) count(t *testing.T, match func([]byte) bool, d time.Duration) int {
+	t.Helper()
+	tv := unix.NsecToTimeval(int64(20 * time.Millisecond))
+	unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	n := 0
+	b := make([]byte, 70000)
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		k, _, err := unix.Recvfrom(c.fd, b, 0)
+		if err == nil && match(b[:k]) {
+			n++
+		}
+	}
+	return n
+}
