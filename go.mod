@@ -10,3 +10,5 @@ require (
 )
 
 require golang.org/x/net v0.62.0
+
+require github.com/cilium/ebpf v0.22.0

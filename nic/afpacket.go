@@ -97,7 +97,7 @@ func OpenAFPacket(cfg AFPacketConfig) (*AFPacket, error) {
 		return nil, err
 	}
 	if !cfg.NoGuard {
-		if err := l.guard(); err != nil {
+		if l.guards, err = guardPort(cfg.Addrs, cfg.Interface); err != nil {
 			l.Close()
 			return nil, err
 		}
@@ -149,18 +149,19 @@ func (l *AFPacket) open() error {
 	return err
 }
 
-// guard binds UDP port 4791 on every local address with a drop-all
+// guardPort binds UDP port 4791 on every local address with a drop-all
 // filter, so the stack neither queues our peers' packets anywhere nor
 // answers them with ICMP port unreachable. An address the interface does
 // not hold (the MAC-derived default GID when the kernel chose another
 // link-local address) needs none: the stack drops what is not for it.
-func (l *AFPacket) guard() error {
-	for _, a := range l.cfg.Addrs {
+func guardPort(addrs []netip.Addr, ifname string) ([]*net.UDPConn, error) {
+	var guards []*net.UDPConn
+	for _, a := range addrs {
 		network := "udp4"
 		if a.Is6() && !a.Is4In6() {
 			network = "udp6"
 			if a.IsLinkLocalUnicast() {
-				a = a.WithZone(l.cfg.Interface)
+				a = a.WithZone(ifname)
 			}
 		}
 		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
@@ -175,11 +176,14 @@ func (l *AFPacket) guard() error {
 			if errors.Is(err, unix.EADDRNOTAVAIL) {
 				continue
 			}
-			return fmt.Errorf("nic: afpacket: holding UDP port 4791 on %v (another socket there would take our peers' packets): %w", a, err)
+			for _, g := range guards {
+				g.Close()
+			}
+			return nil, fmt.Errorf("nic: holding UDP port 4791 on %v (another socket there would take our peers' packets): %w", a, err)
 		}
-		l.guards = append(l.guards, pc.(*net.UDPConn))
+		guards = append(guards, pc.(*net.UDPConn))
 	}
-	return nil
+	return guards, nil
 }
 
 // Info describes the link.
