@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -220,7 +221,15 @@ func (l *AFXDP) open(nq int) error {
 	if l.frags {
 		flags |= unix.XDP_USE_SG
 	}
-	if err := unix.Bind(l.fd, &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(l.ifindex), QueueID: uint32(l.cfg.Queue)}); err != nil {
+	// A socket closed on this queue a moment ago releases it from a kernel
+	// work queue (the buffer pool's deferred release): EBUSY until then.
+	sa := &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(l.ifindex), QueueID: uint32(l.cfg.Queue)}
+	err = unix.Bind(l.fd, sa)
+	for deadline := time.Now().Add(2 * time.Second); errors.Is(err, unix.EBUSY) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		err = unix.Bind(l.fd, sa)
+	}
+	if err != nil {
 		hint := ""
 		if l.cfg.ZeroCopy {
 			hint = " (zero-copy needs driver support; veth has none)"
