@@ -59,8 +59,7 @@ type AFPacket struct {
 	ctr     counters
 	txPool  sync.Pool
 	r       afpRx
-	closed  chan struct{}
-	once    sync.Once
+	closing
 	statsMu sync.Mutex
 }
 
@@ -76,7 +75,7 @@ func OpenAFPacket(cfg AFPacketConfig) (*AFPacket, error) {
 	if cfg.VLAN > 4094 || cfg.Priority > 7 {
 		return nil, fmt.Errorf("nic: afpacket: VLAN %d priority %d out of range", cfg.VLAN, cfg.Priority)
 	}
-	l := &AFPacket{cfg: cfg, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr), closed: make(chan struct{})}
+	l := &AFPacket{cfg: cfg, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr)}
 	if cfg.Addrs == nil {
 		tab, err := GIDTable(cfg.Interface)
 		if err != nil {
@@ -212,8 +211,7 @@ func (l *AFPacket) Stats() Stats {
 
 // Close closes the sockets and stops the resolver.
 func (l *AFPacket) Close() error {
-	l.once.Do(func() {
-		close(l.closed)
+	l.closeOnce(func() {
 		if l.rxf != nil {
 			l.rxf.Close()
 		}
@@ -228,15 +226,6 @@ func (l *AFPacket) Close() error {
 		}
 	})
 	return nil
-}
-
-func (l *AFPacket) isClosed() bool {
-	select {
-	case <-l.closed:
-		return true
-	default:
-		return false
-	}
 }
 
 func htons16(v uint16) uint16 { return v<<8 | v>>8 }

@@ -15,11 +15,7 @@ type afpTx struct {
 	msgs  [udpMaxMsgs]unix.Mmsghdr
 	iov   [udpMaxMsgs]unix.Iovec
 	bytes [udpMaxMsgs]int
-	n     int
-	off   int
-	sent  int
-	errno unix.Errno
-	fn    func(fd uintptr) bool
+	mmsgSend
 }
 
 func newAFPTx(l *AFPacket) *afpTx {
@@ -28,17 +24,7 @@ func newAFPTx(l *AFPacket) *afpTx {
 		tx.msgs[i].Hdr.Iov = &tx.iov[i]
 		tx.msgs[i].Hdr.SetIovlen(1)
 	}
-	tx.fn = func(fd uintptr) bool {
-		n, e := mmsg(unix.SYS_SENDMMSG, fd, tx.msgs[tx.off:tx.n], 0)
-		if e == unix.EAGAIN || e == unix.EINTR {
-			return false
-		}
-		tx.sent, tx.errno = n, e
-		if e != 0 {
-			tx.sent = 0
-		}
-		return true
-	}
+	tx.init(tx.msgs[:])
 	return tx
 }
 

@@ -158,27 +158,5 @@ func TestAFPacketAllocs(t *testing.T) {
 	a.Send(warmup(outer(a, p.B.IPv4, 1)))
 	waitNeighbour(t, a, p.B.IPv4)
 	frames := testFrames(outer(a, p.B.IPv4, 1), 32, 1024)
-	buf := make([]Frame, 64)
-	recv := func() {
-		for got := 0; got < 32; {
-			n, err := b.Recv(buf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range buf[:n] {
-				if !isWarmup(f) {
-					got++
-				}
-			}
-		}
-	}
-	a.Send(frames)
-	recv()
-	allocs := testing.AllocsPerRun(50, func() {
-		a.Send(frames)
-		recv()
-	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per 32-frame send and receive", allocs)
-	}
+	assertNoAllocs(t, a, b, frames)
 }

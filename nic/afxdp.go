@@ -72,8 +72,7 @@ type AFXDP struct {
 	txFree  []uint64 // free tx chunk addresses
 	xr      xdpRx
 	frags   bool
-	closed  chan struct{}
-	once    sync.Once
+	closing
 	statsMu sync.Mutex
 }
 
@@ -124,7 +123,7 @@ func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
 			cfg.Addrs = append(cfg.Addrs, g.Addr)
 		}
 	}
-	l := &AFXDP{cfg: cfg, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr), fd: -1, closed: make(chan struct{})}
+	l := &AFXDP{cfg: cfg, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr), fd: -1}
 	mode := "generic"
 	if cfg.Native {
 		mode = "native"
@@ -286,8 +285,7 @@ func (l *AFXDP) Stats() Stats {
 
 // Close detaches the program and frees the socket, rings and UMEM.
 func (l *AFXDP) Close() error {
-	l.once.Do(func() {
-		close(l.closed)
+	l.closeOnce(func() {
 		if l.xlink != nil {
 			l.xlink.Close()
 		}
@@ -316,13 +314,4 @@ func (l *AFXDP) Close() error {
 		}
 	})
 	return nil
-}
-
-func (l *AFXDP) isClosed() bool {
-	select {
-	case <-l.closed:
-		return true
-	default:
-		return false
-	}
 }

@@ -183,3 +183,32 @@ func isWarmup(f Frame) bool {
 	fr, err := bth.DecodeIP(f.Datagram())
 	return err == nil && bth.BTH(fr.RoCE()).DestQP() == warmupQP
 }
+
+// assertNoAllocs checks that sending 32 frames from a and receiving them
+// on b allocates nothing once warm.
+func assertNoAllocs(t *testing.T, a, b Link, frames []Frame) {
+	t.Helper()
+	buf := make([]Frame, 64)
+	recv := func() {
+		for got := 0; got < len(frames); {
+			n, err := b.Recv(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range buf[:n] {
+				if !isWarmup(f) {
+					got++
+				}
+			}
+		}
+	}
+	a.Send(frames)
+	recv()
+	allocs := testing.AllocsPerRun(50, func() {
+		a.Send(frames)
+		recv()
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per %d-frame send and receive", allocs, len(frames))
+	}
+}

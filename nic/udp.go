@@ -56,8 +56,7 @@ type UDP struct {
 	ctr    counters
 	txPool sync.Pool
 	r      udpRx // receive state: one Recv at a time
-	closed chan struct{}
-	once   sync.Once
+	closing
 }
 
 type udpSock struct {
@@ -81,7 +80,7 @@ func OpenUDP(cfg UDPConfig) (*UDP, error) {
 	if cfg.SocketBuf <= 0 {
 		cfg.SocketBuf = 4 << 20
 	}
-	l := &UDP{cfg: cfg, v6: cfg.Addr.Is6(), closed: make(chan struct{})}
+	l := &UDP{cfg: cfg, v6: cfg.Addr.Is6()}
 	ifc := interfaceOf(cfg.Addr)
 	if cfg.Addr.Zone() != "" || cfg.Addr.IsLinkLocalUnicast() {
 		if ifc == nil {
@@ -275,8 +274,7 @@ func (l *UDP) Stats() Stats { return l.ctr.snapshot() }
 
 // Close closes every socket; a blocked Recv returns ErrClosed.
 func (l *UDP) Close() error {
-	l.once.Do(func() {
-		close(l.closed)
+	l.closeOnce(func() {
 		if l.rx != nil {
 			l.rx.Close()
 		}
@@ -285,14 +283,4 @@ func (l *UDP) Close() error {
 		}
 	})
 	return nil
-}
-
-// isClosed reports whether Close has been called.
-func (l *UDP) isClosed() bool {
-	select {
-	case <-l.closed:
-		return true
-	default:
-		return false
-	}
 }

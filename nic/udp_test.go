@@ -3,8 +3,6 @@ package nic
 import (
 	"net/netip"
 	"testing"
-
-	"github.com/goroce/goroce/bth"
 )
 
 func openUDP(t *testing.T, cfg UDPConfig) *UDP {
@@ -103,26 +101,5 @@ func TestUDPAllocs(t *testing.T) {
 	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")})
 	b := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")})
 	o := outer(a, netip.MustParseAddr("127.0.0.2"), 1)
-	frames := testFrames(o, 32, 1024)
-	buf := make([]Frame, 64)
-	// Warm up: pools and the shift tables.
-	a.Send(frames)
-	for got := 0; got < 32; {
-		n, _ := b.Recv(buf)
-		got += n
-	}
-	allocs := testing.AllocsPerRun(50, func() {
-		a.Send(frames)
-		for got := 0; got < 32; {
-			n, err := b.Recv(buf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got += n
-		}
-	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per 32-frame send and receive", allocs)
-	}
-	_ = bth.UDPPort
+	assertNoAllocs(t, a, b, testFrames(o, 32, 1024))
 }

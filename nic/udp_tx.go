@@ -34,14 +34,9 @@ type udpTx struct {
 	iov   [udpMaxIov]unix.Iovec
 	icrc  [udpMaxIov][4]byte
 	m     [udpMaxMsgs]udpMsg
-	n     int // messages built
 	niov  int
 	sock  int // index in l.tx of the socket the messages are for
-
-	// sendmmsg call state for fn
-	off, sent int
-	errno     unix.Errno
-	fn        func(fd uintptr) bool
+	mmsgSend
 }
 
 type udpMsg struct {
@@ -59,17 +54,7 @@ type udpMsg struct {
 
 func newUDPTx(l *UDP) *udpTx {
 	tx := &udpTx{l: l}
-	tx.fn = func(fd uintptr) bool {
-		n, e := mmsg(unix.SYS_SENDMMSG, fd, tx.msgs[tx.off:tx.n], 0)
-		if e == unix.EAGAIN || e == unix.EINTR {
-			return false
-		}
-		tx.sent, tx.errno = n, e
-		if e != 0 {
-			tx.sent = 0
-		}
-		return true
-	}
+	tx.init(tx.msgs[:])
 	return tx
 }
 
