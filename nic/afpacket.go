@@ -54,11 +54,10 @@ type AFPacket struct {
 	txf     *os.File
 	rxRaw   syscall.RawConn
 	txRaw   syscall.RawConn
-	guards  []*net.UDPConn
-	nh      *nextHops
-	ctr     counters
-	txPool  sync.Pool
-	r       afpRx
+	ethPath
+	ctr    counters
+	txPool sync.Pool
+	r      afpRx
 	closing
 	statsMu sync.Mutex
 }
@@ -218,12 +217,7 @@ func (l *AFPacket) Close() error {
 		if l.txf != nil {
 			l.txf.Close()
 		}
-		for _, g := range l.guards {
-			g.Close()
-		}
-		if l.nh != nil {
-			l.nh.close()
-		}
+		l.closeEth()
 	})
 	return nil
 }

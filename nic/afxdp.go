@@ -65,13 +65,12 @@ type AFXDP struct {
 	xsks    *ebpf.Map
 	prog    *ebpf.Program
 	xlink   link.Link
-	guards  []*net.UDPConn
-	nh      *nextHops
-	ctr     counters
-	txMu    sync.Mutex
-	txFree  []uint64 // free tx chunk addresses
-	xr      xdpRx
-	frags   bool
+	ethPath
+	ctr    counters
+	txMu   sync.Mutex
+	txFree []uint64 // free tx chunk addresses
+	xr     xdpRx
+	frags  bool
 	closing
 	statsMu sync.Mutex
 }
@@ -306,12 +305,7 @@ func (l *AFXDP) Close() error {
 		if l.xsks != nil {
 			l.xsks.Close()
 		}
-		for _, g := range l.guards {
-			g.Close()
-		}
-		if l.nh != nil {
-			l.nh.close()
-		}
+		l.closeEth()
 	})
 	return nil
 }

@@ -180,3 +180,19 @@ func (n *nextHops) trigger(ip netip.Addr) {
 		_ = unix.Sendto(n.trig[1], nil, 0, &unix.SockaddrInet6{Port: 9, Addr: ip.As16(), ZoneId: uint32(n.ifindex)})
 	}
 }
+
+// ethPath is what the links that write their own Ethernet headers share:
+// the next-hop resolver and the sockets guarding UDP port 4791.
+type ethPath struct {
+	nh     *nextHops
+	guards []*net.UDPConn
+}
+
+func (e *ethPath) closeEth() {
+	for _, g := range e.guards {
+		g.Close()
+	}
+	if e.nh != nil {
+		e.nh.close()
+	}
+}
