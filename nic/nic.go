@@ -78,12 +78,30 @@ type Info struct {
 	MAC   net.HardwareAddr // for the link-local GID; nil when the link has none
 }
 
-// Stats are a link's counters.
+// Stats are a link's counters. Packets and bytes count IP datagrams (IP
+// header through ICRC), whatever framing the link adds.
 type Stats struct {
 	TxPackets, TxBytes uint64
 	RxPackets, RxBytes uint64
 	TxDropped          uint64 // could not be sent (no route, no neighbour, queue full)
 	RxDropped          uint64 // received but not RoCEv2 for us, or malformed framing
+
+	// TxBatches and RxBatches count system calls (or ring kicks) that
+	// moved at least one packet: Packets/Batches is the batching achieved.
+	TxBatches, RxBatches uint64
+	// TxGSOSegments counts packets sent as segments of a UDP GSO send of
+	// two or more; RxGROSegments packets that arrived coalesced by GRO.
+	TxGSOSegments, RxGROSegments uint64
+	// TxNoNeighbour counts frames dropped because the next hop's MAC was
+	// still unresolved (links that build Ethernet headers).
+	TxNoNeighbour uint64
+	// RxIDUnsolved counts IPv4 packets received through a UDP socket whose
+	// ICRC no IPv4 identification explains: corrupt. They are delivered
+	// anyway; the engine's ICRC check rejects and counts them.
+	RxIDUnsolved uint64
+	// RxKernelDrops counts packets the kernel dropped before the link saw
+	// them (socket buffer or ring full), where the kernel reports it.
+	RxKernelDrops uint64
 }
 
 // ErrClosed is returned by a closed link.

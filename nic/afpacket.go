@@ -1,0 +1,225 @@
+package nic
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// AFPacketConfig configures an AF_PACKET link.
+type AFPacketConfig struct {
+	Interface string
+	// Addrs are the local addresses the link answers for; nil means every
+	// address in the interface's GID table.
+	Addrs []netip.Addr
+	// VLAN, if 1..4094, tags sent frames with this VLAN ID and Priority
+	// (802.1p PCP, 0..7). Received frames are accepted tagged or not.
+	VLAN     uint16
+	Priority uint8
+	// NoGuard leaves out the UDP sockets that keep the host from answering
+	// the peers' packets with ICMP port unreachable (for tests that show
+	// the ICMP happens without them).
+	NoGuard bool
+}
+
+// AFPacket is a link sending and receiving whole Ethernet frames on one
+// interface through AF_PACKET sockets (CAP_NET_RAW).
+//
+// Batched sendmmsg/recvmmsg rather than a PACKET_MMAP ring: one system
+// call per batch either way; a TPACKET_V3 receive ring hands blocks over
+// only when full or when its retire timer fires (milliseconds), which
+// costs latency at low rates, and V2 rings need a poll per wake-up too.
+// The sockets cost one kernel copy per packet, small beside the ICRC at
+// 4 KiB. The send socket skips the qdisc (PACKET_QDISC_BYPASS) and the
+// receive socket ignores our own outgoing frames.
+//
+// The host's stack still sees every received frame. It would answer each
+// RoCEv2 packet with ICMP port unreachable (no socket on port 4791), so
+// the link holds, for each local address, a UDP socket bound to port 4791
+// whose BPF filter drops everything: the stack delivers to it, the filter
+// discards, no ICMP is sent.
+type AFPacket struct {
+	cfg     AFPacketConfig
+	ifindex int
+	mac     [6]byte
+	info    Info
+	rxf     *os.File
+	txf     *os.File
+	rxRaw   syscall.RawConn
+	txRaw   syscall.RawConn
+	ethPath
+	ctr    counters
+	txPool sync.Pool
+	r      afpRx
+	closing
+	statsMu sync.Mutex
+}
+
+// OpenAFPacket opens an AF_PACKET link on an interface.
+func OpenAFPacket(cfg AFPacketConfig) (*AFPacket, error) {
+	ifc, err := net.InterfaceByName(cfg.Interface)
+	if err != nil {
+		return nil, fmt.Errorf("nic: afpacket: %w", err)
+	}
+	if len(ifc.HardwareAddr) != 6 {
+		return nil, fmt.Errorf("nic: afpacket: %s is not an Ethernet interface", cfg.Interface)
+	}
+	if cfg.VLAN > 4094 || cfg.Priority > 7 {
+		return nil, fmt.Errorf("nic: afpacket: VLAN %d priority %d out of range", cfg.VLAN, cfg.Priority)
+	}
+	l := &AFPacket{cfg: cfg, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr)}
+	if cfg.Addrs == nil {
+		tab, err := GIDTable(cfg.Interface)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range tab {
+			cfg.Addrs = append(cfg.Addrs, g.Addr)
+		}
+		l.cfg.Addrs = cfg.Addrs
+	}
+	l.info = Info{Name: "afpacket " + cfg.Interface, MTU: ifc.MTU, Addrs: cfg.Addrs, MAC: ifc.HardwareAddr}
+	if err := l.open(); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if l.nh, err = newNextHops(cfg.Interface, ifc.Index); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if !cfg.NoGuard {
+		if l.guards, err = guardPort(cfg.Addrs, cfg.Interface); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	l.r.init(l)
+	l.txPool.New = func() any { return newAFPTx(l) }
+	return l, nil
+}
+
+func (l *AFPacket) open() error {
+	prog, err := roceFilter(l.cfg.Addrs)
+	if err != nil {
+		return err
+	}
+	// Receive socket: filter first, then bind to ETH_P_ALL, so no
+	// unfiltered frame is ever queued.
+	rx, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("nic: afpacket needs CAP_NET_RAW: %w", err)
+		}
+		return fmt.Errorf("nic: afpacket socket: %w", err)
+	}
+	l.rxf = os.NewFile(uintptr(rx), "afpacket-rx")
+	if err := attachFilter(rx, prog); err != nil {
+		return fmt.Errorf("nic: afpacket filter: %w", err)
+	}
+	_ = unix.SetsockoptInt(rx, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+	_ = unix.SetsockoptInt(rx, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
+	if err := unix.Bind(rx, &unix.SockaddrLinklayer{Protocol: htons16(unix.ETH_P_ALL), Ifindex: l.ifindex}); err != nil {
+		return fmt.Errorf("nic: afpacket bind %s: %w", l.cfg.Interface, err)
+	}
+	// Send socket: protocol 0 receives nothing; the kernel takes the
+	// frame's protocol from its Ethernet header.
+	tx, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return fmt.Errorf("nic: afpacket socket: %w", err)
+	}
+	l.txf = os.NewFile(uintptr(tx), "afpacket-tx")
+	_ = unix.SetsockoptInt(tx, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20)
+	_ = unix.SetsockoptInt(tx, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1)
+	if err := unix.Bind(tx, &unix.SockaddrLinklayer{Protocol: 0, Ifindex: l.ifindex}); err != nil {
+		return fmt.Errorf("nic: afpacket bind %s: %w", l.cfg.Interface, err)
+	}
+	if l.rxRaw, err = l.rxf.SyscallConn(); err != nil {
+		return err
+	}
+	l.txRaw, err = l.txf.SyscallConn()
+	return err
+}
+
+// guardPort binds UDP port 4791 on every local address with a drop-all
+// filter, so the stack neither queues our peers' packets anywhere nor
+// answers them with ICMP port unreachable. An address the interface does
+// not hold (the MAC-derived default GID when the kernel chose another
+// link-local address) needs none: the stack drops what is not for it.
+func guardPort(addrs []netip.Addr, ifname string) ([]*net.UDPConn, error) {
+	var guards []*net.UDPConn
+	for _, a := range addrs {
+		network := "udp4"
+		if a.Is6() && !a.Is4In6() {
+			network = "udp6"
+			if a.IsLinkLocalUnicast() {
+				a = a.WithZone(ifname)
+			}
+		}
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			var ferr error
+			if err := c.Control(func(fd uintptr) { ferr = attachDropAll(int(fd)) }); err != nil {
+				return err
+			}
+			return ferr
+		}}
+		pc, err := lc.ListenPacket(nil, network, netip.AddrPortFrom(a.Unmap(), 4791).String())
+		if err != nil {
+			if errors.Is(err, unix.EADDRNOTAVAIL) {
+				continue
+			}
+			for _, g := range guards {
+				g.Close()
+			}
+			return nil, fmt.Errorf("nic: holding UDP port 4791 on %v (another socket there would take our peers' packets): %w", a, err)
+		}
+		guards = append(guards, pc.(*net.UDPConn))
+	}
+	return guards, nil
+}
+
+// Info describes the link.
+func (l *AFPacket) Info() Info { return l.info }
+
+// SrcPort returns the port rxe would use: any port can be sent from here.
+func (l *AFPacket) SrcPort(qpn uint32) uint16 { return RoCEv2SrcPort(qpn) }
+
+// Stats returns the counters, including the kernel's receive drops
+// (PACKET_STATISTICS, which resets on every read, so it is accumulated).
+func (l *AFPacket) Stats() Stats {
+	l.statsMu.Lock()
+	defer l.statsMu.Unlock()
+	var st unix.TpacketStats
+	sz := uint32(unsafe.Sizeof(st))
+	if l.rxRaw != nil {
+		_ = l.rxRaw.Control(func(fd uintptr) {
+			_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_PACKET, unix.PACKET_STATISTICS, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&sz)), 0)
+			if e == 0 {
+				l.ctr.rxKernelDrops.Add(uint64(st.Drops))
+			}
+		})
+	}
+	return l.ctr.snapshot()
+}
+
+// Close closes the sockets and stops the resolver.
+func (l *AFPacket) Close() error {
+	l.closeOnce(func() {
+		if l.rxf != nil {
+			l.rxf.Close()
+		}
+		if l.txf != nil {
+			l.txf.Close()
+		}
+		l.closeEth()
+	})
+	return nil
+}
+
+func htons16(v uint16) uint16 { return v<<8 | v>>8 }

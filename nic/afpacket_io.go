@@ -1,0 +1,231 @@
+package nic
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+
+	"github.com/goroce/goroce/bth"
+	"golang.org/x/sys/unix"
+)
+
+// afpTx is the scratch of one AF_PACKET Send call.
+type afpTx struct {
+	l     *AFPacket
+	msgs  [udpMaxMsgs]unix.Mmsghdr
+	iov   [udpMaxMsgs]unix.Iovec
+	bytes [udpMaxMsgs]int
+	mmsgSend
+}
+
+func newAFPTx(l *AFPacket) *afpTx {
+	tx := &afpTx{l: l}
+	for i := range tx.msgs {
+		tx.msgs[i].Hdr.Iov = &tx.iov[i]
+		tx.msgs[i].Hdr.SetIovlen(1)
+	}
+	tx.init(tx.msgs[:])
+	return tx
+}
+
+// Send writes an Ethernet header (and VLAN tag) into each frame's headroom
+// and sends the frames; see Link. Frames to a next hop whose MAC is not
+// known yet are dropped and counted while the kernel resolves it.
+func (l *AFPacket) Send(frames []Frame) (int, error) {
+	if l.isClosed() {
+		return 0, ErrClosed
+	}
+	tx := l.txPool.Get().(*afpTx)
+	defer l.txPool.Put(tx)
+	hl := bth.EthHeaderLen
+	if l.cfg.VLAN != 0 {
+		hl += bth.VLANTagLen
+	}
+	var dropped, noNeigh uint64
+	for i := range frames {
+		f := frames[i]
+		if f.Off < hl || f.Off > len(f.B) {
+			dropped++
+			continue
+		}
+		dst, tot, et, ok := ipDst(f.B[f.Off:])
+		if !ok || tot > l.info.MTU {
+			dropped++
+			continue
+		}
+		mac, ok := l.nh.lookup(dst)
+		if !ok {
+			noNeigh++
+			continue
+		}
+		h := f.B[f.Off-hl : f.Off]
+		copy(h[0:6], mac[:])
+		copy(h[6:12], l.mac[:])
+		if l.cfg.VLAN != 0 {
+			binary.BigEndian.PutUint16(h[12:], bth.EtherTypeVLAN)
+			binary.BigEndian.PutUint16(h[14:], uint16(l.cfg.Priority)<<13|l.cfg.VLAN)
+		}
+		binary.BigEndian.PutUint16(h[hl-2:], et)
+		tx.iov[tx.n].Base = &h[0]
+		tx.iov[tx.n].SetLen(hl + tot)
+		tx.bytes[tx.n] = tot
+		tx.n++
+		if tx.n == len(tx.msgs) {
+			if err := tx.flush(); err != nil {
+				return i + 1, err
+			}
+		}
+	}
+	if tx.n > 0 {
+		if err := tx.flush(); err != nil {
+			return len(frames), err
+		}
+	}
+	addIf(&l.ctr.txDropped, dropped+noNeigh)
+	addIf(&l.ctr.txNoNeighbour, noNeigh)
+	return len(frames), nil
+}
+
+func (tx *afpTx) flush() error {
+	l := tx.l
+	var pk, by, dropped, batches uint64
+	var err error
+	for tx.off = 0; tx.off < tx.n; {
+		if werr := l.txRaw.Write(tx.fn); werr != nil {
+			err = ErrClosed
+			break
+		}
+		if tx.sent > 0 {
+			for _, b := range tx.bytes[tx.off : tx.off+tx.sent] {
+				by += uint64(b)
+			}
+			pk += uint64(tx.sent)
+			batches++
+			tx.off += tx.sent
+			continue
+		}
+		dropped++ // ENOBUFS, ENETDOWN, EMSGSIZE...
+		tx.off++
+	}
+	addIf(&l.ctr.txPackets, pk)
+	addIf(&l.ctr.txBytes, by)
+	addIf(&l.ctr.txDropped, dropped)
+	addIf(&l.ctr.txBatches, batches)
+	for j := range tx.n {
+		tx.iov[j].Base = nil
+	}
+	tx.n = 0
+	return err
+}
+
+// ipDst reads the destination, datagram length and EtherType of an IP
+// datagram.
+func ipDst(dg []byte) (netip.Addr, int, uint16, bool) {
+	if len(dg) < bth.IPv4HeaderLen {
+		return netip.Addr{}, 0, 0, false
+	}
+	switch dg[0] >> 4 {
+	case 4:
+		tot := int(binary.BigEndian.Uint16(dg[2:]))
+		if tot < bth.IPv4HeaderLen || tot > len(dg) {
+			return netip.Addr{}, 0, 0, false
+		}
+		return netip.AddrFrom4([4]byte(dg[16:20])), tot, bth.EtherTypeIPv4, true
+	case 6:
+		if len(dg) < bth.IPv6HeaderLen {
+			return netip.Addr{}, 0, 0, false
+		}
+		tot := bth.IPv6HeaderLen + int(binary.BigEndian.Uint16(dg[4:]))
+		if tot > len(dg) {
+			return netip.Addr{}, 0, 0, false
+		}
+		return netip.AddrFrom16([16]byte(dg[24:40])), tot, bth.EtherTypeIPv6, true
+	}
+	return netip.Addr{}, 0, 0, false
+}
+
+// afpRx receives whole frames into slots with recvmmsg.
+type afpRx struct {
+	l     *AFPacket
+	slot  int
+	buf   []byte
+	msgs  []unix.Mmsghdr
+	iov   []unix.Iovec
+	want  int
+	n     int
+	errno unix.Errno
+	fn    func(fd uintptr) bool
+}
+
+func (r *afpRx) init(l *AFPacket) {
+	const slots = 64
+	r.l = l
+	r.slot = (BufSize + 63) &^ 63
+	r.buf = make([]byte, slots*r.slot)
+	r.msgs = make([]unix.Mmsghdr, slots)
+	r.iov = make([]unix.Iovec, slots)
+	for i := range slots {
+		r.iov[i].Base = &r.buf[i*r.slot]
+		r.iov[i].SetLen(r.slot)
+		r.msgs[i].Hdr.Iov = &r.iov[i]
+		r.msgs[i].Hdr.SetIovlen(1)
+	}
+	r.fn = func(fd uintptr) bool {
+		n, e := mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
+		if e == unix.EAGAIN || e == unix.EINTR {
+			return false
+		}
+		r.n, r.errno = n, e
+		return true
+	}
+}
+
+// Recv blocks until RoCEv2 frames for us arrive; see Link. A frame's B
+// starts at its Ethernet header and Off is where the IP header starts.
+func (l *AFPacket) Recv(frames []Frame) (int, error) {
+	r := &l.r
+	if len(frames) == 0 {
+		return 0, nil
+	}
+	for {
+		if l.isClosed() {
+			return 0, ErrClosed
+		}
+		r.want = min(len(frames), len(r.msgs))
+		for i := range r.want {
+			r.msgs[i].Hdr.Flags = 0
+		}
+		if err := l.rxRaw.Read(r.fn); err != nil {
+			return 0, ErrClosed
+		}
+		if r.errno != 0 {
+			return 0, fmt.Errorf("nic: afpacket %s: recvmmsg: %w", l.cfg.Interface, r.errno)
+		}
+		l.ctr.rxBatches.Add(1)
+		n := 0
+		var by, dropped uint64
+		for i := range r.n {
+			m := &r.msgs[i]
+			b := r.buf[i*r.slot : i*r.slot+int(m.Len)]
+			if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
+				dropped++
+				continue
+			}
+			f, err := bth.DecodeEthernet(b)
+			if err != nil {
+				dropped++
+				continue
+			}
+			off := len(f.Ethernet())
+			frames[n] = Frame{B: b[:off+len(f.L3())], Off: off}
+			by += uint64(len(f.L3()))
+			n++
+		}
+		addIf(&l.ctr.rxPackets, uint64(n))
+		addIf(&l.ctr.rxBytes, by)
+		addIf(&l.ctr.rxDropped, dropped)
+		if n > 0 {
+			return n, nil
+		}
+	}
+}

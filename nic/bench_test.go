@@ -1,0 +1,216 @@
+package nic
+
+import (
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/internal/netns"
+	"golang.org/x/sys/unix"
+)
+
+// BenchmarkVeth moves RoCEv2 frames across a veth pair (MTU 4200) through
+// each link and, in the same run, raw UDP (one sendto per packet, and UDP
+// GSO to a GRO socket) so the ratio shows. Metrics: packets/s and goodput
+// (payload bits/s). The sender stays within a window of the receiver, as
+// an RC send queue would: 512 frames, below a veth's backlog of 1000.
+//
+//	go test -run '^$' -bench Veth -benchtime 200000x ./nic
+func BenchmarkVeth(b *testing.B) {
+	p := netns.New(b, netns.Config{MTU: 4200})
+	for _, size := range []int{64, 1024, 4096} {
+		b.Run("raw-sendto/"+itoa(size), func(b *testing.B) { benchRaw(b, p, size, false) })
+		b.Run("raw-gso/"+itoa(size), func(b *testing.B) { benchRaw(b, p, size, true) })
+		b.Run("udp/"+itoa(size), func(b *testing.B) {
+			a := openBench(b, p.A, func() (Link, error) { return OpenUDP(UDPConfig{Addr: p.A.IPv4}) })
+			c := openBench(b, p.B, func() (Link, error) { return OpenUDP(UDPConfig{Addr: p.B.IPv4}) })
+			benchLink(b, a, c, p.B.IPv4, size)
+		})
+		b.Run("udp-nogso/"+itoa(size), func(b *testing.B) {
+			a := openBench(b, p.A, func() (Link, error) { return OpenUDP(UDPConfig{Addr: p.A.IPv4, NoGSO: true, NoGRO: true}) })
+			c := openBench(b, p.B, func() (Link, error) { return OpenUDP(UDPConfig{Addr: p.B.IPv4, NoGSO: true, NoGRO: true}) })
+			benchLink(b, a, c, p.B.IPv4, size)
+		})
+		b.Run("afpacket/"+itoa(size), func(b *testing.B) {
+			a := openBench(b, p.A, func() (Link, error) { return OpenAFPacket(AFPacketConfig{Interface: p.A.Link}) })
+			c := openBench(b, p.B, func() (Link, error) { return OpenAFPacket(AFPacketConfig{Interface: p.B.Link}) })
+			benchLink(b, a, c, p.B.IPv4, size)
+		})
+		for _, native := range []bool{false, true} {
+			name := "afxdp-generic/"
+			if native {
+				name = "afxdp-native/"
+			}
+			b.Run(name+itoa(size), func(b *testing.B) {
+				a := openBench(b, p.A, func() (Link, error) { return OpenAFXDP(AFXDPConfig{Interface: p.A.Link, Native: native}) })
+				c := openBench(b, p.B, func() (Link, error) { return OpenAFXDP(AFXDPConfig{Interface: p.B.Link, Native: native}) })
+				benchLink(b, a, c, p.B.IPv4, size)
+			})
+		}
+	}
+}
+
+func itoa(n int) string {
+	s := ""
+	for ; n > 0; n /= 10 {
+		s = string(rune('0'+n%10)) + s
+	}
+	return s
+}
+
+func openBench(b *testing.B, e *netns.End, open func() (Link, error)) Link {
+	var l Link
+	if err := e.Do(func() (err error) { l, err = open(); return }); err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
+// benchLink sends b.N frames of size payload bytes from a to c.
+// Both links are closed at the end: an AF_XDP queue takes one socket at a
+// time and the benchmark function runs more than once.
+func benchLink(b *testing.B, a, c Link, dst netip.Addr, size int) {
+	defer a.Close()
+	defer c.Close()
+	o := outer(a, dst, 1)
+	// Resolve the next hop (Ethernet links) before timing.
+	for i := 0; i < 300; i++ {
+		a.Send(warmup(o))
+		if a.Stats().TxPackets > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	frames := testFrames(o, 64, size)
+	var got atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		buf := make([]Frame, 64)
+		for {
+			n, err := c.Recv(buf)
+			if err != nil {
+				close(done)
+				return
+			}
+			got.Add(int64(n))
+		}
+	}()
+	// Let warm-up frames arrive, then count from here.
+	time.Sleep(20 * time.Millisecond)
+	base := got.Load()
+	const window = 512
+	b.ResetTimer()
+	start := time.Now()
+	for sent := 0; sent < b.N; {
+		for int64(sent)-(got.Load()-base) > window {
+			time.Sleep(20 * time.Microsecond)
+		}
+		n := min(64, b.N-sent)
+		a.Send(frames[:n])
+		sent += n
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for got.Load()-base < int64(b.N) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	recv := got.Load() - base
+	report(b, recv, size, el)
+	if recv < int64(b.N)*99/100 {
+		b.Logf("only %d of %d frames arrived (tx %+v rx %+v)", recv, b.N, a.Stats(), c.Stats())
+	}
+}
+
+func report(b *testing.B, pkts int64, size int, el time.Duration) {
+	b.ReportMetric(float64(pkts)/el.Seconds(), "pkt/s")
+	b.ReportMetric(float64(pkts)*float64(size)*8/el.Seconds()/1e9, "Gbit/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// benchRaw measures plain kernel UDP between the namespaces with the same
+// UDP payload sizes as a RoCEv2 SEND (BTH + payload + ICRC): one sendto
+// per packet, or UDP GSO (64 segments per sendmsg) to a GRO socket.
+func benchRaw(b *testing.B, p *netns.Pair, size int, gso bool) {
+	plen := 12 + size + 4
+	var tx, rx *net.UDPConn
+	if err := p.A.Do(func() (err error) {
+		tx, err = net.ListenUDP("udp4", &net.UDPAddr{IP: p.A.IPv4.AsSlice()})
+		return
+	}); err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Close()
+	if err := p.B.Do(func() (err error) {
+		rx, err = net.ListenUDP("udp4", &net.UDPAddr{IP: p.B.IPv4.AsSlice(), Port: 4791})
+		return
+	}); err != nil {
+		b.Fatal(err)
+	}
+	defer rx.Close()
+	rc, _ := rx.SyscallConn()
+	rc.Control(func(fd uintptr) {
+		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+		if gso {
+			unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1)
+		}
+	})
+	var got atomic.Int64
+	go func() {
+		buf := make([]byte, 65536)
+		oob := make([]byte, 64)
+		for {
+			n, oobn, _, _, err := rx.ReadMsgUDP(buf, oob)
+			if err != nil {
+				return
+			}
+			segs := 1
+			if gso {
+				forCmsg(oob[:oobn], func(level, typ int32, d []byte) {
+					if level == unix.SOL_UDP && typ == unix.UDP_GRO {
+						if g := cmsgInt(d); g > 0 {
+							segs = (n + g - 1) / g
+						}
+					}
+				})
+			}
+			got.Add(int64(segs))
+		}
+	}()
+	dst := &net.UDPAddr{IP: p.B.IPv4.AsSlice(), Port: 4791}
+	msg := make([]byte, plen*64)
+	var oob []byte
+	if gso {
+		oob = make([]byte, cmsgSpace)
+		putCmsg(oob, unix.SOL_UDP, unix.UDP_SEGMENT, uint32(plen), 2)
+	}
+	const window = 512
+	b.ResetTimer()
+	start := time.Now()
+	for sent := 0; sent < b.N; {
+		for int64(sent)-got.Load() > window {
+			time.Sleep(20 * time.Microsecond)
+		}
+		if gso {
+			n := min(64, b.N-sent, 65000/plen)
+			if _, _, err := tx.WriteMsgUDP(msg[:n*plen], oob, dst); err != nil {
+				b.Fatal(err)
+			}
+			sent += n
+		} else {
+			if _, err := tx.WriteToUDP(msg[:plen], dst); err != nil {
+				b.Fatal(err)
+			}
+			sent++
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for got.Load() < int64(b.N) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	report(b, got.Load(), size, el)
+}

@@ -1,0 +1,286 @@
+package nic
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// UDPConfig configures a UDP link.
+type UDPConfig struct {
+	// Addr is the local address: a specific IPv4 or IPv6 address (with its
+	// zone for a link-local one). Several links on one host use several
+	// addresses (127.0.0.1, 127.0.0.2, ...); each binds port 4791 on its own.
+	Addr netip.Addr
+	// SrcPorts is how many send sockets, each bound to one source port in
+	// 0xC000..0xFFFF, spread the queue pairs' flows; 0 means 8.
+	SrcPorts int
+	// NoGSO and NoGRO turn UDP segmentation offload on send and receive
+	// coalescing off (they are used when the kernel offers them).
+	NoGSO, NoGRO bool
+	// SocketBuf is SO_SNDBUF and SO_RCVBUF in bytes; 0 means 4 MiB. Root
+	// may exceed the net.core.[rw]mem_max limits.
+	SocketBuf int
+}
+
+// UDP is a link through kernel UDP sockets: no privilege needed.
+//
+// The kernel builds the IP and UDP headers, so Send checks that it will
+// build what the engine wrote (source address and port, DF) and corrects
+// the ICRC for the IPv4 identification the kernel will choose; Recv
+// rebuilds the headers the kernel stripped and recovers the identification
+// from the ICRC (bth.SolveIPv4ID).
+//
+// What decides the headers on the wire (Linux, net/ipv4/ip_output.c and
+// include/net/ip.h ip_select_ident_segs): an unconnected socket with DF
+// (IP_PMTUDISC_DO) sends identification 0; a UDP GSO send of n segments
+// gives them identifications 0..n-1 (inet_gso_segment increments per
+// segment). Both are checked on the wire by the tests.
+type UDP struct {
+	cfg    UDPConfig
+	v6     bool
+	scope  uint32 // interface index for a link-local address
+	info   Info
+	rx     *net.UDPConn
+	rxRaw  syscall.RawConn
+	tx     []udpSock
+	txPort [64]uint16  // SrcPort answers from here; len(tx) entries used
+	gso    atomic.Bool // cleared if the kernel refuses a GSO send
+	gro    bool
+	ctr    counters
+	txPool sync.Pool
+	r      udpRx // receive state: one Recv at a time
+	closing
+}
+
+type udpSock struct {
+	port uint16
+	conn *net.UDPConn
+	raw  syscall.RawConn
+}
+
+// OpenUDP opens a UDP link.
+func OpenUDP(cfg UDPConfig) (*UDP, error) {
+	if !cfg.Addr.IsValid() || cfg.Addr.IsUnspecified() {
+		return nil, errors.New("nic: udp link needs a specific local address (the ICRC covers the destination address, and the GID names it)")
+	}
+	cfg.Addr = cfg.Addr.Unmap()
+	if cfg.SrcPorts <= 0 {
+		cfg.SrcPorts = 8
+	}
+	if cfg.SrcPorts > 64 {
+		cfg.SrcPorts = 64
+	}
+	if cfg.SocketBuf <= 0 {
+		cfg.SocketBuf = 4 << 20
+	}
+	l := &UDP{cfg: cfg, v6: cfg.Addr.Is6()}
+	ifc := interfaceOf(cfg.Addr)
+	if cfg.Addr.Zone() != "" || cfg.Addr.IsLinkLocalUnicast() {
+		if ifc == nil {
+			return nil, fmt.Errorf("nic: no interface for link-local %v", cfg.Addr)
+		}
+		l.scope = uint32(ifc.Index)
+	}
+	l.info = Info{Name: "udp " + cfg.Addr.String(), MTU: 1500, Addrs: []netip.Addr{cfg.Addr}}
+	if ifc != nil {
+		l.info.MTU = ifc.MTU
+		if len(ifc.HardwareAddr) == 6 {
+			l.info.MAC = ifc.HardwareAddr
+		}
+	}
+	var err error
+	l.rx, err = l.listen(4791, false)
+	if err != nil {
+		return nil, fmt.Errorf("nic: udp link on %v port 4791: %w", cfg.Addr, err)
+	}
+	l.rxRaw, _ = l.rx.SyscallConn()
+	if err := l.openTx(); err != nil {
+		l.Close()
+		return nil, err
+	}
+	l.r.init(l)
+	l.txPool.New = func() any { return newUDPTx(l) }
+	return l, nil
+}
+
+// listen opens a socket bound to the link address and port with the
+// options both kinds of socket need; tx sockets drop whatever they receive.
+func (l *UDP) listen(port uint16, tx bool) (*net.UDPConn, error) {
+	var serr error
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		err := c.Control(func(fd uintptr) { serr = l.sockopts(int(fd), tx) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	network := "udp4"
+	if l.v6 {
+		network = "udp6"
+	}
+	pc, err := lc.ListenPacket(nil, network, netip.AddrPortFrom(l.cfg.Addr, port).String())
+	if err != nil {
+		return nil, err
+	}
+	return pc.(*net.UDPConn), nil
+}
+
+func (l *UDP) sockopts(fd int, tx bool) error {
+	set := func(level, opt, v int) error { return unix.SetsockoptInt(fd, level, opt, v) }
+	force, plain := unix.SO_RCVBUFFORCE, unix.SO_RCVBUF
+	if tx {
+		force, plain = unix.SO_SNDBUFFORCE, unix.SO_SNDBUF
+	}
+	if err := set(unix.SOL_SOCKET, force, l.cfg.SocketBuf); err != nil {
+		// Without CAP_NET_ADMIN: the plain option, capped by the sysctl.
+		_ = set(unix.SOL_SOCKET, plain, l.cfg.SocketBuf)
+	}
+	if l.v6 {
+		// A zero UDP checksum is what rxe sends over IPv6 (its tunnel
+		// socket is created with no_check6_tx and no_check6_rx, see
+		// net/ipv6/ip6_udp_tunnel.c udp_sock_create6), so accept it.
+		if err := set(unix.SOL_UDP, unix.UDP_NO_CHECK6_RX, 1); err != nil {
+			return fmt.Errorf("UDP_NO_CHECK6_RX: %w", err)
+		}
+		if err := set(unix.IPPROTO_IPV6, unix.IPV6_DONTFRAG, 1); err != nil {
+			return err
+		}
+		if err := set(unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO); err != nil {
+			return err
+		}
+	} else {
+		// DF on every packet, as rxe and HCAs send; it also makes the
+		// kernel send identification 0 from an unconnected socket.
+		if err := set(unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); err != nil {
+			return err
+		}
+	}
+	if tx {
+		return attachDropAll(fd)
+	}
+	if l.v6 {
+		if err := set(unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1); err != nil {
+			return err
+		}
+		if err := set(unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1); err != nil {
+			return err
+		}
+	} else {
+		if err := set(unix.IPPROTO_IP, unix.IP_RECVTOS, 1); err != nil {
+			return err
+		}
+		if err := set(unix.IPPROTO_IP, unix.IP_RECVTTL, 1); err != nil {
+			return err
+		}
+	}
+	if !l.cfg.NoGRO {
+		l.gro = set(unix.SOL_UDP, unix.UDP_GRO, 1) == nil
+	}
+	return nil
+}
+
+// openTx opens the send sockets, one per source port. Ports are taken in
+// the order rxe's hash of QP numbers 0, 1, 2, ... gives them; a port
+// another socket holds is skipped.
+func (l *UDP) openTx() error {
+	seen := map[uint16]bool{}
+	var lastErr error
+	for k := uint32(0); len(l.tx) < l.cfg.SrcPorts && k < uint32(l.cfg.SrcPorts)*16+256; k++ {
+		p := RoCEv2SrcPort(k)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		c, err := l.listen(p, true)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		raw, _ := c.SyscallConn()
+		l.txPort[len(l.tx)] = p
+		l.tx = append(l.tx, udpSock{port: p, conn: c, raw: raw})
+	}
+	if len(l.tx) == 0 {
+		return fmt.Errorf("nic: udp link on %v: no source port in 0xC000..0xFFFF could be bound: %w", l.cfg.Addr, lastErr)
+	}
+	if !l.cfg.NoGSO {
+		// Setting the socket's default segment size to 0 succeeds where
+		// the kernel has UDP GSO (4.18+); sends then ask per message.
+		ok := true
+		for _, s := range l.tx {
+			var err error
+			cerr := s.raw.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, 0) })
+			if cerr != nil || err != nil {
+				ok = false
+			}
+		}
+		l.gso.Store(ok)
+	}
+	return nil
+}
+
+// interfaceOf finds the interface holding a (or named by its zone).
+func interfaceOf(a netip.Addr) *net.Interface {
+	if z := a.Zone(); z != "" {
+		if ifc, err := net.InterfaceByName(z); err == nil {
+			return ifc
+		}
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	for i := range ifs {
+		addrs, err := ifs[i].Addrs()
+		if err != nil {
+			continue
+		}
+		for _, ad := range addrs {
+			if n, ok := ad.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a.WithZone("") {
+					return &ifs[i]
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Info describes the link.
+func (l *UDP) Info() Info { return l.info }
+
+// GSO and GRO report whether the link uses UDP segmentation offload on
+// send and coalescing on receive.
+func (l *UDP) GSO() bool { return l.gso.Load() }
+func (l *UDP) GRO() bool { return l.gro }
+
+// SrcPort spreads queue pairs over the source ports the link has sockets
+// on. (An HCA would use 0xC000 plus a hash of the QPN; the link can only
+// send from ports it holds.)
+func (l *UDP) SrcPort(qpn uint32) uint16 {
+	h := qpn * 0x9e3779b1
+	return l.txPort[uint64(h>>16)*uint64(len(l.tx))>>16]
+}
+
+// Stats returns the link's counters.
+func (l *UDP) Stats() Stats { return l.ctr.snapshot() }
+
+// Close closes every socket; a blocked Recv returns ErrClosed.
+func (l *UDP) Close() error {
+	l.closeOnce(func() {
+		if l.rx != nil {
+			l.rx.Close()
+		}
+		for _, s := range l.tx {
+			s.conn.Close()
+		}
+	})
+	return nil
+}

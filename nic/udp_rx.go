@@ -1,0 +1,258 @@
+package nic
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+
+	"github.com/goroce/goroce/bth"
+	"golang.org/x/sys/unix"
+)
+
+// Receive path of the UDP link. recvmmsg fills a ring of slots; each slot
+// keeps free space before its data so the IP and UDP headers the kernel
+// stripped can be rebuilt in place in front of the (first) packet. With
+// UDP GRO one slot may hold many coalesced packets of one flow; those after
+// the first are copied out, each behind room for its own headers.
+
+const (
+	// udpHdrRoom is the space before a slot's data: headroom plus the
+	// longest IP and UDP headers, rounded up for alignment.
+	udpHdrRoom = (Headroom + bth.IPv6HeaderLen + bth.UDPHeaderLen + 7) &^ 7
+	udpSlots   = 64     // slots without GRO
+	udpGROSlot = 16     // slots with GRO: each holds up to 64 KiB
+	udpGROData = 65536  // largest coalesced payload
+	udpCopies  = 256    // GRO segments copied out per Recv at most
+	udpCtrlLen = 5 * 24 // TOS/TCLASS, TTL/HOPLIMIT, UDP_GRO, SO_RXQ_OVFL
+)
+
+type udpRx struct {
+	l        *UDP
+	slot     int // bytes per slot
+	dataCap  int
+	buf      []byte
+	msgs     []unix.Mmsghdr
+	iov      []unix.Iovec
+	names    [][sockaddrLen]byte
+	ctrl     [][udpCtrlLen]byte
+	copies   []byte
+	got, msg int // messages from the last recvmmsg, next to deliver
+	seg      int // next segment of msg
+	cur      udpRxMsg
+	want, n  int
+	errno    unix.Errno
+	fn       func(fd uintptr) bool
+}
+
+// udpRxMsg is what one received message says about its packets.
+type udpRxMsg struct {
+	from     netip.AddrPort
+	tos, ttl uint8
+	segLen   int // GRO segment size, or the whole length
+	len      int
+	nseg     int
+}
+
+func (r *udpRx) init(l *UDP) {
+	r.l = l
+	n := udpSlots
+	r.dataCap = MaxFrame
+	if l.gro {
+		n, r.dataCap = udpGROSlot, udpGROData
+		r.copies = make([]byte, udpCopies*BufSize)
+	}
+	r.slot = udpHdrRoom + r.dataCap
+	r.buf = make([]byte, n*r.slot)
+	r.msgs = make([]unix.Mmsghdr, n)
+	r.iov = make([]unix.Iovec, n)
+	r.names = make([][sockaddrLen]byte, n)
+	r.ctrl = make([][udpCtrlLen]byte, n)
+	for i := range n {
+		r.iov[i].Base = &r.buf[i*r.slot+udpHdrRoom]
+		r.iov[i].SetLen(r.dataCap)
+		h := &r.msgs[i].Hdr
+		h.Iov = &r.iov[i]
+		h.SetIovlen(1)
+		h.Name = &r.names[i][0]
+		h.Control = &r.ctrl[i][0]
+	}
+	r.fn = func(fd uintptr) bool {
+		n, e := mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
+		if e == unix.EAGAIN || e == unix.EINTR {
+			return false
+		}
+		r.n, r.errno = n, e
+		return true
+	}
+	// SO_RXQ_OVFL reports the socket's drop count with every packet.
+	_ = l.rxRaw.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) })
+}
+
+// Recv blocks until frames arrive; see Link.
+func (l *UDP) Recv(frames []Frame) (int, error) {
+	r := &l.r
+	if len(frames) == 0 {
+		return 0, nil
+	}
+	for {
+		if l.isClosed() {
+			return 0, ErrClosed
+		}
+		if r.msg >= r.got {
+			if err := r.receive(len(frames)); err != nil {
+				return 0, err
+			}
+		}
+		if n := r.deliver(frames); n > 0 {
+			return n, nil
+		}
+	}
+}
+
+// receive runs one recvmmsg for up to want messages.
+func (r *udpRx) receive(want int) error {
+	r.want = min(want, len(r.msgs))
+	for i := range r.want {
+		h := &r.msgs[i].Hdr
+		h.Namelen = sockaddrLen
+		h.SetControllen(udpCtrlLen)
+		h.Flags = 0
+	}
+	if err := r.l.rxRaw.Read(r.fn); err != nil {
+		return ErrClosed
+	}
+	if r.errno != 0 {
+		r.got, r.msg = 0, 0
+		return fmt.Errorf("nic: udp link %v: recvmmsg: %w", r.l.cfg.Addr, r.errno)
+	}
+	r.got, r.msg, r.seg = r.n, 0, 0
+	r.l.ctr.rxBatches.Add(1)
+	return nil
+}
+
+// parseMsg reads message i's source, control data and segmentation.
+func (r *udpRx) parseMsg(i int) bool {
+	h := &r.msgs[i].Hdr
+	m := &r.cur
+	*m = udpRxMsg{ttl: bth.DefaultHopLimit, len: int(r.msgs[i].Len)}
+	var ok bool
+	if m.from, ok = sockaddrAddr(&r.names[i]); !ok || h.Flags&unix.MSG_TRUNC != 0 || m.len == 0 {
+		return false
+	}
+	m.segLen = m.len
+	forCmsg(r.ctrl[i][:h.Controllen], func(level, typ int32, d []byte) {
+		switch {
+		case level == unix.IPPROTO_IP && typ == unix.IP_TOS, level == unix.IPPROTO_IPV6 && typ == unix.IPV6_TCLASS:
+			m.tos = uint8(cmsgInt(d))
+		case level == unix.IPPROTO_IP && typ == unix.IP_TTL, level == unix.IPPROTO_IPV6 && typ == unix.IPV6_HOPLIMIT:
+			m.ttl = uint8(cmsgInt(d))
+		case level == unix.SOL_UDP && typ == unix.UDP_GRO:
+			if g := cmsgInt(d); g > 0 {
+				m.segLen = g
+			}
+		case level == unix.SOL_SOCKET && typ == unix.SO_RXQ_OVFL:
+			r.l.ctr.rxKernelDrops.Store(uint64(cmsgInt(d)))
+		}
+	})
+	m.nseg = (m.len + m.segLen - 1) / m.segLen
+	return true
+}
+
+// deliver hands out pending packets, rebuilding their headers.
+func (r *udpRx) deliver(frames []Frame) int {
+	l := r.l
+	n, copies := 0, 0
+	var pk, by, gro, dropped, unsolved uint64
+	hl := bth.IPv4HeaderLen + bth.UDPHeaderLen
+	if l.v6 {
+		hl = bth.IPv6HeaderLen + bth.UDPHeaderLen
+	}
+	for n < len(frames) && r.msg < r.got {
+		if r.seg == 0 && !r.parseMsg(r.msg) {
+			dropped++
+			r.msg++
+			continue
+		}
+		m := &r.cur
+		start := r.seg * m.segLen
+		end := min(start+m.segLen, m.len)
+		slot := r.buf[r.msg*r.slot : (r.msg+1)*r.slot]
+		var b []byte
+		if r.seg == 0 {
+			b = slot[udpHdrRoom-hl-Headroom : udpHdrRoom+end]
+		} else {
+			if copies == udpCopies {
+				break // the rest next time
+			}
+			b = r.copies[copies*BufSize : copies*BufSize+Headroom+hl+end-start]
+			copy(b[Headroom+hl:], slot[udpHdrRoom+start:udpHdrRoom+end])
+			copies++
+		}
+		if m.nseg > 1 {
+			gro++
+		}
+		if r.seg++; r.seg >= m.nseg {
+			r.msg++
+			r.seg = 0
+		}
+		dg := b[Headroom:]
+		l.rebuild(dg, m)
+		f, err := bth.DecodeIP(dg)
+		if err != nil {
+			dropped++
+			continue
+		}
+		if !f.RecoverIPv4ID() {
+			unsolved++
+		}
+		frames[n] = Frame{B: b, Off: Headroom}
+		n++
+		pk++
+		by += uint64(len(dg))
+	}
+	addIf(&l.ctr.rxPackets, pk)
+	addIf(&l.ctr.rxBytes, by)
+	addIf(&l.ctr.rxGROSegs, gro)
+	addIf(&l.ctr.rxDropped, dropped)
+	addIf(&l.ctr.rxIDUnsolve, unsolved)
+	return n
+}
+
+// rebuild writes the IP and UDP headers the kernel stripped in front of a
+// UDP payload: the source from the sender's address, the destination is
+// the link's own (the socket is bound to it), TOS and TTL from the control
+// messages, identification 0 for RecoverIPv4ID to fill in, and a valid
+// IPv4 header checksum (bth.DecodeIP checks it). The UDP checksum is left
+// 0: the kernel verified it, and the ICRC masks it.
+func (l *UDP) rebuild(dg []byte, m *udpRxMsg) {
+	var u []byte
+	if !l.v6 {
+		ip := dg[:bth.IPv4HeaderLen]
+		ip[0] = 0x45
+		ip[1] = m.tos
+		binary.BigEndian.PutUint16(ip[2:], uint16(len(dg)))
+		binary.BigEndian.PutUint32(ip[4:], 0)
+		ip[8] = m.ttl
+		ip[9] = bth.IPProtoUDP
+		ip[10], ip[11] = 0, 0
+		s, d := m.from.Addr().As4(), l.cfg.Addr.As4()
+		copy(ip[12:16], s[:])
+		copy(ip[16:20], d[:])
+		binary.BigEndian.PutUint16(ip[10:], bth.IPv4Checksum(ip))
+		u = dg[bth.IPv4HeaderLen:]
+	} else {
+		ip := dg[:bth.IPv6HeaderLen]
+		binary.BigEndian.PutUint32(ip, 6<<28|uint32(m.tos)<<20)
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(dg)-bth.IPv6HeaderLen))
+		ip[6] = bth.IPProtoUDP
+		ip[7] = m.ttl
+		s, d := m.from.Addr().As16(), l.cfg.Addr.As16()
+		copy(ip[8:24], s[:])
+		copy(ip[24:40], d[:])
+		u = dg[bth.IPv6HeaderLen:]
+	}
+	binary.BigEndian.PutUint16(u, m.from.Port())
+	binary.BigEndian.PutUint16(u[2:], bth.UDPPort)
+	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
+	u[6], u[7] = 0, 0
+}

@@ -1,0 +1,105 @@
+package nic
+
+import (
+	"net/netip"
+	"testing"
+)
+
+func openUDP(t *testing.T, cfg UDPConfig) *UDP {
+	t.Helper()
+	l, err := OpenUDP(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// TestUDPLoopbackTwoInstances runs two links on one host, on 127.0.0.1 and
+// 127.0.0.2, both on port 4791, and sends both ways: no privilege needed.
+func TestUDPLoopbackTwoInstances(t *testing.T) {
+	for _, mode := range []struct {
+		name         string
+		noGSO, noGRO bool
+	}{{"gso+gro", false, false}, {"plain", true, true}, {"gso-only", false, true}, {"gro-only", true, false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1"), NoGSO: mode.noGSO, NoGRO: mode.noGRO})
+			b := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.2"), NoGSO: mode.noGSO, NoGRO: mode.noGRO})
+			if a.GSO() == mode.noGSO || a.GRO() == mode.noGRO {
+				t.Fatalf("GSO %v GRO %v; the kernel (4.18+/5.0+) has both", a.GSO(), a.GRO())
+			}
+			for _, size := range []int{0, 64, 1024, 4096} {
+				exchange(t, a, b, outer(a, netip.MustParseAddr("127.0.0.2"), 7), 500, size, 64)
+				exchange(t, b, a, outer(b, netip.MustParseAddr("127.0.0.1"), 9), 500, size, 17)
+			}
+			if s := b.Stats(); s.RxIDUnsolved != 0 || s.RxDropped != 0 {
+				t.Fatalf("receiver stats %+v", s)
+			}
+			s := a.Stats()
+			if !mode.noGSO && s.TxGSOSegments == 0 {
+				t.Fatalf("no GSO segments sent: %+v", s)
+			}
+			// On loopback a GSO send reaches a GRO socket whole.
+			if !mode.noGSO && !mode.noGRO && b.Stats().RxGROSegments == 0 {
+				t.Fatalf("GSO to a GRO socket arrived uncoalesced: %+v", b.Stats())
+			}
+			t.Logf("tx %+v", s)
+			if mode.noGSO && s.TxGSOSegments != 0 {
+				t.Fatalf("GSO used although turned off: %+v", s)
+			}
+		})
+	}
+}
+
+func TestUDPLoopbackIPv6(t *testing.T) {
+	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("::1")})
+	// One IPv6 loopback address: the link talks to itself.
+	exchange(t, a, a, outer(a, netip.MustParseAddr("::1"), 3), 300, 1024, 32)
+}
+
+// TestUDPSrcPorts checks that queue pairs spread over the bound ports and
+// that a frame from a port the link does not hold is dropped and counted.
+func TestUDPSrcPorts(t *testing.T) {
+	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1"), SrcPorts: 4})
+	ports := map[uint16]bool{}
+	for q := uint32(0); q < 256; q++ {
+		p := a.SrcPort(q)
+		if p < 0xc000 {
+			t.Fatalf("port %#x outside 0xC000..0xFFFF", p)
+		}
+		ports[p] = true
+	}
+	if len(ports) != 4 {
+		t.Fatalf("%d ports used, want 4", len(ports))
+	}
+	o := outer(a, netip.MustParseAddr("127.0.0.2"), 1)
+	o.SrcPort = 0xbfff
+	if n, err := a.Send(testFrames(o, 3, 8)); n != 3 || err != nil || a.Stats().TxDropped != 3 {
+		t.Fatalf("send from a foreign port: %d %v %+v", n, err, a.Stats())
+	}
+	// A second link on the same address cannot have 4791.
+	if _, err := OpenUDP(UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")}); err == nil {
+		t.Fatal("second link on one address opened")
+	}
+}
+
+// TestUDPRejectsForeignHeaders: a frame whose source address is not the
+// link's, or with a fragment offset, is dropped rather than sent with
+// headers its ICRC does not match.
+func TestUDPRejectsForeignHeaders(t *testing.T) {
+	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")})
+	o := outer(a, netip.MustParseAddr("127.0.0.2"), 1)
+	o.Src = netip.MustParseAddr("127.0.0.3")
+	fr := testFrames(o, 1, 8)
+	fr = append(fr, Frame{B: make([]byte, 10), Off: 0}, Frame{B: nil, Off: 5})
+	if n, err := a.Send(fr); n != 3 || err != nil || a.Stats().TxDropped != 3 || a.Stats().TxPackets != 0 {
+		t.Fatalf("%d %v %+v", n, err, a.Stats())
+	}
+}
+
+func TestUDPAllocs(t *testing.T) {
+	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")})
+	b := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")})
+	o := outer(a, netip.MustParseAddr("127.0.0.2"), 1)
+	assertNoAllocs(t, a, b, testFrames(o, 32, 1024))
+}
