@@ -9,7 +9,6 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -71,7 +70,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		done: make(chan struct{})}
 	d.gids = opt.GIDs
 	if d.gids == nil {
-		d.gids = GIDTable(info.Addrs, info.MAC)
+		d.gids = gidTable(info)
 	}
 	if len(d.gids) == 0 {
 		return nil, fmt.Errorf("transport: link %s has no address to make a GID from", info.Name)
@@ -106,25 +105,23 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 // manager); like rxe, the first QP a program creates is 0x11.
 const firstQPN = 0x11
 
-// GIDTable builds a RoCEv2 GID table the way Linux rxe fills one: the
-// link-local GID made from the MAC first (when there is a MAC), then one
-// GID per address in order, IPv4 addresses IPv4-mapped. On rxe over one
-// IPv4 address this makes index 1 the IPv4 GID, which is why the tools are
-// run with -g 1 / -x 1.
-func GIDTable(addrs []netip.Addr, mac net.HardwareAddr) []bth.GID {
-	var t []bth.GID
-	if len(mac) == 6 {
-		var g bth.GID
-		g[0], g[1] = 0xfe, 0x80
-		copy(g[8:], []byte{mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]})
-		t = append(t, g)
-	}
-	for _, a := range addrs {
-		g := bth.GIDFromAddr(a)
-		if a.Is6() && !a.Is4In6() && a.IsLinkLocalUnicast() && len(t) > 0 && t[0] == g {
-			continue
+// gidTable builds the GID table of a link from its MAC and addresses, in
+// the order Linux rxe fills one (nic.GIDTableFrom): the link-local GID made
+// from the MAC, then the IPv4 addresses IPv4-mapped, then the IPv6 ones. On
+// rxe over one IPv4 address this makes index 1 the IPv4 GID, which is why
+// the tools are run with -g 1 / -x 1.
+func gidTable(info nic.Info) []bth.GID {
+	var v4, v6 []netip.Addr
+	for _, a := range info.Addrs {
+		if a.Unmap().Is4() {
+			v4 = append(v4, a.Unmap())
+		} else {
+			v6 = append(v6, a)
 		}
-		t = append(t, g)
+	}
+	var t []bth.GID
+	for _, g := range nic.GIDTableFrom(info.Name, info.MAC, v4, v6) {
+		t = append(t, bth.GID(g.GID))
 	}
 	return t
 }
