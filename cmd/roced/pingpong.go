@@ -214,68 +214,67 @@ func (r *ppRun) exchange(ctx context.Context) error {
 	}
 }
 
+// Tool sets for the usage text.
+const (
+	ppRC  = 1 << pingpong.RC
+	ppUC  = 1 << pingpong.UC
+	ppUD  = 1 << pingpong.UD
+	ppSRQ = 1 << pingpong.SRQ
+	ppAll = ppRC | ppUC | ppUD | ppSRQ
+)
+
+// ppUsageLines are the tools' usage texts after the two "Usage:" lines,
+// each line with the tools that print it, then what roced adds.
+var ppUsageLines = []struct {
+	tools int
+	text  string
+}{
+	{ppAll, ""},
+	{ppAll, "Options:"},
+	{ppAll, "  -p, --port=<port>      listen on/connect to port <port> (default 18515)"},
+	{ppAll, "  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)"},
+	{ppAll, "  -i, --ib-port=<port>   use port <port> of IB device (default 1)"},
+	{ppAll &^ ppUD, "  -s, --size=<size>      size of message to exchange (default 4096)"},
+	{ppUD, "  -s, --size=<size>      size of message to exchange (default 2048)"},
+	{ppAll &^ ppUD, "  -m, --mtu=<size>       path MTU (default 1024)"},
+	{ppSRQ, "  -q, --num-qp=<num>     number of QPs to use (default 16)"},
+	{ppAll, "  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)"},
+	{ppAll &^ ppSRQ, "  -n, --iters=<iters>    number of exchanges (default 1000)"},
+	{ppSRQ, "  -n, --iters=<iters>    number of exchanges per QP(default 1000)"},
+	{ppAll &^ ppUD, "  -l, --sl=<sl>          service level value"},
+	{ppUD, "  -l, --sl=<SL>          send messages with service level <SL> (default 0)"},
+	{ppAll, "  -e, --events           sleep on CQ events (default poll)"},
+	{ppAll, "  -g, --gid-idx=<gid index> local port gid index"},
+	{ppRC | ppSRQ, "  -o, --odp\t\t    use on demand paging"},
+	{ppRC, "  -O, --iodp\t\t    use implicit on demand paging"},
+	{ppRC, "  -P, --prefetch\t    prefetch an ODP MR"},
+	{ppRC, "  -t, --ts\t            get CQE with timestamp"},
+	{ppRC, "  -c, --chk\t            validate received buffer"},
+	{ppAll &^ ppRC, "  -c, --chk              validate received buffer"},
+	{ppRC, "  -j, --dm\t            use device memory"},
+	{ppRC, "  -N, --new_send            use new post send WR API"},
+	{ppAll, ""},
+	{ppAll, "roced:"},
+	{ppAll, "  -d, --ib-dev=<if|addr> the local interface or IP address (default: the route to"},
+	{ppAll, "                         <host>; 127.0.0.1 for a server)"},
+	{ppAll, "      --link=<link>      udp (default), afpacket or afxdp"},
+	{ppAll, "      --pcap=<file>      write every RoCEv2 frame sent and received to <file>"},
+	{ppAll, "  -g 1 selects the IPv4 GID as on rxe; without -g the tools exchange no GID and"},
+	{ppAll, "  RoCE cannot connect, as with the real tools."},
+	{ppRC, "  -o, -O, -t and -j are refused with rxe's words: goroce has no ODP, completion"},
+	{ppRC, "  timestamps or device memory. -N is accepted (same traffic)."},
+	{ppSRQ, "  -o is refused with rxe's words: goroce has no ODP."},
+}
+
 // ppUsage prints the tool's usage text (the real tools print it on stdout)
 // followed by what roced adds.
 func ppUsage(w io.Writer, tool pingpong.Tool, argv0 string) {
-	p := func(s string) { fmt.Fprintln(w, s) }
-	p("Usage:")
+	fmt.Fprintln(w, "Usage:")
 	fmt.Fprintf(w, "  %s            start a server and wait for connection\n", argv0)
 	fmt.Fprintf(w, "  %s <host>     connect to server at <host>\n", argv0)
-	p("")
-	p("Options:")
-	p("  -p, --port=<port>      listen on/connect to port <port> (default 18515)")
-	p("  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)")
-	p("  -i, --ib-port=<port>   use port <port> of IB device (default 1)")
-	if tool == pingpong.UD {
-		p("  -s, --size=<size>      size of message to exchange (default 2048)")
-	} else {
-		p("  -s, --size=<size>      size of message to exchange (default 4096)")
-		p("  -m, --mtu=<size>       path MTU (default 1024)")
-	}
-	if tool == pingpong.SRQ {
-		p("  -q, --num-qp=<num>     number of QPs to use (default 16)")
-	}
-	p("  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)")
-	if tool == pingpong.SRQ {
-		p("  -n, --iters=<iters>    number of exchanges per QP(default 1000)")
-	} else {
-		p("  -n, --iters=<iters>    number of exchanges (default 1000)")
-	}
-	if tool == pingpong.UD {
-		p("  -l, --sl=<SL>          send messages with service level <SL> (default 0)")
-	} else {
-		p("  -l, --sl=<sl>          service level value")
-	}
-	p("  -e, --events           sleep on CQ events (default poll)")
-	p("  -g, --gid-idx=<gid index> local port gid index")
-	switch tool {
-	case pingpong.RC:
-		p("  -o, --odp\t\t    use on demand paging")
-		p("  -O, --iodp\t\t    use implicit on demand paging")
-		p("  -P, --prefetch\t    prefetch an ODP MR")
-		p("  -t, --ts\t            get CQE with timestamp")
-		p("  -c, --chk\t            validate received buffer")
-		p("  -j, --dm\t            use device memory")
-		p("  -N, --new_send            use new post send WR API")
-	case pingpong.SRQ:
-		p("  -o, --odp\t\t    use on demand paging")
-		p("  -c, --chk              validate received buffer")
-	default:
-		p("  -c, --chk              validate received buffer")
-	}
-	p("")
-	p("roced:")
-	p("  -d, --ib-dev=<if|addr> the local interface or IP address (default: the route to")
-	p("                         <host>; 127.0.0.1 for a server)")
-	p("      --link=<link>      udp (default), afpacket or afxdp")
-	p("      --pcap=<file>      write every RoCEv2 frame sent and received to <file>")
-	p("  -g 1 selects the IPv4 GID as on rxe; without -g the tools exchange no GID and")
-	p("  RoCE cannot connect, as with the real tools.")
-	switch tool {
-	case pingpong.RC:
-		p("  -o, -O, -t and -j are refused with rxe's words: goroce has no ODP, completion")
-		p("  timestamps or device memory. -N is accepted (same traffic).")
-	case pingpong.SRQ:
-		p("  -o is refused with rxe's words: goroce has no ODP.")
+	for _, l := range ppUsageLines {
+		if l.tools&(1<<tool) != 0 {
+			fmt.Fprintln(w, l.text)
+		}
 	}
 }
