@@ -72,6 +72,10 @@ if [ -z "${ROCED:-}" ]; then
 	ROCED=$OUT/roced
 	(cd "$repo" && go build -o "$ROCED" ./cmd/roced) || exit 2
 fi
+# One run at a time per lab instance: two runs would share the guest's
+# rxe0 and mix their QPs.
+exec 9>"$RXE_PEER_STATE.pingpong-interop.lock"
+flock -w 1200 9 || { echo "another run holds $RXE_PEER_STATE.pingpong-interop.lock" >&2; exit 2; }
 peer up >/dev/null || exit 2
 [ "${KEEP:-}" = 1 ] || trap 'peer down >/dev/null' EXIT
 
@@ -118,12 +122,13 @@ for c in "${cases[@]}"; do
 		peer exec "timeout 300 ibv_${tool}_pingpong -d rxe0 $flags $HOST_IP; echo exit=\$?" >"$log.cli" 2>&1
 		wait
 	else
-		peer exec "rm -f /tmp/pp.srv; nohup sh -c 'timeout 300 ibv_${tool}_pingpong -d rxe0 $flags >/tmp/pp.log 2>&1; echo exit=\$? >>/tmp/pp.log; mv /tmp/pp.log /tmp/pp.srv' >/dev/null 2>&1 &"
+		g=/tmp/pp-$port # the real server's output in the guest, complete once renamed to $g.srv
+		peer exec "rm -f $g.srv; nohup sh -c 'timeout 300 ibv_${tool}_pingpong -d rxe0 $flags >$g.log 2>&1; echo exit=\$? >>$g.log; mv $g.log $g.srv' >/dev/null 2>&1 &"
 		wait_for "ibv_${tool}_pingpong's server" peer exec "ss -Hltn 'sport = :$port' | grep -q ." 2>/dev/null
 		ip netns exec "$NETNS" timeout 300 "$ROCED" ${tool}_pingpong $flags "$GUEST_IP" >"$log.cli" 2>&1
 		echo "exit=$?" >>"$log.cli"
-		wait_for "the real server's exit" peer exec "test -f /tmp/pp.srv"
-		peer exec "cat /tmp/pp.srv" >"$log.srv" 2>&1
+		wait_for "the real server's exit" peer exec "test -f $g.srv"
+		peer exec "cat $g.srv" >"$log.srv" 2>&1
 	fi
 	result=PASS
 	check "$log.srv" && check "$log.cli" || { result=FAIL; fails=$((fails + 1)); }
