@@ -171,6 +171,15 @@ func (q *QP) Destroy() error {
 	if q.destroyed {
 		return nil
 	}
+	// A consumer may destroy the QP as soon as its last receive completes,
+	// while that message's ACK still waits for the end of the receive
+	// burst (Batch.Flush). Send it: rxe acknowledges in the same responder
+	// run that completes the receive, HCAs in hardware, so the peer's send
+	// completes; dropped, the peer retries into a destroyed QP and fails.
+	if q.typ == RC && q.state != Reset && q.state != Init && q.state != Err {
+		q.sendQueuedAcks()
+		q.flushTx()
+	}
 	q.destroyed = true
 	q.state = Reset
 	q.rtoTimer.Stop()

@@ -528,12 +528,7 @@ func (q *QP) respond(budget int) (int, bool) {
 		it := &r.outq[r.outHead]
 		switch it.kind {
 		case itemACK, itemNAK:
-			q.sendAck(bth.RCAcknowledge, it.psn, it.syn, it.msn)
-			if it.kind == itemNAK {
-				q.env.Counters.SentNAKs.Add(1)
-			} else {
-				q.env.Counters.SentACKs.Add(1)
-			}
+			q.sendAckItem(it)
 			r.outHead++
 		case itemAtomicAck:
 			p := q.newPacket(&q.outer, bth.RCAtomicAcknowledge, 0, it.psn, q.attr.DestQPN)
@@ -552,6 +547,29 @@ func (q *QP) respond(budget int) (int, bool) {
 		sent++
 	}
 	return sent, false
+}
+
+// sendQueuedAcks sends the ACKs and NAKs at the head of the response
+// queue, stopping at the first READ or atomic response.
+func (q *QP) sendQueuedAcks() {
+	r := &q.resp
+	for ; r.outHead < len(r.outq); r.outHead++ {
+		it := &r.outq[r.outHead]
+		if it.kind != itemACK && it.kind != itemNAK {
+			return
+		}
+		q.sendAckItem(it)
+	}
+}
+
+// sendAckItem sends a queued ACK or NAK and counts it.
+func (q *QP) sendAckItem(it *respItem) {
+	q.sendAck(bth.RCAcknowledge, it.psn, it.syn, it.msn)
+	if it.kind == itemNAK {
+		q.env.Counters.SentNAKs.Add(1)
+	} else {
+		q.env.Counters.SentACKs.Add(1)
+	}
 }
 
 func (q *QP) sendAck(op bth.OpCode, psn bth.PSN, syn bth.Syndrome, msn uint32) {
