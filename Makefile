@@ -15,7 +15,7 @@ build:
 	$(GO) build -o $(ROCED) ./cmd/roced
 
 run: build
-	$(ROCED) decode bth/testdata/captures/rc_pingpong_s64.pcap
+	ROCED=$(ROCED) scripts/run-pingpong.sh
 
 # The order matters: cheap checks first, then the unit tests, the tests
 # that need root (network namespaces, AF_PACKET, AF_XDP) and the long
@@ -26,15 +26,17 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 
+# -p 1: several packages bind UDP port 4791 on loopback addresses; run in
+# parallel they would take it from one another.
 unit:
-	$(GO) test -race -short -count=1 ./...
+	$(GO) test -p 1 -race -short -count=1 ./...
 
 # Namespace and raw-socket tests run as root (CI is root) and fail, not
 # skip, without the privilege. The soak (256 MiB of each of SEND, WRITE and
 # READ through 5% loss) and the 64 MiB messages run without -race, which
 # would make them ten times slower; the short tests above run with it.
 system:
-	$(GO) test -race -count=1 ./nic ./internal/...
+	$(GO) test -p 1 -race -count=1 ./nic ./internal/...
 	$(GO) test -count=1 -run 'TestSoak|TestLargeMessages' -v ./transport 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
 
 # Every fuzz target for a short, bounded time: no panic, no out-of-range read.
