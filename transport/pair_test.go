@@ -49,6 +49,8 @@ type pairOpts struct {
 	access    mr.Access
 	noConnect bool
 	rnrZero   bool // rnr_retry really 0 (0 otherwise means the default)
+	// wrap, if set, puts a link between the device and its in-memory link.
+	wrap func(*nic.MemLink) nic.Link
 }
 
 func (o *pairOpts) defaults() {
@@ -97,7 +99,11 @@ func newSide(t testing.TB, net *nic.MemNet, addr string, o *pairOpts) *side {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := Open(l, Options{Window: o.window})
+	var link nic.Link = l
+	if o.wrap != nil {
+		link = o.wrap(l)
+	}
+	d, err := Open(link, Options{Window: o.window})
 	if err != nil {
 		t.Fatal(err)
 	}

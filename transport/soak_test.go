@@ -79,7 +79,7 @@ func TestSoak(t *testing.T) {
 				for i := range k {
 					wc := wait(t, a.scq, 60*time.Second)
 					if wc.Status != cq.Success || wc.WRID != uint64(i) {
-						t.Fatalf("round %d message %d: %+v", round, i, wc)
+						t.Fatalf("round %d message %d: %+v\nA %v\nB %v", round, i, wc, a.dev.Counters().List(), b.dev.Counters().List())
 					}
 					if op == qp.WRSend {
 						rc := wait(t, b.rcq, 60*time.Second)
