@@ -207,3 +207,62 @@ func fold(s uint64) uint16 {
 // Checksum returns the Internet checksum of b (for tests and callers that
 // rebuild headers).
 func Checksum(b []byte) uint16 { return ^fold(sum(0, b)) }
+
+// UDP finds the UDP header of an Ethernet frame holding an IPv4 (without
+// options being required) or IPv6 (no extension headers) UDP datagram,
+// after one optional VLAN tag. It returns the IP and UDP header offsets.
+func UDP(frame []byte) (l3, l4 int, ok bool) {
+	if len(frame) < 14 {
+		return 0, 0, false
+	}
+	l3 = 14
+	et := binary.BigEndian.Uint16(frame[12:])
+	if et == 0x8100 && len(frame) >= 18 {
+		l3, et = 18, binary.BigEndian.Uint16(frame[16:])
+	}
+	ip := frame[l3:]
+	switch {
+	case et == 0x0800 && len(ip) >= 20 && ip[0]>>4 == 4 && ip[9] == 17 && binary.BigEndian.Uint16(ip[6:])&0x3fff == 0:
+		l4 = l3 + int(ip[0]&0xf)*4
+	case et == 0x86dd && len(ip) >= 40 && ip[0]>>4 == 6 && ip[6] == 17:
+		l4 = l3 + 40
+	default:
+		return 0, 0, false
+	}
+	if l4+8 > len(frame) {
+		return 0, 0, false
+	}
+	return l3, l4, true
+}
+
+// FixUDPChecksum recomputes the UDP checksum of a frame UDP accepts, after
+// its payload was changed; an IPv4 datagram sent without a checksum (0)
+// keeps none. It reports whether the frame was a UDP datagram.
+func FixUDPChecksum(frame []byte) bool {
+	l3, l4, ok := UDP(frame)
+	if !ok {
+		return false
+	}
+	ip, udp := frame[l3:l4], frame[l4:]
+	ulen := int(binary.BigEndian.Uint16(udp[4:]))
+	if ulen < 8 || ulen > len(udp) {
+		return false
+	}
+	udp = udp[:ulen]
+	var ps uint64
+	if ip[0]>>4 == 4 {
+		if udp[6] == 0 && udp[7] == 0 {
+			return true
+		}
+		ps = sum(0, ip[12:20])
+	} else {
+		ps = sum(0, ip[8:40])
+	}
+	udp[6], udp[7] = 0, 0
+	c := ^fold(sum(ps+17+uint64(ulen), udp))
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(udp[6:], c)
+	return true
+}

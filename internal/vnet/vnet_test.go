@@ -193,3 +193,31 @@ func TestNoAllocs(t *testing.T) {
 		t.Fatalf("%v allocations", a)
 	}
 }
+
+func TestFixUDPChecksum(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		v6, vlan bool
+	}{{"ipv4", false, false}, {"ipv6", true, false}, {"ipv6-vlan", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			pay := pattern(301)
+			got := frame(t, c.v6, c.vlan, 0, pay)
+			_, l4, ok := UDP(got)
+			if !ok {
+				t.Fatal("not found as UDP")
+			}
+			got[l4+8+100] ^= 0x10 // the payload changes, the checksum is now wrong
+			pay[100] ^= 0x10
+			if !FixUDPChecksum(got) {
+				t.Fatal("not fixed")
+			}
+			if fixed := frame(t, c.v6, c.vlan, 0, pay); !bytes.Equal(got, fixed) {
+				// gopacket computed the checksum for the changed payload.
+				t.Fatalf("checksum %#x, gopacket's %#x", got[l4+6:l4+8], fixed[l4+6:l4+8])
+			}
+		})
+	}
+	if FixUDPChecksum(make([]byte, 60)) {
+		t.Fatal("a frame of zeros taken for UDP")
+	}
+}
