@@ -42,27 +42,21 @@ func udpIn(t *testing.T, e *netns.End, addr netip.Addr, port int) *net.UDPConn {
 
 // stream sends n numbered datagrams of size bytes from a to b's port, in
 // bursts that b drains before the next, and returns how often each number
-// arrived and the order they arrived in.
+// arrived and the order they arrived in. A datagram late for its burst's
+// drain is counted in a later one; the last drain waits long enough for
+// anything held back or slowed by a loaded machine.
 func stream(t *testing.T, a, b *net.UDPConn, n, size int) (counts []int, order []int) {
 	t.Helper()
 	counts = make([]int, n)
 	msg := make([]byte, size)
 	buf := make([]byte, 65536)
 	const burst = 50
-	for i := 0; i < n; i += burst {
-		for j := i; j < min(i+burst, n); j++ {
-			binary.BigEndian.PutUint32(msg, uint32(j))
-			if _, err := a.WriteTo(msg, b.LocalAddr()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// Drain until the path has been quiet for longer than anything
-		// is held back.
+	drain := func(quiet time.Duration) {
 		for {
-			b.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+			b.SetReadDeadline(time.Now().Add(quiet))
 			k, err := b.Read(buf)
 			if err != nil {
-				break
+				return
 			}
 			if k != size {
 				t.Fatalf("datagram of %d bytes, sent %d", k, size)
@@ -75,7 +69,34 @@ func stream(t *testing.T, a, b *net.UDPConn, n, size int) (counts []int, order [
 			order = append(order, s)
 		}
 	}
+	for i := 0; i < n; i += burst {
+		for j := i; j < min(i+burst, n); j++ {
+			binary.BigEndian.PutUint32(msg, uint32(j))
+			if _, err := a.WriteTo(msg, b.LocalAddr()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		drain(10 * time.Millisecond)
+	}
+	if len(order) < n {
+		drain(300 * time.Millisecond)
+	} else {
+		drain(30 * time.Millisecond) // a duplicate leaves right after its original
+	}
 	return counts, order
+}
+
+// resolve makes each side learn the other's MAC with a datagram to a port
+// nothing impairs: packets the kernel queues while it resolves a neighbour
+// can leave out of order, and the tests compare orders and fates.
+func resolve(t *testing.T, p *netns.Pair, a, b netip.Addr) {
+	t.Helper()
+	x, y := udpIn(t, p.A, a, 4792), udpIn(t, p.B, b, 4792)
+	for _, d := range [][2]*net.UDPConn{{x, y}, {y, x}} {
+		if counts, _ := stream(t, d[0], d[1], 1, 8); counts[0] != 1 {
+			t.Fatalf("%v <-> %v: no connectivity", a, b)
+		}
+	}
 }
 
 // TestForwardClean: without faults everything crosses both ways, IPv4
@@ -83,6 +104,7 @@ func stream(t *testing.T, a, b *net.UDPConn, n, size int) (counts []int, order [
 func TestForwardClean(t *testing.T) {
 	p, f := path(t, 1500, Config{})
 	for _, fam := range []struct{ a, b netip.Addr }{{p.A.IPv4, p.B.IPv4}, {p.A.IPv6, p.B.IPv6}} {
+		resolve(t, p, fam.a, fam.b)
 		a, b := udpIn(t, p.A, fam.a, 0), udpIn(t, p.B, fam.b, 4791)
 		for _, size := range []int{8, 1400} {
 			counts, order := stream(t, a, b, 300, size)
@@ -210,8 +232,9 @@ func TestFaults(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p, f := path(t, 1500, Config{AtoB: c.faults, Seed: 1})
+			resolve(t, p, p.A.IPv4, p.B.IPv4)
 			a, b := udpIn(t, p.A, p.A.IPv4, 0), udpIn(t, p.B, p.B.IPv4, 4791)
-			other := udpIn(t, p.B, p.B.IPv4, 4792)
+			other := udpIn(t, p.B, p.B.IPv4, 4793)
 			if counts, _ := stream(t, a, other, 200, 64); counts[0]+counts[199] != 2 {
 				t.Fatal("a datagram to port 4792 was impaired: only RoCEv2 should be")
 			}
@@ -261,6 +284,7 @@ func near(t *testing.T, what string, got, n int, rate float64) {
 func TestSeedRepeats(t *testing.T) {
 	lostSet := func(seed uint64) []int {
 		p, _ := path(t, 1500, Config{AtoB: Faults{Loss: 0.2}, Seed: seed})
+		resolve(t, p, p.A.IPv4, p.B.IPv4) // the same packets, in the same order
 		a, b := udpIn(t, p.A, p.A.IPv4, 0), udpIn(t, p.B, p.B.IPv4, 4791)
 		counts, _ := stream(t, a, b, 500, 32)
 		var lost []int
@@ -315,12 +339,18 @@ func TestDelay(t *testing.T) {
 		}
 		return time.Since(start)
 	}
-	if d := rtt(); d > 15*time.Millisecond {
-		t.Fatalf("round trip %v without delay", d)
+	// The fastest of a few round trips: a loaded machine only adds.
+	fastest := func() time.Duration {
+		m := time.Hour
+		for range 5 {
+			m = min(m, rtt())
+		}
+		return m
 	}
+	base := fastest()
 	f.SetFaults(Faults{Delay: 20 * time.Millisecond}, Faults{Delay: 20 * time.Millisecond, AllFrames: true})
-	if d := rtt(); d < 40*time.Millisecond || d > 200*time.Millisecond {
-		t.Fatalf("round trip %v with 20 ms each way", d)
+	if d := fastest(); d < base+40*time.Millisecond || d > base+500*time.Millisecond {
+		t.Fatalf("round trip %v with 20 ms each way, %v without", d, base)
 	}
 	if ab, _ := f.Stats(); ab.Delayed == 0 {
 		t.Fatalf("nothing delayed: %+v", ab)
