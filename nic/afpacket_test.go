@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"net"
 	"net/netip"
 	"strconv"
 	"testing"
@@ -159,4 +160,37 @@ func TestAFPacketAllocs(t *testing.T) {
 	waitNeighbour(t, a, p.B.IPv4)
 	frames := testFrames(outer(a, p.B.IPv4, 1), 32, 1024)
 	assertNoAllocs(t, a, b, frames)
+}
+
+// TestAFPacketKnownNeighbour: when the kernel already knows the peer's
+// MAC (here from a datagram the stack sent, as the out-of-band TCP
+// exchange before a UD pingpong leaves it), the very first frame to it
+// goes out instead of being dropped while the resolver looks.
+func TestAFPacketKnownNeighbour(t *testing.T) {
+	p := vethPair(t, 1500)
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		aa, ba := p.A.IPv4, p.B.IPv4
+		if fam == "ipv6" {
+			aa, ba = p.A.IPv6, p.B.IPv6
+		}
+		if err := p.A.Do(func() error {
+			c, err := net.Dial("udp", netip.AddrPortFrom(ba, 9).String())
+			if err == nil {
+				_, err = c.Write([]byte{0}) // the stack resolves ba's MAC to send it
+				c.Close()
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // ARP or ND answered
+		a := openAFP(t, p.A, AFPacketConfig{Addrs: []netip.Addr{aa}})
+		b := openAFP(t, p.B, AFPacketConfig{Addrs: []netip.Addr{ba}})
+		exchange(t, a, b, outer(a, ba, 1), 1, 100, 1)
+		if s := a.Stats(); s.TxNoNeighbour != 0 {
+			t.Fatalf("%s: first frame dropped for want of a neighbour the kernel knew: %+v", fam, s)
+		}
+		a.Close()
+		b.Close()
+	}
 }

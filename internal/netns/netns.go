@@ -114,6 +114,10 @@ func build(cfg Config) (*Pair, error) {
 	if cfg.MTU == 0 {
 		cfg.MTU = 1500
 	}
+	if cfg.MTU < 1280 {
+		// The kernel removes IPv6 (and its sysctls) from such a link.
+		return nil, fmt.Errorf("MTU %d: IPv6 needs at least 1280", cfg.MTU)
+	}
 	p := &Pair{MTU: cfg.MTU, A: &End{NS: -1}, B: &End{NS: -1}}
 	var err error
 	if p.A.NS, err = newNS(); err != nil {
