@@ -191,8 +191,18 @@ func (p *Peer) AH(t testing.TB, peer *Peer) *qp.AH {
 // family f, and connects them.
 func Pair(t testing.TB, n *Net, k Kind, f Family, o Options) (a, b *Peer) {
 	t.Helper()
+	return PairOf(t, n, k, k, f, o)
+}
+
+// PairOf is Pair with a link of kind ka on A and kb on B.
+func PairOf(t testing.TB, n *Net, ka, kb Kind, f Family, o Options) (a, b *Peer) {
+	t.Helper()
 	var ps [2]*Peer
 	for i, e := range []*netns.End{n.A, n.B} {
+		k := ka
+		if i == 1 {
+			k = kb
+		}
 		l, err := OpenLink(k, e, f.Addr(e))
 		if err != nil {
 			t.Fatal(err)
