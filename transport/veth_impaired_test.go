@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/internal/rdmatest"
 	"github.com/goroce/goroce/nic/impair"
 	"github.com/goroce/goroce/qp"
+	"github.com/vishvananda/netlink"
 )
 
 // lossy is the path of TestVethImpaired, each way: 3% of the RoCEv2
@@ -75,5 +77,29 @@ func TestVethImpaired(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestVethNetem runs the RC stream over a veth whose qdisc is netem, on
+// kernels that have it: the kernel's impairment beside nic/impair's. This
+// kernel has none (CONFIG_NET_SCH_NETEM is off), so here it skips, naming
+// why; TestVethImpaired does not depend on it.
+func TestVethNetem(t *testing.T) {
+	if err := netns.NetemMissing(t); err != nil {
+		t.Skipf("no netem here (%v); TestVethImpaired impairs the path with nic/impair instead", err)
+	}
+	rdmatest.NoLeaks(t)
+	n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(qp.MTU4096),
+		Netem: &netlink.NetemQdiscAttrs{Loss: 3, Duplicate: 1, ReorderProb: 2, Latency: 200}})
+	for _, k := range rdmatest.Kinds {
+		t.Run(k.String(), func(t *testing.T) {
+			a, b := rdmatest.Pair(t, n, k, rdmatest.IPv4, rdmatest.Options{BufSize: 2 << 20})
+			for _, op := range []qp.WROpcode{qp.WRSend, qp.WRRDMAWrite, qp.WRRDMARead} {
+				rdmatest.Stream(t, a, b, op, int64(*vethMiB)<<20, 256<<10, 4, 1)
+			}
+			if a.Dev.Counters().RetransmittedPkts.Load() == 0 {
+				t.Fatal("nothing retransmitted: netem did not impair the path")
+			}
+		})
 	}
 }

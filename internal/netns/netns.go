@@ -96,6 +96,19 @@ func Privileged(t testing.TB) {
 	}
 }
 
+// NetemMissing returns why netem cannot be used here (an error naming the
+// kernel option if the kernel lacks it), or nil if it can. It needs the
+// same privilege as New and fails t the same way without it.
+func NetemMissing(t testing.TB) error {
+	t.Helper()
+	Privileged(t)
+	p, err := build(Config{Netem: &netlink.NetemQdiscAttrs{}})
+	if p != nil {
+		p.Close()
+	}
+	return err
+}
+
 // New builds the pair and registers its removal with t.Cleanup.
 func New(t testing.TB, cfg Config) *Pair {
 	t.Helper()

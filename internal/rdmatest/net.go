@@ -10,6 +10,7 @@ import (
 	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/nic/impair"
 	"github.com/goroce/goroce/qp"
+	"github.com/vishvananda/netlink"
 )
 
 // Family is the IP version the peers talk over.
@@ -42,6 +43,9 @@ type Config struct {
 	// Impair, if set, joins A and B through a middle namespace whose
 	// forwarder applies these faults (its A and B are filled in).
 	Impair *impair.Config
+	// Netem, if set, is installed on A's and B's veths (kernels that have
+	// netem; see netns.NetemMissing).
+	Netem *netlink.NetemQdiscAttrs
 	// Offloads keeps the veths' transmit offloads (UDP segmentation) on.
 	// By default A's and B's veths cut UDP GSO sends in software, as a
 	// NIC without USO would: an AF_PACKET or AF_XDP peer cannot take a
@@ -68,7 +72,7 @@ func VethMTU(m qp.MTU) int { return max(1500, m.Bytes()+104) }
 // ends.
 func NewNet(t testing.TB, cfg Config) *Net {
 	t.Helper()
-	n := &Net{Pair: netns.New(t, netns.Config{MTU: cfg.MTU, Middle: cfg.Impair != nil})}
+	n := &Net{Pair: netns.New(t, netns.Config{MTU: cfg.MTU, Middle: cfg.Impair != nil, Netem: cfg.Netem})}
 	if cfg.Impair != nil {
 		ic := *cfg.Impair
 		ic.A, ic.B = n.M.ToA, n.M.ToB
