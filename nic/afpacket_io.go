@@ -224,6 +224,17 @@ func (l *AFPacket) Recv(frames []Frame) (int, error) {
 		}
 		n, cut := 0, 0
 		var by, dropped uint64
+		take := func(b []byte) { // lend an Ethernet frame holding RoCEv2
+			f, err := bth.DecodeEthernet(b)
+			if err != nil {
+				dropped++
+				return
+			}
+			off := len(f.Ethernet())
+			frames[n] = Frame{B: b[:off+len(f.L3())], Off: off}
+			by += uint64(len(f.L3()))
+			n++
+		}
 		for r.next < r.n && n < len(frames) && cut < afpSegs {
 			m := &r.msgs[r.next]
 			b := r.buf[r.next*r.slot : r.next*r.slot+int(m.Len)]
@@ -235,15 +246,7 @@ func (l *AFPacket) Recv(frames []Frame) (int, error) {
 			h, fr := vnet.Parse(b), b[vnet.HdrLen:]
 			if !h.IsUDPGSO() {
 				r.next++
-				f, err := bth.DecodeEthernet(fr)
-				if err != nil {
-					dropped++
-					continue
-				}
-				off := len(f.Ethernet())
-				frames[n] = Frame{B: fr[:off+len(f.L3())], Off: off}
-				by += uint64(len(f.L3()))
-				n++
+				take(fr)
 				continue
 			}
 			total, _, err := vnet.UDPSegments(fr, h)
@@ -255,20 +258,11 @@ func (l *AFPacket) Recv(frames []Frame) (int, error) {
 			for ; r.seg < total && n < len(frames) && cut < afpSegs; r.seg++ {
 				dst := r.segs[cut*BufSize : (cut+1)*BufSize]
 				cut++
-				k, err := vnet.UDPSegment(dst, fr, h, r.seg)
-				if err != nil {
+				if k, err := vnet.UDPSegment(dst, fr, h, r.seg); err == nil {
+					take(dst[:k])
+				} else {
 					dropped++
-					continue
 				}
-				f, err := bth.DecodeEthernet(dst[:k])
-				if err != nil {
-					dropped++
-					continue
-				}
-				off := len(f.Ethernet())
-				frames[n] = Frame{B: dst[:off+len(f.L3())], Off: off}
-				by += uint64(len(f.L3()))
-				n++
 			}
 			if r.seg == total {
 				r.next++

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -296,24 +297,12 @@ func TestSeedRepeats(t *testing.T) {
 		return lost
 	}
 	x, y, z := lostSet(7), lostSet(7), lostSet(8)
-	if len(x) == 0 || !equal(x, y) {
+	if len(x) == 0 || !slices.Equal(x, y) {
 		t.Fatalf("seed 7 lost %v, then %v", x, y)
 	}
-	if equal(x, z) {
+	if slices.Equal(x, z) {
 		t.Fatal("seeds 7 and 8 lost the same packets")
 	}
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestDelay: a delay each way shows in the round trip, and SetFaults
