@@ -97,7 +97,7 @@ func CompleteChecksum(frame []byte, h Hdr) error {
 // the length of its headers (Ethernet through UDP).
 func UDPSegments(frame []byte, h Hdr) (n, hdrLen int, err error) {
 	l3, l4, ok := offsets(frame, h)
-	if !ok || l4+8 > len(frame) || l3 >= l4 {
+	if !ok || l4+8 > len(frame) || l3 >= l4 || h.GSOSize == 0 {
 		return 0, 0, ErrMalformed
 	}
 	pay := len(frame) - (l4 + 8)
@@ -111,7 +111,7 @@ func UDPSegments(frame []byte, h Hdr) (n, hdrLen int, err error) {
 // segmentation numbers them; lengths and checksums are recomputed.
 func UDPSegment(dst, frame []byte, h Hdr, i int) (int, error) {
 	l3, l4, ok := offsets(frame, h)
-	if !ok || l4+8 > len(frame) {
+	if !ok || l4+8 > len(frame) || h.GSOSize == 0 {
 		return 0, ErrMalformed
 	}
 	g := int(h.GSOSize)
@@ -134,19 +134,19 @@ func UDPSegment(dst, frame []byte, h Hdr, i int) (int, error) {
 	var ps uint64
 	switch ip[0] >> 4 {
 	case 4:
-		if len(ip) < 20 {
-			return 0, ErrMalformed
+		if ihl := int(ip[0]&0xf) * 4; ihl != len(ip) {
+			return 0, ErrMalformed // options or a header that does not end where UDP starts
 		}
 		binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)+ulen))
 		binary.BigEndian.PutUint16(ip[4:], binary.BigEndian.Uint16(ip[4:])+uint16(i))
 		ip[10], ip[11] = 0, 0
-		binary.BigEndian.PutUint16(ip[10:], ^fold(sum(0, ip[:int(ip[0]&0xf)*4])))
+		binary.BigEndian.PutUint16(ip[10:], ^fold(sum(0, ip)))
 		ps = sum(0, ip[12:20])
 	case 6:
-		if len(ip) < 40 {
+		if len(ip) != 40 { // RoCEv2 sends no extension headers
 			return 0, ErrMalformed
 		}
-		binary.BigEndian.PutUint16(ip[4:], uint16(len(ip)-40+ulen))
+		binary.BigEndian.PutUint16(ip[4:], uint16(ulen))
 		ps = sum(0, ip[8:40])
 	default:
 		return 0, ErrMalformed

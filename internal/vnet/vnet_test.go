@@ -221,3 +221,29 @@ func TestFixUDPChecksum(t *testing.T) {
 		t.Fatal("a frame of zeros taken for UDP")
 	}
 }
+
+// FuzzVnet: whatever the frame and header say, nothing panics or writes
+// outside dst, and a segment is never longer than its headers and GSOSize.
+func FuzzVnet(f *testing.F) {
+	t := &testing.T{}
+	super := frame(t, false, false, 1, pattern(3000))
+	h := partial(super, false, false)
+	f.Add(super, uint8(FlagNeedsCsum), uint8(GSOUDPL4), uint16(1000), h.CsumStart, uint16(6))
+	f.Add(frame(t, true, true, 0, pattern(100)), uint8(FlagNeedsCsum), uint8(GSOUDPL4), uint16(7), uint16(58), uint16(6))
+	f.Fuzz(func(t *testing.T, fr []byte, flags, typ uint8, gso, start, off uint16) {
+		h := Hdr{Flags: flags, GSOType: typ, GSOSize: gso, CsumStart: start, CsumOffset: off}
+		CompleteChecksum(bytes.Clone(fr), h)
+		FixUDPChecksum(bytes.Clone(fr))
+		n, hl, err := UDPSegments(fr, h)
+		if err != nil || !h.IsUDPGSO() {
+			return
+		}
+		dst := make([]byte, hl+int(gso)+8)
+		for i := range min(n, 70) {
+			k, err := UDPSegment(dst[:len(dst)-8], fr, h, i)
+			if err == nil && k > hl+int(gso) {
+				t.Fatalf("segment %d: %d bytes, more than %d + %d", i, k, hl, gso)
+			}
+		}
+	})
+}
