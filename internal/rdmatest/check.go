@@ -44,17 +44,24 @@ func (p *Peer) half() int { return len(p.Buf) / 2 }
 // byte, including that nothing was written past the message.
 func Op(t testing.TB, a, b *Peer, op qp.WROpcode, n, sge int, seed uint32) {
 	t.Helper()
-	src, dst := a, b
+	do := b.half()
 	if op == qp.WRRDMARead {
-		src, dst = b, a
+		do = a.half()
 	}
-	so, do := 0, dst.half()
-	if n+guard > dst.half() {
-		t.Fatalf("%d bytes do not fit half of a %d-byte buffer", n, len(dst.Buf))
+	if n+guard > b.half() || n > len(b.RO) {
+		t.Fatalf("%d bytes do not fit half of a %d-byte buffer", n, len(b.Buf))
 	}
-	Fill(src.Buf[so:so+n], seed)
-	Fill(dst.Buf[do:do+n], ^seed)
-	clear(dst.Buf[do+n : do+n+guard])
+	// The source: a's first half, or for READ a stretch of b's read-only
+	// region chosen by seed; the destination: the other side's second half.
+	src, so := a.Buf, 0
+	dst := b.Buf
+	if op == qp.WRRDMARead {
+		src, so, dst = b.RO, int(seed*4099)%(len(b.RO)-n+1), a.Buf
+	} else {
+		Fill(a.Buf[:n], seed)
+	}
+	Fill(dst[do:do+n], ^seed)
+	clear(dst[do+n : do+n+guard])
 	Settle(a, b)
 	imm := seed | 1
 	recv := op == qp.WRSend || op == qp.WRSendWithImm || op == qp.WRRDMAWriteWithImm
@@ -64,7 +71,7 @@ func Op(t testing.TB, a, b *Peer, op qp.WROpcode, n, sge int, seed uint32) {
 	wr := qp.SendWR{WRID: uint64(seed), Opcode: op, Flags: qp.Signaled, Imm: imm}
 	if op == qp.WRRDMARead {
 		wr.SGL = sgl(a.MR, do, n, sge)
-		wr.RemoteAddr, wr.RKey = b.MR.Addr()+uint64(so), b.MR.RKey()
+		wr.RemoteAddr, wr.RKey = b.ROMR.Addr()+uint64(so), b.ROMR.RKey()
 	} else {
 		wr.SGL = sgl(a.MR, so, n, sge)
 		wr.RemoteAddr, wr.RKey = b.MR.Addr()+uint64(do), b.MR.RKey()
@@ -91,10 +98,10 @@ func Op(t testing.TB, a, b *Peer, op qp.WROpcode, n, sge int, seed uint32) {
 		marker(t, a, b)
 	}
 	Settle(a, b)
-	if !bytes.Equal(src.Buf[so:so+n], dst.Buf[do:do+n]) {
-		t.Fatalf("%v of %d bytes: data differs at byte %d", op, n, firstDiff(src.Buf[so:so+n], dst.Buf[do:do+n]))
+	if !bytes.Equal(src[so:so+n], dst[do:do+n]) {
+		t.Fatalf("%v of %d bytes: data differs at byte %d", op, n, firstDiff(src[so:so+n], dst[do:do+n]))
 	}
-	if !bytes.Equal(dst.Buf[do+n:do+n+guard], make([]byte, guard)) {
+	if !bytes.Equal(dst[do+n:do+n+guard], make([]byte, guard)) {
 		t.Fatalf("%v of %d bytes wrote past its end", op, n)
 	}
 }
@@ -213,6 +220,7 @@ func Burst(t testing.TB, a, b *Peer, count int, seed uint64) {
 	type msg struct {
 		op qp.WROpcode
 		n  int
+		so int // source offset: in a's buffer, or in b's read-only region for READ
 	}
 	msgs := make([]msg, count)
 	for i := range msgs {
@@ -220,24 +228,22 @@ func Burst(t testing.TB, a, b *Peer, count int, seed uint64) {
 		if a.QP.Type() == qp.UC && op == qp.WRRDMARead {
 			op = qp.WRSend
 		}
-		msgs[i] = msg{op, rng.IntN(slot - guard)}
-		so, do := i*slot, a.half()+i*slot
-		src, dst := a, b
-		if op == qp.WRRDMARead {
-			src, dst = b, a
-		}
-		Fill(src.Buf[so:so+msgs[i].n], uint32(seed)<<16|uint32(i))
-		clear(dst.Buf[do : do+msgs[i].n+guard])
-		wr := qp.SendWR{WRID: uint64(i), Opcode: op, Flags: qp.Signaled, Imm: uint32(i)}
+		n := rng.IntN(slot - guard)
+		msgs[i] = msg{op, n, i * slot}
+		do := a.half() + i*slot
+		wr := qp.SendWR{WRID: uint64(i), Opcode: op, Flags: qp.Signaled, Imm: uint32(i), RKey: b.MR.RKey()}
 		switch op {
 		case qp.WRRDMARead:
-			wr.SGL = []mr.SGE{a.MR.SGE(do, msgs[i].n)}
-			wr.RemoteAddr = b.MR.Addr() + uint64(so)
+			msgs[i].so = rng.IntN(len(b.RO) - n + 1)
+			clear(a.Buf[do : do+n+guard])
+			wr.SGL = []mr.SGE{a.MR.SGE(do, n)}
+			wr.RemoteAddr, wr.RKey = b.ROMR.Addr()+uint64(msgs[i].so), b.ROMR.RKey()
 		default:
-			wr.SGL = []mr.SGE{a.MR.SGE(so, msgs[i].n)}
+			Fill(a.Buf[msgs[i].so:msgs[i].so+n], uint32(seed)<<16|uint32(i))
+			clear(b.Buf[do : do+n+guard])
+			wr.SGL = []mr.SGE{a.MR.SGE(msgs[i].so, n)}
 			wr.RemoteAddr = b.MR.Addr() + uint64(do)
 		}
-		wr.RKey = b.MR.RKey()
 		if op == qp.WRSend || op == qp.WRSendWithImm || op == qp.WRRDMAWriteWithImm {
 			must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(do, slot)}}))
 		}
@@ -258,12 +264,12 @@ func Burst(t testing.TB, a, b *Peer, count int, seed uint64) {
 	}
 	Settle(a, b)
 	for i, m := range msgs {
-		so, do := i*slot, a.half()+i*slot
-		src, dst := a, b
+		do := a.half() + i*slot
+		src, dst := a.Buf, b.Buf
 		if m.op == qp.WRRDMARead {
-			src, dst = b, a
+			src, dst = b.RO, a.Buf
 		}
-		if !bytes.Equal(src.Buf[so:so+m.n], dst.Buf[do:do+m.n]) || !bytes.Equal(dst.Buf[do+m.n:do+m.n+guard], make([]byte, guard)) {
+		if !bytes.Equal(src[m.so:m.so+m.n], dst[do:do+m.n]) || !bytes.Equal(dst[do+m.n:do+m.n+guard], make([]byte, guard)) {
 			t.Fatalf("burst message %d (%v, %d bytes): data differs", i, m.op, m.n)
 		}
 	}

@@ -81,7 +81,15 @@ type Peer struct {
 	QP       *qp.QP
 	Buf      []byte
 	MR       *mr.MR
-	Opt      Options
+	// RO is what READs read: written once, when the peer is made, and
+	// never again. A duplicate READ can be replayed after the requester
+	// completed it (its late request reaches the responder after the
+	// responses it asked for again, as a reordering path makes happen),
+	// so no READ source may be rewritten while the QP lives: the replay
+	// would read it as the test writes it.
+	RO   []byte
+	ROMR *mr.MR
+	Opt  Options
 }
 
 // NewPeer opens a device over link (which it then owns) and creates the
@@ -104,6 +112,11 @@ func NewPeer(t testing.TB, link nic.Link, addr netip.Addr, o Options) *Peer {
 	p.SCQ, p.RCQ = d.CreateCQ(o.CQDepth), d.CreateCQ(o.CQDepth)
 	p.Buf = make([]byte, o.BufSize)
 	if p.MR, err = p.PD.Register(p.Buf, Access); err != nil {
+		t.Fatal(err)
+	}
+	p.RO = make([]byte, o.BufSize/2)
+	Fill(p.RO, 0x5eed)
+	if p.ROMR, err = p.PD.Register(p.RO, mr.RemoteRead); err != nil {
 		t.Fatal(err)
 	}
 	p.QP, err = d.CreateQP(p.PD, qp.InitAttr{Type: o.Type, SendCQ: p.SCQ, RecvCQ: p.RCQ,

@@ -25,6 +25,7 @@ func Stream(t testing.TB, a, b *Peer, op qp.WROpcode, total int64, msgMax, inFli
 	}
 	rng := rand.New(rand.NewPCG(seed, uint64(op)))
 	sizes := make([]int, inFlight)
+	srcs := make([]int, inFlight) // READ: where in b's read-only region (see Peer.RO)
 	start := time.Now()
 	var round uint32
 	for moved := int64(0); moved < total; round++ {
@@ -34,13 +35,16 @@ func Stream(t testing.TB, a, b *Peer, op qp.WROpcode, total int64, msgMax, inFli
 			n = int(min(int64(n), total-moved))
 			sizes[k] = n
 			src, dst := k*msgMax, (inFlight+k)*msgMax
+			if op == qp.WRRDMARead {
+				src = rng.IntN(len(b.RO) - n + 1)
+			}
+			srcs[k] = src
 			wr := qp.SendWR{WRID: uint64(k), Opcode: op, Flags: qp.Signaled}
 			switch op {
 			case qp.WRRDMARead:
-				Fill(b.Buf[src:src+n], round<<8|uint32(k))
 				clear(a.Buf[dst : dst+n])
 				wr.SGL = []mr.SGE{a.MR.SGE(dst, n)}
-				wr.RemoteAddr, wr.RKey = b.MR.Addr()+uint64(src), b.MR.RKey()
+				wr.RemoteAddr, wr.RKey = b.ROMR.Addr()+uint64(src), b.ROMR.RKey()
 			case qp.WRRDMAWrite:
 				Fill(a.Buf[src:src+n], round<<8|uint32(k))
 				clear(b.Buf[dst : dst+n])
@@ -66,10 +70,10 @@ func Stream(t testing.TB, a, b *Peer, op qp.WROpcode, total int64, msgMax, inFli
 				}
 			}
 			Settle(a, b)
-			src, dst := i*msgMax, (inFlight+i)*msgMax
+			src, dst := srcs[i], (inFlight+i)*msgMax
 			from, to := a.Buf[src:src+sizes[i]], b.Buf[dst:dst+sizes[i]]
 			if op == qp.WRRDMARead {
-				from, to = b.Buf[src:src+sizes[i]], a.Buf[dst:dst+sizes[i]]
+				from, to = b.RO[src:src+sizes[i]], a.Buf[dst:dst+sizes[i]]
 			}
 			if !bytes.Equal(from, to) {
 				t.Fatalf("%v round %d message %d (%d bytes): data differs at byte %d", op, round, i, sizes[i], firstDiff(from, to))
