@@ -83,6 +83,9 @@ type Config struct {
 	// Claim is goroce's --perftest_version: the version roced claims as a
 	// client, its ceiling as a server, and the output dialect.
 	Claim Version
+	// Pcap is goroce's --pcap: a pcap or pcapng file receiving every
+	// RoCEv2 frame the run sends and receives.
+	Pcap string
 }
 
 // IsServer reports whether this side waits for a client.
@@ -162,7 +165,7 @@ func perftestOptions() []getopt.Option {
 	}
 	for _, l := range []string{"tclass", "retry_count", "pkey_index", "output", "latency_gap",
 		"flow_label", "bind_source_ip", "recv_post_list", "out_json_file", "wait_destroy",
-		"link", "perftest_version"} {
+		"link", "perftest_version", "pcap"} {
 		out = append(out, getopt.Option{Long: l, Arg: req})
 	}
 	return out
@@ -376,6 +379,8 @@ func ParseFlags(t Test, args []string) (Config, error) {
 			if l, e = pingpong.ParseLink(m.Value); e == nil {
 				c.Link = l
 			}
+		case "pcap":
+			c.Pcap = m.Value
 		case "perftest_version":
 			v := Version(m.Value)
 			if _, e = v.Marshal(); e == nil && !v.atLeast(minPeer) {
@@ -408,6 +413,12 @@ func ParseFlags(t Test, args []string) (Config, error) {
 		if c.CQModSet && c.PostList%c.CQMod != 0 {
 			return fail("Post list size must be a multiple of CQ moderation")
 		}
+	}
+	if c.TestType == Duration && c.Events {
+		return fail("Duration mode doesn't work with events.")
+	}
+	if c.TestType == Duration && c.Method == RunAll {
+		return fail("Duration mode currently doesn't support running on all sizes.")
 	}
 	if c.LatencyGap > 0 && t.BW() {
 		return fail("Latency gap feature is only for latency tests")

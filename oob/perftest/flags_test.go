@@ -50,12 +50,12 @@ func TestSpellings(t *testing.T) {
 			t.Errorf("%q: %+v", args, c)
 		}
 	}
-	c, err := ParseFlags(SendBW, strings.Fields("-s 4K -c UD -b -q 4 -Q 10 --report_gbits -a --link afpacket --perftest_version 6.24 -D 3"))
+	c, err := ParseFlags(SendBW, strings.Fields("-s 4K -c UD -b -q 4 -Q 10 --report_gbits --link afpacket --perftest_version 6.24 -D 3 --pcap x.pcapng"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Size != 4096 || c.Conn != ConnUD || !c.Duplex || c.NumQPs != 4 || c.CQMod != 10 || !c.CQModSet ||
-		c.ReportFmt != ReportGbits || c.Method != RunAll || c.Link != "afpacket" || c.Claim != V624 || c.TestType != Duration || c.Duration != 3 {
+		c.ReportFmt != ReportGbits || c.Link != "afpacket" || c.Claim != V624 || c.TestType != Duration || c.Duration != 3 || c.Pcap != "x.pcapng" {
 		t.Errorf("%+v", c)
 	}
 	if c, _ := ParseFlags(WriteBW, []string{"-s", "1M", "--write_with_imm"}); c.Size != 1<<20 || c.Verb() != VerbWriteImm {
@@ -100,6 +100,8 @@ func TestFlagErrors(t *testing.T) {
 		{WriteLat, "-l 2", false, "Post list is supported in BW tests only"},
 		{WriteBW, "-l 3 -n 100", false, "Number of iterations must be a multiple of post list size"},
 		{WriteBW, "-l 4 -Q 3 -n 100", false, "Post list size must be a multiple of CQ moderation"},
+		{SendBW, "-D 2 -e", false, "Duration mode doesn't work with events."},
+		{ReadBW, "-D 2 -a", false, "Duration mode currently doesn't support running on all sizes."},
 		{WriteBW, "--latency_gap 5", false, "Latency gap feature is only for latency tests"},
 		{WriteBW, "-w fast", false, "Invalid limit_bw value"},
 		{SendBW, "--odp", false, "on-demand paging (--odp) is not supported by roced"},
