@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/oob/perftest"
@@ -68,15 +69,16 @@ func newTraffic(parent context.Context, c *ptCtx) (t *ptTraffic, stop func()) {
 	t = &ptTraffic{c: c, cfg: c.cfg, ctx: ctx, wc: make([]cq.WC, 16)}
 	t.progress()
 	done := make(chan struct{})
+	limit := ptStall
 	go func() {
-		tick := time.NewTicker(min(ptStall/4, time.Second))
+		tick := time.NewTicker(min(limit/4, time.Second))
 		defer tick.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case <-tick.C:
-				if time.Duration(cycles()-t.last.Load()) > ptStall {
+				if time.Duration(cycles()-t.last.Load()) > limit {
 					cancel(errStalled)
 					return
 				}
@@ -120,14 +122,21 @@ func (t *ptTraffic) waitCQ(q *cq.CQ, wc []cq.WC) (int, error) {
 	}
 }
 
-// waitByte spins until the byte at b[0] is want: write_lat's poll of the
-// last byte the peer's RDMA WRITE fills. The engine writes the buffer with
-// the QP's lock held, so taking that lock (State) before each look orders
-// the read after the write.
-func (t *ptTraffic) waitByte(x *qp.QP, b []byte, want byte, stop func() bool) error {
+// waitWrite spins until the peer's RDMA WRITE number n has landed and the
+// last byte of our buffer, b[0], holds want: write_lat's poll of that
+// byte. The engine copies a WRITE into the buffer with the QP's lock held
+// and advances the responder's expected PSN under the same lock, so the
+// byte is read only once Query (which takes the lock) shows the PSN past
+// the message: the copy is then ordered before the read, and the peer
+// writes nothing more until we answer. (A bare read of the byte while the
+// engine may be copying would be a data race.)
+func (t *ptTraffic) waitWrite(x *qp.QP, firstPSN uint32, n, pkts uint64, b []byte, want byte, stop func() bool) error {
+	next := (firstPSN + uint32(n*pkts)) & bth.PSNMask
 	for spin := 0; ; spin++ {
-		x.State()
-		if b[0] == want || stop() {
+		a, _ := x.Query()
+		// PSNs are 24-bit serial numbers: the expected PSN is at or past
+		// next when next lies within the 2^23 PSNs behind it.
+		if (a.RQPSN-next)&bth.PSNMask < 1<<23 && b[0] == want || stop() {
 			return nil
 		}
 		if spin%ptSpins == ptSpins-1 {
@@ -699,13 +708,24 @@ func (t *ptTraffic) latWrite(size uint64, r *recvPoster) (latRun, error) {
 	wr := t.latWR(size, true)
 	postBuf := c.bytesAt(c.sendArea(0)+size-1, 1)
 	pollBuf := c.bytesAt(c.remoteArea(0)+size-1, 1)
-	return t.pingPong(size, !t.cfg.IsServer(), &wr, func(k uint64) { postBuf[0] = byte(k) },
+	// The PSN the peer's messages of this run start at (the peer may
+	// have sent its first before we look), and how many packets each
+	// takes.
+	first, pkts := c.peerPSN, (size+uint64(t.cfg.MTU)-1)/uint64(t.cfg.MTU)
+	var got uint64
+	run, err := t.pingPong(size, !t.cfg.IsServer(), &wr, func(k uint64) { postBuf[0] = byte(k) },
 		func(rcnt uint64, stop func() bool) error {
-			if !imm {
-				return t.waitByte(x, pollBuf, byte(rcnt), stop)
+			if imm {
+				return t.waitRecv(r, stop)
 			}
-			return t.waitRecv(r, stop)
+			err := t.waitWrite(x, first, rcnt, pkts, pollBuf, byte(rcnt), stop)
+			if err == nil && !stop() {
+				got = rcnt
+			}
+			return err
 		})
+	c.peerPSN = (first + uint32(got*pkts)) & bth.PSNMask
+	return run, err
 }
 
 // latSendRecv is run_iter_lat_send: a ping-pong of SENDs; the client sends

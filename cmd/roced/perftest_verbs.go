@@ -97,7 +97,9 @@ type ptCtx struct {
 	ahs    []*qp.AH
 	my     []perftest.Record
 	rem    []perftest.Record
-	mtu    qp.MTU
+	// peerPSN is the PSN of the peer's next write to QP 0 (write_lat
+	// follows the peer's messages by their PSNs).
+	peerPSN uint32
 }
 
 // receives reports whether this side posts receive WQEs: the receiver of
@@ -234,6 +236,9 @@ func (c *ptCtx) connect(i int, rem perftest.Record, mtu qp.MTU) error {
 	}
 	if err := x.Modify(&rtr, mask); err != nil {
 		return fmt.Errorf("Failed to modify QP %d to RTR: %w", x.QPN(), err)
+	}
+	if i == 0 {
+		c.peerPSN = rem.PSN & bth.PSNMask
 	}
 	if !c.sends() {
 		return nil // the bandwidth servers stay in RTR, as perftest leaves them
