@@ -498,6 +498,9 @@ func (c *Config) Resolve(portMTU MTU, maxReads int, v Version) []string {
 	if c.Method == RunAll {
 		c.Size = 8388608
 	}
+	if verb == VerbAtomic {
+		c.Size = 8 // whatever -s or -a said: an atomic is one 64-bit word
+	}
 	if c.TestType == Duration {
 		c.Iters = 0
 		if !c.NoPeak && c.Test.BW() {

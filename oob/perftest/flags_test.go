@@ -135,6 +135,12 @@ func TestResolve(t *testing.T) {
 	if c.OutReads != 128 || c.InlineSize != 0 || len(notes) != 1 || notes[0] != ResultLine() {
 		t.Errorf("read_bw: %+v %q", c, notes)
 	}
+	for _, args := range []string{"-s 64", "-a"} {
+		c, _ = ParseFlags(AtomicBW, strings.Fields(args))
+		if c.Resolve(3, 128, V624); c.Size != 8 {
+			t.Errorf("atomic_bw %s: size %d", args, c.Size)
+		}
+	}
 	c, _ = ParseFlags(SendBW, strings.Fields("-l 4 -n 100 host"))
 	notes = c.Resolve(3, 128, V624)
 	if c.CQMod != 4 || len(notes) != 2 || notes[1] != "Post List requested - CQ moderation will be the size of the post list" {
