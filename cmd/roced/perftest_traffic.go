@@ -246,8 +246,9 @@ func (t *ptTraffic) newSender(size uint64) *bwSender {
 	b := &bwSender{t: t, size: size, iters: t.cfg.Iters, scnt: make([]uint64, q), ccnt: make([]uint64, q),
 		duration: t.cfg.TestType == perftest.Duration}
 	for range q {
-		b.wrs = append(b.wrs, make([]qp.SendWR, t.cfg.PostList))
-		b.sges = append(b.sges, make([]mr.SGE, t.cfg.PostList))
+		n := max(ptBatch/t.cfg.PostList, 1) * t.cfg.PostList
+		b.wrs = append(b.wrs, make([]qp.SendWR, n))
+		b.sges = append(b.sges, make([]mr.SGE, n))
 	}
 	tot := b.iters * uint64(q)
 	b.s = bwSamples{size: size, iters: tot, noPeak: t.cfg.NoPeak, postList: t.cfg.PostList, cqMod: t.cfg.CQMod}
@@ -261,8 +262,16 @@ func (t *ptTraffic) newSender(size uint64) *bwSender {
 
 func (b *bwSender) tot() uint64 { return b.iters * uint64(len(b.scnt)) }
 
+// ptBatch bounds the work requests one post call hands the engine.
+const ptBatch = 64
+
 // post fills every QP's send queue up to the tx depth and reports whether
-// it posted anything.
+// it posted anything. Each of the tool's posts (one work request, or a
+// list of -l) is stamped as the tool stamps it, but consecutive posts go
+// to the engine in one call: on an HCA ibv_post_send is a doorbell, in
+// goroce each call ends in a system call that sends what is due, and a
+// call per message would halve the small-message rate. The packets on
+// the wire are the same, back to back.
 func (b *bwSender) post(now int64) (bool, error) {
 	t, cfg := b.t, b.t.cfg
 	pl := uint64(cfg.PostList)
@@ -270,44 +279,49 @@ func (b *bwSender) post(now int64) (bool, error) {
 	cqMod := uint64(cfg.CQMod)
 	posted := false
 	for i, x := range t.c.qps {
-		for (b.duration || b.scnt[i] < b.iters) && b.scnt[i]+pl <= tx+b.ccnt[i] {
-			if b.duration && b.ph.at(now) == phaseEnd {
-				return posted, nil
-			}
-			for j := range b.wrs[i] {
-				k := b.scnt[i] + uint64(j)
+		if b.duration && b.ph.at(now) == phaseEnd {
+			return posted, nil
+		}
+		n := 0
+		for (b.duration || b.scnt[i] < b.iters) && b.scnt[i]+pl <= tx+b.ccnt[i] && n+int(pl) <= len(b.wrs[i]) {
+			for j := range pl {
+				k := b.scnt[i] + j
 				var signaled bool
 				if pl == 1 {
 					signaled = k%cqMod == cqMod-1 || !b.duration && k == b.iters-1
 				} else {
-					signaled = (uint64(j)+1)%cqMod == 0
+					signaled = (j+1)%cqMod == 0
 				}
 				// A post list keeps its addresses from post to post.
-				n := k
+				off := k
 				if pl > 1 {
-					n = uint64(j)
+					off = j
 				}
-				wr := &b.wrs[i][j]
-				wr.SGL = b.sges[i][j : j+1]
-				t.sendWR(wr, &b.sges[i][j], i, n, b.size, signaled)
+				wr := &b.wrs[i][n]
+				wr.SGL = b.sges[i][n : n+1]
+				t.sendWR(wr, &b.sges[i][n], i, off, b.size, signaled)
 				wr.WRID = uint64(i)<<ptIndexShift | k
+				n++
 			}
 			if !b.s.noPeak {
 				b.s.posted[b.totS] = cycles()
 			}
-			var err error
-			if pl == 1 {
-				err = x.PostSend(&b.wrs[i][0])
-			} else {
-				err = x.PostSendList(b.wrs[i])
-			}
-			if err != nil {
-				return posted, fmt.Errorf("Couldn't post send: qp %d scnt=%d: %w", i, b.scnt[i], err)
-			}
 			b.scnt[i] += pl
 			b.totS += pl
-			posted = true
 		}
+		if n == 0 {
+			continue
+		}
+		var err error
+		if n == 1 {
+			err = x.PostSend(&b.wrs[i][0])
+		} else {
+			err = x.PostSendList(b.wrs[i][:n])
+		}
+		if err != nil {
+			return posted, fmt.Errorf("Couldn't post send: qp %d scnt=%d: %w", i, b.scnt[i], err)
+		}
+		posted = true
 	}
 	return posted, nil
 }
