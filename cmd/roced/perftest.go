@@ -373,17 +373,13 @@ func (r *ptRun) walk(ctx context.Context, steps []perftest.Step) error {
 	return nil
 }
 
-// receiver reports whether this side's traffic is receiving messages
-// that consume receive WQEs.
-func (r *ptRun) receiver() bool { return r.pc.receives() }
-
 // prepare readies a traffic step before the handshake that precedes it:
 // the receive WQEs of the receiving sides (ctx_set_recv_wqes).
 func (r *ptRun) prepare(st perftest.Step) error {
-	if !r.receiver() || st.Passive {
+	if !r.pc.receives() || st.Passive {
 		return nil
 	}
-	r.poster = (&ptTraffic{c: r.pc, cfg: &r.cfg}).newRecvPoster(st.Size)
+	r.poster = newRecvPoster(r.pc, st.Size)
 	if err := r.poster.fill(); err != nil {
 		return failWith(" "+err.Error(), " Failed to post receive recv_wqes")
 	}
@@ -411,7 +407,6 @@ func (r *ptRun) traffic(ctx context.Context, st perftest.Step) error {
 	}
 	t, stop := newTraffic(ctx, r.pc)
 	defer stop()
-	t.recvd = 0
 	if c.Test.BW() {
 		var s bwSamples
 		var err error

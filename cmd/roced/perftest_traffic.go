@@ -376,8 +376,8 @@ func (b *bwSender) finish() bwSamples {
 	return b.s
 }
 
-// waitUntil blocks for a completion, and with -D no later than the end
-// of the current phase.
+// waitBounded blocks for a completion of q, and no later than deadline
+// (in cycles; 0: no deadline) when -D needs to see its phases change.
 func (t *ptTraffic) waitBounded(q *cq.CQ, deadline int64) (int, error) {
 	if deadline == 0 {
 		return t.waitCQ(q, t.wc)
@@ -476,7 +476,7 @@ func (t *ptTraffic) warmUp(size uint64) error {
 // recvPoster posts a receiving side's receive WQEs (ctx_set_recv_wqes and
 // the reposts of the receive loops).
 type recvPoster struct {
-	t      *ptTraffic
+	c      *ptCtx
 	size   uint64
 	posted []uint64 // per QP
 	cycle  bool     // bandwidth receives rotate through the cycle buffer
@@ -484,26 +484,26 @@ type recvPoster struct {
 	sge    [1]mr.SGE
 }
 
-func (t *ptTraffic) newRecvPoster(size uint64) *recvPoster {
-	r := &recvPoster{t: t, size: size, posted: make([]uint64, len(t.c.qps)), cycle: t.cfg.Test.BW()}
+func newRecvPoster(c *ptCtx, size uint64) *recvPoster {
+	r := &recvPoster{c: c, size: size, posted: make([]uint64, len(c.qps)), cycle: c.cfg.Test.BW()}
 	r.wr.SGL = r.sge[:]
 	return r
 }
 
 // perQP is how many receives each QP starts with.
 func (r *recvPoster) perQP() int {
-	n := r.t.cfg.RxDepth
-	if r.t.c.srq != nil {
-		n /= len(r.t.c.qps)
+	n := r.c.cfg.RxDepth
+	if r.c.srq != nil {
+		n /= len(r.c.qps)
 	}
 	return max(n, 1)
 }
 
 func (r *recvPoster) post(i int) error {
-	c := r.t.c
+	c := r.c
 	length := r.size
 	base := c.remoteArea(i)
-	if r.t.cfg.Conn == perftest.ConnUD {
+	if c.cfg.Conn == perftest.ConnUD {
 		length += ptUDAddition
 		base += ptCacheLine - ptUDAddition
 	}
@@ -529,7 +529,7 @@ func (r *recvPoster) post(i int) error {
 
 // fill is ctx_set_recv_wqes: the initial receives of every QP.
 func (r *recvPoster) fill() error {
-	for i := range r.t.c.qps {
+	for i := range r.c.qps {
 		for range r.perQP() {
 			if err := r.post(i); err != nil {
 				return err
@@ -694,8 +694,8 @@ func (t *ptTraffic) bwBidir(size uint64, r *recvPoster) (bwSamples, error) {
 	return b.finish(), nil
 }
 
-// latSend sends message k of a latency test on QP 0 (always from the start
-// of the areas: the latency tests do not rotate addresses).
+// latWR is a latency test's work request on QP 0: always from and to the
+// start of the areas (the latency tests do not rotate addresses).
 func (t *ptTraffic) latWR(size uint64, signaled bool) qp.SendWR {
 	var wr qp.SendWR
 	wr.SGL = make([]mr.SGE, 1)
