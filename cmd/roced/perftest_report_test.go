@@ -2,7 +2,13 @@ package main
 
 import (
 	"math"
+	"net/netip"
 	"testing"
+
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/oob/perftest"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -119,5 +125,29 @@ func TestCycleOffsets(t *testing.T) {
 	}
 	if ptBuffSize(100) != 4096 || ptBuffSize(65536) != 65536 || ptInc(1) != 64 || ptInc(65) != 128 {
 		t.Error("BUFF_SIZE / INC")
+	}
+}
+
+// TestDeviceAttr: the negotiation struct carries the engine's limits; the
+// peer lowers its outstanding reads to MaxQPRdAtom.
+func TestDeviceAttr(t *testing.T) {
+	link, err := nic.NewMemNet(1).Attach(netip.MustParseAddr("192.0.2.1"), nic.MemOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := transport.Open(link, transport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	a := ptDeviceAttr(dev)
+	if a.MaxQPRdAtom != qp.MaxRdAtomic || a.MaxQPInitRdAtom != qp.MaxRdAtomic || a.MaxQPWR != qp.MaxWR ||
+		a.MaxSGE != qp.MaxSGE || a.MaxSRQWR != qp.MaxWR || a.PhysPortCnt != 1 || a.MaxPkeys != 1 || a.AtomicCap != 1 {
+		t.Errorf("%+v", a)
+	}
+	p := perftest.Params{Attr: a}
+	back, err := perftest.ParseParams(p.Marshal())
+	if err != nil || back.Attr != a {
+		t.Errorf("attributes do not survive the wire: %v", err)
 	}
 }

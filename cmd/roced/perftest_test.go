@@ -462,6 +462,11 @@ func TestPerftestBadPeer(t *testing.T) {
 			readN(c, perftest.RecordSize)
 			c.Write([]byte("0000:0001"))
 		}, "Failed to exchange data between server and clients"},
+		{"unroutable GID", func(c net.Conn) {
+			upToMTU(c)
+			readN(c, perftest.RecordSize)
+			c.Write(perftest.Record{QPN: 0x20, PSN: 1}.Marshal(true)) // GID ::
+		}, "Unable to Connect the HCA's through the link"},
 		{"QP that does not exist", func(c net.Conn) {
 			upToMTU(c)
 			// Records naming QP 0xabcdef at the server's address: the
