@@ -3,6 +3,7 @@ package perftest
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/goroce/goroce/oob/internal/getopt"
@@ -20,53 +21,58 @@ type Config struct {
 	Test       Test
 	ServerName string // host operand; empty: this side is the server
 
-	Port       int    // -p, --port (18515)
-	IBPort     int    // -i, --ib-port (1)
-	MTU        int    // -m, --mtu in bytes (0: the port's active MTU)
-	Size       uint64 // -s, --size (BW 65536, LAT 2, atomic 8); K/M suffixes
-	SizeSet    bool   // -s given (req_size)
-	Iters      uint64 // -n, --iters (write_bw 5000, others 1000; >= 5)
-	TxDepth    int    // -t, --tx-depth (BW 128, LAT 1)
-	RxDepth    int    // -r, --rx-depth (send/write 512, read/atomic 1)
-	QPTimeout  int    // -u, --qp-timeout (14)
-	SL         int    // -S, --sl (0)
-	GIDIndex   int    // -x, --gid-index (-1: none; 0 on Ethernet)
-	Method     int32  // RunRegular; -a RunAll; --run_infinitely
-	CPUFreq    bool   // -F, --CPU-freq: no cpufreq warning
-	Conn       int32  // -c, --connection RC|UC|UD (RC)
-	NumQPs     int    // -q, --qp (1; BW tests only)
-	Events     bool   // -e, --events (not WRITE)
-	InlineSize int    // -I, --inline_size (-1: device default)
-	OutReads   int    // -o, --outs (0: the device's max_qp_rd_atom)
-	TOS        int    // -T, --tos (-1)
-	HopLimit   int    // -L, --hop_limit (64)
-	Duplex     bool   // -b, --bidirectional (BW tests)
-	NoPeak     bool   // -N, --noPeak (BW tests)
-	CQMod      int    // -Q, --cq-mod (100)
-	CQModSet   bool
-	AtomicType int32  // -A, --atomic_type CMP_AND_SWAP|FETCH_AND_ADD (FETCH_AND_ADD)
-	PostList   int    // -l, --post_list (1)
-	TestType   int32  // Iterations; -D, --duration makes it Duration
-	Duration   int    // -D seconds (5)
-	Margin     int    // -f, --margin (-1)
-	Cycles     bool   // -C, --report-cycles (LAT)
-	Histogram  bool   // -H, --report-histogrm (LAT)
-	Unsorted   bool   // -U, --report-unsorted (LAT)
-	ReportFmt  int32  // ReportMiB; --report_gbits gives ReportGbits
-	ReportBoth bool   // --report-both
-	WriteImm   bool   // --write_with_imm (write tests, 6.24+)
-	UseSRQ     bool   // --use-srq (send tests)
-	IPv6       bool   // --ipv6 / --ipv6-addr: TCP exchange over IPv6
-	NoXchgVers bool   // --dont_xchg_versions
-	WarmUp     bool   // --perform_warm_up
-	NoPCIeRO   bool   // --disable_pcie_relaxed
-	OldPost    bool   // --use_old_post_send
-	TClass     int    // --tclass
-	Retry      int    // --retry_count (7)
-	PKeyIndex  int    // --pkey_index
-	Output     string // --output bandwidth|message_rate|latency
-	Version    bool   // -V, --version
-	Help       bool   // -h, --help
+	Port        int    // -p, --port (18515)
+	IBPort      int    // -i, --ib-port (1)
+	MTU         int    // -m, --mtu in bytes (0: the port's active MTU)
+	Size        uint64 // -s, --size (BW 65536, LAT 2, atomic 8); K/M suffixes
+	SizeSet     bool   // -s given (req_size)
+	Iters       uint64 // -n, --iters (write_bw 5000, others 1000; >= 5)
+	TxDepth     int    // -t, --tx-depth (BW 128, LAT 1)
+	RxDepth     int    // -r, --rx-depth (send/write 512, read/atomic 1)
+	QPTimeout   int    // -u, --qp-timeout (14)
+	SL          int    // -S, --sl (0)
+	GIDIndex    int    // -x, --gid-index (-1: none; 0 on Ethernet)
+	Method      int32  // RunRegular; -a RunAll; --run_infinitely
+	CPUFreq     bool   // -F, --CPU-freq: no cpufreq warning
+	Conn        int32  // -c, --connection RC|UC|UD (RC)
+	NumQPs      int    // -q, --qp (1; BW tests only)
+	Events      bool   // -e, --events (not WRITE)
+	InlineSize  int    // -I, --inline_size (-1: device default)
+	OutReads    int    // -o, --outs (0: the device's max_qp_rd_atom)
+	TOS         int    // -T, --tos (-1)
+	HopLimit    int    // -L, --hop_limit (64)
+	Duplex      bool   // -b, --bidirectional (BW tests)
+	NoPeak      bool   // -N, --noPeak (BW tests)
+	CQMod       int    // -Q, --cq-mod (100)
+	CQModSet    bool
+	AtomicType  int32   // -A, --atomic_type CMP_AND_SWAP|FETCH_AND_ADD (FETCH_AND_ADD)
+	PostList    int     // -l, --post_list (1)
+	TestType    int32   // Iterations; -D, --duration makes it Duration
+	Duration    int     // -D seconds (5)
+	Margin      int     // -f, --margin (-1)
+	Cycles      bool    // -C, --report-cycles (LAT)
+	Histogram   bool    // -H, --report-histogrm (LAT)
+	Unsorted    bool    // -U, --report-unsorted (LAT)
+	ReportFmt   int32   // ReportMiB; --report_gbits gives ReportGbits
+	ReportBoth  bool    // --report-both
+	WriteImm    bool    // --write_with_imm (write tests, 6.24+)
+	UseSRQ      bool    // --use-srq (send tests)
+	IPv6        bool    // --ipv6 / --ipv6-addr: TCP exchange over IPv6
+	NoXchgVers  bool    // --dont_xchg_versions
+	WarmUp      bool    // --perform_warm_up
+	NoPCIeRO    bool    // --disable_pcie_relaxed
+	OldPost     bool    // --use_old_post_send
+	TClass      int     // --tclass
+	Retry       int     // --retry_count (7)
+	PKeyIndex   int     // --pkey_index
+	Output      string  // --output bandwidth|message_rate|latency
+	LimitBW     float64 // -w, --limit_bw: fail below this average (report units)
+	LimitRate   float64 // -y, --limit_msgrate: fail below this message rate (Mpps)
+	LatencyGap  int     // --latency_gap: microseconds between latency posts
+	FlowLabel   int     // --flow_label: the GRH flow label
+	WaitDestroy int     // --wait_destroy: seconds before tearing down
+	Version     bool    // -V, --version
+	Help        bool    // -h, --help
 
 	// Device is -d: roced takes the local interface or IP address to use
 	// (the real tool takes an IB device name). Empty: the interface that
@@ -77,6 +83,9 @@ type Config struct {
 	// Claim is goroce's --perftest_version: the version roced claims as a
 	// client, its ceiling as a server, and the output dialect.
 	Claim Version
+	// Pcap is goroce's --pcap: a pcap or pcapng file receiving every
+	// RoCEv2 frame the run sends and receives.
+	Pcap string
 }
 
 // IsServer reports whether this side waits for a client.
@@ -156,7 +165,7 @@ func perftestOptions() []getopt.Option {
 	}
 	for _, l := range []string{"tclass", "retry_count", "pkey_index", "output", "latency_gap",
 		"flow_label", "bind_source_ip", "recv_post_list", "out_json_file", "wait_destroy",
-		"link", "perftest_version"} {
+		"link", "perftest_version", "pcap"} {
 		out = append(out, getopt.Option{Long: l, Arg: req})
 	}
 	return out
@@ -169,6 +178,9 @@ var unsupported = map[string]string{
 	"rdma_cm": "RDMA CM QPs (-R)", "comm_rdma_cm": "RDMA CM data exchange (-z)",
 	"mcg": "multicast (-g)", "MGID": "multicast (-M)", "dualport": "dual-port mode (-O)",
 	"connectionless": "--connectionless", "reversed": "--reversed", "report-per-port": "--report-per-port",
+	"odp": "on-demand paging (--odp)", "use_hugepages": "--use_hugepages", "mr_per_qp": "--mr_per_qp",
+	"cpu_util": "--cpu_util", "out_json": "--out_json", "out_json_file": "--out_json_file",
+	"bind_source_ip": "--bind_source_ip", "recv_post_list": "--recv_post_list",
 }
 
 // ParseFlags parses a perftest command line (without the program name).
@@ -342,6 +354,22 @@ func ParseFlags(t Test, args []string) (Config, error) {
 			default:
 				return fail("Invalid output type %q (bandwidth, message_rate or latency)", m.Value)
 			}
+		case "limit_bw", "limit_msgrate":
+			f, err := strconv.ParseFloat(m.Value, 64)
+			if err != nil || f < 0 {
+				return fail("Invalid %s value %q", name, m.Value)
+			}
+			if name == "limit_bw" {
+				c.LimitBW = f
+			} else {
+				c.LimitRate = f
+			}
+		case "latency_gap":
+			c.LatencyGap, e = num(0, 1<<31-1, "Latency gap")
+		case "flow_label":
+			c.FlowLabel, e = num(0, 1<<20-1, "Flow label")
+		case "wait_destroy":
+			c.WaitDestroy, e = num(0, 1<<31-1, "wait_destroy")
 		case "version":
 			c.Version = true
 		case "help":
@@ -351,6 +379,8 @@ func ParseFlags(t Test, args []string) (Config, error) {
 			if l, e = pingpong.ParseLink(m.Value); e == nil {
 				c.Link = l
 			}
+		case "pcap":
+			c.Pcap = m.Value
 		case "perftest_version":
 			v := Version(m.Value)
 			if _, e = v.Marshal(); e == nil && !v.atLeast(minPeer) {
@@ -371,6 +401,27 @@ func ParseFlags(t Test, args []string) (Config, error) {
 	}
 	if c.NoXchgVers {
 		return fail("--dont_xchg_versions is not supported by roced: the version step decides the protocol")
+	}
+	// force_dependencies' post list rules that need no device.
+	if c.PostList > 1 {
+		if !t.BW() {
+			return fail("Post list is supported in BW tests only")
+		}
+		if c.TestType == Iterations && c.Iters%uint64(c.PostList) != 0 {
+			return fail("Number of iterations must be a multiple of post list size")
+		}
+		if c.CQModSet && c.PostList%c.CQMod != 0 {
+			return fail("Post list size must be a multiple of CQ moderation")
+		}
+	}
+	if c.TestType == Duration && c.Events {
+		return fail("Duration mode doesn't work with events.")
+	}
+	if c.TestType == Duration && c.Method == RunAll {
+		return fail("Duration mode currently doesn't support running on all sizes.")
+	}
+	if c.LatencyGap > 0 && t.BW() {
+		return fail("Latency gap feature is only for latency tests")
 	}
 	return c, nil
 }
@@ -436,12 +487,19 @@ func (c *Config) Resolve(portMTU MTU, maxReads int, v Version) []string {
 	if c.Size > 8192 && c.Conn != ConnUD && c.Method != RunAll && !c.Events && !c.CQModSet {
 		c.CQMod = 1
 	}
+	if c.PostList > 1 && !c.CQModSet {
+		c.CQMod = c.PostList
+		notes = append(notes, resultLine, "Post List requested - CQ moderation will be the size of the post list")
+	}
 	c.CQMod = min(c.CQMod, c.TxDepth)
 	if verb == VerbRead || verb == VerbAtomic {
 		c.InlineSize = 0
 	}
 	if c.Method == RunAll {
 		c.Size = 8388608
+	}
+	if verb == VerbAtomic {
+		c.Size = 8 // whatever -s or -a said: an atomic is one 64-bit word
 	}
 	if c.TestType == Duration {
 		c.Iters = 0
@@ -480,10 +538,27 @@ func (c *Config) Resolve(portMTU MTU, maxReads int, v Version) []string {
 	if c.MTU == 0 {
 		c.MTU = portMTU.Bytes()
 	}
-	if c.Conn == ConnUD && c.Size > uint64(c.MTU) {
-		c.Size = uint64(c.MTU)
-	}
 	return notes
+}
+
+// ErrUDSize is check_mtu's refusal of a UD message larger than the
+// negotiated MTU given with -s.
+var ErrUDSize = errors.New("Max message size in UD cannot be greater than MTU")
+
+// FitUD is check_mtu's UD rule, applied once both sides agreed on mtu: a
+// UD message must fit one packet. A size the user did not ask for (the
+// default, or -a) shrinks to the MTU with the two lines returned (the tools
+// write them on stderr); an explicit -s above the MTU is ErrUDSize, on
+// which the tools exit 1 after the MTU step. 6.06 and 6.24 alike.
+func (c *Config) FitUD(mtu MTU) ([]string, error) {
+	if c.Conn != ConnUD || c.Size <= uint64(mtu.Bytes()) {
+		return nil, nil
+	}
+	if c.SizeSet && c.Method != RunAll {
+		return nil, ErrUDSize
+	}
+	c.Size = uint64(mtu.Bytes())
+	return []string{fmt.Sprintf(" Max msg size in UD is MTU %d", mtu.Bytes()), " Changing to this MTU"}, nil
 }
 
 // InlineNotice is the stderr line that goes with the dashed line Resolve

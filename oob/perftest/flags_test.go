@@ -50,12 +50,12 @@ func TestSpellings(t *testing.T) {
 			t.Errorf("%q: %+v", args, c)
 		}
 	}
-	c, err := ParseFlags(SendBW, strings.Fields("-s 4K -c UD -b -q 4 -Q 10 --report_gbits -a --link afpacket --perftest_version 6.24 -D 3"))
+	c, err := ParseFlags(SendBW, strings.Fields("-s 4K -c UD -b -q 4 -Q 10 --report_gbits --link afpacket --perftest_version 6.24 -D 3 --pcap x.pcapng"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Size != 4096 || c.Conn != ConnUD || !c.Duplex || c.NumQPs != 4 || c.CQMod != 10 || !c.CQModSet ||
-		c.ReportFmt != ReportGbits || c.Method != RunAll || c.Link != "afpacket" || c.Claim != V624 || c.TestType != Duration || c.Duration != 3 {
+		c.ReportFmt != ReportGbits || c.Link != "afpacket" || c.Claim != V624 || c.TestType != Duration || c.Duration != 3 || c.Pcap != "x.pcapng" {
 		t.Errorf("%+v", c)
 	}
 	if c, _ := ParseFlags(WriteBW, []string{"-s", "1M", "--write_with_imm"}); c.Size != 1<<20 || c.Verb() != VerbWriteImm {
@@ -97,6 +97,15 @@ func TestFlagErrors(t *testing.T) {
 		{SendBW, "-n abc", false, "invalid Iteration num"},
 		{SendBW, "--dont_xchg_versions", false, "not supported by roced"},
 		{ReadLat, "--write_with_imm", false, "only for the write tests"},
+		{WriteLat, "-l 2", false, "Post list is supported in BW tests only"},
+		{WriteBW, "-l 3 -n 100", false, "Number of iterations must be a multiple of post list size"},
+		{WriteBW, "-l 4 -Q 3 -n 100", false, "Post list size must be a multiple of CQ moderation"},
+		{SendBW, "-D 2 -e", false, "Duration mode doesn't work with events."},
+		{ReadBW, "-D 2 -a", false, "Duration mode currently doesn't support running on all sizes."},
+		{WriteBW, "--latency_gap 5", false, "Latency gap feature is only for latency tests"},
+		{WriteBW, "-w fast", false, "Invalid limit_bw value"},
+		{SendBW, "--odp", false, "on-demand paging (--odp) is not supported by roced"},
+		{SendBW, "--recv_post_list 4", false, "--recv_post_list is not supported by roced"},
 	}
 	for _, tt := range tests {
 		_, err := ParseFlags(tt.test, strings.Fields(tt.args))
@@ -126,10 +135,16 @@ func TestResolve(t *testing.T) {
 	if c.OutReads != 128 || c.InlineSize != 0 || len(notes) != 1 || notes[0] != ResultLine() {
 		t.Errorf("read_bw: %+v %q", c, notes)
 	}
-	c, _ = ParseFlags(SendBW, strings.Fields("-c UD -s 4096 -a"))
-	c.Resolve(3, 128, V624)
-	if c.Size != 1024 {
-		t.Errorf("UD -a size %d", c.Size)
+	for _, args := range []string{"-s 64", "-a"} {
+		c, _ = ParseFlags(AtomicBW, strings.Fields(args))
+		if c.Resolve(3, 128, V624); c.Size != 8 {
+			t.Errorf("atomic_bw %s: size %d", args, c.Size)
+		}
+	}
+	c, _ = ParseFlags(SendBW, strings.Fields("-l 4 -n 100 host"))
+	notes = c.Resolve(3, 128, V624)
+	if c.CQMod != 4 || len(notes) != 2 || notes[1] != "Post List requested - CQ moderation will be the size of the post list" {
+		t.Errorf("post list: %+v %q", c, notes)
 	}
 	c, _ = ParseFlags(WriteBW, strings.Fields("-m 4096 -n 10"))
 	c.Resolve(3, 128, V624)
@@ -138,6 +153,47 @@ func TestResolve(t *testing.T) {
 	}
 	if sh := c.Shape(3); sh.Test != WriteBW || sh.Role != Server || sh.Size != 65536 {
 		t.Errorf("shape %+v", sh)
+	}
+}
+
+func TestFitUD(t *testing.T) {
+	tests := []struct {
+		args  string
+		size  uint64
+		notes int
+		err   error
+	}{
+		{"-c UD -s 1024", 1024, 0, nil},
+		{"-c UD -s 1", 1, 0, nil},
+		{"-c UD", 1024, 2, nil},            // the 65536 default shrinks
+		{"-c UD -a", 1024, 2, nil},         // -a too, even with -s
+		{"-c UD -s 1025", 0, 0, ErrUDSize}, // an explicit size does not
+		{"-c RC -s 65536", 65536, 0, nil},
+	}
+	for _, tt := range tests {
+		c, err := ParseFlags(SendBW, strings.Fields(tt.args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Resolve(5, 128, V624)
+		notes, err := c.FitUD(3)
+		if !errors.Is(err, tt.err) || len(notes) != tt.notes || err == nil && c.Size != tt.size {
+			t.Errorf("%q: size %d, notes %q, err %v", tt.args, c.Size, notes, err)
+		}
+		if tt.notes > 0 && notes[0] != " Max msg size in UD is MTU 1024" {
+			t.Errorf("%q: %q", tt.args, notes)
+		}
+	}
+}
+
+func TestLimits(t *testing.T) {
+	c, err := ParseFlags(WriteLat, strings.Fields("--latency_gap 7 --flow_label 0x12345 --wait_destroy 2"))
+	if err != nil || c.LatencyGap != 7 || c.FlowLabel != 0x12345 || c.WaitDestroy != 2 {
+		t.Errorf("%+v %v", c, err)
+	}
+	c, err = ParseFlags(WriteBW, strings.Fields("-w 12.5 -y 0.25"))
+	if err != nil || c.LimitBW != 12.5 || c.LimitRate != 0.25 {
+		t.Errorf("%+v %v", c, err)
 	}
 }
 

@@ -1,0 +1,574 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/oob/perftest"
+)
+
+// The perftest commands run in-process, server and client, over the UDP
+// link on loopback: the server on 127.0.0.1, the client on 127.0.0.2, each
+// test on a TCP port of its own.
+
+var (
+	ptPortMu   sync.Mutex
+	ptNextPort = 19300
+	ptListenMu sync.Mutex
+	ptListenCh = map[int]chan struct{}{}
+)
+
+func init() {
+	ptListening = func(port int) {
+		ptListenMu.Lock()
+		defer ptListenMu.Unlock()
+		if ch, ok := ptListenCh[port]; ok {
+			close(ch)
+			delete(ptListenCh, port)
+		}
+	}
+}
+
+func ptPort() int {
+	ptPortMu.Lock()
+	defer ptPortMu.Unlock()
+	ptNextPort++
+	return ptNextPort
+}
+
+// ptSide is what one side of a run printed and returned.
+type ptSide struct {
+	code        int
+	out, errOut string
+}
+
+func (s ptSide) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", s.code, s.out, s.errOut)
+}
+
+// serve starts a server with args on port and returns once it listens.
+func serve(t *testing.T, test perftest.Test, port int, args ...string) <-chan ptSide {
+	t.Helper()
+	listening := make(chan struct{})
+	ptListenMu.Lock()
+	ptListenCh[port] = listening
+	ptListenMu.Unlock()
+	done := make(chan ptSide, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		all := append([]string{"-d", "127.0.0.1", "-x", "1", "-p", strconv.Itoa(port)}, args...)
+		code := runPerftest(test, all, &out, &errOut)
+		done <- ptSide{code, out.String(), errOut.String()}
+	}()
+	select {
+	case <-listening:
+	case s := <-done:
+		t.Fatalf("server ended before listening: %v", s)
+	case <-time.After(10 * time.Second):
+		t.Fatal("server not listening after 10 s")
+	}
+	return done
+}
+
+// connect runs a client with args against the server on port.
+func connect(test perftest.Test, port int, args ...string) ptSide {
+	var out, errOut bytes.Buffer
+	all := append([]string{"-d", "127.0.0.2", "-x", "1", "-p", strconv.Itoa(port)}, args...)
+	all = append(all, "127.0.0.1")
+	code := runPerftest(test, all, &out, &errOut)
+	return ptSide{code, out.String(), errOut.String()}
+}
+
+// pair runs one server and one client.
+func pair(t *testing.T, test perftest.Test, srvArgs, cliArgs []string) (srv, cli ptSide) {
+	t.Helper()
+	port := ptPort()
+	done := serve(t, test, port, srvArgs...)
+	cli = connect(test, port, cliArgs...)
+	select {
+	case srv = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("server still running 60 s after the client ended; client: %v", cli)
+	}
+	return srv, cli
+}
+
+var (
+	bwRow  = regexp.MustCompile(`^ (\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)$`)
+	latRow = regexp.MustCompile(`^ (\d+)\s+(\d+)\s+((?:\S+\s+){6}\S+)\s*$`)
+)
+
+// rows returns the result rows of an output, as [size, iterations].
+func rows(out string, bw bool) [][2]uint64 {
+	var got [][2]uint64
+	inTable := false
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, " #bytes"):
+			inTable = true
+		case l == perftest.ResultLine():
+			inTable = false
+		case inTable:
+			re := latRow
+			if bw {
+				re = bwRow
+			}
+			if m := re.FindStringSubmatch(l); m != nil {
+				size, _ := strconv.ParseUint(m[1], 10, 64)
+				iters, _ := strconv.ParseUint(m[2], 10, 64)
+				got = append(got, [2]uint64{size, iters})
+			}
+		}
+	}
+	return got
+}
+
+// checkOutput checks a side's output: the dialect's first line, the
+// banner, the address lines, and the rows a side of this test prints.
+func checkOutput(t *testing.T, who string, s ptSide, test perftest.Test, server bool, claim perftest.Version, size, iters uint64) {
+	t.Helper()
+	if s.code != 0 {
+		t.Errorf("%s: %v", who, s)
+		return
+	}
+	// 6.29 prints its polling notice first, after any warnings.
+	lines := strings.Split(s.out, "\n")
+	first := 0
+	for strings.HasPrefix(lines[first], " WARNING") {
+		first++
+	}
+	if hasNotice := lines[first] == perftest.DisablingDynamicPolling; hasNotice != (claim == perftest.V629) {
+		t.Errorf("%s: %s output starts %q", who, claim, lines[first])
+	}
+	for _, want := range []string{" local address: LID 0000 QPN ", " remote address: LID 0000 QPN ", " GID index       : 1",
+		" Mtu             : "} {
+		if !strings.Contains(s.out, want) {
+			t.Errorf("%s: no %q in\n%s", who, want, s.out)
+		}
+	}
+	if server && !strings.Contains(s.out, "* Waiting for client to connect... *") {
+		t.Errorf("%s: no waiting banner", who)
+	}
+	unit := "MiB"
+	if claim == perftest.V606 {
+		unit = "MB"
+	}
+	if test.BW() && !strings.Contains(s.out, "BW peak["+unit+"/sec]") {
+		t.Errorf("%s: no %s header in\n%s", who, unit, s.out)
+	}
+	got := rows(s.out, test.BW())
+	if server && (test == perftest.ReadLat || test == perftest.AtomicLat) {
+		if len(got) != 0 || !strings.HasSuffix(s.out, perftest.ResultLine()+"\n") {
+			t.Errorf("%s: a read/atomic latency server prints no row:\n%s", who, s.out)
+		}
+		return
+	}
+	if len(got) != 1 || got[0] != [2]uint64{size, iters} {
+		t.Errorf("%s: rows %v, want [[%d %d]] in\n%s", who, got, size, iters, s.out)
+	}
+	if !strings.HasSuffix(s.out, perftest.ResultLine()+"\n") {
+		t.Errorf("%s: output does not end with the dashed line:\n%s", who, s.out)
+	}
+}
+
+// TestPerftestPairs runs every test, RC and the other transports the
+// test allows, at 1 byte, one MTU, one byte more, and 64 KiB (the atomics
+// at their 8 bytes), with the two sides claiming different versions.
+func TestPerftestPairs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every test over loopback")
+	}
+	type transport struct {
+		test  perftest.Test
+		conns []string
+	}
+	all := []transport{
+		{perftest.WriteBW, []string{"RC", "UC"}},
+		{perftest.WriteLat, []string{"RC", "UC"}},
+		{perftest.ReadBW, []string{"RC"}},
+		{perftest.ReadLat, []string{"RC"}},
+		{perftest.SendBW, []string{"RC", "UC", "UD"}},
+		{perftest.SendLat, []string{"RC", "UC", "UD"}},
+		{perftest.AtomicBW, []string{"RC"}},
+		{perftest.AtomicLat, []string{"RC"}},
+	}
+	// Client and server claims rotate through the three dialects.
+	claims := []perftest.Version{perftest.V606, perftest.V624, perftest.V629}
+	const iters = 20
+	run := 0
+	for _, tr := range all {
+		for _, conn := range tr.conns {
+			sizes := []uint64{1, 1024, 1025, 65536}
+			if tr.test.Verb() == perftest.VerbAtomic {
+				sizes = []uint64{8}
+			}
+			for _, size := range sizes {
+				if conn == "UD" && size > 1024 {
+					continue // TestPerftestUDSize
+				}
+				cliClaim, srvClaim := claims[run%3], claims[(run+1)%3]
+				run++
+				name := fmt.Sprintf("%v/%s/%d/%s-%s", tr.test, conn, size, cliClaim, srvClaim)
+				t.Run(name, func(t *testing.T) {
+					args := []string{"-n", strconv.Itoa(iters), "-c", conn}
+					if tr.test.Verb() != perftest.VerbAtomic {
+						args = append(args, "-s", strconv.FormatUint(size, 10))
+					}
+					srv, cli := pair(t, tr.test,
+						append(slices.Clip(args), "--perftest_version", string(srvClaim)),
+						append(slices.Clip(args), "--perftest_version", string(cliClaim)))
+					checkOutput(t, "server", srv, tr.test, true, srvClaim, size, iters)
+					checkOutput(t, "client", cli, tr.test, false, cliClaim, size, iters)
+				})
+			}
+		}
+	}
+}
+
+// TestPerftestAll runs -a: every size from 2 to 2^23 on send_bw over RC,
+// and, over UD, up to the MTU.
+func TestPerftestAll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 23 sizes")
+	}
+	for _, tt := range []struct {
+		conn string
+		top  int
+	}{{"RC", 23}, {"UD", 10}} { // the UDP link's MTU (1500) gives 1024
+		t.Run(tt.conn, func(t *testing.T) {
+			args := []string{"-a", "-n", "5", "-c", tt.conn}
+			srv, cli := pair(t, perftest.SendBW, args, args)
+			for _, s := range []struct {
+				who  string
+				side ptSide
+			}{{"server", srv}, {"client", cli}} {
+				if s.side.code != 0 {
+					t.Fatalf("%s: %v", s.who, s.side)
+				}
+				got := rows(s.side.out, true)
+				if len(got) != tt.top {
+					t.Fatalf("%s: %d rows, want %d:\n%s", s.who, len(got), tt.top, s.side.out)
+				}
+				for i, r := range got {
+					if r != [2]uint64{1 << (i + 1), 5} {
+						t.Errorf("%s: row %d is %v", s.who, i, r)
+					}
+				}
+			}
+			if tt.conn == "UD" && !strings.Contains(cli.errOut, " Max msg size in UD is MTU 1024") {
+				t.Errorf("UD -a: no MTU notice on stderr:\n%s", cli.errOut)
+			}
+		})
+	}
+}
+
+// TestPerftestUDSize: a UD message larger than the negotiated MTU given
+// with -s is refused by both sides after the MTU step, as perftest 6.06
+// and 6.24 do; without -s the default shrinks to the MTU.
+func TestPerftestUDSize(t *testing.T) {
+	for _, size := range []string{"1025", "65536"} {
+		srv, cli := pair(t, perftest.SendBW, []string{"-c", "UD", "-s", size, "-m", "1024"}, []string{"-c", "UD", "-s", size, "-m", "1024"})
+		for _, s := range []ptSide{srv, cli} {
+			if s.code != 1 || !strings.Contains(s.errOut, "Max message size in UD cannot be greater than MTU") {
+				t.Errorf("-s %s: %v", size, s)
+			}
+		}
+	}
+	srv, cli := pair(t, perftest.SendLat, []string{"-c", "UD", "-n", "10", "-m", "1024"}, []string{"-c", "UD", "-n", "10", "-m", "1024"})
+	checkOutput(t, "server", srv, perftest.SendLat, true, perftest.V629, 2, 10)
+	checkOutput(t, "client", cli, perftest.SendLat, false, perftest.V629, 2, 10)
+	srv, cli = pair(t, perftest.SendBW, []string{"-c", "UD", "-n", "10", "-m", "1024"}, []string{"-c", "UD", "-n", "10", "-m", "1024"})
+	checkOutput(t, "server", srv, perftest.SendBW, true, perftest.V629, 1024, 10)
+	checkOutput(t, "client", cli, perftest.SendBW, false, perftest.V629, 1024, 10)
+	if !strings.Contains(cli.errOut, " Max msg size in UD is MTU 1024\n Changing to this MTU") {
+		t.Errorf("no shrink notice: %q", cli.errOut)
+	}
+}
+
+// TestPerftestVariants covers the flags that change the traffic: QPs,
+// bidirectional, post lists, CQ moderation, duration, SRQ, events, write
+// with immediate, warm-up, latency extras.
+func TestPerftestVariants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loopback runs")
+	}
+	tests := []struct {
+		test  perftest.Test
+		args  string
+		size  uint64
+		iters uint64 // the rows' #iterations
+	}{
+		{perftest.WriteBW, "-q 3 -n 30 -s 4096", 4096, 90},
+		{perftest.ReadBW, "-q 2 -n 30 -s 100 -o 4", 100, 60},
+		{perftest.SendBW, "-q 2 -n 30 -s 300 --use-srq", 300, 60},
+		{perftest.SendBW, "-b -n 40 -s 2000", 2000, 40},
+		{perftest.WriteBW, "-b -n 40 -s 2000 --report-both", 2000, 40},
+		{perftest.WriteBW, "-l 4 -n 40 -s 64", 64, 40},
+		{perftest.SendBW, "-Q 7 -t 20 -n 50 -s 64 -e", 64, 50},
+		{perftest.WriteBW, "--write_with_imm -n 30 -s 700", 700, 30},
+		{perftest.WriteLat, "--write_with_imm -n 30 -s 700", 700, 30},
+		{perftest.ReadBW, "--perform_warm_up -n 30 -s 512", 512, 30},
+		{perftest.AtomicBW, "-A CMP_AND_SWAP -n 30 --report_gbits", 8, 30},
+		{perftest.SendLat, "-n 30 -s 64 --latency_gap 20 -I 0", 64, 30},
+	}
+	for _, tt := range tests {
+		t.Run(tt.test.String()+" "+tt.args, func(t *testing.T) {
+			args := strings.Fields(tt.args)
+			srv, cli := pair(t, tt.test, args, args)
+			bi := strings.Contains(tt.args, "-b")
+			for _, s := range []struct {
+				who    string
+				side   ptSide
+				server bool
+			}{{"server", srv, true}, {"client", cli, false}} {
+				if s.side.code != 0 {
+					t.Fatalf("%s: %v", s.who, s.side)
+				}
+				got := rows(s.side.out, tt.test.BW())
+				want := 1
+				if strings.Contains(tt.args, "--report-both") {
+					want = 3
+				}
+				if len(got) != want || got[0] != [2]uint64{tt.size, tt.iters} {
+					t.Errorf("%s: rows %v, want %d of [%d %d]:\n%s", s.who, got, want, tt.size, tt.iters, s.side.out)
+				}
+				if bi && !strings.Contains(s.side.out, "Bidirectional BW Test") {
+					t.Errorf("%s: title", s.who)
+				}
+			}
+		})
+	}
+}
+
+// TestPerftestDuration runs -D on a bandwidth and a latency test: rows
+// count the messages of the sample window, whatever they are.
+func TestPerftestDuration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two-second runs")
+	}
+	for _, test := range []perftest.Test{perftest.WriteBW, perftest.SendBW, perftest.SendLat, perftest.ReadLat} {
+		t.Run(test.String(), func(t *testing.T) {
+			args := []string{"-D", "2", "-s", "64"}
+			srv, cli := pair(t, test, args, args)
+			for _, s := range []ptSide{srv, cli} {
+				if s.code != 0 {
+					t.Fatalf("%v", s)
+				}
+			}
+			out := cli.out
+			if test.BW() {
+				if r := rows(out, true); len(r) != 1 || r[0][0] != 64 || r[0][1] == 0 {
+					t.Errorf("rows %v:\n%s", r, out)
+				}
+				if !strings.Contains(out, " WARNING: BW peak won't be measured in this run.") {
+					t.Errorf("no warning:\n%s", out)
+				}
+				return
+			}
+			if !strings.Contains(out, "t_avg[usec]    tps average") {
+				t.Errorf("no duration header:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestPerftestMismatch: two 6.29 sides negotiate and refuse a mismatched
+// command line before any traffic, as the real tools do.
+func TestPerftestMismatch(t *testing.T) {
+	srv, cli := pair(t, perftest.WriteBW, []string{"-n", "20", "-s", "64"}, []string{"-n", "30", "-s", "128"})
+	if srv.code != 1 || !strings.Contains(srv.errOut, " size mismatch: local=64, remote=128\n Failed to negotiate parameters") {
+		t.Errorf("server: %v", srv)
+	}
+	if cli.code != 1 || !strings.Contains(cli.errOut, " size mismatch: local=128, remote=64") {
+		t.Errorf("client: %v", cli)
+	}
+	// A 6.24 side does not negotiate: the same command lines run.
+	srv, cli = pair(t, perftest.WriteBW, []string{"-n", "20", "-s", "64", "--perftest_version", "6.24"}, []string{"-n", "20", "-s", "128"})
+	if srv.code != 0 || cli.code != 0 {
+		t.Errorf("6.24 server:\n%v\n%v", srv, cli)
+	}
+}
+
+// fakePeer is a perftest peer that misbehaves at a chosen step; it serves
+// one connection on a port of its own and returns the port.
+func fakePeer(t *testing.T, script func(c net.Conn)) int {
+	t.Helper()
+	port := ptPort()
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		script(c)
+	}()
+	return port
+}
+
+// readN reads one message of n bytes.
+func readN(c net.Conn, n int) []byte {
+	b := make([]byte, n)
+	_, _ = io.ReadFull(c, b)
+	return b
+}
+
+func versionMsg(v string) []byte {
+	b, _ := perftest.Version(v).Marshal()
+	return b
+}
+
+// TestPerftestBadPeer: garbage from the peer ends a run with perftest's
+// error and a non-zero status, never a hang.
+func TestPerftestBadPeer(t *testing.T) {
+	upToMTU := func(c net.Conn) {
+		readN(c, 16)
+		c.Write(versionMsg("6.24"))
+		for range 2 {
+			readN(c, 4)
+			c.Write([]byte{0, 0, 0x10, 0})
+		}
+		readN(c, 2)
+		c.Write([]byte("3\x00"))
+	}
+	tests := []struct {
+		name   string
+		script func(c net.Conn)
+		want   string
+	}{
+		{"old version", func(c net.Conn) { readN(c, 16); c.Write(versionMsg("5.60")) }, "not compatible with versions older than 5.70"},
+		{"garbage version", func(c net.Conn) { readN(c, 16); c.Write(bytes.Repeat([]byte{'x'}, 16)) }, "not compatible"},
+		{"closed at sys data", func(c net.Conn) { readN(c, 16); c.Write(versionMsg("6.24")) }, "Failed to exchange data"},
+		{"garbled record", func(c net.Conn) {
+			upToMTU(c)
+			readN(c, perftest.RecordSize)
+			c.Write(bytes.Repeat([]byte{'z'}, perftest.RecordSize))
+		}, "garbled address record"},
+		{"short record", func(c net.Conn) {
+			upToMTU(c)
+			readN(c, perftest.RecordSize)
+			c.Write([]byte("0000:0001"))
+		}, "Failed to exchange data between server and clients"},
+		{"unroutable GID", func(c net.Conn) {
+			upToMTU(c)
+			readN(c, perftest.RecordSize)
+			c.Write(perftest.Record{QPN: 0x20, PSN: 1}.Marshal(true)) // GID ::
+		}, "Unable to Connect the HCA's through the link"},
+		{"QP that does not exist", func(c net.Conn) {
+			upToMTU(c)
+			// Records naming QP 0xabcdef at the server's address: the
+			// client's writes go unanswered until its retries run out.
+			rec := perftest.Record{OutReads: 1, QPN: 0xabcdef, PSN: 1, RKey: 0x100, VAddr: 0x1000,
+				GID: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}}
+			for {
+				if _, err := io.ReadFull(c, make([]byte, perftest.RecordSize)); err != nil {
+					return
+				}
+				c.Write(rec.Marshal(true))
+			}
+		}, "Completion with error at client"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			port := fakePeer(t, tt.script)
+			done := make(chan ptSide, 1)
+			go func() {
+				done <- connect(perftest.WriteBW, port, "-n", "10", "-s", "64", "-u", "5", "--perftest_version", "6.24")
+			}()
+			select {
+			case s := <-done:
+				if s.code == 0 || !strings.Contains(s.errOut, tt.want) {
+					t.Errorf("want a failure with %q: %v", tt.want, s)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("client still running after 30 s")
+			}
+		})
+	}
+}
+
+// TestPerftestStalledPeer: a peer that completes the exchange but never
+// sends leaves a UD receiver without messages; the watchdog ends the run
+// with check_alive's message instead of a hang.
+func TestPerftestStalledPeer(t *testing.T) {
+	defer func(d time.Duration) { ptStall = d }(ptStall)
+	ptStall = time.Second
+	port := ptPort()
+	done := serve(t, perftest.SendBW, port, "-c", "UD", "-n", "10", "-s", "64", "--perftest_version", "6.24")
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(versionMsg("6.24"))
+	readN(c, 16)
+	for range 2 {
+		c.Write([]byte{0, 0, 0x10, 0})
+		readN(c, 4)
+	}
+	c.Write([]byte("3\x00"))
+	readN(c, 2)
+	rec := perftest.Record{QPN: 0x77, PSN: 5, GID: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 2}}
+	for range 4 { // send_bw's records before the traffic
+		c.Write(rec.Marshal(true))
+		readN(c, perftest.RecordSize)
+	}
+	select {
+	case s := <-done:
+		if s.code != 17 || !strings.Contains(s.errOut, "Did not get Message for 1 Seconds") ||
+			!strings.Contains(s.errOut, "Total Received=0, Total Iters Required=10") {
+			t.Errorf("%v", s)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("server still waiting 20 s later")
+	}
+}
+
+// TestPerftestCommandLine covers what ends a run before any connection.
+func TestPerftestCommandLine(t *testing.T) {
+	tests := []struct {
+		test perftest.Test
+		args string
+		code int
+		out  string // in stdout or stderr
+	}{
+		{perftest.WriteBW, "-V", 1, "Version: 6.29"},
+		{perftest.WriteBW, "-V --perftest_version 6.06", 1, "Version: 6.06"},
+		{perftest.SendLat, "-h", 1, "roced send_lat <host>"},
+		{perftest.ReadBW, "-R", 1, " RDMA CM QPs (-R) is not supported by roced\n Parser function exited with Error"},
+		{perftest.WriteBW, "-q 0", 1, " num of Qps should be between 1 and 16384"},
+		{perftest.WriteBW, "--run_infinitely", 1, "--run_infinitely is not supported by roced"},
+		{perftest.WriteBW, "-i 2", 1, "roced devices have one port"},
+		{perftest.WriteBW, "--nope", 1, "Options (perftest's"},
+		{perftest.WriteBW, "-p 1 127.0.0.1", 1, "Couldn't connect to 127.0.0.1:1"},
+	}
+	for _, tt := range tests {
+		var out, errOut bytes.Buffer
+		code := runPerftest(tt.test, strings.Fields(tt.args), &out, &errOut)
+		if code != tt.code || !strings.Contains(out.String()+errOut.String(), tt.out) {
+			t.Errorf("%v %q: exit %d\n%s%s", tt.test, tt.args, code, out.String(), errOut.String())
+		}
+	}
+}
+
+// TestPerftestRegistered: the eight commands are roced's.
+func TestPerftestRegistered(t *testing.T) {
+	for tt := perftest.WriteBW; tt <= perftest.AtomicLat; tt++ {
+		if _, ok := commands[tt.String()]; !ok {
+			t.Errorf("roced %v is not registered", tt)
+		}
+	}
+}

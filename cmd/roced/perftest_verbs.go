@@ -1,0 +1,280 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"unsafe"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/oob/perftest"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
+)
+
+// Constants of perftest's buffer layout and QPs (perftest_resources.h).
+const (
+	ptCycleBuffer = 4096       // check_sys_data's page size: small messages cycle through it
+	ptCacheLine   = 64         // and its cache line: small messages start on one
+	ptUDAddition  = 40         // the GRH in front of every UD receive
+	ptQKey        = 0x11111111 // DEF_QKEY
+	ptMinRNRTimer = 12         // MIN_RNR_TIMER: 0.64 ms
+	ptRetry       = 7          // retry_cnt and rnr_retry (7: RNR retries forever)
+	ptAtomicAdd   = 1          // ATOMIC_ADD_VALUE
+	ptAtomicSwap  = 0          // ATOMIC_SWAP_VALUE
+)
+
+// ptBuffSize is BUFF_SIZE: a QP's share of the buffer, at least the cycle
+// buffer.
+func ptBuffSize(size uint64) uint64 { return max(size, ptCycleBuffer) }
+
+// ptInc is INC: the stride between the messages of a cycle, a whole number
+// of cache lines.
+func ptInc(size uint64) uint64 {
+	return max((size+ptCacheLine-1)/ptCacheLine*ptCacheLine, ptCacheLine)
+}
+
+// ptCycleOffset is where the n-th message of a run starts inside its QP's
+// area: messages up to half the cycle buffer rotate through it in INC
+// steps (increase_loc_addr / increase_rem_addr), larger ones all start at
+// the area's beginning. The real tools address our memory the same way,
+// which is why the areas are at least a cycle buffer long.
+func ptCycleOffset(size, n uint64) uint64 {
+	if size > ptCycleBuffer/2 {
+		return 0
+	}
+	inc := ptInc(size)
+	return n % (ptCycleBuffer / inc) * inc
+}
+
+// ptDeviceAttr is ibv_query_device for goroce, sent in the 6.28+
+// negotiation. The limits are the engine's; counts goroce does not bound
+// (CQs, PDs, address handles: memory is the only limit) are the largest
+// int32, and the GUIDs are made from the link's MAC as rxe makes its own.
+func ptDeviceAttr(dev *transport.Device) perftest.DeviceAttr {
+	var guid [8]byte
+	if mac := dev.Link().Info().MAC; len(mac) == 6 {
+		guid = [8]byte{mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}
+	}
+	const unbounded = math.MaxInt32
+	a := perftest.DeviceAttr{
+		NodeGUID: guid, SysImageGUID: guid,
+		MaxMRSize:   math.MaxUint64,
+		PageSizeCap: 0xfffff000,
+		MaxQP:       int32(bth.PSNMask) - 0x11, // QPNs 0x11 .. 0xfffffe
+		MaxQPWR:     qp.MaxWR,
+		MaxSGE:      qp.MaxSGE, MaxSGERd: qp.MaxSGE,
+		MaxCQ: unbounded, MaxCQE: unbounded,
+		MaxMR:       mr.MaxRegions - 1,
+		MaxPD:       unbounded,
+		MaxQPRdAtom: qp.MaxRdAtomic, MaxResRdAtom: unbounded, MaxQPInitRdAtom: qp.MaxRdAtomic,
+		AtomicCap: 1, // IBV_ATOMIC_HCA: atomic with respect to every QP of the device
+		MaxAH:     unbounded,
+		MaxSRQ:    unbounded, MaxSRQWR: qp.MaxWR, MaxSRQSGE: qp.MaxSGE,
+		MaxPkeys:        1,
+		LocalCAAckDelay: 15,
+		PhysPortCnt:     1,
+	}
+	copy(a.FWVer[:], "goroce")
+	return a
+}
+
+// ptCtx is struct pingpong_context: the verbs resources of a run.
+type ptCtx struct {
+	cfg    *perftest.Config
+	dev    *transport.Device
+	gidIdx uint8
+	pd     *mr.PD
+	buf    []byte // the registered buffer: q send areas, then q remote areas
+	mr     *mr.MR
+	area   uint64 // BUFF_SIZE of the largest message of the run
+	sendCQ *cq.CQ
+	recvCQ *cq.CQ
+	srq    *qp.SRQ
+	qps    []*qp.QP
+	ahs    []*qp.AH
+	my     []perftest.Record
+	rem    []perftest.Record
+	// peerPSN is the PSN of the peer's next write to QP 0 (write_lat
+	// follows the peer's messages by their PSNs).
+	peerPSN uint32
+}
+
+// receives reports whether this side posts receive WQEs: the receiver of
+// SEND and WRITE with immediate, and with -b or a latency test both sides.
+func (c *ptCtx) receives() bool {
+	v := c.cfg.Verb()
+	if v != perftest.VerbSend && v != perftest.VerbWriteImm {
+		return false
+	}
+	return c.cfg.IsServer() || c.cfg.Duplex || !c.cfg.Test.BW()
+}
+
+// sends reports whether this side posts send WQEs (ctx_connect's RTS rule).
+func (c *ptCtx) sends() bool {
+	return !c.cfg.Test.BW() || !c.cfg.IsServer() || c.cfg.Duplex
+}
+
+// newPtCtx is ctx_init: buffer, PD, MR, CQs, SRQ, QPs moved to INIT, and
+// this side's records (set_up_connection).
+func newPtCtx(cfg *perftest.Config, dev *transport.Device, gidIdx uint8) (*ptCtx, error) {
+	c := &ptCtx{cfg: cfg, dev: dev, gidIdx: gidIdx}
+	q := cfg.NumQPs
+	size := cfg.Size
+	if cfg.Conn == perftest.ConnUD {
+		size += ptCacheLine // the GRH and the offset that aligns the payload
+	}
+	c.area = ptBuffSize(size)
+	// Page aligned as memalign gives the tools, so remote atomics (8-byte
+	// aligned) land on the offsets the peer computes; one extra cycle
+	// buffer of slack at the end for the last UD receive of a cycle.
+	total := 2*uint64(q)*c.area + ptCycleBuffer
+	raw := make([]byte, total+ptCycleBuffer)
+	off := ptCycleBuffer - int(uintptr(unsafe.Pointer(&raw[0]))%ptCycleBuffer)
+	c.buf = raw[off : off+int(total)]
+	c.pd = dev.AllocPD()
+	access := mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+	var err error
+	if c.mr, err = c.pd.Register(c.buf, access); err != nil {
+		return nil, fmt.Errorf("Couldn't allocate MR: %w", err)
+	}
+	tx := max(cfg.TxDepth, cfg.PostList) * q
+	rxWR := uint32(1)
+	switch {
+	case c.receives() && cfg.Duplex:
+		// run_iter_bi waits on sends and receives at once: one queue.
+		rxWR = uint32(cfg.RxDepth)
+		c.sendCQ = dev.CreateCQ(tx + cfg.RxDepth*q)
+		c.recvCQ = c.sendCQ
+	case c.receives():
+		rxWR = uint32(cfg.RxDepth)
+		c.sendCQ = dev.CreateCQ(tx)
+		c.recvCQ = dev.CreateCQ(cfg.RxDepth * q)
+	default:
+		c.sendCQ = dev.CreateCQ(tx)
+		c.recvCQ = c.sendCQ
+	}
+	if c.receives() && cfg.UseSRQ {
+		if c.srq, err = dev.CreateSRQ(c.pd, qp.SRQAttr{MaxWR: uint32(cfg.RxDepth), MaxSGE: 1}); err != nil {
+			return nil, fmt.Errorf("Couldn't create SRQ: %w", err)
+		}
+	}
+	typ := map[int32]qp.Type{perftest.ConnRC: qp.RC, perftest.ConnUC: qp.UC, perftest.ConnUD: qp.UD}[cfg.Conn]
+	gid, _ := dev.GID(gidIdx)
+	for i := range q {
+		ia := qp.InitAttr{Type: typ, SendCQ: c.sendCQ, RecvCQ: c.recvCQ, SRQ: c.srq,
+			Cap: qp.Cap{MaxSendWR: uint32(max(cfg.TxDepth, cfg.PostList)), MaxRecvWR: rxWR, MaxSendSGE: 1, MaxRecvSGE: 1}}
+		if c.srq != nil {
+			ia.Cap.MaxRecvWR = 0
+		}
+		x, err := dev.CreateQP(c.pd, ia)
+		if err != nil {
+			return nil, fmt.Errorf("Couldn't create QP: %w", err)
+		}
+		c.qps = append(c.qps, x)
+		init := qp.Attr{State: qp.Init, PKeyIndex: uint16(cfg.PKeyIndex), PortNum: 1}
+		mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
+		switch typ {
+		case qp.UD:
+			init.QKey = ptQKey
+			mask |= qp.AttrQKey
+		case qp.UC:
+			init.AccessFlags = mr.LocalWrite | mr.RemoteWrite
+			mask |= qp.AttrAccessFlags
+		default:
+			init.AccessFlags = access
+			mask |= qp.AttrAccessFlags
+		}
+		if err := x.Modify(&init, mask); err != nil {
+			return nil, fmt.Errorf("Failed to modify QP to INIT: %w", err)
+		}
+		c.my = append(c.my, perftest.Record{
+			OutReads: uint16(cfg.OutReads), QPN: x.QPN(), PSN: rand.Uint32() & bth.PSNMask,
+			RKey: c.mr.RKey(), VAddr: c.remoteArea(i), GID: [16]byte(gid),
+		})
+	}
+	return c, nil
+}
+
+// sendArea and remoteArea are the addresses of QP i's two areas: the
+// first holds what it sends (or reads into), the second is what the peer
+// writes, reads and receives into, the address its record advertises.
+func (c *ptCtx) sendArea(i int) uint64 { return c.mr.Addr() + uint64(i)*c.area }
+func (c *ptCtx) remoteArea(i int) uint64 {
+	return c.mr.Addr() + uint64(c.cfg.NumQPs+i)*c.area
+}
+
+// bytesAt returns the buffer bytes at a registered address.
+func (c *ptCtx) bytesAt(addr, n uint64) []byte {
+	off := addr - c.mr.Addr()
+	return c.buf[off : off+n]
+}
+
+// connect is ctx_connect for QP i once the peer's record is known: RTR with
+// the peer's QPN, PSN and GID, then RTS on the sending sides, and the
+// address handle of a UD sender.
+func (c *ptCtx) connect(i int, rem perftest.Record, mtu qp.MTU) error {
+	cfg := c.cfg
+	x := c.qps[i]
+	// perftest asks for hop limit 0xff; rxe's IPv4 packets carry the
+	// route's TTL (64) whatever the address vector says, and goroce's
+	// default (0) sends the same.
+	av := qp.AHAttr{DGID: bth.GID(rem.GID), SGIDIndex: c.gidIdx, PortNum: 1, SL: uint8(cfg.SL),
+		TrafficClass: uint8(cfg.TClass), FlowLabel: uint32(cfg.FlowLabel)}
+	rtr := qp.Attr{State: qp.RTR}
+	mask := qp.AttrState
+	if x.Type() != qp.UD {
+		rtr.AH, rtr.PathMTU, rtr.DestQPN, rtr.RQPSN = av, mtu, rem.QPN, rem.PSN
+		mask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
+		if x.Type() == qp.RC {
+			rtr.MaxDestRdAtomic = uint8(cfg.OutReads)
+			rtr.MinRNRTimer = ptMinRNRTimer
+			mask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+		}
+	}
+	if err := x.Modify(&rtr, mask); err != nil {
+		return fmt.Errorf("Failed to modify QP %d to RTR: %w", x.QPN(), err)
+	}
+	if i == 0 {
+		c.peerPSN = rem.PSN & bth.PSNMask
+	}
+	if !c.sends() {
+		return nil // the bandwidth servers stay in RTR, as perftest leaves them
+	}
+	rts := qp.Attr{State: qp.RTS, SQPSN: c.my[i].PSN}
+	mask = qp.AttrState | qp.AttrSQPSN
+	if x.Type() == qp.RC {
+		rts.Timeout, rts.RetryCnt, rts.RNRRetry = uint8(cfg.QPTimeout), ptRetry, ptRetry
+		// The peer's responder resources bound our reads and atomics in
+		// flight; a record claiming none or more than the device takes is
+		// clamped rather than trusted.
+		rts.MaxRdAtomic = uint8(min(max(int(rem.OutReads), 1), qp.MaxRdAtomic))
+		mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
+	}
+	if err := x.Modify(&rts, mask); err != nil {
+		return fmt.Errorf("Failed to modify QP to RTS: %w", err)
+	}
+	if x.Type() == qp.UD {
+		ah, err := c.dev.CreateAH(c.pd, av)
+		if err != nil {
+			return fmt.Errorf("Failed to create AH: %w", err)
+		}
+		c.ahs = append(c.ahs, ah)
+	}
+	return nil
+}
+
+// close destroys the QPs and the device's other objects with them.
+func (c *ptCtx) close() {
+	for _, x := range c.qps {
+		_ = c.dev.DestroyQP(x)
+	}
+	for _, ah := range c.ahs {
+		_ = ah.Destroy()
+	}
+	if c.mr != nil {
+		_ = c.mr.Dereg()
+	}
+}
