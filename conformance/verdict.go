@@ -1,0 +1,223 @@
+package conformance
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Figure is a number a case measured.
+type Figure struct {
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+	// Side is which side printed it: server or client.
+	Side string `json:"side"`
+}
+
+func (f Figure) String() string {
+	return strconv.FormatFloat(f.Value, 'f', 2, 64) + " " + f.Unit
+}
+
+// MarshalJSON writes inf and nan as strings (JSON has no such numbers).
+func (f Figure) MarshalJSON() ([]byte, error) {
+	v := strconv.FormatFloat(f.Value, 'g', -1, 64)
+	if !finite(f.Value) {
+		v = strconv.Quote(v)
+	}
+	return []byte(fmt.Sprintf(`{"value":%s,"unit":%q,"side":%q}`, v, f.Unit, f.Side)), nil
+}
+
+// Verdict is the judgement on one case.
+type Verdict struct {
+	Pass bool
+	// Reasons say why it failed, one per fault found.
+	Reasons []string
+	// Notes are facts worth reporting that do not fail the case.
+	Notes []string
+	// Figures: the headline first (Mbit/s and usec/iter for pingpongs,
+	// BW average or t_typical for perftest), from the client when it has
+	// finite ones.
+	Figures []Figure
+}
+
+// SideRun is one side's part in a case, as the judge sees it.
+type SideRun struct {
+	Role   string // "server" or "client"
+	Who    string
+	Strict bool
+	Out    Output
+}
+
+// Judge decides a case from the exit statuses and the tools' own checks:
+// both sides must exit 0 in time; a pingpong must print its two result
+// lines with the right byte and iteration counts and no "invalid data"
+// line from -c; a perftest side must print the result row it is expected
+// to print, with the right #bytes and #iterations and, on the measuring
+// side, a positive figure.
+func Judge(sc Scenario, server, client SideRun) Verdict {
+	var v Verdict
+	judged := 0
+	figs := map[string][]Figure{}
+	for _, s := range []SideRun{server, client} {
+		if s.Out.NotCaptured {
+			v.Notes = append(v.Notes, s.Role+" ("+s.Who+") was run by hand: its output is not checked")
+			continue
+		}
+		judged++
+		if r := judgeExit(s); len(r) > 0 {
+			// A side that failed or was killed has no results; listing
+			// every missing line would only bury the real reason.
+			v.Reasons = append(v.Reasons, r...)
+			continue
+		}
+		var reasons, notes []string
+		var f []Figure
+		if sc.Tool.Family == Pingpong {
+			reasons, f = judgePingpong(sc, s)
+		} else {
+			reasons, notes, f = judgePerftest(sc, s)
+		}
+		v.Reasons = append(v.Reasons, reasons...)
+		v.Notes = append(v.Notes, notes...)
+		figs[s.Role] = f
+	}
+	if judged == 0 {
+		v.Reasons = append(v.Reasons, "neither side's output was captured")
+	}
+	v.Figures = pickFigures(figs["client"], figs["server"])
+	v.Pass = len(v.Reasons) == 0
+	return v
+}
+
+func judgeExit(s SideRun) []string {
+	o := s.Out
+	tag := s.Role + " (" + s.Who + ")"
+	switch {
+	case o.StartErr != "":
+		return []string{tag + " did not run: " + o.StartErr}
+	case o.TimedOut:
+		return []string{fmt.Sprintf("%s timed out after %.0fs%s", tag, o.Seconds, lastLine(o.Stderr))}
+	case o.Stopped:
+		return []string{fmt.Sprintf("%s was stopped by the harness: still running when the case was over", tag)}
+	case o.Exit != 0:
+		return []string{fmt.Sprintf("%s exit status %d%s", tag, o.Exit, lastLine(o.Stderr))}
+	}
+	return nil
+}
+
+// lastLine is the last non-empty stderr line, as a ": why" suffix.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			return ": " + l
+		}
+	}
+	return ""
+}
+
+func judgePingpong(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
+	tag := s.Role + " (" + s.Who + ")"
+	r, err := ParsePingpong(s.Out.Stdout)
+	if err != nil {
+		return []string{tag + ": " + err.Error()}, nil
+	}
+	if want := int64(sc.Size) * int64(sc.Iters) * 2; r.Bytes != want {
+		reasons = append(reasons, fmt.Sprintf("%s: %d bytes, want %d (size %d x %d iters x 2)", tag, r.Bytes, want, sc.Size, sc.Iters))
+	}
+	if r.Iters != int64(sc.Iters) {
+		reasons = append(reasons, fmt.Sprintf("%s: %d iters, want %d", tag, r.Iters, sc.Iters))
+	}
+	if len(r.InvalidPages) > 0 {
+		reasons = append(reasons, fmt.Sprintf("%s: data check (-c) failed: invalid data in page(s) %v", tag, r.InvalidPages))
+	}
+	if r.RemoteLines == 0 {
+		reasons = append(reasons, tag+": no \"remote address:\" line")
+	}
+	if s.Strict && !(finite(r.Mbps) && r.Mbps > 0 && finite(r.UsecPerIter) && r.UsecPerIter > 0) {
+		reasons = append(reasons, fmt.Sprintf("%s: figures not positive and finite: %v Mbit/sec, %v usec/iter", tag, r.Mbps, r.UsecPerIter))
+	}
+	figs = []Figure{{Value: r.Mbps, Unit: "Mbit/s", Side: s.Role}, {Value: r.UsecPerIter, Unit: "usec/iter", Side: s.Role}}
+	return reasons, figs
+}
+
+func judgePerftest(sc Scenario, s SideRun) (reasons, notes []string, figs []Figure) {
+	tag := s.Role + " (" + s.Who + ")"
+	want := sc.Tool.ClientRow
+	if s.Role == "server" {
+		want = sc.Tool.ServerRow
+	}
+	row, ok, err := ParsePerftest(s.Out.Stdout)
+	if err != nil {
+		return []string{tag + ": " + err.Error()}, nil, nil
+	}
+	if !ok {
+		if want != NoRow {
+			return []string{tag + ": no result row (\" #bytes #iterations ...\" header and its row)"}, nil, nil
+		}
+		return nil, nil, nil
+	}
+	if row.Latency != sc.Tool.Latency {
+		kind := map[bool]string{true: "latency", false: "bandwidth"}
+		reasons = append(reasons, fmt.Sprintf("%s: a %s row, want %s", tag, kind[row.Latency], kind[sc.Tool.Latency]))
+	}
+	size := int64(sc.Size)
+	if sc.Tool.Atomic {
+		size = AtomicSize
+	}
+	if row.Bytes != size {
+		reasons = append(reasons, fmt.Sprintf("%s: #bytes %d, want %d", tag, row.Bytes, size))
+	}
+	if row.Iters != int64(sc.Iters) {
+		reasons = append(reasons, fmt.Sprintf("%s: #iterations %d, want %d", tag, row.Iters, sc.Iters))
+	}
+	if want != FullRow {
+		return reasons, nil, nil
+	}
+	val, unit := row.Figure()
+	if !finite(val) || val <= 0 {
+		if s.Strict {
+			reasons = append(reasons, fmt.Sprintf("%s: %s is %v, want a positive number", tag, unit, val))
+		} else {
+			// The reference tool's clock under TCG (perftest 6.06 prints
+			// inf, -nan or 0.00 there); the counts above still prove the run.
+			notes = append(notes, fmt.Sprintf("%s prints %s %v (its clock under emulation)", tag, unit, val))
+		}
+	}
+	if row.Latency && s.Strict && finite(val) && !(row.TMin <= row.TTypical && row.TTypical <= row.TMax) {
+		reasons = append(reasons, fmt.Sprintf("%s: t_typical %v outside [t_min %v, t_max %v]", tag, row.TTypical, row.TMin, row.TMax))
+	}
+	return reasons, notes, []Figure{{Value: val, Unit: unit, Side: s.Role}}
+}
+
+// pickFigures prefers the client's figures (the measuring side) and falls
+// back to the server's when the client's are missing or not finite.
+func pickFigures(client, server []Figure) []Figure {
+	ok := func(f []Figure) bool { return len(f) > 0 && finite(f[0].Value) }
+	switch {
+	case ok(client):
+		return client
+	case ok(server):
+		return server
+	case len(client) > 0:
+		return client
+	}
+	return server
+}
+
+// FigureText is the figures as one table cell.
+func FigureText(f []Figure) string {
+	var s []string
+	for _, x := range f {
+		if finite(x.Value) {
+			s = append(s, x.String())
+		} else {
+			s = append(s, fmt.Sprint(math.Round(x.Value*100)/100)+" "+x.Unit)
+		}
+	}
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ", ") + " (" + f[0].Side + ")"
+}
