@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,7 +24,8 @@ type Lab struct {
 	// HostAddr and GuestAddr are the two tap addresses (no prefix length).
 	HostAddr, GuestAddr string
 	Suite               string
-	NetNS               string
+	NetNS, Tap          string
+	MTU                 int // of the tap
 	// Capture, when true, records the tap's traffic around each case.
 	Capture bool
 }
@@ -87,6 +89,10 @@ func NewLab(dir string) *Lab {
 		return def
 	}
 	strip := func(a string) string { return strings.SplitN(a, "/", 2)[0] }
+	mtu, err := strconv.Atoi(env("RXE_PEER_MTU", "1500"))
+	if err != nil || mtu <= 0 {
+		mtu = 1500
+	}
 	return &Lab{
 		Dir:       dir,
 		Script:    filepath.Join(dir, "rxe-peer.sh"),
@@ -94,6 +100,8 @@ func NewLab(dir string) *Lab {
 		GuestAddr: strip(env("RXE_PEER_GUEST_ADDR", "192.0.2.2/24")),
 		Suite:     env("RXE_PEER_SUITE", "bookworm"),
 		NetNS:     env("RXE_PEER_NETNS", "rxepeer"),
+		Tap:       env("RXE_PEER_TAP", "rxetap0"),
+		MTU:       mtu,
 	}
 }
 
@@ -186,15 +194,30 @@ func (l *Lab) Pair(ctx context.Context) error {
 	return err
 }
 
-// StartCapture starts tcpdump on the host side of the tap: RoCEv2 and
-// the tools' TCP exchange on port.
-func (l *Lab) StartCapture(ctx context.Context, name string, port int) error {
-	_, err := l.run(ctx, "pcap", "start", "--host", name, fmt.Sprintf("udp port 4791 or tcp port %d", port))
-	return err
-}
-
-// StopCapture stops it and copies the file to dest.
-func (l *Lab) StopCapture(ctx context.Context, name, dest string) error {
-	_, err := l.run(ctx, "pcap", "stop", "--host", name, dest)
-	return err
+// StartCapture starts tcpdump on the host side of the tap, writing
+// RoCEv2 and the tools' TCP exchange on port to dest; Stop on the
+// returned Proc ends it (SIGTERM: tcpdump flushes and exits).
+//
+// The harness runs tcpdump itself rather than through rxe-peer.sh pcap
+// start/stop --host: the script's stop signals the background subshell,
+// which ignores SIGINT, so tcpdump kept running and every stop waited 5 s.
+func (l *Lab) StartCapture(ctx context.Context, dest string, port int) (Proc, error) {
+	argv := []string{"tcpdump", "-i", l.Tap, "-n", "-s", strconv.Itoa(l.MTU + 64), "-B", "16384",
+		"-U", "--immediate-mode", "-w", dest, fmt.Sprintf("udp port 4791 or tcp port %d", port)}
+	p := l.Host().Start(ctx, argv, time.Hour)
+	// tcpdump creates the file once the interface is open and filtering.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(dest); err == nil {
+			return p, nil
+		}
+		select {
+		case <-p.Done():
+			o := p.Wait()
+			return nil, fmt.Errorf("tcpdump on %s: exit %d: %s", l.Tap, o.Exit, strings.TrimSpace(o.Stderr))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	p.Stop()
+	return nil, fmt.Errorf("tcpdump on %s did not start in 10s", l.Tap)
 }

@@ -84,7 +84,7 @@ func (r *Report) OK() bool { return r.Failed == 0 && r.NotRun == 0 && r.Passed >
 func Run(ctx context.Context, p *Peer, cases []Case, o Options) *Report {
 	o.defaults()
 	rep := &Report{Peer: p.Name, Info: p.Info, Started: time.Now()}
-	for i, c := range cases {
+	for _, c := range cases {
 		var res Result
 		switch {
 		case ctx.Err() != nil:
@@ -92,7 +92,7 @@ func Run(ctx context.Context, p *Peer, cases []Case, o Options) *Report {
 		case o.Budget > 0 && time.Since(rep.Started) > o.Budget:
 			res = notRun(c, fmt.Sprintf("not run: the run's time budget (%v) was used up", o.Budget))
 		default:
-			res = runCase(ctx, p, c, i, o)
+			res = runCase(ctx, p, c, o)
 		}
 		switch res.Result {
 		case Pass:
@@ -116,7 +116,7 @@ func (o *Options) defaults() {
 		o.Port = DefaultPort
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 60 * time.Second
+		o.Timeout = 30 * time.Second
 	}
 	if o.ListenTimeout == 0 {
 		o.ListenTimeout = 20 * time.Second
@@ -137,7 +137,7 @@ func notRun(c Case, why string) Result {
 	return r
 }
 
-func runCase(ctx context.Context, p *Peer, c Case, index int, o Options) Result {
+func runCase(ctx context.Context, p *Peer, c Case, o Options) Result {
 	res := newResult(c)
 	start := time.Now()
 	srvSide, cliSide := p.Subject, p.Ref
@@ -152,13 +152,12 @@ func runCase(ctx context.Context, p *Peer, c Case, index int, o Options) Result 
 			dir = ""
 		}
 	}
-	capName := fmt.Sprintf("conformance-%03d", index)
-	capturing := false
+	var capture Proc
+	pcap := filepath.Join(dir, "tap.pcap")
 	if p.Lab != nil && p.Lab.Capture && dir != "" {
-		if err := p.Lab.StartCapture(ctx, capName, o.Port); err != nil {
+		var err error
+		if capture, err = p.Lab.StartCapture(ctx, pcap, o.Port); err != nil {
 			res.Notes = append(res.Notes, "no capture: "+err.Error())
-		} else {
-			capturing = true
 		}
 	}
 
@@ -196,14 +195,13 @@ func runCase(ctx context.Context, p *Peer, c Case, index int, o Options) Result 
 	if v.Pass {
 		res.Result = Pass
 	}
-	if capturing {
-		dest := filepath.Join(dir, "tap.pcap")
-		if err := p.Lab.StopCapture(context.WithoutCancel(ctx), capName, dest); err != nil {
-			res.Notes = append(res.Notes, "capture: "+err.Error())
-		} else if v.Pass && !o.KeepPcaps {
-			os.Remove(dest)
+	if capture != nil {
+		capture.Stop()
+		capture.Wait()
+		if v.Pass && !o.KeepPcaps {
+			os.Remove(pcap)
 		} else {
-			res.Pcap = dest
+			res.Pcap = pcap
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()

@@ -106,8 +106,10 @@ func fakeTool(mode string, args []string) int {
 	if tool.Family == Pingpong {
 		fmt.Printf("  local address:  LID 0x0000, QPN 0x000011, PSN 0x000001, GID ::ffff:%s\n", flags["-d"])
 		fmt.Printf("  remote address: LID 0x0000, QPN 0x000011, PSN 0x000002, GID ::ffff:%s\n", strings.Fields(peer + " x x")[1])
-		fmt.Printf("%d bytes in 0.01 seconds = 1.25 Mbit/sec\n", size*iters*2)
-		fmt.Printf("%d iters in 0.01 seconds = 100.00 usec/iter\n", iters)
+		// As the tools do: both figures from one time, 10 ms here.
+		const usec = 10000.0
+		fmt.Printf("%d bytes in %.2f seconds = %.2f Mbit/sec\n", size*iters*2, usec/1e6, float64(size*iters*2)*8/usec)
+		fmt.Printf("%d iters in %.2f seconds = %.2f usec/iter\n", iters, usec/1e6, usec/float64(iters))
 		if behave[role] == "baddata" {
 			fmt.Println("invalid data in page 0")
 		}
@@ -126,7 +128,9 @@ func fakeTool(mode string, args []string) int {
 		fmt.Printf(" %d      %d          29.18          1469.98      35.56    \t       109.03      \t238.67 \t\t1469.98 \t\t1469.98\n", size, iters)
 	} else {
 		fmt.Println(" #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]")
-		fmt.Printf(" %d         %d              0.63               0.61   \t\t     0.009939\n", size, iters)
+		const rate = 0.009939 // Mpps; the bandwidth follows from it as in perftest
+		avg := rate * 1e6 * float64(size) / (1 << 20)
+		fmt.Printf(" %d         %d              %.2f               %.2f   \t\t     %.6f\n", size, iters, avg, avg, rate)
 	}
 	return 0
 }

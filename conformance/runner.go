@@ -94,7 +94,9 @@ var procSeq atomic.Int64
 // Start runs argv under timeout(1) at the runner's place.
 func (r *ShellRunner) Start(ctx context.Context, argv []string, timeout time.Duration) Proc {
 	secs := strconv.Itoa(int((timeout + time.Second - 1) / time.Second))
-	cmdline := "exec timeout -k 3 " + secs + " " + ShellJoin(argv)
+	// --foreground keeps timeout(1) in the caller's process group (by
+	// default it makes its own), so that killing the group reaches the tool.
+	cmdline := "exec timeout --foreground -k 3 " + secs + " " + ShellJoin(argv)
 	p := &shellProc{runner: r, out: Output{Where: r.Name, Argv: argv}, done: make(chan struct{}), limit: timeout}
 	if r.Remote {
 		// The pid file lets Stop reach the command: the shell records its
@@ -110,6 +112,9 @@ func (r *ShellRunner) Start(ctx context.Context, argv []string, timeout time.Dur
 	// Its own process group, so a kill reaches ip netns exec's children too.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.cmd.Cancel = func() error { return syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
+	// Should anything still hold the output pipes after the command ended
+	// (a daemonised grandchild), stop reading rather than hang the run.
+	p.cmd.WaitDelay = 5 * time.Second
 	p.start = time.Now()
 	if err := p.cmd.Start(); err != nil {
 		p.out.StartErr = err.Error()

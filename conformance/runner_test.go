@@ -2,8 +2,12 @@ package conformance
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -81,5 +85,39 @@ func TestWaitListenGivesUp(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("gave up after %v", d)
+	}
+}
+
+// TestStopReachesTheTool runs the command behind an extra shell, as
+// rxe-peer.sh host-exec and ip netns exec put it: timeout(1) is then not
+// the process group leader, and Stop must still end the tool (and Wait
+// must not hang on a survivor's output pipe).
+func TestStopReachesTheTool(t *testing.T) {
+	r := &ShellRunner{Name: "wrapped", Backstop: 10 * time.Second,
+		Wrap: func(s string) []string { return []string{"sh", "-c", `sh -c "$1"; true`, "wrapper", s} }}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	p := r.Start(context.Background(), []string{"sh", "-c", `echo $$ > "$1"; exec sleep 60`, "tool", pidFile}, time.Minute)
+	var pid int
+	for i := 0; i < 100 && pid == 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+		if b, err := os.ReadFile(pidFile); err == nil {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+	}
+	if pid == 0 {
+		t.Fatal("the tool did not start")
+	}
+	start := time.Now()
+	p.Stop()
+	o := p.Wait()
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("Stop and Wait took %v", d)
+	}
+	if !o.Stopped {
+		t.Errorf("output %+v not marked stopped", o)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("the tool (pid %d) survived Stop", pid)
 	}
 }

@@ -135,8 +135,18 @@ func judgePingpong(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
 	if r.RemoteLines == 0 {
 		reasons = append(reasons, tag+": no \"remote address:\" line")
 	}
-	if s.Strict && !(finite(r.Mbps) && r.Mbps > 0 && finite(r.UsecPerIter) && r.UsecPerIter > 0) {
-		reasons = append(reasons, fmt.Sprintf("%s: figures not positive and finite: %v Mbit/sec, %v usec/iter", tag, r.Mbps, r.UsecPerIter))
+	// A short run of 1-byte messages rightly prints 0.00 Mbit/sec; the
+	// time per iteration is what must be there.
+	if s.Strict && !(finite(r.Mbps) && r.Mbps >= 0 && finite(r.UsecPerIter) && r.UsecPerIter > 0) {
+		reasons = append(reasons, fmt.Sprintf("%s: figures not finite and positive: %v Mbit/sec, %v usec/iter", tag, r.Mbps, r.UsecPerIter))
+	} else if finite(r.Mbps) && finite(r.UsecPerIter) && r.UsecPerIter > 0 && r.Iters > 0 {
+		// Both figures come from one measured time, so they agree within
+		// printf's rounding (%.2f).
+		want := float64(r.Bytes) * 8 / (r.UsecPerIter * float64(r.Iters))
+		if math.Abs(r.Mbps-want) > 0.006+want*0.01 {
+			reasons = append(reasons, fmt.Sprintf("%s: %v Mbit/sec disagrees with %d bytes at %v usec/iter x %d (%.2f Mbit/sec)",
+				tag, r.Mbps, r.Bytes, r.UsecPerIter, r.Iters, want))
+		}
 	}
 	figs = []Figure{{Value: r.Mbps, Unit: "Mbit/s", Side: s.Role}, {Value: r.UsecPerIter, Unit: "usec/iter", Side: s.Role}}
 	return reasons, figs
@@ -176,19 +186,52 @@ func judgePerftest(sc Scenario, s SideRun) (reasons, notes []string, figs []Figu
 		return reasons, nil, nil
 	}
 	val, unit := row.Figure()
-	if !finite(val) || val <= 0 {
+	// The measured quantity: t_typical, or the message rate (printed with
+	// six decimals, where a bandwidth of 1-byte messages rounds to 0.00).
+	measured, what := val, unit
+	if !row.Latency {
+		measured, what = row.MsgRate, "MsgRate[Mpps]"
+	}
+	if !finite(measured) || measured <= 0 {
 		if s.Strict {
-			reasons = append(reasons, fmt.Sprintf("%s: %s is %v, want a positive number", tag, unit, val))
+			reasons = append(reasons, fmt.Sprintf("%s: %s is %v, want a positive number", tag, what, measured))
 		} else {
 			// The reference tool's clock under TCG (perftest 6.06 prints
-			// inf, -nan or 0.00 there); the counts above still prove the run.
-			notes = append(notes, fmt.Sprintf("%s prints %s %v (its clock under emulation)", tag, unit, val))
+			// inf, -nan or zeros there); the counts above prove the run.
+			notes = append(notes, fmt.Sprintf("%s prints %s %v (its clock under emulation)", tag, what, measured))
 		}
+	} else if s.Strict {
+		reasons = append(reasons, rowConsistency(tag, row, size)...)
 	}
-	if row.Latency && s.Strict && finite(val) && !(row.TMin <= row.TTypical && row.TTypical <= row.TMax) {
-		reasons = append(reasons, fmt.Sprintf("%s: t_typical %v outside [t_min %v, t_max %v]", tag, row.TTypical, row.TMin, row.TMax))
+	figs = []Figure{{Value: val, Unit: unit, Side: s.Role}}
+	if !row.Latency {
+		figs = append(figs, Figure{Value: row.MsgRate, Unit: "Mpps", Side: s.Role})
 	}
-	return reasons, notes, []Figure{{Value: val, Unit: unit, Side: s.Role}}
+	return reasons, notes, figs
+}
+
+// rowConsistency checks that a row's figures agree with each other as
+// perftest computes them: t_min <= t_typical <= t_max; BW average =
+// MsgRate x size (perftest's MB/sec, like its MiB/sec, is 2^20 bytes).
+func rowConsistency(tag string, row PerftestRow, size int64) []string {
+	if row.Latency {
+		if !(row.TMin <= row.TTypical && row.TTypical <= row.TMax) {
+			return []string{fmt.Sprintf("%s: t_typical %v outside [t_min %v, t_max %v]", tag, row.TTypical, row.TMin, row.TMax)}
+		}
+		return nil
+	}
+	if row.BWUnit != "MB/sec" && row.BWUnit != "MiB/sec" {
+		return nil
+	}
+	want := row.MsgRate * 1e6 * float64(size) / (1 << 20)
+	if math.Abs(row.BWAvg-want) > 0.006+want*0.01 {
+		return []string{fmt.Sprintf("%s: BW average %v %s disagrees with MsgRate %v Mpps x %d bytes (%.2f)",
+			tag, row.BWAvg, row.BWUnit, row.MsgRate, size, want)}
+	}
+	if row.BWPeak < 0 {
+		return []string{fmt.Sprintf("%s: BW peak %v is negative", tag, row.BWPeak)}
+	}
+	return nil
 }
 
 // pickFigures prefers the client's figures (the measuring side) and falls

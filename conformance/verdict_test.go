@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -17,6 +18,12 @@ func scenario(t *testing.T, tool string, tr Transport, size, iters int) Scenario
 }
 
 func out(stdout string) Output { return Output{Stdout: stdout} }
+
+// bwRow is a perftest 6.24 bandwidth result as roced prints it.
+func bwRow(size, iters int, peak, avg, rate string) string {
+	return " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]\n" +
+		fmt.Sprintf(" %-10d %-16d %-18s %s\t\t     %s\n", size, iters, peak, avg, rate)
+}
 
 func TestJudge(t *testing.T) {
 	rcCli := golden(t, "bookworm/rc_pingpong_s64.client.txt")
@@ -70,10 +77,19 @@ func TestJudge(t *testing.T) {
 			reasons: []string{`server (S) exit status 2: roced: unknown command "rc_pingpong"`, "client (C) did not run: not started"}},
 		{name: "strict side with zero time", sc: rc64, srv: out(rcSrv),
 			cli:       out(strings.Replace(rcCli, "0.49 Mbit/sec", "inf Mbit/sec", 1)),
-			cliStrict: true, reasons: []string{"client (C): figures not positive and finite"}},
+			cliStrict: true, reasons: []string{"client (C): figures not finite and positive"}},
+		{name: "strict side with no time per iteration", sc: rc64, srv: out(rcSrv),
+			cli:       out(strings.Replace(rcCli, "2086.60 usec/iter", "0.00 usec/iter", 1)),
+			cliStrict: true, reasons: []string{"client (C): figures not finite and positive"}},
+		{name: "1-byte messages print 0.00 Mbit/sec", sc: scenario(t, "rc_pingpong", RC, 1, 50), srvStrict: true, cliStrict: true,
+			srv: out("  remote address: x\n100 bytes in 0.77 seconds = 0.00 Mbit/sec\n50 iters in 0.77 seconds = 15420.98 usec/iter\n"),
+			cli: out("  remote address: x\n100 bytes in 0.69 seconds = 0.00 Mbit/sec\n50 iters in 0.69 seconds = 13898.02 usec/iter\n")},
+		{name: "figures that disagree", sc: rc64, srv: out(rcSrv),
+			cli:     out(strings.Replace(rcCli, "0.49 Mbit/sec", "4.90 Mbit/sec", 1)),
+			reasons: []string{"client (C): 4.9 Mbit/sec disagrees with 640 bytes at 2086.6 usec/iter x 5 (0.49 Mbit/sec)"}},
 
 		{name: "perftest bw pass", sc: wb64, srv: out(wbSrv), cli: out(wbCli), srvStrict: true, cliStrict: true,
-			figure: "0.61 MiB/sec BW average (client)"},
+			figure: "0.61 MiB/sec BW average, 0.01 Mpps (client)"},
 		{name: "perftest bw wrong iterations", sc: scenario(t, "write_bw", RC, 64, 50), srv: out(wbSrv), cli: out(wbCli),
 			reasons: []string{"server (S): #iterations 100, want 50", "client (C): #iterations 100, want 50"}},
 		{name: "perftest bw client row missing", sc: wb64, srv: out(wbSrv), cli: out("---\n"),
@@ -82,6 +98,18 @@ func TestJudge(t *testing.T) {
 			reasons: []string{"server (S): no result row"}},
 		{name: "perftest latency row for a bw test", sc: wb64, srv: out(wbSrv), cli: out(strings.Replace(rlCli, " 64 ", " 64 ", 1)),
 			reasons: []string{"client (C): a latency row, want bandwidth", "client (C): #iterations 20, want 100"}},
+		{name: "roced 1-byte bandwidth rounds to 0.00", sc: scenario(t, "write_bw", RC, 1, 100), srvStrict: true, cliStrict: true,
+			srv: out(bwRow(1, 100, "0.00", "0.00", "0.000000")), cli: out(bwRow(1, 100, "0.00", "0.00", "0.001247")),
+			figure: "0.00 MiB/sec BW average, 0.00 Mpps (client)"},
+		{name: "roced message rate zero", sc: scenario(t, "write_bw", RC, 1, 100), cliStrict: true,
+			srv: out(bwRow(1, 100, "0.00", "0.00", "0.000000")), cli: out(bwRow(1, 100, "0.00", "0.00", "0.000000")),
+			reasons: []string{"client (C): MsgRate[Mpps] is 0, want a positive number"}},
+		{name: "roced bandwidth disagrees with the message rate", sc: scenario(t, "send_bw", UC, 65536, 16), cliStrict: true,
+			srv: out(bwRow(65536, 16, "0.00", "52.35", "0.000838")), cli: out(bwRow(65536, 16, "314.82", "5.35", "0.000838")),
+			reasons: []string{"client (C): BW average 5.35 MiB/sec disagrees with MsgRate 0.000838 Mpps x 65536 bytes (52.38)"}},
+		{name: "reference zeros are a note", sc: wb64, srv: out(golden(t, "bookworm/write_bw_s64.server.txt")),
+			cli:   out(golden(t, "bookworm/write_bw_s64.client.txt")),
+			notes: []string{"client (C) prints MsgRate[Mpps] 0"}},
 		{name: "reference inf latency is a note", sc: wl8k, srv: out(wlSrv), cli: out(wlInf),
 			notes:  []string{"server (S) prints usec t_typical +Inf", "client (C) prints usec t_typical +Inf"},
 			figure: "+Inf usec t_typical (client)"},
@@ -94,7 +122,7 @@ func TestJudge(t *testing.T) {
 			notes:   []string{"server (S) prints usec t_typical +Inf"}},
 		{name: "read_lat server prints no row", sc: rl64, srv: out(rlSrv), cli: out(rlCli), srvStrict: true, cliStrict: true,
 			figure: "71.23 usec t_typical (client)"},
-		{name: "atomic moves 8 bytes", sc: acas, srv: out(acSrv), cli: out(acCli), figure: "0.05 MB/sec BW average (client)"},
+		{name: "atomic moves 8 bytes", sc: acas, srv: out(acSrv), cli: out(acCli), figure: "0.05 MB/sec BW average, 0.01 Mpps (client)"},
 		{name: "negotiation mismatch", sc: wb64, srv: Output{Exit: 1, Stdout: mmSrv}, cli: Output{Exit: 1, Stdout: mmCli},
 			reasons: []string{"server (S) exit status 1", "client (C) exit status 1"}},
 		{name: "printed side is a note", sc: rc64, srv: out(rcSrv), cli: Output{NotCaptured: true},

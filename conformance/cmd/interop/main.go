@@ -60,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		mtu        = fs.Int("mtu", 1024, "path MTU given to both sides (-m) and the unit of the sizes")
 		scale      = fs.Float64("iters-scale", 1, "multiply every -n by this")
 		port       = fs.Int("port", conformance.DefaultPort, "TCP port of the exchange")
-		timeout    = fs.Duration("timeout", 60*time.Second, "timeout of each side's command")
+		timeout    = fs.Duration("timeout", 30*time.Second, "timeout of each side's command")
 		listenTO   = fs.Duration("listen-timeout", 20*time.Second, "how long a server may take to listen")
 		grace      = fs.Duration("grace", 10*time.Second, "how long a server may run on after its client ended")
 		budget     = fs.Duration("budget", 0, "time budget of the whole run; later cases are NOT-RUN (and fail); 0: none")
@@ -184,7 +184,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			SSHOpts: sshOpts, LocalDev: *rocedDev}
 		if *printCmds {
 			rc.Print = &conformance.PrintRunner{Out: stderr, In: bufio.NewReader(os.Stdin)}
-			if *timeout == 60*time.Second {
+			if *timeout == 30*time.Second {
 				*timeout = 10 * time.Minute // a person types the other side
 			}
 		}
@@ -214,6 +214,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 	} else if err := os.MkdirAll(art, 0o755); err != nil {
+		return fail("%v", err)
+	}
+	// The capture runs in another namespace but the same directory tree;
+	// an absolute path keeps every report's file names usable anywhere.
+	if art, err = filepath.Abs(art); err != nil {
 		return fail("%v", err)
 	}
 	fmt.Fprintf(stderr, "interop: %d cases against %s, artifacts in %s\n", len(cases), p.Name, art)
