@@ -6,7 +6,7 @@ BIN     := bin
 ROCED   := $(BIN)/roced
 FUZZTIME ?= 10s
 
-.PHONY: all build run test vet unit fuzz-smoke bench clean
+.PHONY: all build run test vet unit fuzz-smoke interop bench clean
 
 all: build
 
@@ -16,7 +16,7 @@ build:
 run: build
 	$(ROCED) decode bth/testdata/captures/rc_pingpong_s64.pcap
 
-test: vet unit fuzz-smoke
+test: vet unit fuzz-smoke interop
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
@@ -33,6 +33,11 @@ fuzz-smoke:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || { $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; exit 1; }; \
 	  done; \
 	done
+
+# The interop matrix against the rxe lab VM, bookworm then trixie guest
+# (needs root and ../shared/rxe-peer; see conformance/README.md).
+interop: build
+	GO=$(GO) conformance/interop-lab.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
