@@ -237,6 +237,7 @@ func interfaceOf(a netip.Addr) *net.Interface {
 	if err != nil {
 		return nil
 	}
+	var lo *net.Interface
 	for i := range ifs {
 		addrs, err := ifs[i].Addrs()
 		if err != nil {
@@ -247,10 +248,15 @@ func interfaceOf(a netip.Addr) *net.Interface {
 				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a.WithZone("") {
 					return &ifs[i]
 				}
+				if a.IsLoopback() && n.Contains(a.AsSlice()) {
+					lo = &ifs[i]
+				}
 			}
 		}
 	}
-	return nil
+	// Linux answers the whole of 127.0.0.0/8 on lo although only 127.0.0.1
+	// is assigned: 127.0.0.2 is on lo too, with lo's MTU.
+	return lo
 }
 
 // Info describes the link.

@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"net"
 	"net/netip"
 	"testing"
 )
@@ -102,4 +103,20 @@ func TestUDPAllocs(t *testing.T) {
 	b := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")})
 	o := outer(a, netip.MustParseAddr("127.0.0.2"), 1)
 	assertNoAllocs(t, a, b, testFrames(o, 32, 1024))
+}
+
+// TestUDPLoopbackMTU: every 127/8 address is on lo, so a link on 127.0.0.2
+// (not assigned, but local) has lo's MTU like one on 127.0.0.1.
+func TestUDPLoopbackMTU(t *testing.T) {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Skip("no lo:", err)
+	}
+	for _, a := range []string{"127.0.0.1", "127.0.0.2"} {
+		l := openUDP(t, UDPConfig{Addr: netip.MustParseAddr(a)})
+		if l.Info().MTU != lo.MTU {
+			t.Errorf("link on %s: MTU %d, want lo's %d", a, l.Info().MTU, lo.MTU)
+		}
+		l.Close()
+	}
 }

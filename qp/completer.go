@@ -128,8 +128,13 @@ func (q *QP) seek(psn bth.PSN) {
 }
 
 // progress notes forward progress: retry counters reset (IBA 9.7.6.1.3
-// counts consecutive retries) and the timer restarts or stops.
+// counts consecutive retries) and the timer restarts or stops. A response
+// can overtake a rewind (the original of a packet about to be resent
+// arrives late), so the requester moves past whatever is now acknowledged.
 func (q *QP) progress() {
+	if q.req.psn.Before(q.comp.psn) {
+		q.seek(q.comp.psn)
+	}
 	q.comp.resetRetries(&q.attr)
 	q.comp.gapRetry = false
 	if q.outstanding() {
@@ -229,9 +234,6 @@ func (q *QP) ackThrough(psn bth.PSN) bool {
 	if psn.Next().After(q.comp.psn) {
 		q.comp.psn = psn.Next()
 		advanced = true
-	}
-	if q.req.psn.Before(q.comp.psn) {
-		q.seek(q.comp.psn) // the ACK overtook a rewind: skip what it covers
 	}
 	if advanced {
 		q.progress()

@@ -93,7 +93,11 @@ func (q *QP) start(w *sendWQE) {
 	default:
 		w.npkts = max(1, (w.length+mtu-1)/mtu)
 	}
-	w.firstPSN = q.req.psn
+	// A new message always starts at the next fresh PSN: anything else would
+	// make it overlap one already sent, which the responder takes for a
+	// duplicate.
+	w.firstPSN = q.req.hiPSN
+	q.req.psn = w.firstPSN
 	w.lastPSN = w.firstPSN.Add(int(w.npkts) - 1)
 	w.state = wqeStarted
 	if w.isReadOrAtomic() {

@@ -49,6 +49,7 @@ type pairOpts struct {
 	access    mr.Access
 	noConnect bool
 	rnrZero   bool // rnr_retry really 0 (0 otherwise means the default)
+	trace     *traceRing
 }
 
 func (o *pairOpts) defaults() {
@@ -97,7 +98,11 @@ func newSide(t testing.TB, net *nic.MemNet, addr string, o *pairOpts) *side {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := Open(l, Options{Window: o.window})
+	opt := Options{Window: o.window}
+	if o.trace != nil {
+		opt.Trace = o.trace.hook(addr)
+	}
+	d, err := Open(l, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,6 +111,15 @@ func aeth(s bth.Syndrome, msn uint32) hdr {
 
 // send builds and sends one packet to the connected QP.
 func (r *rawPeer) send(op bth.OpCode, psn uint32, ackReq bool, payload []byte, hs ...hdr) {
+	buf := r.build(op, psn, ackReq, payload, hs...)
+	if _, err := r.link.Send([]nic.Frame{{B: buf, Off: nic.Headroom}}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// build returns one sealed packet to the connected QP, its datagram at
+// nic.Headroom.
+func (r *rawPeer) build(op bth.OpCode, psn uint32, ackReq bool, payload []byte, hs ...hdr) []byte {
 	info := op.Info()
 	o := bth.Outer{Src: r.addr, Dst: r.dst.addr, SrcPort: 0xc123}
 	pad := bth.PadFor(len(payload))
@@ -126,9 +135,7 @@ func (r *rawPeer) send(op bth.OpCode, psn uint32, ackReq bool, payload []byte, h
 	copy(buf[nic.Headroom+hl:], roce)
 	dg := buf[nic.Headroom:]
 	bth.Seal(dg[:hl-8], dg[hl-8:hl], dg[hl:])
-	if _, err := r.link.Send([]nic.Frame{{B: buf, Off: nic.Headroom}}); err != nil {
-		r.t.Fatal(err)
-	}
+	return buf
 }
 
 // expect reads the next packet from the engine, failing after d.

@@ -287,3 +287,23 @@ func TestResponderDropsForeignPackets(t *testing.T) {
 		t.Fatalf("icrc_err %d malformed %d", c.ICRCErr.Load(), c.Malformed.Load())
 	}
 }
+
+// TestDestroyAfterLastReceiveAcks destroys a QP the moment its receive
+// completes, before the receive burst ends (the ACK is still queued then),
+// as a ping-pong that has counted its last message does: the ACK must still
+// go out, or the peer's send never completes.
+func TestDestroyAfterLastReceiveAcks(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{})
+	must(t, s.qp.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{s.mr.SGE(0, 4096)}}))
+	dg := r.build(bth.RCSendOnly, rPSN, true, bytes.Repeat([]byte{1}, 64))[nic.Headroom:]
+	// The device's receive path, driven by hand so that the burst stays open.
+	var b qp.Batch
+	s.dev.input(dg, &b)
+	if wc := wait(t, s.rcq, time.Second); wc.Status != cq.Success || wc.WRID != 7 {
+		t.Fatalf("receive %+v", wc)
+	}
+	must(t, s.dev.DestroyQP(s.qp))
+	b.Flush()
+	r.expectAck(ack, rPSN)
+	r.quiet(50 * time.Millisecond)
+}

@@ -32,8 +32,14 @@ func TestSoak(t *testing.T) {
 	)
 	for _, op := range []qp.WROpcode{qp.WRSend, qp.WRRDMAWrite, qp.WRRDMARead} {
 		t.Run(op.String(), func(t *testing.T) {
+			ring := newTraceRing(400)
+			defer func() {
+				if t.Failed() {
+					t.Logf("last packets:\n%s", ring)
+				}
+			}()
 			a, b, net := newPair(t, pairOpts{mtu: qp.MTU4096, bufSize: 2 * inFlight * msgMax, timeout: 12,
-				window: 64, seed: uint64(op) + 42, psnA: 0xfff000, psnB: 0xffff00})
+				window: 64, seed: uint64(op) + 42, psnA: 0xfff000, psnB: 0xffff00, trace: ring})
 			net.SetFaults(a.addr, b.addr, faults)
 			net.SetFaults(b.addr, a.addr, faults)
 			rng := rand.New(rand.NewPCG(7, uint64(op)))

@@ -191,8 +191,8 @@ func pickGID(t []bth.GID, addr netip.Addr, want int, netdev string) (int, error)
 	}
 	if want >= 0 {
 		if want >= len(t) {
-			return 0, fmt.Errorf("GID index %d: %s's GID table has %d entries (roced gids -d %s lists them)",
-				want, netdev, len(t), netdev)
+			return 0, fmt.Errorf("%w: GID index %d: %s's GID table has %d entries (roced gids -d %s lists them)",
+				ErrGIDIndex, want, netdev, len(t), netdev)
 		}
 		return want, nil
 	}
@@ -248,6 +248,11 @@ func route(dst netip.Addr) (string, netip.Addr, error) {
 	src, _ := netip.AddrFromSlice(rs[0].Src)
 	return l.Attrs().Name, src.Unmap(), nil
 }
+
+// ErrGIDIndex reports a GID index (-g, -x) beyond the GID table, so that a
+// command can answer with its tool's own message ("can't read sgid of
+// index N").
+var ErrGIDIndex = errors.New("no such GID index")
 
 // ErrUsage marks a configuration error the user can fix on the command line.
 var ErrUsage = errors.New("usage")

@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 )
@@ -44,8 +45,8 @@ func TestPeerRoute(t *testing.T) {
 }
 
 func TestBadGIDIndex(t *testing.T) {
-	if _, err := Open(Config{Dev: "127.0.0.1", GID: 7}); err == nil {
-		t.Fatal("GID index 7 accepted")
+	if _, err := Open(Config{Dev: "127.0.0.1", GID: 7}); !errors.Is(err, ErrGIDIndex) {
+		t.Fatalf("GID index 7: %v, want ErrGIDIndex", err)
 	}
 	if _, err := Open(Config{Dev: "no-such-if0", GID: -1}); err == nil {
 		t.Fatal("unknown interface accepted")

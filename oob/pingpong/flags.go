@@ -35,7 +35,7 @@ type Config struct {
 
 	Port     int    // -p, --port (18515)
 	IBPort   int    // -i, --ib-port (1)
-	Size     uint32 // -s, --size (4096; ud 2048)
+	Size     uint32 // -s, --size (4096; ud 1024)
 	MTU      int    // -m, --mtu in bytes (1024); not ud
 	RxDepth  uint32 // -r, --rx-depth (500)
 	Iters    uint32 // -n, --iters (1000; srq: per QP)
@@ -59,6 +59,9 @@ type Config struct {
 	Device string
 	// Link is goroce's --link (udp, afpacket or afxdp; default udp).
 	Link Link
+	// Pcap is goroce's --pcap FILE: every RoCEv2 frame sent and received
+	// is written there.
+	Pcap string
 }
 
 // IsServer reports whether this side waits for a client.
@@ -81,6 +84,7 @@ func options(t Tool) []getopt.Option {
 		{Short: 'g', Long: "gid-idx", Arg: getopt.RequiredArg},
 		{Short: 'c', Long: "chk", Arg: getopt.NoArg},
 		{Long: "link", Arg: getopt.RequiredArg}, // goroce
+		{Long: "pcap", Arg: getopt.RequiredArg}, // goroce
 	}
 	if t != UD {
 		opts = append(opts, getopt.Option{Short: 'm', Long: "mtu", Arg: getopt.RequiredArg})
@@ -109,7 +113,9 @@ func Defaults(t Tool) Config {
 		RxDepth: 500, Iters: 1000, GIDIndex: -1, Link: LinkUDP,
 	}
 	if t == UD {
-		c.Size, c.MTU = 2048, 0
+		// ud_pingpong's usage text says 2048, but its code starts at 1024
+		// (rdma-core 44 and 56: "-n 2" without -s moves 4096 bytes).
+		c.Size, c.MTU = 1024, 0
 	}
 	if t == SRQ {
 		c.NumQP = 16
@@ -191,12 +197,15 @@ func ParseFlags(tool Tool, args []string) (Config, error) {
 		case 'N':
 			c.NewSend = true
 		case 0: // long-only goroce options
-			if m.Option.Long == "link" {
+			switch m.Option.Long {
+			case "link":
 				l, err := ParseLink(m.Value)
 				if err != nil {
 					return c, fmt.Errorf("%s: %w", tool.Binary(), err)
 				}
 				c.Link = l
+			case "pcap":
+				c.Pcap = m.Value
 			}
 		}
 	}
@@ -208,12 +217,16 @@ func ParseFlags(tool Tool, args []string) (Config, error) {
 		return usage("more than one host: " + strings.Join(operands, " "))
 	}
 	if tool == SRQ {
+		// The tool's own checks and words, in its order.
 		if c.NumQP > c.RxDepth {
-			return c, fmt.Errorf("%s: rx_depth %d is too small for %d QPs -- must have at least one receive per QP", tool.Binary(), c.RxDepth, c.NumQP)
+			return c, fmt.Errorf("%s: rx_depth %d is too small for %d QPs -- must have at least one receive per QP.", tool.Binary(), c.RxDepth, c.NumQP)
 		}
-		// The C tool overflows its MAX_QP arrays past 256; refuse instead.
-		if c.NumQP < 1 || c.NumQP > MaxQP {
-			return c, fmt.Errorf("%s: -q %d: between 1 and %d QPs", tool.Binary(), c.NumQP, MaxQP)
+		if c.NumQP >= MaxQP {
+			return c, fmt.Errorf("%s: num_qp %d must be less than %d", tool.Binary(), c.NumQP, MaxQP-1)
+		}
+		// The C tool runs with no QP and waits forever; refuse instead.
+		if c.NumQP < 1 {
+			return c, fmt.Errorf("%s: -q %d: at least one QP", tool.Binary(), c.NumQP)
 		}
 	}
 	return c, nil

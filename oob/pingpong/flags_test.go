@@ -17,7 +17,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 		}
 		wantSize, wantMTU, wantQP := uint32(4096), 1024, uint32(0)
 		if tool == UD {
-			wantSize, wantMTU = 2048, 0
+			wantSize, wantMTU = 1024, 0
 		}
 		if tool == SRQ {
 			wantQP = 16
@@ -47,9 +47,12 @@ func TestParseFlagsSpellings(t *testing.T) {
 }
 
 func TestParseFlagsBooleans(t *testing.T) {
-	c, err := ParseFlags(RC, strings.Fields("-eotc -P -O -j -N --link afxdp -m 4096 -l 3 -r 10 -p 0x4000 -i 2"))
+	c, err := ParseFlags(RC, strings.Fields("-eotc -P -O -j -N --link afxdp --pcap /tmp/x.pcap -m 4096 -l 3 -r 10 -p 0x4000 -i 2"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.Pcap != "/tmp/x.pcap" {
+		t.Errorf("--pcap: %q", c.Pcap)
 	}
 	if !c.Events || !c.ODP || !c.Timestamps || !c.Check || !c.Prefetch || !c.ImplicitOD || !c.DM || !c.NewSend ||
 		c.Link != LinkAFXDP || c.MTU != 4096 || c.SL != 3 || c.RxDepth != 10 || c.Port != 0x4000 || c.IBPort != 2 {
@@ -78,7 +81,9 @@ func TestParseFlagsErrors(t *testing.T) {
 		{RC, "a b", true, "more than one host"},
 		{RC, "--link tcp", false, "invalid --link"},
 		{SRQ, "-s 0", true, "size < 1"},
-		{SRQ, "-q 600 -r 1000", false, "between 1 and 256"},
+		{SRQ, "-q 600 -r 1000", false, "num_qp 600 must be less than 255"},
+		{SRQ, "-q 256", false, "num_qp 256 must be less than 255"},
+		{SRQ, "-q 0", false, "at least one QP"},
 		{SRQ, "-q 20 -r 10", false, "rx_depth 10 is too small for 20 QPs"},
 		{RC, "--help", true, "unrecognized option '--help'"},
 	}

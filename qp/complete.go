@@ -1,0 +1,118 @@
+package qp
+
+import "github.com/goroce/goroce/cq"
+
+// Completions and the error state: retiring send WQEs in order, posting
+// to CQs, and flushing everything when the QP enters ERR.
+
+// toError moves the QP to ERR: the failed WQE (if any) completes with
+// status, every other outstanding work request completes with a flush
+// error (IBA 10.3.1.7).
+func (q *QP) toError(failed *sendWQE, status cq.Status) {
+	if q.state == Err {
+		return
+	}
+	q.state = Err
+	q.rtoTimer.Stop()
+	q.rnrTimer.Stop()
+	q.flushTx() // a NAK queued just before the error still goes out
+	q.resp.outq = q.resp.outq[:0]
+	q.resp.outHead = 0
+	for q.sqHead != q.sqTail {
+		w := q.sqAt(q.sqHead)
+		st := cq.WRFlushErr
+		if w == failed {
+			st = status
+		}
+		q.retire(st)
+	}
+	if q.resp.haveWQE {
+		q.completeRecv(&q.resp.rwqe, cq.WRFlushErr, 0, 0, 0, false)
+		q.resp.haveWQE = false
+	}
+	for {
+		w, ok := q.rq.pop()
+		if !ok {
+			break
+		}
+		q.completeRecv(&w, cq.WRFlushErr, 0, 0, 0, false)
+	}
+	if q.srq != nil && q.env.Event != nil {
+		// IBA 11.6.3.2: a QP with an SRQ reports the last WQE it will take.
+		q.env.Event(Event{Type: EventQPLastWQEReached, QP: q})
+	}
+}
+
+// fatal moves the QP to ERR for a reason no work request reports, raising
+// an affiliated asynchronous event.
+func (q *QP) fatal(ev EventType, err error) {
+	q.toError(nil, cq.WRFlushErr)
+	if q.env.Event != nil {
+		q.env.Event(Event{Type: ev, QP: q, Err: err})
+	}
+}
+
+// sqAt returns the send WQE at ring counter i.
+func (q *QP) sqAt(i uint32) *sendWQE { return &q.sq[i%uint32(len(q.sq))] }
+
+// retire completes the WQE at the head of the send queue.
+func (q *QP) retire(st cq.Status) {
+	w := q.sqAt(q.sqHead)
+	if w.isReadOrAtomic() && w.state != wqePosted {
+		q.req.rdOut--
+	}
+	if w.signaled || st != cq.Success {
+		wc := cq.WC{WRID: w.wr.WRID, Status: st, Opcode: w.wcOpcode(), ByteLen: w.length, QPNum: q.qpn}
+		q.pushCQ(q.sendCQ, &wc, false)
+	}
+	if st == cq.Success {
+		switch w.wr.Opcode {
+		case WRSend, WRSendWithImm, WRSendWithInv:
+			q.env.Counters.RDMASends.Add(1)
+		}
+	}
+	w.state = wqeDone
+	w.wr.SGL, w.inline = nil, nil
+	q.sqHead++
+	if int32(q.req.cur-q.sqHead) < 0 { // flushed before the requester reached it
+		q.req.cur, q.req.off = q.sqHead, 0
+	}
+}
+
+// pushCQ posts a completion; an overrun moves the QP to ERR (the device
+// reports the CQ error event).
+func (q *QP) pushCQ(c *cq.CQ, wc *cq.WC, solicited bool) {
+	if !c.Push(wc, solicited) && q.state != Err {
+		q.state = Err // flushing into a full CQ would only lose more
+		q.rtoTimer.Stop()
+		q.rnrTimer.Stop()
+		if q.env.Event != nil {
+			q.env.Event(Event{Type: EventQPFatal, QP: q, Err: cq.ErrOverrun})
+		}
+	}
+}
+
+// completeRecv posts a receive completion.
+func (q *QP) completeRecv(w *recvWQE, st cq.Status, op cq.Opcode, byteLen uint32, flags cq.Flags, solicited bool) {
+	wc := cq.WC{WRID: w.wrID, Status: st, Opcode: op, ByteLen: byteLen, QPNum: q.qpn, Flags: flags}
+	if st == cq.WRFlushErr {
+		wc.Opcode, wc.ByteLen, wc.Flags = cq.OpRecv, 0, 0
+	}
+	q.pushCQ(q.recvCQ, &wc, solicited)
+}
+
+// outstanding reports whether sent packets await acknowledgement.
+func (q *QP) outstanding() bool {
+	return q.typ == RC && (q.comp.psn != q.req.hiPSN || q.sqHead != q.req.cur)
+}
+
+// checkDrained raises the SQ drained event once the draining QP has no
+// outstanding work (IBA 10.3.1.4).
+func (q *QP) checkDrained() {
+	if q.state == SQD && q.req.drainNotify && !q.outstanding() {
+		q.req.drainNotify = false
+		if q.env.Event != nil {
+			q.env.Event(Event{Type: EventSQDrained, QP: q})
+		}
+	}
+}

@@ -1,0 +1,296 @@
+package qp
+
+import (
+	"fmt"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+)
+
+// Posting work requests: the receive queue, PostSend and PostRecv with the
+// checks ibv_post_send and ibv_post_recv make, and the copies between
+// messages and scatter/gather lists.
+
+// rqueue is a QP's own receive queue.
+type rqueue struct {
+	ring       []recvWQE
+	sges       []mr.SGE
+	maxSGE     uint32
+	head, tail uint32
+}
+
+func (r *rqueue) init(depth, maxSGE uint32) {
+	r.ring = make([]recvWQE, depth)
+	r.sges = make([]mr.SGE, depth*maxSGE)
+	r.maxSGE = maxSGE
+}
+
+func (r *rqueue) reset() { r.head, r.tail = 0, 0 }
+
+func (r *rqueue) len() uint32 { return r.tail - r.head }
+
+func (r *rqueue) push(wr *RecvWR) error {
+	if len(r.ring) == 0 {
+		return invalid("QP has no receive queue")
+	}
+	if r.len() == uint32(len(r.ring)) {
+		return fmt.Errorf("%w: receive queue holds %d WRs", ErrNoMem, len(r.ring))
+	}
+	if uint32(len(wr.SGL)) > r.maxSGE {
+		return invalid("%d SGEs exceed max_recv_sge %d", len(wr.SGL), r.maxSGE)
+	}
+	total, ok := sgeTotal(wr.SGL)
+	if !ok {
+		return invalid("receive buffers exceed 2^31 bytes")
+	}
+	slot := r.tail % uint32(len(r.ring))
+	sgl := r.sges[slot*r.maxSGE : slot*r.maxSGE+uint32(len(wr.SGL))]
+	copy(sgl, wr.SGL)
+	r.ring[slot] = recvWQE{wrID: wr.WRID, sgl: sgl, length: total}
+	r.tail++
+	return nil
+}
+
+func (r *rqueue) pop() (recvWQE, bool) {
+	if r.head == r.tail {
+		return recvWQE{}, false
+	}
+	w := r.ring[r.head%uint32(len(r.ring))]
+	r.head++
+	return w, true
+}
+
+// PostRecv posts a receive work request (ibv_post_recv).
+func (q *QP) PostRecv(wr *RecvWR) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.postRecv(wr)
+}
+
+// PostRecvList posts several receive work requests; on failure it reports
+// which one failed and posts none after it.
+func (q *QP) PostRecvList(wrs []RecvWR) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := range wrs {
+		if err := q.postRecv(&wrs[i]); err != nil {
+			return &PostError{Index: i, Err: err}
+		}
+	}
+	return nil
+}
+
+func (q *QP) postRecv(wr *RecvWR) error {
+	if q.srq != nil {
+		return invalid("QP uses an SRQ: post receives to the SRQ")
+	}
+	if q.state == Reset || q.destroyed {
+		return fmt.Errorf("%w: post_recv in %v", ErrState, q.state)
+	}
+	if err := q.rq.push(wr); err != nil {
+		return err
+	}
+	if q.state == Err {
+		w, _ := q.rq.pop()
+		q.completeRecv(&w, cq.WRFlushErr, 0, 0, 0, false)
+	}
+	return nil
+}
+
+// PostSend posts a send work request (ibv_post_send).
+func (q *QP) PostSend(wr *SendWR) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.postSend(wr); err != nil {
+		return err
+	}
+	q.run()
+	return nil
+}
+
+// PostSendList posts several send work requests; on failure it reports
+// which one failed and posts none after it.
+func (q *QP) PostSendList(wrs []SendWR) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var err error
+	for i := range wrs {
+		if e := q.postSend(&wrs[i]); e != nil {
+			err = &PostError{Index: i, Err: e}
+			break
+		}
+	}
+	q.run()
+	return err
+}
+
+func (q *QP) postSend(wr *SendWR) error {
+	switch q.state {
+	case RTS, SQD, Err, SQE:
+	default:
+		return fmt.Errorf("%w: post_send in %v", ErrState, q.state)
+	}
+	if q.destroyed {
+		return fmt.Errorf("%w: QP destroyed", ErrState)
+	}
+	if q.sqTail-q.sqHead == uint32(len(q.sq)) {
+		return fmt.Errorf("%w: send queue holds %d WRs", ErrNoMem, len(q.sq))
+	}
+	if err := q.checkWR(wr); err != nil {
+		return err
+	}
+	slot := q.sqTail % uint32(len(q.sq))
+	w := &q.sq[slot]
+	*w = sendWQE{wr: *wr, signaled: q.sigAll || wr.Flags&Signaled != 0}
+	n := uint32(len(wr.SGL))
+	w.wr.SGL = q.sgeStore[slot*q.cap.MaxSendSGE : slot*q.cap.MaxSendSGE+n]
+	copy(w.wr.SGL, wr.SGL)
+	w.length, _ = sgeTotal(wr.SGL)
+	if wr.Flags&Inline != 0 && w.length > 0 {
+		buf := q.inlineStore[slot*q.cap.MaxInlineData : slot*q.cap.MaxInlineData+w.length]
+		if err := q.gather(w.wr.SGL, nil, 0, buf); err != nil {
+			return fmt.Errorf("%w: inline data: %v", ErrInvalid, err)
+		}
+		w.inline = buf
+	}
+	if q.typ == UD {
+		w.outer = wr.AH.outer
+		w.outer.SrcPort = q.srcPort
+		w.dqpn = wr.RemoteQPN
+		w.qkey = wr.RemoteQKey
+		if w.qkey&0x80000000 != 0 {
+			// IBA 10.2.5: a Q_Key with its high bit set means the QP's own Q_Key.
+			w.qkey = q.attr.QKey
+		}
+	}
+	q.sqTail++
+	if q.state == Err || q.state == SQE {
+		// Posting to a QP whose send queue is in error flushes the request,
+		// as rxe and HCAs do.
+		for q.sqHead != q.sqTail {
+			q.retire(cq.WRFlushErr)
+		}
+	}
+	return nil
+}
+
+// checkWR validates a send work request against the QP (ibv_post_send's EINVAL).
+func (q *QP) checkWR(wr *SendWR) error {
+	if uint32(len(wr.SGL)) > q.cap.MaxSendSGE {
+		return invalid("%d SGEs exceed max_send_sge %d", len(wr.SGL), q.cap.MaxSendSGE)
+	}
+	total, ok := sgeTotal(wr.SGL)
+	if !ok {
+		return invalid("message exceeds 2^31 bytes")
+	}
+	switch q.typ {
+	case UD:
+		if wr.Opcode != WRSend && wr.Opcode != WRSendWithImm {
+			return invalid("%v is not a UD operation", wr.Opcode)
+		}
+		if wr.AH == nil {
+			return invalid("UD send without an address handle")
+		}
+		if wr.AH.pd != q.pd {
+			return invalid("address handle belongs to another protection domain")
+		}
+		if int(total) > q.mtu {
+			return invalid("UD message of %d bytes exceeds the MTU %d", total, q.mtu)
+		}
+	case UC:
+		switch wr.Opcode {
+		case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm:
+		default:
+			return invalid("%v is not a UC operation", wr.Opcode)
+		}
+	case RC:
+		switch wr.Opcode {
+		case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm:
+		case WRRDMARead:
+			if q.attr.MaxRdAtomic == 0 {
+				return invalid("RDMA READ on a QP with max_rd_atomic 0")
+			}
+		case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+			if q.attr.MaxRdAtomic == 0 {
+				return invalid("atomic on a QP with max_rd_atomic 0")
+			}
+			if total != 8 {
+				return invalid("atomic operation needs one 8-byte buffer, not %d bytes", total)
+			}
+			if wr.RemoteAddr&7 != 0 {
+				return invalid("atomic remote address 0x%x is not 8-byte aligned", wr.RemoteAddr)
+			}
+		default:
+			return invalid("%v is not supported", wr.Opcode)
+		}
+	}
+	if wr.Flags&Inline != 0 {
+		if total > q.cap.MaxInlineData {
+			return invalid("inline data of %d bytes exceeds max_inline_data %d", total, q.cap.MaxInlineData)
+		}
+		if wr.Opcode == WRRDMARead || wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd {
+			return invalid("%v cannot be inline", wr.Opcode)
+		}
+	}
+	return nil
+}
+
+// gather copies message bytes [off, off+len(dst)) from an SGL (or from the
+// inline copy) into dst, checking each lkey.
+func (q *QP) gather(sgl []mr.SGE, inline []byte, off uint32, dst []byte) error {
+	if inline != nil {
+		copy(dst, inline[off:])
+		return nil
+	}
+	for _, s := range sgl {
+		if len(dst) == 0 {
+			return nil
+		}
+		if off >= s.Length {
+			off -= s.Length
+			continue
+		}
+		n := min(s.Length-off, uint32(len(dst)))
+		span, err := q.env.Keys.Local(q.pd, s.LKey, s.Addr+uint64(off), n, 0)
+		if err != nil {
+			return err
+		}
+		copy(dst, span.B)
+		span.Release()
+		dst = dst[n:]
+		off = 0
+	}
+	if len(dst) != 0 {
+		return fmt.Errorf("SGL shorter than the message")
+	}
+	return nil
+}
+
+// scatter copies src into an SGL at message offset off; the memory must
+// grant local write.
+func (q *QP) scatter(sgl []mr.SGE, off uint32, src []byte) error {
+	for _, s := range sgl {
+		if len(src) == 0 {
+			return nil
+		}
+		if off >= s.Length {
+			off -= s.Length
+			continue
+		}
+		n := min(s.Length-off, uint32(len(src)))
+		span, err := q.env.Keys.Local(q.pd, s.LKey, s.Addr+uint64(off), n, mr.LocalWrite)
+		if err != nil {
+			return err
+		}
+		copy(span.B, src[:n])
+		span.Release()
+		src = src[n:]
+		off = 0
+	}
+	if len(src) != 0 {
+		return errSGLShort
+	}
+	return nil
+}
+
+var errSGLShort = fmt.Errorf("%w: receive buffer too small", ErrInvalid)
