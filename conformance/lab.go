@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -28,6 +29,7 @@ type Lab struct {
 	MTU                 int // of the tap
 	// Capture, when true, records the tap's traffic around each case.
 	Capture bool
+	lock    *os.File
 }
 
 // FindLabDir returns the lab directory: dir if set, else $RXE_PEER_DIR,
@@ -182,6 +184,34 @@ func (l *Lab) Info(ctx context.Context) map[string]string {
 		}
 	}
 	return info
+}
+
+// Lock takes a lock of this lab instance (a file beside its state
+// directory) for the process's lifetime, so that two runs never share a
+// guest's rxe0 and mix their QPs and listeners. It waits up to wait.
+func (l *Lab) Lock(wait time.Duration) error {
+	state := os.Getenv("RXE_PEER_STATE")
+	if state == "" {
+		state = "/tmp/rxe-peer"
+	}
+	name := strings.TrimRight(state, "/") + ".interop.lock"
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			l.lock = f // held until the process exits
+			return nil
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return fmt.Errorf("another interop run holds %s", name)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // Pair creates rxeA and rxeB on a veth pair in the guest (guest/rxe-pair.sh).

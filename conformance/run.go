@@ -19,7 +19,9 @@ const (
 
 // Options tune a run.
 type Options struct {
-	// Port is the TCP port of the exchange (0: the tools' 18515).
+	// Port is the TCP port of the first case's exchange (0: the tools'
+	// 18515); case i uses Port+i (modulo 1000), so that a server a failed
+	// case left behind can never answer the next case's client.
 	Port int
 	// Timeout bounds each side's command.
 	Timeout time.Duration
@@ -84,7 +86,7 @@ func (r *Report) OK() bool { return r.Failed == 0 && r.NotRun == 0 && r.Passed >
 func Run(ctx context.Context, p *Peer, cases []Case, o Options) *Report {
 	o.defaults()
 	rep := &Report{Peer: p.Name, Info: p.Info, Started: time.Now()}
-	for _, c := range cases {
+	for i, c := range cases {
 		var res Result
 		switch {
 		case ctx.Err() != nil:
@@ -92,7 +94,7 @@ func Run(ctx context.Context, p *Peer, cases []Case, o Options) *Report {
 		case o.Budget > 0 && time.Since(rep.Started) > o.Budget:
 			res = notRun(c, fmt.Sprintf("not run: the run's time budget (%v) was used up", o.Budget))
 		default:
-			res = runCase(ctx, p, c, o)
+			res = runCase(ctx, p, c, o.Port+i%1000, o)
 		}
 		switch res.Result {
 		case Pass:
@@ -137,7 +139,7 @@ func notRun(c Case, why string) Result {
 	return r
 }
 
-func runCase(ctx context.Context, p *Peer, c Case, o Options) Result {
+func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	res := newResult(c)
 	start := time.Now()
 	srvSide, cliSide := p.Subject, p.Ref
@@ -156,20 +158,20 @@ func runCase(ctx context.Context, p *Peer, c Case, o Options) Result {
 	pcap := filepath.Join(dir, "tap.pcap")
 	if p.Lab != nil && p.Lab.Capture && dir != "" {
 		var err error
-		if capture, err = p.Lab.StartCapture(ctx, pcap, o.Port); err != nil {
+		if capture, err = p.Lab.StartCapture(ctx, pcap, port); err != nil {
 			res.Notes = append(res.Notes, "no capture: "+err.Error())
 		}
 	}
 
-	srvArgv := srvSide.Argv(c.Scenario, o.Port, "")
+	srvArgv := srvSide.Argv(c.Scenario, port, "")
 	srv := srvSide.Runner.Start(ctx, srvArgv, o.Timeout)
 	var cliOut Output
-	if err := waitListen(ctx, srvSide.Runner, srv, o); err != nil {
+	if err := waitListen(ctx, srvSide.Runner, srv, port, o); err != nil {
 		srv.Stop()
 		cliOut = Output{Where: cliSide.Runner.Where(), Exit: -1,
-			Argv: cliSide.Argv(c.Scenario, o.Port, srvSide.Addr), StartErr: "not started: " + err.Error()}
+			Argv: cliSide.Argv(c.Scenario, port, srvSide.Addr), StartErr: "not started: " + err.Error()}
 	} else {
-		cli := cliSide.Runner.Start(ctx, cliSide.Argv(c.Scenario, o.Port, srvSide.Addr), o.Timeout)
+		cli := cliSide.Runner.Start(ctx, cliSide.Argv(c.Scenario, port, srvSide.Addr), o.Timeout)
 		cliOut = cli.Wait()
 		if cliOut.NotCaptured || srv.Done() == nil {
 			// A person runs the client (or the server): roced's side ends
@@ -214,11 +216,11 @@ func runCase(ctx context.Context, p *Peer, c Case, o Options) Result {
 
 // waitListen waits for the server's socket, giving up early when the
 // server has already exited (a bad flag, an unknown command).
-func waitListen(ctx context.Context, r Runner, srv Proc, o Options) error {
+func waitListen(ctx context.Context, r Runner, srv Proc, port int, o Options) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- r.WaitListen(lctx, o.Port, o.ListenTimeout) }()
+	go func() { errc <- r.WaitListen(lctx, port, o.ListenTimeout) }()
 	select {
 	case err := <-errc:
 		return err

@@ -59,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		dirs       = fs.String("dir", "both", "both, roced-server or peer-server")
 		mtu        = fs.Int("mtu", 1024, "path MTU given to both sides (-m) and the unit of the sizes")
 		scale      = fs.Float64("iters-scale", 1, "multiply every -n by this")
-		port       = fs.Int("port", conformance.DefaultPort, "TCP port of the exchange")
+		port       = fs.Int("port", conformance.DefaultPort, "TCP port of the first case's exchange; case i uses port+i (mod 1000)")
 		timeout    = fs.Duration("timeout", 30*time.Second, "timeout of each side's command")
 		listenTO   = fs.Duration("listen-timeout", 20*time.Second, "how long a server may take to listen")
 		grace      = fs.Duration("grace", 10*time.Second, "how long a server may run on after its client ended")
@@ -161,6 +161,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if os.Geteuid() != 0 {
 				return fail("the lab needs root (tap, network namespace, qemu)")
 			}
+			if err := lab.Lock(20 * time.Minute); err != nil {
+				return fail("%v", err)
+			}
 			t := time.Now()
 			if err := lab.Up(ctx); err != nil {
 				return fail("lab VM: %v", err)
@@ -196,14 +199,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	if *list {
-		for _, c := range cases {
+		for i, c := range cases {
+			port := *port + i%1000
 			srv, cli := p.Subject, p.Ref
 			if c.Dir == conformance.PeerServer {
 				srv, cli = p.Ref, p.Subject
 			}
 			fmt.Fprintf(stdout, "%s\n  server: %s\n  client: %s\n", c.ID(),
-				conformance.ShellJoin(srv.Argv(c.Scenario, *port, "")),
-				conformance.ShellJoin(cli.Argv(c.Scenario, *port, srv.Addr)))
+				conformance.ShellJoin(srv.Argv(c.Scenario, port, "")),
+				conformance.ShellJoin(cli.Argv(c.Scenario, port, srv.Addr)))
 		}
 		return 0
 	}
