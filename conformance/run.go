@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// failedClientGrace bounds how long a server may run on after its client
+// failed.
+const failedClientGrace = 3 * time.Second
+
 // Results of a case.
 const (
 	Pass   = "pass"
@@ -177,9 +181,16 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 			// A person runs the client (or the server): roced's side ends
 			// on its own, within its timeout.
 		} else {
+			// A server whose client failed usually waits for traffic that
+			// will never come: give it a moment to say why, not the grace
+			// a server finishing a good run gets.
+			grace := o.Grace
+			if cliOut.Exit != 0 && grace > failedClientGrace {
+				grace = failedClientGrace
+			}
 			select {
 			case <-srv.Done():
-			case <-time.After(o.Grace):
+			case <-time.After(grace):
 				srv.Stop()
 			}
 		}
