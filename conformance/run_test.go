@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -283,5 +286,74 @@ func TestRunBudget(t *testing.T) {
 	rep = Run(ctx, fakePeer(t), cases, Options{Port: freePort(t)})
 	if rep.NotRun != len(cases) {
 		t.Fatalf("interrupted run: %d not run of %d", rep.NotRun, len(cases))
+	}
+}
+
+// TestRunPrinted plays the person at the other host in --print mode: it
+// reads the printed command lines, runs them, and presses Enter once a
+// printed server listens. roced's side (the fake tool here) is judged; the
+// printed side is a note.
+func TestRunPrinted(t *testing.T) {
+	t.Setenv(fakeEnv, "")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW := io.Pipe()
+	inR, inW := io.Pipe()
+	pr := &PrintRunner{Out: outW, In: bufio.NewReader(inR)}
+	p, err := RemotePeer(exe, RemoteConfig{Host: "hca-host", Addr: "127.0.0.2", Dev: "127.0.0.2", GID: 1,
+		LocalDev: "127.0.0.1", Print: pr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The person's real tool is the fake too: same binary, no roced prefix,
+	// so give the printed side the program and let it keep its command line.
+	p.Ref.Roced = exe
+
+	var person sync.WaitGroup
+	person.Add(1)
+	go func() {
+		defer person.Done()
+		sc := bufio.NewScanner(outR)
+		next := false
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, ">>> run on hca-host"):
+				next = true
+			case next:
+				next = false
+				cmd := exec.Command("sh", "-c", strings.TrimSpace(line))
+				if err := cmd.Start(); err != nil {
+					t.Error(err)
+					return
+				}
+				go cmd.Wait()
+			case strings.HasPrefix(line, ">>> press Enter"):
+				f := strings.Fields(line)
+				port, _ := strconv.Atoi(strings.TrimSuffix(f[len(f)-1], ")"))
+				if err := LocalRunner().WaitListen(context.Background(), port, 10*time.Second); err != nil {
+					t.Error(err)
+				}
+				fmt.Fprintln(inW)
+			}
+		}
+	}()
+	cases := casesFor(t, func(c Case) bool { return c.Size == 1 && c.Transport == RC }, "rc_pingpong", "read_lat")
+	rep := Run(context.Background(), p, cases, Options{Port: freePort(t), Timeout: 20 * time.Second, ListenTimeout: 10 * time.Second})
+	outW.Close()
+	person.Wait()
+	if !rep.OK() {
+		var b strings.Builder
+		rep.WriteText(&b)
+		t.Fatalf("printed run failed:\n%s", b.String())
+	}
+	for _, r := range rep.Results {
+		peerRole := "client"
+		if r.Direction == PeerServer.String() {
+			peerRole = "server"
+		}
+		match(t, "notes", r.Notes, []string{peerRole + " (127.0.0.2) was run by hand"})
 	}
 }
