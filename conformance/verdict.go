@@ -97,24 +97,41 @@ func judgeExit(s SideRun) []string {
 	case o.StartErr != "":
 		return []string{tag + " did not run: " + o.StartErr}
 	case o.TimedOut:
-		return []string{fmt.Sprintf("%s timed out after %.0fs%s", tag, o.Seconds, lastLine(o.Stderr))}
+		return []string{fmt.Sprintf("%s timed out after %.0fs%s", tag, o.Seconds, stderrHint(o.Stderr))}
 	case o.Stopped:
 		return []string{fmt.Sprintf("%s was stopped by the harness: still running when the case was over", tag)}
 	case o.Exit != 0:
-		return []string{fmt.Sprintf("%s exit status %d%s", tag, o.Exit, lastLine(o.Stderr))}
+		return []string{fmt.Sprintf("%s exit status %d%s", tag, o.Exit, stderrHint(o.Stderr))}
 	}
 	return nil
 }
 
-// lastLine is the last non-empty stderr line, as a ": why" suffix.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if l := strings.TrimSpace(lines[i]); l != "" {
-			return ": " + l
+// stderrHint is the first non-empty stderr line, and the last one too when
+// there are more (the first usually names the cause: "unknown command",
+// "Failed status ...", a record error; the last what the tool gave up on),
+// as a ": why" suffix.
+func stderrHint(s string) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, clip(l))
 		}
 	}
-	return ""
+	switch len(lines) {
+	case 0:
+		return ""
+	case 1:
+		return ": " + lines[0]
+	}
+	return ": " + lines[0] + " ... " + lines[len(lines)-1]
+}
+
+func clip(s string) string {
+	const max = 160
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
 }
 
 func judgePingpong(sc Scenario, s SideRun) (reasons []string, figs []Figure) {

@@ -67,7 +67,7 @@ func TestJudge(t *testing.T) {
 			reasons: []string{`client (C): no "remote address:" line`}},
 		{name: "client failed", sc: rc64, srv: out(rcSrv),
 			cli:     Output{Exit: 1, Stdout: "  local address: ...\n", Stderr: "Failed status transport retry counter exceeded (12) for wr_id 1\nparse WC failed 1\n"},
-			reasons: []string{"client (C) exit status 1: parse WC failed 1"}},
+			reasons: []string{"client (C) exit status 1: Failed status transport retry counter exceeded (12) for wr_id 1 ... parse WC failed 1"}},
 		{name: "server timed out", sc: rc64, srv: Output{Exit: 124, TimedOut: true, Seconds: 60}, cli: out(rcCli),
 			reasons: []string{"server (S) timed out after 60s"}},
 		{name: "server stopped", sc: rc64, srv: Output{Exit: -1, Stopped: true}, cli: out(rcCli),
