@@ -67,13 +67,7 @@ func writeDetail(w io.Writer, r Result) {
 	if len(r.Figures) > 0 {
 		fmt.Fprintf(w, "  figure: %s\n", FigureText(r.Figures))
 	}
-	for _, s := range []struct {
-		role string
-		sr   *SideReport
-	}{{"server", r.Server}, {"client", r.Client}} {
-		if s.sr == nil {
-			continue
-		}
+	for _, s := range r.sides() {
 		o := s.sr.Output
 		fmt.Fprintf(w, "  %s (%s, %s): %s\n", s.role, s.sr.Who, o.Where, ShellJoin(o.Argv))
 		switch {

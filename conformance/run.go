@@ -248,14 +248,25 @@ func artifactName(c Case) string {
 	return r.Replace(c.ID())
 }
 
-func writeArtifacts(dir string, r Result) {
-	for _, s := range []struct {
-		role string
-		sr   *SideReport
-	}{{"server", r.Server}, {"client", r.Client}} {
-		if s.sr == nil {
-			continue
+// roleReport is a side of a result with its role.
+type roleReport struct {
+	role string
+	sr   *SideReport
+}
+
+// sides are the result's sides that ran or were meant to, server first.
+func (r Result) sides() []roleReport {
+	var s []roleReport
+	for _, x := range []roleReport{{"server", r.Server}, {"client", r.Client}} {
+		if x.sr != nil {
+			s = append(s, x)
 		}
+	}
+	return s
+}
+
+func writeArtifacts(dir string, r Result) {
+	for _, s := range r.sides() {
 		os.WriteFile(filepath.Join(dir, s.role+".stdout"), []byte(s.sr.Stdout), 0o644)
 		os.WriteFile(filepath.Join(dir, s.role+".stderr"), []byte(s.sr.Stderr), 0o644)
 	}
