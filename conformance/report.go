@@ -14,9 +14,20 @@ const lineFormat = "%-34s %-13s %-7s %s"
 func progressLine(r Result) string {
 	s := fmt.Sprintf(lineFormat, r.Case, r.Direction, r.Result, FigureText(r.Figures))
 	if r.Result != Pass && len(r.Reasons) > 0 {
-		s += "  <- " + r.Reasons[0]
+		s += "  <- " + mainReason(r.Reasons)
 	}
 	return strings.TrimRight(s, " ")
+}
+
+// mainReason picks the reason for a one-line summary: a side stopped by the
+// harness is a consequence, the other side's fault is the news.
+func mainReason(reasons []string) string {
+	for _, r := range reasons {
+		if !strings.Contains(r, stoppedReason) {
+			return r
+		}
+	}
+	return reasons[0]
 }
 
 // WriteText writes the run as text: the environment, one line per case

@@ -240,6 +240,9 @@ func TestRunFake(t *testing.T) {
 			if rep.OK() != (tc.mode == "") {
 				t.Errorf("OK() = %v", rep.OK())
 			}
+			if strings.Contains(progress.String(), "<- server (roced) was stopped") {
+				t.Errorf("a progress line blames the stopped server:\n%s", progress.String())
+			}
 			if n := strings.Count(progress.String(), "\n"); n != len(cases) {
 				t.Errorf("%d progress lines, want %d:\n%s", n, len(cases), progress.String())
 			}

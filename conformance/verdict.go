@@ -90,6 +90,8 @@ func Judge(sc Scenario, server, client SideRun) Verdict {
 	return v
 }
 
+const stoppedReason = "was stopped by the harness: still running when the case was over"
+
 func judgeExit(s SideRun) []string {
 	o := s.Out
 	tag := s.Role + " (" + s.Who + ")"
@@ -99,7 +101,7 @@ func judgeExit(s SideRun) []string {
 	case o.TimedOut:
 		return []string{fmt.Sprintf("%s timed out after %.0fs%s", tag, o.Seconds, stderrHint(o.Stderr))}
 	case o.Stopped:
-		return []string{fmt.Sprintf("%s was stopped by the harness: still running when the case was over", tag)}
+		return []string{tag + " " + stoppedReason}
 	case o.Exit != 0:
 		return []string{fmt.Sprintf("%s exit status %d%s", tag, o.Exit, stderrHint(o.Stderr))}
 	}
