@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,5 +120,66 @@ func TestStopReachesTheTool(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err == nil {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Errorf("the tool (pid %d) survived Stop", pid)
+	}
+}
+
+// TestRemoteRunner drives the remote path (pid file, kill by pid, listener
+// wait, cleanup) through a stand-in ssh that runs the command here, as
+// ssh would on the far host: options dropped, the rest to a shell.
+func TestRemoteRunner(t *testing.T) {
+	bin := t.TempDir()
+	fake := "#!/bin/sh\nwhile [ $# -gt 0 ]; do case \"$1\" in -o) shift 2;; -*) shift;; *) break;; esac; done\nshift\nexec sh -c \"$*\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "ssh"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	r := SSHRunner("hca-host", nil)
+	ctx := context.Background()
+	pidFiles := func() []string {
+		f, _ := filepath.Glob("/tmp/goroce-conformance-*.pid")
+		return f
+	}
+	before := pidFiles()
+
+	o := r.Start(ctx, []string{"sh", "-c", "echo far side; exit 4"}, 5*time.Second).Wait()
+	if o.Exit != 4 || o.Stdout != "far side\n" || o.Where != "ssh hca-host" {
+		t.Errorf("got %+v", o)
+	}
+
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	p := r.Start(ctx, []string{"sh", "-c", `echo $$ > "$1"; exec sleep 60`, "tool", pidFile}, time.Minute)
+	var pid int
+	for i := 0; i < 100 && pid == 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+		if b, err := os.ReadFile(pidFile); err == nil {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+	}
+	if pid == 0 {
+		t.Fatal("the tool did not start")
+	}
+	start := time.Now()
+	p.Stop()
+	o = p.Wait()
+	// The kill by pid file ends it at once; only the fallback (killing
+	// the local ssh after 5 s) would take longer.
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("Stop took %v: the remote kill did not reach the tool", d)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("the tool (pid %d) survived Stop", pid)
+	}
+	if after := pidFiles(); len(after) > len(before) {
+		t.Errorf("pid files left behind: %v (before: %v)", after, before)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := r.WaitListen(ctx, ln.Addr().(*net.TCPAddr).Port, 5*time.Second); err != nil {
+		t.Errorf("WaitListen with a listener: %v", err)
 	}
 }
