@@ -83,14 +83,17 @@ func SelfPeer(roced, addrA, addrB string, extra []string) *Peer {
 }
 
 // LabPeer is roced (in the tap's namespace on this host) against the real
-// tools on the guest's rxe0.
-func LabPeer(ctx context.Context, l *Lab, roced string, extra []string) *Peer {
-	return &Peer{
-		Name: "lab-" + l.Suite,
+// tools on the guest's rxe0. dev is roced's -d; empty: the tap's address.
+func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Peer {
+	if dev == "" {
 		// -d with an address gives roced rxe's GID table shape over that
 		// address (index 0 link-local, 1 the address), so -g 1 means on
 		// both sides what it means on rxe.
-		Subject: Side{Who: "roced", Runner: l.Host(), Roced: roced, Dev: l.HostAddr, GID: 1,
+		dev = l.HostAddr
+	}
+	return &Peer{
+		Name: "lab-" + l.Suite,
+		Subject: Side{Who: "roced", Runner: l.Host(), Roced: roced, Dev: dev, GID: 1,
 			Addr: l.HostAddr, Strict: true, Extra: extra},
 		Ref:  Side{Who: "rxe0", Runner: l.Guest(), Dev: "rxe0", GID: 1, Addr: l.GuestAddr},
 		Info: l.Info(ctx),

@@ -16,7 +16,13 @@ type Figure struct {
 }
 
 func (f Figure) String() string {
-	return strconv.FormatFloat(f.Value, 'f', 2, 64) + " " + f.Unit
+	// perftest prints the message rate with six decimals, everything else
+	// with two.
+	prec := 2
+	if f.Unit == "Mpps" {
+		prec = 6
+	}
+	return strconv.FormatFloat(f.Value, 'f', prec, 64) + " " + f.Unit
 }
 
 // MarshalJSON writes inf and nan as strings (JSON has no such numbers).

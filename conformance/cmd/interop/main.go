@@ -76,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		peerAddr   = fs.String("peer-addr", "", "remote: the HCA's IP address (default: the host's)")
 		peerDev    = fs.String("peer-dev", "", "remote: the peer tools' -d (e.g. mlx5_0)")
 		peerGID    = fs.Int("peer-gid", -1, "remote: the peer tools' GID index (-g/-x); -1: not given")
-		rocedDev   = fs.String("roced-dev", "", "remote: roced's -d (default: the local address routing to the peer)")
+		rocedDev   = fs.String("roced-dev", "", "roced's -d (default: lab: the tap's address, or the tap with a raw -link; remote: the local address routing to the peer)")
 		printCmds  = fs.Bool("print", false, "remote: print the peer's commands to run by hand instead of ssh")
 		sshOpts    stringList
 		rocedFlags stringList
@@ -178,7 +178,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		if *peer == "lab" {
-			p = conformance.LabPeer(ctx, lab, rocedPath, extra)
+			dev := *rocedDev
+			if dev == "" && *link != "" && *link != "udp" {
+				// The raw links need the interface itself: an address
+				// that is local resolves to the loopback device.
+				dev = lab.Tap
+			}
+			p = conformance.LabPeer(ctx, lab, rocedPath, dev, extra)
 		} else if p, err = conformance.LabPairPeer(ctx, lab); err != nil {
 			return fail("%v", err)
 		}
