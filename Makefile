@@ -32,12 +32,15 @@ unit:
 	$(GO) test -p 1 -race -short -count=1 ./...
 
 # Namespace and raw-socket tests run as root (CI is root) and fail, not
-# skip, without the privilege. The soak (256 MiB of each of SEND, WRITE and
-# READ through 5% loss) and the 64 MiB messages run without -race, which
-# would make them ten times slower; the short tests above run with it.
+# skip, without the privilege: the links across veth pairs, then the engine
+# across them per link kind and MTU (TestVeth*, with loss, duplication and
+# reordering from nic/impair), the soak (256 MiB of each of SEND, WRITE and
+# READ through 5% loss) and the 64 MiB messages. The engine runs go without
+# -race, which would make them ten times slower; the short tests above run
+# with it.
 system:
-	$(GO) test -p 1 -race -count=1 ./nic ./internal/...
-	$(GO) test -count=1 -run 'TestSoak|TestLargeMessages' -v ./transport 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
+	$(GO) test -p 1 -race -count=1 ./nic/... ./internal/...
+	$(GO) test -count=1 -run 'TestVeth|TestSoak|TestLargeMessages' -v ./transport 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
 
 # Every fuzz target for a short, bounded time: no panic, no out-of-range read.
 fuzz-smoke:

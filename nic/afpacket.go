@@ -125,6 +125,11 @@ func (l *AFPacket) open() error {
 	}
 	_ = unix.SetsockoptInt(rx, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
 	_ = unix.SetsockoptInt(rx, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
+	// A virtio_net_hdr before each frame says when it is a UDP GSO
+	// super-frame, which Recv then cuts (see afpRx).
+	if err := unix.SetsockoptInt(rx, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
+		return fmt.Errorf("nic: afpacket PACKET_VNET_HDR: %w", err)
+	}
 	if err := unix.Bind(rx, &unix.SockaddrLinklayer{Protocol: htons16(unix.ETH_P_ALL), Ifindex: l.ifindex}); err != nil {
 		return fmt.Errorf("nic: afpacket bind %s: %w", l.cfg.Interface, err)
 	}

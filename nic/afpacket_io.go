@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/internal/vnet"
 	"golang.org/x/sys/unix"
 )
 
@@ -144,7 +145,11 @@ func ipDst(dg []byte) (netip.Addr, int, uint16, bool) {
 	return netip.Addr{}, 0, 0, false
 }
 
-// afpRx receives whole frames into slots with recvmmsg.
+// afpRx receives whole frames into slots with recvmmsg, each behind the
+// virtio_net_hdr PACKET_VNET_HDR puts there. A UDP GSO super-frame (a
+// Linux UDP sender on the same veth pair, whose offload hands the peer
+// the unsegmented send) is cut into its datagrams, as the wire would have
+// carried them (internal/vnet); the rest are handed over in place.
 type afpRx struct {
 	l     *AFPacket
 	slot  int
@@ -155,16 +160,28 @@ type afpRx struct {
 	n     int
 	errno unix.Errno
 	fn    func(fd uintptr) bool
+	// The batch is handed out over as many Recv calls as it takes: next
+	// is the first message not yet handed out, seg the next datagram of
+	// the super-frame being cut.
+	next, seg int
+	segs      []byte // cut datagrams, BufSize each, reused every Recv
 }
 
+// afpSlots is the recvmmsg batch; afpSegs how many datagrams one Recv may
+// cut from super-frames.
+const (
+	afpSlots = 64
+	afpSegs  = 64
+)
+
 func (r *afpRx) init(l *AFPacket) {
-	const slots = 64
 	r.l = l
-	r.slot = (BufSize + 63) &^ 63
-	r.buf = make([]byte, slots*r.slot)
-	r.msgs = make([]unix.Mmsghdr, slots)
-	r.iov = make([]unix.Iovec, slots)
-	for i := range slots {
+	r.slot = (vnet.HdrLen + 65536 + 63) &^ 63 // a GSO super-frame is up to 64 KiB
+	r.buf = make([]byte, afpSlots*r.slot)
+	r.segs = make([]byte, afpSegs*BufSize)
+	r.msgs = make([]unix.Mmsghdr, afpSlots)
+	r.iov = make([]unix.Iovec, afpSlots)
+	for i := range afpSlots {
 		r.iov[i].Base = &r.buf[i*r.slot]
 		r.iov[i].SetLen(r.slot)
 		r.msgs[i].Hdr.Iov = &r.iov[i]
@@ -191,35 +208,67 @@ func (l *AFPacket) Recv(frames []Frame) (int, error) {
 		if l.isClosed() {
 			return 0, ErrClosed
 		}
-		r.want = min(len(frames), len(r.msgs))
-		for i := range r.want {
-			r.msgs[i].Hdr.Flags = 0
-		}
-		if err := l.rxRaw.Read(r.fn); err != nil {
-			return 0, ErrClosed
-		}
-		if r.errno != 0 {
-			return 0, fmt.Errorf("nic: afpacket %s: recvmmsg: %w", l.cfg.Interface, r.errno)
-		}
-		l.ctr.rxBatches.Add(1)
-		n := 0
-		var by, dropped uint64
-		for i := range r.n {
-			m := &r.msgs[i]
-			b := r.buf[i*r.slot : i*r.slot+int(m.Len)]
-			if m.Hdr.Flags&unix.MSG_TRUNC != 0 {
-				dropped++
-				continue
+		if r.next >= r.n {
+			r.want = min(len(frames), len(r.msgs))
+			for i := range r.want {
+				r.msgs[i].Hdr.Flags = 0
 			}
+			r.n, r.next, r.seg = 0, 0, 0
+			if err := l.rxRaw.Read(r.fn); err != nil {
+				return 0, ErrClosed
+			}
+			if r.errno != 0 {
+				return 0, fmt.Errorf("nic: afpacket %s: recvmmsg: %w", l.cfg.Interface, r.errno)
+			}
+			l.ctr.rxBatches.Add(1)
+		}
+		n, cut := 0, 0
+		var by, dropped uint64
+		take := func(b []byte) { // lend an Ethernet frame holding RoCEv2
 			f, err := bth.DecodeEthernet(b)
 			if err != nil {
 				dropped++
-				continue
+				return
 			}
 			off := len(f.Ethernet())
 			frames[n] = Frame{B: b[:off+len(f.L3())], Off: off}
 			by += uint64(len(f.L3()))
 			n++
+		}
+		for r.next < r.n && n < len(frames) && cut < afpSegs {
+			m := &r.msgs[r.next]
+			b := r.buf[r.next*r.slot : r.next*r.slot+int(m.Len)]
+			if m.Hdr.Flags&unix.MSG_TRUNC != 0 || len(b) < vnet.HdrLen {
+				dropped++
+				r.next++
+				continue
+			}
+			h, fr := vnet.Parse(b), b[vnet.HdrLen:]
+			if !h.IsUDPGSO() {
+				r.next++
+				take(fr)
+				continue
+			}
+			total, _, err := vnet.UDPSegments(fr, h)
+			if err != nil {
+				dropped++
+				r.next++
+				continue
+			}
+			for ; r.seg < total && n < len(frames) && cut < afpSegs; r.seg++ {
+				dst := r.segs[cut*BufSize : (cut+1)*BufSize]
+				cut++
+				if k, err := vnet.UDPSegment(dst, fr, h, r.seg); err == nil {
+					take(dst[:k])
+				} else {
+					dropped++
+				}
+			}
+			if r.seg == total {
+				r.next++
+				r.seg = 0
+				addIf(&l.ctr.rxGROSegs, uint64(total))
+			}
 		}
 		addIf(&l.ctr.rxPackets, uint64(n))
 		addIf(&l.ctr.rxBytes, by)

@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"net"
 	"net/netip"
 	"strconv"
 	"testing"
@@ -159,4 +160,67 @@ func TestAFPacketAllocs(t *testing.T) {
 	waitNeighbour(t, a, p.B.IPv4)
 	frames := testFrames(outer(a, p.B.IPv4, 1), 32, 1024)
 	assertNoAllocs(t, a, b, frames)
+}
+
+// TestAFPacketKnownNeighbour: when the kernel already knows the peer's
+// MAC (here from a datagram the stack sent, as the out-of-band TCP
+// exchange before a UD pingpong leaves it), the very first frame to it
+// goes out instead of being dropped while the resolver looks.
+func TestAFPacketKnownNeighbour(t *testing.T) {
+	p := vethPair(t, 1500)
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		aa, ba := p.A.IPv4, p.B.IPv4
+		if fam == "ipv6" {
+			aa, ba = p.A.IPv6, p.B.IPv6
+		}
+		if err := p.A.Do(func() error {
+			c, err := net.Dial("udp", netip.AddrPortFrom(ba, 9).String())
+			if err == nil {
+				_, err = c.Write([]byte{0}) // the stack resolves ba's MAC to send it
+				c.Close()
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // ARP or ND answered
+		a := openAFP(t, p.A, AFPacketConfig{Addrs: []netip.Addr{aa}})
+		b := openAFP(t, p.B, AFPacketConfig{Addrs: []netip.Addr{ba}})
+		exchange(t, a, b, outer(a, ba, 1), 1, 100, 1)
+		if s := a.Stats(); s.TxNoNeighbour != 0 {
+			t.Fatalf("%s: first frame dropped for want of a neighbour the kernel knew: %+v", fam, s)
+		}
+		a.Close()
+		b.Close()
+	}
+}
+
+// TestAFPacketCutsGSO: with the veth's offloads on, the UDP link's GSO
+// sends reach the AF_PACKET link as super-frames; it cuts them into the
+// datagrams a wire would have carried, every ICRC verifying (the IPv4
+// identification of segment k is k, which the UDP link's ICRC assumed).
+func TestAFPacketCutsGSO(t *testing.T) {
+	p := vethPair(t, 4200)
+	a := openAFP(t, p.A, AFPacketConfig{})
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		aa, ba := p.A.IPv4, p.B.IPv4
+		if fam == "ipv6" {
+			aa, ba = p.A.IPv6, p.B.IPv6
+		}
+		b := openIn(t, p.B, func() (*UDP, error) { return OpenUDP(UDPConfig{Addr: ba}) })
+		a.Send(warmup(outer(a, ba, 1)))
+		waitNeighbour(t, a, ba)
+		before := a.Stats()
+		for _, size := range []int{1024, 4096} {
+			exchange(t, b, a, outer(b, aa, 4), 2000, size, 64)
+			exchange(t, a, b, outer(a, ba, 3), 500, size, 64)
+		}
+		after, tx := a.Stats(), b.Stats()
+		if tx.TxGSOSegments == 0 || after.RxGROSegments == before.RxGROSegments || after.RxDropped != before.RxDropped {
+			t.Fatalf("%s: sent %d as GSO segments; AF_PACKET cut %d from super-frames, dropped %d",
+				fam, tx.TxGSOSegments, after.RxGROSegments-before.RxGROSegments, after.RxDropped-before.RxDropped)
+		}
+		t.Logf("%s: %d datagrams cut from super-frames", fam, after.RxGROSegments-before.RxGROSegments)
+		b.Close()
+	}
 }

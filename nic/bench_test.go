@@ -1,14 +1,13 @@
 package nic
 
 import (
-	"net"
 	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/internal/netns"
-	"golang.org/x/sys/unix"
+	"github.com/goroce/goroce/internal/rawudp"
 )
 
 // BenchmarkVeth moves RoCEv2 frames across a veth pair (MTU 4200) through
@@ -134,83 +133,10 @@ func report(b *testing.B, pkts int64, size int, el time.Duration) {
 // UDP payload sizes as a RoCEv2 SEND (BTH + payload + ICRC): one sendto
 // per packet, or UDP GSO (64 segments per sendmsg) to a GRO socket.
 func benchRaw(b *testing.B, p *netns.Pair, size int, gso bool) {
-	plen := 12 + size + 4
-	var tx, rx *net.UDPConn
-	if err := p.A.Do(func() (err error) {
-		tx, err = net.ListenUDP("udp4", &net.UDPAddr{IP: p.A.IPv4.AsSlice()})
-		return
-	}); err != nil {
+	r, err := rawudp.Measure(p.A, p.B, p.A.IPv4, p.B.IPv4, 12+size+4, b.N, gso, b.ResetTimer)
+	if err != nil {
 		b.Fatal(err)
 	}
-	defer tx.Close()
-	if err := p.B.Do(func() (err error) {
-		rx, err = net.ListenUDP("udp4", &net.UDPAddr{IP: p.B.IPv4.AsSlice(), Port: 4791})
-		return
-	}); err != nil {
-		b.Fatal(err)
-	}
-	defer rx.Close()
-	rc, _ := rx.SyscallConn()
-	rc.Control(func(fd uintptr) {
-		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
-		if gso {
-			unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1)
-		}
-	})
-	var got atomic.Int64
-	go func() {
-		buf := make([]byte, 65536)
-		oob := make([]byte, 64)
-		for {
-			n, oobn, _, _, err := rx.ReadMsgUDP(buf, oob)
-			if err != nil {
-				return
-			}
-			segs := 1
-			if gso {
-				forCmsg(oob[:oobn], func(level, typ int32, d []byte) {
-					if level == unix.SOL_UDP && typ == unix.UDP_GRO {
-						if g := cmsgInt(d); g > 0 {
-							segs = (n + g - 1) / g
-						}
-					}
-				})
-			}
-			got.Add(int64(segs))
-		}
-	}()
-	dst := &net.UDPAddr{IP: p.B.IPv4.AsSlice(), Port: 4791}
-	msg := make([]byte, plen*64)
-	var oob []byte
-	if gso {
-		oob = make([]byte, cmsgSpace)
-		putCmsg(oob, unix.SOL_UDP, unix.UDP_SEGMENT, uint32(plen), 2)
-	}
-	const window = 512
-	b.ResetTimer()
-	start := time.Now()
-	for sent := 0; sent < b.N; {
-		for int64(sent)-got.Load() > window {
-			time.Sleep(20 * time.Microsecond)
-		}
-		if gso {
-			n := min(64, b.N-sent, 65000/plen)
-			if _, _, err := tx.WriteMsgUDP(msg[:n*plen], oob, dst); err != nil {
-				b.Fatal(err)
-			}
-			sent += n
-		} else {
-			if _, err := tx.WriteToUDP(msg[:plen], dst); err != nil {
-				b.Fatal(err)
-			}
-			sent++
-		}
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for got.Load() < int64(b.N) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Microsecond)
-	}
-	el := time.Since(start)
 	b.StopTimer()
-	report(b, got.Load(), size, el)
+	report(b, r.Datagrams, size, r.Elapsed)
 }

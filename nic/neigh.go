@@ -3,6 +3,7 @@ package nic
 import (
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 // a copy-on-write map without locking or allocating; a miss posts the
 // destination to a resolver goroutine and the frame is dropped and
 // counted (TxNoNeighbour): Send may keep no frame, and RC retransmission
-// or the engine's own pacing recovers. The resolver asks the kernel to
+// or the engine's own pacing recovers. The first miss for a destination
+// waits for the resolver's pass over the kernel's neighbour table, since
+// the kernel usually knows the MAC already (see miss). The resolver asks the kernel to
 // resolve (RTM_NEWNEIGH with NTF_USE, as "ip neigh replace ADDR dev IF
 // use" does; an empty UDP datagram to the discard port where that is
 // refused) and re-reads the neighbour table once a second so a changed MAC
@@ -25,9 +28,19 @@ type nextHops struct {
 	ifindex int
 	ifname  string
 	m       atomic.Pointer[map[netip.Addr][6]byte]
-	req     chan netip.Addr
+	req     chan nhRequest
 	done    chan struct{}
 	trig    [2]int // UDP sockets (IPv4, IPv6) for the fallback trigger
+
+	missMu sync.Mutex
+	tried  map[netip.Addr]time.Time // when a miss last waited for the resolver
+}
+
+// nhRequest asks the resolver about dst; done, if set, is closed once the
+// resolver has looked and published what it found.
+type nhRequest struct {
+	dst  netip.Addr
+	done chan struct{}
 }
 
 func newNextHops(ifname string, ifindex int) (*nextHops, error) {
@@ -35,7 +48,8 @@ func newNextHops(ifname string, ifindex int) (*nextHops, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &nextHops{h: h, ifindex: ifindex, ifname: ifname, req: make(chan netip.Addr, 256), done: make(chan struct{}), trig: [2]int{-1, -1}}
+	n := &nextHops{h: h, ifindex: ifindex, ifname: ifname, req: make(chan nhRequest, 256), done: make(chan struct{}), trig: [2]int{-1, -1},
+		tried: map[netip.Addr]time.Time{}}
 	m := map[netip.Addr][6]byte{}
 	n.m.Store(&m)
 	// Trigger sockets are made now, in the caller's namespace.
@@ -47,13 +61,55 @@ func newNextHops(ifname string, ifindex int) (*nextHops, error) {
 
 // lookup returns the next hop's MAC for dst, or posts it for resolution.
 func (n *nextHops) lookup(dst netip.Addr) ([6]byte, bool) {
-	mac, ok := (*n.m.Load())[dst]
-	if !ok {
-		select {
-		case n.req <- dst:
-		default: // the resolver is busy; a later frame asks again
-		}
+	if mac, ok := (*n.m.Load())[dst]; ok {
+		return mac, true
 	}
+	return n.miss(dst)
+}
+
+// missWait bounds how long Send waits for the resolver on a first miss: a
+// pass over the neighbour table takes well under a millisecond.
+const missWait = 20 * time.Millisecond
+
+// miss handles a destination the map lacks. The first miss (in a second)
+// waits for the resolver to read the kernel's neighbour table: the kernel
+// usually knows the MAC already (the out-of-band TCP connection that
+// exchanged the QP numbers resolved it), and a UD application's first
+// message should not be lost for want of looking; rxe would not lose it
+// either, the kernel queues packets while it resolves. Other misses only
+// post the destination, so Send never waits on ARP or on a destination
+// that cannot be resolved.
+func (n *nextHops) miss(dst netip.Addr) ([6]byte, bool) {
+	now := time.Now()
+	n.missMu.Lock()
+	last, seen := n.tried[dst]
+	wait := !seen || now.Sub(last) > time.Second
+	if wait {
+		if len(n.tried) > 1024 {
+			clear(n.tried)
+		}
+		n.tried[dst] = now
+	}
+	n.missMu.Unlock()
+	r := nhRequest{dst: dst}
+	if wait {
+		r.done = make(chan struct{})
+	}
+	select {
+	case n.req <- r:
+	default: // the resolver is busy; a later frame asks again
+		return [6]byte{}, false
+	}
+	if wait {
+		t := time.NewTimer(missWait)
+		select {
+		case <-r.done:
+		case <-t.C:
+		case <-n.done:
+		}
+		t.Stop()
+	}
+	mac, ok := (*n.m.Load())[dst]
 	return mac, ok
 }
 
@@ -77,11 +133,16 @@ func (n *nextHops) run() {
 		select {
 		case <-n.done:
 			return
-		case dst := <-n.req:
-			if _, busy := pending[dst]; !busy {
-				pending[dst] = 0
+		case r := <-n.req:
+			if _, busy := pending[r.dst]; !busy || r.done != nil {
+				if !busy {
+					pending[r.dst] = 0
+				}
 				n.resolve(pending)
 				retry.Reset(time.Millisecond)
+			}
+			if r.done != nil {
+				close(r.done)
 			}
 		case <-retry.C:
 			n.resolve(pending)

@@ -90,7 +90,8 @@ type Stats struct {
 	// moved at least one packet: Packets/Batches is the batching achieved.
 	TxBatches, RxBatches uint64
 	// TxGSOSegments counts packets sent as segments of a UDP GSO send of
-	// two or more; RxGROSegments packets that arrived coalesced by GRO.
+	// two or more; RxGROSegments packets that arrived coalesced: by GRO
+	// on a UDP socket, or as a GSO super-frame cut by an AF_PACKET link.
 	TxGSOSegments, RxGROSegments uint64
 	// TxNoNeighbour counts frames dropped because the next hop's MAC was
 	// still unresolved (links that build Ethernet headers).

@@ -128,9 +128,16 @@ func (q *QP) seek(psn bth.PSN) {
 }
 
 // progress notes forward progress: retry counters reset (IBA 9.7.6.1.3
-// counts consecutive retries) and the timer restarts or stops. A response
-// can overtake a rewind (the original of a packet about to be resent
-// arrives late), so the requester moves past whatever is now acknowledged.
+// counts consecutive retries) and the timer restarts or stops.
+//
+// A response can overtake a rewind: the requester was sent back to a PSN
+// whose ACK or READ response was already on its way. If the requester now
+// lies behind what is acknowledged, it moves forward to comp.psn. Without
+// this, a READ's last response arriving after a rewind into that READ
+// retired the WQE (retire moves req.cur past it) but left req.psn at the
+// rewind point, and the next WQE started on PSNs the READ had used: the
+// responder took its request for a duplicate and the QP retried until
+// retry_cnt ran out.
 func (q *QP) progress() {
 	if q.req.psn.Before(q.comp.psn) {
 		q.seek(q.comp.psn)

@@ -50,6 +50,8 @@ type pairOpts struct {
 	noConnect bool
 	rnrZero   bool // rnr_retry really 0 (0 otherwise means the default)
 	trace     *traceRing
+	// wrap, if set, puts a link between the device and its in-memory link.
+	wrap func(*nic.MemLink) nic.Link
 }
 
 func (o *pairOpts) defaults() {
@@ -98,11 +100,15 @@ func newSide(t testing.TB, net *nic.MemNet, addr string, o *pairOpts) *side {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var link nic.Link = l
+	if o.wrap != nil {
+		link = o.wrap(l)
+	}
 	opt := Options{Window: o.window}
 	if o.trace != nil {
 		opt.Trace = o.trace.hook(addr)
 	}
-	d, err := Open(l, opt)
+	d, err := Open(link, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,8 +50,17 @@ func TestSoak(t *testing.T) {
 			type slot struct {
 				n    int
 				seed byte
+				src  int // READ: where in b's source area
 			}
 			slots := make([]slot, inFlight)
+			if op == qp.WRRDMARead {
+				// READ sources are written once: a duplicate READ can be
+				// replayed after the requester completed it (its late
+				// request reaches the responder after the responses it
+				// asked for again), and b may not rewrite what such a
+				// replay reads. Each message reads a different stretch.
+				noise(b.buf[:inFlight*msgMax])
+			}
 			for moved < total {
 				// Post up to inFlight messages, each in its own region.
 				k := 0
@@ -62,11 +71,14 @@ func TestSoak(t *testing.T) {
 					}
 					seed := byte(round*inFlight + k)
 					src, dst := k*msgMax, inFlight*msgMax+k*msgMax
-					slots[k] = slot{n, seed}
+					if op == qp.WRRDMARead {
+						src = rng.IntN(inFlight*msgMax - n + 1)
+					}
+					slots[k] = slot{n, seed, src}
 					wr := qp.SendWR{WRID: uint64(k), Opcode: op, Flags: qp.Signaled}
 					switch op {
 					case qp.WRRDMARead: // a reads from b's source area into its destination area
-						fill(b.buf[src:src+n], seed)
+						clear(a.buf[dst : dst+n])
 						wr.SGL = []mr.SGE{a.mr.SGE(dst, n)}
 						wr.RemoteAddr, wr.RKey = b.mr.Addr()+uint64(src), b.mr.RKey()
 					case qp.WRRDMAWrite:
@@ -85,7 +97,7 @@ func TestSoak(t *testing.T) {
 				for i := range k {
 					wc := wait(t, a.scq, 60*time.Second)
 					if wc.Status != cq.Success || wc.WRID != uint64(i) {
-						t.Fatalf("round %d message %d: %+v", round, i, wc)
+						t.Fatalf("round %d message %d: %+v\nA %v\nB %v", round, i, wc, a.dev.Counters().List(), b.dev.Counters().List())
 					}
 					if op == qp.WRSend {
 						rc := wait(t, b.rcq, 60*time.Second)
@@ -98,7 +110,7 @@ func TestSoak(t *testing.T) {
 					fill(want, slots[i].seed)
 					got := b.buf[dst : dst+n]
 					if op == qp.WRRDMARead {
-						got = a.buf[dst : dst+n]
+						got, want = a.buf[dst:dst+n], b.buf[slots[i].src:slots[i].src+n]
 					}
 					if !bytes.Equal(got, want) {
 						t.Fatalf("round %d message %d (%d bytes): data differs", round, i, n)
@@ -135,3 +147,15 @@ func TestSoak(t *testing.T) {
 }
 
 var _ = fmt.Sprint
+
+// noise fills b with bytes that do not repeat within it (xorshift), so a
+// READ of the wrong stretch cannot match.
+func noise(b []byte) {
+	x := uint64(0x9e3779b97f4a7c15)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x >> 32)
+	}
+}

@@ -58,7 +58,11 @@ type Endpoint struct {
 	GIDIndex uint8
 	GID      bth.GID
 	Addr     netip.Addr // the local address the GID stands for
-	tap      *nic.Tap
+	// StatsSocket is the unix socket serving this process's counters
+	// (roced stats); empty if it could not be opened (StatsErr says why).
+	StatsSocket string
+	StatsErr    error
+	tap         *nic.Tap
 }
 
 // Open resolves cfg and opens the device.
@@ -105,11 +109,15 @@ func Open(cfg Config) (*Endpoint, error) {
 		e.Link.Close()
 		return nil, err
 	}
+	e.StatsErr = e.serveStats()
 	return e, nil
 }
 
-// Close closes the device and its link, flushing any pcap file.
+// Close closes the device and its link, flushing any pcap file, and stops
+// reporting its counters (the process's stats socket goes with its last
+// endpoint).
 func (e *Endpoint) Close() error {
+	e.unserveStats()
 	err := e.Device.Close()
 	if e.tap != nil {
 		if ferr := e.tap.Err(); ferr != nil && err == nil {

@@ -2,6 +2,9 @@
 // namespaces joined by a veth pair, with addresses from ranges reserved for
 // testing (198.18.0.0/15, RFC 2544; fd00::/8, unique local), an MTU of the
 // test's choosing and optional netem loss, duplication and reordering.
+// With Config.Middle a third namespace sits between the two, A <-veth-> M
+// <-veth-> B, for a forwarder that impairs the path (nic/impair) where the
+// kernel has no netem.
 //
 // The namespaces are unnamed: they exist only while this process holds a
 // handle to them (or a socket or thread inside them), so nothing outlives
@@ -35,6 +38,10 @@ type Config struct {
 	MTU int
 	// Netem, if set, is installed as the root qdisc of both veth ends.
 	Netem *netlink.NetemQdiscAttrs
+	// Middle puts a third namespace between A and B. Its two interfaces
+	// have no addresses and nothing joins them: A and B reach each other
+	// only while a forwarder runs in it (see Middle).
+	Middle bool
 	// Subnet picks the third octet of the IPv4 addresses and a byte of the
 	// IPv6 prefix, so that tests running pairs side by side (within one
 	// process the namespaces are separate anyway) can tell them apart in
@@ -54,11 +61,28 @@ type End struct {
 	h     *netlink.Handle
 }
 
-// Pair is two namespaces joined by a veth pair.
+// Pair is two namespaces joined by a veth pair, or by two veth pairs
+// through a middle namespace.
 type Pair struct {
 	A, B *End
+	M    *Middle // nil unless Config.Middle
 	MTU  int
 }
+
+// Middle is the namespace between A and B: ToA is the peer of A's veth,
+// ToB the peer of B's. IPv6 is off on both so the middle sends nothing of
+// its own; every frame on them is A's or B's.
+type Middle struct {
+	NS       vns.NsHandle
+	ToA, ToB string
+	h        *netlink.Handle
+}
+
+// Do runs fn on a thread inside the middle namespace.
+func (m *Middle) Do(fn func() error) error { return do(m.NS, fn) }
+
+// Run runs a command inside the middle namespace.
+func (m *Middle) Run(name string, args ...string) ([]byte, error) { return run(m.NS, name, args...) }
 
 // Privileged fails t unless the process may create namespaces, and skips
 // it in -short mode.
@@ -70,6 +94,19 @@ func Privileged(t testing.TB) {
 	if os.Geteuid() != 0 {
 		t.Fatalf("network namespace test needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); euid is %d. Run as root, or with -short to skip", os.Geteuid())
 	}
+}
+
+// NetemMissing returns why netem cannot be used here (an error naming the
+// kernel option if the kernel lacks it), or nil if it can. It needs the
+// same privilege as New and fails t the same way without it.
+func NetemMissing(t testing.TB) error {
+	t.Helper()
+	Privileged(t)
+	p, err := build(Config{Netem: &netlink.NetemQdiscAttrs{}})
+	if p != nil {
+		p.Close()
+	}
+	return err
 }
 
 // New builds the pair and registers its removal with t.Cleanup.
@@ -90,6 +127,10 @@ func build(cfg Config) (*Pair, error) {
 	if cfg.MTU == 0 {
 		cfg.MTU = 1500
 	}
+	if cfg.MTU < 1280 {
+		// The kernel removes IPv6 (and its sysctls) from such a link.
+		return nil, fmt.Errorf("MTU %d: IPv6 needs at least 1280", cfg.MTU)
+	}
 	p := &Pair{MTU: cfg.MTU, A: &End{NS: -1}, B: &End{NS: -1}}
 	var err error
 	if p.A.NS, err = newNS(); err != nil {
@@ -104,13 +145,12 @@ func build(cfg Config) (*Pair, error) {
 		}
 	}
 	p.A.Link, p.B.Link = "veth0", "veth1"
-	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: p.A.Link, MTU: cfg.MTU},
-		PeerName:      p.B.Link,
-		PeerNamespace: netlink.NsFd(p.B.NS),
-	}
-	if err := p.A.h.LinkAdd(veth); err != nil {
-		return p, fmt.Errorf("veth pair: %w", err)
+	if cfg.Middle {
+		if err := p.middle(cfg); err != nil {
+			return p, err
+		}
+	} else if err := vethPair(p.A, p.A.Link, p.B.NS, p.B.Link, cfg.MTU); err != nil {
+		return p, err
 	}
 	for i, e := range []*End{p.A, p.B} {
 		n := byte(i + 1)
@@ -126,6 +166,55 @@ func build(cfg Config) (*Pair, error) {
 		}
 	}
 	return p, nil
+}
+
+// vethPair creates a veth pair in e's namespace, named name there, whose
+// peer peerName lives in peerNS.
+func vethPair(e *End, name string, peerNS vns.NsHandle, peerName string, mtu int) error {
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: name, MTU: mtu},
+		PeerName:      peerName,
+		PeerNamespace: netlink.NsFd(peerNS),
+	}
+	if err := e.h.LinkAdd(veth); err != nil {
+		return fmt.Errorf("veth pair %s-%s: %w", name, peerName, err)
+	}
+	return nil
+}
+
+// middle creates the middle namespace and its veth pairs to A and B, and
+// brings its ends up without addresses.
+func (p *Pair) middle(cfg Config) error {
+	m := &Middle{NS: -1, ToA: "ma", ToB: "mb"}
+	p.M = m
+	var err error
+	if m.NS, err = newNS(); err != nil {
+		return err
+	}
+	if m.h, err = netlink.NewHandleAt(m.NS); err != nil {
+		return fmt.Errorf("netlink handle in namespace: %w", err)
+	}
+	if err := vethPair(p.A, p.A.Link, m.NS, m.ToA, cfg.MTU); err != nil {
+		return err
+	}
+	if err := vethPair(p.B, p.B.Link, m.NS, m.ToB, cfg.MTU); err != nil {
+		return err
+	}
+	for _, name := range []string{m.ToA, m.ToB} {
+		if err := m.Do(func() error {
+			return os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0)
+		}); err != nil {
+			return fmt.Errorf("sysctl disable_ipv6 on %s: %w", name, err)
+		}
+		l, err := m.h.LinkByName(name)
+		if err == nil {
+			err = m.h.LinkSetUp(l)
+		}
+		if err != nil {
+			return fmt.Errorf("middle %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // newNS creates an unnamed namespace and returns a handle to it, leaving
@@ -232,7 +321,9 @@ func (e *End) linkLocal() error {
 
 // Do runs fn on a thread inside the namespace. Sockets fn opens belong to
 // the namespace for their whole life, wherever they are used afterwards.
-func (e *End) Do(fn func() error) error {
+func (e *End) Do(fn func() error) error { return do(e.NS, fn) }
+
+func do(ns vns.NsHandle, fn func() error) error {
 	runtime.LockOSThread()
 	orig, err := vns.Get()
 	if err != nil {
@@ -240,7 +331,7 @@ func (e *End) Do(fn func() error) error {
 		return err
 	}
 	defer orig.Close()
-	if err := vns.Set(e.NS); err != nil {
+	if err := vns.Set(ns); err != nil {
 		runtime.UnlockOSThread()
 		return err
 	}
@@ -257,9 +348,11 @@ func (e *End) Do(fn func() error) error {
 
 // Run runs a command inside the namespace (a child forked from a thread in
 // it inherits it) and returns its combined output.
-func (e *End) Run(name string, args ...string) ([]byte, error) {
+func (e *End) Run(name string, args ...string) ([]byte, error) { return run(e.NS, name, args...) }
+
+func run(ns vns.NsHandle, name string, args ...string) ([]byte, error) {
 	var out []byte
-	err := e.Do(func() error {
+	err := do(ns, func() error {
 		var err error
 		out, err = exec.Command(name, args...).CombinedOutput()
 		return err
@@ -270,9 +363,19 @@ func (e *End) Run(name string, args ...string) ([]byte, error) {
 // Handle returns a netlink handle bound to the namespace.
 func (e *End) Handle() *netlink.Handle { return e.h }
 
-// Close removes both namespaces and so the veth pair. Sockets still open in
+// Close removes the namespaces and so the veth pairs. Sockets still open in
 // them keep them alive until they are closed.
 func (p *Pair) Close() {
+	if m := p.M; m != nil {
+		if m.h != nil {
+			m.h.Close()
+			m.h = nil
+		}
+		if m.NS >= 0 {
+			m.NS.Close()
+			m.NS = -1
+		}
+	}
 	for _, e := range []*End{p.A, p.B} {
 		if e.h != nil {
 			e.h.Close()

@@ -89,3 +89,46 @@ func TestPairClose(t *testing.T) {
 	}
 	p.Close()
 }
+
+// TestMiddle builds A <-> M <-> B: the middle's interfaces exist, are up
+// with the pair's MTU and no IPv6, and nothing crosses until something in
+// M forwards (nic/impair's tests forward through it).
+func TestMiddle(t *testing.T) {
+	p := New(t, Config{MTU: 1500, Middle: true})
+	if p.M == nil {
+		t.Fatal("no middle namespace")
+	}
+	for _, name := range []string{p.M.ToA, p.M.ToB} {
+		l, err := p.M.h.LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Attrs().MTU != 1500 || l.Attrs().Flags&net.FlagUp == 0 {
+			t.Fatalf("%s: MTU %d flags %v", name, l.Attrs().MTU, l.Attrs().Flags)
+		}
+		out, err := p.M.Run("cat", "/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6")
+		if err != nil || strings.TrimSpace(string(out)) != "1" {
+			t.Fatalf("%s disable_ipv6: %q %v", name, out, err)
+		}
+	}
+	var ca, cb *net.UDPConn
+	if err := p.A.Do(func() (err error) {
+		ca, err = net.ListenUDP("udp4", &net.UDPAddr{IP: p.A.IPv4.AsSlice()})
+		return
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close()
+	if err := p.B.Do(func() (err error) {
+		cb, err = net.ListenUDP("udp4", &net.UDPAddr{IP: p.B.IPv4.AsSlice()})
+		return
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	ca.WriteTo([]byte("x"), cb.LocalAddr())
+	cb.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if n, _, err := cb.ReadFrom(make([]byte, 10)); err == nil {
+		t.Fatalf("%d bytes crossed the middle with nothing forwarding", n)
+	}
+}

@@ -1,0 +1,220 @@
+package endpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Every process that opens devices through Open serves their counters on
+// a unix socket, one per process, so "roced stats" can list what every
+// running goroce instance has counted, as "rdma statistic show" does for
+// kernel devices. The socket lives in StatsDir as roced-PID.sock; it is
+// created by the first Open and removed when the last endpoint closes. A
+// process killed before that leaves a socket nobody answers on: readers
+// skip it and remove it once its process is gone.
+//
+// The protocol is one JSON document (StatsReply) written to whoever
+// connects, then the connection is closed.
+
+// StatsReply is what a process's stats socket answers.
+type StatsReply struct {
+	PID     int           `json:"pid"`
+	Command string        `json:"command"`
+	Devices []DeviceStats `json:"devices"`
+}
+
+// DeviceStats are one open device's counters.
+type DeviceStats struct {
+	Name     string         `json:"ifname"` // goroceN, numbered within the process
+	Port     int            `json:"port"`
+	Netdev   string         `json:"netdev"`
+	Link     string         `json:"link"`
+	GID      string         `json:"gid"`
+	Counters []StatsCounter `json:"counters"`
+}
+
+// StatsCounter is one named counter.
+type StatsCounter struct {
+	Name  string `json:"name"`
+	Value uint64 `json:"value"`
+}
+
+// StatsDir returns the directory of the stats sockets:
+// $XDG_RUNTIME_DIR/goroce, else /tmp/goroce-UID.
+func StatsDir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "goroce")
+	}
+	return filepath.Join(os.TempDir(), "goroce-"+strconv.Itoa(os.Getuid()))
+}
+
+// statsServer is the process's stats socket and the endpoints it reports.
+var statsServer struct {
+	mu        sync.Mutex
+	endpoints map[*Endpoint]int // endpoint: device number
+	next      int
+	ln        *net.UnixListener
+	path      string
+	done      chan struct{}
+}
+
+// serveStats registers e with the process's stats socket, opening the
+// socket if e is the first. A failure leaves e working, unreported: the
+// counters are a diagnostic and must not stop a pingpong.
+func (e *Endpoint) serveStats() error {
+	s := &statsServer
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.endpoints == nil {
+		s.endpoints = map[*Endpoint]int{}
+	}
+	if s.ln == nil {
+		dir := StatsDir()
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("stats socket directory: %w", err)
+		}
+		path := filepath.Join(dir, "roced-"+strconv.Itoa(os.Getpid())+".sock")
+		os.Remove(path) // left by an earlier process with our PID
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			return fmt.Errorf("stats socket: %w", err)
+		}
+		s.ln, s.path, s.done = ln, path, make(chan struct{})
+		s.next = 0
+		go acceptStats(ln, s.done)
+	}
+	s.endpoints[e] = s.next
+	s.next++
+	e.StatsSocket = s.path
+	return nil
+}
+
+// unserveStats removes e from the report, and the socket with the last
+// endpoint.
+func (e *Endpoint) unserveStats() {
+	s := &statsServer
+	s.mu.Lock()
+	if _, ok := s.endpoints[e]; !ok {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.endpoints, e)
+	var ln *net.UnixListener
+	var done chan struct{}
+	if len(s.endpoints) == 0 && s.ln != nil {
+		ln, done, s.ln = s.ln, s.done, nil
+	}
+	s.mu.Unlock()
+	if ln != nil {
+		ln.Close() // unlinks the socket file
+		<-done
+	}
+}
+
+func acceptStats(ln *net.UnixListener, done chan struct{}) {
+	defer close(done)
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		json.NewEncoder(c).Encode(statsSnapshot())
+		c.Close()
+	}
+}
+
+// statsSnapshot reads every registered endpoint's counters.
+func statsSnapshot() StatsReply {
+	s := &statsServer
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := StatsReply{PID: os.Getpid(), Command: strings.Join(os.Args, " ")}
+	es := make([]*Endpoint, 0, len(s.endpoints))
+	for e := range s.endpoints {
+		es = append(es, e)
+	}
+	sort.Slice(es, func(i, j int) bool { return s.endpoints[es[i]] < s.endpoints[es[j]] })
+	for _, e := range es {
+		d := DeviceStats{Name: "goroce" + strconv.Itoa(s.endpoints[e]), Port: 1, Netdev: e.Netdev,
+			Link: e.Link.Info().Name, GID: e.GID.String()}
+		for _, c := range e.Device.Stats() {
+			d.Counters = append(d.Counters, StatsCounter{c.Name, c.Value})
+		}
+		r.Devices = append(r.Devices, d)
+	}
+	return r
+}
+
+// ReadStats asks the stats socket at path for its process's counters.
+func ReadStats(path string) (StatsReply, error) {
+	var r StatsReply
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return r, err
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if err := json.NewDecoder(c).Decode(&r); err != nil {
+		return r, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// ErrNoInstance is returned by AllStats for a PID with no stats socket.
+var ErrNoInstance = errors.New("no running goroce instance with that PID")
+
+// AllStats reads every running instance's counters (or only pid's, if
+// pid > 0), in PID order. Sockets whose process has exited are removed.
+func AllStats(pid int) ([]StatsReply, error) {
+	dir := StatsDir()
+	paths, err := filepath.Glob(filepath.Join(dir, "roced-*.sock"))
+	if err != nil {
+		return nil, err
+	}
+	type sock struct {
+		pid  int
+		path string
+	}
+	var socks []sock
+	for _, p := range paths {
+		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(p), "roced-"), ".sock"))
+		if err != nil || pid > 0 && n != pid {
+			continue
+		}
+		socks = append(socks, sock{n, p})
+	}
+	sort.Slice(socks, func(i, j int) bool { return socks[i].pid < socks[j].pid })
+	var out []StatsReply
+	for _, s := range socks {
+		r, err := ReadStats(s.path)
+		if err != nil {
+			if !alive(s.pid) {
+				os.Remove(s.path) // its process is gone: a stale socket
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	if pid > 0 && len(out) == 0 {
+		return nil, fmt.Errorf("%w (%d) in %s", ErrNoInstance, pid, dir)
+	}
+	return out, nil
+}
+
+// alive reports whether a process exists (signal 0 probes without
+// sending; EPERM means it exists under another user).
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

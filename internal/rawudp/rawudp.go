@@ -1,0 +1,143 @@
+// Package rawudp measures what the kernel's plain UDP path carries between
+// two network namespaces, the yardstick for goroce's links: one sendto per
+// datagram, or UDP GSO (up to 64 segments per sendmsg) to a GRO socket.
+// The sender stays within a window of the receiver, as an RC send queue
+// would: nothing on a veth has flow control and its backlog holds 1000
+// packets.
+package rawudp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/goroce/goroce/internal/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Window is how many datagrams the sender keeps in flight at most.
+const Window = 512
+
+// Result is one measurement.
+type Result struct {
+	Datagrams int64         // received
+	Elapsed   time.Duration // first send to last receive (or give-up)
+}
+
+// PPS returns datagrams per second.
+func (r Result) PPS() float64 { return float64(r.Datagrams) / r.Elapsed.Seconds() }
+
+// Gbps returns goodput in Gbit/s counting payload bytes per datagram.
+func (r Result) Gbps(payload int) float64 { return r.PPS() * float64(payload) * 8 / 1e9 }
+
+// Measure sends count datagrams of size bytes from a (address src) to b
+// (address dst, port 4791), with GSO or one sendto each, and returns how
+// many arrived in how long. start, if set, is called just before the
+// first send (a benchmark resets its timer there).
+func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, gso bool, start func()) (Result, error) {
+	var tx, rx *net.UDPConn
+	if err := a.Do(func() (err error) {
+		tx, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)))
+		return
+	}); err != nil {
+		return Result{}, err
+	}
+	defer tx.Close()
+	if err := b.Do(func() (err error) {
+		rx, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 4791)))
+		return
+	}); err != nil {
+		return Result{}, fmt.Errorf("rawudp: port 4791 on %v: %w", dst, err)
+	}
+	defer rx.Close()
+	rc, err := rx.SyscallConn()
+	if err != nil {
+		return Result{}, err
+	}
+	rc.Control(func(fd uintptr) {
+		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+		if gso {
+			unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1)
+		}
+	})
+	var got atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65536)
+		oob := make([]byte, unix.CmsgSpace(4))
+		for {
+			n, oobn, _, _, err := rx.ReadMsgUDP(buf, oob)
+			if err != nil {
+				return
+			}
+			segs := 1
+			if gso {
+				if g := groSize(oob[:oobn]); g > 0 {
+					segs = (n + g - 1) / g
+				}
+			}
+			got.Add(int64(segs))
+		}
+	}()
+	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 4791))
+	per := 1
+	var oob []byte
+	if gso {
+		per = min(64, 65000/size)
+		oob = make([]byte, unix.CmsgSpace(2))
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+		h.SetLen(unix.CmsgLen(2))
+		binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(size))
+	}
+	msg := make([]byte, size*per)
+	if start != nil {
+		start()
+	}
+	t0 := time.Now()
+	for sent := 0; sent < count; {
+		for int64(sent)-got.Load() > Window {
+			time.Sleep(20 * time.Microsecond)
+		}
+		k := min(per, count-sent)
+		var err error
+		if gso {
+			_, _, err = tx.WriteMsgUDP(msg[:k*size], oob, to)
+		} else {
+			_, err = tx.WriteToUDP(msg[:size], to)
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		sent += k
+	}
+	for deadline := time.Now().Add(5 * time.Second); got.Load() < int64(count) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Microsecond)
+	}
+	r := Result{Datagrams: got.Load(), Elapsed: time.Since(t0)}
+	rx.Close()
+	<-done
+	return r, nil
+}
+
+// groSize reads the segment size of a GRO-coalesced read.
+func groSize(oob []byte) int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_UDP && m.Header.Type == unix.UDP_GRO && len(m.Data) >= 2 {
+			if len(m.Data) >= 4 {
+				return int(binary.NativeEndian.Uint32(m.Data))
+			}
+			return int(binary.NativeEndian.Uint16(m.Data))
+		}
+	}
+	return 0
+}

@@ -1,0 +1,66 @@
+package rdmatest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+)
+
+// Bandwidth posts count messages of size bytes with op (RDMA WRITE or
+// SEND) from a to b, keeping up to depth outstanding, as ib_write_bw and
+// ib_send_bw do, and returns the time from the first post to the last
+// completion. For SEND, b's receive queue is kept full from the same
+// loop. start, if set, runs just before the first post.
+func Bandwidth(tb testing.TB, a, b *Peer, op qp.WROpcode, size, depth, count int, start func()) time.Duration {
+	tb.Helper()
+	send := op == qp.WRSend
+	recv := qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, size)}}
+	if send {
+		for range min(int(b.Opt.RQDepth), count) {
+			must(tb, b.QP.PostRecv(&recv))
+		}
+	}
+	wr := qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, size)},
+		RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}
+	wcs := make([]cq.WC, 64)
+	rwcs := make([]cq.WC, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if start != nil {
+		start()
+	}
+	t0 := time.Now()
+	posted, done, reposted := 0, 0, min(int(b.Opt.RQDepth), count)
+	for done < count {
+		for ; posted < count && posted-done < depth; posted++ {
+			must(tb, a.QP.PostSend(&wr))
+		}
+		n, err := a.SCQ.PollWait(ctx, wcs)
+		if err != nil {
+			tb.Fatalf("%v: %d of %d messages completed: %v", op, done, count, err)
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != cq.Success {
+				tb.Fatalf("%v: completion %+v", op, wc)
+			}
+		}
+		done += n
+		if send {
+			m, _ := b.RCQ.Poll(rwcs)
+			for _, wc := range rwcs[:m] {
+				if wc.Status != cq.Success {
+					tb.Fatalf("receive completion %+v", wc)
+				}
+			}
+			for ; m > 0 && reposted < count; m-- {
+				must(tb, b.QP.PostRecv(&recv))
+				reposted++
+			}
+		}
+	}
+	return time.Since(t0)
+}

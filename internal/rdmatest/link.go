@@ -1,0 +1,73 @@
+// Package rdmatest runs goroce devices across real links between network
+// namespaces, for tests and benchmarks: it builds the topology (a veth
+// pair, or two through a middle namespace with an impairing forwarder),
+// opens a link of each kind inside a namespace, a device over it and
+// connected RC, UC or UD queue pairs, and checks that every byte and every
+// completion of an exchange is right.
+//
+// Like internal/netns it needs root; without it the test fails saying so,
+// and -short skips it.
+package rdmatest
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/goroce/goroce/internal/netns"
+	"github.com/goroce/goroce/nic"
+)
+
+// Kind is a kind of link.
+type Kind int
+
+// The links goroce has that run over an Ethernet interface.
+const (
+	UDP          Kind = iota // kernel UDP sockets (sendmmsg/recvmmsg, GSO/GRO)
+	AFPacket                 // AF_PACKET sockets
+	AFXDPGeneric             // AF_XDP, XDP program in generic (SKB) mode
+	AFXDPNative              // AF_XDP, XDP program in the veth driver
+)
+
+// Kinds lists every kind.
+var Kinds = []Kind{UDP, AFPacket, AFXDPGeneric, AFXDPNative}
+
+func (k Kind) String() string {
+	switch k {
+	case UDP:
+		return "udp"
+	case AFPacket:
+		return "afpacket"
+	case AFXDPGeneric:
+		return "afxdp-generic"
+	case AFXDPNative:
+		return "afxdp-native"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// OpenLink opens a link of kind k on e's veth inside e's namespace,
+// answering for addr alone (so the device's GID table is the link-local
+// GID, if the link has a MAC, and addr).
+func OpenLink(k Kind, e *netns.End, addr netip.Addr) (nic.Link, error) {
+	var l nic.Link
+	err := e.Do(func() (err error) {
+		switch k {
+		case UDP:
+			if addr.IsLinkLocalUnicast() {
+				addr = addr.WithZone(e.Link)
+			}
+			l, err = nic.OpenUDP(nic.UDPConfig{Addr: addr})
+		case AFPacket:
+			l, err = nic.OpenAFPacket(nic.AFPacketConfig{Interface: e.Link, Addrs: []netip.Addr{addr}})
+		case AFXDPGeneric, AFXDPNative:
+			l, err = nic.OpenAFXDP(nic.AFXDPConfig{Interface: e.Link, Addrs: []netip.Addr{addr}, Native: k == AFXDPNative})
+		default:
+			err = fmt.Errorf("rdmatest: no link kind %v", k)
+		}
+		return
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open %v link on %s (%v): %w", k, e.Link, addr, err)
+	}
+	return l, nil
+}

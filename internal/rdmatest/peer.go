@@ -1,0 +1,278 @@
+package rdmatest
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/netns"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
+)
+
+// Options describe a peer's device and queue pair.
+type Options struct {
+	Type    qp.Type // RC when zero
+	MTU     qp.MTU  // path MTU; 0: the device's active MTU
+	BufSize int     // registered memory; 0: 4 MiB
+	SQDepth uint32  // 0: 256
+	RQDepth uint32  // 0: 256
+	CQDepth int     // 0: 1024
+	// Timeout is the local ACK timeout exponent (0: 14, 67 ms, as
+	// perftest's default); Retry and RNRRetry 0 mean 7.
+	Timeout, Retry, RNRRetry uint8
+	RdAtomic                 uint8 // max_rd_atomic both ways; 0: 16
+	Window                   int   // RC packets in flight; 0: the engine's default
+	// PSN is the first send PSN; 0 means 0xfffff0 so that every exchange
+	// crosses the 24-bit wrap.
+	PSN uint32
+}
+
+func (o *Options) defaults() {
+	if o.Type == 0 {
+		o.Type = qp.RC
+	}
+	if o.BufSize == 0 {
+		o.BufSize = 4 << 20
+	}
+	if o.SQDepth == 0 {
+		o.SQDepth = 256
+	}
+	if o.RQDepth == 0 {
+		o.RQDepth = 256
+	}
+	if o.CQDepth == 0 {
+		o.CQDepth = 1024
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 14
+	}
+	if o.Retry == 0 {
+		o.Retry = 7
+	}
+	if o.RNRRetry == 0 {
+		o.RNRRetry = 7
+	}
+	if o.RdAtomic == 0 {
+		o.RdAtomic = 16
+	}
+	if o.PSN == 0 {
+		o.PSN = 0xfffff0
+	}
+}
+
+// Access is what the peers' memory and QPs allow.
+const Access = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+
+// Peer is one end: a device over a link, and one queue pair with its
+// completion queues and registered buffer.
+type Peer struct {
+	Dev      *transport.Device
+	Link     nic.Link
+	Addr     netip.Addr
+	GIDIndex uint8
+	PD       *mr.PD
+	SCQ, RCQ *cq.CQ
+	QP       *qp.QP
+	Buf      []byte
+	MR       *mr.MR
+	// RO is what READs read: written once, when the peer is made, and
+	// never again. A duplicate READ can be replayed after the requester
+	// completed it (its late request reaches the responder after the
+	// responses it asked for again, as a reordering path makes happen),
+	// so no READ source may be rewritten while the QP lives: the replay
+	// would read it as the test writes it.
+	RO   []byte
+	ROMR *mr.MR
+	Opt  Options
+}
+
+// NewPeer opens a device over link (which it then owns) and creates the
+// queue pair; the device is closed when t ends.
+func NewPeer(t testing.TB, link nic.Link, addr netip.Addr, o Options) *Peer {
+	t.Helper()
+	o.defaults()
+	d, err := transport.Open(link, transport.Options{Window: o.Window})
+	if err != nil {
+		link.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	p := &Peer{Dev: d, Link: link, Addr: addr.WithZone(""), Opt: o}
+	var ok bool
+	if p.GIDIndex, ok = d.GIDIndex(p.Addr); !ok {
+		t.Fatalf("%v is not in %s's GID table %v", addr, link.Info().Name, d.GIDs())
+	}
+	p.PD = d.AllocPD()
+	p.SCQ, p.RCQ = d.CreateCQ(o.CQDepth), d.CreateCQ(o.CQDepth)
+	p.Buf = make([]byte, o.BufSize)
+	if p.MR, err = p.PD.Register(p.Buf, Access); err != nil {
+		t.Fatal(err)
+	}
+	p.RO = make([]byte, o.BufSize/2)
+	Fill(p.RO, 0x5eed)
+	if p.ROMR, err = p.PD.Register(p.RO, mr.RemoteRead); err != nil {
+		t.Fatal(err)
+	}
+	p.QP, err = d.CreateQP(p.PD, qp.InitAttr{Type: o.Type, SendCQ: p.SCQ, RecvCQ: p.RCQ,
+		Cap: qp.Cap{MaxSendWR: o.SQDepth, MaxRecvWR: o.RQDepth, MaxSendSGE: 4, MaxRecvSGE: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// GID returns the peer's GID.
+func (p *Peer) GID() bth.GID {
+	g, _ := p.Dev.GID(p.GIDIndex)
+	return g
+}
+
+// PathMTU is the MTU the peers connect with.
+func (p *Peer) PathMTU() qp.MTU {
+	if p.Opt.MTU != 0 {
+		return p.Opt.MTU
+	}
+	return p.Dev.ActiveMTU()
+}
+
+// Connect moves both QPs to RTS towards each other, as rc_pingpong's
+// pp_connect_ctx does after the out-of-band exchange; UD QPs get Q_Key
+// 0x11111111 and talk through address handles (AH).
+func Connect(t testing.TB, a, b *Peer) {
+	t.Helper()
+	connect(t, a, b)
+	connect(t, b, a)
+}
+
+func connect(t testing.TB, p, peer *Peer) {
+	t.Helper()
+	o := p.Opt
+	init := qp.Attr{State: qp.Init, PortNum: 1, AccessFlags: Access, QKey: QKey}
+	mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
+	if o.Type == qp.UD {
+		mask |= qp.AttrQKey
+	} else {
+		mask |= qp.AttrAccessFlags
+	}
+	if err := p.QP.Modify(&init, mask); err != nil {
+		t.Fatal(err)
+	}
+	rtr := qp.Attr{State: qp.RTR, PathMTU: p.PathMTU(), DestQPN: peer.QP.QPN(), RQPSN: peer.Opt.PSN,
+		MaxDestRdAtomic: o.RdAtomic, MinRNRTimer: 1,
+		AH: qp.AHAttr{DGID: peer.GID(), SGIDIndex: p.GIDIndex, PortNum: 1}}
+	mask = qp.AttrState
+	switch o.Type {
+	case qp.RC:
+		mask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+	case qp.UC:
+		mask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
+	}
+	if err := p.QP.Modify(&rtr, mask); err != nil {
+		t.Fatal(err)
+	}
+	rts := qp.Attr{State: qp.RTS, SQPSN: o.PSN, Timeout: o.Timeout, RetryCnt: o.Retry,
+		RNRRetry: o.RNRRetry, MaxRdAtomic: o.RdAtomic}
+	mask = qp.AttrState | qp.AttrSQPSN
+	if o.Type == qp.RC {
+		mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
+	}
+	if err := p.QP.Modify(&rts, mask); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// QKey is the UD Q_Key, what ibv_ud_pingpong uses.
+const QKey = 0x11111111
+
+// AH creates an address handle from p to peer (UD).
+func (p *Peer) AH(t testing.TB, peer *Peer) *qp.AH {
+	t.Helper()
+	ah, err := p.Dev.CreateAH(p.PD, qp.AHAttr{DGID: peer.GID(), SGIDIndex: p.GIDIndex, PortNum: 1, HopLimit: 64, TrafficClass: 0x28})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ah
+}
+
+// Pair opens links of kind k on both ends of n, peers over them talking
+// family f, and connects them.
+func Pair(t testing.TB, n *Net, k Kind, f Family, o Options) (a, b *Peer) {
+	t.Helper()
+	return PairOf(t, n, k, k, f, o)
+}
+
+// PairOf is Pair with a link of kind ka on A and kb on B.
+func PairOf(t testing.TB, n *Net, ka, kb Kind, f Family, o Options) (a, b *Peer) {
+	t.Helper()
+	var ps [2]*Peer
+	for i, e := range []*netns.End{n.A, n.B} {
+		k := ka
+		if i == 1 {
+			k = kb
+		}
+		l, err := OpenLink(k, e, f.Addr(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[i] = NewPeer(t, l, f.Addr(e), o)
+	}
+	Connect(t, ps[0], ps[1])
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range ps {
+				t.Logf("%s (%v): %v", p.Link.Info().Name, p.QP, p.Dev.Counters().List())
+				t.Logf("%s link: %+v", p.Link.Info().Name, p.Link.Stats())
+			}
+			if n.Fwd != nil {
+				ab, ba := n.Fwd.Stats()
+				t.Logf("forwarder A->B %+v", ab)
+				t.Logf("forwarder B->A %+v", ba)
+			}
+		}
+	})
+	return ps[0], ps[1]
+}
+
+// Wait returns the next completion of c, failing t after d.
+func Wait(t testing.TB, c *cq.CQ, d time.Duration) cq.WC {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wc [1]cq.WC
+	if n, err := c.PollWait(ctx, wc[:]); err != nil || n != 1 {
+		t.Fatalf("no completion within %v: %v", d, err)
+	}
+	return wc[0]
+}
+
+// Fill writes a pattern derived from seed: every message of a test has
+// its own, so a byte in the wrong place shows.
+func Fill(b []byte, seed uint32) {
+	x := seed*2654435761 + 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+}
+
+// Settle makes the order between the test's accesses to the peers'
+// memory and the devices' visible to the race detector. Across a real
+// link that order is real (a packet the test's post caused, or whose
+// completion it waited for, went through a kernel socket), but a socket
+// is not a Go synchronization, so -race would report every check as a
+// race with the receive loop. Each device touches registered memory only
+// under its QP's lock; taking the locks after the test's own accesses
+// (and after waiting for a completion, before reading) orders the two.
+func Settle(ps ...*Peer) {
+	for _, p := range ps {
+		p.QP.State()
+	}
+}
