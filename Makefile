@@ -7,7 +7,7 @@ BIN      := bin
 ROCED    := $(BIN)/roced
 FUZZTIME ?= 10s
 
-.PHONY: all build run test vet unit system fuzz-smoke bench clean
+.PHONY: all build run test vet unit system fuzz-smoke interop bench clean
 
 all: build
 
@@ -19,8 +19,8 @@ run: build
 
 # The order matters: cheap checks first, then the unit tests, the tests
 # that need root (network namespaces, AF_PACKET, AF_XDP) and the long
-# in-memory runs, then the fuzz smoke.
-test: vet unit system fuzz-smoke
+# in-memory runs, then the fuzz smoke, then interop against the lab VM.
+test: vet unit system fuzz-smoke interop
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
@@ -50,6 +50,11 @@ fuzz-smoke:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/goroce-fuzz.log 2>&1 || { cat /tmp/goroce-fuzz.log; exit 1; }; \
 	  done; \
 	done
+
+# The interop matrix against the rxe lab VM, bookworm then trixie guest
+# (needs root and ../shared/rxe-peer; see conformance/README.md).
+interop: build
+	GO=$(GO) conformance/interop-lab.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

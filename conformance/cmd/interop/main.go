@@ -1,0 +1,250 @@
+// Command interop runs goroce's interop matrix: every roced tool command
+// against the real rdma-core and perftest programs, in both directions,
+// and prints one line per case (case, direction, result, figure).
+//
+// Peers:
+//
+//	-peer self       roced against a second roced over loopback (no privilege)
+//	-peer lab        roced against Linux rxe in the rxe-peer VM (root)
+//	-peer lab-pair   the real tools on rxeA against rxeB inside the VM:
+//	                 checks the harness and the lab, no roced involved
+//	-peer remote     roced against a host with a real HCA, over ssh
+//	                 (--peer-host, --peer-dev, --peer-gid) or, with --print,
+//	                 printing the peer's commands for a person to run
+//
+// Examples:
+//
+//	interop -peer self
+//	interop -peer lab -json lab.json -artifacts /tmp/interop
+//	interop -peer remote --peer-host lab1 --peer-dev mlx5_0 --peer-gid 3
+//	interop -peer remote --peer-host 10.0.0.7 --peer-dev mlx5_0 --peer-gid 3 --print -run rc_pingpong
+//
+// The exit status is 0 when every case passed, 1 when one failed or did
+// not run, 2 on a usage or setup error.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/goroce/goroce/conformance"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, " ") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("interop", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		peer       = fs.String("peer", "self", "self, lab, lab-pair or remote")
+		roced      = fs.String("roced", "bin/roced", "the roced binary")
+		link       = fs.String("link", "", "roced's --link (udp, afpacket, afxdp); empty: its default")
+		runRe      = fs.String("run", "", "only cases whose ID (tool/transport/size[/variant]@direction) matches this regexp")
+		tools      = fs.String("tools", "", "comma-separated tools (roced names or real program names); empty: all")
+		dirs       = fs.String("dir", "both", "both, roced-server or peer-server")
+		mtu        = fs.Int("mtu", 1024, "path MTU given to both sides (-m) and the unit of the sizes")
+		scale      = fs.Float64("iters-scale", 1, "multiply every -n by this")
+		port       = fs.Int("port", conformance.DefaultPort, "TCP port of the first case's exchange; case i uses port+i (mod 1000)")
+		timeout    = fs.Duration("timeout", 30*time.Second, "timeout of each side's command")
+		listenTO   = fs.Duration("listen-timeout", 20*time.Second, "how long a server may take to listen")
+		grace      = fs.Duration("grace", 10*time.Second, "how long a server may run on after its client ended")
+		budget     = fs.Duration("budget", 0, "time budget of the whole run; later cases are NOT-RUN (and fail); 0: none")
+		jsonFile   = fs.String("json", "", "write the report as JSON to this file")
+		artifacts  = fs.String("artifacts", "", "directory for each case's outputs and failed cases' pcaps (default: a new temporary directory)")
+		list       = fs.Bool("list", false, "print the cases and their command lines, run nothing")
+		labDir     = fs.String("lab", "", "the rxe-peer lab directory (default $RXE_PEER_DIR, else ../shared/rxe-peer beside the module root)")
+		labDown    = fs.Bool("lab-down", false, "power the lab VM off at the end")
+		pcap       = fs.Bool("pcap", true, "lab: capture the tap around each case, keep it for failed cases")
+		keepPcaps  = fs.Bool("keep-pcaps", false, "lab: keep the captures of passing cases too")
+		selfAddrs  = fs.String("self-addrs", "127.0.0.1,127.0.0.2", "self: the two roced processes' addresses")
+		peerHost   = fs.String("peer-host", "", "remote: ssh destination ([user@]host) of the HCA's host")
+		peerAddr   = fs.String("peer-addr", "", "remote: the HCA's IP address (default: the host's)")
+		peerDev    = fs.String("peer-dev", "", "remote: the peer tools' -d (e.g. mlx5_0)")
+		peerGID    = fs.Int("peer-gid", -1, "remote: the peer tools' GID index (-g/-x); -1: not given")
+		rocedDev   = fs.String("roced-dev", "", "roced's -d (default: lab: the tap's address, or the tap with a raw -link; remote: the local address routing to the peer)")
+		printCmds  = fs.Bool("print", false, "remote: print the peer's commands to run by hand instead of ssh")
+		sshOpts    stringList
+		rocedFlags stringList
+	)
+	fs.Var(&sshOpts, "ssh-opt", "remote: an ssh option (repeatable), e.g. -ssh-opt=-i -ssh-opt=key")
+	fs.Var(&rocedFlags, "roced-flag", "an extra flag for every roced command line (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "interop: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "interop: "+format+"\n", a...)
+		return 2
+	}
+
+	ds, err := conformance.ParseDirections(*dirs)
+	if err != nil {
+		return fail("%v", err)
+	}
+	var toolList []string
+	if *tools != "" {
+		toolList = strings.Split(*tools, ",")
+	}
+	cases, err := conformance.Matrix(conformance.MatrixOptions{MTU: *mtu, Directions: ds, Tools: toolList, ItersScale: *scale})
+	if err != nil {
+		return fail("%v", err)
+	}
+	if *runRe != "" {
+		re, err := regexp.Compile(*runRe)
+		if err != nil {
+			return fail("-run: %v", err)
+		}
+		var keep []conformance.Case
+		for _, c := range cases {
+			if re.MatchString(c.ID()) {
+				keep = append(keep, c)
+			}
+		}
+		cases = keep
+	}
+	if len(cases) == 0 {
+		return fail("no case matches")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	rocedPath := *roced
+	if *peer != "lab-pair" {
+		if rocedPath, err = filepath.Abs(*roced); err != nil {
+			return fail("%v", err)
+		}
+		if _, err := os.Stat(rocedPath); err != nil && !*list {
+			return fail("roced binary: %v (build it: make build)", err)
+		}
+	}
+	extra := append([]string(nil), rocedFlags...)
+	if *link != "" {
+		extra = append(extra, "--link", *link)
+	}
+
+	var p *conformance.Peer
+	var lab *conformance.Lab
+	switch *peer {
+	case "self":
+		a, b, ok := strings.Cut(*selfAddrs, ",")
+		if !ok {
+			return fail("-self-addrs wants two addresses, comma-separated")
+		}
+		p = conformance.SelfPeer(rocedPath, a, b, extra)
+	case "lab", "lab-pair":
+		dir, err := conformance.FindLabDir(*labDir)
+		if err != nil {
+			return fail("%v", err)
+		}
+		lab = conformance.NewLab(dir)
+		lab.Capture = *pcap && *peer == "lab"
+		if !*list {
+			if os.Geteuid() != 0 {
+				return fail("the lab needs root (tap, network namespace, qemu)")
+			}
+			if err := lab.Lock(20 * time.Minute); err != nil {
+				return fail("%v", err)
+			}
+			t := time.Now()
+			if err := lab.Up(ctx); err != nil {
+				return fail("lab VM: %v", err)
+			}
+			fmt.Fprintf(stderr, "interop: lab %s ready (%.1fs)\n", lab.Suite, time.Since(t).Seconds())
+			if *labDown {
+				defer func() {
+					if err := lab.Down(context.Background()); err != nil {
+						fmt.Fprintf(stderr, "interop: %v\n", err)
+					}
+				}()
+			}
+		}
+		if *peer == "lab" {
+			dev := *rocedDev
+			if dev == "" && *link != "" && *link != "udp" {
+				// The raw links need the interface itself: an address
+				// that is local resolves to the loopback device.
+				dev = lab.Tap
+			}
+			p = conformance.LabPeer(ctx, lab, rocedPath, dev, extra)
+		} else if p, err = conformance.LabPairPeer(ctx, lab); err != nil {
+			return fail("%v", err)
+		}
+	case "remote":
+		rc := conformance.RemoteConfig{Host: *peerHost, Addr: *peerAddr, Dev: *peerDev, GID: *peerGID,
+			SSHOpts: sshOpts, LocalDev: *rocedDev}
+		if *printCmds {
+			rc.Print = &conformance.PrintRunner{Out: stderr, In: bufio.NewReader(os.Stdin)}
+			if *timeout == 30*time.Second {
+				*timeout = 10 * time.Minute // a person types the other side
+			}
+		}
+		if p, err = conformance.RemotePeer(rocedPath, rc, extra); err != nil {
+			return fail("%v", err)
+		}
+	default:
+		return fail("-peer %q: want self, lab, lab-pair or remote", *peer)
+	}
+
+	if *list {
+		for i, c := range cases {
+			port := *port + i%1000
+			srv, cli := p.Subject, p.Ref
+			if c.Dir == conformance.PeerServer {
+				srv, cli = p.Ref, p.Subject
+			}
+			fmt.Fprintf(stdout, "%s\n  server: %s\n  client: %s\n", c.ID(),
+				conformance.ShellJoin(srv.Argv(c.Scenario, port, "")),
+				conformance.ShellJoin(cli.Argv(c.Scenario, port, srv.Addr)))
+		}
+		return 0
+	}
+
+	art := *artifacts
+	if art == "" {
+		if art, err = os.MkdirTemp("", "goroce-interop-"); err != nil {
+			return fail("%v", err)
+		}
+	} else if err := os.MkdirAll(art, 0o755); err != nil {
+		return fail("%v", err)
+	}
+	// The capture runs in another namespace but the same directory tree;
+	// an absolute path keeps every report's file names usable anywhere.
+	if art, err = filepath.Abs(art); err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintf(stderr, "interop: %d cases against %s, artifacts in %s\n", len(cases), p.Name, art)
+	rep := conformance.Run(ctx, p, cases, conformance.Options{
+		Port: *port, Timeout: *timeout, ListenTimeout: *listenTO, Grace: *grace, Budget: *budget,
+		Artifacts: art, KeepPcaps: *keepPcaps, Progress: stderr,
+	})
+	rep.WriteText(stdout)
+	if *jsonFile != "" {
+		if err := rep.WriteJSON(*jsonFile); err != nil {
+			fmt.Fprintf(stderr, "interop: %v\n", err)
+			return 2
+		}
+	}
+	if !rep.OK() {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# interop-lab.sh: the interop matrix against the rxe lab, one guest after the
+# other (Debian bookworm, then trixie): build the guest image when it is not
+# cached, boot it, run every case (roced on this host against the real tools
+# on the guest's rxe0, both directions), power it off. `make interop` and so
+# `make test` and .ci/run call this. Any case that fails or does not run
+# fails the script: interop is the proof, nothing is skipped.
+#
+# Environment:
+#   RXE_PEER_DIR     the lab (default ../shared/rxe-peer beside the repository)
+#   INTEROP_SUITES   guests to run, in order (default "bookworm trixie")
+#   INTEROP_BUDGET   time budget of each guest's matrix (default 8m); cases
+#                    left when it runs out are reported NOT-RUN and fail
+#   INTEROP_OUT      reports and artifacts (default bin/interop): SUITE.txt,
+#                    SUITE.json and SUITE/ with each case's outputs and the
+#                    tap capture of every failed case
+#   INTEROP_ARGS     extra arguments for the interop command (-run REGEXP ...)
+#   ROCED            the roced binary (default bin/roced, which make builds)
+#   RXE_PEER_*       the lab's own settings; RXE_PEER_<VAR>_<SUITE> (e.g.
+#                    RXE_PEER_STATE_TRIXIE, RXE_PEER_NETNS_TRIXIE) overrides
+#                    one for that guest only, so that two instances never
+#                    share a state directory, namespace, tap or address
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+GO=${GO:-go}
+LAB=${RXE_PEER_DIR:-$ROOT/../shared/rxe-peer}
+SUITES=${INTEROP_SUITES:-bookworm trixie}
+BUDGET=${INTEROP_BUDGET:-8m}
+OUT=${INTEROP_OUT:-$ROOT/bin/interop}
+ROCED=${ROCED:-$ROOT/bin/roced}
+
+die() { echo "interop: $*" >&2; exit 1; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
+
+[ -f "$LAB/rxe-peer.sh" ] || die "the rxe lab is missing: no rxe-peer.sh in $LAB
+  (the lab lives in ../shared/rxe-peer next to the repository; set RXE_PEER_DIR to use another place)"
+LAB=$(cd "$LAB" && pwd)
+[ "$(id -u)" = 0 ] || die "the lab needs root (qemu on a tap device in a network namespace)"
+[ -x "$ROCED" ] || die "$ROCED is missing (make build)"
+mkdir -p "$OUT" || die "cannot create $OUT"
+"$GO" build -o "$OUT/interop" ./conformance/cmd/interop || die "cannot build the interop command"
+
+t_all=$(now)
+summary=()
+rc=0
+for suite in $SUITES; do
+    (
+        export RXE_PEER_SUITE=$suite
+        up=${suite^^}
+        for v in CACHE STATE NETNS TAP HOST_ADDR GUEST_ADDR GUEST_MAC; do
+            o="RXE_PEER_${v}_${up}"
+            if [ -n "${!o+x}" ]; then export "RXE_PEER_$v=${!o}"; fi
+        done
+        R="$LAB/rxe-peer.sh"
+        echo "== interop against the $suite guest"
+        t=$(now)
+        "$R" build || exit 1
+        echo "interop[$suite]: image ready in $(since "$t")s"
+        t=$(now)
+        trap '"$R" down >/dev/null 2>&1' EXIT
+        "$R" up >/dev/null || exit 1
+        echo "interop[$suite]: guest up in $(since "$t")s ($("$R" status | sed -n 's/^guest_kernel=//p'))"
+        t=$(now)
+        # shellcheck disable=SC2086
+        "$OUT/interop" -peer lab -lab "$LAB" -roced "$ROCED" -budget "$BUDGET" \
+            -json "$OUT/$suite.json" -artifacts "$OUT/$suite" ${INTEROP_ARGS:-} | tee "$OUT/$suite.txt"
+        m=${PIPESTATUS[0]}
+        echo "interop[$suite]: matrix in $(since "$t")s, exit status $m"
+        t=$(now)
+        "$R" down >/dev/null
+        trap - EXIT
+        echo "interop[$suite]: guest down in $(since "$t")s"
+        exit "$m"
+    )
+    s=$?
+    [ $s = 0 ] || rc=1
+    summary+=("$suite: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite.txt" 2>/dev/null || true) (exit $s)")
+done
+echo "== interop summary ($(since "$t_all")s; reports in $OUT)"
+printf '  %s\n' "${summary[@]}"
+exit $rc

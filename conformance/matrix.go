@@ -1,0 +1,341 @@
+package conformance
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Family groups the tools by command line, exchange and output format.
+type Family int
+
+const (
+	// Pingpong is rdma-core's libibverbs examples (ibv_*_pingpong).
+	Pingpong Family = iota
+	// Perftest is perftest's ib_* programs.
+	Perftest
+)
+
+func (f Family) String() string {
+	if f == Pingpong {
+		return "pingpong"
+	}
+	return "perftest"
+}
+
+// Transport is an InfiniBand transport service.
+type Transport string
+
+// The transports roced implements.
+const (
+	RC Transport = "RC"
+	UC Transport = "UC"
+	UD Transport = "UD"
+)
+
+// Row says what a side of a perftest run prints after the traffic.
+type Row int
+
+const (
+	// NoRow: the side prints no result row (read_lat and atomic_lat
+	// servers take no part in the traffic).
+	NoRow Row = iota
+	// CountsRow: a row whose #bytes and #iterations must be right but whose
+	// figures mean nothing (perftest 6.06's bandwidth servers print 0.00, a
+	// send_bw server does not measure the peak).
+	CountsRow
+	// FullRow: the measuring side's row: counts right and figures positive.
+	FullRow
+)
+
+// Tool is one of the twelve programs roced stands in for, with what the
+// matrix does with it.
+type Tool struct {
+	// Name is roced's command (roced rc_pingpong, roced write_bw).
+	Name string
+	// Binary is the real program (ibv_rc_pingpong, ib_write_bw).
+	Binary string
+	Family Family
+	// Transports lists the services the matrix runs it over: one for the
+	// pingpongs (fixed by the program), those perftest's -c accepts for it.
+	Transports []Transport
+	// Atomic tools move 8 bytes and take no -s.
+	Atomic bool
+	// Latency tools print t_typical; the others a bandwidth.
+	Latency bool
+	// Iters is -n for the small sizes (up to MTU+1) and ItersLarge for the
+	// several-MTU size. They are chosen so that a case costs about 2-3 s of
+	// wall time with the real tool running under qemu TCG, where 64 KiB
+	// round trips take milliseconds (see README.md for the budget).
+	Iters, ItersLarge int
+	// Extra are flags every scenario of the tool gets.
+	Extra []string
+	// Variants, when set, makes one scenario per flag set (atomic -A).
+	Variants [][]string
+	// ServerRow and ClientRow say what perftest prints on each side.
+	ServerRow, ClientRow Row
+}
+
+// GIDFlag is the tool's GID index option.
+func (t *Tool) GIDFlag() string {
+	if t.Family == Pingpong {
+		return "-g"
+	}
+	return "-x"
+}
+
+// Tools is the matrix's tool table. The order is the order cases run in.
+var Tools = []*Tool{
+	// rdma-core examples: -c makes the receiver check the data ("invalid
+	// data in page N" otherwise); UD messages must fit one MTU.
+	{Name: "rc_pingpong", Binary: "ibv_rc_pingpong", Family: Pingpong, Transports: []Transport{RC},
+		Iters: 50, ItersLarge: 8, Extra: []string{"-c"}},
+	{Name: "uc_pingpong", Binary: "ibv_uc_pingpong", Family: Pingpong, Transports: []Transport{UC},
+		Iters: 50, ItersLarge: 8, Extra: []string{"-c"}},
+	{Name: "ud_pingpong", Binary: "ibv_ud_pingpong", Family: Pingpong, Transports: []Transport{UD},
+		Iters: 50, ItersLarge: 8, Extra: []string{"-c"}},
+	// Four QPs sharing one SRQ: more than one QP without the 16 default's
+	// setup time under TCG.
+	{Name: "srq_pingpong", Binary: "ibv_srq_pingpong", Family: Pingpong, Transports: []Transport{RC},
+		Iters: 50, ItersLarge: 8, Extra: []string{"-c", "-q", "4"}},
+
+	{Name: "write_bw", Binary: "ib_write_bw", Family: Perftest, Transports: []Transport{RC, UC},
+		Iters: 100, ItersLarge: 16, ServerRow: CountsRow, ClientRow: FullRow},
+	{Name: "write_lat", Binary: "ib_write_lat", Family: Perftest, Transports: []Transport{RC, UC}, Latency: true,
+		Iters: 100, ItersLarge: 16, ServerRow: FullRow, ClientRow: FullRow},
+	{Name: "read_bw", Binary: "ib_read_bw", Family: Perftest, Transports: []Transport{RC},
+		Iters: 100, ItersLarge: 16, ServerRow: CountsRow, ClientRow: FullRow},
+	{Name: "read_lat", Binary: "ib_read_lat", Family: Perftest, Transports: []Transport{RC}, Latency: true,
+		Iters: 100, ItersLarge: 16, ServerRow: NoRow, ClientRow: FullRow},
+	{Name: "send_bw", Binary: "ib_send_bw", Family: Perftest, Transports: []Transport{RC, UC, UD},
+		Iters: 100, ItersLarge: 16, ServerRow: CountsRow, ClientRow: FullRow},
+	{Name: "send_lat", Binary: "ib_send_lat", Family: Perftest, Transports: []Transport{RC, UC, UD}, Latency: true,
+		Iters: 100, ItersLarge: 16, ServerRow: FullRow, ClientRow: FullRow},
+	{Name: "atomic_bw", Binary: "ib_atomic_bw", Family: Perftest, Transports: []Transport{RC}, Atomic: true,
+		Iters: 100, Variants: [][]string{{"-A", "FETCH_AND_ADD"}, {"-A", "CMP_AND_SWAP"}},
+		ServerRow: CountsRow, ClientRow: FullRow},
+	{Name: "atomic_lat", Binary: "ib_atomic_lat", Family: Perftest, Transports: []Transport{RC}, Atomic: true, Latency: true,
+		Iters: 100, Variants: [][]string{{"-A", "FETCH_AND_ADD"}, {"-A", "CMP_AND_SWAP"}},
+		ServerRow: NoRow, ClientRow: FullRow},
+}
+
+// ToolByName finds a tool by roced command or real program name.
+func ToolByName(name string) (*Tool, bool) {
+	for _, t := range Tools {
+		if t.Name == name || t.Binary == name {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// LargeSize is the several-MTU message size.
+const LargeSize = 64 << 10
+
+// AtomicSize is what an atomic operation moves.
+const AtomicSize = 8
+
+// Scenario is one command line pair: a tool, a transport, a message size
+// and extra flags. Both sides get the same flags except the device, the
+// GID index and the server operand.
+type Scenario struct {
+	Tool      *Tool
+	Transport Transport
+	Size      int
+	Iters     int
+	MTU       int
+	Flags     []string // the tool's Extra and the variant's flags
+}
+
+// Name identifies the scenario: tool/transport/size[/flags], e.g.
+// "send_bw/UD/s1024" or "atomic_lat/RC/s8/A=CMP_AND_SWAP".
+func (s Scenario) Name() string {
+	n := fmt.Sprintf("%s/%s/s%d", s.Tool.Name, s.Transport, s.Size)
+	if v := variantLabel(s.Flags); v != "" {
+		n += "/" + v
+	}
+	return n
+}
+
+// variantLabel names the flags that are not the tool's defaults for every
+// scenario (-c, -q 4 are in every name of the tool, so they are left out).
+func variantLabel(flags []string) string {
+	var parts []string
+	for i := 0; i < len(flags); i++ {
+		f := flags[i]
+		if f == "-A" && i+1 < len(flags) {
+			parts = append(parts, "A="+flags[i+1])
+			i++
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Args are the flags both sides share, in the order the lab's reference
+// runs use: size, iterations, MTU, transport, then the extra flags.
+func (s Scenario) Args() []string {
+	var a []string
+	if !s.Tool.Atomic {
+		a = append(a, "-s", strconv.Itoa(s.Size))
+	}
+	a = append(a, "-n", strconv.Itoa(s.Iters))
+	// ibv_ud_pingpong has no -m: its messages must fit the port MTU.
+	if s.Tool.Name != "ud_pingpong" {
+		a = append(a, "-m", strconv.Itoa(s.MTU))
+	}
+	if s.Tool.Family == Perftest {
+		if s.Transport != RC {
+			a = append(a, "-c", string(s.Transport))
+		}
+		// -F: no cpufreq warning (a virtual CPU has no scaling driver).
+		a = append(a, "-F")
+	}
+	return append(a, s.Flags...)
+}
+
+// Sizes are the message sizes for a transport at a path MTU: one byte,
+// exactly one MTU, one byte over (a second packet of one byte) and several
+// MTUs; UD messages stop at one MTU.
+func Sizes(t *Tool, tr Transport, mtu int) []int {
+	switch {
+	case t.Atomic:
+		return []int{AtomicSize}
+	case tr == UD:
+		return []int{1, mtu}
+	}
+	return []int{1, mtu, mtu + 1, LargeSize}
+}
+
+// Direction says which side is the server.
+type Direction int
+
+const (
+	// RocedServer: roced listens, the peer's tool connects.
+	RocedServer Direction = iota
+	// PeerServer: the peer's tool listens, roced connects.
+	PeerServer
+)
+
+func (d Direction) String() string {
+	if d == RocedServer {
+		return "roced-server"
+	}
+	return "peer-server"
+}
+
+// ParseDirections reads "both", "roced-server" or "peer-server".
+func ParseDirections(s string) ([]Direction, error) {
+	switch s {
+	case "both", "":
+		return []Direction{RocedServer, PeerServer}, nil
+	case "roced-server":
+		return []Direction{RocedServer}, nil
+	case "peer-server":
+		return []Direction{PeerServer}, nil
+	}
+	return nil, fmt.Errorf("direction %q: want both, roced-server or peer-server", s)
+}
+
+// Case is a scenario run in one direction.
+type Case struct {
+	Scenario
+	Dir Direction
+}
+
+// ID is the case's name and direction, unique in a matrix.
+func (c Case) ID() string { return c.Name() + "@" + c.Dir.String() }
+
+// MatrixOptions shape the matrix.
+type MatrixOptions struct {
+	// MTU is the path MTU in bytes given to both sides (-m) and the unit
+	// of the sizes: 1024 is what rxe uses on a 1500-byte link.
+	MTU int
+	// Directions to run each scenario in.
+	Directions []Direction
+	// Tools restricts the matrix to these tool names; empty: all.
+	Tools []string
+	// ItersScale multiplies every -n (0 or 1: as in the tool table);
+	// perftest's minimum of 5 still holds.
+	ItersScale float64
+}
+
+// ValidMTU reports whether n is an InfiniBand MTU.
+func ValidMTU(n int) bool {
+	switch n {
+	case 256, 512, 1024, 2048, 4096:
+		return true
+	}
+	return false
+}
+
+// Matrix expands the tool table into cases: every tool, transport, size and
+// variant, each in every direction asked for.
+func Matrix(o MatrixOptions) ([]Case, error) {
+	if !ValidMTU(o.MTU) {
+		return nil, fmt.Errorf("MTU %d: want 256, 512, 1024, 2048 or 4096", o.MTU)
+	}
+	dirs := o.Directions
+	if len(dirs) == 0 {
+		dirs = []Direction{RocedServer, PeerServer}
+	}
+	want := map[string]bool{}
+	for _, n := range o.Tools {
+		t, ok := ToolByName(n)
+		if !ok {
+			return nil, fmt.Errorf("no tool %q (have %s)", n, strings.Join(toolNames(), ", "))
+		}
+		want[t.Name] = true
+	}
+	var cases []Case
+	for _, t := range Tools {
+		if len(want) > 0 && !want[t.Name] {
+			continue
+		}
+		variants := t.Variants
+		if len(variants) == 0 {
+			variants = [][]string{nil}
+		}
+		for _, tr := range t.Transports {
+			for _, size := range Sizes(t, tr, o.MTU) {
+				for _, v := range variants {
+					sc := Scenario{Tool: t, Transport: tr, Size: size, MTU: o.MTU,
+						Iters: iters(t, size, o.MTU, o.ItersScale),
+						Flags: append(append([]string(nil), t.Extra...), v...)}
+					for _, d := range dirs {
+						cases = append(cases, Case{Scenario: sc, Dir: d})
+					}
+				}
+			}
+		}
+	}
+	return cases, nil
+}
+
+func iters(t *Tool, size, mtu int, scale float64) int {
+	n := t.Iters
+	if size > mtu+1 && t.ItersLarge > 0 {
+		n = t.ItersLarge
+	}
+	if scale > 0 {
+		n = int(float64(n)*scale + 0.5)
+	}
+	// perftest refuses fewer than 5 iterations; a pingpong needs one.
+	min := 1
+	if t.Family == Perftest {
+		min = 5
+	}
+	if n < min {
+		n = min
+	}
+	return n
+}
+
+func toolNames() []string {
+	var n []string
+	for _, t := range Tools {
+		n = append(n, t.Name)
+	}
+	sort.Strings(n)
+	return n
+}

@@ -1,0 +1,189 @@
+package conformance
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestMatrixShape(t *testing.T) {
+	cases, err := Matrix(MatrixOptions{MTU: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 4 pingpongs: rc, uc, srq x 4 sizes, ud x 2; perftest RC: 6 tests x 4
+	// sizes + 2 atomics x 2 variants; UC: write and send, bw and lat, x 4
+	// sizes; UD: send bw and lat x 2 sizes. Each in two directions.
+	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2
+	if len(cases) != 2*scenarios {
+		t.Fatalf("%d cases, want %d", len(cases), 2*scenarios)
+	}
+	seen := map[string]bool{}
+	perTool := map[string]int{}
+	for _, c := range cases {
+		if seen[c.ID()] {
+			t.Errorf("duplicate case %s", c.ID())
+		}
+		seen[c.ID()] = true
+		perTool[c.Tool.Name]++
+		switch {
+		case c.Tool.Atomic:
+			if c.Size != AtomicSize || c.Transport != RC {
+				t.Errorf("%s: atomics are RC, 8 bytes", c.ID())
+			}
+		case c.Transport == UD:
+			if c.Size > c.MTU {
+				t.Errorf("%s: a UD message larger than the MTU", c.ID())
+			}
+		default:
+			if c.Size != 1 && c.Size != 1024 && c.Size != 1025 && c.Size != LargeSize {
+				t.Errorf("%s: size %d is not 1, MTU, MTU+1 or 64 KiB", c.ID(), c.Size)
+			}
+		}
+		if c.Tool.Family == Perftest && c.Iters < 5 {
+			t.Errorf("%s: perftest refuses -n %d", c.ID(), c.Iters)
+		}
+		if (c.Tool.Name == "read_bw" || c.Tool.Name == "read_lat" || c.Tool.Atomic) && c.Transport != RC {
+			t.Errorf("%s: perftest allows READ and atomics on RC only", c.ID())
+		}
+	}
+	for _, tl := range Tools {
+		if perTool[tl.Name] == 0 {
+			t.Errorf("no case runs %s", tl.Name)
+		}
+	}
+	for _, id := range []string{
+		"rc_pingpong/RC/s1@roced-server", "srq_pingpong/RC/s65536@peer-server",
+		"ud_pingpong/UD/s1024@peer-server", "send_lat/UD/s1024@roced-server",
+		"write_bw/UC/s1025@peer-server", "atomic_lat/RC/s8/A=CMP_AND_SWAP@peer-server",
+		"atomic_bw/RC/s8/A=FETCH_AND_ADD@roced-server", "read_lat/RC/s65536@roced-server",
+	} {
+		if !seen[id] {
+			t.Errorf("missing case %s", id)
+		}
+	}
+}
+
+func TestMatrixOptions(t *testing.T) {
+	cases, err := Matrix(MatrixOptions{MTU: 4096, Directions: []Direction{PeerServer}, Tools: []string{"ib_send_bw", "ud_pingpong"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range cases {
+		ids = append(ids, c.ID())
+	}
+	want := []string{
+		"ud_pingpong/UD/s1@peer-server", "ud_pingpong/UD/s4096@peer-server",
+		"send_bw/RC/s1@peer-server", "send_bw/RC/s4096@peer-server", "send_bw/RC/s4097@peer-server", "send_bw/RC/s65536@peer-server",
+		"send_bw/UC/s1@peer-server", "send_bw/UC/s4096@peer-server", "send_bw/UC/s4097@peer-server", "send_bw/UC/s65536@peer-server",
+		"send_bw/UD/s1@peer-server", "send_bw/UD/s4096@peer-server",
+	}
+	if !reflect.DeepEqual(ids, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(ids, "\n"), strings.Join(want, "\n"))
+	}
+
+	for _, bad := range []MatrixOptions{{MTU: 1500}, {MTU: 1024, Tools: []string{"ib_write_bww"}}} {
+		if _, err := Matrix(bad); err == nil {
+			t.Errorf("Matrix(%+v) accepted", bad)
+		}
+	}
+}
+
+func TestIters(t *testing.T) {
+	rc, _ := ToolByName("rc_pingpong")
+	wb, _ := ToolByName("write_bw")
+	for _, tc := range []struct {
+		tool        *Tool
+		size, mtu   int
+		scale       float64
+		want        int
+		description string
+	}{
+		{rc, 1, 1024, 0, 50, "small size, table value"},
+		{rc, 1025, 1024, 0, 50, "one byte over the MTU is still small"},
+		{rc, LargeSize, 1024, 0, 8, "64 KiB takes ItersLarge"},
+		{rc, LargeSize, 1024, 0.01, 1, "a pingpong needs one"},
+		{wb, 1, 1024, 0.01, 5, "perftest needs five"},
+		{wb, 1024, 1024, 2, 200, "scaled"},
+		{wb, 2048, 1024, 0, 16, "two MTUs is large"},
+	} {
+		if got := iters(tc.tool, tc.size, tc.mtu, tc.scale); got != tc.want {
+			t.Errorf("%s: iters(%s, %d, %d, %v) = %d, want %d", tc.description, tc.tool.Name, tc.size, tc.mtu, tc.scale, got, tc.want)
+		}
+	}
+}
+
+func TestArgv(t *testing.T) {
+	roced := Side{Roced: "/bin/roced", Dev: "198.18.15.1", GID: 1, Extra: []string{"--link", "afpacket"}}
+	rxe := Side{Dev: "rxe0", GID: 1}
+	hca := Side{Dev: "mlx5_0", GID: -1}
+	sc := func(tool string, tr Transport, size, iters int, flags ...string) Scenario {
+		s := scenario(t, tool, tr, size, iters)
+		tl, _ := ToolByName(tool)
+		s.Flags = append(append([]string(nil), tl.Extra...), flags...)
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		side   Side
+		sc     Scenario
+		port   int
+		server string
+		want   string
+	}{
+		{"roced rc server", roced, sc("rc_pingpong", RC, 1025, 50), 0, "",
+			"/bin/roced rc_pingpong -d 198.18.15.1 -g 1 -s 1025 -n 50 -m 1024 -c --link afpacket"},
+		{"rxe rc client", rxe, sc("rc_pingpong", RC, 1025, 50), 18515, "198.18.15.1",
+			"ibv_rc_pingpong -d rxe0 -g 1 -s 1025 -n 50 -m 1024 -c 198.18.15.1"},
+		{"ud pingpong has no -m", rxe, sc("ud_pingpong", UD, 1024, 50), 0, "",
+			"ibv_ud_pingpong -d rxe0 -g 1 -s 1024 -n 50 -c"},
+		{"srq with four QPs", rxe, sc("srq_pingpong", RC, 1, 50), 0, "",
+			"ibv_srq_pingpong -d rxe0 -g 1 -s 1 -n 50 -m 1024 -c -q 4"},
+		{"perftest UC on another port", rxe, sc("write_lat", UC, 1, 100), 20000, "10.0.0.1",
+			"ib_write_lat -d rxe0 -x 1 -s 1 -n 100 -m 1024 -c UC -F -p 20000 10.0.0.1"},
+		{"roced perftest UD", roced, sc("send_bw", UD, 1024, 100), 0, "192.0.2.2",
+			"/bin/roced send_bw -d 198.18.15.1 -x 1 -s 1024 -n 100 -m 1024 -c UD -F --link afpacket 192.0.2.2"},
+		{"atomic takes no -s", hca, sc("atomic_lat", RC, 8, 100, "-A", "CMP_AND_SWAP"), 0, "",
+			"ib_atomic_lat -d mlx5_0 -n 100 -m 1024 -F -A CMP_AND_SWAP"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := strings.Join(tc.side.Argv(tc.sc, tc.port, tc.server), " "); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestScenarioName(t *testing.T) {
+	s := scenario(t, "atomic_bw", RC, 8, 100)
+	s.Flags = []string{"-A", "CMP_AND_SWAP"}
+	if got := s.Name(); got != "atomic_bw/RC/s8/A=CMP_AND_SWAP" {
+		t.Errorf("got %s", got)
+	}
+	s = scenario(t, "srq_pingpong", RC, 1, 50)
+	s.Flags = []string{"-c", "-q", "4"}
+	if got := s.Name(); got != "srq_pingpong/RC/s1" {
+		t.Errorf("got %s", got)
+	}
+}
+
+func TestParseDirections(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []Direction
+	}{
+		{"both", []Direction{RocedServer, PeerServer}},
+		{"", []Direction{RocedServer, PeerServer}},
+		{"roced-server", []Direction{RocedServer}},
+		{"peer-server", []Direction{PeerServer}},
+	} {
+		got, err := ParseDirections(tc.in)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseDirections(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	if _, err := ParseDirections("server"); err == nil {
+		t.Error("ParseDirections(server) accepted")
+	}
+}

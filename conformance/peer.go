@@ -1,0 +1,184 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// Side is one end of every case: where its commands run and how its
+// command line differs from the other end's.
+type Side struct {
+	// Who names the implementation for reports: "roced", "rxe0", "mlx5_0".
+	Who    string
+	Runner Runner
+	// Roced is the roced binary on this side; empty: the real tools.
+	Roced string
+	// Dev is -d: an IB device for the real tools, a local address for roced.
+	Dev string
+	// GID is -g (pingpongs) or -x (perftest); negative: not given.
+	GID int
+	// Addr is what the other side connects to when this side serves.
+	Addr string
+	// Strict sides must print finite figures. Real tools in a TCG guest
+	// are not held to that: their clock calibration gives inf and nan
+	// (perftest under qemu, see the lab README), which is no interop fault.
+	Strict bool
+	// Extra flags only this side gets (roced's --link, say).
+	Extra []string
+}
+
+// Argv is this side's command line for a scenario; server is the host
+// operand of a client, empty for a server.
+func (s Side) Argv(sc Scenario, port int, server string) []string {
+	var a []string
+	if s.Roced != "" {
+		a = []string{s.Roced, sc.Tool.Name}
+	} else {
+		a = []string{sc.Tool.Binary}
+	}
+	if s.Dev != "" {
+		a = append(a, "-d", s.Dev)
+	}
+	if s.GID >= 0 {
+		a = append(a, sc.Tool.GIDFlag(), strconv.Itoa(s.GID))
+	}
+	a = append(a, sc.Args()...)
+	if port != 0 && port != DefaultPort {
+		a = append(a, "-p", strconv.Itoa(port))
+	}
+	a = append(a, s.Extra...)
+	if server != "" {
+		a = append(a, server)
+	}
+	return a
+}
+
+// DefaultPort is the TCP port of both tool families.
+const DefaultPort = 18515
+
+// Peer is what roced is tested against: the side under test (normally
+// roced) and the reference side, with optional setup and packet capture.
+type Peer struct {
+	Name string
+	// Subject is the side under test, Ref the reference implementation.
+	Subject, Ref Side
+	// Info describes the environment for the report.
+	Info map[string]string
+	// Lab, when set, captures each case on the tap (if Lab.Capture).
+	Lab *Lab
+}
+
+// SelfPeer is goroce against itself over loopback: two roced processes
+// on two loopback addresses. No privilege, no VM, any machine.
+func SelfPeer(roced, addrA, addrB string, extra []string) *Peer {
+	mk := func(addr string) Side {
+		return Side{Who: "roced", Runner: LocalRunner(), Roced: roced, Dev: addr, GID: 1, Addr: addr,
+			Strict: true, Extra: extra}
+	}
+	return &Peer{Name: "self", Subject: mk(addrA), Ref: mk(addrB),
+		Info: map[string]string{"subject_addr": addrA, "ref_addr": addrB}}
+}
+
+// LabPeer is roced (in the tap's namespace on this host) against the real
+// tools on the guest's rxe0. dev is roced's -d; empty: the tap's address.
+func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Peer {
+	if dev == "" {
+		// -d with an address gives roced rxe's GID table shape over that
+		// address (index 0 link-local, 1 the address), so -g 1 means on
+		// both sides what it means on rxe.
+		dev = l.HostAddr
+	}
+	return &Peer{
+		Name: "lab-" + l.Suite,
+		Subject: Side{Who: "roced", Runner: l.Host(), Roced: roced, Dev: dev, GID: 1,
+			Addr: l.HostAddr, Strict: true, Extra: extra},
+		Ref:  Side{Who: "rxe0", Runner: l.Guest(), Dev: "rxe0", GID: 1, Addr: l.GuestAddr},
+		Info: l.Info(ctx),
+		Lab:  l,
+	}
+}
+
+// LabPairPeer runs the real tools on both ends inside the guest (rxeA
+// against rxeB over a veth pair): the harness's own check, and the
+// reference figures, with no roced involved.
+func LabPairPeer(ctx context.Context, l *Lab) (*Peer, error) {
+	if err := l.Pair(ctx); err != nil {
+		return nil, fmt.Errorf("creating rxeA/rxeB in the guest: %w", err)
+	}
+	g := l.Guest()
+	info := l.Info(ctx)
+	info["subject"], info["ref"] = "rxeA (198.51.100.1)", "rxeB (198.51.100.2)"
+	return &Peer{
+		Name:    "lab-pair-" + l.Suite,
+		Subject: Side{Who: "rxeA", Runner: g, Dev: "rxeA", GID: 1, Addr: "198.51.100.1"},
+		Ref:     Side{Who: "rxeB", Runner: g, Dev: "rxeB", GID: 1, Addr: "198.51.100.2"},
+		Info:    info,
+	}, nil
+}
+
+// RemoteConfig names a host with a real HCA.
+type RemoteConfig struct {
+	// Host is the ssh destination ([user@]host) or, with Print, just a name.
+	Host string
+	// Addr is the HCA's IP address roced talks to (default: Host's).
+	Addr string
+	// Dev and GID are the peer tools' -d and -g/-x (mlx5_0, 3).
+	Dev string
+	GID int
+	// SSHOpts are extra ssh options (-i key, -p port).
+	SSHOpts []string
+	// Print prints the peer's commands instead of running them over ssh.
+	Print *PrintRunner
+	// LocalDev is roced's -d; default: the local address that routes to Addr.
+	LocalDev string
+}
+
+// RemotePeer is roced on this host against the real tools on a remote
+// host, run over ssh or by hand.
+func RemotePeer(roced string, rc RemoteConfig, extra []string) (*Peer, error) {
+	if rc.Host == "" {
+		return nil, fmt.Errorf("remote peer: --peer-host is required")
+	}
+	addr := rc.Addr
+	if addr == "" {
+		h := rc.Host
+		if i := strings.LastIndex(h, "@"); i >= 0 {
+			h = h[i+1:]
+		}
+		ips, err := net.LookupHost(h)
+		if err != nil || len(ips) == 0 {
+			return nil, fmt.Errorf("remote peer: cannot resolve %s (give --peer-addr): %v", h, err)
+		}
+		addr = ips[0]
+	}
+	local := rc.LocalDev
+	if local == "" {
+		// A UDP "connect" picks the source address the kernel would use
+		// towards the peer, without sending anything.
+		c, err := net.Dial("udp", net.JoinHostPort(addr, "4791"))
+		if err != nil {
+			return nil, fmt.Errorf("remote peer: no route to %s: %v", addr, err)
+		}
+		local = c.LocalAddr().(*net.UDPAddr).IP.String()
+		c.Close()
+	}
+	var run Runner = SSHRunner(rc.Host, rc.SSHOpts)
+	if rc.Print != nil {
+		rc.Print.Name = rc.Host
+		run = rc.Print
+	}
+	who := rc.Dev
+	if who == "" {
+		who = "peer"
+	}
+	return &Peer{
+		Name:    "remote-" + rc.Host,
+		Subject: Side{Who: "roced", Runner: LocalRunner(), Roced: roced, Dev: local, GID: 1, Addr: local, Strict: true, Extra: extra},
+		Ref:     Side{Who: who, Runner: run, Dev: rc.Dev, GID: rc.GID, Addr: addr, Strict: true},
+		Info: map[string]string{"peer_host": rc.Host, "peer_addr": addr, "peer_dev": rc.Dev,
+			"peer_gid": strconv.Itoa(rc.GID), "roced_addr": local},
+	}, nil
+}

@@ -1,0 +1,276 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// failedClientGrace bounds how long a server may run on after its client
+// failed.
+const failedClientGrace = 3 * time.Second
+
+// Results of a case.
+const (
+	Pass   = "pass"
+	Fail   = "FAIL"
+	NotRun = "NOT-RUN"
+)
+
+// Options tune a run.
+type Options struct {
+	// Port is the TCP port of the first case's exchange (0: the tools'
+	// 18515); case i uses Port+i (modulo 1000), so that a server a failed
+	// case left behind can never answer the next case's client.
+	Port int
+	// Timeout bounds each side's command.
+	Timeout time.Duration
+	// ListenTimeout bounds the wait for the server's listening socket.
+	ListenTimeout time.Duration
+	// Grace is how long a server may run on after its client ended.
+	Grace time.Duration
+	// Budget bounds the whole run: cases that would start after it are
+	// reported NOT-RUN, which fails the run like any failure.
+	Budget time.Duration
+	// Artifacts is the directory for each case's outputs and, for failed
+	// cases, the tap capture; empty: nothing is written.
+	Artifacts string
+	// KeepPcaps keeps the capture of passing cases too.
+	KeepPcaps bool
+	// Progress gets one line per case as it ends.
+	Progress io.Writer
+}
+
+// SideReport is one side of a case in the report.
+type SideReport struct {
+	Who string `json:"who"`
+	Output
+}
+
+// Result is one case's outcome.
+type Result struct {
+	Case      string      `json:"case"`
+	Tool      string      `json:"tool"`
+	Transport string      `json:"transport"`
+	Size      int         `json:"size"`
+	Iters     int         `json:"iters"`
+	Flags     []string    `json:"flags,omitempty"`
+	Direction string      `json:"direction"`
+	Result    string      `json:"result"`
+	Reasons   []string    `json:"reasons,omitempty"`
+	Notes     []string    `json:"notes,omitempty"`
+	Figures   []Figure    `json:"figures,omitempty"`
+	Seconds   float64     `json:"seconds"`
+	Server    *SideReport `json:"server,omitempty"`
+	Client    *SideReport `json:"client,omitempty"`
+	Pcap      string      `json:"pcap,omitempty"`
+	Dir       string      `json:"artifacts,omitempty"`
+}
+
+// Report is a whole run.
+type Report struct {
+	Peer    string            `json:"peer"`
+	Info    map[string]string `json:"info,omitempty"`
+	Started time.Time         `json:"started"`
+	Seconds float64           `json:"seconds"`
+	Passed  int               `json:"passed"`
+	Failed  int               `json:"failed"`
+	NotRun  int               `json:"not_run"`
+	Results []Result          `json:"results"`
+}
+
+// OK reports whether every case passed.
+func (r *Report) OK() bool { return r.Failed == 0 && r.NotRun == 0 && r.Passed > 0 }
+
+// Run runs the cases one after the other against the peer.
+func Run(ctx context.Context, p *Peer, cases []Case, o Options) *Report {
+	o.defaults()
+	rep := &Report{Peer: p.Name, Info: p.Info, Started: time.Now()}
+	for i, c := range cases {
+		var res Result
+		switch {
+		case ctx.Err() != nil:
+			res = notRun(c, "not run: interrupted")
+		case o.Budget > 0 && time.Since(rep.Started) > o.Budget:
+			res = notRun(c, fmt.Sprintf("not run: the run's time budget (%v) was used up", o.Budget))
+		default:
+			res = runCase(ctx, p, c, o.Port+i%1000, o)
+		}
+		switch res.Result {
+		case Pass:
+			rep.Passed++
+		case Fail:
+			rep.Failed++
+		default:
+			rep.NotRun++
+		}
+		if o.Progress != nil {
+			fmt.Fprintln(o.Progress, progressLine(res))
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	rep.Seconds = time.Since(rep.Started).Seconds()
+	return rep
+}
+
+func (o *Options) defaults() {
+	if o.Port == 0 {
+		o.Port = DefaultPort
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.ListenTimeout == 0 {
+		o.ListenTimeout = 20 * time.Second
+	}
+	if o.Grace == 0 {
+		o.Grace = 10 * time.Second
+	}
+}
+
+func newResult(c Case) Result {
+	return Result{Case: c.Name(), Tool: c.Tool.Name, Transport: string(c.Transport), Size: c.Size,
+		Iters: c.Iters, Flags: c.Flags, Direction: c.Dir.String()}
+}
+
+func notRun(c Case, why string) Result {
+	r := newResult(c)
+	r.Result, r.Reasons = NotRun, []string{why}
+	return r
+}
+
+func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
+	res := newResult(c)
+	start := time.Now()
+	srvSide, cliSide := p.Subject, p.Ref
+	if c.Dir == PeerServer {
+		srvSide, cliSide = p.Ref, p.Subject
+	}
+	var dir string
+	if o.Artifacts != "" {
+		dir = filepath.Join(o.Artifacts, artifactName(c))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			res.Notes = append(res.Notes, "artifacts: "+err.Error())
+			dir = ""
+		}
+	}
+	var capture Proc
+	pcap := filepath.Join(dir, "tap.pcap")
+	if p.Lab != nil && p.Lab.Capture && dir != "" {
+		var err error
+		if capture, err = p.Lab.StartCapture(ctx, pcap, port); err != nil {
+			res.Notes = append(res.Notes, "no capture: "+err.Error())
+		}
+	}
+
+	srvArgv := srvSide.Argv(c.Scenario, port, "")
+	srv := srvSide.Runner.Start(ctx, srvArgv, o.Timeout)
+	var cliOut Output
+	if err := waitListen(ctx, srvSide.Runner, srv, port, o); err != nil {
+		srv.Stop()
+		cliOut = Output{Where: cliSide.Runner.Where(), Exit: -1,
+			Argv: cliSide.Argv(c.Scenario, port, srvSide.Addr), StartErr: "not started: " + err.Error()}
+	} else {
+		cli := cliSide.Runner.Start(ctx, cliSide.Argv(c.Scenario, port, srvSide.Addr), o.Timeout)
+		cliOut = cli.Wait()
+		if cliOut.NotCaptured || srv.Done() == nil {
+			// A person runs the client (or the server): roced's side ends
+			// on its own, within its timeout.
+		} else {
+			// A server whose client failed usually waits for traffic that
+			// will never come: give it a moment to say why, not the grace
+			// a server finishing a good run gets.
+			grace := o.Grace
+			if cliOut.Exit != 0 && grace > failedClientGrace {
+				grace = failedClientGrace
+			}
+			select {
+			case <-srv.Done():
+			case <-time.After(grace):
+				srv.Stop()
+			}
+		}
+	}
+	srvOut := srv.Wait()
+
+	v := Judge(c.Scenario,
+		SideRun{Role: "server", Who: srvSide.Who, Strict: srvSide.Strict, Out: srvOut},
+		SideRun{Role: "client", Who: cliSide.Who, Strict: cliSide.Strict, Out: cliOut})
+	res.Server = &SideReport{Who: srvSide.Who, Output: srvOut}
+	res.Client = &SideReport{Who: cliSide.Who, Output: cliOut}
+	res.Reasons, res.Figures = v.Reasons, v.Figures
+	res.Notes = append(res.Notes, v.Notes...)
+	res.Result = Fail
+	if v.Pass {
+		res.Result = Pass
+	}
+	if capture != nil {
+		capture.Stop()
+		capture.Wait()
+		if v.Pass && !o.KeepPcaps {
+			os.Remove(pcap)
+		} else {
+			res.Pcap = pcap
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	if dir != "" {
+		res.Dir = dir
+		writeArtifacts(dir, res)
+	}
+	return res
+}
+
+// waitListen waits for the server's socket, giving up early when the
+// server has already exited (a bad flag, an unknown command).
+func waitListen(ctx context.Context, r Runner, srv Proc, port int, o Options) error {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- r.WaitListen(lctx, port, o.ListenTimeout) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-srv.Done():
+		cancel()
+		<-errc
+		return fmt.Errorf("the server exited before listening")
+	}
+}
+
+// artifactName turns a case ID into a directory name.
+func artifactName(c Case) string {
+	r := strings.NewReplacer("/", "_", "@", ".", "=", "-", ",", "+")
+	return r.Replace(c.ID())
+}
+
+// roleReport is a side of a result with its role.
+type roleReport struct {
+	role string
+	sr   *SideReport
+}
+
+// sides are the result's sides that ran or were meant to, server first.
+func (r Result) sides() []roleReport {
+	var s []roleReport
+	for _, x := range []roleReport{{"server", r.Server}, {"client", r.Client}} {
+		if x.sr != nil {
+			s = append(s, x)
+		}
+	}
+	return s
+}
+
+func writeArtifacts(dir string, r Result) {
+	for _, s := range r.sides() {
+		os.WriteFile(filepath.Join(dir, s.role+".stdout"), []byte(s.sr.Stdout), 0o644)
+		os.WriteFile(filepath.Join(dir, s.role+".stderr"), []byte(s.sr.Stderr), 0o644)
+	}
+	var b strings.Builder
+	writeDetail(&b, r)
+	os.WriteFile(filepath.Join(dir, "case.txt"), []byte(b.String()), 0o644)
+}

@@ -1,0 +1,362 @@
+package conformance
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The harness tests run this test binary as both tools: with
+// GOROCE_CONFORMANCE_FAKE set it behaves as a minimal pingpong or perftest
+// (a TCP exchange on -p, then the result lines), misbehaving on the role
+// the variable names: "client=fail", "server=hang", "server=exit" ...
+const fakeEnv = "GOROCE_CONFORMANCE_FAKE"
+
+func TestMain(m *testing.M) {
+	if mode, ok := os.LookupEnv(fakeEnv); ok {
+		os.Exit(fakeTool(mode, os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func fakeTool(mode string, args []string) int {
+	tool, ok := ToolByName(args[0])
+	if !ok {
+		fmt.Fprintf(os.Stderr, "roced: unknown command %q\n", args[0])
+		return 2
+	}
+	valued := map[string]bool{"-d": true, "-g": true, "-x": true, "-s": true, "-n": true, "-m": true, "-p": true, "-q": true, "-A": true}
+	if tool.Family == Perftest {
+		valued["-c"] = true
+	}
+	flags := map[string]string{}
+	server := ""
+	for i := 1; i < len(args); i++ {
+		switch a := args[i]; {
+		case valued[a] && i+1 < len(args):
+			flags[a] = args[i+1]
+			i++
+		case strings.HasPrefix(a, "-"):
+			flags[a] = "true"
+		default:
+			server = a
+		}
+	}
+	role := "client"
+	if server == "" {
+		role = "server"
+	}
+	behave := map[string]string{}
+	for _, kv := range strings.Split(mode, ",") {
+		if r, b, ok := strings.Cut(kv, "="); ok {
+			behave[r] = b
+		}
+	}
+	switch behave[role] {
+	case "exit":
+		fmt.Fprintln(os.Stderr, "fake: refusing to start")
+		return 2
+	case "hang-before":
+		time.Sleep(time.Hour)
+	}
+	size, _ := strconv.Atoi(flags["-s"])
+	if tool.Atomic {
+		size = AtomicSize
+	}
+	iters, _ := strconv.Atoi(flags["-n"])
+	port := flags["-p"]
+	if port == "" {
+		port = strconv.Itoa(DefaultPort)
+	}
+	var conn net.Conn
+	var err error
+	if role == "server" {
+		ln, lerr := net.Listen("tcp", net.JoinHostPort(flags["-d"], port))
+		if lerr != nil {
+			fmt.Fprintln(os.Stderr, lerr)
+			return 1
+		}
+		conn, err = ln.Accept()
+		ln.Close()
+	} else {
+		conn, err = net.Dial("tcp", net.JoinHostPort(server, port))
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Couldn't connect: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(conn, "%s %s\n", role, flags["-d"])
+	peer, _ := bufio.NewReader(conn).ReadString('\n')
+	conn.Close()
+	switch behave[role] {
+	case "fail":
+		fmt.Fprintln(os.Stderr, "Failed status transport retry counter exceeded (12) for wr_id 1")
+		return 1
+	case "hang":
+		time.Sleep(time.Hour)
+	}
+	if tool.Family == Pingpong {
+		fmt.Printf("  local address:  LID 0x0000, QPN 0x000011, PSN 0x000001, GID ::ffff:%s\n", flags["-d"])
+		fmt.Printf("  remote address: LID 0x0000, QPN 0x000011, PSN 0x000002, GID ::ffff:%s\n", strings.Fields(peer + " x x")[1])
+		// As the tools do: both figures from one time, 10 ms here.
+		const usec = 10000.0
+		fmt.Printf("%d bytes in %.2f seconds = %.2f Mbit/sec\n", size*iters*2, usec/1e6, float64(size*iters*2)*8/usec)
+		fmt.Printf("%d iters in %.2f seconds = %.2f usec/iter\n", iters, usec/1e6, usec/float64(iters))
+		if behave[role] == "baddata" {
+			fmt.Println("invalid data in page 0")
+		}
+		return 0
+	}
+	rowFor := tool.ClientRow
+	if role == "server" {
+		rowFor = tool.ServerRow
+	}
+	if rowFor == NoRow {
+		fmt.Println("---------------------------------------------------------------------------------------")
+		return 0
+	}
+	if tool.Latency {
+		fmt.Println(" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ")
+		fmt.Printf(" %d      %d          29.18          1469.98      35.56    \t       109.03      \t238.67 \t\t1469.98 \t\t1469.98\n", size, iters)
+	} else {
+		fmt.Println(" #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]")
+		const rate = 0.009939 // Mpps; the bandwidth follows from it as in perftest
+		avg := rate * 1e6 * float64(size) / (1 << 20)
+		fmt.Printf(" %d         %d              %.2f               %.2f   \t\t     %.6f\n", size, iters, avg, avg, rate)
+	}
+	return 0
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func fakePeer(t *testing.T) *Peer {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return SelfPeer(exe, "127.0.0.1", "127.0.0.2", nil)
+}
+
+func casesFor(t *testing.T, re func(Case) bool, tools ...string) []Case {
+	t.Helper()
+	all, err := Matrix(MatrixOptions{MTU: 1024, Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []Case
+	for _, c := range all {
+		if re(c) {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+func TestRunFake(t *testing.T) {
+	small := func(c Case) bool {
+		return c.Transport == RC && (c.Size <= 1 || c.Tool.Atomic && strings.Contains(c.Name(), "FETCH"))
+	}
+	for _, tc := range []struct {
+		name     string
+		mode     string
+		timeout  time.Duration // each side's; default 8s
+		tools    []string
+		results  []string          // per case, in matrix order
+		reasons  map[int][]string  // case index -> reason substrings
+		detail   []string          // substrings of the text report
+		artifact map[string]string // file in the first case's directory -> substring
+	}{
+		{name: "all pass", mode: "", tools: []string{"rc_pingpong", "write_bw", "read_lat", "atomic_lat"},
+			results: []string{Pass, Pass, Pass, Pass, Pass, Pass, Pass, Pass},
+			artifact: map[string]string{
+				"server.stdout": "100 bytes in 0.01 seconds",
+				"client.stdout": "remote address",
+				"case.txt":      "pass rc_pingpong/RC/s1 roced-server",
+			}},
+		{name: "client fails, server hangs", mode: "client=fail,server=hang", tools: []string{"rc_pingpong"},
+			results: []string{Fail, Fail},
+			reasons: map[int][]string{0: {"server (roced) was stopped by the harness",
+				"client (roced) exit status 1: Failed status transport retry counter exceeded"}},
+			detail: []string{"FAIL rc_pingpong/RC/s1 roced-server", "exit 1 after",
+				"stderr| Failed status transport retry counter exceeded (12) for wr_id 1", "stopped by the harness"}},
+		{name: "server exits at once", mode: "server=exit", tools: []string{"rc_pingpong"},
+			results: []string{Fail, Fail},
+			reasons: map[int][]string{1: {"server (roced) exit status 2: fake: refusing to start",
+				"client (roced) did not run: not started: the server exited before listening"}}},
+		{name: "server never listens", mode: "server=hang-before", tools: []string{"write_bw"},
+			results: []string{Fail, Fail},
+			reasons: map[int][]string{0: {"server (roced) was stopped by the harness", "client (roced) did not run: not started"}},
+			detail:  []string{"nothing listens on TCP port"}},
+		{name: "client times out", mode: "client=hang", timeout: 3 * time.Second, tools: []string{"read_lat"},
+			results: []string{Fail, Fail},
+			reasons: map[int][]string{0: {"client (roced) timed out after"}}},
+		{name: "data check", mode: "server=baddata", tools: []string{"rc_pingpong"},
+			results: []string{Fail, Fail},
+			reasons: map[int][]string{0: {"server (roced): data check (-c) failed: invalid data in page(s) [0]"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(fakeEnv, tc.mode)
+			cases := casesFor(t, small, tc.tools...)
+			if tc.timeout == 0 {
+				tc.timeout = 8 * time.Second
+			}
+			art := t.TempDir()
+			var progress strings.Builder
+			rep := Run(context.Background(), fakePeer(t), cases, Options{
+				Port: freePort(t), Timeout: tc.timeout, ListenTimeout: 3 * time.Second, Grace: 500 * time.Millisecond,
+				Artifacts: art, Progress: &progress,
+			})
+			if len(rep.Results) != len(tc.results) {
+				t.Fatalf("%d results, want %d", len(rep.Results), len(tc.results))
+			}
+			for i, r := range rep.Results {
+				if r.Result != tc.results[i] {
+					t.Errorf("%s: %s %q, want %s", r.Case+"@"+r.Direction, r.Result, r.Reasons, tc.results[i])
+				}
+			}
+			for i, want := range tc.reasons {
+				match(t, "reasons", rep.Results[i].Reasons, want)
+			}
+			if rep.OK() != (tc.mode == "") {
+				t.Errorf("OK() = %v", rep.OK())
+			}
+			if strings.Contains(progress.String(), "<- server (roced) was stopped") {
+				t.Errorf("a progress line blames the stopped server:\n%s", progress.String())
+			}
+			if n := strings.Count(progress.String(), "\n"); n != len(cases) {
+				t.Errorf("%d progress lines, want %d:\n%s", n, len(cases), progress.String())
+			}
+			var text strings.Builder
+			rep.WriteText(&text)
+			for _, want := range append(tc.detail, fmt.Sprintf("%d passed", rep.Passed)) {
+				if !strings.Contains(text.String(), want) {
+					t.Errorf("report lacks %q:\n%s", want, text.String())
+				}
+			}
+			for f, want := range tc.artifact {
+				b, err := os.ReadFile(filepath.Join(rep.Results[0].Dir, f))
+				if err != nil || !strings.Contains(string(b), want) {
+					t.Errorf("%s: %v, %q lacks %q", f, err, b, want)
+				}
+			}
+			js := filepath.Join(art, "report.json")
+			if err := rep.WriteJSON(js); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(js)
+			var generic map[string]any
+			if err := json.Unmarshal(b, &generic); err != nil {
+				t.Fatalf("report JSON does not parse: %v", err)
+			}
+			if got := len(generic["results"].([]any)); got != len(cases) {
+				t.Errorf("JSON has %d results, want %d", got, len(cases))
+			}
+		})
+	}
+}
+
+func TestRunBudget(t *testing.T) {
+	t.Setenv(fakeEnv, "")
+	cases := casesFor(t, func(c Case) bool { return c.Size == 1 }, "rc_pingpong")
+	rep := Run(context.Background(), fakePeer(t), cases, Options{Port: freePort(t), Budget: time.Nanosecond})
+	if rep.NotRun != len(cases) || rep.OK() {
+		t.Fatalf("not run %d of %d, OK %v", rep.NotRun, len(cases), rep.OK())
+	}
+	match(t, "reasons", rep.Results[0].Reasons, []string{"time budget (1ns) was used up"})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep = Run(ctx, fakePeer(t), cases, Options{Port: freePort(t)})
+	if rep.NotRun != len(cases) {
+		t.Fatalf("interrupted run: %d not run of %d", rep.NotRun, len(cases))
+	}
+}
+
+// TestRunPrinted plays the person at the other host in --print mode: it
+// reads the printed command lines, runs them, and presses Enter once a
+// printed server listens. roced's side (the fake tool here) is judged; the
+// printed side is a note.
+func TestRunPrinted(t *testing.T) {
+	t.Setenv(fakeEnv, "")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW := io.Pipe()
+	inR, inW := io.Pipe()
+	pr := &PrintRunner{Out: outW, In: bufio.NewReader(inR)}
+	p, err := RemotePeer(exe, RemoteConfig{Host: "hca-host", Addr: "127.0.0.2", Dev: "127.0.0.2", GID: 1,
+		LocalDev: "127.0.0.1", Print: pr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The person's real tool is the fake too: same binary, no roced prefix,
+	// so give the printed side the program and let it keep its command line.
+	p.Ref.Roced = exe
+
+	var person sync.WaitGroup
+	person.Add(1)
+	go func() {
+		defer person.Done()
+		sc := bufio.NewScanner(outR)
+		next := false
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, ">>> run on hca-host"):
+				next = true
+			case next:
+				next = false
+				cmd := exec.Command("sh", "-c", strings.TrimSpace(line))
+				if err := cmd.Start(); err != nil {
+					t.Error(err)
+					return
+				}
+				go cmd.Wait()
+			case strings.HasPrefix(line, ">>> press Enter"):
+				f := strings.Fields(line)
+				port, _ := strconv.Atoi(strings.TrimSuffix(f[len(f)-1], ")"))
+				if err := LocalRunner().WaitListen(context.Background(), port, 10*time.Second); err != nil {
+					t.Error(err)
+				}
+				fmt.Fprintln(inW)
+			}
+		}
+	}()
+	cases := casesFor(t, func(c Case) bool { return c.Size == 1 && c.Transport == RC }, "rc_pingpong", "read_lat")
+	rep := Run(context.Background(), p, cases, Options{Port: freePort(t), Timeout: 20 * time.Second, ListenTimeout: 10 * time.Second})
+	outW.Close()
+	person.Wait()
+	if !rep.OK() {
+		var b strings.Builder
+		rep.WriteText(&b)
+		t.Fatalf("printed run failed:\n%s", b.String())
+	}
+	for _, r := range rep.Results {
+		peerRole := "client"
+		if r.Direction == PeerServer.String() {
+			peerRole = "server"
+		}
+		match(t, "notes", r.Notes, []string{peerRole + " (127.0.0.2) was run by hand"})
+	}
+}

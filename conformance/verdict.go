@@ -1,0 +1,291 @@
+package conformance
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Figure is a number a case measured.
+type Figure struct {
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+	// Side is which side printed it: server or client.
+	Side string `json:"side"`
+}
+
+func (f Figure) String() string {
+	// perftest prints the message rate with six decimals, everything else
+	// with two.
+	prec := 2
+	if f.Unit == "Mpps" {
+		prec = 6
+	}
+	return strconv.FormatFloat(f.Value, 'f', prec, 64) + " " + f.Unit
+}
+
+// MarshalJSON writes inf and nan as strings (JSON has no such numbers).
+func (f Figure) MarshalJSON() ([]byte, error) {
+	v := strconv.FormatFloat(f.Value, 'g', -1, 64)
+	if !finite(f.Value) {
+		v = strconv.Quote(v)
+	}
+	return []byte(fmt.Sprintf(`{"value":%s,"unit":%q,"side":%q}`, v, f.Unit, f.Side)), nil
+}
+
+// Verdict is the judgement on one case.
+type Verdict struct {
+	Pass bool
+	// Reasons say why it failed, one per fault found.
+	Reasons []string
+	// Notes are facts worth reporting that do not fail the case.
+	Notes []string
+	// Figures: the headline first (Mbit/s and usec/iter for pingpongs,
+	// BW average or t_typical for perftest), from the client when it has
+	// finite ones.
+	Figures []Figure
+}
+
+// SideRun is one side's part in a case, as the judge sees it.
+type SideRun struct {
+	Role   string // "server" or "client"
+	Who    string
+	Strict bool
+	Out    Output
+}
+
+// Judge decides a case from the exit statuses and the tools' own checks:
+// both sides must exit 0 in time; a pingpong must print its two result
+// lines with the right byte and iteration counts and no "invalid data"
+// line from -c; a perftest side must print the result row it is expected
+// to print, with the right #bytes and #iterations and, on the measuring
+// side, a positive figure.
+func Judge(sc Scenario, server, client SideRun) Verdict {
+	var v Verdict
+	judged := 0
+	figs := map[string][]Figure{}
+	for _, s := range []SideRun{server, client} {
+		if s.Out.NotCaptured {
+			v.Notes = append(v.Notes, s.Role+" ("+s.Who+") was run by hand: its output is not checked")
+			continue
+		}
+		judged++
+		if r := judgeExit(s); len(r) > 0 {
+			// A side that failed or was killed has no results; listing
+			// every missing line would only bury the real reason.
+			v.Reasons = append(v.Reasons, r...)
+			continue
+		}
+		var reasons, notes []string
+		var f []Figure
+		if sc.Tool.Family == Pingpong {
+			reasons, f = judgePingpong(sc, s)
+		} else {
+			reasons, notes, f = judgePerftest(sc, s)
+		}
+		v.Reasons = append(v.Reasons, reasons...)
+		v.Notes = append(v.Notes, notes...)
+		figs[s.Role] = f
+	}
+	if judged == 0 {
+		v.Reasons = append(v.Reasons, "neither side's output was captured")
+	}
+	v.Figures = pickFigures(figs["client"], figs["server"])
+	v.Pass = len(v.Reasons) == 0
+	return v
+}
+
+const stoppedReason = "was stopped by the harness: still running when the case was over"
+
+func judgeExit(s SideRun) []string {
+	o := s.Out
+	tag := s.Role + " (" + s.Who + ")"
+	switch {
+	case o.StartErr != "":
+		return []string{tag + " did not run: " + o.StartErr}
+	case o.TimedOut:
+		return []string{fmt.Sprintf("%s timed out after %.0fs%s", tag, o.Seconds, stderrHint(o.Stderr))}
+	case o.Stopped:
+		return []string{tag + " " + stoppedReason}
+	case o.Exit != 0:
+		return []string{fmt.Sprintf("%s exit status %d%s", tag, o.Exit, stderrHint(o.Stderr))}
+	}
+	return nil
+}
+
+// stderrHint is the first non-empty stderr line, and the last one too when
+// there are more (the first usually names the cause: "unknown command",
+// "Failed status ...", a record error; the last what the tool gave up on),
+// as a ": why" suffix.
+func stderrHint(s string) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, clip(l))
+		}
+	}
+	switch len(lines) {
+	case 0:
+		return ""
+	case 1:
+		return ": " + lines[0]
+	}
+	return ": " + lines[0] + " ... " + lines[len(lines)-1]
+}
+
+func clip(s string) string {
+	const max = 160
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
+}
+
+func judgePingpong(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
+	tag := s.Role + " (" + s.Who + ")"
+	r, err := ParsePingpong(s.Out.Stdout)
+	if err != nil {
+		return []string{tag + ": " + err.Error()}, nil
+	}
+	if want := int64(sc.Size) * int64(sc.Iters) * 2; r.Bytes != want {
+		reasons = append(reasons, fmt.Sprintf("%s: %d bytes, want %d (size %d x %d iters x 2)", tag, r.Bytes, want, sc.Size, sc.Iters))
+	}
+	if r.Iters != int64(sc.Iters) {
+		reasons = append(reasons, fmt.Sprintf("%s: %d iters, want %d", tag, r.Iters, sc.Iters))
+	}
+	if len(r.InvalidPages) > 0 {
+		reasons = append(reasons, fmt.Sprintf("%s: data check (-c) failed: invalid data in page(s) %v", tag, r.InvalidPages))
+	}
+	if r.RemoteLines == 0 {
+		reasons = append(reasons, tag+": no \"remote address:\" line")
+	}
+	// A short run of 1-byte messages rightly prints 0.00 Mbit/sec; the
+	// time per iteration is what must be there.
+	if s.Strict && !(finite(r.Mbps) && r.Mbps >= 0 && finite(r.UsecPerIter) && r.UsecPerIter > 0) {
+		reasons = append(reasons, fmt.Sprintf("%s: figures not finite and positive: %v Mbit/sec, %v usec/iter", tag, r.Mbps, r.UsecPerIter))
+	} else if finite(r.Mbps) && finite(r.UsecPerIter) && r.UsecPerIter > 0 && r.Iters > 0 {
+		// Both figures come from one measured time, so they agree within
+		// printf's rounding (%.2f).
+		want := float64(r.Bytes) * 8 / (r.UsecPerIter * float64(r.Iters))
+		if math.Abs(r.Mbps-want) > 0.006+want*0.01 {
+			reasons = append(reasons, fmt.Sprintf("%s: %v Mbit/sec disagrees with %d bytes at %v usec/iter x %d (%.2f Mbit/sec)",
+				tag, r.Mbps, r.Bytes, r.UsecPerIter, r.Iters, want))
+		}
+	}
+	figs = []Figure{{Value: r.Mbps, Unit: "Mbit/s", Side: s.Role}, {Value: r.UsecPerIter, Unit: "usec/iter", Side: s.Role}}
+	return reasons, figs
+}
+
+func judgePerftest(sc Scenario, s SideRun) (reasons, notes []string, figs []Figure) {
+	tag := s.Role + " (" + s.Who + ")"
+	want := sc.Tool.ClientRow
+	if s.Role == "server" {
+		want = sc.Tool.ServerRow
+	}
+	row, ok, err := ParsePerftest(s.Out.Stdout)
+	if err != nil {
+		return []string{tag + ": " + err.Error()}, nil, nil
+	}
+	if !ok {
+		if want != NoRow {
+			return []string{tag + ": no result row (\" #bytes #iterations ...\" header and its row)"}, nil, nil
+		}
+		return nil, nil, nil
+	}
+	if row.Latency != sc.Tool.Latency {
+		kind := map[bool]string{true: "latency", false: "bandwidth"}
+		reasons = append(reasons, fmt.Sprintf("%s: a %s row, want %s", tag, kind[row.Latency], kind[sc.Tool.Latency]))
+	}
+	size := int64(sc.Size)
+	if sc.Tool.Atomic {
+		size = AtomicSize
+	}
+	if row.Bytes != size {
+		reasons = append(reasons, fmt.Sprintf("%s: #bytes %d, want %d", tag, row.Bytes, size))
+	}
+	if row.Iters != int64(sc.Iters) {
+		reasons = append(reasons, fmt.Sprintf("%s: #iterations %d, want %d", tag, row.Iters, sc.Iters))
+	}
+	if want != FullRow {
+		return reasons, nil, nil
+	}
+	val, unit := row.Figure()
+	// The measured quantity: t_typical, or the message rate (printed with
+	// six decimals, where a bandwidth of 1-byte messages rounds to 0.00).
+	measured, what := val, unit
+	if !row.Latency {
+		measured, what = row.MsgRate, "MsgRate[Mpps]"
+	}
+	if !finite(measured) || measured <= 0 {
+		if s.Strict {
+			reasons = append(reasons, fmt.Sprintf("%s: %s is %v, want a positive number", tag, what, measured))
+		} else {
+			// The reference tool's clock under TCG (perftest 6.06 prints
+			// inf, -nan or zeros there); the counts above prove the run.
+			notes = append(notes, fmt.Sprintf("%s prints %s %v (its clock under emulation)", tag, what, measured))
+		}
+	} else if s.Strict {
+		reasons = append(reasons, rowConsistency(tag, row, size)...)
+	}
+	figs = []Figure{{Value: val, Unit: unit, Side: s.Role}}
+	if !row.Latency {
+		figs = append(figs, Figure{Value: row.MsgRate, Unit: "Mpps", Side: s.Role})
+	}
+	return reasons, notes, figs
+}
+
+// rowConsistency checks that a row's figures agree with each other as
+// perftest computes them: t_min <= t_typical <= t_max; BW average =
+// MsgRate x size (perftest's MB/sec, like its MiB/sec, is 2^20 bytes).
+func rowConsistency(tag string, row PerftestRow, size int64) []string {
+	if row.Latency {
+		if !(row.TMin <= row.TTypical && row.TTypical <= row.TMax) {
+			return []string{fmt.Sprintf("%s: t_typical %v outside [t_min %v, t_max %v]", tag, row.TTypical, row.TMin, row.TMax)}
+		}
+		return nil
+	}
+	if row.BWUnit != "MB/sec" && row.BWUnit != "MiB/sec" {
+		return nil
+	}
+	want := row.MsgRate * 1e6 * float64(size) / (1 << 20)
+	if math.Abs(row.BWAvg-want) > 0.006+want*0.01 {
+		return []string{fmt.Sprintf("%s: BW average %v %s disagrees with MsgRate %v Mpps x %d bytes (%.2f)",
+			tag, row.BWAvg, row.BWUnit, row.MsgRate, size, want)}
+	}
+	if row.BWPeak < 0 {
+		return []string{fmt.Sprintf("%s: BW peak %v is negative", tag, row.BWPeak)}
+	}
+	return nil
+}
+
+// pickFigures prefers the client's figures (the measuring side) and falls
+// back to the server's when the client's are missing or not finite.
+func pickFigures(client, server []Figure) []Figure {
+	ok := func(f []Figure) bool { return len(f) > 0 && finite(f[0].Value) }
+	switch {
+	case ok(client):
+		return client
+	case ok(server):
+		return server
+	case len(client) > 0:
+		return client
+	}
+	return server
+}
+
+// FigureText is the figures as one table cell.
+func FigureText(f []Figure) string {
+	var s []string
+	for _, x := range f {
+		if finite(x.Value) {
+			s = append(s, x.String())
+		} else {
+			s = append(s, fmt.Sprint(math.Round(x.Value*100)/100)+" "+x.Unit)
+		}
+	}
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ", ") + " (" + f[0].Side + ")"
+}

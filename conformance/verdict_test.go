@@ -1,0 +1,187 @@
+package conformance
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+func scenario(t *testing.T, tool string, tr Transport, size, iters int) Scenario {
+	t.Helper()
+	tl, ok := ToolByName(tool)
+	if !ok {
+		t.Fatalf("no tool %s", tool)
+	}
+	return Scenario{Tool: tl, Transport: tr, Size: size, Iters: iters, MTU: 1024}
+}
+
+func out(stdout string) Output { return Output{Stdout: stdout} }
+
+// bwRow is a perftest 6.24 bandwidth result as roced prints it.
+func bwRow(size, iters int, peak, avg, rate string) string {
+	return " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]\n" +
+		fmt.Sprintf(" %-10d %-16d %-18s %s\t\t     %s\n", size, iters, peak, avg, rate)
+}
+
+func TestJudge(t *testing.T) {
+	rcCli := golden(t, "bookworm/rc_pingpong_s64.client.txt")
+	rcSrv := golden(t, "bookworm/rc_pingpong_s64.server.txt")
+	wbCli := golden(t, "trixie/write_bw_s64.client.txt")
+	wbSrv := golden(t, "trixie/write_bw_s64.server.txt")
+	wlInf := golden(t, "bookworm/write_lat_s8192.client.txt")
+	wlSrv := golden(t, "bookworm/write_lat_s8192.server.txt")
+	rlCli := golden(t, "pt629/pt629_read_lat_s64.client.txt")
+	rlSrv := golden(t, "pt629/pt629_read_lat_s64.server.txt")
+	acCli := golden(t, "bookworm/atomic_bw_cas.client.txt")
+	acSrv := golden(t, "bookworm/atomic_bw_cas.server.txt")
+	mmCli := golden(t, "pt629/pt629_write_bw_mismatch.client.txt")
+	mmSrv := golden(t, "pt629/pt629_write_bw_mismatch.server.txt")
+
+	rc64 := scenario(t, "rc_pingpong", RC, 64, 5)
+	wb64 := scenario(t, "write_bw", RC, 64, 100)
+	wl8k := scenario(t, "write_lat", RC, 8192, 20)
+	rl64 := scenario(t, "read_lat", RC, 64, 20)
+	acas := scenario(t, "atomic_bw", RC, AtomicSize, 100)
+
+	for _, tc := range []struct {
+		name           string
+		sc             Scenario
+		srv, cli       Output
+		srvStrict      bool
+		cliStrict      bool
+		reasons, notes []string // substrings, in order
+		figure         string   // FigureText
+	}{
+		{name: "pingpong pass", sc: rc64, srv: out(rcSrv), cli: out(rcCli),
+			figure: "0.49 Mbit/s, 2086.60 usec/iter (client)"},
+		{name: "pingpong strict pass", sc: rc64, srv: out(rcSrv), cli: out(rcCli), srvStrict: true, cliStrict: true},
+		{name: "pingpong wrong iterations", sc: scenario(t, "rc_pingpong", RC, 64, 10), srv: out(rcSrv), cli: out(rcCli),
+			reasons: []string{"server (S): 640 bytes, want 1280", "server (S): 5 iters, want 10", "client (C): 640 bytes", "client (C): 5 iters"}},
+		{name: "pingpong wrong size", sc: scenario(t, "rc_pingpong", RC, 65, 5), srv: out(rcSrv), cli: out(rcCli),
+			reasons: []string{"server (S): 640 bytes, want 650", "client (C): 640 bytes, want 650"}},
+		{name: "pingpong data check", sc: rc64, srv: out(rcSrv + "invalid data in page 0\n"), cli: out(rcCli),
+			reasons: []string{"server (S): data check (-c) failed: invalid data in page(s) [0]"}},
+		{name: "pingpong no exchange", sc: rc64, srv: out(rcSrv), cli: out(strings.Replace(rcCli, "remote address", "remote", 1)),
+			reasons: []string{`client (C): no "remote address:" line`}},
+		{name: "client failed", sc: rc64, srv: out(rcSrv),
+			cli:     Output{Exit: 1, Stdout: "  local address: ...\n", Stderr: "Failed status transport retry counter exceeded (12) for wr_id 1\nparse WC failed 1\n"},
+			reasons: []string{"client (C) exit status 1: Failed status transport retry counter exceeded (12) for wr_id 1 ... parse WC failed 1"}},
+		{name: "server timed out", sc: rc64, srv: Output{Exit: 124, TimedOut: true, Seconds: 60}, cli: out(rcCli),
+			reasons: []string{"server (S) timed out after 60s"}},
+		{name: "server stopped", sc: rc64, srv: Output{Exit: -1, Stopped: true}, cli: out(rcCli),
+			reasons: []string{"server (S) was stopped by the harness"}},
+		{name: "client never started", sc: rc64, srv: Output{Exit: 2, Stderr: "roced: unknown command \"rc_pingpong\"\n"},
+			cli:     Output{Exit: -1, StartErr: "not started: the server exited before listening"},
+			reasons: []string{`server (S) exit status 2: roced: unknown command "rc_pingpong"`, "client (C) did not run: not started"}},
+		{name: "strict side with zero time", sc: rc64, srv: out(rcSrv),
+			cli:       out(strings.Replace(rcCli, "0.49 Mbit/sec", "inf Mbit/sec", 1)),
+			cliStrict: true, reasons: []string{"client (C): figures not finite and positive"}},
+		{name: "strict side with no time per iteration", sc: rc64, srv: out(rcSrv),
+			cli:       out(strings.Replace(rcCli, "2086.60 usec/iter", "0.00 usec/iter", 1)),
+			cliStrict: true, reasons: []string{"client (C): figures not finite and positive"}},
+		{name: "1-byte messages print 0.00 Mbit/sec", sc: scenario(t, "rc_pingpong", RC, 1, 50), srvStrict: true, cliStrict: true,
+			srv: out("  remote address: x\n100 bytes in 0.77 seconds = 0.00 Mbit/sec\n50 iters in 0.77 seconds = 15420.98 usec/iter\n"),
+			cli: out("  remote address: x\n100 bytes in 0.69 seconds = 0.00 Mbit/sec\n50 iters in 0.69 seconds = 13898.02 usec/iter\n")},
+		{name: "figures that disagree", sc: rc64, srv: out(rcSrv),
+			cli:     out(strings.Replace(rcCli, "0.49 Mbit/sec", "4.90 Mbit/sec", 1)),
+			reasons: []string{"client (C): 4.9 Mbit/sec disagrees with 640 bytes at 2086.6 usec/iter x 5 (0.49 Mbit/sec)"}},
+
+		{name: "perftest bw pass", sc: wb64, srv: out(wbSrv), cli: out(wbCli), srvStrict: true, cliStrict: true,
+			figure: "0.61 MiB/sec BW average, 0.009939 Mpps (client)"},
+		{name: "perftest bw wrong iterations", sc: scenario(t, "write_bw", RC, 64, 50), srv: out(wbSrv), cli: out(wbCli),
+			reasons: []string{"server (S): #iterations 100, want 50", "client (C): #iterations 100, want 50"}},
+		{name: "perftest bw client row missing", sc: wb64, srv: out(wbSrv), cli: out("---\n"),
+			reasons: []string{"client (C): no result row"}},
+		{name: "perftest bw server row missing", sc: wb64, srv: out("\n* Waiting for client to connect... *\n"), cli: out(wbCli),
+			reasons: []string{"server (S): no result row"}},
+		{name: "perftest latency row for a bw test", sc: wb64, srv: out(wbSrv), cli: out(strings.Replace(rlCli, " 64 ", " 64 ", 1)),
+			reasons: []string{"client (C): a latency row, want bandwidth", "client (C): #iterations 20, want 100"}},
+		{name: "roced 1-byte bandwidth rounds to 0.00", sc: scenario(t, "write_bw", RC, 1, 100), srvStrict: true, cliStrict: true,
+			srv: out(bwRow(1, 100, "0.00", "0.00", "0.000000")), cli: out(bwRow(1, 100, "0.00", "0.00", "0.001247")),
+			figure: "0.00 MiB/sec BW average, 0.001247 Mpps (client)"},
+		{name: "roced message rate zero", sc: scenario(t, "write_bw", RC, 1, 100), cliStrict: true,
+			srv: out(bwRow(1, 100, "0.00", "0.00", "0.000000")), cli: out(bwRow(1, 100, "0.00", "0.00", "0.000000")),
+			reasons: []string{"client (C): MsgRate[Mpps] is 0, want a positive number"}},
+		{name: "roced bandwidth disagrees with the message rate", sc: scenario(t, "send_bw", UC, 65536, 16), cliStrict: true,
+			srv: out(bwRow(65536, 16, "0.00", "52.35", "0.000838")), cli: out(bwRow(65536, 16, "314.82", "5.35", "0.000838")),
+			reasons: []string{"client (C): BW average 5.35 MiB/sec disagrees with MsgRate 0.000838 Mpps x 65536 bytes (52.38)"}},
+		{name: "reference zeros are a note", sc: wb64, srv: out(golden(t, "bookworm/write_bw_s64.server.txt")),
+			cli:   out(golden(t, "bookworm/write_bw_s64.client.txt")),
+			notes: []string{"client (C) prints MsgRate[Mpps] 0"}},
+		{name: "reference inf latency is a note", sc: wl8k, srv: out(wlSrv), cli: out(wlInf),
+			notes:  []string{"server (S) prints usec t_typical +Inf", "client (C) prints usec t_typical +Inf"},
+			figure: "+Inf usec t_typical (client)"},
+		{name: "roced inf latency fails", sc: wl8k, srv: out(wlSrv), cli: out(wlInf), cliStrict: true,
+			reasons: []string{"client (C): usec t_typical is +Inf, want a positive number"},
+			notes:   []string{"server (S) prints usec t_typical +Inf"}},
+		{name: "roced t_typical outside min..max", sc: wl8k, srv: out(wlSrv), cliStrict: true,
+			cli:     out(strings.Replace(wlInf, "inf            inf          inf      \t", "5.0 9.0 12.0 \t", 1)),
+			reasons: []string{"client (C): t_typical 12 outside [t_min 5, t_max 9]"},
+			notes:   []string{"server (S) prints usec t_typical +Inf"}},
+		{name: "read_lat server prints no row", sc: rl64, srv: out(rlSrv), cli: out(rlCli), srvStrict: true, cliStrict: true,
+			figure: "71.23 usec t_typical (client)"},
+		{name: "atomic moves 8 bytes", sc: acas, srv: out(acSrv), cli: out(acCli), figure: "0.05 MB/sec BW average, 0.006028 Mpps (client)"},
+		{name: "negotiation mismatch", sc: wb64, srv: Output{Exit: 1, Stdout: mmSrv}, cli: Output{Exit: 1, Stdout: mmCli},
+			reasons: []string{"server (S) exit status 1", "client (C) exit status 1"}},
+		{name: "printed side is a note", sc: rc64, srv: out(rcSrv), cli: Output{NotCaptured: true},
+			notes: []string{"client (C) was run by hand"}, figure: "0.14 Mbit/s, 7273.60 usec/iter (server)"},
+		{name: "nothing captured", sc: rc64, srv: Output{NotCaptured: true}, cli: Output{NotCaptured: true},
+			reasons: []string{"neither side's output was captured"},
+			notes:   []string{"server (S) was run by hand", "client (C) was run by hand"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Judge(tc.sc,
+				SideRun{Role: "server", Who: "S", Strict: tc.srvStrict, Out: tc.srv},
+				SideRun{Role: "client", Who: "C", Strict: tc.cliStrict, Out: tc.cli})
+			if v.Pass != (len(tc.reasons) == 0) {
+				t.Errorf("pass %v, reasons %q", v.Pass, v.Reasons)
+			}
+			match(t, "reasons", v.Reasons, tc.reasons)
+			match(t, "notes", v.Notes, tc.notes)
+			if tc.figure != "" {
+				if got := FigureText(v.Figures); got != tc.figure {
+					t.Errorf("figure %q, want %q", got, tc.figure)
+				}
+			}
+		})
+	}
+}
+
+// match checks that got has one entry per wanted substring, in order.
+func match(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s %q, want %d matching %q", what, got, len(want), want)
+		return
+	}
+	for i := range want {
+		if !strings.Contains(got[i], want[i]) {
+			t.Errorf("%s[%d] = %q, want it to contain %q", what, i, got[i], want[i])
+		}
+	}
+}
+
+func TestFigureJSON(t *testing.T) {
+	for _, tc := range []struct {
+		f    Figure
+		want string
+	}{
+		{Figure{Value: 20.48, Unit: "Mbit/s", Side: "client"}, `{"value":20.48,"unit":"Mbit/s","side":"client"}`},
+		{Figure{Value: math.Inf(1), Unit: "usec t_typical", Side: "server"}, `{"value":"+Inf","unit":"usec t_typical","side":"server"}`},
+		{Figure{Value: math.NaN(), Unit: "x", Side: "client"}, `{"value":"NaN","unit":"x","side":"client"}`},
+	} {
+		b, err := json.Marshal(tc.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.want {
+			t.Errorf("got %s, want %s", b, tc.want)
+		}
+		var back map[string]any
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Errorf("%s is not JSON: %v", b, err)
+		}
+	}
+}
