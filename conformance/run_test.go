@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -138,14 +139,30 @@ func fakeTool(mode string, args []string) int {
 	return 0
 }
 
+// freePort returns the base of a run of 1000 TCP ports (Run gives case i
+// the port base+i%1000) that are free now and lie below the kernel's
+// ephemeral range (32768 up): a port from the ephemeral range could be
+// taken between cases by the source port of some client's connection.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	const span = 1000
+	for try := 0; try < 50; try++ {
+		base := 10000 + mrand.IntN(32768-10000-span)
+		ok := true
+		for p := base; p < base+span && ok; p += 97 { // a sample: a busy run fails fast
+			ln, err := net.Listen("tcp", fmt.Sprintf(":%d", p))
+			if err != nil {
+				ok = false
+				break
+			}
+			ln.Close()
+		}
+		if ok {
+			return base
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free run of TCP ports below 32768")
+	return 0
 }
 
 func fakePeer(t *testing.T) *Peer {
