@@ -214,6 +214,32 @@ func (l *Lab) Lock(wait time.Duration) error {
 	}
 }
 
+// DefaultTapQueueLen is the transmit queue length the harness gives the
+// host side of the tap. qemu under TCG drains the tap far more slowly than
+// roced fills it; at the kernel's default of 1000 a send_bw UC burst at
+// 64 KiB (16 messages of 64 packets, sent back to back as an HCA sends
+// them) overflowed it now and then, the guest never saw the dropped
+// packets, UC does not retransmit, and ib_send_bw waited for messages that
+// would never come. A switch port buffers such a burst; so does this queue.
+const DefaultTapQueueLen = 10000
+
+// SetTapQueueLen sets the transmit queue length of the tap (tun resizes
+// its ring in place, so it takes effect on a running VM).
+func (l *Lab) SetTapQueueLen(ctx context.Context, n int) error {
+	_, err := l.run(ctx, "host-exec", "ip", "link", "set", l.Tap, "txqueuelen", strconv.Itoa(n))
+	return err
+}
+
+// TapDrops returns how many frames the tap has dropped on their way to
+// the guest (its tx_dropped counter).
+func (l *Lab) TapDrops(ctx context.Context) (uint64, error) {
+	out, err := l.run(ctx, "host-exec", "cat", "/sys/class/net/"+l.Tap+"/statistics/tx_dropped")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(out), 10, 64)
+}
+
 // Pair creates rxeA and rxeB on a veth pair in the guest (guest/rxe-pair.sh).
 func (l *Lab) Pair(ctx context.Context) error {
 	script, err := os.ReadFile(filepath.Join(l.Dir, "guest", "rxe-pair.sh"))

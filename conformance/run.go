@@ -167,6 +167,16 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 		}
 	}
 
+	// Frames the tap drops never reach the guest: say so beside the
+	// verdict, since a lost UC or UD packet is not retransmitted.
+	var drops0 uint64
+	var dropsOK bool
+	if p.Lab != nil {
+		var err error
+		drops0, err = p.Lab.TapDrops(ctx)
+		dropsOK = err == nil
+	}
+
 	srvArgv := srvSide.Argv(c.Scenario, port, "")
 	srv := srvSide.Runner.Start(ctx, srvArgv, o.Timeout)
 	var cliOut Output
@@ -204,6 +214,11 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	res.Client = &SideReport{Who: cliSide.Who, Output: cliOut}
 	res.Reasons, res.Figures = v.Reasons, v.Figures
 	res.Notes = append(res.Notes, v.Notes...)
+	if dropsOK {
+		if d, err := p.Lab.TapDrops(ctx); err == nil && d > drops0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("the tap dropped %d frames on their way to the guest (qemu did not drain it in time)", d-drops0))
+		}
+	}
 	res.Result = Fail
 	if v.Pass {
 		res.Result = Pass

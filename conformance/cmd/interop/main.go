@@ -69,6 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		list       = fs.Bool("list", false, "print the cases and their command lines, run nothing")
 		labDir     = fs.String("lab", "", "the rxe-peer lab directory (default $RXE_PEER_DIR, else ../shared/rxe-peer beside the module root)")
 		labDown    = fs.Bool("lab-down", false, "power the lab VM off at the end")
+		tapQLen    = fs.Int("tap-qlen", conformance.DefaultTapQueueLen, "transmit queue length set on the lab tap (0: leave it); qemu under TCG drains it slowly")
 		pcap       = fs.Bool("pcap", true, "lab: capture the tap around each case, keep it for failed cases")
 		keepPcaps  = fs.Bool("keep-pcaps", false, "lab: keep the captures of passing cases too")
 		selfAddrs  = fs.String("self-addrs", "127.0.0.1,127.0.0.2", "self: the two roced processes' addresses")
@@ -169,6 +170,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return fail("lab VM: %v", err)
 			}
 			fmt.Fprintf(stderr, "interop: lab %s ready (%.1fs)\n", lab.Suite, time.Since(t).Seconds())
+			if *tapQLen > 0 {
+				if err := lab.SetTapQueueLen(ctx, *tapQLen); err != nil {
+					return fail("lab tap: %v", err)
+				}
+			}
 			if *labDown {
 				defer func() {
 					if err := lab.Down(context.Background()); err != nil {
