@@ -33,13 +33,20 @@ func benchOp(b *testing.B, op qp.WROpcode, size int) {
 	const depth = 64
 	a, p, _ := newPair(b, pairOpts{mtu: qp.MTU4096, bufSize: depth * size, sqDepth: depth, rqDepth: depth,
 		cqDepth: 4 * depth, window: 512})
+	// The requests are reused, as a program's would be (Post copies them),
+	// so that allocs/op is the engine's own.
+	var sendSGL, recvSGL [1]mr.SGE
+	swr := qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: sendSGL[:], RKey: p.mr.RKey()}
+	rwr := qp.RecvWR{SGL: recvSGL[:]}
 	post := func(i int) {
 		slot := (i % depth) * size
 		if op == qp.WRSend {
-			must(b, p.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{p.mr.SGE(slot, size)}}))
+			recvSGL[0] = p.mr.SGE(slot, size)
+			must(b, p.qp.PostRecv(&rwr))
 		}
-		must(b, a.qp.PostSend(&qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(slot, size)},
-			RemoteAddr: p.mr.Addr() + uint64(slot), RKey: p.mr.RKey()}))
+		sendSGL[0] = a.mr.SGE(slot, size)
+		swr.RemoteAddr = p.mr.Addr() + uint64(slot)
+		must(b, a.qp.PostSend(&swr))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -107,19 +114,25 @@ func BenchmarkPingPong(b *testing.B) {
 					b.Fatal(err, wc[0])
 				}
 			}
+			// Each side's requests are built once and reused (Post copies
+			// them), so that allocs/op is the engine's own.
+			xr := &qp.RecvWR{SGL: []mr.SGE{x.mr.SGE(0, 64)}}
+			yr := &qp.RecvWR{SGL: []mr.SGE{y.mr.SGE(0, 64)}}
+			sends := map[*side]*qp.SendWR{
+				x: {Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{x.mr.SGE(0, 64)}},
+				y: {Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{y.mr.SGE(0, 64)}},
+			}
 			for range 8 {
-				must(b, x.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{x.mr.SGE(0, 64)}}))
-				must(b, y.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{y.mr.SGE(0, 64)}}))
+				must(b, x.qp.PostRecv(xr))
+				must(b, y.qp.PostRecv(yr))
 			}
-			send := func(s *side) {
-				must(b, s.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.mr.SGE(0, 64)}}))
-			}
+			send := func(s *side) { must(b, s.qp.PostSend(sends[s])) }
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				for range b.N {
 					wait1(y.rcq)
-					must(b, y.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{y.mr.SGE(0, 64)}}))
+					must(b, y.qp.PostRecv(yr))
 					send(y)
 					wait1(y.scq)
 				}
@@ -129,7 +142,7 @@ func BenchmarkPingPong(b *testing.B) {
 				send(x)
 				wait1(x.scq)
 				wait1(x.rcq)
-				must(b, x.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{x.mr.SGE(0, 64)}}))
+				must(b, x.qp.PostRecv(xr))
 			}
 			<-done
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "usec/iter")
