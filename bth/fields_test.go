@@ -29,6 +29,15 @@ func roundTrip(t *testing.T, f *Fields) (Frame, *Fields) {
 	if raw := got.AppendRaw(nil); !bytes.Equal(raw, b) {
 		t.Fatalf("AppendRaw of decoded fields differs:\n got %x\nwant %x", raw, b)
 	}
+	var src, dst netip.Addr
+	if got.IPv4 != nil {
+		src, dst = got.IPv4.Src, got.IPv4.Dst
+	} else {
+		src, dst = got.IPv6.Src, got.IPv6.Dst
+	}
+	if fr.SrcAddr() != src || fr.DstAddr() != dst {
+		t.Fatalf("Frame addresses %v -> %v, fields %v -> %v", fr.SrcAddr(), fr.DstAddr(), src, dst)
+	}
 	return fr, got
 }
 

@@ -2,6 +2,7 @@ package bth
 
 import (
 	"encoding/binary"
+	"net/netip"
 )
 
 // Framing sizes and constants.
@@ -47,6 +48,24 @@ func (f Frame) IP() []byte { return f.b[f.ipOff:f.udpOff] }
 
 // IsIPv6 reports whether the frame is carried over IPv6.
 func (f Frame) IsIPv6() bool { return f.b[f.ipOff]>>4 == 6 }
+
+// SrcAddr returns the IP source address.
+func (f Frame) SrcAddr() netip.Addr {
+	ip := f.IP()
+	if f.IsIPv6() {
+		return netip.AddrFrom16([16]byte(ip[8:24]))
+	}
+	return netip.AddrFrom4([4]byte(ip[12:16]))
+}
+
+// DstAddr returns the IP destination address.
+func (f Frame) DstAddr() netip.Addr {
+	ip := f.IP()
+	if f.IsIPv6() {
+		return netip.AddrFrom16([16]byte(ip[24:40]))
+	}
+	return netip.AddrFrom4([4]byte(ip[16:20]))
+}
 
 // UDP returns the UDP header.
 func (f Frame) UDP() UDP { return UDP(f.b[f.udpOff:f.roceOff]) }

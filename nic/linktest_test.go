@@ -53,13 +53,7 @@ func checkFrame(f Frame, o bth.Outer, payload int) (int, error) {
 	if !fr.VerifyICRC() {
 		return 0, fmt.Errorf("ICRC %#x, computed %#x", fr.StoredICRC(), fr.ComputeICRC())
 	}
-	ip := fr.IP()
-	var src, dst netip.Addr
-	if fr.IsIPv6() {
-		src, dst = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
-	} else {
-		src, dst = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
-	}
+	src, dst := fr.SrcAddr(), fr.DstAddr()
 	if src != o.Src.WithZone("") || dst != o.Dst.WithZone("") {
 		return 0, fmt.Errorf("addresses %v -> %v, want %v -> %v", src, dst, o.Src, o.Dst)
 	}

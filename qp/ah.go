@@ -1,7 +1,6 @@
 package qp
 
 import (
-	"net/netip"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
@@ -53,13 +52,4 @@ func AHAttrFromWC(wc *cq.WC, grh []byte, sgidIndex uint8) (AHAttr, error) {
 		a.TrafficClass = grh[20+1]
 	}
 	return a, nil
-}
-
-// srcAddr returns the source IP address of a frame.
-func srcAddr(f bth.Frame) (netip.Addr, bool) {
-	ip := f.IP()
-	if f.IsIPv6() {
-		return netip.AddrFrom16([16]byte(ip[8:24])), true
-	}
-	return netip.AddrFrom4([4]byte(ip[12:16])), true
 }

@@ -287,7 +287,7 @@ func (q *QP) Receive(p bth.Packet, f bth.Frame, b *Batch) {
 	}
 	if q.typ != UD {
 		// Connected QPs take packets only from their peer, as Linux rxe does.
-		if src, _ := srcAddr(f); src != q.outer.Dst {
+		if f.SrcAddr() != q.outer.Dst {
 			c.BadSource.Add(1)
 			return
 		}

@@ -202,15 +202,8 @@ func timestamp(p pcapfile.Packet) string {
 func hostPort(a netip.Addr, port uint16) string { return netip.AddrPortFrom(a, port).String() }
 
 func endpoints(fr bth.Frame) string {
-	ip := fr.IP()
-	var src, dst netip.Addr
-	if fr.IsIPv6() {
-		src, dst = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
-	} else {
-		src, dst = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
-	}
 	u := fr.UDP()
-	return hostPort(src, u.SrcPort()) + " > " + hostPort(dst, u.DstPort())
+	return hostPort(fr.SrcAddr(), u.SrcPort()) + " > " + hostPort(fr.DstAddr(), u.DstPort())
 }
 
 // peekRoCE reads a frame bth.DecodeLink rejected as far as it can to tell

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/oob/perftest"
+	"github.com/goroce/goroce/qp"
 )
 
 // The perftest commands run in-process, server and client, over the UDP
@@ -240,10 +242,17 @@ func TestPerftestAll(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 23 sizes")
 	}
+	// UD -a stops at the active MTU, which the UDP link takes from the
+	// loopback interface's MTU as rxe would (65536 gives 4096; 1500, 1024).
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	udMTU := qp.MTUFor(lo.MTU, false).Bytes()
 	for _, tt := range []struct {
 		conn string
 		top  int
-	}{{"RC", 23}, {"UD", 10}} { // the UDP link's MTU (1500) gives 1024
+	}{{"RC", 23}, {"UD", bits.Len(uint(udMTU)) - 1}} {
 		t.Run(tt.conn, func(t *testing.T) {
 			args := []string{"-a", "-n", "5", "-c", tt.conn}
 			srv, cli := pair(t, perftest.SendBW, args, args)
@@ -264,7 +273,7 @@ func TestPerftestAll(t *testing.T) {
 					}
 				}
 			}
-			if tt.conn == "UD" && !strings.Contains(cli.errOut, " Max msg size in UD is MTU 1024") {
+			if tt.conn == "UD" && !strings.Contains(cli.errOut, fmt.Sprintf(" Max msg size in UD is MTU %d", udMTU)) {
 				t.Errorf("UD -a: no MTU notice on stderr:\n%s", cli.errOut)
 			}
 		})
