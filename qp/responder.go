@@ -239,7 +239,7 @@ func (q *QP) execSend(p bth.Packet) {
 	r.epsn = r.epsn.Next()
 	if info.Pos == bth.PosLast || info.Pos == bth.PosOnly {
 		var flags cq.Flags
-		wc := cq.WC{WRID: r.rwqe.wrID, Opcode: cq.OpRecv, ByteLen: r.rOff, QPNum: q.qpn, SrcQP: q.attr.DestQPN}
+		wc := q.peerRecvWC(cq.OpRecv, r.rOff)
 		if info.Imm {
 			flags |= cq.WithImm
 			wc.ImmData = p.ImmDt().Imm()
@@ -319,10 +319,7 @@ func (q *QP) execWrite(p bth.Packet) {
 		r.inMsg = msgNone
 		r.msn++
 		if info.Imm {
-			wc := cq.WC{WRID: r.rwqe.wrID, Opcode: cq.OpRecvRDMAWithImm, ByteLen: r.wLen, QPNum: q.qpn,
-				SrcQP: q.attr.DestQPN, Flags: cq.WithImm, ImmData: p.ImmDt().Imm()}
-			r.haveWQE = false
-			q.pushCQ(q.recvCQ, &wc, p.BTH().SE())
+			q.completeWriteImm(p)
 		}
 	} else {
 		r.inMsg = msgWrite
@@ -330,6 +327,22 @@ func (q *QP) execWrite(p bth.Packet) {
 	if p.BTH().AckReq() {
 		q.queueACK(p.BTH().PSN())
 	}
+}
+
+// peerRecvWC starts the completion of the receive WQE in hand for a
+// message from the connected peer (RC or UC).
+func (q *QP) peerRecvWC(op cq.Opcode, byteLen uint32) cq.WC {
+	return cq.WC{WRID: q.resp.rwqe.wrID, Opcode: op, ByteLen: byteLen, QPNum: q.qpn, SrcQP: q.attr.DestQPN}
+}
+
+// completeWriteImm completes the receive WQE a WRITE with immediate
+// consumes, at its last packet (RC and UC alike).
+func (q *QP) completeWriteImm(p bth.Packet) {
+	r := &q.resp
+	wc := q.peerRecvWC(cq.OpRecvRDMAWithImm, r.wLen)
+	wc.Flags, wc.ImmData = cq.WithImm, p.ImmDt().Imm()
+	r.haveWQE = false
+	q.pushCQ(q.recvCQ, &wc, p.BTH().SE())
 }
 
 // remote checks an access through an rkey against the QP's PD; with hold

@@ -82,7 +82,7 @@ func (q *QP) ucSend(p bth.Packet) bool {
 	}
 	r.rOff += uint32(len(pay))
 	if info.Pos == bth.PosLast || info.Pos == bth.PosOnly {
-		wc := cq.WC{WRID: r.rwqe.wrID, Opcode: cq.OpRecv, ByteLen: r.rOff, QPNum: q.qpn, SrcQP: q.attr.DestQPN}
+		wc := q.peerRecvWC(cq.OpRecv, r.rOff)
 		if info.Imm {
 			wc.Flags, wc.ImmData = cq.WithImm, p.ImmDt().Imm()
 		}
@@ -131,10 +131,7 @@ func (q *QP) ucWrite(p bth.Packet) bool {
 		}
 		r.inMsg = msgNone
 		if info.Imm {
-			wc := cq.WC{WRID: r.rwqe.wrID, Opcode: cq.OpRecvRDMAWithImm, ByteLen: r.wLen, QPNum: q.qpn,
-				SrcQP: q.attr.DestQPN, Flags: cq.WithImm, ImmData: p.ImmDt().Imm()}
-			r.haveWQE = false
-			q.pushCQ(q.recvCQ, &wc, p.BTH().SE())
+			q.completeWriteImm(p)
 		}
 	} else {
 		r.inMsg = msgWrite

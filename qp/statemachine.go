@@ -20,6 +20,12 @@ const (
 	connOpt = AttrAltPath | AttrAccessFlags | AttrPathMigState
 )
 
+// toRTSOpt: what RTR->RTS, RTS->RTS and SQD->RTS may also change.
+var toRTSOpt = byType(
+	AttrCurState|connOpt|AttrMinRNRTimer,
+	AttrCurState|connOpt,
+	AttrCurState|AttrQKey)
+
 var stateTable = [Err + 1][Err + 1]transition{
 	Reset: {
 		Reset: {valid: true},
@@ -53,27 +59,18 @@ var stateTable = [Err + 1][Err + 1]transition{
 				AttrTimeout|AttrRetryCnt|AttrRNRRetry|AttrSQPSN|AttrMaxQPRdAtomic,
 				AttrSQPSN,
 				AttrSQPSN),
-			opt: byType(
-				AttrCurState|connOpt|AttrMinRNRTimer,
-				AttrCurState|connOpt,
-				AttrCurState|AttrQKey)},
+			opt: toRTSOpt},
 	},
 	RTS: {
 		Reset: {valid: true},
 		Err:   {valid: true},
-		RTS: {valid: true, opt: byType(
-			AttrCurState|connOpt|AttrMinRNRTimer,
-			AttrCurState|connOpt,
-			AttrCurState|AttrQKey)},
-		SQD: {valid: true, opt: byType(AttrEnSQDAsyncNotify, AttrEnSQDAsyncNotify, AttrEnSQDAsyncNotify)},
+		RTS:   {valid: true, opt: toRTSOpt},
+		SQD:   {valid: true, opt: byType(AttrEnSQDAsyncNotify, AttrEnSQDAsyncNotify, AttrEnSQDAsyncNotify)},
 	},
 	SQD: {
 		Reset: {valid: true},
 		Err:   {valid: true},
-		RTS: {valid: true, opt: byType(
-			AttrCurState|connOpt|AttrMinRNRTimer,
-			AttrCurState|connOpt,
-			AttrCurState|AttrQKey)},
+		RTS:   {valid: true, opt: toRTSOpt},
 		SQD: {valid: true, opt: byType(
 			AttrPort|AttrAV|AttrTimeout|AttrRetryCnt|AttrRNRRetry|AttrMaxQPRdAtomic|
 				AttrMaxDestRdAtomic|connOpt|AttrPKeyIndex|AttrMinRNRTimer,
