@@ -226,3 +226,44 @@ func TestConcurrentPosting(t *testing.T) {
 	go count(b.rcq, pairs*workers*msgs)
 	wg.Wait()
 }
+
+// TestCommEstablished: the first request to reach a QP still in RTR raises
+// the communication-established event (IBA 11.6.3.1), once; the QP
+// receives and acknowledges as RTR allows.
+func TestCommEstablished(t *testing.T) {
+	o := pairOpts{noConnect: true}
+	o.defaults()
+	a, b, _ := newPair(t, o)
+	connect(t, a, b, &o, o.psnA, o.psnB)
+	connectTo(t, b, a, &o, o.psnB, o.psnA, qp.RTR)
+	for i := range 2 {
+		must(t, b.qp.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.mr.SGE(0, 8)}}))
+		must(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
+			SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+		if wc := wait(t, b.rcq, 5*time.Second); wc.Status != cq.Success {
+			t.Fatalf("receive %d: %+v", i, wc)
+		}
+		if wc := wait(t, a.scq, 5*time.Second); wc.Status != cq.Success {
+			t.Fatalf("send %d: %+v", i, wc)
+		}
+	}
+	est := 0
+	for {
+		select {
+		case e := <-b.dev.Events():
+			if e.Type != qp.EventCommEst || e.QP != b.qp {
+				t.Fatalf("unexpected event %+v", e)
+			}
+			est++
+			continue
+		case <-time.After(100 * time.Millisecond):
+		}
+		break
+	}
+	if est != 1 {
+		t.Fatalf("%d communication-established events, want 1", est)
+	}
+	if st := b.qp.State(); st != qp.RTR {
+		t.Fatalf("state %v, want RTR", st)
+	}
+}

@@ -133,6 +133,12 @@ func newSide(t testing.TB, net *nic.MemNet, addr string, o *pairOpts) *side {
 // connect moves q to RTS towards peer, as rc_pingpong's pp_connect_ctx does.
 func connect(t testing.TB, s, peer *side, o *pairOpts, myPSN, peerPSN uint32) {
 	t.Helper()
+	connectTo(t, s, peer, o, myPSN, peerPSN, qp.RTS)
+}
+
+// connectTo is connect stopping at state last (RTR or RTS).
+func connectTo(t testing.TB, s, peer *side, o *pairOpts, myPSN, peerPSN uint32, last qp.State) {
+	t.Helper()
 	q := s.qp
 	init := qp.Attr{State: qp.Init, PKeyIndex: 0, PortNum: 1, AccessFlags: o.access, QKey: 0x11111111}
 	mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
@@ -159,6 +165,9 @@ func connect(t testing.TB, s, peer *side, o *pairOpts, myPSN, peerPSN uint32) {
 	}
 	if err := q.Modify(&rtr, mask); err != nil {
 		t.Fatal(err)
+	}
+	if last == qp.RTR {
+		return
 	}
 	rts := qp.Attr{State: qp.RTS, SQPSN: myPSN, Timeout: o.timeout, RetryCnt: o.retry,
 		RNRRetry: o.rnrRetry, MaxRdAtomic: o.rdAtomic}
