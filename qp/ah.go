@@ -1,7 +1,6 @@
 package qp
 
 import (
-
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
