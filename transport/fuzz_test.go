@@ -182,11 +182,7 @@ func FuzzReceive(f *testing.F) {
 			binary.BigEndian.PutUint64(roce[bth.BTHLen:], m.Addr()+uint64(int64(at)))
 			binary.BigEndian.PutUint32(roce[bth.BTHLen+8:], m.RKey())
 		}
-		o := bth.Outer{Src: r.addr, Dst: s.addr, SrcPort: 0xc000}
-		dg := make([]byte, o.Len()+len(roce))
-		hl := o.Put(dg, len(roce))
-		copy(dg[hl:], roce)
-		bth.Seal(dg[:hl-8], dg[hl-8:hl], dg[hl:])
+		dg := sealed(r.addr, s.addr, roce)
 
 		memA = append(memA[:0], backing[starts[0]:starts[0]+sizes[0]]...)
 		before := s.dev.Counters().List()
@@ -203,12 +199,7 @@ func FuzzReceive(f *testing.F) {
 			!bytes.Equal(backing[starts[0]+sizes[0]:], frozen[starts[0]+sizes[0]:]) {
 			t.Fatalf("%v wrote outside region A (a guard, or region B or C)", bth.OpCode(roce[0]))
 		}
-		delta := map[string]uint64{}
-		for j, c := range s.dev.Counters().List() {
-			if d := c.Value - before[j].Value; d != 0 {
-				delta[c.Name] = d
-			}
-		}
+		delta := counterDelta(before, s.dev.Counters().List())
 		if delta["rcvd_pkts"] != 1 {
 			t.Fatalf("rcvd_pkts moved by %d for one packet", delta["rcvd_pkts"])
 		}

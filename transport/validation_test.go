@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -184,12 +185,7 @@ func checkVerdict(t *testing.T, s *side, r *rawPeer, q *qp.QP, typ qp.Type, op b
 	b.Flush()
 
 	a1, _ := q.Query()
-	delta := map[string]uint64{}
-	for i, c := range s.dev.Counters().List() {
-		if d := c.Value - before[i].Value; d != 0 {
-			delta[c.Name] = d
-		}
-	}
+	delta := counterDelta(before, s.dev.Counters().List())
 	if delta["rcvd_pkts"] != 1 {
 		t.Fatalf("rcvd_pkts +%d", delta["rcvd_pkts"])
 	}
@@ -282,10 +278,28 @@ func validationPacket(s *side, r *rawPeer, q *qp.QP, op bth.OpCode) []byte {
 			bth.AETH(roce[o:]).Encode(ack, 1)
 		}
 	}
-	o := bth.Outer{Src: r.addr, Dst: s.addr, SrcPort: 0xc000}
+	return sealed(r.addr, s.addr, roce)
+}
+
+// sealed wraps roce (BTH through ICRC) in IP and UDP headers from src to
+// dst and writes its ICRC: a datagram for Device.input.
+func sealed(src, dst netip.Addr, roce []byte) []byte {
+	o := bth.Outer{Src: src, Dst: dst, SrcPort: 0xc000}
 	dg := make([]byte, o.Len()+len(roce))
 	hl := o.Put(dg, len(roce))
 	copy(dg[hl:], roce)
 	bth.Seal(dg[:hl-8], dg[hl-8:hl], dg[hl:])
 	return dg
+}
+
+// counterDelta returns the counters that moved from before to now (two
+// qp.Counters.List results), by name.
+func counterDelta(before, now []qp.Counter) map[string]uint64 {
+	delta := map[string]uint64{}
+	for i, c := range now {
+		if d := c.Value - before[i].Value; d != 0 {
+			delta[c.Name] = d
+		}
+	}
+	return delta
 }
