@@ -269,7 +269,8 @@ func (q *QP) Receive(p bth.Packet, f bth.Frame, b *Batch) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	c := q.env.Counters
-	// Header validation (IBA 9.6; C9-165, C9-168): the opcode's transport
+	// Header validation (IBA 9.6; for UC and UD, C9-165: a packet with an
+	// invalid header field is dropped silently): the opcode's transport
 	// must be the QP's service, checked before anything else as rxe's
 	// check_type_state does. A UC SEND to an RC QP, an XRC or RD ACK to an
 	// RC requester, an RC ACK to a UC QP are dropped silently. rxe counts

@@ -221,8 +221,9 @@ func checkVerdict(t *testing.T, s *side, r *rawPeer, q *qp.QP, typ qp.Type, op b
 			t.Errorf("%v at a %v QP: no effect at all", op, typ)
 		}
 	case unsupported:
-		// A responder NAKs an operation it does not support (C9-168;
-		// README: FLUSH and ATOMIC WRITE are decoded, not executed).
+		// An RC responder NAKs an operation it does not support as an
+		// invalid request (README: FLUSH and ATOMIC WRITE are decoded,
+		// not executed).
 		if delta["sent_naks"] != 1 || a1.State != qp.Err || delta["malformed"] != 0 {
 			t.Errorf("%v at an RC QP: counters %v, state %v: want a NAK and ERR", op, delta, a1.State)
 		}
