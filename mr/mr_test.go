@@ -60,14 +60,19 @@ func TestRegisterRules(t *testing.T) {
 	if _, err := pd.Register(nil, LocalWrite); !errors.Is(err, ErrEmpty) {
 		t.Errorf("empty: %v", err)
 	}
-	m, _ := pd.Register(make([]byte, 8), LocalWrite|ZeroBased)
+	m, err := pd.Register(make([]byte, 8), LocalWrite|ZeroBased)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if m.Addr() != 0 {
 		t.Errorf("zero-based region at %#x", m.Addr())
 	}
 	if err := pd.Dealloc(); !errors.Is(err, ErrBusy) {
 		t.Errorf("dealloc with a region: %v", err)
 	}
-	m.Dereg()
+	if err := m.Dereg(); err != nil {
+		t.Errorf("dereg: %v", err)
+	}
 	if err := pd.Dealloc(); err != nil {
 		t.Errorf("dealloc: %v", err)
 	}
@@ -79,7 +84,10 @@ func TestKeysNotPredictable(t *testing.T) {
 	var prev uint32
 	same := 0
 	for range 200 {
-		m, _ := pd.Register(make([]byte, 8), LocalWrite)
+		m, err := pd.Register(make([]byte, 8), LocalWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
 		k := m.LKey()
 		if seen[k] {
 			t.Fatalf("key %#x reissued", k)
@@ -89,7 +97,9 @@ func TestKeysNotPredictable(t *testing.T) {
 			same++
 		}
 		prev = k
-		m.Dereg() // the index is reused at once; the tag must differ
+		if err := m.Dereg(); err != nil { // the index is reused at once; the tag must differ
+			t.Fatal(err)
+		}
 	}
 	if same > 10 {
 		t.Errorf("tag repeated %d times in 200 registrations", same)
@@ -100,7 +110,10 @@ func TestKeysNotPredictable(t *testing.T) {
 func TestDeregIsImmediate(t *testing.T) {
 	tab := NewTable()
 	pd := NewPD(tab)
-	m, _ := pd.Register(make([]byte, 64), LocalWrite|RemoteWrite)
+	m, err := pd.Register(make([]byte, 64), LocalWrite|RemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := tab.Remote(pd, m.RKey(), m.Addr(), 8, RemoteWrite)
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,13 @@
 package nic
 
 import (
+	"bytes"
 	"net"
 	"net/netip"
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/goroce/goroce/internal/netns"
 	"golang.org/x/sys/unix"
@@ -141,14 +143,52 @@ func TestAFPacketVLAN(t *testing.T) {
 	// neighbour through the untagged interface.
 	a.Send(warmup(outer(a, p.B.IPv4, 1)))
 	waitNeighbour(t, a, p.B.IPv4)
-	c := startCapture(t, p.A)
+	c := startCapture(t, p.B)
 	frames := warmup(outer(a, p.B.IPv4, 2))
 	a.Send(frames)
 	h := frames[0].B[frames[0].Off-18 : frames[0].Off]
 	if h[12] != 0x81 || h[13] != 0 || h[14] != 3<<5 || h[15] != 5 {
 		t.Fatalf("tag % x", h[12:16])
 	}
-	_ = c
+	// The wire carries the tag: B's end receives the frame with VLAN 5,
+	// priority 3 (the kernel moves a received tag into metadata, so it
+	// comes as PACKET_AUXDATA) and the rest byte for byte. The capture was
+	// opened on A and never read, so only the built bytes were checked;
+	// A's sends skip the qdisc and with it A's taps.
+	sent := frames[0].B[frames[0].Off-18 : frames[0].Off+len(frames[0].Datagram())]
+	untagged := append(append([]byte(nil), sent[:12]...), sent[16:]...)
+	if err := unix.SetsockoptInt(c.fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
+		t.Fatal(err)
+	}
+	tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
+	unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	buf, oob := make([]byte, 70000), make([]byte, 256)
+	for deadline := time.Now().Add(5 * time.Second); ; { // an upper bound on waiting for the frame
+		n, oobn, _, _, err := unix.Recvmsg(c.fd, buf, oob, 0)
+		if err == nil && (bytes.Equal(buf[:n], sent) || bytes.Equal(buf[:n], untagged)) {
+			tci, ok := uint16(0), false
+			if bytes.Equal(buf[:n], sent) {
+				tci, ok = uint16(buf[14])<<8|uint16(buf[15]), true
+			}
+			msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+			for _, m := range msgs {
+				if m.Header.Level == unix.SOL_PACKET && m.Header.Type == unix.PACKET_AUXDATA &&
+					len(m.Data) >= int(unsafe.Sizeof(unix.TpacketAuxdata{})) {
+					aux := (*unix.TpacketAuxdata)(unsafe.Pointer(&m.Data[0]))
+					if aux.Status&unix.TP_STATUS_VLAN_VALID != 0 {
+						tci, ok = aux.Vlan_tci, true
+					}
+				}
+			}
+			if !ok || tci != 3<<13|5 {
+				t.Fatalf("received frame: tag present %v, TCI %#04x, want %#04x", ok, tci, 3<<13|5)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the tagged frame never reached B")
+		}
+	}
 	exchange(t, a, b, outer(a, p.B.IPv4, 2), 300, 1024, 64)
 }
 

@@ -269,6 +269,17 @@ func (q *QP) Receive(p bth.Packet, f bth.Frame, b *Batch) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	c := q.env.Counters
+	// Header validation (IBA 9.6; for UC and UD, C9-165: a packet with an
+	// invalid header field is dropped silently): the opcode's transport
+	// must be the QP's service, checked before anything else as rxe's
+	// check_type_state does. A UC SEND to an RC QP, an XRC or RD ACK to an
+	// RC requester, an RC ACK to a UC QP are dropped silently. rxe counts
+	// this drop nowhere (6.1 and 6.12 have no hw_counter for it); goroce
+	// counts it as malformed, its counter for failed header validation.
+	if p.Info().Transport != q.typ.Transport() {
+		c.Malformed.Add(1)
+		return
+	}
 	switch q.state {
 	case RTR, RTS, SQD, SQE:
 	default:
@@ -294,7 +305,8 @@ func (q *QP) Receive(p bth.Packet, f bth.Frame, b *Batch) {
 	}
 	if p.Info().IsRequest() {
 		q.handleRequest(p, f)
-	} else if q.typ == RC && (q.state == RTS || q.state == SQD || q.state == SQE) {
+	} else if q.state == RTS || q.state == SQD || q.state == SQE {
+		// Only RC has responses: the transport check let no other through.
 		q.handleResponse(p)
 	} else {
 		c.BadState.Add(1)

@@ -41,6 +41,15 @@ func (t Type) String() string {
 	return fmt.Sprintf("QPType(%d)", uint8(t))
 }
 
+// typeTransport is the one transport whose opcodes each QP type takes: the
+// opcode table (bth.OpCode.Info) names every opcode's transport, and header
+// validation compares the two.
+var typeTransport = [...]bth.Transport{RC: bth.TransportRC, UC: bth.TransportUC, UD: bth.TransportUD}
+
+// Transport returns the transport of the opcodes a QP of type t sends and
+// receives.
+func (t Type) Transport() bth.Transport { return typeTransport[t] }
+
 // State is a QP state, with the values of enum ibv_qp_state.
 type State uint8
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -260,28 +261,42 @@ func replayAgainst(t *testing.T, r run, role Role) (ours []byte, err error, peer
 
 // TestReplayServer plays each captured client against our server, which
 // is given the real server's values and version ceiling: it must send what
-// the real server sent.
+// the real server sent, but for its version field. There roced answers in
+// the older of its own version and the client's (README), where the real
+// server sent its own: pt624cli_pt629srv's 6.29 server said "6.29", roced
+// says "6.24" to a 6.24 client. So the expected field is the captured
+// version field, byte for byte, of whichever side of the capture is older;
+// everything after it is the same, since a 6.29 server talks 6.24 to such
+// a client.
 func TestReplayServer(t *testing.T) {
+	mirrored := 0
 	for _, r := range loadRuns(t) {
+		want := bytes.Clone(r.s2c)
+		if capturedVersion(t, r.c2s) < capturedVersion(t, r.s2c) {
+			copy(want, r.c2s[:VersionSize])
+			mirrored++
+		}
 		t.Run(r.name, func(t *testing.T) {
 			got, err, perr := replayAgainst(t, r, Server)
-			want := bytes.Clone(r.s2c)
-			// Our server mirrors the client's version where the real one
-			// sent its own: pt624cli_pt629srv's 6.29 server said "6.29",
-			// roced says "6.24" to a 6.24 client. Everything after it is
-			// the same, since a 6.29 server talks 6.24 to such a client.
-			claim := ServerClaim(r.cli)
-			if claim.Float() > r.srv.Float() {
-				claim = r.srv
-			}
-			v, _ := claim.Marshal()
-			if !bytes.Equal(v, want[:VersionSize]) {
-				t.Logf("roced claims %s where the real server claimed %s", claim, r.srv)
-			}
-			copy(want, v)
 			checkReplay(t, r, Server, got, err, perr, want)
 		})
 	}
+	if mirrored == 0 {
+		t.Error("no capture has a client older than its server: the version choice is untested")
+	}
+}
+
+// capturedVersion reads the number in a captured 16-byte version field
+// (e.g. "6.24" and NULs) with nothing but the standard library, so that the
+// expectation does not come from the code under test.
+func capturedVersion(t *testing.T, stream []byte) float64 {
+	t.Helper()
+	s := string(bytes.TrimRight(stream[:VersionSize], "\x00"))
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("captured version field %q: %v", stream[:VersionSize], err)
+	}
+	return f
 }
 
 // TestReplayClient plays each captured server against our client.

@@ -58,7 +58,7 @@ func TestSpellings(t *testing.T) {
 		c.ReportFmt != ReportGbits || c.Link != "afpacket" || c.Claim != V624 || c.TestType != Duration || c.Duration != 3 || c.Pcap != "x.pcapng" {
 		t.Errorf("%+v", c)
 	}
-	if c, _ := ParseFlags(WriteBW, []string{"-s", "1M", "--write_with_imm"}); c.Size != 1<<20 || c.Verb() != VerbWriteImm {
+	if c := parsed(t, WriteBW, []string{"-s", "1M", "--write_with_imm"}); c.Size != 1<<20 || c.Verb() != VerbWriteImm {
 		t.Errorf("1M: %+v", c)
 	}
 }
@@ -116,37 +116,37 @@ func TestFlagErrors(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	c, _ := ParseFlags(SendBW, strings.Fields("-n 50 -s 64 -r 1"))
+	c := parsed(t, SendBW, strings.Fields("-n 50 -s 64 -r 1"))
 	notes := c.Resolve(3, 128, V624)
 	if c.RxDepth != 2 || c.TxDepth != 50 || c.CQMod != 50 || !c.NoPeak || len(notes) != 1 || c.MTU != 1024 {
 		t.Errorf("send_bw server: %+v %q", c, notes)
 	}
-	c, _ = ParseFlags(SendBW, strings.Fields("-n 50 -s 64"))
+	c = parsed(t, SendBW, strings.Fields("-n 50 -s 64"))
 	if notes := c.Resolve(3, 128, V606); len(notes) != 0 {
 		t.Errorf("6.06 warns: %q", notes)
 	}
-	c, _ = ParseFlags(WriteBW, strings.Fields("-s 65536 -D 2 host"))
+	c = parsed(t, WriteBW, strings.Fields("-s 65536 -D 2 host"))
 	notes = c.Resolve(3, 128, V624)
 	if c.Iters != 0 || c.CQMod != 1 || !c.NoPeak || len(notes) != 1 {
 		t.Errorf("write_bw -D: %+v %q", c, notes)
 	}
-	c, _ = ParseFlags(ReadBW, strings.Fields("-o 500 host"))
+	c = parsed(t, ReadBW, strings.Fields("-o 500 host"))
 	notes = c.Resolve(3, 128, V624)
 	if c.OutReads != 128 || c.InlineSize != 0 || len(notes) != 1 || notes[0] != ResultLine() {
 		t.Errorf("read_bw: %+v %q", c, notes)
 	}
 	for _, args := range []string{"-s 64", "-a"} {
-		c, _ = ParseFlags(AtomicBW, strings.Fields(args))
+		c = parsed(t, AtomicBW, strings.Fields(args))
 		if c.Resolve(3, 128, V624); c.Size != 8 {
 			t.Errorf("atomic_bw %s: size %d", args, c.Size)
 		}
 	}
-	c, _ = ParseFlags(SendBW, strings.Fields("-l 4 -n 100 host"))
+	c = parsed(t, SendBW, strings.Fields("-l 4 -n 100 host"))
 	notes = c.Resolve(3, 128, V624)
 	if c.CQMod != 4 || len(notes) != 2 || notes[1] != "Post List requested - CQ moderation will be the size of the post list" {
 		t.Errorf("post list: %+v %q", c, notes)
 	}
-	c, _ = ParseFlags(WriteBW, strings.Fields("-m 4096 -n 10"))
+	c = parsed(t, WriteBW, strings.Fields("-m 4096 -n 10"))
 	c.Resolve(3, 128, V624)
 	if c.MTU != 4096 || c.TxDepth != 10 || c.RxDepth != 1 {
 		t.Errorf("write_bw: %+v", c)
@@ -217,15 +217,27 @@ func TestPrintHelpers(t *testing.T) {
 	if got := cFloat(1.005, 7, 2, false); got != "   1.00" && got != "   1.01" {
 		t.Errorf("1.005: %q", got)
 	}
-	c, _ := ParseFlags(WriteBW, []string{"--report_gbits"})
+	c := parsed(t, WriteBW, []string{"--report_gbits"})
 	if row := c.BWRow(BWReport{Size: 64, Iters: 100, BWAvg: 0.05}, V624); !strings.Contains(row, "0.050000") {
 		t.Errorf("gbits row with small average: %q", row)
 	}
 	if h := c.ResultHeader(V624); !strings.Contains(h[1], "BW peak[Gb/sec]") {
 		t.Errorf("gbits header %q", h)
 	}
-	c, _ = ParseFlags(SendLat, []string{"-D", "2"})
+	c = parsed(t, SendLat, []string{"-D", "2"})
 	if h := c.ResultHeader(V624); !strings.Contains(h[1], "tps average") {
 		t.Errorf("duration header %q", h)
 	}
+}
+
+// parsed is ParseFlags for arguments a test expects to be accepted: an
+// error fails the test rather than leaving a zero Config to be checked as
+// if it had been parsed.
+func parsed(t *testing.T, test Test, args []string) Config {
+	t.Helper()
+	c, err := ParseFlags(test, args)
+	if err != nil {
+		t.Fatalf("%v %q: %v", test, args, err)
+	}
+	return c
 }

@@ -196,9 +196,9 @@ func TestBWReport(t *testing.T) {
 	// A 6.06 server sends stack garbage; its bits must survive.
 	nan := math.Float64frombits(0x7ff8dead0000beef)
 	nm := BWReport{BWPeak: nan}.Marshal()
-	back, _ = ParseBWReport([BWReportSteps][]byte{raw[0], raw[1], nm[2][:], raw[3], raw[4]})
-	if math.Float64bits(back.BWPeak) != 0x7ff8dead0000beef {
-		t.Error("NaN payload lost")
+	back, err = ParseBWReport([BWReportSteps][]byte{raw[0], raw[1], nm[2][:], raw[3], raw[4]})
+	if err != nil || math.Float64bits(back.BWPeak) != 0x7ff8dead0000beef {
+		t.Errorf("NaN payload lost: %#x, %v", math.Float64bits(back.BWPeak), err)
 	}
 	raw[2] = raw[2][:4]
 	if _, err := ParseBWReport(raw); err == nil {
@@ -400,17 +400,21 @@ func TestExchangeRecords(t *testing.T) {
 	a, b := loopback(t)
 	mine := []Record{{QPN: 1, OutReads: 1}, {QPN: 2, OutReads: 1}}
 	theirs := []Record{{QPN: 7, OutReads: 1}, {QPN: 8, OutReads: 1}}
-	done := make(chan []Record, 1)
+	type result struct {
+		got []Record
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
-		got, _ := NewSession(b, Server, V629).ExchangeRecords(ctx, theirs)
-		done <- got
+		got, err := NewSession(b, Server, V629).ExchangeRecords(ctx, theirs)
+		done <- result{got, err}
 	}()
 	got, err := NewSession(a, Client, V629).ExchangeRecords(ctx, mine)
 	if err != nil || len(got) != 2 || got[0] != theirs[0] || got[1] != theirs[1] {
 		t.Fatalf("%v %v", got, err)
 	}
-	if srv := <-done; len(srv) != 2 || srv[1] != mine[1] {
-		t.Fatalf("server got %v", srv)
+	if srv := <-done; srv.err != nil || len(srv.got) != 2 || srv.got[0] != mine[0] || srv.got[1] != mine[1] {
+		t.Fatalf("server got %v, %v", srv.got, srv.err)
 	}
 }
 
