@@ -150,10 +150,14 @@ func (r *ppRun) open() error {
 			return r.failf("Could not get local gid for gid index %d (%v)", cfg.GIDIndex, err)
 		}
 		return r.failf("can't read sgid of index %d (%v)", cfg.GIDIndex, err)
-	case cfg.Device != "":
+	case cfg.Device != "" && errors.Is(err, endpoint.ErrNoDevice):
 		return r.failf("IB device %s not found (%v)", cfg.Device, err)
-	default:
+	case errors.Is(err, endpoint.ErrNoDevice):
 		return r.failf("No IB devices found (%v)", err)
+	default:
+		// The device exists but cannot be opened (its address cannot be
+		// bound, say): the tool's message for a failed ibv_open_device.
+		return r.failf("Couldn't get context for %s (%v)", cfg.Device, err)
 	}
 	r.ep, r.dev = ep, ep.Device
 	if cfg.IBPort != 1 {
