@@ -13,6 +13,7 @@ import (
 
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/oob/pingpong"
+	"github.com/goroce/goroce/qp"
 )
 
 // The four rdma-core example programs, as drop-in peers of the real ones:
@@ -58,6 +59,11 @@ func runPingpong(ctx context.Context, tool pingpong.Tool, args []string, stdout,
 		} else {
 			fmt.Fprintln(stderr, msg)
 		}
+		return 1
+	}
+	if cfg.Size > qp.MaxMsgSize {
+		// Refused before a server waits for a client it could never serve.
+		fmt.Fprintf(stderr, "%s: -s %d: larger than the largest message (%d bytes)\n", argv0, cfg.Size, qp.MaxMsgSize)
 		return 1
 	}
 	r := &ppRun{cfg: cfg, stdout: stdout, stderr: stderr}

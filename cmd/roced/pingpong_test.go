@@ -454,6 +454,10 @@ func TestPingpongRefusals(t *testing.T) {
 		{pingpong.UD, "-m 1024", "roced ud_pingpong: invalid option -- 'm'\n", true},
 		{pingpong.RC, "-m 300", "roced rc_pingpong: invalid MTU 300 (256, 512, 1024, 2048 or 4096)\n", true},
 		{pingpong.RC, "a b", "roced rc_pingpong: more than one host: a b\n", true},
+		// Sizes refused before a server waits: beyond an unsigned int,
+		// beyond the largest message.
+		{pingpong.RC, "-s 99999999999", "roced rc_pingpong: -s 99999999999 out of range (0 to 4294967295)\n", true},
+		{pingpong.SRQ, "-s 3000000000", "roced srq_pingpong: -s 3000000000: larger than the largest message (2147483648 bytes)\n", false},
 		{pingpong.RC, "-o -d 127.0.0.1", "The device isn't ODP capable or does not support RC send and receive with ODP\n", false},
 		{pingpong.RC, "-O -d 127.0.0.1", "The device isn't ODP capable or does not support RC send and receive with ODP\n", false},
 		{pingpong.RC, "-t -d 127.0.0.1", "The device isn't completion timestamp capable\n", false},
