@@ -166,6 +166,7 @@ func (r *ppRun) open() error {
 		return r.failf("Couldn't get context for %s (%v)", cfg.Device, err)
 	}
 	r.ep, r.dev = ep, ep.Device
+	ep.WarnStats(r.stderr, "roced "+cfg.Tool.String())
 	if cfg.IBPort != 1 {
 		// The device has one port; the tool fails at its first modify.
 		return r.failf("Failed to modify QP to INIT")
