@@ -22,6 +22,9 @@ import (
 // as the README's own note says); roced's line is run unchanged, without
 // -d, as a user would.
 
+// ReadmeTimeout is the least time each side of a README pair gets.
+const ReadmeTimeout = 150 * time.Second
+
 // ReadmeSection is the heading whose code blocks hold the pairs.
 const ReadmeSection = "### Talking to an rxe or HCA host"
 
@@ -206,6 +209,10 @@ func (p ReadmePair) LabArgv(l *Lab, roced string) (server, client []string) {
 // results to rep.
 func RunReadme(ctx context.Context, l *Lab, roced string, pairs []ReadmePair, o Options, rep *Report) {
 	o.defaults()
+	// The README's lines keep the tools' default counts (1000 pingpong
+	// round trips, 5000 WRITEs of 64 KiB), made for hardware: against rxe
+	// under qemu TCG they take 15-30 s on a quiet machine.
+	o.Timeout = max(o.Timeout, ReadmeTimeout)
 	for _, p := range pairs {
 		res := runReadme(ctx, l, roced, p, o)
 		if res.Result == Pass {
