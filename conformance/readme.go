@@ -124,29 +124,33 @@ func readmePair(block []ReadmeLine) (ReadmePair, error) {
 		return p, fmt.Errorf("README line %q: no tool %s", strings.Join(g.Argv, " "), g.Argv[1])
 	}
 	sc := Scenario{Tool: t, Transport: RC}
-	if t.Family == Pingpong {
-		pt, err := pingpong.ToolByName(t.Name)
-		if err != nil {
-			return p, err
-		}
-		c, err := pingpong.ParseFlags(pt, g.Argv[2:])
-		if err != nil {
-			return p, fmt.Errorf("README line %q: %v", strings.Join(g.Argv, " "), err)
-		}
-		sc.Size, sc.Iters = int(c.Size), int(c.Iters)
-	} else {
-		pt, err := perftest.TestByName(t.Name)
-		if err != nil {
-			return p, err
-		}
-		c, err := perftest.ParseFlags(pt, g.Argv[2:])
-		if err != nil {
-			return p, fmt.Errorf("README line %q: %v", strings.Join(g.Argv, " "), err)
-		}
-		sc.Size, sc.Iters = int(c.Size), int(c.Iters)
+	var err error
+	if sc.Size, sc.Iters, err = counts(t, g.Argv[2:]); err != nil {
+		return p, fmt.Errorf("README line %q: %v", strings.Join(g.Argv, " "), err)
 	}
 	p.Scenario = sc
 	return p, nil
+}
+
+// counts parses a tool's flags as roced does and returns the message size
+// and the iterations they ask for (the tool's defaults where not given).
+func counts(t *Tool, args []string) (size, iters int, err error) {
+	if t.Family == Pingpong {
+		pt, err := pingpong.ToolByName(t.Name)
+		if err == nil {
+			var c pingpong.Config
+			c, err = pingpong.ParseFlags(pt, args)
+			size, iters = int(c.Size), int(c.Iters)
+		}
+		return size, iters, err
+	}
+	pt, err := perftest.TestByName(t.Name)
+	if err == nil {
+		var c perftest.Config
+		c, err = perftest.ParseFlags(pt, args)
+		size, iters = int(c.Size), int(c.Iters)
+	}
+	return size, iters, err
 }
 
 // Dir says which side serves.
