@@ -215,10 +215,11 @@ func resolve(cfg Config) (Dev, error) {
 // DefaultNetdev picks a server's interface when -d is not given: the
 // interface of the default route, else the only interface besides
 // loopback that is up and has an address. A server must advertise a GID
-// its client can reach, and it opens its device (and prints its GID)
-// before any client connects, as the real tools do, so the route to the
-// client cannot decide it. Loopback is never chosen silently: a client on
-// another host could not reach it.
+// its client can reach; a pingpong server opens its device (and prints
+// its GID) before any client connects, as the real tools do, so the route
+// to the client cannot decide it (a perftest server opens its device once
+// the client has connected, with the client as Peer). Loopback is never
+// chosen silently: a client on another host could not reach it.
 func DefaultNetdev() (string, error) {
 	if n, err := defaultRouteNetdev(); n != "" || err != nil {
 		return n, err
@@ -227,7 +228,7 @@ func DefaultNetdev() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var cands []string
+	var names, cands []string
 	for _, i := range ifs {
 		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
 			continue
@@ -240,12 +241,13 @@ func DefaultNetdev() (string, error) {
 			}
 		}
 		if len(list) > 0 {
+			names = append(names, i.Name)
 			cands = append(cands, fmt.Sprintf("%s (%s)", i.Name, strings.Join(list, ", ")))
 		}
 	}
 	switch len(cands) {
 	case 1:
-		return strings.SplitN(cands[0], " ", 2)[0], nil
+		return names[0], nil
 	case 0:
 		return "", tagf(ErrNoDevice, "no -d, no default route and no interface but loopback with an address: pass -d IFACE|ADDR (-d 127.0.0.1 for loopback)")
 	}
