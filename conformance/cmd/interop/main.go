@@ -200,8 +200,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if *peer == "lab" {
 			dev := *rocedDev
 			if dev == "" && *link != "" && *link != "udp" {
-				// The raw links need the interface itself: an address
-				// that is local resolves to the loopback device.
+				// The raw links open the interface itself: name it, and
+				// its whole GID table, rather than one address on it.
 				dev = lab.Tap
 			}
 			p = conformance.LabPeer(ctx, lab, rocedPath, dev, extra)
