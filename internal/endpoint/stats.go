@@ -230,6 +230,12 @@ var ErrNoInstance = errors.New("no running goroce instance with that PID")
 // pid > 0), in PID order. Sockets whose process has exited are removed.
 func AllStats(pid int) ([]StatsReply, error) {
 	dir := StatsDir()
+	if _, err := os.Lstat(dir); err == nil {
+		// Sockets in a directory someone else controls could be anyone's.
+		if err := ownDir(dir); err != nil {
+			return nil, err
+		}
+	}
 	paths, err := filepath.Glob(filepath.Join(dir, "roced-*.sock"))
 	if err != nil {
 		return nil, err

@@ -219,6 +219,9 @@ func TestStatsDirChecked(t *testing.T) {
 			if c.uid >= 0 {
 				return // the process's own uid owns it: Open would accept it
 			}
+			if _, err := AllStats(0); err == nil || !strings.Contains(err.Error(), dir+" "+c.want) {
+				t.Fatalf("roced stats read a refused directory: %v", err)
+			}
 			// The tool goes on without stats and says so in one line.
 			e, err := Open(Config{Dev: "127.0.0.1", GID: -1})
 			if err != nil {
