@@ -64,7 +64,7 @@ for suite in $SUITES; do
         t=$(now)
         # shellcheck disable=SC2086
         "$OUT/interop" -peer lab -lab "$LAB" -roced "$ROCED" -budget "$BUDGET" \
-            -json "$OUT/$suite.json" -artifacts "$OUT/$suite" ${INTEROP_ARGS:-} | tee "$OUT/$suite.txt"
+            -readme "$ROOT/README.md" -json "$OUT/$suite.json" -artifacts "$OUT/$suite" ${INTEROP_ARGS:-} | tee "$OUT/$suite.txt"
         m=${PIPESTATUS[0]}
         echo "interop[$suite]: matrix in $(since "$t")s, exit status $m"
         t=$(now)

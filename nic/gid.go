@@ -15,10 +15,15 @@ import (
 // roce_gid_mgmt.c, cache.c):
 //
 //   - index 0 is the default GID: fe80::/64 with the EUI-64 interface
-//     identifier made from the MAC (rdma_make_default_gid). rxe offers only
+//     identifier made from the MAC (make_default_gid). rxe offers only
 //     RoCE v2, so it is one entry; an HCA offering v1 too lists it twice
 //     (v1 then v2) and every later address twice as well, so HCA indexes
-//     differ from these.
+//     differ from these. The kernel reserves the slot whether or not the
+//     MAC makes a usable GID (cache.c, gid_table_reserve_default), so the
+//     IPv4 addresses start at index 1 on every device. Where the MAC
+//     makes none (loopback's all-zero one, a multicast one, none at all)
+//     the slot is left empty here rather than filled with a link-local
+//     address nobody holds and no socket can bind.
 //   - then the netdev's IPv4 addresses (enum_netdev_ipv4_ips), in the
 //     order of its address list, as IPv4-mapped GIDs;
 //   - then its IPv6 addresses (enum_netdev_ipv6_ips), in list order. An
@@ -34,19 +39,24 @@ import (
 type GID struct {
 	Index  int
 	GID    [16]byte
-	Addr   netip.Addr // the IP address the GID stands for
+	Addr   netip.Addr // the IP address the GID stands for; invalid: an empty slot
 	Netdev string
 }
+
+// Empty reports whether the entry is a reserved slot with no GID (the
+// default GID of an interface whose MAC makes none).
+func (g GID) Empty() bool { return !g.Addr.IsValid() }
 
 // String formats the GID as ibv_devinfo does (inet_ntop).
 func (g GID) String() string { return netip.AddrFrom16(g.GID).String() }
 
 // DefaultGID returns the link-local GID made from a 6-byte MAC: fe80::/64
 // and the modified EUI-64 identifier (universal/local bit flipped, ff:fe
-// in the middle).
+// in the middle). A MAC that names no single station (all zeros, as
+// loopback's; a group address) makes no GID.
 func DefaultGID(mac net.HardwareAddr) ([16]byte, bool) {
 	var g [16]byte
-	if len(mac) != 6 {
+	if len(mac) != 6 || mac[0]&0x01 != 0 || [6]byte(mac) == [6]byte{} {
 		return g, false
 	}
 	g[0], g[1] = 0xfe, 0x80
@@ -57,19 +67,20 @@ func DefaultGID(mac net.HardwareAddr) ([16]byte, bool) {
 }
 
 // GIDTableFrom builds the table for a netdev with the given MAC and
-// address lists (each in the kernel's order).
+// address lists (each in the kernel's order). Index 0 is always the
+// default GID's slot, empty when the MAC makes none.
 func GIDTableFrom(netdev string, mac net.HardwareAddr, v4, v6 []netip.Addr) []GID {
-	var t []GID
+	t := []GID{{Index: 0, Netdev: netdev}}
+	if g, ok := DefaultGID(mac); ok {
+		t[0].GID, t[0].Addr = g, netip.AddrFrom16(g)
+	}
 	add := func(g [16]byte) {
 		for _, e := range t {
-			if e.GID == g {
+			if !e.Empty() && e.GID == g {
 				return
 			}
 		}
 		t = append(t, GID{Index: len(t), GID: g, Addr: netip.AddrFrom16(g).Unmap(), Netdev: netdev})
-	}
-	if g, ok := DefaultGID(mac); ok {
-		add(g)
 	}
 	for _, a := range v4 {
 		if a.Unmap().Is4() {
@@ -78,7 +89,7 @@ func GIDTableFrom(netdev string, mac net.HardwareAddr, v4, v6 []netip.Addr) []GI
 	}
 	for _, a := range v6 {
 		if a.Is6() && !a.Is4In6() {
-			add(a.As16())
+			add(a.WithZone("").As16())
 		}
 	}
 	return t

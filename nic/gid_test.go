@@ -33,9 +33,18 @@ func TestGIDTableLab(t *testing.T) {
 	if len(tab) != 2 || tab[1].String() != "fe80::1234" {
 		t.Fatalf("table %v", tab)
 	}
-	// No MAC: no default GID.
-	if tab := GIDTableFrom("x", nil, v4, nil); len(tab) != 1 || tab[0].String() != "::ffff:192.0.2.2" {
-		t.Fatalf("table %v", tab)
+	// No MAC, loopback's all-zero one, a group address: no default GID,
+	// but its slot stays reserved (the kernel's gid_table_reserve_default),
+	// so the IPv4 address is still index 1.
+	for _, m := range []string{"", "00:00:00:00:00:00", "01:00:5e:00:00:01"} {
+		mac, _ := net.ParseMAC(m)
+		tab := GIDTableFrom("x", mac, v4, nil)
+		if len(tab) != 2 || !tab[0].Empty() || tab[0].GID != ([16]byte{}) || tab[1].Empty() || tab[1].String() != "::ffff:192.0.2.2" || tab[1].Index != 1 {
+			t.Fatalf("MAC %q: table %v", m, tab)
+		}
+	}
+	if _, ok := DefaultGID(net.HardwareAddr{0, 0, 0, 0, 0, 0}); ok {
+		t.Fatal("a GID from the all-zero MAC")
 	}
 }
 

@@ -183,7 +183,7 @@ func (q *QP) resolvePath(ah *AHAttr) (bth.Outer, error) {
 func resolveAH(env *Env, ah *AHAttr, srcPort uint16) (bth.Outer, error) {
 	sgid, ok := env.GID(ah.SGIDIndex)
 	if !ok {
-		return bth.Outer{}, invalid("source GID index %d is not in the GID table", ah.SGIDIndex)
+		return bth.Outer{}, invalid("source GID index %d is beyond the GID table or an empty slot", ah.SGIDIndex)
 	}
 	if ah.DGID.IsZero() {
 		return bth.Outer{}, invalid("destination GID is zero (RoCE needs a global route)")

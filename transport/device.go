@@ -72,7 +72,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	if d.gids == nil {
 		d.gids = gidTable(info)
 	}
-	if len(d.gids) == 0 {
+	if !hasGID(d.gids) {
 		return nil, fmt.Errorf("transport: link %s has no address to make a GID from", info.Name)
 	}
 	v6only := true
@@ -107,9 +107,10 @@ const firstQPN = 0x11
 
 // gidTable builds the GID table of a link from its MAC and addresses, in
 // the order Linux rxe fills one (nic.GIDTableFrom): the link-local GID made
-// from the MAC, then the IPv4 addresses IPv4-mapped, then the IPv6 ones. On
-// rxe over one IPv4 address this makes index 1 the IPv4 GID, which is why
-// the tools are run with -g 1 / -x 1.
+// from the MAC (an all-zero entry where the MAC makes none), then the IPv4
+// addresses IPv4-mapped, then the IPv6 ones. On rxe over one IPv4 address
+// this makes index 1 the IPv4 GID, which is why the tools are run with
+// -g 1 / -x 1.
 func gidTable(info nic.Info) []bth.GID {
 	var v4, v6 []netip.Addr
 	for _, a := range info.Addrs {
@@ -142,12 +143,23 @@ func (d *Device) Close() error {
 // Link returns the device's link.
 func (d *Device) Link() nic.Link { return d.link }
 
-// GID returns the GID at index i of the GID table (ibv_query_gid).
+// GID returns the GID at index i of the GID table (ibv_query_gid); false
+// beyond the table and for an empty slot.
 func (d *Device) GID(i uint8) (bth.GID, bool) {
-	if int(i) >= len(d.gids) {
+	if int(i) >= len(d.gids) || d.gids[i].IsZero() {
 		return bth.GID{}, false
 	}
 	return d.gids[i], true
+}
+
+// hasGID reports whether a table holds a GID besides empty slots.
+func hasGID(t []bth.GID) bool {
+	for _, g := range t {
+		if !g.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // GIDs returns the GID table.
@@ -157,7 +169,7 @@ func (d *Device) GIDs() []bth.GID { return append([]bth.GID(nil), d.gids...) }
 func (d *Device) GIDIndex(addr netip.Addr) (uint8, bool) {
 	g := bth.GIDFromAddr(addr)
 	for i, x := range d.gids {
-		if x == g {
+		if x == g && !x.IsZero() {
 			return uint8(i), true
 		}
 	}

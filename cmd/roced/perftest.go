@@ -172,6 +172,7 @@ func (r *ptRun) open(peer string, gid int) error {
 		return failWith(" "+err.Error(), " Couldn't get context for the device")
 	}
 	r.ep = ep
+	ep.WarnStats(r.errw, "roced "+r.test.String())
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/oob/pingpong"
+	"github.com/goroce/goroce/qp"
 )
 
 // The four rdma-core example programs, as drop-in peers of the real ones:
@@ -58,6 +59,11 @@ func runPingpong(ctx context.Context, tool pingpong.Tool, args []string, stdout,
 		} else {
 			fmt.Fprintln(stderr, msg)
 		}
+		return 1
+	}
+	if cfg.Size > qp.MaxMsgSize {
+		// Refused before a server waits for a client it could never serve.
+		fmt.Fprintf(stderr, "%s: -s %d: larger than the largest message (%d bytes)\n", argv0, cfg.Size, qp.MaxMsgSize)
 		return 1
 	}
 	r := &ppRun{cfg: cfg, stdout: stdout, stderr: stderr}
@@ -150,12 +156,17 @@ func (r *ppRun) open() error {
 			return r.failf("Could not get local gid for gid index %d (%v)", cfg.GIDIndex, err)
 		}
 		return r.failf("can't read sgid of index %d (%v)", cfg.GIDIndex, err)
-	case cfg.Device != "":
+	case cfg.Device != "" && errors.Is(err, endpoint.ErrNoDevice):
 		return r.failf("IB device %s not found (%v)", cfg.Device, err)
-	default:
+	case errors.Is(err, endpoint.ErrNoDevice):
 		return r.failf("No IB devices found (%v)", err)
+	default:
+		// The device exists but cannot be opened (its address cannot be
+		// bound, say): the tool's message for a failed ibv_open_device.
+		return r.failf("Couldn't get context for %s (%v)", cfg.Device, err)
 	}
 	r.ep, r.dev = ep, ep.Device
+	ep.WarnStats(r.stderr, "roced "+cfg.Tool.String())
 	if cfg.IBPort != 1 {
 		// The device has one port; the tool fails at its first modify.
 		return r.failf("Failed to modify QP to INIT")

@@ -51,7 +51,8 @@ func ppFreePort(t *testing.T) string {
 }
 
 // ppPair runs a server with srvArgs and a client with cliArgs (both get
-// -p; the client gets -d 127.0.0.2 and the host 127.0.0.1). Other
+// -p; the server gets -d 127.0.0.1, the client -d 127.0.0.2 and the host
+// 127.0.0.1). Other
 // packages' tests bind 127.0.0.x:4791 too: a pair that met one of them is
 // run again.
 func ppPair(t *testing.T, tool pingpong.Tool, srvArgs, cliArgs []string) (srv, cli ppOut) {
@@ -73,7 +74,7 @@ func ppTryPair(t *testing.T, tool pingpong.Tool, srvArgs, cliArgs []string) (srv
 	port := ppFreePort(t)
 	done := make(chan ppOut, 1)
 	go func() {
-		done <- ppExec(ctx, tool, append(append([]string{}, srvArgs...), "-p", port))
+		done <- ppExec(ctx, tool, append(append([]string{}, srvArgs...), "-p", port, "-d", "127.0.0.1"))
 	}()
 	args := append(append([]string{}, cliArgs...), "-p", port, "-d", "127.0.0.2", "127.0.0.1")
 	for {
@@ -411,7 +412,7 @@ func TestPingpongBadClient(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				port := ppFreePort(t)
 				done := make(chan ppOut, 1)
-				go func() { done <- ppExec(ctx, tc.tool, []string{"-g", "1", "-n", "2", "-p", port}) }()
+				go func() { done <- ppExec(ctx, tc.tool, []string{"-g", "1", "-n", "2", "-p", port, "-d", "127.0.0.1"}) }()
 				var answer []byte
 				var out ppOut
 				select {
@@ -453,6 +454,10 @@ func TestPingpongRefusals(t *testing.T) {
 		{pingpong.UD, "-m 1024", "roced ud_pingpong: invalid option -- 'm'\n", true},
 		{pingpong.RC, "-m 300", "roced rc_pingpong: invalid MTU 300 (256, 512, 1024, 2048 or 4096)\n", true},
 		{pingpong.RC, "a b", "roced rc_pingpong: more than one host: a b\n", true},
+		// Sizes refused before a server waits: beyond an unsigned int,
+		// beyond the largest message.
+		{pingpong.RC, "-s 99999999999", "roced rc_pingpong: -s 99999999999 out of range (0 to 4294967295)\n", true},
+		{pingpong.SRQ, "-s 3000000000", "roced srq_pingpong: -s 3000000000: larger than the largest message (2147483648 bytes)\n", false},
 		{pingpong.RC, "-o -d 127.0.0.1", "The device isn't ODP capable or does not support RC send and receive with ODP\n", false},
 		{pingpong.RC, "-O -d 127.0.0.1", "The device isn't ODP capable or does not support RC send and receive with ODP\n", false},
 		{pingpong.RC, "-t -d 127.0.0.1", "The device isn't completion timestamp capable\n", false},
@@ -580,7 +585,7 @@ func TestPingpongProcesses(t *testing.T) {
 		port := ppFreePort(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		var srvOut, srvErr bytes.Buffer
-		srv := exec.CommandContext(ctx, bin, "rc_pingpong", "-g", "1", "-n", "50", "-s", "4096", "-p", port)
+		srv := exec.CommandContext(ctx, bin, "rc_pingpong", "-g", "1", "-n", "50", "-s", "4096", "-p", port, "-d", "127.0.0.1")
 		srv.Stdout, srv.Stderr = &srvOut, &srvErr
 		if err := srv.Start(); err != nil {
 			t.Fatal(err)

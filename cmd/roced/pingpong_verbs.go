@@ -117,9 +117,6 @@ func (r *ppRun) initCtx() error {
 			return r.failf("Requested size larger than port MTU (%d)", mtu)
 		}
 	}
-	if cfg.Size > qp.MaxMsgSize {
-		return r.failf("Couldn't allocate work buf.")
-	}
 	n := int(cfg.Size) + r.dataOff()
 	if cfg.Tool == pingpong.SRQ {
 		n = 2 * int(cfg.Size) // receive area, send area

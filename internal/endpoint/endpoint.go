@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
@@ -31,7 +34,7 @@ type Config struct {
 	// Link is the data path: "udp" (the default), "afpacket" or "afxdp".
 	Link string
 	// Dev is -d: an interface name or a local IP address. Empty: the
-	// interface that routes to Peer, or 127.0.0.1 for a server.
+	// interface that routes to Peer, or for a server DefaultNetdev.
 	Dev string
 	// GID is -g (pingpongs) or -x (perftest); negative: the GID of the
 	// address the endpoint uses.
@@ -67,35 +70,46 @@ type Endpoint struct {
 
 // Open resolves cfg and opens the device.
 func Open(cfg Config) (*Endpoint, error) {
-	netdev, addr, table, err := resolve(cfg)
+	d, err := resolve(cfg)
 	if err != nil {
 		return nil, err
 	}
-	idx, err := pickGID(table, addr, cfg.GID, netdev)
+	idx, err := pickGID(d, cfg.GID)
 	if err != nil {
 		return nil, err
 	}
-	gid := table[idx]
-	local := gid.Addr()
+	g := d.GIDs[idx]
+	local := g.Addr
 	if local.Is6() && local.IsLinkLocalUnicast() {
-		local = local.WithZone(netdev)
+		local = local.WithZone(d.Netdev)
 	}
 	var link nic.Link
 	switch cfg.Link {
 	case "", LinkUDP:
 		link, err = nic.OpenUDP(nic.UDPConfig{Addr: local})
 	case LinkAFPacket:
-		link, err = nic.OpenAFPacket(nic.AFPacketConfig{Interface: netdev, Addrs: []netip.Addr{gid.Addr()}})
+		link, err = nic.OpenAFPacket(nic.AFPacketConfig{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr}})
 	case LinkAFXDP:
-		link, err = nic.OpenAFXDP(nic.AFXDPConfig{Interface: netdev, Addrs: []netip.Addr{gid.Addr()},
+		link, err = nic.OpenAFXDP(nic.AFXDPConfig{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr},
 			Native: cfg.XDPNative, Queue: cfg.XDPQueue})
 	default:
-		return nil, fmt.Errorf("--link %q: want udp, afpacket or afxdp", cfg.Link)
+		return nil, tagf(ErrUsage, "--link %q: want udp, afpacket or afxdp", cfg.Link)
 	}
 	if err != nil {
-		return nil, err
+		// Name the GID the link was for: the table may hold an address
+		// that exists on paper only (a link-local GID on an interface
+		// with IPv6 off).
+		why := ""
+		if errors.Is(err, syscall.EADDRNOTAVAIL) {
+			why = fmt.Sprintf(" (%s does not hold %v)", d.Netdev, g.Addr)
+		}
+		return nil, fmt.Errorf("GID index %d (%v) on %s: %w%s", idx, g, d.Netdev, err, why)
 	}
-	e := &Endpoint{Link: link, Netdev: netdev, GIDs: table, GIDIndex: uint8(idx), GID: gid, Addr: gid.Addr()}
+	table := make([]bth.GID, len(d.GIDs))
+	for i, x := range d.GIDs {
+		table[i] = bth.GID(x.GID)
+	}
+	e := &Endpoint{Link: link, Netdev: d.Netdev, GIDs: table, GIDIndex: uint8(idx), GID: table[idx], Addr: g.Addr}
 	if cfg.Pcap != "" {
 		t, err := nic.OpenTap(link, cfg.Pcap)
 		if err != nil {
@@ -127,45 +141,34 @@ func (e *Endpoint) Close() error {
 	return err
 }
 
-// resolve finds the interface and address, and builds the GID table.
-//
-// With -d naming an address, the table is the one rxe would have on an
-// interface holding just that address: the link-local GID from the MAC,
-// then the address, so -g 1 is the address as on rxe over one IPv4
-// address. With -d naming an interface (or the interface chosen by the
-// route to the peer), the table is the interface's own, in rxe's order.
-func resolve(cfg Config) (netdev string, addr netip.Addr, table []bth.GID, err error) {
-	dev := cfg.Dev
-	if dev == "" && cfg.Peer == "" {
-		dev = "127.0.0.1" // a server with no peer yet: loopback
-	}
-	if dev == "" {
-		peer, err := lookup(cfg.Peer)
-		if err != nil {
-			return "", netip.Addr{}, nil, err
-		}
-		netdev, addr, err = route(peer)
-		if err != nil {
-			return "", netip.Addr{}, nil, err
-		}
-		t, err := nic.GIDTable(netdev)
-		if err != nil {
-			return "", netip.Addr{}, nil, err
-		}
-		return netdev, addr, gids(t), nil
-	}
-	if a, perr := netip.ParseAddr(dev); perr == nil {
+// Dev is what -d names: an interface, or one address on it, with the
+// GID table a device over it has. roced gids prints this same table.
+type Dev struct {
+	// Name is how -d named it (an address or an interface).
+	Name   string
+	Netdev string
+	// Addr is the address -d named, or for a client with no -d the source
+	// address of the route to the peer; invalid otherwise.
+	Addr netip.Addr
+	GIDs []nic.GID
+}
+
+// LookupDev resolves -d. An interface name gives the interface's own table
+// in rxe's order. A local address gives a device over that one address,
+// as rxe over an interface holding only it: index 0 the interface's
+// default GID (empty on loopback, which has no MAC), index 1 the address,
+// so -g 1 means the address. Loopback answers all of 127.0.0.0/8, so
+// -d 127.0.0.2 works without configuring it.
+func LookupDev(dev string) (Dev, error) {
+	if a, err := netip.ParseAddr(dev); err == nil {
 		a = a.Unmap()
-		netdev, _, rerr := route(a.WithZone(""))
-		if rerr != nil {
-			return "", netip.Addr{}, nil, fmt.Errorf("-d %s: %w", dev, rerr)
+		netdev, err := nic.NetdevOf(a)
+		if err != nil {
+			return Dev{}, tagf(ErrNoDevice, "-d %s: no local interface has this address", dev)
 		}
-		// Keep rxe's shape even on an interface without a MAC (loopback):
-		// index 0 link-local, index 1 the address, so command lines written
-		// for rxe (-g 1) mean the same here.
-		mac := net.HardwareAddr{0, 0, 0, 0, 0, 0}
-		if l, err := netlink.LinkByName(netdev); err == nil && len(l.Attrs().HardwareAddr) == 6 {
-			mac = l.Attrs().HardwareAddr
+		l, err := netlink.LinkByName(netdev)
+		if err != nil {
+			return Dev{}, fmt.Errorf("-d %s: %s: %w", dev, netdev, err)
 		}
 		var v4, v6 []netip.Addr
 		if a.Is4() {
@@ -173,55 +176,162 @@ func resolve(cfg Config) (netdev string, addr netip.Addr, table []bth.GID, err e
 		} else {
 			v6 = append(v6, a)
 		}
-		return netdev, a, gids(nic.GIDTableFrom(netdev, mac, v4, v6)), nil
+		return Dev{Name: dev, Netdev: netdev, Addr: a, GIDs: nic.GIDTableFrom(netdev, l.Attrs().HardwareAddr, v4, v6)}, nil
 	}
 	t, err := nic.GIDTable(dev)
 	if err != nil {
-		return "", netip.Addr{}, nil, fmt.Errorf("-d %s: neither a local address nor an interface: %w", dev, err)
+		return Dev{}, tagf(ErrNoDevice, "-d %s: neither a local address nor an interface", dev)
 	}
-	return dev, netip.Addr{}, gids(t), nil
+	return Dev{Name: dev, Netdev: dev, GIDs: t}, nil
 }
 
-func gids(t []nic.GID) []bth.GID {
-	out := make([]bth.GID, len(t))
-	for i, g := range t {
-		out[i] = bth.GID(g.GID)
+// resolve finds the device: the one -d names; for a client, the
+// interface that routes to the peer; for a server, the interface an rxe
+// user would have put rxe on (DefaultNetdev).
+func resolve(cfg Config) (Dev, error) {
+	if cfg.Dev != "" {
+		return LookupDev(cfg.Dev)
 	}
-	return out
+	if cfg.Peer == "" {
+		netdev, err := DefaultNetdev()
+		if err != nil {
+			return Dev{}, err
+		}
+		return LookupDev(netdev)
+	}
+	peer, err := lookup(cfg.Peer)
+	if err != nil {
+		return Dev{}, err
+	}
+	netdev, src, err := route(peer)
+	if err != nil {
+		return Dev{}, err
+	}
+	d, err := LookupDev(netdev)
+	d.Addr = src
+	return d, err
+}
+
+// DefaultNetdev picks a server's interface when -d is not given: the
+// interface of the default route, else the only interface besides
+// loopback that is up and has an address. A server must advertise a GID
+// its client can reach; a pingpong server opens its device (and prints
+// its GID) before any client connects, as the real tools do, so the route
+// to the client cannot decide it (a perftest server opens its device once
+// the client has connected, with the client as Peer). Loopback is never
+// chosen silently: a client on another host could not reach it.
+func DefaultNetdev() (string, error) {
+	if n, err := defaultRouteNetdev(); n != "" || err != nil {
+		return n, err
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "", err
+	}
+	var names, cands []string
+	for _, i := range ifs {
+		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := i.Addrs()
+		var list []string
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLinkLocalUnicast() {
+				list = append(list, n.IP.String())
+			}
+		}
+		if len(list) > 0 {
+			names = append(names, i.Name)
+			cands = append(cands, fmt.Sprintf("%s (%s)", i.Name, strings.Join(list, ", ")))
+		}
+	}
+	switch len(cands) {
+	case 1:
+		return names[0], nil
+	case 0:
+		return "", tagf(ErrNoDevice, "no -d, no default route and no interface but loopback with an address: pass -d IFACE|ADDR (-d 127.0.0.1 for loopback)")
+	}
+	return "", tagf(ErrNoDevice, "no -d and no default route; several interfaces could serve: %s: pass -d IFACE|ADDR", strings.Join(cands, ", "))
+}
+
+// defaultRouteNetdev returns the interface of the default route (IPv4,
+// else IPv6; the lowest metric), "" if there is none, or an error naming
+// the candidates if routes of equal metric leave by different interfaces.
+func defaultRouteNetdev() (string, error) {
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		rs, err := netlink.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return "", fmt.Errorf("reading routes: %w", err)
+		}
+		best := -1
+		names := map[string]bool{}
+		for _, r := range rs {
+			if r.Dst != nil {
+				if ones, _ := r.Dst.Mask.Size(); ones != 0 {
+					continue
+				}
+			}
+			links := []int{r.LinkIndex}
+			for _, h := range r.MultiPath {
+				links = append(links, h.LinkIndex)
+			}
+			if best >= 0 && r.Priority > best {
+				continue
+			}
+			if r.Priority < best || best < 0 {
+				best, names = r.Priority, map[string]bool{}
+			}
+			for _, li := range links {
+				if l, err := netlink.LinkByIndex(li); err == nil && li != 0 {
+					names[l.Attrs().Name] = true
+				}
+			}
+		}
+		switch len(names) {
+		case 0:
+			continue
+		case 1:
+			for n := range names {
+				return n, nil
+			}
+		}
+		var list []string
+		for n := range names {
+			list = append(list, n)
+		}
+		sort.Strings(list)
+		return "", tagf(ErrNoDevice, "no -d and the default routes leave by several interfaces: %s: pass -d IFACE|ADDR", strings.Join(list, ", "))
+	}
+	return "", nil
 }
 
 // pickGID returns the GID index to use: the one asked for, or else the
-// GID of addr, or else the interface's first IPv4 GID, or else its first
-// IPv6 GID that is not link-local.
-func pickGID(t []bth.GID, addr netip.Addr, want int, netdev string) (int, error) {
-	if len(t) == 0 {
-		return 0, fmt.Errorf("%s has no address to make a GID from", netdev)
-	}
+// GID of the device's address, or else the first IPv4 GID, or else the
+// first IPv6 GID that is not link-local, or else the first one there is.
+func pickGID(d Dev, want int) (int, error) {
+	t := d.GIDs
 	if want >= 0 {
-		if want >= len(t) {
-			return 0, fmt.Errorf("%w: GID index %d: %s's GID table has %d entries (roced gids -d %s lists them)",
-				ErrGIDIndex, want, netdev, len(t), netdev)
+		switch {
+		case want >= len(t):
+			return 0, tagf(ErrGIDIndex, "GID index %d: %s's GID table has %d entries (roced gids -d %s lists them)", want, d.Name, len(t), d.Name)
+		case t[want].Empty():
+			return 0, tagf(ErrGIDIndex, "GID index %d of %s is empty: %s has no MAC address to make the link-local GID from (roced gids -d %s lists the table)", want, d.Name, d.Netdev, d.Name)
 		}
 		return want, nil
 	}
-	if addr.IsValid() {
+	for _, ok := range []func(g nic.GID) bool{
+		func(g nic.GID) bool { return d.Addr.IsValid() && g.Addr == d.Addr.WithZone("") },
+		func(g nic.GID) bool { return g.Addr.Is4() },
+		func(g nic.GID) bool { return g.Addr.Is6() && !g.Addr.IsLinkLocalUnicast() },
+		func(g nic.GID) bool { return !g.Empty() },
+	} {
 		for i, g := range t {
-			if g.Addr() == addr.Unmap() {
+			if !g.Empty() && ok(g) {
 				return i, nil
 			}
 		}
 	}
-	for i, g := range t {
-		if g.IsIPv4() {
-			return i, nil
-		}
-	}
-	for i, g := range t {
-		if !g.Addr().IsLinkLocalUnicast() {
-			return i, nil
-		}
-	}
-	return 0, nil
+	return 0, tagf(ErrNoDevice, "%s has no address to make a GID from", d.Name)
 }
 
 // lookup resolves a host name or address.
@@ -261,6 +371,25 @@ func route(dst netip.Addr) (string, netip.Addr, error) {
 // command can answer with its tool's own message ("can't read sgid of
 // index N").
 var ErrGIDIndex = errors.New("no such GID index")
+
+// tagged is an error of a class (ErrGIDIndex, ErrNoDevice, ErrUsage)
+// whose message is only its own: the class is for errors.Is, not for
+// the user.
+type tagged struct {
+	class error
+	msg   string
+}
+
+func (e *tagged) Error() string { return e.msg }
+func (e *tagged) Unwrap() error { return e.class }
+
+func tagf(class error, format string, a ...any) error {
+	return &tagged{class, fmt.Sprintf(format, a...)}
+}
+
+// ErrNoDevice reports that -d names nothing usable, or that no device
+// could be chosen without -d (the message lists the candidates).
+var ErrNoDevice = errors.New("no device")
 
 // ErrUsage marks a configuration error the user can fix on the command line.
 var ErrUsage = errors.New("usage")

@@ -2,8 +2,13 @@ package endpoint
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/internal/netns"
 )
 
 func TestLoopbackByAddress(t *testing.T) {
@@ -13,23 +18,21 @@ func TestLoopbackByAddress(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := netip.MustParseAddr(dev)
-		// As on rxe over one IPv4 address: index 0 the link-local GID from
-		// the MAC, index 1 the address.
-		if e.Addr != want || e.GIDIndex != 1 || len(e.GIDs) != 2 || e.Netdev != "lo" {
+		// As on rxe over one IPv4 address: index 0 the default GID's slot
+		// (empty: lo has no MAC), index 1 the address.
+		if e.Addr != want || e.GIDIndex != 1 || len(e.GIDs) != 2 || e.GIDs[0] != (bth.GID{}) || e.Netdev != "lo" {
 			t.Errorf("%s: addr %v index %d table %v netdev %s", dev, e.Addr, e.GIDIndex, e.GIDs, e.Netdev)
 		}
 		e.Close()
 	}
 }
 
-func TestServerDefault(t *testing.T) {
-	e, err := Open(Config{GID: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if e.Addr != netip.MustParseAddr("127.0.0.1") {
-		t.Fatalf("server default address %v", e.Addr)
+// TestEmptyGIDIndex: -g 0 on loopback names the empty slot, and the error
+// says so (it used to bind fe80::200:ff:fe00:0, made from lo's zero MAC).
+func TestEmptyGIDIndex(t *testing.T) {
+	_, err := Open(Config{Dev: "127.0.0.1", GID: 0})
+	if !errors.Is(err, ErrGIDIndex) || !strings.Contains(err.Error(), "GID index 0 of 127.0.0.1 is empty: lo has no MAC") {
+		t.Fatalf("GID index 0 on lo: %v", err)
 	}
 }
 
@@ -48,7 +51,83 @@ func TestBadGIDIndex(t *testing.T) {
 	if _, err := Open(Config{Dev: "127.0.0.1", GID: 7}); !errors.Is(err, ErrGIDIndex) {
 		t.Fatalf("GID index 7: %v, want ErrGIDIndex", err)
 	}
-	if _, err := Open(Config{Dev: "no-such-if0", GID: -1}); err == nil {
-		t.Fatal("unknown interface accepted")
+	for _, dev := range []string{"no-such-if0", "192.0.2.77"} {
+		if _, err := Open(Config{Dev: dev, GID: -1}); !errors.Is(err, ErrNoDevice) {
+			t.Fatalf("-d %s: %v, want ErrNoDevice", dev, err)
+		}
+	}
+}
+
+// TestServerDefault: a server with no -d takes the interface of the
+// default route, else the only interface but lo with an address; with
+// several and no default route, or none, it fails naming them, never
+// falling back to loopback.
+func TestServerDefault(t *testing.T) {
+	p := netns.New(t, netns.Config{})
+	open := func() (*Endpoint, error) {
+		var e *Endpoint
+		err := p.A.Do(func() (err error) { e, err = Open(Config{GID: -1}); return })
+		return e, err
+	}
+	sh := func(args ...string) {
+		t.Helper()
+		if out, err := p.A.Run(args[0], args[1:]...); err != nil {
+			t.Fatalf("%v: %v %s", args, err, out)
+		}
+	}
+	e, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Netdev != p.A.Link || e.Addr != p.A.IPv4 || e.GIDIndex != 1 {
+		t.Errorf("only veth: %s %v index %d, want %s %v 1", e.Netdev, e.Addr, e.GIDIndex, p.A.Link, p.A.IPv4)
+	}
+	p.A.Do(func() error { return e.Close() })
+
+	// A second interface with an address (a veth: the test kernel may
+	// lack the dummy driver); its peer has only a link-local address,
+	// which does not count.
+	sh("ip", "link", "add", "dummy1", "type", "veth", "peer", "name", "dummy2")
+	sh("ip", "addr", "add", "198.18.250.1/24", "dev", "dummy1")
+	sh("ip", "link", "set", "dummy1", "up")
+	sh("ip", "link", "set", "dummy2", "up")
+	_, err = open()
+	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), p.A.Link+" (") || !strings.Contains(err.Error(), "dummy1 (198.18.250.1)") || !strings.Contains(err.Error(), "pass -d") {
+		t.Errorf("two interfaces, no default route: %v", err)
+	}
+
+	sh("ip", "route", "add", "default", "dev", "dummy1")
+	if e, err = open(); err != nil || e.Netdev != "dummy1" || e.Addr != netip.MustParseAddr("198.18.250.1") {
+		t.Errorf("default route via dummy1: %v %+v", err, e)
+	}
+	if e != nil {
+		p.A.Do(func() error { return e.Close() })
+	}
+
+	sh("ip", "link", "del", "dummy1")
+	sh("ip", "link", "set", p.A.Link, "down")
+	if _, err = open(); !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "-d 127.0.0.1 for loopback") {
+		t.Errorf("only lo: %v", err)
+	}
+}
+
+// TestUnbindableGID: a GID the interface does not hold (the link-local
+// one, with IPv6 off) fails naming the index, the address, the interface
+// and why.
+func TestUnbindableGID(t *testing.T) {
+	p := netns.New(t, netns.Config{})
+	if out, err := p.A.Run("sysctl", "-qw", "net.ipv6.conf."+p.A.Link+".disable_ipv6=1"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	err := p.A.Do(func() error {
+		e, err := Open(Config{Dev: p.A.Link, GID: 0})
+		if err == nil {
+			e.Close()
+		}
+		return err
+	})
+	want := fmt.Sprintf("GID index 0 (%v) on %s: ", p.A.LL, p.A.Link)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "does not hold") {
+		t.Fatalf("link-local GID with IPv6 off: %v, want %q...", err, want)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -58,6 +60,56 @@ func StatsDir() string {
 	return filepath.Join(os.TempDir(), "goroce-"+strconv.Itoa(os.Getuid()))
 }
 
+// ownDir makes sure dir is a directory only the caller can use, as
+// ssh-agent and tmux check theirs: /tmp/goroce-UID is a predictable name
+// another local user could create first, or point elsewhere with a
+// symbolic link, to read or replace the sockets. Absent, it is created
+// with mode 0700; present, it must be a real directory (Lstat: a link is
+// not followed) owned by the caller with mode 0700, or it is refused.
+func ownDir(dir string) error { return ownDirOf(dir, os.Getuid()) }
+
+func ownDirOf(dir string, uid int) error {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.Mkdir(dir, 0o700); err == nil {
+			// The umask may have taken bits away; none are added back.
+			err = os.Chmod(dir, 0o700)
+		}
+		if err != nil {
+			return fmt.Errorf("stats socket directory %s: %w", dir, err)
+		}
+		fi, err = os.Lstat(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("stats socket directory %s: %w", dir, err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	var why string
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		why = "is a symbolic link"
+	case !fi.IsDir():
+		why = "is not a directory"
+	case st == nil:
+		why = "has no owner to check"
+	case int(st.Uid) != uid:
+		why = fmt.Sprintf("is owned by uid %d, not by this user (uid %d)", st.Uid, uid)
+	case fi.Mode().Perm() != 0o700:
+		why = fmt.Sprintf("has mode %#o, not 0700", fi.Mode().Perm())
+	default:
+		return nil
+	}
+	return fmt.Errorf("stats socket directory %s %s: refusing to use it", dir, why)
+}
+
+// WarnStats writes one line to w if the counters of e are not served
+// (the tool goes on without them).
+func (e *Endpoint) WarnStats(w io.Writer, argv0 string) {
+	if e.StatsErr != nil {
+		fmt.Fprintf(w, "%s: warning: %v; no counters for roced stats\n", argv0, e.StatsErr)
+	}
+}
+
 // statsServer is the process's stats socket and the endpoints it reports.
 var statsServer struct {
 	mu        sync.Mutex
@@ -80,8 +132,8 @@ func (e *Endpoint) serveStats() error {
 	}
 	if s.ln == nil {
 		dir := StatsDir()
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("stats socket directory: %w", err)
+		if err := ownDir(dir); err != nil {
+			return err
 		}
 		path := filepath.Join(dir, "roced-"+strconv.Itoa(os.Getpid())+".sock")
 		os.Remove(path) // left by an earlier process with our PID
@@ -178,6 +230,12 @@ var ErrNoInstance = errors.New("no running goroce instance with that PID")
 // pid > 0), in PID order. Sockets whose process has exited are removed.
 func AllStats(pid int) ([]StatsReply, error) {
 	dir := StatsDir()
+	if _, err := os.Lstat(dir); err == nil {
+		// Sockets in a directory someone else controls could be anyone's.
+		if err := ownDir(dir); err != nil {
+			return nil, err
+		}
+	}
 	paths, err := filepath.Glob(filepath.Join(dir, "roced-*.sock"))
 	if err != nil {
 		return nil, err

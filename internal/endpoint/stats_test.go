@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,5 +165,77 @@ func TestStatsStaleSocket(t *testing.T) {
 	}
 	if _, err := os.Stat(busy); err != nil {
 		t.Errorf("socket of a live PID removed: %v", err)
+	}
+}
+
+// TestStatsDirChecked: the stats directory is used only if it is a real
+// directory of this user with mode 0700 (created so if missing); anything
+// else is refused naming the path, and the endpoint works without stats.
+func TestStatsDirChecked(t *testing.T) {
+	base := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", base)
+	dir := StatsDir()
+	other := filepath.Join(base, "elsewhere")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		setup func() error
+		uid   int // the owner ownDirOf expects; -1: this process's
+		want  string
+	}{
+		{"missing", func() error { return nil }, -1, ""},
+		{"symlink", func() error { return os.Symlink(other, dir) }, -1, "is a symbolic link"},
+		{"regular file", func() error { return os.WriteFile(dir, nil, 0o600) }, -1, "is not a directory"},
+		{"wrong mode", func() error {
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				return err
+			}
+			return os.Chmod(dir, 0o755)
+		}, -1, "has mode 0755, not 0700"},
+		{"wrong owner", func() error { return os.Mkdir(dir, 0o700) }, os.Getuid() + 1, "is owned by uid"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			os.RemoveAll(dir)
+			if err := c.setup(); err != nil {
+				t.Fatal(err)
+			}
+			uid := c.uid
+			if uid < 0 {
+				uid = os.Getuid()
+			}
+			err := ownDirOf(dir, uid)
+			if c.want == "" {
+				fi, serr := os.Lstat(dir)
+				if err != nil || serr != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+					t.Fatalf("missing directory: %v %v %v", err, serr, fi)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), dir+" "+c.want) {
+				t.Fatalf("got %v, want %q naming %s", err, c.want, dir)
+			}
+			if c.uid >= 0 {
+				return // the process's own uid owns it: Open would accept it
+			}
+			if _, err := AllStats(0); err == nil || !strings.Contains(err.Error(), dir+" "+c.want) {
+				t.Fatalf("roced stats read a refused directory: %v", err)
+			}
+			// The tool goes on without stats and says so in one line.
+			e, err := Open(Config{Dev: "127.0.0.1", GID: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			var w strings.Builder
+			e.WarnStats(&w, "roced x")
+			if e.StatsSocket != "" || e.StatsErr == nil || strings.Count(w.String(), "\n") != 1 || !strings.Contains(w.String(), dir) {
+				t.Fatalf("socket %q, warning %q", e.StatsSocket, w.String())
+			}
+			if ents, _ := os.ReadDir(other); len(ents) != 0 {
+				t.Fatalf("a socket was put through the link: %v", ents)
+			}
+		})
 	}
 }

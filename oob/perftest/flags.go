@@ -437,6 +437,9 @@ func parseSize(s string) (uint64, error) {
 		s, factor = s[:len(s)-1], 1024*1024
 	}
 	v, _ := getopt.Strtol(s)
+	if v > (1<<32-1)/2 { // before the K/M factor, which could wrap it into range
+		v = 0
+	}
 	v *= factor
 	if v < 1 || v > (1<<32-1)/2 {
 		return 0, fmt.Errorf("Message Size should be between 1 and %d", (1<<32-1)/2)

@@ -106,6 +106,9 @@ func TestFlagErrors(t *testing.T) {
 		{WriteBW, "-w fast", false, "Invalid limit_bw value"},
 		{SendBW, "--odp", false, "on-demand paging (--odp) is not supported by roced"},
 		{SendBW, "--recv_post_list 4", false, "--recv_post_list is not supported by roced"},
+		{WriteBW, "-s 99999999999", false, "Message Size should be between 1 and 2147483647"},
+		// 2^54+1 KiB: the factor must not wrap it into range (to 1024).
+		{WriteBW, "-s 18014398509481985K", false, "Message Size should be between 1 and 2147483647"},
 	}
 	for _, tt := range tests {
 		_, err := ParseFlags(tt.test, strings.Fields(tt.args))

@@ -3,6 +3,7 @@ package pingpong
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/goroce/goroce/oob/internal/getopt"
@@ -147,6 +148,12 @@ func ParseFlags(tool Tool, args []string) (Config, error) {
 	}
 	for _, m := range found {
 		n, _ := getopt.Strtol(m.Value)
+		// The C tools keep these in unsigned ints, where strtol's value
+		// wraps silently (-s 99999999999 became 1215752191 bytes): refuse
+		// what does not fit instead.
+		if strings.IndexByte("snrq", m.Option.Short) >= 0 && (n < 0 || n > math.MaxUint32) {
+			return usage(fmt.Sprintf("-%c %s out of range (0 to %d)", m.Option.Short, m.Value, uint32(math.MaxUint32)))
+		}
 		switch m.Option.Short {
 		case 'p':
 			if n < 0 || n > 65535 {

@@ -86,6 +86,12 @@ func TestParseFlagsErrors(t *testing.T) {
 		{SRQ, "-q 0", false, "at least one QP"},
 		{SRQ, "-q 20 -r 10", false, "rx_depth 10 is too small for 20 QPs"},
 		{RC, "--help", true, "unrecognized option '--help'"},
+		// Values an unsigned int cannot hold: refused, not wrapped.
+		{RC, "-s 99999999999", true, "-s 99999999999 out of range"},
+		{UC, "-s -1", true, "-s -1 out of range"},
+		{UD, "-n 4294967296", true, "-n 4294967296 out of range"},
+		{RC, "-r 4294967297", true, "-r 4294967297 out of range"},
+		{SRQ, "-q 4294967297", true, "-q 4294967297 out of range"},
 	}
 	for _, tt := range tests {
 		_, err := ParseFlags(tt.tool, strings.Fields(tt.args))

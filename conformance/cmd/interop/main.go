@@ -79,6 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		peerGID    = fs.Int("peer-gid", -1, "remote: the peer tools' GID index (-g/-x); -1: not given")
 		rocedDev   = fs.String("roced-dev", "", "roced's -d (default: lab: the tap's address, or the tap with a raw -link; remote: the local address routing to the peer)")
 		printCmds  = fs.Bool("print", false, "remote: print the peer's commands to run by hand instead of ssh")
+		readme     = fs.String("readme", "", "lab: also run the command pairs of this README's \""+conformance.ReadmeSection+"\" section, as written")
 		sshOpts    stringList
 		rocedFlags stringList
 	)
@@ -121,7 +122,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		cases = keep
 	}
-	if len(cases) == 0 {
+	var readmePairs []conformance.ReadmePair
+	if *readme != "" {
+		if *peer != "lab" {
+			return fail("-readme needs -peer lab")
+		}
+		text, err := os.ReadFile(*readme)
+		if err != nil {
+			return fail("-readme: %v", err)
+		}
+		if readmePairs, err = conformance.ReadmePairs(string(text)); err != nil {
+			return fail("-readme %s: %v", *readme, err)
+		}
+	}
+	if len(cases) == 0 && len(readmePairs) == 0 {
 		return fail("no case matches")
 	}
 
@@ -186,8 +200,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if *peer == "lab" {
 			dev := *rocedDev
 			if dev == "" && *link != "" && *link != "udp" {
-				// The raw links need the interface itself: an address
-				// that is local resolves to the loopback device.
+				// The raw links open the interface itself: name it, and
+				// its whole GID table, rather than one address on it.
 				dev = lab.Tap
 			}
 			p = conformance.LabPeer(ctx, lab, rocedPath, dev, extra)
@@ -221,6 +235,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 				conformance.ShellJoin(srv.Argv(c.Scenario, port, "")),
 				conformance.ShellJoin(cli.Argv(c.Scenario, port, srv.Addr)))
 		}
+		for _, rp := range readmePairs {
+			srv, cli := rp.LabArgv(lab, rocedPath)
+			fmt.Fprintf(stdout, "%s\n  server: %s\n  client: %s\n", rp.Name(), conformance.ShellJoin(srv), conformance.ShellJoin(cli))
+		}
 		return 0
 	}
 
@@ -242,6 +260,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Port: *port, Timeout: *timeout, ListenTimeout: *listenTO, Grace: *grace, Budget: *budget,
 		Artifacts: art, KeepPcaps: *keepPcaps, Progress: stderr,
 	})
+	if len(readmePairs) > 0 {
+		conformance.RunReadme(ctx, lab, rocedPath, readmePairs, conformance.Options{Timeout: *timeout,
+			ListenTimeout: *listenTO, Grace: *grace, Artifacts: art, Progress: stderr}, rep)
+		rep.Seconds = time.Since(rep.Started).Seconds()
+	}
 	rep.WriteText(stdout)
 	if *jsonFile != "" {
 		if err := rep.WriteJSON(*jsonFile); err != nil {

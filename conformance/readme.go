@@ -1,0 +1,279 @@
+package conformance
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/goroce/goroce/oob/perftest"
+	"github.com/goroce/goroce/oob/pingpong"
+)
+
+// The README's "Talking to an rxe or HCA host" section shows the command
+// lines a new user types first, one pair per code block: the server's
+// line, then the client's, each behind a prompt naming its host (hca$,
+// goroce$). They are run here as written against rxe in the lab, so that
+// neither the README nor roced can drift from what works. Only the HCA
+// side is adapted to the lab (its -d becomes rxe0 and its GID index 1,
+// as the README's own note says); roced's line is run unchanged, without
+// -d, as a user would.
+
+// ReadmeTimeout is the least time each side of a README pair gets.
+const ReadmeTimeout = 150 * time.Second
+
+// ReadmeSection is the heading whose code blocks hold the pairs.
+const ReadmeSection = "### Talking to an rxe or HCA host"
+
+// ReadmeLine is one prompted command line of the README.
+type ReadmeLine struct {
+	Host string // the prompt: "hca" or "goroce"
+	Argv []string
+}
+
+// ReadmePair is one code block: the server's line and the client's.
+type ReadmePair struct {
+	Server, Client ReadmeLine
+	// Reversed: the block's lines with the roles swapped.
+	Reversed bool
+	// Scenario is what the judge checks the outputs against: the tool,
+	// and the size and iterations the command line asks for (or the
+	// tool's defaults).
+	Scenario Scenario
+}
+
+// ReadmePairs reads the pairs of ReadmeSection from a README's text, then
+// the same pairs reversed.
+func ReadmePairs(text string) ([]ReadmePair, error) {
+	i := strings.Index(text, "\n"+ReadmeSection+"\n")
+	if i < 0 {
+		return nil, fmt.Errorf("README has no %q section", ReadmeSection)
+	}
+	section := text[i+len(ReadmeSection)+2:]
+	if j := strings.Index(section, "\n#"); j >= 0 {
+		section = section[:j]
+	}
+	var pairs []ReadmePair
+	var block []ReadmeLine
+	in := false
+	sc := bufio.NewScanner(strings.NewReader(section))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "```"):
+			if in {
+				p, err := readmePair(block)
+				if err != nil {
+					return nil, err
+				}
+				pairs = append(pairs, p)
+				block = nil
+			}
+			in = !in
+		case in && line != "":
+			host, cmd, ok := strings.Cut(line, "$")
+			if !ok || (host != "hca" && host != "goroce") {
+				return nil, fmt.Errorf("README line %q: want \"hca$ ...\" or \"goroce$ ...\"", line)
+			}
+			block = append(block, ReadmeLine{Host: host, Argv: strings.Fields(cmd)})
+		}
+	}
+	if len(pairs) == 0 {
+		return nil, fmt.Errorf("README section %q has no command pair", ReadmeSection)
+	}
+	for _, p := range pairs[:len(pairs):len(pairs)] {
+		pairs = append(pairs, p.reversed())
+	}
+	return pairs, nil
+}
+
+// reversed is the pair with the roles swapped: the client's line without
+// its host operand serves, the server's line with the other host's address
+// connects. So each README example is also tried the other way round: a
+// roced pingpong server with no -d is what issue 12 found advertising
+// loopback.
+func (p ReadmePair) reversed() ReadmePair {
+	addr := map[string]string{"hca": readmeHCAAddr, "goroce": readmeGoroceAddr}
+	c := p.Client.Argv
+	return ReadmePair{
+		Server:   ReadmeLine{p.Client.Host, append([]string(nil), c[:len(c)-1]...)},
+		Client:   ReadmeLine{p.Server.Host, append(append([]string(nil), p.Server.Argv...), addr[p.Client.Host])},
+		Scenario: p.Scenario, Reversed: true,
+	}
+}
+
+func readmePair(block []ReadmeLine) (ReadmePair, error) {
+	if len(block) != 2 || block[0].Host == block[1].Host {
+		return ReadmePair{}, fmt.Errorf("README code block %v: want a server line and a client line, one per host", block)
+	}
+	p := ReadmePair{Server: block[0], Client: block[1]}
+	// The goroce side names the tool as roced does and its flags are the
+	// tool's own; both sides ask for the same traffic.
+	g := p.Server
+	if g.Host != "goroce" {
+		g = p.Client
+	}
+	if len(g.Argv) < 2 || g.Argv[0] != "roced" {
+		return p, fmt.Errorf("README line %q: want \"roced TOOL ...\"", strings.Join(g.Argv, " "))
+	}
+	t, ok := ToolByName(g.Argv[1])
+	if !ok {
+		return p, fmt.Errorf("README line %q: no tool %s", strings.Join(g.Argv, " "), g.Argv[1])
+	}
+	sc := Scenario{Tool: t, Transport: RC}
+	var err error
+	if sc.Size, sc.Iters, err = counts(t, g.Argv[2:]); err != nil {
+		return p, fmt.Errorf("README line %q: %v", strings.Join(g.Argv, " "), err)
+	}
+	p.Scenario = sc
+	return p, nil
+}
+
+// counts parses a tool's flags as roced does and returns the message size
+// and the iterations they ask for (the tool's defaults where not given).
+func counts(t *Tool, args []string) (size, iters int, err error) {
+	if t.Family == Pingpong {
+		pt, err := pingpong.ToolByName(t.Name)
+		if err == nil {
+			var c pingpong.Config
+			c, err = pingpong.ParseFlags(pt, args)
+			size, iters = int(c.Size), int(c.Iters)
+		}
+		return size, iters, err
+	}
+	pt, err := perftest.TestByName(t.Name)
+	if err == nil {
+		var c perftest.Config
+		c, err = perftest.ParseFlags(pt, args)
+		size, iters = int(c.Size), int(c.Iters)
+	}
+	return size, iters, err
+}
+
+// Dir says which side serves.
+func (p ReadmePair) Dir() Direction {
+	if p.Server.Host == "hca" {
+		return PeerServer
+	}
+	return RocedServer
+}
+
+// Name names a pair in reports, as a case ID: readme/TOOL@DIRECTION.
+func (p ReadmePair) Name() string {
+	return p.caseName() + "@" + p.Dir().String()
+}
+
+func (p ReadmePair) caseName() string {
+	n := "readme/" + p.Scenario.Tool.Name
+	if p.Reversed {
+		n += "/reversed"
+	}
+	return n
+}
+
+// labArgv is the command line a README line becomes in the lab: roced's
+// as written but for the binary's path; the HCA's with rxe0, GID index 1
+// and the lab's addresses.
+func (p ReadmePair) labArgv(l ReadmeLine, l0 *Lab, roced string) []string {
+	a := append([]string(nil), l.Argv...)
+	if l.Host == "goroce" {
+		a[0] = roced
+	}
+	for i := range a {
+		switch {
+		case l.Host == "hca" && i > 0 && a[i-1] == "-d":
+			a[i] = "rxe0"
+		case l.Host == "hca" && i > 0 && (a[i-1] == "-g" || a[i-1] == "-x"):
+			a[i] = "1"
+		case a[i] == readmeHCAAddr:
+			a[i] = l0.GuestAddr
+		case a[i] == readmeGoroceAddr:
+			a[i] = l0.HostAddr
+		}
+	}
+	return a
+}
+
+// The addresses the README's examples use: the lab's defaults.
+const (
+	readmeHCAAddr    = "192.0.2.2"
+	readmeGoroceAddr = "192.0.2.1"
+)
+
+// LabArgv returns the server's and the client's command lines in the lab.
+func (p ReadmePair) LabArgv(l *Lab, roced string) (server, client []string) {
+	return p.labArgv(p.Server, l, roced), p.labArgv(p.Client, l, roced)
+}
+
+// RunReadme runs each pair against the lab's rxe0, as Run runs the
+// matrix's cases (same timeouts, judge and artifacts), and adds the
+// results to rep.
+func RunReadme(ctx context.Context, l *Lab, roced string, pairs []ReadmePair, o Options, rep *Report) {
+	o.defaults()
+	// The README's lines keep the tools' default counts (1000 pingpong
+	// round trips, 5000 WRITEs of 64 KiB), made for hardware: against rxe
+	// under qemu TCG they take 15-30 s on a quiet machine.
+	o.Timeout = max(o.Timeout, ReadmeTimeout)
+	for _, p := range pairs {
+		res := runReadme(ctx, l, roced, p, o)
+		if res.Result == Pass {
+			rep.Passed++
+		} else {
+			rep.Failed++
+		}
+		if o.Progress != nil {
+			fmt.Fprintln(o.Progress, progressLine(res))
+		}
+		rep.Results = append(rep.Results, res)
+	}
+}
+
+func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Options) Result {
+	start := time.Now()
+	res := Result{Case: p.caseName(), Tool: p.Scenario.Tool.Name, Transport: string(RC),
+		Size: p.Scenario.Size, Iters: p.Scenario.Iters, Direction: p.Dir().String(), Result: Fail}
+	side := func(r ReadmeLine) (Runner, string, bool) {
+		if r.Host == "goroce" {
+			return l.Host(), "roced", true
+		}
+		return l.Guest(), "rxe0", false
+	}
+	srvRun, srvWho, srvStrict := side(p.Server)
+	cliRun, cliWho, cliStrict := side(p.Client)
+	srvArgv, cliArgv := p.LabArgv(l, roced)
+	srv := srvRun.Start(ctx, srvArgv, o.Timeout)
+	var cliOut Output
+	if err := waitListen(ctx, srvRun, srv, DefaultPort, o); err != nil {
+		srv.Stop()
+		cliOut = Output{Where: cliRun.Where(), Exit: -1, Argv: cliArgv, StartErr: "not started: " + err.Error()}
+	} else {
+		cliOut = cliRun.Start(ctx, cliArgv, o.Timeout).Wait()
+		select {
+		case <-srv.Done():
+		case <-time.After(o.Grace):
+			srv.Stop()
+		}
+	}
+	srvOut := srv.Wait()
+	v := Judge(p.Scenario,
+		SideRun{Role: "server", Who: srvWho, Strict: srvStrict, Out: srvOut},
+		SideRun{Role: "client", Who: cliWho, Strict: cliStrict, Out: cliOut})
+	res.Server = &SideReport{Who: srvWho, Output: srvOut}
+	res.Client = &SideReport{Who: cliWho, Output: cliOut}
+	res.Reasons, res.Notes, res.Figures = v.Reasons, v.Notes, v.Figures
+	if v.Pass {
+		res.Result = Pass
+	}
+	res.Seconds = time.Since(start).Seconds()
+	if o.Artifacts != "" {
+		dir := filepath.Join(o.Artifacts, strings.NewReplacer("/", "_", "@", ".").Replace(p.Name()))
+		if err := os.MkdirAll(dir, 0o755); err == nil {
+			res.Dir = dir
+			writeArtifacts(dir, res)
+		}
+	}
+	return res
+}

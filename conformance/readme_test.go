@@ -1,0 +1,72 @@
+package conformance
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestReadmePairs reads the repository's README as the lab run does: an
+// edit that breaks a pair's form, names no tool or gives flags roced
+// refuses fails here, without the lab.
+func TestReadmePairs(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs, err := ReadmePairs(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := map[string]bool{}
+	for _, p := range pairs {
+		dirs[p.Name()] = true
+		if p.Scenario.Size <= 0 || p.Scenario.Iters <= 0 {
+			t.Errorf("%s: size %d iters %d", p.Name(), p.Scenario.Size, p.Scenario.Iters)
+		}
+		// The client names the server's address; the server names none.
+		if last := p.Client.Argv[len(p.Client.Argv)-1]; strings.HasPrefix(last, "-") {
+			t.Errorf("%s: client %v names no server", p.Name(), p.Client.Argv)
+		}
+	}
+	for _, want := range []string{"readme/rc_pingpong@peer-server", "readme/write_bw@roced-server",
+		"readme/rc_pingpong/reversed@roced-server", "readme/write_bw/reversed@peer-server"} {
+		if !dirs[want] {
+			t.Errorf("README pairs %v: no %s", dirs, want)
+		}
+	}
+	rev := pairs[len(pairs)/2]
+	if got, want := strings.Join(rev.Server.Argv, " ")+" | "+strings.Join(rev.Client.Argv, " "),
+		"roced rc_pingpong -g 1 -s 4096 -n 1000 -c | ibv_rc_pingpong -d rxe0 -g 1 -s 4096 -n 1000 -c 192.0.2.1"; got != want {
+		t.Errorf("reversed pair %q, want %q", got, want)
+	}
+
+	// The lab's form of each side: the HCA's device and GID index become
+	// rxe0 and 1; roced's line is kept as written.
+	l := &Lab{HostAddr: "192.0.2.1", GuestAddr: "192.0.2.2"}
+	p := ReadmePair{Server: ReadmeLine{"goroce", strings.Fields("roced write_bw -x 1 -s 65536 -F")},
+		Client: ReadmeLine{"hca", strings.Fields("ib_write_bw -d mlx5_0 -x 3 -s 65536 -F 192.0.2.1")}}
+	if got, want := p.labArgv(p.Client, l, "/bin/roced"), strings.Fields("ib_write_bw -d rxe0 -x 1 -s 65536 -F 192.0.2.1"); !reflect.DeepEqual(got, want) {
+		t.Errorf("HCA line in the lab: %v, want %v", got, want)
+	}
+	if got, want := p.labArgv(p.Server, l, "/bin/roced"), strings.Fields("/bin/roced write_bw -x 1 -s 65536 -F"); !reflect.DeepEqual(got, want) {
+		t.Errorf("roced line in the lab: %v, want %v", got, want)
+	}
+
+	for _, bad := range []string{
+		"no section",
+		"x\n" + ReadmeSection + "\n\n```sh\nhca$ ibv_rc_pingpong -d rxe0\n```\n",
+		"x\n" + ReadmeSection + "\n\n```sh\nhca$ ib_write_bw\nhost$ roced write_bw 1.2.3.4\n```\n",
+		"x\n" + ReadmeSection + "\n\n```sh\nhca$ ib_write_bw\ngoroce$ roced write_bw -s 0 1.2.3.4\n```\n",
+	} {
+		if _, err := ReadmePairs(bad); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
