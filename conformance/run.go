@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -152,7 +153,11 @@ func (o *Options) defaults() {
 }
 
 func newResult(c Case) Result {
-	return Result{Case: c.Name(), Tool: c.Tool.Name, Transport: string(c.Transport), Size: c.Size,
+	name := c.Name()
+	if c.Rep > 0 {
+		name += "#" + strconv.Itoa(c.Rep)
+	}
+	return Result{Case: name, Tool: c.Tool.Name, Transport: string(c.Transport), Size: c.Size,
 		Iters: c.Iters, Flags: c.Flags, Direction: c.Dir.String()}
 }
 

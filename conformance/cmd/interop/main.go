@@ -68,6 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		jsonFile   = fs.String("json", "", "write the report as JSON to this file")
 		artifacts  = fs.String("artifacts", "", "directory for each case's outputs and failed cases' pcaps (default: a new temporary directory)")
 		list       = fs.Bool("list", false, "print the cases and their command lines, run nothing")
+		count      = fs.Int("count", 1, "run each selected case this many times in a row (each run judged alone)")
 		labDir     = fs.String("lab", "", "the rxe-peer lab directory (default $RXE_PEER_DIR, else ../shared/rxe-peer beside the module root)")
 		labDown    = fs.Bool("lab-down", false, "power the lab VM off at the end")
 		tapQLen    = fs.Int("tap-qlen", conformance.DefaultTapQueueLen, "transmit queue length set on the lab tap (0: leave it); qemu under TCG drains it slowly")
@@ -115,6 +116,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	if *impaired && *runRe == "" {
+		*runRe = conformance.ImpairedCases
+	}
 	if *runRe != "" {
 		re, err := regexp.Compile(*runRe)
 		if err != nil {
@@ -131,6 +135,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(cases) == 0 {
 		return fail("no case matches")
 	}
+	if *count < 1 {
+		return fail("-count %d: want 1 or more", *count)
+	}
+	cases = conformance.Repeat(cases, *count)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
