@@ -15,6 +15,12 @@
 #                    SUITE.json and SUITE/ with each case's outputs and the
 #                    tap capture of every failed case
 #   INTEROP_ARGS     extra arguments for the interop command (-run REGEXP ...)
+#   INTEROP_IMPAIR   1 (default): after each guest's matrix, run the RC
+#                    subset again with nic/impair between roced and the tap
+#                    (1% loss and 2% reordering each way, seeded per case);
+#                    0 skips it. Reports SUITE-impair.txt/.json/ beside the rest
+#   INTEROP_IMPAIR_BUDGET  its time budget per guest (default 4m)
+#   INTEROP_IMPAIR_ARGS    extra arguments for it (-impair-seed N ...)
 #   ROCED            the roced binary (default bin/roced, which make builds)
 #   RXE_PEER_*       the lab's own settings; RXE_PEER_<VAR>_<SUITE> (e.g.
 #                    RXE_PEER_STATE_TRIXIE, RXE_PEER_NETNS_TRIXIE) overrides
@@ -26,6 +32,8 @@ GO=${GO:-go}
 LAB=${RXE_PEER_DIR:-$ROOT/../shared/rxe-peer}
 SUITES=${INTEROP_SUITES:-bookworm trixie}
 BUDGET=${INTEROP_BUDGET:-8m}
+IMPAIR=${INTEROP_IMPAIR:-1}
+IMPAIR_BUDGET=${INTEROP_IMPAIR_BUDGET:-4m}
 OUT=${INTEROP_OUT:-$ROOT/bin/interop}
 ROCED=${ROCED:-$ROOT/bin/roced}
 
@@ -67,6 +75,15 @@ for suite in $SUITES; do
             -readme "$ROOT/README.md" -json "$OUT/$suite.json" -artifacts "$OUT/$suite" ${INTEROP_ARGS:-} | tee "$OUT/$suite.txt"
         m=${PIPESTATUS[0]}
         echo "interop[$suite]: matrix in $(since "$t")s, exit status $m"
+        if [ "$IMPAIR" = 1 ]; then
+            t=$(now)
+            # shellcheck disable=SC2086
+            "$OUT/interop" -peer lab -impair -lab "$LAB" -roced "$ROCED" -budget "$IMPAIR_BUDGET" \
+                -json "$OUT/$suite-impair.json" -artifacts "$OUT/$suite-impair" ${INTEROP_IMPAIR_ARGS:-} | tee "$OUT/$suite-impair.txt"
+            i=${PIPESTATUS[0]}
+            echo "interop[$suite]: impaired subset in $(since "$t")s, exit status $i"
+            [ "$i" = 0 ] || m=1
+        fi
         t=$(now)
         "$R" down >/dev/null
         trap - EXIT
@@ -76,6 +93,9 @@ for suite in $SUITES; do
     s=$?
     [ $s = 0 ] || rc=1
     summary+=("$suite: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite.txt" 2>/dev/null || true) (exit $s)")
+    if [ "$IMPAIR" = 1 ]; then
+        summary+=("$suite impaired: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-impair.txt" 2>/dev/null || true)")
+    fi
 done
 echo "== interop summary ($(since "$t_all")s; reports in $OUT)"
 printf '  %s\n' "${summary[@]}"

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,7 +30,11 @@ type Lab struct {
 	MTU                 int // of the tap
 	// Capture, when true, records the tap's traffic around each case.
 	Capture bool
-	lock    *os.File
+	// GuestEvidence, when true, records the guest's side of each case too:
+	// rxe0's hw_counters and kernel log, and a capture on its eth0, kept
+	// for failed cases (StartGuestEvidence).
+	GuestEvidence bool
+	lock          *os.File
 }
 
 // FindLabDir returns the lab directory: dir if set, else $RXE_PEER_DIR,
@@ -276,4 +281,136 @@ func (l *Lab) StartCapture(ctx context.Context, dest string, port int) (Proc, er
 	}
 	p.Stop()
 	return nil, fmt.Errorf("tcpdump on %s did not start in 10s", l.Tap)
+}
+
+// GuestEvidence is the guest's side of a case: rxe0's hw_counters that
+// moved, the kernel log lines the case added and, for a failed case, a
+// capture taken on the guest's eth0 (what rxe really saw and sent, after
+// the tap and virtio, which the host-side capture cannot show).
+type GuestEvidence struct {
+	Counters map[string]int64 `json:"hw_counters,omitempty"` // after minus before, moved ones only
+	Dmesg    []string         `json:"dmesg,omitempty"`
+	Pcap     string           `json:"guest_pcap,omitempty"`
+	Err      string           `json:"error,omitempty"`
+}
+
+// guestCapture is a case's evidence in progress.
+type guestCapture struct {
+	tag    string
+	before map[string]int64
+	dmesg  int64
+}
+
+const hwCounters = "/sys/class/infiniband/rxe0/ports/1/hw_counters"
+
+// guestState is the shell that prints rxe0's counters and the kernel
+// log's length as key=value lines.
+const guestState = `for f in ` + hwCounters + `/*; do echo "hw.${f##*/}=$(cat $f)"; done; echo "dmesg=$(dmesg | wc -l)"`
+
+// StartGuestEvidence snapshots the counters and the kernel log and starts
+// tcpdump on the guest's eth0 (RoCEv2 and the tools' TCP exchange on
+// port), in one round trip into the guest.
+func (l *Lab) StartGuestEvidence(ctx context.Context, port int) (*guestCapture, error) {
+	g := &guestCapture{tag: fmt.Sprintf("gc%d", port)}
+	f := "/tmp/" + g.tag
+	script := guestState + fmt.Sprintf(`; rm -f %[1]s.pcap; tcpdump -i eth0 -n -s %[2]d -B 16384 -U --immediate-mode -w %[1]s.pcap 'udp port 4791 or tcp port %[3]d' >%[1]s.log 2>&1 & echo $! >%[1]s.pid; for i in $(seq 200); do grep -q 'listening on' %[1]s.log && exit 0; sleep 0.05; done; cat %[1]s.log >&2; exit 1`,
+		f, l.MTU+64, port)
+	out, err := l.run(ctx, "exec", script)
+	g.before, g.dmesg = parseGuestState(out)
+	return g, err
+}
+
+// Finish stops the capture and returns what moved. With keep the guest
+// capture is copied to dest (through the lab's 9p share); else dropped.
+func (g *guestCapture) Finish(ctx context.Context, l *Lab, dest string, keep bool) *GuestEvidence {
+	f := "/tmp/" + g.tag
+	script := fmt.Sprintf(`p=$(cat %[1]s.pid 2>/dev/null) && { kill -INT $p; for i in $(seq 100); do kill -0 $p 2>/dev/null || break; sleep 0.05; done; }; `, f) + guestState +
+		fmt.Sprintf(`; echo ---; dmesg | tail -n +%d; `, g.dmesg+1)
+	share := ""
+	if keep {
+		share = "/mnt/host/pcap/" + g.tag + ".pcap"
+		script += fmt.Sprintf(`mkdir -p /mnt/host/pcap; cp %s.pcap %s; `, f, share)
+	}
+	script += fmt.Sprintf(`rm -f %[1]s.pcap %[1]s.log %[1]s.pid`, f)
+	out, err := l.run(ctx, "exec", script)
+	ev := &GuestEvidence{}
+	if err != nil {
+		ev.Err = err.Error()
+	}
+	state, log, _ := strings.Cut(out, "---\n")
+	after, _ := parseGuestState(state)
+	for k, v := range after {
+		if d := v - g.before[k]; d != 0 {
+			if ev.Counters == nil {
+				ev.Counters = map[string]int64{}
+			}
+			ev.Counters[k] = d
+		}
+	}
+	for _, line := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
+		if line != "" {
+			ev.Dmesg = append(ev.Dmesg, line)
+		}
+	}
+	if keep && dest != "" {
+		src := filepath.Join(l.StateDir(), "share", "pcap", g.tag+".pcap")
+		if b, err := os.ReadFile(src); err == nil {
+			if os.WriteFile(dest, b, 0o644) == nil {
+				ev.Pcap = dest
+			}
+			os.Remove(src)
+		}
+	}
+	return ev
+}
+
+// StateDir is the lab instance's state directory (RXE_PEER_STATE).
+func (l *Lab) StateDir() string {
+	if s := os.Getenv("RXE_PEER_STATE"); s != "" {
+		return s
+	}
+	return "/tmp/rxe-peer"
+}
+
+// parseGuestState reads guestState's output.
+func parseGuestState(out string) (map[string]int64, int64) {
+	m := map[string]int64{}
+	var dmesg int64
+	for _, line := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		if name, ok := strings.CutPrefix(k, "hw."); ok {
+			m[name] = n
+		} else if k == "dmesg" {
+			dmesg = n
+		}
+	}
+	return m, dmesg
+}
+
+// Text is the evidence in one line for a report's notes.
+func (e *GuestEvidence) Text() string {
+	keys := make([]string, 0, len(e.Counters))
+	for k := range e.Counters {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("rxe0 hw_counters moved:")
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s+%d", k, e.Counters[k])
+	}
+	if len(keys) == 0 {
+		b.WriteString(" none")
+	}
+	if e.Err != "" {
+		b.WriteString(" (" + e.Err + ")")
+	}
+	return b.String()
 }

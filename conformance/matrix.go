@@ -241,10 +241,36 @@ func ParseDirections(s string) ([]Direction, error) {
 type Case struct {
 	Scenario
 	Dir Direction
+	// Rep numbers the repetitions of a case run several times (-count);
+	// 0 for a single run.
+	Rep int
 }
 
-// ID is the case's name and direction, unique in a matrix.
-func (c Case) ID() string { return c.Name() + "@" + c.Dir.String() }
+// ID is the case's name and direction, unique in a matrix; a repetition
+// adds #N.
+func (c Case) ID() string {
+	id := c.Name() + "@" + c.Dir.String()
+	if c.Rep > 0 {
+		id += "#" + strconv.Itoa(c.Rep)
+	}
+	return id
+}
+
+// Repeat runs every case n times, one after the other: each run is a case
+// of its own, reported and judged alone (a failure is never retried away).
+func Repeat(cases []Case, n int) []Case {
+	if n <= 1 {
+		return cases
+	}
+	out := make([]Case, 0, len(cases)*n)
+	for _, c := range cases {
+		for i := 1; i <= n; i++ {
+			c.Rep = i
+			out = append(out, c)
+		}
+	}
+	return out
+}
 
 // MatrixOptions shape the matrix.
 type MatrixOptions struct {

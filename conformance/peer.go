@@ -69,6 +69,9 @@ type Peer struct {
 	Info map[string]string
 	// Lab, when set, captures each case on the tap (if Lab.Capture).
 	Lab *Lab
+	// Path, when set, impairs the path between roced and the lab's tap
+	// (ImpairedPath), one seeded forwarder per case.
+	Path *ImpairedPath
 }
 
 // SelfPeer is goroce against itself over loopback: two roced processes
@@ -99,6 +102,18 @@ func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Pe
 		Info: l.Info(ctx),
 		Lab:  l,
 	}
+}
+
+// ImpairedLabPeer is LabPeer with roced behind path (built already):
+// roced runs in the path's namespace on its address.
+func ImpairedLabPeer(ctx context.Context, l *Lab, path *ImpairedPath, roced string, extra []string) *Peer {
+	p := LabPeer(ctx, l, roced, path.RocedAddr, extra)
+	p.Subject.Runner, p.Subject.Addr = path.Runner(), path.RocedAddr
+	p.Path = path
+	f := path.Faults
+	p.Info["impair"] = fmt.Sprintf("both directions: loss %g, reorder %g (held %v), base seed %#x; roced %s in netns %s, forwarder in netns %s",
+		f.Loss, f.Reorder, f.ReorderDelay, path.Seed, path.RocedAddr, path.RocedNS, path.MiddleNS)
+	return p
 }
 
 // LabPairPeer runs the real tools on both ends inside the guest (rxeA

@@ -12,7 +12,7 @@ import (
 const lineFormat = "%-34s %-13s %-7s %s"
 
 func progressLine(r Result) string {
-	s := fmt.Sprintf(lineFormat, r.Case, r.Direction, r.Result, FigureText(r.Figures))
+	s := tableRow(r)
 	if r.Result != Pass && len(r.Reasons) > 0 {
 		s += "  <- " + mainReason(r.Reasons)
 	}
@@ -48,9 +48,13 @@ func (rep *Report) WriteText(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf(lineFormat, "CASE", "DIRECTION", "RESULT", "FIGURE"), " "))
 	for _, r := range rep.Results {
-		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf(lineFormat, r.Case, r.Direction, r.Result, FigureText(r.Figures)), " "))
+		fmt.Fprintln(w, tableRow(r))
 	}
 	fmt.Fprintf(w, "\n%d passed, %d failed, %d not run\n", rep.Passed, rep.Failed, rep.NotRun)
+	if t := rep.Impair; t != nil {
+		fmt.Fprintf(w, "impaired path, all cases: roced->guest %d packets, %d lost, %d reordered; guest->roced %d packets, %d lost, %d reordered\n",
+			t.ToGuest.Packets, t.ToGuest.Lost, t.ToGuest.Reordered, t.ToRoced.Packets, t.ToRoced.Lost, t.ToRoced.Reordered)
+	}
 	first := true
 	for _, r := range rep.Results {
 		if r.Result == Pass {
@@ -63,6 +67,16 @@ func (rep *Report) WriteText(w io.Writer) {
 		fmt.Fprintln(w)
 		writeDetail(w, r)
 	}
+}
+
+// tableRow is a case's line: case, direction, result, figure and, on an
+// impaired path, what the forwarder did to it.
+func tableRow(r Result) string {
+	s := fmt.Sprintf(lineFormat, r.Case, r.Direction, r.Result, FigureText(r.Figures))
+	if r.Impair != nil {
+		s = fmt.Sprintf("%-70s %s", strings.TrimRight(s, " "), r.Impair.Short())
+	}
+	return strings.TrimRight(s, " ")
 }
 
 // writeDetail writes one case in full: verdict, then each side's command,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -68,7 +69,11 @@ type Result struct {
 	Server    *SideReport `json:"server,omitempty"`
 	Client    *SideReport `json:"client,omitempty"`
 	Pcap      string      `json:"pcap,omitempty"`
-	Dir       string      `json:"artifacts,omitempty"`
+	// Impair is what the impairing forwarder did during the case.
+	Impair *ImpairStats `json:"impair,omitempty"`
+	// Guest is the lab guest's side of the case (Lab.GuestEvidence).
+	Guest *GuestEvidence `json:"guest,omitempty"`
+	Dir   string         `json:"artifacts,omitempty"`
 }
 
 // Report is a whole run.
@@ -80,11 +85,20 @@ type Report struct {
 	Passed  int               `json:"passed"`
 	Failed  int               `json:"failed"`
 	NotRun  int               `json:"not_run"`
-	Results []Result          `json:"results"`
+	// Impair sums what the impairing forwarder did over all cases.
+	Impair  *ImpairStats `json:"impair,omitempty"`
+	Results []Result     `json:"results"`
 }
 
-// OK reports whether every case passed.
-func (r *Report) OK() bool { return r.Failed == 0 && r.NotRun == 0 && r.Passed > 0 }
+// OK reports whether every case passed. On an impaired path the
+// forwarder must have lost packets each way too: a run it left whole
+// proves nothing about recovery.
+func (r *Report) OK() bool {
+	if t := r.Impair; t != nil && (t.ToGuest.Lost == 0 || t.ToRoced.Lost == 0) {
+		return false
+	}
+	return r.Failed == 0 && r.NotRun == 0 && r.Passed > 0
+}
 
 // Run runs the cases one after the other against the peer.
 func Run(ctx context.Context, p *Peer, cases []Case, o Options) *Report {
@@ -111,6 +125,12 @@ func Run(ctx context.Context, p *Peer, cases []Case, o Options) *Report {
 		if o.Progress != nil {
 			fmt.Fprintln(o.Progress, progressLine(res))
 		}
+		if res.Impair != nil {
+			if rep.Impair == nil {
+				rep.Impair = &ImpairStats{}
+			}
+			rep.Impair.add(res.Impair)
+		}
 		rep.Results = append(rep.Results, res)
 	}
 	rep.Seconds = time.Since(rep.Started).Seconds()
@@ -133,7 +153,11 @@ func (o *Options) defaults() {
 }
 
 func newResult(c Case) Result {
-	return Result{Case: c.Name(), Tool: c.Tool.Name, Transport: string(c.Transport), Size: c.Size,
+	name := c.Name()
+	if c.Rep > 0 {
+		name += "#" + strconv.Itoa(c.Rep)
+	}
+	return Result{Case: name, Tool: c.Tool.Name, Transport: string(c.Transport), Size: c.Size,
 		Iters: c.Iters, Flags: c.Flags, Direction: c.Dir.String()}
 }
 
@@ -167,6 +191,14 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 		}
 	}
 
+	var guest *guestCapture
+	if p.Lab != nil && p.Lab.GuestEvidence {
+		var err error
+		if guest, err = p.Lab.StartGuestEvidence(ctx, port); err != nil {
+			res.Notes = append(res.Notes, "no guest capture: "+err.Error())
+		}
+	}
+
 	// Frames the tap drops never reach the guest: say so beside the
 	// verdict, since a lost UC or UD packet is not retransmitted.
 	var drops0 uint64
@@ -175,6 +207,14 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 		var err error
 		drops0, err = p.Lab.TapDrops(ctx)
 		dropsOK = err == nil
+	}
+
+	if p.Path != nil {
+		if err := p.Path.Begin(c.ID()); err != nil {
+			res.Result, res.Reasons = Fail, []string{err.Error()}
+			res.Seconds = time.Since(start).Seconds()
+			return res
+		}
 	}
 
 	srvArgv := srvSide.Argv(c.Scenario, port, "")
@@ -217,6 +257,24 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	if dropsOK {
 		if d, err := p.Lab.TapDrops(ctx); err == nil && d > drops0 {
 			res.Notes = append(res.Notes, fmt.Sprintf("the tap dropped %d frames on their way to the guest (qemu did not drain it in time)", d-drops0))
+		}
+	}
+	if p.Path != nil {
+		if res.Impair = p.Path.End(); res.Impair != nil {
+			res.Notes = append(res.Notes, res.Impair.Text())
+		}
+	}
+	if guest != nil {
+		keep := (!v.Pass || o.KeepPcaps) && dir != ""
+		res.Guest = guest.Finish(ctx, p.Lab, filepath.Join(dir, "guest.pcap"), keep)
+		if !v.Pass {
+			res.Notes = append(res.Notes, res.Guest.Text())
+			for _, l := range res.Guest.Dmesg {
+				res.Notes = append(res.Notes, "guest dmesg: "+l)
+			}
+			if res.Guest.Pcap != "" {
+				res.Notes = append(res.Notes, "guest capture: "+res.Guest.Pcap)
+			}
 		}
 	}
 	res.Result = Fail

@@ -307,3 +307,87 @@ func TestDestroyAfterLastReceiveAcks(t *testing.T) {
 	r.expectAck(ack, rPSN)
 	r.quiet(50 * time.Millisecond)
 }
+
+// TestResponderPartialRetransmission replays what rxe sent in the stalled
+// interop case (conformance/README.md, "A stall under load"): a message
+// acknowledged at its LAST, then an early retransmission of only its first
+// packets, while this side's own SEND goes out. Each duplicate must be
+// acknowledged again with the PSN of the message's LAST packet, the last
+// PSN received (C9-105), and the MSN unchanged: rxe's completer completes a
+// retried WQE only on an ACK whose PSN is that WQE's last PSN. Nothing is
+// delivered twice, and the peer's next message is taken at LAST+1.
+func TestResponderPartialRetransmission(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{})
+	const n = 4 // packets in the peer's message
+	mtu := qp.MTU1024.Bytes()
+	for i := range 2 {
+		must(t, s.qp.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{s.mr.SGE(i*n*mtu, n*mtu)}}))
+	}
+	msg := func(psn uint32, first, count int) {
+		for i := first; i < first+count; i++ {
+			op := bth.RCSendMiddle
+			switch i {
+			case 0:
+				op = bth.RCSendFirst
+			case n - 1:
+				op = bth.RCSendLast
+			}
+			r.send(op, psn+uint32(i), i == n-1, bytes.Repeat([]byte{byte(psn + uint32(i))}, mtu))
+		}
+	}
+	last := uint32(rPSN + n - 1)
+	msg(rPSN, 0, n)
+	if p := r.expectAck(ack, last); p.AETH().MSN() != 1 {
+		t.Fatalf("MSN %d, want 1", p.AETH().MSN())
+	}
+	if wc := wait(t, s.rcq, time.Second); wc.WRID != 0 || wc.ByteLen != uint32(n*mtu) {
+		t.Fatalf("completion %+v", wc)
+	}
+	// next reads the engine's packets up to the one want accepts; the only
+	// others allowed are more re-ACKs of the duplicates (two duplicates may
+	// be answered by one coalesced ACK or by two).
+	reACKs := 0
+	reACK := func(p bth.Packet) bool {
+		if p.OpCode() != bth.RCAcknowledge || p.AETH().Syndrome() != ack ||
+			uint32(p.BTH().PSN()) != last || p.AETH().MSN() != 1 {
+			return false
+		}
+		reACKs++
+		return true
+	}
+	next := func(want func(p bth.Packet) bool) {
+		t.Helper()
+		for {
+			p := r.expect(2 * time.Second)
+			if want(p) {
+				return
+			}
+			if !reACK(p) {
+				t.Fatalf("unexpected %v psn %d (a re-ACK of a duplicate must carry psn %d, the message's LAST, and MSN 1)",
+					p.OpCode(), p.BTH().PSN(), last)
+			}
+		}
+	}
+	// The early retransmission: FIRST and one MIDDLE, no AckReq.
+	msg(rPSN, 0, 2)
+	next(reACK)
+	// This side's own message goes out and is acknowledged.
+	must(t, s.qp.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.mr.SGE(3*n*mtu, 64)}}))
+	next(func(p bth.Packet) bool { return p.OpCode() == bth.RCSendOnly && uint32(p.BTH().PSN()) == sPSN })
+	r.send(bth.RCAcknowledge, sPSN, false, nil, aeth(ack, 1))
+	// The peer's next message is taken at LAST+1.
+	msg(rPSN+n, 0, n)
+	next(func(p bth.Packet) bool {
+		return p.OpCode() == bth.RCAcknowledge && p.AETH().Syndrome() == ack &&
+			uint32(p.BTH().PSN()) == last+n && p.AETH().MSN() == 2
+	})
+	if wc := wait(t, s.scq, time.Second); wc.WRID != 7 || wc.Status != cq.Success {
+		t.Fatalf("send completion %+v", wc)
+	}
+	if wc := wait(t, s.rcq, time.Second); wc.WRID != 1 || wc.ByteLen != uint32(n*mtu) {
+		t.Fatalf("second message: completion %+v (the duplicates must not be delivered)", wc)
+	}
+	if got := s.dev.Counters().DuplicateRequest.Load(); got != 2 {
+		t.Fatalf("duplicate_request %d, want 2", got)
+	}
+}

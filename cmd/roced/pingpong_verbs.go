@@ -38,8 +38,6 @@ const (
 	// reports all of it as inline room. The tools send inline when the
 	// message fits, so on rxe messages of up to 16 bytes go inline.
 	ppInline = 16
-	// ppHopLimit is the hop limit every tool puts in its address vector.
-	ppHopLimit = 1
 )
 
 // ppRun holds one run's objects and counters, as the tools' struct
@@ -250,15 +248,19 @@ func (r *ppRun) makeLocal() {
 	}
 }
 
-// addressVector is the tools' ah_attr: a global route (hop limit 1, the
-// peer's GID, our GID index) only when the peer's GID has an interface ID;
-// otherwise none, which RoCE cannot use.
+// addressVector is the tools' ah_attr: a global route (the peer's GID, our
+// GID index) only when the peer's GID has an interface ID; otherwise none,
+// which RoCE cannot use. The tools ask for hop limit 1, but on RoCE the
+// kernel replaces it with the route's (ib_resolve_eth_dmac in ib_core's
+// verbs.c: 64 for a default IPv4 route), so rxe's packets carry TTL 64.
+// Honouring the 1 made every roced packet die at the first router; the
+// engine's default (0) is the kernel's 64.
 func (r *ppRun) addressVector(dest pingpong.Dest) qp.AHAttr {
 	ah := qp.AHAttr{SL: uint8(r.cfg.SL), PortNum: uint8(r.cfg.IBPort)}
 	var zero [8]byte
 	if [8]byte(dest.GID[8:]) != zero {
 		// sgid_index is a uint8_t: -1 becomes 255, as in C.
-		ah.DGID, ah.HopLimit, ah.SGIDIndex = dest.GID, ppHopLimit, uint8(r.cfg.GIDIndex)
+		ah.DGID, ah.SGIDIndex = dest.GID, uint8(r.cfg.GIDIndex)
 	}
 	return ah
 }

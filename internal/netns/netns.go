@@ -79,7 +79,7 @@ type Middle struct {
 }
 
 // Do runs fn on a thread inside the middle namespace.
-func (m *Middle) Do(fn func() error) error { return do(m.NS, fn) }
+func (m *Middle) Do(fn func() error) error { return Do(m.NS, fn) }
 
 // Run runs a command inside the middle namespace.
 func (m *Middle) Run(name string, args ...string) ([]byte, error) { return run(m.NS, name, args...) }
@@ -321,9 +321,11 @@ func (e *End) linkLocal() error {
 
 // Do runs fn on a thread inside the namespace. Sockets fn opens belong to
 // the namespace for their whole life, wherever they are used afterwards.
-func (e *End) Do(fn func() error) error { return do(e.NS, fn) }
+func (e *End) Do(fn func() error) error { return Do(e.NS, fn) }
 
-func do(ns vns.NsHandle, fn func() error) error {
+// Do runs fn on a thread inside ns (any network namespace handle, a named
+// one from netns.GetFromName as well as this package's).
+func Do(ns vns.NsHandle, fn func() error) error {
 	runtime.LockOSThread()
 	orig, err := vns.Get()
 	if err != nil {
@@ -352,7 +354,7 @@ func (e *End) Run(name string, args ...string) ([]byte, error) { return run(e.NS
 
 func run(ns vns.NsHandle, name string, args ...string) ([]byte, error) {
 	var out []byte
-	err := do(ns, func() error {
+	err := Do(ns, func() error {
 		var err error
 		out, err = exec.Command(name, args...).CombinedOutput()
 		return err

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/conformance"
+	"github.com/goroce/goroce/nic/impair"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -67,11 +68,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		jsonFile   = fs.String("json", "", "write the report as JSON to this file")
 		artifacts  = fs.String("artifacts", "", "directory for each case's outputs and failed cases' pcaps (default: a new temporary directory)")
 		list       = fs.Bool("list", false, "print the cases and their command lines, run nothing")
+		count      = fs.Int("count", 1, "run each selected case this many times in a row (each run judged alone)")
 		labDir     = fs.String("lab", "", "the rxe-peer lab directory (default $RXE_PEER_DIR, else ../shared/rxe-peer beside the module root)")
 		labDown    = fs.Bool("lab-down", false, "power the lab VM off at the end")
 		tapQLen    = fs.Int("tap-qlen", conformance.DefaultTapQueueLen, "transmit queue length set on the lab tap (0: leave it); qemu under TCG drains it slowly")
 		pcap       = fs.Bool("pcap", true, "lab: capture the tap around each case, keep it for failed cases")
 		keepPcaps  = fs.Bool("keep-pcaps", false, "lab: keep the captures of passing cases too")
+		guestEv    = fs.Bool("guest-evidence", true, "lab: record rxe0's hw_counters, new dmesg lines and a guest-side capture around each case (kept for failed cases)")
 		selfAddrs  = fs.String("self-addrs", "127.0.0.1,127.0.0.2", "self: the two roced processes' addresses")
 		peerHost   = fs.String("peer-host", "", "remote: ssh destination ([user@]host) of the HCA's host")
 		peerAddr   = fs.String("peer-addr", "", "remote: the HCA's IP address (default: the host's)")
@@ -80,6 +83,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rocedDev   = fs.String("roced-dev", "", "roced's -d (default: lab: the tap's address, or the tap with a raw -link; remote: the local address routing to the peer)")
 		printCmds  = fs.Bool("print", false, "remote: print the peer's commands to run by hand instead of ssh")
 		readme     = fs.String("readme", "", "lab: also run the command pairs of this README's \""+conformance.ReadmeSection+"\" section, as written")
+		impaired   = fs.Bool("impair", false, "lab: put nic/impair between roced and the tap (roced in a namespace of its own, see README)")
+		impLoss    = fs.Float64("impair-loss", 0.01, "with -impair: probability a RoCEv2 packet is lost, each direction")
+		impReorder = fs.Float64("impair-reorder", 0.02, "with -impair: probability a RoCEv2 packet is held back so later ones overtake it")
+		impHold    = fs.Duration("impair-reorder-delay", time.Millisecond, "with -impair: how long a reordered packet is held back")
+		impSeed    = fs.Uint64("impair-seed", 1, "with -impair: base seed; each case's forwarder is seeded with it and the case ID")
 		sshOpts    stringList
 		rocedFlags stringList
 	)
@@ -108,6 +116,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cases, err := conformance.Matrix(conformance.MatrixOptions{MTU: *mtu, Directions: ds, Tools: toolList, ItersScale: *scale})
 	if err != nil {
 		return fail("%v", err)
+	}
+	if *impaired && *runRe == "" {
+		*runRe = conformance.ImpairedCases
 	}
 	if *runRe != "" {
 		re, err := regexp.Compile(*runRe)
@@ -138,6 +149,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(cases) == 0 && len(readmePairs) == 0 {
 		return fail("no case matches")
 	}
+	if *count < 1 {
+		return fail("-count %d: want 1 or more", *count)
+	}
+	cases = conformance.Repeat(cases, *count)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -172,6 +187,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		lab = conformance.NewLab(dir)
 		lab.Capture = *pcap && *peer == "lab"
+		lab.GuestEvidence = *guestEv && *peer == "lab"
 		if !*list {
 			if os.Geteuid() != 0 {
 				return fail("the lab needs root (tap, network namespace, qemu)")
@@ -197,7 +213,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 				}()
 			}
 		}
-		if *peer == "lab" {
+		if *impaired {
+			if *peer != "lab" || (*link != "" && *link != "udp") || *rocedDev != "" {
+				return fail("-impair needs -peer lab and roced on its default udp link and address")
+			}
+			for _, v := range []float64{*impLoss, *impReorder} {
+				if v < 0 || v > 1 {
+					return fail("-impair-loss and -impair-reorder are probabilities in [0, 1]")
+				}
+			}
+			path := conformance.NewImpairedPath(lab, impair.Faults{Loss: *impLoss, Reorder: *impReorder, ReorderDelay: *impHold}, *impSeed)
+			if !*list {
+				if err := path.Setup(ctx); err != nil {
+					return fail("%v", err)
+				}
+				defer path.Teardown(context.Background())
+			}
+			p = conformance.ImpairedLabPeer(ctx, lab, path, rocedPath, extra)
+		} else if *peer == "lab" {
 			dev := *rocedDev
 			if dev == "" && *link != "" && *link != "udp" {
 				// The raw links open the interface itself: name it, and
@@ -273,6 +306,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if !rep.OK() {
+		if t := rep.Impair; t != nil && (t.ToGuest.Lost == 0 || t.ToRoced.Lost == 0) {
+			fmt.Fprintln(stderr, "interop: the impairing forwarder lost no packet in one direction: the run proves nothing about recovery")
+		}
 		return 1
 	}
 	return 0
