@@ -52,6 +52,8 @@ type pairOpts struct {
 	trace     *traceRing
 	// wrap, if set, puts a link between the device and its in-memory link.
 	wrap func(*nic.MemLink) nic.Link
+	// clock, if set, drives the device's timers (newRaw sets one).
+	clock qp.Clock
 }
 
 func (o *pairOpts) defaults() {
@@ -104,7 +106,7 @@ func newSide(t testing.TB, net *nic.MemNet, addr string, o *pairOpts) *side {
 	if o.wrap != nil {
 		link = o.wrap(l)
 	}
-	opt := Options{Window: o.window}
+	opt := Options{Window: o.window, Clock: o.clock}
 	if o.trace != nil {
 		opt.Trace = o.trace.hook(addr)
 	}
