@@ -221,6 +221,19 @@ func (r *rawPeer) sentNoMore() {
 	}
 }
 
+// waitCount waits until a counter reaches want, failing if it does not
+// within a generous bound (the bound is not the event: the count is) or if
+// it goes past want.
+func waitCount(t testing.TB, name string, load func() uint64, want uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); load() < want && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if got := load(); got != want {
+		t.Fatalf("%s %d, want %d", name, got, want)
+	}
+}
+
 // expectAck reads an ACK/NAK and checks its syndrome class/code and PSN.
 func (r *rawPeer) expectAck(syn bth.Syndrome, psn uint32) bth.Packet {
 	r.t.Helper()
