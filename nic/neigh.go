@@ -68,8 +68,12 @@ func (n *nextHops) lookup(dst netip.Addr) ([6]byte, bool) {
 }
 
 // missWait bounds how long Send waits for the resolver on a first miss: a
-// pass over the neighbour table takes well under a millisecond.
-const missWait = 20 * time.Millisecond
+// pass over the neighbour table takes well under a millisecond, and the
+// resolver answers at once whether it found the MAC or not, so the bound
+// only matters when its goroutine is not scheduled in time: on a loaded
+// machine 20 ms could pass before it runs, and the first frame to a
+// neighbour the kernel knew would be lost all the same.
+const missWait = 250 * time.Millisecond
 
 // miss handles a destination the map lacks. The first miss (in a second)
 // waits for the resolver to read the kernel's neighbour table: the kernel
