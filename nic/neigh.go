@@ -34,6 +34,8 @@ type nextHops struct {
 
 	missMu sync.Mutex
 	tried  map[netip.Addr]time.Time // when a miss last waited for the resolver
+
+	closeOnce sync.Once
 }
 
 // nhRequest asks the resolver about dst; done, if set, is closed once the
@@ -118,12 +120,14 @@ func (n *nextHops) miss(dst netip.Addr) ([6]byte, bool) {
 }
 
 func (n *nextHops) close() {
-	close(n.done)
-	for _, fd := range n.trig {
-		if fd >= 0 {
-			unix.Close(fd)
+	n.closeOnce.Do(func() {
+		close(n.done)
+		for _, fd := range n.trig {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
 		}
-	}
+	})
 }
 
 // run resolves posted destinations and refreshes known ones.
