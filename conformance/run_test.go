@@ -224,7 +224,9 @@ func TestRunFake(t *testing.T) {
 			results: []string{Fail, Fail},
 			reasons: map[int][]string{0: {"server (roced) was stopped by the harness", "client (roced) did not run: not started"}},
 			detail:  []string{"nothing listens on TCP port"}},
-		{name: "client times out", mode: "client=hang", timeout: 3 * time.Second, tools: []string{"read_lat"},
+		// The server must finish within the same timeout, after two -race
+		// processes started and exchanged: 3 s was too short under load.
+		{name: "client times out", mode: "client=hang", timeout: 8 * time.Second, tools: []string{"read_lat"},
 			results: []string{Fail, Fail},
 			reasons: map[int][]string{0: {"client (roced) timed out after"}}},
 		{name: "data check", mode: "server=baddata", tools: []string{"rc_pingpong"},
