@@ -27,8 +27,13 @@ vet:
 	$(GO) vet ./...
 
 # -p 1: several packages bind UDP port 4791 on loopback addresses; run in
-# parallel they would take it from one another.
+# parallel they would take it from one another. But -p 1 also builds one
+# package at a time, and on a fresh machine building everything with -race
+# is most of this stage: so first build (and run no test) on every core,
+# then run the tests one package at a time from the build cache. (From an
+# empty cache under load: 1232 s to build at -p 1, 724 s at -p 2.)
 unit:
+	$(GO) test -race -short -count=1 -run '^$$' ./... | grep -Ev '^(ok|\?) ' ; test $${PIPESTATUS[0]} -eq 0
 	$(GO) test -p 1 -race -short -count=1 ./...
 
 # Namespace and raw-socket tests run as root (CI is root) and fail, not
