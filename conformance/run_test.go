@@ -197,6 +197,7 @@ func TestRunFake(t *testing.T) {
 		name     string
 		mode     string
 		timeout  time.Duration // each side's; default 8s
+		listen   time.Duration // how long a server may take to listen; default 15s
 		tools    []string
 		results  []string          // per case, in matrix order
 		reasons  map[int][]string  // case index -> reason substrings
@@ -220,11 +221,13 @@ func TestRunFake(t *testing.T) {
 			results: []string{Fail, Fail},
 			reasons: map[int][]string{1: {"server (roced) exit status 2: fake: refusing to start",
 				"client (roced) did not run: not started: the server exited before listening"}}},
-		{name: "server never listens", mode: "server=hang-before", tools: []string{"write_bw"},
+		{name: "server never listens", mode: "server=hang-before", tools: []string{"write_bw"}, listen: 3 * time.Second,
 			results: []string{Fail, Fail},
 			reasons: map[int][]string{0: {"server (roced) was stopped by the harness", "client (roced) did not run: not started"}},
 			detail:  []string{"nothing listens on TCP port"}},
-		{name: "client times out", mode: "client=hang", timeout: 3 * time.Second, tools: []string{"read_lat"},
+		// The server must finish within the same timeout, after two -race
+		// processes started and exchanged: 3 s was too short under load.
+		{name: "client times out", mode: "client=hang", timeout: 8 * time.Second, tools: []string{"read_lat"},
 			results: []string{Fail, Fail},
 			reasons: map[int][]string{0: {"client (roced) timed out after"}}},
 		{name: "data check", mode: "server=baddata", tools: []string{"rc_pingpong"},
@@ -237,10 +240,15 @@ func TestRunFake(t *testing.T) {
 			if tc.timeout == 0 {
 				tc.timeout = 8 * time.Second
 			}
+			if tc.listen == 0 {
+				// The fake tools are this -race test binary: under load
+				// one took more than 3 s to listen.
+				tc.listen = 15 * time.Second
+			}
 			art := t.TempDir()
 			var progress strings.Builder
 			rep := Run(context.Background(), fakePeer(t), cases, Options{
-				Port: freePort(t), Timeout: tc.timeout, ListenTimeout: 3 * time.Second, Grace: 500 * time.Millisecond,
+				Port: freePort(t), Timeout: tc.timeout, ListenTimeout: tc.listen, Grace: 500 * time.Millisecond,
 				Artifacts: art, Progress: &progress,
 			})
 			if len(rep.Results) != len(tc.results) {

@@ -2,6 +2,7 @@ package nic
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/goroce/goroce/internal/netns"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -202,6 +204,34 @@ func TestAFPacketAllocs(t *testing.T) {
 	assertNoAllocs(t, a, b, frames)
 }
 
+// waitKernelNeighbour waits until the kernel's neighbour table in e's
+// namespace holds a MAC for dst.
+func waitKernelNeighbour(t *testing.T, e *netns.End, dst netip.Addr) {
+	t.Helper()
+	fam := netlink.FAMILY_V4
+	if dst.Is6() && !dst.Is4In6() {
+		fam = netlink.FAMILY_V6
+	}
+	err := e.Do(func() error {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			ns, err := netlink.NeighList(e.Index, fam)
+			if err != nil {
+				return err
+			}
+			for _, n := range ns {
+				if n.IP.Equal(dst.AsSlice()) && len(n.HardwareAddr) == 6 &&
+					n.State&(netlink.NUD_REACHABLE|netlink.NUD_STALE|netlink.NUD_DELAY|netlink.NUD_PROBE|netlink.NUD_PERMANENT) != 0 {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("the kernel did not resolve %v in 5 s", dst)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestAFPacketKnownNeighbour: when the kernel already knows the peer's
 // MAC (here from a datagram the stack sent, as the out-of-band TCP
 // exchange before a UD pingpong leaves it), the very first frame to it
@@ -223,7 +253,7 @@ func TestAFPacketKnownNeighbour(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond) // ARP or ND answered
+		waitKernelNeighbour(t, p.A, ba) // ARP or ND answered
 		a := openAFP(t, p.A, AFPacketConfig{Addrs: []netip.Addr{aa}})
 		b := openAFP(t, p.B, AFPacketConfig{Addrs: []netip.Addr{ba}})
 		exchange(t, a, b, outer(a, ba, 1), 1, 100, 1)

@@ -34,6 +34,8 @@ type nextHops struct {
 
 	missMu sync.Mutex
 	tried  map[netip.Addr]time.Time // when a miss last waited for the resolver
+
+	closeOnce sync.Once
 }
 
 // nhRequest asks the resolver about dst; done, if set, is closed once the
@@ -68,8 +70,12 @@ func (n *nextHops) lookup(dst netip.Addr) ([6]byte, bool) {
 }
 
 // missWait bounds how long Send waits for the resolver on a first miss: a
-// pass over the neighbour table takes well under a millisecond.
-const missWait = 20 * time.Millisecond
+// pass over the neighbour table takes well under a millisecond, and the
+// resolver answers at once whether it found the MAC or not, so the bound
+// only matters when its goroutine is not scheduled in time: on a loaded
+// machine 20 ms could pass before it runs, and the first frame to a
+// neighbour the kernel knew would be lost all the same.
+const missWait = 250 * time.Millisecond
 
 // miss handles a destination the map lacks. The first miss (in a second)
 // waits for the resolver to read the kernel's neighbour table: the kernel
@@ -114,12 +120,14 @@ func (n *nextHops) miss(dst netip.Addr) ([6]byte, bool) {
 }
 
 func (n *nextHops) close() {
-	close(n.done)
-	for _, fd := range n.trig {
-		if fd >= 0 {
-			unix.Close(fd)
+	n.closeOnce.Do(func() {
+		close(n.done)
+		for _, fd := range n.trig {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
 		}
-	}
+	})
 }
 
 // run resolves posted destinations and refreshes known ones.

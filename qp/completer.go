@@ -47,7 +47,7 @@ func (q *QP) armRTO() {
 	if d == 0 {
 		return
 	}
-	q.comp.deadline = time.Now().Add(d)
+	q.comp.deadline = q.clock.Now().Add(d)
 	if !q.comp.armed {
 		q.comp.armed = true
 		q.rtoTimer.Reset(d)
@@ -61,7 +61,7 @@ func (q *QP) onRTO() {
 	if q.destroyed || (q.state != RTS && q.state != SQD) || !q.outstanding() || q.req.rnrWait {
 		return // the RNR timer restarts sending and with it this timer
 	}
-	if now := time.Now(); now.Before(q.comp.deadline) {
+	if now := q.clock.Now(); now.Before(q.comp.deadline) {
 		q.comp.armed = true
 		q.rtoTimer.Reset(q.comp.deadline.Sub(now))
 		return

@@ -33,6 +33,8 @@ type Env struct {
 	Window int
 	// Trace, if set, sees every packet the QP sends, after it is sealed.
 	Trace func(out bool, datagram []byte)
+	// Clock drives the QP's timers (nil: RealClock).
+	Clock Clock
 }
 
 // runBudget bounds the packets one run of a QP builds before it yields, so
@@ -80,8 +82,9 @@ type QP struct {
 	tx        txBatch
 	scheduled bool // queued on the device worker
 	inBatch   bool // touched by the receive burst in progress
-	rtoTimer  *time.Timer
-	rnrTimer  *time.Timer
+	clock     Clock
+	rtoTimer  Timer
+	rnrTimer  Timer
 	destroyed bool
 }
 
@@ -122,9 +125,13 @@ func New(env *Env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 		ia.SRQ.users.Add(1)
 	}
 	q.srcPort = env.Link.SrcPort(qpn)
-	q.rtoTimer = time.AfterFunc(time.Hour, q.onRTO)
+	q.clock = env.Clock
+	if q.clock == nil {
+		q.clock = RealClock{}
+	}
+	q.rtoTimer = q.clock.AfterFunc(time.Hour, q.onRTO)
 	q.rtoTimer.Stop()
-	q.rnrTimer = time.AfterFunc(time.Hour, q.onRNRTimer)
+	q.rnrTimer = q.clock.AfterFunc(time.Hour, q.onRNRTimer)
 	q.rnrTimer.Stop()
 	pd.Hold()
 	return q, nil

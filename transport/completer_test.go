@@ -37,8 +37,9 @@ func sendN(t *testing.T, s *side, n int, size int) {
 	}
 }
 
-// Tests that wait for silence use timeout 16 (268 ms) so that no
-// retransmission falls inside the wait.
+// The device's timers run on the raw peer's manual clock (newRaw): a
+// timeout or RNR retry happens exactly when a test advances r.clk past it,
+// and r.quiet proves that nothing was sent, without waiting for silence.
 
 func TestCompleterCoalescedACK(t *testing.T) {
 	s, r, _ := newRaw(t, pairOpts{timeout: 16})
@@ -57,7 +58,7 @@ func TestCompleterCoalescedACK(t *testing.T) {
 	r.ackTo(ack, sPSN, 1)
 	sendN(t, s, 1, 10)
 	r.expectReq(bth.RCSendOnly, sPSN+3)
-	r.quiet(20 * time.Millisecond)
+	r.quiet()
 	if s.scq.Len() != 0 {
 		t.Fatal("completed without an ACK")
 	}
@@ -137,15 +138,13 @@ func TestCompleterRNR(t *testing.T) {
 			sendN(t, s, 1, 10)
 			r.expectReq(bth.RCSendOnly, sPSN)
 			for i := range c.naks {
-				start := time.Now()
 				r.ackTo(bth.RNRNAKSyndrome(1), sPSN, 0) // 10 µs
 				if i == c.naks-1 && !c.ok {
 					break
 				}
+				r.quiet() // the NAK is handled and nothing resent yet
+				r.clk.Advance(bth.RNRTimer(1))
 				r.expectReq(bth.RCSendOnly, sPSN)
-				if time.Since(start) > time.Second {
-					t.Fatal("RNR retry too slow")
-				}
 			}
 			if c.ok {
 				r.ackTo(ack, sPSN, 1)
@@ -168,24 +167,27 @@ func TestCompleterRNRTimer(t *testing.T) {
 	s, r, _ := newRaw(t, pairOpts{})
 	sendN(t, s, 1, 10)
 	r.expectReq(bth.RCSendOnly, sPSN)
-	start := time.Now()
 	r.ackTo(bth.RNRNAKSyndrome(18), sPSN, 0) // 5.12 ms
+	r.quiet()
+	r.clk.Advance(bth.RNRTimer(18) - time.Nanosecond)
+	r.quiet() // not a nanosecond before the RNR timer
+	r.clk.Advance(time.Nanosecond)
 	r.expectReq(bth.RCSendOnly, sPSN)
-	if el := time.Since(start); el < 5*time.Millisecond {
-		t.Fatalf("retried after %v, before the RNR timer (5.12 ms)", el)
-	}
 }
 
 func TestCompleterRetryExhaustion(t *testing.T) {
 	// timeout 10 = 4.19 ms; retry_cnt 3: the first transmission and three
 	// retries, then RETRY_EXC_ERR.
 	o := pairOpts{timeout: 10, retry: 3}
+	const rto = 4096 << 10 * time.Nanosecond
 	s, r, _ := newRaw(t, o)
-	start := time.Now()
 	sendN(t, s, 2, 10)
 	for range 4 {
 		r.expectReq(bth.RCSendOnly, sPSN)
 		r.expectReq(bth.RCSendOnly, sPSN+1)
+		r.clk.Advance(rto - time.Nanosecond)
+		r.quiet() // no retry a nanosecond before the timeout
+		r.clk.Advance(time.Nanosecond)
 	}
 	wc := wait(t, s.scq, time.Second)
 	if wc.Status != cq.RetryExcErr || wc.WRID != 0 {
@@ -194,10 +196,8 @@ func TestCompleterRetryExhaustion(t *testing.T) {
 	if wc := wait(t, s.scq, time.Second); wc.Status != cq.WRFlushErr {
 		t.Fatalf("completion %+v", wc)
 	}
-	if el := time.Since(start); el < 4*4194*time.Microsecond {
-		t.Fatalf("gave up after %v, before four timeouts", el)
-	}
-	r.quiet(20 * time.Millisecond)
+	r.clk.Advance(time.Hour) // no timer is left to send anything
+	r.sentNoMore()
 	if c := s.dev.Counters(); c.Timeouts.Load() != 4 || c.RetryExceededErr.Load() != 1 {
 		t.Fatalf("timeouts %d retry_exceeded %d", c.Timeouts.Load(), c.RetryExceededErr.Load())
 	}
@@ -207,12 +207,16 @@ func TestCompleterProgressResetsRetries(t *testing.T) {
 	// With retry_cnt 1, two losses in a row fail, but a loss, progress, and
 	// a loss again does not: the count is of consecutive retries.
 	s, r, _ := newRaw(t, pairOpts{timeout: 8, retry: 1})
+	const rto = 4096 << 8 * time.Nanosecond
 	sendN(t, s, 2, 10)
 	r.expectReq(bth.RCSendOnly, sPSN)
 	r.expectReq(bth.RCSendOnly, sPSN+1)
+	r.clk.Advance(rto)
 	r.expectReq(bth.RCSendOnly, sPSN) // timed out once
 	r.expectReq(bth.RCSendOnly, sPSN+1)
 	r.ackTo(ack, sPSN, 1)
+	r.quiet() // the ACK is handled before the clock moves on
+	r.clk.Advance(rto)
 	r.expectReq(bth.RCSendOnly, sPSN+1) // timed out again, after progress
 	r.ackTo(ack, sPSN+1, 2)
 	for range 2 {
@@ -241,7 +245,7 @@ func TestCompleterReadResponses(t *testing.T) {
 		t.Fatalf("retried READ va %#x len %d", rh.VA(), rh.DMALen())
 	}
 	r.send(bth.RCReadResponseLast, sPSN+3, false, data[3072:], aeth(ack, 1)) // rest of the old burst: ignored
-	r.quiet(20 * time.Millisecond)
+	r.quiet()
 	r.send(bth.RCReadResponseFirst, sPSN+1, false, data[1024:2048], aeth(ack, 1))
 	r.send(bth.RCReadResponseMiddle, sPSN+2, false, data[2048:3072])
 	r.send(bth.RCReadResponseLast, sPSN+3, false, data[3072:], aeth(ack, 1))
@@ -270,10 +274,10 @@ func TestCompleterMaxRdAtomic(t *testing.T) {
 	// Only two READs go out until one completes.
 	r.expectReq(bth.RCReadRequest, sPSN)
 	r.expectReq(bth.RCReadRequest, sPSN+1)
-	r.quiet(20 * time.Millisecond)
+	r.quiet()
 	r.send(bth.RCReadResponseOnly, sPSN, false, make([]byte, 8), aeth(ack, 1))
 	r.expectReq(bth.RCReadRequest, sPSN+2)
-	r.quiet(20 * time.Millisecond)
+	r.quiet()
 }
 
 func TestCompleterFence(t *testing.T) {
@@ -281,7 +285,7 @@ func TestCompleterFence(t *testing.T) {
 	must(t, s.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, SGL: []mr.SGE{s.mr.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1}))
 	must(t, s.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Fence, SGL: []mr.SGE{s.mr.SGE(0, 8)}}))
 	r.expectReq(bth.RCReadRequest, sPSN)
-	r.quiet(20 * time.Millisecond) // the fenced SEND waits for the READ
+	r.quiet() // the fenced SEND waits for the READ
 	r.send(bth.RCReadResponseOnly, sPSN, false, make([]byte, 8), aeth(ack, 1))
 	r.expectReq(bth.RCSendOnly, sPSN+1)
 }

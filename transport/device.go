@@ -32,6 +32,9 @@ type Options struct {
 	Trace func(out bool, datagram []byte)
 	// Events is the depth of the asynchronous event queue (default 256).
 	Events int
+	// Clock drives the QPs' timers (default qp.RealClock); tests pass one
+	// they advance by hand.
+	Clock qp.Clock
 }
 
 // Device is an open RDMA device over a link. Its methods are safe for
@@ -93,7 +96,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	d.env = qp.Env{
 		Keys: d.keys, Link: link, Counters: &d.counters, GID: d.GID,
 		Schedule: d.runq.push, Event: d.post, Atomic: &d.atomicMu,
-		MaxMTU: d.mtu, Window: opt.Window, Trace: opt.Trace,
+		MaxMTU: d.mtu, Window: opt.Window, Trace: opt.Trace, Clock: opt.Clock,
 	}
 	d.wg.Add(2)
 	go d.rxLoop()

@@ -1,11 +1,13 @@
 package transport
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/qp"
 )
@@ -19,6 +21,8 @@ type rawPeer struct {
 	qpn  uint32
 	dst  *side
 	rx   chan []byte
+	clk  *fakeclock.Clock // the device's clock (newRaw)
+	read uint64           // packets taken from rx
 }
 
 func newRawPeer(t testing.TB, net *nic.MemNet, addr string) *rawPeer {
@@ -146,6 +150,7 @@ func (r *rawPeer) expect(d time.Duration) bth.Packet {
 		if !ok {
 			r.t.Fatal("link closed")
 		}
+		r.read++
 		f, err := bth.DecodeIP(dg)
 		if err != nil || !f.VerifyICRC() {
 			r.t.Fatalf("engine sent a bad packet: %v", err)
@@ -161,15 +166,71 @@ func (r *rawPeer) expect(d time.Duration) bth.Packet {
 	return bth.Packet{}
 }
 
-// quiet checks that the engine sends nothing for d.
-func (r *rawPeer) quiet(d time.Duration) {
+// fencePSN is far behind any PSN a test uses, so a request there is a
+// duplicate for every responder (IBA 9.7.5.1.3), in any state that answers.
+const fencePSN = (rPSN - 1<<20) & bth.PSNMask
+
+// fence proves that the engine has dealt with everything sent to it so far:
+// it sends a duplicate SEND, which the responder acknowledges again
+// (C9-105) after whatever the packets before it made it send, and requires
+// that ACK to be the next packet. The receive path handles packets in
+// order, so anything the earlier ones caused (a NAK, a request) would come
+// first and fail here. It needs an RC QP in a state that answers.
+func (r *rawPeer) fence() {
 	r.t.Helper()
-	select {
-	case dg := <-r.rx:
-		f, _ := bth.DecodeIP(dg)
-		p, _ := bth.Parse(f.RoCE())
-		r.t.Fatalf("unexpected packet %v psn %d", p.OpCode(), p.BTH().PSN())
-	case <-time.After(d):
+	r.send(bth.RCSendOnly, fencePSN, true, nil)
+	p := r.expect(5 * time.Second)
+	if p.OpCode() != bth.RCAcknowledge || p.AETH().Syndrome() != ack {
+		r.t.Fatalf("unexpected packet %v psn %d (syndrome %v) before the fence's ACK",
+			p.OpCode(), p.BTH().PSN(), aethSyndrome(p))
+	}
+}
+
+func aethSyndrome(p bth.Packet) any {
+	if a := p.AETH(); a != nil {
+		return a.Syndrome()
+	}
+	return "none"
+}
+
+// quiet checks that the engine sent nothing more: after a fence, it must
+// have sent exactly the packets read here (this counts what went to any
+// address, so it also covers a stranger peer). Nothing is left to send
+// later on its own: the device's timers run on r.clk, which only the test
+// moves.
+func (r *rawPeer) quiet() {
+	r.t.Helper()
+	r.fence()
+	r.sentNoMore()
+}
+
+// sentNoMore checks that the engine sent no packet beyond those read here,
+// without a fence, for a QP that no longer answers (ERR, destroyed): the
+// caller has made sure the engine has handled what it was sent.
+func (r *rawPeer) sentNoMore() {
+	r.t.Helper()
+	if sent := r.dst.link.Stats().TxPackets; sent != r.read {
+		var extra []string
+		for len(r.rx) > 0 {
+			dg := <-r.rx
+			f, _ := bth.DecodeIP(dg)
+			p, _ := bth.Parse(f.RoCE())
+			extra = append(extra, fmt.Sprintf("%v psn %d", p.OpCode(), p.BTH().PSN()))
+		}
+		r.t.Fatalf("engine sent %d packets, %d expected; unexpected: %v", sent, r.read, extra)
+	}
+}
+
+// waitCount waits until a counter reaches want, failing if it does not
+// within a generous bound (the bound is not the event: the count is) or if
+// it goes past want.
+func waitCount(t testing.TB, name string, load func() uint64, want uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); load() < want && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if got := load(); got != want {
+		t.Fatalf("%s %d, want %d", name, got, want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/qp"
@@ -15,12 +16,18 @@ import (
 
 const rPSN = 1000 // the PSN the raw peer starts its requests at
 
+// newRaw connects a device to a raw peer. The device's timers run on a
+// manual clock (r.clk): no retransmission happens unless the test advances
+// it.
 func newRaw(t *testing.T, o pairOpts) (*side, *rawPeer, *nic.MemNet) {
 	t.Helper()
 	o.defaults()
+	clk := fakeclock.New()
+	o.clock = clk
 	net := nic.NewMemNet(1)
 	s := newSide(t, net, "10.0.0.1", &o)
 	r := newRawPeer(t, net, "10.0.0.9")
+	r.clk = clk
 	connectRaw(t, s, r, o, 5000, rPSN)
 	return s, r, net
 }
@@ -142,7 +149,7 @@ func TestResponderSequence(t *testing.T) {
 	r.send(bth.RCSendOnly, rPSN+1, true, []byte("second"))
 	r.expectAck(nakSeq, rPSN)
 	r.send(bth.RCSendOnly, rPSN+2, true, []byte("third"))
-	r.quiet(50 * time.Millisecond)
+	r.quiet()
 	// The expected PSN arrives: accepted and acknowledged with MSN 1.
 	r.send(bth.RCSendOnly, rPSN, true, []byte("first"))
 	if p := r.expectAck(ack, rPSN); p.AETH().MSN() != 1 {
@@ -189,7 +196,7 @@ func TestResponderRNR(t *testing.T) {
 	}
 	// Packets that follow the RNR'd one wait for its retry: no sequence NAK.
 	r.send(bth.RCSendOnly, rPSN+1, true, []byte("y"))
-	r.quiet(30 * time.Millisecond)
+	r.quiet()
 	// The PSN was not consumed: after a receive is posted the retry lands.
 	must(t, s.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.mr.SGE(0, 64)}}))
 	r.send(bth.RCSendOnly, rPSN, true, []byte("x"))
@@ -271,8 +278,7 @@ func TestResponderDropsForeignPackets(t *testing.T) {
 	stranger.send(bth.RCSendOnly, rPSN, true, []byte("x"))
 	// With a foreign P_Key: dropped.
 	r.send(bth.RCSendOnly, rPSN, true, []byte("y"), func(p []byte, _ *bth.Info) { bth.BTH(p).SetPKey(0x8001) })
-	r.quiet(50 * time.Millisecond)
-	stranger.quiet(10 * time.Millisecond)
+	r.quiet() // counts what went to the stranger too
 	c := s.dev.Counters()
 	if c.BadSource.Load() != 1 || c.BadPKey.Load() != 1 {
 		t.Fatalf("bad_source %d bad_pkey %d", c.BadSource.Load(), c.BadPKey.Load())
@@ -282,7 +288,9 @@ func TestResponderDropsForeignPackets(t *testing.T) {
 	net.SetFaults(r.addr, s.addr, nic.Faults{Corrupt: 1})
 	r.send(bth.RCSendOnly, rPSN, true, []byte("z"))
 	r.expectAck(ack, rPSN) // the first, intact one
-	r.quiet(50 * time.Millisecond)
+	// The fence must get through.
+	net.SetFaults(r.addr, s.addr, nic.Faults{})
+	r.quiet()
 	if c.ICRCErr.Load()+c.Malformed.Load() != 1 {
 		t.Fatalf("icrc_err %d malformed %d", c.ICRCErr.Load(), c.Malformed.Load())
 	}
@@ -305,7 +313,7 @@ func TestDestroyAfterLastReceiveAcks(t *testing.T) {
 	must(t, s.dev.DestroyQP(s.qp))
 	b.Flush()
 	r.expectAck(ack, rPSN)
-	r.quiet(50 * time.Millisecond)
+	r.sentNoMore()
 }
 
 // TestResponderPartialRetransmission replays what rxe sent in the stalled

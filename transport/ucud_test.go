@@ -131,21 +131,21 @@ func TestUD(t *testing.T) {
 
 func TestUDQKey(t *testing.T) {
 	a, b, ah, _ := udPair(t, "10.0.0.1", "10.0.0.2")
-	send := func(qkey uint32) {
-		must(t, a.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 8)}, AH: ah,
+	send := func(qkey uint32, n int) {
+		must(t, a.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, n)}, AH: ah,
 			RemoteQPN: b.qp.QPN(), RemoteQKey: qkey}))
 	}
 	must(t, b.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.mr.SGE(0, 100)}}))
-	send(0x22222222) // wrong Q_Key: dropped and counted
-	time.Sleep(20 * time.Millisecond)
-	if b.rcq.Len() != 0 || b.dev.Counters().BadQKey.Load() != 1 {
-		t.Fatalf("wrong Q_Key: %d completions, bad_qkey %d", b.rcq.Len(), b.dev.Counters().BadQKey.Load())
-	}
+	send(0x22222222, 8) // wrong Q_Key: dropped and counted
 	// A Q_Key with its high bit set means the sending QP's own (IBA 10.2.5),
-	// 0x11111111 here, which matches.
-	send(0x80000000)
-	if wc := wait(t, b.rcq, time.Second); wc.Status != cq.Success {
-		t.Fatalf("%+v", wc)
+	// 0x11111111 here, which matches. It arrives after the wrong one, so
+	// its completion shows the wrong one was dealt with.
+	send(0x80000000, 9)
+	if wc := wait(t, b.rcq, time.Second); wc.Status != cq.Success || wc.ByteLen != bth.GRHLen+9 {
+		t.Fatalf("%+v, want the 9-byte message", wc)
+	}
+	if b.rcq.Len() != 0 || b.dev.Counters().BadQKey.Load() != 1 {
+		t.Fatalf("wrong Q_Key: %d more completions, bad_qkey %d", b.rcq.Len(), b.dev.Counters().BadQKey.Load())
 	}
 }
 
@@ -171,10 +171,7 @@ func TestUDLimits(t *testing.T) {
 	if wc := wait(t, b.rcq, time.Second); wc.Status != cq.LocLenErr || wc.WRID != 7 {
 		t.Fatalf("%+v", wc)
 	}
-	time.Sleep(20 * time.Millisecond)
-	if got := b.dev.Counters().NoRecvWQE.Load(); got != 1 {
-		t.Fatalf("no_recv_wqe %d", got)
-	}
+	waitCount(t, "no_recv_wqe", b.dev.Counters().NoRecvWQE.Load, 1)
 	if b.qp.State() != qp.RTS {
 		t.Fatalf("UD QP left RTS: %v", b.qp.State())
 	}
