@@ -182,6 +182,19 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 			dir = ""
 		}
 	}
+	// The guest's evidence and the tap capture start side by side: each
+	// waits for its own tcpdump to listen, one in the guest, one here.
+	var guest *guestCapture
+	var guestErr error
+	guestStarted := make(chan struct{})
+	if p.Lab != nil && p.Lab.GuestEvidence {
+		go func() {
+			defer close(guestStarted)
+			guest, guestErr = p.Lab.StartGuestEvidence(ctx, port)
+		}()
+	} else {
+		close(guestStarted)
+	}
 	var capture Proc
 	pcap := filepath.Join(dir, "tap.pcap")
 	if p.Lab != nil && p.Lab.Capture && dir != "" {
@@ -190,13 +203,9 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 			res.Notes = append(res.Notes, "no capture: "+err.Error())
 		}
 	}
-
-	var guest *guestCapture
-	if p.Lab != nil && p.Lab.GuestEvidence {
-		var err error
-		if guest, err = p.Lab.StartGuestEvidence(ctx, port); err != nil {
-			res.Notes = append(res.Notes, "no guest capture: "+err.Error())
-		}
+	<-guestStarted
+	if guestErr != nil {
+		res.Notes = append(res.Notes, "no guest capture: "+guestErr.Error())
 	}
 
 	// Frames the tap drops never reach the guest: say so beside the
