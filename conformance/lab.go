@@ -114,7 +114,7 @@ func NewLab(dir string) *Lab {
 
 // Guest runs commands in the VM (rxe-peer.sh exec).
 func (l *Lab) Guest() *ShellRunner {
-	return &ShellRunner{Name: "guest " + l.Suite, Remote: true, Backstop: 30 * time.Second,
+	return &ShellRunner{Name: "guest " + l.Suite, Remote: true, Scratch: true, Backstop: 30 * time.Second,
 		Wrap: func(s string) []string { return []string{l.Script, "exec", s} }}
 }
 
@@ -314,10 +314,12 @@ const guestState = `(cd ` + hwCounters + ` && grep . * | sed 's/^/hw./; s/:/=/')
 // port), in one round trip into the guest. tcpdump buffers (no -U, no
 // immediate mode): the file is read only after SIGINT has flushed it, and
 // waking tcpdump for every packet slows the TCG guest during the case.
+// -p: eth0 sees what is addressed to it anyway, and promiscuous mode would
+// add two kernel log lines to every case's dmesg.
 func (l *Lab) StartGuestEvidence(ctx context.Context, port int) (*guestCapture, error) {
 	g := &guestCapture{tag: fmt.Sprintf("gc%d", port)}
 	f := "/tmp/" + g.tag
-	script := guestState + fmt.Sprintf(`; rm -f %[1]s.pcap; tcpdump -i eth0 -n -s %[2]d -B 16384 -w %[1]s.pcap 'udp port 4791 or tcp port %[3]d' >%[1]s.log 2>&1 & echo $! >%[1]s.pid; for i in $(seq 200); do grep -q 'listening on' %[1]s.log && exit 0; sleep 0.05; done; cat %[1]s.log >&2; exit 1`,
+	script := guestState + fmt.Sprintf(`; rm -f %[1]s.pcap; tcpdump -p -i eth0 -n -s %[2]d -B 16384 -w %[1]s.pcap 'udp port 4791 or tcp port %[3]d' >%[1]s.log 2>&1 & echo $! >%[1]s.pid; for i in $(seq 200); do grep -q 'listening on' %[1]s.log && exit 0; sleep 0.05; done; cat %[1]s.log >&2; exit 1`,
 		f, l.MTU+64, port)
 	out, err := l.run(ctx, "exec", script)
 	g.before, g.dmesg = parseGuestState(out)

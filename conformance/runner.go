@@ -69,6 +69,10 @@ type ShellRunner struct {
 	// Backstop is added to a command's own timeout before the harness kills
 	// the host-side command (covers the guest's exec latency).
 	Backstop time.Duration
+	// Scratch: the place's /tmp is thrown away with it (the lab guest runs
+	// from a snapshot), so a Remote command's pid file is left there rather
+	// than removed by one more round trip per command.
+	Scratch bool
 }
 
 // LocalRunner runs commands on this host, in the current namespace.
@@ -157,8 +161,8 @@ func (p *shellProc) wait(ctx context.Context) {
 	}
 	p.out.Stopped = p.stopped.Load()
 	p.cancel()
-	if p.pidFile != "" {
-		// Best effort: the file lives in the guest's tmpfs or the remote /tmp.
+	if p.pidFile != "" && !p.runner.Scratch {
+		// Best effort: the file lives in the remote /tmp.
 		rm := p.runner.Wrap("rm -f " + p.pidFile)
 		exec.Command(rm[0], rm[1:]...).Run()
 	}
