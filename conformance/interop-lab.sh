@@ -9,7 +9,7 @@
 # Environment:
 #   RXE_PEER_DIR     the lab (default ../shared/rxe-peer beside the repository)
 #   INTEROP_SUITES   guests to run, in order (default "bookworm trixie")
-#   INTEROP_BUDGET   time budget of each guest's matrix (default 8m); cases
+#   INTEROP_BUDGET   time budget of each guest's matrix (default 12m); cases
 #                    left when it runs out are reported NOT-RUN and fail
 #   INTEROP_OUT      reports and artifacts (default bin/interop): SUITE.txt,
 #                    SUITE.json and SUITE/ with each case's outputs and the
@@ -19,7 +19,7 @@
 #                    subset again with nic/impair between roced and the tap
 #                    (1% loss and 2% reordering each way, seeded per case);
 #                    0 skips it. Reports SUITE-impair.txt/.json/ beside the rest
-#   INTEROP_IMPAIR_BUDGET  its time budget per guest (default 4m)
+#   INTEROP_IMPAIR_BUDGET  its time budget per guest (default 7m)
 #   INTEROP_IMPAIR_ARGS    extra arguments for it (-impair-seed N ...)
 #   ROCED            the roced binary (default bin/roced, which make builds)
 #   RXE_PEER_*       the lab's own settings; RXE_PEER_<VAR>_<SUITE> (e.g.
@@ -31,9 +31,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GO=${GO:-go}
 LAB=${RXE_PEER_DIR:-$ROOT/../shared/rxe-peer}
 SUITES=${INTEROP_SUITES:-bookworm trixie}
-BUDGET=${INTEROP_BUDGET:-8m}
+BUDGET=${INTEROP_BUDGET:-12m}
 IMPAIR=${INTEROP_IMPAIR:-1}
-IMPAIR_BUDGET=${INTEROP_IMPAIR_BUDGET:-4m}
+IMPAIR_BUDGET=${INTEROP_IMPAIR_BUDGET:-7m}
 OUT=${INTEROP_OUT:-$ROOT/bin/interop}
 ROCED=${ROCED:-$ROOT/bin/roced}
 
