@@ -9,7 +9,7 @@
 # Environment:
 #   RXE_PEER_DIR     the lab (default ../shared/rxe-peer beside the repository)
 #   INTEROP_SUITES   guests to run, in order (default "bookworm trixie")
-#   INTEROP_BUDGET   time budget of each guest's matrix (default 12m); cases
+#   INTEROP_BUDGET   time budget of each guest's matrix (default 20m); cases
 #                    left when it runs out are reported NOT-RUN and fail
 #   INTEROP_OUT      reports and artifacts (default bin/interop): SUITE.txt,
 #                    SUITE.json and SUITE/ with each case's outputs and the
@@ -31,7 +31,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GO=${GO:-go}
 LAB=${RXE_PEER_DIR:-$ROOT/../shared/rxe-peer}
 SUITES=${INTEROP_SUITES:-bookworm trixie}
-BUDGET=${INTEROP_BUDGET:-12m}
+BUDGET=${INTEROP_BUDGET:-20m}
 IMPAIR=${INTEROP_IMPAIR:-1}
 IMPAIR_BUDGET=${INTEROP_IMPAIR_BUDGET:-7m}
 OUT=${INTEROP_OUT:-$ROOT/bin/interop}
