@@ -182,6 +182,7 @@ func (d *direction) packet(p, buf []byte) {
 		d.send(p, buf, 1)
 		return
 	}
+	d.ctr.impaired.Add(1)
 	v := Pass
 	if f.Filter != nil {
 		v = f.Filter(p)

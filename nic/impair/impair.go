@@ -79,6 +79,7 @@ type Config struct {
 type Stats struct {
 	Frames     uint64 // frames read
 	Packets    uint64 // packets after cutting GSO super-frames
+	Impaired   uint64 // packets the faults were drawn for: RoCEv2 ones, or all with AllFrames
 	Forwarded  uint64 // packets written (a duplicate counts twice)
 	Lost       uint64
 	Duplicated uint64
@@ -210,13 +211,13 @@ func (f *Forwarder) Close() error {
 
 // counters is the atomic form of Stats.
 type counters struct {
-	frames, packets, forwarded, lost, duplicated atomic.Uint64
-	reordered, delayed, corrupted, segmented     atomic.Uint64
-	dropped                                      atomic.Uint64
+	frames, packets, impaired, forwarded, lost atomic.Uint64
+	duplicated, reordered, delayed, corrupted  atomic.Uint64
+	segmented, dropped                         atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
-	return Stats{Frames: c.frames.Load(), Packets: c.packets.Load(), Forwarded: c.forwarded.Load(),
+	return Stats{Frames: c.frames.Load(), Packets: c.packets.Load(), Impaired: c.impaired.Load(), Forwarded: c.forwarded.Load(),
 		Lost: c.lost.Load(), Duplicated: c.duplicated.Load(), Reordered: c.reordered.Load(),
 		Delayed: c.delayed.Load(), Corrupted: c.corrupted.Load(), Segmented: c.segmented.Load(),
 		Dropped: c.dropped.Load()}

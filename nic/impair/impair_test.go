@@ -42,23 +42,64 @@ func udpIn(t *testing.T, e *netns.End, addr netip.Addr, port int) *net.UDPConn {
 }
 
 // stream sends n numbered datagrams of size bytes from a to b's port, in
-// bursts that b drains before the next, and returns how often each number
-// arrived and the order they arrived in. A datagram late for its burst's
-// drain is counted in a later one; the last drain waits long enough for
-// anything held back or slowed by a loaded machine.
-func stream(t *testing.T, a, b *net.UDPConn, n, size int) (counts []int, order []int) {
+// bursts that b drains before the next (so that b's socket buffer never
+// overflows), and returns how often each number arrived and the order they
+// arrived in. dir reads the forwarder's counters for the direction from a
+// to b. Each burst ends on the forwarder's word, not on a quiet spell: once
+// it has drawn the faults for every datagram of the burst, exactly
+// sent - lost - dropped + duplicated of them are due at b (held ones
+// later), and the burst is over when that many arrived. A port other than
+// 4791 meets no fault, so there every datagram is due.
+func stream(t *testing.T, a, b *net.UDPConn, n, size int, dir func() Stats) (counts []int, order []int) {
 	t.Helper()
 	counts = make([]int, n)
 	msg := make([]byte, size)
 	buf := make([]byte, 65536)
 	const burst = 50
-	drain := func(quiet time.Duration) {
+	roce := b.LocalAddr().(*net.UDPAddr).Port == 4791
+	before := dir()
+	arrived := 0
+	// An upper bound on the whole stream, never the signal that a burst
+	// ended: a stream that misses it returns what arrived, and the
+	// caller's checks fail.
+	deadline := time.Now().Add(20 * time.Second)
+	due := func(sent int) (int, bool) {
+		if !roce {
+			return sent, true
+		}
+		s := dir()
+		decided := s.Impaired - before.Impaired
+		return sent - int(s.Lost-before.Lost) - int(s.Dropped-before.Dropped) + int(s.Duplicated-before.Duplicated),
+			decided >= uint64(sent)
+	}
+	for i := 0; i < n; i += burst {
+		for j := i; j < min(i+burst, n); j++ {
+			binary.BigEndian.PutUint32(msg, uint32(j))
+			if _, err := a.WriteTo(msg, b.LocalAddr()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sent := min(i+burst, n)
 		for {
-			b.SetReadDeadline(time.Now().Add(quiet))
+			want, final := due(sent)
+			if final && arrived == want {
+				break
+			}
+			if arrived > want && final {
+				t.Fatalf("%d datagrams arrived, the forwarder let %d through", arrived, want)
+			}
+			if time.Now().After(deadline) {
+				t.Logf("stream: %d of %d due datagrams arrived", arrived, want)
+				return counts, order
+			}
+			// Short reads so that the counters are read again when
+			// nothing more is due (a lost last datagram).
+			b.SetReadDeadline(time.Now().Add(5 * time.Millisecond))
 			k, err := b.Read(buf)
 			if err != nil {
-				return
+				continue
 			}
+			arrived++
 			if k != size {
 				t.Fatalf("datagram of %d bytes, sent %d", k, size)
 			}
@@ -70,34 +111,24 @@ func stream(t *testing.T, a, b *net.UDPConn, n, size int) (counts []int, order [
 			order = append(order, s)
 		}
 	}
-	for i := 0; i < n; i += burst {
-		for j := i; j < min(i+burst, n); j++ {
-			binary.BigEndian.PutUint32(msg, uint32(j))
-			if _, err := a.WriteTo(msg, b.LocalAddr()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		drain(10 * time.Millisecond)
-	}
-	// Duplicates count in order: whether every datagram arrived is told by
-	// the numbers missing, or a straggler behind 5% duplicates got only
-	// the 30 ms meant for a duplicate's twin (seen under load).
-	if slices.Contains(counts, 0) {
-		drain(300 * time.Millisecond)
-	} else {
-		drain(30 * time.Millisecond) // a duplicate leaves right after its original
-	}
 	return counts, order
 }
+
+// aToB and bToA read the forwarder's counters for one direction.
+func aToB(f *Forwarder) func() Stats { return func() Stats { s, _ := f.Stats(); return s } }
+func bToA(f *Forwarder) func() Stats { return func() Stats { _, s := f.Stats(); return s } }
 
 // resolve makes each side learn the other's MAC with a datagram to a port
 // nothing impairs: packets the kernel queues while it resolves a neighbour
 // can leave out of order, and the tests compare orders and fates.
-func resolve(t *testing.T, p *netns.Pair, a, b netip.Addr) {
+func resolve(t *testing.T, p *netns.Pair, f *Forwarder, a, b netip.Addr) {
 	t.Helper()
 	x, y := udpIn(t, p.A, a, 4792), udpIn(t, p.B, b, 4792)
-	for _, d := range [][2]*net.UDPConn{{x, y}, {y, x}} {
-		if counts, _ := stream(t, d[0], d[1], 1, 8); counts[0] != 1 {
+	for _, d := range []struct {
+		from, to *net.UDPConn
+		dir      func() Stats
+	}{{x, y, aToB(f)}, {y, x, bToA(f)}} {
+		if counts, _ := stream(t, d.from, d.to, 1, 8, d.dir); counts[0] != 1 {
 			t.Fatalf("%v <-> %v: no connectivity", a, b)
 		}
 	}
@@ -108,10 +139,10 @@ func resolve(t *testing.T, p *netns.Pair, a, b netip.Addr) {
 func TestForwardClean(t *testing.T) {
 	p, f := path(t, 1500, Config{})
 	for _, fam := range []struct{ a, b netip.Addr }{{p.A.IPv4, p.B.IPv4}, {p.A.IPv6, p.B.IPv6}} {
-		resolve(t, p, fam.a, fam.b)
+		resolve(t, p, f, fam.a, fam.b)
 		a, b := udpIn(t, p.A, fam.a, 0), udpIn(t, p.B, fam.b, 4791)
 		for _, size := range []int{8, 1400} {
-			counts, order := stream(t, a, b, 300, size)
+			counts, order := stream(t, a, b, 300, size, aToB(f))
 			for i, c := range counts {
 				if c != 1 {
 					t.Fatalf("%v size %d: datagram %d arrived %d times", fam.b, size, i, c)
@@ -125,7 +156,7 @@ func TestForwardClean(t *testing.T) {
 		}
 		// And back.
 		back := udpIn(t, p.A, fam.a, 4791)
-		if counts, _ := stream(t, b, back, 100, 100); counts[99] != 1 {
+		if counts, _ := stream(t, b, back, 100, 100, bToA(f)); counts[99] != 1 {
 			t.Fatalf("B to A: %v", counts[90:])
 		}
 	}
@@ -236,14 +267,14 @@ func TestFaults(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p, f := path(t, 1500, Config{AtoB: c.faults, Seed: 1})
-			resolve(t, p, p.A.IPv4, p.B.IPv4)
+			resolve(t, p, f, p.A.IPv4, p.B.IPv4)
 			a, b := udpIn(t, p.A, p.A.IPv4, 0), udpIn(t, p.B, p.B.IPv4, 4791)
 			other := udpIn(t, p.B, p.B.IPv4, 4793)
-			if counts, _ := stream(t, a, other, 200, 64); counts[0]+counts[199] != 2 {
+			if counts, _ := stream(t, a, other, 200, 64, aToB(f)); counts[0]+counts[199] != 2 {
 				t.Fatal("a datagram to port 4792 was impaired: only RoCEv2 should be")
 			}
 			before, _ := f.Stats()
-			counts, order := stream(t, a, b, n, 64)
+			counts, order := stream(t, a, b, n, 64, aToB(f))
 			after, _ := f.Stats()
 			after.Lost -= before.Lost
 			c.check(t, counts, order, after)
@@ -287,10 +318,10 @@ func near(t *testing.T, what string, got, n int, rate float64) {
 // TestSeedRepeats: the same seed loses the same packets.
 func TestSeedRepeats(t *testing.T) {
 	lostSet := func(seed uint64) []int {
-		p, _ := path(t, 1500, Config{AtoB: Faults{Loss: 0.2}, Seed: seed})
-		resolve(t, p, p.A.IPv4, p.B.IPv4) // the same packets, in the same order
+		p, f := path(t, 1500, Config{AtoB: Faults{Loss: 0.2}, Seed: seed})
+		resolve(t, p, f, p.A.IPv4, p.B.IPv4) // the same packets, in the same order
 		a, b := udpIn(t, p.A, p.A.IPv4, 0), udpIn(t, p.B, p.B.IPv4, 4791)
-		counts, _ := stream(t, a, b, 500, 32)
+		counts, _ := stream(t, a, b, 500, 32, aToB(f))
 		var lost []int
 		for i, c := range counts {
 			if c == 0 {
