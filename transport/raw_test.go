@@ -53,8 +53,6 @@ func newRawPeer(t testing.TB, net *nic.MemNet, addr string) *rawPeer {
 func connectRaw(t testing.TB, s *side, r *rawPeer, o pairOpts, sPSN, rPSN uint32) {
 	o.defaults()
 	r.dst = s
-	l, _ := r.link, 0
-	_ = l
 	init := qp.Attr{State: qp.Init, PortNum: 1, AccessFlags: o.access, QKey: 0x11111111}
 	mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
 	if o.typ == qp.UD {
