@@ -48,9 +48,8 @@ type Device struct {
 	mtu      qp.MTU
 	trace    func(bool, []byte)
 
-	qpMu    sync.Mutex
-	qps     atomic.Pointer[map[uint32]*qp.QP] // copy-on-write: the receive path takes no lock
-	nextQPN uint32
+	qpMu sync.Mutex // orders the writers of qps
+	qps  qpTable    // the receive path reads it without a lock
 
 	runq       runQueue
 	events     chan qp.Event
@@ -69,8 +68,7 @@ var ErrClosed = errors.New("transport: device closed")
 // The device owns the link and closes it on Close.
 func Open(link nic.Link, opt Options) (*Device, error) {
 	info := link.Info()
-	d := &Device{link: link, keys: mr.NewTable(), trace: opt.Trace, nextQPN: firstQPN,
-		done: make(chan struct{})}
+	d := &Device{link: link, keys: mr.NewTable(), trace: opt.Trace, done: make(chan struct{})}
 	d.gids = opt.GIDs
 	if d.gids == nil {
 		d.gids = gidTable(info)
@@ -91,8 +89,6 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	}
 	d.events = make(chan qp.Event, n)
 	d.runq.wake = make(chan struct{}, 1)
-	empty := map[uint32]*qp.QP{}
-	d.qps.Store(&empty)
 	d.env = qp.Env{
 		Keys: d.keys, Link: link, Counters: &d.counters, GID: d.GID,
 		Schedule: d.runq.push, Event: d.post, Atomic: &d.atomicMu,
@@ -103,10 +99,6 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	go d.worker()
 	return d, nil
 }
-
-// QPNs 0 and 1 are the SMI and GSI QPs (QP1 carries the connection
-// manager); like rxe, the first QP a program creates is 0x11.
-const firstQPN = 0x11
 
 // gidTable builds the GID table of a link from its MAC and addresses, in
 // the order Linux rxe fills one (nic.GIDTableFrom): the link-local GID made
@@ -135,9 +127,9 @@ func (d *Device) Close() error {
 	d.closeOnce.Do(func() {
 		close(d.done)
 		d.link.Close()
-		for _, q := range *d.qps.Load() {
-			q.Destroy()
-		}
+		d.qpMu.Lock()
+		d.qps.each(func(q *qp.QP) { q.Destroy() })
+		d.qpMu.Unlock()
 	})
 	d.wg.Wait()
 	return nil
@@ -220,56 +212,28 @@ func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
 	}
 	d.qpMu.Lock()
 	defer d.qpMu.Unlock()
-	old := *d.qps.Load()
-	qpn := d.nextQPN
-	for {
-		if _, used := old[qpn]; !used {
-			break
-		}
-		qpn = nextQPN(qpn)
-		if qpn == d.nextQPN {
-			return nil, fmt.Errorf("%w: out of QP numbers", qp.ErrNoMem)
-		}
+	qpn, ok := d.qps.free()
+	if !ok {
+		return nil, fmt.Errorf("%w: out of QP numbers", qp.ErrNoMem)
 	}
 	q, err := qp.New(&d.env, pd, qpn, ia)
 	if err != nil {
 		return nil, err
 	}
-	d.nextQPN = nextQPN(qpn)
-	m := make(map[uint32]*qp.QP, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[qpn] = q
-	d.qps.Store(&m)
+	d.qps.put(qpn, q)
 	return q, nil
-}
-
-func nextQPN(n uint32) uint32 {
-	n++
-	if n >= bth.PSNMask { // 0xffffff is the multicast QPN
-		n = firstQPN
-	}
-	return n
 }
 
 // DestroyQP destroys a queue pair (ibv_destroy_qp).
 func (d *Device) DestroyQP(q *qp.QP) error {
 	d.qpMu.Lock()
-	old := *d.qps.Load()
-	m := make(map[uint32]*qp.QP, len(old))
-	for k, v := range old {
-		if v != q {
-			m[k] = v
-		}
-	}
-	d.qps.Store(&m)
+	d.qps.remove(q.QPN(), q)
 	d.qpMu.Unlock()
 	return q.Destroy()
 }
 
 // LookupQP returns the QP with number qpn.
-func (d *Device) LookupQP(qpn uint32) *qp.QP { return (*d.qps.Load())[qpn] }
+func (d *Device) LookupQP(qpn uint32) *qp.QP { return d.qps.get(qpn) }
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq).
 func (d *Device) CreateSRQ(pd *mr.PD, attr qp.SRQAttr) (*qp.SRQ, error) {
@@ -333,7 +297,7 @@ func (d *Device) input(dg []byte, b *qp.Batch) {
 		c.CNPs.Add(1)
 		return
 	}
-	q := (*d.qps.Load())[p.BTH().DestQP()]
+	q := d.qps.get(p.BTH().DestQP())
 	if q == nil {
 		c.UnknownQP.Add(1)
 		return

@@ -1,0 +1,147 @@
+package transport
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+)
+
+// TestQPTable: numbers from 0x11 upwards, never a used one, not reused
+// until the space wraps, 0xffffff (multicast) never handed out, and a
+// slot emptied only by the QP that holds it.
+func TestQPTable(t *testing.T) {
+	var tb qpTable
+	qs := make([]*qp.QP, 4)
+	for i := range qs {
+		qs[i] = new(qp.QP)
+	}
+	n, ok := tb.free()
+	if !ok || n != firstQPN {
+		t.Fatalf("first QPN %#x %v", n, ok)
+	}
+	tb.put(n, qs[0])
+	if n, _ := tb.free(); n != firstQPN+1 {
+		t.Fatalf("second QPN %#x", n)
+	}
+	if tb.get(firstQPN) != qs[0] || tb.get(firstQPN+1) != nil || tb.get(0xffffff) != nil || tb.get(1<<24+firstQPN) != nil {
+		t.Fatal("lookups")
+	}
+	if tb.remove(firstQPN, qs[1]) || tb.get(firstQPN) != qs[0] {
+		t.Fatal("another QP emptied the slot")
+	}
+	tb.put(firstQPN+1, qs[1])
+	if !tb.remove(firstQPN, qs[0]) || tb.get(firstQPN) != nil || tb.remove(firstQPN, qs[0]) {
+		t.Fatal("remove")
+	}
+	// Not reused before the wrap: the next number is after the last given.
+	if n, _ := tb.free(); n != firstQPN+2 {
+		t.Fatalf("after a destroy: %#x", n)
+	}
+	// At the top of the space: 0xfffffe, then the wrap to 0x11 (free
+	// again), skipping 0x12 (in use).
+	tb.next = lastQPN
+	if n, _ := tb.free(); n != 0xfffffe {
+		t.Fatalf("top %#x", n)
+	}
+	tb.put(lastQPN, qs[2])
+	if n, _ := tb.free(); n != firstQPN {
+		t.Fatalf("wrap %#x", n)
+	}
+	tb.put(firstQPN, qs[3])
+	if n, _ := tb.free(); n != firstQPN+2 {
+		t.Fatalf("skip a used one: %#x", n)
+	}
+	var seen []*qp.QP
+	tb.each(func(q *qp.QP) { seen = append(seen, q) })
+	if len(seen) != 3 || seen[0] != qs[3] || seen[1] != qs[1] || seen[2] != qs[2] {
+		t.Fatalf("each: %v", seen)
+	}
+	// A full space says so instead of searching for ever.
+	tb.n = lastQPN - firstQPN + 1
+	if _, ok := tb.free(); ok {
+		t.Fatal("a full table found a free QPN")
+	}
+}
+
+// TestManyQPs: a device holds many RC QPs, traffic to some still works,
+// and every create and destroy leaves the table consistent. -short keeps
+// it small; the full run is the 100,000.
+func TestManyQPs(t *testing.T) {
+	n := 100_000
+	if testing.Short() {
+		n = 5_000
+	}
+	a, b, _ := newPair(t, pairOpts{})
+	qs := make([]*qp.QP, n)
+	c := a.dev.CreateCQ(16)
+	for i := range qs {
+		q, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
+			Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatalf("QP %d: %v", i, err)
+		}
+		qs[i] = q
+	}
+	for i, q := range qs {
+		if a.dev.LookupQP(q.QPN()) != q {
+			t.Fatalf("QP %d (%#x) not found", i, q.QPN())
+		}
+	}
+	// Destroy every other one: the rest are still found, the destroyed
+	// ones are gone, and new ones take numbers after the last.
+	for i := 0; i < n; i += 2 {
+		if err := a.dev.DestroyQP(qs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if a.dev.LookupQP(qs[i].QPN()) != nil {
+			t.Fatalf("destroyed QP %#x still found", qs[i].QPN())
+		}
+	}
+	for i := 1; i < n; i += 2 {
+		if a.dev.LookupQP(qs[i].QPN()) != qs[i] {
+			t.Fatalf("QP %#x lost", qs[i].QPN())
+		}
+	}
+	q, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
+		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil || q.QPN() != qs[n-1].QPN()+1 {
+		t.Fatalf("after the destroys: %v, QPN %#x after %#x", err, q.QPN(), qs[n-1].QPN())
+	}
+	// The pair's own QPs, created first, still carry traffic among them.
+	must(t, a.qp.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 64)},
+		RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
+	if wc := wait(t, a.scq, 10*time.Second); wc.WRID != 7 || wc.Status != cq.Success {
+		t.Fatalf("%+v", wc)
+	}
+}
+
+// BenchmarkCreateQP: the cost of one RC QP's create (ns/op) and the heap
+// an idle one holds (B/QP), at the number of QPs b.N reaches: O(1) each
+// means ns/op stays flat as b.N grows. Run with -benchtime=100000x for the
+// issue's 100k QPs.
+func BenchmarkCreateQP(b *testing.B) {
+	a, _, _ := newPair(b, pairOpts{noConnect: true})
+	c := a.dev.CreateCQ(16)
+	qs := make([]*qp.QP, 0, b.N)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for range b.N {
+		q, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
+			Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		qs = append(qs, q)
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "heapB/QP")
+	runtime.KeepAlive(qs)
+}
