@@ -132,3 +132,23 @@ func NetdevOf(a netip.Addr) (string, error) {
 	}
 	return ifc.Name, nil
 }
+
+// DefaultGIDIndex picks the GID a program uses when it names none: the
+// first IPv4 GID (what -g 1 selects on an rxe device over an IPv4
+// interface, and what most RoCEv2 peers expect), else the first IPv6 GID
+// that is not link-local (routable beyond the link), else the first one
+// there is. False if the table holds only empty slots.
+func DefaultGIDIndex(t []GID) (int, bool) {
+	for _, ok := range []func(g GID) bool{
+		func(g GID) bool { return g.Addr.Unmap().Is4() },
+		func(g GID) bool { return g.Addr.Is6() && !g.Addr.IsLinkLocalUnicast() },
+		func(g GID) bool { return true },
+	} {
+		for i, g := range t {
+			if !g.Empty() && ok(g) {
+				return i, true
+			}
+		}
+	}
+	return 0, false
+}

@@ -306,8 +306,9 @@ func defaultRouteNetdev() (string, error) {
 }
 
 // pickGID returns the GID index to use: the one asked for, or else the
-// GID of the device's address, or else the first IPv4 GID, or else the
-// first IPv6 GID that is not link-local, or else the first one there is.
+// GID of the device's address, or else the device's default
+// (nic.DefaultGIDIndex: the first IPv4 GID, else the first IPv6 GID that
+// is not link-local, else the first one there is).
 func pickGID(d Dev, want int) (int, error) {
 	t := d.GIDs
 	if want >= 0 {
@@ -319,17 +320,15 @@ func pickGID(d Dev, want int) (int, error) {
 		}
 		return want, nil
 	}
-	for _, ok := range []func(g nic.GID) bool{
-		func(g nic.GID) bool { return d.Addr.IsValid() && g.Addr == d.Addr.WithZone("") },
-		func(g nic.GID) bool { return g.Addr.Is4() },
-		func(g nic.GID) bool { return g.Addr.Is6() && !g.Addr.IsLinkLocalUnicast() },
-		func(g nic.GID) bool { return !g.Empty() },
-	} {
+	if d.Addr.IsValid() {
 		for i, g := range t {
-			if !g.Empty() && ok(g) {
+			if !g.Empty() && g.Addr == d.Addr.WithZone("") {
 				return i, nil
 			}
 		}
+	}
+	if i, ok := nic.DefaultGIDIndex(t); ok {
+		return i, nil
 	}
 	return 0, tagf(ErrNoDevice, "%s has no address to make a GID from", d.Name)
 }
