@@ -37,10 +37,10 @@ import (
 
 // GID is one entry of a GID table.
 type GID struct {
-	Index  int
-	GID    [16]byte
+	Index  int        // the entry's index, what -g / SGIDIndex name
+	GID    [16]byte   // the GID: an IPv6 or IPv4-mapped address; zero in an empty slot
 	Addr   netip.Addr // the IP address the GID stands for; invalid: an empty slot
-	Netdev string
+	Netdev string     // the interface the address is on
 }
 
 // Empty reports whether the entry is a reserved slot with no GID (the

@@ -84,9 +84,9 @@ func (d *Device) owns(q *qp.QP) error {
 }
 
 // DefaultQKey is the Q_Key Connect gives a UD QP when the options name
-// none: the one ibv_ud_pingpong uses. Its high bit is clear: a Q_Key with
-// the high bit set is a controlled Q_Key a sender may not use from a send
-// work request (C10-15).
+// none: the one ibv_ud_pingpong uses. Its high bit is clear: a controlled
+// Q_Key (high bit set) cannot be named by a send work request, whose high
+// bit there stands for the sender's own Q_Key (IBA 10.2.5).
 const DefaultQKey = 0x11111111
 
 // ConnectOptions are the attributes Connect sets besides the endpoints. A
