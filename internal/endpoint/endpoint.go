@@ -54,17 +54,17 @@ type Config struct {
 
 // Endpoint is an open device and what was chosen to open it.
 type Endpoint struct {
-	Device   *transport.Device
-	Link     nic.Link
-	Netdev   string
-	GIDs     []bth.GID
-	GIDIndex uint8
-	GID      bth.GID
-	Addr     netip.Addr // the local address the GID stands for
+	Device   *transport.Device // the engine, owning Link
+	Link     nic.Link          // the data path (behind a pcap tap with --pcap)
+	Netdev   string            // the interface the device is on
+	GIDs     []bth.GID         // the device's GID table
+	GIDIndex uint8             // the index -g/-x chose (or the default)
+	GID      bth.GID           // the GID at GIDIndex
+	Addr     netip.Addr        // the local address the GID stands for
 	// StatsSocket is the unix socket serving this process's counters
 	// (roced stats); empty if it could not be opened (StatsErr says why).
 	StatsSocket string
-	StatsErr    error
+	StatsErr    error // see StatsSocket
 	tap         *nic.Tap
 }
 
@@ -146,11 +146,11 @@ func (e *Endpoint) Close() error {
 type Dev struct {
 	// Name is how -d named it (an address or an interface).
 	Name   string
-	Netdev string
+	Netdev string // the interface
 	// Addr is the address -d named, or for a client with no -d the source
 	// address of the route to the peer; invalid otherwise.
 	Addr netip.Addr
-	GIDs []nic.GID
+	GIDs []nic.GID // the GID table, in rxe's order
 }
 
 // LookupDev resolves -d. An interface name gives the interface's own table

@@ -72,15 +72,15 @@ const Access = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
 // Peer is one end: a device over a link, and one queue pair with its
 // completion queues and registered buffer.
 type Peer struct {
-	Dev      *transport.Device
-	Link     nic.Link
-	Addr     netip.Addr
-	GIDIndex uint8
-	PD       *mr.PD
-	SCQ, RCQ *cq.CQ
-	QP       *qp.QP
-	Buf      []byte
-	MR       *mr.MR
+	Dev      *transport.Device // the device, closed when the test ends
+	Link     nic.Link          // the link the device owns
+	Addr     netip.Addr        // the peer's address
+	GIDIndex uint8             // the index of Addr's GID
+	PD       *mr.PD            // the protection domain of everything below
+	SCQ, RCQ *cq.CQ            // the send and receive completion queues
+	QP       *qp.QP            // the queue pair
+	Buf      []byte            // registered memory, Access
+	MR       *mr.MR            // Buf's region
 	// RO is what READs read: written once, when the peer is made, and
 	// never again. A duplicate READ can be replayed after the requester
 	// completed it (its late request reaches the responder after the
@@ -88,8 +88,8 @@ type Peer struct {
 	// so no READ source may be rewritten while the QP lives: the replay
 	// would read it as the test writes it.
 	RO   []byte
-	ROMR *mr.MR
-	Opt  Options
+	ROMR *mr.MR  // RO's region, remote read only
+	Opt  Options // the options, defaults filled in
 }
 
 // NewPeer opens a device over link (which it then owns) and creates the
