@@ -21,6 +21,8 @@ build:
 run: build
 	ROCED=$(ROCED) scripts/run-pingpong.sh
 
+# vet: gofmt, go vet, and internal/doclint (every exported identifier
+# outside package main has a doc comment).
 # The order matters: cheap checks first, then the unit tests, the tests
 # that need root (network namespaces, AF_PACKET, AF_XDP) and the long
 # in-memory runs, then the fuzz smoke, then interop against the lab VM.
@@ -29,6 +31,7 @@ test: vet unit system fuzz-smoke interop
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) run ./internal/doclint
 
 # -p 1: several packages bind UDP port 4791 on loopback addresses; run in
 # parallel they would take it from one another. But -p 1 also builds one
