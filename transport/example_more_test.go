@@ -28,6 +28,13 @@ type node struct {
 	cq     *cq.CQ
 }
 
+// nodes opens a and b on an in-memory net of their own; b's region grants
+// access (what a may do to it).
+func nodes(access mr.Access) (a, b *node) {
+	network := nic.NewMemNet(1)
+	return newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", access)
+}
+
 // newNode opens a device at addr on network and registers 4 KiB with
 // access (what the peer may do to it: mr.RemoteWrite, RemoteRead,
 // RemoteAtomic; each needs mr.LocalWrite too).
@@ -113,8 +120,7 @@ func post(q *qp.QP, wr qp.SendWR) {
 // the target QP both allow mr.RemoteWrite; the peer learns the address
 // and rkey out of band, as the endpoints.
 func Example_rdmaWrite() {
-	network := nic.NewMemNet(1)
-	a, b := newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", mr.RemoteWrite)
+	a, b := nodes(mr.RemoteWrite)
 	defer a.dev.Close()
 	defer b.dev.Close()
 	qa, qb := a.newQP(qp.RC, nil), b.newQP(qp.RC, nil)
@@ -135,8 +141,7 @@ func Example_rdmaWrite() {
 // QP that serves the READ allow mr.RemoteRead; the reader's buffer needs
 // mr.LocalWrite, which every newNode region has.
 func Example_rdmaRead() {
-	network := nic.NewMemNet(1)
-	a, b := newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", mr.RemoteRead)
+	a, b := nodes(mr.RemoteRead)
 	defer a.dev.Close()
 	defer b.dev.Close()
 	qa, qb := a.newQP(qp.RC, nil), b.newQP(qp.RC, nil)
@@ -157,8 +162,7 @@ func Example_rdmaRead() {
 // 8-byte buffer in the same order. The target region and QP allow
 // mr.RemoteAtomic.
 func Example_atomics() {
-	network := nic.NewMemNet(1)
-	a, b := newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", mr.RemoteAtomic)
+	a, b := nodes(mr.RemoteAtomic)
 	defer a.dev.Close()
 	defer b.dev.Close()
 	qa, qb := a.newQP(qp.RC, nil), b.newQP(qp.RC, nil)
@@ -185,8 +189,7 @@ func Example_atomics() {
 // its destination with an address handle and the peer's QPN and Q_Key.
 // The receive buffer starts with the 40-byte GRH area.
 func Example_ud() {
-	network := nic.NewMemNet(1)
-	a, b := newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", 0)
+	a, b := nodes(0)
 	defer a.dev.Close()
 	defer b.dev.Close()
 	qa, qb := a.newQP(qp.UD, nil), b.newQP(qp.UD, nil)
@@ -218,8 +221,7 @@ func Example_ud() {
 // Example_srq receives on two QPs from one shared receive queue: b posts
 // its receives once, to the SRQ, and either QP takes the next one.
 func Example_srq() {
-	network := nic.NewMemNet(1)
-	a, b := newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", 0)
+	a, b := nodes(0)
 	defer a.dev.Close()
 	defer b.dev.Close()
 	srq, err := b.dev.CreateSRQ(b.pd, qp.SRQAttr{MaxWR: 16, MaxSGE: 1})
@@ -250,8 +252,7 @@ func Example_srq() {
 // Events, and the consumer polls then re-arms (ibv_req_notify_cq and
 // ibv_get_cq_event).
 func Example_completionChannel() {
-	network := nic.NewMemNet(1)
-	a, b := newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", 0)
+	a, b := nodes(0)
 	defer a.dev.Close()
 	defer b.dev.Close()
 	qa, qb := a.newQP(qp.RC, nil), b.newQP(qp.RC, nil)
