@@ -145,9 +145,11 @@ func (o *ConnectOptions) defaults() {
 // Q_Key), RTR towards remote (RC, UC: its QPN, first PSN and GID as the
 // destination, from local's GID as the source, the path MTU the smaller
 // of both endpoints' and o.PathMTU), then RTS sending from local's PSN.
-// local is what LocalEndpoint returned (and what the peer was sent). A UD
-// QP has no one peer: remote is not used, and sends name theirs with an
-// address handle (AHAttr).
+// local is what LocalEndpoint returned (and what the peer was sent). If a
+// step fails, the error names the transition and why, and a QP Connect
+// moved out of RESET goes back to it, so the caller may fix the cause and
+// try again. A UD QP has no one peer: remote is not used, and sends name
+// theirs with an address handle (AHAttr).
 func (d *Device) Connect(q *qp.QP, local, remote Endpoint, o ConnectOptions) error {
 	if err := d.owns(q); err != nil {
 		return err
@@ -197,7 +199,10 @@ func (d *Device) Connect(q *qp.QP, local, remote Endpoint, o ConnectOptions) err
 		mask qp.AttrMask
 	}{{&init, initMask}, {&rtr, rtrMask}, {&rts, rtsMask}} {
 		if err := q.Modify(s.a, s.mask); err != nil {
-			return fail(err)
+			if s.a != &init {
+				q.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState)
+			}
+			return fail(fmt.Errorf("to %v: %w", s.a.State, err))
 		}
 	}
 	return nil

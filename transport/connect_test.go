@@ -156,12 +156,17 @@ func TestDefaultGIDIndex(t *testing.T) {
 }
 
 // connectSides opens two devices on one in-memory net, with one QP each
-// of type typ, and returns them with their local endpoints.
-func connectSides(t *testing.T, typ qp.Type) (da, db *Device, a, b *qp.QP, ea, eb Endpoint) {
+// of type typ, and returns them with their local endpoints. ipMTU is the
+// links' IP MTU (0: the in-memory default, which carries MTU 4096).
+func connectSides(t *testing.T, typ qp.Type, ipMTU ...int) (da, db *Device, a, b *qp.QP, ea, eb Endpoint) {
 	t.Helper()
 	n := nic.NewMemNet(1)
+	var mo nic.MemOptions
+	if len(ipMTU) > 0 {
+		mo.MTU = ipMTU[0]
+	}
 	open := func(addr string) (*Device, *qp.QP, Endpoint) {
-		l, err := n.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
+		l, err := n.Attach(netip.MustParseAddr(addr), mo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,5 +263,24 @@ func TestConnectUD(t *testing.T) {
 	av, err := da.AHAttr(ea, eb)
 	if err != nil || av.DGID != eb.GID || av.SGIDIndex != da.DefaultGIDIndex() {
 		t.Fatalf("AHAttr %+v, %v", av, err)
+	}
+}
+
+// TestConnectFailsBack: a step that fails after INIT (here RTR, with a
+// path MTU above the port's) leaves the QP in RESET with the step named, and a second Connect with the cause fixed succeeds; a Connect on
+// a QP already in RTS fails without touching it.
+func TestConnectFailsBack(t *testing.T) {
+	da, _, a, _, ea, eb := connectSides(t, qp.RC, 1500) // active MTU 1024
+	ea.MTU, eb.MTU = qp.MTU4096, qp.MTU4096
+	err := da.Connect(a, ea, eb, ConnectOptions{})
+	if err == nil || !strings.Contains(err.Error(), "to RTR: ") || a.State() != qp.Reset {
+		t.Fatalf("Connect with MTU 4096 over %v: %v, QP in %v", da.ActiveMTU(), err, a.State())
+	}
+	ea.MTU = da.ActiveMTU()
+	if err := da.Connect(a, ea, eb, ConnectOptions{}); err != nil || a.State() != qp.RTS {
+		t.Fatalf("second Connect: %v, QP in %v", err, a.State())
+	}
+	if err := da.Connect(a, ea, eb, ConnectOptions{}); err == nil || a.State() != qp.RTS {
+		t.Fatalf("Connect in RTS: %v, QP in %v", err, a.State())
 	}
 }
