@@ -12,8 +12,8 @@ type WROpcode uint8
 // Send work request opcodes, with the access rights each needs. "Local"
 // is the memory the work request's SGL names; "remote" is the peer's QP
 // (its Attr.AccessFlags) and the peer's region the rkey names: both must
-// grant the right, or the peer answers with a remote access error
-// (IBA 9.7.5.2.4, 10.6.3.3). A receive buffer always needs LocalWrite.
+// grant the right, or the peer answers with a remote access error. A
+// receive buffer always needs LocalWrite.
 const (
 	// WRRDMAWrite writes the local SGL into the peer's memory at
 	// RemoteAddr/RKey (RC, UC). Local: read only, no flag. Remote:

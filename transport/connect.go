@@ -98,7 +98,7 @@ type ConnectOptions struct {
 	// Access is what an RC or UC peer may do to this side's memory through
 	// the QP: mr.RemoteWrite, mr.RemoteRead, mr.RemoteAtomic (RC only
 	// for the last two). Zero allows SEND only. A region must grant the
-	// same right for an operation on it to pass (IBA 10.6.3.3).
+	// same right for an operation on it to pass.
 	Access mr.Access
 	// QKey is a UD QP's Q_Key (0: DefaultQKey).
 	QKey uint32
