@@ -270,8 +270,8 @@ func (m *MR) Access() Access { return m.access }
 func (m *MR) PD() *PD { return m.pd }
 
 // Bytes returns the registered buffer itself (not a copy). The engine
-// writes it when a receive, READ response or peer's WRITE lands; read it
-// after the completion that says so.
+// writes it when a receive, READ response or peer's WRITE lands: read it
+// once a completion, or the peer, says the data is there.
 func (m *MR) Bytes() []byte { return m.buf }
 
 // SGE returns a scatter/gather element covering n bytes at offset off.
