@@ -11,7 +11,7 @@ ROCED    := $(BIN)/roced
 # 50000 inputs is about a second for a parser and 10-20 s for FuzzReceive.
 FUZZTIME ?= 50000x
 
-.PHONY: all build run test vet unit system fuzz-smoke interop bench clean
+.PHONY: all build run test vet unit newcomer system fuzz-smoke interop bench clean
 
 all: build
 
@@ -21,14 +21,17 @@ build:
 run: build
 	ROCED=$(ROCED) scripts/run-pingpong.sh
 
+# vet: gofmt, go vet, and internal/doclint (every exported identifier
+# outside package main has a doc comment).
 # The order matters: cheap checks first, then the unit tests, the tests
 # that need root (network namespaces, AF_PACKET, AF_XDP) and the long
 # in-memory runs, then the fuzz smoke, then interop against the lab VM.
-test: vet unit system fuzz-smoke interop
+test: vet unit newcomer system fuzz-smoke interop
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) run ./internal/doclint
 
 # -p 1: several packages bind UDP port 4791 on loopback addresses; run in
 # parallel they would take it from one another. But -p 1 also builds one
@@ -39,6 +42,16 @@ vet:
 unit:
 	$(GO) test -race -short -count=1 -run '^$$' ./... | grep -Ev '^(ok|\?) ' ; test $${PIPESTATUS[0]} -eq 0
 	$(GO) test -p 1 -race -short -count=1 ./...
+
+# examples/newcomer is a user's program: its own module, reaching goroce
+# through a replace directive and its public packages only. Built from
+# outside goroce's module, as a user builds it, and run over the in-memory
+# link and over kernel UDP on loopback (127.0.0.1 and 127.0.0.2, as the
+# unit tests bind), every operation checked.
+newcomer:
+	cd examples/newcomer && $(GO) vet . && $(GO) build -o ../../$(BIN)/newcomer .
+	$(BIN)/newcomer -link mem
+	$(BIN)/newcomer -link udp
 
 # Namespace and raw-socket tests run as root (CI is root) and fail, not
 # skip, without the privilege: the links across veth pairs, then the engine

@@ -9,10 +9,17 @@ import (
 // 8-bit syndrome and the 24-bit message sequence number (MSN).
 type AETH []byte
 
-func (a AETH) Syndrome() Syndrome     { return Syndrome(a[0]) }
-func (a AETH) MSN() uint32            { return get24(a[1:]) }
+// Syndrome returns the syndrome byte.
+func (a AETH) Syndrome() Syndrome { return Syndrome(a[0]) }
+
+// MSN returns the message sequence number (24 bits).
+func (a AETH) MSN() uint32 { return get24(a[1:]) }
+
+// SetSyndrome sets the syndrome byte.
 func (a AETH) SetSyndrome(s Syndrome) { a[0] = byte(s) }
-func (a AETH) SetMSN(m uint32)        { put24(a[1:], m) }
+
+// SetMSN sets the message sequence number.
+func (a AETH) SetMSN(m uint32) { put24(a[1:], m) }
 
 // Encode writes the syndrome and MSN.
 func (a AETH) Encode(s Syndrome, msn uint32) {
@@ -50,6 +57,7 @@ const (
 var nakNames = [...]string{"PSN sequence error", "invalid request", "remote access error",
 	"remote operational error", "invalid RD request"}
 
+// String returns the NAK's name as the specification gives it.
 func (c NAKCode) String() string {
 	if int(c) < len(nakNames) {
 		return nakNames[c]
@@ -62,17 +70,35 @@ func (c NAKCode) String() string {
 const CreditsInvalid = 0x1f
 
 // Syndrome constructors.
-func ACKSyndrome(creditCode uint8) Syndrome   { return Syndrome(creditCode & 0x1f) }
-func RNRNAKSyndrome(timerCode uint8) Syndrome { return Syndrome(0x20 | timerCode&0x1f) }
-func NAKSyndrome(code NAKCode) Syndrome       { return Syndrome(0x60 | uint8(code)&0x1f) }
+// ACKSyndrome returns an ACK syndrome with a credit count code.
+func ACKSyndrome(creditCode uint8) Syndrome { return Syndrome(creditCode & 0x1f) }
 
-func (s Syndrome) Class() AckClass  { return AckClass(s>>5) & 3 }
-func (s Syndrome) Value() uint8     { return uint8(s) & 0x1f }
-func (s Syndrome) IsACK() bool      { return s.Class() == ClassACK }
-func (s Syndrome) IsRNRNAK() bool   { return s.Class() == ClassRNRNAK }
-func (s Syndrome) IsNAK() bool      { return s.Class() == ClassNAK }
+// RNRNAKSyndrome returns an RNR NAK syndrome with an RNR timer code.
+func RNRNAKSyndrome(timerCode uint8) Syndrome { return Syndrome(0x20 | timerCode&0x1f) }
+
+// NAKSyndrome returns a NAK syndrome with a NAK code.
+func NAKSyndrome(code NAKCode) Syndrome { return Syndrome(0x60 | uint8(code)&0x1f) }
+
+// Class returns the syndrome's class (bits 6-5).
+func (s Syndrome) Class() AckClass { return AckClass(s>>5) & 3 }
+
+// Value returns the class's value (bits 4-0).
+func (s Syndrome) Value() uint8 { return uint8(s) & 0x1f }
+
+// IsACK reports an ACK.
+func (s Syndrome) IsACK() bool { return s.Class() == ClassACK }
+
+// IsRNRNAK reports an RNR NAK.
+func (s Syndrome) IsRNRNAK() bool { return s.Class() == ClassRNRNAK }
+
+// IsNAK reports a NAK (not an RNR NAK).
+func (s Syndrome) IsNAK() bool { return s.Class() == ClassNAK }
+
+// NAKCode returns a NAK's code.
 func (s Syndrome) NAKCode() NAKCode { return NAKCode(s.Value()) }
 
+// String names the class and value ("ACK credits=invalid", "NAK remote
+// access error").
 func (s Syndrome) String() string {
 	switch s.Class() {
 	case ClassACK:

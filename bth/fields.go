@@ -22,10 +22,10 @@ type Fields struct {
 	// bytes: the Linux cooked header of a tcpdump -i any capture. Empty for
 	// a frame that starts at the IP header.
 	LinkHeader []byte
-	IPv4       *IPv4Fields // exactly one of IPv4 and IPv6 is set
-	IPv6       *IPv6Fields
-	UDP        UDPFields
-	RoCE       TransportFields
+	IPv4       *IPv4Fields     // exactly one of IPv4 and IPv6 is set
+	IPv6       *IPv6Fields     // the IPv6 header, for RoCEv2 over IPv6
+	UDP        UDPFields       // the UDP header
+	RoCE       TransportFields // BTH through ICRC
 	// Trailer is whatever follows the IP datagram in the frame: the padding
 	// that brings a short Ethernet frame up to 60 bytes.
 	Trailer []byte
@@ -33,7 +33,7 @@ type Fields struct {
 
 // EthernetFields holds the fields of an Ethernet header and its VLAN tags.
 type EthernetFields struct {
-	Dst, Src  [6]byte
+	Dst, Src  [6]byte   // MAC addresses
 	VLANs     []VLANTag // outermost first
 	EtherType uint16    // the EtherType after the last tag
 }
@@ -51,17 +51,17 @@ const MaxVLANTags = 2
 
 // IPv4Fields holds the fields of an IPv4 header.
 type IPv4Fields struct {
-	IHL            uint8 // header length in 32-bit words
-	TOS            uint8 // DSCP<<2 | ECN
-	TotalLength    uint16
-	ID             uint16
-	Flags          uint8  // 3 bits: reserved, DF, MF
-	FragmentOffset uint16 // 13 bits, in 8-byte units
-	TTL            uint8
-	Protocol       uint8
-	Checksum       uint16
-	Src, Dst       netip.Addr
-	Options        []byte
+	IHL            uint8      // header length in 32-bit words
+	TOS            uint8      // DSCP<<2 | ECN
+	TotalLength    uint16     // header and payload, in bytes
+	ID             uint16     // identification, which the ICRC covers
+	Flags          uint8      // 3 bits: reserved, DF, MF
+	FragmentOffset uint16     // 13 bits, in 8-byte units
+	TTL            uint8      // time to live
+	Protocol       uint8      // 17, UDP
+	Checksum       uint16     // header checksum
+	Src, Dst       netip.Addr // addresses
+	Options        []byte     // options, IHL beyond 5 words
 }
 
 // IPv4 flags.
@@ -72,40 +72,40 @@ const (
 
 // IPv6Fields holds the fields of an IPv6 header.
 type IPv6Fields struct {
-	TrafficClass  uint8 // DSCP<<2 | ECN
-	FlowLabel     uint32
-	PayloadLength uint16
-	NextHeader    uint8
-	HopLimit      uint8
-	Src, Dst      netip.Addr
+	TrafficClass  uint8      // DSCP<<2 | ECN
+	FlowLabel     uint32     // 20 bits
+	PayloadLength uint16     // bytes after the 40-byte header
+	NextHeader    uint8      // 17, UDP
+	HopLimit      uint8      // hop limit
+	Src, Dst      netip.Addr // addresses
 }
 
 // UDPFields holds the fields of a UDP header.
 type UDPFields struct {
-	SrcPort, DstPort uint16
-	Length           uint16
-	Checksum         uint16
+	SrcPort, DstPort uint16 // ports; DstPort 4791 for RoCEv2
+	Length           uint16 // header and payload, in bytes
+	Checksum         uint16 // 0: none
 }
 
 // TransportFields holds every field of a RoCEv2 transport packet, BTH
 // through ICRC. Which extended headers the packet carries follows from
 // BTH.OpCode (see Info.Headers); the others are zero and not encoded.
 type TransportFields struct {
-	BTH      BTHFields
-	BTHResv6 uint8 // BTH byte 4, bits 5-0, reserved
-	BTHResv7 uint8 // BTH byte 8, bits 6-0, reserved
+	BTH      BTHFields // the base transport header
+	BTHResv6 uint8     // BTH byte 4, bits 5-0, reserved
+	BTHResv7 uint8     // BTH byte 8, bits 6-0, reserved
 
-	RDETH        RDETHFields
-	DETH         DETHFields
-	XRCETH       XRCETHFields
-	FETH         FETHFields
-	RETH         RETHFields
-	AtomicETH    AtomicETHFields
-	ImmDt        uint32 // immediate data, as the 4 bytes read big-endian
-	IETH         uint32 // the R_Key to invalidate
-	AETH         AETHFields
-	AtomicAckETH uint64 // original remote data
-	CNPReserved  [CNPPadLen]byte
+	RDETH        RDETHFields     // RD opcodes
+	DETH         DETHFields      // UD and RD opcodes
+	XRCETH       XRCETHFields    // XRC requests
+	FETH         FETHFields      // FLUSH
+	RETH         RETHFields      // WRITE FIRST/ONLY, READ request, FLUSH
+	AtomicETH    AtomicETHFields // compare-and-swap, fetch-and-add
+	ImmDt        uint32          // immediate data, as the 4 bytes read big-endian
+	IETH         uint32          // the R_Key to invalidate
+	AETH         AETHFields      // acknowledgements, READ response FIRST/LAST/ONLY
+	AtomicAckETH uint64          // original remote data
+	CNPReserved  [CNPPadLen]byte // a CNP's reserved 16 bytes
 
 	Payload []byte // without pad
 	Pad     []byte // the pad bytes as carried: zero from a correct sender
@@ -114,42 +114,42 @@ type TransportFields struct {
 
 // RETHFields holds the fields of a RETH.
 type RETHFields struct {
-	VA     uint64
-	RKey   uint32
-	DMALen uint32
+	VA     uint64 // remote virtual address
+	RKey   uint32 // remote key
+	DMALen uint32 // message length in bytes
 }
 
 // AtomicETHFields holds the fields of an AtomicETH.
 type AtomicETHFields struct {
-	VA      uint64
-	RKey    uint32
+	VA      uint64 // remote virtual address, 8-byte aligned
+	RKey    uint32 // remote key
 	SwapAdd uint64 // swap value of CmpSwap, addend of FetchAdd
-	Compare uint64
+	Compare uint64 // compare value of CmpSwap
 }
 
 // AETHFields holds the fields of an AETH.
 type AETHFields struct {
-	Syndrome Syndrome
-	MSN      uint32
+	Syndrome Syndrome // ACK, RNR NAK or NAK and its value
+	MSN      uint32   // message sequence number, 24 bits
 }
 
 // DETHFields holds the fields of a DETH.
 type DETHFields struct {
-	QKey  uint32
-	Resv  uint8
-	SrcQP uint32
+	QKey  uint32 // queue key
+	Resv  uint8  // reserved byte
+	SrcQP uint32 // sending QP, 24 bits
 }
 
 // XRCETHFields holds the fields of an XRCETH.
 type XRCETHFields struct {
-	Resv   uint8
-	XRCSRQ uint32
+	Resv   uint8  // reserved byte
+	XRCSRQ uint32 // XRC SRQ number, 24 bits
 }
 
 // RDETHFields holds the fields of an RDETH.
 type RDETHFields struct {
-	Resv   uint8
-	EECnxt uint32
+	Resv   uint8  // reserved byte
+	EECnxt uint32 // EE context, 24 bits
 }
 
 // FETHFields holds the fields of a FETH.
@@ -162,6 +162,7 @@ type FETHFields struct {
 // EncodeError says why Fields cannot be encoded as asked.
 type EncodeError string
 
+// Error returns the reason with a "bth: cannot encode: " prefix.
 func (e EncodeError) Error() string { return "bth: cannot encode: " + string(e) }
 
 // DecodeFields decodes every field of a frame that DecodeEthernet, DecodeIP

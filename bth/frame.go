@@ -203,11 +203,26 @@ func decodeIP(b []byte, off int) (Frame, error) {
 // UDP is a view of a UDP header.
 type UDP []byte
 
-func (u UDP) SrcPort() uint16      { return binary.BigEndian.Uint16(u) }
-func (u UDP) DstPort() uint16      { return binary.BigEndian.Uint16(u[2:]) }
-func (u UDP) Length() uint16       { return binary.BigEndian.Uint16(u[4:]) }
-func (u UDP) Checksum() uint16     { return binary.BigEndian.Uint16(u[6:]) }
-func (u UDP) SetSrcPort(p uint16)  { binary.BigEndian.PutUint16(u, p) }
-func (u UDP) SetDstPort(p uint16)  { binary.BigEndian.PutUint16(u[2:], p) }
-func (u UDP) SetLength(n uint16)   { binary.BigEndian.PutUint16(u[4:], n) }
+// SrcPort returns the source port.
+func (u UDP) SrcPort() uint16 { return binary.BigEndian.Uint16(u) }
+
+// DstPort returns the destination port (4791 for RoCEv2).
+func (u UDP) DstPort() uint16 { return binary.BigEndian.Uint16(u[2:]) }
+
+// Length returns the UDP length: header and payload, in bytes.
+func (u UDP) Length() uint16 { return binary.BigEndian.Uint16(u[4:]) }
+
+// Checksum returns the checksum (0: none, which RoCEv2 over IPv4 allows).
+func (u UDP) Checksum() uint16 { return binary.BigEndian.Uint16(u[6:]) }
+
+// SetSrcPort sets the source port.
+func (u UDP) SetSrcPort(p uint16) { binary.BigEndian.PutUint16(u, p) }
+
+// SetDstPort sets the destination port.
+func (u UDP) SetDstPort(p uint16) { binary.BigEndian.PutUint16(u[2:], p) }
+
+// SetLength sets the UDP length.
+func (u UDP) SetLength(n uint16) { binary.BigEndian.PutUint16(u[4:], n) }
+
+// SetChecksum sets the checksum.
 func (u UDP) SetChecksum(c uint16) { binary.BigEndian.PutUint16(u[6:], c) }

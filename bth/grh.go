@@ -12,13 +12,28 @@ import (
 // Linux rxe expect (union rdma_network_hdr).
 type GRH []byte
 
-func (g GRH) IPVer() uint8         { return g[0] >> 4 }
-func (g GRH) TClass() uint8        { return g[0]<<4 | g[1]>>4 }
-func (g GRH) FlowLabel() uint32    { return binary.BigEndian.Uint32(g) & 0xfffff }
-func (g GRH) PayLen() uint16       { return binary.BigEndian.Uint16(g[4:]) }
-func (g GRH) NextHdr() uint8       { return g[6] }
-func (g GRH) HopLimit() uint8      { return g[7] }
+// IPVer returns the IP version nibble (6 in an IPv6 GRH).
+func (g GRH) IPVer() uint8 { return g[0] >> 4 }
+
+// TClass returns the traffic class.
+func (g GRH) TClass() uint8 { return g[0]<<4 | g[1]>>4 }
+
+// FlowLabel returns the 20-bit flow label.
+func (g GRH) FlowLabel() uint32 { return binary.BigEndian.Uint32(g) & 0xfffff }
+
+// PayLen returns the payload length.
+func (g GRH) PayLen() uint16 { return binary.BigEndian.Uint16(g[4:]) }
+
+// NextHdr returns the next header (0x1b for IB, 17 for UDP).
+func (g GRH) NextHdr() uint8 { return g[6] }
+
+// HopLimit returns the hop limit.
+func (g GRH) HopLimit() uint8 { return g[7] }
+
+// SGID returns the source GID (bytes 8-23).
 func (g GRH) SGID() (gid [16]byte) { copy(gid[:], g[8:24]); return }
+
+// DGID returns the destination GID (bytes 24-39).
 func (g GRH) DGID() (gid [16]byte) { copy(gid[:], g[24:40]); return }
 
 // IsIPv4 reports whether the GRH area holds an IPv4 header in its last 20

@@ -21,6 +21,7 @@ const (
 
 var transportNames = [8]string{"RC", "UC", "RD", "UD", "CNP", "XRC", "MFR6", "MFR7"}
 
+// String returns the transport's short name ("RC").
 func (t Transport) String() string { return transportNames[t&7] }
 
 // Transport returns the transport the opcode belongs to.
@@ -136,6 +137,7 @@ var extSizes = [numExts]int{
 var extNames = [numExts]string{"RDETH", "DETH", "XRCETH", "FETH", "RETH", "AtomicETH",
 	"ImmDt", "IETH", "AETH", "AtomicAckETH", "CNP-reserved"}
 
+// String returns the header's name ("RETH").
 func (e Ext) String() string {
 	if e < numExts {
 		return extNames[e]
@@ -174,6 +176,7 @@ const (
 
 var posNames = [...]string{"", "FIRST", "MIDDLE", "LAST", "ONLY"}
 
+// String returns FIRST, MIDDLE, LAST or ONLY ("" for none).
 func (p Position) String() string { return posNames[p] }
 
 // Kind is the operation class of an opcode.
@@ -200,19 +203,20 @@ var kindNames = [...]string{"invalid", "SEND", "RDMA WRITE", "RDMA READ request"
 	"RDMA READ response", "ACK", "ATOMIC ACK", "COMPARE SWAP", "FETCH ADD", "RESYNC",
 	"FLUSH", "ATOMIC WRITE", "CNP"}
 
+// String returns the kind's name ("RDMA WRITE").
 func (k Kind) String() string { return kindNames[k] }
 
 // Info describes one opcode: what it is and which headers follow the BTH.
 type Info struct {
-	Name      string // as in the specification and Wireshark, e.g. "RC SEND Only"
-	Transport Transport
-	Kind      Kind
-	Pos       Position
-	Imm       bool   // carries ImmDt
-	Inv       bool   // carries IETH
-	Payload   bool   // may carry payload (and so pad bytes)
-	Headers   ExtSet // extended headers present
-	HdrLen    int    // BTH plus extended headers
+	Name      string    // as in the specification and Wireshark, e.g. "RC SEND Only"
+	Transport Transport // RC, UC, RD, UD, CNP or XRC: the opcode's top three bits
+	Kind      Kind      // the operation
+	Pos       Position  // where in a message the packet is
+	Imm       bool      // carries ImmDt
+	Inv       bool      // carries IETH
+	Payload   bool      // may carry payload (and so pad bytes)
+	Headers   ExtSet    // extended headers present
+	HdrLen    int       // BTH plus extended headers
 	offsets   [numExts]uint8
 	valid     bool
 }
@@ -247,6 +251,7 @@ func (o OpCode) Valid() bool { return opTable[o].valid }
 // Info returns the opcode's description (zero Info for a reserved opcode).
 func (o OpCode) Info() *Info { return &opTable[o] }
 
+// String returns the opcode's name as Wireshark gives it ("RC SEND Only").
 func (o OpCode) String() string {
 	if i := &opTable[o]; i.valid {
 		return i.Name

@@ -46,6 +46,7 @@ var errText = [...]string{
 	ErrLinkType:       "unsupported link type",
 }
 
+// Error returns the reason with a "bth: " prefix.
 func (e Error) Error() string {
 	if int(e) < len(errText) && errText[e] != "" {
 		return "bth: " + errText[e]
@@ -144,16 +145,36 @@ func (p Packet) ext(e Ext) []byte {
 // Ext returns extended header e, or nil when the opcode does not carry it.
 func (p Packet) Ext(e Ext) []byte { return p.ext(e) }
 
-func (p Packet) RETH() RETH                 { return RETH(p.ext(ExtRETH)) }
-func (p Packet) AETH() AETH                 { return AETH(p.ext(ExtAETH)) }
-func (p Packet) AtomicETH() AtomicETH       { return AtomicETH(p.ext(ExtAtomicETH)) }
+// RETH returns the RETH, or nil when the opcode has none; so do the
+// other header accessors below for theirs.
+func (p Packet) RETH() RETH { return RETH(p.ext(ExtRETH)) }
+
+// AETH returns the AETH, or nil.
+func (p Packet) AETH() AETH { return AETH(p.ext(ExtAETH)) }
+
+// AtomicETH returns the AtomicETH, or nil.
+func (p Packet) AtomicETH() AtomicETH { return AtomicETH(p.ext(ExtAtomicETH)) }
+
+// AtomicAckETH returns the AtomicAckETH, or nil.
 func (p Packet) AtomicAckETH() AtomicAckETH { return AtomicAckETH(p.ext(ExtAtomicAckETH)) }
-func (p Packet) ImmDt() ImmDt               { return ImmDt(p.ext(ExtImmDt)) }
-func (p Packet) IETH() IETH                 { return IETH(p.ext(ExtIETH)) }
-func (p Packet) DETH() DETH                 { return DETH(p.ext(ExtDETH)) }
-func (p Packet) XRCETH() XRCETH             { return XRCETH(p.ext(ExtXRCETH)) }
-func (p Packet) RDETH() RDETH               { return RDETH(p.ext(ExtRDETH)) }
-func (p Packet) FETH() FETH                 { return FETH(p.ext(ExtFETH)) }
+
+// ImmDt returns the immediate data header, or nil.
+func (p Packet) ImmDt() ImmDt { return ImmDt(p.ext(ExtImmDt)) }
+
+// IETH returns the IETH, or nil.
+func (p Packet) IETH() IETH { return IETH(p.ext(ExtIETH)) }
+
+// DETH returns the DETH, or nil.
+func (p Packet) DETH() DETH { return DETH(p.ext(ExtDETH)) }
+
+// XRCETH returns the XRCETH, or nil.
+func (p Packet) XRCETH() XRCETH { return XRCETH(p.ext(ExtXRCETH)) }
+
+// RDETH returns the RDETH, or nil.
+func (p Packet) RDETH() RDETH { return RDETH(p.ext(ExtRDETH)) }
+
+// FETH returns the FETH, or nil.
+func (p Packet) FETH() FETH { return FETH(p.ext(ExtFETH)) }
 
 // PadFor returns the pad count for a payload of n bytes.
 func PadFor(n int) int { return -n & 3 }

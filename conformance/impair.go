@@ -26,7 +26,7 @@ import (
 // host address. The tap and its address stay as they are, so captures
 // and drop counters on it keep working.
 type ImpairedPath struct {
-	Lab *Lab
+	Lab *Lab // the lab whose tap the path reroutes
 	// RocedNS and MiddleNS are the two named namespaces this path adds.
 	RocedNS, MiddleNS string
 	// RocedAddr is roced's address; LabAddr the lab namespace's end.
@@ -35,7 +35,7 @@ type ImpairedPath struct {
 	// Seed mixed with the case's ID, so that one case run alone meets the
 	// same decisions for the same packet sequence as in the whole run.
 	Faults impair.Faults
-	Seed   uint64
+	Seed   uint64 // the run's seed
 
 	fwd    *impair.Forwarder
 	seed   uint64
@@ -155,9 +155,9 @@ func (p *ImpairedPath) Teardown(ctx context.Context) {
 
 // ImpairStats is what the forwarder did during one case, per direction.
 type ImpairStats struct {
-	Seed    uint64       `json:"seed"`
-	ToGuest impair.Stats `json:"to_guest"`
-	ToRoced impair.Stats `json:"to_roced"`
+	Seed    uint64       `json:"seed"`     // the case's own seed
+	ToGuest impair.Stats `json:"to_guest"` // roced to rxe
+	ToRoced impair.Stats `json:"to_roced"` // rxe to roced
 }
 
 // Begin starts a forwarder for one case, seeded from the case's ID.

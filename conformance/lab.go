@@ -22,12 +22,12 @@ import (
 // environment the script reads, so the two agree on the instance.
 type Lab struct {
 	Dir    string // the lab directory holding rxe-peer.sh
-	Script string
+	Script string // rxe-peer.sh's path
 	// HostAddr and GuestAddr are the two tap addresses (no prefix length).
 	HostAddr, GuestAddr string
-	Suite               string
-	NetNS, Tap          string
-	MTU                 int // of the tap
+	Suite               string // the guest's Debian suite (bookworm, trixie)
+	NetNS, Tap          string // the host-side namespace and tap device
+	MTU                 int    // of the tap
 	// Capture, when true, records the tap's traffic around each case.
 	Capture bool
 	// GuestEvidence, when true, records the guest's side of each case too:
@@ -289,9 +289,9 @@ func (l *Lab) StartCapture(ctx context.Context, dest string, port int) (Proc, er
 // the tap and virtio, which the host-side capture cannot show).
 type GuestEvidence struct {
 	Counters map[string]int64 `json:"hw_counters,omitempty"` // after minus before, moved ones only
-	Dmesg    []string         `json:"dmesg,omitempty"`
-	Pcap     string           `json:"guest_pcap,omitempty"`
-	Err      string           `json:"error,omitempty"`
+	Dmesg    []string         `json:"dmesg,omitempty"`       // kernel log lines the case added
+	Pcap     string           `json:"guest_pcap,omitempty"`  // the guest capture's file, for a failed case
+	Err      string           `json:"error,omitempty"`       // why evidence is missing, if it is
 }
 
 // guestCapture is a case's evidence in progress.

@@ -17,6 +17,7 @@ const (
 	Perftest
 )
 
+// String returns "pingpong" or "perftest".
 func (f Family) String() string {
 	if f == Pingpong {
 		return "pingpong"
@@ -56,7 +57,7 @@ type Tool struct {
 	Name string
 	// Binary is the real program (ibv_rc_pingpong, ib_write_bw).
 	Binary string
-	Family Family
+	Family Family // which exchange and output the tool has
 	// Transports lists the services the matrix runs it over: one for the
 	// pingpongs (fixed by the program), those perftest's -c accepts for it.
 	Transports []Transport
@@ -140,12 +141,12 @@ const AtomicSize = 8
 // and extra flags. Both sides get the same flags except the device, the
 // GID index and the server operand.
 type Scenario struct {
-	Tool      *Tool
-	Transport Transport
-	Size      int
-	Iters     int
-	MTU       int
-	Flags     []string // the tool's Extra and the variant's flags
+	Tool      *Tool     // the program pair
+	Transport Transport // RC, UC, UD
+	Size      int       // message size in bytes (-s)
+	Iters     int       // iterations (-n)
+	MTU       int       // path MTU in bytes (-m), 0: the tool's default
+	Flags     []string  // the tool's Extra and the variant's flags
 }
 
 // Name identifies the scenario: tool/transport/size[/flags], e.g.
@@ -217,6 +218,7 @@ const (
 	PeerServer
 )
 
+// String returns "roced-server" or "peer-server", what ParseDirections reads.
 func (d Direction) String() string {
 	if d == RocedServer {
 		return "roced-server"
@@ -240,7 +242,7 @@ func ParseDirections(s string) ([]Direction, error) {
 // Case is a scenario run in one direction.
 type Case struct {
 	Scenario
-	Dir Direction
+	Dir Direction // which side serves
 	// Rep numbers the repetitions of a case run several times (-count);
 	// 0 for a single run.
 	Rep int

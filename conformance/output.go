@@ -19,11 +19,11 @@ import (
 // byte is wrong (printed on stdout; the exit status stays 0, so the harness
 // has to look for it).
 type PingpongResult struct {
-	Bytes       int64
-	Iters       int64
-	Seconds     float64
-	Mbps        float64
-	UsecPerIter float64
+	Bytes       int64   // "N bytes in S seconds": N
+	Iters       int64   // "in S seconds = M Mbit/sec\nN iters": N
+	Seconds     float64 // the run's seconds
+	Mbps        float64 // Mbit/sec
+	UsecPerIter float64 // usec/iter
 	// InvalidPages are the pages -c found wrong.
 	InvalidPages []int
 	// RemoteLines counts "remote address:" lines: one per QP whose record
@@ -79,17 +79,17 @@ func ParsePingpong(stdout string) (PingpongResult, error) {
 // header: a bandwidth row (BW peak, BW average, message rate) or a latency
 // row (t_min, t_max, t_typical, t_avg, t_stdev, 99%, 99.9%).
 type PerftestRow struct {
-	Bytes int64
-	Iters int64
+	Bytes int64 // #bytes
+	Iters int64 // #iterations
 	// Latency says which header the row was under.
 	Latency bool
 	// BWUnit is the bandwidth unit of the header: MB/sec (6.06), MiB/sec
 	// (6.24+) or Gb/sec (--report_gbits).
 	BWUnit                 string
-	BWPeak, BWAvg, MsgRate float64
-	TMin, TMax, TTypical   float64
-	TAvg, TStdev           float64
-	P99, P999              float64
+	BWPeak, BWAvg, MsgRate float64 // a bandwidth row's BW peak, BW average, MsgRate[Mpps]
+	TMin, TMax, TTypical   float64 // a latency row's t_min, t_max, t_typical [usec]
+	TAvg, TStdev           float64 // t_avg, t_stdev [usec]
+	P99, P999              float64 // 99% and 99.9% percentiles [usec]
 }
 
 // Figure is the row's headline number and unit: BW average or t_typical.

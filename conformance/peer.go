@@ -13,7 +13,7 @@ import (
 type Side struct {
 	// Who names the implementation for reports: "roced", "rxe0", "mlx5_0".
 	Who    string
-	Runner Runner
+	Runner Runner // where the side's commands run (locally, over ssh, printed)
 	// Roced is the roced binary on this side; empty: the real tools.
 	Roced string
 	// Dev is -d: an IB device for the real tools, a local address for roced.
@@ -62,7 +62,7 @@ const DefaultPort = 18515
 // Peer is what roced is tested against: the side under test (normally
 // roced) and the reference side, with optional setup and packet capture.
 type Peer struct {
-	Name string
+	Name string // the -peer name: "roced", "lab", "remote"
 	// Subject is the side under test, Ref the reference implementation.
 	Subject, Ref Side
 	// Info describes the environment for the report.
@@ -142,7 +142,7 @@ type RemoteConfig struct {
 	Addr string
 	// Dev and GID are the peer tools' -d and -g/-x (mlx5_0, 3).
 	Dev string
-	GID int
+	GID int // see Dev
 	// SSHOpts are extra ssh options (-i key, -p port).
 	SSHOpts []string
 	// Print prints the peer's commands instead of running them over ssh.

@@ -32,13 +32,13 @@ const ReadmeSection = "### Talking to an rxe or HCA host"
 
 // ReadmeLine is one prompted command line of the README.
 type ReadmeLine struct {
-	Host string // the prompt: "hca" or "goroce"
-	Argv []string
+	Host string   // the prompt: "hca" or "goroce"
+	Argv []string // the command line after the prompt, split into words
 }
 
 // ReadmePair is one code block: the server's line and the client's.
 type ReadmePair struct {
-	Server, Client ReadmeLine
+	Server, Client ReadmeLine // the block's two lines, the server's first
 	// Reversed: the block's lines with the roles swapped.
 	Reversed bool
 	// Scenario is what the judge checks the outputs against: the tool,

@@ -48,46 +48,46 @@ type Options struct {
 
 // SideReport is one side of a case in the report.
 type SideReport struct {
-	Who string `json:"who"`
+	Who string `json:"who"` // the side's implementation (Side.Who)
 	Output
 }
 
 // Result is one case's outcome.
 type Result struct {
-	Case      string      `json:"case"`
-	Tool      string      `json:"tool"`
-	Transport string      `json:"transport"`
-	Size      int         `json:"size"`
-	Iters     int         `json:"iters"`
-	Flags     []string    `json:"flags,omitempty"`
-	Direction string      `json:"direction"`
-	Result    string      `json:"result"`
-	Reasons   []string    `json:"reasons,omitempty"`
-	Notes     []string    `json:"notes,omitempty"`
-	Figures   []Figure    `json:"figures,omitempty"`
-	Seconds   float64     `json:"seconds"`
-	Server    *SideReport `json:"server,omitempty"`
-	Client    *SideReport `json:"client,omitempty"`
-	Pcap      string      `json:"pcap,omitempty"`
+	Case      string      `json:"case"`              // the case's ID (Case.ID)
+	Tool      string      `json:"tool"`              // roced's command
+	Transport string      `json:"transport"`         // RC, UC, UD
+	Size      int         `json:"size"`              // message size
+	Iters     int         `json:"iters"`             // iterations
+	Flags     []string    `json:"flags,omitempty"`   // extra flags of both sides
+	Direction string      `json:"direction"`         // roced-server or peer-server
+	Result    string      `json:"result"`            // Pass, Fail or NotRun
+	Reasons   []string    `json:"reasons,omitempty"` // why it failed or did not run
+	Notes     []string    `json:"notes,omitempty"`   // what is worth knowing though it passed
+	Figures   []Figure    `json:"figures,omitempty"` // each side's headline number
+	Seconds   float64     `json:"seconds"`           // wall time of the case
+	Server    *SideReport `json:"server,omitempty"`  // the server's command and output
+	Client    *SideReport `json:"client,omitempty"`  // the client's command and output
+	Pcap      string      `json:"pcap,omitempty"`    // the host-side capture, if kept
 	// Impair is what the impairing forwarder did during the case.
 	Impair *ImpairStats `json:"impair,omitempty"`
 	// Guest is the lab guest's side of the case (Lab.GuestEvidence).
 	Guest *GuestEvidence `json:"guest,omitempty"`
-	Dir   string         `json:"artifacts,omitempty"`
+	Dir   string         `json:"artifacts,omitempty"` // the directory holding the case's files
 }
 
 // Report is a whole run.
 type Report struct {
-	Peer    string            `json:"peer"`
-	Info    map[string]string `json:"info,omitempty"`
-	Started time.Time         `json:"started"`
-	Seconds float64           `json:"seconds"`
-	Passed  int               `json:"passed"`
-	Failed  int               `json:"failed"`
-	NotRun  int               `json:"not_run"`
+	Peer    string            `json:"peer"`           // the peer's name
+	Info    map[string]string `json:"info,omitempty"` // versions and hosts of the environment
+	Started time.Time         `json:"started"`        // when the run began
+	Seconds float64           `json:"seconds"`        // how long it took
+	Passed  int               `json:"passed"`         // cases that passed
+	Failed  int               `json:"failed"`         // cases that failed
+	NotRun  int               `json:"not_run"`        // cases skipped (a tool missing, a lab down)
 	// Impair sums what the impairing forwarder did over all cases.
 	Impair  *ImpairStats `json:"impair,omitempty"`
-	Results []Result     `json:"results"`
+	Results []Result     `json:"results"` // one per case, in run order
 }
 
 // OK reports whether every case passed. On an impaired path the

@@ -18,17 +18,17 @@ import (
 
 // Output is what one side of a case left behind.
 type Output struct {
-	Where    string   `json:"where"`
-	Argv     []string `json:"argv"`
-	Exit     int      `json:"exit"`
-	TimedOut bool     `json:"timed_out,omitempty"`
+	Where    string   `json:"where"`               // the runner's name: where it ran
+	Argv     []string `json:"argv"`                // the command line
+	Exit     int      `json:"exit"`                // its exit status
+	TimedOut bool     `json:"timed_out,omitempty"` // the harness killed it at its deadline
 	// Stopped: the harness ended it because the other side had failed.
 	Stopped bool `json:"stopped,omitempty"`
 	// StartErr is set when the command could not be started at all.
 	StartErr string  `json:"start_error,omitempty"`
-	Stdout   string  `json:"stdout"`
-	Stderr   string  `json:"stderr"`
-	Seconds  float64 `json:"seconds"`
+	Stdout   string  `json:"stdout"`  // what it printed
+	Stderr   string  `json:"stderr"`  // what it printed on stderr
+	Seconds  float64 `json:"seconds"` // how long it ran
 	// NotCaptured: the command was printed for a person to run (--print);
 	// its exit status and output are unknown.
 	NotCaptured bool `json:"not_captured,omitempty"`
@@ -60,7 +60,7 @@ type Runner interface {
 // ShellRunner runs commands through a shell script handed to a host
 // command: sh -c locally, ip netns exec, rxe-peer.sh exec, ssh.
 type ShellRunner struct {
-	Name string
+	Name string // for reports: "local", "lab guest", the ssh host
 	// Wrap turns a shell script into the host command that runs it there.
 	Wrap func(script string) []string
 	// Remote: processes run where the harness cannot signal them (guest,
@@ -233,8 +233,8 @@ func (r *ShellRunner) WaitListen(ctx context.Context, port int, timeout time.Dur
 // PrintRunner prints each command for a person to run on the peer by
 // hand (--print): roced's side runs as usual and waits for it.
 type PrintRunner struct {
-	Name string
-	Out  io.Writer
+	Name string    // for reports
+	Out  io.Writer // where the commands are printed
 	// In answers the "press Enter" prompt once the printed server listens.
 	In *bufio.Reader
 	mu sync.Mutex

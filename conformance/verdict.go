@@ -9,12 +9,13 @@ import (
 
 // Figure is a number a case measured.
 type Figure struct {
-	Value float64 `json:"value"`
-	Unit  string  `json:"unit"`
+	Value float64 `json:"value"` // the number as the tool printed it
+	Unit  string  `json:"unit"`  // its unit: "MiB/sec", "usec", "Mbit/sec"
 	// Side is which side printed it: server or client.
 	Side string `json:"side"`
 }
 
+// String formats the figure as the tool printed it, with its unit.
 func (f Figure) String() string {
 	// perftest prints the message rate with six decimals, everything else
 	// with two.
@@ -36,7 +37,7 @@ func (f Figure) MarshalJSON() ([]byte, error) {
 
 // Verdict is the judgement on one case.
 type Verdict struct {
-	Pass bool
+	Pass bool // the case passed
 	// Reasons say why it failed, one per fault found.
 	Reasons []string
 	// Notes are facts worth reporting that do not fail the case.
@@ -50,9 +51,9 @@ type Verdict struct {
 // SideRun is one side's part in a case, as the judge sees it.
 type SideRun struct {
 	Role   string // "server" or "client"
-	Who    string
-	Strict bool
-	Out    Output
+	Who    string // the implementation (Side.Who)
+	Strict bool   // its figures must be finite and consistent (Side.Strict)
+	Out    Output // what the side left behind
 }
 
 // Judge decides a case from the exit statuses and the tools' own checks:

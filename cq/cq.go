@@ -49,6 +49,7 @@ var statusNames = [...]string{
 	"general error",
 }
 
+// String returns the text ibv_wc_status_str gives for the status.
 func (s Status) String() string {
 	if int(s) < len(statusNames) {
 		return statusNames[s]
@@ -72,6 +73,7 @@ const (
 	OpRecvRDMAWithImm Opcode = 129
 )
 
+// String returns the opcode's name without the IBV_WC_ prefix.
 func (o Opcode) String() string {
 	switch o {
 	case OpSend:
@@ -108,20 +110,20 @@ const (
 
 // WC is a work completion, as struct ibv_wc.
 type WC struct {
-	WRID            uint64
-	Status          Status
-	Opcode          Opcode
-	VendorErr       uint32
-	ByteLen         uint32
+	WRID            uint64 // the work request's WRID
+	Status          Status // success, or why the work request failed
+	Opcode          Opcode // the operation that completed
+	VendorErr       uint32 // a provider-specific error detail, 0 if none
+	ByteLen         uint32 // receives and READs: the bytes placed (UD: with the 40-byte GRH)
 	ImmData         uint32 // in the byte order it had on the wire
-	InvalidatedRKey uint32
-	QPNum           uint32
-	SrcQP           uint32
-	Flags           Flags
-	PKeyIndex       uint16
-	SLID            uint16
-	SL              uint8
-	DLIDPathBits    uint8
+	InvalidatedRKey uint32 // the rkey a SEND with Invalidate invalidated (WithInv)
+	QPNum           uint32 // the local QP the work request was posted to
+	SrcQP           uint32 // UD receives: the sender's QP number
+	Flags           Flags  // WithGRH, WithImm, WithInv
+	PKeyIndex       uint16 // the P_Key index the packet matched (always 0)
+	SLID            uint16 // the sender's LID: 0 on RoCE
+	SL              uint8  // the service level: 0 on RoCE
+	DLIDPathBits    uint8  // 0 on RoCE
 }
 
 // ErrOverrun is reported when a completion finds the queue full: the

@@ -26,6 +26,8 @@ const (
 	ZeroBased    Access = 1 << 5
 )
 
+// String lists the rights by name ("local-write|remote-read"), or
+// "local-read" for none, the one right every region has.
 func (a Access) String() string {
 	if a == 0 {
 		return "local-read"
@@ -155,8 +157,11 @@ func NewPD(t *Table) *PD { return &PD{table: t, id: pdIDs.Add(1)} }
 // Table returns the key table the PD's regions live in.
 func (pd *PD) Table() *Table { return pd.table }
 
-// Hold records a resource (QP, SRQ) created in the PD; Release forgets it.
-func (pd *PD) Hold()    { pd.users.Add(1) }
+// Hold records a resource (QP, SRQ, AH, region) created in the PD, so that
+// Dealloc refuses while it lives.
+func (pd *PD) Hold() { pd.users.Add(1) }
+
+// Release forgets a resource Hold recorded, when it is destroyed.
 func (pd *PD) Release() { pd.users.Add(-1) }
 
 // Dealloc checks that no region, QP or SRQ still uses the PD (ibv_dealloc_pd
@@ -168,6 +173,7 @@ func (pd *PD) Dealloc() error {
 	return nil
 }
 
+// String names the PD for messages: "pd" and a number unique in the process.
 func (pd *PD) String() string { return fmt.Sprintf("pd%d", pd.id) }
 
 // MR is a memory region: a caller's buffer registered for local and remote
@@ -239,13 +245,34 @@ func (m *MR) Invalidate() {
 	m.mu.Unlock()
 }
 
-func (m *MR) LKey() uint32   { return m.lkey }
-func (m *MR) RKey() uint32   { return m.rkey }
-func (m *MR) Addr() uint64   { return m.iova }
-func (m *MR) Len() int       { return len(m.buf) }
+// LKey returns the local key: what an SGE of a local work request names
+// the region by (SGE sets it).
+func (m *MR) LKey() uint32 { return m.lkey }
+
+// RKey returns the remote key: what a peer's RDMA READ, WRITE or atomic
+// names the region by, with an address inside [Addr, Addr+Len). A program
+// sends it to the peer together with Addr.
+func (m *MR) RKey() uint32 { return m.rkey }
+
+// Addr returns the region's I/O virtual address: the address of its first
+// byte for local SGEs and for a peer's remote address (the buffer's
+// address in memory, 0 for a ZeroBased region, or the one RegisterIOVA
+// was given).
+func (m *MR) Addr() uint64 { return m.iova }
+
+// Len returns the region's length in bytes.
+func (m *MR) Len() int { return len(m.buf) }
+
+// Access returns the rights the region was registered with.
 func (m *MR) Access() Access { return m.access }
-func (m *MR) PD() *PD        { return m.pd }
-func (m *MR) Bytes() []byte  { return m.buf }
+
+// PD returns the protection domain the region belongs to.
+func (m *MR) PD() *PD { return m.pd }
+
+// Bytes returns the registered buffer itself (not a copy). The engine
+// writes it when a receive, READ response or peer's WRITE lands: read it
+// once a completion, or the peer, says the data is there.
+func (m *MR) Bytes() []byte { return m.buf }
 
 // SGE returns a scatter/gather element covering n bytes at offset off.
 func (m *MR) SGE(off, n int) SGE {
@@ -255,16 +282,16 @@ func (m *MR) SGE(off, n int) SGE {
 // SGE is a scatter/gather element, as struct ibv_sge: n bytes at an address
 // inside the region named by an lkey.
 type SGE struct {
-	Addr   uint64
-	Length uint32
-	LKey   uint32
+	Addr   uint64 // I/O virtual address of the first byte, within the region
+	Length uint32 // bytes
+	LKey   uint32 // the region's local key
 }
 
 // Span is memory a check granted: a region locked for shared access and the
 // bytes within it. Release must be called when the access is done.
 type Span struct {
 	m *MR
-	B []byte
+	B []byte // the granted bytes
 }
 
 // Release ends the access.

@@ -15,6 +15,7 @@ import (
 
 // AFPacketConfig configures an AF_PACKET link.
 type AFPacketConfig struct {
+	// Interface is the network interface the link sends and receives on.
 	Interface string
 	// Addrs are the local addresses the link answers for; nil means every
 	// address in the interface's GID table.
@@ -22,7 +23,7 @@ type AFPacketConfig struct {
 	// VLAN, if 1..4094, tags sent frames with this VLAN ID and Priority
 	// (802.1p PCP, 0..7). Received frames are accepted tagged or not.
 	VLAN     uint16
-	Priority uint8
+	Priority uint8 // 802.1p PCP of tagged frames
 	// NoGuard leaves out the UDP sockets that keep the host from answering
 	// the peers' packets with ICMP port unreachable (for tests that show
 	// the ICMP happens without them).

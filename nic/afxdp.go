@@ -20,7 +20,7 @@ import (
 
 // AFXDPConfig configures an AF_XDP link.
 type AFXDPConfig struct {
-	Interface string
+	Interface string       // the network interface
 	Queue     int          // receive queue to bind; see XDPQueues
 	Addrs     []netip.Addr // nil: every address in the interface's GID table
 	// Native attaches the XDP program in driver mode (XDP_FLAGS_DRV_MODE);

@@ -37,10 +37,10 @@ import (
 
 // GID is one entry of a GID table.
 type GID struct {
-	Index  int
-	GID    [16]byte
+	Index  int        // the entry's index, what -g / SGIDIndex name
+	GID    [16]byte   // the GID: an IPv6 or IPv4-mapped address; zero in an empty slot
 	Addr   netip.Addr // the IP address the GID stands for; invalid: an empty slot
-	Netdev string
+	Netdev string     // the interface the address is on
 }
 
 // Empty reports whether the entry is a reserved slot with no GID (the
@@ -131,4 +131,24 @@ func NetdevOf(a netip.Addr) (string, error) {
 		return "", fmt.Errorf("gid: no interface has address %v", a)
 	}
 	return ifc.Name, nil
+}
+
+// DefaultGIDIndex picks the GID a program uses when it names none: the
+// first IPv4 GID (what -g 1 selects on an rxe device over an IPv4
+// interface, and what most RoCEv2 peers expect), else the first IPv6 GID
+// that is not link-local (routable beyond the link), else the first one
+// there is. False if the table holds only empty slots.
+func DefaultGIDIndex(t []GID) (int, bool) {
+	for _, ok := range []func(g GID) bool{
+		func(g GID) bool { return g.Addr.Unmap().Is4() },
+		func(g GID) bool { return g.Addr.Is6() && !g.Addr.IsLinkLocalUnicast() },
+		func(g GID) bool { return true },
+	} {
+		for i, g := range t {
+			if !g.Empty() && ok(g) {
+				return i, true
+			}
+		}
+	}
+	return 0, false
 }

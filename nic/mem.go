@@ -64,9 +64,9 @@ func NewMemNet(seed uint64) *MemNet {
 
 // MemOptions configure an in-memory link.
 type MemOptions struct {
-	MTU      int // IP MTU; default 4500, which carries a 4096-byte IB MTU
-	RxQueue  int // packets the receive queue holds before dropping; default 8192
-	Hardware net.HardwareAddr
+	MTU      int              // IP MTU; default 4500, which carries a 4096-byte IB MTU
+	RxQueue  int              // packets the receive queue holds before dropping; default 8192
+	Hardware net.HardwareAddr // the link's MAC (for the link-local GID); default one made from the address
 }
 
 // Attach creates a link with address addr on the network.

@@ -31,8 +31,8 @@ const BufSize = Headroom + MaxFrame
 // Frame is one packet in a buffer: B[Off:] is the IP datagram (IP header
 // through ICRC) and B[:Off] is headroom a link may write its own header into.
 type Frame struct {
-	B   []byte
-	Off int
+	B   []byte // the buffer: headroom, then the datagram
+	Off int    // where the datagram starts in B
 }
 
 // Datagram returns the IP datagram.
@@ -67,6 +67,7 @@ type Link interface {
 	// Stats returns the link's counters.
 	Stats() Stats
 
+	// Close releases the link's sockets and makes Send and Recv fail.
 	Close() error
 }
 
@@ -81,8 +82,8 @@ type Info struct {
 // Stats are a link's counters. Packets and bytes count IP datagrams (IP
 // header through ICRC), whatever framing the link adds.
 type Stats struct {
-	TxPackets, TxBytes uint64
-	RxPackets, RxBytes uint64
+	TxPackets, TxBytes uint64 // datagrams sent and their bytes
+	RxPackets, RxBytes uint64 // datagrams received and their bytes
 	TxDropped          uint64 // could not be sent (no route, no neighbour, queue full)
 	RxDropped          uint64 // received but not RoCEv2 for us, or malformed framing
 

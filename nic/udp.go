@@ -262,9 +262,13 @@ func interfaceOf(a netip.Addr) *net.Interface {
 // Info describes the link.
 func (l *UDP) Info() Info { return l.info }
 
-// GSO and GRO report whether the link uses UDP segmentation offload on
-// send and coalescing on receive.
+// GSO reports whether the link sends with UDP segmentation offload (one
+// system call per message's equal-sized packets); it turns itself off if
+// the kernel refuses it.
 func (l *UDP) GSO() bool { return l.gso.Load() }
+
+// GRO reports whether the link receives with UDP generic receive offload
+// (the kernel coalesces packets of one flow into one read).
 func (l *UDP) GRO() bool { return l.gro }
 
 // SrcPort spreads queue pairs over the source ports the link has sockets

@@ -7,6 +7,7 @@ import "time"
 // by hand, so that "the timer fired" and "it did not fire" are decided by
 // the test rather than by how busy the machine is.
 type Clock interface {
+	// Now returns the current time.
 	Now() time.Time
 	// AfterFunc calls f in its own goroutine once d has passed, like
 	// time.AfterFunc.
@@ -15,7 +16,9 @@ type Clock interface {
 
 // Timer is a timer made by a Clock (*time.Timer is one).
 type Timer interface {
+	// Reset makes the timer fire d from now, as time.Timer.Reset.
 	Reset(d time.Duration) bool
+	// Stop keeps the timer from firing, as time.Timer.Stop.
 	Stop() bool
 }
 

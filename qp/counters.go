@@ -41,8 +41,8 @@ type Counters struct {
 
 // Counter is one named counter value.
 type Counter struct {
-	Name  string
-	Value uint64
+	Name  string // as rxe names it in hw_counters, where it has one
+	Value uint64 // events counted since the device opened
 }
 
 // List returns every counter with its name, in a stable order.

@@ -13,9 +13,9 @@ import (
 
 // Env is what a QP needs from the device it lives on.
 type Env struct {
-	Keys     *mr.Table
-	Link     nic.Link
-	Counters *Counters
+	Keys     *mr.Table // the device's memory keys, shared by all its PDs
+	Link     nic.Link  // where packets go
+	Counters *Counters // the device's protocol counters
 	// GID returns the local GID at a GID-table index.
 	GID func(index uint8) (bth.GID, bool)
 	// Schedule asks the device to call QP.Run later, from its worker: the
@@ -153,6 +153,7 @@ func (q *QP) State() State {
 	return q.state
 }
 
+// String names the QP for messages: its type and number ("RC QP 0x000011").
 func (q *QP) String() string { return fmt.Sprintf("%v QP 0x%06x", q.typ, q.qpn) }
 
 // Query returns the QP's attributes and its creation attributes, as ibv_query_qp.

@@ -10,9 +10,9 @@ import (
 
 // SRQAttr are a shared receive queue's attributes (struct ibv_srq_attr).
 type SRQAttr struct {
-	MaxWR    uint32
-	MaxSGE   uint32
-	SRQLimit uint32
+	MaxWR    uint32 // receive work requests the queue holds
+	MaxSGE   uint32 // SGEs per receive work request
+	SRQLimit uint32 // arm the limit event: fires when fewer WRs remain (0: off)
 }
 
 // SRQAttrMask selects what ModifySRQ changes (enum ibv_srq_attr_mask).

@@ -29,6 +29,7 @@ const (
 	UD Type = 4
 )
 
+// String returns "RC", "UC" or "UD".
 func (t Type) String() string {
 	switch t {
 	case RC:
@@ -66,6 +67,7 @@ const (
 
 var stateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
 
+// String returns the state's name as rdma-core prints it ("RTS").
 func (s State) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]
@@ -96,6 +98,7 @@ func (m MTU) Bytes() int {
 // Valid reports whether m is one of the five IB MTUs.
 func (m MTU) Valid() bool { return m >= MTU256 && m <= MTU4096 }
 
+// String returns the MTU in bytes ("1024").
 func (m MTU) String() string { return fmt.Sprint(m.Bytes()) }
 
 // MTUFor returns the active MTU of a port on a link whose IP MTU is ipMTU:
@@ -148,6 +151,8 @@ var maskNames = [...]string{"STATE", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY", "ACCESS
 	"RQ_PSN", "MAX_QP_RD_ATOMIC", "ALT_PATH", "MIN_RNR_TIMER", "SQ_PSN", "MAX_DEST_RD_ATOMIC",
 	"PATH_MIG_STATE", "CAP", "DEST_QPN"}
 
+// String lists the mask's bits by their IBV_QP_ names without the prefix,
+// joined by "|" ("STATE|PKEY_INDEX|PORT"), or "0".
 func (m AttrMask) String() string {
 	s := ""
 	for i, n := range maskNames {
@@ -167,13 +172,13 @@ func (m AttrMask) String() string {
 // AHAttr is an address vector: where a QP's packets go and how they are
 // marked (struct ibv_ah_attr with its GRH, which RoCE always uses).
 type AHAttr struct {
-	DGID         bth.GID
-	FlowLabel    uint32
-	SGIDIndex    uint8
-	HopLimit     uint8 // 0 means 64
-	TrafficClass uint8 // DSCP<<2 | ECN
-	SL           uint8
-	PortNum      uint8
+	DGID         bth.GID // the destination GID: the peer's IP address
+	FlowLabel    uint32  // the IPv6 flow label (20 bits)
+	SGIDIndex    uint8   // the source GID's index in the device's GID table
+	HopLimit     uint8   // 0 means 64
+	TrafficClass uint8   // DSCP<<2 | ECN
+	SL           uint8   // service level; RoCE carries none, kept for ibv_ah_attr's sake
+	PortNum      uint8   // always 1: the device has one port
 	// SrcPort is the UDP source port (goroce extension); 0 lets the link
 	// choose one from the QP number, as HCAs do.
 	SrcPort uint16
@@ -181,11 +186,11 @@ type AHAttr struct {
 
 // Cap are a QP's queue capacities (struct ibv_qp_cap).
 type Cap struct {
-	MaxSendWR     uint32
-	MaxRecvWR     uint32
-	MaxSendSGE    uint32
-	MaxRecvSGE    uint32
-	MaxInlineData uint32
+	MaxSendWR     uint32 // outstanding send work requests (up to MaxWR)
+	MaxRecvWR     uint32 // outstanding receive work requests; 0 with an SRQ
+	MaxSendSGE    uint32 // SGEs per send work request (up to MaxSGE)
+	MaxRecvSGE    uint32 // SGEs per receive work request (up to MaxSGE)
+	MaxInlineData uint32 // bytes a send may carry with Inline (up to MaxInline)
 }
 
 // Limits of the device; a QP asking for more fails to create.
@@ -200,37 +205,37 @@ const (
 
 // InitAttr are the attributes a QP is created with (struct ibv_qp_init_attr).
 type InitAttr struct {
-	Type   Type
-	SendCQ *cq.CQ
-	RecvCQ *cq.CQ
-	SRQ    *SRQ
-	Cap    Cap
+	Type   Type   // RC, UC or UD
+	SendCQ *cq.CQ // where send work requests complete
+	RecvCQ *cq.CQ // where receive work requests complete (may be SendCQ)
+	SRQ    *SRQ   // if set, receives come from this shared queue, not the QP's own
+	Cap    Cap    // queue sizes
 	// SigAll makes every send work request signaled.
 	SigAll bool
 }
 
 // Attr are a QP's attributes (struct ibv_qp_attr).
 type Attr struct {
-	State            State
-	CurState         State
-	PathMTU          MTU
-	QKey             uint32
-	RQPSN            uint32
-	SQPSN            uint32
-	DestQPN          uint32
-	AccessFlags      mr.Access
-	Cap              Cap
-	AH               AHAttr
-	PKeyIndex        uint16
-	EnSQDAsyncNotify bool
-	SQDraining       bool // Query only
-	MaxRdAtomic      uint8
-	MaxDestRdAtomic  uint8
-	MinRNRTimer      uint8
-	PortNum          uint8
-	Timeout          uint8
-	RetryCnt         uint8
-	RNRRetry         uint8
+	State            State     // the state to move to
+	CurState         State     // the state the caller believes the QP is in
+	PathMTU          MTU       // RC, UC: the path MTU, at most the port's active MTU
+	QKey             uint32    // UD: the Q_Key a datagram must carry to be received
+	RQPSN            uint32    // RC, UC: the first PSN expected from the peer (its SQ PSN)
+	SQPSN            uint32    // the first PSN this QP sends
+	DestQPN          uint32    // RC, UC: the peer's QP number
+	AccessFlags      mr.Access // RC, UC: what the peer may do (RemoteWrite, RemoteRead, RemoteAtomic)
+	Cap              Cap       // Query only: the queue sizes
+	AH               AHAttr    // RC, UC: the path to the peer (AttrAV)
+	PKeyIndex        uint16    // always 0: the P_Key table has one entry
+	EnSQDAsyncNotify bool      // on the move to SQD, report EventSQDrained once drained
+	SQDraining       bool      // Query only
+	MaxRdAtomic      uint8     // RC: READs and atomics this QP keeps outstanding
+	MaxDestRdAtomic  uint8     // RC: READs and atomics from the peer it holds resources for
+	MinRNRTimer      uint8     // RC: the RNR NAK timer code this responder asks for (IBA table 45)
+	PortNum          uint8     // always 1
+	Timeout          uint8     // RC: local ACK timeout, 4.096 µs × 2^Timeout (0: none)
+	RetryCnt         uint8     // RC: retransmissions after a timeout or sequence error (0..7)
+	RNRRetry         uint8     // RC: retries after an RNR NAK (7: without end)
 }
 
 // Errors of the verbs calls. Each wraps ErrInvalid, ErrNoMem or ErrState
@@ -244,13 +249,15 @@ var (
 
 // AttrError reports a Modify call whose attributes do not fit the transition.
 type AttrError struct {
-	From, To State
-	Type     Type
+	From, To State    // the transition asked for
+	Type     Type     // the QP's type, which decides the masks
 	Missing  AttrMask // required but not given
 	Extra    AttrMask // given but not allowed
-	Reason   string
+	Reason   string   // a value that does not fit, if that was the fault
 }
 
+// Error says which transition, which bits were missing or not allowed,
+// and why.
 func (e *AttrError) Error() string {
 	s := fmt.Sprintf("qp: modify %s %s->%s", e.Type, e.From, e.To)
 	if e.Missing != 0 {
@@ -265,6 +272,7 @@ func (e *AttrError) Error() string {
 	return s
 }
 
+// Unwrap returns ErrInvalid: a bad Modify is EINVAL.
 func (e *AttrError) Unwrap() error { return ErrInvalid }
 
 func invalid(format string, a ...any) error {
@@ -307,6 +315,7 @@ var eventNames = map[EventType]string{
 	EventQPLastWQEReached: "last WQE reached", EventGIDChange: "GID table change",
 }
 
+// String returns the text ibv_event_type_str gives.
 func (e EventType) String() string {
 	if s, ok := eventNames[e]; ok {
 		return s
@@ -316,13 +325,14 @@ func (e EventType) String() string {
 
 // Event is an asynchronous event (struct ibv_async_event).
 type Event struct {
-	Type EventType
-	QP   *QP
-	SRQ  *SRQ
-	CQ   *cq.CQ
-	Err  error // what caused it, when known
+	Type EventType // what happened
+	QP   *QP       // the QP it concerns, for QP events
+	SRQ  *SRQ      // the SRQ it concerns, for SRQ events
+	CQ   *cq.CQ    // the CQ it concerns, for EventCQErr
+	Err  error     // what caused it, when known
 }
 
+// String returns the event's text, QP number and cause.
 func (e Event) String() string {
 	s := e.Type.String()
 	if e.QP != nil {

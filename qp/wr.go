@@ -9,23 +9,56 @@ import (
 // WROpcode is a send work request's operation, with the values of enum ibv_wr_opcode.
 type WROpcode uint8
 
-// Send work request opcodes.
+// Send work request opcodes, with the access rights each needs. "Local"
+// is the memory the work request's SGL names; "remote" is the peer's QP
+// (its Attr.AccessFlags) and the peer's region the rkey names: both must
+// grant the right, or the peer answers with a remote access error. A
+// receive buffer always needs LocalWrite.
 const (
-	WRRDMAWrite         WROpcode = 0
-	WRRDMAWriteWithImm  WROpcode = 1
-	WRSend              WROpcode = 2
-	WRSendWithImm       WROpcode = 3
-	WRRDMARead          WROpcode = 4
-	WRAtomicCmpAndSwp   WROpcode = 5
+	// WRRDMAWrite writes the local SGL into the peer's memory at
+	// RemoteAddr/RKey (RC, UC). Local: read only, no flag. Remote:
+	// RemoteWrite on the QP and the region.
+	WRRDMAWrite WROpcode = 0
+	// WRRDMAWriteWithImm is WRRDMAWrite that also consumes a receive at
+	// the peer, which completes with Imm (RC, UC; the write may be 0
+	// bytes). Rights as WRRDMAWrite.
+	WRRDMAWriteWithImm WROpcode = 1
+	// WRSend sends the local SGL into the peer's next receive (RC, UC,
+	// UD). Local: no flag. Remote: none; the peer's receive buffer needs
+	// LocalWrite on its own side.
+	WRSend WROpcode = 2
+	// WRSendWithImm is WRSend carrying Imm to the peer's completion.
+	WRSendWithImm WROpcode = 3
+	// WRRDMARead reads the peer's memory at RemoteAddr/RKey into the
+	// local SGL (RC only; the QP needs MaxRdAtomic of 1 or more). Local:
+	// LocalWrite. Remote: RemoteRead on the QP and the region.
+	WRRDMARead WROpcode = 4
+	// WRAtomicCmpAndSwp compares the 64-bit word at RemoteAddr with
+	// CompareAdd and, if equal, replaces it with Swap; the original value
+	// lands in the local SGL (RC only). RemoteAddr must be 8-byte aligned
+	// and the SGL exactly 8 bytes. Local: LocalWrite. Remote: RemoteAtomic
+	// on the QP and the region. Byte order: see SendWR.CompareAdd.
+	WRAtomicCmpAndSwp WROpcode = 5
+	// WRAtomicFetchAndAdd adds CompareAdd to the 64-bit word at
+	// RemoteAddr (wrapping) and returns its original value in the local
+	// SGL; alignment, size, rights and byte order as WRAtomicCmpAndSwp.
 	WRAtomicFetchAndAdd WROpcode = 6
-	WRLocalInv          WROpcode = 7
-	WRBindMW            WROpcode = 8
-	WRSendWithInv       WROpcode = 9
+	// WRLocalInv (invalidate a local rkey) is not supported: PostSend
+	// refuses it.
+	WRLocalInv WROpcode = 7
+	// WRBindMW (bind a memory window) is not supported: PostSend refuses
+	// it.
+	WRBindMW WROpcode = 8
+	// WRSendWithInv is WRSend that also invalidates InvRKey at the peer,
+	// a region in the peer QP's protection domain (RC only); the peer's
+	// completion carries WithInv and the rkey.
+	WRSendWithInv WROpcode = 9
 )
 
 var wrNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM",
 	"RDMA_READ", "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD", "LOCAL_INV", "BIND_MW", "SEND_WITH_INV"}
 
+// String returns the opcode's name without the IBV_WR_ prefix.
 func (o WROpcode) String() string {
 	if int(o) < len(wrNames) {
 		return wrNames[o]
@@ -46,42 +79,57 @@ const (
 
 // SendWR is a send work request (struct ibv_send_wr).
 type SendWR struct {
-	WRID   uint64
-	SGL    []mr.SGE
-	Opcode WROpcode
-	Flags  SendFlags
+	WRID   uint64    // returned in the completion, to tell work requests apart
+	SGL    []mr.SGE  // the local memory: the message, or where a READ or atomic result lands
+	Opcode WROpcode  // the operation; its doc names the access rights it needs
+	Flags  SendFlags // Signaled, Fence, Solicited, Inline
 	// Imm is the immediate data of SEND/WRITE with immediate, carried as
 	// is (it arrives in the peer's completion as ImmData).
 	Imm uint32
 	// InvRKey is the rkey a SEND with Invalidate invalidates at the peer.
 	InvRKey uint32
-	// RDMA and atomic operations: the remote address and rkey.
+	// RemoteAddr is the peer's address an RDMA or atomic operation works
+	// on: inside the peer's region (its Addr plus an offset), 8-byte
+	// aligned for an atomic (IBA 9.4.5; PostSend refuses a misaligned one).
 	RemoteAddr uint64
-	RKey       uint32
-	// Atomics: the compare value and swap value of compare-and-swap; the
-	// value to add of fetch-and-add (in CompareAdd).
+	// RKey is the peer's region's remote key (its MR.RKey).
+	RKey uint32
+	// CompareAdd is compare-and-swap's compare value, or fetch-and-add's
+	// value to add. Atomic values are plain integers: they travel
+	// big-endian on the wire, as the specification gives them, and the
+	// target word is read and written in host (little-endian) byte order
+	// in the peer's memory, as rxe does, as is the original value placed
+	// in the local 8-byte buffer.
 	CompareAdd uint64
-	Swap       uint64
-	// UD: the destination.
-	AH         *AH
-	RemoteQPN  uint32
+	// Swap is compare-and-swap's new value.
+	Swap uint64
+	// AH is a UD send's destination (Device.CreateAH).
+	AH *AH
+	// RemoteQPN is a UD send's destination QP.
+	RemoteQPN uint32
+	// RemoteQKey is the Q_Key a UD send carries; it must equal the
+	// destination QP's. With the high bit set it stands for the sending
+	// QP's own Q_Key (IBA 10.2.5).
 	RemoteQKey uint32
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr).
 type RecvWR struct {
-	WRID uint64
-	SGL  []mr.SGE
+	WRID uint64   // returned in the completion
+	SGL  []mr.SGE // where the message lands (UD: 40 bytes of GRH first); needs LocalWrite
 }
 
 // PostError reports which work request of a list failed to post and why,
 // as the bad_wr of ibv_post_send.
 type PostError struct {
-	Index int
-	Err   error
+	Index int   // the failed work request's index in the list; none after it was posted
+	Err   error // why it failed
 }
 
+// Error returns Err's message.
 func (e *PostError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
 func (e *PostError) Unwrap() error { return e.Err }
 
 // wqeState is where a send WQE is in its life.

@@ -4,6 +4,10 @@
 // them by destination QP number, runs the QPs' deferred work and timers,
 // and reports asynchronous events. It is the object a libibverbs user knows
 // as an ibv_context.
+//
+// A QP is connected by exchanging endpoints: LocalEndpoint gives what to
+// send the peer, Connect takes the peer's and brings the QP to RTS (see
+// Example and the examples after it, which run as tests).
 package transport
 
 import (

@@ -20,9 +20,9 @@ import (
 
 // Packet is one captured packet.
 type Packet struct {
-	Data     []byte
+	Data     []byte               // the captured bytes, from the link-layer header on
 	Info     gopacket.CaptureInfo // timestamp and lengths, as the file records them
-	LinkType layers.LinkType
+	LinkType layers.LinkType      // the link-layer header Data starts with
 	// Resolution is the timestamp resolution the file declares for this
 	// packet (microseconds or nanoseconds for classic pcap, per interface
 	// for pcapng).
@@ -38,6 +38,7 @@ const (
 	PCAPNG                   // pcap next generation
 )
 
+// String returns "pcap" or "pcapng".
 func (f Format) String() string {
 	switch f {
 	case PCAP:

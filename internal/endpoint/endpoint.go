@@ -54,17 +54,17 @@ type Config struct {
 
 // Endpoint is an open device and what was chosen to open it.
 type Endpoint struct {
-	Device   *transport.Device
-	Link     nic.Link
-	Netdev   string
-	GIDs     []bth.GID
-	GIDIndex uint8
-	GID      bth.GID
-	Addr     netip.Addr // the local address the GID stands for
+	Device   *transport.Device // the engine, owning Link
+	Link     nic.Link          // the data path (behind a pcap tap with --pcap)
+	Netdev   string            // the interface the device is on
+	GIDs     []bth.GID         // the device's GID table
+	GIDIndex uint8             // the index -g/-x chose (or the default)
+	GID      bth.GID           // the GID at GIDIndex
+	Addr     netip.Addr        // the local address the GID stands for
 	// StatsSocket is the unix socket serving this process's counters
 	// (roced stats); empty if it could not be opened (StatsErr says why).
 	StatsSocket string
-	StatsErr    error
+	StatsErr    error // see StatsSocket
 	tap         *nic.Tap
 }
 
@@ -146,11 +146,11 @@ func (e *Endpoint) Close() error {
 type Dev struct {
 	// Name is how -d named it (an address or an interface).
 	Name   string
-	Netdev string
+	Netdev string // the interface
 	// Addr is the address -d named, or for a client with no -d the source
 	// address of the route to the peer; invalid otherwise.
 	Addr netip.Addr
-	GIDs []nic.GID
+	GIDs []nic.GID // the GID table, in rxe's order
 }
 
 // LookupDev resolves -d. An interface name gives the interface's own table
@@ -306,8 +306,9 @@ func defaultRouteNetdev() (string, error) {
 }
 
 // pickGID returns the GID index to use: the one asked for, or else the
-// GID of the device's address, or else the first IPv4 GID, or else the
-// first IPv6 GID that is not link-local, or else the first one there is.
+// GID of the device's address, or else the device's default
+// (nic.DefaultGIDIndex: the first IPv4 GID, else the first IPv6 GID that
+// is not link-local, else the first one there is).
 func pickGID(d Dev, want int) (int, error) {
 	t := d.GIDs
 	if want >= 0 {
@@ -319,17 +320,15 @@ func pickGID(d Dev, want int) (int, error) {
 		}
 		return want, nil
 	}
-	for _, ok := range []func(g nic.GID) bool{
-		func(g nic.GID) bool { return d.Addr.IsValid() && g.Addr == d.Addr.WithZone("") },
-		func(g nic.GID) bool { return g.Addr.Is4() },
-		func(g nic.GID) bool { return g.Addr.Is6() && !g.Addr.IsLinkLocalUnicast() },
-		func(g nic.GID) bool { return !g.Empty() },
-	} {
+	if d.Addr.IsValid() {
 		for i, g := range t {
-			if !g.Empty() && ok(g) {
+			if !g.Empty() && g.Addr == d.Addr.WithZone("") {
 				return i, nil
 			}
 		}
+	}
+	if i, ok := nic.DefaultGIDIndex(t); ok {
+		return i, nil
 	}
 	return 0, tagf(ErrNoDevice, "%s has no address to make a GID from", d.Name)
 }

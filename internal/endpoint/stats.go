@@ -30,25 +30,25 @@ import (
 
 // StatsReply is what a process's stats socket answers.
 type StatsReply struct {
-	PID     int           `json:"pid"`
-	Command string        `json:"command"`
-	Devices []DeviceStats `json:"devices"`
+	PID     int           `json:"pid"`     // the answering process
+	Command string        `json:"command"` // its roced command (write_bw, rc_pingpong)
+	Devices []DeviceStats `json:"devices"` // its open devices
 }
 
 // DeviceStats are one open device's counters.
 type DeviceStats struct {
-	Name     string         `json:"ifname"` // goroceN, numbered within the process
-	Port     int            `json:"port"`
-	Netdev   string         `json:"netdev"`
-	Link     string         `json:"link"`
-	GID      string         `json:"gid"`
-	Counters []StatsCounter `json:"counters"`
+	Name     string         `json:"ifname"`   // goroceN, numbered within the process
+	Port     int            `json:"port"`     // always 1
+	Netdev   string         `json:"netdev"`   // the interface
+	Link     string         `json:"link"`     // the link's name (nic.Info.Name)
+	GID      string         `json:"gid"`      // the GID in use
+	Counters []StatsCounter `json:"counters"` // the protocol and link counters
 }
 
 // StatsCounter is one named counter.
 type StatsCounter struct {
-	Name  string `json:"name"`
-	Value uint64 `json:"value"`
+	Name  string `json:"name"`  // as rxe's hw_counters name it
+	Value uint64 `json:"value"` // its value
 }
 
 // StatsDir returns the directory of the stats sockets:

@@ -51,30 +51,30 @@ type Config struct {
 
 // End is one side of the pair.
 type End struct {
-	NS    vns.NsHandle
-	Link  string // the veth's name inside the namespace
-	Index int
-	MAC   net.HardwareAddr
-	IPv4  netip.Addr
-	IPv6  netip.Addr // global (unique local), usable at once: no DAD
-	LL    netip.Addr // fe80:: link-local address of the veth
+	NS    vns.NsHandle     // the namespace
+	Link  string           // the veth's name inside the namespace
+	Index int              // the veth's interface index
+	MAC   net.HardwareAddr // the veth's MAC
+	IPv4  netip.Addr       // its IPv4 address
+	IPv6  netip.Addr       // global (unique local), usable at once: no DAD
+	LL    netip.Addr       // fe80:: link-local address of the veth
 	h     *netlink.Handle
 }
 
 // Pair is two namespaces joined by a veth pair, or by two veth pairs
 // through a middle namespace.
 type Pair struct {
-	A, B *End
+	A, B *End    // the two ends
 	M    *Middle // nil unless Config.Middle
-	MTU  int
+	MTU  int     // the veths' MTU
 }
 
 // Middle is the namespace between A and B: ToA is the peer of A's veth,
 // ToB the peer of B's. IPv6 is off on both so the middle sends nothing of
 // its own; every frame on them is A's or B's.
 type Middle struct {
-	NS       vns.NsHandle
-	ToA, ToB string
+	NS       vns.NsHandle // the middle namespace
+	ToA, ToB string       // its veths' names
 	h        *netlink.Handle
 }
 

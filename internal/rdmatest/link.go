@@ -31,6 +31,7 @@ const (
 // Kinds lists every kind.
 var Kinds = []Kind{UDP, AFPacket, AFXDPGeneric, AFXDPNative}
 
+// String returns the kind's name as --link and test names spell it.
 func (k Kind) String() string {
 	switch k {
 	case UDP:

@@ -16,11 +16,13 @@ import (
 // Family is the IP version the peers talk over.
 type Family int
 
+// The families.
 const (
 	IPv4 Family = iota
 	IPv6
 )
 
+// String returns "ipv4" or "ipv6".
 func (f Family) String() string {
 	if f == IPv6 {
 		return "ipv6"
@@ -56,7 +58,7 @@ type Config struct {
 // Net is a topology with its forwarder, if any.
 type Net struct {
 	*netns.Pair
-	Fwd *impair.Forwarder
+	Fwd *impair.Forwarder // the impairing forwarder in the middle, or nil
 }
 
 // VethMTU is the veth MTU that makes a device's active MTU m (1024 to

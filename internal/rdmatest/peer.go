@@ -72,15 +72,15 @@ const Access = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
 // Peer is one end: a device over a link, and one queue pair with its
 // completion queues and registered buffer.
 type Peer struct {
-	Dev      *transport.Device
-	Link     nic.Link
-	Addr     netip.Addr
-	GIDIndex uint8
-	PD       *mr.PD
-	SCQ, RCQ *cq.CQ
-	QP       *qp.QP
-	Buf      []byte
-	MR       *mr.MR
+	Dev      *transport.Device // the device, closed when the test ends
+	Link     nic.Link          // the link the device owns
+	Addr     netip.Addr        // the peer's address
+	GIDIndex uint8             // the index of Addr's GID
+	PD       *mr.PD            // the protection domain of everything below
+	SCQ, RCQ *cq.CQ            // the send and receive completion queues
+	QP       *qp.QP            // the queue pair
+	Buf      []byte            // registered memory, Access
+	MR       *mr.MR            // Buf's region
 	// RO is what READs read: written once, when the peer is made, and
 	// never again. A duplicate READ can be replayed after the requester
 	// completed it (its late request reaches the responder after the
@@ -88,8 +88,8 @@ type Peer struct {
 	// so no READ source may be rewritten while the QP lives: the replay
 	// would read it as the test writes it.
 	RO   []byte
-	ROMR *mr.MR
-	Opt  Options
+	ROMR *mr.MR  // RO's region, remote read only
+	Opt  Options // the options, defaults filled in
 }
 
 // NewPeer opens a device over link (which it then owns) and creates the
@@ -153,47 +153,34 @@ func Connect(t testing.TB, a, b *Peer) {
 func connect(t testing.TB, p, peer *Peer) {
 	t.Helper()
 	o := p.Opt
-	init := qp.Attr{State: qp.Init, PortNum: 1, AccessFlags: Access, QKey: QKey}
-	mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
-	if o.Type == qp.UD {
-		mask |= qp.AttrQKey
-	} else {
-		mask |= qp.AttrAccessFlags
-	}
-	if err := p.QP.Modify(&init, mask); err != nil {
-		t.Fatal(err)
-	}
-	rtr := qp.Attr{State: qp.RTR, PathMTU: p.PathMTU(), DestQPN: peer.QP.QPN(), RQPSN: peer.Opt.PSN,
-		MaxDestRdAtomic: o.RdAtomic, MinRNRTimer: 1,
-		AH: qp.AHAttr{DGID: peer.GID(), SGIDIndex: p.GIDIndex, PortNum: 1}}
-	mask = qp.AttrState
-	switch o.Type {
-	case qp.RC:
-		mask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
-	case qp.UC:
-		mask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
-	}
-	if err := p.QP.Modify(&rtr, mask); err != nil {
-		t.Fatal(err)
-	}
-	rts := qp.Attr{State: qp.RTS, SQPSN: o.PSN, Timeout: o.Timeout, RetryCnt: o.Retry,
-		RNRRetry: o.RNRRetry, MaxRdAtomic: o.RdAtomic}
-	mask = qp.AttrState | qp.AttrSQPSN
-	if o.Type == qp.RC {
-		mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
-	}
-	if err := p.QP.Modify(&rts, mask); err != nil {
+	// MinRNRTimer 1 (0.01 ms) rather than the default 12: RNR tests wait
+	// for retries on the real clock.
+	err := p.Dev.Connect(p.QP, p.Endpoint(), peer.Endpoint(), transport.ConnectOptions{
+		Access: Access, QKey: QKey, Timeout: o.Timeout, RetryCnt: o.Retry, RNRRetry: o.RNRRetry,
+		MinRNRTimer: 1, MaxRdAtomic: o.RdAtomic, MaxDestRdAtomic: o.RdAtomic})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
 
+// Endpoint is what p would send its peer: its QP, first PSN, the GID of
+// its address and its path MTU.
+func (p *Peer) Endpoint() transport.Endpoint {
+	return transport.Endpoint{QPN: p.QP.QPN(), PSN: p.Opt.PSN, GID: p.GID(), MTU: p.PathMTU()}
+}
+
 // QKey is the UD Q_Key, what ibv_ud_pingpong uses.
-const QKey = 0x11111111
+const QKey = transport.DefaultQKey
 
 // AH creates an address handle from p to peer (UD).
 func (p *Peer) AH(t testing.TB, peer *Peer) *qp.AH {
 	t.Helper()
-	ah, err := p.Dev.CreateAH(p.PD, qp.AHAttr{DGID: peer.GID(), SGIDIndex: p.GIDIndex, PortNum: 1, HopLimit: 64, TrafficClass: 0x28})
+	av, err := p.Dev.AHAttr(p.Endpoint(), peer.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	av.HopLimit, av.TrafficClass = 64, 0x28
+	ah, err := p.Dev.CreateAH(p.PD, av)
 	if err != nil {
 		t.Fatal(err)
 	}

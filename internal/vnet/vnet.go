@@ -36,8 +36,8 @@ const (
 
 // Hdr is a decoded virtio_net_hdr. AF_PACKET writes it in host byte order.
 type Hdr struct {
-	Flags      uint8
-	GSOType    uint8
+	Flags      uint8  // FlagNeedsCsum and the other VIRTIO_NET_HDR_F_ bits
+	GSOType    uint8  // GSONone, GSOUDPL4, ... possibly with GSOECNBit
 	HdrLen     uint16 // Ethernet, IP and L4 headers
 	GSOSize    uint16 // payload bytes per segment
 	CsumStart  uint16 // where the checksummed region starts (the L4 header)

@@ -65,8 +65,8 @@ const (
 
 // Config names the two interfaces and the faults each way.
 type Config struct {
-	A, B       string
-	AtoB, BtoA Faults
+	A, B       string // the two interfaces the forwarder joins
+	AtoB, BtoA Faults // the faults of each direction
 	// Seed makes a run's fault decisions repeatable: the same packets in
 	// the same order meet the same fate.
 	Seed uint64
@@ -81,11 +81,11 @@ type Stats struct {
 	Packets    uint64 // packets after cutting GSO super-frames
 	Impaired   uint64 // packets the faults were drawn for: RoCEv2 ones, or all with AllFrames
 	Forwarded  uint64 // packets written (a duplicate counts twice)
-	Lost       uint64
-	Duplicated uint64
-	Reordered  uint64
-	Delayed    uint64
-	Corrupted  uint64
+	Lost       uint64 // packets dropped on purpose
+	Duplicated uint64 // packets sent twice
+	Reordered  uint64 // packets held back behind later ones
+	Delayed    uint64 // packets held for the configured delay
+	Corrupted  uint64 // packets with a bit flipped
 	Segmented  uint64 // GSO super-frames cut into packets
 	Dropped    uint64 // could not be forwarded: too big, queue full, send failed
 }

@@ -18,33 +18,33 @@ type Link = pingpong.Link
 // (force_dependecies and the MTU/out_reads checks), as perftest 6.24 has
 // them; 6.06 and 6.29 agree on every flag here.
 type Config struct {
-	Test       Test
+	Test       Test   // which program
 	ServerName string // host operand; empty: this side is the server
 
-	Port        int    // -p, --port (18515)
-	IBPort      int    // -i, --ib-port (1)
-	MTU         int    // -m, --mtu in bytes (0: the port's active MTU)
-	Size        uint64 // -s, --size (BW 65536, LAT 2, atomic 8); K/M suffixes
-	SizeSet     bool   // -s given (req_size)
-	Iters       uint64 // -n, --iters (write_bw 5000, others 1000; >= 5)
-	TxDepth     int    // -t, --tx-depth (BW 128, LAT 1)
-	RxDepth     int    // -r, --rx-depth (send/write 512, read/atomic 1)
-	QPTimeout   int    // -u, --qp-timeout (14)
-	SL          int    // -S, --sl (0)
-	GIDIndex    int    // -x, --gid-index (-1: none; 0 on Ethernet)
-	Method      int32  // RunRegular; -a RunAll; --run_infinitely
-	CPUFreq     bool   // -F, --CPU-freq: no cpufreq warning
-	Conn        int32  // -c, --connection RC|UC|UD (RC)
-	NumQPs      int    // -q, --qp (1; BW tests only)
-	Events      bool   // -e, --events (not WRITE)
-	InlineSize  int    // -I, --inline_size (-1: device default)
-	OutReads    int    // -o, --outs (0: the device's max_qp_rd_atom)
-	TOS         int    // -T, --tos (-1)
-	HopLimit    int    // -L, --hop_limit (64)
-	Duplex      bool   // -b, --bidirectional (BW tests)
-	NoPeak      bool   // -N, --noPeak (BW tests)
-	CQMod       int    // -Q, --cq-mod (100)
-	CQModSet    bool
+	Port        int     // -p, --port (18515)
+	IBPort      int     // -i, --ib-port (1)
+	MTU         int     // -m, --mtu in bytes (0: the port's active MTU)
+	Size        uint64  // -s, --size (BW 65536, LAT 2, atomic 8); K/M suffixes
+	SizeSet     bool    // -s given (req_size)
+	Iters       uint64  // -n, --iters (write_bw 5000, others 1000; >= 5)
+	TxDepth     int     // -t, --tx-depth (BW 128, LAT 1)
+	RxDepth     int     // -r, --rx-depth (send/write 512, read/atomic 1)
+	QPTimeout   int     // -u, --qp-timeout (14)
+	SL          int     // -S, --sl (0)
+	GIDIndex    int     // -x, --gid-index (-1: none; 0 on Ethernet)
+	Method      int32   // RunRegular; -a RunAll; --run_infinitely
+	CPUFreq     bool    // -F, --CPU-freq: no cpufreq warning
+	Conn        int32   // -c, --connection RC|UC|UD (RC)
+	NumQPs      int     // -q, --qp (1; BW tests only)
+	Events      bool    // -e, --events (not WRITE)
+	InlineSize  int     // -I, --inline_size (-1: device default)
+	OutReads    int     // -o, --outs (0: the device's max_qp_rd_atom)
+	TOS         int     // -T, --tos (-1)
+	HopLimit    int     // -L, --hop_limit (64)
+	Duplex      bool    // -b, --bidirectional (BW tests)
+	NoPeak      bool    // -N, --noPeak (BW tests)
+	CQMod       int     // -Q, --cq-mod (100)
+	CQModSet    bool    // -Q was given (its default depends on the test)
 	AtomicType  int32   // -A, --atomic_type CMP_AND_SWAP|FETCH_AND_ADD (FETCH_AND_ADD)
 	PostList    int     // -l, --post_list (1)
 	TestType    int32   // Iterations; -D, --duration makes it Duration

@@ -50,10 +50,16 @@ const (
 // Params is the parameter half of the negotiation struct. The peer compares
 // each of them with its own and gives up on the first difference.
 type Params struct {
+	// The C fields test_method, connection_type, verb, tst, atomicType,
+	// test_type and report_fmt, with the enumerations above.
 	TestMethod, ConnectionType, Verb, Tst, AtomicType, TestType, ReportFmt int32
-	Size, Iters                                                            uint64
-	AESXTS, NumQPs, Duration, UseRDMACM, UseWriteWithImm                   int32
-	NoEnhancedReorder, SigOffload, DataValidation                          int32
+	// size (-s) and iters (-n).
+	Size, Iters uint64
+	// aes_xts, num_of_qps (-q), duration (-D), use_rdma_cm (-R) and
+	// use_write_with_imm, 0 or the value.
+	AESXTS, NumQPs, Duration, UseRDMACM, UseWriteWithImm int32
+	// no_enhanced_reorder, sig_offload and data_validation: 0 or 1.
+	NoEnhancedReorder, SigOffload, DataValidation int32
 
 	// Attr is the sender's ibv_query_device() result. Only MaxQPRdAtom
 	// matters to the peer: it lowers its outstanding reads to it.
@@ -65,25 +71,25 @@ type Params struct {
 // DeviceAttr is struct ibv_device_attr. It travels in the sender's host
 // byte order, which for every lab peer is little-endian x86-64.
 type DeviceAttr struct {
-	FWVer                            [64]byte
-	NodeGUID, SysImageGUID           [8]byte // already big-endian
-	MaxMRSize, PageSizeCap           uint64
-	VendorID, VendorPartID, HWVer    uint32
-	MaxQP, MaxQPWR                   int32
-	DeviceCapFlags                   uint32
-	MaxSGE, MaxSGERd, MaxCQ, MaxCQE  int32
-	MaxMR, MaxPD, MaxQPRdAtom        int32
-	MaxEERdAtom, MaxResRdAtom        int32
-	MaxQPInitRdAtom, MaxEEInitRdAtom int32
-	AtomicCap, MaxEE, MaxRDD, MaxMW  int32
-	MaxRawIPv6QP, MaxRawEthyQP       int32
-	MaxMcastGrp, MaxMcastQPAttach    int32
-	MaxTotalMcastQPAttach, MaxAH     int32
-	MaxFMR, MaxMapPerFMR             int32
-	MaxSRQ, MaxSRQWR, MaxSRQSGE      int32
-	MaxPkeys                         uint16
-	LocalCAAckDelay, PhysPortCnt     uint8
-	_                                [4]byte // tail padding of the C struct
+	FWVer                            [64]byte // fw_ver, NUL-terminated
+	NodeGUID, SysImageGUID           [8]byte  // already big-endian
+	MaxMRSize, PageSizeCap           uint64   // max_mr_size, page_size_cap
+	VendorID, VendorPartID, HWVer    uint32   // vendor_id, vendor_part_id, hw_ver
+	MaxQP, MaxQPWR                   int32    // max_qp, max_qp_wr
+	DeviceCapFlags                   uint32   // device_cap_flags
+	MaxSGE, MaxSGERd, MaxCQ, MaxCQE  int32    // max_sge, max_sge_rd, max_cq, max_cqe
+	MaxMR, MaxPD, MaxQPRdAtom        int32    // max_mr, max_pd, max_qp_rd_atom
+	MaxEERdAtom, MaxResRdAtom        int32    // max_ee_rd_atom, max_res_rd_atom
+	MaxQPInitRdAtom, MaxEEInitRdAtom int32    // max_qp_init_rd_atom, max_ee_init_rd_atom
+	AtomicCap, MaxEE, MaxRDD, MaxMW  int32    // atomic_cap, max_ee, max_rdd, max_mw
+	MaxRawIPv6QP, MaxRawEthyQP       int32    // max_raw_ipv6_qp, max_raw_ethy_qp
+	MaxMcastGrp, MaxMcastQPAttach    int32    // max_mcast_grp, max_mcast_qp_attach
+	MaxTotalMcastQPAttach, MaxAH     int32    // max_total_mcast_qp_attach, max_ah
+	MaxFMR, MaxMapPerFMR             int32    // max_fmr, max_map_per_fmr
+	MaxSRQ, MaxSRQWR, MaxSRQSGE      int32    // max_srq, max_srq_wr, max_srq_sge
+	MaxPkeys                         uint16   // max_pkeys
+	LocalCAAckDelay, PhysPortCnt     uint8    // local_ca_ack_delay, phys_port_cnt
+	_                                [4]byte  // tail padding of the C struct
 }
 
 // Marshal lays the struct out as the C compiler does.
@@ -155,10 +161,11 @@ var compared = []field{
 // the tool's (" size mismatch: local=128, remote=64"); the tool follows it
 // with " Failed to negotiate parameters" and exits 1.
 type MismatchError struct {
-	Field         string
-	Local, Remote string
+	Field         string // the C field's name ("size")
+	Local, Remote string // each side's value, as the tool prints it
 }
 
+// Error returns the tool's message without its leading space.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("%s mismatch: local=%s, remote=%s", e.Field, e.Local, e.Remote)
 }

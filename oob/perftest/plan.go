@@ -16,11 +16,12 @@ const (
 
 var stepNames = [...]string{"version", "sys_data", "mtu", "negotiate", "record", "traffic", "bw_report", "close"}
 
+// String returns the step's name ("negotiate", "traffic").
 func (k StepKind) String() string { return stepNames[k] }
 
 // Step is one entry of a Plan.
 type Step struct {
-	Kind StepKind
+	Kind StepKind // which exchange
 	// QP is the QP whose record a StepRecord carries (0 for the
 	// synchronisation handshakes, which reuse the first QP's record).
 	QP int
@@ -35,16 +36,16 @@ type Step struct {
 
 // Shape is what decides the sequence of exchanges of a run.
 type Shape struct {
-	Test     Test
-	Role     Role
-	NumQPs   int   // -q (bandwidth tests only)
-	Method   int32 // RunRegular, RunAll (-a) or RunInfinitely (--run_infinitely)
-	TestType int32 // Iterations or Duration (-D)
-	Duplex   bool  // -b
-	WriteImm bool  // --write_with_imm (write tests)
-	Conn     int32 // ConnRC, ConnUC, ConnUD
-	MTU      MTU   // the negotiated MTU; bounds -a for UD send tests
-	Size     uint64
+	Test     Test   // the program
+	Role     Role   // server or client
+	NumQPs   int    // -q (bandwidth tests only)
+	Method   int32  // RunRegular, RunAll (-a) or RunInfinitely (--run_infinitely)
+	TestType int32  // Iterations or Duration (-D)
+	Duplex   bool   // -b
+	WriteImm bool   // --write_with_imm (write tests)
+	Conn     int32  // ConnRC, ConnUC, ConnUD
+	MTU      MTU    // the negotiated MTU; bounds -a for UD send tests
+	Size     uint64 // -s, the message size
 }
 
 // Plan lists every exchange a real tool of version local makes with a peer

@@ -202,9 +202,9 @@ func (c *Config) BWRow(r BWReport, v Version) string {
 
 // LatReport is one latency result row, in microseconds.
 type LatReport struct {
-	Size, Iters                   uint64
-	Min, Max, Typical, Avg, Stdev float64
-	Percentile99, Percentile999   float64
+	Size, Iters                   uint64  // #bytes and #iterations
+	Min, Max, Typical, Avg, Stdev float64 // t_min, t_max, t_typical, t_avg, t_stdev
+	Percentile99, Percentile999   float64 // the 99% and 99.9% percentiles
 	TPSAverage                    float64 // duration mode only
 }
 

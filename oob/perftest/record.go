@@ -15,14 +15,14 @@ const (
 
 // Record is one QP's address in ctx_hand_shake (struct pingpong_dest).
 type Record struct {
-	LID      uint16
-	OutReads uint16 // outstanding RDMA READ/atomic (1, or max_qp_rd_atom)
-	QPN      uint32 // 24 bits
-	PSN      uint32 // 24 bits
-	RKey     uint32
-	VAddr    uint64
-	GID      [16]byte
-	SRQN     uint32
+	LID      uint16   // 0 on RoCE
+	OutReads uint16   // outstanding RDMA READ/atomic (1, or max_qp_rd_atom)
+	QPN      uint32   // 24 bits
+	PSN      uint32   // 24 bits
+	RKey     uint32   // the rkey of the side's buffer
+	VAddr    uint64   // the buffer's address
+	GID      [16]byte // the side's GID
+	SRQN     uint32   // the XRC SRQ number, 0 otherwise
 }
 
 // Marshal formats the record as ethernet_write_keys does:
@@ -41,10 +41,11 @@ func (r Record) Marshal(withGID bool) []byte {
 
 // RecordError reports a record the peer sent that does not parse.
 type RecordError struct {
-	Raw    []byte
-	Reason string
+	Raw    []byte // the record as received
+	Reason string // what is wrong with it
 }
 
+// Error says what is wrong and quotes the record.
 func (e *RecordError) Error() string {
 	return fmt.Sprintf("perftest: garbled address record (%s): %q", e.Reason, e.Raw)
 }

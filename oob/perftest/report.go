@@ -11,10 +11,10 @@ import (
 // ones are refused at the version step). Doubles travel as their IEEE-754
 // bits in network order (hton_double).
 type BWReport struct {
-	Size    uint64
-	Iters   uint64
+	Size    uint64  // message size
+	Iters   uint64  // iterations
 	BWPeak  float64 // MiB/s (MB/s on 6.06), or Gbit/s with --report_gbits
-	BWAvg   float64
+	BWAvg   float64 // in BWPeak's unit
 	MsgRate float64 // Mpps
 }
 

@@ -26,6 +26,7 @@ const (
 	Client             // has a host operand: connects, writes first
 )
 
+// String returns "server" or "client".
 func (r Role) String() string {
 	if r == Client {
 		return "client"
@@ -219,7 +220,7 @@ type Negotiated struct {
 	// max_qp_rd_atom when that is smaller (the tool then prints
 	// OutReadsLowered).
 	OutReads int
-	Lowered  bool
+	Lowered  bool // OutReads was lowered
 }
 
 // OutReadsLowered is the line the tool prints when it lowers out_reads.

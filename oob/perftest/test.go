@@ -5,6 +5,7 @@ import "fmt"
 // Test is one of the eight perftest programs roced stands in for.
 type Test int
 
+// The tests, each named after its program without the ib_ prefix.
 const (
 	WriteBW Test = iota
 	WriteLat
@@ -18,6 +19,7 @@ const (
 
 var testNames = [...]string{"write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat", "atomic_bw", "atomic_lat"}
 
+// String returns the test's roced command ("write_bw").
 func (t Test) String() string {
 	if t < 0 || int(t) >= len(testNames) {
 		return fmt.Sprintf("Test(%d)", int(t))

@@ -13,10 +13,10 @@ const RecordSize = 52
 
 // Dest is a QP address as the examples exchange it (struct pingpong_dest).
 type Dest struct {
-	LID uint16
-	QPN uint32 // 24 bits
-	PSN uint32 // 24 bits
-	GID [16]byte
+	LID uint16   // 0 on RoCE
+	QPN uint32   // 24 bits
+	PSN uint32   // 24 bits
+	GID [16]byte // the side's GID, zero without -g
 }
 
 // IsZero reports whether d is an all-zero record, as srq_pingpong sends for
@@ -35,11 +35,12 @@ func (d Dest) Marshal() []byte {
 
 // RecordError reports a record the peer sent that does not parse.
 type RecordError struct {
-	Index  int // record number, from 0
-	Raw    []byte
-	Reason string
+	Index  int    // record number, from 0
+	Raw    []byte // the record as received
+	Reason string // what is wrong with it
 }
 
+// Error says which record, what is wrong, and quotes it.
 func (e *RecordError) Error() string {
 	return fmt.Sprintf("pingpong: garbled address record %d (%s): %q", e.Index, e.Reason, e.Raw)
 }

@@ -12,6 +12,7 @@ import (
 // Link names how roced reaches the wire (a goroce-only flag).
 type Link string
 
+// The links.
 const (
 	LinkUDP      Link = "udp"
 	LinkAFPacket Link = "afpacket"
@@ -30,7 +31,7 @@ func ParseLink(s string) (Link, error) {
 // Config is one tool's command line with the real tool's defaults
 // (rdma-core 44/56).
 type Config struct {
-	Tool Tool
+	Tool Tool // which program
 	// ServerName is the host operand; empty means this side is the server.
 	ServerName string
 

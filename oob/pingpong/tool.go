@@ -17,6 +17,7 @@ const MaxQP = 256
 
 var toolNames = [...]string{RC: "rc_pingpong", UC: "uc_pingpong", UD: "ud_pingpong", SRQ: "srq_pingpong"}
 
+// String returns the tool's roced command ("rc_pingpong").
 func (t Tool) String() string {
 	if t < 0 || int(t) >= len(toolNames) {
 		return fmt.Sprintf("Tool(%d)", int(t))

@@ -27,6 +27,7 @@ const (
 	ToClient
 )
 
+// String returns "C->S" or "S->C".
 func (d Dir) String() string {
 	if d == ToServer {
 		return "C->S"
@@ -36,10 +37,10 @@ func (d Dir) String() string {
 
 // Segment is one TCP payload as captured, in frame order.
 type Segment struct {
-	Frame int // 1-based frame number, as tshark counts
-	Dir   Dir
+	Frame int    // 1-based frame number, as tshark counts
+	Dir   Dir    // which way it went
 	Seq   uint32 // relative to the direction's first payload byte
-	Data  []byte
+	Data  []byte // the payload bytes the capture kept
 	// Missing counts payload bytes the frame carried but the capture did
 	// not keep (snap length shorter than a TSO/GRO super-segment).
 	Missing int
@@ -47,13 +48,13 @@ type Segment struct {
 
 // Stream is one TCP connection to the port.
 type Stream struct {
-	Client, Server netip.AddrPort
-	Segments       []Segment
+	Client, Server netip.AddrPort // the connection's two ends
+	Segments       []Segment      // its payload segments, in frame order
 	// Bytes holds each direction's payload reassembled by sequence
 	// number; Holes lists the [start, end) byte ranges of a direction
 	// that the capture does not hold (their bytes are zero in Bytes).
 	Bytes [2][]byte
-	Holes [2][][2]int
+	Holes [2][][2]int // see Bytes
 }
 
 // Complete reports whether both directions were captured without holes.

@@ -11,8 +11,8 @@ import (
 
 // Step is one message of a protocol script: Size bytes travelling in Dir.
 type Step struct {
-	Dir  Dir
-	Size int
+	Dir  Dir // who sends it
+	Size int // its length in bytes
 }
 
 // Steps repeats a step n times.

@@ -26,9 +26,9 @@ const (
 // Option describes one option. Short is 0 for long-only options and Long is
 // "" for short-only ones.
 type Option struct {
-	Short byte
-	Long  string
-	Arg   ArgKind
+	Short byte    // the letter after "-"
+	Long  string  // the name after "--"
+	Arg   ArgKind // whether it takes an argument
 }
 
 // Name is how the option is reported back: its long name, or its short
@@ -42,18 +42,21 @@ func (o Option) Name() string {
 
 // Match is one option found on the command line, in command-line order.
 type Match struct {
-	Option Option
+	Option Option // the option found
 	// Value is the argument; HasValue tells an empty argument ("--x=")
 	// from none.
 	Value    string
-	HasValue bool
+	HasValue bool // see Value
 	// Spelling is the word as the user typed it, for error messages.
 	Spelling string
 }
 
 // Error is a command-line error worded like glibc's diagnostics.
-type Error struct{ Msg string }
+type Error struct {
+	Msg string // the message, as the real tool's getopt prints it
+}
 
+// Error returns Msg.
 func (e *Error) Error() string { return e.Msg }
 
 func errorf(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }

@@ -62,11 +62,12 @@ func Write(conn net.Conn, b []byte) error {
 
 // ShortReadError reports a message cut short by the peer closing.
 type ShortReadError struct {
-	What      string
-	Got, Want int
-	Err       error
+	What      string // what was being read
+	Got, Want int    // bytes read, bytes the message has
+	Err       error  // what the read returned
 }
 
+// Error says what was cut short and how much arrived.
 func (e *ShortReadError) Error() string {
 	if e.Got == 0 && errors.Is(e.Err, io.EOF) {
 		return fmt.Sprintf("%s: peer closed the connection before sending it (%d bytes expected)", e.What, e.Want)
@@ -74,6 +75,7 @@ func (e *ShortReadError) Error() string {
 	return fmt.Sprintf("%s: got %d of %d bytes: %v", e.What, e.Got, e.Want, e.Err)
 }
 
+// Unwrap returns Err.
 func (e *ShortReadError) Unwrap() error { return e.Err }
 
 // Read reads exactly n bytes. Unlike the C tools it tolerates a message that
