@@ -16,7 +16,7 @@ func (q *QP) Modify(a *Attr, mask AttrMask) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.destroyed {
-		return fmt.Errorf("%w: QP destroyed", ErrState)
+		return errDestroyed
 	}
 	cur, next := q.state, q.state
 	if mask&AttrState != 0 {

@@ -99,10 +99,8 @@ func New(env *Env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 		return nil, invalid("a QP needs a send CQ and a receive CQ")
 	}
 	c := ia.Cap
-	if c.MaxSendWR == 0 || c.MaxSendWR > MaxWR || c.MaxSendSGE > MaxSGE ||
-		c.MaxRecvSGE > MaxSGE || c.MaxInlineData > MaxInline || c.MaxRecvWR > MaxWR {
-		return nil, invalid("capabilities %+v beyond the device's (max_wr %d, max_sge %d, max_inline %d)",
-			c, MaxWR, MaxSGE, MaxInline)
+	if err := c.check(); err != nil {
+		return nil, err
 	}
 	if ia.SRQ == nil && c.MaxRecvWR == 0 {
 		return nil, invalid("a QP without an SRQ needs max_recv_wr > 0")
@@ -135,6 +133,30 @@ func New(env *Env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	q.rnrTimer.Stop()
 	pd.Hold()
 	return q, nil
+}
+
+// check names the first capability that is zero where one is needed or
+// exceeds the device's limit (ibv_create_qp's EINVAL).
+func (c *Cap) check() error {
+	if c.MaxSendWR == 0 {
+		return invalid("max_send_wr is 0: a QP needs room for at least one send WR")
+	}
+	for _, f := range []struct {
+		name     string
+		v, limit uint32
+		limitOf  string
+	}{
+		{"max_send_wr", c.MaxSendWR, MaxWR, "max_qp_wr"},
+		{"max_recv_wr", c.MaxRecvWR, MaxWR, "max_qp_wr"},
+		{"max_send_sge", c.MaxSendSGE, MaxSGE, "max_sge"},
+		{"max_recv_sge", c.MaxRecvSGE, MaxSGE, "max_sge"},
+		{"max_inline_data", c.MaxInlineData, MaxInline, "max_inline"},
+	} {
+		if f.v > f.limit {
+			return invalid("%s %d exceeds the device's %s %d", f.name, f.v, f.limitOf, f.limit)
+		}
+	}
+	return nil
 }
 
 // QPN returns the QP number.

@@ -94,6 +94,9 @@ func (s *SRQ) post(wr *RecvWR) error {
 	if !ok {
 		return invalid("receive buffers exceed 2^31 bytes")
 	}
+	if err := checkSGL(s.pd, wr.SGL, mr.LocalWrite); err != nil {
+		return err
+	}
 	slot := s.tail % uint32(len(s.ring))
 	sgl := s.sges[slot*s.maxSGE : slot*s.maxSGE+uint32(len(wr.SGL))]
 	copy(sgl, wr.SGL)

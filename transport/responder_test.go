@@ -60,8 +60,20 @@ func TestResponderNAKs(t *testing.T) {
 			run: func(s *side, r *rawPeer) { r.send(bth.RCSendFirst, rPSN, true, pay(1000)) }},
 		{name: "SEND beyond the receive buffer", recv: []mr.SGE{{Length: 10}}, syn: nakInvalid, state: qp.Err, rstat: cq.LocLenErr,
 			run: func(s *side, r *rawPeer) { r.send(bth.RCSendOnly, rPSN, true, pay(64)) }},
-		{name: "receive SGE with a bad lkey", recv: []mr.SGE{{Addr: 1, Length: 100, LKey: 0x12345678}}, syn: nakOp, state: qp.Err, rstat: cq.LocProtErr,
-			run: func(s *side, r *rawPeer) { r.send(bth.RCSendOnly, rPSN, true, pay(64)) }},
+		// An lkey is checked at post (TestSGECheckedAtPost); a region
+		// deregistered after the post fails when the SEND lands.
+		{name: "receive SGE of a deregistered region", recv: []mr.SGE{}, syn: nakOp, state: qp.Err, rstat: cq.LocProtErr,
+			run: func(s *side, r *rawPeer) {
+				m, err := s.pd.Register(make([]byte, 4096), mr.LocalWrite)
+				if err != nil {
+					panic(err)
+				}
+				if err := s.qp.PostRecv(&qp.RecvWR{WRID: 9, SGL: []mr.SGE{m.SGE(0, 100)}}); err != nil {
+					panic(err)
+				}
+				m.Dereg()
+				r.send(bth.RCSendOnly, rPSN, true, pay(64))
+			}},
 		{name: "WRITE with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
 			run: func(s *side, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr(), s.mr.RKey()^0x100, 64))
