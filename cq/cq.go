@@ -145,6 +145,7 @@ type CQ struct {
 	solOnly bool
 	events  chan struct{} // completion events for ReqNotify; capacity 1
 	onError func(*CQ, error)
+	closed  bool // Shutdown: err holds the device's closed error
 }
 
 // New returns a completion queue holding up to depth completions. onError,
@@ -187,7 +188,7 @@ func (c *CQ) Push(wc *WC, solicited bool) bool {
 	if notify {
 		c.armed = false
 	}
-	c.mu.Unlock()
+	// Signalled under the lock, which Shutdown holds to close the channels.
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -198,12 +199,31 @@ func (c *CQ) Push(wc *WC, solicited bool) bool {
 		default:
 		}
 	}
+	c.mu.Unlock()
 	return true
+}
+
+// Shutdown ends the queue when its device closes; err wraps
+// transport.ErrClosed. Completions already held stay: Poll returns them,
+// oldest first, as libibverbs lets a CQ be drained until it is destroyed,
+// and then err. Every Wait and PollWait returns, and Events is closed, so
+// a completion-channel reader wakes too. Later completions are lost.
+func (c *CQ) Shutdown(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.err = err
+	close(c.wake)
+	close(c.events)
 }
 
 // Poll moves up to len(wc) completions, oldest first, into wc and returns
 // how many. It never blocks. After an overrun it returns the completions
-// held and then ErrOverrun.
+// held and then ErrOverrun; after its device closed, the completions held
+// and then an error wrapping transport.ErrClosed.
 func (c *CQ) Poll(wc []WC) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -233,8 +253,8 @@ func (c *CQ) Lost() uint64 {
 	return c.lost
 }
 
-// Wait blocks until the queue holds a completion, the queue is in error,
-// or ctx is done.
+// Wait blocks until the queue holds a completion, the queue is in error
+// (overrun, or its device closed), or ctx is done.
 func (c *CQ) Wait(ctx context.Context) error {
 	for {
 		c.mu.Lock()
@@ -285,6 +305,9 @@ func (c *CQ) Events() <-chan struct{} { return c.events }
 func (c *CQ) Resize(depth int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return c.err
+	}
 	if depth < c.n || depth < 1 {
 		return ErrTooShallow
 	}

@@ -15,6 +15,9 @@ import (
 func (q *QP) Modify(a *Attr, mask AttrMask) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return errClosed("modify_qp")
+	}
 	if q.destroyed {
 		return errDestroyed
 	}

@@ -81,6 +81,9 @@ func (q *QP) PostRecvList(wrs []RecvWR) error {
 }
 
 func (q *QP) postRecv(wr *RecvWR) error {
+	if q.closed {
+		return errClosed("post_recv")
+	}
 	if q.srq != nil {
 		return invalid("QP uses an SRQ: post receives to the SRQ")
 	}
@@ -131,6 +134,9 @@ func (q *QP) PostSendList(wrs []SendWR) error {
 }
 
 func (q *QP) postSend(wr *SendWR) error {
+	if q.closed {
+		return errClosed("post_send")
+	}
 	if q.destroyed {
 		return errDestroyed
 	}

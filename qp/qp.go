@@ -7,6 +7,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/closed"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 )
@@ -86,6 +87,7 @@ type QP struct {
 	rtoTimer  Timer
 	rnrTimer  Timer
 	destroyed bool
+	closed    bool // the device closed (Shutdown); destroyed is set too
 }
 
 // New creates a QP in the RESET state. The device chooses qpn.
@@ -197,6 +199,9 @@ func (q *QP) Query() (Attr, InitAttr) {
 func (q *QP) Destroy() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return errClosed("destroy_qp")
+	}
 	if q.destroyed {
 		return nil
 	}
@@ -220,6 +225,27 @@ func (q *QP) Destroy() error {
 	q.pd.Release()
 	return nil
 }
+
+// Shutdown ends the QP when its device closes, as if it entered ERR: every
+// outstanding work request completes with a flush error (IBA 10.3.1.7),
+// then the QP stops, in ERR, and every later call returns an error
+// wrapping transport.ErrClosed. The device calls it once its receive path
+// and worker have stopped, so nothing is sent.
+func (q *QP) Shutdown() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.destroyed {
+		return
+	}
+	q.tx.drop()
+	q.resp.outq = q.resp.outq[:0]
+	q.resp.outHead = 0
+	q.toError(nil, cq.WRFlushErr)
+	q.closed, q.destroyed = true, true
+}
+
+// errClosed wraps the closed device's error for call op.
+func errClosed(op string) error { return fmt.Errorf("qp: %s: %w", op, closed.Err) }
 
 // reset returns the QP to RESET: queues emptied, no completions (IBA 10.3.1.1).
 func (q *QP) reset() {
