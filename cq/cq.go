@@ -124,6 +124,22 @@ type WC struct {
 	DLIDPathBits    uint8
 }
 
+// Vendor errors (WC.VendorErr) of the send completions a NAK or the
+// retry limit ended, with the values mlx5 puts in an error CQE's
+// vendor_err_synd, so that a program logging vendor_err reads from goroce
+// what it reads from a ConnectX HCA. NVIDIA publishes no table of them:
+// these are the values mlx5 CQEs carry in public logs of those errors
+// (UCX's "synd 0x13 vend 0x88", "synd 0x14 vend 0x89", "synd 0x15 vend
+// 0x81"; a CQE dump with syndrome 0x12 and vendor_err_synd 0x8a). The
+// status alone names the NAK's code; VendorErr says a NAK from the
+// responder, not a local check, produced it. Other completions carry 0.
+const (
+	VendorRetryExceeded     uint32 = 0x81 // RetryExcErr: no response after retry_cnt retries (mlx5 syndrome 0x15)
+	VendorNAKRemoteAccess   uint32 = 0x88 // RemAccessErr: NAK remote access error (mlx5 syndrome 0x13)
+	VendorNAKRemoteOp       uint32 = 0x89 // RemOpErr: NAK remote operational error (mlx5 syndrome 0x14)
+	VendorNAKInvalidRequest uint32 = 0x8a // RemInvReqErr: NAK invalid request (mlx5 syndrome 0x12)
+)
+
 // ErrOverrun is reported when a completion finds the queue full: the
 // completion is lost, as on an HCA, and the queue enters the error state;
 // the loss is reported, never silent.
