@@ -84,11 +84,11 @@ func (q *QP) postRecv(wr *RecvWR) error {
 	if q.closed {
 		return errClosed("post_recv")
 	}
-	if q.srq != nil {
-		return invalid("QP uses an SRQ: post receives to the SRQ")
-	}
 	if q.destroyed {
 		return errDestroyed
+	}
+	if q.srq != nil {
+		return invalid("QP uses an SRQ: post receives to the SRQ")
 	}
 	if q.state == Reset {
 		return fmt.Errorf("%w: post_recv in %v", ErrState, q.state)
