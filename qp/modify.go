@@ -15,7 +15,7 @@ import (
 func (q *QP) Modify(a *Attr, mask AttrMask) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
+	if q.deviceClosed() {
 		return errClosed("modify_qp")
 	}
 	if q.destroyed {

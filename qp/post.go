@@ -81,7 +81,7 @@ func (q *QP) PostRecvList(wrs []RecvWR) error {
 }
 
 func (q *QP) postRecv(wr *RecvWR) error {
-	if q.closed {
+	if q.deviceClosed() {
 		return errClosed("post_recv")
 	}
 	if q.destroyed {
@@ -134,7 +134,7 @@ func (q *QP) PostSendList(wrs []SendWR) error {
 }
 
 func (q *QP) postSend(wr *SendWR) error {
-	if q.closed {
+	if q.deviceClosed() {
 		return errClosed("post_send")
 	}
 	if q.destroyed {

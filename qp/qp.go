@@ -199,7 +199,7 @@ func (q *QP) Query() (Attr, InitAttr) {
 func (q *QP) Destroy() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
+	if q.deviceClosed() {
 		return errClosed("destroy_qp")
 	}
 	if q.destroyed {
@@ -243,6 +243,10 @@ func (q *QP) Shutdown() {
 	q.toError(nil, cq.WRFlushErr)
 	q.closed, q.destroyed = true, true
 }
+
+// deviceClosed reports whether the device closed: Shutdown ran, or, for a
+// QP destroyed before Close and so not shut down, the key table says so.
+func (q *QP) deviceClosed() bool { return q.closed || q.pd.Table().Closed() }
 
 // errClosed wraps the closed device's error for call op.
 func errClosed(op string) error { return fmt.Errorf("qp: %s: %w", op, closed.Err) }

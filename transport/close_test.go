@@ -115,6 +115,10 @@ func TestCallsAfterClose(t *testing.T) {
 	spare, err := d.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
 	must(t, err)
+	gone, err := d.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq,
+		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
+	must(t, err)
+	must(t, d.DestroyQP(gone)) // destroyed before Close: Close never sees it
 	must(t, d.Close())
 	must(t, d.Close()) // idempotent
 
@@ -133,6 +137,7 @@ func TestCallsAfterClose(t *testing.T) {
 		{"PostRecvList", func() error { return a.qp.PostRecvList([]qp.RecvWR{recv}) }},
 		{"Modify", func() error { at := qp.Attr{State: qp.Reset}; return a.qp.Modify(&at, qp.AttrState) }},
 		{"QP.Destroy", spare.Destroy},
+		{"PostSend to a QP destroyed before Close", func() error { return gone.PostSend(&send) }},
 		{"DestroyQP", func() error { return d.DestroyQP(a.qp) }},
 		{"CreateQP", func() error {
 			_, err := d.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
