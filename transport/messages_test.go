@@ -65,7 +65,7 @@ func TestSGECheckedAtPost(t *testing.T) {
 	must(t, err)
 	other, err := d.AllocPD().Register(make([]byte, 4096), mr.LocalWrite)
 	must(t, err)
-	bad := mr.SGE{Addr: small.Addr(), Length: 8, LKey: small.LKey() ^ 0x100}
+	bad := mr.SGE{Addr: small.Addr(), Length: 8, LKey: small.LKey() ^ 0x80} // same index, another tag: no region
 	srq, err := d.CreateSRQ(s.pd, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
 	must(t, err)
 	for _, c := range []struct {
