@@ -126,6 +126,22 @@ type WC struct {
 	DLIDPathBits    uint8  // 0 on RoCE
 }
 
+// Vendor errors (WC.VendorErr) of the send completions a NAK or the
+// retry limit ended, with the values mlx5 puts in an error CQE's
+// vendor_err_synd, so that a program logging vendor_err reads from goroce
+// what it reads from a ConnectX HCA. NVIDIA publishes no table of them:
+// these are the values mlx5 CQEs carry in public logs of those errors
+// (UCX's "synd 0x13 vend 0x88", "synd 0x14 vend 0x89", "synd 0x15 vend
+// 0x81"; a CQE dump with syndrome 0x12 and vendor_err_synd 0x8a). The
+// status alone names the NAK's code; VendorErr says a NAK from the
+// responder, not a local check, produced it. Other completions carry 0.
+const (
+	VendorRetryExceeded     uint32 = 0x81 // RetryExcErr: no response after retry_cnt retries (mlx5 syndrome 0x15)
+	VendorNAKRemoteAccess   uint32 = 0x88 // RemAccessErr: NAK remote access error (mlx5 syndrome 0x13)
+	VendorNAKRemoteOp       uint32 = 0x89 // RemOpErr: NAK remote operational error (mlx5 syndrome 0x14)
+	VendorNAKInvalidRequest uint32 = 0x8a // RemInvReqErr: NAK invalid request (mlx5 syndrome 0x12)
+)
+
 // ErrOverrun is reported when a completion finds the queue full: the
 // completion is lost, as on an HCA, and the queue enters the error state;
 // the loss is reported, never silent.
@@ -147,6 +163,7 @@ type CQ struct {
 	solOnly bool
 	events  chan struct{} // completion events for ReqNotify; capacity 1
 	onError func(*CQ, error)
+	closed  bool // Shutdown: err holds the device's closed error
 }
 
 // New returns a completion queue holding up to depth completions. onError,
@@ -189,7 +206,7 @@ func (c *CQ) Push(wc *WC, solicited bool) bool {
 	if notify {
 		c.armed = false
 	}
-	c.mu.Unlock()
+	// Signalled under the lock, which Shutdown holds to close the channels.
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -200,12 +217,31 @@ func (c *CQ) Push(wc *WC, solicited bool) bool {
 		default:
 		}
 	}
+	c.mu.Unlock()
 	return true
+}
+
+// Shutdown ends the queue when its device closes; err wraps
+// transport.ErrClosed. Completions already held stay: Poll returns them,
+// oldest first, as libibverbs lets a CQ be drained until it is destroyed,
+// and then err. Every Wait and PollWait returns, and Events is closed, so
+// a completion-channel reader wakes too. Later completions are lost.
+func (c *CQ) Shutdown(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.err = err
+	close(c.wake)
+	close(c.events)
 }
 
 // Poll moves up to len(wc) completions, oldest first, into wc and returns
 // how many. It never blocks. After an overrun it returns the completions
-// held and then ErrOverrun.
+// held and then ErrOverrun; after its device closed, the completions held
+// and then an error wrapping transport.ErrClosed.
 func (c *CQ) Poll(wc []WC) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -235,8 +271,8 @@ func (c *CQ) Lost() uint64 {
 	return c.lost
 }
 
-// Wait blocks until the queue holds a completion, the queue is in error,
-// or ctx is done.
+// Wait blocks until the queue holds a completion, the queue is in error
+// (overrun, or its device closed), or ctx is done.
 func (c *CQ) Wait(ctx context.Context) error {
 	for {
 		c.mu.Lock()
@@ -287,6 +323,9 @@ func (c *CQ) Events() <-chan struct{} { return c.events }
 func (c *CQ) Resize(depth int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return c.err
+	}
 	if depth < c.n || depth < 1 {
 		return ErrTooShallow
 	}

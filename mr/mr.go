@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/goroce/goroce/internal/closed"
 )
 
 // Access is a set of memory access rights, with the bit values of
@@ -69,7 +71,19 @@ type Table struct {
 	regions atomic.Pointer[[]*MR] // copy-on-write: lookups take no lock
 	free    []uint32
 	tags    []uint8 // per index: the variant of the last key issued there
+	closed  atomic.Bool
 }
+
+// Close marks the table's device closed: from then on registering,
+// deregistering and deallocating fail with an error wrapping
+// transport.ErrClosed. The device calls it on Close.
+func (t *Table) Close() { t.closed.Store(true) }
+
+// Closed reports whether the table's device is closed.
+func (t *Table) Closed() bool { return t.closed.Load() }
+
+// errClosed wraps the closed device's error for call op.
+func errClosed(op string) error { return fmt.Errorf("mr: %s: %w", op, closed.Err) }
 
 // MaxRegions bounds the table (2^24 indexes fit in a key with its tag).
 const MaxRegions = 1 << 24
@@ -167,6 +181,9 @@ func (pd *PD) Release() { pd.users.Add(-1) }
 // Dealloc checks that no region, QP or SRQ still uses the PD (ibv_dealloc_pd
 // fails with EBUSY otherwise).
 func (pd *PD) Dealloc() error {
+	if pd.table.Closed() {
+		return errClosed("dealloc_pd")
+	}
 	if pd.users.Load() != 0 {
 		return ErrBusy
 	}
@@ -196,6 +213,9 @@ type MR struct {
 // virtual address is the buffer's address in memory, as for ibv_reg_mr,
 // or 0 with ZeroBased.
 func (pd *PD) Register(buf []byte, access Access) (*MR, error) {
+	if pd.table.Closed() {
+		return nil, errClosed("reg_mr")
+	}
 	if len(buf) == 0 {
 		return nil, ErrEmpty
 	}
@@ -208,6 +228,9 @@ func (pd *PD) Register(buf []byte, access Access) (*MR, error) {
 
 // RegisterIOVA registers buf with a chosen I/O virtual address (ibv_reg_mr_iova).
 func (pd *PD) RegisterIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
+	if pd.table.Closed() {
+		return nil, errClosed("reg_mr")
+	}
 	if len(buf) == 0 {
 		return nil, ErrEmpty
 	}
@@ -225,6 +248,9 @@ func (pd *PD) RegisterIOVA(buf []byte, iova uint64, access Access) (*MR, error) 
 
 // Dereg deregisters the region: once it returns, no key reaches the buffer.
 func (m *MR) Dereg() error {
+	if m.pd.table.Closed() {
+		return errClosed("dereg_mr")
+	}
 	m.mu.Lock()
 	was := m.valid
 	m.valid = false

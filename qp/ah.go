@@ -28,6 +28,9 @@ func (a *AH) Attr() AHAttr { return a.attr }
 
 // Destroy releases the address handle.
 func (a *AH) Destroy() error {
+	if a.pd != nil && a.pd.Table().Closed() {
+		return errClosed("destroy_ah")
+	}
 	if a.pd != nil {
 		a.pd.Release()
 		a.pd = nil

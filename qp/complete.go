@@ -62,7 +62,8 @@ func (q *QP) retire(st cq.Status) {
 		q.req.rdOut--
 	}
 	if w.signaled || st != cq.Success {
-		wc := cq.WC{WRID: w.wr.WRID, Status: st, Opcode: w.wcOpcode(), ByteLen: w.length, QPNum: q.qpn}
+		wc := cq.WC{WRID: w.wr.WRID, Status: st, Opcode: w.wcOpcode(), ByteLen: w.length, QPNum: q.qpn,
+			VendorErr: sendVendorErr(st)}
 		q.pushCQ(q.sendCQ, &wc, false)
 	}
 	if st == cq.Success {
@@ -115,4 +116,21 @@ func (q *QP) checkDrained() {
 			q.env.Event(Event{Type: EventSQDrained, QP: q})
 		}
 	}
+}
+
+// sendVendorErr is the vendor error of a send completion with status st.
+// On the send queue these statuses come only from a NAK (or, for
+// RetryExcErr, from the retry limit), so the status names the NAK.
+func sendVendorErr(st cq.Status) uint32 {
+	switch st {
+	case cq.RemInvReqErr:
+		return cq.VendorNAKInvalidRequest
+	case cq.RemAccessErr:
+		return cq.VendorNAKRemoteAccess
+	case cq.RemOpErr:
+		return cq.VendorNAKRemoteOp
+	case cq.RetryExcErr:
+		return cq.VendorRetryExceeded
+	}
+	return 0
 }

@@ -15,8 +15,11 @@ import (
 func (q *QP) Modify(a *Attr, mask AttrMask) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.deviceClosed() {
+		return errClosed("modify_qp")
+	}
 	if q.destroyed {
-		return fmt.Errorf("%w: QP destroyed", ErrState)
+		return errDestroyed
 	}
 	cur, next := q.state, q.state
 	if mask&AttrState != 0 {

@@ -81,11 +81,20 @@ func (q *QP) PostRecvList(wrs []RecvWR) error {
 }
 
 func (q *QP) postRecv(wr *RecvWR) error {
+	if q.deviceClosed() {
+		return errClosed("post_recv")
+	}
+	if q.destroyed {
+		return errDestroyed
+	}
 	if q.srq != nil {
 		return invalid("QP uses an SRQ: post receives to the SRQ")
 	}
-	if q.state == Reset || q.destroyed {
+	if q.state == Reset {
 		return fmt.Errorf("%w: post_recv in %v", ErrState, q.state)
+	}
+	if err := checkSGL(q.pd, wr.SGL, mr.LocalWrite); err != nil {
+		return err
 	}
 	if err := q.rq.push(wr); err != nil {
 		return err
@@ -125,13 +134,16 @@ func (q *QP) PostSendList(wrs []SendWR) error {
 }
 
 func (q *QP) postSend(wr *SendWR) error {
+	if q.deviceClosed() {
+		return errClosed("post_send")
+	}
+	if q.destroyed {
+		return errDestroyed
+	}
 	switch q.state {
 	case RTS, SQD, Err, SQE:
 	default:
 		return fmt.Errorf("%w: post_send in %v", ErrState, q.state)
-	}
-	if q.destroyed {
-		return fmt.Errorf("%w: QP destroyed", ErrState)
 	}
 	if q.sqTail-q.sqHead == uint32(len(q.sq)) {
 		return fmt.Errorf("%w: send queue holds %d WRs", ErrNoMem, len(q.sq))
@@ -224,6 +236,13 @@ func (q *QP) checkWR(wr *SendWR) error {
 			return invalid("%v is not supported", wr.Opcode)
 		}
 	}
+	need := mr.Access(0)
+	if wr.Opcode == WRRDMARead || wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd {
+		need = mr.LocalWrite // the response lands in the local buffer
+	}
+	if err := checkSGL(q.pd, wr.SGL, need); err != nil {
+		return err
+	}
 	if wr.Flags&Inline != 0 {
 		if total > q.cap.MaxInlineData {
 			return invalid("inline data of %d bytes exceeds max_inline_data %d", total, q.cap.MaxInlineData)
@@ -231,6 +250,27 @@ func (q *QP) checkWR(wr *SendWR) error {
 		if wr.Opcode == WRRDMARead || wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd {
 			return invalid("%v cannot be inline", wr.Opcode)
 		}
+	}
+	return nil
+}
+
+// errDestroyed is what every call on a destroyed QP returns.
+var errDestroyed = fmt.Errorf("%w: QP destroyed", ErrState)
+
+// checkSGL checks each SGE's lkey, protection domain, access and range when
+// the work request is posted, so a wrong SGE fails the post that names it
+// rather than a completion later. The memory is checked again when it is
+// used, since the region may be deregistered in between.
+func checkSGL(pd *mr.PD, sgl []mr.SGE, need mr.Access) error {
+	for i, s := range sgl {
+		if s.Length == 0 {
+			continue
+		}
+		span, err := pd.Table().Local(pd, s.LKey, s.Addr, s.Length, need)
+		if err != nil {
+			return fmt.Errorf("%w: SGE %d (addr 0x%x, length %d, lkey 0x%x): %w", ErrInvalid, i, s.Addr, s.Length, s.LKey, err)
+		}
+		span.Release()
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/closed"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 )
@@ -86,6 +87,7 @@ type QP struct {
 	rtoTimer  Timer
 	rnrTimer  Timer
 	destroyed bool
+	closed    bool // the device closed (Shutdown); destroyed is set too
 }
 
 // New creates a QP in the RESET state. The device chooses qpn.
@@ -99,10 +101,8 @@ func New(env *Env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 		return nil, invalid("a QP needs a send CQ and a receive CQ")
 	}
 	c := ia.Cap
-	if c.MaxSendWR == 0 || c.MaxSendWR > MaxWR || c.MaxSendSGE > MaxSGE ||
-		c.MaxRecvSGE > MaxSGE || c.MaxInlineData > MaxInline || c.MaxRecvWR > MaxWR {
-		return nil, invalid("capabilities %+v beyond the device's (max_wr %d, max_sge %d, max_inline %d)",
-			c, MaxWR, MaxSGE, MaxInline)
+	if err := c.check(); err != nil {
+		return nil, err
 	}
 	if ia.SRQ == nil && c.MaxRecvWR == 0 {
 		return nil, invalid("a QP without an SRQ needs max_recv_wr > 0")
@@ -135,6 +135,30 @@ func New(env *Env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	q.rnrTimer.Stop()
 	pd.Hold()
 	return q, nil
+}
+
+// check names the first capability that is zero where one is needed or
+// exceeds the device's limit (ibv_create_qp's EINVAL).
+func (c *Cap) check() error {
+	if c.MaxSendWR == 0 {
+		return invalid("max_send_wr is 0: a QP needs room for at least one send WR")
+	}
+	for _, f := range []struct {
+		name     string
+		v, limit uint32
+		limitOf  string
+	}{
+		{"max_send_wr", c.MaxSendWR, MaxWR, "max_qp_wr"},
+		{"max_recv_wr", c.MaxRecvWR, MaxWR, "max_qp_wr"},
+		{"max_send_sge", c.MaxSendSGE, MaxSGE, "max_sge"},
+		{"max_recv_sge", c.MaxRecvSGE, MaxSGE, "max_sge"},
+		{"max_inline_data", c.MaxInlineData, MaxInline, "max_inline"},
+	} {
+		if f.v > f.limit {
+			return invalid("%s %d exceeds the device's %s %d", f.name, f.v, f.limitOf, f.limit)
+		}
+	}
+	return nil
 }
 
 // QPN returns the QP number.
@@ -176,6 +200,9 @@ func (q *QP) Query() (Attr, InitAttr) {
 func (q *QP) Destroy() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.deviceClosed() {
+		return errClosed("destroy_qp")
+	}
 	if q.destroyed {
 		return nil
 	}
@@ -199,6 +226,31 @@ func (q *QP) Destroy() error {
 	q.pd.Release()
 	return nil
 }
+
+// Shutdown ends the QP when its device closes, as if it entered ERR: every
+// outstanding work request completes with a flush error (IBA 10.3.1.7),
+// then the QP stops, in ERR, and every later call returns an error
+// wrapping transport.ErrClosed. The device calls it once its receive path
+// and worker have stopped, so nothing is sent.
+func (q *QP) Shutdown() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.destroyed {
+		return
+	}
+	q.tx.drop()
+	q.resp.outq = q.resp.outq[:0]
+	q.resp.outHead = 0
+	q.toError(nil, cq.WRFlushErr)
+	q.closed, q.destroyed = true, true
+}
+
+// deviceClosed reports whether the device closed: Shutdown ran, or, for a
+// QP destroyed before Close and so not shut down, the key table says so.
+func (q *QP) deviceClosed() bool { return q.closed || q.pd.Table().Closed() }
+
+// errClosed wraps the closed device's error for call op.
+func errClosed(op string) error { return fmt.Errorf("qp: %s: %w", op, closed.Err) }
 
 // reset returns the QP to RESET: queues emptied, no completions (IBA 10.3.1.1).
 func (q *QP) reset() {

@@ -2,6 +2,7 @@ package qp
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
@@ -130,7 +131,8 @@ func (q *QP) receiveRC(p bth.Packet) {
 	r.nakSent = false
 	info := p.Info()
 	if !q.sequenceOK(info) {
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr)
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
+			badRequest("%v out of sequence (IBA 9.7.5.1.2)", p.OpCode()))
 		return
 	}
 	switch info.Kind {
@@ -144,7 +146,8 @@ func (q *QP) receiveRC(p bth.Packet) {
 		q.execAtomic(p)
 	default:
 		// FLUSH, ATOMIC WRITE and RD opcodes are not supported here.
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr)
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
+			badRequest("%v not supported", p.OpCode()))
 	}
 }
 
@@ -217,7 +220,7 @@ func (q *QP) execSend(p bth.Packet) {
 		return
 	}
 	if !q.lengthOK(p) {
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr)
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr, q.lengthError(p))
 		return
 	}
 	pay := p.Payload()
@@ -226,13 +229,13 @@ func (q *QP) execSend(p bth.Packet) {
 		// here, invalid request at the requester (IBA 9.7.5.2.3).
 		q.completeRecv(&r.rwqe, cq.LocLenErr, cq.OpRecv, r.rOff, 0, false)
 		r.haveWQE = false
-		q.classC(bth.NAKInvalidRequest, 0, 0)
+		q.classC(bth.NAKInvalidRequest, 0, 0, nil)
 		return
 	}
 	if err := q.scatter(r.rwqe.sgl, r.rOff, pay); err != nil {
 		q.completeRecv(&r.rwqe, cq.LocProtErr, cq.OpRecv, r.rOff, 0, false)
 		r.haveWQE = false
-		q.classC(bth.NAKRemoteOperational, 0, 0)
+		q.classC(bth.NAKRemoteOperational, 0, 0, nil)
 		return
 	}
 	r.rOff += uint32(len(pay))
@@ -248,7 +251,8 @@ func (q *QP) execSend(p bth.Packet) {
 			rkey := p.IETH().RKey()
 			if !q.env.Keys.InvalidateRKey(q.pd, rkey) {
 				r.epsn = r.epsn.Add(-1)
-				q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr)
+				q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
+					badRequest("SEND with Invalidate: rkey 0x%x names no region of the QP's PD", rkey))
 				return
 			}
 			flags |= cq.WithInv
@@ -274,7 +278,7 @@ func (q *QP) execWrite(p bth.Packet) {
 	if info.Pos == bth.PosFirst || info.Pos == bth.PosOnly {
 		reth := p.RETH()
 		if q.attr.AccessFlags&mr.RemoteWrite == 0 {
-			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+			q.qpAccessError("WRITE", "REMOTE_WRITE")
 			return
 		}
 		r.wVA, r.wRKey, r.wLen = reth.VA(), reth.RKey(), reth.DMALen()
@@ -282,7 +286,7 @@ func (q *QP) execWrite(p bth.Packet) {
 		// A zero-length WRITE checks no R_Key (IBA 9.7.5.2.2).
 		if r.wLen > 0 {
 			if _, err := q.remote(r.wRKey, r.wVA, r.wLen, mr.RemoteWrite, false); err != nil {
-				q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+				q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, r.wLen, err))
 				return
 			}
 		}
@@ -293,14 +297,19 @@ func (q *QP) execWrite(p bth.Packet) {
 		q.rnr()
 		return
 	}
-	if !q.lengthOK(p) || uint32(p.PayloadLen()) > r.wRemain {
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr)
+	if !q.lengthOK(p) {
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr, q.lengthError(p))
+		return
+	}
+	if uint32(p.PayloadLen()) > r.wRemain {
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
+			badRequest("WRITE longer than its DMA length %d", r.wLen))
 		return
 	}
 	if n := uint32(p.PayloadLen()); n > 0 {
 		span, err := q.remote(r.wRKey, r.wVA, n, mr.RemoteWrite, true)
 		if err != nil {
-			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, n, err))
 			return
 		}
 		copy(span.B, p.Payload())
@@ -311,7 +320,8 @@ func (q *QP) execWrite(p bth.Packet) {
 	last := info.Pos == bth.PosLast || info.Pos == bth.PosOnly
 	if last && r.wRemain != 0 {
 		// The message was shorter than its RETH said (IBA 9.7.5.2.2).
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr)
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
+			badRequest("WRITE ends %d bytes short of its DMA length %d", r.wRemain, r.wLen))
 		return
 	}
 	r.epsn = r.epsn.Next()
@@ -360,21 +370,21 @@ func (q *QP) execRead(p bth.Packet) {
 	reth := p.RETH()
 	psn := p.BTH().PSN()
 	if q.attr.AccessFlags&mr.RemoteRead == 0 {
-		q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+		q.qpAccessError("READ", "REMOTE_READ")
 		return
 	}
 	if q.attr.MaxDestRdAtomic == 0 {
-		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr)
+		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr, badRequest("READ to a QP with max_dest_rd_atomic 0"))
 		return
 	}
 	va, rkey, n := reth.VA(), reth.RKey(), reth.DMALen()
 	if n > MaxMsgSize {
-		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr)
+		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr, badRequest("READ of %d bytes exceeds 2^31", n))
 		return
 	}
 	if n > 0 {
 		if _, err := q.remote(rkey, va, n, mr.RemoteRead, false); err != nil {
-			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("READ", rkey, va, n, err))
 			return
 		}
 	}
@@ -394,17 +404,21 @@ func (q *QP) execAtomic(p bth.Packet) {
 	a := p.AtomicETH()
 	psn := p.BTH().PSN()
 	if q.attr.AccessFlags&mr.RemoteAtomic == 0 {
-		q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+		q.qpAccessError("atomic", "REMOTE_ATOMIC")
 		return
 	}
-	if q.attr.MaxDestRdAtomic == 0 || a.VA()&7 != 0 {
+	if q.attr.MaxDestRdAtomic == 0 {
+		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr, badRequest("atomic to a QP with max_dest_rd_atomic 0"))
+		return
+	}
+	if a.VA()&7 != 0 {
 		// An atomic on an unaligned address is an invalid request (IBA 9.4.5).
-		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr)
+		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr, badRequest("atomic address 0x%x is not 8-byte aligned", a.VA()))
 		return
 	}
 	span, err := q.remote(a.RKey(), a.VA(), 8, mr.RemoteAtomic, true)
 	if err != nil {
-		q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+		q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("atomic", a.RKey(), a.VA(), 8, err))
 		return
 	}
 	q.env.Atomic.Lock()
@@ -486,8 +500,9 @@ func (r *responder) find(psn bth.PSN, atomic bool) *rdResource {
 
 // classC handles an error that ends the connection at the responder: a
 // NAK goes out, a receive WQE in use completes with st (if st != 0), and
-// the QP enters ERR with an affiliated event (IBA 9.9.3.1, 10.3.1.7).
-func (q *QP) classC(code bth.NAKCode, st cq.Status, ev EventType) {
+// the QP enters ERR with an affiliated event (IBA 9.9.3.1, 10.3.1.7)
+// whose Err is why.
+func (q *QP) classC(code bth.NAKCode, st cq.Status, ev EventType, why error) {
 	r := &q.resp
 	q.queueNAK(bth.NAKSyndrome(code), r.epsn)
 	q.respond(1 << 30) // what was queued before the error goes first
@@ -496,10 +511,24 @@ func (q *QP) classC(code bth.NAKCode, st cq.Status, ev EventType) {
 		r.haveWQE = false
 	}
 	if ev != 0 {
-		q.fatal(ev, nil)
+		q.fatal(ev, why)
 	} else {
 		q.toError(nil, cq.WRFlushErr)
 	}
+}
+
+// qpAccessError answers a request the QP's access flags do not enable: an
+// invalid request, not a remote access error, as rxe's check_op_valid
+// answers it (RESPST_ERR_UNSUPPORTED_OPCODE: NAK invalid request,
+// IBV_WC_REM_INV_REQ_ERR at the requester).
+func (q *QP) qpAccessError(op, flag string) {
+	q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
+		fmt.Errorf("%w: %s to a QP without %s", ErrQPAccess, op, flag))
+}
+
+// lengthError names the length rule a packet broke (IBA 9.7.5.1.4).
+func (q *QP) lengthError(p bth.Packet) error {
+	return badRequest("%v with a payload of %d bytes on a path MTU of %d (IBA 9.7.5.1.4)", p.OpCode(), p.PayloadLen(), q.mtu)
 }
 
 func (q *QP) queueItem(it respItem) {
@@ -620,7 +649,7 @@ func (q *QP) sendReadResponse(it *respItem) bool {
 			p.release()
 			q.resp.outq = q.resp.outq[:q.resp.outHead]
 			q.resp.epsn = it.psn
-			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr)
+			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("READ response", it.rkey, it.va, n, err))
 			return false
 		}
 		copy(p.payload(), span.B)

@@ -81,6 +81,9 @@ func (s *SRQ) PostRecvList(wrs []RecvWR) error {
 }
 
 func (s *SRQ) post(wr *RecvWR) error {
+	if s.pd.Table().Closed() {
+		return errClosed("post_srq_recv")
+	}
 	if s.destroyed {
 		return fmt.Errorf("%w: SRQ destroyed", ErrState)
 	}
@@ -93,6 +96,9 @@ func (s *SRQ) post(wr *RecvWR) error {
 	total, ok := sgeTotal(wr.SGL)
 	if !ok {
 		return invalid("receive buffers exceed 2^31 bytes")
+	}
+	if err := checkSGL(s.pd, wr.SGL, mr.LocalWrite); err != nil {
+		return err
 	}
 	slot := s.tail % uint32(len(s.ring))
 	sgl := s.sges[slot*s.maxSGE : slot*s.maxSGE+uint32(len(wr.SGL))]
@@ -136,6 +142,9 @@ func (s *SRQ) Len() int {
 func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.pd.Table().Closed() {
+		return errClosed("modify_srq")
+	}
 	if mask&SRQMaxWR != 0 {
 		if attr.MaxWR == 0 || attr.MaxWR > MaxWR || attr.MaxWR < s.tail-s.head {
 			return invalid("SRQ max_wr %d: below the %d WRs held or beyond %d", attr.MaxWR, s.tail-s.head, MaxWR)
@@ -175,6 +184,9 @@ func (s *SRQ) Query() SRQAttr {
 
 // Destroy destroys the SRQ; it fails while QPs use it (EBUSY).
 func (s *SRQ) Destroy() error {
+	if s.pd.Table().Closed() {
+		return errClosed("destroy_srq")
+	}
 	if s.users.Load() != 0 {
 		return fmt.Errorf("%w: SRQ still used by %d QPs", ErrBusy, s.users.Load())
 	}

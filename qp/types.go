@@ -247,6 +247,29 @@ var (
 	ErrBusy    = errors.New("qp: resource busy") // EBUSY
 )
 
+// Why a responder ended the connection: the rule a request broke, carried
+// by the affiliated event (Event.Err) on the side that detected it. A
+// memory-key rule is one of mr's errors (mr.ErrInvalidKey, ErrBounds,
+// ErrAccess, ErrPD) wrapped with the request's rkey and range.
+var (
+	// ErrQPAccess: the QP's access flags lack REMOTE_READ, REMOTE_WRITE or
+	// REMOTE_ATOMIC for the request (an invalid request, as rxe's
+	// check_op_valid answers).
+	ErrQPAccess = errors.New("qp: the QP's access flags do not enable the operation")
+	// ErrInvalidRequest: a request the responder cannot execute (opcode out
+	// of sequence or unsupported, wrong length, misaligned atomic, ...).
+	ErrInvalidRequest = errors.New("qp: invalid request")
+)
+
+func badRequest(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, a...)...)
+}
+
+// rkeyError names the request whose rkey check failed and why (the mr error).
+func rkeyError(op string, rkey uint32, va uint64, n uint32, err error) error {
+	return fmt.Errorf("qp: %s rkey 0x%x va 0x%x length %d: %w", op, rkey, va, n, err)
+}
+
 // AttrError reports a Modify call whose attributes do not fit the transition.
 type AttrError struct {
 	From, To State    // the transition asked for

@@ -93,12 +93,13 @@ func TestCompleterSequenceNAK(t *testing.T) {
 
 func TestCompleterErrorNAKs(t *testing.T) {
 	for _, c := range []struct {
-		syn  bth.Syndrome
-		want cq.Status
+		syn    bth.Syndrome
+		want   cq.Status
+		vendor uint32 // mlx5's vendor_err for the NAK
 	}{
-		{nakInvalid, cq.RemInvReqErr},
-		{nakAccess, cq.RemAccessErr},
-		{nakOp, cq.RemOpErr},
+		{nakInvalid, cq.RemInvReqErr, 0x8a},
+		{nakAccess, cq.RemAccessErr, 0x88},
+		{nakOp, cq.RemOpErr, 0x89},
 	} {
 		t.Run(c.want.String(), func(t *testing.T) {
 			s, r, _ := newRaw(t, pairOpts{})
@@ -110,8 +111,12 @@ func TestCompleterErrorNAKs(t *testing.T) {
 			// The first is acknowledged by the NAK; the second failed; the
 			// third is flushed; the QP is in ERR (IBA 9.9.3.1).
 			for i, st := range []cq.Status{cq.Success, c.want, cq.WRFlushErr} {
-				if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i) || wc.Status != st {
+				wc := wait(t, s.scq, time.Second)
+				if wc.WRID != uint64(i) || wc.Status != st {
 					t.Fatalf("completion %d: %+v, want %v", i, wc, st)
+				}
+				if want := map[bool]uint32{true: c.vendor}[st == c.want]; wc.VendorErr != want {
+					t.Fatalf("completion %d: vendor_err 0x%x, want 0x%x", i, wc.VendorErr, want)
 				}
 			}
 			if s.qp.State() != qp.Err {
@@ -190,8 +195,8 @@ func TestCompleterRetryExhaustion(t *testing.T) {
 		r.clk.Advance(time.Nanosecond)
 	}
 	wc := wait(t, s.scq, time.Second)
-	if wc.Status != cq.RetryExcErr || wc.WRID != 0 {
-		t.Fatalf("completion %+v", wc)
+	if wc.Status != cq.RetryExcErr || wc.WRID != 0 || wc.VendorErr != cq.VendorRetryExceeded {
+		t.Fatalf("completion %+v, want retry exceeded with mlx5's vendor_err 0x81", wc)
 	}
 	if wc := wait(t, s.scq, time.Second); wc.Status != cq.WRFlushErr {
 		t.Fatalf("completion %+v", wc)

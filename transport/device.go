@@ -19,6 +19,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/closed"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/qp"
@@ -56,17 +57,24 @@ type Device struct {
 	qps  qpTable    // the receive path reads it without a lock
 
 	runq       runQueue
+	evMu       sync.RWMutex // held shared to post an event, exclusively to close events
 	events     chan qp.Event
+	evClosed   bool // under evMu
 	eventsLost atomic.Uint64
 	atomicMu   sync.Mutex
+
+	cqMu      sync.Mutex
+	cqs       []*cq.CQ // every CQ the device created, to end on Close
+	cqsClosed bool
 
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup
 }
 
-// ErrClosed is returned by a closed device.
-var ErrClosed = errors.New("transport: device closed")
+// ErrClosed is what every call on a closed device or on an object it
+// created returns, wrapped (errors.Is(err, ErrClosed)).
+var ErrClosed = closed.Err
 
 // Open opens a device over link and starts its receive loop and worker.
 // The device owns the link and closes it on Close.
@@ -126,18 +134,53 @@ func gidTable(info nic.Info) []bth.GID {
 	return t
 }
 
-// Close stops the device, closes its link and waits for its goroutines.
+// Close closes the device, as ibv_close_device after destroying what it
+// holds. Every outstanding work request of every QP completes with
+// WRFlushErr, as when a QP enters ERR (IBA 10.3.1.7); receives posted to
+// an SRQ are not flushed (they belong to no QP, as libibverbs, which never
+// flushes an SRQ). Then every CQ wakes its Wait, PollWait and completion
+// channel readers; Poll returns the completions held, flush completions
+// included, and then an error wrapping ErrClosed. Events is closed once
+// the last event is queued. From then on every call that creates, posts,
+// modifies, registers, destroys or waits returns an error wrapping
+// ErrClosed; queries (State, Query, Stats, GID) still answer. AllocPD and
+// CreateCQ, which return no error, return a PD whose Register fails and a
+// CQ whose Poll fails. Close is idempotent.
 func (d *Device) Close() error {
 	d.closeOnce.Do(func() {
+		d.qpMu.Lock() // no CreateQP after this
 		close(d.done)
-		d.link.Close()
-		d.qpMu.Lock()
-		d.qps.each(func(q *qp.QP) { q.Destroy() })
+		d.keys.Close()
 		d.qpMu.Unlock()
+		d.link.Close()
+		d.wg.Wait() // the receive path and the worker have stopped
+		d.qps.each(func(q *qp.QP) { q.Shutdown() }) // no writer: done is closed
+		d.cqMu.Lock()
+		d.cqsClosed = true
+		for _, c := range d.cqs {
+			c.Shutdown(errClosed("poll_cq"))
+		}
+		d.cqMu.Unlock()
+		d.evMu.Lock()
+		d.evClosed = true
+		close(d.events)
+		d.evMu.Unlock()
 	})
-	d.wg.Wait()
 	return nil
 }
+
+// closedNow reports whether Close has begun.
+func (d *Device) closedNow() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// errClosed wraps ErrClosed for call op.
+func errClosed(op string) error { return fmt.Errorf("transport: %s: %w", op, ErrClosed) }
 
 // Link returns the device's link.
 func (d *Device) Link() nic.Link { return d.link }
@@ -189,6 +232,11 @@ func (d *Device) Events() <-chan qp.Event { return d.events }
 func (d *Device) EventsLost() uint64 { return d.eventsLost.Load() }
 
 func (d *Device) post(e qp.Event) {
+	d.evMu.RLock()
+	defer d.evMu.RUnlock()
+	if d.evClosed {
+		return // Close closed the channel
+	}
 	select {
 	case d.events <- e:
 	default:
@@ -202,20 +250,26 @@ func (d *Device) AllocPD() *mr.PD { return mr.NewPD(d.keys) }
 // CreateCQ creates a completion queue of the given depth (ibv_create_cq).
 // An overrun is reported as an EventCQErr.
 func (d *Device) CreateCQ(depth int) *cq.CQ {
-	return cq.New(depth, func(c *cq.CQ, err error) {
+	c := cq.New(depth, func(c *cq.CQ, err error) {
 		d.post(qp.Event{Type: qp.EventCQErr, CQ: c, Err: err})
 	})
+	d.cqMu.Lock()
+	defer d.cqMu.Unlock()
+	if d.cqsClosed {
+		c.Shutdown(errClosed("poll_cq"))
+		return c
+	}
+	d.cqs = append(d.cqs, c)
+	return c
 }
 
 // CreateQP creates a queue pair in RESET (ibv_create_qp).
 func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
-	select {
-	case <-d.done:
-		return nil, ErrClosed
-	default:
-	}
 	d.qpMu.Lock()
 	defer d.qpMu.Unlock()
+	if d.closedNow() {
+		return nil, errClosed("create_qp")
+	}
 	qpn, ok := d.qps.free()
 	if !ok {
 		return nil, fmt.Errorf("%w: out of QP numbers", qp.ErrNoMem)
@@ -231,7 +285,14 @@ func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
 // DestroyQP destroys a queue pair (ibv_destroy_qp).
 func (d *Device) DestroyQP(q *qp.QP) error {
 	d.qpMu.Lock()
-	d.qps.remove(q.QPN(), q)
+	if d.closedNow() {
+		d.qpMu.Unlock()
+		return errClosed("destroy_qp")
+	}
+	if q == nil || !d.qps.remove(q.QPN(), q) {
+		d.qpMu.Unlock()
+		return fmt.Errorf("transport: destroy_qp: %v is not a QP of this device, or was destroyed already", q)
+	}
 	d.qpMu.Unlock()
 	return q.Destroy()
 }
@@ -241,11 +302,17 @@ func (d *Device) LookupQP(qpn uint32) *qp.QP { return d.qps.get(qpn) }
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq).
 func (d *Device) CreateSRQ(pd *mr.PD, attr qp.SRQAttr) (*qp.SRQ, error) {
+	if d.closedNow() {
+		return nil, errClosed("create_srq")
+	}
 	return qp.NewSRQ(pd, attr, d.post)
 }
 
 // CreateAH creates an address handle for UD sends (ibv_create_ah).
 func (d *Device) CreateAH(pd *mr.PD, attr qp.AHAttr) (*qp.AH, error) {
+	if d.closedNow() {
+		return nil, errClosed("create_ah")
+	}
 	return qp.NewAH(&d.env, pd, attr)
 }
 

@@ -101,6 +101,12 @@ func TestManyQPs(t *testing.T) {
 			t.Fatalf("destroyed QP %#x still found", qs[i].QPN())
 		}
 	}
+	if err := a.dev.DestroyQP(qs[0]); err == nil {
+		t.Fatal("a QP destroyed twice")
+	}
+	if err := b.dev.DestroyQP(qs[1]); err == nil || a.dev.LookupQP(qs[1].QPN()) != qs[1] {
+		t.Fatalf("another device destroyed a QP: %v", err)
+	}
 	for i := 1; i < n; i += 2 {
 		if a.dev.LookupQP(qs[i].QPN()) != qs[i] {
 			t.Fatalf("QP %#x lost", qs[i].QPN())

@@ -3,6 +3,8 @@ package transport
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,51 +54,89 @@ func TestResponderNAKs(t *testing.T) {
 		syn    bth.Syndrome
 		state  qp.State
 		event  qp.EventType
+		why    error     // what the event's Err wraps (with event)
+		msg    string    // what the event's Err says, if set
 		rstat  cq.Status // receive completion status, if one is expected
 	}{
-		{name: "SEND MIDDLE without FIRST", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr,
+		{name: "SEND MIDDLE without FIRST", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrInvalidRequest,
 			run: func(s *side, r *rawPeer) { r.send(bth.RCSendMiddle, rPSN, true, pay(1024)) }},
-		{name: "SEND FIRST shorter than the MTU", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, rstat: cq.RemInvReqErr,
+		{name: "SEND FIRST shorter than the MTU", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrInvalidRequest, rstat: cq.RemInvReqErr,
 			run: func(s *side, r *rawPeer) { r.send(bth.RCSendFirst, rPSN, true, pay(1000)) }},
 		{name: "SEND beyond the receive buffer", recv: []mr.SGE{{Length: 10}}, syn: nakInvalid, state: qp.Err, rstat: cq.LocLenErr,
 			run: func(s *side, r *rawPeer) { r.send(bth.RCSendOnly, rPSN, true, pay(64)) }},
-		{name: "receive SGE with a bad lkey", recv: []mr.SGE{{Addr: 1, Length: 100, LKey: 0x12345678}}, syn: nakOp, state: qp.Err, rstat: cq.LocProtErr,
-			run: func(s *side, r *rawPeer) { r.send(bth.RCSendOnly, rPSN, true, pay(64)) }},
-		{name: "WRITE with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+		// An lkey is checked at post (TestSGECheckedAtPost); a region
+		// deregistered after the post fails when the SEND lands.
+		{name: "receive SGE of a deregistered region", recv: []mr.SGE{}, syn: nakOp, state: qp.Err, rstat: cq.LocProtErr,
+			run: func(s *side, r *rawPeer) {
+				m, err := s.pd.Register(make([]byte, 4096), mr.LocalWrite)
+				if err != nil {
+					panic(err)
+				}
+				if err := s.qp.PostRecv(&qp.RecvWR{WRID: 9, SGL: []mr.SGE{m.SGE(0, 100)}}); err != nil {
+					panic(err)
+				}
+				m.Dereg()
+				r.send(bth.RCSendOnly, rPSN, true, pay(64))
+			}},
+		{name: "WRITE with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrInvalidKey,
 			run: func(s *side, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr(), s.mr.RKey()^0x100, 64))
 			}},
-		{name: "WRITE beyond the region", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+		{name: "WRITE beyond the region", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrBounds,
 			run: func(s *side, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr()+uint64(len(s.buf))-32, s.mr.RKey(), 64))
 			}},
-		{name: "WRITE below the region", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+		{name: "WRITE below the region", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrBounds,
 			run: func(s *side, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr()-8, s.mr.RKey(), 64))
 			}},
-		{name: "WRITE to a QP without remote write", access: mr.LocalWrite | mr.RemoteRead, syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+		// The QP's access flags lacking the operation is an invalid request,
+		// as rxe's check_op_valid answers it, not a remote access error.
+		{name: "WRITE to a QP without remote write", access: mr.LocalWrite | mr.RemoteRead, syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrQPAccess,
 			run: func(s *side, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr(), s.mr.RKey(), 64))
 			}},
-		{name: "WRITE shorter than its DMA length", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr,
+		{name: "WRITE shorter than its DMA length", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrInvalidRequest,
 			run: func(s *side, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.mr.Addr(), s.mr.RKey(), 100))
 			}},
-		{name: "READ from a QP without remote read", access: mr.LocalWrite | mr.RemoteWrite, syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+		{name: "READ from a QP without remote read", access: mr.LocalWrite | mr.RemoteWrite, syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrQPAccess,
+			msg: "READ to a QP without REMOTE_READ",
 			run: func(s *side, r *rawPeer) {
 				r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.mr.Addr(), s.mr.RKey(), 64))
 			}},
-		{name: "READ with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+		{name: "atomic to a QP without remote atomic", access: mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead, syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrQPAccess,
+			run: func(s *side, r *rawPeer) {
+				r.send(bth.RCFetchAdd, rPSN, true, nil, atomicETH(s.mr.Addr(), s.mr.RKey(), 1, 0))
+			}},
+		{name: "WRITE to a region without remote write", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrAccess,
+			run: func(s *side, r *rawPeer) {
+				m, err := s.pd.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteRead)
+				if err != nil {
+					panic(err)
+				}
+				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(m.Addr(), m.RKey(), 64))
+			}},
+		{name: "WRITE to a region of another PD", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrPD,
+			run: func(s *side, r *rawPeer) {
+				m, err := s.dev.AllocPD().Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite)
+				if err != nil {
+					panic(err)
+				}
+				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(m.Addr(), m.RKey(), 64))
+			}},
+		{name: "READ with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrInvalidKey,
+			msg: "READ rkey 0xdead00",
 			run: func(s *side, r *rawPeer) { r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.mr.Addr(), 0xdead00, 64)) }},
-		{name: "atomic on an unaligned address", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr,
+		{name: "atomic on an unaligned address", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrInvalidRequest,
 			run: func(s *side, r *rawPeer) {
 				r.send(bth.RCFetchAdd, rPSN, true, nil, atomicETH(s.mr.Addr()+4, s.mr.RKey(), 1, 0))
 			}},
-		{name: "atomic with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr,
+		{name: "atomic with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrInvalidKey,
 			run: func(s *side, r *rawPeer) {
 				r.send(bth.RCCompareSwap, rPSN, true, nil, atomicETH(s.mr.Addr(), s.mr.RKey()+1, 1, 0))
 			}},
-		{name: "unsupported FLUSH", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr,
+		{name: "unsupported FLUSH", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrInvalidRequest,
 			run: func(s *side, r *rawPeer) { r.send(bth.RCFlush, rPSN, true, nil, reth(s.mr.Addr(), s.mr.RKey(), 64)) }},
 		{name: "zero-length WRITE checks no rkey", syn: ack, state: qp.RTS,
 			run: func(s *side, r *rawPeer) { r.send(bth.RCWriteOnly, rPSN, true, nil, reth(0, 0, 0)) }},
@@ -123,8 +163,11 @@ func TestResponderNAKs(t *testing.T) {
 			if c.event != 0 {
 				select {
 				case e := <-s.dev.Events():
-					if e.Type != c.event || e.QP != s.qp {
-						t.Fatalf("event %v, want %v", e, c.event)
+					if e.Type != c.event || e.QP != s.qp || !errors.Is(e.Err, c.why) {
+						t.Fatalf("event %v, want %v caused by %v", e, c.event, c.why)
+					}
+					if !strings.Contains(e.String(), c.msg) {
+						t.Fatalf("event %q does not say %q", e, c.msg)
 					}
 				case <-time.After(time.Second):
 					t.Fatalf("no %v event", c.event)

@@ -1,0 +1,259 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/qp"
+)
+
+// TestCloseFlushesAndWakes is issue 14 item 1: Close with work
+// outstanding flushes every work request, wakes every waiter, and leaves
+// a completion queued before it to be polled.
+func TestCloseFlushesAndWakes(t *testing.T) {
+	a, b, net := newPair(t, pairOpts{})
+	// One SEND completes before Close and stays queued, unpolled.
+	must(t, b.qp.PostRecv(&qp.RecvWR{WRID: 50, SGL: []mr.SGE{b.mr.SGE(0, 64)}}))
+	must(t, a.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	must(t, a.scq.Wait(ctx))
+	// Then the link to b loses everything: three sends stay outstanding.
+	net.SetFilter(a.addr, b.addr, func([]byte) nic.Verdict { return nic.Drop })
+	for i := range 3 {
+		must(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(2 + i), Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+	}
+	for i := range 2 {
+		must(t, a.qp.PostRecv(&qp.RecvWR{WRID: uint64(100 + i), SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+	}
+	idle := a.dev.CreateCQ(4) // no QP uses it: only Close can wake its waiters
+	idle.ReqNotify(false)
+	woke := make(chan string, 3)
+	go func() {
+		var wc [1]cq.WC
+		_, err := idle.PollWait(context.Background(), wc[:])
+		if errors.Is(err, ErrClosed) {
+			woke <- "PollWait"
+		} else {
+			woke <- "PollWait returned " + fmtErr(err)
+		}
+	}()
+	go func() {
+		for range a.dev.Events() { // an SRQ-less QP raises none on the way
+		}
+		woke <- "Events"
+	}()
+	go func() {
+		_, ok := <-idle.Events()
+		if !ok {
+			woke <- "CQ Events"
+		} else {
+			woke <- "CQ Events delivered an event"
+		}
+	}()
+
+	must(t, a.dev.Close())
+
+	for range 3 {
+		select {
+		case w := <-woke:
+			if w != "PollWait" && w != "Events" && w != "CQ Events" {
+				t.Error(w)
+			}
+		case <-time.After(waitBound):
+			t.Fatal("a waiter was still blocked after Close")
+		}
+	}
+	// The completion queued before Close, then the flushes in order, then
+	// ErrClosed (libibverbs: a CQ drains until destroyed).
+	want := []cq.WC{{WRID: 1, Status: cq.Success}, {WRID: 2, Status: cq.WRFlushErr},
+		{WRID: 3, Status: cq.WRFlushErr}, {WRID: 4, Status: cq.WRFlushErr}}
+	drain(t, a.scq, want)
+	drain(t, a.rcq, []cq.WC{{WRID: 100, Status: cq.WRFlushErr}, {WRID: 101, Status: cq.WRFlushErr}})
+	if st := a.qp.State(); st != qp.Err {
+		t.Errorf("QP state %v after Close, want ERR", st)
+	}
+}
+
+// drain polls c one completion at a time and expects want (WRID and
+// status), then an error wrapping ErrClosed, from Poll and from PollWait.
+func drain(t *testing.T, c *cq.CQ, want []cq.WC) {
+	t.Helper()
+	var wc [1]cq.WC
+	for i, w := range want {
+		n, err := c.Poll(wc[:])
+		if n != 1 || err != nil || wc[0].WRID != w.WRID || wc[0].Status != w.Status {
+			t.Fatalf("completion %d: n=%d err=%v %+v, want WRID %d %v", i, n, err, wc[0], w.WRID, w.Status)
+		}
+	}
+	if n, err := c.Poll(wc[:]); n != 0 || !errors.Is(err, ErrClosed) {
+		t.Fatalf("Poll after the last completion: n=%d err=%v, want ErrClosed", n, err)
+	}
+	if n, err := c.PollWait(context.Background(), wc[:]); n != 0 || !errors.Is(err, ErrClosed) {
+		t.Fatalf("PollWait after the last completion: n=%d err=%v, want ErrClosed", n, err)
+	}
+}
+
+// TestCallsAfterClose: every call that creates, posts, modifies,
+// registers, destroys or waits returns an error wrapping ErrClosed.
+func TestCallsAfterClose(t *testing.T) {
+	a, b, _ := newPair(t, pairOpts{})
+	d := a.dev
+	srq, err := d.CreateSRQ(a.pd, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
+	must(t, err)
+	g, _ := b.dev.GID(1)
+	ah, err := d.CreateAH(a.pd, qp.AHAttr{DGID: g, SGIDIndex: 1, PortNum: 1})
+	must(t, err)
+	spare, err := d.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq,
+		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
+	must(t, err)
+	gone, err := d.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq,
+		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
+	must(t, err)
+	must(t, d.DestroyQP(gone)) // destroyed before Close: Close never sees it
+	must(t, d.Close())
+	must(t, d.Close()) // idempotent
+
+	send := qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 8)}}
+	recv := qp.RecvWR{SGL: []mr.SGE{a.mr.SGE(0, 8)}}
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	var wc [1]cq.WC
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"PostSend", func() error { return a.qp.PostSend(&send) }},
+		{"PostSendList", func() error { return a.qp.PostSendList([]qp.SendWR{send}) }},
+		{"PostRecv", func() error { return a.qp.PostRecv(&recv) }},
+		{"PostRecvList", func() error { return a.qp.PostRecvList([]qp.RecvWR{recv}) }},
+		{"Modify", func() error { at := qp.Attr{State: qp.Reset}; return a.qp.Modify(&at, qp.AttrState) }},
+		{"QP.Destroy", spare.Destroy},
+		{"PostSend to a QP destroyed before Close", func() error { return gone.PostSend(&send) }},
+		{"DestroyQP", func() error { return d.DestroyQP(a.qp) }},
+		{"CreateQP", func() error {
+			_, err := d.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
+			return err
+		}},
+		{"Register", func() error { _, err := a.pd.Register(make([]byte, 64), mr.LocalWrite); return err }},
+		{"RegisterIOVA", func() error { _, err := a.pd.RegisterIOVA(make([]byte, 64), 0, mr.LocalWrite); return err }},
+		{"Register in a PD allocated after Close", func() error {
+			_, err := d.AllocPD().Register(make([]byte, 64), mr.LocalWrite)
+			return err
+		}},
+		{"Dereg", a.mr.Dereg},
+		{"Dealloc", a.pd.Dealloc},
+		{"Poll", func() error { _, err := a.scq.Poll(wc[:]); return err }},
+		{"PollWait", func() error { _, err := a.rcq.PollWait(ctx, wc[:]); return err }},
+		{"Wait", func() error { return a.scq.Wait(ctx) }},
+		{"Resize", func() error { return a.scq.Resize(64) }},
+		{"Poll of a CQ created after Close", func() error { _, err := d.CreateCQ(4).Poll(wc[:]); return err }},
+		{"CreateSRQ", func() error { _, err := d.CreateSRQ(a.pd, qp.SRQAttr{MaxWR: 4}); return err }},
+		{"SRQ.PostRecv", func() error { return srq.PostRecv(&recv) }},
+		{"SRQ.PostRecvList", func() error { return srq.PostRecvList([]qp.RecvWR{recv}) }},
+		{"SRQ.Modify", func() error { return srq.Modify(qp.SRQAttr{SRQLimit: 1}, qp.SRQLimit) }},
+		{"SRQ.Destroy", srq.Destroy},
+		{"CreateAH", func() error { _, err := d.CreateAH(a.pd, qp.AHAttr{DGID: g, SGIDIndex: 1, PortNum: 1}); return err }},
+		{"AH.Destroy", ah.Destroy},
+	}
+	for _, c := range calls {
+		if err := c.call(); !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close: %v, want an error wrapping ErrClosed", c.name, err)
+		}
+	}
+	// The other device is untouched.
+	must(t, b.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, 8)}}))
+}
+
+// TestCloseRacesPostsAndPolls closes a device while goroutines post
+// WRITEs and receives and others poll, and checks that every work request
+// a post accepted completed exactly once (success or flush) and that
+// every goroutine ended with ErrClosed. Run it under -race.
+func TestCloseRacesPostsAndPolls(t *testing.T) {
+	a, b, _ := newPair(t, pairOpts{})
+	var posted, completed [2]atomic.Int64 // [0] sends, [1] receives
+	started := make(chan struct{})
+	var startOnce sync.Once
+	var wg sync.WaitGroup
+	fail := make(chan string, 16)
+	post := func(i int, f func() error) {
+		defer wg.Done()
+		for {
+			err := f()
+			switch {
+			case err == nil:
+				if posted[i].Add(1) == 200 {
+					startOnce.Do(func() { close(started) })
+				}
+			case errors.Is(err, qp.ErrNoMem):
+				// Queue full: wait for the pollers, as a program would.
+				runtime.Gosched()
+			case errors.Is(err, ErrClosed):
+				return
+			default:
+				fail <- "post: " + err.Error()
+				return
+			}
+		}
+	}
+	for range 2 {
+		wg.Add(2)
+		go post(0, func() error {
+			return a.qp.PostSend(&qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+				SGL: []mr.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		})
+		go post(1, func() error { return a.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{a.mr.SGE(0, 64)}}) })
+	}
+	for i, c := range []*cq.CQ{a.scq, a.rcq} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wc := make([]cq.WC, 16)
+			for {
+				n, err := c.PollWait(context.Background(), wc)
+				for _, w := range wc[:n] {
+					if w.Status != cq.Success && w.Status != cq.WRFlushErr {
+						fail <- "completion " + w.Status.String()
+					}
+				}
+				completed[i].Add(int64(n))
+				if err != nil {
+					if !errors.Is(err, ErrClosed) {
+						fail <- "poll: " + err.Error()
+					}
+					return
+				}
+			}
+		}()
+	}
+	select {
+	case <-started:
+	case <-time.After(waitBound):
+		t.Fatal("posts did not get going")
+	}
+	must(t, a.dev.Close())
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(waitBound):
+		t.Fatal("a poster or poller was still running after Close")
+	}
+	close(fail)
+	for f := range fail {
+		t.Error(f)
+	}
+	for i, what := range []string{"send", "receive"} {
+		if p, c := posted[i].Load(), completed[i].Load(); p != c {
+			t.Errorf("%d %ss posted, %d completed", p, what, c)
+		}
+	}
+}
