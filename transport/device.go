@@ -153,7 +153,7 @@ func (d *Device) Close() error {
 		d.keys.Close()
 		d.qpMu.Unlock()
 		d.link.Close()
-		d.wg.Wait() // the receive path and the worker have stopped
+		d.wg.Wait()                                 // the receive path and the worker have stopped
 		d.qps.each(func(q *qp.QP) { q.Shutdown() }) // no writer: done is closed
 		d.cqMu.Lock()
 		d.cqsClosed = true
