@@ -25,7 +25,7 @@ const gsiQKey = 0x80010000
 // capturedMADs returns the MAD of every packet of the capture sent to QP1,
 // by frame number, checking the framing CM MADs travel in: UD SEND_ONLY,
 // P_Key 0xffff, DETH source QP 1 and the GSI Q_Key, a 256-byte payload.
-func capturedMADs(t *testing.T, file string) map[int][]byte {
+func capturedMADs(t testing.TB, file string) map[int][]byte {
 	t.Helper()
 	pkts, err := pcapfile.ReadFile(file)
 	if err != nil {
@@ -62,7 +62,7 @@ func capturedMADs(t *testing.T, file string) map[int][]byte {
 func gid(s string) bth.GID { return bth.GIDFromAddr(netip.MustParseAddr(s)) }
 
 // cmaPrivate builds a REQ's private data: rdma_cm's header, the rest zero.
-func cmaPrivate(t *testing.T, port uint16, src, dst string) []byte {
+func cmaPrivate(t testing.TB, port uint16, src, dst string) []byte {
 	p := make([]byte, REQPrivateDataLen)
 	h := CMAHdr(p[:CMAHdrLen])
 	h.SetPort(port)
@@ -91,7 +91,7 @@ func cmaPrivate(t *testing.T, port uint16, src, dst string) []byte {
 // must be for a 20-bit label and rate 0, IB_RATE_PORT_CURRENT);
 // TestTsharkFlowLabelMisread checks that tshark's numbers are that other
 // reading of the same bytes.
-func rpingREQ(t *testing.T, comm uint32, guid uint64, qpn, psn, flow uint32, ack uint8, port uint16) REQFields {
+func rpingREQ(t testing.TB, comm uint32, guid uint64, qpn, psn, flow uint32, ack uint8, port uint16) REQFields {
 	return REQFields{
 		LocalCommID: comm, ServiceID: 0x0000000001061c06, LocalCAGUID: guid,
 		LocalQKey: 0, LocalQPN: qpn, ResponderResources: 1, LocalEECN: 0, InitiatorDepth: 1, RemoteEECN: 0,
