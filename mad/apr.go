@@ -57,11 +57,11 @@ func (s APRStatus) String() string {
 
 // APRFields holds every field of an APR.
 type APRFields struct {
-	LocalCommID, RemoteCommID uint32
-	InfoLength                uint8
-	Status                    APRStatus
-	Info                      []byte // additional information, APRInfoLen bytes when read
-	PrivateData               []byte
+	LocalCommID, RemoteCommID uint32    // the sender's and the receiver's communication IDs
+	InfoLength                uint8     // bytes of the additional information that count
+	Status                    APRStatus // the outcome
+	Info                      []byte    // additional information, APRInfoLen bytes when read
+	PrivateData               []byte    // the consumer's bytes, zero-padded; the full field when read
 }
 
 // LocalCommID returns the sender's communication ID.

@@ -16,9 +16,9 @@ const (
 
 // DREQFields holds every field of a DREQ.
 type DREQFields struct {
-	LocalCommID, RemoteCommID uint32
+	LocalCommID, RemoteCommID uint32 // the sender's and the receiver's communication IDs
 	RemoteQPN                 uint32 // 24 bits
-	PrivateData               []byte
+	PrivateData               []byte // the consumer's bytes, zero-padded; the full field when read
 }
 
 // LocalCommID returns the sender's communication ID.

@@ -32,11 +32,11 @@ const (
 
 // LAPFields holds every field of a LAP.
 type LAPFields struct {
-	LocalCommID, RemoteCommID uint32
-	RemoteQPN                 uint32 // 24 bits
-	RemoteCMResponseTimeout   uint8  // 5 bits
-	Alternate                 PathFields
-	PrivateData               []byte
+	LocalCommID, RemoteCommID uint32     // the sender's and the receiver's communication IDs
+	RemoteQPN                 uint32     // 24 bits
+	RemoteCMResponseTimeout   uint8      // 5 bits
+	Alternate                 PathFields // the path to load
+	PrivateData               []byte     // the consumer's bytes, zero-padded; the full field when read
 }
 
 // LocalCommID returns the sender's communication ID.

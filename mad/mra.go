@@ -18,10 +18,10 @@ const (
 
 // MRAFields holds every field of an MRA.
 type MRAFields struct {
-	LocalCommID, RemoteCommID uint32
+	LocalCommID, RemoteCommID uint32  // the sender's and the receiver's communication IDs
 	MessageMRAed              MsgKind // 2 bits
 	ServiceTimeout            uint8   // 5 bits: 4.096 µs * 2^n
-	PrivateData               []byte
+	PrivateData               []byte  // the consumer's bytes, zero-padded; the full field when read
 }
 
 // LocalCommID returns the sender's communication ID.

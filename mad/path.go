@@ -30,15 +30,15 @@ const (
 // PathFields holds a path's fields. On RoCE the LIDs are 0xffff (the
 // permissive LID: no subnet manager) and the GIDs are the IP addresses.
 type PathFields struct {
-	LocalLID, RemoteLID uint16
-	LocalGID, RemoteGID bth.GID
-	FlowLabel           uint32 // 20 bits
-	PacketRate          uint8  // 6 bits, IBA rate encoding
-	TrafficClass        uint8
-	HopLimit            uint8
-	SL                  uint8 // 4 bits
-	SubnetLocal         bool
-	LocalACKTimeout     uint8 // 5 bits: 4.096 µs * 2^n
+	LocalLID, RemoteLID uint16  // port LIDs (0xffff on RoCE)
+	LocalGID, RemoteGID bth.GID // port GIDs
+	FlowLabel           uint32  // 20 bits
+	PacketRate          uint8   // 6 bits, IBA rate encoding (0: the port's current rate)
+	TrafficClass        uint8   // GRH traffic class
+	HopLimit            uint8   // GRH hop limit
+	SL                  uint8   // service level, 4 bits
+	SubnetLocal         bool    // the path stays in the subnet
+	LocalACKTimeout     uint8   // 5 bits: 4.096 µs * 2^n
 }
 
 // LocalLID returns the local port LID.

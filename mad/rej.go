@@ -93,12 +93,12 @@ func (r RejReason) String() string {
 
 // REJFields holds every field of a REJ.
 type REJFields struct {
-	LocalCommID, RemoteCommID uint32
-	MessageRejected           MsgKind // 2 bits
-	RejectInfoLength          uint8   // 7 bits: bytes of ARI that count
-	Reason                    RejReason
-	ARI                       []byte // additional reject information, REJARILen bytes when read
-	PrivateData               []byte
+	LocalCommID, RemoteCommID uint32    // the sender's and the receiver's communication IDs
+	MessageRejected           MsgKind   // 2 bits
+	RejectInfoLength          uint8     // 7 bits: bytes of ARI that count
+	Reason                    RejReason // why
+	ARI                       []byte    // additional reject information, REJARILen bytes when read
+	PrivateData               []byte    // the consumer's bytes, zero-padded; the full field when read
 }
 
 // LocalCommID returns the sender's communication ID (0 when it rejects a

@@ -24,20 +24,20 @@ const (
 
 // REPFields holds every field of a REP.
 type REPFields struct {
-	LocalCommID, RemoteCommID uint32
-	LocalQKey                 uint32
+	LocalCommID, RemoteCommID uint32 // the sender's and the receiver's communication IDs
+	LocalQKey                 uint32 // the sender's Q_Key (RD only)
 	LocalQPN                  uint32 // 24 bits
 	LocalEECN                 uint32 // 24 bits
 	StartingPSN               uint32 // 24 bits
-	ResponderResources        uint8
-	InitiatorDepth            uint8
-	TargetACKDelay            uint8 // 5 bits
-	FailoverAccepted          uint8 // 2 bits
-	EndToEndFlowControl       bool
-	RNRRetryCount             uint8 // 3 bits
-	SRQ                       bool
-	LocalCAGUID               uint64
-	PrivateData               []byte
+	ResponderResources        uint8  // READ/atomic requests the sender takes
+	InitiatorDepth            uint8  // READ/atomic requests the sender issues
+	TargetACKDelay            uint8  // 5 bits
+	FailoverAccepted          uint8  // 2 bits
+	EndToEndFlowControl       bool   // end-to-end credits
+	RNRRetryCount             uint8  // 3 bits
+	SRQ                       bool   // the sender receives on an SRQ
+	LocalCAGUID               uint64 // the sender's CA GUID
+	PrivateData               []byte // the consumer's bytes, zero-padded; the full field when read
 }
 
 // LocalCommID returns the sender's communication ID.

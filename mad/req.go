@@ -32,31 +32,31 @@ const (
 // REQFields holds every field of a REQ. The alternate path's last byte
 // also holds SAP supported (bit 2 of byte 139).
 type REQFields struct {
-	LocalCommID             uint32
-	ServiceID               uint64
-	LocalCAGUID             uint64
-	LocalQKey               uint32
-	LocalQPN                uint32 // 24 bits
-	ResponderResources      uint8
-	LocalEECN               uint32 // 24 bits
-	InitiatorDepth          uint8
-	RemoteEECN              uint32 // 24 bits
-	RemoteCMResponseTimeout uint8  // 5 bits: 4.096 µs * 2^n
-	TransportServiceType    uint8  // 2 bits: 0 RC, 1 UC, 3 XRC (the kernel's encoding)
-	EndToEndFlowControl     bool
-	StartingPSN             uint32 // 24 bits
-	LocalCMResponseTimeout  uint8  // 5 bits
-	RetryCount              uint8  // 3 bits
-	PKey                    uint16
-	PathMTU                 uint8 // 4 bits, IBA MTU encoding (3 = 1024)
-	RDCExists               bool
-	RNRRetryCount           uint8 // 3 bits
-	MaxCMRetries            uint8 // 4 bits
-	SRQ                     bool
-	ExtendedTransportType   uint8 // 3 bits
-	Primary, Alternate      PathFields
-	SAPSupported            bool
-	PrivateData             []byte // REQPrivateDataLen bytes when read
+	LocalCommID             uint32     // the sender's communication ID
+	ServiceID               uint64     // the service connected to
+	LocalCAGUID             uint64     // the sender's CA GUID
+	LocalQKey               uint32     // the sender's Q_Key (RD only)
+	LocalQPN                uint32     // 24 bits
+	ResponderResources      uint8      // READ/atomic requests the sender takes
+	LocalEECN               uint32     // 24 bits
+	InitiatorDepth          uint8      // READ/atomic requests the sender issues
+	RemoteEECN              uint32     // 24 bits
+	RemoteCMResponseTimeout uint8      // 5 bits: 4.096 µs * 2^n
+	TransportServiceType    uint8      // 2 bits: 0 RC, 1 UC, 3 XRC (the kernel's encoding)
+	EndToEndFlowControl     bool       // end-to-end credits
+	StartingPSN             uint32     // 24 bits
+	LocalCMResponseTimeout  uint8      // 5 bits
+	RetryCount              uint8      // 3 bits
+	PKey                    uint16     // partition key
+	PathMTU                 uint8      // 4 bits, IBA MTU encoding (3 = 1024)
+	RDCExists               bool       // RD only
+	RNRRetryCount           uint8      // 3 bits
+	MaxCMRetries            uint8      // 4 bits
+	SRQ                     bool       // the sender receives on an SRQ
+	ExtendedTransportType   uint8      // 3 bits
+	Primary, Alternate      PathFields // the paths (alternate all zero without APM)
+	SAPSupported            bool       // SAP supported, byte 139 bit 2
+	PrivateData             []byte     // REQPrivateDataLen bytes when read
 }
 
 // LocalCommID returns the sender's communication ID.

@@ -26,8 +26,8 @@ type DREP struct{ pairMsg }
 
 // PairFields holds every field of an RTU or DREP.
 type PairFields struct {
-	LocalCommID, RemoteCommID uint32
-	PrivateData               []byte
+	LocalCommID, RemoteCommID uint32 // the sender's and the receiver's communication IDs
+	PrivateData               []byte // the consumer's bytes, zero-padded; the full field when read
 }
 
 // LocalCommID returns the sender's communication ID.

@@ -59,10 +59,10 @@ func (s SIDRStatus) String() string {
 
 // SIDRREQFields holds every field of a SIDR_REQ.
 type SIDRREQFields struct {
-	RequestID   uint32
-	PKey        uint16
-	ServiceID   uint64
-	PrivateData []byte
+	RequestID   uint32 // matches a reply to its request
+	PKey        uint16 // partition key
+	ServiceID   uint64 // the service resolved
+	PrivateData []byte // the consumer's bytes, zero-padded; the full field when read
 }
 
 // RequestID returns the request ID the reply echoes.
@@ -104,14 +104,14 @@ func (s SIDRREQ) Put(f SIDRREQFields) error {
 
 // SIDRREPFields holds every field of a SIDR_REP.
 type SIDRREPFields struct {
-	RequestID   uint32
-	Status      SIDRStatus
-	InfoLength  uint8
-	QPN         uint32 // 24 bits
-	ServiceID   uint64
-	QKey        uint32
-	Info        []byte // additional information, SIDRREPInfoLen bytes when read
-	PrivateData []byte
+	RequestID   uint32     // matches a reply to its request
+	Status      SIDRStatus // the outcome
+	InfoLength  uint8      // bytes of the additional information that count
+	QPN         uint32     // 24 bits
+	ServiceID   uint64     // the service resolved
+	QKey        uint32     // the service's Q_Key
+	Info        []byte     // additional information, SIDRREPInfoLen bytes when read
+	PrivateData []byte     // the consumer's bytes, zero-padded; the full field when read
 }
 
 // RequestID returns the request ID of the SIDR_REQ answered.
