@@ -5,7 +5,8 @@ import (
 	"fmt"
 )
 
-// APR is a view of an alternate path response (IBA 12.6.13, Table 116),
+// APR is a view of an alternate path response (IBA Table 116, as
+// the kernel's ibta_vol1_c12.h gives it),
 // the answer to a LAP.
 type APR []byte
 
@@ -21,7 +22,7 @@ const (
 	APRPrivateDataLen  = DataLen - offAPRPrivateData // 148
 )
 
-// APRStatus is an APR's AP status (IBA Table 117, the kernel's enum
+// APRStatus is an APR's AP status (the kernel's enum
 // ib_cm_apr_status).
 type APRStatus uint8
 

@@ -12,7 +12,7 @@ const CMClassVersion = 2
 // AttrID is a MAD attribute ID.
 type AttrID uint16
 
-// CM attribute IDs (IBA 12.6, the kernel's CM_*_ATTR_ID).
+// CM attribute IDs (the kernel's CM_*_ATTR_ID in cm_msgs.h).
 const (
 	AttrClassPortInfo AttrID = 0x0001
 	AttrREQ           AttrID = 0x0010
@@ -108,8 +108,8 @@ func (m MAD) SIDRREQ() SIDRREQ { return SIDRREQ(m.Data()) }
 // SIDRREP returns the data as a SIDR_REP.
 func (m MAD) SIDRREP() SIDRREP { return SIDRREP(m.Data()) }
 
-// MsgKind says which message an MRA or REJ answers (IBA 12.6.6/12.6.7, the
-// kernel's CM_MSG_RESPONSE_*).
+// MsgKind says which message an MRA or REJ answers (the kernel's
+// CM_MSG_RESPONSE_*).
 type MsgKind uint8
 
 // Message kinds of MRA's "Message MRAed" and REJ's "Message REJected".

@@ -1,6 +1,6 @@
 // Package mad holds the wire formats of the RDMA connection manager: the
-// 256-byte management datagram (MAD) and its common header (IBA 13.4), the
-// communication-management messages carried in a MAD's data (IBA 12.6: REQ,
+// 256-byte management datagram (MAD) and its common header (the kernel's struct ib_mad_hdr), the
+// communication-management messages carried in a MAD's data (IBA chapter 12: REQ,
 // MRA, REJ, REP, RTU, DREQ, DREP, LAP, APR, SIDR_REQ, SIDR_REP), the
 // rdma_cm private-data header that Linux's rdma_cm puts at the start of a
 // REQ's private data, and rdma_cm's service IDs.

@@ -2,7 +2,7 @@ package mad
 
 import "encoding/binary"
 
-// DREQ is a view of a disconnect request (IBA 12.6.10, Table 112).
+// DREQ is a view of a disconnect request (IBA Table 112).
 type DREQ []byte
 
 // Offsets in a DREQ.

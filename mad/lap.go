@@ -6,7 +6,7 @@ import (
 	"github.com/goroce/goroce/bth"
 )
 
-// LAP is a view of a load alternate path request (IBA 12.6.12, Table 115).
+// LAP is a view of a load alternate path request (IBA Table 115).
 // Its alternate path holds a REQ path's fields in another order.
 type LAP []byte
 

@@ -6,7 +6,8 @@ import (
 	"fmt"
 )
 
-// Sizes of a MAD (IBA 13.4.2): every MAD is 256 bytes, a 24-byte common
+// Sizes of a MAD (the kernel's IB_MGMT_MAD_SIZE and
+// IB_MGMT_MAD_HDR): every MAD is 256 bytes, a 24-byte common
 // header and 232 bytes of class data.
 const (
 	Len       = 256
@@ -18,7 +19,7 @@ const (
 // are not RoCE's).
 const BaseVersion = 1
 
-// Offsets of the common MAD header fields (IBA 13.4.3, struct ib_mad_hdr).
+// Offsets of the common MAD header fields (the kernel's struct ib_mad_hdr).
 const (
 	offBaseVersion  = 0
 	offMgmtClass    = 1
@@ -34,7 +35,7 @@ const (
 // Class is a management class.
 type Class uint8
 
-// Management classes (IBA 13.4.4, the kernel's IB_MGMT_CLASS_*).
+// Management classes (the kernel's IB_MGMT_CLASS_*).
 const (
 	ClassSubnLIDRouted     Class = 0x01
 	ClassSubnAdm           Class = 0x03
@@ -70,7 +71,7 @@ func (c Class) Known() bool {
 // Method is a MAD method, the response bit (0x80) included.
 type Method uint8
 
-// Methods (IBA 13.4.5).
+// Methods (the kernel's IB_MGMT_METHOD_*).
 const (
 	MethodGet         Method = 0x01
 	MethodSet         Method = 0x02

@@ -50,7 +50,7 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-// TestHeader: every header setter writes the bytes IBA 13.4.3 gives, and
+// TestHeader: every header setter writes the bytes struct ib_mad_hdr gives, and
 // only those.
 func TestHeader(t *testing.T) {
 	m := New()

@@ -2,7 +2,7 @@ package mad
 
 import "encoding/binary"
 
-// MRA is a view of a message receipt acknowledgement (IBA 12.6.6, Table
+// MRA is a view of a message receipt acknowledgement (IBA Table
 // 107): "I got your message; the answer will take ServiceTimeout".
 type MRA []byte
 

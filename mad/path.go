@@ -7,7 +7,7 @@ import (
 )
 
 // Path is a view of the 44-byte path description a REQ carries twice,
-// primary and alternate (IBA 12.6.5, REQ bytes 52-95 and 96-139).
+// primary and alternate (IBA Table 106, REQ bytes 52-95 and 96-139).
 type Path []byte
 
 // PathLen is the size of a REQ path.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// REJ is a view of a connection reject (IBA 12.6.7, Table 108).
+// REJ is a view of a connection reject (IBA Table 108).
 type REJ []byte
 
 // Offsets in a REJ.
@@ -21,7 +21,7 @@ const (
 	REJPrivateDataLen  = DataLen - offREJPrivateData // 148
 )
 
-// RejReason is a REJ's reason code (IBA Table 109, the kernel's enum
+// RejReason is a REJ's reason code (the kernel's enum
 // ib_cm_rej_reason).
 type RejReason uint16
 
@@ -54,7 +54,7 @@ const (
 	RejPortRedirect              RejReason = 25
 	RejInvalidMTU                RejReason = 26
 	RejInsufficientRespResources RejReason = 27
-	RejConsumerDefined           RejReason = 28 // what rdma_reject() sends
+	RejConsumerDefined           RejReason = 28 // rdma_reject()'s; also cm.c's when a REQ's receiver drops its ID (rping_rej28)
 	RejInvalidRNRRetry           RejReason = 29
 	RejDuplicateLocalCommID      RejReason = 30
 	RejInvalidClassVersion       RejReason = 31

@@ -2,7 +2,7 @@ package mad
 
 import "encoding/binary"
 
-// REP is a view of a connection reply (IBA 12.6.8, Table 110).
+// REP is a view of a connection reply (IBA Table 110).
 type REP []byte
 
 // Offsets in a REP.

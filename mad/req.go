@@ -2,8 +2,8 @@ package mad
 
 import "encoding/binary"
 
-// REQ is a view of a connection request (IBA 12.6.5, Table 106 of the
-// kernel's ibta_vol1_c12.h) in a MAD's data.
+// REQ is a view of a connection request (IBA Table 106, as the
+// kernel's ibta_vol1_c12.h numbers it) in a MAD's data.
 type REQ []byte
 
 // Offsets in a REQ; bit fields name their byte.

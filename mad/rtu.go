@@ -2,8 +2,8 @@ package mad
 
 import "encoding/binary"
 
-// RTU (ready to use, IBA 12.6.9, Table 111) and DREP (disconnect reply,
-// IBA 12.6.11, Table 113) have the same layout: the two communication IDs
+// RTU (ready to use, IBA Table 111) and DREP (disconnect reply,
+// IBA Table 113) have the same layout: the two communication IDs
 // and 224 bytes of private data. pairMsg is that layout; each message is
 // its own type over it.
 type pairMsg []byte

@@ -5,11 +5,11 @@ import (
 	"fmt"
 )
 
-// SIDRREQ is a view of a service ID resolution request (IBA 12.11.1,
+// SIDRREQ is a view of a service ID resolution request (IBA
 // Table 119): how a UD client learns a service's QPN and Q_Key.
 type SIDRREQ []byte
 
-// SIDRREP is a view of a service ID resolution reply (IBA 12.11.2,
+// SIDRREP is a view of a service ID resolution reply (IBA
 // Table 120).
 type SIDRREP []byte
 
@@ -33,7 +33,7 @@ const (
 	SIDRREPPrivateDataLen = DataLen - offSIDRRepPrivateData // 136
 )
 
-// SIDRStatus is a SIDR_REP's status (IBA Table 121, the kernel's enum
+// SIDRStatus is a SIDR_REP's status (the kernel's enum
 // ib_cm_sidr_status).
 type SIDRStatus uint8
 
