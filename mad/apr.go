@@ -5,9 +5,8 @@ import (
 	"fmt"
 )
 
-// APR is a view of an alternate path response (IBA Table 116, as
-// the kernel's ibta_vol1_c12.h gives it),
-// the answer to a LAP.
+// APR is a view of an alternate path response (IBA Table 116, as the
+// kernel's ibta_vol1_c12.h numbers it), the answer to a LAP.
 type APR []byte
 
 // Offsets in an APR.
