@@ -118,15 +118,37 @@ func (l *Lab) Guest() *ShellRunner {
 		Wrap: func(s string) []string { return []string{l.Script, "exec", s} }}
 }
 
-// Host runs commands on this host in the tap's namespace
-// (rxe-peer.sh host-exec), where roced reaches the guest.
+// Host runs commands on this host in the tap's namespace, where roced
+// reaches the guest: ip netns exec, as rxe-peer.sh host-exec does, without
+// the script's own start-up (0.4 s a call under load, against 0.04 s; a
+// case makes several).
 func (l *Lab) Host() *ShellRunner {
 	name := "host netns " + l.NetNS
 	if l.NetNS == "" {
 		name = "host"
 	}
 	return &ShellRunner{Name: name, Backstop: 10 * time.Second,
-		Wrap: func(s string) []string { return []string{l.Script, "host-exec", "sh", "-c", s} }}
+		Wrap: func(s string) []string { return inNetNS(l.NetNS, "sh", "-c", s) }}
+}
+
+// inNetNS is argv run in network namespace ns (empty: this one).
+func inNetNS(ns string, argv ...string) []string {
+	if ns == "" {
+		return argv
+	}
+	return append([]string{"ip", "netns", "exec", ns}, argv...)
+}
+
+// hostRun runs argv in the tap's namespace and returns its stdout.
+func (l *Lab) hostRun(ctx context.Context, argv ...string) (string, error) {
+	w := inNetNS(l.NetNS, argv...)
+	cmd := exec.CommandContext(ctx, w[0], w[1:]...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s: %v: %s", strings.Join(w, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
 }
 
 // run runs one rxe-peer.sh command and returns its stdout.
@@ -231,14 +253,14 @@ const DefaultTapQueueLen = 10000
 // SetTapQueueLen sets the transmit queue length of the tap (tun resizes
 // its ring in place, so it takes effect on a running VM).
 func (l *Lab) SetTapQueueLen(ctx context.Context, n int) error {
-	_, err := l.run(ctx, "host-exec", "ip", "link", "set", l.Tap, "txqueuelen", strconv.Itoa(n))
+	_, err := l.hostRun(ctx, "ip", "link", "set", l.Tap, "txqueuelen", strconv.Itoa(n))
 	return err
 }
 
 // TapDrops returns how many frames the tap has dropped on their way to
 // the guest (its tx_dropped counter).
 func (l *Lab) TapDrops(ctx context.Context) (uint64, error) {
-	out, err := l.run(ctx, "host-exec", "cat", "/sys/class/net/"+l.Tap+"/statistics/tx_dropped")
+	out, err := l.hostRun(ctx, "cat", "/sys/class/net/"+l.Tap+"/statistics/tx_dropped")
 	if err != nil {
 		return 0, err
 	}
