@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"testing"
+	"time"
 
 	"github.com/goroce/goroce/nic/impair"
 )
@@ -47,8 +48,14 @@ func TestRepeat(t *testing.T) {
 }
 
 func TestParseGuestState(t *testing.T) {
-	m, d := parseGuestState("hw.rcvd_pkts=12\nhw.sent_pkts=7\ndmesg=301\nnoise\nhw.bad=x\n")
-	if m["rcvd_pkts"] != 12 || m["sent_pkts"] != 7 || len(m) != 2 || d != 301 {
-		t.Fatalf("got %v, dmesg %d", m, d)
+	g, err := parseGuestState("clock=1764038400.25\nhw.rcvd_pkts=12\nhw.sent_pkts=7\ndmesg=301\nnoise\nhw.bad=x\n")
+	if err != nil || g.counters["rcvd_pkts"] != 12 || g.counters["sent_pkts"] != 7 || len(g.counters) != 2 || g.dmesg != 301 ||
+		!g.clock.Equal(time.Unix(1764038400, 250000000)) {
+		t.Fatalf("got %+v, %v", g, err)
+	}
+	// A snapshot cut short (no clock, no log length) is an error, not zeros
+	// that would make the next case's counters look moved.
+	if _, err := parseGuestState("hw.rcvd_pkts=12\n"); err == nil {
+		t.Fatal("an incomplete snapshot parsed")
 	}
 }
