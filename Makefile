@@ -11,7 +11,7 @@ ROCED    := $(BIN)/roced
 # 50000 inputs is about a second for a parser and 10-20 s for FuzzReceive.
 FUZZTIME ?= 50000x
 
-.PHONY: all build run test vet unit system fuzz-smoke interop bench clean
+.PHONY: all build run test lab-images vet unit system fuzz-smoke interop bench clean
 
 all: build
 
@@ -24,7 +24,12 @@ run: build
 # The order matters: cheap checks first, then the unit tests, the tests
 # that need root (network namespaces, AF_PACKET, AF_XDP) and the long
 # in-memory runs, then the fuzz smoke, then interop against the lab VM.
-test: vet unit system fuzz-smoke interop
+# lab-images first starts building the guest images (when not cached) in
+# the background, so that on a fresh machine they are ready by interop.
+test: lab-images vet unit system fuzz-smoke interop
+
+lab-images:
+	conformance/interop-lab.sh images
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
