@@ -118,10 +118,11 @@ func NewLab(dir string) *Lab {
 	}
 }
 
-// Guest runs commands in the VM (rxe-peer.sh exec).
-func (l *Lab) Guest() *ShellRunner {
-	return &ShellRunner{Name: "guest " + l.Suite, Remote: true, Scratch: true, Backstop: 30 * time.Second,
-		Wrap: func(s string) []string { return []string{l.Script, "exec", s} }}
+// Guest runs commands in the VM (rxe-peer.sh exec); while a guest session
+// runs it waits for listeners through the agent (guestRunner).
+func (l *Lab) Guest() Runner {
+	return guestRunner{lab: l, ShellRunner: &ShellRunner{Name: "guest " + l.Suite, Remote: true, Scratch: true, Backstop: 30 * time.Second,
+		Wrap: func(s string) []string { return []string{l.Script, "exec", s} }}}
 }
 
 // Host runs commands on this host in the tap's namespace, where roced
@@ -330,7 +331,8 @@ type GuestEvidence struct {
 // TCG guest time; a failed case's capture is cut out of the session's by
 // the two snapshots' clocks instead.
 type guestSession struct {
-	last guestSnap
+	last  guestSnap
+	agent *guestAgent
 }
 
 // guestSnap is one snapshot of the guest.
@@ -339,8 +341,6 @@ type guestSnap struct {
 	dmesg    int64
 	clock    time.Time // the guest's, the clock its capture stamps packets with
 }
-
-const hwCounters = "/sys/class/infiniband/rxe0/ports/1/hw_counters"
 
 // The session capture: a ring of guestRingFiles files of guestRingMB
 // (tcpdump -C -W) in the guest's /tmp, a tmpfs in its 1 GiB of memory.
@@ -352,40 +352,49 @@ const (
 	guestRingMB    = 8
 )
 
-// guestShell holds the shell functions the guest scripts use. snap prints
-// the guest's clock, rxe0's counters and the kernel log's length as
-// key=value lines, then "---" and the log lines after the first $1: with
-// bash builtins and one dmesg, since every fork costs under TCG. capstart
+// guestShell holds the shell functions the guest scripts use. capstart
 // (re)starts the session's tcpdump and waits until it listens; capstop
 // ends it (SIGINT: it flushes its file). tcpdump buffers (no -U, no
 // immediate mode): waking it for every packet slows the TCG guest; -p:
-// promiscuous mode would add two kernel log lines.
+// promiscuous mode would add two kernel log lines. The agent's own
+// connection is left out.
 func (l *Lab) guestShell() string {
 	return fmt.Sprintf(`f=%[1]s
-snap() { echo "clock=${EPOCHREALTIME:-$(date +%%s.%%N)}"; local c v; for c in %[2]s/*; do read -r v <"$c" && echo "hw.${c##*/}=$v"; done; dmesg >/tmp/goroce-dmesg; local -a L; mapfile -t L </tmp/goroce-dmesg; echo "dmesg=${#L[@]}"; echo ---; [ ${#L[@]} -gt $1 ] && printf '%%s\n' "${L[@]:$1}"; true; }
 capstop() { local p; p=$(cat $f.pid 2>/dev/null) || return 0; kill -INT $p 2>/dev/null; for i in $(seq 100); do kill -0 $p 2>/dev/null || break; sleep 0.05; done; rm -f $f.pid; }
-capstart() { capstop; rm -f $f[0-9]* $f.log; tcpdump -p -i eth0 -n -s %[3]d -B 16384 -C %[4]d -W %[5]d -w $f 'udp port 4791 or tcp' >$f.log 2>&1 & echo $! >$f.pid; for i in $(seq 200); do grep -q 'listening on' $f.log && return 0; sleep 0.05; done; cat $f.log >&2; return 1; }
-`, guestPcap, hwCounters, l.MTU+64, guestRingMB, guestRingFiles)
+capstart() { capstop; rm -f $f[0-9]* $f.log; tcpdump -p -i eth0 -n -s %[3]d -B 16384 -C %[4]d -W %[5]d -w $f 'udp port 4791 or (tcp and not port %[2]d)' >$f.log 2>&1 & echo $! >$f.pid; for i in $(seq 200); do grep -q 'listening on' $f.log && return 0; sleep 0.05; done; cat $f.log >&2; return 1; }
+`, guestPcap, guestAgentPort, l.MTU+64, guestRingMB, guestRingFiles)
 }
 
-// guestBaseline starts the guest's side of the run, once: tcpdump and the
-// first snapshot, in one round trip (a session a previous run left in the
-// guest is ended first).
+// guestBaseline starts the guest's side of the run, once: its agent and
+// tcpdump in one round trip (those a previous run left in the guest are
+// ended first), then the first snapshot.
 func (l *Lab) guestBaseline(ctx context.Context) error {
 	if l.session != nil {
 		return nil
 	}
-	out, err := l.run(ctx, "exec", l.guestShell()+"capstart || exit 1; snap 0")
-	if err != nil {
+	if _, err := l.run(ctx, "exec", l.agentStart()+l.guestShell()+"capstart"); err != nil {
 		return err
 	}
-	st, _, _ := strings.Cut(out, "---\n")
-	snap, err := parseGuestState(st)
+	l.session = &guestSession{}
+	a, err := l.agent(ctx)
+	if err == nil {
+		// From far ahead: the log's records so far are no case's.
+		l.session.last, _, err = a.snap(ctx, 1<<53)
+	}
 	if err != nil {
+		l.dropSession()
 		return err
 	}
-	l.session = &guestSession{last: snap}
 	return nil
+}
+
+// dropSession forgets the session after a failure: the next case starts
+// a new one (agent and capture included).
+func (l *Lab) dropSession() {
+	if s := l.session; s != nil && s.agent != nil {
+		s.agent.conn.Close()
+	}
+	l.session = nil
 }
 
 // guestCaseEvidence ends a case on the guest's side: one snapshot, whose
@@ -395,38 +404,22 @@ func (l *Lab) guestBaseline(ctx context.Context) error {
 // through the lab's 9p share, and tcpdump starts again for the next case.
 func (l *Lab) guestCaseEvidence(ctx context.Context, dest string, keep bool) *GuestEvidence {
 	ev := &GuestEvidence{}
-	s := l.session
-	if s == nil {
+	if l.session == nil {
 		ev.Err = "no guest session"
 		return ev
 	}
-	before := s.last
-	script := l.guestShell() + fmt.Sprintf("snap %d", before.dmesg)
-	share := ""
-	if keep {
-		share = fmt.Sprintf("/mnt/host/pcap/goroce-%d", time.Now().UnixNano())
-		// Ring files last written before the case began hold none of it.
-		script += fmt.Sprintf(`; capstop; touch -d @%.6f $f.t0; mkdir -p %[2]s; for x in $f[0-9]*; do [ "$x" -nt $f.t0 ] && cp "$x" %[2]s/; done; capstart >&2`,
-			float64(before.clock.UnixMicro())/1e6, share)
-	}
-	out, err := l.run(ctx, "exec", script)
-	st, log, _ := strings.Cut(out, "---\n")
-	after, perr := parseGuestState(st)
+	before := l.session.last
+	a, err := l.agent(ctx)
+	var after guestSnap
 	if err == nil {
-		err = perr
-	}
-	if perr != nil {
-		// Without a snapshot there is no next "before": start over.
-		l.session = nil
-		ev.Err = err.Error()
-		return ev
+		after, ev.Dmesg, err = a.snap(ctx, before.dmesg)
 	}
 	if err != nil {
-		ev.Err = err.Error() // the snapshot came, the capture's restart failed
-		l.session = nil
-	} else {
-		s.last = after
+		ev.Err = err.Error()
+		l.dropSession()
+		return ev
 	}
+	l.session.last = after
 	for k, v := range after.counters {
 		if d := v - before.counters[k]; d != 0 {
 			if ev.Counters == nil {
@@ -435,40 +428,47 @@ func (l *Lab) guestCaseEvidence(ctx context.Context, dest string, keep bool) *Gu
 			ev.Counters[k] = d
 		}
 	}
-	for _, line := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
-		if line != "" {
-			ev.Dmesg = append(ev.Dmesg, line)
-		}
+	if !keep {
+		return ev
 	}
-	if keep {
-		src := filepath.Join(l.StateDir(), "share", "pcap", filepath.Base(share))
-		wrapped, cerr := cutPcap(src, dest, before.clock, after.clock, guestRingFiles)
-		os.RemoveAll(src)
-		switch {
-		case cerr != nil:
-			ev.Err = strings.TrimPrefix(ev.Err+"; ", "; ") + "guest capture: " + cerr.Error()
-		default:
-			ev.Pcap = dest
-			if wrapped {
-				ev.Err = strings.TrimPrefix(ev.Err+"; ", "; ") + "guest capture: the ring wrapped during the case, its first packets are gone"
-			}
-		}
+	share := fmt.Sprintf("/mnt/host/pcap/goroce-%d", time.Now().UnixNano())
+	// Ring files last written before the case began hold none of it.
+	script := l.guestShell() + fmt.Sprintf(`capstop; touch -d @%.6f $f.t0; mkdir -p %[2]s; for x in $f[0-9]*; do [ "$x" -nt $f.t0 ] && cp "$x" %[2]s/; done; capstart >&2`,
+		float64(before.clock.UnixMicro())/1e6, share)
+	var errs []string
+	if _, err := l.run(ctx, "exec", script); err != nil {
+		errs = append(errs, err.Error())
+		l.dropSession() // the capture may not run: start over
 	}
+	src := filepath.Join(l.StateDir(), "share", "pcap", filepath.Base(share))
+	wrapped, err := cutPcap(src, dest, before.clock, after.clock, guestRingFiles)
+	os.RemoveAll(src)
+	switch {
+	case err != nil:
+		errs = append(errs, "guest capture: "+err.Error())
+	case wrapped:
+		ev.Pcap = dest
+		errs = append(errs, "guest capture: the ring wrapped during the case, its first packets are gone")
+	default:
+		ev.Pcap = dest
+	}
+	ev.Err = strings.Join(errs, "; ")
 	return ev
 }
 
-// endGuestSession stops the session's tcpdump and removes its files.
-func (l *Lab) endGuestSession(ctx context.Context) error {
+// EndGuestEvidence ends the run's guest evidence: its agent and tcpdump in
+// the guest, whose files it removes.
+func (l *Lab) EndGuestEvidence(ctx context.Context) error {
 	if l.session == nil {
 		return nil
+	}
+	if a := l.session.agent; a != nil {
+		a.close()
 	}
 	l.session = nil
 	_, err := l.run(ctx, "exec", l.guestShell()+"capstop; rm -f $f[0-9]* $f.log $f.t0")
 	return err
 }
-
-// EndGuestEvidence ends the run's guest evidence (its tcpdump in the guest).
-func (l *Lab) EndGuestEvidence(ctx context.Context) error { return l.endGuestSession(ctx) }
 
 // cutPcap writes to dest the packets of the pcap files in dir stamped
 // from t0 to t1, in time order. wrapped: every file of a ring of ring
@@ -549,40 +549,6 @@ func (l *Lab) StateDir() string {
 		return s
 	}
 	return "/tmp/rxe-peer"
-}
-
-// parseGuestState reads snap's output (before its "---").
-func parseGuestState(out string) (guestSnap, error) {
-	g := guestSnap{counters: map[string]int64{}, dmesg: -1}
-	for _, line := range strings.Split(out, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if !ok {
-			continue
-		}
-		if k == "clock" {
-			sec, frac, _ := strings.Cut(v, ".")
-			s, err1 := strconv.ParseInt(sec, 10, 64)
-			frac = (frac + "000000000")[:9]
-			ns, err2 := strconv.ParseInt(frac, 10, 64)
-			if err1 == nil && err2 == nil {
-				g.clock = time.Unix(s, ns)
-			}
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			continue
-		}
-		if name, ok := strings.CutPrefix(k, "hw."); ok {
-			g.counters[name] = n
-		} else if k == "dmesg" {
-			g.dmesg = n
-		}
-	}
-	if g.clock.IsZero() || g.dmesg < 0 || len(g.counters) == 0 {
-		return g, fmt.Errorf("guest snapshot incomplete: %q", strings.TrimSpace(out))
-	}
-	return g, nil
 }
 
 // Text is the evidence in one line for a report's notes.
