@@ -42,7 +42,8 @@ vet:
 # 724 s at -p 2). So go test builds and links on every core while -exec
 # runs each test binary under one lock (flock, util-linux): one package's
 # tests at a time, the next one's build overlapping them, and each binary
-# linked once (a separate build pass linked every binary twice).
+# linked once (a separate build pass linked every binary twice). The
+# time go test prints per package includes its wait for the lock.
 UNITLOCK := $(CURDIR)/$(BIN)/.unit.lock
 unit:
 	@mkdir -p $(BIN)
