@@ -88,7 +88,7 @@ func NewImpairedPath(l *Lab, f impair.Faults, seed uint64) *ImpairedPath {
 func (p *ImpairedPath) Runner() *ShellRunner {
 	ns := p.RocedNS
 	return &ShellRunner{Name: "host netns " + ns, Backstop: 10 * time.Second,
-		Wrap: func(s string) []string { return []string{"ip", "netns", "exec", ns, "sh", "-c", s} }}
+		Wrap: func(s string) []string { return inNetNS(ns, "sh", "-c", s) }}
 }
 
 // Setup builds the namespaces, veths, addresses and routes (removing what

@@ -45,10 +45,3 @@ func TestRepeat(t *testing.T) {
 		t.Fatalf("IDs %q, %q", rep[0].ID(), Repeat(cases, 1)[0].ID())
 	}
 }
-
-func TestParseGuestState(t *testing.T) {
-	m, d := parseGuestState("hw.rcvd_pkts=12\nhw.sent_pkts=7\ndmesg=301\nnoise\nhw.bad=x\n")
-	if m["rcvd_pkts"] != 12 || m["sent_pkts"] != 7 || len(m) != 2 || d != 301 {
-		t.Fatalf("got %v, dmesg %d", m, d)
-	}
-}

@@ -6,6 +6,14 @@
 # `make test` and .ci/run call this. Any case that fails or does not run
 # fails the script: interop is the proof, nothing is skipped.
 #
+# `interop-lab.sh images` only starts building the guest images that are
+# not cached, one after the other, in the background (nice), and returns:
+# `make test` calls it first, so that on a fresh machine the builds
+# (debootstrap: mostly downloads and dpkg, about 3 min for both) overlap
+# the stages before interop. The run then waits for that build, shows its
+# log if it failed, and builds in the foreground what is still missing.
+# Its logs: INTEROP_OUT/images-SUITE.log.
+#
 # Environment:
 #   RXE_PEER_DIR     the lab (default ../shared/rxe-peer beside the repository)
 #   INTEROP_SUITES   guests to run, in order (default "bookworm trixie")
@@ -49,23 +57,64 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
   (the lab lives in ../shared/rxe-peer next to the repository; set RXE_PEER_DIR to use another place)"
 LAB=$(cd "$LAB" && pwd)
 [ "$(id -u)" = 0 ] || die "the lab needs root (qemu on a tap device in a network namespace)"
-[ -x "$ROCED" ] || die "$ROCED is missing (make build)"
 mkdir -p "$OUT" || die "cannot create $OUT"
+
+# suite_env SUITE: the lab's environment for that guest (in a subshell).
+suite_env() {
+    export RXE_PEER_SUITE=$1
+    local up=${1^^} v o
+    for v in CACHE STATE NETNS TAP HOST_ADDR GUEST_ADDR GUEST_MAC; do
+        o="RXE_PEER_${v}_${up}"
+        if [ -n "${!o+x}" ]; then export "RXE_PEER_$v=${!o}"; fi
+    done
+}
+
+if [ "${1:-}" = images ]; then
+    # The lock is taken here and held by the background job (the same open
+    # file), so a run that starts right after waits for it.
+    exec 9>"$OUT/images.lock"
+    flock -n 9 || die "an image build is already running ($OUT/images.lock)"
+    for suite in $SUITES; do rm -f "$OUT/images-$suite.rc" "$OUT/images-$suite.log"; done
+    (
+        for suite in $SUITES; do
+            (
+                suite_env "$suite"
+                t=$(now)
+                nice -n 10 "$LAB/rxe-peer.sh" build
+                echo "exit $? after $(since "$t")s"
+            ) >"$OUT/images-$suite.log" 2>&1 </dev/null
+            sed -n 's/^exit \([0-9]*\) after .*/\1/p' "$OUT/images-$suite.log" >"$OUT/images-$suite.rc"
+        done
+    ) </dev/null >/dev/null 2>&1 &
+    echo "interop: building the guest images that are not cached ($SUITES) in the background, logs in $OUT/images-*.log"
+    exit 0
+fi
+
+[ -x "$ROCED" ] || die "$ROCED is missing (make build)"
 "$GO" build -o "$OUT/interop" ./conformance/cmd/interop || die "cannot build the interop command"
+if [ -e "$OUT/images.lock" ]; then
+    t=$(now)
+    flock "$OUT/images.lock" true
+    echo "interop: waited $(since "$t")s for the background image build"
+fi
 
 t_all=$(now)
 summary=()
 rc=0
 for suite in $SUITES; do
     (
-        export RXE_PEER_SUITE=$suite
-        up=${suite^^}
-        for v in CACHE STATE NETNS TAP HOST_ADDR GUEST_ADDR GUEST_MAC; do
-            o="RXE_PEER_${v}_${up}"
-            if [ -n "${!o+x}" ]; then export "RXE_PEER_$v=${!o}"; fi
-        done
+        suite_env "$suite"
         R="$LAB/rxe-peer.sh"
         echo "== interop against the $suite guest"
+        if [ -f "$OUT/images-$suite.rc" ]; then
+            # Consumed here, so a later run never reads a stale one.
+            b=$(cat "$OUT/images-$suite.rc"); rm -f "$OUT/images-$suite.rc"
+            echo "interop[$suite]: background image build: $(tail -n 1 "$OUT/images-$suite.log")"
+            if [ "$b" != 0 ]; then
+                echo "interop[$suite]: the background image build failed; its log:"
+                sed 's/^/  | /' "$OUT/images-$suite.log"
+            fi
+        fi
         t=$(now)
         "$R" build || exit 1
         echo "interop[$suite]: image ready in $(since "$t")s"

@@ -1,10 +1,16 @@
 package conformance
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
 )
 
 func TestLabLock(t *testing.T) {
@@ -56,5 +62,75 @@ func TestFindLabDir(t *testing.T) {
 	t.Setenv("RXE_PEER_DIR", missing)
 	if _, err := FindLabDir(""); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("a missing lab: %v, want an error naming %s", err, missing)
+	}
+}
+
+// writeRing writes a pcap file holding one packet per timestamp (the
+// packet's first byte is its index in ts).
+func writeRing(t *testing.T, name string, ts []time.Time, first int) {
+	t.Helper()
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := pcapgo.NewWriter(f)
+	if err := w.WriteFileHeader(1564, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range ts {
+		d := make([]byte, 60)
+		d[0] = byte(first + i)
+		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: x, CaptureLength: 60, Length: 60}, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+}
+
+// A failed case's guest capture is its window of the session's ring
+// files, in time order whatever the files' names, bounds included.
+func TestCutPcap(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Unix(1764038400, 0)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	// The ring's newer file has the lower number, as after a wrap.
+	writeRing(t, filepath.Join(dir, "s.pcap0"), []time.Time{at(300), at(400), at(500)}, 3)
+	writeRing(t, filepath.Join(dir, "s.pcap7"), []time.Time{at(0), at(100), at(200)}, 0)
+	// A file tcpdump had just opened holds its header at most.
+	os.WriteFile(filepath.Join(dir, "s.pcap1"), nil, 0o644)
+	dest := filepath.Join(t.TempDir(), "guest.pcap")
+	wrapped, err := cutPcap(dir, dest, at(100), at(400), 8)
+	if err != nil || wrapped {
+		t.Fatalf("cutPcap: wrapped %v, %v", wrapped, err)
+	}
+	f, err := os.Open(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LinkType() != layers.LinkTypeEthernet || r.Snaplen() != 1564 {
+		t.Errorf("link %v snaplen %d", r.LinkType(), r.Snaplen())
+	}
+	var got []int
+	for {
+		d, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		got = append(got, int(d[0]))
+	}
+	if fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Errorf("packets %v, want [1 2 3 4]", got)
+	}
+	// Every file of the ring begins after the case did: its start is gone.
+	if wrapped, err := cutPcap(dir, dest, at(-50), at(400), 3); err != nil || !wrapped {
+		t.Errorf("a wrapped ring: wrapped %v, %v", wrapped, err)
+	}
+	if _, err := cutPcap(t.TempDir(), dest, at(0), at(1), 8); err == nil {
+		t.Error("no file: no error")
 	}
 }

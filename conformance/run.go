@@ -182,15 +182,16 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 			dir = ""
 		}
 	}
-	// The guest's evidence and the tap capture start side by side: each
-	// waits for its own tcpdump to listen, one in the guest, one here.
-	var guest *guestCapture
+	// The guest's evidence (started once per run, then a no-op) and the
+	// tap capture start side by side: each waits for its own tcpdump to
+	// listen, one in the guest, one here.
+	guestOn := p.Lab != nil && p.Lab.GuestEvidence
 	var guestErr error
 	guestStarted := make(chan struct{})
-	if p.Lab != nil && p.Lab.GuestEvidence {
+	if guestOn {
 		go func() {
 			defer close(guestStarted)
-			guest, guestErr = p.Lab.StartGuestEvidence(ctx, port)
+			guestErr = p.Lab.guestBaseline(ctx)
 		}()
 	} else {
 		close(guestStarted)
@@ -273,9 +274,9 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 			res.Notes = append(res.Notes, res.Impair.Text())
 		}
 	}
-	if guest != nil {
+	if guestOn && guestErr == nil {
 		keep := (!v.Pass || o.KeepPcaps) && dir != ""
-		res.Guest = guest.Finish(ctx, p.Lab, filepath.Join(dir, "guest.pcap"), keep)
+		res.Guest = p.Lab.guestCaseEvidence(ctx, filepath.Join(dir, "guest.pcap"), keep)
 		if !v.Pass {
 			res.Notes = append(res.Notes, res.Guest.Text())
 			for _, l := range res.Guest.Dmesg {

@@ -293,6 +293,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Port: *port, Timeout: *timeout, ListenTimeout: *listenTO, Grace: *grace, Budget: *budget,
 		Artifacts: art, KeepPcaps: *keepPcaps, Progress: stderr,
 	})
+	if lab != nil && lab.GuestEvidence {
+		// The README pairs keep no guest evidence: stop its capture first.
+		if err := lab.EndGuestEvidence(context.Background()); err != nil {
+			fmt.Fprintf(stderr, "interop: ending the guest's capture: %v\n", err)
+		}
+	}
 	if len(readmePairs) > 0 {
 		conformance.RunReadme(ctx, lab, rocedPath, readmePairs, conformance.Options{Timeout: *timeout,
 			ListenTimeout: *listenTO, Grace: *grace, Artifacts: art, Progress: stderr}, rep)

@@ -1,0 +1,129 @@
+"""goroce interop harness: its agent in the lab guest (conformance/agent.go).
+
+Started once per run (python3 AGENT ADDR PORT PIDFILE) through rxe-peer.sh exec, it
+answers the harness's per-case questions over one TCP connection on the
+tap, without the 9p spool's round trip or a fork per question (each costs
+about a second in the TCG guest under load). One JSON object a line each
+way:
+  {"op": "snap", "from": SEQ}  rxe0's hw_counters, the guest's clock, the
+      kernel log's next sequence number and its records from SEQ on
+  {"op": "listen", "port": P, "timeout": S}  returns once something
+      listens on TCP port P, or fails after S seconds
+  {"op": "quit"}
+Answers: {"ok": true, ...} or {"ok": false, "error": "..."}.
+"""
+import errno
+import json
+import os
+import select
+import socket
+import sys
+import time
+
+HW = os.environ.get("GOROCE_AGENT_HW", "/sys/class/infiniband/rxe0/ports/1/hw_counters")
+
+
+def counters():
+    out = {}
+    for name in os.listdir(HW):
+        try:
+            with open(os.path.join(HW, name)) as f:
+                out[name] = int(f.read().strip())
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def kmsg(start):
+    """The kernel log records from sequence number start on, as dmesg prints
+    them, and the next sequence number."""
+    lines, nxt = [], start
+    fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        while True:
+            try:
+                rec = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                if e.errno == errno.EPIPE:  # overwritten while reading
+                    continue
+                raise
+            head, _, msg = rec.decode("utf-8", "replace").partition(";")
+            f = head.split(",")
+            seq, usec = int(f[1]), int(f[2])
+            nxt = seq + 1
+            if seq >= start:
+                lines.append("[%5d.%06d] %s" % (usec // 1000000, usec % 1000000, msg.split("\n", 1)[0]))
+    finally:
+        os.close(fd)
+    return lines, nxt
+
+
+def listening(port):
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                next(f)
+                for line in f:
+                    x = line.split()
+                    if x[3] == "0A" and int(x[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+def answer(req, conn):
+    op = req.get("op")
+    if op == "snap":
+        clock = time.time_ns()
+        lines, nxt = kmsg(int(req.get("from", 0)))
+        return {"ok": True, "clock_ns": clock, "counters": counters(), "next": nxt, "dmesg": lines}
+    if op == "listen":
+        port, end = int(req["port"]), time.monotonic() + float(req["timeout"])
+        while not listening(port):
+            if time.monotonic() > end:
+                return {"ok": False, "error": "nothing listens on TCP port %d after %ss" % (port, req["timeout"])}
+            # Readable means the harness gave up (it closed): stop waiting.
+            if select.select([conn], [], [], 0.02)[0]:
+                return {"ok": False, "error": "cancelled"}
+        return {"ok": True}
+    return {"ok": False, "error": "unknown op %r" % op}
+
+
+def main():
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((sys.argv[1], int(sys.argv[2])))
+    srv.listen(1)
+    with open(sys.argv[3], "w") as f:
+        f.write("%d\n" % os.getpid())
+    print("listening", flush=True)
+    while True:
+        conn, _ = srv.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        rf = conn.makefile("r")
+        for line in rf:
+            try:
+                req = json.loads(line)
+            except ValueError:
+                req = {"op": None}
+            if req.get("op") == "quit":
+                # A pid file left behind would have the next run kill
+                # whatever process reuses the pid.
+                os.remove(sys.argv[3])
+                conn.close()
+                return
+            try:
+                a = answer(req, conn)
+            except Exception as e:  # the harness reports it with the case
+                a = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+            try:
+                conn.sendall((json.dumps(a) + "\n").encode())
+            except OSError:
+                break
+        conn.close()
+
+
+main()
