@@ -23,6 +23,8 @@ type completer struct {
 	armed    bool
 	gapPSN   bth.PSN // a retry for lost READ responses was started at this PSN
 	gapRetry bool
+	retryPSN bth.PSN // the last retry went back to this PSN ...
+	retryNew bool    // ... and no sequence NAK has come since
 }
 
 func (c *completer) resetRetries(a *Attr) {
@@ -68,6 +70,7 @@ func (q *QP) onRTO() {
 	}
 	q.env.Counters.Timeouts.Add(1)
 	if q.retry(q.comp.psn) {
+		q.req.probe = true
 		q.run()
 	}
 }
@@ -91,6 +94,7 @@ func (q *QP) retry(psn bth.PSN) bool {
 		return false
 	}
 	q.comp.retryCnt--
+	q.comp.retryPSN, q.comp.retryNew = psn, true
 	q.rewind(psn)
 	q.armRTO()
 	return true
@@ -144,6 +148,7 @@ func (q *QP) progress() {
 	}
 	q.comp.resetRetries(&q.attr)
 	q.comp.gapRetry = false
+	q.req.probe = false
 	if q.outstanding() {
 		q.armRTO()
 	}
@@ -178,7 +183,7 @@ func (q *QP) handleResponse(p bth.Packet) {
 				// The responder expects psn: everything before it arrived
 				// (the NAK acknowledges it) and we resend from there.
 				c.RcvdSeqErr.Add(1)
-				if psn == q.comp.psn && q.outstanding() {
+				if psn == q.comp.psn && q.outstanding() && !q.staleNAK(psn) {
 					c.CompleterRetryErr.Add(1)
 					q.retry(psn)
 				}
@@ -199,6 +204,23 @@ func (q *QP) handleResponse(p bth.Packet) {
 	case bth.KindAtomicAcknowledge:
 		q.atomicAck(p, psn)
 	}
+}
+
+// staleNAK reports whether a sequence NAK for psn is the second NAK of a
+// reordered packet, which a retry already answered. When packet k arrives
+// late, the responder NAKs k at the packet that overtook it, drops what
+// follows (it NAKs once per expected PSN), takes k when it comes and NAKs
+// k+1 at the next packet, one sent long before. The retry for the first NAK
+// has resent k+1 and all after it: going back to k+1 again would send the
+// same window twice (against rxe on a slow guest, 256 packets per
+// reordering, queued in front of its responder until our retries ran out;
+// rxe's own completer starts no second retry on a NAK: comp.started_retry).
+// Were the resent k+1 lost, the local ACK timer goes back for it. Any other
+// NAK, and the next one, go back at once.
+func (q *QP) staleNAK(psn bth.PSN) bool {
+	stale := q.comp.retryNew && psn == q.comp.retryPSN.Next()
+	q.comp.retryNew = false
+	return stale
 }
 
 // ackThrough acknowledges every PSN up to and including psn: SEND and WRITE
