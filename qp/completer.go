@@ -24,7 +24,7 @@ type completer struct {
 	gapPSN   bth.PSN // a retry for lost READ responses was started at this PSN
 	gapRetry bool
 	retryPSN bth.PSN // the last retry went back to this PSN ...
-	retryNew bool    // ... and no sequence NAK has come since
+	retryNew bool    // ... and no sign of loss has come since (reorderEcho)
 }
 
 func (c *completer) resetRetries(a *Attr) {
@@ -183,7 +183,7 @@ func (q *QP) handleResponse(p bth.Packet) {
 				// The responder expects psn: everything before it arrived
 				// (the NAK acknowledges it) and we resend from there.
 				c.RcvdSeqErr.Add(1)
-				if psn == q.comp.psn && q.outstanding() && !q.staleNAK(psn) {
+				if psn == q.comp.psn && q.outstanding() && !q.reorderEcho(psn) {
 					c.CompleterRetryErr.Add(1)
 					q.retry(psn)
 				}
@@ -206,21 +206,23 @@ func (q *QP) handleResponse(p bth.Packet) {
 	}
 }
 
-// staleNAK reports whether a sequence NAK for psn is the second NAK of a
-// reordered packet, which a retry already answered. When packet k arrives
-// late, the responder NAKs k at the packet that overtook it, drops what
-// follows (it NAKs once per expected PSN), takes k when it comes and NAKs
-// k+1 at the next packet, one sent long before. The retry for the first NAK
-// has resent k+1 and all after it: going back to k+1 again would send the
-// same window twice (against rxe on a slow guest, 256 packets per
-// reordering, queued in front of its responder until our retries ran out;
-// rxe's own completer starts no second retry on a NAK: comp.started_retry).
-// Were the resent k+1 lost, the local ACK timer goes back for it. Any other
-// NAK, and the next one, go back at once.
-func (q *QP) staleNAK(psn bth.PSN) bool {
-	stale := q.comp.retryNew && psn == q.comp.retryPSN.Next()
+// reorderEcho reports whether a loss signal at psn (a sequence NAK, or a
+// READ response past a gap) is the second sign of one reordered packet,
+// which a retry already answered. When packet k arrives late, the receiver
+// sees the packet that overtook it (a responder NAKs k; our completer
+// sees a READ response gap at k), drops what follows, takes k when it
+// comes, and at the next packet, one sent long before, sees k+1 missing.
+// The retry for the first sign has asked for k+1 and all after it again:
+// going back once more would send the same window twice, and against rxe
+// on a slow guest those copies (256 requests per NAK; a replay of every
+// outstanding READ per gap) queued up until our retries ran out (rxe's own
+// completer starts no second retry on a NAK: comp.started_retry). Were
+// the repeated k+1 lost, the local ACK timer goes back for it. Any other
+// sign, and the next one, go back at once.
+func (q *QP) reorderEcho(psn bth.PSN) bool {
+	echo := q.comp.retryNew && psn == q.comp.retryPSN.Next()
 	q.comp.retryNew = false
-	return stale
+	return echo
 }
 
 // ackThrough acknowledges every PSN up to and including psn: SEND and WRITE
@@ -247,7 +249,7 @@ func (q *QP) ackThrough(psn bth.PSN) bool {
 			if q.comp.psn.Before(w.firstPSN) {
 				q.comp.psn = w.firstPSN
 			}
-			if !q.comp.gapRetry || q.comp.gapPSN != q.comp.psn {
+			if (!q.comp.gapRetry || q.comp.gapPSN != q.comp.psn) && !q.reorderEcho(q.comp.psn) {
 				q.comp.gapRetry, q.comp.gapPSN = true, q.comp.psn
 				q.env.Counters.CompleterRetryErr.Add(1)
 				q.retry(q.comp.psn)
