@@ -23,6 +23,8 @@ type completer struct {
 	armed    bool
 	gapPSN   bth.PSN // a retry for lost READ responses was started at this PSN
 	gapRetry bool
+	retryPSN bth.PSN // the last retry went back to this PSN ...
+	retryNew bool    // ... and no sign of loss has come since (reorderEcho)
 }
 
 func (c *completer) resetRetries(a *Attr) {
@@ -68,6 +70,7 @@ func (q *QP) onRTO() {
 	}
 	q.env.Counters.Timeouts.Add(1)
 	if q.retry(q.comp.psn) {
+		q.req.probe = true
 		q.run()
 	}
 }
@@ -91,6 +94,7 @@ func (q *QP) retry(psn bth.PSN) bool {
 		return false
 	}
 	q.comp.retryCnt--
+	q.comp.retryPSN, q.comp.retryNew = psn, true
 	q.rewind(psn)
 	q.armRTO()
 	return true
@@ -144,6 +148,7 @@ func (q *QP) progress() {
 	}
 	q.comp.resetRetries(&q.attr)
 	q.comp.gapRetry = false
+	q.req.probe = false
 	if q.outstanding() {
 		q.armRTO()
 	}
@@ -178,7 +183,7 @@ func (q *QP) handleResponse(p bth.Packet) {
 				// The responder expects psn: everything before it arrived
 				// (the NAK acknowledges it) and we resend from there.
 				c.RcvdSeqErr.Add(1)
-				if psn == q.comp.psn && q.outstanding() {
+				if psn == q.comp.psn && q.outstanding() && !q.reorderEcho(psn) {
 					c.CompleterRetryErr.Add(1)
 					q.retry(psn)
 				}
@@ -199,6 +204,25 @@ func (q *QP) handleResponse(p bth.Packet) {
 	case bth.KindAtomicAcknowledge:
 		q.atomicAck(p, psn)
 	}
+}
+
+// reorderEcho reports whether a loss signal at psn (a sequence NAK, or a
+// READ response past a gap) is the second sign of one reordered packet,
+// which a retry already answered. When packet k arrives late, the receiver
+// sees the packet that overtook it (a responder NAKs k; our completer
+// sees a READ response gap at k), drops what follows, takes k when it
+// comes, and at the next packet, one sent long before, sees k+1 missing.
+// The retry for the first sign has asked for k+1 and all after it again:
+// going back once more would send the same window twice, and against rxe
+// on a slow guest those copies (256 requests per NAK; a replay of every
+// outstanding READ per gap) queued up until our retries ran out (rxe's own
+// completer starts no second retry on a NAK: comp.started_retry). Were
+// the repeated k+1 lost, the local ACK timer goes back for it. Any other
+// sign, and the next one, go back at once.
+func (q *QP) reorderEcho(psn bth.PSN) bool {
+	echo := q.comp.retryNew && psn == q.comp.retryPSN.Next()
+	q.comp.retryNew = false
+	return echo
 }
 
 // ackThrough acknowledges every PSN up to and including psn: SEND and WRITE
@@ -225,7 +249,7 @@ func (q *QP) ackThrough(psn bth.PSN) bool {
 			if q.comp.psn.Before(w.firstPSN) {
 				q.comp.psn = w.firstPSN
 			}
-			if !q.comp.gapRetry || q.comp.gapPSN != q.comp.psn {
+			if (!q.comp.gapRetry || q.comp.gapPSN != q.comp.psn) && !q.reorderEcho(q.comp.psn) {
 				q.comp.gapRetry, q.comp.gapPSN = true, q.comp.psn
 				q.env.Counters.CompleterRetryErr.Add(1)
 				q.retry(q.comp.psn)

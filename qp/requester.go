@@ -18,6 +18,7 @@ type requester struct {
 	noAck       int     // packets since the last one with AckReq
 	rdOut       int     // READ and atomic WQEs started and not completed
 	rnrWait     bool    // waiting out an RNR NAK's timer
+	probe       bool    // after a local ACK timeout: one packet until progress (canSend)
 	drainNotify bool    // raise SQ drained when the SQD drain completes
 }
 
@@ -35,6 +36,20 @@ func (q *QP) canSend() bool {
 		return false
 	}
 	if q.typ == RC && int(r.psn.Diff(q.comp.psn)) >= q.window() {
+		return false
+	}
+	// After a local ACK timeout the responder has been silent for a whole
+	// timeout: it may be gone, or still working through a queue of what we
+	// sent (rxe on a slow guest: each window of 256 packets took it longer
+	// than the 67 ms timeout). Resending the whole window then only
+	// lengthens that queue, and each timeout adds more than the responder
+	// can clear before the next, until retry_cnt runs out while it is busy
+	// with copies. So the retry resends the oldest packet alone, asking for
+	// an acknowledgement, and the window opens again at the first sign of
+	// progress (progress). The requester must resend in order from the
+	// oldest unacknowledged PSN; how much it keeps in flight meanwhile is
+	// its own choice.
+	if q.typ == RC && r.probe && r.psn != q.comp.psn {
 		return false
 	}
 	w := q.sqAt(r.cur)
@@ -171,7 +186,7 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		h := p.bth()
 		// RC asks for an ACK on the last packet of a message and, within a
 		// long one, often enough that the window keeps moving (IBA 9.7.4.1.3).
-		ackReq = q.typ == RC && (last || r.noAck >= ackReqEvery-1)
+		ackReq = q.typ == RC && (last || r.noAck >= ackReqEvery-1 || r.probe)
 		h.SetAckReq(ackReq)
 		if last && w.wr.Flags&Solicited != 0 && (info.Kind == bth.KindSend || info.Imm) {
 			h.SetSE(true)

@@ -187,9 +187,12 @@ func TestCompleterRetryExhaustion(t *testing.T) {
 	const rto = 4096 << 10 * time.Nanosecond
 	s, r, _ := newRaw(t, o)
 	sendN(t, s, 2, 10)
-	for range 4 {
-		r.expectReq(bth.RCSendOnly, sPSN)
-		r.expectReq(bth.RCSendOnly, sPSN+1)
+	r.expectReq(bth.RCSendOnly, sPSN)
+	r.expectReq(bth.RCSendOnly, sPSN+1)
+	for i := range 4 {
+		if i > 0 {
+			expectProbe(r, sPSN) // a retry after a timeout resends the oldest alone
+		}
 		r.clk.Advance(rto - time.Nanosecond)
 		r.quiet() // no retry a nanosecond before the timeout
 		r.clk.Advance(time.Nanosecond)
@@ -208,6 +211,17 @@ func TestCompleterRetryExhaustion(t *testing.T) {
 	}
 }
 
+// expectProbe reads what a retry after a local ACK timeout sends: the
+// oldest unacknowledged packet alone, asking for an acknowledgement; the
+// rest waits for a response that shows progress (qp: requester.probe).
+func expectProbe(r *rawPeer, psn uint32) {
+	r.t.Helper()
+	if p := r.expectReq(bth.RCSendOnly, psn); !p.BTH().AckReq() {
+		r.t.Fatalf("retry after a timeout: psn %d without AckReq", psn)
+	}
+	r.quiet()
+}
+
 func TestCompleterProgressResetsRetries(t *testing.T) {
 	// With retry_cnt 1, two losses in a row fail, but a loss, progress, and
 	// a loss again does not: the count is of consecutive retries.
@@ -217,12 +231,12 @@ func TestCompleterProgressResetsRetries(t *testing.T) {
 	r.expectReq(bth.RCSendOnly, sPSN)
 	r.expectReq(bth.RCSendOnly, sPSN+1)
 	r.clk.Advance(rto)
-	r.expectReq(bth.RCSendOnly, sPSN) // timed out once
-	r.expectReq(bth.RCSendOnly, sPSN+1)
+	expectProbe(r, sPSN) // timed out once
 	r.ackTo(ack, sPSN, 1)
-	r.quiet() // the ACK is handled before the clock moves on
+	r.expectReq(bth.RCSendOnly, sPSN+1) // progress: the window is open again
+	r.quiet()                           // the ACK is handled before the clock moves on
 	r.clk.Advance(rto)
-	r.expectReq(bth.RCSendOnly, sPSN+1) // timed out again, after progress
+	expectProbe(r, sPSN+1) // timed out again, after progress
 	r.ackTo(ack, sPSN+1, 2)
 	for range 2 {
 		if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success {
@@ -293,4 +307,124 @@ func TestCompleterFence(t *testing.T) {
 	r.quiet() // the fenced SEND waits for the READ
 	r.send(bth.RCReadResponseOnly, sPSN, false, make([]byte, 8), aeth(ack, 1))
 	r.expectReq(bth.RCSendOnly, sPSN+1)
+}
+
+func TestCompleterReorderedNAKPair(t *testing.T) {
+	// A reordered packet makes a responder NAK twice (rxe and goroce
+	// alike): 3 overtakes 2 (NAK 2, 3 dropped), 2 arrives and is taken, and
+	// the next original, 4, is out of order again (NAK 3). The retry for
+	// the first NAK has already resent 3..7: the second NAK must not send
+	// them again (qp.reorderEcho). Any other NAK still goes back at once, and
+	// if the resent packet was lost too the local ACK timer recovers it.
+	const rto = 4096 << 14 * time.Nanosecond
+	s, r, _ := newRaw(t, pairOpts{timeout: 14, retry: 7, window: 8})
+	expect := func(from, to int) {
+		t.Helper()
+		for i := from; i <= to; i++ {
+			r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
+		}
+	}
+	sendN(t, s, 8, 10)
+	expect(0, 7)
+	r.ackTo(nakSeq, sPSN+2, 2)
+	expect(2, 7) // the retry
+	r.ackTo(nakSeq, sPSN+3, 3)
+	r.quiet() // 2 acknowledged, nothing resent
+	r.ackTo(nakSeq, sPSN+4, 4)
+	expect(4, 7) // the resent 4 was lost: a new loss, resent at once
+	r.ackTo(ack, sPSN+7, 8)
+
+	sendN(t, s, 8, 10)
+	expect(8, 15)
+	r.ackTo(nakSeq, sPSN+10, 10)
+	expect(10, 15)
+	r.ackTo(nakSeq, sPSN+11, 11)
+	r.quiet()
+	// The resent 11 was lost too: the local ACK timer goes back for it.
+	r.clk.Advance(rto - time.Nanosecond)
+	r.quiet()
+	r.clk.Advance(time.Nanosecond)
+	expectProbe(r, sPSN+11)
+	r.ackTo(ack, sPSN+11, 12)
+	expect(12, 15)
+	r.ackTo(ack, sPSN+15, 16)
+	for i := range 16 {
+		if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i%8) || wc.Status != cq.Success {
+			t.Fatalf("completion %d: %+v", i, wc)
+		}
+	}
+	c := s.dev.Counters()
+	if c.RcvdSeqErr.Load() != 5 || c.CompleterRetryErr.Load() != 3 || c.Timeouts.Load() != 1 || c.RetransmittedPkts.Load() != 6+4+6+5 {
+		t.Fatalf("rcvd_seq_err %d completer_retry_err %d timeouts %d retransmitted %d",
+			c.RcvdSeqErr.Load(), c.CompleterRetryErr.Load(), c.Timeouts.Load(), c.RetransmittedPkts.Load())
+	}
+}
+
+func TestCompleterTimeoutResendsOldestAlone(t *testing.T) {
+	// A responder silent for a whole local ACK timeout may be working
+	// through a queue of what was sent (rxe on a slow guest); a retry then
+	// resends the oldest packet alone, with AckReq, and the window opens
+	// again at the first response that shows progress. Before, each
+	// timeout resent the whole window, lengthening that queue.
+	const rto = 4096 << 14 * time.Nanosecond
+	s, r, _ := newRaw(t, pairOpts{timeout: 14, retry: 7, window: 8})
+	sendN(t, s, 8, 10)
+	for i := range 8 {
+		r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
+	}
+	r.clk.Advance(rto)
+	expectProbe(r, sPSN)
+	r.clk.Advance(rto)
+	expectProbe(r, sPSN)
+	// The responder took 0..3 before the first timeout (its queue held the
+	// rest, lost): the resent 0 is a duplicate it acknowledges with 3.
+	r.ackTo(ack, sPSN+3, 4)
+	for i := 4; i < 8; i++ {
+		r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
+	}
+	r.ackTo(ack, sPSN+7, 8)
+	for i := range 8 {
+		if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i) || wc.Status != cq.Success {
+			t.Fatalf("completion %d: %+v", i, wc)
+		}
+	}
+	if c := s.dev.Counters(); c.Timeouts.Load() != 2 || c.RetransmittedPkts.Load() != 2+4 {
+		t.Fatalf("timeouts %d retransmitted %d", c.Timeouts.Load(), c.RetransmittedPkts.Load())
+	}
+}
+
+func TestCompleterReadReorderedResponse(t *testing.T) {
+	// The same reordering on READ responses: MIDDLE 2 overtakes 1 (a gap:
+	// ask again from 1), 1 arrives late and is taken, then the old burst's
+	// 3 shows 2 missing. The retry from 1 has already asked for 2: asking
+	// once more would make the responder replay the READ twice (rxe replays
+	// every outstanding READ from there: 320 packets per gap in read_bw).
+	s, r, _ := newRaw(t, pairOpts{timeout: 16})
+	must(t, s.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		SGL: []mr.SGE{s.mr.SGE(0, 5000)}, RemoteAddr: 0x10000, RKey: 0x77}))
+	r.expectReq(bth.RCReadRequest, sPSN)
+	data := make([]byte, 5000)
+	fill(data, 5)
+	r.send(bth.RCReadResponseFirst, sPSN, false, data[:1024], aeth(ack, 1))
+	r.send(bth.RCReadResponseMiddle, sPSN+2, false, data[2048:3072])
+	if rh := r.expectReq(bth.RCReadRequest, sPSN+1).RETH(); rh.VA() != 0x10000+1024 || rh.DMALen() != 5000-1024 {
+		t.Fatalf("retried READ va %#x len %d", rh.VA(), rh.DMALen())
+	}
+	r.send(bth.RCReadResponseMiddle, sPSN+1, false, data[1024:2048]) // the late one
+	r.send(bth.RCReadResponseMiddle, sPSN+3, false, data[3072:4096]) // the old burst
+	r.quiet()                                                        // no second retry
+	// The responder's replay from 1.
+	r.send(bth.RCReadResponseFirst, sPSN+1, false, data[1024:2048], aeth(ack, 1))
+	r.send(bth.RCReadResponseMiddle, sPSN+2, false, data[2048:3072])
+	r.send(bth.RCReadResponseMiddle, sPSN+3, false, data[3072:4096])
+	r.send(bth.RCReadResponseLast, sPSN+4, false, data[4096:], aeth(ack, 1))
+	if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success || wc.Opcode != cq.OpRDMARead {
+		t.Fatalf("completion %+v", wc)
+	}
+	if !bytes.Equal(s.buf[:5000], data) {
+		t.Fatal("READ data differs")
+	}
+	if c := s.dev.Counters(); c.CompleterRetryErr.Load() != 1 {
+		t.Fatalf("completer_retry_err %d", c.CompleterRetryErr.Load())
+	}
 }
