@@ -26,10 +26,10 @@
 #   INTEROP_IMPAIR   1: after each guest's matrix, run the RC subset again
 #                    with nic/impair between roced and the tap (1% loss and
 #                    2% reordering each way, seeded per case); 0 (the
-#                    default for now) skips it: roced's requester can run
-#                    out of retries there (write_bw 64 KiB, roced client,
-#                    trixie: retry counter exceeded after 2 s, 1 run in 2),
-#                    an open goroce bug (conformance/README.md). Reports
+#                    default for now) skips it: read_bw 64 KiB still
+#                    fails there about one run in three (roced's READ
+#                    retries make rxe replay every outstanding READ;
+#                    conformance/README.md). Reports
 #                    SUITE-impair.txt/.json/ beside the rest
 #   INTEROP_IMPAIR_BUDGET  its time budget per guest (default 7m)
 #   INTEROP_IMPAIR_ARGS    extra arguments for it (-impair-seed N ...)
