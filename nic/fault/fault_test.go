@@ -107,7 +107,9 @@ func mk(op bth.OpCode, qpn, psn uint32, payload int) []byte {
 	return d
 }
 
-func frame(d []byte) nic.Frame { return nic.Frame{B: append(make([]byte, nic.Headroom), d...), Off: nic.Headroom} }
+func frame(d []byte) nic.Frame {
+	return nic.Frame{B: append(make([]byte, nic.Headroom), d...), Off: nic.Headroom}
+}
 
 func icrcOK(t *testing.T, d []byte) bool {
 	t.Helper()
