@@ -71,6 +71,23 @@ func (s Stats) String() string {
 	var b strings.Builder
 	b.WriteString("faults:")
 	n := 0
+	for _, c := range s.List() {
+		name := strings.TrimPrefix(c.Name, "fault_")
+		if c.Value != 0 || strings.HasPrefix(name, "rule") {
+			fmt.Fprintf(&b, " %s=%d", name, c.Value)
+			n++
+		}
+	}
+	if n == 0 {
+		b.WriteString(" none fired")
+	}
+	return b.String()
+}
+
+// List names the counters, for a stats socket (roced stats): fault_tx_lost
+// and the like, then fault_ruleN.
+func (s Stats) List() []qp.Counter {
+	var out []qp.Counter
 	for _, d := range []struct {
 		name string
 		s    DirStats
@@ -81,20 +98,13 @@ func (s Stats) String() string {
 		}{{"lost", d.s.Lost}, {"duplicated", d.s.Duplicated}, {"reordered", d.s.Reordered},
 			{"delayed", d.s.Delayed}, {"corrupted", d.s.Corrupted}, {"rewritten", d.s.Rewritten},
 			{"badicrc", d.s.BadICRC}, {"truncated", d.s.Truncated}} {
-			if c.v != 0 {
-				fmt.Fprintf(&b, " %s_%s=%d", d.name, c.name, c.v)
-				n++
-			}
+			out = append(out, qp.Counter{Name: "fault_" + d.name + "_" + c.name, Value: c.v})
 		}
 	}
 	for i, v := range s.Rules {
-		fmt.Fprintf(&b, " rule%d=%d", i+1, v)
-		n++
+		out = append(out, qp.Counter{Name: fmt.Sprintf("fault_rule%d", i+1), Value: v})
 	}
-	if n == 0 {
-		b.WriteString(" none fired")
-	}
-	return b.String()
+	return out
 }
 
 type dirCounters struct {
@@ -168,6 +178,9 @@ func (f *Link) Faults() Stats {
 	return s
 }
 
+// logFirings is how many firings of each rule Config.Log hears of.
+const logFirings = 10
+
 // fate is what happens to one packet.
 type fate struct {
 	drop   bool
@@ -198,8 +211,9 @@ func (f *Link) decide(dir *direction, d []byte) fate {
 		if !f.match(i, r, dir.dir, p) {
 			continue
 		}
-		f.rules[i].fired.Add(1)
-		if f.cfg.Log != nil {
+		// The first firings of a rule are logged, the rest only counted: a
+		// rule without nth may fire on every packet.
+		if fired := f.rules[i].fired.Add(1); f.cfg.Log != nil && fired <= logFirings {
 			f.cfg.Log(fmt.Sprintf("fault: rule %d (%s) fired on %s %s QP 0x%x PSN %d", i+1, r.Text,
 				dir.dir, p.bth.OpCode(), p.bth.DestQP(), p.bth.PSN()))
 		}
