@@ -11,7 +11,8 @@
 // test decides when they leave.
 //
 // Wrapped around a pcap tap, the capture shows what crossed the wire: tx
-// packets after the faults, rx packets before them.
+// packets after the faults, each one a fault changed, duplicated or held
+// back with a pcapng comment saying so; rx packets before the faults.
 package fault
 
 import (
@@ -186,7 +187,8 @@ type fate struct {
 	drop   bool
 	copies int
 	delay  time.Duration
-	out    []byte // the packet to send: the original, or a changed copy
+	out    []byte   // the packet to send: the original, or a changed copy
+	note   []string // what was done to it, for a capture's comment
 }
 
 // decide applies the rules and the random faults to datagram d.
@@ -217,6 +219,7 @@ func (f *Link) decide(dir *direction, d []byte) fate {
 			f.cfg.Log(fmt.Sprintf("fault: rule %d (%s) fired on %s %s QP 0x%x PSN %d", i+1, r.Text,
 				dir.dir, p.bth.OpCode(), p.bth.DestQP(), p.bth.PSN()))
 		}
+		ft.note = append(ft.note, fmt.Sprintf("rule %d (%s)", i+1, r.Text))
 		switch r.Action {
 		case Drop:
 			ft.drop = true
@@ -273,15 +276,18 @@ func (f *Link) decide(dir *direction, d []byte) fate {
 			p.f.PutICRC()
 		}
 		dir.ctr.corrupted.Add(1)
+		ft.note = append(ft.note, fmt.Sprintf("bit %d flipped", bit))
 	}
 	if dr.Duplicate {
 		ft.copies = 2
+		ft.note = append(ft.note, "duplicated")
 	}
 	if ft.copies > 1 {
 		dir.ctr.duplicated.Add(1)
 	}
 	if ft.delay > 0 || dir.faults.Delay > 0 {
 		dir.ctr.delayed.Add(1)
+		ft.note = append(ft.note, "delayed")
 	}
 	ft.delay += dir.faults.Delay
 	if dr.Reorder {
@@ -291,6 +297,7 @@ func (f *Link) decide(dir *direction, d []byte) fate {
 		}
 		ft.delay += rd
 		dir.ctr.reordered.Add(1)
+		ft.note = append(ft.note, "reordered")
 	}
 	if ft.delay > 0 && !own {
 		ft.out = append([]byte(nil), ft.out...) // the caller reuses its buffer
@@ -348,10 +355,25 @@ func (f *Link) match(i int, r *Rule, dir Dir, p pkt) bool {
 	return r.Nth == 0 || st.seen == r.Nth
 }
 
+// noter is a link that can record a comment with what it sends: the pcap
+// tap, which then marks in the capture what the faults did.
+type noter interface {
+	SendNoted(frames []nic.Frame, note string) (int, error)
+}
+
 // Send implements nic.Link: each frame meets its fate, then what is left
-// goes to the wrapped link in one call.
+// goes to the wrapped link in order.
 func (f *Link) Send(frames []nic.Frame) (int, error) {
 	out := make([]nic.Frame, 0, len(frames)+1)
+	nt, _ := f.Link.(noter)
+	flush := func() error {
+		if len(out) == 0 {
+			return nil
+		}
+		_, err := f.Link.Send(out)
+		out = out[:0]
+		return err
+	}
 	for _, fr := range frames {
 		ft := f.decide(f.dirs[0], fr.Datagram())
 		if ft.drop {
@@ -360,9 +382,20 @@ func (f *Link) Send(frames []nic.Frame) (int, error) {
 		if ft.delay > 0 {
 			f.clock.AfterFunc(ft.delay, func() {
 				for range ft.copies {
-					f.Link.Send([]nic.Frame{headroom(ft.out)})
+					f.sendOne(nt, headroom(ft.out), ft.note)
 				}
 			})
+			continue
+		}
+		if nt != nil && len(ft.note) > 0 {
+			if err := flush(); err != nil {
+				return 0, err
+			}
+			for range ft.copies {
+				if err := f.sendOne(nt, headroom(ft.out), ft.note); err != nil {
+					return 0, err
+				}
+			}
 			continue
 		}
 		for range ft.copies {
@@ -373,12 +406,21 @@ func (f *Link) Send(frames []nic.Frame) (int, error) {
 			}
 		}
 	}
-	if len(out) > 0 {
-		if _, err := f.Link.Send(out); err != nil {
-			return 0, err
-		}
+	if err := flush(); err != nil {
+		return 0, err
 	}
 	return len(frames), nil
+}
+
+// sendOne sends one frame, with a note in the capture if there is one.
+func (f *Link) sendOne(nt noter, fr nic.Frame, note []string) error {
+	var err error
+	if nt != nil && len(note) > 0 {
+		_, err = nt.SendNoted([]nic.Frame{fr}, "goroce fault: "+strings.Join(note, "; "))
+	} else {
+		_, err = f.Link.Send([]nic.Frame{fr})
+	}
+	return err
 }
 
 // same reports whether a and b are the same bytes in memory.

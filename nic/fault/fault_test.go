@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/bth/pcapfile"
 	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/nic"
 )
@@ -355,5 +357,38 @@ func TestCorruptFixICRC(t *testing.T) {
 	out := p.taken()
 	if len(out) != 1 || bytes.Equal(out[0], d) || !icrcOK(t, out[0]) {
 		t.Fatal("want one changed packet with a right ICRC")
+	}
+}
+
+// TestCaptureNotes: around a pcapng tap, each packet a fault changed or
+// duplicated carries a comment saying what; the others carry none.
+func TestCaptureNotes(t *testing.T) {
+	var buf bytes.Buffer
+	p := newPipe()
+	tap, err := nic.NewTap(p, &buf, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Wrap(tap, Config{Rules: []Rule{mustRule(t, "tx psn=+1 dup"), mustRule(t, "tx psn=+2 set psn=9")}})
+	send(t, f, mk(writeFirst, 1, 10, 8), mk(writeMiddle, 1, 11, 8), mk(writeLast, 1, 12, 8))
+	if err := tap.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapfile.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		pk, err := r.Next()
+		if err != nil {
+			break
+		}
+		got = append(got, strings.Join(pk.Comments, "|"))
+	}
+	want := []string{"", "goroce fault: rule 1 (tx psn=+1 dup)", "goroce fault: rule 1 (tx psn=+1 dup)",
+		"goroce fault: rule 2 (tx psn=+2 set psn=9)"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("comments %q, want %q", got, want)
 	}
 }
