@@ -26,8 +26,8 @@ type Faults struct {
 
 // Draw is one packet's fate under Faults.
 type Draw struct {
-	Lose, Duplicate, Reorder, Corrupt bool
-	Bit                               int // the bit to flip if Corrupt, below 8 times the size drawn for
+	Lose, Duplicate, Reorder, Corrupt bool // which faults fired
+	Bit                               int  // the bit to flip if Corrupt, below 8 times the size drawn for
 }
 
 // Draw decides one packet's fate, n bytes long, from rng. A fault whose

@@ -62,7 +62,7 @@ type DirStats struct {
 
 // Stats are a Link's fault counters.
 type Stats struct {
-	Tx, Rx DirStats
+	Tx, Rx DirStats // the faults of each direction
 	Rules  []uint64 // how often each rule fired, in Config.Rules order
 }
 

@@ -20,6 +20,7 @@ const (
 	Both = Tx | Rx
 )
 
+// String returns "tx", "rx" or "tx,rx".
 func (d Dir) String() string {
 	switch d {
 	case Tx:
@@ -72,12 +73,13 @@ var fieldMax = [...]uint64{FieldPSN: 1<<24 - 1, FieldOpcode: 255, FieldPadCnt: 3
 	FieldQPN: 1<<24 - 1, FieldRKey: 1<<32 - 1, FieldVA: 1<<64 - 1, FieldDMALen: 1<<32 - 1,
 	FieldMSN: 1<<24 - 1, FieldSyndrome: 255, FieldQKey: 1<<32 - 1}
 
+// String returns the field's name in the rule syntax ("psn").
 func (f Field) String() string { return fieldNames[f] }
 
 // Set is one field rewrite.
 type Set struct {
-	Field Field
-	Value uint64
+	Field Field  // which field
+	Value uint64 // its new value, within the field's width
 }
 
 // Rule matches packets and acts on them. The zero value of each match
@@ -104,8 +106,8 @@ type Rule struct {
 // PSN the rule's direction carried to the destination QP, because a QP's
 // starting PSN is random and a user cannot know it in advance.
 type PSNRange struct {
-	Lo, Hi   uint32
-	Relative bool
+	Lo, Hi   uint32 // inclusive bounds
+	Relative bool   // count from the QP's first PSN
 }
 
 // ParseRule parses the command-line form of a rule:
