@@ -24,6 +24,26 @@ type Faults struct {
 	ReorderDelay time.Duration
 }
 
+// Draw is one packet's fate under Faults.
+type Draw struct {
+	Lose, Duplicate, Reorder, Corrupt bool // which faults fired
+	Bit                               int  // the bit to flip if Corrupt, below 8 times the size drawn for
+}
+
+// Draw decides one packet's fate, n bytes long, from rng. A fault whose
+// probability is zero draws nothing, so adding a fault to a path leaves
+// the others' decisions as they were only when it is the last one set;
+// the bit is always drawn.
+func (f *Faults) Draw(rng *rand.Rand, n int) Draw {
+	var d Draw
+	d.Lose = f.Loss > 0 && rng.Float64() < f.Loss
+	d.Duplicate = f.Duplicate > 0 && rng.Float64() < f.Duplicate
+	d.Reorder = f.Reorder > 0 && rng.Float64() < f.Reorder
+	d.Corrupt = f.Corrupt > 0 && rng.Float64() < f.Corrupt
+	d.Bit = rng.IntN(max(n, 1) * 8)
+	return d
+}
+
 // MemNet is an in-memory network: links attached to it by IP address
 // exchange datagrams, with faults injected per direction from a seeded
 // random source, so a failing run can be replayed.
@@ -202,12 +222,9 @@ func (l *MemLink) transmit(dst netip.Addr, d []byte) {
 	if p.filter != nil {
 		v = p.filter(d)
 	}
-	lose := v == Drop || f.Loss > 0 && p.rng.Float64() < f.Loss
-	dup := v == Duplicate || f.Duplicate > 0 && p.rng.Float64() < f.Duplicate
-	reorder := f.Reorder > 0 && p.rng.Float64() < f.Reorder
-	corrupt := f.Corrupt > 0 && p.rng.Float64() < f.Corrupt
-	bit := p.rng.IntN(len(d) * 8)
+	dr := f.Draw(p.rng, len(d))
 	p.mu.Unlock()
+	lose, dup, reorder, corrupt, bit := v == Drop || dr.Lose, v == Duplicate || dr.Duplicate, dr.Reorder, dr.Corrupt, dr.Bit
 	if lose {
 		l.injected[0].Add(1)
 		return

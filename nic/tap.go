@@ -88,6 +88,17 @@ func (t *Tap) Send(frames []Frame) (int, error) {
 	return n, err
 }
 
+// SendNoted is Send with a comment on each frame's record (pcapng only:
+// pcap has nowhere to put one), so a fault injector can mark in the
+// capture the packets it changed, duplicated or held back.
+func (t *Tap) SendNoted(frames []Frame, note string) (int, error) {
+	n, err := t.Link.Send(frames)
+	o := t.out
+	o.Comments = []string{note}
+	t.record(frames[:n], &o)
+	return n, err
+}
+
 // Recv receives from the wrapped link and records what arrived.
 func (t *Tap) Recv(frames []Frame) (int, error) {
 	n, err := t.Link.Recv(frames)

@@ -27,6 +27,9 @@ type Packet struct {
 	// packet (microseconds or nanoseconds for classic pcap, per interface
 	// for pcapng).
 	Resolution gopacket.TimestampResolution
+	// Comments are the packet's pcapng comments (opt_comment): goroce's
+	// fault injector marks the packets it changed there.
+	Comments []string
 }
 
 // Format is a capture file format.
@@ -97,11 +100,11 @@ func (r *Reader) Next() (Packet, error) {
 		}
 		return Packet{Data: data, Info: ci, LinkType: r.pcap.LinkType(), Resolution: r.pcap.Resolution()}, nil
 	}
-	data, ci, err := r.ng.ReadPacketData()
+	data, ci, opts, err := r.ng.ReadPacketDataWithOptions()
 	if err != nil {
 		return Packet{}, err
 	}
-	p := Packet{Data: data, Info: ci, LinkType: r.ng.LinkType()}
+	p := Packet{Data: data, Info: ci, LinkType: r.ng.LinkType(), Comments: opts.Comments}
 	if iface, err := r.ng.Interface(ci.InterfaceIndex); err == nil {
 		p.LinkType = iface.LinkType
 		p.Resolution = iface.TimestampResolution.ToTimestampResolution()

@@ -175,10 +175,21 @@ func (d *decoder) packet(num int, p pcapfile.Packet) {
 		icrc = "BAD"
 		d.icrcBad++
 	}
-	fmt.Fprintf(d.w, "%d %s %s %s icrc=%s\n", num, timestamp(p), ends, summary(pkt), icrc)
+	fmt.Fprintf(d.w, "%d %s %s %s icrc=%s%s\n", num, timestamp(p), ends, summary(pkt), icrc, comments(p))
 	if d.verbose {
 		d.fields(fr)
 	}
+}
+
+// comments shows a packet's pcapng comments, such as the faults roced
+// injected into it ("# goroce fault: rule 1 (...)").
+func comments(p pcapfile.Packet) string {
+	var b strings.Builder
+	for _, c := range p.Comments {
+		b.WriteString(" # ")
+		b.WriteString(strings.ReplaceAll(c, "\n", " "))
+	}
+	return b.String()
 }
 
 // captured notes a packet the capture cut short (snap length).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/endpoint"
+	"github.com/goroce/goroce/nic/fault"
 	"github.com/goroce/goroce/oob/perftest"
 	"github.com/goroce/goroce/qp"
 )
@@ -167,7 +168,8 @@ func (r *ptRun) refuse() error {
 
 // open opens the RDMA endpoint; peer is the host the traffic goes to.
 func (r *ptRun) open(peer string, gid int) error {
-	ep, err := endpoint.Open(endpoint.Config{Link: string(r.cfg.Link), Dev: r.cfg.Device, GID: gid, Peer: peer, Pcap: r.cfg.Pcap})
+	ep, err := endpoint.Open(endpoint.Config{Link: string(r.cfg.Link), Dev: r.cfg.Device, GID: gid, Peer: peer, Pcap: r.cfg.Pcap,
+		Faults: r.cfg.Faults, FaultLog: r.errw})
 	if err != nil {
 		return failWith(" "+err.Error(), " Couldn't get context for the device")
 	}
@@ -187,6 +189,9 @@ func (r *ptRun) close() {
 		r.sess.Conn().Close()
 	}
 	if r.ep != nil {
+		if l := r.ep.FaultSummary(); l != "" {
+			fmt.Fprintln(r.errw, l)
+		}
 		r.ep.Close()
 	}
 }
@@ -592,5 +597,5 @@ goroce's own:
       --perftest_version=V  Version claimed as a client, ceiling as a server,
                             layout of the output (6.29; 6.06 and 6.24 too)
       --pcap=FILE           Write every RoCEv2 frame to a pcap/pcapng file
-`)
+`+fault.Usage)
 }

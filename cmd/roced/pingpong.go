@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/endpoint"
+	"github.com/goroce/goroce/nic/fault"
 	"github.com/goroce/goroce/oob/pingpong"
 	"github.com/goroce/goroce/qp"
 )
@@ -148,7 +149,7 @@ func (r *ppRun) run(ctx context.Context) error {
 func (r *ppRun) open() error {
 	cfg := &r.cfg
 	ep, err := endpoint.Open(endpoint.Config{Link: string(cfg.Link), Dev: cfg.Device,
-		GID: cfg.GIDIndex, Peer: cfg.ServerName, Pcap: cfg.Pcap})
+		GID: cfg.GIDIndex, Peer: cfg.ServerName, Pcap: cfg.Pcap, Faults: cfg.Faults, FaultLog: r.stderr})
 	switch {
 	case err == nil:
 	case errors.Is(err, endpoint.ErrGIDIndex):
@@ -271,6 +272,7 @@ var ppUsageLines = []struct {
 	{ppAll, "                         or the only one besides lo with an address)"},
 	{ppAll, "      --link=<link>      udp (default), afpacket or afxdp"},
 	{ppAll, "      --pcap=<file>      write every RoCEv2 frame sent and received to <file>"},
+	{ppAll, strings.TrimSuffix(fault.Usage, "\n")},
 	{ppAll, "  -g 1 selects the IPv4 GID as on rxe; without -g the tools exchange no GID and"},
 	{ppAll, "  RoCE cannot connect, as with the real tools."},
 	{ppRC, "  -o, -O, -t and -j are refused with rxe's words: goroce has no ODP, completion"},

@@ -466,6 +466,9 @@ func (r *ppRun) close() {
 		r.mr.Dereg()
 	}
 	if r.ep != nil {
+		if l := r.ep.FaultSummary(); l != "" {
+			fmt.Fprintln(r.stderr, l)
+		}
 		r.ep.Close()
 	}
 }

@@ -1,5 +1,5 @@
 // Package endpoint turns the options every roced command shares (-d, -g
-// or -x, --link, --pcap) into an open RDMA device: which interface and
+// or -x, --link, --pcap, the fault flags) into an open RDMA device: which interface and
 // local address to use, the GID table and GID index (so that -g N means
 // what it means on Linux rxe), the link (kernel UDP, AF_PACKET or AF_XDP),
 // and the goroce engine over it.
@@ -8,6 +8,7 @@ package endpoint
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sort"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/fault"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -50,6 +52,12 @@ type Config struct {
 	XDPQueue int
 	// Window bounds each RC QP's unacknowledged packets (0: the default).
 	Window int
+	// Faults, if active, make the device misbehave on purpose (--loss,
+	// --fault-rule...). They wrap the pcap tap, so the capture shows the
+	// wire: tx packets after the faults, rx packets before them.
+	Faults fault.Config
+	// FaultLog, if set, is told of each rule that fires.
+	FaultLog io.Writer
 }
 
 // Endpoint is an open device and what was chosen to open it.
@@ -65,7 +73,9 @@ type Endpoint struct {
 	// (roced stats); empty if it could not be opened (StatsErr says why).
 	StatsSocket string
 	StatsErr    error // see StatsSocket
-	tap         *nic.Tap
+	// Faults is the fault injector when Config.Faults is active, else nil.
+	Faults *fault.Link
+	tap    *nic.Tap
 }
 
 // Open resolves cfg and opens the device.
@@ -118,6 +128,14 @@ func Open(cfg Config) (*Endpoint, error) {
 		}
 		e.tap, e.Link = t, t
 	}
+	if cfg.Faults.Active() {
+		fc := cfg.Faults
+		if w := cfg.FaultLog; w != nil && fc.Log == nil {
+			fc.Log = func(line string) { fmt.Fprintln(w, line) }
+		}
+		e.Faults = fault.Wrap(e.Link, fc)
+		e.Link = e.Faults
+	}
 	e.Device, err = transport.Open(e.Link, transport.Options{GIDs: table, Window: cfg.Window})
 	if err != nil {
 		e.Link.Close()
@@ -139,6 +157,15 @@ func (e *Endpoint) Close() error {
 		}
 	}
 	return err
+}
+
+// FaultSummary returns the line a tool prints at the end when faults were
+// set ("faults: tx_lost=3 rule1=1"), or "" when none were.
+func (e *Endpoint) FaultSummary() string {
+	if e == nil || e.Faults == nil {
+		return ""
+	}
+	return e.Faults.Faults().String()
 }
 
 // Dev is what -d names: an interface, or one address on it, with the

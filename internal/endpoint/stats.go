@@ -200,7 +200,11 @@ func statsSnapshot() StatsReply {
 	for _, e := range es {
 		d := DeviceStats{Name: "goroce" + strconv.Itoa(s.endpoints[e]), Port: 1, Netdev: e.Netdev,
 			Link: e.Link.Info().Name, GID: e.GID.String()}
-		for _, c := range e.Device.Stats() {
+		cs := e.Device.Stats()
+		if e.Faults != nil {
+			cs = append(cs, e.Faults.Faults().List()...)
+		}
+		for _, c := range cs {
 			d.Counters = append(d.Counters, StatsCounter{c.Name, c.Value})
 		}
 		r.Devices = append(r.Devices, d)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/goroce/goroce/nic/fault"
 	"github.com/goroce/goroce/oob/internal/getopt"
 	"github.com/goroce/goroce/oob/pingpong"
 )
@@ -86,6 +87,8 @@ type Config struct {
 	// Pcap is goroce's --pcap: a pcap or pcapng file receiving every
 	// RoCEv2 frame the run sends and receives.
 	Pcap string
+	// Faults are goroce's fault flags (--loss, --fault-rule...).
+	Faults fault.Config
 }
 
 // IsServer reports whether this side waits for a client.
@@ -168,6 +171,9 @@ func perftestOptions() []getopt.Option {
 		"link", "perftest_version", "pcap"} {
 		out = append(out, getopt.Option{Long: l, Arg: req})
 	}
+	for _, l := range fault.Flags {
+		out = append(out, getopt.Option{Long: l, Arg: req})
+	}
 	return out
 }
 
@@ -199,7 +205,7 @@ func ParseFlags(t Test, args []string) (Config, error) {
 	verb := t.Verb()
 	for _, m := range found {
 		name := m.Option.Name()
-		if seen[name] {
+		if seen[name] && name != "fault-rule" { // the one option meant to repeat
 			return fail("Duplicated argument: %s", name)
 		}
 		seen[name] = true
@@ -381,6 +387,10 @@ func ParseFlags(t Test, args []string) (Config, error) {
 			}
 		case "pcap":
 			c.Pcap = m.Value
+		case "loss", "dup", "reorder", "corrupt", "delay", "seed", "fault-rule":
+			if err := c.Faults.SetFlag(name, m.Value); err != nil {
+				return fail("%v", err)
+			}
 		case "perftest_version":
 			v := Version(m.Value)
 			if _, e = v.Marshal(); e == nil && !v.atLeast(minPeer) {

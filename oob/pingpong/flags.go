@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/goroce/goroce/nic/fault"
 	"github.com/goroce/goroce/oob/internal/getopt"
 )
 
@@ -64,6 +65,8 @@ type Config struct {
 	// Pcap is goroce's --pcap FILE: every RoCEv2 frame sent and received
 	// is written there.
 	Pcap string
+	// Faults are goroce's fault flags (--loss, --fault-rule...).
+	Faults fault.Config
 }
 
 // IsServer reports whether this side waits for a client.
@@ -87,6 +90,9 @@ func options(t Tool) []getopt.Option {
 		{Short: 'c', Long: "chk", Arg: getopt.NoArg},
 		{Long: "link", Arg: getopt.RequiredArg}, // goroce
 		{Long: "pcap", Arg: getopt.RequiredArg}, // goroce
+	}
+	for _, l := range fault.Flags { // goroce
+		opts = append(opts, getopt.Option{Long: l, Arg: getopt.RequiredArg})
 	}
 	if t != UD {
 		opts = append(opts, getopt.Option{Short: 'm', Long: "mtu", Arg: getopt.RequiredArg})
@@ -214,6 +220,10 @@ func ParseFlags(tool Tool, args []string) (Config, error) {
 				c.Link = l
 			case "pcap":
 				c.Pcap = m.Value
+			default:
+				if err := c.Faults.SetFlag(m.Option.Long, m.Value); err != nil {
+					return c, fmt.Errorf("%s: %w", tool.Binary(), err)
+				}
 			}
 		}
 	}
