@@ -272,6 +272,7 @@ var ppUsageLines = []struct {
 	{ppAll, "                         or the only one besides lo with an address)"},
 	{ppAll, "      --link=<link>      udp (default), afpacket or afxdp"},
 	{ppAll, "      --pcap=<file>      write every RoCEv2 frame sent and received to <file>"},
+	{ppAll &^ ppUD, "      --qp-timeout=<t>   RC local ACK timeout, 4.096 us * 2^t (14, as the tools)"},
 	{ppAll, strings.TrimSuffix(fault.Usage, "\n")},
 	{ppAll, "  -g 1 selects the IPv4 GID as on rxe; without -g the tools exchange no GID and"},
 	{ppAll, "  RoCE cannot connect, as with the real tools."},

@@ -313,6 +313,9 @@ func (r *ppRun) connect(remote []pingpong.Dest) error {
 			return qpErr(i, "RTR")
 		}
 		a.State, a.Timeout, a.RetryCnt, a.RNRRetry, a.SQPSN, a.MaxRdAtomic = qp.RTS, 14, 7, 7, r.local[i].PSN, 1
+		if cfg.QPTimeout != 0 {
+			a.Timeout = uint8(cfg.QPTimeout)
+		}
 		mask = qp.AttrState | qp.AttrSQPSN
 		if cfg.Tool != pingpong.UC {
 			mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic

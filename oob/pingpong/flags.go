@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/goroce/goroce/nic/fault"
@@ -67,6 +68,10 @@ type Config struct {
 	Pcap string
 	// Faults are goroce's fault flags (--loss, --fault-rule...).
 	Faults fault.Config
+	// QPTimeout is goroce's --qp-timeout T: the RC local ACK timeout,
+	// 4.096 us * 2^T. The real tools hard-code 14 (67 ms); 0 means that.
+	// perftest's -u is the same knob.
+	QPTimeout int
 }
 
 // IsServer reports whether this side waits for a client.
@@ -88,8 +93,9 @@ func options(t Tool) []getopt.Option {
 		{Short: 'e', Long: "events", Arg: getopt.NoArg},
 		{Short: 'g', Long: "gid-idx", Arg: getopt.RequiredArg},
 		{Short: 'c', Long: "chk", Arg: getopt.NoArg},
-		{Long: "link", Arg: getopt.RequiredArg}, // goroce
-		{Long: "pcap", Arg: getopt.RequiredArg}, // goroce
+		{Long: "link", Arg: getopt.RequiredArg},       // goroce
+		{Long: "pcap", Arg: getopt.RequiredArg},       // goroce
+		{Long: "qp-timeout", Arg: getopt.RequiredArg}, // goroce
 	}
 	for _, l := range fault.Flags { // goroce
 		opts = append(opts, getopt.Option{Long: l, Arg: getopt.RequiredArg})
@@ -220,6 +226,12 @@ func ParseFlags(tool Tool, args []string) (Config, error) {
 				c.Link = l
 			case "pcap":
 				c.Pcap = m.Value
+			case "qp-timeout":
+				t, err := strconv.Atoi(m.Value)
+				if err != nil || t < 1 || t > 31 {
+					return c, fmt.Errorf("%s: --qp-timeout %q: want 1 to 31 (4.096 us * 2^T)", tool.Binary(), m.Value)
+				}
+				c.QPTimeout = t
 			default:
 				if err := c.Faults.SetFlag(m.Option.Long, m.Value); err != nil {
 					return c, fmt.Errorf("%s: %w", tool.Binary(), err)

@@ -64,6 +64,22 @@ func TestParseFlagsBooleans(t *testing.T) {
 	}
 }
 
+// --qp-timeout is goroce's: the tools hard-code 14, the interop lab needs
+// more (conformance/README.md, "Timeouts in the lab").
+func TestParseFlagsQPTimeout(t *testing.T) {
+	if c, err := ParseFlags(RC, nil); err != nil || c.QPTimeout != 0 {
+		t.Errorf("default: %d %v", c.QPTimeout, err)
+	}
+	if c, err := ParseFlags(RC, strings.Fields("--qp-timeout 17")); err != nil || c.QPTimeout != 17 {
+		t.Errorf("--qp-timeout 17: %d %v", c.QPTimeout, err)
+	}
+	for _, v := range []string{"0", "32", "x", "-3"} {
+		if _, err := ParseFlags(RC, []string{"--qp-timeout=" + v}); err == nil || !strings.Contains(err.Error(), "--qp-timeout") {
+			t.Errorf("--qp-timeout=%s: %v", v, err)
+		}
+	}
+}
+
 func TestParseFlagsErrors(t *testing.T) {
 	tests := []struct {
 		tool  Tool

@@ -33,6 +33,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -88,6 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		impReorder = fs.Float64("impair-reorder", 0.02, "with -impair: probability a RoCEv2 packet is held back so later ones overtake it")
 		impHold    = fs.Duration("impair-reorder-delay", time.Millisecond, "with -impair: how long a reordered packet is held back")
 		impSeed    = fs.Uint64("impair-seed", 1, "with -impair: base seed; each case's forwarder is seeded with it and the case ID")
+		qpTimeout  = fs.Int("qp-timeout", -1, "roced's RC local ACK timeout T (--qp-timeout, 4.096 us * 2^T) on every case but the README's; -1: conformance.LabQPTimeout with -peer lab, else the tools' own (14); 0: the tools' own")
 		sshOpts    stringList
 		rocedFlags stringList
 	)
@@ -167,6 +169,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	extra := append([]string(nil), rocedFlags...)
+	to := *qpTimeout
+	if to < 0 {
+		to = 0
+		if *peer == "lab" {
+			to = conformance.LabQPTimeout
+		}
+	}
+	if to > 31 {
+		return fail("-qp-timeout %d: want -1, 0 or 1 to 31", to)
+	}
+	if to > 0 {
+		extra = append(extra, "--qp-timeout="+strconv.Itoa(to))
+	}
 	if *link != "" {
 		extra = append(extra, "--link", *link)
 	}
