@@ -47,7 +47,10 @@ framing. Other packets are skipped. A line is
              atomicack orig=0xV
              xrceth srq=0xN, rdeth eecnxt=0xN, feth sel=N plt=N
   LEN      payload bytes, pad excluded
-  icrc=ok  the invariant CRC matches; icrc=BAD when it does not
+  icrc=ok  the invariant CRC matches; icrc=BAD when it does not; icrc=cut
+           when the capture's snap length cut the packet (tcpdump -s): its
+           headers are decoded, "[captured N of M bytes]" follows, and a
+           packet cut inside its transport headers is malformed
 
 A packet to port 4791 that is not a valid RoCEv2 packet is printed as
 
@@ -93,8 +96,12 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 		err := d.file(name)
 		w.Flush()
 		if d.opened {
-			fmt.Fprintf(stderr, "%s: %d packets, %d RoCEv2, %d ICRC bad, %d malformed, %d other\n",
-				name, d.packets, d.roce, d.icrcBad, d.malformed, d.packets-d.roce-d.malformed)
+			cut := ""
+			if d.cut > 0 {
+				cut = fmt.Sprintf(" (%d cut by the snap length, ICRC not checked)", d.cut)
+			}
+			fmt.Fprintf(stderr, "%s: %d packets, %d RoCEv2%s, %d ICRC bad, %d malformed, %d other\n",
+				name, d.packets, d.roce, cut, d.icrcBad, d.malformed, d.packets-d.roce-d.malformed)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "roced decode: %v\n", err)
@@ -111,6 +118,7 @@ type decoder struct {
 	opened  bool // the file header was read
 
 	packets, roce, icrcBad, malformed int
+	cut                               int // RoCEv2 packets cut short by the snap length
 	badLink                           map[bth.LinkType]bool
 }
 
@@ -140,7 +148,16 @@ func (d *decoder) file(name string) error {
 
 func (d *decoder) packet(num int, p pcapfile.Packet) {
 	lt := bth.LinkType(p.LinkType)
-	fr, err := bth.DecodeLink(lt, p.Data)
+	data, kept := p.Data, len(p.Data)
+	if p.Info.Length > kept {
+		// A snap length (tcpdump -s 128, common for RoCE traces) keeps the
+		// headers and cuts the payload. Decode the packet at its wire
+		// length with the missing bytes zero, and use only what was kept:
+		// the headers if they are whole, never the payload or the ICRC.
+		data = make([]byte, p.Info.Length)
+		copy(data, p.Data)
+	}
+	fr, err := bth.DecodeLink(lt, data)
 	if err == bth.ErrLinkType {
 		if !d.badLink[lt] {
 			if d.badLink == nil {
@@ -164,6 +181,9 @@ func (d *decoder) packet(num int, p pcapfile.Packet) {
 	}
 	ends := endpoints(fr)
 	pkt, err := bth.Parse(fr.RoCE())
+	if err == nil && cap(data)-cap(fr.RoCE())+pkt.HdrLen() > kept {
+		err = errCutHeaders // the zeros stand in for header fields
+	}
 	if err != nil {
 		d.malformed++
 		fmt.Fprintf(d.w, "%d %s %s malformed: %v (%d bytes)%s\n", num, timestamp(p), ends, err, len(fr.RoCE()), captured(p))
@@ -171,15 +191,23 @@ func (d *decoder) packet(num int, p pcapfile.Packet) {
 	}
 	d.roce++
 	icrc := "ok"
-	if !fr.VerifyICRC() {
+	switch {
+	case kept < len(data):
+		icrc = "cut" // not checked: the capture did not keep it
+		d.cut++
+	case !fr.VerifyICRC():
 		icrc = "BAD"
 		d.icrcBad++
 	}
-	fmt.Fprintf(d.w, "%d %s %s %s icrc=%s%s\n", num, timestamp(p), ends, summary(pkt), icrc, comments(p))
+	fmt.Fprintf(d.w, "%d %s %s %s icrc=%s%s%s\n", num, timestamp(p), ends, summary(pkt), icrc, captured(p), comments(p))
 	if d.verbose {
-		d.fields(fr)
+		d.fields(fr, kept)
 	}
 }
+
+// errCutHeaders: the capture's snap length fell inside the transport
+// headers, so the packet cannot be described.
+var errCutHeaders = errors.New("the capture cut the packet inside its transport headers")
 
 // comments shows a packet's pcapng comments, such as the faults roced
 // injected into it ("# goroce fault: rule 1 (...)").
@@ -344,7 +372,9 @@ func b01(v bool) int {
 }
 
 // fields prints every field of every header of a frame, indented.
-func (d *decoder) fields(fr bth.Frame) {
+// fields prints every field of fr, of which the capture kept the first
+// kept bytes: the rest of the payload and the ICRC are not shown.
+func (d *decoder) fields(fr bth.Frame, kept int) {
 	f, err := bth.DecodeFields(fr)
 	if err != nil { // Parse accepted it already
 		fmt.Fprintf(d.w, "    fields: %v\n", err)
@@ -419,23 +449,38 @@ func (d *decoder) fields(fr bth.Frame) {
 	if hs.Has(bth.ExtCNPPad) {
 		line("cnp reserved=%x", r.CNPReserved)
 	}
-	switch n := len(r.Payload); {
+	// What the capture kept of the payload, pad and ICRC: a snap length
+	// may have cut them (the headers are whole, packet checked that).
+	payOff := cap(fr.Bytes()) - cap(fr.RoCE()) + b.OpCode.Info().HdrLen
+	payload := r.Payload[:min(len(r.Payload), max(0, kept-payOff))]
+	whole := kept >= payOff+len(r.Payload)+len(r.Pad)+bth.ICRCLen
+	switch n := len(payload); {
+	case n < len(r.Payload):
+		more := ""
+		if n > 32 {
+			more = "..."
+		}
+		line("payload %d bytes, %d captured %x%s", len(r.Payload), n, payload[:min(n, 32)], more)
 	case n == 0:
 		line("payload 0 bytes")
 	case n <= 32:
-		line("payload %d bytes %x", n, r.Payload)
+		line("payload %d bytes %x", n, payload)
 	default:
-		line("payload %d bytes %x...", n, r.Payload[:32])
+		line("payload %d bytes %x...", n, payload[:32])
 	}
-	if len(r.Pad) > 0 {
-		line("pad %x", r.Pad)
+	if !whole {
+		line("icrc not captured")
+	} else {
+		if len(r.Pad) > 0 {
+			line("pad %x", r.Pad)
+		}
+		verdict := "ok"
+		if !fr.VerifyICRC() {
+			verdict = "BAD"
+		}
+		line("icrc stored=0x%08x computed=0x%08x %s", r.ICRC, fr.ComputeICRC(), verdict)
 	}
-	verdict := "ok"
-	if !fr.VerifyICRC() {
-		verdict = "BAD"
-	}
-	line("icrc stored=0x%08x computed=0x%08x %s", r.ICRC, fr.ComputeICRC(), verdict)
-	if len(f.Trailer) > 0 {
+	if len(f.Trailer) > 0 && kept >= len(fr.Bytes())+len(f.Trailer) {
 		line("trailer %x", f.Trailer)
 	}
 }

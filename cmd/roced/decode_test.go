@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"flag"
 	"os"
 	"path/filepath"
@@ -274,18 +275,31 @@ func TestDecodeBadInput(t *testing.T) {
 	w.WritePacket(gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(badCsum), Length: len(badCsum)}, badCsum)
 	w.WritePacket(gopacket.CaptureInfo{Timestamp: ts, CaptureLength: 60, Length: len(roce[2])}, roce[2][:60])
 	w.WritePacket(gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(roce[3]), Length: len(roce[3])}, roce[3])
+	w.WritePacket(gopacket.CaptureInfo{Timestamp: ts, CaptureLength: 50, Length: len(roce[4])}, roce[4][:50])
 	f.Close()
 	out, stderr, status = decodeOut(t, path)
 	wantLines := []string{
 		"1 100.000005 198.51.100.1:49441 > 198.51.100.2:4791 RC SEND Only qpn=0x000011 psn=0xc6c7a0 ackreq=1 payload=64 icrc=BAD",
 		"2 100.000005 198.51.100.2:49441 > 198.51.100.1:4791 malformed: bth: bad IPv4 header checksum (20 bytes)",
-		"3 100.000005 198.51.100.2:49441 > 198.51.100.1:4791 malformed: bth: IP length disagrees with frame (18 bytes) [captured 60 of 122 bytes]",
+		// Cut by a snap length after its headers: decoded, ICRC not checked.
+		"3 100.000005 198.51.100.2:49441 > 198.51.100.1:4791 RC SEND Only qpn=0x000011 psn=0x344551 ackreq=1 payload=64 icrc=cut [captured 60 of 122 bytes]",
 		"4 100.000005 198.51.100.1:49441 > 198.51.100.2:4791 RC Acknowledge qpn=0x000011 psn=0x344551 ackreq=0 aeth ACK credits=invalid msn=1 payload=0 icrc=ok",
+		// Cut inside the BTH: nothing is made up from the missing bytes.
+		"5 100.000005 198.51.100.1:49441 > 198.51.100.2:4791 malformed: the capture cut the packet inside its transport headers (80 bytes) [captured 50 of 122 bytes]",
 	}
 	if status != 0 || out != strings.Join(wantLines, "\n")+"\n" {
 		t.Errorf("bad packets: exit %d\n%s\nwant\n%s", status, out, strings.Join(wantLines, "\n"))
 	}
-	if !strings.Contains(stderr, "4 packets, 2 RoCEv2, 1 ICRC bad, 2 malformed, 0 other") {
+	if !strings.Contains(stderr, "5 packets, 3 RoCEv2 (1 cut by the snap length, ICRC not checked), 1 ICRC bad, 2 malformed, 0 other") {
 		t.Errorf("summary: %s", stderr)
+	}
+	// -v shows of a cut packet only what the capture kept.
+	out, _, _ = decodeOut(t, "-v", path)
+	for _, want := range []string{
+		"    payload 64 bytes, 6 captured " + hex.EncodeToString(roce[2][54:60]) + "\n    icrc not captured\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-v of a cut packet: want %q in\n%s", want, out)
+		}
 	}
 }
