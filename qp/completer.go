@@ -249,10 +249,15 @@ func (q *QP) ackThrough(psn bth.PSN) bool {
 			if q.comp.psn.Before(w.firstPSN) {
 				q.comp.psn = w.firstPSN
 			}
-			if (!q.comp.gapRetry || q.comp.gapPSN != q.comp.psn) && !q.reorderEcho(q.comp.psn) {
+			if !q.comp.gapRetry || q.comp.gapPSN != q.comp.psn {
+				// An echo was asked for already; either way the rest of
+				// the burst that shows this gap must not ask again.
+				echo := q.reorderEcho(q.comp.psn)
 				q.comp.gapRetry, q.comp.gapPSN = true, q.comp.psn
-				q.env.Counters.CompleterRetryErr.Add(1)
-				q.retry(q.comp.psn)
+				if !echo {
+					q.env.Counters.CompleterRetryErr.Add(1)
+					q.retry(q.comp.psn)
+				}
 			}
 			return false
 		}
