@@ -64,7 +64,7 @@ type Device struct {
 	atomicMu   sync.Mutex
 
 	cqMu      sync.Mutex
-	cqs       []*cq.CQ // every CQ the device created, to end on Close
+	cqs       map[*cq.CQ]struct{} // every CQ the device created: to end on Close, and to refuse another device's
 	cqsClosed bool
 
 	closeOnce sync.Once
@@ -157,7 +157,7 @@ func (d *Device) Close() error {
 		d.qps.each(func(q *qp.QP) { q.Shutdown() }) // no writer: done is closed
 		d.cqMu.Lock()
 		d.cqsClosed = true
-		for _, c := range d.cqs {
+		for c := range d.cqs {
 			c.Shutdown(errClosed("poll_cq"))
 		}
 		d.cqMu.Unlock()
@@ -259,16 +259,46 @@ func (d *Device) CreateCQ(depth int) *cq.CQ {
 		c.Shutdown(errClosed("poll_cq"))
 		return c
 	}
-	d.cqs = append(d.cqs, c)
+	if d.cqs == nil {
+		d.cqs = make(map[*cq.CQ]struct{})
+	}
+	d.cqs[c] = struct{}{}
 	return c
 }
 
-// CreateQP creates a queue pair in RESET (ibv_create_qp).
+// foreign refuses a PD or CQ that another device created, for call op: a
+// QP over another device's PD would check its SGEs against the wrong key
+// table and fail only when a work request runs (a READ completing with a
+// local protection error), and another device's CQ would be flushed by
+// the wrong Close. libibverbs cannot even express the mix (a PD and a CQ
+// carry their ibv_context); here it is EINVAL at creation.
+func (d *Device) foreign(op string, pd *mr.PD, cqs ...*cq.CQ) error {
+	if pd == nil {
+		return fmt.Errorf("transport: %s: no protection domain: %w", op, qp.ErrInvalid)
+	}
+	if pd.Table() != d.keys {
+		return fmt.Errorf("transport: %s: %v belongs to another device: %w", op, pd, qp.ErrInvalid)
+	}
+	d.cqMu.Lock()
+	defer d.cqMu.Unlock()
+	for _, c := range cqs {
+		if _, ok := d.cqs[c]; c != nil && !ok {
+			return fmt.Errorf("transport: %s: completion queue belongs to another device: %w", op, qp.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// CreateQP creates a queue pair in RESET (ibv_create_qp). pd and the
+// CQs must be this device's (an error wrapping qp.ErrInvalid otherwise).
 func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
 	d.qpMu.Lock()
 	defer d.qpMu.Unlock()
 	if d.closedNow() {
 		return nil, errClosed("create_qp")
+	}
+	if err := d.foreign("create_qp", pd, ia.SendCQ, ia.RecvCQ); err != nil {
+		return nil, err
 	}
 	qpn, ok := d.qps.free()
 	if !ok {
@@ -300,18 +330,26 @@ func (d *Device) DestroyQP(q *qp.QP) error {
 // LookupQP returns the QP with number qpn.
 func (d *Device) LookupQP(qpn uint32) *qp.QP { return d.qps.get(qpn) }
 
-// CreateSRQ creates a shared receive queue (ibv_create_srq).
+// CreateSRQ creates a shared receive queue (ibv_create_srq) in pd, which
+// must be this device's.
 func (d *Device) CreateSRQ(pd *mr.PD, attr qp.SRQAttr) (*qp.SRQ, error) {
 	if d.closedNow() {
 		return nil, errClosed("create_srq")
 	}
+	if err := d.foreign("create_srq", pd); err != nil {
+		return nil, err
+	}
 	return qp.NewSRQ(pd, attr, d.post)
 }
 
-// CreateAH creates an address handle for UD sends (ibv_create_ah).
+// CreateAH creates an address handle for UD sends (ibv_create_ah) in pd,
+// which must be this device's.
 func (d *Device) CreateAH(pd *mr.PD, attr qp.AHAttr) (*qp.AH, error) {
 	if d.closedNow() {
 		return nil, errClosed("create_ah")
+	}
+	if err := d.foreign("create_ah", pd); err != nil {
+		return nil, err
 	}
 	return qp.NewAH(&d.env, pd, attr)
 }
