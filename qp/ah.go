@@ -13,8 +13,8 @@ type AH struct {
 	outer bth.Outer
 }
 
-// NewAH resolves an address vector (ibv_create_ah).
-func NewAH(env *Env, pd *mr.PD, attr AHAttr) (*AH, error) {
+// newAH resolves an address vector (ibv_create_ah).
+func newAH(env *Env, pd *mr.PD, attr AHAttr) (*AH, error) {
 	o, err := resolveAH(env, &attr, 0)
 	if err != nil {
 		return nil, err

@@ -19,7 +19,7 @@ type Env struct {
 	Counters *Counters // the device's protocol counters
 	// GID returns the local GID at a GID-table index.
 	GID func(index uint8) (bth.GID, bool)
-	// Schedule asks the device to call QP.Run later, from its worker: the
+	// Schedule asks the device to run the QP later, from its worker: the
 	// QP has more to send than one run may do at once.
 	Schedule func(*QP)
 	// Event delivers an asynchronous event.
@@ -87,11 +87,11 @@ type QP struct {
 	rtoTimer  Timer
 	rnrTimer  Timer
 	destroyed bool
-	closed    bool // the device closed (Shutdown); destroyed is set too
+	closed    bool // the device closed (shutdown); destroyed is set too
 }
 
-// New creates a QP in the RESET state. The device chooses qpn.
-func New(env *Env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
+// newQP creates a QP in the RESET state. The device chooses qpn.
+func newQP(env *Env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	switch ia.Type {
 	case RC, UC, UD:
 	default:
@@ -195,9 +195,10 @@ func (q *QP) Query() (Attr, InitAttr) {
 	return a, InitAttr{Type: q.typ, SendCQ: q.sendCQ, RecvCQ: q.recvCQ, SRQ: q.srq, Cap: q.cap, SigAll: q.sigAll}
 }
 
-// Destroy destroys the QP (ibv_destroy_qp). Outstanding work requests are
-// dropped without completions.
-func (q *QP) Destroy() error {
+// destroy destroys the QP (ibv_destroy_qp): the device's DestroyQP calls
+// it once it has removed the QP from its table. Outstanding work requests
+// are dropped without completions.
+func (q *QP) destroy() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.deviceClosed() {
@@ -208,7 +209,7 @@ func (q *QP) Destroy() error {
 	}
 	// A consumer may destroy the QP as soon as its last receive completes,
 	// while that message's ACK still waits for the end of the receive
-	// burst (Batch.Flush). Send it: rxe acknowledges in the same responder
+	// burst (endBurst). Send it: rxe acknowledges in the same responder
 	// run that completes the receive, HCAs in hardware, so the peer's send
 	// completes; dropped, the peer retries into a destroyed QP and fails.
 	if q.typ == RC && q.state != Reset && q.state != Init && q.state != Err {
@@ -227,12 +228,12 @@ func (q *QP) Destroy() error {
 	return nil
 }
 
-// Shutdown ends the QP when its device closes, as if it entered ERR: every
+// shutdown ends the QP when its device closes, as if it entered ERR: every
 // outstanding work request completes with a flush error (IBA 10.3.1.7),
 // then the QP stops, in ERR, and every later call returns an error
 // wrapping transport.ErrClosed. The device calls it once its receive path
 // and worker have stopped, so nothing is sent.
-func (q *QP) Shutdown() {
+func (q *QP) shutdown() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed || q.destroyed {
@@ -245,7 +246,7 @@ func (q *QP) Shutdown() {
 	q.closed, q.destroyed = true, true
 }
 
-// deviceClosed reports whether the device closed: Shutdown ran, or, for a
+// deviceClosed reports whether the device closed: shutdown ran, or, for a
 // QP destroyed before Close and so not shut down, the key table says so.
 func (q *QP) deviceClosed() bool { return q.closed || q.pd.Table().Closed() }
 
@@ -267,8 +268,9 @@ func (q *QP) reset() {
 	q.state = Reset
 }
 
-// Run does the QP's pending work; the device worker calls it after Schedule.
-func (q *QP) Run() {
+// runScheduled does the QP's pending work; the device worker calls it
+// after Schedule.
+func (q *QP) runScheduled() {
 	q.mu.Lock()
 	q.scheduled = false
 	q.run()
@@ -303,29 +305,21 @@ func (q *QP) run() {
 	}
 }
 
-// Batch collects the QPs a burst of received packets touched, so that each
-// sends one coalesced acknowledgement and one batch of frames at the end of
-// the burst rather than one per packet.
-type Batch struct {
-	qps []*QP
+// endBurst ends the burst of received packets the QP joined in receive:
+// it sends one coalesced acknowledgement and one batch of frames for the
+// whole burst rather than one per packet.
+func (q *QP) endBurst() {
+	q.mu.Lock()
+	q.inBatch = false
+	q.run()
+	q.mu.Unlock()
 }
 
-// Flush ends the burst.
-func (b *Batch) Flush() {
-	for i, q := range b.qps {
-		q.mu.Lock()
-		q.inBatch = false
-		q.run()
-		q.mu.Unlock()
-		b.qps[i] = nil
-	}
-	b.qps = b.qps[:0]
-}
-
-// Receive handles one received packet addressed to the QP. The device has
+// receive handles one received packet addressed to the QP. The device has
 // verified the ICRC and parsed the packet; f is the frame it came in. The
-// QP's replies go out when b is flushed.
-func (q *QP) Receive(p bth.Packet, f bth.Frame, b *Batch) {
+// QP's replies wait for endBurst, which the device calls once for every
+// QP for which receive reported joined, after the burst's last packet.
+func (q *QP) receive(p bth.Packet, f bth.Frame) (joined bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	c := q.env.Counters
@@ -373,6 +367,7 @@ func (q *QP) Receive(p bth.Packet, f bth.Frame, b *Batch) {
 	}
 	if !q.inBatch {
 		q.inBatch = true
-		b.qps = append(b.qps, q)
+		return true
 	}
+	return false
 }

@@ -42,9 +42,9 @@ type SRQ struct {
 	destroyed  bool
 }
 
-// NewSRQ creates a shared receive queue in pd; event receives its limit
+// newSRQ creates a shared receive queue in pd; event receives its limit
 // event (IBV_EVENT_SRQ_LIMIT_REACHED).
-func NewSRQ(pd *mr.PD, attr SRQAttr, event func(Event)) (*SRQ, error) {
+func newSRQ(pd *mr.PD, attr SRQAttr, event func(Event)) (*SRQ, error) {
 	if attr.MaxWR == 0 || attr.MaxWR > MaxWR || attr.MaxSGE > MaxSGE {
 		return nil, invalid("SRQ max_wr %d / max_sge %d beyond the device's (%d, %d)", attr.MaxWR, attr.MaxSGE, MaxWR, MaxSGE)
 	}

@@ -20,9 +20,24 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/closed"
+	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/qp"
+)
+
+// The operations of package qp that only the device calls, which qp hands
+// over through internal/hook instead of exporting them; converted once
+// here, so the receive path calls typed function values.
+var (
+	newQP      = hook.NewQP.(func(env *qp.Env, pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error))
+	newSRQ     = hook.NewSRQ.(func(pd *mr.PD, attr qp.SRQAttr, event func(qp.Event)) (*qp.SRQ, error))
+	newAH      = hook.NewAH.(func(env *qp.Env, pd *mr.PD, attr qp.AHAttr) (*qp.AH, error))
+	destroyQP  = hook.DestroyQP.(func(*qp.QP) error)
+	shutdownQP = hook.ShutdownQP.(func(*qp.QP))
+	runQP      = hook.RunQP.(func(*qp.QP))
+	receive    = hook.ReceiveQP.(func(q *qp.QP, p bth.Packet, f bth.Frame) (joined bool))
+	endBurst   = hook.EndBurstQP.(func(*qp.QP))
 )
 
 // Options configure a device.
@@ -153,8 +168,8 @@ func (d *Device) Close() error {
 		d.keys.Close()
 		d.qpMu.Unlock()
 		d.link.Close()
-		d.wg.Wait()                                 // the receive path and the worker have stopped
-		d.qps.each(func(q *qp.QP) { q.Shutdown() }) // no writer: done is closed
+		d.wg.Wait()            // the receive path and the worker have stopped
+		d.qps.each(shutdownQP) // no writer: done is closed
 		d.cqMu.Lock()
 		d.cqsClosed = true
 		for c := range d.cqs {
@@ -304,7 +319,7 @@ func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: out of QP numbers", qp.ErrNoMem)
 	}
-	q, err := qp.New(&d.env, pd, qpn, ia)
+	q, err := newQP(&d.env, pd, qpn, ia)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +339,7 @@ func (d *Device) DestroyQP(q *qp.QP) error {
 		return fmt.Errorf("transport: destroy_qp: %v is not a QP of this device, or was destroyed already", q)
 	}
 	d.qpMu.Unlock()
-	return q.Destroy()
+	return destroyQP(q)
 }
 
 // LookupQP returns the QP with number qpn.
@@ -339,7 +354,7 @@ func (d *Device) CreateSRQ(pd *mr.PD, attr qp.SRQAttr) (*qp.SRQ, error) {
 	if err := d.foreign("create_srq", pd); err != nil {
 		return nil, err
 	}
-	return qp.NewSRQ(pd, attr, d.post)
+	return newSRQ(pd, attr, d.post)
 }
 
 // CreateAH creates an address handle for UD sends (ibv_create_ah) in pd,
@@ -351,14 +366,14 @@ func (d *Device) CreateAH(pd *mr.PD, attr qp.AHAttr) (*qp.AH, error) {
 	if err := d.foreign("create_ah", pd); err != nil {
 		return nil, err
 	}
-	return qp.NewAH(&d.env, pd, attr)
+	return newAH(&d.env, pd, attr)
 }
 
 // rxLoop receives bursts of packets and dispatches them.
 func (d *Device) rxLoop() {
 	defer d.wg.Done()
 	frames := make([]nic.Frame, 64)
-	var b qp.Batch
+	var b burst
 	for {
 		n, err := d.link.Recv(frames)
 		if err != nil {
@@ -377,12 +392,28 @@ func (d *Device) rxLoop() {
 		for i := range n {
 			d.input(frames[i].Datagram(), &b)
 		}
-		b.Flush()
+		b.flush()
 	}
 }
 
+// burst collects the QPs a burst of received packets reached, so that each
+// sends one coalesced acknowledgement and one batch of frames at the end
+// of the burst rather than one per packet.
+type burst struct {
+	qps []*qp.QP
+}
+
+// flush ends the burst.
+func (b *burst) flush() {
+	for i, q := range b.qps {
+		endBurst(q)
+		b.qps[i] = nil
+	}
+	b.qps = b.qps[:0]
+}
+
 // input validates one datagram and hands it to its QP.
-func (d *Device) input(dg []byte, b *qp.Batch) {
+func (d *Device) input(dg []byte, b *burst) {
 	c := &d.counters
 	c.RcvdPkts.Add(1)
 	f, err := bth.DecodeIP(dg)
@@ -411,7 +442,9 @@ func (d *Device) input(dg []byte, b *qp.Batch) {
 		c.UnknownQP.Add(1)
 		return
 	}
-	q.Receive(p, f, b)
+	if receive(q, p, f) {
+		b.qps = append(b.qps, q)
+	}
 }
 
 // worker runs the QPs that asked for more time.
@@ -430,7 +463,7 @@ func (d *Device) worker() {
 				break
 			}
 			for i, q := range batch {
-				q.Run()
+				runQP(q)
 				batch[i] = nil
 			}
 		}

@@ -1,0 +1,26 @@
+// Package hook hands goroce's engine the operations of the verbs packages
+// (mr, cq, qp) that only the engine calls, so that they stay off those
+// packages' public surface: go doc of a verbs package shows the verbs and
+// nothing else, and a program cannot create a QP outside a device or
+// destroy one behind its device's back.
+//
+// Each verbs package stores its engine-only functions here in an init
+// function. Each package that calls them (qp and transport) converts each,
+// once, to the function type its comment gives, in a package-level
+// variable, and calls that: a direct call through a typed function value,
+// with no interface or allocation on the data path. The slots are untyped
+// because those types name the verbs packages, which import this one; a
+// slot whose type does not match panics when the program starts.
+package hook
+
+// Set by package qp.
+var (
+	NewQP      any // func(env *qp.Env, pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error)
+	NewSRQ     any // func(pd *mr.PD, attr qp.SRQAttr, event func(qp.Event)) (*qp.SRQ, error)
+	NewAH      any // func(env *qp.Env, pd *mr.PD, attr qp.AHAttr) (*qp.AH, error)
+	DestroyQP  any // func(*qp.QP) error
+	ShutdownQP any // func(*qp.QP)
+	RunQP      any // func(*qp.QP)
+	ReceiveQP  any // func(q *qp.QP, p bth.Packet, f bth.Frame) (joined bool)
+	EndBurstQP any // func(*qp.QP)
+)
