@@ -26,9 +26,9 @@ import (
 	"github.com/goroce/goroce/qp"
 )
 
-// The operations of package qp that only the device calls, which qp hands
-// over through internal/hook instead of exporting them; converted once
-// here, so the receive path calls typed function values.
+// The operations of packages qp and cq that only the device calls, which
+// they hand over through internal/hook instead of exporting them;
+// converted once here, so the receive path calls typed function values.
 var (
 	newQP      = hook.NewQP.(func(env *qp.Env, pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error))
 	newSRQ     = hook.NewSRQ.(func(pd *mr.PD, attr qp.SRQAttr, event func(qp.Event)) (*qp.SRQ, error))
@@ -38,6 +38,9 @@ var (
 	runQP      = hook.RunQP.(func(*qp.QP))
 	receive    = hook.ReceiveQP.(func(q *qp.QP, p bth.Packet, f bth.Frame) (joined bool))
 	endBurst   = hook.EndBurstQP.(func(*qp.QP))
+
+	newCQ      = hook.NewCQ.(func(depth int, onError func(*cq.CQ, error)) *cq.CQ)
+	shutdownCQ = hook.ShutdownCQ.(func(c *cq.CQ, err error))
 )
 
 // Options configure a device.
@@ -173,7 +176,7 @@ func (d *Device) Close() error {
 		d.cqMu.Lock()
 		d.cqsClosed = true
 		for c := range d.cqs {
-			c.Shutdown(errClosed("poll_cq"))
+			shutdownCQ(c, errClosed("poll_cq"))
 		}
 		d.cqMu.Unlock()
 		d.evMu.Lock()
@@ -265,13 +268,13 @@ func (d *Device) AllocPD() *mr.PD { return mr.NewPD(d.keys) }
 // CreateCQ creates a completion queue of the given depth (ibv_create_cq).
 // An overrun is reported as an EventCQErr.
 func (d *Device) CreateCQ(depth int) *cq.CQ {
-	c := cq.New(depth, func(c *cq.CQ, err error) {
+	c := newCQ(depth, func(c *cq.CQ, err error) {
 		d.post(qp.Event{Type: qp.EventCQErr, CQ: c, Err: err})
 	})
 	d.cqMu.Lock()
 	defer d.cqMu.Unlock()
 	if d.cqsClosed {
-		c.Shutdown(errClosed("poll_cq"))
+		shutdownCQ(c, errClosed("poll_cq"))
 		return c
 	}
 	if d.cqs == nil {

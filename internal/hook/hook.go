@@ -13,6 +13,13 @@
 // slot whose type does not match panics when the program starts.
 package hook
 
+// Set by package cq.
+var (
+	NewCQ      any // func(depth int, onError func(*cq.CQ, error)) *cq.CQ
+	PushCQ     any // func(c *cq.CQ, wc cq.WC, solicited bool) (ok bool)
+	ShutdownCQ any // func(c *cq.CQ, err error)
+)
+
 // Set by package qp.
 var (
 	NewQP      any // func(env *qp.Env, pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error)
