@@ -19,7 +19,7 @@ func newAH(env *Env, pd *mr.PD, attr AHAttr) (*AH, error) {
 	if err != nil {
 		return nil, err
 	}
-	pd.Hold()
+	holdPD(pd)
 	return &AH{pd: pd, attr: attr, outer: o}, nil
 }
 
@@ -28,11 +28,11 @@ func (a *AH) Attr() AHAttr { return a.attr }
 
 // Destroy releases the address handle.
 func (a *AH) Destroy() error {
-	if a.pd != nil && a.pd.Table().Closed() {
+	if a.pd != nil && closedPD(a.pd) {
 		return errClosed("destroy_ah")
 	}
 	if a.pd != nil {
-		a.pd.Release()
+		releasePD(a.pd)
 		a.pd = nil
 	}
 	return nil

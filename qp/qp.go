@@ -14,7 +14,6 @@ import (
 
 // Env is what a QP needs from the device it lives on.
 type Env struct {
-	Keys     *mr.Table // the device's memory keys, shared by all its PDs
 	Link     nic.Link  // where packets go
 	Counters *Counters // the device's protocol counters
 	// GID returns the local GID at a GID-table index.
@@ -133,7 +132,7 @@ func newQP(env *Env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	q.rtoTimer.Stop()
 	q.rnrTimer = q.clock.AfterFunc(time.Hour, q.onRNRTimer)
 	q.rnrTimer.Stop()
-	pd.Hold()
+	holdPD(pd)
 	return q, nil
 }
 
@@ -224,7 +223,7 @@ func (q *QP) destroy() error {
 	if q.srq != nil {
 		q.srq.users.Add(-1)
 	}
-	q.pd.Release()
+	releasePD(q.pd)
 	return nil
 }
 
@@ -248,7 +247,7 @@ func (q *QP) shutdown() {
 
 // deviceClosed reports whether the device closed: shutdown ran, or, for a
 // QP destroyed before Close and so not shut down, the key table says so.
-func (q *QP) deviceClosed() bool { return q.closed || q.pd.Table().Closed() }
+func (q *QP) deviceClosed() bool { return q.closed || closedPD(q.pd) }
 
 // errClosed wraps the closed device's error for call op.
 func errClosed(op string) error { return fmt.Errorf("qp: %s: %w", op, closed.Err) }

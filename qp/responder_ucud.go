@@ -120,8 +120,8 @@ func (q *QP) ucWrite(p bth.Packet) bool {
 		if err != nil {
 			return false // UC drops what it may not place (class D)
 		}
-		copy(span.B, p.Payload())
-		span.Release()
+		copy(span.b, p.Payload())
+		span.release()
 	}
 	r.wVA += uint64(n)
 	r.wRemain -= n

@@ -57,7 +57,7 @@ func newSRQ(pd *mr.PD, attr SRQAttr, event func(Event)) (*SRQ, error) {
 	if attr.SRQLimit > 0 {
 		s.limit, s.armed = attr.SRQLimit, true
 	}
-	pd.Hold()
+	holdPD(pd)
 	return s, nil
 }
 
@@ -81,7 +81,7 @@ func (s *SRQ) PostRecvList(wrs []RecvWR) error {
 }
 
 func (s *SRQ) post(wr *RecvWR) error {
-	if s.pd.Table().Closed() {
+	if closedPD(s.pd) {
 		return errClosed("post_srq_recv")
 	}
 	if s.destroyed {
@@ -142,7 +142,7 @@ func (s *SRQ) Len() int {
 func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pd.Table().Closed() {
+	if closedPD(s.pd) {
 		return errClosed("modify_srq")
 	}
 	if mask&SRQMaxWR != 0 {
@@ -184,7 +184,7 @@ func (s *SRQ) Query() SRQAttr {
 
 // Destroy destroys the SRQ; it fails while QPs use it (EBUSY).
 func (s *SRQ) Destroy() error {
-	if s.pd.Table().Closed() {
+	if closedPD(s.pd) {
 		return errClosed("destroy_srq")
 	}
 	if s.users.Load() != 0 {
@@ -194,7 +194,7 @@ func (s *SRQ) Destroy() error {
 	defer s.mu.Unlock()
 	if !s.destroyed {
 		s.destroyed = true
-		s.pd.Release()
+		releasePD(s.pd)
 	}
 	return nil
 }

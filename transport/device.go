@@ -26,8 +26,8 @@ import (
 	"github.com/goroce/goroce/qp"
 )
 
-// The operations of packages qp and cq that only the device calls, which
-// they hand over through internal/hook instead of exporting them;
+// The operations of packages mr, qp and cq that only the device calls,
+// which they hand over through internal/hook instead of exporting them;
 // converted once here, so the receive path calls typed function values.
 var (
 	newQP      = hook.NewQP.(func(env *qp.Env, pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error))
@@ -38,6 +38,8 @@ var (
 	runQP      = hook.RunQP.(func(*qp.QP))
 	receive    = hook.ReceiveQP.(func(q *qp.QP, p bth.Packet, f bth.Frame) (joined bool))
 	endBurst   = hook.EndBurstQP.(func(*qp.QP))
+
+	newKeys = hook.NewKeys.(func() (allocPD func() *mr.PD, owns func(*mr.PD) bool, closeKeys func()))
 
 	newCQ      = hook.NewCQ.(func(depth int, onError func(*cq.CQ, error)) *cq.CQ)
 	shutdownCQ = hook.ShutdownCQ.(func(c *cq.CQ, err error))
@@ -63,13 +65,17 @@ type Options struct {
 // Device is an open RDMA device over a link. Its methods are safe for
 // concurrent use.
 type Device struct {
-	link     nic.Link
-	keys     *mr.Table
-	counters qp.Counters
-	env      qp.Env
-	gids     []bth.GID
-	mtu      qp.MTU
-	trace    func(bool, []byte)
+	link nic.Link
+	// The device's key table, which names the regions of its PDs: what
+	// the device does with it (mr keeps the table itself unexported).
+	allocPD   func() *mr.PD
+	ownsPD    func(*mr.PD) bool
+	closeKeys func()
+	counters  qp.Counters
+	env       qp.Env
+	gids      []bth.GID
+	mtu       qp.MTU
+	trace     func(bool, []byte)
 
 	qpMu sync.Mutex // orders the writers of qps
 	qps  qpTable    // the receive path reads it without a lock
@@ -98,7 +104,8 @@ var ErrClosed = closed.Err
 // The device owns the link and closes it on Close.
 func Open(link nic.Link, opt Options) (*Device, error) {
 	info := link.Info()
-	d := &Device{link: link, keys: mr.NewTable(), trace: opt.Trace, done: make(chan struct{})}
+	d := &Device{link: link, trace: opt.Trace, done: make(chan struct{})}
+	d.allocPD, d.ownsPD, d.closeKeys = newKeys()
 	d.gids = opt.GIDs
 	if d.gids == nil {
 		d.gids = gidTable(info)
@@ -120,7 +127,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	d.events = make(chan qp.Event, n)
 	d.runq.wake = make(chan struct{}, 1)
 	d.env = qp.Env{
-		Keys: d.keys, Link: link, Counters: &d.counters, GID: d.GID,
+		Link: link, Counters: &d.counters, GID: d.GID,
 		Schedule: d.runq.push, Event: d.post, Atomic: &d.atomicMu,
 		MaxMTU: d.mtu, Window: opt.Window, Trace: opt.Trace, Clock: opt.Clock,
 	}
@@ -168,7 +175,7 @@ func (d *Device) Close() error {
 	d.closeOnce.Do(func() {
 		d.qpMu.Lock() // no CreateQP after this
 		close(d.done)
-		d.keys.Close()
+		d.closeKeys()
 		d.qpMu.Unlock()
 		d.link.Close()
 		d.wg.Wait()            // the receive path and the worker have stopped
@@ -263,7 +270,7 @@ func (d *Device) post(e qp.Event) {
 }
 
 // AllocPD allocates a protection domain (ibv_alloc_pd).
-func (d *Device) AllocPD() *mr.PD { return mr.NewPD(d.keys) }
+func (d *Device) AllocPD() *mr.PD { return d.allocPD() }
 
 // CreateCQ creates a completion queue of the given depth (ibv_create_cq).
 // An overrun is reported as an EventCQErr.
@@ -294,7 +301,7 @@ func (d *Device) foreign(op string, pd *mr.PD, cqs ...*cq.CQ) error {
 	if pd == nil {
 		return fmt.Errorf("transport: %s: no protection domain: %w", op, qp.ErrInvalid)
 	}
-	if pd.Table() != d.keys {
+	if !d.ownsPD(pd) {
 		return fmt.Errorf("transport: %s: %v belongs to another device: %w", op, pd, qp.ErrInvalid)
 	}
 	d.cqMu.Lock()

@@ -13,6 +13,18 @@
 // slot whose type does not match panics when the program starts.
 package hook
 
+// Set by package mr.
+var (
+	NewKeys        any // func() (allocPD func() *mr.PD, owns func(*mr.PD) bool, closeKeys func())
+	HoldPD         any // func(*mr.PD)
+	ReleasePD      any // func(*mr.PD)
+	ClosedPD       any // func(*mr.PD) bool
+	LocalAccess    any // func(pd *mr.PD, lkey uint32, addr uint64, n uint32, need mr.Access) ([]byte, *mr.MR, error)
+	RemoteAccess   any // func(pd *mr.PD, rkey uint32, addr uint64, n uint32, need mr.Access) ([]byte, *mr.MR, error)
+	EndAccess      any // func(*mr.MR)
+	InvalidateRKey any // func(pd *mr.PD, rkey uint32) bool
+)
+
 // Set by package cq.
 var (
 	NewCQ      any // func(depth int, onError func(*cq.CQ, error)) *cq.CQ
