@@ -14,7 +14,7 @@ type AH struct {
 }
 
 // newAH resolves an address vector (ibv_create_ah).
-func newAH(env *Env, pd *mr.PD, attr AHAttr) (*AH, error) {
+func newAH(env *env, pd *mr.PD, attr AHAttr) (*AH, error) {
 	o, err := resolveAH(env, &attr, 0)
 	if err != nil {
 		return nil, err

@@ -8,34 +8,13 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/closed"
+	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
 )
 
-// Env is what a QP needs from the device it lives on.
-type Env struct {
-	Link     nic.Link  // where packets go
-	Counters *Counters // the device's protocol counters
-	// GID returns the local GID at a GID-table index.
-	GID func(index uint8) (bth.GID, bool)
-	// Schedule asks the device to run the QP later, from its worker: the
-	// QP has more to send than one run may do at once.
-	Schedule func(*QP)
-	// Event delivers an asynchronous event.
-	Event func(Event)
-	// Atomic serializes atomic operations on the device's memory, which
-	// must be atomic with respect to each other across all QPs (IBA 9.4.5).
-	Atomic *sync.Mutex
-	// MaxMTU is the largest path MTU the link carries.
-	MaxMTU MTU
-	// Window bounds the unacknowledged packets an RC requester keeps in
-	// flight (0: DefaultWindow).
-	Window int
-	// Trace, if set, sees every packet the QP sends, after it is sealed.
-	Trace func(out bool, datagram []byte)
-	// Clock drives the QP's timers (nil: RealClock).
-	Clock Clock
-}
+// env is what a QP needs from the device it lives on (internal/hook.Env
+// with qp's types), filled in by the device.
+type env = hook.Env[QP, Event, Counters, MTU, Clock]
 
 // runBudget bounds the packets one run of a QP builds before it yields, so
 // that a long message does not hold a goroutine (and the QP lock) for long.
@@ -47,7 +26,7 @@ const ackReqEvery = 64
 
 // QP is a queue pair. Its methods are safe for concurrent use.
 type QP struct {
-	env    *Env
+	env    *env
 	pd     *mr.PD
 	typ    Type
 	qpn    uint32
@@ -90,7 +69,7 @@ type QP struct {
 }
 
 // newQP creates a QP in the RESET state. The device chooses qpn.
-func newQP(env *Env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
+func newQP(env *env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	switch ia.Type {
 	case RC, UC, UD:
 	default:

@@ -30,9 +30,9 @@ import (
 // which they hand over through internal/hook instead of exporting them;
 // converted once here, so the receive path calls typed function values.
 var (
-	newQP      = hook.NewQP.(func(env *qp.Env, pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error))
+	newQP      = hook.NewQP.(func(env *qpEnv, pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error))
 	newSRQ     = hook.NewSRQ.(func(pd *mr.PD, attr qp.SRQAttr, event func(qp.Event)) (*qp.SRQ, error))
-	newAH      = hook.NewAH.(func(env *qp.Env, pd *mr.PD, attr qp.AHAttr) (*qp.AH, error))
+	newAH      = hook.NewAH.(func(env *qpEnv, pd *mr.PD, attr qp.AHAttr) (*qp.AH, error))
 	destroyQP  = hook.DestroyQP.(func(*qp.QP) error)
 	shutdownQP = hook.ShutdownQP.(func(*qp.QP))
 	runQP      = hook.RunQP.(func(*qp.QP))
@@ -44,6 +44,10 @@ var (
 	newCQ      = hook.NewCQ.(func(depth int, onError func(*cq.CQ, error)) *cq.CQ)
 	shutdownCQ = hook.ShutdownCQ.(func(c *cq.CQ, err error))
 )
+
+// qpEnv is what the device gives its QPs (qp's environment, which qp does
+// not export).
+type qpEnv = hook.Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock]
 
 // Options configure a device.
 type Options struct {
@@ -72,7 +76,7 @@ type Device struct {
 	ownsPD    func(*mr.PD) bool
 	closeKeys func()
 	counters  qp.Counters
-	env       qp.Env
+	env       qpEnv
 	gids      []bth.GID
 	mtu       qp.MTU
 	trace     func(bool, []byte)
@@ -126,7 +130,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	}
 	d.events = make(chan qp.Event, n)
 	d.runq.wake = make(chan struct{}, 1)
-	d.env = qp.Env{
+	d.env = qpEnv{
 		Link: link, Counters: &d.counters, GID: d.GID,
 		Schedule: d.runq.push, Event: d.post, Atomic: &d.atomicMu,
 		MaxMTU: d.mtu, Window: opt.Window, Trace: opt.Trace, Clock: opt.Clock,

@@ -13,6 +13,42 @@
 // slot whose type does not match panics when the program starts.
 package hook
 
+import (
+	"sync"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/nic"
+)
+
+// Env is what a QP needs from the device it lives on; the device fills it
+// in and passes it to NewQP and NewAH. Its type parameters are package
+// qp's QP, Event, Counters, MTU and Clock: qp and transport both name it
+// as Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock], so its fields
+// are typed where they are used, as when it was qp.Env.
+type Env[QP, Event, Counters, MTU, Clock any] struct {
+	Link     nic.Link  // where packets go
+	Counters *Counters // the device's protocol counters
+	// GID returns the local GID at a GID-table index.
+	GID func(index uint8) (bth.GID, bool)
+	// Schedule asks the device to run the QP later, from its worker: the
+	// QP has more to send than one run may do at once.
+	Schedule func(*QP)
+	// Event delivers an asynchronous event.
+	Event func(Event)
+	// Atomic serializes atomic operations on the device's memory, which
+	// must be atomic with respect to each other across all QPs (IBA 9.4.5).
+	Atomic *sync.Mutex
+	// MaxMTU is the largest path MTU the link carries.
+	MaxMTU MTU
+	// Window bounds the unacknowledged packets an RC requester keeps in
+	// flight (0: qp.DefaultWindow).
+	Window int
+	// Trace, if set, sees every packet the QP sends, after it is sealed.
+	Trace func(out bool, datagram []byte)
+	// Clock drives the QP's timers (nil: qp.RealClock).
+	Clock Clock
+}
+
 // Set by package mr.
 var (
 	NewKeys        any // func() (allocPD func() *mr.PD, owns func(*mr.PD) bool, closeKeys func())
@@ -34,9 +70,9 @@ var (
 
 // Set by package qp.
 var (
-	NewQP      any // func(env *qp.Env, pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error)
+	NewQP      any // func(env *Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock], pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error)
 	NewSRQ     any // func(pd *mr.PD, attr qp.SRQAttr, event func(qp.Event)) (*qp.SRQ, error)
-	NewAH      any // func(env *qp.Env, pd *mr.PD, attr qp.AHAttr) (*qp.AH, error)
+	NewAH      any // func(env *Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock], pd *mr.PD, attr qp.AHAttr) (*qp.AH, error)
 	DestroyQP  any // func(*qp.QP) error
 	ShutdownQP any // func(*qp.QP)
 	RunQP      any // func(*qp.QP)
