@@ -1,6 +1,8 @@
 package qp
 
 import (
+	"sync/atomic"
+
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
@@ -8,9 +10,10 @@ import (
 
 // AH is an address handle: a resolved destination for UD sends (ibv_ah).
 type AH struct {
-	pd    *mr.PD
-	attr  AHAttr
-	outer bth.Outer
+	pd        *mr.PD
+	attr      AHAttr
+	outer     bth.Outer
+	destroyed atomic.Bool
 }
 
 // newAH resolves an address vector (ibv_create_ah).
@@ -26,15 +29,16 @@ func newAH(env *env, pd *mr.PD, attr AHAttr) (*AH, error) {
 // Attr returns the address vector.
 func (a *AH) Attr() AHAttr { return a.attr }
 
-// Destroy releases the address handle.
+// Destroy releases the address handle (ibv_destroy_ah). A send posted
+// with it afterwards fails, and so does a second Destroy (ErrInvalid).
 func (a *AH) Destroy() error {
-	if a.pd != nil && closedPD(a.pd) {
+	if closedPD(a.pd) {
 		return errClosed("destroy_ah")
 	}
-	if a.pd != nil {
-		releasePD(a.pd)
-		a.pd = nil
+	if !a.destroyed.CompareAndSwap(false, true) {
+		return invalid("destroy_ah: the address handle was destroyed already")
 	}
+	releasePD(a.pd)
 	return nil
 }
 

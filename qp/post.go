@@ -203,6 +203,9 @@ func (q *QP) checkWR(wr *SendWR) error {
 		if wr.AH == nil {
 			return invalid("UD send without an address handle")
 		}
+		if wr.AH.destroyed.Load() {
+			return invalid("address handle destroyed")
+		}
 		if wr.AH.pd != q.pd {
 			return invalid("address handle belongs to another protection domain")
 		}

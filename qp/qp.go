@@ -99,8 +99,8 @@ func newQP(env *env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	}
 	if ia.SRQ == nil {
 		q.rq.init(c.MaxRecvWR, c.MaxRecvSGE)
-	} else {
-		ia.SRQ.users.Add(1)
+	} else if err := ia.SRQ.attach(); err != nil {
+		return nil, err // nothing else failed or holds anything yet
 	}
 	q.srcPort = env.Link.SrcPort(qpn)
 	q.clock = env.Clock

@@ -182,19 +182,35 @@ func (s *SRQ) Query() SRQAttr {
 	return a
 }
 
-// Destroy destroys the SRQ; it fails while QPs use it (EBUSY).
+// Destroy destroys the SRQ (ibv_destroy_srq); it fails while QPs use it
+// (ErrBusy), and a second time (ErrInvalid).
 func (s *SRQ) Destroy() error {
 	if closedPD(s.pd) {
 		return errClosed("destroy_srq")
 	}
-	if s.users.Load() != 0 {
-		return fmt.Errorf("%w: SRQ still used by %d QPs", ErrBusy, s.users.Load())
-	}
+	// Under s.mu, which attach holds too: no QP attaches between the
+	// check and the destroy.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.destroyed {
-		s.destroyed = true
-		releasePD(s.pd)
+	if s.destroyed {
+		return invalid("destroy_srq: the SRQ was destroyed already")
 	}
+	if n := s.users.Load(); n != 0 {
+		return fmt.Errorf("%w: SRQ still used by %d QPs", ErrBusy, n)
+	}
+	s.destroyed = true
+	releasePD(s.pd)
+	return nil
+}
+
+// attach counts a QP created to receive through the SRQ; a destroyed SRQ
+// takes none.
+func (s *SRQ) attach() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.destroyed {
+		return invalid("SRQ destroyed")
+	}
+	s.users.Add(1)
 	return nil
 }

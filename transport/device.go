@@ -341,7 +341,9 @@ func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
 	return q, nil
 }
 
-// DestroyQP destroys a queue pair (ibv_destroy_qp).
+// DestroyQP destroys a queue pair (ibv_destroy_qp): LookupQP no longer
+// finds it. A QP destroyed already, or another device's, is refused
+// (an error wrapping qp.ErrInvalid).
 func (d *Device) DestroyQP(q *qp.QP) error {
 	d.qpMu.Lock()
 	if d.closedNow() {
@@ -350,7 +352,7 @@ func (d *Device) DestroyQP(q *qp.QP) error {
 	}
 	if q == nil || !d.qps.remove(q.QPN(), q) {
 		d.qpMu.Unlock()
-		return fmt.Errorf("transport: destroy_qp: %v is not a QP of this device, or was destroyed already", q)
+		return fmt.Errorf("transport: destroy_qp: %v is not a QP of this device, or was destroyed already: %w", q, qp.ErrInvalid)
 	}
 	d.qpMu.Unlock()
 	return destroyQP(q)

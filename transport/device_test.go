@@ -56,3 +56,54 @@ func TestForeignObjects(t *testing.T) {
 		t.Fatal("the device's own QP is not found")
 	}
 }
+
+// TestDestroyTwice: a QP, SRQ or AH destroyed a second time is refused
+// (ErrInvalid) and releases nothing twice; a destroyed QP is no longer
+// found, a destroyed SRQ takes no new QP and a destroyed AH no send.
+func TestDestroyTwice(t *testing.T) {
+	a, b, _ := newPair(t, pairOpts{typ: qp.UD})
+
+	qpn := a.qp.QPN()
+	must(t, b.dev.DestroyQP(b.qp))
+	if a.dev.DestroyQP(b.qp) == nil {
+		t.Fatal("another device destroyed a QP")
+	}
+	must(t, a.dev.DestroyQP(a.qp))
+	if a.dev.LookupQP(qpn) != nil {
+		t.Fatal("a destroyed QP is still found")
+	}
+	if err := a.dev.DestroyQP(a.qp); !errors.Is(err, qp.ErrInvalid) {
+		t.Fatalf("QP destroyed twice: %v", err)
+	}
+
+	pd := a.dev.AllocPD()
+	srq, err := a.dev.CreateSRQ(pd, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
+	must(t, err)
+	must(t, srq.Destroy())
+	if err := srq.Destroy(); !errors.Is(err, qp.ErrInvalid) {
+		t.Fatalf("SRQ destroyed twice: %v", err)
+	}
+	_, err = a.dev.CreateQP(pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq, SRQ: srq,
+		Cap: qp.Cap{MaxSendWR: 1, MaxSendSGE: 1}})
+	if !errors.Is(err, qp.ErrInvalid) || err.Error() != "qp: invalid argument: SRQ destroyed" {
+		t.Fatalf("QP over a destroyed SRQ: %v", err)
+	}
+	must(t, pd.Dealloc()) // the SRQ released its PD once, and the refused QP held nothing
+
+	ud, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.UD, SendCQ: a.scq, RecvCQ: a.rcq,
+		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(t, err)
+	ep, err := a.dev.LocalEndpoint(ud)
+	must(t, err)
+	must(t, a.dev.Connect(ud, ep, ep, ConnectOptions{}))
+	ah, err := a.dev.CreateAH(a.pd, qp.AHAttr{DGID: ep.GID, SGIDIndex: a.dev.DefaultGIDIndex(), PortNum: 1})
+	must(t, err)
+	must(t, ah.Destroy())
+	if err := ah.Destroy(); !errors.Is(err, qp.ErrInvalid) {
+		t.Fatalf("AH destroyed twice: %v", err)
+	}
+	err = ud.PostSend(&qp.SendWR{Opcode: qp.WRSend, AH: ah, RemoteQPN: ud.QPN(), RemoteQKey: DefaultQKey})
+	if !errors.Is(err, qp.ErrInvalid) || err.Error() != "qp: invalid argument: address handle destroyed" {
+		t.Fatalf("send with a destroyed AH: %v", err)
+	}
+}
