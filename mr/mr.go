@@ -205,8 +205,9 @@ type MR struct {
 	lkey   uint32
 	rkey   uint32
 
-	mu    sync.RWMutex // held shared by each access, exclusively by Dereg/Invalidate
-	valid bool
+	mu         sync.RWMutex // held shared by each access, exclusively by Dereg/Invalidate
+	valid      bool         // accesses are granted: registered and not invalidated
+	registered bool         // Dereg has not run: the key and the PD's count are held
 }
 
 // Register registers buf in pd with the given access rights. Its I/O
@@ -238,7 +239,7 @@ func (pd *PD) RegisterIOVA(buf []byte, iova uint64, access Access) (*MR, error) 
 	if access&(RemoteWrite|RemoteAtomic) != 0 && access&LocalWrite == 0 {
 		return nil, ErrInvalidAccess
 	}
-	m := &MR{pd: pd, buf: buf, iova: iova, access: access, valid: true}
+	m := &MR{pd: pd, buf: buf, iova: iova, access: access, valid: true, registered: true}
 	if err := pd.table.insert(m); err != nil {
 		return nil, err
 	}
@@ -246,19 +247,24 @@ func (pd *PD) RegisterIOVA(buf []byte, iova uint64, access Access) (*MR, error) 
 	return m, nil
 }
 
-// Dereg deregisters the region: once it returns, no key reaches the buffer.
+// Dereg deregisters the region (ibv_dereg_mr): once it returns, no key
+// reaches the buffer. A second Dereg fails (an error wrapping
+// ErrInvalidKey).
 func (m *MR) Dereg() error {
 	if m.pd.table.isClosed() {
 		return errClosed("dereg_mr")
 	}
 	m.mu.Lock()
-	was := m.valid
-	m.valid = false
+	was := m.registered
+	m.valid, m.registered = false, false
 	m.mu.Unlock()
-	if was {
-		m.pd.table.remove(m)
-		m.pd.release()
+	if !was {
+		return fmt.Errorf("mr: dereg_mr: the region was deregistered already: %w", ErrInvalidKey)
 	}
+	// Also after an invalidation, which revoked access but left the key
+	// and the PD's count held.
+	m.pd.table.remove(m)
+	m.pd.release()
 	return nil
 }
 

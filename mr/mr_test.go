@@ -136,3 +136,30 @@ func TestDeregIsImmediate(t *testing.T) {
 		t.Fatalf("after Dereg: %v", err)
 	}
 }
+
+// TestDeregOnce: Dereg frees the key and the PD's count once, also after
+// an invalidation (a SEND with Invalidate), and a second Dereg is refused.
+func TestDeregOnce(t *testing.T) {
+	pd := newPD(newTable())
+	for _, invalidate := range []bool{false, true} {
+		m, err := pd.Register(make([]byte, 8), LocalWrite|RemoteWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if invalidate && !pd.invalidateRKey(m.RKey()) {
+			t.Fatal("invalidate")
+		}
+		if err := m.Dereg(); err != nil {
+			t.Fatalf("invalidated %v: dereg: %v", invalidate, err)
+		}
+		if pd.table.lookup(m.LKey()) != nil {
+			t.Fatalf("invalidated %v: the key still names the region", invalidate)
+		}
+		if err := pd.Dealloc(); err != nil {
+			t.Fatalf("invalidated %v: dealloc after dereg: %v", invalidate, err)
+		}
+		if err := m.Dereg(); !errors.Is(err, ErrInvalidKey) || err.Error() != "mr: dereg_mr: the region was deregistered already: "+ErrInvalidKey.Error() {
+			t.Fatalf("invalidated %v: second dereg: %v", invalidate, err)
+		}
+	}
+}
