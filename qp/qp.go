@@ -308,7 +308,7 @@ func (q *QP) receive(p bth.Packet, f bth.Frame) (joined bool) {
 	// RC requester, an RC ACK to a UC QP are dropped silently. rxe counts
 	// this drop nowhere (6.1 and 6.12 have no hw_counter for it); goroce
 	// counts it as malformed, its counter for failed header validation.
-	if p.Info().Transport != q.typ.Transport() {
+	if p.Info().Transport != q.typ.transport() {
 		c.Malformed.Add(1)
 		return
 	}
