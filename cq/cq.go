@@ -163,13 +163,13 @@ type CQ struct {
 	solOnly bool
 	events  chan struct{} // completion events for ReqNotify; capacity 1
 	onError func(*CQ, error)
-	closed  bool // Shutdown: err holds the device's closed error
+	closed  bool // shutdown: err holds the device's closed error
 }
 
-// New returns a completion queue holding up to depth completions. onError,
-// if not nil, is called once when the queue overruns (the device turns it
-// into an asynchronous event).
-func New(depth int, onError func(*CQ, error)) *CQ {
+// newCQ returns a completion queue holding up to depth completions.
+// onError, if not nil, is called once when the queue overruns (the device
+// turns it into an asynchronous event).
+func newCQ(depth int, onError func(*CQ, error)) *CQ {
 	if depth < 1 {
 		depth = 1
 	}
@@ -180,10 +180,12 @@ func New(depth int, onError func(*CQ, error)) *CQ {
 // Depth returns the number of completions the queue holds at most.
 func (c *CQ) Depth() int { return len(c.ring) }
 
-// Push adds a completion. It is called by the engine; solicited marks a
+// push adds a completion. It is called by the engine; solicited marks a
 // completion that should wake a ReqNotify(true) waiter. It returns false if
-// the queue overran.
-func (c *CQ) Push(wc *WC, solicited bool) bool {
+// the queue overran. wc is taken by value: qp calls push through a
+// function value, which would make a pointer argument escape, and so
+// allocate every completion on the heap.
+func (c *CQ) push(wc WC, solicited bool) bool {
 	c.mu.Lock()
 	if c.err != nil {
 		c.lost++
@@ -200,13 +202,13 @@ func (c *CQ) Push(wc *WC, solicited bool) bool {
 		}
 		return false
 	}
-	c.ring[(c.head+c.n)%len(c.ring)] = *wc
+	c.ring[(c.head+c.n)%len(c.ring)] = wc
 	c.n++
 	notify := c.armed && (!c.solOnly || solicited || wc.Status != Success)
 	if notify {
 		c.armed = false
 	}
-	// Signalled under the lock, which Shutdown holds to close the channels.
+	// Signalled under the lock, which shutdown holds to close the channels.
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -221,12 +223,12 @@ func (c *CQ) Push(wc *WC, solicited bool) bool {
 	return true
 }
 
-// Shutdown ends the queue when its device closes; err wraps
+// shutdown ends the queue when its device closes; err wraps
 // transport.ErrClosed. Completions already held stay: Poll returns them,
 // oldest first, as libibverbs lets a CQ be drained until it is destroyed,
 // and then err. Every Wait and PollWait returns, and Events is closed, so
 // a completion-channel reader wakes too. Later completions are lost.
-func (c *CQ) Shutdown(err error) {
+func (c *CQ) shutdown(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

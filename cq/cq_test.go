@@ -8,11 +8,11 @@ import (
 )
 
 func TestPollOrderAndWrap(t *testing.T) {
-	c := New(3, nil)
+	c := newCQ(3, nil)
 	out := make([]WC, 2)
 	for round := range 5 {
 		for i := range 3 {
-			if !c.Push(&WC{WRID: uint64(round*10 + i)}, false) {
+			if !c.push(WC{WRID: uint64(round*10 + i)}, false) {
 				t.Fatal("push failed below depth")
 			}
 		}
@@ -32,13 +32,13 @@ func TestPollOrderAndWrap(t *testing.T) {
 
 func TestOverrunReportsAndKeeps(t *testing.T) {
 	var got error
-	c := New(2, func(_ *CQ, err error) { got = err })
-	c.Push(&WC{WRID: 1}, false)
-	c.Push(&WC{WRID: 2}, false)
-	if c.Push(&WC{WRID: 3}, false) || !errors.Is(got, ErrOverrun) {
+	c := newCQ(2, func(_ *CQ, err error) { got = err })
+	c.push(WC{WRID: 1}, false)
+	c.push(WC{WRID: 2}, false)
+	if c.push(WC{WRID: 3}, false) || !errors.Is(got, ErrOverrun) {
 		t.Fatalf("overrun not reported: %v", got)
 	}
-	c.Push(&WC{WRID: 4}, false)
+	c.push(WC{WRID: 4}, false)
 	if c.Lost() != 2 {
 		t.Fatalf("lost %d", c.Lost())
 	}
@@ -55,7 +55,7 @@ func TestOverrunReportsAndKeeps(t *testing.T) {
 }
 
 func TestWaitAndContext(t *testing.T) {
-	c := New(4, nil)
+	c := newCQ(4, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if err := c.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -63,7 +63,7 @@ func TestWaitAndContext(t *testing.T) {
 	}
 	go func() {
 		time.Sleep(10 * time.Millisecond)
-		c.Push(&WC{WRID: 9}, false)
+		c.push(WC{WRID: 9}, false)
 	}()
 	out := make([]WC, 1)
 	n, err := c.PollWait(context.Background(), out)
@@ -73,34 +73,34 @@ func TestWaitAndContext(t *testing.T) {
 }
 
 func TestReqNotify(t *testing.T) {
-	c := New(8, nil)
-	c.Push(&WC{}, false) // not armed: no event
+	c := newCQ(8, nil)
+	c.push(WC{}, false) // not armed: no event
 	select {
 	case <-c.Events():
 		t.Fatal("event without ReqNotify")
 	default:
 	}
 	c.ReqNotify(true)
-	c.Push(&WC{}, false) // armed for solicited only: an unsolicited success does not fire
+	c.push(WC{}, false) // armed for solicited only: an unsolicited success does not fire
 	select {
 	case <-c.Events():
 		t.Fatal("unsolicited completion fired a solicited-only notify")
 	default:
 	}
-	c.Push(&WC{}, true)
+	c.push(WC{}, true)
 	select {
 	case <-c.Events():
 	default:
 		t.Fatal("solicited completion did not fire")
 	}
-	c.Push(&WC{}, true) // one event per ReqNotify
+	c.push(WC{}, true) // one event per ReqNotify
 	select {
 	case <-c.Events():
 		t.Fatal("second event without re-arming")
 	default:
 	}
 	c.ReqNotify(true)
-	c.Push(&WC{Status: RemAccessErr}, false) // errors always fire
+	c.push(WC{Status: RemAccessErr}, false) // errors always fire
 	select {
 	case <-c.Events():
 	default:
@@ -109,9 +109,9 @@ func TestReqNotify(t *testing.T) {
 }
 
 func TestResize(t *testing.T) {
-	c := New(4, nil)
+	c := newCQ(4, nil)
 	for i := range 3 {
-		c.Push(&WC{WRID: uint64(i)}, false)
+		c.push(WC{WRID: uint64(i)}, false)
 	}
 	if err := c.Resize(2); !errors.Is(err, ErrTooShallow) {
 		t.Fatalf("shrink below fill: %v", err)

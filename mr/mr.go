@@ -63,10 +63,10 @@ var (
 	ErrTableFull     = errors.New("mr: key table full")
 )
 
-// Table is a device's key table: it maps lkeys and rkeys to memory regions.
+// table is a device's key table: it maps lkeys and rkeys to memory regions.
 // A key is an index into the table and a random 8-bit tag, as hardware
 // makes them, so that a stale or guessed key is rejected.
-type Table struct {
+type table struct {
 	mu      sync.Mutex
 	regions atomic.Pointer[[]*MR] // copy-on-write: lookups take no lock
 	free    []uint32
@@ -74,13 +74,13 @@ type Table struct {
 	closed  atomic.Bool
 }
 
-// Close marks the table's device closed: from then on registering,
+// close marks the table's device closed: from then on registering,
 // deregistering and deallocating fail with an error wrapping
 // transport.ErrClosed. The device calls it on Close.
-func (t *Table) Close() { t.closed.Store(true) }
+func (t *table) close() { t.closed.Store(true) }
 
-// Closed reports whether the table's device is closed.
-func (t *Table) Closed() bool { return t.closed.Load() }
+// isClosed reports whether the table's device is closed.
+func (t *table) isClosed() bool { return t.closed.Load() }
 
 // errClosed wraps the closed device's error for call op.
 func errClosed(op string) error { return fmt.Errorf("mr: %s: %w", op, closed.Err) }
@@ -88,15 +88,15 @@ func errClosed(op string) error { return fmt.Errorf("mr: %s: %w", op, closed.Err
 // MaxRegions bounds the table (2^24 indexes fit in a key with its tag).
 const MaxRegions = 1 << 24
 
-// NewTable returns an empty key table.
-func NewTable() *Table {
-	t := &Table{tags: []uint8{0}}
+// newTable returns an empty key table.
+func newTable() *table {
+	t := &table{tags: []uint8{0}}
 	empty := []*MR{nil} // index 0 is never used, so key 0 is always invalid
 	t.regions.Store(&empty)
 	return t
 }
 
-func (t *Table) insert(m *MR) error {
+func (t *table) insert(m *MR) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := *t.regions.Load()
@@ -126,7 +126,7 @@ func (t *Table) insert(m *MR) error {
 	return nil
 }
 
-func (t *Table) remove(m *MR) {
+func (t *table) remove(m *MR) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := *t.regions.Load()
@@ -141,8 +141,8 @@ func (t *Table) remove(m *MR) {
 	t.free = append(t.free, idx)
 }
 
-// Lookup returns the region a key names, or nil.
-func (t *Table) Lookup(key uint32) *MR {
+// lookup returns the region a key names, or nil.
+func (t *table) lookup(key uint32) *MR {
 	regs := *t.regions.Load()
 	idx := key >> 8
 	if int(idx) >= len(regs) {
@@ -158,30 +158,30 @@ func (t *Table) Lookup(key uint32) *MR {
 // PD is a protection domain: memory regions and queue pairs of one PD may
 // only be used together.
 type PD struct {
-	table *Table
+	table *table
 	users atomic.Int32 // regions, QPs and SRQs created in it
 	id    uint32
 }
 
 var pdIDs atomic.Uint32
 
-// NewPD creates a protection domain whose regions get keys from t.
-func NewPD(t *Table) *PD { return &PD{table: t, id: pdIDs.Add(1)} }
+// newPD creates a protection domain whose regions get keys from t.
+func newPD(t *table) *PD { return &PD{table: t, id: pdIDs.Add(1)} }
 
-// Table returns the key table the PD's regions live in.
-func (pd *PD) Table() *Table { return pd.table }
-
-// Hold records a resource (QP, SRQ, AH, region) created in the PD, so that
+// hold records a resource (QP, SRQ, AH, region) created in the PD, so that
 // Dealloc refuses while it lives.
-func (pd *PD) Hold() { pd.users.Add(1) }
+func (pd *PD) hold() { pd.users.Add(1) }
 
-// Release forgets a resource Hold recorded, when it is destroyed.
-func (pd *PD) Release() { pd.users.Add(-1) }
+// release forgets a resource hold recorded, when it is destroyed.
+func (pd *PD) release() { pd.users.Add(-1) }
+
+// closed reports whether the PD's device is closed.
+func (pd *PD) closed() bool { return pd.table.isClosed() }
 
 // Dealloc checks that no region, QP or SRQ still uses the PD (ibv_dealloc_pd
 // fails with EBUSY otherwise).
 func (pd *PD) Dealloc() error {
-	if pd.table.Closed() {
+	if pd.table.isClosed() {
 		return errClosed("dealloc_pd")
 	}
 	if pd.users.Load() != 0 {
@@ -205,15 +205,16 @@ type MR struct {
 	lkey   uint32
 	rkey   uint32
 
-	mu    sync.RWMutex // held shared by each access, exclusively by Dereg/Invalidate
-	valid bool
+	mu         sync.RWMutex // held shared by each access, exclusively by Dereg/Invalidate
+	valid      bool         // accesses are granted: registered and not invalidated
+	registered bool         // Dereg has not run: the key and the PD's count are held
 }
 
 // Register registers buf in pd with the given access rights. Its I/O
 // virtual address is the buffer's address in memory, as for ibv_reg_mr,
 // or 0 with ZeroBased.
 func (pd *PD) Register(buf []byte, access Access) (*MR, error) {
-	if pd.table.Closed() {
+	if pd.table.isClosed() {
 		return nil, errClosed("reg_mr")
 	}
 	if len(buf) == 0 {
@@ -228,7 +229,7 @@ func (pd *PD) Register(buf []byte, access Access) (*MR, error) {
 
 // RegisterIOVA registers buf with a chosen I/O virtual address (ibv_reg_mr_iova).
 func (pd *PD) RegisterIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
-	if pd.table.Closed() {
+	if pd.table.isClosed() {
 		return nil, errClosed("reg_mr")
 	}
 	if len(buf) == 0 {
@@ -238,27 +239,32 @@ func (pd *PD) RegisterIOVA(buf []byte, iova uint64, access Access) (*MR, error) 
 	if access&(RemoteWrite|RemoteAtomic) != 0 && access&LocalWrite == 0 {
 		return nil, ErrInvalidAccess
 	}
-	m := &MR{pd: pd, buf: buf, iova: iova, access: access, valid: true}
+	m := &MR{pd: pd, buf: buf, iova: iova, access: access, valid: true, registered: true}
 	if err := pd.table.insert(m); err != nil {
 		return nil, err
 	}
-	pd.Hold()
+	pd.hold()
 	return m, nil
 }
 
-// Dereg deregisters the region: once it returns, no key reaches the buffer.
+// Dereg deregisters the region (ibv_dereg_mr): once it returns, no key
+// reaches the buffer. A second Dereg fails (an error wrapping
+// ErrInvalidKey).
 func (m *MR) Dereg() error {
-	if m.pd.table.Closed() {
+	if m.pd.table.isClosed() {
 		return errClosed("dereg_mr")
 	}
 	m.mu.Lock()
-	was := m.valid
-	m.valid = false
+	was := m.registered
+	m.valid, m.registered = false, false
 	m.mu.Unlock()
-	if was {
-		m.pd.table.remove(m)
-		m.pd.Release()
+	if !was {
+		return fmt.Errorf("mr: dereg_mr: the region was deregistered already: %w", ErrInvalidKey)
 	}
+	// Also after an invalidation, which revoked access but left the key
+	// and the PD's count held.
+	m.pd.table.remove(m)
+	m.pd.release()
 	return nil
 }
 
@@ -313,71 +319,59 @@ type SGE struct {
 	LKey   uint32 // the region's local key
 }
 
-// Span is memory a check granted: a region locked for shared access and the
-// bytes within it. Release must be called when the access is done.
-type Span struct {
-	m *MR
-	B []byte // the granted bytes
-}
-
-// Release ends the access.
-func (s Span) Release() {
-	if s.m != nil {
-		s.m.mu.RUnlock()
-	}
-}
-
-// Region returns the region the span lies in.
-func (s Span) Region() *MR { return s.m }
-
-// acquire locks m for shared access and returns the bytes [addr, addr+n).
-func (m *MR) acquire(pd *PD, addr uint64, n uint32, need Access) (Span, error) {
+// acquire locks m for shared access and returns the bytes [addr, addr+n);
+// endAccess unlocks it.
+func (m *MR) acquire(pd *PD, addr uint64, n uint32, need Access) ([]byte, *MR, error) {
 	m.mu.RLock()
 	if !m.valid {
 		m.mu.RUnlock()
-		return Span{}, ErrInvalidKey
+		return nil, nil, ErrInvalidKey
 	}
 	if m.pd != pd {
 		m.mu.RUnlock()
-		return Span{}, ErrPD
+		return nil, nil, ErrPD
 	}
 	if m.access&need != need {
 		m.mu.RUnlock()
-		return Span{}, ErrAccess
+		return nil, nil, ErrAccess
 	}
 	off := addr - m.iova
 	// Written to be overflow-safe: addr below iova wraps to a huge offset.
 	if addr < m.iova || off > uint64(len(m.buf)) || uint64(n) > uint64(len(m.buf))-off {
 		m.mu.RUnlock()
-		return Span{}, ErrBounds
+		return nil, nil, ErrBounds
 	}
-	return Span{m: m, B: m.buf[off : off+uint64(n)]}, nil
+	return m.buf[off : off+uint64(n)], m, nil
 }
 
-// Local checks a local access through an lkey (an SGE of a work request)
-// and returns the bytes, locked until Release.
-func (t *Table) Local(pd *PD, lkey uint32, addr uint64, n uint32, need Access) (Span, error) {
-	m := t.Lookup(lkey)
+// endAccess ends an access local or remote granted.
+func (m *MR) endAccess() { m.mu.RUnlock() }
+
+// local checks an access through an lkey (an SGE of a work request of a
+// QP in pd) and returns the bytes and their region, locked until
+// endAccess.
+func (pd *PD) local(lkey uint32, addr uint64, n uint32, need Access) ([]byte, *MR, error) {
+	m := pd.table.lookup(lkey)
 	if m == nil || m.lkey != lkey {
-		return Span{}, ErrInvalidKey
+		return nil, nil, ErrInvalidKey
 	}
 	return m.acquire(pd, addr, n, need)
 }
 
-// Remote checks a remote access through an rkey (a RETH or AtomicETH) and
-// returns the bytes, locked until Release.
-func (t *Table) Remote(pd *PD, rkey uint32, addr uint64, n uint32, need Access) (Span, error) {
-	m := t.Lookup(rkey)
+// remote checks an access through an rkey (a RETH or AtomicETH, to a QP
+// in pd) and returns the bytes and their region, locked until endAccess.
+func (pd *PD) remote(rkey uint32, addr uint64, n uint32, need Access) ([]byte, *MR, error) {
+	m := pd.table.lookup(rkey)
 	if m == nil || m.rkey != rkey {
-		return Span{}, ErrInvalidKey
+		return nil, nil, ErrInvalidKey
 	}
 	return m.acquire(pd, addr, n, need)
 }
 
-// InvalidateRKey invalidates the region named by rkey on behalf of a SEND
+// invalidateRKey invalidates the region named by rkey on behalf of a SEND
 // with Invalidate; it reports whether such a region existed in pd.
-func (t *Table) InvalidateRKey(pd *PD, rkey uint32) bool {
-	m := t.Lookup(rkey)
+func (pd *PD) invalidateRKey(rkey uint32) bool {
+	m := pd.table.lookup(rkey)
 	if m == nil || m.rkey != rkey || m.pd != pd {
 		return false
 	}

@@ -7,8 +7,8 @@ import (
 )
 
 func TestKeysAndChecks(t *testing.T) {
-	tab := NewTable()
-	pd, other := NewPD(tab), NewPD(tab)
+	tab := newTable()
+	pd, other := newPD(tab), newPD(tab)
 	buf := make([]byte, 1000)
 	m, err := pd.RegisterIOVA(buf, 0x10000, LocalWrite|RemoteRead)
 	if err != nil {
@@ -39,21 +39,21 @@ func TestKeysAndChecks(t *testing.T) {
 		{"unknown index", pd, 0x7f0000, 0x10000, 1, RemoteRead, ErrInvalidKey},
 	}
 	for _, c := range cases {
-		s, err := tab.Remote(c.pd, c.key, c.addr, c.n, c.need)
+		b, r, err := c.pd.remote(c.key, c.addr, c.n, c.need)
 		if !errors.Is(err, c.err) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.err)
 		}
 		if err == nil {
-			if len(s.B) != int(c.n) {
-				t.Errorf("%s: span of %d bytes", c.name, len(s.B))
+			if len(b) != int(c.n) || r != m {
+				t.Errorf("%s: %d bytes of %p, want %d of %p", c.name, len(b), r, c.n, m)
 			}
-			s.Release()
+			r.endAccess()
 		}
 	}
 }
 
 func TestRegisterRules(t *testing.T) {
-	pd := NewPD(NewTable())
+	pd := newPD(newTable())
 	if _, err := pd.Register(make([]byte, 8), RemoteWrite); !errors.Is(err, ErrInvalidAccess) {
 		t.Errorf("remote write without local write: %v", err)
 	}
@@ -79,7 +79,7 @@ func TestRegisterRules(t *testing.T) {
 }
 
 func TestKeysNotPredictable(t *testing.T) {
-	pd := NewPD(NewTable())
+	pd := newPD(newTable())
 	seen := map[uint32]bool{}
 	var prev uint32
 	same := 0
@@ -108,13 +108,12 @@ func TestKeysNotPredictable(t *testing.T) {
 
 // Dereg waits for an access in progress and refuses every later one.
 func TestDeregIsImmediate(t *testing.T) {
-	tab := NewTable()
-	pd := NewPD(tab)
+	pd := newPD(newTable())
 	m, err := pd.Register(make([]byte, 64), LocalWrite|RemoteWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := tab.Remote(pd, m.RKey(), m.Addr(), 8, RemoteWrite)
+	_, r, err := pd.remote(m.RKey(), m.Addr(), 8, RemoteWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,9 +130,36 @@ func TestDeregIsImmediate(t *testing.T) {
 		t.Fatal("Dereg returned while an access was in progress")
 	default:
 	}
-	s.Release()
+	r.endAccess()
 	wg.Wait()
-	if _, err := tab.Remote(pd, m.RKey(), m.Addr(), 8, RemoteWrite); !errors.Is(err, ErrInvalidKey) {
+	if _, _, err := pd.remote(m.RKey(), m.Addr(), 8, RemoteWrite); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("after Dereg: %v", err)
+	}
+}
+
+// TestDeregOnce: Dereg frees the key and the PD's count once, also after
+// an invalidation (a SEND with Invalidate), and a second Dereg is refused.
+func TestDeregOnce(t *testing.T) {
+	pd := newPD(newTable())
+	for _, invalidate := range []bool{false, true} {
+		m, err := pd.Register(make([]byte, 8), LocalWrite|RemoteWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if invalidate && !pd.invalidateRKey(m.RKey()) {
+			t.Fatal("invalidate")
+		}
+		if err := m.Dereg(); err != nil {
+			t.Fatalf("invalidated %v: dereg: %v", invalidate, err)
+		}
+		if pd.table.lookup(m.LKey()) != nil {
+			t.Fatalf("invalidated %v: the key still names the region", invalidate)
+		}
+		if err := pd.Dealloc(); err != nil {
+			t.Fatalf("invalidated %v: dealloc after dereg: %v", invalidate, err)
+		}
+		if err := m.Dereg(); !errors.Is(err, ErrInvalidKey) || err.Error() != "mr: dereg_mr: the region was deregistered already: "+ErrInvalidKey.Error() {
+			t.Fatalf("invalidated %v: second dereg: %v", invalidate, err)
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package qp
 
 import (
+	"sync/atomic"
+
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
@@ -8,33 +10,35 @@ import (
 
 // AH is an address handle: a resolved destination for UD sends (ibv_ah).
 type AH struct {
-	pd    *mr.PD
-	attr  AHAttr
-	outer bth.Outer
+	pd        *mr.PD
+	attr      AHAttr
+	outer     bth.Outer
+	destroyed atomic.Bool
 }
 
-// NewAH resolves an address vector (ibv_create_ah).
-func NewAH(env *Env, pd *mr.PD, attr AHAttr) (*AH, error) {
+// newAH resolves an address vector (ibv_create_ah).
+func newAH(env *env, pd *mr.PD, attr AHAttr) (*AH, error) {
 	o, err := resolveAH(env, &attr, 0)
 	if err != nil {
 		return nil, err
 	}
-	pd.Hold()
+	holdPD(pd)
 	return &AH{pd: pd, attr: attr, outer: o}, nil
 }
 
 // Attr returns the address vector.
 func (a *AH) Attr() AHAttr { return a.attr }
 
-// Destroy releases the address handle.
+// Destroy releases the address handle (ibv_destroy_ah). A send posted
+// with it afterwards fails, and so does a second Destroy (ErrInvalid).
 func (a *AH) Destroy() error {
-	if a.pd != nil && a.pd.Table().Closed() {
+	if closedPD(a.pd) {
 		return errClosed("destroy_ah")
 	}
-	if a.pd != nil {
-		a.pd.Release()
-		a.pd = nil
+	if !a.destroyed.CompareAndSwap(false, true) {
+		return invalid("destroy_ah: the address handle was destroyed already")
 	}
+	releasePD(a.pd)
 	return nil
 }
 

@@ -1,6 +1,9 @@
 package qp
 
-import "github.com/goroce/goroce/cq"
+import (
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/hook"
+)
 
 // Completions and the error state: retiring send WQEs in order, posting
 // to CQs, and flushing everything when the QP enters ERR.
@@ -80,10 +83,13 @@ func (q *QP) retire(st cq.Status) {
 	}
 }
 
+// cqPush is cq's engine-only push (see internal/hook), typed once.
+var cqPush = hook.PushCQ.(func(c *cq.CQ, wc cq.WC, solicited bool) (ok bool))
+
 // pushCQ posts a completion; an overrun moves the QP to ERR (the device
 // reports the CQ error event).
 func (q *QP) pushCQ(c *cq.CQ, wc *cq.WC, solicited bool) {
-	if !c.Push(wc, solicited) && q.state != Err {
+	if !cqPush(c, *wc, solicited) && q.state != Err {
 		q.state = Err // flushing into a full CQ would only lose more
 		q.rtoTimer.Stop()
 		q.rnrTimer.Stop()

@@ -183,7 +183,7 @@ func (q *QP) resolvePath(ah *AHAttr) (bth.Outer, error) {
 	return resolveAH(q.env, ah, q.srcPort)
 }
 
-func resolveAH(env *Env, ah *AHAttr, srcPort uint16) (bth.Outer, error) {
+func resolveAH(env *env, ah *AHAttr, srcPort uint16) (bth.Outer, error) {
 	sgid, ok := env.GID(ah.SGIDIndex)
 	if !ok {
 		return bth.Outer{}, invalid("source GID index %d is beyond the GID table or an empty slot", ah.SGIDIndex)

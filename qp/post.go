@@ -203,6 +203,9 @@ func (q *QP) checkWR(wr *SendWR) error {
 		if wr.AH == nil {
 			return invalid("UD send without an address handle")
 		}
+		if wr.AH.destroyed.Load() {
+			return invalid("address handle destroyed")
+		}
 		if wr.AH.pd != q.pd {
 			return invalid("address handle belongs to another protection domain")
 		}
@@ -266,11 +269,11 @@ func checkSGL(pd *mr.PD, sgl []mr.SGE, need mr.Access) error {
 		if s.Length == 0 {
 			continue
 		}
-		span, err := pd.Table().Local(pd, s.LKey, s.Addr, s.Length, need)
+		span, err := localSpan(pd, s.LKey, s.Addr, s.Length, need)
 		if err != nil {
 			return fmt.Errorf("%w: SGE %d (addr 0x%x, length %d, lkey 0x%x): %w", ErrInvalid, i, s.Addr, s.Length, s.LKey, err)
 		}
-		span.Release()
+		span.release()
 	}
 	return nil
 }
@@ -291,12 +294,12 @@ func (q *QP) gather(sgl []mr.SGE, inline []byte, off uint32, dst []byte) error {
 			continue
 		}
 		n := min(s.Length-off, uint32(len(dst)))
-		span, err := q.env.Keys.Local(q.pd, s.LKey, s.Addr+uint64(off), n, 0)
+		span, err := localSpan(q.pd, s.LKey, s.Addr+uint64(off), n, 0)
 		if err != nil {
 			return err
 		}
-		copy(dst, span.B)
-		span.Release()
+		copy(dst, span.b)
+		span.release()
 		dst = dst[n:]
 		off = 0
 	}
@@ -318,12 +321,12 @@ func (q *QP) scatter(sgl []mr.SGE, off uint32, src []byte) error {
 			continue
 		}
 		n := min(s.Length-off, uint32(len(src)))
-		span, err := q.env.Keys.Local(q.pd, s.LKey, s.Addr+uint64(off), n, mr.LocalWrite)
+		span, err := localSpan(q.pd, s.LKey, s.Addr+uint64(off), n, mr.LocalWrite)
 		if err != nil {
 			return err
 		}
-		copy(span.B, src[:n])
-		span.Release()
+		copy(span.b, src[:n])
+		span.release()
 		src = src[n:]
 		off = 0
 	}

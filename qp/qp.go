@@ -8,35 +8,13 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/closed"
+	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
 )
 
-// Env is what a QP needs from the device it lives on.
-type Env struct {
-	Keys     *mr.Table // the device's memory keys, shared by all its PDs
-	Link     nic.Link  // where packets go
-	Counters *Counters // the device's protocol counters
-	// GID returns the local GID at a GID-table index.
-	GID func(index uint8) (bth.GID, bool)
-	// Schedule asks the device to call QP.Run later, from its worker: the
-	// QP has more to send than one run may do at once.
-	Schedule func(*QP)
-	// Event delivers an asynchronous event.
-	Event func(Event)
-	// Atomic serializes atomic operations on the device's memory, which
-	// must be atomic with respect to each other across all QPs (IBA 9.4.5).
-	Atomic *sync.Mutex
-	// MaxMTU is the largest path MTU the link carries.
-	MaxMTU MTU
-	// Window bounds the unacknowledged packets an RC requester keeps in
-	// flight (0: DefaultWindow).
-	Window int
-	// Trace, if set, sees every packet the QP sends, after it is sealed.
-	Trace func(out bool, datagram []byte)
-	// Clock drives the QP's timers (nil: RealClock).
-	Clock Clock
-}
+// env is what a QP needs from the device it lives on (internal/hook.Env
+// with qp's types), filled in by the device.
+type env = hook.Env[QP, Event, Counters, MTU, Clock]
 
 // runBudget bounds the packets one run of a QP builds before it yields, so
 // that a long message does not hold a goroutine (and the QP lock) for long.
@@ -48,7 +26,7 @@ const ackReqEvery = 64
 
 // QP is a queue pair. Its methods are safe for concurrent use.
 type QP struct {
-	env    *Env
+	env    *env
 	pd     *mr.PD
 	typ    Type
 	qpn    uint32
@@ -87,11 +65,11 @@ type QP struct {
 	rtoTimer  Timer
 	rnrTimer  Timer
 	destroyed bool
-	closed    bool // the device closed (Shutdown); destroyed is set too
+	closed    bool // the device closed (shutdown); destroyed is set too
 }
 
-// New creates a QP in the RESET state. The device chooses qpn.
-func New(env *Env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
+// newQP creates a QP in the RESET state. The device chooses qpn.
+func newQP(env *env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	switch ia.Type {
 	case RC, UC, UD:
 	default:
@@ -121,8 +99,8 @@ func New(env *Env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	}
 	if ia.SRQ == nil {
 		q.rq.init(c.MaxRecvWR, c.MaxRecvSGE)
-	} else {
-		ia.SRQ.users.Add(1)
+	} else if err := ia.SRQ.attach(); err != nil {
+		return nil, err // nothing else failed or holds anything yet
 	}
 	q.srcPort = env.Link.SrcPort(qpn)
 	q.clock = env.Clock
@@ -133,7 +111,7 @@ func New(env *Env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	q.rtoTimer.Stop()
 	q.rnrTimer = q.clock.AfterFunc(time.Hour, q.onRNRTimer)
 	q.rnrTimer.Stop()
-	pd.Hold()
+	holdPD(pd)
 	return q, nil
 }
 
@@ -195,9 +173,10 @@ func (q *QP) Query() (Attr, InitAttr) {
 	return a, InitAttr{Type: q.typ, SendCQ: q.sendCQ, RecvCQ: q.recvCQ, SRQ: q.srq, Cap: q.cap, SigAll: q.sigAll}
 }
 
-// Destroy destroys the QP (ibv_destroy_qp). Outstanding work requests are
-// dropped without completions.
-func (q *QP) Destroy() error {
+// destroy destroys the QP (ibv_destroy_qp): the device's DestroyQP calls
+// it once it has removed the QP from its table. Outstanding work requests
+// are dropped without completions.
+func (q *QP) destroy() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.deviceClosed() {
@@ -208,7 +187,7 @@ func (q *QP) Destroy() error {
 	}
 	// A consumer may destroy the QP as soon as its last receive completes,
 	// while that message's ACK still waits for the end of the receive
-	// burst (Batch.Flush). Send it: rxe acknowledges in the same responder
+	// burst (endBurst). Send it: rxe acknowledges in the same responder
 	// run that completes the receive, HCAs in hardware, so the peer's send
 	// completes; dropped, the peer retries into a destroyed QP and fails.
 	if q.typ == RC && q.state != Reset && q.state != Init && q.state != Err {
@@ -223,16 +202,16 @@ func (q *QP) Destroy() error {
 	if q.srq != nil {
 		q.srq.users.Add(-1)
 	}
-	q.pd.Release()
+	releasePD(q.pd)
 	return nil
 }
 
-// Shutdown ends the QP when its device closes, as if it entered ERR: every
+// shutdown ends the QP when its device closes, as if it entered ERR: every
 // outstanding work request completes with a flush error (IBA 10.3.1.7),
 // then the QP stops, in ERR, and every later call returns an error
 // wrapping transport.ErrClosed. The device calls it once its receive path
 // and worker have stopped, so nothing is sent.
-func (q *QP) Shutdown() {
+func (q *QP) shutdown() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed || q.destroyed {
@@ -245,9 +224,9 @@ func (q *QP) Shutdown() {
 	q.closed, q.destroyed = true, true
 }
 
-// deviceClosed reports whether the device closed: Shutdown ran, or, for a
+// deviceClosed reports whether the device closed: shutdown ran, or, for a
 // QP destroyed before Close and so not shut down, the key table says so.
-func (q *QP) deviceClosed() bool { return q.closed || q.pd.Table().Closed() }
+func (q *QP) deviceClosed() bool { return q.closed || closedPD(q.pd) }
 
 // errClosed wraps the closed device's error for call op.
 func errClosed(op string) error { return fmt.Errorf("qp: %s: %w", op, closed.Err) }
@@ -267,8 +246,9 @@ func (q *QP) reset() {
 	q.state = Reset
 }
 
-// Run does the QP's pending work; the device worker calls it after Schedule.
-func (q *QP) Run() {
+// runScheduled does the QP's pending work; the device worker calls it
+// after Schedule.
+func (q *QP) runScheduled() {
 	q.mu.Lock()
 	q.scheduled = false
 	q.run()
@@ -303,29 +283,21 @@ func (q *QP) run() {
 	}
 }
 
-// Batch collects the QPs a burst of received packets touched, so that each
-// sends one coalesced acknowledgement and one batch of frames at the end of
-// the burst rather than one per packet.
-type Batch struct {
-	qps []*QP
+// endBurst ends the burst of received packets the QP joined in receive:
+// it sends one coalesced acknowledgement and one batch of frames for the
+// whole burst rather than one per packet.
+func (q *QP) endBurst() {
+	q.mu.Lock()
+	q.inBatch = false
+	q.run()
+	q.mu.Unlock()
 }
 
-// Flush ends the burst.
-func (b *Batch) Flush() {
-	for i, q := range b.qps {
-		q.mu.Lock()
-		q.inBatch = false
-		q.run()
-		q.mu.Unlock()
-		b.qps[i] = nil
-	}
-	b.qps = b.qps[:0]
-}
-
-// Receive handles one received packet addressed to the QP. The device has
+// receive handles one received packet addressed to the QP. The device has
 // verified the ICRC and parsed the packet; f is the frame it came in. The
-// QP's replies go out when b is flushed.
-func (q *QP) Receive(p bth.Packet, f bth.Frame, b *Batch) {
+// QP's replies wait for endBurst, which the device calls once for every
+// QP for which receive reported joined, after the burst's last packet.
+func (q *QP) receive(p bth.Packet, f bth.Frame) (joined bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	c := q.env.Counters
@@ -336,7 +308,7 @@ func (q *QP) Receive(p bth.Packet, f bth.Frame, b *Batch) {
 	// RC requester, an RC ACK to a UC QP are dropped silently. rxe counts
 	// this drop nowhere (6.1 and 6.12 have no hw_counter for it); goroce
 	// counts it as malformed, its counter for failed header validation.
-	if p.Info().Transport != q.typ.Transport() {
+	if p.Info().Transport != q.typ.transport() {
 		c.Malformed.Add(1)
 		return
 	}
@@ -373,6 +345,7 @@ func (q *QP) Receive(p bth.Packet, f bth.Frame, b *Batch) {
 	}
 	if !q.inBatch {
 		q.inBatch = true
-		b.qps = append(b.qps, q)
+		return true
 	}
+	return false
 }

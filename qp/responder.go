@@ -249,7 +249,7 @@ func (q *QP) execSend(p bth.Packet) {
 		}
 		if info.Inv {
 			rkey := p.IETH().RKey()
-			if !q.env.Keys.InvalidateRKey(q.pd, rkey) {
+			if !invalidateRKey(q.pd, rkey) {
 				r.epsn = r.epsn.Add(-1)
 				q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
 					badRequest("SEND with Invalidate: rkey 0x%x names no region of the QP's PD", rkey))
@@ -312,8 +312,8 @@ func (q *QP) execWrite(p bth.Packet) {
 			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, n, err))
 			return
 		}
-		copy(span.B, p.Payload())
-		span.Release()
+		copy(span.b, p.Payload())
+		span.release()
 		r.wVA += uint64(n)
 		r.wRemain -= n
 	}
@@ -357,10 +357,10 @@ func (q *QP) completeWriteImm(p bth.Packet) {
 
 // remote checks an access through an rkey against the QP's PD; with hold
 // it returns the span locked for the copy.
-func (q *QP) remote(rkey uint32, va uint64, n uint32, need mr.Access, hold bool) (mr.Span, error) {
-	span, err := q.env.Keys.Remote(q.pd, rkey, va, n, need)
+func (q *QP) remote(rkey uint32, va uint64, n uint32, need mr.Access, hold bool) (span, error) {
+	span, err := remoteSpan(q.pd, rkey, va, n, need)
 	if err == nil && !hold {
-		span.Release()
+		span.release()
 	}
 	return span, err
 }
@@ -422,16 +422,16 @@ func (q *QP) execAtomic(p bth.Packet) {
 		return
 	}
 	q.env.Atomic.Lock()
-	orig := binary.LittleEndian.Uint64(span.B)
+	orig := binary.LittleEndian.Uint64(span.b)
 	if p.OpCode().Info().Kind == bth.KindCompareSwap {
 		if orig == a.Compare() {
-			binary.LittleEndian.PutUint64(span.B, a.SwapAdd())
+			binary.LittleEndian.PutUint64(span.b, a.SwapAdd())
 		}
 	} else {
-		binary.LittleEndian.PutUint64(span.B, orig+a.SwapAdd())
+		binary.LittleEndian.PutUint64(span.b, orig+a.SwapAdd())
 	}
 	q.env.Atomic.Unlock()
-	span.Release()
+	span.release()
 	r.res[r.resNext] = rdResource{atomic: true, firstPSN: psn, lastPSN: psn, rkey: a.RKey(), orig: orig, valid: true}
 	r.resNext = (r.resNext + 1) % len(r.res)
 	r.epsn = psn.Next()
@@ -652,8 +652,8 @@ func (q *QP) sendReadResponse(it *respItem) bool {
 			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("READ response", it.rkey, it.va, n, err))
 			return false
 		}
-		copy(p.payload(), span.B)
-		span.Release()
+		copy(p.payload(), span.b)
+		span.release()
 	}
 	q.send(&p)
 	it.first = false

@@ -120,8 +120,8 @@ func (q *QP) ucWrite(p bth.Packet) bool {
 		if err != nil {
 			return false // UC drops what it may not place (class D)
 		}
-		copy(span.B, p.Payload())
-		span.Release()
+		copy(span.b, p.Payload())
+		span.release()
 	}
 	r.wVA += uint64(n)
 	r.wRemain -= n
@@ -144,7 +144,7 @@ func (q *QP) ucWrite(p bth.Packet) bool {
 // buffer, as HCAs place the GRH (IBA 9.8.3, 11.4.1.2).
 func (q *QP) receiveUD(p bth.Packet, f bth.Frame) {
 	c := q.env.Counters
-	d := p.DETH() // every UD opcode carries one; Receive checked the transport
+	d := p.DETH() // every UD opcode carries one; receive checked the transport
 	if d.QKey() != q.attr.QKey {
 		c.BadQKey.Add(1) // a Q_Key mismatch is dropped silently (IBA 10.2.5)
 		return

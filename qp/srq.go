@@ -42,9 +42,9 @@ type SRQ struct {
 	destroyed  bool
 }
 
-// NewSRQ creates a shared receive queue in pd; event receives its limit
+// newSRQ creates a shared receive queue in pd; event receives its limit
 // event (IBV_EVENT_SRQ_LIMIT_REACHED).
-func NewSRQ(pd *mr.PD, attr SRQAttr, event func(Event)) (*SRQ, error) {
+func newSRQ(pd *mr.PD, attr SRQAttr, event func(Event)) (*SRQ, error) {
 	if attr.MaxWR == 0 || attr.MaxWR > MaxWR || attr.MaxSGE > MaxSGE {
 		return nil, invalid("SRQ max_wr %d / max_sge %d beyond the device's (%d, %d)", attr.MaxWR, attr.MaxSGE, MaxWR, MaxSGE)
 	}
@@ -57,7 +57,7 @@ func NewSRQ(pd *mr.PD, attr SRQAttr, event func(Event)) (*SRQ, error) {
 	if attr.SRQLimit > 0 {
 		s.limit, s.armed = attr.SRQLimit, true
 	}
-	pd.Hold()
+	holdPD(pd)
 	return s, nil
 }
 
@@ -81,7 +81,7 @@ func (s *SRQ) PostRecvList(wrs []RecvWR) error {
 }
 
 func (s *SRQ) post(wr *RecvWR) error {
-	if s.pd.Table().Closed() {
+	if closedPD(s.pd) {
 		return errClosed("post_srq_recv")
 	}
 	if s.destroyed {
@@ -142,7 +142,7 @@ func (s *SRQ) Len() int {
 func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pd.Table().Closed() {
+	if closedPD(s.pd) {
 		return errClosed("modify_srq")
 	}
 	if mask&SRQMaxWR != 0 {
@@ -182,19 +182,35 @@ func (s *SRQ) Query() SRQAttr {
 	return a
 }
 
-// Destroy destroys the SRQ; it fails while QPs use it (EBUSY).
+// Destroy destroys the SRQ (ibv_destroy_srq); it fails while QPs use it
+// (ErrBusy), and a second time (ErrInvalid).
 func (s *SRQ) Destroy() error {
-	if s.pd.Table().Closed() {
+	if closedPD(s.pd) {
 		return errClosed("destroy_srq")
 	}
-	if s.users.Load() != 0 {
-		return fmt.Errorf("%w: SRQ still used by %d QPs", ErrBusy, s.users.Load())
-	}
+	// Under s.mu, which attach holds too: no QP attaches between the
+	// check and the destroy.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.destroyed {
-		s.destroyed = true
-		s.pd.Release()
+	if s.destroyed {
+		return invalid("destroy_srq: the SRQ was destroyed already")
 	}
+	if n := s.users.Load(); n != 0 {
+		return fmt.Errorf("%w: SRQ still used by %d QPs", ErrBusy, n)
+	}
+	s.destroyed = true
+	releasePD(s.pd)
+	return nil
+}
+
+// attach counts a QP created to receive through the SRQ; a destroyed SRQ
+// takes none.
+func (s *SRQ) attach() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.destroyed {
+		return invalid("SRQ destroyed")
+	}
+	s.users.Add(1)
 	return nil
 }

@@ -47,9 +47,9 @@ func (t Type) String() string {
 // validation compares the two.
 var typeTransport = [...]bth.Transport{RC: bth.TransportRC, UC: bth.TransportUC, UD: bth.TransportUD}
 
-// Transport returns the transport of the opcodes a QP of type t sends and
+// transport returns the transport of the opcodes a QP of type t sends and
 // receives.
-func (t Type) Transport() bth.Transport { return typeTransport[t] }
+func (t Type) transport() bth.Transport { return typeTransport[t] }
 
 // State is a QP state, with the values of enum ibv_qp_state.
 type State uint8

@@ -241,7 +241,7 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 				var err error
 				s.srq, err = s.dev.CreateSRQ(s.pd, qp.SRQAttr{MaxWR: 64, MaxSGE: 1})
 				must(t, err)
-				s.qp.Destroy()
+				must(t, s.dev.DestroyQP(s.qp))
 				s.qp, err = s.dev.CreateQP(s.pd, qp.InitAttr{Type: qp.RC, SendCQ: s.scq, RecvCQ: s.rcq, SRQ: s.srq,
 					Cap: qp.Cap{MaxSendWR: 64, MaxSendSGE: 1}})
 				must(t, err)

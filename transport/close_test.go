@@ -136,7 +136,7 @@ func TestCallsAfterClose(t *testing.T) {
 		{"PostRecv", func() error { return a.qp.PostRecv(&recv) }},
 		{"PostRecvList", func() error { return a.qp.PostRecvList([]qp.RecvWR{recv}) }},
 		{"Modify", func() error { at := qp.Attr{State: qp.Reset}; return a.qp.Modify(&at, qp.AttrState) }},
-		{"QP.Destroy", spare.Destroy},
+		{"the QP's own destroy", func() error { return destroyQP(spare) }},
 		{"PostSend to a QP destroyed before Close", func() error { return gone.PostSend(&send) }},
 		{"DestroyQP", func() error { return d.DestroyQP(a.qp) }},
 		{"CreateQP", func() error {

@@ -20,10 +20,34 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/closed"
+	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/qp"
 )
+
+// The operations of packages mr, qp and cq that only the device calls,
+// which they hand over through internal/hook instead of exporting them;
+// converted once here, so the receive path calls typed function values.
+var (
+	newQP      = hook.NewQP.(func(env *qpEnv, pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error))
+	newSRQ     = hook.NewSRQ.(func(pd *mr.PD, attr qp.SRQAttr, event func(qp.Event)) (*qp.SRQ, error))
+	newAH      = hook.NewAH.(func(env *qpEnv, pd *mr.PD, attr qp.AHAttr) (*qp.AH, error))
+	destroyQP  = hook.DestroyQP.(func(*qp.QP) error)
+	shutdownQP = hook.ShutdownQP.(func(*qp.QP))
+	runQP      = hook.RunQP.(func(*qp.QP))
+	receive    = hook.ReceiveQP.(func(q *qp.QP, p bth.Packet, f bth.Frame) (joined bool))
+	endBurst   = hook.EndBurstQP.(func(*qp.QP))
+
+	newKeys = hook.NewKeys.(func() (allocPD func() *mr.PD, owns func(*mr.PD) bool, closeKeys func()))
+
+	newCQ      = hook.NewCQ.(func(depth int, onError func(*cq.CQ, error)) *cq.CQ)
+	shutdownCQ = hook.ShutdownCQ.(func(c *cq.CQ, err error))
+)
+
+// qpEnv is what the device gives its QPs (qp's environment, which qp does
+// not export).
+type qpEnv = hook.Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock]
 
 // Options configure a device.
 type Options struct {
@@ -45,13 +69,17 @@ type Options struct {
 // Device is an open RDMA device over a link. Its methods are safe for
 // concurrent use.
 type Device struct {
-	link     nic.Link
-	keys     *mr.Table
-	counters qp.Counters
-	env      qp.Env
-	gids     []bth.GID
-	mtu      qp.MTU
-	trace    func(bool, []byte)
+	link nic.Link
+	// The device's key table, which names the regions of its PDs: what
+	// the device does with it (mr keeps the table itself unexported).
+	allocPD   func() *mr.PD
+	ownsPD    func(*mr.PD) bool
+	closeKeys func()
+	counters  qp.Counters
+	env       qpEnv
+	gids      []bth.GID
+	mtu       qp.MTU
+	trace     func(bool, []byte)
 
 	qpMu sync.Mutex // orders the writers of qps
 	qps  qpTable    // the receive path reads it without a lock
@@ -64,7 +92,7 @@ type Device struct {
 	atomicMu   sync.Mutex
 
 	cqMu      sync.Mutex
-	cqs       []*cq.CQ // every CQ the device created, to end on Close
+	cqs       map[*cq.CQ]struct{} // every CQ the device created: to end on Close, and to refuse another device's
 	cqsClosed bool
 
 	closeOnce sync.Once
@@ -80,7 +108,8 @@ var ErrClosed = closed.Err
 // The device owns the link and closes it on Close.
 func Open(link nic.Link, opt Options) (*Device, error) {
 	info := link.Info()
-	d := &Device{link: link, keys: mr.NewTable(), trace: opt.Trace, done: make(chan struct{})}
+	d := &Device{link: link, trace: opt.Trace, done: make(chan struct{})}
+	d.allocPD, d.ownsPD, d.closeKeys = newKeys()
 	d.gids = opt.GIDs
 	if d.gids == nil {
 		d.gids = gidTable(info)
@@ -101,8 +130,8 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	}
 	d.events = make(chan qp.Event, n)
 	d.runq.wake = make(chan struct{}, 1)
-	d.env = qp.Env{
-		Keys: d.keys, Link: link, Counters: &d.counters, GID: d.GID,
+	d.env = qpEnv{
+		Link: link, Counters: &d.counters, GID: d.GID,
 		Schedule: d.runq.push, Event: d.post, Atomic: &d.atomicMu,
 		MaxMTU: d.mtu, Window: opt.Window, Trace: opt.Trace, Clock: opt.Clock,
 	}
@@ -150,15 +179,15 @@ func (d *Device) Close() error {
 	d.closeOnce.Do(func() {
 		d.qpMu.Lock() // no CreateQP after this
 		close(d.done)
-		d.keys.Close()
+		d.closeKeys()
 		d.qpMu.Unlock()
 		d.link.Close()
-		d.wg.Wait()                                 // the receive path and the worker have stopped
-		d.qps.each(func(q *qp.QP) { q.Shutdown() }) // no writer: done is closed
+		d.wg.Wait()            // the receive path and the worker have stopped
+		d.qps.each(shutdownQP) // no writer: done is closed
 		d.cqMu.Lock()
 		d.cqsClosed = true
-		for _, c := range d.cqs {
-			c.Shutdown(errClosed("poll_cq"))
+		for c := range d.cqs {
+			shutdownCQ(c, errClosed("poll_cq"))
 		}
 		d.cqMu.Unlock()
 		d.evMu.Lock()
@@ -245,36 +274,66 @@ func (d *Device) post(e qp.Event) {
 }
 
 // AllocPD allocates a protection domain (ibv_alloc_pd).
-func (d *Device) AllocPD() *mr.PD { return mr.NewPD(d.keys) }
+func (d *Device) AllocPD() *mr.PD { return d.allocPD() }
 
 // CreateCQ creates a completion queue of the given depth (ibv_create_cq).
 // An overrun is reported as an EventCQErr.
 func (d *Device) CreateCQ(depth int) *cq.CQ {
-	c := cq.New(depth, func(c *cq.CQ, err error) {
+	c := newCQ(depth, func(c *cq.CQ, err error) {
 		d.post(qp.Event{Type: qp.EventCQErr, CQ: c, Err: err})
 	})
 	d.cqMu.Lock()
 	defer d.cqMu.Unlock()
 	if d.cqsClosed {
-		c.Shutdown(errClosed("poll_cq"))
+		shutdownCQ(c, errClosed("poll_cq"))
 		return c
 	}
-	d.cqs = append(d.cqs, c)
+	if d.cqs == nil {
+		d.cqs = make(map[*cq.CQ]struct{})
+	}
+	d.cqs[c] = struct{}{}
 	return c
 }
 
-// CreateQP creates a queue pair in RESET (ibv_create_qp).
+// foreign refuses a PD or CQ that another device created, for call op: a
+// QP over another device's PD would check its SGEs against the wrong key
+// table and fail only when a work request runs (a READ completing with a
+// local protection error), and another device's CQ would be flushed by
+// the wrong Close. libibverbs cannot even express the mix (a PD and a CQ
+// carry their ibv_context); here it is EINVAL at creation.
+func (d *Device) foreign(op string, pd *mr.PD, cqs ...*cq.CQ) error {
+	if pd == nil {
+		return fmt.Errorf("transport: %s: no protection domain: %w", op, qp.ErrInvalid)
+	}
+	if !d.ownsPD(pd) {
+		return fmt.Errorf("transport: %s: %v belongs to another device: %w", op, pd, qp.ErrInvalid)
+	}
+	d.cqMu.Lock()
+	defer d.cqMu.Unlock()
+	for _, c := range cqs {
+		if _, ok := d.cqs[c]; c != nil && !ok {
+			return fmt.Errorf("transport: %s: completion queue belongs to another device: %w", op, qp.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// CreateQP creates a queue pair in RESET (ibv_create_qp). pd and the
+// CQs must be this device's (an error wrapping qp.ErrInvalid otherwise).
 func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
 	d.qpMu.Lock()
 	defer d.qpMu.Unlock()
 	if d.closedNow() {
 		return nil, errClosed("create_qp")
 	}
+	if err := d.foreign("create_qp", pd, ia.SendCQ, ia.RecvCQ); err != nil {
+		return nil, err
+	}
 	qpn, ok := d.qps.free()
 	if !ok {
 		return nil, fmt.Errorf("%w: out of QP numbers", qp.ErrNoMem)
 	}
-	q, err := qp.New(&d.env, pd, qpn, ia)
+	q, err := newQP(&d.env, pd, qpn, ia)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +341,9 @@ func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
 	return q, nil
 }
 
-// DestroyQP destroys a queue pair (ibv_destroy_qp).
+// DestroyQP destroys a queue pair (ibv_destroy_qp): LookupQP no longer
+// finds it. A QP destroyed already, or another device's, is refused
+// (an error wrapping qp.ErrInvalid).
 func (d *Device) DestroyQP(q *qp.QP) error {
 	d.qpMu.Lock()
 	if d.closedNow() {
@@ -291,36 +352,44 @@ func (d *Device) DestroyQP(q *qp.QP) error {
 	}
 	if q == nil || !d.qps.remove(q.QPN(), q) {
 		d.qpMu.Unlock()
-		return fmt.Errorf("transport: destroy_qp: %v is not a QP of this device, or was destroyed already", q)
+		return fmt.Errorf("transport: destroy_qp: %v is not a QP of this device, or was destroyed already: %w", q, qp.ErrInvalid)
 	}
 	d.qpMu.Unlock()
-	return q.Destroy()
+	return destroyQP(q)
 }
 
 // LookupQP returns the QP with number qpn.
 func (d *Device) LookupQP(qpn uint32) *qp.QP { return d.qps.get(qpn) }
 
-// CreateSRQ creates a shared receive queue (ibv_create_srq).
+// CreateSRQ creates a shared receive queue (ibv_create_srq) in pd, which
+// must be this device's.
 func (d *Device) CreateSRQ(pd *mr.PD, attr qp.SRQAttr) (*qp.SRQ, error) {
 	if d.closedNow() {
 		return nil, errClosed("create_srq")
 	}
-	return qp.NewSRQ(pd, attr, d.post)
+	if err := d.foreign("create_srq", pd); err != nil {
+		return nil, err
+	}
+	return newSRQ(pd, attr, d.post)
 }
 
-// CreateAH creates an address handle for UD sends (ibv_create_ah).
+// CreateAH creates an address handle for UD sends (ibv_create_ah) in pd,
+// which must be this device's.
 func (d *Device) CreateAH(pd *mr.PD, attr qp.AHAttr) (*qp.AH, error) {
 	if d.closedNow() {
 		return nil, errClosed("create_ah")
 	}
-	return qp.NewAH(&d.env, pd, attr)
+	if err := d.foreign("create_ah", pd); err != nil {
+		return nil, err
+	}
+	return newAH(&d.env, pd, attr)
 }
 
 // rxLoop receives bursts of packets and dispatches them.
 func (d *Device) rxLoop() {
 	defer d.wg.Done()
 	frames := make([]nic.Frame, 64)
-	var b qp.Batch
+	var b burst
 	for {
 		n, err := d.link.Recv(frames)
 		if err != nil {
@@ -339,12 +408,28 @@ func (d *Device) rxLoop() {
 		for i := range n {
 			d.input(frames[i].Datagram(), &b)
 		}
-		b.Flush()
+		b.flush()
 	}
 }
 
+// burst collects the QPs a burst of received packets reached, so that each
+// sends one coalesced acknowledgement and one batch of frames at the end
+// of the burst rather than one per packet.
+type burst struct {
+	qps []*qp.QP
+}
+
+// flush ends the burst.
+func (b *burst) flush() {
+	for i, q := range b.qps {
+		endBurst(q)
+		b.qps[i] = nil
+	}
+	b.qps = b.qps[:0]
+}
+
 // input validates one datagram and hands it to its QP.
-func (d *Device) input(dg []byte, b *qp.Batch) {
+func (d *Device) input(dg []byte, b *burst) {
 	c := &d.counters
 	c.RcvdPkts.Add(1)
 	f, err := bth.DecodeIP(dg)
@@ -373,7 +458,9 @@ func (d *Device) input(dg []byte, b *qp.Batch) {
 		c.UnknownQP.Add(1)
 		return
 	}
-	q.Receive(p, f, b)
+	if receive(q, p, f) {
+		b.qps = append(b.qps, q)
+	}
 }
 
 // worker runs the QPs that asked for more time.
@@ -392,7 +479,7 @@ func (d *Device) worker() {
 				break
 			}
 			for i, q := range batch {
-				q.Run()
+				runQP(q)
 				batch[i] = nil
 			}
 		}

@@ -187,9 +187,9 @@ func FuzzReceive(f *testing.F) {
 		memA = append(memA[:0], backing[starts[0]:starts[0]+sizes[0]]...)
 		before := s.dev.Counters().List()
 		a0, _ := q.Query()
-		var b qp.Batch
+		var b burst
 		s.dev.input(dg, &b)
-		b.Flush()
+		b.flush()
 		a1, _ := q.Query()
 
 		// Memory outside A never changes; A only when the packet got past

@@ -12,12 +12,12 @@ import (
 // bytes counting IP datagrams as the engine sends and receives them.
 func (d *Device) Stats() []qp.Counter {
 	c := d.counters.List()
-	c = append(c, LinkCounters(d.link.Stats())...)
+	c = append(c, linkCounters(d.link.Stats())...)
 	return append(c, qp.Counter{Name: "async_events_lost", Value: d.EventsLost()})
 }
 
-// LinkCounters names a link's counters.
-func LinkCounters(s nic.Stats) []qp.Counter {
+// linkCounters names a link's counters.
+func linkCounters(s nic.Stats) []qp.Counter {
 	return []qp.Counter{
 		{Name: "link_tx_packets", Value: s.TxPackets},
 		{Name: "link_tx_bytes", Value: s.TxBytes},

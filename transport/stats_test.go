@@ -56,7 +56,7 @@ func TestStats(t *testing.T) {
 	if got := a.dev.Stats()[0].Name; got != "sent_pkts" {
 		t.Errorf("first counter %s: rxe's order starts with sent_pkts", got)
 	}
-	if n := reflect.TypeOf(nic.Stats{}).NumField(); len(LinkCounters(nic.Stats{})) != n {
-		t.Errorf("%d link counters named, nic.Stats has %d fields", len(LinkCounters(nic.Stats{})), n)
+	if n := reflect.TypeOf(nic.Stats{}).NumField(); len(linkCounters(nic.Stats{})) != n {
+		t.Errorf("%d link counters named, nic.Stats has %d fields", len(linkCounters(nic.Stats{})), n)
 	}
 }

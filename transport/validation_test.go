@@ -69,9 +69,9 @@ func TestForeignTransportResponse(t *testing.T) {
 	for _, op := range []bth.OpCode{xrcAck, rdAck} {
 		// Straight into the device's receive path, so the drop is done
 		// when input returns.
-		var b qp.Batch
+		var b burst
 		s.dev.input(r.build(op, 5000, false, nil, aeth(ack, 1))[nic.Headroom:], &b)
-		b.Flush()
+		b.flush()
 		var wc [1]cq.WC
 		if n, _ := s.scq.Poll(wc[:]); n != 0 {
 			t.Fatalf("%v completed the WRITE: %+v", op, wc[0])
@@ -180,9 +180,9 @@ func checkVerdict(t *testing.T, s *side, r *rawPeer, q *qp.QP, typ qp.Type, op b
 	before := s.dev.Counters().List()
 	a0, _ := q.Query()
 
-	var b qp.Batch
+	var b burst
 	s.dev.input(validationPacket(s, r, q, op), &b)
-	b.Flush()
+	b.flush()
 
 	a1, _ := q.Query()
 	delta := counterDelta(before, s.dev.Counters().List())

@@ -1,0 +1,81 @@
+// Package hook hands goroce's engine the operations of the verbs packages
+// (mr, cq, qp) that only the engine calls, so that they stay off those
+// packages' public surface: go doc of a verbs package shows the verbs and
+// nothing else, and a program cannot create a QP outside a device or
+// destroy one behind its device's back.
+//
+// Each verbs package stores its engine-only functions here in an init
+// function. Each package that calls them (qp and transport) converts each,
+// once, to the function type its comment gives, in a package-level
+// variable, and calls that: a direct call through a typed function value,
+// with no interface or allocation on the data path. The slots are untyped
+// because those types name the verbs packages, which import this one; a
+// slot whose type does not match panics when the program starts.
+package hook
+
+import (
+	"sync"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/nic"
+)
+
+// Env is what a QP needs from the device it lives on; the device fills it
+// in and passes it to NewQP and NewAH. Its type parameters are package
+// qp's QP, Event, Counters, MTU and Clock: qp and transport both name it
+// as Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock], so its fields
+// are typed where they are used, as when it was qp.Env.
+type Env[QP, Event, Counters, MTU, Clock any] struct {
+	Link     nic.Link  // where packets go
+	Counters *Counters // the device's protocol counters
+	// GID returns the local GID at a GID-table index.
+	GID func(index uint8) (bth.GID, bool)
+	// Schedule asks the device to run the QP later, from its worker: the
+	// QP has more to send than one run may do at once.
+	Schedule func(*QP)
+	// Event delivers an asynchronous event.
+	Event func(Event)
+	// Atomic serializes atomic operations on the device's memory, which
+	// must be atomic with respect to each other across all QPs (IBA 9.4.5).
+	Atomic *sync.Mutex
+	// MaxMTU is the largest path MTU the link carries.
+	MaxMTU MTU
+	// Window bounds the unacknowledged packets an RC requester keeps in
+	// flight (0: qp.DefaultWindow).
+	Window int
+	// Trace, if set, sees every packet the QP sends, after it is sealed.
+	Trace func(out bool, datagram []byte)
+	// Clock drives the QP's timers (nil: qp.RealClock).
+	Clock Clock
+}
+
+// Set by package mr.
+var (
+	NewKeys        any // func() (allocPD func() *mr.PD, owns func(*mr.PD) bool, closeKeys func())
+	HoldPD         any // func(*mr.PD)
+	ReleasePD      any // func(*mr.PD)
+	ClosedPD       any // func(*mr.PD) bool
+	LocalAccess    any // func(pd *mr.PD, lkey uint32, addr uint64, n uint32, need mr.Access) ([]byte, *mr.MR, error)
+	RemoteAccess   any // func(pd *mr.PD, rkey uint32, addr uint64, n uint32, need mr.Access) ([]byte, *mr.MR, error)
+	EndAccess      any // func(*mr.MR)
+	InvalidateRKey any // func(pd *mr.PD, rkey uint32) bool
+)
+
+// Set by package cq.
+var (
+	NewCQ      any // func(depth int, onError func(*cq.CQ, error)) *cq.CQ
+	PushCQ     any // func(c *cq.CQ, wc cq.WC, solicited bool) (ok bool)
+	ShutdownCQ any // func(c *cq.CQ, err error)
+)
+
+// Set by package qp.
+var (
+	NewQP      any // func(env *Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock], pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error)
+	NewSRQ     any // func(pd *mr.PD, attr qp.SRQAttr, event func(qp.Event)) (*qp.SRQ, error)
+	NewAH      any // func(env *Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock], pd *mr.PD, attr qp.AHAttr) (*qp.AH, error)
+	DestroyQP  any // func(*qp.QP) error
+	ShutdownQP any // func(*qp.QP)
+	RunQP      any // func(*qp.QP)
+	ReceiveQP  any // func(q *qp.QP, p bth.Packet, f bth.Frame) (joined bool)
+	EndBurstQP any // func(*qp.QP)
+)
