@@ -95,7 +95,12 @@ func (o Outcome) String() string {
 		r += fmt.Sprintf(" psn %+d", o.PSN)
 	}
 	if o.CheckCount {
-		r += fmt.Sprintf(" (%d)", o.Count)
+		switch o.Reply {
+		case Retransmit, Completed, Waiting:
+			r += fmt.Sprintf(" (%d sent again)", o.Count)
+		default:
+			r += fmt.Sprintf(" (%d packets)", o.Count)
+		}
 	}
 	parts = append(parts, r)
 	if o.State != AnyState {
