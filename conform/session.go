@@ -55,14 +55,14 @@ type conn struct {
 // session is one case's run against a goroce peer: a device over the
 // in-memory link, its clock, and the suite's endpoint.
 type session struct {
-	clk  *fakeclock.Clock
-	dev  *transport.Device
-	pd   *mr.PD
-	mr   *mr.MR
-	raw  *rawEnd
-	set  setup
-	c    *conn // the connection a case works on
-	f    *conn // the fence's connection
+	clk *fakeclock.Clock
+	dev *transport.Device
+	pd  *mr.PD
+	mr  *mr.MR
+	raw *rawEnd
+	set setup
+	c   *conn // the connection a case works on
+	f   *conn // the fence's connection
 }
 
 var (
