@@ -95,9 +95,12 @@ func (o Outcome) String() string {
 		r += fmt.Sprintf(" psn %+d", o.PSN)
 	}
 	if o.CheckCount {
-		switch o.Reply {
-		case Retransmit, Completed, Waiting:
+		switch {
+		case o.Reply == Retransmit || o.Reply == Completed || o.Reply == Waiting:
 			r += fmt.Sprintf(" (%d sent again)", o.Count)
+		case o.Reply == Silent:
+		case o.Count == 1:
+			r += " (1 packet)"
 		default:
 			r += fmt.Sprintf(" (%d packets)", o.Count)
 		}
@@ -192,13 +195,22 @@ const (
 
 // Result is one case's result, as the report and its JSON form carry it.
 type Result struct {
-	ID        string `json:"id"`
-	Rule      string `json:"rule"`
-	Role      Role   `json:"role"`
-	Expected  string `json:"expected"`
-	Observed  string `json:"observed"`
-	Verdict   string `json:"verdict"`
-	PeerAlive bool   `json:"peer_alive"`
+	// ID is the case's ID.
+	ID string `json:"id"`
+	// Rule is the rule the case checks.
+	Rule string `json:"rule"`
+	// Role is the peer's role.
+	Role Role `json:"role"`
+	// Expected says what the specification allows.
+	Expected string `json:"expected"`
+	// Observed says what the peer did, or why the case could not be
+	// judged.
+	Observed string `json:"observed"`
+	// Verdict is Pass, Deviation or Error.
+	Verdict string `json:"verdict"`
+	// PeerAlive says whether the peer still served a fresh QP after the
+	// case (a SEND each way, acknowledged and completed).
+	PeerAlive bool `json:"peer_alive"`
 }
 
 // judge turns a case's observation into its result.
