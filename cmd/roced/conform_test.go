@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -80,5 +81,58 @@ func TestConformBadInput(t *testing.T) {
 		if rc != 2 || out.Len() != 0 || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "roced conform: ") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, rc, out.String(), msg)
 		}
+	}
+}
+
+// TestConformReadme runs the README's roced conform lines as written (in a
+// temporary directory, for the JSON file) and checks what the README says
+// of the run: its counts and its exit status.
+func TestConformReadme(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(readme), "### roced conform:")
+	_, block, ok2 := strings.Cut(sec, "```sh\n")
+	block, after, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README has no sh block in its roced conform section")
+	}
+	t.Chdir(t.TempDir())
+	var summary string
+	var selfRC int
+	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
+		l, _, _ = strings.Cut(l, "#")
+		w := shellWords(t, l)
+		if len(w) < 2 || w[0] != "roced" || w[1] != "conform" {
+			t.Fatalf("README line %q is not roced conform", l)
+		}
+		var out, errb bytes.Buffer
+		rc := run(w[1:], &out, &errb)
+		if errb.Len() != 0 {
+			t.Errorf("%q: stderr %s", l, errb.String())
+		}
+		if strings.TrimSpace(l) == "roced conform --self" {
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			summary, selfRC = lines[len(lines)-1], rc
+		} else if rc != 0 {
+			t.Errorf("%q: exit %d:\n%s", l, rc, out.String())
+		}
+	}
+	if _, err := os.Stat("nak.json"); err != nil {
+		t.Error(err)
+	}
+	// "reports 63 cases, 62 passes and one deviation ..., so it exits 1"
+	m := regexp.MustCompile(`reports (\d+) cases,\s+(\d+) passes and (\w+) deviations?`).FindStringSubmatch(after)
+	if m == nil {
+		t.Fatal("README does not say what roced conform --self reports")
+	}
+	words := map[string]string{"no": "0", "one": "1", "two": "2"}
+	n, pass, dev := m[1], m[2], words[m[3]]
+	if want := n + " cases: " + pass + " pass, " + dev + " deviation, 0 error"; summary != want {
+		t.Errorf("roced conform --self ends with %q; the README says %q", summary, want)
+	}
+	if (dev != "0") != (selfRC == 1) {
+		t.Errorf("roced conform --self exits %d with %s deviations", selfRC, dev)
 	}
 }
