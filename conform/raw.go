@@ -13,7 +13,7 @@ import (
 // backstop bounds the wait for a packet or completion the peer must send.
 // It is never how silence is proven (a fence is): running out of it makes a
 // case's verdict "error", unless the case already has its answer.
-var backstop = 10 * time.Second
+const backstop = 10 * time.Second
 
 // errBackstop says the peer sent nothing where something had to come.
 var errBackstop = errors.New("the peer sent nothing before the backstop")
@@ -136,18 +136,14 @@ func (r *rawEnd) send(ps ...pkt) error {
 
 // next returns the next packet the peer sent to the suite's QP qpn
 // (packets to other QPs of the suite's, left over from earlier exchanges,
-// are skipped),
-// waiting at most until the backstop, or until stop (if not nil) says to
-// give up, checked every millisecond while nothing arrives.
-func (r *rawEnd) next(qpn uint32, stop func() bool) (bth.Packet, error) {
-	return r.nextOf(qpn, qpn, stop)
+// are skipped), waiting at most until the backstop.
+func (r *rawEnd) next(qpn uint32) (bth.Packet, error) {
+	return r.nextOf(qpn, qpn)
 }
 
 // nextOf is next for packets to either of two QPs.
-func (r *rawEnd) nextOf(qpn, qpn2 uint32, stop func() bool) (bth.Packet, error) {
+func (r *rawEnd) nextOf(qpn, qpn2 uint32) (bth.Packet, error) {
 	deadline := time.After(backstop)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
 	for {
 		select {
 		case dg, ok := <-r.rx:
@@ -169,18 +165,11 @@ func (r *rawEnd) nextOf(qpn, qpn2 uint32, stop func() bool) (bth.Packet, error) 
 				continue
 			}
 			return p, nil
-		case <-tick.C:
-			if stop != nil && stop() {
-				return bth.Packet{}, errStopped
-			}
 		case <-deadline:
 			return bth.Packet{}, errBackstop
 		}
 	}
 }
-
-// errStopped says next gave up because its stop condition held.
-var errStopped = errors.New("stopped")
 
 // describe names a packet for a report.
 func describe(p bth.Packet, ref uint32) string {

@@ -86,7 +86,7 @@ func responderCases() []Case {
 					return Outcome{}, err
 				}
 				for range 2 {
-					if _, err := s.raw.next(s.c.qpn, nil); err != nil {
+					if _, err := s.raw.next(s.c.qpn); err != nil {
 						return Outcome{}, fmt.Errorf("the first READ: %w", err)
 					}
 				}

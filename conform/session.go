@@ -165,7 +165,7 @@ func (s *session) fencePkt() pkt {
 
 // nextOrFence returns the peer's next packet to the case's QP or the fence's.
 func (s *session) nextOrFence() (p bth.Packet, fence bool, err error) {
-	p, err = s.raw.nextOf(s.c.qpn, s.f.qpn, nil)
+	p, err = s.raw.nextOf(s.c.qpn, s.f.qpn)
 	if err != nil {
 		return p, false, err
 	}
@@ -283,7 +283,7 @@ func (s *session) sendWR() qp.SendWR {
 
 // request reads the peer's next request packet.
 func (s *session) request() (bth.Packet, error) {
-	p, err := s.raw.next(s.c.qpn, nil)
+	p, err := s.raw.next(s.c.qpn)
 	if err != nil {
 		return p, fmt.Errorf("waiting for the peer's request: %w", err)
 	}
@@ -369,7 +369,7 @@ func (s *session) alive() error {
 	if err := s.raw.send(s.req(bth.RCSendOnly, 0, []byte("alive?"))); err != nil {
 		return err
 	}
-	p, err := s.raw.next(c.qpn, nil)
+	p, err := s.raw.next(c.qpn)
 	if err != nil {
 		return err
 	}
