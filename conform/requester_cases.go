@@ -74,55 +74,78 @@ func (s *session) readWR(n int) qp.SendWR {
 	return qp.SendWR{Opcode: qp.WRRDMARead, SGL: []mr.SGE{s.mr.SGE(40<<10, n)}, RemoteAddr: 0x10000, RKey: 0x1234}
 }
 
+// twoSends posts two SENDs and reads their requests; it returns the
+// first one's PSN.
+func (s *session) twoSends() (uint32, error) {
+	psn, err := s.postAndRead(s.sendWR(), 1)
+	if err != nil {
+		return 0, err
+	}
+	_, err = s.postAndRead(s.sendWR(), 1)
+	return psn, err
+}
+
+// answered posts wr on the peer's QP, reads its one request packet,
+// answers it with answer (nil: no answer), and describes what the peer did
+// then: at once (reqOutcome), or, with settle, once the local ACK timeout
+// has run out as often as needed for the work request to complete.
+func (s *session) answered(wr qp.SendWR, answer func(psn uint32) error, settle bool) (Outcome, error) {
+	psn, err := s.postAndRead(wr, 1)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if answer != nil {
+		if err := answer(psn); err != nil {
+			return Outcome{}, err
+		}
+	}
+	if settle {
+		return s.settle(psn, 6)
+	}
+	return s.reqOutcome(psn)
+}
+
+// sendCase is a requester case that answers one SEND.
+func sendCase(id, rule string, answer func(s *session, psn uint32) error, settle bool, expected ...Outcome) Case {
+	return reqCase(id, rule, setup{}, func(s *session) (Outcome, error) {
+		var a func(uint32) error
+		if answer != nil {
+			a = func(psn uint32) error { return answer(s, psn) }
+		}
+		return s.answered(s.sendWR(), a, settle)
+	}, expected...)
+}
+
+// readCase is a requester case that answers one READ of n bytes.
+func readCase(id, rule string, n int, answer func(s *session, psn uint32) error, expected ...Outcome) Case {
+	return reqCase(id, rule, setup{}, func(s *session) (Outcome, error) {
+		return s.answered(s.readWR(n), func(psn uint32) error { return answer(s, psn) }, true)
+	}, expected...)
+}
+
+// ackSyn is the syndrome of an ACK.
+var ackSyn = bth.ACKSyndrome(bth.CreditsInvalid)
+
+// inError is a work request completed with some error, the QP in ERR.
+var inError = Outcome{Reply: Completed, State: qp.Err, Status: AnyError}
+
 func requesterCases() []Case {
 	// the peer's answer to a NAK that ends the connection
 	nakCase := func(id string, code bth.NAKCode, st cq.Status) Case {
-		return reqCase(id, "requester: a NAK completes the request in error and the QP enters the error state", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				if err := s.nak(psn, bth.NAKSyndrome(code)); err != nil {
-					return Outcome{}, err
-				}
-				return s.reqOutcome(psn)
-			}, completedWith(st, qp.Err))
+		return sendCase(id, "requester: a NAK completes the request in error and the QP enters the error state",
+			func(s *session, psn uint32) error { return s.nak(psn, bth.NAKSyndrome(code)) }, false,
+			completedWith(st, qp.Err))
 	}
 	return []Case{
-		reqCase("req-ack-completes", "requester: an ACK of the last PSN completes the request", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				if err := s.ack(psn, 1); err != nil {
-					return Outcome{}, err
-				}
-				return s.reqOutcome(psn)
-			}, completedWith(cq.Success, qp.RTS)),
-		reqCase("req-ghost-ack-ahead", "requester: an ACK for a PSN never sent is a ghost and is dropped", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				if err := s.ack(psn+5, 1); err != nil {
-					return Outcome{}, err
-				}
-				return s.reqOutcome(psn)
-			}, waitingRTS),
-		reqCase("req-stale-ack-behind", "requester: an ACK for a PSN already acknowledged completes nothing", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				if err := s.ack(psn-1, 0); err != nil {
-					return Outcome{}, err
-				}
-				return s.reqOutcome(psn)
-			}, waitingRTS),
+		sendCase("req-ack-completes", "requester: an ACK of the last PSN completes the request",
+			func(s *session, psn uint32) error { return s.ack(psn, 1) }, false,
+			completedWith(cq.Success, qp.RTS)),
+		sendCase("req-ghost-ack-ahead", "requester: an ACK for a PSN never sent is a ghost and is dropped",
+			func(s *session, psn uint32) error { return s.ack(psn+5, 1) }, false,
+			waitingRTS),
+		sendCase("req-stale-ack-behind", "requester: an ACK for a PSN already acknowledged completes nothing",
+			func(s *session, psn uint32) error { return s.ack(psn-1, 0) }, false,
+			waitingRTS),
 		reqCase("req-unsolicited-ack", "requester: an ACK with nothing outstanding is dropped", setup{},
 			func(s *session) (Outcome, error) {
 				if err := s.ack(s.c.peerPSN, 1); err != nil {
@@ -130,39 +153,22 @@ func requesterCases() []Case {
 				}
 				return s.reqOutcome(s.c.peerPSN)
 			}, waitingRTS),
-		reqCase("req-ghost-read-response", "requester: a READ response nobody asked for is a ghost and is dropped", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				if err := s.answer(bth.RCReadResponseOnly, psn+3, pay(64), withAETH(bth.ACKSyndrome(bth.CreditsInvalid), 1)); err != nil {
-					return Outcome{}, err
-				}
-				return s.reqOutcome(psn)
-			}, waitingRTS),
+		sendCase("req-ghost-read-response", "requester: a READ response nobody asked for is a ghost and is dropped",
+			func(s *session, psn uint32) error {
+				return s.answer(bth.RCReadResponseOnly, psn+3, pay(64), withAETH(ackSyn, 1))
+			}, false,
+			waitingRTS),
 		// The requester tells what an ACK covers by its PSN; the MSN is
 		// the responder's count of messages. An MSN out of step must not
 		// make the requester complete in error or lose the connection; a
 		// requester that checks it may also ignore the ACK.
-		reqCase("req-ack-wrong-msn", "ACK and MSN rules: an ACK carrying an MSN out of step", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				if err := s.ack(psn, 1000); err != nil {
-					return Outcome{}, err
-				}
-				return s.reqOutcome(psn)
-			}, completedWith(cq.Success, qp.RTS), waitingRTS),
+		sendCase("req-ack-wrong-msn", "ACK and MSN rules: an ACK carrying an MSN out of step",
+			func(s *session, psn uint32) error { return s.ack(psn, 1000) }, false,
+			completedWith(cq.Success, qp.RTS), waitingRTS),
 		reqCase("req-coalesced-ack", "requester: an ACK acknowledges every earlier PSN (coalescing)", setup{},
 			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
+				psn, err := s.twoSends()
 				if err != nil {
-					return Outcome{}, err
-				}
-				if _, err := s.postAndRead(s.sendWR(), 1); err != nil {
 					return Outcome{}, err
 				}
 				if err := s.ack(psn+1, 2); err != nil {
@@ -201,7 +207,7 @@ func requesterCases() []Case {
 				if _, err := s.postAndRead(rd, 1); err != nil {
 					return Outcome{}, err
 				}
-				if err := s.answer(bth.RCReadResponseOnly, psn+1, pay(64), withAETH(bth.ACKSyndrome(bth.CreditsInvalid), 2)); err != nil {
+				if err := s.answer(bth.RCReadResponseOnly, psn+1, pay(64), withAETH(ackSyn, 2)); err != nil {
 					return Outcome{}, err
 				}
 				o, err := s.reqOutcome(psn)
@@ -215,11 +221,8 @@ func requesterCases() []Case {
 			}, completedWith(cq.Success, qp.RTS)),
 		reqCase("req-nak-seq-retransmits", "requester: a sequence error NAK acknowledges the PSNs before it and the requester resends from its PSN", setup{},
 			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
+				psn, err := s.twoSends()
 				if err != nil {
-					return Outcome{}, err
-				}
-				if _, err := s.postAndRead(s.sendWR(), 1); err != nil {
 					return Outcome{}, err
 				}
 				if err := s.nak(psn+1, bth.NAKSyndrome(bth.NAKPSNSequenceError)); err != nil {
@@ -230,36 +233,14 @@ func requesterCases() []Case {
 		nakCase("req-nak-invalid-request", bth.NAKInvalidRequest, cq.RemInvReqErr),
 		nakCase("req-nak-remote-access", bth.NAKRemoteAccessError, cq.RemAccessErr),
 		nakCase("req-nak-remote-operational", bth.NAKRemoteOperational, cq.RemOpErr),
-		reqCase("req-nak-invalid-rd-request", "requester: a NAK code RC does not use (invalid RD request) ends the request in error", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				if err := s.nak(psn, bth.NAKSyndrome(bth.NAKInvalidRDRequest)); err != nil {
-					return Outcome{}, err
-				}
-				return s.settle(psn, 6)
-			}, Outcome{Reply: Completed, State: qp.Err, Status: AnyError}),
-		reqCase("req-nak-reserved-code", "requester: a reserved NAK code ends the request in error", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				if err := s.nak(psn, bth.NAKSyndrome(bth.NAKCode(9))); err != nil {
-					return Outcome{}, err
-				}
-				return s.settle(psn, 6)
-			}, Outcome{Reply: Completed, State: qp.Err, Status: AnyError}),
-		reqCase("req-silence-retry-exhausted", "requester retry: after retry_cnt timeouts the request completes with RETRY_EXC_ERR", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				return s.settle(psn, 6)
-			}, Outcome{Reply: Completed, Count: 2, CheckCount: true, State: qp.Err, Status: cq.RetryExcErr}),
+		sendCase("req-nak-invalid-rd-request", "requester: a NAK code RC does not use (invalid RD request) ends the request in error",
+			func(s *session, psn uint32) error { return s.nak(psn, bth.NAKSyndrome(bth.NAKInvalidRDRequest)) }, true,
+			inError),
+		sendCase("req-nak-reserved-code", "requester: a reserved NAK code ends the request in error",
+			func(s *session, psn uint32) error { return s.nak(psn, bth.NAKSyndrome(bth.NAKCode(9))) }, true,
+			inError),
+		sendCase("req-silence-retry-exhausted", "requester retry: after retry_cnt timeouts the request completes with RETRY_EXC_ERR",
+			nil, true, Outcome{Reply: Completed, Count: 2, CheckCount: true, State: qp.Err, Status: cq.RetryExcErr}),
 		reqCase("req-timeout-retransmits", "requester retry: a local ACK timeout resends the unacknowledged request", setup{},
 			func(s *session) (Outcome, error) {
 				psn, err := s.postAndRead(s.sendWR(), 1)
@@ -326,53 +307,29 @@ func requesterCases() []Case {
 				s.clk.Advance(bth.RNRTimer(code))
 				return s.reqOutcome(psn)
 			}, Outcome{Reply: Retransmit, PSN: 0, CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: AnyStatus}),
-		reqCase("req-read-response-short", "requester: a READ response shorter than the READ asked for never completes it successfully", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.readWR(64), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				if err := s.answer(bth.RCReadResponseOnly, psn, pay(32), withAETH(bth.ACKSyndrome(bth.CreditsInvalid), 1)); err != nil {
-					return Outcome{}, err
-				}
-				return s.settle(psn, 6)
-			}, Outcome{Reply: Completed, State: qp.Err, Status: AnyError}),
-		reqCase("req-read-response-long", "requester: a READ response longer than the READ asked for never completes it successfully", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.readWR(64), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				if err := s.answer(bth.RCReadResponseOnly, psn, pay(128), withAETH(bth.ACKSyndrome(bth.CreditsInvalid), 1)); err != nil {
-					return Outcome{}, err
-				}
-				return s.settle(psn, 6)
-			}, Outcome{Reply: Completed, State: qp.Err, Status: AnyError}),
-		reqCase("req-read-response-middle-first", "requester: READ responses out of sequence (MIDDLE without FIRST) never complete the READ successfully", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.readWR(2*mtu), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
+		readCase("req-read-response-short", "requester: a READ response shorter than the READ asked for never completes it successfully", 64,
+			func(s *session, psn uint32) error {
+				return s.answer(bth.RCReadResponseOnly, psn, pay(32), withAETH(ackSyn, 1))
+			},
+			inError),
+		readCase("req-read-response-long", "requester: a READ response longer than the READ asked for never completes it successfully", 64,
+			func(s *session, psn uint32) error {
+				return s.answer(bth.RCReadResponseOnly, psn, pay(128), withAETH(ackSyn, 1))
+			},
+			inError),
+		readCase("req-read-response-middle-first", "requester: READ responses out of sequence (MIDDLE without FIRST) never complete the READ successfully", 2*mtu,
+			func(s *session, psn uint32) error {
 				if err := s.answer(bth.RCReadResponseMiddle, psn, pay(mtu)); err != nil {
-					return Outcome{}, err
+					return err
 				}
-				if err := s.answer(bth.RCReadResponseLast, psn+1, pay(mtu), withAETH(bth.ACKSyndrome(bth.CreditsInvalid), 1)); err != nil {
-					return Outcome{}, err
-				}
-				return s.settle(psn, 6)
-			}, Outcome{Reply: Completed, State: qp.Err, Status: AnyError}),
-		reqCase("req-atomic-ack-for-send", "requester: a response of the wrong kind (atomic ACK for a SEND) never completes the SEND successfully", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				if err := s.answer(bth.RCAtomicAcknowledge, psn, nil, withAETH(bth.ACKSyndrome(bth.CreditsInvalid), 1), withOrig(7)); err != nil {
-					return Outcome{}, err
-				}
-				return s.settle(psn, 6)
-			}, Outcome{Reply: Completed, State: qp.Err, Status: AnyError}),
+				return s.answer(bth.RCReadResponseLast, psn+1, pay(mtu), withAETH(ackSyn, 1))
+			},
+			inError),
+		sendCase("req-atomic-ack-for-send", "requester: a response of the wrong kind (atomic ACK for a SEND) never completes the SEND successfully",
+			func(s *session, psn uint32) error {
+				return s.answer(bth.RCAtomicAcknowledge, psn, nil, withAETH(ackSyn, 1), withOrig(7))
+			}, true,
+			inError),
 		reqCase("req-atomic-ack-completes", "requester: an atomic ACK returns the original value", setup{},
 			func(s *session) (Outcome, error) {
 				wr := qp.SendWR{Opcode: qp.WRAtomicFetchAndAdd, SGL: []mr.SGE{s.mr.SGE(48<<10, 8)}, RemoteAddr: 0x10000, RKey: 0x1234, CompareAdd: 1}
@@ -380,7 +337,7 @@ func requesterCases() []Case {
 				if err != nil {
 					return Outcome{}, err
 				}
-				if err := s.answer(bth.RCAtomicAcknowledge, psn, nil, withAETH(bth.ACKSyndrome(bth.CreditsInvalid), 1), withOrig(0x1122334455667788)); err != nil {
+				if err := s.answer(bth.RCAtomicAcknowledge, psn, nil, withAETH(ackSyn, 1), withOrig(0x1122334455667788)); err != nil {
 					return Outcome{}, err
 				}
 				o, err := s.reqOutcome(psn)

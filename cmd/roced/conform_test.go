@@ -88,16 +88,7 @@ func TestConformBadInput(t *testing.T) {
 // temporary directory, for the JSON file) and checks what the README says
 // of the run: its counts and its exit status.
 func TestConformReadme(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(readme), "### roced conform:")
-	_, block, ok2 := strings.Cut(sec, "```sh\n")
-	block, after, ok3 := strings.Cut(block, "```")
-	if !ok || !ok2 || !ok3 {
-		t.Fatal("README has no sh block in its roced conform section")
-	}
+	block, after := readmeShBlock(t, "### roced conform:")
 	t.Chdir(t.TempDir())
 	var summary string
 	var selfRC int
