@@ -1,6 +1,7 @@
 package conform
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -68,7 +69,7 @@ func (s *session) settle(ref uint32, limit int) (Outcome, error) {
 	return Outcome{}, fmt.Errorf("the peer's work request did not complete after %d timeouts", limit)
 }
 
-// readWR reads 64 bytes of the suite's (imaginary) memory into the
+// readWR is a READ of n bytes of the suite's (imaginary) memory into the
 // peer's region.
 func (s *session) readWR(n int) qp.SendWR {
 	return qp.SendWR{Opcode: qp.WRRDMARead, SGL: []mr.SGE{s.mr.SGE(40<<10, n)}, RemoteAddr: 0x10000, RKey: 0x1234}
@@ -342,19 +343,11 @@ func requesterCases() []Case {
 				}
 				o, err := s.reqOutcome(psn)
 				if err == nil && o.Status == cq.Success {
-					if v := leUint64(s.mr.Bytes()[48<<10:]); v != 0x1122334455667788 {
+					if v := binary.LittleEndian.Uint64(s.mr.Bytes()[48<<10:]); v != 0x1122334455667788 {
 						o.Reply = Reply(fmt.Sprintf("original value %#x placed, want 0x1122334455667788", v))
 					}
 				}
 				return o, err
 			}, completedWith(cq.Success, qp.RTS)),
 	}
-}
-
-func leUint64(b []byte) uint64 {
-	var v uint64
-	for i := 7; i >= 0; i-- {
-		v = v<<8 | uint64(b[i])
-	}
-	return v
 }

@@ -276,7 +276,8 @@ func (s *session) post(wr qp.SendWR) error {
 	return s.c.q.PostSend(&wr)
 }
 
-// sendWR is a 64-byte SEND from the start of the peer's region.
+// sendWR is a 64-byte SEND from the peer's region, 32 KiB in (past the
+// receive buffers).
 func (s *session) sendWR() qp.SendWR {
 	return qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.mr.SGE(32<<10, 64)}}
 }
@@ -300,7 +301,7 @@ func (s *session) answer(op bth.OpCode, psn uint32, payload []byte, exts ...func
 
 // ack answers with an ACK of PSN psn carrying MSN msn.
 func (s *session) ack(psn, msn uint32) error {
-	return s.answer(bth.RCAcknowledge, psn, nil, withAETH(bth.ACKSyndrome(bth.CreditsInvalid), msn))
+	return s.answer(bth.RCAcknowledge, psn, nil, withAETH(ackSyn, msn))
 }
 
 // nak answers with an Acknowledge carrying syndrome syn.
