@@ -75,6 +75,35 @@ func (s *session) readWR(n int) qp.SendWR {
 	return qp.SendWR{Opcode: qp.WRRDMARead, SGL: []mr.SGE{s.mr.SGE(40<<10, n)}, RemoteAddr: 0x10000, RKey: 0x1234}
 }
 
+// rnrStorm posts a SEND and answers each of its requests with an RNR NAK
+// (timer 0.01 ms), moving the clock past the timer after each, up to limit
+// NAKs or until the work request completes. It counts how often the peer
+// sent its request again.
+func (s *session) rnrStorm(limit int) (Outcome, error) {
+	psn, err := s.postAndRead(s.sendWR(), 1)
+	if err != nil {
+		return Outcome{}, err
+	}
+	sent := 0
+	for range limit {
+		if err := s.nak(psn, bth.RNRNAKSyndrome(1)); err != nil {
+			return Outcome{}, err
+		}
+		o, err := s.reqOutcome(psn)
+		if err != nil || o.Reply == Completed || o.State == qp.Err {
+			o.Count, o.CheckCount = sent, true
+			return o, err
+		}
+		s.clk.Advance(time.Millisecond)
+		if _, err := s.request(); err != nil {
+			return Outcome{}, err
+		}
+		sent++
+	}
+	return Outcome{Reply: Retransmit, PSN: 0, CheckPSN: true, Count: sent, CheckCount: true,
+		State: s.c.q.State(), Status: AnyStatus}, nil
+}
+
 // twoSends posts two SENDs and reads their requests; it returns the
 // first one's PSN.
 func (s *session) twoSends() (uint32, error) {
@@ -265,29 +294,17 @@ func requesterCases() []Case {
 				return o, err
 			}, Outcome{Reply: Retransmit, PSN: 0, CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: cq.Success}),
 		reqCase("req-rnr-retry-exhausted", "RNR: after rnr_retry RNR NAKs the request completes with RNR_RETRY_EXC_ERR", setup{},
-			func(s *session) (Outcome, error) {
-				psn, err := s.postAndRead(s.sendWR(), 1)
-				if err != nil {
-					return Outcome{}, err
-				}
-				sent := 0
-				for range 6 {
-					if err := s.nak(psn, bth.RNRNAKSyndrome(1)); err != nil { // 0.01 ms
-						return Outcome{}, err
-					}
-					o, err := s.reqOutcome(psn)
-					if err != nil || o.Reply == Completed || o.State == qp.Err {
-						o.Count, o.CheckCount = sent, true
-						return o, err
-					}
-					s.clk.Advance(time.Millisecond)
-					if _, err := s.request(); err != nil {
-						return Outcome{}, err
-					}
-					sent++
-				}
-				return Outcome{}, fmt.Errorf("no completion after %d RNR NAKs", sent+1)
-			}, Outcome{Reply: Completed, Count: 2, CheckCount: true, State: qp.Err, Status: cq.RNRRetryExcErr}),
+			func(s *session) (Outcome, error) { return s.rnrStorm(6) },
+			Outcome{Reply: Completed, Count: 2, CheckCount: true, State: qp.Err, Status: cq.RNRRetryExcErr}),
+		reqCase("req-rnr-retry-7-unlimited", "RNR: rnr_retry 7 retries without end", setup{rnrRetry: 7},
+			func(s *session) (Outcome, error) { return s.rnrStorm(10) },
+			Outcome{Reply: Retransmit, PSN: 0, CheckPSN: true, Count: 10, CheckCount: true, State: qp.RTS, Status: AnyStatus}),
+		sendCase("req-ghost-nak-seq", "requester: a sequence error NAK for a PSN never sent is a ghost and is dropped",
+			func(s *session, psn uint32) error { return s.nak(psn+7, bth.NAKSyndrome(bth.NAKPSNSequenceError)) }, false,
+			waitingRTS),
+		sendCase("req-ghost-rnr-nak", "requester: an RNR NAK for a PSN never sent is a ghost and is dropped",
+			func(s *session, psn uint32) error { return s.nak(psn+7, bth.RNRNAKSyndrome(1)) }, false,
+			waitingRTS),
 		reqCase("req-rnr-waits-timer", "RNR: the requester resends only once the RNR NAK's timer has run", setup{},
 			func(s *session) (Outcome, error) {
 				psn, err := s.postAndRead(s.sendWR(), 1)

@@ -53,6 +53,14 @@ func responderCases() []Case {
 			func(s *session) []pkt {
 				return []pkt{s.req(bth.RCSendOnly, 3, pay(64)), s.req(bth.RCSendOnly, 4, pay(64))}
 			}, seqNAK),
+		{ID: "resp-psn-ahead-then-expected", Rule: "responder PSN check: after a sequence error NAK, the expected PSN is taken", Role: Responder,
+			Expected: []Outcome{ackedRTS},
+			run: func(s *session) (Outcome, error) {
+				if err := s.step(s.req(bth.RCSendOnly, 2, pay(64)), seqNAK); err != nil {
+					return Outcome{}, err
+				}
+				return s.respond(s.req(bth.RCSendOnly, 0, pay(64)))
+			}},
 		{ID: "resp-dup-send", Rule: "C9-105", Role: Responder,
 			Expected: []Outcome{{Reply: ACK, PSN: -1, CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: AnyStatus}},
 			run: func(s *session) (Outcome, error) {
