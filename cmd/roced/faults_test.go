@@ -37,21 +37,32 @@ func shellWords(t *testing.T, line string) []string {
 	return words
 }
 
+// readmeShBlock returns the first sh block of the README after heading,
+// and the README's text after that block.
+func readmeShBlock(t *testing.T, heading string) (block, after string) {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(readme), heading)
+	_, block, ok2 := strings.Cut(sec, "```sh\n")
+	block, after, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatalf("README has no sh block after %q", heading)
+	}
+	return block, after
+}
+
 // TestFaultsReadme runs the README's fault example as written (the
 // harness adds its own TCP port; -d and the host stay the README's) and
 // checks what the README says of it: both sides finish with checked data,
 // the client's last line counts the rule's one drop, and the capture
 // shows a retransmission.
 func TestFaultsReadme(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(readme), "### Faults: a peer that misbehaves on purpose")
-	_, block, ok2 := strings.Cut(sec, "```sh\n")
-	block, _, ok3 := strings.Cut(block, "```")
+	block, _ := readmeShBlock(t, "### Faults: a peer that misbehaves on purpose")
 	lines := strings.Split(strings.TrimSpace(block), "\n")
-	if !ok || !ok2 || !ok3 || len(lines) != 2 {
+	if len(lines) != 2 {
 		t.Fatalf("README's Faults section has no two-line sh block")
 	}
 	var args [2][]string

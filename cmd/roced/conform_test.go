@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestConformSelf runs roced conform --self as a user would: the table,
+// the JSON file with issue 16's fields, and the exit status, which is 0
+// exactly when every case passes.
+func TestConformSelf(t *testing.T) {
+	dir := t.TempDir()
+	jf := filepath.Join(dir, "c.json")
+	var out, errb bytes.Buffer
+	rc := run([]string{"conform", "--self", "--json", jf}, &out, &errb)
+	if errb.Len() != 0 {
+		t.Fatalf("stderr: %s", errb.String())
+	}
+	b, err := os.ReadFile(jf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Cases []struct {
+			ID, Rule, Role, Expected, Observed, Verdict string
+			PeerAlive                                   *bool `json:"peer_alive"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Cases) < 60 {
+		t.Fatalf("%d cases in the JSON", len(doc.Cases))
+	}
+	pass := 0
+	for _, c := range doc.Cases {
+		if c.ID == "" || c.Rule == "" || c.Expected == "" || c.Observed == "" || c.PeerAlive == nil ||
+			(c.Role != "requester" && c.Role != "responder") {
+			t.Errorf("incomplete case %+v", c)
+		}
+		if !strings.Contains(out.String(), c.ID) {
+			t.Errorf("%s not in the table", c.ID)
+		}
+		if c.Verdict == "pass" {
+			pass++
+		}
+	}
+	if want := 0; pass != len(doc.Cases) {
+		want = 1
+		if rc != want {
+			t.Errorf("exit %d with %d of %d passing, want %d", rc, pass, len(doc.Cases), want)
+		}
+	} else if rc != 0 {
+		t.Errorf("exit %d with every case passing", rc)
+	}
+	out.Reset()
+	if rc := run([]string{"conform", "--self", "--run", "^resp-send-only$"}, &out, &errb); rc != 0 ||
+		!strings.Contains(out.String(), "1 cases: 1 pass, 0 deviation, 0 error") {
+		t.Errorf("--run: exit %d:\n%s%s", rc, out.String(), errb.String())
+	}
+}
+
+// TestConformBadInput: each mistake is one line on stderr and exit 2.
+func TestConformBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"conform"},
+		{"conform", "--bogus"},
+		{"conform", "--self", "somehost"},
+		{"conform", "--self", "--run", "("},
+		{"conform", "--self", "--run", "no-such-case"},
+		{"conform", "--self", "--json", filepath.Join(t.TempDir(), "no", "dir", "c.json")},
+	} {
+		var out, errb bytes.Buffer
+		rc := run(args, &out, &errb)
+		msg := errb.String()
+		if rc != 2 || out.Len() != 0 || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "roced conform: ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, rc, out.String(), msg)
+		}
+	}
+}
+
+// TestConformReadme runs the README's roced conform lines as written (in a
+// temporary directory, for the JSON file) and checks what the README says
+// of the run: its counts and its exit status.
+func TestConformReadme(t *testing.T) {
+	block, after := readmeShBlock(t, "### roced conform:")
+	t.Chdir(t.TempDir())
+	var summary string
+	var selfRC int
+	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
+		l, _, _ = strings.Cut(l, "#")
+		w := shellWords(t, l)
+		if len(w) < 2 || w[0] != "roced" || w[1] != "conform" {
+			t.Fatalf("README line %q is not roced conform", l)
+		}
+		var out, errb bytes.Buffer
+		rc := run(w[1:], &out, &errb)
+		if errb.Len() != 0 {
+			t.Errorf("%q: stderr %s", l, errb.String())
+		}
+		if strings.TrimSpace(l) == "roced conform --self" {
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			summary, selfRC = lines[len(lines)-1], rc
+		} else if rc != 0 {
+			t.Errorf("%q: exit %d:\n%s", l, rc, out.String())
+		}
+	}
+	if _, err := os.Stat("nak.json"); err != nil {
+		t.Error(err)
+	}
+	// "reports 63 cases, 62 passes and one deviation ..., so it exits 1"
+	m := regexp.MustCompile(`reports (\d+) cases,\s+(\d+) passes and (\w+) deviations?`).FindStringSubmatch(after)
+	if m == nil {
+		t.Fatal("README does not say what roced conform --self reports")
+	}
+	words := map[string]string{"no": "0", "one": "1", "two": "2"}
+	n, pass, dev := m[1], m[2], words[m[3]]
+	if want := n + " cases: " + pass + " pass, " + dev + " deviation, 0 error"; summary != want {
+		t.Errorf("roced conform --self ends with %q; the README says %q", summary, want)
+	}
+	if (dev != "0") != (selfRC == 1) {
+		t.Errorf("roced conform --self exits %d with %s deviations", selfRC, dev)
+	}
+}

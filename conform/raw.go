@@ -1,0 +1,187 @@
+package conform
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/nic"
+)
+
+// backstop bounds the wait for a packet or completion the peer must send.
+// It is never how silence is proven (a fence is): running out of it makes a
+// case's verdict "error", unless the case already has its answer.
+const backstop = 10 * time.Second
+
+// errBackstop says the peer sent nothing where something had to come.
+var errBackstop = errors.New("the peer sent nothing before the backstop")
+
+// rawEnd is the suite's own endpoint: it sends packets built field by
+// field, right or deliberately wrong, and reads what the peer sends back.
+type rawEnd struct {
+	link nic.Link
+	src  netip.Addr // its address
+	dst  netip.Addr // the peer's
+	rx   chan []byte
+}
+
+func newRawEnd(link nic.Link, src, dst netip.Addr) *rawEnd {
+	r := &rawEnd{link: link, src: src, dst: dst, rx: make(chan []byte, 4096)}
+	go func() {
+		frames := make([]nic.Frame, 16)
+		for {
+			n, err := link.Recv(frames)
+			if err != nil {
+				close(r.rx)
+				return
+			}
+			for _, f := range frames[:n] {
+				r.rx <- append([]byte(nil), f.Datagram()...)
+			}
+		}
+	}()
+	return r
+}
+
+// pkt describes one packet the suite sends.
+type pkt struct {
+	op      bth.OpCode
+	qpn     uint32 // destination QP
+	psn     uint32
+	ackReq  bool
+	payload []byte
+	exts    []func(p []byte, info *bth.Info)
+	// hdr changes the encoded BTH before the ICRC is computed.
+	hdr func(b bth.BTH)
+	// trunc, if positive, keeps that many bytes of the packet before its
+	// ICRC, which is then computed over the shortened packet.
+	trunc int
+	// after changes the sealed packet (its RoCE part: BTH through ICRC)
+	// and returns it: a spoiled ICRC, a cut.
+	after func(roce []byte) []byte
+}
+
+// withRETH sets the RETH.
+func withRETH(va uint64, rkey, n uint32) func(p []byte, i *bth.Info) {
+	return func(p []byte, i *bth.Info) { bth.RETH(p[i.Offset(bth.ExtRETH):]).Encode(va, rkey, n) }
+}
+
+// withAtomic sets the AtomicETH.
+func withAtomic(va uint64, rkey uint32, swapAdd, cmp uint64) func(p []byte, i *bth.Info) {
+	return func(p []byte, i *bth.Info) {
+		bth.AtomicETH(p[i.Offset(bth.ExtAtomicETH):]).Encode(va, rkey, swapAdd, cmp)
+	}
+}
+
+// withAETH sets the AETH.
+func withAETH(s bth.Syndrome, msn uint32) func(p []byte, i *bth.Info) {
+	return func(p []byte, i *bth.Info) { bth.AETH(p[i.Offset(bth.ExtAETH):]).Encode(s, msn) }
+}
+
+// withOrig sets an Atomic Acknowledge's original value.
+func withOrig(v uint64) func(p []byte, i *bth.Info) {
+	return func(p []byte, i *bth.Info) { bth.AtomicAckETH(p[i.Offset(bth.ExtAtomicAckETH):]).SetOrigData(v) }
+}
+
+// build returns the datagram of p, at nic.Headroom in its buffer.
+func (r *rawEnd) build(p pkt) []byte {
+	info, ok := bth.Lookup(p.op)
+	hdrLen := bth.BTHLen
+	if ok {
+		hdrLen = info.HdrLen
+	}
+	pad := bth.PadFor(len(p.payload))
+	roce := make([]byte, hdrLen+len(p.payload)+pad+bth.ICRCLen)
+	bth.BTH(roce).Encode(&bth.BTHFields{OpCode: p.op, PadCount: uint8(pad), PKey: bth.DefaultPKey,
+		DestQP: p.qpn, AckReq: p.ackReq, PSN: bth.PSN(p.psn & bth.PSNMask)})
+	if ok {
+		for _, e := range p.exts {
+			e(roce, info)
+		}
+	}
+	copy(roce[hdrLen:], p.payload)
+	if p.hdr != nil {
+		p.hdr(bth.BTH(roce))
+	}
+	if p.trunc > 0 && p.trunc < len(roce)-bth.ICRCLen {
+		roce = append(roce[:p.trunc:p.trunc], make([]byte, bth.ICRCLen)...)
+	}
+	o := bth.Outer{Src: r.src, Dst: r.dst, SrcPort: 0xc0de}
+	hl := o.Len()
+	scratch := make([]byte, hl+len(roce))
+	o.Put(scratch, len(roce))
+	copy(scratch[hl:], roce)
+	bth.Seal(scratch[:hl-8], scratch[hl-8:hl], scratch[hl:])
+	roce = scratch[hl:]
+	if p.after != nil {
+		roce = p.after(roce)
+	}
+	buf := make([]byte, nic.Headroom+hl+len(roce))
+	o.Put(buf[nic.Headroom:], len(roce))
+	copy(buf[nic.Headroom+hl:], roce)
+	return buf
+}
+
+// send sends packets in order.
+func (r *rawEnd) send(ps ...pkt) error {
+	for _, p := range ps {
+		if _, err := r.link.Send([]nic.Frame{{B: r.build(p), Off: nic.Headroom}}); err != nil {
+			return fmt.Errorf("sending %v: %w", p.op, err)
+		}
+	}
+	return nil
+}
+
+// next returns the next packet the peer sent to the suite's QP qpn
+// (packets to other QPs of the suite's, left over from earlier exchanges,
+// are skipped), waiting at most until the backstop.
+func (r *rawEnd) next(qpn uint32) (bth.Packet, error) {
+	return r.nextOf(qpn, qpn)
+}
+
+// nextOf is next for packets to either of two QPs.
+func (r *rawEnd) nextOf(qpn, qpn2 uint32) (bth.Packet, error) {
+	deadline := time.After(backstop)
+	for {
+		select {
+		case dg, ok := <-r.rx:
+			if !ok {
+				return bth.Packet{}, errors.New("the link closed")
+			}
+			f, err := bth.DecodeIP(dg)
+			if err != nil {
+				return bth.Packet{}, fmt.Errorf("the peer sent an undecodable packet: %w", err)
+			}
+			if !f.VerifyICRC() {
+				return bth.Packet{}, errors.New("the peer sent a packet with a bad ICRC")
+			}
+			p, err := bth.Parse(f.RoCE())
+			if err != nil {
+				return bth.Packet{}, fmt.Errorf("the peer sent a malformed packet: %w", err)
+			}
+			if d := p.BTH().DestQP(); d != qpn && d != qpn2 {
+				continue
+			}
+			return p, nil
+		case <-deadline:
+			return bth.Packet{}, errBackstop
+		}
+	}
+}
+
+// describe names a packet for a report.
+func describe(p bth.Packet, ref uint32) string {
+	s := fmt.Sprintf("%v psn %+d", p.OpCode(), psnDiff(uint32(p.BTH().PSN()), ref))
+	if a := p.AETH(); a != nil {
+		s += fmt.Sprintf(" %v msn %d", a.Syndrome(), a.MSN())
+	}
+	return s
+}
+
+// psnDiff returns a-b in 24-bit PSN arithmetic, between -2^23 and 2^23.
+func psnDiff(a, b uint32) int {
+	d := int32((a-b)&bth.PSNMask) << 8 >> 8
+	return int(d)
+}
