@@ -13,10 +13,7 @@ import (
 // (roced conform --self exits non-zero on them); TestSelf fails on any
 // other deviation, and on a known one that no longer deviates, so that
 // this list only shrinks.
-var knownDeviations = map[string]string{
-	"req-read-response-middle-first": "qp/completer.go readResponse checks that the READ's last PSN comes as LAST or ONLY " +
-		"but not that its first PSN comes as FIRST or ONLY: a MIDDLE there is placed and the READ completes successfully",
-}
+var knownDeviations = map[string]string{}
 
 // TestSelf runs the whole suite with goroce on both sides: a deviation of
 // goroce's from the specification fails it.

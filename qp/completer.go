@@ -302,7 +302,10 @@ func (q *QP) readResponse(p bth.Packet, psn bth.PSN) {
 	want := min(mtu, w.length-off)
 	pos := p.Info().Pos
 	isLast := psn == w.lastPSN
-	if uint32(p.PayloadLen()) != want || isLast != (pos == bth.PosLast || pos == bth.PosOnly) {
+	// The READ's first PSN must open a response (FIRST or ONLY); a FIRST
+	// later in the READ is the start of a replay we asked for.
+	badFirst := psn == w.firstPSN && pos != bth.PosFirst && pos != bth.PosOnly
+	if uint32(p.PayloadLen()) != want || isLast != (pos == bth.PosLast || pos == bth.PosOnly) || badFirst {
 		c.Malformed.Add(1)
 		return
 	}
