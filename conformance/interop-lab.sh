@@ -116,8 +116,18 @@ for suite in $SUITES; do
         "$R" build || exit 1
         echo "interop[$suite]: image ready in $(since "$t")s"
         t=$(now)
+        # A guest this lab instance left running (a run that was killed, or
+        # a hand-run session) may be the other suite's: rxe-peer.sh up would
+        # only print its status, and the matrix would run against the wrong
+        # guest. The instance is ours (its state directory): power it off.
+        if "$R" status >/dev/null 2>&1; then
+            echo "interop[$suite]: a guest was already up in this lab instance ($("$R" status | sed -n 's/^guest_os=//p')): powering it off first"
+            "$R" down >/dev/null || exit 1
+        fi
         trap '"$R" down >/dev/null 2>&1' EXIT
         "$R" up >/dev/null || exit 1
+        os=$("$R" status | sed -n 's/^guest_os=//p')
+        [ "$os" = "$suite" ] || { echo "interop[$suite]: the guest that came up is $os, not $suite"; exit 1; }
         echo "interop[$suite]: guest up in $(since "$t")s ($("$R" status | sed -n 's/^guest_kernel=//p'))"
         t=$(now)
         # shellcheck disable=SC2086
