@@ -51,6 +51,11 @@ type QP struct {
 	sgeStore    []mr.SGE
 	inlineStore []byte
 
+	// recvSGE holds the SGL of the receive WQE a SEND in progress fills,
+	// copied out of the RQ or SRQ so the slot can be reused meanwhile:
+	// as long as the longest SGL the QP can be given, no longer.
+	recvSGE []mr.SGE
+
 	// Receive queue, when the QP has no SRQ.
 	rq rqueue
 
@@ -58,9 +63,9 @@ type QP struct {
 	resp responder
 	comp completer
 
-	tx        txBatch
-	scheduled bool // queued on the device worker
-	inBatch   bool // touched by the receive burst in progress
+	tx        *txBatch // frames queued for the link; nil when none (txPool)
+	scheduled bool     // queued on the device worker
+	inBatch   bool     // touched by the receive burst in progress
 	clock     Clock
 	rtoTimer  Timer
 	rnrTimer  Timer
@@ -99,8 +104,11 @@ func newQP(env *env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	}
 	if ia.SRQ == nil {
 		q.rq.init(c.MaxRecvWR, c.MaxRecvSGE)
+		q.recvSGE = make([]mr.SGE, c.MaxRecvSGE)
 	} else if err := ia.SRQ.attach(); err != nil {
 		return nil, err // nothing else failed or holds anything yet
+	} else {
+		q.recvSGE = make([]mr.SGE, max(ia.SRQ.maxSGE, 1))
 	}
 	q.srcPort = env.Link.SrcPort(qpn)
 	q.clock = env.Clock
@@ -198,7 +206,7 @@ func (q *QP) destroy() error {
 	q.state = Reset
 	q.rtoTimer.Stop()
 	q.rnrTimer.Stop()
-	q.tx.drop()
+	q.dropTx()
 	if q.srq != nil {
 		q.srq.users.Add(-1)
 	}
@@ -217,7 +225,7 @@ func (q *QP) shutdown() {
 	if q.closed || q.destroyed {
 		return
 	}
-	q.tx.drop()
+	q.dropTx()
 	q.resp.outq = q.resp.outq[:0]
 	q.resp.outHead = 0
 	q.toError(nil, cq.WRFlushErr)
@@ -235,7 +243,7 @@ func errClosed(op string) error { return fmt.Errorf("qp: %s: %w", op, closed.Err
 func (q *QP) reset() {
 	q.rtoTimer.Stop()
 	q.rnrTimer.Stop()
-	q.tx.drop()
+	q.dropTx()
 	q.sqHead, q.sqTail = 0, 0
 	q.rq.reset()
 	q.req = requester{}

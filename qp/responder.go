@@ -64,8 +64,7 @@ type responder struct {
 	dropMsg bool    // UC: dropping until the next FIRST or ONLY
 
 	// The receive WQE the SEND in progress fills.
-	rwqe    recvWQE
-	rsge    [MaxSGE]mr.SGE
+	rwqe    recvWQE // its SGL lives in QP.recvSGE
 	haveWQE bool
 	rOff    uint32
 
@@ -185,12 +184,12 @@ func (q *QP) takeRecvWQE() bool {
 	var w recvWQE
 	var ok bool
 	if q.srq != nil {
-		w, ok = q.srq.pop(q.resp.rsge[:])
+		w, ok = q.srq.pop(q.recvSGE)
 	} else {
 		w, ok = q.rq.pop()
 		if ok {
-			n := copy(q.resp.rsge[:], w.sgl)
-			w.sgl = q.resp.rsge[:n]
+			n := copy(q.recvSGE, w.sgl)
+			w.sgl = q.recvSGE[:n]
 		}
 	}
 	if !ok {

@@ -13,6 +13,12 @@ const txBatchMax = 32
 // bufPool recycles frame buffers, so a packet costs no allocation.
 var bufPool = sync.Pool{New: func() any { return new([nic.BufSize]byte) }}
 
+// txPool recycles send batches. A QP holds one only while it has frames
+// queued (within a run or a receive burst) and gives it back when it hands
+// them to the link, so an idle QP carries no batch: 1.3 KiB less per QP,
+// which is what lets a device hold 100,000 idle QPs at under 2 KiB each.
+var txPool = sync.Pool{New: func() any { return new(txBatch) }}
+
 // txBatch holds built frames until they are handed to the link together.
 type txBatch struct {
 	frames [txBatchMax]nic.Frame
@@ -76,7 +82,10 @@ func (q *QP) send(p *packet) {
 	ipLen := p.hl - bth.UDPHeaderLen
 	bth.Seal(ip[:ipLen], ip[ipLen:p.hl], p.roce)
 	end := nic.Headroom + p.hl + len(p.roce)
-	t := &q.tx
+	if q.tx == nil {
+		q.tx = txPool.Get().(*txBatch)
+	}
+	t := q.tx
 	t.bufs[t.n] = p.buf
 	t.frames[t.n] = nic.Frame{B: p.buf[:end], Off: nic.Headroom}
 	t.n++
@@ -91,14 +100,26 @@ func (q *QP) send(p *packet) {
 
 // flushTx hands the queued frames to the link.
 func (q *QP) flushTx() {
-	t := &q.tx
-	if t.n == 0 {
+	t := q.tx
+	if t == nil {
 		return
 	}
-	if _, err := q.env.Link.Send(t.frames[:t.n]); err != nil {
-		// The link failed as a whole: the packets are lost like any lost
-		// packet, and RC recovers them by retransmission.
-		q.env.Counters.SendErr.Add(uint64(t.n))
+	if t.n > 0 {
+		if _, err := q.env.Link.Send(t.frames[:t.n]); err != nil {
+			// The link failed as a whole: the packets are lost like any lost
+			// packet, and RC recovers them by retransmission.
+			q.env.Counters.SendErr.Add(uint64(t.n))
+		}
 	}
-	t.drop()
+	q.dropTx()
+}
+
+// dropTx releases the queued frames unsent and gives the batch back.
+func (q *QP) dropTx() {
+	if q.tx == nil {
+		return
+	}
+	q.tx.drop()
+	txPool.Put(q.tx)
+	q.tx = nil
 }

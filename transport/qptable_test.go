@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 	"time"
@@ -77,7 +79,7 @@ func TestManyQPs(t *testing.T) {
 	}
 	a, b, _ := newPair(t, pairOpts{})
 	qs := make([]*qp.QP, n)
-	c := a.dev.CreateCQ(16)
+	c := a.dev.CreateCQ(2 * 1000) // the traffic below completes here
 	for i := range qs {
 		q, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
 			Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
@@ -91,6 +93,7 @@ func TestManyQPs(t *testing.T) {
 			t.Fatalf("QP %d (%#x) not found", i, q.QPN())
 		}
 	}
+	manyQPsTraffic(t, a, b, qs, c)
 	// Destroy every other one: the rest are still found, the destroyed
 	// ones are gone, and new ones take numbers after the last.
 	for i := 0; i < n; i += 2 {
@@ -122,6 +125,70 @@ func TestManyQPs(t *testing.T) {
 		RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
 	if wc := wait(t, a.scq, 10*time.Second); wc.WRID != 7 || wc.Status != cq.Success {
 		t.Fatalf("%+v", wc)
+	}
+}
+
+// manyQPsTraffic connects randomly chosen QPs among qs (1,000 of 100,000;
+// 50 with -short) each to a new QP on b and sends one message each way on
+// every pair, each delivered to its own slot and checked: a device full of
+// QPs must still deliver by QPN. The chosen QPs complete on c.
+func manyQPsTraffic(t *testing.T, a, b *side, qs []*qp.QP, c *cq.CQ) {
+	t.Helper()
+	k := 1000
+	if testing.Short() {
+		k = 50
+	}
+	rng := rand.New(rand.NewPCG(13, uint64(len(qs))))
+	cb := b.dev.CreateCQ(2 * k)
+	type pair struct{ qa, qb *qp.QP }
+	pairs := make([]pair, 0, k)
+	for _, i := range rng.Perm(len(qs))[:k] {
+		qb, err := b.dev.CreateQP(b.pd, qp.InitAttr{Type: qp.RC, SendCQ: cb, RecvCQ: cb,
+			Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := pair{qs[i], qb}
+		ea, err := a.dev.LocalEndpoint(p.qa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eb, err := b.dev.LocalEndpoint(p.qb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, a.dev.Connect(p.qa, ea, eb, ConnectOptions{}))
+		must(t, b.dev.Connect(p.qb, eb, ea, ConnectOptions{}))
+		pairs = append(pairs, p)
+	}
+	// Slot j of each side's region: [j*8, j*8+8) receives, and the k slots
+	// after them hold what that side sends. Every receive is posted before
+	// any send, so no message meets an RNR.
+	const w = 8
+	for j, p := range pairs {
+		binary.LittleEndian.PutUint64(a.buf[(k+j)*w:], uint64(j)<<32|0xa)
+		binary.LittleEndian.PutUint64(b.buf[(k+j)*w:], uint64(j)<<32|0xb)
+		must(t, p.qa.PostRecv(&qp.RecvWR{WRID: uint64(j), SGL: []mr.SGE{a.mr.SGE(j*w, w)}}))
+		must(t, p.qb.PostRecv(&qp.RecvWR{WRID: uint64(j), SGL: []mr.SGE{b.mr.SGE(j*w, w)}}))
+	}
+	for j, p := range pairs {
+		must(t, p.qa.PostSend(&qp.SendWR{WRID: uint64(j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE((k+j)*w, w)}}))
+		must(t, p.qb.PostSend(&qp.SendWR{WRID: uint64(j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.mr.SGE((k+j)*w, w)}}))
+	}
+	for _, c := range []*cq.CQ{c, cb} {
+		for range 2 * k {
+			if wc := wait(t, c, 10*time.Second); wc.Status != cq.Success {
+				t.Fatalf("%+v", wc)
+			}
+		}
+	}
+	for j := range pairs {
+		if got := binary.LittleEndian.Uint64(a.buf[j*w:]); got != uint64(j)<<32|0xb {
+			t.Fatalf("pair %d: a received %#x", j, got)
+		}
+		if got := binary.LittleEndian.Uint64(b.buf[j*w:]); got != uint64(j)<<32|0xa {
+			t.Fatalf("pair %d: b received %#x", j, got)
+		}
 	}
 }
 
