@@ -369,8 +369,9 @@ func mustDest(t *testing.T, b []byte) pingpong.Dest {
 }
 
 // ppFakeClient connects to a roced server, sends msg and returns what the
-// server answered before it closed.
-func ppFakeClient(t *testing.T, ctx context.Context, port string, msg []byte) []byte {
+// server answered before it closed, or, if the server exits before it
+// listens, its output.
+func ppFakeClient(t *testing.T, ctx context.Context, port string, msg []byte, done <-chan ppOut) (answer []byte, srv ppOut, exited bool) {
 	t.Helper()
 	var c net.Conn
 	var err error
@@ -378,7 +379,13 @@ func ppFakeClient(t *testing.T, ctx context.Context, port string, msg []byte) []
 		if c, err = net.Dial("tcp", "127.0.0.1:"+port); err == nil {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		// Not listening yet, or never will: the server's exit (a port in
+		// use, say) ends the wait, however long it took to get there.
+		select {
+		case srv = <-done:
+			return nil, srv, true
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	if c == nil {
 		t.Fatalf("server never listened: %v", err)
@@ -391,7 +398,7 @@ func ppFakeClient(t *testing.T, ctx context.Context, port string, msg []byte) []
 	}
 	var got bytes.Buffer
 	got.ReadFrom(c)
-	return got.Bytes()
+	return got.Bytes(), ppOut{}, false
 }
 
 // TestPingpongBadClient: a peer that sends the server a garbled record or
@@ -413,12 +420,8 @@ func TestPingpongBadClient(t *testing.T) {
 				port := ppFreePort(t)
 				done := make(chan ppOut, 1)
 				go func() { done <- ppExec(ctx, tc.tool, []string{"-g", "1", "-n", "2", "-p", port, "-d", "127.0.0.1"}) }()
-				var answer []byte
-				var out ppOut
-				select {
-				case out = <-done: // failed before it listened
-				case <-time.After(50 * time.Millisecond):
-					answer = ppFakeClient(t, ctx, port, tc.msg)
+				answer, out, exited := ppFakeClient(t, ctx, port, tc.msg, done)
+				if !exited {
 					out = <-done
 				}
 				timedOut := ctx.Err() != nil
