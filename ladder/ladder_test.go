@@ -1,0 +1,186 @@
+package ladder
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/goroce/goroce/bth"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+const captures = "../bth/testdata/captures/"
+
+func readCapture(t *testing.T, name string) *Ladder {
+	t.Helper()
+	f, err := os.Open(captures + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var l Ladder
+	if err := l.ReadPcap(f); err != nil {
+		t.Fatal(err)
+	}
+	return &l
+}
+
+// TestGolden draws real rxe captures and compares the text with golden
+// files (go test ./ladder -run Golden -update rewrites them).
+// send_bw_rnr_s64 holds an RNR NAK, a sequence NAK and a run of
+// retransmissions; rping_c5 the CM's UD QP1 next to an RC QP with SENDs,
+// READs and WRITEs; read_bw_s8192 multi-packet READ responses.
+func TestGolden(t *testing.T) {
+	for _, name := range []string{"send_bw_rnr_s64", "rping_c5", "read_bw_s8192"} {
+		var b bytes.Buffer
+		if err := readCapture(t, name+".pcap").Diagram().WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join("testdata", name+".txt")
+		if *update {
+			if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.String(); got != string(want) {
+			gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+			for i := range min(len(gl), len(wl)) {
+				if gl[i] != wl[i] {
+					t.Fatalf("%s: line %d differs:\n got %q\nwant %q", name, i+1, gl[i], wl[i])
+				}
+			}
+			t.Fatalf("%s: %d lines, want %d", name, len(gl), len(wl))
+		}
+	}
+}
+
+func arrowNum(t *testing.T, d *Diagram, num int) *Arrow {
+	t.Helper()
+	for i := range d.Arrows {
+		if d.Arrows[i].Num == num {
+			return &d.Arrows[i]
+		}
+	}
+	t.Fatalf("no arrow #%d", num)
+	return nil
+}
+
+func hasNote(a *Arrow, kind, text string) bool {
+	for _, n := range a.Notes {
+		if n.Kind == kind && strings.Contains(n.Text, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRNRCapture checks the model behind the golden text: the columns, the
+// NAKs' causes, the retransmissions' and what each answer answers.
+func TestRNRCapture(t *testing.T) {
+	d := readCapture(t, "send_bw_rnr_s64.pcap").Diagram()
+	if len(d.Columns) != 2 || d.Columns[0].String() != "198.51.100.1 QP 0x000011" || d.Columns[1].String() != "198.51.100.2 QP 0x000011" {
+		t.Fatalf("columns %v", d.Columns)
+	}
+	for _, c := range []struct {
+		num        int
+		kind, text string
+	}{
+		{25, NoteInfo, "acknowledges #24"},
+		{27, NoteNAK, "receiver not ready for #26"},
+		{29, NoteNAK, "refused with the RNR NAK #27; #28 (psn 0xa05bf9) came out of sequence"},
+		{58, NoteRetransmit, "retransmission of psn 0xa05bf8 (first sent #26): go back after the NAK #29"},
+		{62, NoteRetransmit, "in the run of retransmissions from #58"},
+	} {
+		if a := arrowNum(t, d, c.num); !hasNote(a, c.kind, c.text) {
+			t.Errorf("#%d: notes %v, want a %s note with %q", c.num, a.Notes, c.kind, c.text)
+		}
+	}
+	if a := arrowNum(t, d, 25); len(a.Answers) != 1 || d.Arrows[a.Answers[0]].Num != 24 {
+		t.Errorf("#25 answers %v, want #24", a.Answers)
+	}
+	if a := arrowNum(t, d, 30); len(a.Notes) != 0 {
+		t.Errorf("#30, a first transmission in sequence, has notes %v", a.Notes)
+	}
+}
+
+// TestMarks changes a real exchange the way faults and captures do: a
+// packet lost, one sent twice, one with its ICRC spoiled, one cut by the
+// snap length, one with a fault comment, one malformed.
+func TestMarks(t *testing.T) {
+	src := readCapture(t, "send_bw_s64.pcap")
+	var reqs []Packet
+	for _, p := range src.pkts {
+		if pk, err := bth.Parse(p.Frame.RoCE()); err == nil && pk.Info().IsRequest() {
+			reqs = append(reqs, p)
+		}
+	}
+	if len(reqs) < 10 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	clone := func(p Packet) Packet {
+		b := append([]byte(nil), p.Frame.Bytes()...)
+		fr, err := bth.DecodeLink(p.Frame.LinkType(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Frame = fr
+		return p
+	}
+	var l Ladder
+	l.Add(reqs[0])
+	l.Add(reqs[1])
+	l.Add(reqs[1]) // sent twice in a row
+	// reqs[2] lost
+	bad := clone(reqs[3])
+	bad.Frame.RoCE()[bth.BTHLen] ^= 1 // a payload bit: the ICRC no longer matches
+	l.Add(bad)
+	cut := clone(reqs[4])
+	cut.Cut = true
+	l.Add(cut)
+	faulty := reqs[5]
+	faulty.Comments = []string{"goroce fault: rule 1 (tx opcode=SEND_ONLY delay=2ms)"}
+	l.Add(faulty)
+	short := clone(reqs[6])
+	bth.BTH(short.Frame.RoCE()).SetOpCode(0x1f) // reserved
+	l.Add(short)
+	d := l.Diagram()
+	want := []struct {
+		kind, text string
+	}{
+		{},
+		{},
+		{NoteDuplicate, "duplicate of #" + strconv.Itoa(reqs[1].Num)},
+		{NoteGap, "1 PSN missing"},
+		{NoteCut, "cut by the capture's snap length"},
+		{NoteFault, "goroce fault: rule 1"},
+		{NoteError, "malformed"},
+	}
+	for i, w := range want {
+		a := &d.Arrows[i]
+		if w.kind == "" {
+			if len(a.Notes) != 0 {
+				t.Errorf("arrow %d: notes %v, want none", i, a.Notes)
+			}
+			continue
+		}
+		if !hasNote(a, w.kind, w.text) {
+			t.Errorf("arrow %d: notes %v, want a %s note with %q", i, a.Notes, w.kind, w.text)
+		}
+	}
+	if !hasNote(&d.Arrows[3], NoteError, "ICRC BAD") {
+		t.Errorf("arrow 3: notes %v, want ICRC BAD", d.Arrows[3].Notes)
+	}
+	if !d.Arrows[6].Malformed {
+		t.Error("arrow 6 not malformed")
+	}
+}

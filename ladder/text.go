@@ -1,0 +1,168 @@
+package ladder
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Select returns a diagram with the arrows keep accepts, and only the
+// columns they use. Answers pointing at arrows left out are dropped.
+func (d *Diagram) Select(keep func(Arrow) bool) *Diagram {
+	out := &Diagram{}
+	colMap := map[int]int{}
+	col := func(c int) int {
+		if n, ok := colMap[c]; ok {
+			return n
+		}
+		colMap[c] = len(out.Columns)
+		out.Columns = append(out.Columns, d.Columns[c])
+		return colMap[c]
+	}
+	arrowMap := map[int]int{}
+	for i, a := range d.Arrows {
+		if !keep(a) {
+			continue
+		}
+		arrowMap[i] = len(out.Arrows)
+		a.From, a.To = col(a.From), col(a.To)
+		var ans []int
+		for _, j := range a.Answers {
+			if n, ok := arrowMap[j]; ok {
+				ans = append(ans, n)
+			}
+		}
+		a.Answers = ans
+		out.Arrows = append(out.Arrows, a)
+	}
+	return out
+}
+
+// OnQP reports whether the arrow goes to or comes from QP number qpn.
+func (d *Diagram) OnQP(a Arrow, qpn uint32) bool {
+	if a.DestQP == qpn {
+		return true
+	}
+	e := d.Columns[a.From]
+	return e.Known && e.QPN == qpn
+}
+
+// textLayout places the lanes of a diagram for WriteText.
+type textLayout struct {
+	lane  []int // each column's character position
+	width int   // through the last lane
+}
+
+const textPrefix = 18 // "NNNNNN TTTT.TTTTTT "
+
+func (d *Diagram) layout() textLayout {
+	n := len(d.Columns)
+	l := textLayout{}
+	if n == 0 {
+		return l
+	}
+	head := 0
+	for _, c := range d.Columns {
+		head = max(head, len(c.Addr.String())+2, len("QP 0x000000")+2)
+	}
+	gaps := make([]int, max(n-1, 0))
+	for i := range gaps {
+		gaps[i] = head
+	}
+	// Adjacent columns first, then the arrows that span several: each
+	// widens its gaps evenly until its caption fits.
+	for span := 1; span < n; span++ {
+		for _, a := range d.Arrows {
+			lo, hi := min(a.From, a.To), max(a.From, a.To)
+			if hi-lo != span {
+				continue
+			}
+			need := len(a.Label) + 8
+			have := 0
+			for _, g := range gaps[lo:hi] {
+				have += g
+			}
+			for k := lo; have < need; k = lo + (k-lo+1)%span {
+				gaps[k]++
+				have++
+			}
+		}
+	}
+	pos := textPrefix + head/2
+	for c := range d.Columns {
+		l.lane = append(l.lane, pos)
+		if c < len(gaps) {
+			pos += gaps[c]
+		}
+	}
+	l.width = l.lane[n-1] + 1
+	return l
+}
+
+// lanes returns a line of the diagram's width with each lane drawn.
+func (l textLayout) lanes() []byte {
+	b := []byte(strings.Repeat(" ", l.width))
+	for _, x := range l.lane {
+		b[x] = '|'
+	}
+	return b
+}
+
+// WriteText draws the diagram for a terminal: a header naming each
+// column's endpoint, then per packet a line with its number, the time since
+// the first packet in seconds, the arrow captioned with the opcode and PSN,
+// and the other key fields; each note follows on a line of its own,
+// starting with "*".
+func (d *Diagram) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	l := d.layout()
+	head := func(text func(c int) string) {
+		b := []byte(strings.Repeat(" ", l.width+20))
+		for c, x := range l.lane {
+			t := text(c)
+			s := max(0, x-len(t)/2)
+			copy(b[s:], t)
+		}
+		bw.WriteString(strings.TrimRight(string(b), " ") + "\n")
+	}
+	head(func(c int) string { return d.Columns[c].Addr.String() })
+	head(func(c int) string {
+		if !d.Columns[c].Known {
+			return "QP ?"
+		}
+		return fmt.Sprintf("QP 0x%06x", d.Columns[c].QPN)
+	})
+	fmt.Fprintf(bw, "%6s %11s%s\n", "#", "time", strings.TrimRight(string(l.lanes()[textPrefix:]), " "))
+	for _, a := range d.Arrows {
+		b := l.lanes()
+		from, to := l.lane[a.From], l.lane[a.To]
+		lo, hi := min(from, to), max(from, to)
+		for x := lo + 1; x < hi; x++ {
+			b[x] = '-'
+		}
+		switch {
+		case from < to:
+			b[to-1] = '>'
+		case from > to:
+			b[to+1] = '<'
+		}
+		label := " " + a.Label + " "
+		if hi-lo-5 >= len(label) {
+			s := lo + 1 + (hi-lo-1-len(label))/2
+			copy(b[s:], label)
+		}
+		line := fmt.Sprintf("%6d %11.6f%s", a.Num, a.Time.Seconds(), b[textPrefix:])
+		if hi-lo-5 < len(label) {
+			line += " " + a.Label
+		}
+		if a.Fields != "" {
+			line += "  " + a.Fields
+		}
+		bw.WriteString(line + "\n")
+		for _, n := range a.Notes {
+			bw.WriteString(fmt.Sprintf("%18s%s  * %s\n", "", l.lanes()[textPrefix:], n.Text))
+		}
+	}
+	return bw.Flush()
+}
