@@ -445,48 +445,47 @@ func (a *annotator) request(i int, r *parsed, f *flow) {
 	if !r.icrc {
 		f.icrcBad = append(f.icrcBad, i)
 	}
-	if first, seen := f.first[psn]; seen {
+	first, seen := f.first[psn]
+	behind := !seen && f.hasNext && psn.Diff(f.next) < 0
+	switch {
+	case seen && f.prevReq == f.last[psn] && f.backoff < f.last[psn] && bytes.Equal(a.roce(f.last[psn]), p.Bytes()):
 		prev := f.last[psn]
-		dup := f.prevReq == prev && f.backoff < prev &&
-			bytes.Equal(a.roce(prev), p.Bytes())
-		if dup {
-			a.note(i, NoteDuplicate, "duplicate of %s: the same packet again, nothing asked for it", a.ref(prev))
-		} else {
-			var why string
-			switch {
-			case f.resending && psn == f.resendNext && f.backoff < f.resendFrom:
-				why = f.resendWhy + ", in the run of retransmissions from " + a.ref(f.resendFrom)
-			case f.backoff > first:
-				why = "go back after " + a.d.Arrows[f.backoff].backoffName() + " " + a.ref(f.backoff)
-			default:
-				why = fmt.Sprintf("no ACK for %v: the local ACK timeout ran out", a.d.Arrows[i].Time-a.d.Arrows[prev].Time)
-			}
-			if !f.resending || psn != f.resendNext || f.backoff > f.resendFrom {
-				f.resendFrom = i
-			}
-			if f.resendFrom == i {
-				f.resendWhy = why
-			}
-			f.resending, f.resendNext = true, psn.Next()
-			again := ""
-			if prev != first {
-				again = ", last " + a.ref(prev)
-			}
-			a.note(i, NoteRetransmit, "retransmission of psn 0x%06x (first sent %s%s): %s", uint32(psn), a.ref(first), again, why)
-		}
-	} else if f.hasNext && psn != f.next {
-		switch d := int(psn.Diff(f.next)); {
-		case d > 0 && d <= f.slack:
-			// a READ's responses took those PSNs
-		case d > 0:
-			a.note(i, NoteGap, "PSN gap: 0x%06x expected, %d PSN%s missing before this one (lost before the capture point, or never sent)", uint32(f.next), d-f.slack, plural(d-f.slack))
+		a.note(i, NoteDuplicate, "the same bytes as %s again, %v later, with no answer in between: a retransmission after the local ACK timeout, or a duplicate made on the way",
+			a.ref(prev), (a.d.Arrows[i].Time - a.d.Arrows[prev].Time).Round(time.Microsecond))
+	case seen || behind:
+		nakd := f.backoff >= 0 && a.d.Arrows[f.backoff].PSN.Diff(psn) <= 0
+		var why string
+		switch {
+		case f.resending && psn == f.resendNext && f.backoff < f.resendFrom:
+			why = f.resendWhy + ", in the run of retransmissions from " + a.ref(f.resendFrom)
+		case nakd && (!seen || f.backoff > first):
+			why = "go back after " + a.d.Arrows[f.backoff].backoffName() + " " + a.ref(f.backoff)
+		case seen:
+			why = fmt.Sprintf("no ACK for %v: the local ACK timeout ran out", (a.d.Arrows[i].Time - a.d.Arrows[f.last[psn]].Time).Round(time.Microsecond))
 		default:
-			a.note(i, NoteRetransmit, "PSN 0x%06x is behind the sequence (0x%06x expected): sent again, its first transmission not in this capture", uint32(psn), uint32(f.next))
+			why = "what caused it is not in this capture"
 		}
+		if !f.resending || psn != f.resendNext || f.backoff > f.resendFrom {
+			f.resendFrom, f.resendWhy = i, why
+		}
+		f.resending, f.resendNext = true, psn.Next()
+		orig := "its first transmission is not in this capture: lost before the capture point"
+		if seen {
+			orig = "first sent " + a.ref(first)
+			if f.last[psn] != first {
+				orig += ", last " + a.ref(f.last[psn])
+			}
+		}
+		a.note(i, NoteRetransmit, "retransmission of psn 0x%06x (%s): %s", uint32(psn), orig, why)
+	case f.hasNext && psn.Diff(f.next) > int32(f.slack):
+		d := int(psn.Diff(f.next)) - f.slack
+		a.note(i, NoteGap, "PSN gap: 0x%06x expected, %d PSN%s missing before this one (lost before the capture point, or never sent)", uint32(f.next), d, plural(d))
 	}
-	if _, seen := f.first[psn]; !seen {
+	if !seen {
 		f.first[psn] = i
-		f.resending = false
+		if !behind {
+			f.resending = false // a new PSN ends a run of retransmissions
+		}
 	}
 	f.last[psn] = i
 	f.reqs = append(f.reqs, sent{arrow: i, psn: psn})

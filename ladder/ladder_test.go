@@ -159,7 +159,7 @@ func TestMarks(t *testing.T) {
 	}{
 		{},
 		{},
-		{NoteDuplicate, "duplicate of #" + strconv.Itoa(reqs[1].Num)},
+		{NoteDuplicate, "the same bytes as #" + strconv.Itoa(reqs[1].Num)},
 		{NoteGap, "1 PSN missing"},
 		{NoteCut, "cut by the capture's snap length"},
 		{NoteFault, "goroce fault: rule 1"},
