@@ -40,3 +40,28 @@ func TestDecodeLadder(t *testing.T) {
 		}
 	}
 }
+
+// TestLadderReadme runs the README's roced decode --ladder command as
+// written (from the repository's root) and compares its output with the
+// block the README shows after it.
+func TestLadderReadme(t *testing.T) {
+	block, after := readmeShBlock(t, "### Reading an exchange: `roced decode --ladder`")
+	w := shellWords(t, strings.TrimSpace(block))
+	if len(w) < 3 || w[0] != "roced" || w[1] != "decode" {
+		t.Fatalf("README's ladder command %q is not roced decode", block)
+	}
+	args := w[2:]
+	args[len(args)-1] = "../../" + args[len(args)-1]
+	out, errOut, status := decodeOut(t, args...)
+	if status != 0 {
+		t.Fatalf("exit status %d: %s", status, errOut)
+	}
+	_, shown, ok := strings.Cut(after, "```\n")
+	shown, _, ok2 := strings.Cut(shown, "```")
+	if !ok || !ok2 {
+		t.Fatal("README shows no output after the ladder command")
+	}
+	if out != shown {
+		t.Fatalf("README shows\n%s\nthe command prints\n%s", shown, out)
+	}
+}
