@@ -8,5 +8,5 @@
 //
 // A Ladder collects packets (from a capture with ReadPcap, or from any
 // code that sees datagrams) and lays them out as a Diagram, which renders
-// as text for a terminal (WriteText).
+// as text for a terminal (WriteText) or as an SVG picture (WriteSVG).
 package ladder

@@ -63,6 +63,7 @@ const (
 	NoteError      = "error"      // a bad ICRC, a malformed packet
 	NoteCut        = "cut"        // cut by the snap length
 	NoteFault      = "fault"      // a fault roced injected (capture comment)
+	NoteComment    = "comment"    // any other comment on the packet
 )
 
 // Note is one annotation of an arrow: why the packet was sent or what it
@@ -113,7 +114,15 @@ type Diagram struct {
 
 // Ladder collects packets and lays them out as a Diagram.
 type Ladder struct {
-	pkts []Packet
+	pkts  []Packet
+	conns [][2]Endpoint
+}
+
+// Connect says that two endpoints are the two QPs of one connection, for
+// code that knows it (a capture has to be read for it: see Endpoint).
+func (l *Ladder) Connect(a, b Endpoint) {
+	a.Known, b.Known = true, true
+	l.conns = append(l.conns, [2]Endpoint{a, b})
 }
 
 // Add appends a packet. The Frame's bytes must stay unchanged.
@@ -207,6 +216,20 @@ func (l *Ladder) Diagram() *Diagram {
 		if r.deth {
 			f := flows[r.key]
 			f.srcQPN, f.srcKnown = r.src, true
+		}
+	}
+	for _, c := range l.conns {
+		ab := flowKey{src: c[0].Addr, dst: c[1].Addr, qpn: c[1].QPN}
+		ba := flowKey{src: c[1].Addr, dst: c[0].Addr, qpn: c[0].QPN}
+		fa, fb := flows[ab], flows[ba]
+		if fa != nil {
+			fa.srcQPN, fa.srcKnown = c[0].QPN, true
+		}
+		if fb != nil {
+			fb.srcQPN, fb.srcKnown = c[1].QPN, true
+		}
+		if fa != nil && fb != nil {
+			fa.pair, fb.pair = &ba, &ab
 		}
 	}
 	pairFlows(ps, flows, order)
@@ -332,6 +355,21 @@ func pairFlows(ps []parsed, flows map[flowKey]*flow, order []flowKey) {
 			candidates[b]++
 		}
 	}
+	// A response whose PSN is a request's of the other flow scores 2; a
+	// response that comes right after a request the other way (its
+	// answer, in a lockstep exchange) scores 1.
+	lastReq := map[[2]netip.Addr]flowKey{} // by source and destination
+	answered := map[[2]flowKey]int{}       // response flow, request flow
+	for _, r := range ps {
+		if !r.ok || r.deth {
+			continue
+		}
+		if r.p.Info().IsRequest() {
+			lastReq[[2]netip.Addr{r.key.src, r.key.dst}] = r.key
+		} else if q, ok := lastReq[[2]netip.Addr{r.key.dst, r.key.src}]; ok {
+			answered[[2]flowKey{r.key, q}]++
+		}
+	}
 	for i := range cs {
 		c := &cs[i]
 		for _, r := range ps {
@@ -340,9 +378,10 @@ func pairFlows(ps []parsed, flows map[flowKey]*flow, order []flowKey) {
 			}
 			psn := r.p.BTH().PSN()
 			if r.key == c.a && reqPSN[c.b][psn] || r.key == c.b && reqPSN[c.a][psn] {
-				c.score++
+				c.score += 2
 			}
 		}
+		c.score += answered[[2]flowKey{c.a, c.b}] + answered[[2]flowKey{c.b, c.a}]
 	}
 	slices.SortStableFunc(cs, func(x, y cand) int { return cmp.Compare(y.score, x.score) })
 	for _, c := range cs {
@@ -434,7 +473,11 @@ func (a *annotator) marks(i int, r *parsed, pk Packet) {
 		a.note(i, NoteError, "ICRC BAD: the receiver must drop it silently")
 	}
 	for _, c := range pk.Comments {
-		a.note(i, NoteFault, "%s", strings.ReplaceAll(c, "\n", " "))
+		kind := NoteComment
+		if strings.HasPrefix(c, "goroce fault") {
+			kind = NoteFault
+		}
+		a.note(i, kind, "%s", strings.ReplaceAll(c, "\n", " "))
 	}
 }
 
@@ -581,7 +624,7 @@ func (a *annotator) response(i int, r *parsed, rf, f *flow) {
 		}
 		// A sequence error: the responder still expects psn and got a
 		// later one. Say what became of psn and what came instead.
-		why := "no packet with that PSN in this capture: lost before the capture point"
+		why := "no packet with that PSN in this capture (lost before the capture point, or never sent)"
 		if j, ok := f.last[psn]; ok {
 			why = fmt.Sprintf("%s had it", a.ref(j))
 			switch {

@@ -2,6 +2,7 @@ package ladder
 
 import (
 	"bytes"
+	"encoding/xml"
 	"flag"
 	"os"
 	"path/filepath"
@@ -182,5 +183,78 @@ func TestMarks(t *testing.T) {
 	}
 	if !d.Arrows[6].Malformed {
 		t.Error("arrow 6 not malformed")
+	}
+}
+
+// TestSVG parses the SVG of a real capture as XML: one <g class="arrow">
+// per packet, in order, with its number, and one column per endpoint.
+func TestSVG(t *testing.T) {
+	d := readCapture(t, "send_bw_rnr_s64.pcap").Diagram()
+	var b bytes.Buffer
+	if err := d.WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	type text struct {
+		Class string   `xml:"class,attr"`
+		Lines []string `xml:"tspan"`
+	}
+	type group struct {
+		Class string     `xml:"class,attr"`
+		Num   int        `xml:"data-num,attr"`
+		Texts []text     `xml:"text"`
+		Lines []struct{} `xml:"line"`
+	}
+	var svg struct {
+		XMLName xml.Name
+		Groups  []group `xml:"g"`
+	}
+	if err := xml.Unmarshal(b.Bytes(), &svg); err != nil {
+		t.Fatalf("the SVG is not well-formed XML: %v", err)
+	}
+	if svg.XMLName.Local != "svg" || svg.XMLName.Space != "http://www.w3.org/2000/svg" {
+		t.Fatalf("root element %v", svg.XMLName)
+	}
+	var cols, arrows []group
+	for _, g := range svg.Groups {
+		switch g.Class {
+		case "column":
+			cols = append(cols, g)
+		case "arrow":
+			arrows = append(arrows, g)
+		}
+	}
+	if len(cols) != len(d.Columns) || len(arrows) != len(d.Arrows) {
+		t.Fatalf("%d columns and %d arrows, want %d and %d", len(cols), len(arrows), len(d.Columns), len(d.Arrows))
+	}
+	notes, rnr := 0, false
+	for i, g := range arrows {
+		if g.Num != d.Arrows[i].Num || len(g.Lines) != 1 {
+			t.Fatalf("arrow %d: num %d with %d lines, want num %d and a line", i, g.Num, len(g.Lines), d.Arrows[i].Num)
+		}
+		for _, tx := range g.Texts {
+			if !strings.HasPrefix(tx.Class, "note ") {
+				continue
+			}
+			notes++
+			for k, l := range tx.Lines {
+				if len(l) > svgNoteLen {
+					t.Errorf("#%d: note line %q longer than %d", g.Num, l, svgNoteLen)
+				}
+				tx.Lines[k] = strings.TrimSpace(l)
+			}
+			if strings.Join(tx.Lines, " ") == "* receiver not ready for #26: no receive buffer posted; the requester waits 640µs, then sends psn 0xa05bf8 again" {
+				rnr = g.Num == 27
+			}
+		}
+	}
+	if !rnr {
+		t.Error("no RNR NAK note on #27")
+	}
+	want := 0
+	for _, a := range d.Arrows {
+		want += len(a.Notes)
+	}
+	if notes != want || notes == 0 {
+		t.Errorf("%d notes drawn, want %d", notes, want)
 	}
 }
