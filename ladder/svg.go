@@ -70,28 +70,7 @@ func (d *Diagram) WriteSVG(w io.Writer) error {
 	for _, c := range d.Columns {
 		head = max(head, float64(len(c.Addr.String())))
 	}
-	gaps := make([]float64, max(n-1, 0))
-	for i := range gaps {
-		gaps[i] = head*svgChar + 24
-	}
-	for span := 1; span < n; span++ {
-		for _, a := range d.Arrows {
-			lo, hi := min(a.From, a.To), max(a.From, a.To)
-			if hi-lo != span {
-				continue
-			}
-			need := float64(len(a.Label))*svgChar + 40
-			have := 0.0
-			for _, g := range gaps[lo:hi] {
-				have += g
-			}
-			if have < need {
-				for k := lo; k < hi; k++ {
-					gaps[k] += (need - have) / float64(span)
-				}
-			}
-		}
-	}
+	gaps := laneGaps(d, head*svgChar+24, func(a Arrow) float64 { return float64(len(a.Label))*svgChar + 40 })
 	lane := make([]float64, n)
 	x := float64(svgLeft)
 	for c := range lane {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 )
 
@@ -66,34 +67,12 @@ func (d *Diagram) layout() textLayout {
 	for _, c := range d.Columns {
 		head = max(head, len(c.Addr.String())+2, len("QP 0x000000")+2)
 	}
-	gaps := make([]int, max(n-1, 0))
-	for i := range gaps {
-		gaps[i] = head
-	}
-	// Adjacent columns first, then the arrows that span several: each
-	// widens its gaps evenly until its caption fits.
-	for span := 1; span < n; span++ {
-		for _, a := range d.Arrows {
-			lo, hi := min(a.From, a.To), max(a.From, a.To)
-			if hi-lo != span {
-				continue
-			}
-			need := len(a.Label) + 8
-			have := 0
-			for _, g := range gaps[lo:hi] {
-				have += g
-			}
-			for k := lo; have < need; k = lo + (k-lo+1)%span {
-				gaps[k]++
-				have++
-			}
-		}
-	}
+	gaps := laneGaps(d, float64(head), func(a Arrow) float64 { return float64(len(a.Label) + 8) })
 	pos := textPrefix + head/2
 	for c := range d.Columns {
 		l.lane = append(l.lane, pos)
 		if c < len(gaps) {
-			pos += gaps[c]
+			pos += int(math.Ceil(gaps[c]))
 		}
 	}
 	l.width = l.lane[n-1] + 1
@@ -165,4 +144,34 @@ func (d *Diagram) WriteText(w io.Writer) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// laneGaps returns the distances between neighbouring columns: no less
+// than least, and wide enough for each arrow's caption (need). Arrows between
+// neighbours go first, then those that span more columns, each widening
+// the gaps it spans evenly.
+func laneGaps(d *Diagram, least float64, need func(Arrow) float64) []float64 {
+	n := len(d.Columns)
+	gaps := make([]float64, max(n-1, 0))
+	for i := range gaps {
+		gaps[i] = least
+	}
+	for span := 1; span < n; span++ {
+		for _, a := range d.Arrows {
+			lo, hi := min(a.From, a.To), max(a.From, a.To)
+			if hi-lo != span {
+				continue
+			}
+			have := 0.0
+			for _, g := range gaps[lo:hi] {
+				have += g
+			}
+			if w := need(a); have < w {
+				for k := lo; k < hi; k++ {
+					gaps[k] += (w - have) / float64(span)
+				}
+			}
+		}
+	}
+	return gaps
 }
