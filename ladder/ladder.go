@@ -636,9 +636,22 @@ func (a *annotator) response(i int, r *parsed, rf, f *flow) {
 				why += " but the responder did not take it (lost after the capture point?)"
 			}
 		}
+		// The packet that drew the NAK: the first one past psn sent after
+		// psn's latest transmission (or, when psn never showed, after
+		// the latest request before it).
+		after := -1
+		if j, ok := f.last[psn]; ok {
+			after = j
+		} else {
+			for _, s := range f.reqs {
+				if s.psn.Diff(psn) < 0 {
+					after = s.arrow
+				}
+			}
+		}
 		instead := ""
-		for k := len(f.reqs) - 1; k >= 0; k-- {
-			if s := f.reqs[k]; s.psn.Diff(psn) > 0 {
+		for _, s := range f.reqs {
+			if s.arrow > after && s.psn.Diff(psn) > 0 {
 				instead = fmt.Sprintf("; %s (psn 0x%06x) came out of sequence", a.ref(s.arrow), uint32(s.psn))
 				ar.Answers = append(ar.Answers, s.arrow)
 				break

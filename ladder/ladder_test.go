@@ -114,6 +114,29 @@ func TestRNRCapture(t *testing.T) {
 	}
 }
 
+// TestPipelinedNAK: on trixie's rxe the requester had sent 30 SENDs
+// before the RNR NAK and the sequence NAK came back; the sequence NAK
+// answers the SEND right after the refused one, not the latest.
+func TestPipelinedNAK(t *testing.T) {
+	f, err := os.Open("../bth/testdata/captures-trixie/send_bw_rnr_s64.pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var l Ladder
+	if err := l.ReadPcap(f); err != nil {
+		t.Fatal(err)
+	}
+	d := l.Diagram()
+	a := arrowNum(t, d, 57)
+	if !hasNote(a, NoteNAK, "#24 had it but was refused with the RNR NAK #56; #25 (psn 0x7c1fdf) came out of sequence") {
+		t.Errorf("#57: notes %v", a.Notes)
+	}
+	if len(a.Answers) != 1 || d.Arrows[a.Answers[0]].Num != 25 {
+		t.Errorf("#57 answers %v, want #25", a.Answers)
+	}
+}
+
 // TestMarks changes a real exchange the way faults and captures do: a
 // packet lost, one sent twice, one with its ICRC spoiled, one cut by the
 // snap length, one with a fault comment, one malformed.
