@@ -28,7 +28,9 @@ type Packet struct {
 	// headers are whole and the ICRC is not checked.
 	Cut bool
 	// Comments are the packet's capture comments, such as the faults
-	// roced injected into it ("goroce fault: rule 1 (...)").
+	// roced injected into it ("goroce fault: rule 1 (...)"). Each is a
+	// note; any other comment says why the packet was sent, in place of
+	// a retransmission, duplicate or gap note.
 	Comments []string
 }
 
@@ -403,6 +405,10 @@ type annotator struct {
 	d      *Diagram
 	flows  map[flowKey]*flow
 	roceOf [][]byte // each arrow's RoCE bytes
+	// explained marks the arrows whose comments (other than roced's
+	// fault marks) say why they were sent: they get no retransmission,
+	// duplicate or gap notes.
+	explained map[int]bool
 }
 
 func (a *annotator) note(i int, kind, format string, args ...any) {
@@ -476,6 +482,11 @@ func (a *annotator) marks(i int, r *parsed, pk Packet) {
 		kind := NoteComment
 		if strings.HasPrefix(c, "goroce fault") {
 			kind = NoteFault
+		} else {
+			if a.explained == nil {
+				a.explained = map[int]bool{}
+			}
+			a.explained[i] = true
 		}
 		a.note(i, kind, "%s", strings.ReplaceAll(c, "\n", " "))
 	}
@@ -491,6 +502,8 @@ func (a *annotator) request(i int, r *parsed, f *flow) {
 	first, seen := f.first[psn]
 	behind := !seen && f.hasNext && psn.Diff(f.next) < 0
 	switch {
+	case a.explained[i]:
+		// Its own comment says why it was sent.
 	case seen && f.prevReq == f.last[psn] && f.backoff < f.last[psn] && bytes.Equal(a.roce(f.last[psn]), p.Bytes()):
 		prev := f.last[psn]
 		a.note(i, NoteDuplicate, "the same bytes as %s again, %v later, with no answer in between: a retransmission after the local ACK timeout, or a duplicate made on the way",
@@ -597,6 +610,12 @@ func (a *annotator) response(i int, r *parsed, rf, f *flow) {
 		return
 	}
 	syn := p.AETH().Syndrome()
+	// The last PSN the requests so far (and a READ's responses) use: an
+	// acknowledgement past it is for nothing that was sent.
+	if last := f.next.Add(f.slack - 1); f.hasNext && psn.Diff(last) > 0 {
+		a.note(i, NoteError, "ghost %s: psn 0x%06x is past every request sent (the last 0x%06x): the requester must ignore it", ackName(syn), uint32(psn), uint32(last))
+		return
+	}
 	switch {
 	case syn.IsACK():
 		a.covers(i, f, psn, true)
@@ -680,8 +699,6 @@ func (a *annotator) covers(i int, f *flow, psn bth.PSN, ack bool) {
 			a.note(i, NoteInfo, "acknowledges %s", a.refs(is))
 		case f.hasAcked && psn.Diff(f.acked) <= 0:
 			a.note(i, NoteInfo, "acknowledges nothing new: psn 0x%06x was acknowledged already (the answer to a duplicate request)", uint32(psn))
-		case len(f.reqs) > 0 && psn.Diff(f.highest) > 0:
-			a.note(i, NoteError, "ghost ACK: no request with psn 0x%06x was sent", uint32(psn))
 		}
 	}
 	if !f.hasAcked || psn.Diff(f.acked) > 0 {
@@ -695,6 +712,17 @@ func (a *annotator) coversBefore(i int, f *flow, psn bth.PSN) {
 	if !f.hasAcked || prev.Diff(f.acked) > 0 {
 		a.covers(i, f, prev, false)
 	}
+}
+
+// ackName names an AETH's class: "ACK", "RNR NAK" or "NAK".
+func ackName(s bth.Syndrome) string {
+	switch {
+	case s.IsACK():
+		return "ACK"
+	case s.IsRNRNAK():
+		return "RNR NAK"
+	}
+	return "NAK"
 }
 
 func (ar *Arrow) backoffName() string {

@@ -137,6 +137,39 @@ func TestPipelinedNAK(t *testing.T) {
 	}
 }
 
+// TestGhostAndComment: an ACK past every PSN sent is a ghost and
+// acknowledges nothing; a packet sent again with a comment of its own is
+// explained by it, not called a duplicate.
+func TestGhostAndComment(t *testing.T) {
+	src := readCapture(t, "send_bw_s64.pcap")
+	req, ack := src.pkts[0], src.pkts[1]
+	if p, err := bth.Parse(ack.Frame.RoCE()); err != nil || p.OpCode() != bth.RCAcknowledge {
+		t.Fatalf("the capture's second RoCEv2 packet is not an ACK")
+	}
+	ghost := ack
+	b := append([]byte(nil), ack.Frame.Bytes()...)
+	fr, err := bth.DecodeLink(ack.Frame.LinkType(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bth.BTH(fr.RoCE()).SetPSN(bth.BTH(fr.RoCE()).PSN().Add(5))
+	fr.PutICRC()
+	ghost.Frame = fr
+	again := req
+	again.Comments = []string{"the fence"}
+	var l Ladder
+	l.Add(req)
+	l.Add(ghost)
+	l.Add(again)
+	d := l.Diagram()
+	if a := &d.Arrows[1]; !hasNote(a, NoteError, "ghost ACK") || len(a.Answers) != 0 || len(a.Notes) != 1 {
+		t.Errorf("ghost: notes %v, answers %v", a.Notes, a.Answers)
+	}
+	if a := &d.Arrows[2]; len(a.Notes) != 1 || a.Notes[0] != (Note{NoteComment, "the fence"}) {
+		t.Errorf("commented resend: notes %v", a.Notes)
+	}
+}
+
 // TestMarks changes a real exchange the way faults and captures do: a
 // packet lost, one sent twice, one with its ICRC spoiled, one cut by the
 // snap length, one with a fault comment, one malformed.
