@@ -112,6 +112,9 @@ func TestHTML(t *testing.T) {
 		if r.ID == "resp-psn-ahead" && (len(r.Ladder.Arrows) != 6 || len(r.Ladder.Columns) != 4) {
 			t.Errorf("resp-psn-ahead: %d arrows on %d columns, want 6 on 4", len(r.Ladder.Arrows), len(r.Ladder.Columns))
 		}
+		if r.ID == "req-read-response-short" && !strings.Contains(notes(r), "the response carries 32 bytes, READ #1 asked for 64") {
+			t.Errorf("req-read-response-short: the ladder does not say the response is short:\n%s", notes(r))
+		}
 	}
 	for _, n := range find(doc, func(n *html.Node) bool { return n.Type == html.ElementNode }) {
 		switch n.Data {
@@ -193,4 +196,15 @@ func TestHTMLChromium(t *testing.T) {
 			t.Errorf("the screenshot has %d pixels of %s: the ladders did not render", count[c], name)
 		}
 	}
+}
+
+// notes joins the notes of a case's ladder, one a line.
+func notes(r Result) string {
+	var b strings.Builder
+	for _, a := range r.Ladder.Arrows {
+		for _, n := range a.Notes {
+			b.WriteString(n.Text + "\n")
+		}
+	}
+	return b.String()
 }

@@ -171,8 +171,10 @@ type flow struct {
 	resendWhy  string
 	resendNext bth.PSN
 	resending  bool
-	resendFrom int    // the arrow that began the run
-	reads      []sent // READ requests
+	resendFrom int         // the arrow that began the run
+	reads      []sent      // READ requests
+	readLen    map[int]int // READ request arrow -> its DMA length
+	readGot    map[int]int // READ request arrow -> the bytes of its response so far
 	srcQPN     uint32
 	srcKnown   bool
 	pair       *flowKey // the opposite direction of the connection
@@ -552,6 +554,10 @@ func (a *annotator) request(i int, r *parsed, f *flow) {
 	n, slack := 1, 0
 	if info.Kind == bth.KindReadRequest {
 		f.reads = append(f.reads, sent{arrow: i, psn: psn})
+		if f.readLen == nil {
+			f.readLen, f.readGot = map[int]int{}, map[int]int{}
+		}
+		f.readLen[i] = int(p.RETH().DMALen())
 		// The responses use one PSN per packet: at least one, at most
 		// one per 256 bytes (the smallest MTU).
 		if l := int(p.RETH().DMALen()); l > 256 {
@@ -594,7 +600,14 @@ func (a *annotator) response(i int, r *parsed, rf, f *flow) {
 		case bth.PosLast:
 			a.note(i, NoteInfo, "the last of the %d packets of READ %s's response", k+1, a.ref(rd.arrow))
 		}
+		if info.Pos == bth.PosFirst || info.Pos == bth.PosOnly {
+			f.readGot[rd.arrow] = 0
+		}
+		f.readGot[rd.arrow] += p.PayloadLen()
 		if info.Pos == bth.PosLast || info.Pos == bth.PosOnly {
+			if got, want := f.readGot[rd.arrow], f.readLen[rd.arrow]; got != want {
+				a.note(i, NoteError, "the response carries %d bytes, READ %s asked for %d: the requester must not complete it successfully", got, a.ref(rd.arrow), want)
+			}
 			a.covers(i, f, psn, false)
 		}
 		return
@@ -611,8 +624,11 @@ func (a *annotator) response(i int, r *parsed, rf, f *flow) {
 	}
 	syn := p.AETH().Syndrome()
 	// The last PSN the requests so far (and a READ's responses) use: an
-	// acknowledgement past it is for nothing that was sent.
-	if last := f.next.Add(f.slack - 1); f.hasNext && psn.Diff(last) > 0 {
+	// acknowledgement a little past it is for nothing that was sent.
+	// Far past it, the capture more likely lacks the requests it answers
+	// (it began mid-connection, or the request was a duplicate long
+	// behind, answered with the responder's latest PSN).
+	if last := f.next.Add(f.slack - 1); f.hasNext && psn.Diff(last) > 0 && psn.Diff(last) <= ghostWindow {
 		a.note(i, NoteError, "ghost %s: psn 0x%06x is past every request sent (the last 0x%06x): the requester must ignore it", ackName(syn), uint32(psn), uint32(last))
 		return
 	}
@@ -713,6 +729,10 @@ func (a *annotator) coversBefore(i int, f *flow, psn bth.PSN) {
 		a.covers(i, f, prev, false)
 	}
 }
+
+// ghostWindow is how far past the last PSN sent an acknowledgement is
+// called a ghost.
+const ghostWindow = 1 << 16
 
 // ackName names an AETH's class: "ACK", "RNR NAK" or "NAK".
 func ackName(s bth.Syndrome) string {
