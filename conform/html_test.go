@@ -2,6 +2,7 @@ package conform
 
 import (
 	"bytes"
+	"context"
 	"image/png"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/html"
 )
@@ -163,7 +165,9 @@ func TestHTMLChromium(t *testing.T) {
 	if err := os.WriteFile(page, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute) // a backstop: a screenshot takes seconds
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
 		"--user-data-dir="+filepath.Join(t.TempDir(), "profile"),
 		"--window-size=1600,2400", "--screenshot="+shot, "file://"+page)
 	if out, err := cmd.CombinedOutput(); err != nil {

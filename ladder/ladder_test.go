@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 const captures = "../bth/testdata/captures/"
 
-func readCapture(t *testing.T, name string) *Ladder {
+func readCapture(t testing.TB, name string) *Ladder {
 	t.Helper()
 	f, err := os.Open(captures + name)
 	if err != nil {
@@ -313,4 +313,76 @@ func TestSVG(t *testing.T) {
 	if notes != want || notes == 0 {
 		t.Errorf("%d notes drawn, want %d", notes, want)
 	}
+}
+
+// TestEmpty: a capture without RoCEv2 packets, or a selection of none,
+// draws a line that says so.
+func TestEmpty(t *testing.T) {
+	for _, d := range []*Diagram{
+		(&Ladder{}).Diagram(),
+		readCapture(t, "rc_pingpong_s64.pcap").Diagram().Select(func(Arrow) bool { return false }),
+	} {
+		var b, s bytes.Buffer
+		if err := d.WriteText(&b); err != nil || b.String() != "(no RoCEv2 packets)\n" {
+			t.Errorf("WriteText: %q, %v", b.String(), err)
+		}
+		if err := d.WriteSVG(&s); err != nil || !strings.HasPrefix(s.String(), "<svg ") {
+			t.Errorf("WriteSVG: %q, %v", s.String(), err)
+		}
+	}
+}
+
+// FuzzDiagram puts an arbitrary RoCE part, from either side, among a real
+// exchange's packets and draws the result: no input may panic, and every
+// arrow must stay between the columns.
+func FuzzDiagram(f *testing.F) {
+	src := readCapture(f, "rc_pingpong_s64.pcap")
+	base := src.pkts[:6]
+	for _, p := range base {
+		f.Add(p.Frame.RoCE(), false, 3)
+	}
+	f.Add([]byte{0x11}, true, 0)
+	f.Fuzz(func(t *testing.T, roce []byte, reverse bool, at int) {
+		a, b := base[0].Frame.SrcAddr(), base[0].Frame.DstAddr()
+		if reverse {
+			a, b = b, a
+		}
+		o := bth.Outer{Src: a, Dst: b, SrcPort: 0xc0de}
+		buf := make([]byte, o.Len()+len(roce))
+		o.Put(buf, len(roce))
+		copy(buf[o.Len():], roce)
+		fr, err := bth.DecodeIP(buf)
+		if err != nil {
+			return
+		}
+		var l Ladder
+		at = max(0, min(at, len(base)))
+		for i, p := range base {
+			if i == at {
+				l.Add(Packet{Frame: fr, Comments: []string{"fuzz"}})
+			}
+			l.Add(p)
+		}
+		if at == len(base) {
+			l.Add(Packet{Frame: fr, Cut: reverse})
+		}
+		d := l.Diagram()
+		for _, ar := range d.Arrows {
+			if ar.From < 0 || ar.From >= len(d.Columns) || ar.To < 0 || ar.To >= len(d.Columns) {
+				t.Fatalf("arrow #%d from %d to %d, %d columns", ar.Num, ar.From, ar.To, len(d.Columns))
+			}
+			for _, j := range ar.Answers {
+				if j < 0 || j >= len(d.Arrows) {
+					t.Fatalf("arrow #%d answers %d", ar.Num, j)
+				}
+			}
+		}
+		var out bytes.Buffer
+		if err := d.WriteText(&out); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.WriteSVG(&out); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

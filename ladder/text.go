@@ -92,9 +92,13 @@ func (l textLayout) lanes() []byte {
 // column's endpoint, then per packet a line with its number, the time since
 // the first packet in seconds, the arrow captioned with the opcode and PSN,
 // and the other key fields; each note follows on a line of its own,
-// starting with "*".
+// starting with "*". A diagram without packets is one line saying so.
 func (d *Diagram) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
+	if len(d.Columns) == 0 {
+		bw.WriteString("(no RoCEv2 packets)\n")
+		return bw.Flush()
+	}
 	l := d.layout()
 	head := func(text func(c int) string) {
 		b := []byte(strings.Repeat(" ", l.width+20))
