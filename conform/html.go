@@ -29,11 +29,11 @@ td.id { font-family: monospace; white-space: nowrap; }
 .pass { color: #2e7d32; font-weight: bold; }
 .deviation { color: #c62828; font-weight: bold; }
 .error { color: #b35900; font-weight: bold; }
-section.case { display: flex; gap: 1.5em; align-items: flex-start; border-top: 1px solid #bdbdbd; padding: 1em 0; }
+section.case { display: flex; flex-wrap: wrap; gap: 1.5em; align-items: flex-start; border-top: 1px solid #bdbdbd; padding: 1em 0; }
 .rule { flex: 0 0 22em; }
 .rule dt { font-weight: bold; margin-top: 0.4em; }
 .rule dd { margin: 0; }
-.ladder { flex: 1 1 auto; overflow-x: auto; }
+.ladder { flex: 1 1 auto; max-width: 100%; overflow-x: auto; }
 .none { color: #757575; font-style: italic; }
 </style>
 </head>
