@@ -17,9 +17,14 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 const captures = "../bth/testdata/captures/"
 
+// readCapture reads name from bookworm's captures, or from the path
+// given when it has a directory.
 func readCapture(t testing.TB, name string) *Ladder {
 	t.Helper()
-	f, err := os.Open(captures + name)
+	if !strings.Contains(name, "/") {
+		name = captures + name
+	}
+	f, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,16 +123,7 @@ func TestRNRCapture(t *testing.T) {
 // before the RNR NAK and the sequence NAK came back; the sequence NAK
 // answers the SEND right after the refused one, not the latest.
 func TestPipelinedNAK(t *testing.T) {
-	f, err := os.Open("../bth/testdata/captures-trixie/send_bw_rnr_s64.pcap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var l Ladder
-	if err := l.ReadPcap(f); err != nil {
-		t.Fatal(err)
-	}
-	d := l.Diagram()
+	d := readCapture(t, "../bth/testdata/captures-trixie/send_bw_rnr_s64.pcap").Diagram()
 	a := arrowNum(t, d, 57)
 	if !hasNote(a, NoteNAK, "#24 had it but was refused with the RNR NAK #56; #25 (psn 0x7c1fdf) came out of sequence") {
 		t.Errorf("#57: notes %v", a.Notes)
