@@ -159,13 +159,12 @@ type flow struct {
 	hasNext  bool
 	next     bth.PSN // the next PSN in sequence
 	slack    int     // after a READ: how many more PSNs its responses may use
-	highest  bth.PSN // the highest request PSN
 	acked    bth.PSN // the last PSN an ACK covered
 	hasAcked bool
-	prevReq  int   // arrow of the previous request, -1
-	backoff  int   // arrow of the latest NAK or RNR NAK to this flow's requests, -1
-	icrcBad  []int // arrows of requests with a bad ICRC
-	rnr      map[bth.PSN]int
+	prevReq  int             // arrow of the previous request, -1
+	backoff  int             // arrow of the latest NAK or RNR NAK to this flow's requests, -1
+	icrcBad  []int           // arrows of requests with a bad ICRC
+	rnr      map[bth.PSN]int // PSN -> the latest RNR NAK for it
 	// A run of retransmissions (go-back-N): its cause and the PSN that
 	// continues it.
 	resendWhy  string
@@ -548,9 +547,6 @@ func (a *annotator) request(i int, r *parsed, f *flow) {
 	f.last[psn] = i
 	f.reqs = append(f.reqs, sent{arrow: i, psn: psn})
 	f.prevReq = i
-	if !f.hasNext || psn.Diff(f.highest) > 0 {
-		f.highest = psn
-	}
 	n, slack := 1, 0
 	if info.Kind == bth.KindReadRequest {
 		f.reads = append(f.reads, sent{arrow: i, psn: psn})
