@@ -40,11 +40,16 @@ func readCapture(t testing.TB, name string) *Ladder {
 // files (go test ./ladder -run Golden -update rewrites them).
 // send_bw_rnr_s64 holds an RNR NAK, a sequence NAK and a run of
 // retransmissions; rping_c5 the CM's UD QP1 next to an RC QP with SENDs,
-// READs and WRITEs; read_bw_s8192 multi-packet READ responses.
+// READs and WRITEs; read_bw_s8192 multi-packet READ responses; trixie's
+// rping_c5 the same as bookworm's, its timestamps on two clocks.
 func TestGolden(t *testing.T) {
-	for _, name := range []string{"send_bw_rnr_s64", "rping_c5", "read_bw_s8192"} {
+	for _, name := range []string{"send_bw_rnr_s64", "rping_c5", "read_bw_s8192", "rping_c5_trixie"} {
+		file := name + ".pcap"
+		if base, ok := strings.CutSuffix(name, "_trixie"); ok {
+			file = "../bth/testdata/captures-trixie/" + base + ".pcap"
+		}
 		var b bytes.Buffer
-		if err := readCapture(t, name+".pcap").Diagram().WriteText(&b); err != nil {
+		if err := readCapture(t, file).Diagram().WriteText(&b); err != nil {
 			t.Fatal(err)
 		}
 		path := filepath.Join("testdata", name+".txt")

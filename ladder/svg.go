@@ -110,8 +110,8 @@ func (d *Diagram) WriteSVG(w io.Writer) error {
 		col := a.color()
 		x1, x2 := lane[a.From], lane[a.To]
 		fmt.Fprintf(bw, `<g class="arrow" data-num="%d">`, a.Num)
-		fmt.Fprintf(bw, `<text x="8" y="%.0f">#%d</text><text x="112" y="%.0f" text-anchor="end" fill="#555555">%.6f</text>`,
-			y+4, a.Num, y+4, a.Time.Seconds())
+		fmt.Fprintf(bw, `<text x="8" y="%.0f">#%d</text><text x="112" y="%.0f" text-anchor="end" fill="#555555">%s</text>`,
+			y+4, a.Num, y+4, a.clock())
 		dash := ""
 		if a.Malformed {
 			dash = ` stroke-dasharray="5,3"`

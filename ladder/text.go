@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"time"
 )
 
 // Select returns a diagram with the arrows keep accepts, and only the
@@ -92,7 +93,9 @@ func (l textLayout) lanes() []byte {
 // column's endpoint, then per packet a line with its number, the time since
 // the first packet in seconds, the arrow captioned with the opcode and PSN,
 // and the other key fields; each note follows on a line of its own,
-// starting with "*". A diagram without packets is one line saying so.
+// starting with "*". A time shown as "?" is on another clock than the
+// first packet's (a line at the end says so). A diagram without packets is
+// one line saying so.
 func (d *Diagram) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	if len(d.Columns) == 0 {
@@ -135,7 +138,7 @@ func (d *Diagram) WriteText(w io.Writer) error {
 			s := lo + 1 + (hi-lo-1-len(label))/2
 			copy(b[s:], label)
 		}
-		line := fmt.Sprintf("%6d %11.6f%s", a.Num, a.Time.Seconds(), b[textPrefix:])
+		line := fmt.Sprintf("%6d %11s%s", a.Num, a.clock(), b[textPrefix:])
 		if hi-lo-5 < len(label) {
 			line += " " + a.Label
 		}
@@ -146,6 +149,9 @@ func (d *Diagram) WriteText(w io.Writer) error {
 		for _, n := range a.Notes {
 			bw.WriteString(fmt.Sprintf("%18s%s  * %s\n", "", l.lanes()[textPrefix:], n.Text))
 		}
+	}
+	if d.mixedClocks() {
+		bw.WriteString(clockNote + "\n")
 	}
 	return bw.Flush()
 }
@@ -178,4 +184,27 @@ func laneGaps(d *Diagram, least float64, need func(Arrow) float64) []float64 {
 		}
 	}
 	return gaps
+}
+
+// clockNote explains the times shown as "?".
+const clockNote = "time ?: the packet's timestamp is more than a day from the first packet's: the capture mixes clocks"
+
+// clock is the arrow's time since the first packet in seconds, or "?"
+// when the capture stamped it with another clock (more than a day away:
+// some captures mix the epoch and a monotonic clock).
+func (a *Arrow) clock() string {
+	if a.Time < -24*time.Hour || a.Time > 24*time.Hour {
+		return "?"
+	}
+	return fmt.Sprintf("%.6f", a.Time.Seconds())
+}
+
+// mixedClocks reports whether some arrow's time is shown as "?".
+func (d *Diagram) mixedClocks() bool {
+	for i := range d.Arrows {
+		if d.Arrows[i].clock() == "?" {
+			return true
+		}
+	}
+	return false
 }
