@@ -6,6 +6,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/ladder"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -211,6 +212,9 @@ type Result struct {
 	// PeerAlive says whether the peer still served a fresh QP after the
 	// case (a SEND each way, acknowledged and completed).
 	PeerAlive bool `json:"peer_alive"`
+	// Ladder is the packets the suite and the peer exchanged in the case
+	// (the check of a fresh QP afterwards left out); nil when none were.
+	Ladder *ladder.Diagram `json:"-"`
 }
 
 // judge turns a case's observation into its result.

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/ladder"
 	"github.com/goroce/goroce/nic"
 )
 
@@ -25,6 +27,35 @@ type rawEnd struct {
 	src  netip.Addr // its address
 	dst  netip.Addr // the peer's
 	rx   chan []byte
+
+	mu  sync.Mutex
+	log ladder.Ladder // every packet sent and received, for the report
+}
+
+// record adds a datagram the endpoint sent or received to its log, with
+// comments that explain it.
+func (r *rawEnd) record(dg []byte, comments ...string) {
+	f, err := bth.DecodeIP(dg)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	r.log.Add(ladder.Packet{Time: time.Now(), Frame: f, Comments: comments})
+	r.mu.Unlock()
+}
+
+// connect tells the log that a and b are the two QPs of a connection.
+func (r *rawEnd) connect(a, b ladder.Endpoint) {
+	r.mu.Lock()
+	r.log.Connect(a, b)
+	r.mu.Unlock()
+}
+
+// diagram lays out the packets exchanged so far.
+func (r *rawEnd) diagram() *ladder.Diagram {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.log.Diagram()
 }
 
 func newRawEnd(link nic.Link, src, dst netip.Addr) *rawEnd {
@@ -38,7 +69,9 @@ func newRawEnd(link nic.Link, src, dst netip.Addr) *rawEnd {
 				return
 			}
 			for _, f := range frames[:n] {
-				r.rx <- append([]byte(nil), f.Datagram()...)
+				dg := append([]byte(nil), f.Datagram()...)
+				r.record(dg)
+				r.rx <- dg
 			}
 		}
 	}()
@@ -61,6 +94,8 @@ type pkt struct {
 	// after changes the sealed packet (its RoCE part: BTH through ICRC)
 	// and returns it: a spoiled ICRC, a cut.
 	after func(roce []byte) []byte
+	// comment explains the packet in the report's ladder.
+	comment string
 }
 
 // withRETH sets the RETH.
@@ -127,7 +162,13 @@ func (r *rawEnd) build(p pkt) []byte {
 // send sends packets in order.
 func (r *rawEnd) send(ps ...pkt) error {
 	for _, p := range ps {
-		if _, err := r.link.Send([]nic.Frame{{B: r.build(p), Off: nic.Headroom}}); err != nil {
+		b := r.build(p)
+		var comments []string
+		if p.comment != "" {
+			comments = append(comments, p.comment)
+		}
+		r.record(append([]byte(nil), b[nic.Headroom:]...), comments...)
+		if _, err := r.link.Send([]nic.Frame{{B: b, Off: nic.Headroom}}); err != nil {
 			return fmt.Errorf("sending %v: %w", p.op, err)
 		}
 	}

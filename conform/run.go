@@ -36,8 +36,10 @@ func runSelf(c *Case) Result {
 	}
 	defer s.close()
 	got, err := c.run(s)
+	lad := s.raw.diagram()
 	aerr := s.alive()
 	r := judge(c, got, err, aerr == nil)
+	r.Ladder = lad
 	if aerr != nil {
 		r.Observed += "; then the peer failed a fresh QP: " + aerr.Error()
 		if r.Verdict == Pass {

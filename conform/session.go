@@ -9,6 +9,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/ladder"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/qp"
@@ -141,6 +142,7 @@ func (s *session) connect(rqpn uint32, set setup) (*conn, error) {
 	if err := s.dev.Connect(c.q, local, remote, o); err != nil {
 		return nil, err
 	}
+	s.raw.connect(ladder.Endpoint{Addr: rawAddr, QPN: rqpn}, ladder.Endpoint{Addr: peerAddr, QPN: c.q.QPN()})
 	if !set.noRecv {
 		for i := range nRecv {
 			if err := c.q.PostRecv(&qp.RecvWR{WRID: uint64(100 + i), SGL: []mr.SGE{s.mr.SGE(i*recvLen, recvLen)}}); err != nil {
@@ -160,7 +162,8 @@ func (s *session) connect(rqpn uint32, set setup) (*conn, error) {
 // receive loop per device).
 func (s *session) fencePkt() pkt {
 	f := s.f
-	return pkt{op: bth.RCSendOnly, qpn: f.q.QPN(), psn: f.ePSN - 1<<20, ackReq: true}
+	return pkt{op: bth.RCSendOnly, qpn: f.q.QPN(), psn: f.ePSN - 1<<20, ackReq: true,
+		comment: "the suite's fence: a SEND long behind on a second connection, whose ACK comes after the peer's answers to everything before it"}
 }
 
 // nextOrFence returns the peer's next packet to the case's QP or the fence's.

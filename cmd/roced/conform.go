@@ -23,12 +23,13 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	self := fs.Bool("self", false, "run with goroce as the peer, in this process over the in-memory link")
 	jsonFile := fs.String("json", "", "also write the results to `FILE` as {\"cases\": [...]}")
+	htmlFile := fs.String("html", "", "also write the results to `FILE` as an HTML page, each case's packets as a ladder diagram")
 	runRE := fs.String("run", "", "run only the cases whose id matches `REGEXP`")
 	list := fs.Bool("list", false, "list the cases (id, role, rule, expected) and run none")
 	fs.Usage = func() {} // an error is one line; -h prints the flags below
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "usage: roced conform --self [--run REGEXP] [--json FILE] | --list")
+			fmt.Fprintln(stdout, "usage: roced conform --self [--run REGEXP] [--json FILE] [--html FILE] | --list")
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 			return 0
@@ -69,23 +70,36 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "roced conform: name the peer: only --self (goroce against goroce) is supported so far")
 		return 2
 	}
-	var jf *os.File
-	if *jsonFile != "" {
-		var err error
-		if jf, err = os.Create(*jsonFile); err != nil {
+	// Create the report files before the run, so that a bad name fails
+	// at once.
+	type report struct {
+		f     *os.File
+		write func(io.Writer, []conform.Result) error
+	}
+	var reports []report
+	for _, r := range []struct {
+		name  string
+		write func(io.Writer, []conform.Result) error
+	}{{*jsonFile, conform.WriteJSON}, {*htmlFile, conform.WriteHTML}} {
+		if r.name == "" {
+			continue
+		}
+		f, err := os.Create(r.name)
+		if err != nil {
 			fmt.Fprintln(stderr, "roced conform:", err)
 			return 2
 		}
-		defer jf.Close()
+		defer f.Close()
+		reports = append(reports, report{f, r.write})
 	}
 	rs := conform.RunSelf(cases, nil)
 	if err := conform.WriteText(stdout, rs); err != nil {
 		fmt.Fprintln(stderr, "roced conform:", err)
 		return 1
 	}
-	if jf != nil {
-		err := conform.WriteJSON(jf, rs)
-		if cerr := jf.Close(); err == nil {
+	for _, r := range reports {
+		err := r.write(r.f, rs)
+		if cerr := r.f.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {

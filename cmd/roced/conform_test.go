@@ -74,6 +74,7 @@ func TestConformBadInput(t *testing.T) {
 		{"conform", "--self", "--run", "("},
 		{"conform", "--self", "--run", "no-such-case"},
 		{"conform", "--self", "--json", filepath.Join(t.TempDir(), "no", "dir", "c.json")},
+		{"conform", "--self", "--html", filepath.Join(t.TempDir(), "no", "dir", "c.html")},
 	} {
 		var out, errb bytes.Buffer
 		rc := run(args, &out, &errb)
@@ -110,8 +111,10 @@ func TestConformReadme(t *testing.T) {
 			t.Errorf("%q: exit %d:\n%s", l, rc, out.String())
 		}
 	}
-	if _, err := os.Stat("nak.json"); err != nil {
-		t.Error(err)
+	for _, f := range []string{"nak.json", "conform.html"} {
+		if _, err := os.Stat(f); err != nil {
+			t.Error(err)
+		}
 	}
 	// "reports 67 cases, 67 passes and no deviations, and exits 0"
 	m := regexp.MustCompile(`reports (\d+) cases,\s+(\d+) passes and (\w+) deviations?`).FindStringSubmatch(after)
@@ -125,5 +128,29 @@ func TestConformReadme(t *testing.T) {
 	}
 	if (dev != "0") != (selfRC == 1) {
 		t.Errorf("roced conform --self exits %d with %s deviations", selfRC, dev)
+	}
+}
+
+// TestConformHTML: --html writes the page, with one ladder for the case
+// and one arrow per packet (resp-psn-ahead: the stimulus, its NAK, the
+// fence twice and its ACKs).
+func TestConformHTML(t *testing.T) {
+	hf := filepath.Join(t.TempDir(), "c.html")
+	var out, errb bytes.Buffer
+	if rc := run([]string{"conform", "--self", "--run", "^resp-psn-ahead$", "--html", hf}, &out, &errb); rc != 0 {
+		t.Fatalf("exit %d: %s%s", rc, out.String(), errb.String())
+	}
+	b, err := os.ReadFile(hf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	if n, a := strings.Count(page, "<svg "), strings.Count(page, `<g class="arrow"`); n != 1 || a != 6 {
+		t.Errorf("%d ladders with %d arrows, want 1 with 6", n, a)
+	}
+	for _, want := range []string{"<!DOCTYPE html>", "resp-psn-ahead", "NAK PSN sequence error", "the suite&#39;s fence"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
 	}
 }

@@ -20,6 +20,7 @@ func init() {
 }
 
 const decodeUsage = `usage: roced decode [-v] FILE.pcap|FILE.pcapng ...
+       roced decode --ladder [--qp QPN] [--packets N-M] [--count N] FILE...
 
 Prints one line per RoCEv2 packet (UDP destination port 4791) of each
 capture, classic pcap or pcapng, with Ethernet, raw IP (link types 101,
@@ -60,6 +61,18 @@ and decoding goes on. With several files, each file's lines follow a
 "==> FILE <==" line. A summary (packets, RoCEv2, ICRC bad, malformed,
 other) goes to standard error at the end of each file.
 
+--ladder draws the exchange as a ladder diagram instead: one column per
+endpoint (address and QP; "QP ?" where the sender's QP cannot be told),
+one arrow per packet with its frame number, the time since the first
+packet, its opcode and PSN, and its key fields (ackreq, the AETH's ACK,
+NAK code or RNR timer and MSN, the RETH, the payload length); lines
+starting with "*" under an arrow say why: what an ACK or READ response
+answers, a retransmission and its cause, a PSN gap, a duplicate, a NAK and
+what caused it, a bad or uncaptured ICRC, and the faults roced marked in a
+pcapng capture. --qp QPN keeps the packets to or from that QP, --packets
+N-M those with frame numbers N to M (N- : from N on), --count N the first
+N of what is left; notes are worked out over the whole capture first.
+
 -v adds every field of every header after each line, one header per
 indented line: link layer, IP, UDP, BTH (reserved bits included), each
 extended header, payload (first 32 bytes), pad bytes and the ICRC stored
@@ -75,6 +88,11 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, decodeUsage) }
 	verbose := fs.Bool("v", false, "print every field of every header")
+	var lo ladderOptions
+	fs.BoolVar(&lo.on, "ladder", false, "draw a ladder diagram")
+	fs.StringVar(&lo.qp, "qp", "", "with --ladder: only packets to or from `QPN`")
+	fs.StringVar(&lo.packets, "packets", "", "with --ladder: only frames `N-M`")
+	fs.IntVar(&lo.count, "count", 0, "with --ladder: at most `N` packets")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -84,6 +102,17 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return 2
+	}
+	if !lo.on && (lo.qp != "" || lo.packets != "" || lo.count != 0) {
+		fmt.Fprintln(stderr, "roced decode: --qp, --packets and --count go with --ladder")
+		return 2
+	}
+	if lo.on {
+		if *verbose {
+			fmt.Fprintln(stderr, "roced decode: -v and --ladder do not go together")
+			return 2
+		}
+		return runLadder(lo, fs.Args(), stdout, stderr)
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()

@@ -293,6 +293,20 @@ func TestDecodeBadInput(t *testing.T) {
 	if !strings.Contains(stderr, "5 packets, 3 RoCEv2 (1 cut by the snap length, ICRC not checked), 1 ICRC bad, 2 malformed, 0 other") {
 		t.Errorf("summary: %s", stderr)
 	}
+	// The ladder of the same file: the bad ICRC and the cut packet
+	// explained, the packets decode calls malformed left out.
+	out, stderr, status = decodeOut(t, "--ladder", path)
+	for _, want := range []string{
+		"* ICRC BAD: the receiver must drop it silently",
+		"* cut by the capture's snap length: ICRC not checked",
+	} {
+		if status != 0 || !strings.Contains(out, want) {
+			t.Errorf("--ladder: exit %d, no %q in\n%s", status, want, out)
+		}
+	}
+	if !strings.Contains(stderr, "3 RoCEv2 packets, 3 drawn") {
+		t.Errorf("--ladder summary: %s", stderr)
+	}
 	// -v shows of a cut packet only what the capture kept.
 	out, _, _ = decodeOut(t, "-v", path)
 	for _, want := range []string{

@@ -130,6 +130,14 @@ func TestFaultsReadme(t *testing.T) {
 	if again == 0 {
 		t.Fatal("the capture shows no retransmission")
 	}
+	// The ladder explains them: the sequence NAK the lost packet caused,
+	// and the go-back-N it started.
+	out, errOut, status := decodeOut(t, "--ladder", pcap)
+	for _, want := range []string{"* sequence error: the responder expects psn", "* retransmission of psn", "go back after the NAK #"} {
+		if status != 0 || !strings.Contains(out, want) {
+			t.Fatalf("decode --ladder: exit status %d, no %q in\n%s\n%s", status, want, out, errOut)
+		}
+	}
 }
 
 // TestFaultsPerftest: the perftest tools take the same flags. The server

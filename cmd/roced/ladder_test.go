@@ -1,0 +1,67 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestDecodeLadder runs roced decode --ladder with its limits on the rxe
+// capture with an RNR NAK and a sequence NAK.
+func TestDecodeLadder(t *testing.T) {
+	out, errOut, status := decodeOut(t, "--ladder", "--qp", "0x11", "--packets", "26-", "--count", "4",
+		captures+"captures/send_bw_rnr_s64.pcap")
+	if status != 0 {
+		t.Fatalf("exit status %d: %s", status, errOut)
+	}
+	for _, want := range []string{
+		"198.51.100.1", "QP 0x000011",
+		"    26 ", "    29 ", "RNR NAK timer=12",
+		"* receiver not ready for #26",
+		"* sequence error: the responder expects psn 0xa05bf8",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "    30 ") || strings.Contains(out, "    25 ") {
+		t.Errorf("--packets 26- --count 4 drew more than #26..#29:\n%s", out)
+	}
+	if !strings.Contains(errOut, "132 RoCEv2 packets, 4 drawn") {
+		t.Errorf("stderr %q", errOut)
+	}
+	for _, args := range [][]string{
+		{"--qp", "0x11", captures + "captures/send_bw_rnr_s64.pcap"},
+		{"--ladder", "-v", captures + "captures/send_bw_rnr_s64.pcap"},
+		{"--ladder", "--packets", "9-3", captures + "captures/send_bw_rnr_s64.pcap"},
+		{"--ladder", "--qp", "x", captures + "captures/send_bw_rnr_s64.pcap"},
+	} {
+		if _, _, status := decodeOut(t, args...); status != 2 {
+			t.Errorf("%v: exit status %d, want 2", args, status)
+		}
+	}
+}
+
+// TestLadderReadme runs the README's roced decode --ladder command as
+// written (from the repository's root) and compares its output with the
+// block the README shows after it.
+func TestLadderReadme(t *testing.T) {
+	block, after := readmeShBlock(t, "### Reading an exchange: `roced decode --ladder`")
+	w := shellWords(t, strings.TrimSpace(block))
+	if len(w) < 3 || w[0] != "roced" || w[1] != "decode" {
+		t.Fatalf("README's ladder command %q is not roced decode", block)
+	}
+	args := w[2:]
+	args[len(args)-1] = "../../" + args[len(args)-1]
+	out, errOut, status := decodeOut(t, args...)
+	if status != 0 {
+		t.Fatalf("exit status %d: %s", status, errOut)
+	}
+	_, shown, ok := strings.Cut(after, "```\n")
+	shown, _, ok2 := strings.Cut(shown, "```")
+	if !ok || !ok2 {
+		t.Fatal("README shows no output after the ladder command")
+	}
+	if out != shown {
+		t.Fatalf("README shows\n%s\nthe command prints\n%s", shown, out)
+	}
+}
