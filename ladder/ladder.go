@@ -459,6 +459,11 @@ func (a *annotator) annotate(i int, r *parsed, pk Packet) {
 	a.marks(i, r, pk)
 	f := a.flows[r.key]
 	if r.deth || info.Transport == bth.TransportCNP {
+		if r.deth {
+			if n := cmNote(p); n != "" {
+				a.note(i, NoteInfo, "%s", n)
+			}
+		}
 		return // UD and CNPs: no sequence to follow
 	}
 	if info.IsRequest() {

@@ -41,9 +41,11 @@ func readCapture(t testing.TB, name string) *Ladder {
 // send_bw_rnr_s64 holds an RNR NAK, a sequence NAK and a run of
 // retransmissions; rping_c5 the CM's UD QP1 next to an RC QP with SENDs,
 // READs and WRITEs; read_bw_s8192 multi-packet READ responses; trixie's
-// rping_c5 the same as bookworm's, its timestamps on two clocks.
+// rping_c5 the same as bookworm's, its timestamps on two clocks;
+// rping_rej28 a CM REQ rejected. The CM messages on QP1 are named, with
+// the IDs that tie a connection's messages together.
 func TestGolden(t *testing.T) {
-	for _, name := range []string{"send_bw_rnr_s64", "rping_c5", "read_bw_s8192", "rping_c5_trixie"} {
+	for _, name := range []string{"send_bw_rnr_s64", "rping_c5", "read_bw_s8192", "rping_c5_trixie", "rping_rej28"} {
 		file := name + ".pcap"
 		if base, ok := strings.CutSuffix(name, "_trixie"); ok {
 			file = "../bth/testdata/captures-trixie/" + base + ".pcap"
