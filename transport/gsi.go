@@ -40,9 +40,9 @@ type MADStats struct {
 
 // gsi is a device's QP1.
 type gsi struct {
-	mu      sync.Mutex
-	handler atomic.Pointer[func(src, dst netip.Addr, mad []byte)]
-	psn     atomic.Uint32
+	mu                                 sync.Mutex
+	handler                            atomic.Pointer[func(src, dst netip.Addr, mad []byte)]
+	psn                                atomic.Uint32
 	received, sent, dropped, unclaimed atomic.Uint64
 }
 
