@@ -158,7 +158,6 @@ type dialResult struct {
 	err error
 }
 
-
 // TestLostREQAndRTU: the manager's REQ, lost, is sent again after the
 // timeout it carries, byte for byte; not a moment before. The peer's REP
 // brings the QP to RTS and draws an RTU; a REP sent again (the RTU lost)
