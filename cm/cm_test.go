@@ -167,3 +167,20 @@ func checkPair(t *testing.T, a, b *node, ca, cb *Conn) {
 		t.Errorf("after disconnect: %v %v", ca.QP().State(), cb.QP().State())
 	}
 }
+
+// TestConnectUDP: the same over UDP on loopback, through the kernel's
+// sockets (127.0.15.x, an address no other package's tests use).
+func TestConnectUDP(t *testing.T) {
+	open := func(addr string) *node {
+		a := netip.MustParseAddr(addr)
+		l, err := nic.OpenUDP(nic.UDPConfig{Addr: a})
+		if err != nil {
+			t.Skipf("no UDP on %v: %v", a, err)
+		}
+		return openNode(t, l, a, nil)
+	}
+	a, b := open("127.0.15.1"), open("127.0.15.2")
+	ma, mb := newManager(t, a, nil), newManager(t, b, nil)
+	ca, cb := connectPair(t, a, b, ma, mb)
+	checkPair(t, a, b, ca, cb)
+}

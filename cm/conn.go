@@ -72,8 +72,9 @@ type ConnParams struct {
 	// side takes at once; InitiatorDepth how many it issues (0: 16 each).
 	// Each side ends with the smaller of its own and the peer's opposite.
 	ResponderResources, InitiatorDepth uint8
-	// RetryCount and RNRRetryCount are the RC retry counts of the peer's
-	// requests to this side... as the REQ carries them (0: 7 each).
+	// RetryCount and RNRRetryCount are the RC retry counts this side's
+	// QP uses after a timeout and after an RNR NAK (0: 7 each, rping's);
+	// the REQ or REP tells the peer the RNR one.
 	RetryCount, RNRRetryCount uint8
 	// PathMTU bounds the path MTU (0: the device's active MTU).
 	PathMTU qp.MTU
@@ -340,8 +341,10 @@ type Listener struct {
 
 // ListenConfig is what a Listener gives each connection it accepts.
 type ListenConfig struct {
-	QP     QPConfig
-	Params ConnParams // PrivateData goes in the REP
+	// QP says how to make each accepted connection's QP.
+	QP QPConfig
+	// Params are this side's; PrivateData goes in the REP.
+	Params ConnParams
 	// Backlog bounds the connections not yet accepted (0: 16); a REQ
 	// beyond it is rejected (reason 3, no resources).
 	Backlog int
