@@ -550,11 +550,22 @@ func (m *Manager) newConn(qc QPConfig, p ConnParams, la netip.Addr) (*Conn, erro
 	return c, nil
 }
 
-// connect brings c's QP to RTS towards the peer's QPN and first PSN, with
-// what the connection settled on. Called with m.mu held.
-func (m *Manager) connect(c *Conn, qpn, psn uint32, mtu qp.MTU, retry, rnr uint8) error {
-	remote := transport.Endpoint{QPN: qpn, PSN: psn, GID: bth.GIDFromAddr(c.p.remote), MTU: mtu}
-	return m.dev.Connect(c.qp, c.lep, remote, transport.ConnectOptions{
+// connect brings c's QP to RTS towards the peer's QPN, sending from
+// sendPSN, the Starting PSN of the peer's message (REQ or REP), and
+// expecting the one this side's own message carried (c.lep.PSN), with
+// what the connection settled on.
+//
+// That is how Linux reads the Starting PSN of a REQ and a REP (cm.c: the
+// passive side's send queue starts at the REQ's, the active side's at
+// the REP's), and what rxe does on the wire: in the rping_c5 capture the
+// client sends from the REP's PSN and the server from the REQ's. Each
+// side's message names the PSN it expects to receive. Called with m.mu
+// held.
+func (m *Manager) connect(c *Conn, qpn, sendPSN uint32, mtu qp.MTU, retry, rnr uint8) error {
+	remote := transport.Endpoint{QPN: qpn, PSN: c.lep.PSN, GID: bth.GIDFromAddr(c.p.remote), MTU: mtu}
+	local := c.lep
+	local.PSN = sendPSN
+	return m.dev.Connect(c.qp, local, remote, transport.ConnectOptions{
 		Access: c.qcAccess, Timeout: c.ackTO, RetryCnt: retry, RNRRetry: rnr,
 		MaxRdAtomic: c.params.InitiatorDepth, MaxDestRdAtomic: c.params.ResponderResources,
 	})

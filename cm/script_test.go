@@ -194,7 +194,7 @@ func TestLostREQAndRTU(t *testing.T) {
 		t.Fatal(d.err)
 	}
 	a, _ := d.c.QP().Query()
-	if d.c.QP().State() != qp.RTS || a.DestQPN != s.qpn || a.RQPSN != s.psn || a.SQPSN != r.StartingPSN() {
+	if d.c.QP().State() != qp.RTS || a.DestQPN != s.qpn || a.SQPSN != s.psn || a.RQPSN != r.StartingPSN() {
 		t.Errorf("QP %v dest %#x rq_psn %#x sq_psn %#x", d.c.QP().State(), a.DestQPN, a.RQPSN, a.SQPSN)
 	}
 	if string(d.c.PrivateData()[:3]) != "rep" {
@@ -241,7 +241,7 @@ func TestLostREPAndDuplicateREQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _ := c.QP().Query()
-	if c.QP().State() != qp.RTS || a.DestQPN != s.qpn || a.RQPSN != s.psn || a.SQPSN != r.StartingPSN() ||
+	if c.QP().State() != qp.RTS || a.DestQPN != s.qpn || a.SQPSN != s.psn || a.RQPSN != r.StartingPSN() ||
 		c.RemoteAddr() != netip.AddrPortFrom(s.peer.addr, s.sport) || string(c.PrivateData()[:15]) != "from the script" {
 		t.Errorf("QP %v dest %#x rq_psn %#x sq_psn %#x, peer %v %q", c.QP().State(), a.DestQPN, a.RQPSN, a.SQPSN,
 			c.RemoteAddr(), c.PrivateData()[:15])
