@@ -3,6 +3,7 @@ package cm
 import (
 	"context"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,10 +93,32 @@ func sendRecv(t testing.TB, a, b *node, qa, qb *qp.QP, msg string) {
 }
 
 // connectPair listens on b and dials from a, returning both connections.
+// Each side's Prepare checks that it runs once, with the QP in RTS.
 func connectPair(t testing.TB, a, b *node, ma, mb *Manager) (ca, cb *Conn) {
 	t.Helper()
+	prepared := map[*qp.QP]int{}
+	var mu sync.Mutex // the two managers' goroutines
+	prep := func(qc QPConfig) QPConfig {
+		qc.Prepare = func(q *qp.QP) error {
+			if q.State() != qp.RTS {
+				t.Errorf("Prepare with the QP in %v", q.State())
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			prepared[q]++
+			return nil
+		}
+		return qc
+	}
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if prepared[ca.QP()] != 1 || prepared[cb.QP()] != 1 || len(prepared) != 2 {
+			t.Errorf("Prepare ran %v", prepared)
+		}
+	}()
 	l, err := mb.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7174),
-		ListenConfig{QP: b.qpConfig(), Params: ConnParams{PrivateData: []byte("welcome")}})
+		ListenConfig{QP: prep(b.qpConfig()), Params: ConnParams{PrivateData: []byte("welcome")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +131,7 @@ func connectPair(t testing.TB, a, b *node, ma, mb *Manager) (ca, cb *Conn) {
 		}
 		accepted <- c
 	}()
-	ca, err = ma.Dial(ctx10(t), netip.AddrPortFrom(a.addr, 0), netip.AddrPortFrom(b.addr, 7174), a.qpConfig(),
+	ca, err = ma.Dial(ctx10(t), netip.AddrPortFrom(a.addr, 0), netip.AddrPortFrom(b.addr, 7174), prep(a.qpConfig()),
 		ConnParams{PrivateData: []byte("hello"), ResponderResources: 4, InitiatorDepth: 2})
 	if err != nil {
 		t.Fatal(err)

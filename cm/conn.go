@@ -60,6 +60,14 @@ type QPConfig struct {
 	PD     *mr.PD      // the device's
 	Init   qp.InitAttr // Type is set to RC
 	Access mr.Access   // 0: mr.RemoteRead | mr.RemoteWrite, as rdma_cm grants
+	// Prepare, if set, is called with the QP once it is in RTS and before
+	// the peer learns it (before the REP goes, or the RTU), so that the
+	// program can post its first receives in time, as an rdma_cm program
+	// posts them before rdma_accept or rdma_connect; otherwise the peer's
+	// first SEND may meet an RNR NAK and wait for its retry. An error
+	// abandons the connection (a REJ, reason 28). It runs while the
+	// manager handles the connection: it must not call the Manager.
+	Prepare func(*qp.QP) error
 }
 
 // ConnParams are the parameters a side gives its connection
@@ -112,6 +120,7 @@ type Conn struct {
 	params   ConnParams
 	ackTO    uint8 // the path's local ACK timeout: the QP's, and time wait's measure
 	qcAccess mr.Access
+	prepare  func(*qp.QP) error
 
 	ready    chan struct{} // closed when established or failed (Dial, accept)
 	done     chan struct{} // closed when the connection ended
@@ -546,7 +555,7 @@ func (m *Manager) newConn(qc QPConfig, p ConnParams, la netip.Addr) (*Conn, erro
 	}
 	c := &Conn{m: m, qp: q, lep: ep, params: p, ready: make(chan struct{}), done: make(chan struct{})}
 	c.params.PrivateData = append([]byte(nil), p.PrivateData...)
-	c.qcAccess = qc.Access
+	c.qcAccess, c.prepare = qc.Access, qc.Prepare
 	return c, nil
 }
 
@@ -565,8 +574,12 @@ func (m *Manager) connect(c *Conn, qpn, sendPSN uint32, mtu qp.MTU, retry, rnr u
 	remote := transport.Endpoint{QPN: qpn, PSN: c.lep.PSN, GID: bth.GIDFromAddr(c.p.remote), MTU: mtu}
 	local := c.lep
 	local.PSN = sendPSN
-	return m.dev.Connect(c.qp, local, remote, transport.ConnectOptions{
+	err := m.dev.Connect(c.qp, local, remote, transport.ConnectOptions{
 		Access: c.qcAccess, Timeout: c.ackTO, RetryCnt: retry, RNRRetry: rnr,
 		MaxRdAtomic: c.params.InitiatorDepth, MaxDestRdAtomic: c.params.ResponderResources,
 	})
+	if err == nil && c.prepare != nil {
+		err = c.prepare(c.qp)
+	}
+	return err
 }

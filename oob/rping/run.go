@@ -97,10 +97,13 @@ func (r *run) debugf(format string, a ...any) {
 
 func (r *run) errorf(format string, a ...any) { fmt.Fprintf(r.env.Stderr, format+"\n", a...) }
 
-// qpConfig is rping_create_qp's: RC, 16 sends, 2 receives, one SGE each.
+// qpConfig is rping_create_qp's: RC, 16 sends, 2 receives, one SGE each;
+// the first receive is posted before the peer learns the QP, as rping
+// posts it before rdma_accept or rdma_connect.
 func (r *run) qpConfig() cm.QPConfig {
 	return cm.QPConfig{PD: r.pd, Init: qp.InitAttr{SendCQ: r.cq, RecvCQ: r.cq,
-		Cap: qp.Cap{MaxSendWR: sqDepth, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}}}
+		Cap: qp.Cap{MaxSendWR: sqDepth, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}},
+		Prepare: r.postRecv}
 }
 
 // params is rping_init_conn_param's.
@@ -165,7 +168,7 @@ func (r *run) wait(ctx context.Context, op cq.Opcode) (cq.WC, error) {
 			r.errorf("Received bogus data, size %d", wc.ByteLen)
 			return wc, errors.New("bogus data")
 		}
-		if err := r.postRecv(); err != nil {
+		if err := r.postRecv(r.conn.QP()); err != nil {
 			r.errorf("post recv error: %v", err)
 			return wc, err
 		}
@@ -173,8 +176,8 @@ func (r *run) wait(ctx context.Context, op cq.Opcode) (cq.WC, error) {
 	return wc, nil
 }
 
-func (r *run) postRecv() error {
-	return r.conn.QP().PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{r.recv.SGE(0, infoLen)}})
+func (r *run) postRecv(q *qp.QP) error {
+	return q.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{r.recv.SGE(0, infoLen)}})
 }
 
 // postInfo sends {addr, rkey, size} of m (rping_format_send and the post).
@@ -222,10 +225,6 @@ func (r *run) server(ctx context.Context) int {
 	}
 	r.debugf("accepting client connection request")
 	defer r.watch(ctx)()
-	if err := r.postRecv(); err != nil {
-		r.errorf("ibv_post_recv failed: %v", err)
-		return exitFail
-	}
 	r.debugf("ESTABLISHED")
 	err = r.serve(ctx)
 	if errors.Is(err, errDisconnected) {
@@ -348,10 +347,6 @@ func (r *run) client(ctx context.Context) int {
 	r.debugf("ESTABLISHED")
 	r.debugf("rdma_connect successful")
 	defer r.watch(ctx)()
-	if err := r.postRecv(); err != nil {
-		r.errorf("ibv_post_recv failed: %v", err)
-		return exitFail
-	}
 	code := exitOK
 	if err := r.ping(ctx); err != nil {
 		if errors.Is(err, errDisconnected) {
