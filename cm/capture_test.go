@@ -96,3 +96,35 @@ func TestInteropCaptures(t *testing.T) {
 		}
 	}
 }
+
+// TestInteropREJ8: rej8_trixie.pcap, on the trixie guest (kernel 6.12):
+// roced rping -c to a port rxe does not listen on, then rxe's rping -c to
+// a port roced does not listen on. Each REQ is answered by a REJ of
+// reason 8 (invalid service ID) answering its transaction and naming its
+// communication ID, with no local one; goroce's REJ and rxe's are the
+// same but for those.
+func TestInteropREJ8(t *testing.T) {
+	got := capturedCM(t, "testdata/rej8_trixie.pcap")
+	if len(got) != 4 {
+		t.Fatalf("%d CM MADs", len(got))
+	}
+	var rejs []any
+	for i := 0; i < 4; i += 2 {
+		req, err1 := mad.ParseCM(got[i])
+		rej, err2 := mad.ParseCM(got[i+1])
+		if err1 != nil || err2 != nil || req.AttrID() != mad.AttrREQ || rej.AttrID() != mad.AttrREJ {
+			t.Fatalf("MADs %d, %d: %v %v", i, i+1, err1, err2)
+		}
+		r := rej.REJ()
+		if rej.TID() != req.TID() || r.Reason() != mad.RejInvalidServiceID || r.LocalCommID() != 0 ||
+			r.RemoteCommID() != req.REQ().LocalCommID() || r.MessageRejected() != mad.MsgREQ {
+			t.Errorf("REJ %d: TID %#x (REQ's %#x) %+v", i/2, rej.TID(), req.TID(), r.Fields())
+		}
+		f := r.Fields()
+		f.RemoteCommID = 0
+		rejs = append(rejs, f)
+	}
+	if !reflect.DeepEqual(rejs[0], rejs[1]) {
+		t.Errorf("rxe's REJ and goroce's differ:\n%+v\n%+v", rejs[0], rejs[1])
+	}
+}
