@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/goroce/goroce/oob/internal/getopt"
 )
@@ -60,9 +61,31 @@ var options = []getopt.Option{
 	{Long: "link", Arg: getopt.RequiredArg}, {Long: "pcap", Arg: getopt.RequiredArg}, // goroce
 }
 
+// atoi reads a number as C's atoi does (blanks, a sign, decimal digits,
+// anything after ignored); ok is false when there is no digit or the value
+// overflows an int, where atoi's result is undefined.
+func atoi(s string) (int, bool) {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	v, n := 0, 0
+	for ; n < len(s) && s[n] >= '0' && s[n] <= '9'; n++ {
+		if v = v*10 + int(s[n]-'0'); v >= 1<<31 {
+			return 0, false
+		}
+	}
+	if neg {
+		v = -v
+	}
+	return v, n > 0
+}
+
 // ParseFlags reads rping's command line (without the program name) with
 // rping's defaults and checks. Numbers are read as atoi reads them, but a
-// count or size that is no number at all is refused.
+// port, count or size that is no number at all is refused. -a and -I take
+// IP addresses (rping also takes host names).
 func ParseFlags(args []string) (Config, error) {
 	c := Config{Port: DefaultPort, Size: DefaultSize, Link: "udp"}
 	fail := func(format string, a ...any) (Config, error) {
@@ -76,10 +99,7 @@ func ParseFlags(args []string) (Config, error) {
 		return fail("unexpected argument %q", operands[0])
 	}
 	role := -1
-	num := func(m getopt.Match) (int, bool) {
-		v, ok := getopt.Strtol(m.Value)
-		return int(v), ok && v >= -1<<31 && v < 1<<31
-	}
+	num := func(m getopt.Match) (int, bool) { return atoi(m.Value) }
 	for _, m := range found {
 		switch m.Option.Name() {
 		case "a", "I":
