@@ -207,3 +207,13 @@ func TestConnectUDP(t *testing.T) {
 	ca, cb := connectPair(t, a, b, ma, mb)
 	checkPair(t, a, b, ca, cb)
 }
+
+// TestConnectIPv6: the same over IPv6 (in memory): rdma_cm's header
+// carries the 16-byte addresses, the GIDs are the addresses themselves.
+func TestConnectIPv6(t *testing.T) {
+	net := nic.NewMemNet(1)
+	a, b := memNode(t, net, "2001:db8::1", nil), memNode(t, net, "2001:db8::2", nil)
+	ma, mb := newManager(t, a, nil), newManager(t, b, nil)
+	ca, cb := connectPair(t, a, b, ma, mb)
+	checkPair(t, a, b, ca, cb)
+}
