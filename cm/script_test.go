@@ -286,14 +286,7 @@ func (s *script) establish() (*Conn, mad.REP) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.send(s.req(7174))
-	rep := s.expect(mad.AttrREP).REP()
-	s.send(pair(mad.AttrRTU, s.tid, s.comm, rep.LocalCommID()))
-	c, err := l.Accept(ctx10(s.t))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return c, rep
+	return s.establish2(l)
 }
 
 // TestDREQCrossingDREQ: both sides disconnect at once. The manager's DREQ
@@ -415,4 +408,60 @@ func TestMalformedMADs(t *testing.T) {
 	}
 	s.send(s.req(1)) // the manager still answers
 	s.expect(mad.AttrREJ)
+}
+
+// TestREPTimeoutAndStaleREQ: the passive side's REP, never answered, is
+// sent 1 + the REQ's 15 retries times, then withdrawn with a REJ
+// (timeout) and its QP destroyed; nothing reaches Accept. Then a
+// connection that ended and waits out its time wait answers a duplicate
+// of its REQ with a REJ, stale connection (10).
+func TestREPTimeoutAndStaleREQ(t *testing.T) {
+	s := newScript(t)
+	l, err := s.m.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7174), ListenConfig{QP: s.n.qpConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.send(s.req(7174))
+	rep := s.expect(mad.AttrREP)
+	timeout := 2*ibaTime(18) + ibaTime(20)
+	for range 15 {
+		s.clk.Advance(timeout)
+		s.expect(mad.AttrREP)
+	}
+	s.clk.Advance(timeout)
+	rej := s.expect(mad.AttrREJ)
+	if r := rej.REJ(); r.Reason() != mad.RejTimeout || r.MessageRejected() != mad.MsgREP ||
+		r.LocalCommID() != rep.REP().LocalCommID() || r.RemoteCommID() != s.comm {
+		t.Errorf("REJ %+v", r.Fields())
+	}
+	if s.n.dev.LookupQP(rep.REP().LocalQPN()) != nil || len(s.m.conns) != 0 || l.pending != 0 || len(l.ch) != 0 {
+		t.Fatal("the timed-out connection left state behind")
+	}
+
+	s.comm++ // a new connection
+	c, rep2 := s.establish2(l)
+	peerDREQ := newMAD(mad.AttrDREQ, 0x77)
+	peerDREQ.DREQ().Put(mad.DREQFields{LocalCommID: s.comm, RemoteCommID: rep2.LocalCommID(), RemoteQPN: c.QP().QPN()})
+	s.send(peerDREQ)
+	s.expect(mad.AttrDREP)
+	s.send(s.req(7174)) // the old REQ again, during the time wait
+	rej = s.expect(mad.AttrREJ)
+	if r := rej.REJ(); r.Reason() != mad.RejStaleConn || r.RemoteCommID() != s.comm {
+		t.Errorf("REJ %+v", r.Fields())
+	}
+	if len(s.m.conns) != 1 {
+		t.Errorf("%d connections", len(s.m.conns))
+	}
+}
+
+// establish2 connects through an existing listener.
+func (s *script) establish2(l *Listener) (*Conn, mad.REP) {
+	s.send(s.req(7174))
+	rep := s.expect(mad.AttrREP).REP()
+	s.send(pair(mad.AttrRTU, s.tid, s.comm, rep.LocalCommID()))
+	c, err := l.Accept(ctx10(s.t))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c, rep
 }
