@@ -98,6 +98,7 @@ type Manager struct {
 	guid   uint64
 	hiTID  uint64
 	detach func()
+	ids    func() uint32 // draws communication IDs (rand.Uint32; a test's own)
 
 	mu        sync.Mutex
 	conns     map[uint32]*Conn   // by local communication ID
@@ -120,7 +121,7 @@ func New(dev *transport.Device, o Options) (*Manager, error) {
 	m := &Manager{
 		dev: dev, clock: o.Clock, guid: nodeGUID(dev), hiTID: uint64(rand.Uint32()) << 32,
 		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[uint16]*Listener{},
-		in: make(chan inMAD, 256), done: make(chan struct{}),
+		in: make(chan inMAD, 256), done: make(chan struct{}), ids: rand.Uint32,
 	}
 	if m.clock == nil {
 		m.clock = qp.RealClock{}
@@ -277,7 +278,7 @@ func (m *Manager) reject(p peer, tid uint64, localComm, remoteComm uint32, what 
 // with m.mu held.
 func (m *Manager) newCommID() uint32 {
 	for {
-		id := rand.Uint32()
+		id := m.ids()
 		if _, used := m.conns[id]; id != 0 && !used {
 			return id
 		}
