@@ -138,4 +138,11 @@ func TestGSIMalformed(t *testing.T) {
 	if s := b.dev.MADStats(); s.Received != 1 || s.Dropped != 5 || s.Unclaimed != 1 {
 		t.Errorf("%+v", s)
 	}
+	stats := map[string]uint64{}
+	for _, c := range b.dev.Stats() {
+		stats[c.Name] = c.Value
+	}
+	if stats["gsi_rcvd_mads"] != 1 || stats["gsi_dropped"] != 5 || stats["gsi_unclaimed"] != 1 || stats["gsi_sent_mads"] != 0 {
+		t.Errorf("Stats: %v", stats)
+	}
 }
