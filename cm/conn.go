@@ -186,9 +186,7 @@ func (c *Conn) Close() error {
 	m := c.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	switch c.state {
-	case stateEstablished, stateREPSent, stateMRAREPRcvd:
-	default:
+	if c.state != stateEstablished {
 		return nil
 	}
 	c.toErr()
@@ -412,32 +410,31 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 // yet taken by Accept are disconnected.
 func (l *Listener) Close() error {
 	l.m.mu.Lock()
-	defer l.m.mu.Unlock()
 	if l.m.listeners[l.addr.Port()] == l {
 		delete(l.m.listeners, l.addr.Port())
 	}
-	l.shut()
+	waiting := l.shut()
+	l.m.mu.Unlock()
+	for _, c := range waiting {
+		c.Close()
+	}
 	return nil
 }
 
-// shut closes the listener's channel side. Called with m.mu held.
-func (l *Listener) shut() {
+// shut marks the listener closed and returns the connections that were
+// waiting for Accept. Called with m.mu held.
+func (l *Listener) shut() []*Conn {
 	select {
 	case <-l.closed:
-		return
+		return nil
 	default:
 	}
 	close(l.closed)
-	for {
-		select {
-		case c := <-l.ch:
-			l.m.mu.Unlock()
-			c.Close()
-			l.m.mu.Lock()
-		default:
-			return
-		}
+	var waiting []*Conn
+	for len(l.ch) > 0 {
+		waiting = append(waiting, <-l.ch)
 	}
+	return waiting
 }
 
 // Dial connects to a listener at raddr (TCP port space) and returns the

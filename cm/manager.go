@@ -175,7 +175,7 @@ func (m *Manager) Close() error {
 		c.finish(ErrClosed)
 	}
 	for _, l := range m.listeners {
-		l.shut()
+		l.shut() // the connections it held end with the others above
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
