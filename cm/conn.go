@@ -190,7 +190,13 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	c.toErr()
-	msg := newMAD(mad.AttrDREQ, c.tid)
+	// The active side's DREQ goes in the connection's transaction; the
+	// passive side starts one of its own, as cm.c's cm_form_tid does.
+	tid := c.tid
+	if !c.active {
+		tid = m.hiTID | uint64(c.localID)
+	}
+	msg := newMAD(mad.AttrDREQ, tid)
 	d := msg.DREQ()
 	d.SetLocalCommID(c.localID)
 	d.SetRemoteCommID(c.remoteKey.comm)

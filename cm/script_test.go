@@ -300,8 +300,9 @@ func TestDREQCrossingDREQ(t *testing.T) {
 	local := rep.LocalCommID()
 	c.Close()
 	dreq := s.expect(mad.AttrDREQ)
-	if d := dreq.DREQ(); d.LocalCommID() != local || d.RemoteCommID() != s.comm || d.RemoteQPN() != s.qpn {
-		t.Fatalf("DREQ %+v", d.Fields())
+	if d := dreq.DREQ(); d.LocalCommID() != local || d.RemoteCommID() != s.comm || d.RemoteQPN() != s.qpn ||
+		dreq.TID() == s.tid || dreq.TID()&0xffffffff != uint64(local) {
+		t.Fatalf("DREQ %#x %+v", dreq.TID(), d.Fields())
 	}
 	if c.QP().State() != qp.Err {
 		t.Errorf("QP %v after Close", c.QP().State())
