@@ -143,16 +143,21 @@ func connectPair(t testing.TB, a, b *node, ma, mb *Manager) (ca, cb *Conn) {
 	return ca, cb
 }
 
-// TestConnectMem: Dial and Accept over the in-memory link give two QPs in
+// TestConnectMem: Dial and Accept over the in-memory link, over IPv4 and
+// IPv6 (where rdma_cm's header carries 16-byte addresses), give two QPs in
 // RTS towards each other, each with the other's private data and address
 // and the responder resources and initiator depth negotiated; a SEND
 // crosses each way; Close on one side ends both.
 func TestConnectMem(t *testing.T) {
-	net := nic.NewMemNet(1)
-	a, b := memNode(t, net, "192.0.2.1", nil), memNode(t, net, "192.0.2.2", nil)
-	ma, mb := newManager(t, a, nil), newManager(t, b, nil)
-	ca, cb := connectPair(t, a, b, ma, mb)
-	checkPair(t, a, b, ca, cb)
+	for _, addrs := range [][2]string{{"192.0.2.1", "192.0.2.2"}, {"2001:db8::1", "2001:db8::2"}} {
+		t.Run(addrs[0], func(t *testing.T) {
+			net := nic.NewMemNet(1)
+			a, b := memNode(t, net, addrs[0], nil), memNode(t, net, addrs[1], nil)
+			ma, mb := newManager(t, a, nil), newManager(t, b, nil)
+			ca, cb := connectPair(t, a, b, ma, mb)
+			checkPair(t, a, b, ca, cb)
+		})
+	}
 }
 
 func checkPair(t *testing.T, a, b *node, ca, cb *Conn) {
@@ -203,16 +208,6 @@ func TestConnectUDP(t *testing.T) {
 		return openNode(t, l, a, nil)
 	}
 	a, b := open("127.0.15.1"), open("127.0.15.2")
-	ma, mb := newManager(t, a, nil), newManager(t, b, nil)
-	ca, cb := connectPair(t, a, b, ma, mb)
-	checkPair(t, a, b, ca, cb)
-}
-
-// TestConnectIPv6: the same over IPv6 (in memory): rdma_cm's header
-// carries the 16-byte addresses, the GIDs are the addresses themselves.
-func TestConnectIPv6(t *testing.T) {
-	net := nic.NewMemNet(1)
-	a, b := memNode(t, net, "2001:db8::1", nil), memNode(t, net, "2001:db8::2", nil)
 	ma, mb := newManager(t, a, nil), newManager(t, b, nil)
 	ca, cb := connectPair(t, a, b, ma, mb)
 	checkPair(t, a, b, ca, cb)
