@@ -95,6 +95,8 @@ type Device struct {
 	cqs       map[*cq.CQ]struct{} // every CQ the device created: to end on Close, and to refuse another device's
 	cqsClosed bool
 
+	gsi gsi // QP1: the connection manager's MADs
+
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup
@@ -451,6 +453,10 @@ func (d *Device) input(dg []byte, b *burst) {
 	}
 	if p.OpCode() == bth.CNP {
 		c.CNPs.Add(1)
+		return
+	}
+	if p.BTH().DestQP() == GSIQPN {
+		d.gsiInput(p, f)
 		return
 	}
 	q := d.qps.get(p.BTH().DestQP())

@@ -9,11 +9,15 @@ import (
 // them for a port (rdma statistic show link DEV/1): the engine's protocol
 // counters first, named as Linux rxe's hw_counters and then goroce's own
 // (qp.Counters.List), then the link's, prefixed "link_", with packets and
-// bytes counting IP datagrams as the engine sends and receives them.
+// bytes counting IP datagrams as the engine sends and receives them, then
+// QP1's MADs (MADStats), prefixed "gsi_".
 func (d *Device) Stats() []qp.Counter {
 	c := d.counters.List()
 	c = append(c, linkCounters(d.link.Stats())...)
-	return append(c, qp.Counter{Name: "async_events_lost", Value: d.EventsLost()})
+	c = append(c, qp.Counter{Name: "async_events_lost", Value: d.EventsLost()})
+	m := d.MADStats()
+	return append(c, qp.Counter{Name: "gsi_rcvd_mads", Value: m.Received}, qp.Counter{Name: "gsi_sent_mads", Value: m.Sent},
+		qp.Counter{Name: "gsi_dropped", Value: m.Dropped}, qp.Counter{Name: "gsi_unclaimed", Value: m.Unclaimed})
 }
 
 // linkCounters names a link's counters.

@@ -79,3 +79,14 @@ var (
 	ReceiveQP  any // func(q *qp.QP, p bth.Packet, f bth.Frame) (joined bool)
 	EndBurstQP any // func(*qp.QP)
 )
+
+// Set by package transport, for package cm: the device's QP1, the General
+// Services Interface the connection manager sends and receives its MADs
+// through.
+var (
+	// AttachGSI installs the one handler of a device's QP1 MADs; it is
+	// called from the receive path with a MAD valid only during the call.
+	AttachGSI any // func(d *transport.Device, h func(src, dst netip.Addr, mad []byte)) (detach func(), err error)
+	// SendGSI sends a 256-byte MAD from QP1 at src to QP1 at dst.
+	SendGSI any // func(d *transport.Device, src, dst netip.Addr, mad []byte) error
+)

@@ -1,0 +1,588 @@
+package cm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/mad"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
+)
+
+// state is a connection's CM state (IBA 12.9.6, the kernel's ib_cm_state).
+type state uint8
+
+const (
+	stateIdle        state = iota
+	stateREQSent           // active: REQ sent, waiting for REP
+	stateMRAREQRcvd        // active: the peer MRAed our REQ
+	stateREPSent           // passive: REP sent, waiting for RTU
+	stateMRAREPRcvd        // passive: the peer MRAed our REP
+	stateEstablished       // both: RTU sent or received
+	stateDREQSent          // we asked to disconnect, waiting for DREP
+	stateTimewait          // disconnected; the IDs are held a while yet
+	stateGone              // removed
+)
+
+var stateNames = [...]string{"idle", "REQ sent", "MRA REQ rcvd", "REP sent", "MRA REP rcvd",
+	"established", "DREQ sent", "timewait", "gone"}
+
+func (s state) String() string { return stateNames[s] }
+
+// ErrTimeout is returned when the peer never answered a MAD, retries
+// included.
+var ErrTimeout = errors.New("cm: timed out")
+
+// ErrDisconnected is returned by Dial when the peer disconnected first.
+var ErrDisconnected = errors.New("cm: disconnected")
+
+// RejectError is the error of a connection the peer rejected.
+type RejectError struct {
+	Reason      mad.RejReason // why (IBA table 112; 28 is rdma_reject's)
+	PrivateData []byte        // the REJ's private data (148 bytes, zero-padded)
+}
+
+// Error implements error.
+func (e *RejectError) Error() string { return fmt.Sprintf("cm: rejected: %v", e.Reason) }
+
+// QPConfig says how to make the QP of a connection, as a librdmacm program
+// says it to rdma_create_qp: the protection domain, the CQs and
+// capacities (the type is always RC), and what the peer may do to this
+// side's memory.
+type QPConfig struct {
+	PD     *mr.PD      // the device's
+	Init   qp.InitAttr // Type is set to RC
+	Access mr.Access   // 0: mr.RemoteRead | mr.RemoteWrite, as rdma_cm grants
+	// Prepare, if set, is called with the QP once it is in RTS and before
+	// the peer learns it (before the REP goes, or the RTU), so that the
+	// program can post its first receives in time, as an rdma_cm program
+	// posts them before rdma_accept or rdma_connect; otherwise the peer's
+	// first SEND may meet an RNR NAK and wait for its retry. An error
+	// abandons the connection (a REJ, reason 28). It runs while the
+	// manager handles the connection: it must not call the Manager.
+	Prepare func(*qp.QP) error
+}
+
+// ConnParams are the parameters a side gives its connection
+// (librdmacm's struct rdma_conn_param).
+type ConnParams struct {
+	// PrivateData goes in the REQ (after rdma_cm's 36-byte header: at most
+	// 56 bytes) or the REP (at most 196).
+	PrivateData []byte
+	// ResponderResources is how many READs and atomics from the peer this
+	// side takes at once; InitiatorDepth how many it issues (0: 16 each).
+	// Each side ends with the smaller of its own and the peer's opposite.
+	ResponderResources, InitiatorDepth uint8
+	// RetryCount and RNRRetryCount are the RC retry counts this side's
+	// QP uses after a timeout and after an RNR NAK (0: 7 each, rping's);
+	// the REQ or REP tells the peer the RNR one.
+	RetryCount, RNRRetryCount uint8
+	// PathMTU bounds the path MTU (0: the device's active MTU).
+	PathMTU qp.MTU
+}
+
+// UserPrivateLen is how much private data a REQ holds after rdma_cm's header.
+const UserPrivateLen = mad.REQPrivateDataLen - mad.CMAHdrLen
+
+func (p *ConnParams) defaults() {
+	if p.ResponderResources == 0 {
+		p.ResponderResources = defaultRdAtomic
+	}
+	if p.InitiatorDepth == 0 {
+		p.InitiatorDepth = defaultRdAtomic
+	}
+	if p.RetryCount == 0 {
+		p.RetryCount = 7
+	}
+	if p.RNRRetryCount == 0 {
+		p.RNRRetryCount = 7
+	}
+}
+
+// Conn is one RC connection: its QP, already in RTS, and the connection
+// manager's state of it.
+type Conn struct {
+	m        *Manager
+	qp       *qp.QP
+	local    netip.AddrPort
+	remote   netip.AddrPort
+	private  []byte // the peer's private data (REQ: after rdma_cm's header; REP)
+	active   bool
+	p        peer
+	lep      transport.Endpoint // this side's endpoint (QPN, first PSN, GID, MTU)
+	params   ConnParams
+	ackTO    uint8 // the path's local ACK timeout: the QP's, and time wait's measure
+	qcAccess mr.Access
+	prepare  func(*qp.QP) error
+
+	ready    chan struct{} // closed when established or failed (Dial, accept)
+	done     chan struct{} // closed when the connection ended
+	doneOnce sync.Once
+
+	// Under m.mu.
+	state     state
+	localID   uint32
+	remoteKey remoteID
+	tid       uint64
+	msg       mad.MAD       // the MAD a timeout sends again
+	retries   int           // sends of msg left
+	timeout   time.Duration // between sends of msg
+	timer     qp.Timer
+	gen       uint64 // bumped whenever the timer is re-armed or stopped
+	err       error
+	listener  *Listener
+}
+
+// QP returns the connection's queue pair, in RTS once Dial or Accept
+// returned it.
+func (c *Conn) QP() *qp.QP { return c.qp }
+
+// LocalAddr returns this side's address and port.
+func (c *Conn) LocalAddr() netip.AddrPort { return c.local }
+
+// RemoteAddr returns the peer's address and port (a dialing peer's port is
+// the one in its rdma_cm header).
+func (c *Conn) RemoteAddr() netip.AddrPort { return c.remote }
+
+// PrivateData returns the peer's private data: what followed rdma_cm's
+// header in its REQ (56 bytes), or its REP's (196 bytes), zero-padded, as
+// librdmacm hands it over.
+func (c *Conn) PrivateData() []byte { return c.private }
+
+// ResponderResources and InitiatorDepth return what the connection
+// settled on: the READs and atomics this side takes from the peer at once,
+// and those it issues.
+func (c *Conn) ResponderResources() uint8 { return c.params.ResponderResources }
+
+// InitiatorDepth returns how many READs and atomics this side issues at once.
+func (c *Conn) InitiatorDepth() uint8 { return c.params.InitiatorDepth }
+
+// Done is closed when the connection ends: disconnected by either side,
+// timed out, or its manager closed. Err then says why.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended (nil while it lasts, ErrDisconnected
+// after a disconnection).
+func (c *Conn) Err() error {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	return c.err
+}
+
+// Close disconnects: it moves the QP to ERR (its outstanding work requests
+// complete flushed), sends a DREQ and returns at once; the DREQ is retried
+// until the peer's DREP, and Done is closed when it arrives or the retries
+// run out. Closing a connection that ended already does nothing. The QP
+// stays the caller's to destroy (Device.DestroyQP) once it has polled
+// what it needs.
+func (c *Conn) Close() error {
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c.state != stateEstablished {
+		return nil
+	}
+	c.toErr()
+	// The active side's DREQ goes in the connection's transaction; the
+	// passive side starts one of its own, as cm.c's cm_form_tid does.
+	tid := c.tid
+	if !c.active {
+		tid = m.hiTID | uint64(c.localID)
+	}
+	msg := newMAD(mad.AttrDREQ, tid)
+	d := msg.DREQ()
+	d.SetLocalCommID(c.localID)
+	d.SetRemoteCommID(c.remoteKey.comm)
+	d.SetRemoteQPN(c.remoteQPN())
+	c.state = stateDREQSent
+	c.sendRetried(msg, maxCMRetries)
+	return nil
+}
+
+// Disconnect closes the connection and waits until the peer answered (or
+// the DREQ's retries ran out), or ctx ends.
+func (c *Conn) Disconnect(ctx context.Context) error {
+	c.Close()
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Conn) remoteQPN() uint32 {
+	a, _ := c.qp.Query()
+	return a.DestQPN
+}
+
+// toErr moves the QP to ERR, as rdma_cm does on a disconnection.
+func (c *Conn) toErr() {
+	if c.qp.State() != qp.Reset {
+		c.qp.Modify(&qp.Attr{State: qp.Err}, qp.AttrState)
+	}
+}
+
+// sendRetried sends msg and arms the timer to send it again, up to
+// retries more times. Called with m.mu held.
+func (c *Conn) sendRetried(msg mad.MAD, retries int) {
+	c.msg, c.retries = msg, retries
+	c.m.send(c.p, msg)
+	c.arm(c.timeout)
+}
+
+// arm (re)starts the connection's timer. Called with m.mu held.
+func (c *Conn) arm(d time.Duration) {
+	c.stopTimer()
+	gen := c.gen
+	c.timer = c.m.clock.AfterFunc(d, func() { c.m.expire(c, gen) })
+}
+
+// stopTimer stops the timer; a firing already under way finds its
+// generation stale. Called with m.mu held.
+func (c *Conn) stopTimer() {
+	c.gen++
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+}
+
+// finish records why the connection ended and wakes its waiters. Called
+// with m.mu held.
+func (c *Conn) finish(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+	select {
+	case <-c.ready:
+	default:
+		close(c.ready)
+	}
+	c.doneOnce.Do(func() { close(c.done) })
+}
+
+// expire is a connection's timer firing.
+func (m *Manager) expire(c *Conn, gen uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if gen != c.gen || m.closed {
+		return
+	}
+	c.timer = nil
+	switch c.state {
+	case stateTimewait:
+		m.forget(c)
+		return
+	case stateREQSent, stateMRAREQRcvd, stateREPSent, stateMRAREPRcvd, stateDREQSent:
+	default:
+		return
+	}
+	if c.retries > 0 {
+		c.retries--
+		m.st.retries.Add(1)
+		m.send(c.p, c.msg)
+		c.arm(c.timeout)
+		return
+	}
+	// No answer, retries included (IBA 12.9.7): a REQ or REP is withdrawn
+	// with a REJ of reason Timeout, as cm.c's cm_destroy_id sends one; a
+	// DREQ ends in time wait all the same.
+	switch c.state {
+	case stateREQSent, stateMRAREQRcvd:
+		m.reject(c.p, c.tid, c.localID, 0, mad.MsgREQ, mad.RejTimeout)
+		m.drop(c, ErrTimeout)
+	case stateREPSent, stateMRAREPRcvd:
+		m.reject(c.p, c.tid, c.localID, c.remoteKey.comm, mad.MsgREP, mad.RejTimeout)
+		m.drop(c, ErrTimeout)
+	case stateDREQSent:
+		m.timewait(c, ErrTimeout)
+	}
+}
+
+// drop ends a connection that never was established: its IDs are
+// forgotten at once and its QP destroyed. Called with m.mu held.
+func (m *Manager) drop(c *Conn, err error) {
+	c.stopTimer()
+	m.forget(c)
+	if c.listener != nil {
+		c.listener.pending--
+	}
+	m.dev.DestroyQP(c.qp)
+	c.finish(err)
+}
+
+// forget removes c from the tables. Called with m.mu held.
+func (m *Manager) forget(c *Conn) {
+	c.stopTimer()
+	c.state = stateGone
+	if m.conns[c.localID] == c {
+		delete(m.conns, c.localID)
+	}
+	if m.remote[c.remoteKey] == c {
+		delete(m.remote, c.remoteKey)
+	}
+}
+
+// timewait ends an established connection: the QP goes to ERR, and the
+// IDs are kept for the time wait so that a late DREQ is answered and a
+// late duplicate REQ refused as stale. Called with m.mu held.
+func (m *Manager) timewait(c *Conn, err error) {
+	c.toErr()
+	c.state = stateTimewait
+	c.arm(ibaTime(c.ackTO))
+	c.finish(err)
+}
+
+// Listener accepts connections to one address and port of the TCP port
+// space.
+type Listener struct {
+	m       *Manager
+	addr    netip.AddrPort
+	cfg     ListenConfig
+	ch      chan *Conn
+	closed  chan struct{}
+	pending int // connections past REQ, not yet established (under m.mu)
+}
+
+// ListenConfig is what a Listener gives each connection it accepts.
+type ListenConfig struct {
+	// QP says how to make each accepted connection's QP.
+	QP QPConfig
+	// Params are this side's; PrivateData goes in the REP.
+	Params ConnParams
+	// Backlog bounds the connections not yet accepted (0: 16); a REQ
+	// beyond it is rejected (reason 3, no resources).
+	Backlog int
+}
+
+// Listen starts accepting connections to addr (an unspecified address
+// takes any of the device's) in the TCP port space: a REQ whose service
+// ID is 0x0106<<16 | port and whose rdma_cm header names addr. Each
+// connection gets a QP made from cfg.QP, is answered with a REP (the QP in
+// RTS already, as rdma_accept leaves it) and is handed to Accept once the
+// peer's RTU arrives: the manager accepts for the program, as a TCP stack
+// does, within the backlog.
+func (m *Manager) Listen(addr netip.AddrPort, cfg ListenConfig) (*Listener, error) {
+	if cfg.QP.PD == nil {
+		return nil, errors.New("cm: listen: no protection domain")
+	}
+	if len(cfg.Params.PrivateData) > mad.REPPrivateDataLen {
+		return nil, fmt.Errorf("cm: listen: %d bytes of private data, a REP holds %d", len(cfg.Params.PrivateData), mad.REPPrivateDataLen)
+	}
+	cfg.Params.defaults()
+	if cfg.Backlog <= 0 {
+		cfg.Backlog = defaultBacklog
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if _, used := m.listeners[addr.Port()]; used {
+		return nil, fmt.Errorf("cm: listen: port %d is in use", addr.Port())
+	}
+	l := &Listener{m: m, addr: netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()), cfg: cfg,
+		ch: make(chan *Conn, cfg.Backlog), closed: make(chan struct{})}
+	m.listeners[addr.Port()] = l
+	return l, nil
+}
+
+// Addr returns the address and port the listener accepts on.
+func (l *Listener) Addr() netip.AddrPort { return l.addr }
+
+// Accept returns the next established connection, or an error when ctx
+// ends or the listener is closed.
+func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.closed:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close stops listening: later REQs to the port are rejected (invalid
+// service ID). Connections accepted already are not affected; those not
+// yet taken by Accept are disconnected.
+func (l *Listener) Close() error {
+	l.m.mu.Lock()
+	if l.m.listeners[l.addr.Port()] == l {
+		delete(l.m.listeners, l.addr.Port())
+	}
+	waiting := l.shut()
+	l.m.mu.Unlock()
+	for _, c := range waiting {
+		c.Close()
+	}
+	return nil
+}
+
+// shut marks the listener closed and returns the connections that were
+// waiting for Accept. Called with m.mu held.
+func (l *Listener) shut() []*Conn {
+	select {
+	case <-l.closed:
+		return nil
+	default:
+	}
+	close(l.closed)
+	var waiting []*Conn
+	for len(l.ch) > 0 {
+		waiting = append(waiting, <-l.ch)
+	}
+	return waiting
+}
+
+// Dial connects to a listener at raddr (TCP port space) and returns the
+// connection with its QP in RTS once the peer's REP has arrived and the
+// RTU is on its way, as rdma_connect's RDMA_CM_EVENT_ESTABLISHED. laddr
+// is this side's address (an invalid one: the device's default GID's);
+// its port goes in rdma_cm's header (0: a random one, as an ephemeral
+// port). A REJ is a *RejectError; no answer, retries included, is
+// ErrTimeout; ctx ending withdraws the REQ with a REJ.
+func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPConfig, p ConnParams) (*Conn, error) {
+	if qc.PD == nil {
+		return nil, errors.New("cm: dial: no protection domain")
+	}
+	if len(p.PrivateData) > UserPrivateLen {
+		return nil, fmt.Errorf("cm: dial: %d bytes of private data, a REQ holds %d after rdma_cm's header", len(p.PrivateData), UserPrivateLen)
+	}
+	p.defaults()
+	la, ra := laddr.Addr().Unmap(), raddr.Addr().Unmap()
+	if !la.IsValid() {
+		g, _ := m.dev.GID(m.dev.DefaultGIDIndex())
+		la = g.Addr()
+	}
+	if la.Is4() != ra.Is4() {
+		return nil, fmt.Errorf("cm: dial: %v and %v are not of one family", la, ra)
+	}
+	lport := laddr.Port()
+	if lport == 0 {
+		lport = uint16(0x8000 | rand.Uint32()&0x7fff)
+	}
+	c, err := m.newConn(qc, p, la)
+	if err != nil {
+		return nil, fmt.Errorf("cm: dial: %w", err)
+	}
+	c.active = true
+	c.local, c.remote = netip.AddrPortFrom(la, lport), netip.AddrPortFrom(ra, raddr.Port())
+	c.p = peer{local: la, remote: ra}
+	c.ackTO = packetLifeTime + 1
+	c.timeout = 2*ibaTime(packetLifeTime) + ibaTime(cmResponseTimeout)
+
+	msg := newMAD(mad.AttrREQ, 0)
+	r := msg.REQ()
+	f := mad.REQFields{
+		ServiceID: mad.ServiceID(mad.PortSpaceTCP, raddr.Port()), LocalCAGUID: m.guid,
+		LocalQPN: c.qp.QPN(), ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
+		RemoteCMResponseTimeout: cmResponseTimeout, StartingPSN: c.lep.PSN,
+		LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount, PKey: transport.GSIPKey,
+		PathMTU: uint8(c.lep.MTU), RNRRetryCount: p.RNRRetryCount, MaxCMRetries: maxCMRetries,
+		Primary: mad.PathFields{LocalLID: permissiveLID, RemoteLID: permissiveLID, LocalGID: c.lep.GID,
+			RemoteGID: bth.GIDFromAddr(ra), HopLimit: hopLimit, LocalACKTimeout: c.ackTO},
+	}
+	priv := make([]byte, mad.REQPrivateDataLen)
+	h := mad.CMAHdr(priv[:mad.CMAHdrLen])
+	h.SetPort(lport)
+	h.SetAddrs(la, ra)
+	copy(priv[mad.CMAHdrLen:], p.PrivateData)
+	f.PrivateData = priv
+
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.dev.DestroyQP(c.qp)
+		return nil, ErrClosed
+	}
+	c.localID = m.newCommID()
+	c.tid = m.hiTID | uint64(c.localID)
+	f.LocalCommID = c.localID
+	msg.SetTID(c.tid)
+	r.Put(f)
+	m.conns[c.localID] = c
+	c.state = stateREQSent
+	c.sendRetried(msg, maxCMRetries)
+	m.mu.Unlock()
+
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		m.mu.Lock()
+		if c.state == stateREQSent || c.state == stateMRAREQRcvd {
+			m.reject(c.p, c.tid, c.localID, 0, mad.MsgREQ, mad.RejTimeout)
+			m.drop(c, ctx.Err())
+		}
+		m.mu.Unlock()
+		<-c.ready
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c.state != stateEstablished {
+		return nil, c.err
+	}
+	return c, nil
+}
+
+// newConn makes a connection's QP and endpoint, from local address la.
+func (m *Manager) newConn(qc QPConfig, p ConnParams, la netip.Addr) (*Conn, error) {
+	if qc.Access == 0 {
+		qc.Access = mr.RemoteRead | mr.RemoteWrite
+	}
+	qc.Init.Type = qp.RC
+	q, err := m.dev.CreateQP(qc.PD, qc.Init)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := m.dev.LocalEndpoint(q)
+	if err != nil {
+		m.dev.DestroyQP(q)
+		return nil, err
+	}
+	if _, ok := m.dev.GIDIndex(la); !ok {
+		m.dev.DestroyQP(q)
+		return nil, fmt.Errorf("%v is none of the device's addresses", la)
+	}
+	ep.GID = bth.GIDFromAddr(la)
+	if p.PathMTU != 0 && p.PathMTU < ep.MTU {
+		ep.MTU = p.PathMTU
+	}
+	c := &Conn{m: m, qp: q, lep: ep, params: p, ready: make(chan struct{}), done: make(chan struct{})}
+	c.params.PrivateData = append([]byte(nil), p.PrivateData...)
+	c.qcAccess, c.prepare = qc.Access, qc.Prepare
+	return c, nil
+}
+
+// connect brings c's QP to RTS towards the peer's QPN, sending from
+// sendPSN, the Starting PSN of the peer's message (REQ or REP), and
+// expecting the one this side's own message carried (c.lep.PSN), with
+// what the connection settled on.
+//
+// That is how Linux reads the Starting PSN of a REQ and a REP (cm.c: the
+// passive side's send queue starts at the REQ's, the active side's at
+// the REP's), and what rxe does on the wire: in the rping_c5 capture the
+// client sends from the REP's PSN and the server from the REQ's. Each
+// side's message names the PSN it expects to receive. Called with m.mu
+// held.
+func (m *Manager) connect(c *Conn, qpn, sendPSN uint32, mtu qp.MTU, retry, rnr uint8) error {
+	remote := transport.Endpoint{QPN: qpn, PSN: c.lep.PSN, GID: bth.GIDFromAddr(c.p.remote), MTU: mtu}
+	local := c.lep
+	local.PSN = sendPSN
+	err := m.dev.Connect(c.qp, local, remote, transport.ConnectOptions{
+		Access: c.qcAccess, Timeout: c.ackTO, RetryCnt: retry, RNRRetry: rnr,
+		MaxRdAtomic: c.params.InitiatorDepth, MaxDestRdAtomic: c.params.ResponderResources,
+	})
+	if err == nil && c.prepare != nil {
+		err = c.prepare(c.qp)
+	}
+	return err
+}

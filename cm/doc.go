@@ -1,0 +1,25 @@
+// Package cm is goroce's RDMA connection manager: it connects RC queue
+// pairs the way Linux's rdma_cm does, with CM MADs on QP1, so that a
+// program built on librdmacm (rping, and in time every rdma_cm
+// application) can connect to goroce and goroce to it.
+//
+// A Manager runs the connection manager of one transport.Device: it owns
+// the device's QP1 and keeps the state of every connection (communication
+// IDs, transaction IDs, the CM state machine of IBA 12.9: idle, REQ sent,
+// REP sent, established, DREQ sent, time wait), retries a MAD that gets no
+// answer after the timeout the messages carry, honours an MRA, rejects a
+// REQ for a service nobody listens on with the specification's reason
+// (8, invalid service ID), and never lets a duplicate REQ open a second
+// connection.
+//
+// On top of it sits an API in the vocabulary of Go's net package and of
+// librdmacm: Listen on an IP address and port of the TCP port space
+// (rdma_cm's RDMA_PS_TCP, the RC connections rping and most tools make)
+// and Accept; Dial with private data, responder resources and initiator
+// depth. Both return a Conn whose QP is already in RTS; Close or
+// Disconnect end it with DREQ/DREP, and Done reports a disconnection by
+// the peer.
+//
+// The wire format is package mad's; this package decides what to send
+// and when. Timers run on a qp.Clock, so tests drive them by hand.
+package cm

@@ -1,0 +1,299 @@
+package cm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goroce/goroce/internal/hook"
+	"github.com/goroce/goroce/mad"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
+)
+
+// The device's QP1, which transport hands the connection manager through
+// internal/hook rather than its public API.
+var (
+	attachGSI = hook.AttachGSI.(func(d *transport.Device, h func(src, dst netip.Addr, mad []byte)) (func(), error))
+	sendGSI   = hook.SendGSI.(func(d *transport.Device, src, dst netip.Addr, mad []byte) error)
+)
+
+// The values Linux's rdma_cm puts in a REQ (cma.c; the captured rping REQ
+// in ../shared/rxe-peer/captures carries exactly these), which goroce
+// sends too.
+const (
+	// cmResponseTimeout is CMA_CM_RESPONSE_TIMEOUT: 4.096 µs × 2^20, 4.3 s,
+	// both the local and the remote CM response timeout of a REQ.
+	cmResponseTimeout = 20
+	// maxCMRetries is CMA_MAX_CM_RETRIES.
+	maxCMRetries = 15
+	// packetLifeTime is CMA_IBOE_PACKET_LIFETIME of kernel 6.1 (bookworm):
+	// 18, 1.07 s; a REQ's primary path says local ACK timeout 19.
+	packetLifeTime = 18
+	// targetACKDelay is what a REP says (rxe's local CA ACK delay, 15).
+	targetACKDelay = 15
+	// hopLimit is the path's hop limit as rdma_cm sends it.
+	hopLimit = 64
+	// permissiveLID is the LID of both path ends on RoCE.
+	permissiveLID = 0xffff
+	// defaultRdAtomic is the responder resources and initiator depth of a
+	// connection whose options name none.
+	defaultRdAtomic = 16
+	// defaultBacklog bounds a listener's connections not yet accepted.
+	defaultBacklog = 16
+)
+
+// ibaTime converts the IBA's 5-bit time exponent to a duration:
+// 4.096 µs × 2^t.
+func ibaTime(t uint8) time.Duration { return time.Duration(4096) << (t & 31) * time.Nanosecond }
+
+// Options configure a Manager.
+type Options struct {
+	// Clock drives the MAD retries and time wait (default qp.RealClock);
+	// tests pass one they advance by hand.
+	Clock qp.Clock
+}
+
+// Stats counts what a Manager received and sent.
+type Stats struct {
+	Received   uint64 // CM MADs handled
+	Sent       uint64 // CM MADs sent, retries included
+	Retries    uint64 // MADs sent again after their timeout
+	Malformed  uint64 // MADs mad.ParseCM refused, or of a method other than Send
+	Unhandled  uint64 // CM messages this manager does not serve (LAP, SIDR)
+	Duplicates uint64 // duplicate or stale messages dropped (a REQ, REP, MRA, DREQ... seen already)
+	Unknown    uint64 // messages for a communication ID the manager does not know
+	Rejected   uint64 // REJs sent
+	Overflow   uint64 // MADs dropped because the manager's queue was full
+}
+
+type stats struct {
+	received, sent, retries, malformed, unhandled, duplicates, unknown, rejected, overflow atomic.Uint64
+}
+
+// remoteID identifies a connection by its peer: the peer's communication
+// ID and CA GUID, which is how a duplicate REQ is recognized (IBA 12.9.8.3).
+type remoteID struct {
+	comm uint32
+	guid uint64
+}
+
+// inMAD is a MAD the receive path handed over.
+type inMAD struct {
+	src, dst netip.Addr
+	b        []byte
+}
+
+// Manager is the connection manager of one device. Its methods are safe
+// for concurrent use.
+type Manager struct {
+	dev    *transport.Device
+	clock  qp.Clock
+	guid   uint64
+	hiTID  uint64
+	detach func()
+	ids    func() uint32 // draws communication IDs (rand.Uint32; a test's own)
+
+	mu        sync.Mutex
+	conns     map[uint32]*Conn   // by local communication ID
+	remote    map[remoteID]*Conn // by the peer's communication ID and CA GUID
+	listeners map[uint16]*Listener
+	closed    bool
+
+	in   chan inMAD
+	done chan struct{}
+	wg   sync.WaitGroup
+	st   stats
+}
+
+// ErrClosed is returned by the calls of a closed Manager or Listener.
+var ErrClosed = errors.New("cm: closed")
+
+// New starts the connection manager of dev: it takes over dev's QP1. One
+// device has at most one Manager at a time.
+func New(dev *transport.Device, o Options) (*Manager, error) {
+	m := &Manager{
+		dev: dev, clock: o.Clock, guid: nodeGUID(dev), hiTID: uint64(rand.Uint32()) << 32,
+		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[uint16]*Listener{},
+		in: make(chan inMAD, 256), done: make(chan struct{}), ids: rand.Uint32,
+	}
+	if m.clock == nil {
+		m.clock = qp.RealClock{}
+	}
+	detach, err := attachGSI(dev, m.receive)
+	if err != nil {
+		return nil, fmt.Errorf("cm: %w", err)
+	}
+	m.detach = detach
+	m.wg.Add(1)
+	go m.loop()
+	return m, nil
+}
+
+// nodeGUID returns the CA GUID the manager's MADs carry: the EUI-64 of the
+// device's link-local GID, as rxe's node GUID is, or else one made from
+// its first GID.
+func nodeGUID(dev *transport.Device) uint64 {
+	if g, ok := dev.GID(0); ok && g.Addr().IsLinkLocalUnicast() {
+		return binary.BigEndian.Uint64(g[8:])
+	}
+	h := fnv.New64a()
+	for _, g := range dev.GIDs() {
+		h.Write(g[:])
+	}
+	return h.Sum64()
+}
+
+// Stats returns the manager's counters.
+func (m *Manager) Stats() Stats {
+	s := &m.st
+	return Stats{Received: s.received.Load(), Sent: s.sent.Load(), Retries: s.retries.Load(),
+		Malformed: s.malformed.Load(), Unhandled: s.unhandled.Load(), Duplicates: s.duplicates.Load(),
+		Unknown: s.unknown.Load(), Rejected: s.rejected.Load(), Overflow: s.overflow.Load()}
+}
+
+// Close stops the manager: it gives QP1 back, stops every timer and ends
+// every connection and listener without a word to the peers (their own
+// timeouts end their side). QPs stay their owners' to destroy.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.detach()
+	close(m.done)
+	for _, c := range m.conns {
+		c.stopTimer()
+		c.finish(ErrClosed)
+	}
+	for _, l := range m.listeners {
+		l.shut() // the connections it held end with the others above
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+	return nil
+}
+
+// receive is QP1's handler, on the device's receive path: it copies the
+// MAD (one allocation per MAD) and queues it for the manager's goroutine.
+func (m *Manager) receive(src, dst netip.Addr, b []byte) {
+	select {
+	case m.in <- inMAD{src.Unmap(), dst.Unmap(), append([]byte(nil), b...)}:
+	default:
+		m.st.overflow.Add(1)
+	}
+}
+
+func (m *Manager) loop() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.done:
+			return
+		case x := <-m.in:
+			m.handle(x.src, x.dst, x.b)
+		}
+	}
+}
+
+// handle processes one MAD that arrived at QP1 from src to the local
+// address dst. Whatever the bytes, it never panics: a MAD that is not a
+// well-formed CM Send is counted and dropped.
+func (m *Manager) handle(src, dst netip.Addr, b []byte) {
+	defer m.st.received.Add(1)
+	mm, err := mad.ParseCM(b)
+	if err != nil || mm.Method() != mad.MethodSend {
+		m.st.malformed.Add(1)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	p := peer{local: dst, remote: src}
+	switch mm.AttrID() {
+	case mad.AttrREQ:
+		m.onREQ(p, mm)
+	case mad.AttrMRA:
+		m.onMRA(mm)
+	case mad.AttrREJ:
+		m.onREJ(mm)
+	case mad.AttrREP:
+		m.onREP(p, mm)
+	case mad.AttrRTU:
+		m.onRTU(mm)
+	case mad.AttrDREQ:
+		m.onDREQ(p, mm)
+	case mad.AttrDREP:
+		m.onDREP(mm)
+	case mad.AttrSIDRREQ:
+		m.onSIDRREQ(p, mm)
+	default: // LAP, APR, SIDR_REP, ClassPortInfo: not served yet
+		m.st.unhandled.Add(1)
+	}
+}
+
+// peer is the pair of addresses a MAD travels between.
+type peer struct{ local, remote netip.Addr }
+
+// send sends a CM MAD from QP1 at p.local to QP1 at p.remote.
+func (m *Manager) send(p peer, msg mad.MAD) {
+	if err := sendGSI(m.dev, p.local, p.remote, msg); err != nil {
+		return // lost like any MAD: the retry, or the peer's, recovers it
+	}
+	m.st.sent.Add(1)
+}
+
+// newMAD returns a CM MAD of attribute a with transaction ID tid.
+func newMAD(a mad.AttrID, tid uint64) mad.MAD {
+	msg := mad.NewCM(a)
+	msg.SetTID(tid)
+	return msg
+}
+
+// reject sends a REJ answering a message of kind what with transaction ID
+// tid: localComm is this side's communication ID (0 when it made none),
+// remoteComm the peer's.
+func (m *Manager) reject(p peer, tid uint64, localComm, remoteComm uint32, what mad.MsgKind, why mad.RejReason) {
+	msg := newMAD(mad.AttrREJ, tid)
+	r := msg.REJ()
+	r.SetLocalCommID(localComm)
+	r.SetRemoteCommID(remoteComm)
+	r.SetMessageRejected(what)
+	r.SetReason(why)
+	m.st.rejected.Add(1)
+	m.send(p, msg)
+}
+
+// newCommID returns an unused, non-zero local communication ID. Called
+// with m.mu held.
+func (m *Manager) newCommID() uint32 {
+	for {
+		id := m.ids()
+		if _, used := m.conns[id]; id != 0 && !used {
+			return id
+		}
+	}
+}
+
+// onSIDRREQ answers a SIDR_REQ: UD services (the UDP port space) are not
+// served yet, so the answer is "service ID not supported", as Linux
+// answers one for a service nobody listens on.
+func (m *Manager) onSIDRREQ(p peer, in mad.MAD) {
+	m.st.unhandled.Add(1)
+	msg := newMAD(mad.AttrSIDRREP, in.TID())
+	r := msg.SIDRREP()
+	r.SetRequestID(in.SIDRREQ().RequestID())
+	r.SetStatus(mad.SIDRUnsupported)
+	r.SetServiceID(in.SIDRREQ().ServiceID())
+	m.send(p, msg)
+}

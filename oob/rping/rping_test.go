@@ -1,0 +1,98 @@
+package rping
+
+import (
+	"bytes"
+	"context"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/transport"
+)
+
+func env(t *testing.T, net *nic.MemNet, addr string, out, errw *bytes.Buffer) Env {
+	a := netip.MustParseAddr(addr)
+	l, err := net.Attach(a, nic.MemOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := transport.Open(l, transport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	m, err := cm.New(dev, cm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return Env{Dev: dev, CM: m, Local: a, Stdout: out, Stderr: errw}
+}
+
+// lines returns the lines of a capture's tool output, sorted: the real
+// tools' stdout and stderr were captured into one file, so their order
+// across the two is not kept.
+func lines(s string) []string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	sort.Strings(l)
+	return l
+}
+
+// TestRpingPair: roced rping -s and roced rping -c -v -V -C 5 over the
+// in-memory link print what rxe's rping printed in the rping_c5 capture
+// (captures/rping_c5.*.txt), line for line, and both exit 0.
+func TestRpingPair(t *testing.T) {
+	net := nic.NewMemNet(1)
+	var sout, serr, cout, cerr bytes.Buffer
+	senv := env(t, net, "198.51.100.2", &sout, &serr)
+	cenv := env(t, net, "198.51.100.1", &cout, &cerr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	scfg, err := ParseFlags([]string{"-s", "-a", "198.51.100.2", "-v", "-C", "5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccfg, err := ParseFlags([]string{"-c", "-a", "198.51.100.2", "-v", "-V", "-C5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var scode int
+	wg.Add(1)
+	go func() { defer wg.Done(); scode = Run(ctx, scfg, senv) }()
+	// The client retries a REQ the server is not listening for yet only
+	// after seconds: give it a listener first.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		l, err := senv.CM.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7174), cm.ListenConfig{QP: cm.QPConfig{PD: senv.Dev.AllocPD()}})
+		if err != nil {
+			break // rping's listener holds the port
+		}
+		l.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the server does not listen")
+		}
+	}
+	ccode := Run(ctx, ccfg, cenv)
+	wg.Wait()
+	if scode != 0 || ccode != 0 {
+		t.Fatalf("exit %d %d\nserver: %s%s\nclient: %s%s", scode, ccode, sout.String(), serr.String(), cout.String(), cerr.String())
+	}
+	for _, c := range []struct {
+		file string
+		got  string
+	}{{"testdata/rping_c5.client.txt", cout.String() + cerr.String()}, {"testdata/rping_c5.server.txt", sout.String() + serr.String()}} {
+		want, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := lines(c.got), lines(string(want)); strings.Join(g, "\n") != strings.Join(w, "\n") {
+			t.Errorf("%s:\n got %q\nwant %q", c.file, g, w)
+		}
+	}
+}
