@@ -5,6 +5,13 @@ SHELL    := /bin/bash
 GO       ?= go
 BIN      := bin
 ROCED    := $(BIN)/roced
+# libgoroce.so, the libibverbs-compatible library (LD_PRELOAD): built
+# against <infiniband/verbs.h> (libibverbs-dev), its ibv_* symbols given
+# libibverbs' versions by the version script (cmd/libgoroce/libibverbs.map;
+# go's cgo refuses the flag in a #cgo LDFLAGS line, so it goes to the
+# external linker here, and TestPreload builds with the same flag).
+LIBGOROCE := $(BIN)/libgoroce.so
+LIBGOROCE_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/cmd/libgoroce/libibverbs.map
 # An execution count, not a duration: go1.26's fuzz coordinator can fail a
 # duration-bounded run with a bare "context deadline exceeded" at the
 # deadline (golang/go#75804, fixed in go1.27), which load makes likelier.
@@ -17,6 +24,7 @@ all: build
 
 build:
 	$(GO) build -o $(ROCED) ./cmd/roced
+	$(GO) build -buildmode=c-shared -ldflags=$(LIBGOROCE_LDFLAGS) -o $(LIBGOROCE) ./cmd/libgoroce
 
 run: build
 	ROCED=$(ROCED) scripts/run-pingpong.sh
