@@ -75,14 +75,14 @@ func devices() []device {
 	return devs
 }
 
-// context is an open device (ibv_context).
-type context struct {
+// devctx is an open device (ibv_context).
+type devctx struct {
 	ep  *endpoint.Endpoint
 	dev *transport.Device
 }
 
 type pd struct {
-	ctx *context
+	ctx *devctx
 	pd  *mr.PD
 }
 
@@ -95,7 +95,7 @@ type cqueue struct {
 }
 
 type qpair struct {
-	ctx *context
+	ctx *devctx
 	qp  *qp.QP
 }
 
@@ -145,13 +145,13 @@ func goroce_open(i C.int, h *C.uintptr_t) C.int {
 		fmt.Fprintf(os.Stderr, "libgoroce: goroce%d (%s): %v\n", i, d[i].name, err)
 		return C.int(syscall.ENODEV)
 	}
-	*h = C.uintptr_t(cgo.NewHandle(&context{ep: ep, dev: ep.Device}))
+	*h = C.uintptr_t(cgo.NewHandle(&devctx{ep: ep, dev: ep.Device}))
 	return 0
 }
 
 //export goroce_close
 func goroce_close(h C.uintptr_t) C.int {
-	c := handle[*context](h)
+	c := handle[*devctx](h)
 	cgo.Handle(h).Delete()
 	c.ep.Close()
 	return 0
@@ -159,7 +159,7 @@ func goroce_close(h C.uintptr_t) C.int {
 
 //export goroce_port
 func goroce_port(h C.uintptr_t, mtu, ngids *C.int) {
-	c := handle[*context](h)
+	c := handle[*devctx](h)
 	*mtu = C.int(c.dev.ActiveMTU())
 	*ngids = C.int(len(c.dev.GIDs()))
 }
@@ -168,7 +168,7 @@ func goroce_port(h C.uintptr_t, mtu, ngids *C.int) {
 func goroce_gid(h C.uintptr_t, index C.int, raw *C.uint8_t) C.int {
 	// An empty slot (loopback's link-local GID) reads as zeros, as an
 	// unset entry of a kernel GID table does.
-	t := handle[*context](h).dev.GIDs()
+	t := handle[*devctx](h).dev.GIDs()
 	if index < 0 || int(index) >= len(t) {
 		return C.int(syscall.EINVAL)
 	}
@@ -178,7 +178,7 @@ func goroce_gid(h C.uintptr_t, index C.int, raw *C.uint8_t) C.int {
 
 //export goroce_alloc_pd
 func goroce_alloc_pd(ctx C.uintptr_t, h *C.uintptr_t) C.int {
-	c := handle[*context](ctx)
+	c := handle[*devctx](ctx)
 	*h = C.uintptr_t(cgo.NewHandle(&pd{ctx: c, pd: c.dev.AllocPD()}))
 	return 0
 }
@@ -236,7 +236,7 @@ func goroce_create_cq(ctx C.uintptr_t, cqe C.int, ch *C.struct_gq_channel, ccq *
 	if cqe < 1 || cqe > qp.MaxWR {
 		return C.int(syscall.EINVAL)
 	}
-	c := &cqueue{cq: handle[*context](ctx).dev.CreateCQ(int(cqe))}
+	c := &cqueue{cq: handle[*devctx](ctx).dev.CreateCQ(int(cqe))}
 	if ch != nil {
 		// Each event the CQ sends (one per ReqNotify that fired) becomes
 		// one entry of the channel and one count on its eventfd.
