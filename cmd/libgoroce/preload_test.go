@@ -25,6 +25,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/netns"
 )
 
 const (
@@ -197,7 +199,7 @@ func TestRCPingpong(t *testing.T) {
 			}
 			srvDone := make(chan error, 1)
 			go func() { srvDone <- srv.Wait() }()
-			if err := waitListening(ctx, port, srvDone); err != nil {
+			if err := waitListening(ctx, srv.Process.Pid, port, srvDone); err != nil {
 				t.Fatalf("server: %v\n%s", err, srvOut.String())
 			}
 			out, err := command(tc.client, addrB, addrA).CombinedOutput()
@@ -233,15 +235,17 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// waitListening waits until a TCP socket listens on port, as
-// /proc/net/tcp{,6} show it (connecting to find out would take the
-// pingpong server's one accept), or the server exits, or ctx ends.
-func waitListening(ctx context.Context, port int, exited <-chan error) error {
+// waitListening waits until a TCP socket listens on port in the network
+// namespace of process pid, as /proc/PID/net/tcp{,6} show it (connecting
+// to find out would take the pingpong server's one accept), or the server
+// exits, or ctx ends.
+func waitListening(ctx context.Context, pid, port int, exited <-chan error) error {
 	want := fmt.Sprintf(":%04X ", port)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		for _, f := range []string{"tcp", "tcp6"} {
+			f = fmt.Sprintf("/proc/%d/net/%s", pid, f)
 			if listening(f, want) {
 				return nil
 			}
@@ -271,4 +275,73 @@ func listening(f, want string) bool {
 		}
 	}
 	return false
+}
+
+// TestVethReadme runs the README's lines as written, on two hosts: two
+// network namespaces joined by a veth pair, each side's interface renamed
+// eth0 and given the README's address only (192.0.2.2 the server,
+// 192.0.2.1 the client). It needs root and is skipped by -short (make test runs it
+// in its system stage).
+func TestVethReadme(t *testing.T) {
+	real := tool(t, "ibv_rc_pingpong")
+	tool(t, "ibv_devices")
+	tool(t, "ibv_devinfo")
+	p := netns.New(t, netns.Config{})
+	for _, e := range []struct {
+		end  *netns.End
+		addr string
+	}{{p.A, "192.0.2.2/24"}, {p.B, "192.0.2.1/24"}} {
+		for _, args := range [][]string{
+			{"link", "set", e.end.Link, "down"},
+			{"link", "set", e.end.Link, "name", "eth0"},
+			{"addr", "flush", "dev", "eth0"},
+			{"addr", "add", e.addr, "dev", "eth0"},
+			{"link", "set", "eth0", "up"},
+		} {
+			if out, err := e.end.Run("ip", args...); err != nil {
+				t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	port := strconv.Itoa(freePort(t))
+
+	var srvOut bytes.Buffer
+	srv := preloaded(ctx, "eth0", real, "-d", "goroce0", "-g", "1", "-p", port)
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := p.A.Do(srv.Start); err != nil {
+		t.Fatal(err)
+	}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Wait() }()
+	if err := waitListening(ctx, srv.Process.Pid, mustAtoi(port), srvDone); err != nil {
+		t.Fatalf("server: %v\n%s", err, srvOut.String())
+	}
+	// The README's block, as a shell runs it, but for the port.
+	script := "export LD_PRELOAD=" + lib + " GOROCE_NETDEV=eth0\n" +
+		"ibv_devices\n" +
+		"ibv_devinfo -v\n" +
+		"ibv_rc_pingpong -d goroce0 -g 1 -p " + port + " 192.0.2.2\n"
+	var out []byte
+	err := p.B.Do(func() error {
+		var err error
+		out, err = exec.CommandContext(ctx, "sh", "-ec", script).CombinedOutput()
+		return err
+	})
+	check(t, "client", out, err)
+	for _, want := range []string{"goroce0", "GID[  1]:\t\t::ffff:192.0.2.1, RoCE v2", "GID ::ffff:192.0.2.2"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("client output lacks %q:\n%s", want, out)
+		}
+	}
+	check(t, "server", srvOut.Bytes(), <-srvDone)
+}
+
+func mustAtoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
 }
