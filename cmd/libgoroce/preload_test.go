@@ -210,6 +210,30 @@ func TestRCPingpong(t *testing.T) {
 	}
 }
 
+// TestVerbsCheck builds testdata/verbs_check.c against the system's
+// libibverbs (as any program is built) and runs it preloaded: RDMA WRITE,
+// READ, fetch-and-add, compare-and-swap and SEND with immediate between
+// two devices, every completion awaited with poll() on the completion
+// channel's fd, and the errno of what the library refuses. The C compiler
+// and libibverbs-dev are what this package is built with, so nothing here
+// is skipped.
+func TestVerbsCheck(t *testing.T) {
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	bin := filepath.Join(t.TempDir(), "verbs_check")
+	if out, err := exec.Command(cc, "-Wall", "-O2", "-o", bin, "testdata/verbs_check.c", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cc, err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := preloaded(ctx, addrA+","+addrB, bin).CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("verbs_check: ok")) {
+		t.Fatalf("verbs_check: %v\n%s", err, out)
+	}
+}
+
 // check fails the test unless a pingpong finished cleanly: exit status 0,
 // its closing line printed, no data check failure.
 func check(t *testing.T, who string, out []byte, err error) {
