@@ -79,6 +79,9 @@ func devices() []device {
 type devctx struct {
 	ep  *endpoint.Endpoint
 	dev *transport.Device
+
+	mu  sync.Mutex
+	cqs map[*cqueue]struct{} // the CQs with a completion channel
 }
 
 type pd struct {
@@ -89,9 +92,23 @@ type pd struct {
 type region struct{ mr *mr.MR }
 
 type cqueue struct {
+	ctx  *devctx
 	cq   *cq.CQ
 	stop chan struct{} // ends the goroutine that feeds the completion channel
 	done chan struct{}
+}
+
+// unfeed stops the goroutine that feeds the CQ's completion channel, if
+// it has one and it still runs.
+func (c *cqueue) unfeed() {
+	c.ctx.mu.Lock()
+	_, running := c.ctx.cqs[c]
+	delete(c.ctx.cqs, c)
+	c.ctx.mu.Unlock()
+	if running {
+		close(c.stop)
+		<-c.done
+	}
 }
 
 type qpair struct {
@@ -153,6 +170,18 @@ func goroce_open(i C.int, h *C.uintptr_t) C.int {
 func goroce_close(h C.uintptr_t) C.int {
 	c := handle[*devctx](h)
 	cgo.Handle(h).Delete()
+	// A program may close the device with CQs left: stop feeding their
+	// channels first, since closing the device wakes them one last time
+	// and the program may free a channel once the device is closed.
+	c.mu.Lock()
+	cqs := make([]*cqueue, 0, len(c.cqs))
+	for q := range c.cqs {
+		cqs = append(cqs, q)
+	}
+	c.mu.Unlock()
+	for _, q := range cqs {
+		q.unfeed()
+	}
 	c.ep.Close()
 	return 0
 }
@@ -236,11 +265,18 @@ func goroce_create_cq(ctx C.uintptr_t, cqe C.int, ch *C.struct_gq_channel, ccq *
 	if cqe < 1 || cqe > qp.MaxWR {
 		return C.int(syscall.EINVAL)
 	}
-	c := &cqueue{cq: handle[*devctx](ctx).dev.CreateCQ(int(cqe))}
+	d := handle[*devctx](ctx)
+	c := &cqueue{ctx: d, cq: d.dev.CreateCQ(int(cqe))}
 	if ch != nil {
 		// Each event the CQ sends (one per ReqNotify that fired) becomes
 		// one entry of the channel and one count on its eventfd.
 		c.stop, c.done = make(chan struct{}), make(chan struct{})
+		d.mu.Lock()
+		if d.cqs == nil {
+			d.cqs = make(map[*cqueue]struct{})
+		}
+		d.cqs[c] = struct{}{}
+		d.mu.Unlock()
 		go func() {
 			defer close(c.done)
 			for {
@@ -260,11 +296,7 @@ func goroce_create_cq(ctx C.uintptr_t, cqe C.int, ch *C.struct_gq_channel, ccq *
 
 //export goroce_destroy_cq
 func goroce_destroy_cq(h C.uintptr_t) C.int {
-	c := handle[*cqueue](h)
-	if c.stop != nil {
-		close(c.stop)
-		<-c.done
-	}
+	handle[*cqueue](h).unfeed()
 	cgo.Handle(h).Delete()
 	return 0
 }
