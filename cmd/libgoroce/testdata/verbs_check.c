@@ -4,7 +4,8 @@
  * pingpongs do not: RDMA WRITE, READ, the two atomics and SEND with
  * immediate between two devices of one process, each completion awaited
  * through poll() on the completion channel's fd; a non-blocking channel
- * read with nothing pending; and the errno of what libgoroce refuses.
+ * read with nothing pending; port, P_Key and QP queries; and the errno
+ * of what libgoroce refuses.
  * Memory is the program's own: malloc'ed on one side, mmap'ed on the other.
  * Prints "verbs_check: ok" and exits 0, or names the first failure and
  * exits 1.
@@ -160,6 +161,21 @@ int main(void)
 	open_side(&b, list[1], bbuf);
 	connect_side(&a, &b);
 	connect_side(&b, &a);
+	{
+		struct ibv_port_attr pa;
+		struct ibv_qp_attr qa;
+		struct ibv_qp_init_attr qia;
+		__be16 pkey;
+
+		CHECK(!ibv_query_port(a.ctx, 1, &pa) && pa.state == IBV_PORT_ACTIVE &&
+			      pa.link_layer == IBV_LINK_LAYER_ETHERNET,
+		      "query_port");
+		CHECK(!ibv_query_pkey(a.ctx, 1, 0, &pkey) && be16toh(pkey) == 0xffff, "query_pkey");
+		CHECK(!ibv_query_qp(a.qp, &qa, IBV_QP_STATE | IBV_QP_CAP | IBV_QP_DEST_QPN, &qia) &&
+			      qa.qp_state == IBV_QPS_RTS && qa.dest_qp_num == b.qp->qp_num &&
+			      qa.cap.max_send_wr >= 8 && qia.qp_type == IBV_QPT_RC,
+		      "query_qp");
+	}
 
 	/* RDMA WRITE a[0..4096) to b[0..4096). */
 	for (int i = 0; i < 4096; i++)
