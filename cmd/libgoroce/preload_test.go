@@ -329,24 +329,24 @@ func TestVethReadme(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	port := strconv.Itoa(freePort(t))
+	port := freePort(t)
 
 	var srvOut bytes.Buffer
-	srv := preloaded(ctx, "eth0", real, "-d", "goroce0", "-g", "1", "-p", port)
+	srv := preloaded(ctx, "eth0", real, "-d", "goroce0", "-g", "1", "-p", strconv.Itoa(port))
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := p.A.Do(srv.Start); err != nil {
 		t.Fatal(err)
 	}
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Wait() }()
-	if err := waitListening(ctx, srv.Process.Pid, mustAtoi(port), srvDone); err != nil {
+	if err := waitListening(ctx, srv.Process.Pid, port, srvDone); err != nil {
 		t.Fatalf("server: %v\n%s", err, srvOut.String())
 	}
 	// The README's block, as a shell runs it, but for the port.
 	script := "export LD_PRELOAD=" + lib + " GOROCE_NETDEV=eth0\n" +
 		"ibv_devices\n" +
 		"ibv_devinfo -v\n" +
-		"ibv_rc_pingpong -d goroce0 -g 1 -p " + port + " 192.0.2.2\n"
+		"ibv_rc_pingpong -d goroce0 -g 1 -p " + strconv.Itoa(port) + " 192.0.2.2\n"
 	var out []byte
 	err := p.B.Do(func() error {
 		var err error
@@ -360,12 +360,4 @@ func TestVethReadme(t *testing.T) {
 		}
 	}
 	check(t, "server", srvOut.Bytes(), <-srvDone)
-}
-
-func mustAtoi(s string) int {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		panic(err)
-	}
-	return n
 }
