@@ -359,5 +359,6 @@ func TestVethReadme(t *testing.T) {
 			t.Errorf("client output lacks %q:\n%s", want, out)
 		}
 	}
-	check(t, "server", srvOut.Bytes(), <-srvDone)
+	err = <-srvDone // before reading srvOut: the server writes it until it exits
+	check(t, "server", srvOut.Bytes(), err)
 }
