@@ -5,6 +5,13 @@ SHELL    := /bin/bash
 GO       ?= go
 BIN      := bin
 ROCED    := $(BIN)/roced
+# libgoroce.so, the libibverbs-compatible library (LD_PRELOAD): built
+# against <infiniband/verbs.h> (libibverbs-dev), its ibv_* symbols given
+# libibverbs' versions by the version script (cmd/libgoroce/libibverbs.map;
+# go's cgo refuses the flag in a #cgo LDFLAGS line, so it goes to the
+# external linker here, and TestPreload builds with the same flag).
+LIBGOROCE := $(BIN)/libgoroce.so
+LIBGOROCE_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/cmd/libgoroce/libibverbs.map
 # An execution count, not a duration: go1.26's fuzz coordinator can fail a
 # duration-bounded run with a bare "context deadline exceeded" at the
 # deadline (golang/go#75804, fixed in go1.27), which load makes likelier.
@@ -17,6 +24,7 @@ all: build
 
 build:
 	$(GO) build -o $(ROCED) ./cmd/roced
+	$(GO) build -buildmode=c-shared -ldflags=$(LIBGOROCE_LDFLAGS) -o $(LIBGOROCE) ./cmd/libgoroce
 
 run: build
 	ROCED=$(ROCED) scripts/run-pingpong.sh
@@ -68,7 +76,8 @@ newcomer:
 # reordering from nic/impair), the soak (256 MiB of each of SEND, WRITE and
 # READ through 5% loss), the 64 MiB messages and 100,000 QPs on one device
 # (1,000 of them, chosen at random, carrying traffic); then roced's long tests
-# (every -a size, the tools as real processes), which -short skips above.
+# (every -a size, the tools as real processes), which -short skips above;
+# then the README's libgoroce.so lines, run as written across a veth pair.
 # These run without -race, which would make them ten times slower; the
 # short tests above run with it.
 system:
@@ -76,6 +85,7 @@ system:
 	$(GO) test -exec 'flock $(UNITLOCK)' -race -count=1 ./nic/... ./internal/...
 	$(GO) test -count=1 -run 'TestVeth|TestSoak|TestLargeMessages|TestManyQPs' -v ./transport 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
 	$(GO) test -count=1 ./cmd/roced
+	$(GO) test -count=1 -run TestVethReadme ./cmd/libgoroce
 
 # Every fuzz target for a bounded number of inputs: no panic, no
 # out-of-range read, and each target's own invariants.

@@ -1,0 +1,469 @@
+// Command libgoroce is built with -buildmode=c-shared into
+// bin/libgoroce.so, a library that answers libibverbs' calls with goroce's
+// engine, so that unmodified RDMA programs run on a host with no RDMA NIC:
+//
+//	export LD_PRELOAD=$PWD/bin/libgoroce.so GOROCE_NETDEV=eth0
+//	ibv_devinfo -v
+//
+// GOROCE_NETDEV is a comma-separated list of interfaces (or local
+// addresses, as roced's -d takes them); each becomes a device goroce0,
+// goroce1, ... with the GID table rxe would build on it.
+//
+// verbs.c defines the ibv_* functions against the system's
+// <infiniband/verbs.h>, with the symbol versions of libibverbs.map, and
+// calls the goroce_* functions below; this is the only package of goroce
+// that uses cgo. Every object a program holds is C memory; the Go objects
+// behind it are named by cgo handles, so C memory never holds a Go pointer.
+// Work requests and completions cross as flat records (shim.h).
+package main
+
+/*
+#cgo CFLAGS: -O2 -Wall
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/cgo"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/endpoint"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
+)
+
+func main() {}
+
+// device is one entry of GOROCE_NETDEV.
+type device struct {
+	name string  // the interface or address as GOROCE_NETDEV gives it
+	guid [8]byte // the node GUID: the EUI-64 of the interface's MAC, as rxe's
+	err  error   // why the interface could not be looked up
+}
+
+var (
+	devsOnce sync.Once
+	devs     []device
+)
+
+// devices parses GOROCE_NETDEV once.
+func devices() []device {
+	devsOnce.Do(func() {
+		for _, n := range strings.Split(os.Getenv("GOROCE_NETDEV"), ",") {
+			n = strings.TrimSpace(n)
+			if n == "" {
+				continue
+			}
+			d := device{name: n}
+			if ld, err := endpoint.LookupDev(n); err != nil {
+				d.err = err
+			} else if len(ld.GIDs) > 0 && !ld.GIDs[0].Empty() {
+				copy(d.guid[:], ld.GIDs[0].GID[8:])
+			}
+			devs = append(devs, d)
+		}
+	})
+	return devs
+}
+
+// devctx is an open device (ibv_context).
+type devctx struct {
+	ep  *endpoint.Endpoint
+	dev *transport.Device
+
+	mu  sync.Mutex
+	cqs map[*cqueue]struct{} // the CQs with a completion channel
+}
+
+type pd struct {
+	ctx *devctx
+	pd  *mr.PD
+}
+
+type region struct{ mr *mr.MR }
+
+type cqueue struct {
+	ctx  *devctx
+	cq   *cq.CQ
+	stop chan struct{} // ends the goroutine that feeds the completion channel
+	done chan struct{}
+}
+
+// unfeed stops the goroutine that feeds the CQ's completion channel, if
+// it has one and it still runs.
+func (c *cqueue) unfeed() {
+	c.ctx.mu.Lock()
+	_, running := c.ctx.cqs[c]
+	delete(c.ctx.cqs, c)
+	c.ctx.mu.Unlock()
+	if running {
+		close(c.stop)
+		<-c.done
+	}
+}
+
+type qpair struct {
+	ctx *devctx
+	qp  *qp.QP
+}
+
+func handle[T any](h C.uintptr_t) T { return cgo.Handle(h).Value().(T) }
+
+// errno maps an error of goroce's verbs to the errno libibverbs gives.
+func errno(err error) C.int {
+	var e syscall.Errno
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &e):
+		return C.int(e)
+	case errors.Is(err, qp.ErrNoMem), errors.Is(err, mr.ErrTableFull):
+		return C.int(syscall.ENOMEM)
+	case errors.Is(err, qp.ErrBusy), errors.Is(err, mr.ErrBusy):
+		return C.int(syscall.EBUSY)
+	case errors.Is(err, transport.ErrClosed):
+		return C.int(syscall.EIO)
+	}
+	return C.int(syscall.EINVAL)
+}
+
+//export goroce_ndev
+func goroce_ndev() C.int { return C.int(len(devices())) }
+
+//export goroce_dev_guid
+func goroce_dev_guid(i C.int, out *C.uint8_t) {
+	d := devices()
+	if int(i) < len(d) {
+		copy(unsafe.Slice((*byte)(out), 8), d[i].guid[:])
+	}
+}
+
+//export goroce_open
+func goroce_open(i C.int, h *C.uintptr_t) C.int {
+	d := devices()
+	if int(i) >= len(d) {
+		return C.int(syscall.ENODEV)
+	}
+	if d[i].err != nil {
+		fmt.Fprintf(os.Stderr, "libgoroce: goroce%d (%s): %v\n", i, d[i].name, d[i].err)
+		return C.int(syscall.ENODEV)
+	}
+	ep, err := endpoint.Open(endpoint.Config{Dev: d[i].name, GID: -1})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "libgoroce: goroce%d (%s): %v\n", i, d[i].name, err)
+		return C.int(syscall.ENODEV)
+	}
+	*h = C.uintptr_t(cgo.NewHandle(&devctx{ep: ep, dev: ep.Device}))
+	return 0
+}
+
+//export goroce_close
+func goroce_close(h C.uintptr_t) C.int {
+	c := handle[*devctx](h)
+	cgo.Handle(h).Delete()
+	// A program may close the device with CQs left: stop feeding their
+	// channels first, since closing the device wakes them one last time
+	// and the program may free a channel once the device is closed.
+	c.mu.Lock()
+	cqs := make([]*cqueue, 0, len(c.cqs))
+	for q := range c.cqs {
+		cqs = append(cqs, q)
+	}
+	c.mu.Unlock()
+	for _, q := range cqs {
+		q.unfeed()
+	}
+	c.ep.Close()
+	return 0
+}
+
+//export goroce_port
+func goroce_port(h C.uintptr_t, mtu, ngids *C.int) {
+	c := handle[*devctx](h)
+	*mtu = C.int(c.dev.ActiveMTU())
+	*ngids = C.int(len(c.dev.GIDs()))
+}
+
+//export goroce_gid
+func goroce_gid(h C.uintptr_t, index C.int, raw *C.uint8_t) C.int {
+	// An empty slot (loopback's link-local GID) reads as zeros, as an
+	// unset entry of a kernel GID table does.
+	t := handle[*devctx](h).dev.GIDs()
+	if index < 0 || int(index) >= len(t) {
+		return C.int(syscall.EINVAL)
+	}
+	copy(unsafe.Slice((*byte)(raw), 16), t[index][:])
+	return 0
+}
+
+//export goroce_alloc_pd
+func goroce_alloc_pd(ctx C.uintptr_t, h *C.uintptr_t) C.int {
+	c := handle[*devctx](ctx)
+	*h = C.uintptr_t(cgo.NewHandle(&pd{ctx: c, pd: c.dev.AllocPD()}))
+	return 0
+}
+
+//export goroce_dealloc_pd
+func goroce_dealloc_pd(h C.uintptr_t) C.int {
+	if err := handle[*pd](h).pd.Dealloc(); err != nil {
+		return errno(err)
+	}
+	cgo.Handle(h).Delete()
+	return 0
+}
+
+// Access bits goroce implements (the low six of enum ibv_access_flags),
+// and the optional ones (IBV_ACCESS_OPTIONAL_RANGE, relaxed ordering) a
+// device may ignore.
+const (
+	accessKnown    = 0x3f
+	accessHugeTLB  = 1 << 7
+	accessOptional = 0x3ff << 20
+)
+
+//export goroce_reg_mr
+func goroce_reg_mr(h C.uintptr_t, addr unsafe.Pointer, length C.size_t, iova C.uint64_t, access C.uint, out *C.uintptr_t, lkey, rkey *C.uint32_t) C.int {
+	a := uint32(access) &^ (accessHugeTLB | accessOptional)
+	if a&^accessKnown != 0 {
+		return C.int(syscall.EOPNOTSUPP) // on-demand paging and the like
+	}
+	if addr == nil || length == 0 {
+		return C.int(syscall.EINVAL)
+	}
+	// The program's memory, viewed from Go: goroce reads and writes it in
+	// place. It is C memory, so the garbage collector never moves it.
+	buf := unsafe.Slice((*byte)(addr), int(length))
+	m, err := handle[*pd](h).pd.RegisterIOVA(buf, uint64(iova), mr.Access(a))
+	if err != nil {
+		return errno(err)
+	}
+	*lkey, *rkey = C.uint32_t(m.LKey()), C.uint32_t(m.RKey())
+	*out = C.uintptr_t(cgo.NewHandle(&region{mr: m}))
+	return 0
+}
+
+//export goroce_dereg_mr
+func goroce_dereg_mr(h C.uintptr_t) C.int {
+	if err := handle[*region](h).mr.Dereg(); err != nil {
+		return errno(err)
+	}
+	cgo.Handle(h).Delete()
+	return 0
+}
+
+//export goroce_create_cq
+func goroce_create_cq(ctx C.uintptr_t, cqe C.int, ch *C.struct_gq_channel, ccq *C.struct_ibv_cq, out *C.uintptr_t, depth *C.int) C.int {
+	if cqe < 1 || cqe > qp.MaxWR {
+		return C.int(syscall.EINVAL)
+	}
+	d := handle[*devctx](ctx)
+	c := &cqueue{ctx: d, cq: d.dev.CreateCQ(int(cqe))}
+	if ch != nil {
+		// Each event the CQ sends (one per ReqNotify that fired) becomes
+		// one entry of the channel and one count on its eventfd.
+		c.stop, c.done = make(chan struct{}), make(chan struct{})
+		d.mu.Lock()
+		if d.cqs == nil {
+			d.cqs = make(map[*cqueue]struct{})
+		}
+		d.cqs[c] = struct{}{}
+		d.mu.Unlock()
+		go func() {
+			defer close(c.done)
+			for {
+				select {
+				case <-c.cq.Events():
+					C.gq_channel_push(ch, ccq)
+				case <-c.stop:
+					return
+				}
+			}
+		}()
+	}
+	*depth = C.int(c.cq.Depth())
+	*out = C.uintptr_t(cgo.NewHandle(c))
+	return 0
+}
+
+//export goroce_destroy_cq
+func goroce_destroy_cq(h C.uintptr_t) C.int {
+	handle[*cqueue](h).unfeed()
+	cgo.Handle(h).Delete()
+	return 0
+}
+
+//export goroce_req_notify_cq
+func goroce_req_notify_cq(h C.uintptr_t, solicited C.int) C.int {
+	handle[*cqueue](h).cq.ReqNotify(solicited != 0)
+	return 0
+}
+
+//export goroce_poll_cq
+func goroce_poll_cq(h C.uintptr_t, n C.int, out *C.struct_gq_wc) C.int {
+	var wcs [16]cq.WC
+	if n > C.int(len(wcs)) {
+		n = C.int(len(wcs))
+	}
+	got, err := handle[*cqueue](h).cq.Poll(wcs[:n])
+	if got == 0 && err != nil {
+		return -1
+	}
+	dst := unsafe.Slice(out, got)
+	for i, w := range wcs[:got] {
+		dst[i] = C.struct_gq_wc{
+			wr_id: C.uint64_t(w.WRID), status: C.uint32_t(w.Status), opcode: C.uint32_t(w.Opcode),
+			vendor_err: C.uint32_t(w.VendorErr), byte_len: C.uint32_t(w.ByteLen),
+			qp_num: C.uint32_t(w.QPNum), src_qp: C.uint32_t(w.SrcQP), wc_flags: C.uint32_t(w.Flags),
+			pkey_index: C.uint16_t(w.PKeyIndex), slid: C.uint16_t(w.SLID),
+			sl: C.uint8_t(w.SL), dlid_path_bits: C.uint8_t(w.DLIDPathBits),
+		}
+		switch {
+		case w.Flags&cq.WithImm != 0:
+			dst[i].imm = C.uint32_t(w.ImmData)
+		case w.Flags&cq.WithInv != 0:
+			dst[i].imm = C.uint32_t(w.InvalidatedRKey)
+		}
+	}
+	return C.int(got)
+}
+
+//export goroce_create_qp
+func goroce_create_qp(h C.uintptr_t, in *C.struct_gq_qp_init, out *C.uintptr_t, qpn *C.uint32_t) C.int {
+	p := handle[*pd](h)
+	if in.send_cq == 0 || in.recv_cq == 0 {
+		return C.int(syscall.EINVAL)
+	}
+	ia := qp.InitAttr{
+		Type:   qp.Type(in._type),
+		SendCQ: handle[*cqueue](in.send_cq).cq,
+		RecvCQ: handle[*cqueue](in.recv_cq).cq,
+		SigAll: in.sq_sig_all != 0,
+		Cap: qp.Cap{MaxSendWR: uint32(in.max_send_wr), MaxRecvWR: uint32(in.max_recv_wr),
+			MaxSendSGE: uint32(in.max_send_sge), MaxRecvSGE: uint32(in.max_recv_sge),
+			MaxInlineData: uint32(in.max_inline)},
+	}
+	if ia.Type != qp.RC && ia.Type != qp.UC {
+		return C.int(syscall.EOPNOTSUPP) // UD needs address handles, not in this library yet
+	}
+	q, err := p.ctx.dev.CreateQP(p.pd, ia)
+	if err != nil {
+		return errno(err)
+	}
+	_, got := q.Query()
+	in.max_send_wr, in.max_recv_wr = C.uint32_t(got.Cap.MaxSendWR), C.uint32_t(got.Cap.MaxRecvWR)
+	in.max_send_sge, in.max_recv_sge = C.uint32_t(got.Cap.MaxSendSGE), C.uint32_t(got.Cap.MaxRecvSGE)
+	in.max_inline = C.uint32_t(got.Cap.MaxInlineData)
+	*qpn = C.uint32_t(q.QPN())
+	*out = C.uintptr_t(cgo.NewHandle(&qpair{ctx: p.ctx, qp: q}))
+	return 0
+}
+
+//export goroce_destroy_qp
+func goroce_destroy_qp(h C.uintptr_t) C.int {
+	q := handle[*qpair](h)
+	if err := q.ctx.dev.DestroyQP(q.qp); err != nil {
+		return errno(err)
+	}
+	cgo.Handle(h).Delete()
+	return 0
+}
+
+//export goroce_modify_qp
+func goroce_modify_qp(h C.uintptr_t, in *C.struct_gq_qp_attr, mask C.int) C.int {
+	a := qp.Attr{
+		State: qp.State(in.state), CurState: qp.State(in.cur_state), PathMTU: qp.MTU(in.path_mtu),
+		QKey: uint32(in.qkey), RQPSN: uint32(in.rq_psn), SQPSN: uint32(in.sq_psn),
+		DestQPN: uint32(in.dest_qp_num), AccessFlags: mr.Access(in.access),
+		PKeyIndex: uint16(in.pkey_index), EnSQDAsyncNotify: in.en_sqd_async_notify != 0,
+		MaxRdAtomic: uint8(in.max_rd_atomic), MaxDestRdAtomic: uint8(in.max_dest_rd_atomic),
+		MinRNRTimer: uint8(in.min_rnr_timer), PortNum: uint8(in.port_num),
+		Timeout: uint8(in.timeout), RetryCnt: uint8(in.retry_cnt), RNRRetry: uint8(in.rnr_retry),
+		AH: qp.AHAttr{FlowLabel: uint32(in.flow_label), SGIDIndex: uint8(in.sgid_index),
+			HopLimit: uint8(in.hop_limit), TrafficClass: uint8(in.traffic_class),
+			SL: uint8(in.sl), PortNum: uint8(in.port_num)},
+	}
+	copy(a.AH.DGID[:], unsafe.Slice((*byte)(&in.dgid[0]), 16))
+	return errno(handle[*qpair](h).qp.Modify(&a, qp.AttrMask(mask)))
+}
+
+//export goroce_query_qp
+func goroce_query_qp(h C.uintptr_t, out *C.struct_gq_qp_attr, init *C.struct_gq_qp_init) {
+	a, ia := handle[*qpair](h).qp.Query()
+	*out = C.struct_gq_qp_attr{
+		state: C.uint32_t(a.State), cur_state: C.uint32_t(a.State), path_mtu: C.uint32_t(a.PathMTU),
+		qkey: C.uint32_t(a.QKey), rq_psn: C.uint32_t(a.RQPSN), sq_psn: C.uint32_t(a.SQPSN),
+		dest_qp_num: C.uint32_t(a.DestQPN), access: C.uint32_t(a.AccessFlags),
+		max_send_wr: C.uint32_t(ia.Cap.MaxSendWR), max_recv_wr: C.uint32_t(ia.Cap.MaxRecvWR),
+		max_send_sge: C.uint32_t(ia.Cap.MaxSendSGE), max_recv_sge: C.uint32_t(ia.Cap.MaxRecvSGE),
+		max_inline: C.uint32_t(ia.Cap.MaxInlineData),
+		flow_label: C.uint32_t(a.AH.FlowLabel), sgid_index: C.uint8_t(a.AH.SGIDIndex),
+		hop_limit: C.uint8_t(a.AH.HopLimit), traffic_class: C.uint8_t(a.AH.TrafficClass),
+		sl: C.uint8_t(a.AH.SL), port_num: 1, pkey_index: C.uint16_t(a.PKeyIndex),
+		max_rd_atomic: C.uint8_t(a.MaxRdAtomic), max_dest_rd_atomic: C.uint8_t(a.MaxDestRdAtomic),
+		min_rnr_timer: C.uint8_t(a.MinRNRTimer), timeout: C.uint8_t(a.Timeout),
+		retry_cnt: C.uint8_t(a.RetryCnt), rnr_retry: C.uint8_t(a.RNRRetry),
+	}
+	if a.EnSQDAsyncNotify {
+		out.en_sqd_async_notify = 1
+	}
+	if a.SQDraining {
+		out.sq_draining = 1
+	}
+	copy(unsafe.Slice((*byte)(&out.dgid[0]), 16), a.AH.DGID[:])
+	init._type = C.uint32_t(ia.Type)
+	if ia.SigAll {
+		init.sq_sig_all = 1
+	}
+	init.max_send_wr, init.max_recv_wr = out.max_send_wr, out.max_recv_wr
+	init.max_send_sge, init.max_recv_sge = out.max_send_sge, out.max_recv_sge
+	init.max_inline = out.max_inline
+}
+
+// sgl copies a C scatter/gather list into sges (qp copies it again when it
+// queues the work request, so the array need not outlive the call).
+func sgl(sges []mr.SGE, list *C.struct_ibv_sge, n C.uint32_t) ([]mr.SGE, bool) {
+	if n == 0 {
+		return nil, true
+	}
+	if int(n) > len(sges) {
+		return nil, false
+	}
+	for i, s := range unsafe.Slice(list, n) {
+		sges[i] = mr.SGE{Addr: uint64(s.addr), Length: uint32(s.length), LKey: uint32(s.lkey)}
+	}
+	return sges[:n], true
+}
+
+//export goroce_post_send
+func goroce_post_send(h C.uintptr_t, w *C.struct_gq_send) C.int {
+	var store [qp.MaxSGE]mr.SGE
+	list, ok := sgl(store[:], w.sge, w.num_sge)
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	wr := qp.SendWR{
+		WRID: uint64(w.wr_id), SGL: list, Opcode: qp.WROpcode(w.opcode), Flags: qp.SendFlags(w.flags),
+		Imm: uint32(w.imm), InvRKey: uint32(w.invalidate_rkey), RemoteAddr: uint64(w.remote_addr),
+		RKey: uint32(w.rkey), CompareAdd: uint64(w.compare_add), Swap: uint64(w.swap),
+	}
+	return errno(handle[*qpair](h).qp.PostSend(&wr))
+}
+
+//export goroce_post_recv
+func goroce_post_recv(h C.uintptr_t, wrID C.uint64_t, list *C.struct_ibv_sge, n C.uint32_t) C.int {
+	var store [qp.MaxSGE]mr.SGE
+	sg, ok := sgl(store[:], list, n)
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	return errno(handle[*qpair](h).qp.PostRecv(&qp.RecvWR{WRID: uint64(wrID), SGL: sg}))
+}

@@ -1,0 +1,95 @@
+/*
+ * shim.h: the C objects libgoroce hands to programs, and the flat records
+ * the C layer (verbs.c) and the Go side (main.go) pass each other.
+ *
+ * Every verbs object a program sees is a libibverbs struct (ibv_context,
+ * ibv_pd, ibv_mr, ibv_cq, ibv_qp, ibv_comp_channel) at the start of a
+ * malloc'ed gq_* wrapper whose h names the Go object (a cgo.Handle, an
+ * integer): C memory holds no Go pointer. The records below have no
+ * unions, so Go reads and writes them field by field.
+ */
+#ifndef GOROCE_SHIM_H
+#define GOROCE_SHIM_H
+
+#include <stdint.h>
+#include <pthread.h>
+#include <infiniband/verbs.h>
+
+struct gq_device {
+	struct ibv_device dev;
+	int index;
+};
+
+struct gq_context {
+	struct verbs_context vctx; /* ends with the ibv_context programs see */
+	uintptr_t h;
+};
+
+struct gq_pd {
+	struct ibv_pd pd;
+	uintptr_t h;
+};
+
+struct gq_mr {
+	struct ibv_mr mr;
+	uintptr_t h;
+};
+
+struct gq_cq {
+	struct ibv_cq cq;
+	uintptr_t h;
+};
+
+struct gq_qp {
+	struct ibv_qp qp;
+	uintptr_t h;
+};
+
+/* A completion channel: fd is an eventfd in semaphore mode, written once
+ * per event; the CQs whose events are pending wait in a ring. */
+struct gq_channel {
+	struct ibv_comp_channel ch;
+	pthread_mutex_t mu;
+	struct ibv_cq **ring;
+	unsigned cap, head, len;
+};
+
+/* One send work request, flattened. */
+struct gq_send {
+	uint64_t wr_id;
+	struct ibv_sge *sge;
+	uint32_t num_sge, opcode, flags, imm, rkey, invalidate_rkey;
+	uint64_t remote_addr, compare_add, swap;
+};
+
+/* One work completion, flattened. */
+struct gq_wc {
+	uint64_t wr_id;
+	uint32_t status, opcode, vendor_err, byte_len, imm, qp_num, src_qp, wc_flags;
+	uint16_t pkey_index, slid;
+	uint8_t sl, dlid_path_bits;
+};
+
+/* The QP attributes goroce has (qp.Attr), flattened from ibv_qp_attr. */
+struct gq_qp_attr {
+	uint32_t state, cur_state, path_mtu, qkey, rq_psn, sq_psn, dest_qp_num, access;
+	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline;
+	uint8_t dgid[16];
+	uint32_t flow_label;
+	uint8_t sgid_index, hop_limit, traffic_class, sl, port_num;
+	uint16_t pkey_index;
+	uint8_t en_sqd_async_notify, sq_draining, max_rd_atomic, max_dest_rd_atomic;
+	uint8_t min_rnr_timer, timeout, retry_cnt, rnr_retry;
+};
+
+/* What a QP is created with: the CQs by handle. */
+struct gq_qp_init {
+	uint32_t type, sq_sig_all;
+	uintptr_t send_cq, recv_cq;
+	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline;
+};
+
+/* Called from Go when an armed CQ fires: queue cq and wake the channel. */
+void gq_channel_push(struct gq_channel *c, struct ibv_cq *cq);
+
+#endif

@@ -1,0 +1,749 @@
+/*
+ * verbs.c: the libibverbs entry points libgoroce defines, over the
+ * goroce_* functions of main.go. The structs are the system's
+ * <infiniband/verbs.h>; the symbol versions are libibverbs.map's, so that
+ * a program's references (ibv_open_device@IBVERBS_1.1, ...) bind here when
+ * the library is preloaded. Calls libgoroce does not define still go to
+ * the real libibverbs; the ones that would touch our objects (SRQs, AHs,
+ * the extended verbs) are defined here to fail with the errno libibverbs
+ * gives for a device without them.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+
+#include "shim.h"
+#include "_cgo_export.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define FAIL(e, ret) do { errno = (e); return ret; } while (0)
+
+#define CTX(c) ((struct gq_context *)((char *)(c) - offsetof(struct gq_context, vctx.context)))
+
+/* The device list: built once, kept for the life of the process, as
+ * libibverbs keeps its devices after ibv_free_device_list. */
+static pthread_once_t devs_once = PTHREAD_ONCE_INIT;
+static struct gq_device *devs;
+static int ndevs;
+
+static void init_devices(void)
+{
+	int n = goroce_ndev();
+
+	devs = calloc(n ? n : 1, sizeof(*devs));
+	if (!devs)
+		return;
+	for (int i = 0; i < n; i++) {
+		struct ibv_device *d = &devs[i].dev;
+
+		devs[i].index = i;
+		d->node_type = IBV_NODE_CA;
+		d->transport_type = IBV_TRANSPORT_IB;
+		snprintf(d->name, sizeof(d->name), "goroce%d", i);
+		snprintf(d->dev_name, sizeof(d->dev_name), "goroce%d", i);
+		/* No sysfs behind these: readers of it find nothing. */
+		snprintf(d->dev_path, sizeof(d->dev_path), "/nonexistent/goroce%d", i);
+		snprintf(d->ibdev_path, sizeof(d->ibdev_path), "/nonexistent/goroce%d", i);
+	}
+	ndevs = n;
+}
+
+EXPORT struct ibv_device **ibv_get_device_list(int *num)
+{
+	struct ibv_device **list;
+
+	pthread_once(&devs_once, init_devices);
+	if (!devs)
+		FAIL(ENOMEM, NULL);
+	list = calloc(ndevs + 1, sizeof(*list));
+	if (!list)
+		FAIL(ENOMEM, NULL);
+	for (int i = 0; i < ndevs; i++)
+		list[i] = &devs[i].dev;
+	if (num)
+		*num = ndevs;
+	return list;
+}
+
+EXPORT void ibv_free_device_list(struct ibv_device **list)
+{
+	free(list);
+}
+
+EXPORT const char *ibv_get_device_name(struct ibv_device *device)
+{
+	return device->name;
+}
+
+EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
+{
+	__be64 guid = 0;
+
+	goroce_dev_guid(((struct gq_device *)device)->index, (uint8_t *)&guid);
+	return guid;
+}
+
+EXPORT int ibv_get_device_index(struct ibv_device *device)
+{
+	return ((struct gq_device *)device)->index;
+}
+
+/* ---- the ops table libibverbs' inline functions call ---- */
+
+static int gq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	struct gq_wc buf[16];
+	int done = 0;
+
+	while (done < n) {
+		int want = n - done < 16 ? n - done : 16;
+		int got = goroce_poll_cq(((struct gq_cq *)cq)->h, want, buf);
+
+		if (got < 0)
+			return done ? done : -1;
+		for (int i = 0; i < got; i++) {
+			struct ibv_wc *w = &wc[done + i];
+
+			memset(w, 0, sizeof(*w));
+			w->wr_id = buf[i].wr_id;
+			w->status = buf[i].status;
+			w->opcode = buf[i].opcode;
+			w->vendor_err = buf[i].vendor_err;
+			w->byte_len = buf[i].byte_len;
+			w->imm_data = buf[i].imm; /* or invalidated_rkey: a union */
+			w->qp_num = buf[i].qp_num;
+			w->src_qp = buf[i].src_qp;
+			w->wc_flags = buf[i].wc_flags;
+			w->pkey_index = buf[i].pkey_index;
+			w->slid = buf[i].slid;
+			w->sl = buf[i].sl;
+			w->dlid_path_bits = buf[i].dlid_path_bits;
+		}
+		done += got;
+		if (got < want)
+			break;
+	}
+	return done;
+}
+
+static int gq_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	return goroce_req_notify_cq(((struct gq_cq *)cq)->h, solicited_only);
+}
+
+static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	for (; wr; wr = wr->next) {
+		struct gq_send s = {
+			.wr_id = wr->wr_id, .sge = wr->sg_list, .num_sge = wr->num_sge,
+			.opcode = wr->opcode, .flags = wr->send_flags, .imm = wr->imm_data,
+		};
+		int rc;
+
+		if (wr->num_sge < 0) {
+			*bad = wr;
+			return EINVAL;
+		}
+		switch (wr->opcode) {
+		case IBV_WR_RDMA_WRITE:
+		case IBV_WR_RDMA_WRITE_WITH_IMM:
+		case IBV_WR_RDMA_READ:
+			s.remote_addr = wr->wr.rdma.remote_addr;
+			s.rkey = wr->wr.rdma.rkey;
+			break;
+		case IBV_WR_ATOMIC_CMP_AND_SWP:
+		case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			s.remote_addr = wr->wr.atomic.remote_addr;
+			s.rkey = wr->wr.atomic.rkey;
+			s.compare_add = wr->wr.atomic.compare_add;
+			s.swap = wr->wr.atomic.swap;
+			break;
+		case IBV_WR_SEND_WITH_INV:
+			s.invalidate_rkey = wr->invalidate_rkey;
+			break;
+		case IBV_WR_SEND:
+		case IBV_WR_SEND_WITH_IMM:
+			break;
+		default:
+			*bad = wr;
+			return EINVAL;
+		}
+		rc = goroce_post_send(((struct gq_qp *)qp)->h, &s);
+		if (rc) {
+			*bad = wr;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int gq_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	for (; wr; wr = wr->next) {
+		int rc = wr->num_sge < 0 ? EINVAL :
+			goroce_post_recv(((struct gq_qp *)qp)->h, wr->wr_id, wr->sg_list, wr->num_sge);
+
+		if (rc) {
+			*bad = wr;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int gq_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	*bad = wr;
+	return EOPNOTSUPP;
+}
+
+/* ---- devices, ports, GIDs ---- */
+
+static int gq_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr, size_t len);
+static int gq_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *in,
+			      struct ibv_device_attr_ex *attr, size_t len);
+
+EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+	struct gq_context *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c)
+		FAIL(ENOMEM, NULL);
+	rc = goroce_open(((struct gq_device *)device)->index, &c->h);
+	if (rc) {
+		free(c);
+		FAIL(rc, NULL);
+	}
+	/* An extended context (abi_compat), so that verbs_get_ctx_op finds
+	 * query_port and query_device_ex here and every other extended op
+	 * NULL: the inline wrappers then fail with EOPNOTSUPP. */
+	c->vctx.sz = sizeof(c->vctx);
+	c->vctx.query_port = gq_query_port;
+	c->vctx.query_device_ex = gq_query_device_ex;
+	c->vctx.context.device = device;
+	c->vctx.context.cmd_fd = -1;
+	/* Asynchronous events are not reported yet: an fd that never fires,
+	 * so that a program polling it waits as on a quiet device. */
+	c->vctx.context.async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	c->vctx.context.num_comp_vectors = 1;
+	c->vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
+	pthread_mutex_init(&c->vctx.context.mutex, NULL);
+	c->vctx.context.ops.poll_cq = gq_poll_cq;
+	c->vctx.context.ops.req_notify_cq = gq_req_notify_cq;
+	c->vctx.context.ops.post_send = gq_post_send;
+	c->vctx.context.ops.post_recv = gq_post_recv;
+	c->vctx.context.ops.post_srq_recv = gq_post_srq_recv;
+	return &c->vctx.context;
+}
+
+EXPORT int ibv_close_device(struct ibv_context *ctx)
+{
+	struct gq_context *c = CTX(ctx);
+
+	goroce_close(c->h);
+	if (ctx->async_fd >= 0)
+		close(ctx->async_fd);
+	pthread_mutex_destroy(&ctx->mutex);
+	free(c);
+	return 0;
+}
+
+/* What goroce's engine holds: qp.MaxWR work requests, qp.MaxSGE SGEs,
+ * one P_Key, one port; regions and QPs are bounded by memory. */
+enum {
+	GQ_MAX_WR = 1 << 15,
+	GQ_MAX_SGE = 32,
+	GQ_MAX_OBJ = 1 << 20,
+	GQ_MAX_RD_ATOM = 128,
+};
+
+EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	goroce_dev_guid(((struct gq_device *)ctx->device)->index, (uint8_t *)&a->node_guid);
+	a->sys_image_guid = a->node_guid;
+	a->max_mr_size = ~0ull;
+	a->page_size_cap = 0xfffff000;
+	a->vendor_id = 0xffffff; /* as rxe: no vendor */
+	a->max_qp = GQ_MAX_OBJ;
+	a->max_qp_wr = GQ_MAX_WR;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
+			      IBV_DEVICE_CURR_QP_STATE_MOD;
+	a->max_sge = GQ_MAX_SGE;
+	a->max_cq = GQ_MAX_OBJ;
+	a->max_cqe = GQ_MAX_WR;
+	a->max_mr = 1 << 24; /* mr.MaxRegions */
+	a->max_pd = GQ_MAX_OBJ;
+	a->max_qp_rd_atom = GQ_MAX_RD_ATOM;
+	a->max_res_rd_atom = GQ_MAX_RD_ATOM * 1024;
+	a->max_qp_init_rd_atom = GQ_MAX_RD_ATOM;
+	a->atomic_cap = IBV_ATOMIC_HCA;
+	a->max_pkeys = 1;
+	a->local_ca_ack_delay = 15;
+	a->phys_port_cnt = 1;
+	return 0;
+}
+
+static int gq_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *in,
+			      struct ibv_device_attr_ex *attr, size_t len)
+{
+	if (in && in->comp_mask)
+		return EINVAL;
+	if (len < sizeof(attr->orig_attr))
+		return EINVAL;
+	memset(attr, 0, len);
+	return ibv_query_device(ctx, &attr->orig_attr);
+}
+
+static int gq_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr, size_t len)
+{
+	struct ibv_port_attr a = {0};
+	int mtu, ngids;
+
+	if (port != 1)
+		return EINVAL;
+	goroce_port(CTX(ctx)->h, &mtu, &ngids);
+	a.state = IBV_PORT_ACTIVE;
+	a.max_mtu = IBV_MTU_4096;
+	a.active_mtu = mtu;
+	a.gid_tbl_len = ngids;
+	a.port_cap_flags = IBV_PORT_CM_SUP;
+	a.max_msg_sz = 1u << 31;
+	a.pkey_tbl_len = 1;
+	a.active_width = 1;  /* 1X */
+	a.active_speed = 32; /* 25 Gbps: a figure, not a measurement */
+	a.phys_state = 5;    /* LINK_UP */
+	a.max_vl_num = 1;
+	a.link_layer = IBV_LINK_LAYER_ETHERNET;
+	memcpy(attr, &a, len < sizeof(a) ? len : sizeof(a));
+	return 0;
+}
+
+/* The pre-extended entry (the name in parentheses: verbs.h makes
+ * ibv_query_port a macro over an inline that calls this one when the
+ * context has no query_port op). Its struct ends at flags. */
+EXPORT int (ibv_query_port)(struct ibv_context *ctx, uint8_t port, struct _compat_ibv_port_attr *attr)
+{
+	return gq_query_port(ctx, port, (struct ibv_port_attr *)attr, offsetof(struct ibv_port_attr, flags) + 1);
+}
+
+EXPORT int ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
+{
+	if (port != 1 || goroce_gid(CTX(ctx)->h, index, gid->raw))
+		return -1;
+	return 0;
+}
+
+/* driver.h's enum ibv_gid_type_sysfs: 0 IB/RoCE v1, 1 RoCE v2. goroce
+ * speaks RoCE v2 only, so every entry is v2. */
+EXPORT int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port, unsigned int index, int *type)
+{
+	union ibv_gid g;
+
+	if (ibv_query_gid(ctx, port, index, &g))
+		FAIL(EINVAL, -1);
+	*type = 1;
+	return 0;
+}
+
+EXPORT int ibv_query_pkey(struct ibv_context *ctx, uint8_t port, int index, __be16 *pkey)
+{
+	if (port != 1 || index != 0)
+		return -1;
+	*pkey = htobe16(0xffff);
+	return 0;
+}
+
+/* ---- PDs and MRs ---- */
+
+EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
+{
+	struct gq_pd *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		FAIL(ENOMEM, NULL);
+	goroce_alloc_pd(CTX(ctx)->h, &p->h);
+	p->pd.context = ctx;
+	return &p->pd;
+}
+
+EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	int rc = goroce_dealloc_pd(((struct gq_pd *)pd)->h);
+
+	if (!rc)
+		free(pd);
+	return rc;
+}
+
+static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned access)
+{
+	struct gq_mr *m = calloc(1, sizeof(*m));
+	int rc;
+
+	if (!m)
+		FAIL(ENOMEM, NULL);
+	rc = goroce_reg_mr(((struct gq_pd *)pd)->h, addr, len, iova, access, &m->h,
+			   &m->mr.lkey, &m->mr.rkey);
+	if (rc) {
+		free(m);
+		FAIL(rc, NULL);
+	}
+	m->mr.context = pd->context;
+	m->mr.pd = pd;
+	m->mr.addr = addr;
+	m->mr.length = len;
+	return &m->mr;
+}
+
+EXPORT struct ibv_mr *(ibv_reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+	return reg_mr(pd, addr, len, (uintptr_t)addr, access);
+}
+
+EXPORT struct ibv_mr *(ibv_reg_mr_iova)(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, int access)
+{
+	return reg_mr(pd, addr, len, iova, access);
+}
+
+EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+				       unsigned int access)
+{
+	return reg_mr(pd, addr, len, iova, access);
+}
+
+EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	int rc = goroce_dereg_mr(((struct gq_mr *)mr)->h);
+
+	if (!rc)
+		free(mr);
+	return rc;
+}
+
+/* ---- completion channels and CQs ---- */
+
+EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
+{
+	struct gq_channel *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		FAIL(ENOMEM, NULL);
+	c->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	if (c->ch.fd < 0) {
+		free(c);
+		return NULL;
+	}
+	c->ch.context = ctx;
+	pthread_mutex_init(&c->mu, NULL);
+	return &c->ch;
+}
+
+EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
+{
+	struct gq_channel *c = (struct gq_channel *)ch;
+
+	if (ch->refcnt)
+		return EBUSY;
+	close(ch->fd);
+	pthread_mutex_destroy(&c->mu);
+	free(c->ring);
+	free(c);
+	return 0;
+}
+
+/* Called from Go with an event of cq: queue it, then count it on the
+ * eventfd, so that a reader woken by the count finds it queued. */
+void gq_channel_push(struct gq_channel *c, struct ibv_cq *cq)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&c->mu);
+	if (c->len == c->cap) {
+		unsigned cap = c->cap ? 2 * c->cap : 16;
+		struct ibv_cq **r = malloc(cap * sizeof(*r));
+
+		if (!r) {
+			pthread_mutex_unlock(&c->mu);
+			return;
+		}
+		for (unsigned i = 0; i < c->len; i++)
+			r[i] = c->ring[(c->head + i) % c->cap];
+		free(c->ring);
+		c->ring = r;
+		c->cap = cap;
+		c->head = 0;
+	}
+	c->ring[(c->head + c->len) % c->cap] = cq;
+	c->len++;
+	pthread_mutex_unlock(&c->mu);
+	if (write(c->ch.fd, &one, sizeof(one)) != sizeof(one))
+		perror("libgoroce: completion channel");
+}
+
+EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_context)
+{
+	struct gq_channel *c = (struct gq_channel *)ch;
+	uint64_t n;
+
+	/* Blocks, or fails with EAGAIN if the program made the fd non-blocking. */
+	if (read(ch->fd, &n, sizeof(n)) != sizeof(n))
+		return -1;
+	pthread_mutex_lock(&c->mu);
+	*cq = c->ring[c->head];
+	c->head = (c->head + 1) % c->cap;
+	c->len--;
+	pthread_mutex_unlock(&c->mu);
+	*cq_context = (*cq)->cq_context;
+	return 0;
+}
+
+EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_cond_signal(&cq->cond);
+	pthread_mutex_unlock(&cq->mutex);
+}
+
+EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+				    struct ibv_comp_channel *ch, int comp_vector)
+{
+	struct gq_cq *c = calloc(1, sizeof(*c));
+	int rc, depth;
+
+	if (!c)
+		FAIL(ENOMEM, NULL);
+	if (comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) {
+		free(c);
+		FAIL(EINVAL, NULL);
+	}
+	rc = goroce_create_cq(CTX(ctx)->h, cqe, (struct gq_channel *)ch, &c->cq, &c->h, &depth);
+	if (rc) {
+		free(c);
+		FAIL(rc, NULL);
+	}
+	c->cq.context = ctx;
+	c->cq.channel = ch;
+	c->cq.cq_context = cq_context;
+	c->cq.cqe = depth;
+	pthread_mutex_init(&c->cq.mutex, NULL);
+	pthread_cond_init(&c->cq.cond, NULL);
+	if (ch) {
+		pthread_mutex_lock(&ctx->mutex);
+		ch->refcnt++;
+		pthread_mutex_unlock(&ctx->mutex);
+	}
+	return &c->cq;
+}
+
+EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
+{
+	struct ibv_comp_channel *ch = cq->channel;
+	int rc = goroce_destroy_cq(((struct gq_cq *)cq)->h);
+
+	if (rc)
+		return rc;
+	if (ch) {
+		pthread_mutex_lock(&cq->context->mutex);
+		ch->refcnt--;
+		pthread_mutex_unlock(&cq->context->mutex);
+	}
+	pthread_mutex_destroy(&cq->mutex);
+	pthread_cond_destroy(&cq->cond);
+	free(cq);
+	return 0;
+}
+
+EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	return EOPNOTSUPP;
+}
+
+/* ---- QPs ---- */
+
+EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct gq_qp *q;
+	struct gq_qp_init in = {
+		.type = attr->qp_type, .sq_sig_all = attr->sq_sig_all,
+		.max_send_wr = attr->cap.max_send_wr, .max_recv_wr = attr->cap.max_recv_wr,
+		.max_send_sge = attr->cap.max_send_sge, .max_recv_sge = attr->cap.max_recv_sge,
+		.max_inline = attr->cap.max_inline_data,
+	};
+	uint32_t qpn;
+	int rc;
+
+	if (attr->srq)
+		FAIL(EOPNOTSUPP, NULL);
+	if (!attr->send_cq || !attr->recv_cq)
+		FAIL(EINVAL, NULL);
+	in.send_cq = ((struct gq_cq *)attr->send_cq)->h;
+	in.recv_cq = ((struct gq_cq *)attr->recv_cq)->h;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		FAIL(ENOMEM, NULL);
+	rc = goroce_create_qp(((struct gq_pd *)pd)->h, &in, &q->h, &qpn);
+	if (rc) {
+		free(q);
+		FAIL(rc, NULL);
+	}
+	attr->cap.max_send_wr = in.max_send_wr;
+	attr->cap.max_recv_wr = in.max_recv_wr;
+	attr->cap.max_send_sge = in.max_send_sge;
+	attr->cap.max_recv_sge = in.max_recv_sge;
+	attr->cap.max_inline_data = in.max_inline;
+	q->qp.context = pd->context;
+	q->qp.qp_context = attr->qp_context;
+	q->qp.pd = pd;
+	q->qp.send_cq = attr->send_cq;
+	q->qp.recv_cq = attr->recv_cq;
+	q->qp.qp_num = qpn;
+	q->qp.state = IBV_QPS_RESET;
+	q->qp.qp_type = attr->qp_type;
+	pthread_mutex_init(&q->qp.mutex, NULL);
+	pthread_cond_init(&q->qp.cond, NULL);
+	return &q->qp;
+}
+
+EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	struct gq_qp_attr a = {
+		.state = attr->qp_state, .cur_state = attr->cur_qp_state, .path_mtu = attr->path_mtu,
+		.qkey = attr->qkey, .rq_psn = attr->rq_psn, .sq_psn = attr->sq_psn,
+		.dest_qp_num = attr->dest_qp_num, .access = attr->qp_access_flags,
+		.flow_label = attr->ah_attr.grh.flow_label, .sgid_index = attr->ah_attr.grh.sgid_index,
+		.hop_limit = attr->ah_attr.grh.hop_limit, .traffic_class = attr->ah_attr.grh.traffic_class,
+		.sl = attr->ah_attr.sl, .port_num = attr->port_num, .pkey_index = attr->pkey_index,
+		.en_sqd_async_notify = attr->en_sqd_async_notify,
+		.max_rd_atomic = attr->max_rd_atomic, .max_dest_rd_atomic = attr->max_dest_rd_atomic,
+		.min_rnr_timer = attr->min_rnr_timer, .timeout = attr->timeout,
+		.retry_cnt = attr->retry_cnt, .rnr_retry = attr->rnr_retry,
+	};
+	int rc;
+
+	/* RoCE addresses by GID: an address vector without a GRH names no
+	 * peer (rxe refuses it the same way). */
+	if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global)
+		return EINVAL;
+	if (mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE))
+		return EOPNOTSUPP;
+	memcpy(a.dgid, attr->ah_attr.grh.dgid.raw, 16);
+	rc = goroce_modify_qp(((struct gq_qp *)qp)->h, &a, mask);
+	if (!rc && (mask & IBV_QP_STATE))
+		qp->state = attr->qp_state;
+	return rc;
+}
+
+EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+			struct ibv_qp_init_attr *init)
+{
+	struct gq_qp_attr a;
+	struct gq_qp_init in;
+
+	goroce_query_qp(((struct gq_qp *)qp)->h, &a, &in);
+	memset(attr, 0, sizeof(*attr));
+	memset(init, 0, sizeof(*init));
+	attr->qp_state = attr->cur_qp_state = a.state;
+	attr->path_mtu = a.path_mtu;
+	attr->path_mig_state = IBV_MIG_MIGRATED;
+	attr->qkey = a.qkey;
+	attr->rq_psn = a.rq_psn;
+	attr->sq_psn = a.sq_psn;
+	attr->dest_qp_num = a.dest_qp_num;
+	attr->qp_access_flags = a.access;
+	attr->cap.max_send_wr = a.max_send_wr;
+	attr->cap.max_recv_wr = a.max_recv_wr;
+	attr->cap.max_send_sge = a.max_send_sge;
+	attr->cap.max_recv_sge = a.max_recv_sge;
+	attr->cap.max_inline_data = a.max_inline;
+	attr->ah_attr.is_global = 1;
+	memcpy(attr->ah_attr.grh.dgid.raw, a.dgid, 16);
+	attr->ah_attr.grh.flow_label = a.flow_label;
+	attr->ah_attr.grh.sgid_index = a.sgid_index;
+	attr->ah_attr.grh.hop_limit = a.hop_limit;
+	attr->ah_attr.grh.traffic_class = a.traffic_class;
+	attr->ah_attr.sl = a.sl;
+	attr->ah_attr.port_num = 1;
+	attr->pkey_index = a.pkey_index;
+	attr->en_sqd_async_notify = a.en_sqd_async_notify;
+	attr->sq_draining = a.sq_draining;
+	attr->max_rd_atomic = a.max_rd_atomic;
+	attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+	attr->min_rnr_timer = a.min_rnr_timer;
+	attr->port_num = 1;
+	attr->timeout = a.timeout;
+	attr->retry_cnt = a.retry_cnt;
+	attr->rnr_retry = a.rnr_retry;
+	init->qp_context = qp->qp_context;
+	init->send_cq = qp->send_cq;
+	init->recv_cq = qp->recv_cq;
+	init->cap = attr->cap;
+	init->qp_type = qp->qp_type;
+	init->sq_sig_all = in.sq_sig_all;
+	qp->state = a.state;
+	return 0;
+}
+
+EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
+{
+	int rc = goroce_destroy_qp(((struct gq_qp *)qp)->h);
+
+	if (rc)
+		return rc;
+	pthread_mutex_destroy(&qp->mutex);
+	pthread_cond_destroy(&qp->cond);
+	free(qp);
+	return 0;
+}
+
+/* Our QPs are not verbs_qp: there is no ibv_qp_ex behind them, so the
+ * extended work-request API (ibv_wr_*) is not available. */
+EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+/* ---- what this library does not have yet ---- */
+
+EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event)
+{
+	/* No asynchronous events are reported: the same answer as a quiet
+	 * device read without blocking. */
+	FAIL(EAGAIN, -1);
+}
+
+EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
+{
+}
+
+EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
+			int access)
+{
+	errno = EOPNOTSUPP; /* nothing changed */
+	return IBV_REREG_MR_ERR_INPUT;
+}
+
+EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	return EOPNOTSUPP;
+}
+
+EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	return EOPNOTSUPP;
+}
