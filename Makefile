@@ -18,15 +18,21 @@ LIBGOROCE_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/cmd/libgoroce/li
 # 50000 inputs is about a second for a parser and 10-20 s for FuzzReceive.
 FUZZTIME ?= 50000x
 
-.PHONY: all build run test lab-images vet unit newcomer system fuzz-smoke interop bench clean
+.PHONY: all build roced libgoroce run test lab-images vet unit newcomer system fuzz-smoke interop bench clean
 
 all: build
 
-build:
+# build makes both; make run needs only roced, so that it works on a
+# machine without libibverbs-dev (libgoroce.so's headers).
+build: roced libgoroce
+
+roced:
 	$(GO) build -o $(ROCED) ./cmd/roced
+
+libgoroce:
 	$(GO) build -buildmode=c-shared -ldflags=$(LIBGOROCE_LDFLAGS) -o $(LIBGOROCE) ./cmd/libgoroce
 
-run: build
+run: roced
 	ROCED=$(ROCED) scripts/run-pingpong.sh
 
 # vet: gofmt, go vet, and internal/doclint (every exported identifier
