@@ -139,6 +139,7 @@ func TestCallsAfterClose(t *testing.T) {
 		{"the QP's own destroy", func() error { return destroyQP(spare) }},
 		{"PostSend to a QP destroyed before Close", func() error { return gone.PostSend(&send) }},
 		{"DestroyQP", func() error { return d.DestroyQP(a.qp) }},
+		{"DestroyCQ", func() error { return d.DestroyCQ(a.scq) }},
 		{"CreateQP", func() error {
 			_, err := d.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
 			return err

@@ -92,7 +92,7 @@ type Device struct {
 	atomicMu   sync.Mutex
 
 	cqMu      sync.Mutex
-	cqs       map[*cq.CQ]struct{} // every CQ the device created: to end on Close, and to refuse another device's
+	cqs       map[*cq.CQ]int // every live CQ the device created (to end on Close, to refuse another device's), with how many QP queues complete on it
 	cqsClosed bool
 
 	gsi gsi // QP1: the connection manager's MADs
@@ -291,10 +291,58 @@ func (d *Device) CreateCQ(depth int) *cq.CQ {
 		return c
 	}
 	if d.cqs == nil {
-		d.cqs = make(map[*cq.CQ]struct{})
+		d.cqs = make(map[*cq.CQ]int)
 	}
-	d.cqs[c] = struct{}{}
+	d.cqs[c] = 0
 	return c
+}
+
+// DestroyCQ destroys a completion queue (ibv_destroy_cq): the device
+// forgets it, and its Poll and waits end with an error wrapping
+// qp.ErrInvalid. A CQ that a QP's send or receive queue still completes on
+// is refused with an error wrapping qp.ErrBusy (libibverbs' EBUSY): destroy
+// the QPs first. A CQ destroyed already, or another device's, is refused
+// with qp.ErrInvalid.
+func (d *Device) DestroyCQ(c *cq.CQ) error {
+	if d.closedNow() {
+		return errClosed("destroy_cq")
+	}
+	d.cqMu.Lock()
+	n, ok := d.cqs[c]
+	if c == nil || !ok {
+		d.cqMu.Unlock()
+		return fmt.Errorf("transport: destroy_cq: not a CQ of this device, or destroyed already: %w", qp.ErrInvalid)
+	}
+	if n > 0 {
+		d.cqMu.Unlock()
+		return fmt.Errorf("transport: destroy_cq: %d QP queues still complete on it: %w", n, qp.ErrBusy)
+	}
+	delete(d.cqs, c)
+	d.cqMu.Unlock()
+	shutdownCQ(c, fmt.Errorf("transport: poll_cq: the CQ was destroyed: %w", qp.ErrInvalid))
+	return nil
+}
+
+// useCQs counts a QP's two queues on their CQs (n = 1), or uncounts them
+// (n = -1); with n = 1 it fails if either CQ is not this device's or was
+// destroyed, checked and counted under one lock so that DestroyCQ cannot
+// come in between.
+func (d *Device) useCQs(op string, n int, cqs ...*cq.CQ) error {
+	d.cqMu.Lock()
+	defer d.cqMu.Unlock()
+	if n > 0 {
+		for _, c := range cqs {
+			if _, ok := d.cqs[c]; c != nil && !ok {
+				return fmt.Errorf("transport: %s: completion queue belongs to another device, or was destroyed: %w", op, qp.ErrInvalid)
+			}
+		}
+	}
+	for _, c := range cqs {
+		if _, ok := d.cqs[c]; ok {
+			d.cqs[c] += n
+		}
+	}
+	return nil
 }
 
 // foreign refuses a PD or CQ that another device created, for call op: a
@@ -310,12 +358,8 @@ func (d *Device) foreign(op string, pd *mr.PD, cqs ...*cq.CQ) error {
 	if !d.ownsPD(pd) {
 		return fmt.Errorf("transport: %s: %v belongs to another device: %w", op, pd, qp.ErrInvalid)
 	}
-	d.cqMu.Lock()
-	defer d.cqMu.Unlock()
-	for _, c := range cqs {
-		if _, ok := d.cqs[c]; c != nil && !ok {
-			return fmt.Errorf("transport: %s: completion queue belongs to another device: %w", op, qp.ErrInvalid)
-		}
+	if len(cqs) > 0 {
+		return d.useCQs(op, 0, cqs...)
 	}
 	return nil
 }
@@ -328,15 +372,20 @@ func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
 	if d.closedNow() {
 		return nil, errClosed("create_qp")
 	}
-	if err := d.foreign("create_qp", pd, ia.SendCQ, ia.RecvCQ); err != nil {
+	if err := d.foreign("create_qp", pd); err != nil {
+		return nil, err
+	}
+	if err := d.useCQs("create_qp", 1, ia.SendCQ, ia.RecvCQ); err != nil {
 		return nil, err
 	}
 	qpn, ok := d.qps.free()
 	if !ok {
+		d.useCQs("create_qp", -1, ia.SendCQ, ia.RecvCQ)
 		return nil, fmt.Errorf("%w: out of QP numbers", qp.ErrNoMem)
 	}
 	q, err := newQP(&d.env, pd, qpn, ia)
 	if err != nil {
+		d.useCQs("create_qp", -1, ia.SendCQ, ia.RecvCQ)
 		return nil, err
 	}
 	d.qps.put(qpn, q)
@@ -357,6 +406,8 @@ func (d *Device) DestroyQP(q *qp.QP) error {
 		return fmt.Errorf("transport: destroy_qp: %v is not a QP of this device, or was destroyed already: %w", q, qp.ErrInvalid)
 	}
 	d.qpMu.Unlock()
+	_, ia := q.Query()
+	d.useCQs("destroy_qp", -1, ia.SendCQ, ia.RecvCQ)
 	return destroyQP(q)
 }
 

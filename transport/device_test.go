@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/goroce/goroce/cq"
@@ -30,9 +32,9 @@ func TestForeignObjects(t *testing.T) {
 		{"CreateQP, no PD", func() error { _, err := a.dev.CreateQP(nil, ok); return err },
 			"transport: create_qp: no protection domain: qp: invalid argument"},
 		{"CreateQP, another device's send CQ", func() error { _, err := a.dev.CreateQP(a.pd, withCQs(b.scq, a.rcq)); return err },
-			"transport: create_qp: completion queue belongs to another device: qp: invalid argument"},
+			"transport: create_qp: completion queue belongs to another device, or was destroyed: qp: invalid argument"},
 		{"CreateQP, another device's receive CQ", func() error { _, err := a.dev.CreateQP(a.pd, withCQs(a.scq, b.rcq)); return err },
-			"transport: create_qp: completion queue belongs to another device: qp: invalid argument"},
+			"transport: create_qp: completion queue belongs to another device, or was destroyed: qp: invalid argument"},
 		{"CreateQP, another device's SRQ", func() error { _, err := a.dev.CreateQP(a.pd, withSRQ); return err },
 			"qp: invalid argument: SRQ belongs to another protection domain"},
 		{"CreateSRQ, another device's PD", func() error {
@@ -106,4 +108,45 @@ func TestDestroyTwice(t *testing.T) {
 	if !errors.Is(err, qp.ErrInvalid) || err.Error() != "qp: invalid argument: address handle destroyed" {
 		t.Fatalf("send with a destroyed AH: %v", err)
 	}
+}
+
+// TestDestroyCQ: ibv_destroy_cq's rules. A CQ a QP's queue completes on
+// is busy until that QP is destroyed; a destroyed CQ ends its waiters and
+// polls with ErrInvalid, cannot be destroyed twice or given to a new QP;
+// another device's CQ is refused.
+func TestDestroyCQ(t *testing.T) {
+	a, b, _ := newPair(t, pairOpts{noConnect: true})
+	c := a.dev.CreateCQ(4)
+	q, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
+		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(t, err)
+	if err := a.dev.DestroyCQ(c); !errors.Is(err, qp.ErrBusy) || !strings.Contains(err.Error(), "2 QP queues") {
+		t.Fatalf("CQ of a live QP: %v", err)
+	}
+	if err := b.dev.DestroyCQ(c); !errors.Is(err, qp.ErrInvalid) {
+		t.Fatalf("another device's CQ: %v", err)
+	}
+	waited := make(chan error, 1)
+	go func() { _, err := c.PollWait(context.Background(), make([]cq.WC, 1)); waited <- err }()
+	must(t, a.dev.DestroyQP(q))
+	must(t, a.dev.DestroyCQ(c))
+	if err := <-waited; !errors.Is(err, qp.ErrInvalid) {
+		t.Fatalf("a wait on the destroyed CQ: %v", err)
+	}
+	if _, err := c.Poll(make([]cq.WC, 1)); !errors.Is(err, qp.ErrInvalid) {
+		t.Fatalf("Poll of the destroyed CQ: %v", err)
+	}
+	if err := a.dev.DestroyCQ(c); !errors.Is(err, qp.ErrInvalid) {
+		t.Fatalf("destroyed twice: %v", err)
+	}
+	if _, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: c,
+		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}); !errors.Is(err, qp.ErrInvalid) {
+		t.Fatalf("a QP on a destroyed CQ: %v", err)
+	}
+	// A failed CreateQP counted nothing: a.scq is not held by it.
+	d := a.dev.CreateCQ(4)
+	if _, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: d, RecvCQ: d}); err == nil {
+		t.Fatal("a QP with no capabilities")
+	}
+	must(t, a.dev.DestroyCQ(d))
 }

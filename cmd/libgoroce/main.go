@@ -296,7 +296,14 @@ func goroce_create_cq(ctx C.uintptr_t, cqe C.int, ch *C.struct_gq_channel, ccq *
 
 //export goroce_destroy_cq
 func goroce_destroy_cq(h C.uintptr_t) C.int {
-	handle[*cqueue](h).unfeed()
+	c := handle[*cqueue](h)
+	// EBUSY while a QP still completes on it, as libibverbs' providers
+	// answer; then the device forgets the CQ, so a program that creates
+	// and destroys CQs does not grow.
+	if err := c.ctx.dev.DestroyCQ(c.cq); err != nil {
+		return errno(err)
+	}
+	c.unfeed()
 	cgo.Handle(h).Delete()
 	return 0
 }

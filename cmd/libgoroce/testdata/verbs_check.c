@@ -261,6 +261,7 @@ int main(void)
 		errno = 0;
 		CHECK(!ibv_create_ah(a.pd, &ah) && errno == EOPNOTSUPP, "create_ah: errno %d", errno);
 		CHECK(ibv_dealloc_pd(a.pd) == EBUSY, "dealloc_pd of a PD in use");
+		CHECK(ibv_destroy_cq(a.cq) == EBUSY, "destroy_cq of a CQ a QP uses");
 	}
 
 	for (struct side *s = &a; s; s = s == &a ? &b : NULL) {
