@@ -171,14 +171,7 @@ func (g guestRunner) WaitListen(ctx context.Context, port int, timeout time.Dura
 	if g.lab.session == nil {
 		return g.ShellRunner.WaitListen(ctx, port, timeout)
 	}
-	a, err := g.lab.agent(ctx)
-	if err != nil {
-		return err
-	}
-	if err := a.waitListen(ctx, "listen", port, timeout); err != nil {
-		return fmt.Errorf("%s: waiting for a listener on TCP port %d: %w", g.Name, port, err)
-	}
-	return nil
+	return g.agentWait(ctx, "listen", fmt.Sprintf("TCP port %d", port), port, timeout)
 }
 
 // WaitCMListen asks the agent, else polls rdma(8) through rxe-peer.sh exec.
@@ -186,12 +179,17 @@ func (g guestRunner) WaitCMListen(ctx context.Context, port int, timeout time.Du
 	if g.lab.session == nil {
 		return g.ShellRunner.WaitCMListen(ctx, port, timeout)
 	}
+	return g.agentWait(ctx, "cmlisten", fmt.Sprintf("RDMA CM port %d", port), port, timeout)
+}
+
+// agentWait has the agent wait (op) for a listener on where.
+func (g guestRunner) agentWait(ctx context.Context, op, where string, port int, timeout time.Duration) error {
 	a, err := g.lab.agent(ctx)
 	if err != nil {
 		return err
 	}
-	if err := a.waitListen(ctx, "cmlisten", port, timeout); err != nil {
-		return fmt.Errorf("%s: waiting for an RDMA CM listener on port %d: %w", g.Name, port, err)
+	if err := a.waitListen(ctx, op, port, timeout); err != nil {
+		return fmt.Errorf("%s: waiting for a listener on %s: %w", g.Name, where, err)
 	}
 	return nil
 }
