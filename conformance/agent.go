@@ -130,9 +130,10 @@ func (a *guestAgent) snap(ctx context.Context, seq int64) (guestSnap, []string, 
 	return guestSnap{counters: r.Counters, dmesg: r.Next, clock: time.Unix(0, r.ClockNS)}, r.Dmesg, nil
 }
 
-// waitListen returns once something in the guest listens on TCP port.
-func (a *guestAgent) waitListen(ctx context.Context, port int, timeout time.Duration) error {
-	_, err := a.call(ctx, map[string]any{"op": "listen", "port": port, "timeout": timeout.Seconds()}, timeout+10*time.Second)
+// waitListen returns once something in the guest listens on TCP port
+// (op "listen") or, with op "cmlisten", an rdma_cm ID on port.
+func (a *guestAgent) waitListen(ctx context.Context, op string, port int, timeout time.Duration) error {
+	_, err := a.call(ctx, map[string]any{"op": op, "port": port, "timeout": timeout.Seconds()}, timeout+10*time.Second)
 	return err
 }
 
@@ -170,12 +171,25 @@ func (g guestRunner) WaitListen(ctx context.Context, port int, timeout time.Dura
 	if g.lab.session == nil {
 		return g.ShellRunner.WaitListen(ctx, port, timeout)
 	}
+	return g.agentWait(ctx, "listen", fmt.Sprintf("TCP port %d", port), port, timeout)
+}
+
+// WaitCMListen asks the agent, else polls rdma(8) through rxe-peer.sh exec.
+func (g guestRunner) WaitCMListen(ctx context.Context, port int, timeout time.Duration) error {
+	if g.lab.session == nil {
+		return g.ShellRunner.WaitCMListen(ctx, port, timeout)
+	}
+	return g.agentWait(ctx, "cmlisten", fmt.Sprintf("RDMA CM port %d", port), port, timeout)
+}
+
+// agentWait has the agent wait (op) for a listener on where.
+func (g guestRunner) agentWait(ctx context.Context, op, where string, port int, timeout time.Duration) error {
 	a, err := g.lab.agent(ctx)
 	if err != nil {
 		return err
 	}
-	if err := a.waitListen(ctx, port, timeout); err != nil {
-		return fmt.Errorf("%s: waiting for a listener on TCP port %d: %w", g.Name, port, err)
+	if err := a.waitListen(ctx, op, port, timeout); err != nil {
+		return fmt.Errorf("%s: waiting for a listener on %s: %w", g.Name, where, err)
 	}
 	return nil
 }

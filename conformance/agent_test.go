@@ -65,18 +65,23 @@ func TestGuestAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	if err := a.waitListen(ctx, port, 5*time.Second); err != nil {
+	if err := a.waitListen(ctx, "listen", port, 5*time.Second); err != nil {
 		t.Errorf("a listening port: %v", err)
 	}
 	ln.Close()
-	if err := a.waitListen(ctx, port, 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "nothing listens") {
+	if err := a.waitListen(ctx, "listen", port, 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "nothing listens") {
 		t.Errorf("a closed port: %v", err)
+	}
+	// No rdma_cm ID listens here (no rdma(8), or no RDMA device, on a
+	// test host): the wait ends at its timeout, with the port space named.
+	if err := a.waitListen(ctx, "cmlisten", port, 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "nothing listens on RDMA CM port") {
+		t.Errorf("no CM listener: %v", err)
 	}
 	// A cancelled wait leaves the connection broken; the next call dials
 	// again and the agent answers it.
 	cctx, cancel := context.WithCancel(ctx)
 	go cancel()
-	if err := a.waitListen(cctx, port, time.Minute); err == nil {
+	if err := a.waitListen(cctx, "listen", port, time.Minute); err == nil {
 		t.Fatal("a cancelled wait succeeded")
 	}
 	if a, err = l.agent(ctx); err != nil {

@@ -9,6 +9,9 @@ way:
       kernel log's next sequence number and its records from SEQ on
   {"op": "listen", "port": P, "timeout": S}  returns once something
       listens on TCP port P, or fails after S seconds
+  {"op": "cmlisten", "port": P, "timeout": S}  the same for an rdma_cm ID
+      in state LISTEN on port P (rdma resource show cm_id): rping's server
+      listens on QP1, not on a TCP socket
   {"op": "quit"}
 Answers: {"ok": true, ...} or {"ok": false, "error": "..."}.
 """
@@ -17,6 +20,7 @@ import json
 import os
 import select
 import socket
+import subprocess
 import sys
 import time
 
@@ -74,6 +78,30 @@ def listening(port):
     return False
 
 
+def cm_listening(port):
+    # rdma(8) asks the kernel over netlink; the guest has no other view of
+    # rdma_cm's IDs. One fork per poll, about 30 ms in the TCG guest.
+    try:
+        out = subprocess.run(["rdma", "-j", "resource", "show", "cm_id"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, timeout=10).stdout
+        ids = json.loads(out or b"[]")
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return False
+    suffix = ":%d" % port
+    return any(x.get("state") == "LISTEN" and str(x.get("src-addr", "")).endswith(suffix) for x in ids)
+
+
+def wait_for(req, conn, check, what):
+    port, end = int(req["port"]), time.monotonic() + float(req["timeout"])
+    while not check(port):
+        if time.monotonic() > end:
+            return {"ok": False, "error": "nothing listens on %s port %d after %ss" % (what, port, req["timeout"])}
+        # Readable means the harness gave up (it closed): stop waiting.
+        if select.select([conn], [], [], 0.02)[0]:
+            return {"ok": False, "error": "cancelled"}
+    return {"ok": True}
+
+
 def answer(req, conn):
     op = req.get("op")
     if op == "snap":
@@ -81,14 +109,9 @@ def answer(req, conn):
         lines, nxt = kmsg(int(req.get("from", 0)))
         return {"ok": True, "clock_ns": clock, "counters": counters(), "next": nxt, "dmesg": lines}
     if op == "listen":
-        port, end = int(req["port"]), time.monotonic() + float(req["timeout"])
-        while not listening(port):
-            if time.monotonic() > end:
-                return {"ok": False, "error": "nothing listens on TCP port %d after %ss" % (port, req["timeout"])}
-            # Readable means the harness gave up (it closed): stop waiting.
-            if select.select([conn], [], [], 0.02)[0]:
-                return {"ok": False, "error": "cancelled"}
-        return {"ok": True}
+        return wait_for(req, conn, listening, "TCP")
+    if op == "cmlisten":
+        return wait_for(req, conn, cm_listening, "RDMA CM")
     return {"ok": False, "error": "unknown op %r" % op}
 
 

@@ -15,12 +15,18 @@ const (
 	Pingpong Family = iota
 	// Perftest is perftest's ib_* programs.
 	Perftest
+	// CM is librdmacm's tools, which connect through the RDMA connection
+	// manager on QP1 rather than a TCP exchange (rping).
+	CM
 )
 
-// String returns "pingpong" or "perftest".
+// String returns "pingpong", "perftest" or "cm".
 func (f Family) String() string {
-	if f == Pingpong {
+	switch f {
+	case Pingpong:
 		return "pingpong"
+	case CM:
+		return "cm"
 	}
 	return "perftest"
 }
@@ -50,7 +56,7 @@ const (
 	FullRow
 )
 
-// Tool is one of the twelve programs roced stands in for, with what the
+// Tool is one of the thirteen programs roced stands in for, with what the
 // matrix does with it.
 type Tool struct {
 	// Name is roced's command (roced rc_pingpong, roced write_bw).
@@ -74,6 +80,9 @@ type Tool struct {
 	Extra []string
 	// Variants, when set, makes one scenario per flag set (atomic -A).
 	Variants [][]string
+	// FixedSizes, when set, are the tool's sizes whatever the MTU (rping's
+	// -S has a minimum and a maximum of its own).
+	FixedSizes []int
 	// ServerRow and ClientRow say what perftest prints on each side.
 	ServerRow, ClientRow Row
 }
@@ -119,6 +128,16 @@ var Tools = []*Tool{
 	{Name: "atomic_lat", Binary: "ib_atomic_lat", Family: Perftest, Transports: []Transport{RC}, Atomic: true, Latency: true,
 		Iters: 100, Variants: [][]string{{"-A", "FETCH_AND_ADD"}, {"-A", "CMP_AND_SWAP"}},
 		ServerRow: NoRow, ClientRow: FullRow},
+
+	// librdmacm: rping connects through the connection manager (REQ, REP,
+	// RTU on QP1, DREQ and DREP at the end), then per ping SENDs, an RDMA
+	// READ and an RDMA WRITE, on RC. -S runs from rping.c's
+	// RPING_MIN_BUFSIZE (26) to RPING_BUFSIZE-1 (65535): a one-packet ping
+	// and the largest, 64 packets at MTU 1024. -C 10 takes 2-4 s a case
+	// under TCG; -v on both sides prints every ping, -V on the client
+	// checks the echo.
+	{Name: "rping", Binary: "rping", Family: CM, Transports: []Transport{RC},
+		Iters: 10, FixedSizes: []int{64, 65535}},
 }
 
 // ToolByName finds a tool by roced command or real program name.
@@ -174,8 +193,12 @@ func variantLabel(flags []string) string {
 }
 
 // Args are the flags both sides share, in the order the lab's reference
-// runs use: size, iterations, MTU, transport, then the extra flags.
+// runs use: size, iterations, MTU, transport, then the extra flags. rping
+// shares -v, its count and its size (the MTU is the CM's to choose).
 func (s Scenario) Args() []string {
+	if s.Tool.Family == CM {
+		return append([]string{"-v", "-C", strconv.Itoa(s.Iters), "-S", strconv.Itoa(s.Size)}, s.Flags...)
+	}
 	var a []string
 	if !s.Tool.Atomic {
 		a = append(a, "-s", strconv.Itoa(s.Size))
@@ -200,6 +223,8 @@ func (s Scenario) Args() []string {
 // MTUs; UD messages stop at one MTU.
 func Sizes(t *Tool, tr Transport, mtu int) []int {
 	switch {
+	case len(t.FixedSizes) > 0:
+		return t.FixedSizes
 	case t.Atomic:
 		return []int{AtomicSize}
 	case tr == UD:

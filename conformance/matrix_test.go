@@ -13,8 +13,9 @@ func TestMatrixShape(t *testing.T) {
 	}
 	// 4 pingpongs: rc, uc, srq x 4 sizes, ud x 2; perftest RC: 6 tests x 4
 	// sizes + 2 atomics x 2 variants; UC: write and send, bw and lat, x 4
-	// sizes; UD: send bw and lat x 2 sizes. Each in two directions.
-	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2
+	// sizes; UD: send bw and lat x 2 sizes; rping at 64 and 65535 bytes.
+	// Each in two directions.
+	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2
 	if len(cases) != 2*scenarios {
 		t.Fatalf("%d cases, want %d", len(cases), 2*scenarios)
 	}
@@ -30,6 +31,10 @@ func TestMatrixShape(t *testing.T) {
 		case c.Tool.Atomic:
 			if c.Size != AtomicSize || c.Transport != RC {
 				t.Errorf("%s: atomics are RC, 8 bytes", c.ID())
+			}
+		case c.Tool.Family == CM:
+			if c.Size != 64 && c.Size != 65535 || c.Transport != RC || c.Iters != 10 {
+				t.Errorf("%s: rping runs RC, -S 64 or 65535, -C 10", c.ID())
 			}
 		case c.Transport == UD:
 			if c.Size > c.MTU {
@@ -57,6 +62,7 @@ func TestMatrixShape(t *testing.T) {
 		"ud_pingpong/UD/s1024@peer-server", "send_lat/UD/s1024@roced-server",
 		"write_bw/UC/s1025@peer-server", "atomic_lat/RC/s8/A=CMP_AND_SWAP@peer-server",
 		"atomic_bw/RC/s8/A=FETCH_AND_ADD@roced-server", "read_lat/RC/s65536@roced-server",
+		"rping/RC/s64@roced-server", "rping/RC/s65535@peer-server",
 	} {
 		if !seen[id] {
 			t.Errorf("missing case %s", id)
@@ -118,6 +124,9 @@ func TestArgv(t *testing.T) {
 	roced := Side{Roced: "/bin/roced", Dev: "198.18.15.1", GID: 1, Extra: []string{"--link", "afpacket"}}
 	rxe := Side{Dev: "rxe0", GID: 1}
 	hca := Side{Dev: "mlx5_0", GID: -1}
+	rocedLab := Side{Roced: "/bin/roced", Dev: "rxetap0", GID: 1, Addr: "198.18.15.1",
+		Extra: []string{"--qp-timeout=17", "--qp-timeout", "17", "--link", "afpacket"}}
+	rxeLab := Side{Dev: "rxe0", GID: 1, Addr: "198.18.15.2"}
 	sc := func(tool string, tr Transport, size, iters int, flags ...string) Scenario {
 		s := scenario(t, tool, tr, size, iters)
 		tl, _ := ToolByName(tool)
@@ -146,6 +155,14 @@ func TestArgv(t *testing.T) {
 			"/bin/roced send_bw -d 198.18.15.1 -x 1 -s 1024 -n 100 -m 1024 -c UD -F --link afpacket 192.0.2.2"},
 		{"atomic takes no -s", hca, sc("atomic_lat", RC, 8, 100, "-A", "CMP_AND_SWAP"), 0, "",
 			"ib_atomic_lat -d mlx5_0 -n 100 -m 1024 -F -A CMP_AND_SWAP"},
+		// rping: no -d (its debug flag) or GID; addresses, the case's port,
+		// -V on the client; roced's --qp-timeout left out, --link kept.
+		{"roced rping server", rocedLab, sc("rping", RC, 64, 10), 18520, "",
+			"/bin/roced rping -s -a 198.18.15.1 -p 18520 -v -C 10 -S 64 --link afpacket"},
+		{"rxe rping client", rxeLab, sc("rping", RC, 65535, 10), 18521, "198.18.15.1",
+			"rping -c -a 198.18.15.1 -I 198.18.15.2 -p 18521 -v -C 10 -S 65535 -V"},
+		{"roced rping client", rocedLab, sc("rping", RC, 64, 10), 0, "198.18.15.2",
+			"/bin/roced rping -c -a 198.18.15.2 -I 198.18.15.1 -p 18515 -v -C 10 -S 64 -V --link afpacket"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := strings.Join(tc.side.Argv(tc.sc, tc.port, tc.server), " "); got != tc.want {

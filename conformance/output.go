@@ -175,3 +175,40 @@ func isNaNText(s string) bool {
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// RpingMessage is the text of rping's ping number i at size -S, as rping.c
+// fills its start buffer: "rdma-ping-%d: ", then the letters from 'A' + i
+// (mod 58) on, cycling from 'A' to 'z', cut to size-1 bytes (the last byte
+// is the C string's end). Both sides print it with -v: the client after
+// the server WROTE it back, the server after it READ it.
+func RpingMessage(i, size int) string {
+	b := []byte(fmt.Sprintf("rdma-ping-%d: ", i))
+	if len(b) > size-1 {
+		return string(b[:max(size-1, 0)])
+	}
+	for c := byte('A' + i%58); len(b) < size-1; c++ {
+		if c > 'z' {
+			c = 'A'
+		}
+		b = append(b, c)
+	}
+	return string(b)
+}
+
+// RpingLines checks the ping lines of one rping side's stdout: prefix is
+// "ping data: " (client) or "server ping data: " (server). It returns how
+// many such lines there are and the first one that is not the ping it
+// should be (in order: ping 0 first).
+func RpingLines(stdout, prefix string, size int) (n int, bad string) {
+	for _, l := range strings.Split(stdout, "\n") {
+		msg, ok := strings.CutPrefix(l, prefix)
+		if !ok {
+			continue
+		}
+		if bad == "" && msg != RpingMessage(n, size) {
+			bad = fmt.Sprintf("ping %d is %q, want %q", n, clip(msg), clip(RpingMessage(n, size)))
+		}
+		n++
+	}
+	return n, bad
+}

@@ -162,3 +162,27 @@ func TestParsePerftestBroken(t *testing.T) {
 		})
 	}
 }
+
+// TestRpingMessage: rping.c's ping text, checked against rping's own
+// at its edges: the letters' cycle from 'A' to 'z' and a size that cuts
+// the "rdma-ping-N: " prefix.
+func TestRpingMessage(t *testing.T) {
+	for _, tc := range []struct {
+		i, size int
+		want    string
+	}{
+		{0, 64, "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr"},
+		{4, 64, "rdma-ping-4: EFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuv"},
+		{57, 20, "rdma-ping-57: zABCD"},
+		{58, 16, "rdma-ping-58: A"},
+		{0, 1, ""},
+		{123, 8, "rdma-pi"},
+	} {
+		if got := RpingMessage(tc.i, tc.size); got != tc.want {
+			t.Errorf("RpingMessage(%d, %d) = %q, want %q", tc.i, tc.size, got, tc.want)
+		}
+	}
+	if m := RpingMessage(7, 65535); len(m) != 65534 || !strings.HasPrefix(m, "rdma-ping-7: HIJ") {
+		t.Errorf("RpingMessage(7, 65535): %d bytes, %q...", len(m), m[:20])
+	}
+}

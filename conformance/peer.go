@@ -33,6 +33,9 @@ type Side struct {
 // Argv is this side's command line for a scenario; server is the host
 // operand of a client, empty for a server.
 func (s Side) Argv(sc Scenario, port int, server string) []string {
+	if sc.Tool.Family == CM {
+		return s.cmArgv(sc, port, server)
+	}
 	var a []string
 	if s.Roced != "" {
 		a = []string{s.Roced, sc.Tool.Name}
@@ -52,6 +55,52 @@ func (s Side) Argv(sc Scenario, port int, server string) []string {
 	a = append(a, s.Extra...)
 	if server != "" {
 		a = append(a, server)
+	}
+	return a
+}
+
+// cmArgv is rping's command line. rping has no device or GID flag (its -d
+// is debug output): a server binds its own address (-a Addr), a client
+// connects to server's (-a) from its own (-I Addr), and the connection
+// manager finds the device and GID from the addresses. The port is always
+// given: a case's port is its own, never rping's default 7174. Of roced's
+// extra flags only --link and --pcap are rping's; --qp-timeout is the
+// pingpongs' and perftest's (rping's ACK timeout is the CM's to set).
+func (s Side) cmArgv(sc Scenario, port int, server string) []string {
+	var a []string
+	if s.Roced != "" {
+		a = []string{s.Roced, sc.Tool.Name}
+	} else {
+		a = []string{sc.Tool.Binary}
+	}
+	if server == "" {
+		a = append(a, "-s")
+		if s.Addr != "" {
+			a = append(a, "-a", s.Addr)
+		}
+	} else {
+		a = append(a, "-c", "-a", server)
+		if s.Addr != "" {
+			a = append(a, "-I", s.Addr)
+		}
+	}
+	if port == 0 {
+		port = DefaultPort
+	}
+	a = append(a, "-p", strconv.Itoa(port))
+	a = append(a, sc.Args()...)
+	if server != "" {
+		a = append(a, "-V") // the client checks the echo
+	}
+	for i := 0; i < len(s.Extra); i++ {
+		switch f := s.Extra[i]; {
+		case strings.HasPrefix(f, "--qp-timeout"):
+			if f == "--qp-timeout" {
+				i++ // its value
+			}
+		default:
+			a = append(a, f)
+		}
 	}
 	return a
 }

@@ -137,6 +137,10 @@ func readmePair(block []ReadmeLine) (ReadmePair, error) {
 // counts parses a tool's flags as roced does and returns the message size
 // and the iterations they ask for (the tool's defaults where not given).
 func counts(t *Tool, args []string) (size, iters int, err error) {
+	if t.Family == CM {
+		// The pairs are run with the TCP exchange's listener wait.
+		return 0, 0, fmt.Errorf("%s: the README pairs are pingpongs and perftest only (rping is in the matrix)", t.Name)
+	}
 	if t.Family == Pingpong {
 		pt, err := pingpong.ToolByName(t.Name)
 		if err == nil {
@@ -248,7 +252,7 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 	srvArgv, cliArgv := p.LabArgv(l, roced)
 	srv := srvRun.Start(ctx, srvArgv, o.Timeout)
 	var cliOut Output
-	if err := waitListen(ctx, srvRun, srv, DefaultPort, o); err != nil {
+	if err := waitListen(ctx, srv, func(ctx context.Context) error { return srvRun.WaitListen(ctx, DefaultPort, o.ListenTimeout) }); err != nil {
 		srv.Stop()
 		cliOut = Output{Where: cliRun.Where(), Exit: -1, Argv: cliArgv, StartErr: "not started: " + err.Error()}
 	} else {

@@ -229,14 +229,21 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 
 	srvArgv := srvSide.Argv(c.Scenario, port, "")
 	srv := srvSide.Runner.Start(ctx, srvArgv, o.Timeout)
+	listening := time.Now()
 	var cliOut Output
-	if err := waitListen(ctx, srvSide.Runner, srv, port, o); err != nil {
+	if err := waitServer(ctx, c.Scenario, srvSide, srv, port, o); err != nil {
 		srv.Stop()
 		cliOut = Output{Where: cliSide.Runner.Where(), Exit: -1,
 			Argv: cliSide.Argv(c.Scenario, port, srvSide.Addr), StartErr: "not started: " + err.Error()}
 	} else {
-		cli := cliSide.Runner.Start(ctx, cliSide.Argv(c.Scenario, port, srvSide.Addr), o.Timeout)
-		cliOut = cli.Wait()
+		var starts int
+		cliOut, starts = runClient(ctx, c.Scenario, cliSide, srv, port, srvSide.Addr, listening.Add(o.ListenTimeout), o)
+		switch {
+		case starts > 1 && rejectedUnlistened(cliOut):
+			res.Notes = append(res.Notes, fmt.Sprintf("the client was started %d times, each rejected with REJ 8: nothing listened within %v", starts, o.ListenTimeout))
+		case starts > 1:
+			res.Notes = append(res.Notes, fmt.Sprintf("the client was started %d times: the server rejected the first %d with REJ 8 (no listener yet)", starts, starts-1))
+		}
 		if cliOut.NotCaptured || srv.Done() == nil {
 			// A person runs the client (or the server): roced's side ends
 			// on its own, within its timeout.
@@ -308,13 +315,74 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	return res
 }
 
-// waitListen waits for the server's socket, giving up early when the
-// server has already exited (a bad flag, an unknown command).
-func waitListen(ctx context.Context, r Runner, srv Proc, port int, o Options) error {
+// CMListenWaiter is a Runner that sees the kernel's RDMA CM listeners
+// there (rdma resource show cm_id): a server of the CM family listens on
+// QP1, not on a TCP socket.
+type CMListenWaiter interface {
+	// WaitCMListen returns once an rdma_cm ID there is in state LISTEN on
+	// port (of the TCP port space).
+	WaitCMListen(ctx context.Context, port int, timeout time.Duration) error
+}
+
+// waitServer waits until the server can take its client: its TCP socket,
+// or for the CM family its LISTEN cm_id where the kernel's rdma_cm runs
+// the server. A roced server's listener lives inside the process, where
+// nothing outside can see it; for it the client's start is retried while
+// it is rejected for want of a listener (runClient).
+func waitServer(ctx context.Context, sc Scenario, srvSide Side, srv Proc, port int, o Options) error {
+	if sc.Tool.Family != CM {
+		return waitListen(ctx, srv, func(ctx context.Context) error { return srvSide.Runner.WaitListen(ctx, port, o.ListenTimeout) })
+	}
+	w, ok := srvSide.Runner.(CMListenWaiter)
+	if srvSide.Roced != "" || !ok {
+		return nil
+	}
+	return waitListen(ctx, srv, func(ctx context.Context) error { return w.WaitCMListen(ctx, port, o.ListenTimeout) })
+}
+
+// runClient runs the client once, and for the CM family again while the
+// server rejected it with REJ 8 (invalid service ID: nothing listens on
+// the port yet) and the server still runs, until deadline. That is the
+// start-up wait for a server whose listener cannot be seen from outside
+// (a roced server), not a retried verdict: a failing case is never retried
+// into green, and any other failure ends the case at once. It returns the
+// last run's output and how many times the client was started.
+func runClient(ctx context.Context, sc Scenario, cliSide Side, srv Proc, port int, addr string, deadline time.Time, o Options) (Output, int) {
+	argv := cliSide.Argv(sc, port, addr)
+	for starts := 1; ; starts++ {
+		out := cliSide.Runner.Start(ctx, argv, o.Timeout).Wait()
+		if sc.Tool.Family != CM || !rejectedUnlistened(out) || !time.Now().Before(deadline) {
+			return out, starts
+		}
+		select {
+		case <-ctx.Done():
+			return out, starts
+		case <-srv.Done():
+			return out, starts
+		case <-time.After(100 * time.Millisecond): // the poll interval
+		}
+	}
+}
+
+// rejectedUnlistened reports whether an rping client failed because its
+// REQ met no listener: rping (and roced rping) print "cma event
+// RDMA_CM_EVENT_REJECTED, error 8" for a REJ of reason 8, invalid service
+// ID, which is what a CM answers for a port nobody listens on.
+func rejectedUnlistened(o Output) bool {
+	if o.Exit == 0 || o.TimedOut || o.Stopped || o.StartErr != "" || o.NotCaptured {
+		return false
+	}
+	const rej8 = "RDMA_CM_EVENT_REJECTED, error 8"
+	return strings.Contains(o.Stderr, rej8) || strings.Contains(o.Stdout, rej8)
+}
+
+// waitListen waits for the server's listener (wait), giving up early when
+// the server has already exited (a bad flag, an unknown command).
+func waitListen(ctx context.Context, srv Proc, wait func(context.Context) error) error {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- r.WaitListen(lctx, port, o.ListenTimeout) }()
+	go func() { errc <- wait(lctx) }()
 	select {
 	case err := <-errc:
 		return err

@@ -37,6 +37,9 @@ func fakeTool(mode string, args []string) int {
 		fmt.Fprintf(os.Stderr, "roced: unknown command %q\n", args[0])
 		return 2
 	}
+	if tool.Family == CM {
+		return fakeRping(mode, args[1:])
+	}
 	valued := map[string]bool{"-d": true, "-g": true, "-x": true, "-s": true, "-n": true, "-m": true, "-p": true, "-q": true, "-A": true}
 	if tool.Family == Perftest {
 		valued["-c"] = true
@@ -137,6 +140,120 @@ func fakeTool(mode string, args []string) int {
 		fmt.Printf(" %d         %d              %.2f               %.2f   \t\t     %.6f\n", size, iters, avg, avg, rate)
 	}
 	return 0
+}
+
+// fakeRping is a minimal rping: the "connection" is TCP on -a and -p, and
+// a client that finds nothing listening prints what rping prints for the
+// REJ 8 a CM sends then. Roles misbehave as fakeTool's do, plus
+// "server=late" (listens after a second) and "client=rej28" (rejected for
+// another reason).
+func fakeRping(mode string, args []string) int {
+	flags := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; a {
+		case "-a", "-I", "-p", "-C", "-S":
+			flags[a] = args[i+1]
+			i++
+		default:
+			flags[a] = "true"
+		}
+	}
+	role := "client"
+	if flags["-s"] == "true" {
+		role = "server"
+	}
+	behave := ""
+	for _, kv := range strings.Split(mode, ",") {
+		if r, b, ok := strings.Cut(kv, "="); ok && r == role {
+			behave = b
+		}
+	}
+	count, _ := strconv.Atoi(flags["-C"])
+	size, _ := strconv.Atoi(flags["-S"])
+	addr := net.JoinHostPort(flags["-a"], flags["-p"])
+	switch behave {
+	case "late":
+		time.Sleep(time.Second)
+	case "hang-before":
+		time.Sleep(time.Hour)
+	case "rej28":
+		fmt.Fprintln(os.Stderr, "cma event RDMA_CM_EVENT_REJECTED, error 28")
+		return 255
+	}
+	prefix := "ping data: "
+	if role == "server" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		conn, err := ln.Accept()
+		if err != nil {
+			return 1
+		}
+		conn.Close()
+		prefix = "server " + prefix
+	} else {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cma event RDMA_CM_EVENT_REJECTED, error 8")
+			fmt.Fprintln(os.Stderr, "wait for CONNECTED state 4")
+			fmt.Fprintln(os.Stderr, "connect error -1")
+			return 255
+		}
+		conn.Close()
+	}
+	for i := 0; i < count; i++ {
+		fmt.Println(prefix + RpingMessage(i, size))
+	}
+	fmt.Fprintln(os.Stderr, role+" DISCONNECT EVENT...")
+	return 0
+}
+
+// TestRunRping: an rping case through the harness with a fake rping. A
+// client rejected for want of a listener (REJ 8) is started again until
+// the server listens (a start-up wait: the case passes, with a note); a
+// client rejected for any other reason fails the case at once; a server
+// that never listens fails it when the listen timeout is over.
+func TestRunRping(t *testing.T) {
+	one := func(c Case) bool { return c.Size == 64 && c.Dir == RocedServer }
+	for _, tc := range []struct {
+		name, mode string
+		result     string
+		reason     string // a substring of the reasons
+		note       string // a substring of the notes
+	}{
+		{name: "pass", mode: "", result: Pass},
+		{name: "late server", mode: "server=late", result: Pass, note: "the server rejected the first"},
+		{name: "other rejection", mode: "client=rej28", result: Fail, reason: "client (roced) exit status 255: cma event RDMA_CM_EVENT_REJECTED, error 28"},
+		{name: "server never listens", mode: "server=hang-before", result: Fail, reason: "client (roced) exit status 255: cma event RDMA_CM_EVENT_REJECTED, error 8",
+			note: "each rejected with REJ 8: nothing listened within 3s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(fakeEnv, tc.mode)
+			rep := Run(context.Background(), fakePeer(t), casesFor(t, one, "rping"), Options{
+				Port: freePort(t), Timeout: 8 * time.Second, ListenTimeout: 3 * time.Second, Grace: 500 * time.Millisecond,
+			})
+			if len(rep.Results) != 1 {
+				t.Fatalf("%d results", len(rep.Results))
+			}
+			r := rep.Results[0]
+			if r.Result != tc.result || !strings.Contains(strings.Join(r.Reasons, "\n"), tc.reason) ||
+				!strings.Contains(strings.Join(r.Notes, "\n"), tc.note) {
+				t.Errorf("%s %q %q; want %s, reason %q, note %q", r.Result, r.Reasons, r.Notes, tc.result, tc.reason, tc.note)
+			}
+			// The fake server is a process of its own and may listen after
+			// the client's first try: a start-up wait is the only note.
+			for _, n := range r.Notes {
+				if tc.note == "" && !strings.Contains(n, "(no listener yet)") {
+					t.Errorf("note %q", n)
+				}
+			}
+			if tc.result == Pass && FigureText(r.Figures) != "10 pings (client)" {
+				t.Errorf("figure %q", FigureText(r.Figures))
+			}
+		})
+	}
 }
 
 // freePort returns the base of a run of 1000 TCP ports (Run gives case i

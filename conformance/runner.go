@@ -210,9 +210,24 @@ func (p *shellProc) Stop() {
 // WaitListen polls ss(8) there until a TCP listener on port appears. One
 // script for the whole wait keeps it to one round trip into a guest.
 func (r *ShellRunner) WaitListen(ctx context.Context, port int, timeout time.Duration) error {
+	return r.poll(ctx, fmt.Sprintf(`ss -Hltn "sport = :%d" | grep -q .`, port), fmt.Sprintf("TCP port %d", port), timeout)
+}
+
+// WaitCMListen polls rdma(8) there until the kernel's rdma_cm has an ID in
+// state LISTEN on port (text output: "... state LISTEN ps TCP ...
+// src-addr 198.18.11.2:7174 dst-addr ..."). Only the kernel's listeners
+// are seen: not a roced's, which lives inside its process.
+func (r *ShellRunner) WaitCMListen(ctx context.Context, port int, timeout time.Duration) error {
+	return r.poll(ctx, fmt.Sprintf(`rdma resource show cm_id 2>/dev/null | grep -Eq 'state LISTEN .*src-addr [^ ]*:%d '`, port),
+		fmt.Sprintf("RDMA CM port %d", port), timeout)
+}
+
+// poll runs the shell condition there until it holds (something listens
+// on where), for up to timeout.
+func (r *ShellRunner) poll(ctx context.Context, cond, where string, timeout time.Duration) error {
 	// date(1) counts whole seconds: one more keeps the wait at least timeout.
 	secs := int((timeout+time.Second-1)/time.Second) + 1
-	script := fmt.Sprintf(`end=$(($(date +%%s) + %d)); while [ $(date +%%s) -lt $end ]; do ss -Hltn "sport = :%d" | grep -q . && exit 0; sleep 0.05; done; echo "nothing listens on TCP port %d after %ds" >&2; exit 1`, secs, port, port, secs)
+	script := fmt.Sprintf(`end=$(($(date +%%s) + %d)); while [ $(date +%%s) -lt $end ]; do %s && exit 0; sleep 0.05; done; echo "nothing listens on %s after %ds" >&2; exit 1`, secs, cond, where, secs)
 	w := r.Wrap(script)
 	cctx, cancel := context.WithTimeout(ctx, timeout+r.Backstop)
 	defer cancel()
@@ -225,7 +240,7 @@ func (r *ShellRunner) WaitListen(ctx context.Context, port int, timeout time.Dur
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%s: waiting for a listener on TCP port %d: %v: %s", r.Name, port, err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("%s: waiting for a listener on %s: %v: %s", r.Name, where, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
 }
@@ -253,8 +268,18 @@ func (r *PrintRunner) Start(ctx context.Context, argv []string, timeout time.Dur
 
 // WaitListen asks the person to say when the server is up.
 func (r *PrintRunner) WaitListen(ctx context.Context, port int, timeout time.Duration) error {
+	return r.askEnter(ctx, fmt.Sprintf("TCP port %d", port))
+}
+
+// WaitCMListen asks the person to say when the rping server is up.
+func (r *PrintRunner) WaitCMListen(ctx context.Context, port int, timeout time.Duration) error {
+	return r.askEnter(ctx, fmt.Sprintf("RDMA CM port %d", port))
+}
+
+// askEnter waits for the Enter key once the server listens on where.
+func (r *PrintRunner) askEnter(ctx context.Context, where string) error {
 	r.mu.Lock()
-	fmt.Fprintf(r.Out, ">>> press Enter once it waits for the client (TCP port %d)\n", port)
+	fmt.Fprintf(r.Out, ">>> press Enter once it waits for the client (%s)\n", where)
 	r.mu.Unlock()
 	line := make(chan error, 1)
 	go func() {

@@ -14,7 +14,7 @@ import (
 // TestSelfMatrix runs the whole matrix with roced on both ends: two roced
 // processes on 127.0.0.1 and 127.0.0.2, over kernel UDP on loopback. It
 // needs no privilege and no VM, so every machine checks that goroce's
-// twelve tools agree with themselves in both roles, at every size, with
+// thirteen tools agree with themselves in both roles, at every size, with
 // the same judge as the lab run (both ends strict). $ROCED names a built
 // binary; otherwise the test builds cmd/roced.
 func TestSelfMatrix(t *testing.T) {

@@ -18,10 +18,13 @@ type Figure struct {
 // String formats the figure as the tool printed it, with its unit.
 func (f Figure) String() string {
 	// perftest prints the message rate with six decimals, everything else
-	// with two.
+	// with two; pings are counted.
 	prec := 2
-	if f.Unit == "Mpps" {
+	switch f.Unit {
+	case "Mpps":
 		prec = 6
+	case "pings": // a count
+		prec = 0
 	}
 	return strconv.FormatFloat(f.Value, 'f', prec, 64) + " " + f.Unit
 }
@@ -61,7 +64,8 @@ type SideRun struct {
 // lines with the right byte and iteration counts and no "invalid data"
 // line from -c; a perftest side must print the result row it is expected
 // to print, with the right #bytes and #iterations and, on the measuring
-// side, a positive figure.
+// side, a positive figure; an rping side must print (-v) every ping, each
+// the text rping.c makes of it, and the client's -V must find no mismatch.
 func Judge(sc Scenario, server, client SideRun) Verdict {
 	var v Verdict
 	judged := 0
@@ -80,9 +84,12 @@ func Judge(sc Scenario, server, client SideRun) Verdict {
 		}
 		var reasons, notes []string
 		var f []Figure
-		if sc.Tool.Family == Pingpong {
+		switch sc.Tool.Family {
+		case Pingpong:
 			reasons, f = judgePingpong(sc, s)
-		} else {
+		case CM:
+			reasons, f = judgeRping(sc, s)
+		default:
 			reasons, notes, f = judgePerftest(sc, s)
 		}
 		v.Reasons = append(v.Reasons, reasons...)
@@ -176,6 +183,31 @@ func judgePingpong(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
 	}
 	figs = []Figure{{Value: r.Mbps, Unit: "Mbit/s", Side: s.Role}, {Value: r.UsecPerIter, Unit: "usec/iter", Side: s.Role}}
 	return reasons, figs
+}
+
+// judgeRping checks one rping side: -C ping lines, each ping's text in
+// order (RpingMessage), and no "data mismatch" from the client's -V (rping
+// also exits non-zero then, which judgeExit has already reported). The
+// figure is the pings counted. "DISCONNECT EVENT..." is not required: a
+// real rping client prints it only when the DREP's event beats its own
+// teardown (conformance/README.md, "RDMA CM").
+func judgeRping(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
+	tag := s.Role + " (" + s.Who + ")"
+	prefix := "ping data: "
+	if s.Role == "server" {
+		prefix = "server ping data: "
+	}
+	n, bad := RpingLines(s.Out.Stdout, prefix, sc.Size)
+	if n != sc.Iters {
+		reasons = append(reasons, fmt.Sprintf("%s: %d %q lines, want %d (-C %d)", tag, n, strings.TrimSpace(prefix), sc.Iters, sc.Iters))
+	}
+	if bad != "" {
+		reasons = append(reasons, tag+": "+bad)
+	}
+	if strings.Contains(s.Out.Stderr, "data mismatch") {
+		reasons = append(reasons, tag+": -V found a data mismatch")
+	}
+	return reasons, []Figure{{Value: float64(n), Unit: "pings", Side: s.Role}}
 }
 
 func judgePerftest(sc Scenario, s SideRun) (reasons, notes []string, figs []Figure) {

@@ -38,6 +38,9 @@ func TestJudge(t *testing.T) {
 	acSrv := golden(t, "bookworm/atomic_bw_cas.server.txt")
 	mmCli := golden(t, "pt629/pt629_write_bw_mismatch.client.txt")
 	mmSrv := golden(t, "pt629/pt629_write_bw_mismatch.server.txt")
+	rpCli := golden(t, "bookworm/rping_c5.client.txt")
+	rpSrv := golden(t, "bookworm/rping_c5.server.txt")
+	rp64 := scenario(t, "rping", RC, 64, 5)
 
 	rc64 := scenario(t, "rc_pingpong", RC, 64, 5)
 	wb64 := scenario(t, "write_bw", RC, 64, 100)
@@ -126,6 +129,19 @@ func TestJudge(t *testing.T) {
 		{name: "read_lat server prints no row", sc: rl64, srv: out(rlSrv), cli: out(rlCli), srvStrict: true, cliStrict: true,
 			figure: "71.23 usec t_typical (client)"},
 		{name: "atomic moves 8 bytes", sc: acas, srv: out(acSrv), cli: out(acCli), figure: "0.05 MB/sec BW average, 0.006028 Mpps (client)"},
+		{name: "rping pass", sc: rp64, srv: out(rpSrv), cli: out(rpCli), srvStrict: true, cliStrict: true,
+			figure: "5 pings (client)"},
+		{name: "rping wrong count", sc: scenario(t, "rping", RC, 64, 10), srv: out(rpSrv), cli: out(rpCli),
+			reasons: []string{`server (S): 5 "server ping data:" lines, want 10 (-C 10)`, `client (C): 5 "ping data:" lines, want 10`}},
+		{name: "rping wrong size", sc: scenario(t, "rping", RC, 65, 5), srv: out(rpSrv), cli: out(rpCli),
+			reasons: []string{`server (S): ping 0 is "rdma-ping-0: ABC`, `client (C): ping 0 is`}},
+		{name: "rping ping garbled", sc: rp64, srv: out(rpSrv), cli: out(strings.Replace(rpCli, "rdma-ping-3: DEF", "rdma-ping-3: XEF", 1)),
+			reasons: []string{`client (C): ping 3 is "rdma-ping-3: XEF`}},
+		{name: "rping validation failed", sc: rp64, srv: out(rpSrv),
+			cli:     Output{Exit: 255, Stdout: rpCli, Stderr: "data mismatch!\n"},
+			reasons: []string{"client (C) exit status 255: data mismatch!"}},
+		{name: "rping mismatch reported though exit 0", sc: rp64, srv: out(rpSrv), cli: Output{Stdout: rpCli, Stderr: "data mismatch!\n"},
+			reasons: []string{"client (C): -V found a data mismatch"}},
 		{name: "negotiation mismatch", sc: wb64, srv: Output{Exit: 1, Stdout: mmSrv}, cli: Output{Exit: 1, Stdout: mmCli},
 			reasons: []string{"server (S) exit status 1", "client (C) exit status 1"}},
 		{name: "printed side is a note", sc: rc64, srv: out(rcSrv), cli: Output{NotCaptured: true},
