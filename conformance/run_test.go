@@ -145,7 +145,7 @@ func fakeTool(mode string, args []string) int {
 // fakeRping is a minimal rping: the "connection" is TCP on -a and -p, and
 // a client that finds nothing listening prints what rping prints for the
 // REJ 8 a CM sends then. Roles misbehave as fakeTool's do, plus
-// "server=late" (listens after a second) and "client=rej28" (rejected for
+// "server=late" (listens once a client was turned away) and "client=rej28" (rejected for
 // another reason).
 func fakeRping(mode string, args []string) int {
 	flags := map[string]string{}
@@ -171,9 +171,19 @@ func fakeRping(mode string, args []string) int {
 	count, _ := strconv.Atoi(flags["-C"])
 	size, _ := strconv.Atoi(flags["-S"])
 	addr := net.JoinHostPort(flags["-a"], flags["-p"])
+	// "late": the server listens only once a client has been turned away,
+	// which the client marks with a file named after the port: an order
+	// of events, not a guess at how long a loaded machine takes to start
+	// the client.
+	rejected := filepath.Join(os.TempDir(), "goroce-fakerping-rejected-"+flags["-p"])
 	switch behave {
 	case "late":
-		time.Sleep(time.Second)
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(rejected); err == nil {
+				break
+			}
+		}
+		os.Remove(rejected)
 	case "hang-before":
 		time.Sleep(time.Hour)
 	case "rej28":
@@ -196,6 +206,7 @@ func fakeRping(mode string, args []string) int {
 	} else {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
+			os.WriteFile(rejected, nil, 0o600)
 			fmt.Fprintln(os.Stderr, "cma event RDMA_CM_EVENT_REJECTED, error 8")
 			fmt.Fprintln(os.Stderr, "wait for CONNECTED state 4")
 			fmt.Fprintln(os.Stderr, "connect error -1")
