@@ -62,21 +62,22 @@ func TestRpingPair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The client retries a REQ the server is not listening for yet only
+	// after seconds: start it once the server listens. (Probing the port
+	// with a Listen of our own raced rping's: it could take the port
+	// first and make rping's bind fail.)
+	listening := make(chan struct{})
+	senv.Listening = func(netip.AddrPort) { close(listening) }
 	var wg sync.WaitGroup
 	var scode int
 	wg.Add(1)
 	go func() { defer wg.Done(); scode = Run(ctx, scfg, senv) }()
-	// The client retries a REQ the server is not listening for yet only
-	// after seconds: give it a listener first.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		l, err := senv.CM.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7174), cm.ListenConfig{QP: cm.QPConfig{PD: senv.Dev.AllocPD()}})
-		if err != nil {
-			break // rping's listener holds the port
-		}
-		l.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("the server does not listen")
-		}
+	served := make(chan struct{})
+	go func() { wg.Wait(); close(served) }()
+	select {
+	case <-listening:
+	case <-served:
+		t.Fatalf("the server exited %d before it listened: %s%s", scode, sout.String(), serr.String())
 	}
 	ccode := Run(ctx, ccfg, cenv)
 	wg.Wait()

@@ -24,6 +24,9 @@ type Env struct {
 	Local  netip.Addr        // the address the device serves
 	Stdout io.Writer         // the ping data (-v) and debug lines (-d)
 	Stderr io.Writer         // the events and errors, as rping prints them
+	// Listening, if set, is called once a server listens: a caller that
+	// runs the client next starts it on this event, not after a guess.
+	Listening func(netip.AddrPort)
 }
 
 // infoLen is sizeof(struct rping_rdma_info): be64 buf, be32 rkey, be32 size.
@@ -217,6 +220,9 @@ func (r *run) server(ctx context.Context) int {
 		return exitFail
 	}
 	r.debugf("rdma_listen")
+	if r.env.Listening != nil {
+		r.env.Listening(l.Addr())
+	}
 	r.conn, err = l.Accept(ctx)
 	l.Close()
 	if err != nil {
