@@ -231,11 +231,13 @@ func (c *Conn) toErr() {
 }
 
 // sendRetried sends msg and arms the timer to send it again, up to
-// retries more times. Called with m.mu held.
+// retries more times. Called with m.mu held. The timer is armed before
+// the send, so that whoever sees the message (a test's fake clock
+// included) finds its retry already due at send time + timeout.
 func (c *Conn) sendRetried(msg mad.MAD, retries int) {
 	c.msg, c.retries = msg, retries
-	c.m.send(c.p, msg)
 	c.arm(c.timeout)
+	c.m.send(c.p, msg)
 }
 
 // arm (re)starts the connection's timer. Called with m.mu held.
@@ -288,8 +290,8 @@ func (m *Manager) expire(c *Conn, gen uint64) {
 	if c.retries > 0 {
 		c.retries--
 		m.st.retries.Add(1)
-		m.send(c.p, c.msg)
 		c.arm(c.timeout)
+		m.send(c.p, c.msg)
 		return
 	}
 	// No answer, retries included (IBA 12.9.7): a REQ or REP is withdrawn
