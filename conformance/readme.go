@@ -11,6 +11,7 @@ import (
 
 	"github.com/goroce/goroce/oob/perftest"
 	"github.com/goroce/goroce/oob/pingpong"
+	"github.com/goroce/goroce/oob/rping"
 )
 
 // The README's "Talking to an rxe or HCA host" section shows the command
@@ -30,6 +31,12 @@ const ReadmeTimeout = 60 * time.Second
 // ReadmeSection is the heading whose code blocks hold the pairs.
 const ReadmeSection = "### Talking to an rxe or HCA host"
 
+// ReadmeCMSection is the heading of roced rping's pairs. They connect
+// through the RDMA CM and the README shows both directions itself, so
+// they are run as written and not reversed (rping's server address is
+// its -a, not a trailing operand to drop).
+const ReadmeCMSection = "### Connecting through the RDMA connection manager: `roced rping`"
+
 // ReadmeLine is one prompted command line of the README.
 type ReadmeLine struct {
 	Host string   // the prompt: "hca" or "goroce"
@@ -48,13 +55,29 @@ type ReadmePair struct {
 }
 
 // ReadmePairs reads the pairs of ReadmeSection from a README's text, then
-// the same pairs reversed.
+// the same pairs reversed, then the pairs of ReadmeCMSection.
 func ReadmePairs(text string) ([]ReadmePair, error) {
-	i := strings.Index(text, "\n"+ReadmeSection+"\n")
-	if i < 0 {
-		return nil, fmt.Errorf("README has no %q section", ReadmeSection)
+	pairs, err := sectionPairs(text, ReadmeSection)
+	if err != nil {
+		return nil, err
 	}
-	section := text[i+len(ReadmeSection)+2:]
+	for _, p := range pairs[:len(pairs):len(pairs)] {
+		pairs = append(pairs, p.reversed())
+	}
+	cm, err := sectionPairs(text, ReadmeCMSection)
+	if err != nil {
+		return nil, err
+	}
+	return append(pairs, cm...), nil
+}
+
+// sectionPairs reads the pairs of the code blocks under heading.
+func sectionPairs(text, heading string) ([]ReadmePair, error) {
+	i := strings.Index(text, "\n"+heading+"\n")
+	if i < 0 {
+		return nil, fmt.Errorf("README has no %q section", heading)
+	}
+	section := text[i+len(heading)+2:]
 	if j := strings.Index(section, "\n#"); j >= 0 {
 		section = section[:j]
 	}
@@ -84,10 +107,7 @@ func ReadmePairs(text string) ([]ReadmePair, error) {
 		}
 	}
 	if len(pairs) == 0 {
-		return nil, fmt.Errorf("README section %q has no command pair", ReadmeSection)
-	}
-	for _, p := range pairs[:len(pairs):len(pairs)] {
-		pairs = append(pairs, p.reversed())
+		return nil, fmt.Errorf("README section %q has no command pair", heading)
 	}
 	return pairs, nil
 }
@@ -138,8 +158,9 @@ func readmePair(block []ReadmeLine) (ReadmePair, error) {
 // and the iterations they ask for (the tool's defaults where not given).
 func counts(t *Tool, args []string) (size, iters int, err error) {
 	if t.Family == CM {
-		// The pairs are run with the TCP exchange's listener wait.
-		return 0, 0, fmt.Errorf("%s: the README pairs are pingpongs and perftest only (rping is in the matrix)", t.Name)
+		var c rping.Config
+		c, err = rping.ParseFlags(args)
+		return c.Size, c.Count, err
 	}
 	if t.Family == Pingpong {
 		pt, err := pingpong.ToolByName(t.Name)
@@ -203,6 +224,10 @@ func (p ReadmePair) labArgv(l ReadmeLine, l0 *Lab, roced string) []string {
 	return a
 }
 
+// rpingPort is rping's default port (-p), which the README's rping lines
+// leave as it is.
+const rpingPort = 7174
+
 // The addresses the README's examples use: the lab's defaults.
 const (
 	readmeHCAAddr    = "192.0.2.2"
@@ -250,13 +275,22 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 	srvRun, srvWho, srvStrict := side(p.Server)
 	cliRun, cliWho, cliStrict := side(p.Client)
 	srvArgv, cliArgv := p.LabArgv(l, roced)
+	port := DefaultPort
+	if p.Scenario.Tool.Family == CM {
+		port = rpingPort
+	}
 	srv := srvRun.Start(ctx, srvArgv, o.Timeout)
+	listening := time.Now()
 	var cliOut Output
-	if err := waitListen(ctx, srv, func(ctx context.Context) error { return srvRun.WaitListen(ctx, DefaultPort, o.ListenTimeout) }); err != nil {
+	// srvStrict: the server is roced, whose CM listener nothing outside
+	// the process sees.
+	if err := waitServer(ctx, p.Scenario, srvRun, srvStrict, srv, port, o); err != nil {
 		srv.Stop()
 		cliOut = Output{Where: cliRun.Where(), Exit: -1, Argv: cliArgv, StartErr: "not started: " + err.Error()}
 	} else {
-		cliOut = cliRun.Start(ctx, cliArgv, o.Timeout).Wait()
+		var starts int
+		cliOut, starts = runClient(ctx, p.Scenario, cliRun, cliArgv, srv, listening.Add(o.ListenTimeout), o)
+		res.Notes = append(res.Notes, startsNote(cliOut, starts, o)...)
 		select {
 		case <-srv.Done():
 		case <-time.After(o.Grace):
@@ -269,7 +303,8 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 		SideRun{Role: "client", Who: cliWho, Strict: cliStrict, Out: cliOut})
 	res.Server = &SideReport{Who: srvWho, Output: srvOut}
 	res.Client = &SideReport{Who: cliWho, Output: cliOut}
-	res.Reasons, res.Notes, res.Figures = v.Reasons, v.Notes, v.Figures
+	res.Reasons, res.Figures = v.Reasons, v.Figures
+	res.Notes = append(res.Notes, v.Notes...)
 	if v.Pass {
 		res.Result = Pass
 	}

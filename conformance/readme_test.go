@@ -36,12 +36,24 @@ func TestReadmePairs(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"readme/rc_pingpong@peer-server", "readme/write_bw@roced-server",
-		"readme/rc_pingpong/reversed@roced-server", "readme/write_bw/reversed@peer-server"} {
+		"readme/rc_pingpong/reversed@roced-server", "readme/write_bw/reversed@peer-server",
+		"readme/rping@peer-server", "readme/rping@roced-server"} {
 		if !dirs[want] {
 			t.Errorf("README pairs %v: no %s", dirs, want)
 		}
 	}
-	rev := pairs[len(pairs)/2]
+	var rev ReadmePair
+	for _, p := range pairs {
+		if p.Reversed {
+			rev = p
+			break
+		}
+	}
+	for _, p := range pairs {
+		if p.Scenario.Tool.Family == CM && p.Reversed {
+			t.Errorf("%s: the rping pairs are run as written, not reversed", p.Name())
+		}
+	}
 	if got, want := strings.Join(rev.Server.Argv, " ")+" | "+strings.Join(rev.Client.Argv, " "),
 		"roced rc_pingpong -g 1 -s 4096 -n 1000 -c | ibv_rc_pingpong -d rxe0 -g 1 -s 4096 -n 1000 -c 192.0.2.1"; got != want {
 		t.Errorf("reversed pair %q, want %q", got, want)
@@ -59,11 +71,20 @@ func TestReadmePairs(t *testing.T) {
 		t.Errorf("roced line in the lab: %v, want %v", got, want)
 	}
 
+	// Each bad text is otherwise whole, so that it is refused for its own
+	// fault: a good pingpong section and a good rping section.
+	good := "x\n" + ReadmeSection + "\n\n```sh\nhca$ ib_write_bw\ngoroce$ roced write_bw 1.2.3.4\n```\n"
+	goodCM := "\n" + ReadmeCMSection + "\n\n```sh\nhca$ rping -s -a 192.0.2.2 -C 3\ngoroce$ roced rping -c -a 192.0.2.2 -C 3\n```\n"
+	if _, err := ReadmePairs(good + goodCM); err != nil {
+		t.Fatalf("refused a good README: %v", err)
+	}
 	for _, bad := range []string{
 		"no section",
-		"x\n" + ReadmeSection + "\n\n```sh\nhca$ ibv_rc_pingpong -d rxe0\n```\n",
-		"x\n" + ReadmeSection + "\n\n```sh\nhca$ ib_write_bw\nhost$ roced write_bw 1.2.3.4\n```\n",
-		"x\n" + ReadmeSection + "\n\n```sh\nhca$ ib_write_bw\ngoroce$ roced write_bw -s 0 1.2.3.4\n```\n",
+		good,
+		"x\n" + ReadmeSection + "\n\n```sh\nhca$ ibv_rc_pingpong -d rxe0\n```\n" + goodCM,
+		"x\n" + ReadmeSection + "\n\n```sh\nhca$ ib_write_bw\nhost$ roced write_bw 1.2.3.4\n```\n" + goodCM,
+		"x\n" + ReadmeSection + "\n\n```sh\nhca$ ib_write_bw\ngoroce$ roced write_bw -s 0 1.2.3.4\n```\n" + goodCM,
+		good + "\n" + ReadmeCMSection + "\n\n```sh\nhca$ rping -s\ngoroce$ roced rping -c -a 192.0.2.2 -C 3 -S 1\n```\n",
 	} {
 		if _, err := ReadmePairs(bad); err == nil {
 			t.Errorf("accepted %q", bad)

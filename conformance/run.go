@@ -231,19 +231,14 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	srv := srvSide.Runner.Start(ctx, srvArgv, o.Timeout)
 	listening := time.Now()
 	var cliOut Output
-	if err := waitServer(ctx, c.Scenario, srvSide, srv, port, o); err != nil {
+	if err := waitServer(ctx, c.Scenario, srvSide.Runner, srvSide.Roced != "", srv, port, o); err != nil {
 		srv.Stop()
 		cliOut = Output{Where: cliSide.Runner.Where(), Exit: -1,
 			Argv: cliSide.Argv(c.Scenario, port, srvSide.Addr), StartErr: "not started: " + err.Error()}
 	} else {
 		var starts int
-		cliOut, starts = runClient(ctx, c.Scenario, cliSide, srv, port, srvSide.Addr, listening.Add(o.ListenTimeout), o)
-		switch {
-		case starts > 1 && rejectedUnlistened(cliOut):
-			res.Notes = append(res.Notes, fmt.Sprintf("the client was started %d times, each rejected with REJ 8: nothing listened within %v", starts, o.ListenTimeout))
-		case starts > 1:
-			res.Notes = append(res.Notes, fmt.Sprintf("the client was started %d times: the server rejected the first %d with REJ 8 (no listener yet)", starts, starts-1))
-		}
+		cliOut, starts = runClient(ctx, c.Scenario, cliSide.Runner, cliSide.Argv(c.Scenario, port, srvSide.Addr), srv, listening.Add(o.ListenTimeout), o)
+		res.Notes = append(res.Notes, startsNote(cliOut, starts, o)...)
 		if cliOut.NotCaptured || srv.Done() == nil {
 			// A person runs the client (or the server): roced's side ends
 			// on its own, within its timeout.
@@ -329,12 +324,12 @@ type CMListenWaiter interface {
 // the server. A roced server's listener lives inside the process, where
 // nothing outside can see it; for it the client's start is retried while
 // it is rejected for want of a listener (runClient).
-func waitServer(ctx context.Context, sc Scenario, srvSide Side, srv Proc, port int, o Options) error {
+func waitServer(ctx context.Context, sc Scenario, run Runner, roced bool, srv Proc, port int, o Options) error {
 	if sc.Tool.Family != CM {
-		return waitListen(ctx, srv, func(ctx context.Context) error { return srvSide.Runner.WaitListen(ctx, port, o.ListenTimeout) })
+		return waitListen(ctx, srv, func(ctx context.Context) error { return run.WaitListen(ctx, port, o.ListenTimeout) })
 	}
-	w, ok := srvSide.Runner.(CMListenWaiter)
-	if srvSide.Roced != "" || !ok {
+	w, ok := run.(CMListenWaiter)
+	if roced || !ok {
 		return nil
 	}
 	return waitListen(ctx, srv, func(ctx context.Context) error { return w.WaitCMListen(ctx, port, o.ListenTimeout) })
@@ -347,10 +342,9 @@ func waitServer(ctx context.Context, sc Scenario, srvSide Side, srv Proc, port i
 // (a roced server), not a retried verdict: a failing case is never retried
 // into green, and any other failure ends the case at once. It returns the
 // last run's output and how many times the client was started.
-func runClient(ctx context.Context, sc Scenario, cliSide Side, srv Proc, port int, addr string, deadline time.Time, o Options) (Output, int) {
-	argv := cliSide.Argv(sc, port, addr)
+func runClient(ctx context.Context, sc Scenario, run Runner, argv []string, srv Proc, deadline time.Time, o Options) (Output, int) {
 	for starts := 1; ; starts++ {
-		out := cliSide.Runner.Start(ctx, argv, o.Timeout).Wait()
+		out := run.Start(ctx, argv, o.Timeout).Wait()
 		if sc.Tool.Family != CM || !rejectedUnlistened(out) || !time.Now().Before(deadline) {
 			return out, starts
 		}
@@ -362,6 +356,17 @@ func runClient(ctx context.Context, sc Scenario, cliSide Side, srv Proc, port in
 		case <-time.After(100 * time.Millisecond): // the poll interval
 		}
 	}
+}
+
+// startsNote says why a client was started more than once.
+func startsNote(out Output, starts int, o Options) []string {
+	switch {
+	case starts > 1 && rejectedUnlistened(out):
+		return []string{fmt.Sprintf("the client was started %d times, each rejected with REJ 8: nothing listened within %v", starts, o.ListenTimeout)}
+	case starts > 1:
+		return []string{fmt.Sprintf("the client was started %d times: the server rejected the first %d with REJ 8 (no listener yet)", starts, starts-1)}
+	}
+	return nil
 }
 
 // rejectedUnlistened reports whether an rping client failed because its

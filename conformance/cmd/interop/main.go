@@ -56,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		peer       = fs.String("peer", "self", "self, lab, lab-pair or remote")
 		roced      = fs.String("roced", "bin/roced", "the roced binary")
 		link       = fs.String("link", "", "roced's --link (udp, afpacket, afxdp); empty: its default")
-		runRe      = fs.String("run", "", "only cases whose ID (tool/transport/size[/variant]@direction) matches this regexp")
+		runRe      = fs.String("run", "", "only cases whose ID (tool/transport/size[/variant]@direction), and README pairs whose name (readme/TOOL[/reversed]@direction), match this regexp")
 		tools      = fs.String("tools", "", "comma-separated tools (roced names or real program names); empty: all")
 		dirs       = fs.String("dir", "both", "both, roced-server or peer-server")
 		mtu        = fs.Int("mtu", 1024, "path MTU given to both sides (-m) and the unit of the sizes")
@@ -122,9 +122,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *impaired && *runRe == "" {
 		*runRe = conformance.ImpairedCases
 	}
+	var re *regexp.Regexp
 	if *runRe != "" {
-		re, err := regexp.Compile(*runRe)
-		if err != nil {
+		if re, err = regexp.Compile(*runRe); err != nil {
 			return fail("-run: %v", err)
 		}
 		var keep []conformance.Case
@@ -146,6 +146,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		if readmePairs, err = conformance.ReadmePairs(string(text)); err != nil {
 			return fail("-readme %s: %v", *readme, err)
+		}
+		if re != nil { // -run picks README pairs by name too (readme/TOOL[/reversed]@DIRECTION)
+			var keep []conformance.ReadmePair
+			for _, rp := range readmePairs {
+				if re.MatchString(rp.Name()) {
+					keep = append(keep, rp)
+				}
+			}
+			readmePairs = keep
 		}
 	}
 	if len(cases) == 0 && len(readmePairs) == 0 {
