@@ -39,6 +39,14 @@ func (q *QP) Modify(a *Attr, mask AttrMask) error {
 	case next == Reset && cur != Reset:
 		q.reset()
 	case next == Err && cur != Err:
+		// The consumer may move the QP to ERR (rdma_disconnect does) as
+		// soon as it has polled a receive whose ACK still waits for the
+		// end of the burst. An HCA has sent that ACK by then, and so has
+		// rxe by the time the QP leaves RTS; dropped, the peer's send never
+		// completes. Send what is queued, as destroy does.
+		if q.typ == RC && (cur == RTR || cur == RTS || cur == SQD || cur == SQE) {
+			q.sendQueuedAcks()
+		}
 		q.toError(nil, cq.WRFlushErr)
 	case next == RTR && cur == Init:
 		q.resp.epsn = bth.PSN(q.attr.RQPSN & bth.PSNMask)

@@ -359,6 +359,26 @@ func TestDestroyAfterLastReceiveAcks(t *testing.T) {
 	r.sentNoMore()
 }
 
+// TestErrAfterLastReceiveAcks moves a QP to ERR the moment its receive
+// completes, before the receive burst ends, as rdma_disconnect does in a
+// program that disconnects once its last message came (librdmacm's
+// rdma_client): the queued ACK must still go out, or the peer's send never
+// completes (rxe retries it for ever).
+func TestErrAfterLastReceiveAcks(t *testing.T) {
+	s, r, _ := newRaw(t, pairOpts{})
+	must(t, s.qp.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{s.mr.SGE(0, 4096)}}))
+	dg := r.build(bth.RCSendOnly, rPSN, true, bytes.Repeat([]byte{1}, 64))[nic.Headroom:]
+	var b burst
+	s.dev.input(dg, &b)
+	if wc := wait(t, s.rcq, time.Second); wc.Status != cq.Success || wc.WRID != 7 {
+		t.Fatalf("receive %+v", wc)
+	}
+	must(t, s.qp.Modify(&qp.Attr{State: qp.Err}, qp.AttrState))
+	b.flush()
+	r.expectAck(ack, rPSN)
+	r.sentNoMore()
+}
+
 // TestResponderPartialRetransmission replays what rxe sent in the stalled
 // interop case (conformance/README.md, "A stall under load"): a message
 // acknowledged at its LAST, then an early retransmission of only its first
