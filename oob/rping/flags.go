@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/goroce/goroce/oob/internal/getopt"
+	"github.com/goroce/goroce/oob/pingpong"
 )
 
 // rping.c's limits and defaults.
@@ -147,10 +148,11 @@ func ParseFlags(args []string) (Config, error) {
 		case "q":
 			c.SelfQP = true
 		case "link":
-			if m.Value != "udp" && m.Value != "afpacket" && m.Value != "afxdp" {
-				return fail("invalid --link %q: want udp, afpacket or afxdp", m.Value)
+			l, err := pingpong.ParseLink(m.Value)
+			if err != nil {
+				return fail("%v", err)
 			}
-			c.Link = m.Value
+			c.Link = string(l)
 		case "pcap":
 			c.Pcap = m.Value
 		}

@@ -11,28 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/internal/rdmatest"
 	"github.com/goroce/goroce/nic"
-	"github.com/goroce/goroce/transport"
 )
 
 func env(t *testing.T, net *nic.MemNet, addr string, out, errw *bytes.Buffer) Env {
-	a := netip.MustParseAddr(addr)
-	l, err := net.Attach(a, nic.MemOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := transport.Open(l, transport.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	m, err := cm.New(dev, cm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return Env{Dev: dev, CM: m, Local: a, Stdout: out, Stderr: errw}
+	dev, m := rdmatest.CMNode(t, net, addr)
+	return Env{Dev: dev, CM: m, Local: netip.MustParseAddr(addr), Stdout: out, Stderr: errw}
 }
 
 // lines returns the lines of a capture's tool output, sorted: the real
