@@ -72,3 +72,47 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestRdmaServerLoopback: roced rdma_server and roced rdma_client, the
+// whole commands, over UDP on loopback (127.0.15.5 and .6, addresses no
+// other test uses): both print the examples' two lines and exit 0.
+func TestRdmaServerLoopback(t *testing.T) {
+	var sout, serr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"rdma_server", "-s", "127.0.15.5", "-p", "7191"}, &sout, &serr)
+	}()
+	var cout, cerr bytes.Buffer
+	var code int
+	// A REQ that comes before the server listens is rejected (REJ 8,
+	// "Connection refused"): try again until it is not.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		cout.Reset()
+		cerr.Reset()
+		code = run([]string{"rdma_client", "-s", "127.0.15.5", "--dev", "127.0.15.6", "-p", "7191"}, &cout, &cerr)
+		if !strings.Contains(cerr.String(), "Connection refused") || time.Now().After(deadline) {
+			break
+		}
+	}
+	scode := <-done
+	if code != 0 || scode != 0 || cout.String() != "rdma_client: start\nrdma_client: end 0\n" ||
+		sout.String() != "rdma_server: start\nrdma_server: end 0\n" {
+		t.Fatalf("client %d:\n%s%s\nserver %d:\n%s%s", code, cout.String(), cerr.String(), scode, sout.String(), serr.String())
+	}
+}
+
+// TestRdmaServerBadFlags: a bad command line is one line on stderr and
+// the examples' exit status 1; nothing is opened.
+func TestRdmaServerBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"rdma_server", "-s", "nohost"}, {"rdma_server", "-p", "0"}, {"rdma_client", "-s", "nohost"},
+		{"rdma_client", "extra"}, {"rdma_client", "--link", "tcp"},
+	} {
+		var out, errw bytes.Buffer
+		code := run(args, &out, &errw)
+		lines := strings.Split(strings.TrimSuffix(errw.String(), "\n"), "\n")
+		if code != 1 || len(lines) != 1 || !strings.HasPrefix(lines[0], "roced "+args[0]+": ") || out.Len() != 0 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out.String(), errw.String())
+		}
+	}
+}
