@@ -2,6 +2,9 @@ package conformance
 
 import (
 	"fmt"
+
+	"github.com/goroce/goroce/oob/rdmaserver"
+	"github.com/goroce/goroce/oob/rping"
 	"sort"
 	"strconv"
 	"strings"
@@ -85,6 +88,40 @@ type Tool struct {
 	FixedSizes []int
 	// ServerRow and ClientRow say what perftest prints on each side.
 	ServerRow, ClientRow Row
+	// ClientName and ClientBinary are the client's roced command and real
+	// program where they differ from the server's (rdma_client).
+	ClientName, ClientBinary string
+	// Exchange is what a CM tool does once connected.
+	Exchange CMExchange
+	// Port is the tool's default port where it is not DefaultPort (the
+	// CM tools'): the README's lines leave it as it is.
+	Port int
+}
+
+// CMExchange is what a tool of the CM family does once connected.
+type CMExchange int
+
+const (
+	// RpingLoop is rping's: per ping a SEND, an RDMA READ, a SEND, an
+	// RDMA WRITE and a SEND; -v prints every ping.
+	RpingLoop CMExchange = iota
+	// ExampleSends is librdmacm's rdma_server/rdma_client example: one
+	// 16-byte SEND each way; each prints "NAME: start", "NAME: end 0".
+	ExampleSends
+)
+
+// Command is the side's program: roced's command (roced) or the real
+// program's name, for the server or the client.
+func (t *Tool) Command(server, roced bool) string {
+	switch {
+	case roced && !server && t.ClientName != "":
+		return t.ClientName
+	case roced:
+		return t.Name
+	case !server && t.ClientBinary != "":
+		return t.ClientBinary
+	}
+	return t.Binary
 }
 
 // GIDFlag is the tool's GID index option.
@@ -137,13 +174,19 @@ var Tools = []*Tool{
 	// under TCG; -v on both sides prints every ping, -V on the client
 	// checks the echo.
 	{Name: "rping", Binary: "rping", Family: CM, Transports: []Transport{RC},
-		Iters: 10, FixedSizes: []int{64, 65535}},
+		Iters: 10, FixedSizes: []int{64, 65535}, Port: rping.DefaultPort},
+	// librdmacm's smallest example: rdma_server and rdma_client connect,
+	// the client SENDs 16 bytes and the server 16 back, both disconnect.
+	// One exchange of a fixed size.
+	{Name: "rdma_server", Binary: "rdma_server", ClientName: "rdma_client", ClientBinary: "rdma_client",
+		Family: CM, Exchange: ExampleSends, Transports: []Transport{RC}, Iters: 1, FixedSizes: []int{rdmaserver.MsgLen},
+		Port: rdmaserver.DefaultPort},
 }
 
 // ToolByName finds a tool by roced command or real program name.
 func ToolByName(name string) (*Tool, bool) {
 	for _, t := range Tools {
-		if t.Name == name || t.Binary == name {
+		if t.Name == name || t.Binary == name || name != "" && (t.ClientName == name || t.ClientBinary == name) {
 			return t, true
 		}
 	}
@@ -197,6 +240,9 @@ func variantLabel(flags []string) string {
 // shares -v, its count and its size (the MTU is the CM's to choose).
 func (s Scenario) Args() []string {
 	if s.Tool.Family == CM {
+		if s.Tool.Exchange == ExampleSends {
+			return s.Flags // nothing to choose: one 16-byte SEND each way
+		}
 		return append([]string{"-v", "-C", strconv.Itoa(s.Iters), "-S", strconv.Itoa(s.Size)}, s.Flags...)
 	}
 	var a []string

@@ -13,9 +13,9 @@ func TestMatrixShape(t *testing.T) {
 	}
 	// 4 pingpongs: rc, uc, srq x 4 sizes, ud x 2; perftest RC: 6 tests x 4
 	// sizes + 2 atomics x 2 variants; UC: write and send, bw and lat, x 4
-	// sizes; UD: send bw and lat x 2 sizes; rping at 64 and 65535 bytes.
-	// Each in two directions.
-	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2
+	// sizes; UD: send bw and lat x 2 sizes; rping at 64 and 65535 bytes;
+	// rdma_server/rdma_client's one exchange. Each in two directions.
+	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2 + 1
 	if len(cases) != 2*scenarios {
 		t.Fatalf("%d cases, want %d", len(cases), 2*scenarios)
 	}
@@ -31,6 +31,10 @@ func TestMatrixShape(t *testing.T) {
 		case c.Tool.Atomic:
 			if c.Size != AtomicSize || c.Transport != RC {
 				t.Errorf("%s: atomics are RC, 8 bytes", c.ID())
+			}
+		case c.Tool.Exchange == ExampleSends:
+			if c.Size != 16 || c.Transport != RC || c.Iters != 1 {
+				t.Errorf("%s: rdma_server/rdma_client run RC, one 16-byte exchange", c.ID())
 			}
 		case c.Tool.Family == CM:
 			if c.Size != 64 && c.Size != 65535 || c.Transport != RC || c.Iters != 10 {
@@ -163,6 +167,17 @@ func TestArgv(t *testing.T) {
 			"rping -c -a 198.18.15.1 -I 198.18.15.2 -p 18521 -v -C 10 -S 65535 -V"},
 		{"roced rping client", rocedLab, sc("rping", RC, 64, 10), 0, "198.18.15.2",
 			"/bin/roced rping -c -a 198.18.15.2 -I 198.18.15.1 -p 18515 -v -C 10 -S 64 -V --link afpacket"},
+		// rdma_server/rdma_client: -s is the server's address (bound or
+		// connected to), -p the case's port; the real client has no
+		// source address, roced's takes --dev.
+		{"roced rdma_server", rocedLab, sc("rdma_server", RC, 16, 1), 18522, "",
+			"/bin/roced rdma_server -s 198.18.15.1 -p 18522 --link afpacket"},
+		{"rxe rdma_client", rxeLab, sc("rdma_server", RC, 16, 1), 18522, "198.18.15.1",
+			"rdma_client -s 198.18.15.1 -p 18522"},
+		{"rxe rdma_server", rxeLab, sc("rdma_server", RC, 16, 1), 18523, "",
+			"rdma_server -s 198.18.15.2 -p 18523"},
+		{"roced rdma_client", rocedLab, sc("rdma_client", RC, 16, 1), 18523, "198.18.15.2",
+			"/bin/roced rdma_client -s 198.18.15.2 --dev 198.18.15.1 -p 18523 --link afpacket"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := strings.Join(tc.side.Argv(tc.sc, tc.port, tc.server), " "); got != tc.want {

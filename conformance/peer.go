@@ -59,7 +59,7 @@ func (s Side) Argv(sc Scenario, port int, server string) []string {
 	return a
 }
 
-// cmArgv is rping's command line. rping has no device or GID flag (its -d
+// cmArgv is a CM tool's command line. rping has no device or GID flag (its -d
 // is debug output): a server binds its own address (-a Addr), a client
 // connects to server's (-a) from its own (-I Addr), and the connection
 // manager finds the device and GID from the addresses. The port is always
@@ -67,30 +67,45 @@ func (s Side) Argv(sc Scenario, port int, server string) []string {
 // extra flags only --link and --pcap are rping's; --qp-timeout is the
 // pingpongs' and perftest's (rping's ACK timeout is the CM's to set).
 func (s Side) cmArgv(sc Scenario, port int, server string) []string {
-	var a []string
+	a := []string{sc.Tool.Command(server == "", s.Roced != "")}
 	if s.Roced != "" {
-		a = []string{s.Roced, sc.Tool.Name}
-	} else {
-		a = []string{sc.Tool.Binary}
-	}
-	if server == "" {
-		a = append(a, "-s")
-		if s.Addr != "" {
-			a = append(a, "-a", s.Addr)
-		}
-	} else {
-		a = append(a, "-c", "-a", server)
-		if s.Addr != "" {
-			a = append(a, "-I", s.Addr)
-		}
+		a = []string{s.Roced, a[0]}
 	}
 	if port == 0 {
 		port = DefaultPort
 	}
-	a = append(a, "-p", strconv.Itoa(port))
-	a = append(a, sc.Args()...)
-	if server != "" {
-		a = append(a, "-V") // the client checks the echo
+	switch {
+	case sc.Tool.Exchange == ExampleSends:
+		// rdma_server -s binds its address; rdma_client -s names the
+		// server's and has no source address (the route chooses), but
+		// roced's takes goroce's --dev.
+		if server != "" {
+			a = append(a, "-s", server)
+			if s.Roced != "" && s.Addr != "" {
+				a = append(a, "--dev", s.Addr)
+			}
+		} else if s.Addr != "" {
+			a = append(a, "-s", s.Addr)
+		}
+		a = append(a, "-p", strconv.Itoa(port))
+		a = append(a, sc.Args()...)
+	default:
+		if server == "" {
+			a = append(a, "-s")
+			if s.Addr != "" {
+				a = append(a, "-a", s.Addr)
+			}
+		} else {
+			a = append(a, "-c", "-a", server)
+			if s.Addr != "" {
+				a = append(a, "-I", s.Addr)
+			}
+		}
+		a = append(a, "-p", strconv.Itoa(port))
+		a = append(a, sc.Args()...)
+		if server != "" {
+			a = append(a, "-V") // the client checks the echo
+		}
 	}
 	for i := 0; i < len(s.Extra); i++ {
 		switch f := s.Extra[i]; {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/goroce/goroce/oob/perftest"
 	"github.com/goroce/goroce/oob/pingpong"
+	"github.com/goroce/goroce/oob/rdmaserver"
 	"github.com/goroce/goroce/oob/rping"
 )
 
@@ -31,11 +32,14 @@ const ReadmeTimeout = 60 * time.Second
 // ReadmeSection is the heading whose code blocks hold the pairs.
 const ReadmeSection = "### Talking to an rxe or HCA host"
 
-// ReadmeCMSection is the heading of roced rping's pairs. They connect
-// through the RDMA CM and the README shows both directions itself, so
-// they are run as written and not reversed (rping's server address is
-// its -a, not a trailing operand to drop).
-const ReadmeCMSection = "### Connecting through the RDMA connection manager: `roced rping`"
+// ReadmeCMSections are the headings of the pairs of tools that connect
+// through the RDMA CM. The README shows both directions itself, so they
+// are run as written and not reversed (their server address is a flag,
+// not a trailing operand to drop).
+var ReadmeCMSections = []string{
+	"### Connecting through the RDMA connection manager: `roced rping`",
+	"### librdmacm's smallest example: `roced rdma_server` and `roced rdma_client`",
+}
 
 // ReadmeLine is one prompted command line of the README.
 type ReadmeLine struct {
@@ -55,7 +59,7 @@ type ReadmePair struct {
 }
 
 // ReadmePairs reads the pairs of ReadmeSection from a README's text, then
-// the same pairs reversed, then the pairs of ReadmeCMSection.
+// the same pairs reversed, then the pairs of each of ReadmeCMSections.
 func ReadmePairs(text string) ([]ReadmePair, error) {
 	pairs, err := sectionPairs(text, ReadmeSection)
 	if err != nil {
@@ -64,11 +68,14 @@ func ReadmePairs(text string) ([]ReadmePair, error) {
 	for _, p := range pairs[:len(pairs):len(pairs)] {
 		pairs = append(pairs, p.reversed())
 	}
-	cm, err := sectionPairs(text, ReadmeCMSection)
-	if err != nil {
-		return nil, err
+	for _, h := range ReadmeCMSections {
+		cm, err := sectionPairs(text, h)
+		if err != nil {
+			return nil, err
+		}
+		pairs = append(pairs, cm...)
 	}
-	return append(pairs, cm...), nil
+	return pairs, nil
 }
 
 // sectionPairs reads the pairs of the code blocks under heading.
@@ -145,9 +152,13 @@ func readmePair(block []ReadmeLine) (ReadmePair, error) {
 	if !ok {
 		return p, fmt.Errorf("README line %q: no tool %s", strings.Join(g.Argv, " "), g.Argv[1])
 	}
+	server := g.Host == p.Server.Host
+	if want := t.Command(server, true); g.Argv[1] != want {
+		return p, fmt.Errorf("README line %q: the %s side runs roced %s", strings.Join(g.Argv, " "), map[bool]string{true: "server", false: "client"}[server], want)
+	}
 	sc := Scenario{Tool: t, Transport: RC}
 	var err error
-	if sc.Size, sc.Iters, err = counts(t, g.Argv[2:]); err != nil {
+	if sc.Size, sc.Iters, err = counts(t, server, g.Argv[2:]); err != nil {
 		return p, fmt.Errorf("README line %q: %v", strings.Join(g.Argv, " "), err)
 	}
 	p.Scenario = sc
@@ -156,7 +167,11 @@ func readmePair(block []ReadmeLine) (ReadmePair, error) {
 
 // counts parses a tool's flags as roced does and returns the message size
 // and the iterations they ask for (the tool's defaults where not given).
-func counts(t *Tool, args []string) (size, iters int, err error) {
+func counts(t *Tool, server bool, args []string) (size, iters int, err error) {
+	if t.Family == CM && t.Exchange == ExampleSends {
+		_, err = rdmaserver.ParseFlags(server, args)
+		return rdmaserver.MsgLen, 1, err
+	}
 	if t.Family == CM {
 		var c rping.Config
 		c, err = rping.ParseFlags(args)
@@ -224,10 +239,6 @@ func (p ReadmePair) labArgv(l ReadmeLine, l0 *Lab, roced string) []string {
 	return a
 }
 
-// rpingPort is rping's default port (-p), which the README's rping lines
-// leave as it is.
-const rpingPort = 7174
-
 // The addresses the README's examples use: the lab's defaults.
 const (
 	readmeHCAAddr    = "192.0.2.2"
@@ -276,8 +287,8 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 	cliRun, cliWho, cliStrict := side(p.Client)
 	srvArgv, cliArgv := p.LabArgv(l, roced)
 	port := DefaultPort
-	if p.Scenario.Tool.Family == CM {
-		port = rpingPort
+	if p.Scenario.Tool.Port != 0 {
+		port = p.Scenario.Tool.Port
 	}
 	srv := srvRun.Start(ctx, srvArgv, o.Timeout)
 	listening := time.Now()

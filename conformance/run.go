@@ -377,8 +377,13 @@ func rejectedUnlistened(o Output) bool {
 	if o.Exit == 0 || o.TimedOut || o.Stopped || o.StartErr != "" || o.NotCaptured {
 		return false
 	}
-	const rej8 = "RDMA_CM_EVENT_REJECTED, error 8"
-	return strings.Contains(o.Stderr, rej8) || strings.Contains(o.Stdout, rej8)
+	// rdma_client says only ECONNREFUSED, whatever the REJ's reason.
+	for _, rej := range []string{"RDMA_CM_EVENT_REJECTED, error 8", "rdma_connect: Connection refused"} {
+		if strings.Contains(o.Stderr, rej) || strings.Contains(o.Stdout, rej) {
+			return true
+		}
+	}
+	return false
 }
 
 // waitListen waits for the server's listener (wait), giving up early when

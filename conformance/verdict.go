@@ -88,7 +88,11 @@ func Judge(sc Scenario, server, client SideRun) Verdict {
 		case Pingpong:
 			reasons, f = judgePingpong(sc, s)
 		case CM:
-			reasons, f = judgeRping(sc, s)
+			if sc.Tool.Exchange == ExampleSends {
+				reasons, f = judgeExample(sc, s)
+			} else {
+				reasons, f = judgeRping(sc, s)
+			}
 		default:
 			reasons, notes, f = judgePerftest(sc, s)
 		}
@@ -183,6 +187,19 @@ func judgePingpong(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
 	}
 	figs = []Figure{{Value: r.Mbps, Unit: "Mbit/s", Side: s.Role}, {Value: r.UsecPerIter, Unit: "usec/iter", Side: s.Role}}
 	return reasons, figs
+}
+
+// judgeExample checks one side of librdmacm's rdma_server/rdma_client
+// example: its stdout is exactly "NAME: start" and "NAME: end 0". The
+// examples check nothing else (they do not look at a completion's
+// status), so the exit status and these lines are all they tell.
+func judgeExample(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
+	name := sc.Tool.Command(s.Role == "server", false)
+	want := name + ": start\n" + name + ": end 0\n"
+	if got := strings.ReplaceAll(s.Out.Stdout, "\r\n", "\n"); got != want {
+		reasons = append(reasons, fmt.Sprintf("%s (%s): stdout %q, want %q", s.Role, s.Who, got, want))
+	}
+	return reasons, []Figure{{Value: 1, Unit: "exchange", Side: s.Role}}
 }
 
 // judgeRping checks one rping side: -C ping lines, each ping's text in

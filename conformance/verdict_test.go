@@ -204,3 +204,24 @@ func TestFigureJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeExample: an rdma_server/rdma_client side passes on exactly its
+// two lines, each with its own program's name, and on nothing else.
+func TestJudgeExample(t *testing.T) {
+	sc := scenario(t, "rdma_server", RC, 16, 1)
+	side := func(role, stdout string) SideRun { return SideRun{Role: role, Who: "rxe0", Out: out(stdout)} }
+	good := Judge(sc, side("server", "rdma_server: start\nrdma_server: end 0\n"), side("client", "rdma_client: start\nrdma_client: end 0\n"))
+	if !good.Pass {
+		t.Fatalf("good run failed: %v", good.Reasons)
+	}
+	for _, bad := range [][2]string{
+		{"rdma_server: start\nrdma_server: end -1\n", "rdma_client: start\nrdma_client: end 0\n"},
+		{"rdma_server: start\nrdma_server: end 0\n", "rdma_client: start\n"},
+		{"rdma_client: start\nrdma_client: end 0\n", "rdma_client: start\nrdma_client: end 0\n"}, // the server's lines name the server
+		{"rdma_server: start\nrdma_server: device doesn't support IBV_SEND_INLINE, using sge sends\nrdma_server: end 0\n", "rdma_client: start\nrdma_client: end 0\n"},
+	} {
+		if v := Judge(sc, side("server", bad[0]), side("client", bad[1])); v.Pass {
+			t.Errorf("passed %q / %q", bad[0], bad[1])
+		}
+	}
+}
