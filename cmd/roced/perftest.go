@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/goroce/goroce/internal/endpoint"
@@ -97,7 +100,12 @@ func runPerftest(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	r := &ptRun{test: t, cfg: cfg, out: stdout, errw: stderr, limitsOK: true}
-	err = r.run(context.Background())
+	// SIGINT and SIGTERM end the run through its context, so that the
+	// device closes and --pcap's file is flushed: the capture of a run
+	// that hung and was killed by timeout(1) is the one most needed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = r.run(ctx)
 	r.close()
 	if err == nil {
 		if !r.limitsOK {

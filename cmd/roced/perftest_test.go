@@ -1,16 +1,23 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/bits"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -579,5 +586,54 @@ func TestPerftestRegistered(t *testing.T) {
 		if _, ok := commands[tt.String()]; !ok {
 			t.Errorf("roced %v is not registered", tt)
 		}
+	}
+}
+
+// TestPerftestSignalChild is TestPerftestSIGTERMKeepsPcap's roced: a
+// send_bw server with --pcap, waiting for a client that never comes.
+func TestPerftestSignalChild(t *testing.T) {
+	pcap := os.Getenv("GOROCE_SIGNAL_CHILD_PCAP")
+	if pcap == "" {
+		t.Skip("runs as TestPerftestSIGTERMKeepsPcap's child")
+	}
+	os.Exit(run([]string{"send_bw", "-d", "127.0.16.1", "-x", "1", "-p", "18790", "--pcap", pcap}, os.Stdout, os.Stderr))
+}
+
+// TestPerftestSIGTERMKeepsPcap: a perftest command killed with SIGTERM
+// (timeout(1) stopping a run that hung) ends through its context, closes
+// its device and leaves a --pcap file that is whole, not the empty file
+// of a buffer never flushed.
+func TestPerftestSIGTERMKeepsPcap(t *testing.T) {
+	pcap := filepath.Join(t.TempDir(), "run.pcap")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPerftestSignalChild$")
+	cmd.Env = append(os.Environ(), "GOROCE_SIGNAL_CHILD_PCAP="+pcap)
+	stdout, _ := cmd.StdoutPipe()
+	var errb syncBuffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The server prints its banner once it listens.
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.Contains(sc.Text(), "Waiting for client to connect") {
+	}
+	if sc.Err() != nil {
+		t.Fatal(sc.Err())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, stdout)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && !ee.Exited() {
+		t.Fatalf("roced died of the signal (%v) instead of ending its run: %s", err, errb.String())
+	}
+	b, rerr := os.ReadFile(pcap)
+	if rerr != nil || len(b) < 24 {
+		t.Fatalf("pcap %d bytes (%v) after SIGTERM; stderr %s", len(b), rerr, errb.String())
+	}
+	if m := binary.LittleEndian.Uint32(b); m != 0xa1b2c3d4 && m != 0xa1b23c4d {
+		t.Fatalf("pcap magic %#x", m)
 	}
 }
