@@ -439,14 +439,27 @@ func (q *QP) execAtomic(p bth.Packet) {
 }
 
 // duplicate answers a request whose PSN is behind the expected one (IBA
-// 9.7.5.1.3, C9-105): SEND and WRITE are acknowledged again; READ and
+// 9.7.5.1.3, C9-105): SEND and WRITE are acknowledged again where they
+// ask for it; READ and
 // atomic requests are answered again from the responder resources, a READ
 // from whatever PSN and range the retried request names.
 func (q *QP) duplicate(p bth.Packet, psn bth.PSN) {
 	r := &q.resp
 	switch p.Info().Kind {
 	case bth.KindSend, bth.KindWrite:
-		q.queueACK(r.epsn.Add(-1))
+		// Acknowledged again as a new request is (C9-105), and as
+		// coalesced as one: only where the requester asks, with AckReq,
+		// and with the duplicate's own PSN. An ACK of a later PSN would
+		// reach a requester in the middle of going back and cover packets
+		// it has not sent again: rxe's completer then completes the WQE
+		// it is still retransmitting and moves comp.psn past req.psn,
+		// which turns off its retransmit timer, and a requester that
+		// pauses (rxe's in-flight skb limit) never resumes. Seen in the
+		// lab's impaired stage (conformance/README.md, "rxe's requester
+		// stalls again, after a lost ACK"). The MSN stays the latest.
+		if p.BTH().AckReq() {
+			q.queueACK(psn)
+		}
 	case bth.KindReadRequest:
 		res := r.find(psn, false)
 		if res == nil {
