@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/oob/rdmaserver"
 )
@@ -54,18 +53,12 @@ func runRdmaServer(ctx context.Context, server bool, args []string, stdout, stde
 	case ec.Dev == "" && cfg.Addr.IsValid() && !cfg.Addr.IsUnspecified():
 		ec.Dev = cfg.Addr.String()
 	}
-	ep, err := endpoint.Open(ec)
+	ep, m, err := openCM(ec, stderr, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitRunFail
 	}
 	defer ep.Close()
-	ep.WarnStats(stderr, name)
-	m, err := cm.New(ep.Device, cm.Options{})
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return exitRunFail
-	}
 	defer m.Close()
 	return rdmaserver.Run(ctx, cfg, rdmaserver.Env{Dev: ep.Device, CM: m, Stdout: stdout, Stderr: stderr})
 }

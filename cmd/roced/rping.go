@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/oob/rping"
 )
@@ -48,7 +47,7 @@ func runRping(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			ec.Dev = cfg.Source.String()
 		}
 	}
-	ep, err := endpoint.Open(ec)
+	ep, m, err := openCM(ec, stderr, "roced rping")
 	if err != nil {
 		if errors.Is(err, endpoint.ErrNoDevice) {
 			fmt.Fprintf(stderr, "rdma_bind_addr: No such device (%v)\n", err)
@@ -58,12 +57,6 @@ func runRping(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	defer ep.Close()
-	ep.WarnStats(stderr, "roced rping")
-	m, err := cm.New(ep.Device, cm.Options{})
-	if err != nil {
-		fmt.Fprintf(stderr, "roced rping: %v\n", err)
-		return 1
-	}
 	defer m.Close()
 	return rping.Run(ctx, cfg, rping.Env{Dev: ep.Device, CM: m, Local: ep.Addr, Stdout: stdout, Stderr: stderr})
 }

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/goroce/goroce/oob/internal/getopt"
 	"github.com/goroce/goroce/oob/pingpong"
@@ -62,27 +61,6 @@ var options = []getopt.Option{
 	{Long: "link", Arg: getopt.RequiredArg}, {Long: "pcap", Arg: getopt.RequiredArg}, // goroce
 }
 
-// atoi reads a number as C's atoi does (blanks, a sign, decimal digits,
-// anything after ignored); ok is false when there is no digit or the value
-// overflows an int, where atoi's result is undefined.
-func atoi(s string) (int, bool) {
-	s = strings.TrimLeft(s, " \t\n\v\f\r")
-	neg := false
-	if s != "" && (s[0] == '+' || s[0] == '-') {
-		neg, s = s[0] == '-', s[1:]
-	}
-	v, n := 0, 0
-	for ; n < len(s) && s[n] >= '0' && s[n] <= '9'; n++ {
-		if v = v*10 + int(s[n]-'0'); v >= 1<<31 {
-			return 0, false
-		}
-	}
-	if neg {
-		v = -v
-	}
-	return v, n > 0
-}
-
 // ParseFlags reads rping's command line (without the program name) with
 // rping's defaults and checks. Numbers are read as atoi reads them, but a
 // port, count or size that is no number at all is refused. -a and -I take
@@ -100,7 +78,7 @@ func ParseFlags(args []string) (Config, error) {
 		return fail("unexpected argument %q", operands[0])
 	}
 	role := -1
-	num := func(m getopt.Match) (int, bool) { return atoi(m.Value) }
+	num := func(m getopt.Match) (int, bool) { return getopt.Atoi(m.Value) }
 	for _, m := range found {
 		switch m.Option.Name() {
 		case "a", "I":

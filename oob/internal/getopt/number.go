@@ -52,3 +52,25 @@ func hexDigit(c byte) int {
 	}
 	return -1
 }
+
+// Atoi reads a number as C's atoi does, which is how rping and cmatose
+// read theirs: blanks, a sign, decimal digits, anything after ignored. ok
+// is false when there is no digit or the value does not fit an int32,
+// where atoi's result is undefined.
+func Atoi(s string) (int, bool) {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	v, n := 0, 0
+	for ; n < len(s) && s[n] >= '0' && s[n] <= '9'; n++ {
+		if v = v*10 + int(s[n]-'0'); v >= 1<<31 {
+			return 0, false
+		}
+	}
+	if neg {
+		v = -v
+	}
+	return v, n > 0
+}
