@@ -77,11 +77,19 @@ func (s *syncBuffer) String() string {
 // whole commands, over UDP on loopback (127.0.15.5 and .6, addresses no
 // other test uses): both print the examples' two lines and exit 0.
 func TestRdmaServerLoopback(t *testing.T) {
-	var sout, serr syncBuffer
+	var serr syncBuffer
+	sout := &startWriter{line: "rdma_server: start\n", started: make(chan struct{})}
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"rdma_server", "-s", "127.0.15.5", "-p", "7191"}, &sout, &serr)
+		done <- run([]string{"rdma_server", "-s", "127.0.15.5", "-p", "7191"}, sout, &serr)
 	}()
+	// Its first line comes once its device is open: a REQ sent before
+	// would find no socket and wait for its retry, 6.4 s later.
+	select {
+	case <-sout.started:
+	case scode := <-done:
+		t.Fatalf("the server exited %d:\n%s%s", scode, sout.String(), serr.String())
+	}
 	var cout, cerr bytes.Buffer
 	var code int
 	// A REQ that comes before the server listens is rejected (REJ 8,
@@ -115,4 +123,21 @@ func TestRdmaServerBadFlags(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out.String(), errw.String())
 		}
 	}
+}
+
+// startWriter is a syncBuffer that closes started once line has been
+// written: a server's first line, printed once its device is open.
+type startWriter struct {
+	syncBuffer
+	line    string
+	started chan struct{}
+	once    sync.Once
+}
+
+func (w *startWriter) Write(p []byte) (int, error) {
+	n, err := w.syncBuffer.Write(p)
+	if strings.Contains(w.String(), w.line) {
+		w.once.Do(func() { close(w.started) })
+	}
+	return n, err
 }
