@@ -2,12 +2,13 @@ package conformance
 
 import (
 	"fmt"
-
-	"github.com/goroce/goroce/oob/rdmaserver"
-	"github.com/goroce/goroce/oob/rping"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/goroce/goroce/oob/rdmaserver"
+	"github.com/goroce/goroce/oob/rping"
+	"github.com/goroce/goroce/oob/ucmatose"
 )
 
 // Family groups the tools by command line, exchange and output format.
@@ -108,6 +109,10 @@ const (
 	// ExampleSends is librdmacm's rdma_server/rdma_client example: one
 	// 16-byte SEND each way; each prints "NAME: start", "NAME: end 0".
 	ExampleSends
+	// CmatoseSends is ucmatose's: -c connections at once, -C SENDs of -S
+	// bytes each way on each, the server first; each side prints its
+	// phases (CmatoseLines).
+	CmatoseSends
 )
 
 // Command is the side's program: roced's command (roced) or the real
@@ -181,6 +186,12 @@ var Tools = []*Tool{
 	{Name: "rdma_server", Binary: "rdma_server", ClientName: "rdma_client", ClientBinary: "rdma_client",
 		Family: CM, Exchange: ExampleSends, Transports: []Transport{RC}, Iters: 1, FixedSizes: []int{rdmaserver.MsgLen},
 		Port: rdmaserver.DefaultPort},
+	// librdmacm's ucmatose: 50 RC connections set up at once (REQs, REPs
+	// and RTUs crossing), then 10 SENDs of 100 bytes (its defaults) each
+	// way on every one, and 50 disconnections.
+	{Name: "ucmatose", Binary: "ucmatose", Family: CM, Exchange: CmatoseSends, Transports: []Transport{RC},
+		Iters: ucmatose.DefaultCount, FixedSizes: []int{ucmatose.DefaultSize}, Extra: []string{"-c", "50"},
+		Port: ucmatose.DefaultPort},
 }
 
 // ToolByName finds a tool by roced command or real program name.
@@ -240,8 +251,11 @@ func variantLabel(flags []string) string {
 // shares -v, its count and its size (the MTU is the CM's to choose).
 func (s Scenario) Args() []string {
 	if s.Tool.Family == CM {
-		if s.Tool.Exchange == ExampleSends {
+		switch s.Tool.Exchange {
+		case ExampleSends:
 			return s.Flags // nothing to choose: one 16-byte SEND each way
+		case CmatoseSends:
+			return append([]string{"-C", strconv.Itoa(s.Iters), "-S", strconv.Itoa(s.Size)}, s.Flags...)
 		}
 		return append([]string{"-v", "-C", strconv.Itoa(s.Iters), "-S", strconv.Itoa(s.Size)}, s.Flags...)
 	}

@@ -176,6 +176,27 @@ func isNaNText(s string) bool {
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
+// CmatoseLines are the lines ucmatose prints on stdout for a run that
+// ends with status 0 (cmatose.c's run_server, run_client and main): the
+// server sends first, the client receives, then replies; count 0 (-C 0)
+// skips the data phases.
+func CmatoseLines(server bool, count int) []string {
+	var l []string
+	if server {
+		l = append(l, "cmatose: starting server")
+		if count > 0 {
+			l = append(l, "initiating data transfers", "completing sends", "receiving data transfers", "data transfers complete")
+		}
+		l = append(l, "cmatose: disconnecting", "disconnected")
+	} else {
+		l = append(l, "cmatose: starting client", "cmatose: connecting")
+		if count > 0 {
+			l = append(l, "receiving data transfers", "sending replies", "data transfers complete")
+		}
+	}
+	return append(l, "test complete", "return status 0")
+}
+
 // RpingMessage is the text of rping's ping number i at size -S, as rping.c
 // fills its start buffer: "rdma-ping-%d: ", then the letters from 'A' + i
 // (mod 58) on, cycling from 'A' to 'z', cut to size-1 bytes (the last byte

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/goroce/goroce/oob/pingpong"
 	"github.com/goroce/goroce/oob/rdmaserver"
 	"github.com/goroce/goroce/oob/rping"
+	"github.com/goroce/goroce/oob/ucmatose"
 )
 
 // The README's "Talking to an rxe or HCA host" section shows the command
@@ -39,6 +41,7 @@ const ReadmeSection = "### Talking to an rxe or HCA host"
 var ReadmeCMSections = []string{
 	"### Connecting through the RDMA connection manager: `roced rping`",
 	"### librdmacm's smallest example: `roced rdma_server` and `roced rdma_client`",
+	"### Many connections at once: `roced ucmatose`",
 }
 
 // ReadmeLine is one prompted command line of the README.
@@ -161,6 +164,11 @@ func readmePair(block []ReadmeLine) (ReadmePair, error) {
 	if sc.Size, sc.Iters, err = counts(t, server, g.Argv[2:]); err != nil {
 		return p, fmt.Errorf("README line %q: %v", strings.Join(g.Argv, " "), err)
 	}
+	if t.Exchange == CmatoseSends {
+		// The judge's figure is -c, as a matrix case's flags carry it.
+		c, _ := ucmatose.ParseFlags(g.Argv[2:])
+		sc.Flags = []string{"-c", strconv.Itoa(c.Connections)}
+	}
 	p.Scenario = sc
 	return p, nil
 }
@@ -168,6 +176,11 @@ func readmePair(block []ReadmeLine) (ReadmePair, error) {
 // counts parses a tool's flags as roced does and returns the message size
 // and the iterations they ask for (the tool's defaults where not given).
 func counts(t *Tool, server bool, args []string) (size, iters int, err error) {
+	if t.Family == CM && t.Exchange == CmatoseSends {
+		var c ucmatose.Config
+		c, err = ucmatose.ParseFlags(args)
+		return c.Size, c.Count, err
+	}
 	if t.Family == CM && t.Exchange == ExampleSends {
 		_, err = rdmaserver.ParseFlags(server, args)
 		return rdmaserver.MsgLen, 1, err

@@ -372,13 +372,14 @@ func startsNote(out Output, starts int, o Options) []string {
 // rejectedUnlistened reports whether an rping client failed because its
 // REQ met no listener: rping (and roced rping) print "cma event
 // RDMA_CM_EVENT_REJECTED, error 8" for a REJ of reason 8, invalid service
-// ID, which is what a CM answers for a port nobody listens on.
+// ID, which is what a CM answers for a port nobody listens on (ucmatose
+// "cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8").
 func rejectedUnlistened(o Output) bool {
 	if o.Exit == 0 || o.TimedOut || o.Stopped || o.StartErr != "" || o.NotCaptured {
 		return false
 	}
 	// rdma_client says only ECONNREFUSED, whatever the REJ's reason.
-	for _, rej := range []string{"RDMA_CM_EVENT_REJECTED, error 8", "rdma_connect: Connection refused"} {
+	for _, rej := range []string{"RDMA_CM_EVENT_REJECTED, error 8", "RDMA_CM_EVENT_REJECTED, error: 8", "rdma_connect: Connection refused"} {
 		if strings.Contains(o.Stderr, rej) || strings.Contains(o.Stdout, rej) {
 			return true
 		}

@@ -88,9 +88,12 @@ func Judge(sc Scenario, server, client SideRun) Verdict {
 		case Pingpong:
 			reasons, f = judgePingpong(sc, s)
 		case CM:
-			if sc.Tool.Exchange == ExampleSends {
+			switch sc.Tool.Exchange {
+			case ExampleSends:
 				reasons, f = judgeExample(sc, s)
-			} else {
+			case CmatoseSends:
+				reasons, f = judgeCmatose(sc, s)
+			default:
 				reasons, f = judgeRping(sc, s)
 			}
 		default:
@@ -200,6 +203,29 @@ func judgeExample(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
 		reasons = append(reasons, fmt.Sprintf("%s (%s): stdout %q, want %q", s.Role, s.Who, got, want))
 	}
 	return reasons, []Figure{{Value: 1, Unit: "exchange", Side: s.Role}}
+}
+
+// judgeCmatose checks one ucmatose side: its stdout is exactly the lines
+// cmatose prints for a run that moved every message and ended with status
+// 0 (CmatoseLines). cmatose counts completions without looking at their
+// status, so these lines and the exit status are what it tells.
+func judgeCmatose(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
+	want := strings.Join(CmatoseLines(s.Role == "server", sc.Iters), "\n") + "\n"
+	if got := strings.ReplaceAll(s.Out.Stdout, "\r\n", "\n"); got != want {
+		reasons = append(reasons, fmt.Sprintf("%s (%s): stdout %q, want %q", s.Role, s.Who, got, want))
+	}
+	return reasons, []Figure{{Value: float64(cmatoseConns(sc.Flags)), Unit: "connections", Side: s.Role}}
+}
+
+// cmatoseConns is a scenario's -c.
+func cmatoseConns(flags []string) int {
+	n := 1
+	for i := 0; i+1 < len(flags); i++ {
+		if flags[i] == "-c" {
+			n, _ = strconv.Atoi(flags[i+1])
+		}
+	}
+	return n
 }
 
 // judgeRping checks one rping side: -C ping lines, each ping's text in

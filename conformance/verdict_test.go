@@ -225,3 +225,30 @@ func TestJudgeExample(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeCmatose: a ucmatose side passes on exactly cmatose's lines for
+// its role, and fails on a missing phase, another status or the other
+// role's lines.
+func TestJudgeCmatose(t *testing.T) {
+	sc := scenario(t, "ucmatose", RC, 100, 10)
+	sc.Flags = []string{"-c", "50"}
+	srv := "cmatose: starting server\ninitiating data transfers\ncompleting sends\nreceiving data transfers\ndata transfers complete\ncmatose: disconnecting\ndisconnected\ntest complete\nreturn status 0\n"
+	cli := "cmatose: starting client\ncmatose: connecting\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"
+	side := func(role, stdout string) SideRun { return SideRun{Role: role, Who: "rxe0", Out: out(stdout)} }
+	v := Judge(sc, side("server", srv), side("client", cli))
+	if !v.Pass {
+		t.Fatalf("good run failed: %v", v.Reasons)
+	}
+	if len(v.Figures) == 0 || v.Figures[0].Value != 50 {
+		t.Errorf("figures %+v, want 50 connections", v.Figures)
+	}
+	for _, bad := range [][2]string{
+		{strings.Replace(srv, "return status 0", "return status 8", 1), cli},
+		{srv, strings.Replace(cli, "sending replies\n", "", 1)},
+		{cli, cli},
+	} {
+		if v := Judge(sc, side("server", bad[0]), side("client", bad[1])); v.Pass {
+			t.Errorf("passed %q / %q", bad[0], bad[1])
+		}
+	}
+}
