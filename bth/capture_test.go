@@ -18,6 +18,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/goroce/goroce/bth/pcapfile"
+	"github.com/goroce/goroce/inet"
 )
 
 // The golden captures: Linux rxe (kernels 6.1 and 6.12) talking to itself
@@ -194,7 +195,7 @@ func TestCapturesReencode(t *testing.T) {
 func refICRC(l3 []byte) uint32 {
 	m := append(bytes.Repeat([]byte{0xff}, 8), l3[:len(l3)-ICRCLen]...)
 	ip := m[8:]
-	hl := IPv6HeaderLen
+	hl := inet.IPv6HeaderLen
 	if ip[0]>>4 == 4 {
 		hl = int(ip[0]&0x0f) * 4
 		ip[1], ip[8], ip[10], ip[11] = 0xff, 0xff, 0xff, 0xff
@@ -202,8 +203,8 @@ func refICRC(l3 []byte) uint32 {
 		ip[0] |= 0x0f
 		ip[1], ip[2], ip[3], ip[7] = 0xff, 0xff, 0xff, 0xff
 	}
-	ip[hl+6], ip[hl+7] = 0xff, 0xff // UDP checksum
-	ip[hl+UDPHeaderLen+4] = 0xff    // BTH FECN, BECN, reserved
+	ip[hl+6], ip[hl+7] = 0xff, 0xff   // UDP checksum
+	ip[hl+inet.UDPHeaderLen+4] = 0xff // BTH FECN, BECN, reserved
 	return bitCRC32(m)
 }
 
@@ -272,7 +273,7 @@ func maskedBit(fr Frame, i int) bool {
 	switch byteOff - ipLen {
 	case 6, 7: // UDP checksum
 		return true
-	case UDPHeaderLen + 4: // BTH byte 4: FECN, BECN, reserved
+	case inet.UDPHeaderLen + 4: // BTH byte 4: FECN, BECN, reserved
 		return true
 	}
 	return false
@@ -341,7 +342,7 @@ func ipv6Copy(t testing.TB, fr Frame) Frame {
 	}
 	v4 := f.IPv4
 	f.IPv4 = nil
-	f.IPv6 = &IPv6Fields{TrafficClass: 0x8a, FlowLabel: 0x12345, NextHeader: IPProtoUDP, HopLimit: 63,
+	f.IPv6 = &IPv6Fields{TrafficClass: 0x8a, FlowLabel: 0x12345, NextHeader: inet.ProtoUDP, HopLimit: 63,
 		Src: netipMapped(v4.Src), Dst: netipMapped(v4.Dst)}
 	b, err := f.Append(nil)
 	if err != nil {

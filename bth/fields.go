@@ -3,6 +3,8 @@ package bth
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // Field-level decoding and encoding of whole frames, in the manner of
@@ -210,40 +212,40 @@ func decodeEthernet(b []byte) *EthernetFields {
 }
 
 func decodeIPv4(ip []byte) *IPv4Fields {
-	fo := binary.BigEndian.Uint16(ip[6:])
+	h := inet.IPv4(ip)
 	f := &IPv4Fields{
-		IHL:            ip[0] & 0x0f,
-		TOS:            ip[1],
-		TotalLength:    binary.BigEndian.Uint16(ip[2:]),
-		ID:             binary.BigEndian.Uint16(ip[4:]),
-		Flags:          uint8(fo >> 13),
-		FragmentOffset: fo & 0x1fff,
-		TTL:            ip[8],
-		Protocol:       ip[9],
-		Checksum:       binary.BigEndian.Uint16(ip[10:]),
-		Src:            netip.AddrFrom4([4]byte(ip[12:16])),
-		Dst:            netip.AddrFrom4([4]byte(ip[16:20])),
+		IHL:            ip[0] & 0x0f, // as sent, even where it disagrees with len(ip)
+		TOS:            h.TOS(),
+		TotalLength:    h.TotalLength(),
+		ID:             h.ID(),
+		Flags:          h.Flags(),
+		FragmentOffset: h.FragmentOffset(),
+		TTL:            h.TTL(),
+		Protocol:       h.Protocol(),
+		Checksum:       h.Checksum(),
+		Src:            h.Src(),
+		Dst:            h.Dst(),
 	}
-	if len(ip) > IPv4HeaderLen {
-		f.Options = ip[IPv4HeaderLen:]
+	if len(ip) > inet.IPv4HeaderLen {
+		f.Options = ip[inet.IPv4HeaderLen:]
 	}
 	return f
 }
 
 func decodeIPv6(ip []byte) *IPv6Fields {
-	w := binary.BigEndian.Uint32(ip)
+	h := inet.IPv6(ip)
 	return &IPv6Fields{
-		TrafficClass:  uint8(w >> 20),
-		FlowLabel:     w & 0xfffff,
-		PayloadLength: binary.BigEndian.Uint16(ip[4:]),
-		NextHeader:    ip[6],
-		HopLimit:      ip[7],
-		Src:           netip.AddrFrom16([16]byte(ip[8:24])),
-		Dst:           netip.AddrFrom16([16]byte(ip[24:40])),
+		TrafficClass:  h.TrafficClass(),
+		FlowLabel:     h.FlowLabel(),
+		PayloadLength: h.PayloadLength(),
+		NextHeader:    h.NextHeader(),
+		HopLimit:      h.HopLimit(),
+		Src:           h.Src(),
+		Dst:           h.Dst(),
 	}
 }
 
-func decodeUDP(u UDP) UDPFields {
+func decodeUDP(u inet.UDP) UDPFields {
 	return UDPFields{SrcPort: u.SrcPort(), DstPort: u.DstPort(), Length: u.Length(), Checksum: u.Checksum()}
 }
 
@@ -449,9 +451,9 @@ func (f *Fields) Append(b []byte) ([]byte, error) {
 			return b, EncodeError("more than 40 bytes of IPv4 options")
 		}
 		ip.Options = append(make([]byte, 0, opt), ip.Options...)[:opt]
-		ip.IHL = uint8(IPv4HeaderLen+opt) / 4
-		ipHL = IPv4HeaderLen + opt
-		ip.TotalLength = uint16(ipHL + UDPHeaderLen + roceLen)
+		ip.IHL = uint8(inet.IPv4HeaderLen+opt) / 4
+		ipHL = inet.IPv4HeaderLen + opt
+		ip.TotalLength = uint16(ipHL + inet.UDPHeaderLen + roceLen)
 		g.IPv4 = &ip
 		g.setEtherType(EtherTypeIPv4)
 	case g.IPv6 != nil:
@@ -459,26 +461,27 @@ func (f *Fields) Append(b []byte) ([]byte, error) {
 		if !ip.Src.Is6() || !ip.Dst.Is6() {
 			return b, EncodeError("IPv6 header with a non-IPv6 address")
 		}
-		ipHL = IPv6HeaderLen
-		ip.PayloadLength = uint16(UDPHeaderLen + roceLen)
+		ipHL = inet.IPv6HeaderLen
+		ip.PayloadLength = uint16(inet.UDPHeaderLen + roceLen)
 		g.IPv6 = &ip
 		g.setEtherType(EtherTypeIPv6)
 	default:
 		return b, EncodeError("no IP header")
 	}
-	if ipHL+UDPHeaderLen+roceLen > 0xffff {
+	if ipHL+inet.UDPHeaderLen+roceLen > 0xffff {
 		return b, EncodeError("datagram longer than 65535 bytes")
 	}
-	g.UDP.Length = uint16(UDPHeaderLen + roceLen)
+	g.UDP.Length = uint16(inet.UDPHeaderLen + roceLen)
 	n := len(b)
 	b = g.AppendRaw(b)
 	fr := b[n : len(b)-len(g.Trailer)]
-	ipOff := len(fr) - roceLen - UDPHeaderLen - ipHL
+	ipOff := len(fr) - roceLen - inet.UDPHeaderLen - ipHL
 	ip := fr[ipOff : ipOff+ipHL]
 	if g.IPv4 != nil {
-		binary.BigEndian.PutUint16(ip[10:], IPv4Checksum(ip))
+		h := inet.IPv4(ip)
+		h.SetChecksum(h.CalculateChecksum())
 	}
-	roce := fr[ipOff+ipHL+UDPHeaderLen:]
+	roce := fr[ipOff+ipHL+inet.UDPHeaderLen:]
 	putICRC(roce[len(roce)-ICRCLen:], ICRC(ip, fr[ipOff+ipHL:], roce[:len(roce)-ICRCLen]))
 	return b, nil
 }

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"reflect"
 	"testing"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // roundTrip encodes f, decodes the frame and its fields and returns them.
@@ -83,7 +85,7 @@ func TestFieldsEveryOpcode(t *testing.T) {
 			f := testFields(w.op, n)
 			if v6 {
 				f.IPv4 = nil
-				f.IPv6 = &IPv6Fields{TrafficClass: 0x02, FlowLabel: 0xfedcb, NextHeader: IPProtoUDP, HopLimit: 64, Src: testSrc6, Dst: testDst6}
+				f.IPv6 = &IPv6Fields{TrafficClass: 0x02, FlowLabel: 0xfedcb, NextHeader: inet.ProtoUDP, HopLimit: 64, Src: testSrc6, Dst: testDst6}
 			}
 			r := &f.RoCE
 			r.BTH.SE, r.BTH.MigReq, r.BTH.FECN, r.BTH.BECN = true, true, true, true
@@ -164,11 +166,11 @@ func TestFieldsFraming(t *testing.T) {
 		{"raw IPv6", func(f *Fields) {
 			f.Ethernet = nil
 			f.IPv4 = nil
-			f.IPv6 = &IPv6Fields{NextHeader: IPProtoUDP, HopLimit: 1, Src: testSrc6, Dst: testDst6}
+			f.IPv6 = &IPv6Fields{NextHeader: inet.ProtoUDP, HopLimit: 1, Src: testSrc6, Dst: testDst6}
 		}, 40 + 8},
 		{"IPv4-mapped IPv6", func(f *Fields) {
 			f.IPv4 = nil
-			f.IPv6 = &IPv6Fields{NextHeader: IPProtoUDP, HopLimit: 1,
+			f.IPv6 = &IPv6Fields{NextHeader: inet.ProtoUDP, HopLimit: 1,
 				Src: netip.AddrFrom16(testSrc4.As16()), Dst: netip.AddrFrom16(testDst4.As16())}
 		}, 14 + 40 + 8},
 		{"trailer", func(f *Fields) { f.Trailer = []byte{0, 0, 0, 0} }, 14 + 20 + 8 + 4},
@@ -182,7 +184,7 @@ func TestFieldsFraming(t *testing.T) {
 		if want := computed(f, got); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: decoded\n%+v\nwant\n%+v", tc.name, got, want)
 		}
-		if got.IPv4 != nil && got.IPv4.Checksum != IPv4Checksum(fr.IP()) {
+		if got.IPv4 != nil && got.IPv4.Checksum != inet.IPv4(fr.IP()).CalculateChecksum() {
 			t.Errorf("%s: IPv4 checksum not computed", tc.name)
 		}
 	}

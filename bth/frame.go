@@ -3,15 +3,14 @@ package bth
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // Framing sizes and constants.
 const (
-	EthHeaderLen  = 14
-	VLANTagLen    = 4
-	IPv4HeaderLen = 20
-	IPv6HeaderLen = 40
-	UDPHeaderLen  = 8
+	EthHeaderLen = 14
+	VLANTagLen   = 4
 	// UDPPort is the IANA port of RoCEv2 (Annex A17.2.2).
 	UDPPort = 4791
 
@@ -19,7 +18,6 @@ const (
 	EtherTypeIPv6 = 0x86dd
 	EtherTypeVLAN = 0x8100
 	EtherTypeQinQ = 0x88a8
-	IPProtoUDP    = 17
 )
 
 // Frame is a decoded RoCEv2 frame: offsets of its Ethernet, IP, UDP and
@@ -51,24 +49,22 @@ func (f Frame) IsIPv6() bool { return f.b[f.ipOff]>>4 == 6 }
 
 // SrcAddr returns the IP source address.
 func (f Frame) SrcAddr() netip.Addr {
-	ip := f.IP()
 	if f.IsIPv6() {
-		return netip.AddrFrom16([16]byte(ip[8:24]))
+		return inet.IPv6(f.IP()).Src()
 	}
-	return netip.AddrFrom4([4]byte(ip[12:16]))
+	return inet.IPv4(f.IP()).Src()
 }
 
 // DstAddr returns the IP destination address.
 func (f Frame) DstAddr() netip.Addr {
-	ip := f.IP()
 	if f.IsIPv6() {
-		return netip.AddrFrom16([16]byte(ip[24:40]))
+		return inet.IPv6(f.IP()).Dst()
 	}
-	return netip.AddrFrom4([4]byte(ip[16:20]))
+	return inet.IPv4(f.IP()).Dst()
 }
 
 // UDP returns the UDP header.
-func (f Frame) UDP() UDP { return UDP(f.b[f.udpOff:f.roceOff]) }
+func (f Frame) UDP() inet.UDP { return inet.UDP(f.b[f.udpOff:f.roceOff]) }
 
 // RoCE returns the transport bytes: BTH through ICRC.
 func (f Frame) RoCE() []byte { return f.b[f.roceOff:f.end] }
@@ -141,39 +137,41 @@ func decodeIP(b []byte, off int) (Frame, error) {
 	var hl, l3len int // IP header length, IP datagram length
 	switch ip[0] >> 4 {
 	case 4:
-		if len(ip) < IPv4HeaderLen {
+		if len(ip) < inet.IPv4HeaderLen {
 			return Frame{}, ErrTruncated
 		}
-		hl = int(ip[0]&0x0f) * 4
-		if hl < IPv4HeaderLen || hl > len(ip) {
+		h := inet.IPv4(ip)
+		hl = h.HeaderLen()
+		if hl < inet.IPv4HeaderLen || hl > len(ip) {
 			return Frame{}, ErrIPHeaderLength
 		}
-		if ip[9] != IPProtoUDP {
+		if h.Protocol() != inet.ProtoUDP {
 			return Frame{}, ErrNotUDP
 		}
-		if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 { // MF or fragment offset
+		if h.IsFragment() {
 			return Frame{}, ErrIPFragment
 		}
-		l3len = int(binary.BigEndian.Uint16(ip[2:]))
+		l3len = int(h.TotalLength())
 		if l3len < hl {
 			return Frame{}, ErrIPLength
 		}
 	case 6:
-		if len(ip) < IPv6HeaderLen {
+		if len(ip) < inet.IPv6HeaderLen {
 			return Frame{}, ErrTruncated
 		}
-		if ip[6] != IPProtoUDP { // RoCEv2 peers send no extension headers
+		h := inet.IPv6(ip)
+		if h.NextHeader() != inet.ProtoUDP { // RoCEv2 peers send no extension headers
 			return Frame{}, ErrNotUDP
 		}
-		hl = IPv6HeaderLen
-		l3len = IPv6HeaderLen + int(binary.BigEndian.Uint16(ip[4:]))
+		hl = inet.IPv6HeaderLen
+		l3len = inet.IPv6HeaderLen + int(h.PayloadLength())
 	default:
 		return Frame{}, ErrIPVersion
 	}
 	if len(ip) < hl+4 || l3len < hl+4 {
 		return Frame{}, ErrTruncated
 	}
-	u := UDP(ip[hl:])
+	u := inet.UDP(ip[hl:])
 	if u.DstPort() != UDPPort {
 		return Frame{}, ErrNotRoCEv2
 	}
@@ -182,47 +180,18 @@ func decodeIP(b []byte, off int) (Frame, error) {
 	}
 	// The ICRC leaves the header checksum out, so check it here as the
 	// kernel's IP layer would before handing the datagram on.
-	if ip[0]>>4 == 4 {
-		if IPv4Checksum(ip) != binary.BigEndian.Uint16(ip[10:]) {
-			return Frame{}, ErrIPChecksum
-		}
+	if ip[0]>>4 == 4 && !inet.IPv4(ip).IsChecksumValid() {
+		return Frame{}, ErrIPChecksum
 	}
-	if l3len-hl < UDPHeaderLen {
+	if l3len-hl < inet.UDPHeaderLen {
 		return Frame{}, ErrTruncated
 	}
 	if int(u.Length()) != l3len-hl {
 		return Frame{}, ErrUDPLength
 	}
-	f := Frame{b: b, ipOff: off, udpOff: off + hl, roceOff: off + hl + UDPHeaderLen, end: off + l3len, link: LinkRaw}
+	f := Frame{b: b, ipOff: off, udpOff: off + hl, roceOff: off + hl + inet.UDPHeaderLen, end: off + l3len, link: LinkRaw}
 	if f.end-f.roceOff < BTHLen+ICRCLen {
 		return Frame{}, ErrTruncated
 	}
 	return f, nil
 }
-
-// UDP is a view of a UDP header.
-type UDP []byte
-
-// SrcPort returns the source port.
-func (u UDP) SrcPort() uint16 { return binary.BigEndian.Uint16(u) }
-
-// DstPort returns the destination port (4791 for RoCEv2).
-func (u UDP) DstPort() uint16 { return binary.BigEndian.Uint16(u[2:]) }
-
-// Length returns the UDP length: header and payload, in bytes.
-func (u UDP) Length() uint16 { return binary.BigEndian.Uint16(u[4:]) }
-
-// Checksum returns the checksum (0: none, which RoCEv2 over IPv4 allows).
-func (u UDP) Checksum() uint16 { return binary.BigEndian.Uint16(u[6:]) }
-
-// SetSrcPort sets the source port.
-func (u UDP) SetSrcPort(p uint16) { binary.BigEndian.PutUint16(u, p) }
-
-// SetDstPort sets the destination port.
-func (u UDP) SetDstPort(p uint16) { binary.BigEndian.PutUint16(u[2:], p) }
-
-// SetLength sets the UDP length.
-func (u UDP) SetLength(n uint16) { binary.BigEndian.PutUint16(u[4:], n) }
-
-// SetChecksum sets the checksum.
-func (u UDP) SetChecksum(c uint16) { binary.BigEndian.PutUint16(u[6:], c) }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"reflect"
 	"testing"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // Fuzz targets, seeded with every packet to port 4791 of every golden
@@ -74,7 +76,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		if len(eth)+len(ip)+len(udp)+len(roce) != len(fr.Bytes()) || !bytes.Equal(fr.L3(), fr.Bytes()[len(eth):]) {
 			t.Fatal("frame parts do not add up")
 		}
-		if len(udp) != UDPHeaderLen || int(udp.Length()) != UDPHeaderLen+len(roce) || udp.DstPort() != UDPPort {
+		if len(udp) != inet.UDPHeaderLen || int(udp.Length()) != inet.UDPHeaderLen+len(roce) || udp.DstPort() != UDPPort {
 			t.Fatal("bad UDP header accepted")
 		}
 		if len(roce) < BTHLen+ICRCLen {

@@ -3,6 +3,8 @@ package bth
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // GRH is a view of the 40-byte InfiniBand Global Route Header. Over RoCEv2
@@ -53,10 +55,10 @@ func (g GRH) Source() netip.Addr {
 // network header: an IPv6 header is copied whole, an IPv4 header lands in
 // the last 20 bytes after 20 zero bytes.
 func (g GRH) PutNetworkHeader(ip []byte) {
-	if len(ip) >= IPv6HeaderLen && ip[0]>>4 == 6 {
-		copy(g[:GRHLen], ip[:IPv6HeaderLen])
+	if len(ip) >= inet.IPv6HeaderLen && ip[0]>>4 == 6 {
+		copy(g[:GRHLen], ip[:inet.IPv6HeaderLen])
 		return
 	}
 	clear(g[:20])
-	copy(g[20:GRHLen], ip[:IPv4HeaderLen])
+	copy(g[20:GRHLen], ip[:inet.IPv4HeaderLen])
 }

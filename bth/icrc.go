@@ -3,6 +3,8 @@ package bth
 import (
 	"encoding/binary"
 	"hash/crc32"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // The ICRC (IBA vol 1 9.8.2, Annex A17.3.3) is CRC-32 as Ethernet and zlib
@@ -29,7 +31,7 @@ var icrcSeed = crc32.Update(0, crc32.IEEETable, []byte{0xff, 0xff, 0xff, 0xff, 0
 
 // maxMaskedLen bounds the masked prefix: IPv4 with 40 bytes of options or
 // IPv6 (60), UDP (8), BTH (12).
-const maxMaskedLen = 60 + UDPHeaderLen + BTHLen
+const maxMaskedLen = 60 + inet.UDPHeaderLen + BTHLen
 
 // ICRC computes the invariant CRC of a packet whose IP header is ip, UDP
 // header udp, and transport bytes roce (BTH through pad, without the ICRC).
@@ -49,7 +51,7 @@ func ICRC(ip, udp, roce []byte) uint32 {
 		m[10] = 0xff // header checksum
 		m[11] = 0xff
 	}
-	n += copy(m[n:], udp[:UDPHeaderLen])
+	n += copy(m[n:], udp[:inet.UDPHeaderLen])
 	m[n-2] = 0xff // UDP checksum
 	m[n-1] = 0xff
 	n += copy(m[n:], roce[:BTHLen])

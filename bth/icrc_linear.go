@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"sync"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // The ICRC covers the IPv4 identification and flags, but a UDP socket never
@@ -199,16 +201,17 @@ func (f Frame) RecoverIPv4ID() bool {
 	if f.IsIPv6() {
 		return true
 	}
-	ip := f.IP()
-	binary.BigEndian.PutUint32(ip[4:], 0)
+	h := inet.IPv4(f.IP())
+	h.SetID(0)
+	h.SetFlagsFragmentOffset(0, 0)
 	tot := len(f.L3())
 	id, df, ok := SolveIPv4ID(tot, f.StoredICRC()^f.ComputeICRC())
 	if ok {
-		binary.BigEndian.PutUint16(ip[4:], id)
+		h.SetID(id)
 		if df {
-			ip[6] = 0x40
+			h.SetFlagsFragmentOffset(inet.IPv4DontFragment, 0)
 		}
 	}
-	binary.BigEndian.PutUint16(ip[10:], IPv4Checksum(ip))
+	h.SetChecksum(h.CalculateChecksum())
 	return ok
 }

@@ -1,8 +1,9 @@
 package bth
 
 import (
-	"encoding/binary"
 	"net/netip"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // Outer describes the IP and UDP headers of the RoCEv2 packets on one path:
@@ -24,9 +25,9 @@ func (o *Outer) IsIPv4() bool { return o.Dst.Unmap().Is4() }
 // Len returns the length of the IP and UDP headers.
 func (o *Outer) Len() int {
 	if o.IsIPv4() {
-		return IPv4HeaderLen + UDPHeaderLen
+		return inet.IPv4HeaderLen + inet.UDPHeaderLen
 	}
-	return IPv6HeaderLen + UDPHeaderLen
+	return inet.IPv6HeaderLen + inet.UDPHeaderLen
 }
 
 // Put writes the IP and UDP headers for roceLen transport bytes (BTH through
@@ -41,53 +42,34 @@ func (o *Outer) Put(b []byte, roceLen int) int {
 	}
 	var n int
 	if o.IsIPv4() {
-		ip := b[:IPv4HeaderLen]
-		ip[0] = 0x45
-		ip[1] = o.TClass
-		binary.BigEndian.PutUint16(ip[2:], uint16(IPv4HeaderLen+UDPHeaderLen+roceLen))
-		binary.BigEndian.PutUint32(ip[4:], 0x00004000) // ID 0, DF
-		ip[8] = hop
-		ip[9] = IPProtoUDP
-		ip[10], ip[11] = 0, 0
-		s, d := o.Src.Unmap().As4(), o.Dst.Unmap().As4()
-		copy(ip[12:16], s[:])
-		copy(ip[16:20], d[:])
-		binary.BigEndian.PutUint16(ip[10:], IPv4Checksum(ip))
-		n = IPv4HeaderLen
+		ip := inet.IPv4(b[:inet.IPv4HeaderLen])
+		ip.SetVersionIHL(inet.IPv4HeaderLen)
+		ip.SetTOS(o.TClass)
+		ip.SetTotalLength(uint16(inet.IPv4HeaderLen + inet.UDPHeaderLen + roceLen))
+		ip.SetID(0)
+		ip.SetFlagsFragmentOffset(inet.IPv4DontFragment, 0)
+		ip.SetTTL(hop)
+		ip.SetProtocol(inet.ProtoUDP)
+		ip.SetSrc(o.Src)
+		ip.SetDst(o.Dst)
+		ip.SetChecksum(ip.CalculateChecksum())
+		n = inet.IPv4HeaderLen
 	} else {
-		ip := b[:IPv6HeaderLen]
-		binary.BigEndian.PutUint32(ip, 6<<28|uint32(o.TClass)<<20|o.FlowLabel&0xfffff)
-		binary.BigEndian.PutUint16(ip[4:], uint16(UDPHeaderLen+roceLen))
-		ip[6] = IPProtoUDP
-		ip[7] = hop
-		s, d := o.Src.As16(), o.Dst.As16()
-		copy(ip[8:24], s[:])
-		copy(ip[24:40], d[:])
-		n = IPv6HeaderLen
+		ip := inet.IPv6(b[:inet.IPv6HeaderLen])
+		ip.SetVersionTrafficClassFlowLabel(o.TClass, o.FlowLabel)
+		ip.SetPayloadLength(uint16(inet.UDPHeaderLen + roceLen))
+		ip.SetNextHeader(inet.ProtoUDP)
+		ip.SetHopLimit(hop)
+		ip.SetSrc(o.Src)
+		ip.SetDst(o.Dst)
+		n = inet.IPv6HeaderLen
 	}
-	u := UDP(b[n : n+UDPHeaderLen])
+	u := inet.UDP(b[n : n+inet.UDPHeaderLen])
 	u.SetSrcPort(o.SrcPort)
 	u.SetDstPort(UDPPort)
-	u.SetLength(uint16(UDPHeaderLen + roceLen))
+	u.SetLength(uint16(inet.UDPHeaderLen + roceLen))
 	u.SetChecksum(0)
-	return n + UDPHeaderLen
-}
-
-// IPv4Checksum computes the header checksum of an IPv4 header as it would
-// be with its checksum field zero.
-func IPv4Checksum(ip []byte) uint16 {
-	ihl := int(ip[0]&0x0f) * 4
-	var sum uint32
-	for i := 0; i+1 < ihl; i += 2 {
-		if i == 10 {
-			continue
-		}
-		sum += uint32(ip[i])<<8 | uint32(ip[i+1])
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
+	return n + inet.UDPHeaderLen
 }
 
 // GIDAddr converts a 16-byte GID to the IP address it stands for in RoCEv2:

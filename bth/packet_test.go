@@ -2,11 +2,12 @@ package bth
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/inet"
 )
 
 var (
@@ -25,7 +26,7 @@ func testFields(op OpCode, n int) *Fields {
 	}
 	return &Fields{
 		Ethernet: &EthernetFields{Dst: [6]byte{2, 0, 0, 0, 0, 2}, Src: [6]byte{2, 0, 0, 0, 0, 1}},
-		IPv4:     &IPv4Fields{Flags: IPv4FlagDF, TTL: 64, Protocol: IPProtoUDP, Src: testSrc4, Dst: testDst4},
+		IPv4:     &IPv4Fields{Flags: IPv4FlagDF, TTL: 64, Protocol: inet.ProtoUDP, Src: testSrc4, Dst: testDst4},
 		UDP:      UDPFields{SrcPort: 0xc000, DstPort: UDPPort},
 		RoCE: TransportFields{
 			BTH:     BTHFields{OpCode: op, PKey: DefaultPKey, DestQP: 0x11, AckReq: true, PSN: 0x123456},
@@ -51,9 +52,9 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("base frame: %v", err)
 	}
 	const ipOff = EthHeaderLen
-	const udpOff = ipOff + IPv4HeaderLen
-	const bthOff = udpOff + UDPHeaderLen
-	fixCsum := func(b []byte) { binary.BigEndian.PutUint16(b[ipOff+10:], IPv4Checksum(b[ipOff:])) }
+	const udpOff = ipOff + inet.IPv4HeaderLen
+	const bthOff = udpOff + inet.UDPHeaderLen
+	fixCsum := func(b []byte) { h := inet.IPv4(b[ipOff:]); h.SetChecksum(h.CalculateChecksum()) }
 	// transport builds a frame around a transport packet that mod made
 	// malformed, its lengths and IP checksum right for its size.
 	transport := func(op OpCode, n int, mod func(*TransportFields)) func([]byte) []byte {
@@ -64,8 +65,8 @@ func TestErrors(t *testing.T) {
 			mod(&f.RoCE)
 			f.Ethernet.EtherType = EtherTypeIPv4
 			f.IPv4.IHL = 5
-			f.UDP.Length = uint16(UDPHeaderLen + f.RoCE.Len())
-			f.IPv4.TotalLength = IPv4HeaderLen + f.UDP.Length
+			f.UDP.Length = uint16(inet.UDPHeaderLen + f.RoCE.Len())
+			f.IPv4.TotalLength = inet.IPv4HeaderLen + f.UDP.Length
 			b := f.AppendRaw(nil)
 			fixCsum(b)
 			return b
@@ -196,11 +197,11 @@ func TestGRH(t *testing.T) {
 	}
 	f := testFields(UDSendOnly, 4)
 	f.IPv4 = nil
-	f.IPv6 = &IPv6Fields{TrafficClass: 0xb8, FlowLabel: 0xabcde, NextHeader: IPProtoUDP, HopLimit: 9, Src: testSrc6, Dst: testDst6}
+	f.IPv6 = &IPv6Fields{TrafficClass: 0xb8, FlowLabel: 0xabcde, NextHeader: inet.ProtoUDP, HopLimit: 9, Src: testSrc6, Dst: testDst6}
 	v6 := mustAppend(t, f)[EthHeaderLen:]
 	g.PutNetworkHeader(v6)
-	if g.IsIPv4() || g.IPVer() != 6 || g.TClass() != 0xb8 || g.FlowLabel() != 0xabcde || g.NextHdr() != IPProtoUDP ||
-		g.HopLimit() != 9 || int(g.PayLen()) != len(v6)-IPv6HeaderLen {
+	if g.IsIPv4() || g.IPVer() != 6 || g.TClass() != 0xb8 || g.FlowLabel() != 0xabcde || g.NextHdr() != inet.ProtoUDP ||
+		g.HopLimit() != 9 || int(g.PayLen()) != len(v6)-inet.IPv6HeaderLen {
 		t.Errorf("IPv6 GRH % x", []byte(g))
 	}
 	if g.SGID() != testSrc6.As16() || g.DGID() != testDst6.As16() || g.Source() != testSrc6 {

@@ -15,6 +15,8 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // Wireshark's InfiniBand dissector (tshark) as an independent oracle: build
@@ -208,7 +210,7 @@ func (w wirePkt) want(b []byte) map[string]string {
 	if w.v6 {
 		m["ipv6.src"], m["ipv6.dst"] = testSrc6.String(), testDst6.String()
 		m["ipv6.tclass"], m["ipv6.flow"] = fmt.Sprintf("0x%08x", w.tclass), "0x05a5a5"
-		m["ipv6.plen"] = strconv.Itoa(len(fr.L3()) - IPv6HeaderLen)
+		m["ipv6.plen"] = strconv.Itoa(len(fr.L3()) - inet.IPv6HeaderLen)
 	} else {
 		m["ip.src"], m["ip.dst"] = testSrc4.String(), testDst4.String()
 		m["ip.len"], m["ip.checksum.status"] = strconv.Itoa(len(fr.L3())), "1" // 1: good
@@ -366,10 +368,10 @@ func TestEncodersAgree(t *testing.T) {
 		g := &Fields{Ethernet: &EthernetFields{Dst: f.Ethernet.Dst, Src: f.Ethernet.Src}, UDP: f.UDP, RoCE: f.RoCE}
 		g.RoCE.ICRC, g.RoCE.Pad, g.RoCE.BTH.PadCount, g.UDP.Length = 0, nil, 0, 0
 		if w.v6 {
-			g.IPv6 = &IPv6Fields{TrafficClass: w.tclass, FlowLabel: 0x5a5a5, NextHeader: IPProtoUDP, HopLimit: 64,
+			g.IPv6 = &IPv6Fields{TrafficClass: w.tclass, FlowLabel: 0x5a5a5, NextHeader: inet.ProtoUDP, HopLimit: 64,
 				Src: testSrc6, Dst: testDst6}
 		} else {
-			g.IPv4 = &IPv4Fields{TOS: w.tclass, Flags: IPv4FlagDF, TTL: 64, Protocol: IPProtoUDP, Src: testSrc4, Dst: testDst4}
+			g.IPv4 = &IPv4Fields{TOS: w.tclass, Flags: IPv4FlagDF, TTL: 64, Protocol: inet.ProtoUDP, Src: testSrc4, Dst: testDst4}
 		}
 		got, err := g.Append(nil)
 		if err != nil {

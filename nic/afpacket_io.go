@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/internal/vnet"
 	"golang.org/x/sys/unix"
 )
@@ -122,25 +123,27 @@ func (tx *afpTx) flush() error {
 // ipDst reads the destination, datagram length and EtherType of an IP
 // datagram.
 func ipDst(dg []byte) (netip.Addr, int, uint16, bool) {
-	if len(dg) < bth.IPv4HeaderLen {
+	if len(dg) < inet.IPv4HeaderLen {
 		return netip.Addr{}, 0, 0, false
 	}
 	switch dg[0] >> 4 {
 	case 4:
-		tot := int(binary.BigEndian.Uint16(dg[2:]))
-		if tot < bth.IPv4HeaderLen || tot > len(dg) {
+		ip := inet.IPv4(dg)
+		tot := int(ip.TotalLength())
+		if tot < inet.IPv4HeaderLen || tot > len(dg) {
 			return netip.Addr{}, 0, 0, false
 		}
-		return netip.AddrFrom4([4]byte(dg[16:20])), tot, bth.EtherTypeIPv4, true
+		return ip.Dst(), tot, bth.EtherTypeIPv4, true
 	case 6:
-		if len(dg) < bth.IPv6HeaderLen {
+		if len(dg) < inet.IPv6HeaderLen {
 			return netip.Addr{}, 0, 0, false
 		}
-		tot := bth.IPv6HeaderLen + int(binary.BigEndian.Uint16(dg[4:]))
+		ip := inet.IPv6(dg)
+		tot := inet.IPv6HeaderLen + int(ip.PayloadLength())
 		if tot > len(dg) {
 			return netip.Addr{}, 0, 0, false
 		}
-		return netip.AddrFrom16([16]byte(dg[24:40])), tot, bth.EtherTypeIPv6, true
+		return ip.Dst(), tot, bth.EtherTypeIPv6, true
 	}
 	return netip.Addr{}, 0, 0, false
 }

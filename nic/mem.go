@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // Faults are what an in-memory path does to the packets crossing it in
@@ -357,10 +359,10 @@ func (l *MemLink) isClosed() bool {
 // dstAddr reads the destination address of an IP datagram.
 func dstAddr(d []byte) (netip.Addr, bool) {
 	switch {
-	case len(d) >= 20 && d[0]>>4 == 4:
-		return netip.AddrFrom4([4]byte(d[16:20])), true
-	case len(d) >= 40 && d[0]>>4 == 6:
-		return netip.AddrFrom16([16]byte(d[24:40])).Unmap(), true
+	case len(d) >= inet.IPv4HeaderLen && d[0]>>4 == 4:
+		return inet.IPv4(d).Dst(), true
+	case len(d) >= inet.IPv6HeaderLen && d[0]>>4 == 6:
+		return inet.IPv6(d).Dst().Unmap(), true
 	}
 	return netip.Addr{}, false
 }

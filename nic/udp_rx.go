@@ -1,11 +1,11 @@
 package nic
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/inet"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,7 +18,7 @@ import (
 const (
 	// udpHdrRoom is the space before a slot's data: headroom plus the
 	// longest IP and UDP headers, rounded up for alignment.
-	udpHdrRoom = (Headroom + bth.IPv6HeaderLen + bth.UDPHeaderLen + 7) &^ 7
+	udpHdrRoom = (Headroom + inet.IPv6HeaderLen + inet.UDPHeaderLen + 7) &^ 7
 	udpSlots   = 64     // slots without GRO
 	udpGROSlot = 16     // slots with GRO: each holds up to 64 KiB
 	udpGROData = 65536  // largest coalesced payload
@@ -163,9 +163,9 @@ func (r *udpRx) deliver(frames []Frame) int {
 	l := r.l
 	n, copies := 0, 0
 	var pk, by, gro, dropped, unsolved uint64
-	hl := bth.IPv4HeaderLen + bth.UDPHeaderLen
+	hl := inet.IPv4HeaderLen + inet.UDPHeaderLen
 	if l.v6 {
-		hl = bth.IPv6HeaderLen + bth.UDPHeaderLen
+		hl = inet.IPv6HeaderLen + inet.UDPHeaderLen
 	}
 	for n < len(frames) && r.msg < r.got {
 		if r.seg == 0 && !r.parseMsg(r.msg) {
@@ -225,34 +225,32 @@ func (r *udpRx) deliver(frames []Frame) int {
 // IPv4 header checksum (bth.DecodeIP checks it). The UDP checksum is left
 // 0: the kernel verified it, and the ICRC masks it.
 func (l *UDP) rebuild(dg []byte, m *udpRxMsg) {
-	var u []byte
+	var u inet.UDP
 	if !l.v6 {
-		ip := dg[:bth.IPv4HeaderLen]
-		ip[0] = 0x45
-		ip[1] = m.tos
-		binary.BigEndian.PutUint16(ip[2:], uint16(len(dg)))
-		binary.BigEndian.PutUint32(ip[4:], 0)
-		ip[8] = m.ttl
-		ip[9] = bth.IPProtoUDP
-		ip[10], ip[11] = 0, 0
-		s, d := m.from.Addr().As4(), l.cfg.Addr.As4()
-		copy(ip[12:16], s[:])
-		copy(ip[16:20], d[:])
-		binary.BigEndian.PutUint16(ip[10:], bth.IPv4Checksum(ip))
-		u = dg[bth.IPv4HeaderLen:]
+		ip := inet.IPv4(dg[:inet.IPv4HeaderLen])
+		ip.SetVersionIHL(inet.IPv4HeaderLen)
+		ip.SetTOS(m.tos)
+		ip.SetTotalLength(uint16(len(dg)))
+		ip.SetID(0)
+		ip.SetFlagsFragmentOffset(0, 0)
+		ip.SetTTL(m.ttl)
+		ip.SetProtocol(inet.ProtoUDP)
+		ip.SetSrc(m.from.Addr())
+		ip.SetDst(l.cfg.Addr)
+		ip.SetChecksum(ip.CalculateChecksum())
+		u = inet.UDP(dg[inet.IPv4HeaderLen:])
 	} else {
-		ip := dg[:bth.IPv6HeaderLen]
-		binary.BigEndian.PutUint32(ip, 6<<28|uint32(m.tos)<<20)
-		binary.BigEndian.PutUint16(ip[4:], uint16(len(dg)-bth.IPv6HeaderLen))
-		ip[6] = bth.IPProtoUDP
-		ip[7] = m.ttl
-		s, d := m.from.Addr().As16(), l.cfg.Addr.As16()
-		copy(ip[8:24], s[:])
-		copy(ip[24:40], d[:])
-		u = dg[bth.IPv6HeaderLen:]
+		ip := inet.IPv6(dg[:inet.IPv6HeaderLen])
+		ip.SetVersionTrafficClassFlowLabel(m.tos, 0)
+		ip.SetPayloadLength(uint16(len(dg) - inet.IPv6HeaderLen))
+		ip.SetNextHeader(inet.ProtoUDP)
+		ip.SetHopLimit(m.ttl)
+		ip.SetSrc(m.from.Addr())
+		ip.SetDst(l.cfg.Addr)
+		u = inet.UDP(dg[inet.IPv6HeaderLen:])
 	}
-	binary.BigEndian.PutUint16(u, m.from.Port())
-	binary.BigEndian.PutUint16(u[2:], bth.UDPPort)
-	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
-	u[6], u[7] = 0, 0
+	u.SetSrcPort(m.from.Port())
+	u.SetDstPort(bth.UDPPort)
+	u.SetLength(uint16(len(u)))
+	u.SetChecksum(0)
 }

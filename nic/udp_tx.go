@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/inet"
 	"golang.org/x/sys/unix"
 )
 
@@ -77,38 +78,39 @@ func (l *UDP) parse(f Frame, t *txFrame) bool {
 		return false
 	}
 	dg := f.B[f.Off:]
-	var udp []byte
+	var udp inet.UDP
 	if !l.v6 {
-		if len(dg) < bth.IPv4HeaderLen+bth.UDPHeaderLen || dg[0] != 0x45 || dg[9] != bth.IPProtoUDP {
+		ip := inet.IPv4(dg)
+		if len(dg) < inet.IPv4HeaderLen+inet.UDPHeaderLen || ip.Version() != 4 || ip.HeaderLen() != inet.IPv4HeaderLen ||
+			ip.Protocol() != inet.ProtoUDP {
 			return false // options or not UDP: the kernel would not send these headers
 		}
-		t.tot = int(binary.BigEndian.Uint16(dg[2:]))
-		fl := binary.BigEndian.Uint16(dg[6:])
-		if t.tot > len(dg) || fl&0x3fff != 0 || [4]byte(dg[12:16]) != l.cfg.Addr.As4() {
+		t.tot = int(ip.TotalLength())
+		if t.tot > len(dg) || ip.IsFragment() || ip.Src() != l.cfg.Addr.Unmap() {
 			return false
 		}
-		t.id, t.df = binary.BigEndian.Uint16(dg[4:]), fl&0x4000 != 0
-		t.tos, t.ttl = dg[1], dg[8]
-		t.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(dg[16:20])), 0)
-		udp = dg[bth.IPv4HeaderLen:t.tot]
+		t.id, t.df = ip.ID(), ip.Flags()&inet.IPv4DontFragment != 0
+		t.tos, t.ttl = ip.TOS(), ip.TTL()
+		t.dst = netip.AddrPortFrom(ip.Dst(), 0)
+		udp = inet.UDP(dg[inet.IPv4HeaderLen:t.tot])
 	} else {
-		if len(dg) < bth.IPv6HeaderLen+bth.UDPHeaderLen || dg[0]>>4 != 6 || dg[6] != bth.IPProtoUDP {
+		ip := inet.IPv6(dg)
+		if len(dg) < inet.IPv6HeaderLen+inet.UDPHeaderLen || ip.Version() != 6 || ip.NextHeader() != inet.ProtoUDP {
 			return false
 		}
-		t.tot = bth.IPv6HeaderLen + int(binary.BigEndian.Uint16(dg[4:]))
-		if t.tot > len(dg) || [16]byte(dg[8:24]) != l.cfg.Addr.As16() {
+		t.tot = inet.IPv6HeaderLen + int(ip.PayloadLength())
+		if t.tot > len(dg) || ip.Src() != l.cfg.Addr.WithZone("") {
 			return false
 		}
-		t.tos = uint8(binary.BigEndian.Uint16(dg) >> 4)
-		t.ttl = dg[7]
-		t.dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(dg[24:40])), 0)
-		udp = dg[bth.IPv6HeaderLen:t.tot]
+		t.tos, t.ttl = ip.TrafficClass(), ip.HopLimit()
+		t.dst = netip.AddrPortFrom(ip.Dst(), 0)
+		udp = inet.UDP(dg[inet.IPv6HeaderLen:t.tot])
 	}
-	if len(udp) < bth.UDPHeaderLen+bth.BTHLen+bth.ICRCLen || int(binary.BigEndian.Uint16(udp[4:])) != len(udp) {
+	if len(udp) < inet.UDPHeaderLen+bth.BTHLen+bth.ICRCLen || int(udp.Length()) != len(udp) {
 		return false
 	}
-	t.dst = netip.AddrPortFrom(t.dst.Addr(), binary.BigEndian.Uint16(udp[2:]))
-	sp := binary.BigEndian.Uint16(udp)
+	t.dst = netip.AddrPortFrom(t.dst.Addr(), udp.DstPort())
+	sp := udp.SrcPort()
 	t.sock = -1
 	for i := range l.tx {
 		if l.txPort[i] == sp {
@@ -116,7 +118,7 @@ func (l *UDP) parse(f Frame, t *txFrame) bool {
 			break
 		}
 	}
-	t.payload = udp[bth.UDPHeaderLen:]
+	t.payload = udp[inet.UDPHeaderLen:]
 	return t.sock >= 0
 }
 

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/nic"
 )
 
@@ -79,7 +80,7 @@ func (p *packet) release() { bufPool.Put(p.buf) }
 func (q *QP) send(p *packet) {
 	ip := p.buf[nic.Headroom:]
 	p.outer.Put(ip, len(p.roce))
-	ipLen := p.hl - bth.UDPHeaderLen
+	ipLen := p.hl - inet.UDPHeaderLen
 	bth.Seal(ip[:ipLen], ip[ipLen:p.hl], p.roce)
 	end := nic.Headroom + p.hl + len(p.roce)
 	if q.tx == nil {

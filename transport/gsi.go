@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/nic"
 )
@@ -125,7 +126,7 @@ func (d *Device) sendMAD(src, dst netip.Addr, mad []byte) error {
 	deth.SetSrcQP(GSIQPN)
 	copy(roce[info.HdrLen:], mad)
 	o.Put(ip, n)
-	bth.Seal(ip[:hl-bth.UDPHeaderLen], ip[hl-bth.UDPHeaderLen:hl], roce)
+	bth.Seal(ip[:hl-inet.UDPHeaderLen], ip[hl-inet.UDPHeaderLen:hl], roce)
 	if d.trace != nil {
 		d.trace(true, ip)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/inet"
 )
 
 // LayerTypeRoCEv2 is the layer type of the RoCEv2 transport packet. Its
@@ -93,7 +94,7 @@ func VerifyICRC(p gopacket.Packet) (ok bool) {
 		return false
 	}
 	ip := nl.LayerContents()
-	if v := ip[0] >> 4; (v != 4 && v != 6) || len(u.Contents) != bth.UDPHeaderLen {
+	if v := ip[0] >> 4; (v != 4 && v != 6) || len(u.Contents) != inet.UDPHeaderLen {
 		return false
 	}
 	b := r.Packet.Bytes()

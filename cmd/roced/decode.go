@@ -13,6 +13,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/bth/pcapfile"
+	"github.com/goroce/goroce/inet"
 )
 
 func init() {
@@ -309,28 +310,30 @@ func peekRoCE(lt bth.LinkType, b []byte) (ends string, n int, ok bool) {
 	var hl int
 	switch ip[0] >> 4 {
 	case 4:
-		if len(ip) < bth.IPv4HeaderLen || ip[9] != bth.IPProtoUDP {
+		h := inet.IPv4(ip)
+		if len(ip) < inet.IPv4HeaderLen || h.Protocol() != inet.ProtoUDP {
 			return "", 0, false
 		}
-		hl = int(ip[0]&0x0f) * 4
-		src, dst = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
+		hl = h.HeaderLen()
+		src, dst = h.Src(), h.Dst()
 	case 6:
-		if len(ip) < bth.IPv6HeaderLen || ip[6] != bth.IPProtoUDP {
+		h := inet.IPv6(ip)
+		if len(ip) < inet.IPv6HeaderLen || h.NextHeader() != inet.ProtoUDP {
 			return "", 0, false
 		}
-		hl = bth.IPv6HeaderLen
-		src, dst = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
+		hl = inet.IPv6HeaderLen
+		src, dst = h.Src(), h.Dst()
 	default:
 		return "", 0, false
 	}
-	if hl < bth.IPv4HeaderLen || len(ip) < hl+bth.UDPHeaderLen {
+	if hl < inet.IPv4HeaderLen || len(ip) < hl+inet.UDPHeaderLen {
 		return "", 0, false
 	}
-	u := bth.UDP(ip[hl:])
+	u := inet.UDP(ip[hl:])
 	if u.DstPort() != bth.UDPPort {
 		return "", 0, false
 	}
-	return hostPort(src, u.SrcPort()) + " > " + hostPort(dst, u.DstPort()), len(ip) - hl - bth.UDPHeaderLen, true
+	return hostPort(src, u.SrcPort()) + " > " + hostPort(dst, u.DstPort()), len(ip) - hl - inet.UDPHeaderLen, true
 }
 
 // summary is the one-line description of a parsed packet: opcode, BTH key

@@ -1,13 +1,13 @@
 package fault
 
 import (
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/inet"
 )
 
 // Dir is the direction a fault applies to.
@@ -420,14 +420,14 @@ func truncate(d []byte, p pkt, keep int) []byte {
 	icrc := r[len(r)-bth.ICRCLen:]
 	copy(d[roceOff+keep:], icrc)
 	d = d[:roceOff+keep+bth.ICRCLen]
-	udpOff := roceOff - bth.UDPHeaderLen
-	binary.BigEndian.PutUint16(d[udpOff+4:], uint16(len(d)-udpOff))
+	udpOff := roceOff - inet.UDPHeaderLen
+	inet.UDP(d[udpOff:]).SetLength(uint16(len(d) - udpOff))
 	if d[0]>>4 == 4 {
-		binary.BigEndian.PutUint16(d[2:], uint16(len(d)))
-		d[10], d[11] = 0, 0
-		binary.BigEndian.PutUint16(d[10:], bth.IPv4Checksum(d[:udpOff]))
+		h := inet.IPv4(d[:udpOff])
+		h.SetTotalLength(uint16(len(d)))
+		h.SetChecksum(h.CalculateChecksum())
 	} else {
-		binary.BigEndian.PutUint16(d[4:], uint16(len(d)-bth.IPv6HeaderLen))
+		inet.IPv6(d).SetPayloadLength(uint16(len(d) - inet.IPv6HeaderLen))
 	}
 	return d
 }
