@@ -110,7 +110,8 @@ func (h IPv4) SetDst(a netip.Addr) { b := a.Unmap().As4(); copy(h[v4Dst:], b[:])
 // as zero, over HeaderLen bytes.
 func (h IPv4) CalculateChecksum() uint16 {
 	var sum uint32
-	for i := 0; i+1 < h.HeaderLen(); i += 2 {
+	n := min(h.HeaderLen(), len(h))
+	for i := 0; i+1 < n; i += 2 {
 		if i == v4Checksum {
 			continue
 		}
