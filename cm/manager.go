@@ -247,10 +247,13 @@ type peer struct{ local, remote netip.Addr }
 
 // send sends a CM MAD from QP1 at p.local to QP1 at p.remote.
 func (m *Manager) send(p peer, msg mad.MAD) {
-	if err := sendGSI(m.dev, p.local, p.remote, msg); err != nil {
-		return // lost like any MAD: the retry, or the peer's, recovers it
-	}
+	// Counted before it leaves, so that whoever receives the MAD finds it
+	// counted (the scripted tests read Sent once the MAD arrived).
 	m.st.sent.Add(1)
+	if err := sendGSI(m.dev, p.local, p.remote, msg); err != nil {
+		m.st.sent.Add(^uint64(0)) // not sent after all
+		return                    // lost like any MAD: the retry, or the peer's, recovers it
+	}
 }
 
 // newMAD returns a CM MAD of attribute a with transaction ID tid.
