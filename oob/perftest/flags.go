@@ -187,7 +187,7 @@ func perftestOptions() []getopt.Option {
 // rather than silently ignored.
 var unsupported = map[string]string{
 	"comm_rdma_cm": "RDMA CM data exchange without RDMA CM QPs (-z; -R has both)",
-	"mcg": "multicast (-g)", "MGID": "multicast (-M)", "dualport": "dual-port mode (-O)",
+	"mcg":          "multicast (-g)", "MGID": "multicast (-M)", "dualport": "dual-port mode (-O)",
 	"connectionless": "--connectionless", "reversed": "--reversed", "report-per-port": "--report-per-port",
 	"odp": "on-demand paging (--odp)", "use_hugepages": "--use_hugepages", "mr_per_qp": "--mr_per_qp",
 	"cpu_util": "--cpu_util", "out_json": "--out_json", "out_json_file": "--out_json_file",
