@@ -348,12 +348,12 @@ func (r *ptRun) walk(ctx context.Context, steps []perftest.Step) error {
 		case perftest.StepVersion, perftest.StepSysData, perftest.StepMTU, perftest.StepNegotiate:
 			continue
 		case perftest.StepCMConnect:
-			early, err := r.cmConnect(ctx, steps[i+1:])
+			early, err := r.cmConnect(ctx)
 			if err != nil {
 				return err
 			}
 			if early >= 0 {
-				prepared = i + 1 + early
+				prepared = early
 			}
 			for _, rec := range r.pc.my {
 				r.print(c.AddressLines("local", rec)...)
@@ -362,8 +362,8 @@ func (r *ptRun) walk(ctx context.Context, steps []perftest.Step) error {
 			if st.Zero {
 				// create_rdma_cm_connection's handshakes of the zeroed
 				// my_dest[0], before and after the QPs connect.
-				if c.IsServer() && r.cmr.l == nil && len(r.cmr.conns) == 0 {
-					if err := r.cmListen(); err != nil {
+				if len(r.pc.qps) == 0 && r.cmr.l == nil {
+					if err := r.cmReady(steps, i); err != nil {
 						return err
 					}
 				}

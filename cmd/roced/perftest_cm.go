@@ -36,6 +36,9 @@ type ptCM struct {
 	l     *cm.Listener
 	conns []*cm.Conn
 	peer  netip.Addr // the server's address (client)
+	// early is the index in the plan of the traffic step whose receives
+	// cmPrepare posts (-1: none).
+	early int
 	mu    sync.Mutex // cmPrepare runs on the manager's goroutine
 }
 
@@ -139,12 +142,31 @@ func (r *ptRun) cmPrepare(x *qp.QP) error {
 	return nil
 }
 
-// cmListen starts the QPs' listener (rdma_cm_server_connection: the port
-// of -p, a backlog of -q). roced listens before the zeroed handshake
-// that precedes it in perftest, so that a client's request is never
-// refused for coming early.
-func (r *ptRun) cmListen() error {
+// cmReady readies the CM connection of the QPs at step i of the plan
+// (the first zeroed handshake): a receiving side makes the poster of the
+// first traffic step, whose receives cmPrepare posts, and a server
+// listens (rdma_cm_server_connection: the port of -p, a backlog of -q).
+// roced listens before the zeroed handshake that precedes it in perftest,
+// so that a client's request is never refused for coming early.
+func (r *ptRun) cmReady(steps []perftest.Step, i int) error {
 	c := &r.cfg
+	r.cmr.mu.Lock()
+	r.cmr.early = -1
+	if r.pc.receives() {
+		for j := i; j < len(steps); j++ {
+			if st := steps[j]; st.Kind == perftest.StepTraffic {
+				if !st.Passive {
+					r.poster = newRecvPoster(r.pc, st.Size)
+					r.cmr.early = j
+				}
+				break
+			}
+		}
+	}
+	r.cmr.mu.Unlock()
+	if !c.IsServer() {
+		return nil
+	}
 	l, err := r.cmr.m.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(c.Port)),
 		cm.ListenConfig{QP: r.cmQPConfig(), Params: r.cmParams(), Backlog: c.NumQPs})
 	if err != nil {
@@ -155,23 +177,10 @@ func (r *ptRun) cmListen() error {
 }
 
 // cmConnect connects the -q QPs (create_rdma_cm_connection between its
-// two handshakes). A receiving side first readies the receives of the
-// first traffic step of rest, which cmPrepare posts; it returns that
-// step's index in rest (-1 if none), whose receives are then posted.
-func (r *ptRun) cmConnect(ctx context.Context, rest []perftest.Step) (int, error) {
+// two handshakes) and returns the index of the traffic step whose
+// receives are posted already (-1: none).
+func (r *ptRun) cmConnect(ctx context.Context) (int, error) {
 	c := &r.cfg
-	early := -1
-	if r.pc.receives() {
-		for i, st := range rest {
-			if st.Kind == perftest.StepTraffic {
-				if !st.Passive {
-					r.poster = newRecvPoster(r.pc, st.Size)
-					early = i
-				}
-				break
-			}
-		}
-	}
 	fail := func(err error) (int, error) {
 		return -1, failWith(" "+err.Error(), "Failed to create RDMA CM connection with resources.")
 	}
@@ -210,7 +219,7 @@ func (r *ptRun) cmConnect(ctx context.Context, rest []perftest.Step) (int, error
 	if a, _ := r.pc.qps[0].Query(); a.PathMTU.Valid() && a.PathMTU.Bytes() < c.MTU {
 		c.MTU = a.PathMTU.Bytes()
 	}
-	return early, nil
+	return r.cmr.early, nil
 }
 
 // cmDialAll dials the -q connections; on a refusal it tears down those
@@ -224,10 +233,12 @@ func (r *ptRun) cmDialAll(ctx context.Context, raddr netip.AddrPort) error {
 				r.ep.Device.DestroyQP(c.QP())
 			}
 			r.cmr.conns = nil
+			r.cmr.mu.Lock()
 			r.pc.qps, r.pc.my = nil, nil
 			if r.poster != nil {
 				r.poster = newRecvPoster(r.pc, r.poster.size)
 			}
+			r.cmr.mu.Unlock()
 			return err
 		}
 		r.cmr.conns = append(r.cmr.conns, conn)
