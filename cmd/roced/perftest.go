@@ -643,7 +643,9 @@ func ptUsage(w io.Writer, t perftest.Test) {
       --perform_warm_up     Warm up before measuring (write, read, atomic bw)
       --latency_gap=<usec>  Pause between latency posts
       --tclass, --flow_label, --wait_destroy, --ipv6  As perftest's
-  -R, --rdma_cm, -z         Not supported: roced has no RDMA CM yet
+  -R, --rdma_cm             Connect the QPs through the RDMA CM (RC), with the
+                            data exchange over the RDMA CM too (no TCP)
+  -z, --comm_rdma_cm        Not supported alone (-R implies it)
 
 goroce's own:
       --link=udp|afpacket|afxdp  How RoCEv2 reaches the wire (udp)
