@@ -212,3 +212,35 @@ func TestConnectUDP(t *testing.T) {
 	ca, cb := connectPair(t, a, b, ma, mb)
 	checkPair(t, a, b, ca, cb)
 }
+
+// TestACKTimeout: ConnParams.ACKTimeout sets the QP's local ACK timeout
+// on either side (RDMA_OPTION_ID_ACK_TIMEOUT, which perftest -R sets to
+// its -u), while 0 keeps the path's (the REQ's local ACK timeout, 19).
+func TestACKTimeout(t *testing.T) {
+	net := nic.NewMemNet(1)
+	a, b := memNode(t, net, "192.0.2.1", nil), memNode(t, net, "192.0.2.2", nil)
+	ma, mb := newManager(t, a, nil), newManager(t, b, nil)
+	for _, tc := range []struct{ active, passive, wantA, wantP uint8 }{{14, 0, 14, packetLifeTime + 1}, {0, 9, packetLifeTime + 1, 9}} {
+		l, err := mb.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7175),
+			ListenConfig{QP: b.qpConfig(), Params: ConnParams{ACKTimeout: tc.passive}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca, err := ma.Dial(ctx10(t), netip.AddrPortFrom(a.addr, 0), netip.AddrPortFrom(b.addr, 7175), a.qpConfig(),
+			ConnParams{ACKTimeout: tc.active})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb, err := l.Accept(ctx10(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		qa, _ := ca.QP().Query()
+		qb, _ := cb.QP().Query()
+		if qa.Timeout != tc.wantA || qb.Timeout != tc.wantP {
+			t.Errorf("%+v: timeouts active %d passive %d", tc, qa.Timeout, qb.Timeout)
+		}
+		ca.Disconnect(ctx10(t))
+		l.Close()
+	}
+}

@@ -86,6 +86,12 @@ type ConnParams struct {
 	RetryCount, RNRRetryCount uint8
 	// PathMTU bounds the path MTU (0: the device's active MTU).
 	PathMTU qp.MTU
+	// ACKTimeout, if not 0, is this side's QP's local ACK timeout
+	// exponent (4.096 µs × 2^ACKTimeout), as rdma_set_option's
+	// RDMA_OPTION_ID_ACK_TIMEOUT sets it; 0 takes the path's (the REQ's
+	// local ACK timeout). Only the QP uses it: the CM's messages and time
+	// wait keep the path's.
+	ACKTimeout uint8
 }
 
 // UserPrivateLen is how much private data a REQ holds after rdma_cm's header.
@@ -579,8 +585,12 @@ func (m *Manager) connect(c *Conn, qpn, sendPSN uint32, mtu qp.MTU, retry, rnr u
 	remote := transport.Endpoint{QPN: qpn, PSN: c.lep.PSN, GID: bth.GIDFromAddr(c.p.remote), MTU: mtu}
 	local := c.lep
 	local.PSN = sendPSN
+	timeout := c.ackTO
+	if c.params.ACKTimeout != 0 {
+		timeout = c.params.ACKTimeout
+	}
 	err := m.dev.Connect(c.qp, local, remote, transport.ConnectOptions{
-		Access: c.qcAccess, Timeout: c.ackTO, RetryCnt: retry, RNRRetry: rnr,
+		Access: c.qcAccess, Timeout: timeout, RetryCnt: retry, RNRRetry: rnr,
 		MaxRdAtomic: c.params.InitiatorDepth, MaxDestRdAtomic: c.params.ResponderResources,
 	})
 	if err == nil && c.prepare != nil {

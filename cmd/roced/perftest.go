@@ -78,6 +78,8 @@ type ptRun struct {
 	mine       perftest.BWReport
 	headerDone bool
 	limitsOK   bool
+	// cmr is the connection manager side of a -R run.
+	cmr *ptCM
 }
 
 func runPerftest(t perftest.Test, args []string, stdout, stderr io.Writer) int {
@@ -106,7 +108,7 @@ func runPerftest(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = r.run(ctx)
-	r.close()
+	r.close(err == nil)
 	if err == nil {
 		if !r.limitsOK {
 			return 1
@@ -186,11 +188,16 @@ func (r *ptRun) open(peer string, gid int) error {
 	return nil
 }
 
-func (r *ptRun) close() {
+// close tears the run down; ok says it went through (a -R client then
+// waits for the server to disconnect, as perftest's does).
+func (r *ptRun) close(ok bool) {
+	if r.pc != nil && r.cfg.WaitDestroy > 0 {
+		time.Sleep(time.Duration(r.cfg.WaitDestroy) * time.Second)
+	}
+	if r.cmr != nil {
+		r.cmClose(ok) // before the QPs go: the connections still use them
+	}
 	if r.pc != nil {
-		if r.cfg.WaitDestroy > 0 {
-			time.Sleep(time.Duration(r.cfg.WaitDestroy) * time.Second)
-		}
 		r.pc.close()
 	}
 	if r.sess != nil {
@@ -215,7 +222,8 @@ func (r *ptRun) run(ctx context.Context) error {
 	// A client knows its peer now; so does a server told which device to
 	// use. Any other server opens its device once the client connects,
 	// on the interface that reaches the client.
-	if !c.IsServer() || c.Device != "" {
+	// A -R server has no TCP connection to learn the interface from.
+	if !c.IsServer() || c.Device != "" || c.RDMACM {
 		if err := r.open(c.ServerName, userGID); err != nil {
 			return err
 		}
@@ -244,6 +252,13 @@ func (r *ptRun) run(ctx context.Context) error {
 
 	if c.IsServer() {
 		r.print(perftest.WaitingBanner()...)
+	}
+	switch {
+	case c.RDMACM:
+		if err := r.openComm(ctx); err != nil {
+			return err
+		}
+	case c.IsServer():
 		ln, err := perftest.Listen(ctx, c.Port)
 		if err != nil {
 			return failWith(" "+err.Error(), " Unable to init the socket connection")
@@ -252,7 +267,7 @@ func (r *ptRun) run(ctx context.Context) error {
 		if r.sess, err = perftest.Accept(ctx, ln, c.Claim); err != nil {
 			return failWith(" "+err.Error(), " Unable to init the socket connection")
 		}
-	} else {
+	default:
 		var err error
 		if r.sess, err = perftest.Dial(ctx, c.ServerName, c.Port, c.Claim); err != nil {
 			return failWith(fmt.Sprintf("Couldn't connect to %s:%d", c.ServerName, c.Port),
@@ -315,7 +330,7 @@ func (r *ptRun) run(ctx context.Context) error {
 	if r.pc, err = newPtCtx(c, r.ep.Device, r.ep.GIDIndex); err != nil {
 		return failWith(" "+err.Error(), " Couldn't create IB resources")
 	}
-	for _, rec := range r.pc.my {
+	for _, rec := range r.pc.my { // none yet with -R: printed once connected
 		r.print(c.AddressLines("local", rec)...)
 	}
 	return r.walk(ctx, perftest.Plan(c.Shape(mtu), r.sess.Local, r.sess.Peer))
@@ -332,7 +347,31 @@ func (r *ptRun) walk(ctx context.Context, steps []perftest.Step) error {
 		switch st.Kind {
 		case perftest.StepVersion, perftest.StepSysData, perftest.StepMTU, perftest.StepNegotiate:
 			continue
+		case perftest.StepCMConnect:
+			early, err := r.cmConnect(ctx)
+			if err != nil {
+				return err
+			}
+			if early >= 0 {
+				prepared = early
+			}
+			for _, rec := range r.pc.my {
+				r.print(c.AddressLines("local", rec)...)
+			}
 		case perftest.StepRecord:
+			if st.Zero {
+				// create_rdma_cm_connection's handshakes of the zeroed
+				// my_dest[0], before and after the QPs connect.
+				if len(r.pc.qps) == 0 && r.cmr.l == nil {
+					if err := r.cmReady(steps, i); err != nil {
+						return err
+					}
+				}
+				if _, err := r.sess.ExchangeRecord(ctx, perftest.Record{}); err != nil {
+					return failWith(" "+err.Error(), "Failed to create RDMA CM connection with resources.")
+				}
+				continue
+			}
 			// Receives must be posted before the handshake that lets the
 			// peer start sending.
 			if i+1 < len(steps) && steps[i+1].Kind == perftest.StepTraffic && prepared != i+1 && addressed == c.NumQPs {
@@ -348,7 +387,13 @@ func (r *ptRun) walk(ctx context.Context, steps []perftest.Step) error {
 			if addressed < c.NumQPs {
 				r.pc.rem = append(r.pc.rem, rem)
 				r.print(c.AddressLines("remote", rem)...)
-				if addressed++; addressed == c.NumQPs {
+				if addressed++; addressed == c.NumQPs && c.RDMACM {
+					// The CM connected the QPs: the records' QPN and PSN
+					// go unused (ctx_connect is skipped); write_lat follows
+					// the peer's PSNs from the one the CM gave.
+					a, _ := r.pc.qps[0].Query()
+					r.pc.peerPSN = a.RQPSN
+				} else if addressed == c.NumQPs {
 					for q, rem := range r.pc.rem {
 						if err := r.pc.connect(q, rem, qp.MTU(r.mtu)); err != nil {
 							return failWith(" "+err.Error(), " Unable to Connect the HCA's through the link")
@@ -598,7 +643,9 @@ func ptUsage(w io.Writer, t perftest.Test) {
       --perform_warm_up     Warm up before measuring (write, read, atomic bw)
       --latency_gap=<usec>  Pause between latency posts
       --tclass, --flow_label, --wait_destroy, --ipv6  As perftest's
-  -R, --rdma_cm, -z         Not supported: roced has no RDMA CM yet
+  -R, --rdma_cm             Connect the QPs through the RDMA CM (RC), with the
+                            data exchange over the RDMA CM too (no TCP)
+  -z, --comm_rdma_cm        Not supported alone (-R implies it)
 
 goroce's own:
       --link=udp|afpacket|afxdp  How RoCEv2 reaches the wire (udp)

@@ -564,7 +564,7 @@ func TestPerftestCommandLine(t *testing.T) {
 		{perftest.WriteBW, "-V", 1, "Version: 6.29"},
 		{perftest.WriteBW, "-V --perftest_version 6.06", 1, "Version: 6.06"},
 		{perftest.SendLat, "-h", 1, "roced send_lat <host>"},
-		{perftest.ReadBW, "-R", 1, " RDMA CM QPs (-R) is not supported by roced\n Parser function exited with Error"},
+		{perftest.SendBW, "-R -c UC", 1, " UC is not supported in librdmacm\n Parser function exited with Error"},
 		{perftest.WriteBW, "-q 0", 1, " num of Qps should be between 1 and 16384"},
 		{perftest.WriteBW, "--run_infinitely", 1, "--run_infinitely is not supported by roced"},
 		{perftest.WriteBW, "-i 2", 1, "roced devices have one port"},

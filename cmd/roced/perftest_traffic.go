@@ -485,7 +485,8 @@ type recvPoster struct {
 }
 
 func newRecvPoster(c *ptCtx, size uint64) *recvPoster {
-	r := &recvPoster{c: c, size: size, posted: make([]uint64, len(c.qps)), cycle: c.cfg.Test.BW()}
+	// Sized by -q: with -R the QPs arrive one by one (cmPrepare).
+	r := &recvPoster{c: c, size: size, posted: make([]uint64, c.cfg.NumQPs), cycle: c.cfg.Test.BW()}
 	r.wr.SGL = r.sge[:]
 	return r
 }
@@ -494,7 +495,7 @@ func newRecvPoster(c *ptCtx, size uint64) *recvPoster {
 func (r *recvPoster) perQP() int {
 	n := r.c.cfg.RxDepth
 	if r.c.srq != nil {
-		n /= len(r.c.qps)
+		n /= r.c.cfg.NumQPs
 	}
 	return max(n, 1)
 }

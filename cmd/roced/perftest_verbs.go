@@ -26,6 +26,9 @@ const (
 	ptAtomicSwap  = 0          // ATOMIC_SWAP_VALUE
 )
 
+// ptAccess is the buffer's access flags, and an RC QP's.
+const ptAccess = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+
 // ptBuffSize is BUFF_SIZE: a QP's share of the buffer, at least the cycle
 // buffer.
 func ptBuffSize(size uint64) uint64 { return max(size, ptCycleBuffer) }
@@ -135,21 +138,17 @@ func newPtCtx(cfg *perftest.Config, dev *transport.Device, gidIdx uint8) (*ptCtx
 	off := ptCycleBuffer - int(uintptr(unsafe.Pointer(&raw[0]))%ptCycleBuffer)
 	c.buf = raw[off : off+int(total)]
 	c.pd = dev.AllocPD()
-	access := mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
 	var err error
-	if c.mr, err = c.pd.Register(c.buf, access); err != nil {
+	if c.mr, err = c.pd.Register(c.buf, ptAccess); err != nil {
 		return nil, fmt.Errorf("Couldn't allocate MR: %w", err)
 	}
 	tx := max(cfg.TxDepth, cfg.PostList) * q
-	rxWR := uint32(1)
 	switch {
 	case c.receives() && cfg.Duplex:
 		// run_iter_bi waits on sends and receives at once: one queue.
-		rxWR = uint32(cfg.RxDepth)
 		c.sendCQ = dev.CreateCQ(tx + cfg.RxDepth*q)
 		c.recvCQ = c.sendCQ
 	case c.receives():
-		rxWR = uint32(cfg.RxDepth)
 		c.sendCQ = dev.CreateCQ(tx)
 		c.recvCQ = dev.CreateCQ(cfg.RxDepth * q)
 	default:
@@ -161,41 +160,74 @@ func newPtCtx(cfg *perftest.Config, dev *transport.Device, gidIdx uint8) (*ptCtx
 			return nil, fmt.Errorf("Couldn't create SRQ: %w", err)
 		}
 	}
-	typ := map[int32]qp.Type{perftest.ConnRC: qp.RC, perftest.ConnUC: qp.UC, perftest.ConnUD: qp.UD}[cfg.Conn]
-	gid, _ := dev.GID(gidIdx)
-	for i := range q {
-		ia := qp.InitAttr{Type: typ, SendCQ: c.sendCQ, RecvCQ: c.recvCQ, SRQ: c.srq,
-			Cap: qp.Cap{MaxSendWR: uint32(max(cfg.TxDepth, cfg.PostList)), MaxRecvWR: rxWR, MaxSendSGE: 1, MaxRecvSGE: 1}}
-		if c.srq != nil {
-			ia.Cap.MaxRecvWR = 0
-		}
-		x, err := dev.CreateQP(c.pd, ia)
+	if cfg.RDMACM {
+		return c, nil // the QPs come from the connection manager (addQP)
+	}
+	for range q {
+		x, err := dev.CreateQP(c.pd, c.initAttr())
 		if err != nil {
 			return nil, fmt.Errorf("Couldn't create QP: %w", err)
 		}
-		c.qps = append(c.qps, x)
-		init := qp.Attr{State: qp.Init, PKeyIndex: uint16(cfg.PKeyIndex), PortNum: 1}
-		mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
-		switch typ {
-		case qp.UD:
-			init.QKey = ptQKey
-			mask |= qp.AttrQKey
-		case qp.UC:
-			init.AccessFlags = mr.LocalWrite | mr.RemoteWrite
-			mask |= qp.AttrAccessFlags
-		default:
-			init.AccessFlags = access
-			mask |= qp.AttrAccessFlags
+		if err := c.toInit(x); err != nil {
+			return nil, err
 		}
-		if err := x.Modify(&init, mask); err != nil {
-			return nil, fmt.Errorf("Failed to modify QP to INIT: %w", err)
-		}
-		c.my = append(c.my, perftest.Record{
-			OutReads: uint16(cfg.OutReads), QPN: x.QPN(), PSN: rand.Uint32() & bth.PSNMask,
-			RKey: c.mr.RKey(), VAddr: c.remoteArea(i), GID: [16]byte(gid),
-		})
+		c.addQP(x)
 	}
 	return c, nil
+}
+
+// qpType is the QP type of -c.
+func (c *ptCtx) qpType() qp.Type {
+	return map[int32]qp.Type{perftest.ConnRC: qp.RC, perftest.ConnUC: qp.UC, perftest.ConnUD: qp.UD}[c.cfg.Conn]
+}
+
+// initAttr is create_qp_main's ibv_qp_init_attr.
+func (c *ptCtx) initAttr() qp.InitAttr {
+	cfg := c.cfg
+	rxWR := uint32(1)
+	if c.receives() {
+		rxWR = uint32(cfg.RxDepth)
+	}
+	ia := qp.InitAttr{Type: c.qpType(), SendCQ: c.sendCQ, RecvCQ: c.recvCQ, SRQ: c.srq,
+		Cap: qp.Cap{MaxSendWR: uint32(max(cfg.TxDepth, cfg.PostList)), MaxRecvWR: rxWR, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	if c.srq != nil {
+		ia.Cap.MaxRecvWR = 0
+	}
+	return ia
+}
+
+// toInit is ctx_modify_qp_to_init.
+func (c *ptCtx) toInit(x *qp.QP) error {
+	cfg := c.cfg
+	init := qp.Attr{State: qp.Init, PKeyIndex: uint16(cfg.PKeyIndex), PortNum: 1}
+	mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
+	switch x.Type() {
+	case qp.UD:
+		init.QKey = ptQKey
+		mask |= qp.AttrQKey
+	case qp.UC:
+		init.AccessFlags = mr.LocalWrite | mr.RemoteWrite
+		mask |= qp.AttrAccessFlags
+	default:
+		init.AccessFlags = ptAccess
+		mask |= qp.AttrAccessFlags
+	}
+	if err := x.Modify(&init, mask); err != nil {
+		return fmt.Errorf("Failed to modify QP to INIT: %w", err)
+	}
+	return nil
+}
+
+// addQP takes QP x as the next QP of the run, with its record
+// (set_up_connection: its QPN, a random PSN, the MR and the QP's area).
+func (c *ptCtx) addQP(x *qp.QP) {
+	i := len(c.qps)
+	c.qps = append(c.qps, x)
+	gid, _ := c.dev.GID(c.gidIdx)
+	c.my = append(c.my, perftest.Record{
+		OutReads: uint16(c.cfg.OutReads), QPN: x.QPN(), PSN: rand.Uint32() & bth.PSNMask,
+		RKey: c.mr.RKey(), VAddr: c.remoteArea(i), GID: [16]byte(gid), GIDIndex: int32(c.gidIdx),
+	})
 }
 
 // sendArea and remoteArea are the addresses of QP i's two areas: the

@@ -74,6 +74,11 @@ type Config struct {
 	WaitDestroy int     // --wait_destroy: seconds before tearing down
 	Version     bool    // -V, --version
 	Help        bool    // -h, --help
+	// RDMACM is -R, --rdma_cm (work_rdma_cm): the QPs are connected
+	// through the RDMA CM, and, as force_dependecies turns use_rdma_cm on
+	// with it, the whole data exchange runs over an RDMA CM connection
+	// instead of TCP (create_comm_struct, establish_connection).
+	RDMACM bool
 
 	// Device is -d: roced takes the local interface or IP address to use
 	// (the real tool takes an IB device name). Empty: the interface that
@@ -181,8 +186,8 @@ func perftestOptions() []getopt.Option {
 // have (RDMA CM, multicast, dual port, GPU memory...): refused up front
 // rather than silently ignored.
 var unsupported = map[string]string{
-	"rdma_cm": "RDMA CM QPs (-R)", "comm_rdma_cm": "RDMA CM data exchange (-z)",
-	"mcg": "multicast (-g)", "MGID": "multicast (-M)", "dualport": "dual-port mode (-O)",
+	"comm_rdma_cm": "RDMA CM data exchange without RDMA CM QPs (-z; -R has both)",
+	"mcg":          "multicast (-g)", "MGID": "multicast (-M)", "dualport": "dual-port mode (-O)",
 	"connectionless": "--connectionless", "reversed": "--reversed", "report-per-port": "--report-per-port",
 	"odp": "on-demand paging (--odp)", "use_hugepages": "--use_hugepages", "mr_per_qp": "--mr_per_qp",
 	"cpu_util": "--cpu_util", "out_json": "--out_json", "out_json_file": "--out_json_file",
@@ -376,6 +381,8 @@ func ParseFlags(t Test, args []string) (Config, error) {
 			c.FlowLabel, e = num(0, 1<<20-1, "Flow label")
 		case "wait_destroy":
 			c.WaitDestroy, e = num(0, 1<<31-1, "wait_destroy")
+		case "rdma_cm":
+			c.RDMACM = true
 		case "version":
 			c.Version = true
 		case "help":
@@ -422,6 +429,16 @@ func ParseFlags(t Test, args []string) (Config, error) {
 		}
 		if c.CQModSet && c.PostList%c.CQMod != 0 {
 			return fail("Post list size must be a multiple of CQ moderation")
+		}
+	}
+	if c.RDMACM {
+		// force_dependecies' -R rules (UC: librdmacm has no UC); roced's
+		// connection manager makes RC connections only.
+		switch c.Conn {
+		case ConnUC:
+			return fail("UC is not supported in librdmacm")
+		case ConnUD:
+			return fail("UD with -R (RDMA CM UD QPs and their address handles) is not supported by roced: its connection manager makes RC connections only")
 		}
 	}
 	if c.TestType == Duration && c.Events {
@@ -594,6 +611,9 @@ func (c *Config) Params(attr DeviceAttr) Params {
 	if c.WriteImm {
 		p.UseWriteWithImm = 1
 	}
+	if c.RDMACM {
+		p.UseRDMACM = 1 // -R forces use_rdma_cm
+	}
 	return p
 }
 
@@ -602,5 +622,6 @@ func (c *Config) Shape(mtu MTU) Shape {
 	return Shape{
 		Test: c.Test, Role: c.Role(), NumQPs: c.NumQPs, Method: c.Method, TestType: c.TestType,
 		Duplex: c.Duplex, WriteImm: c.WriteImm, Conn: c.Conn, MTU: mtu, Size: c.Size,
+		RDMACM: c.RDMACM,
 	}
 }

@@ -84,7 +84,9 @@ func TestFlagErrors(t *testing.T) {
 		{WriteBW, "-c UD", false, "UD connection only possible in SEND verb"},
 		{SendBW, "-c XX", false, "Invalid Connection type"},
 		{SendBW, "-c DC", false, "not supported by roced"},
-		{SendBW, "-R", false, "RDMA CM QPs (-R) is not supported by roced"},
+		{SendBW, "-R -c UC", false, "UC is not supported in librdmacm"},
+		{SendBW, "-R -c UD", false, "UD with -R"},
+		{SendBW, "-z", false, "-z; -R has both"},
 		{SendBW, "-n 4", false, "Iteration num should be between 5"},
 		{SendBW, "-s 0", false, "Message Size should be between 1"},
 		{SendBW, "-m 1000", false, "Invalid MTU"},
@@ -243,4 +245,31 @@ func parsed(t *testing.T, test Test, args []string) Config {
 		t.Fatalf("%v %q: %v", test, args, err)
 	}
 	return c
+}
+
+// TestRDMACMFlag: -R (--rdma_cm) turns the RDMA CM on for RC: the
+// negotiation says use_rdma_cm, the banner says so, and a server adds
+// ctx_print_test_info's note (as perftest 6.06 and 6.24 print it).
+func TestRDMACMFlag(t *testing.T) {
+	for _, args := range [][]string{{"-R"}, {"--rdma_cm"}} {
+		c, err := ParseFlags(WriteBW, args)
+		if err != nil || !c.RDMACM {
+			t.Fatalf("%v: %+v %v", args, c.RDMACM, err)
+		}
+		if c.Params(DeviceAttr{}).UseRDMACM != 1 || !c.Shape(3).RDMACM {
+			t.Errorf("%v: use_rdma_cm not in the negotiation or the shape", args)
+		}
+	}
+	c, _ := ParseFlags(WriteBW, []string{"-R"})
+	c.Resolve(3, 16, V624)
+	b := strings.Join(c.Banner(RunInfo{Device: "rxe0", MTU: 3}, V624), "\n")
+	want := " rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n" + resultLine +
+		"\n Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP\n" + resultLine
+	if !strings.HasSuffix(b, want) {
+		t.Errorf("server banner ends\n%s", b[len(b)-300:])
+	}
+	c.ServerName = "host"
+	if b := c.Banner(RunInfo{Device: "rxe0", MTU: 3}, V606); b[len(b)-2] != " Data ex. method : rdma_cm" {
+		t.Errorf("client banner ends %q", b[len(b)-3:])
+	}
 }

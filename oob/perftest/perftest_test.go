@@ -1,11 +1,15 @@
 package perftest
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"math"
 	"net"
 	"net/netip"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -431,4 +435,92 @@ func FuzzParseRecord(f *testing.F) {
 			t.Fatalf("round trip of %q: %+v %v", b, back, err)
 		}
 	})
+}
+
+// TestRecordCM: the binary record of the RDMA CM exchange, as perftest
+// 6.06 sent it between two rxe devices (ib_write_bw -R, bookworm guest).
+func TestRecordCM(t *testing.T) {
+	raw, _ := hex.DecodeString("00000000000000010000001200156fde000003b40000000000007fb5ec7f6000" +
+		"00000000000000000000ffff0a4d00010000000000000001")
+	r, err := ParseRecordCM(raw)
+	want := Record{OutReads: 1, QPN: 0x12, PSN: 0x156fde, RKey: 0x3b4, VAddr: 0x7fb5ec7f6000,
+		GID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: 77, 15: 1}, GIDIndex: 1}
+	if err != nil || r != want {
+		t.Fatalf("parsed %+v, %v", r, err)
+	}
+	if back := r.MarshalCM(); !bytes.Equal(back, raw) {
+		t.Errorf("marshalled %x", back)
+	}
+	// The tools' stack garbage in the padding (seen: 2456) is ignored.
+	raw[20], raw[21] = 0x24, 0x56
+	if r2, _ := ParseRecordCM(raw); r2 != want {
+		t.Errorf("padding changed the record: %+v", r2)
+	}
+	if _, err := ParseRecordCM(raw[:55]); err == nil {
+		t.Error("55 bytes parsed")
+	}
+	if z := (Record{}).MarshalCM(); len(z) != RecordSizeCM || !bytes.Equal(z, make([]byte, RecordSizeCM)) {
+		t.Errorf("zeroed record %x", z)
+	}
+}
+
+// TestPlanRDMACM: with -R, create_rdma_cm_connection's zeroed handshake,
+// the CM connection and another zeroed handshake follow the MTU step (and
+// the negotiation), then the plan without -R goes on unchanged.
+func TestPlanRDMACM(t *testing.T) {
+	for test := WriteBW; test <= AtomicLat; test++ {
+		for _, role := range []Role{Client, Server} {
+			for _, v := range []Version{V606, V624, V629} {
+				s := Shape{Test: test, Role: role, NumQPs: 1, Size: 64}
+				plain := Plan(s, v, v)
+				s.RDMACM = true
+				cm := Plan(s, v, v)
+				at := 3
+				if Negotiates(v, v) {
+					at = 4
+				}
+				wantMid := []Step{{Kind: StepRecord, Zero: true}, {Kind: StepCMConnect}, {Kind: StepRecord, Zero: true}}
+				if len(cm) != len(plain)+3 || !slices.Equal(cm[:at], plain[:at]) ||
+					!slices.Equal(cm[at:at+3], wantMid) || !slices.Equal(cm[at+3:], plain[at:]) {
+					t.Errorf("%v %v %v: %v", test, role, v, cm)
+				}
+			}
+		}
+	}
+	// write_bw, as captured (6.06): 1+1 zeroed, then 3 records before
+	// the traffic.
+	if b, a := RecordCounts(Plan(Shape{Test: WriteBW, Role: Client, NumQPs: 1, RDMACM: true}, V606, V606)); b != 5 || a != 2 {
+		t.Errorf("write_bw -R: %d/%d records", b, a)
+	}
+}
+
+// TestSessionRDMACM: over an RDMA CM exchange the records are the 56-byte
+// binary ones and Close writes no "done" (and leaves the connection to
+// its owner).
+func TestSessionRDMACM(t *testing.T) {
+	ctx := context.Background()
+	a, b := loopback(t)
+	sa, sb := NewSession(a, Client, V606), NewSession(b, Server, V606)
+	sa.RDMACM, sb.RDMACM = true, true
+	mine, theirs := Record{QPN: 0x12, OutReads: 1, GIDIndex: 1}, Record{QPN: 0x13, OutReads: 1, GIDIndex: 1}
+	done := make(chan Record, 1)
+	go func() {
+		r, err := sb.ExchangeRecord(ctx, theirs)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	got, err := sa.ExchangeRecord(ctx, mine)
+	if err != nil || got != theirs || <-done != mine {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if err := sa.Close(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing was written: the connection is still open and empty.
+	b.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if n, err := b.Read(make([]byte, 8)); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("after Close the peer read %d bytes, %v", n, err)
+	}
 }

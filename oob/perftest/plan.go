@@ -12,9 +12,10 @@ const (
 	StepTraffic                   // the RDMA traffic (no TCP bytes)
 	StepBWReport                  // 5 x 8 bytes
 	StepClose                     // 6.06's "done\0" if any, then close
+	StepCMConnect                 // -R: the QPs connect through the RDMA CM
 )
 
-var stepNames = [...]string{"version", "sys_data", "mtu", "negotiate", "record", "traffic", "bw_report", "close"}
+var stepNames = [...]string{"version", "sys_data", "mtu", "negotiate", "record", "traffic", "bw_report", "close", "cm_connect"}
 
 // String returns the step's name ("negotiate", "traffic").
 func (k StepKind) String() string { return stepNames[k] }
@@ -32,6 +33,9 @@ type Step struct {
 	// operations (the write/read/atomic servers): its next step blocks
 	// until the peer is done.
 	Passive bool
+	// Zero marks the two StepRecord around StepCMConnect: they carry
+	// my_dest[0] before set_up_connection filled it, all zeros.
+	Zero bool
 }
 
 // Shape is what decides the sequence of exchanges of a run.
@@ -46,6 +50,7 @@ type Shape struct {
 	Conn     int32  // ConnRC, ConnUC, ConnUD
 	MTU      MTU    // the negotiated MTU; bounds -a for UD send tests
 	Size     uint64 // -s, the message size
+	RDMACM   bool   // -R: QPs connected through the RDMA CM
 }
 
 // Plan lists every exchange a real tool of version local makes with a peer
@@ -65,12 +70,19 @@ type Shape struct {
 //   - -a repeats the traffic per size (2..2^23, UD sends up to the MTU) with
 //     the per-size handshakes of each program; -b adds a handshake before
 //     the traffic and the report exchange after it;
-//   - 6.06 sides write "done" when they close.
+//   - 6.06 sides write "done" when they close (over TCP only);
+//   - with -R (create_rdma_cm_connection, called before set_up_connection)
+//     a handshake of the still zeroed my_dest[0], the RDMA CM connection of
+//     every QP, and another zeroed handshake come first; the records that
+//     follow are the usual ones, the QPN and PSN in them unused.
 func Plan(s Shape, local, peer Version) []Step {
 	q := max(s.NumQPs, 1)
 	steps := []Step{{Kind: StepVersion}, {Kind: StepSysData}, {Kind: StepMTU}}
 	if Negotiates(local, peer) {
 		steps = append(steps, Step{Kind: StepNegotiate})
+	}
+	if s.RDMACM {
+		steps = append(steps, Step{Kind: StepRecord, Zero: true}, Step{Kind: StepCMConnect}, Step{Kind: StepRecord, Zero: true})
 	}
 	rec := func(n int) {
 		for i := 0; i < n; i++ {

@@ -102,11 +102,22 @@ func (c *Config) Banner(in RunInfo, v Version) []string {
 	} else {
 		out = append(out, fmt.Sprintf(" Outstand reads  : %d", c.OutReads))
 	}
-	out = append(out, " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet")
+	if c.RDMACM {
+		out = append(out, " rdma_cm QPs\t : ON", " Data ex. method : rdma_cm")
+	} else {
+		out = append(out, " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet")
+	}
 	if d == V629 {
 		out = append(out, " NUMA node       : 0")
 	}
-	return append(out, resultLine)
+	out = append(out, resultLine)
+	if c.RDMACM && c.IsServer() {
+		// ctx_print_test_info's note to a server whose QPs wait for the
+		// client's CM request.
+		out = append(out, " Waiting for client rdma_cm QP to connect",
+			" Please run the same command with the IB/RoCE interface IP", resultLine)
+	}
+	return out
 }
 
 // cHex formats like C's "%#0Nx": no "0x" for zero, and the prefix counts

@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +12,9 @@ import (
 const (
 	RecordSize      = 108 // with a GID: every RoCE run
 	RecordSizeNoGID = 59  // without: IB with no -x
+	// RecordSizeCM is sizeof(struct pingpong_dest) on x86-64, the record
+	// rdma_write_keys sends over the RDMA CM exchange (-R, -z).
+	RecordSizeCM = 56
 )
 
 // Record is one QP's address in ctx_hand_shake (struct pingpong_dest).
@@ -23,6 +27,46 @@ type Record struct {
 	VAddr    uint64   // the buffer's address
 	GID      [16]byte // the side's GID
 	SRQN     uint32   // the XRC SRQ number, 0 otherwise
+	// GIDIndex is the sender's GID index (gid_index): only the RDMA CM
+	// exchange carries it, and only a zeroed record has 0 on RoCE.
+	GIDIndex int32
+}
+
+// MarshalCM lays the record out as rdma_write_keys sends it (perftest built
+// with HAVE_ENDIAN, as every distribution is): struct pingpong_dest with
+// each field big endian, the GID as is. The 4 bytes of padding before
+// vaddr are whatever was on the tool's stack; roced sends zeros.
+//
+//	0 lid, 4 out_reads, 8 qpn, 12 psn, 16 rkey, 20 padding, 24 vaddr,
+//	32 gid[16], 48 srqn, 52 gid_index
+func (r Record) MarshalCM() []byte {
+	b := make([]byte, RecordSizeCM)
+	be := binary.BigEndian
+	be.PutUint32(b[0:], uint32(r.LID))
+	be.PutUint32(b[4:], uint32(r.OutReads))
+	be.PutUint32(b[8:], r.QPN)
+	be.PutUint32(b[12:], r.PSN)
+	be.PutUint32(b[16:], r.RKey)
+	be.PutUint64(b[24:], r.VAddr)
+	copy(b[32:48], r.GID[:])
+	be.PutUint32(b[48:], r.SRQN)
+	be.PutUint32(b[52:], uint32(r.GIDIndex))
+	return b
+}
+
+// ParseRecordCM reads a record of the RDMA CM exchange. rdma_read_keys
+// takes lid, out_reads, qpn, psn, rkey, vaddr and the GID from it (the
+// padding is ignored); the SRQ number and GID index are returned too.
+func ParseRecordCM(b []byte) (Record, error) {
+	if len(b) != RecordSizeCM {
+		return Record{}, &RecordError{Raw: b, Reason: fmt.Sprintf("%d bytes, want %d", len(b), RecordSizeCM)}
+	}
+	be := binary.BigEndian
+	r := Record{LID: uint16(be.Uint32(b[0:])), OutReads: uint16(be.Uint32(b[4:])),
+		QPN: be.Uint32(b[8:]) & 0xffffff, PSN: be.Uint32(b[12:]) & 0xffffff, RKey: be.Uint32(b[16:]),
+		VAddr: be.Uint64(b[24:]), SRQN: be.Uint32(b[48:]), GIDIndex: int32(be.Uint32(b[52:]))}
+	copy(r.GID[:], b[32:48])
+	return r, nil
 }
 
 // Marshal formats the record as ethernet_write_keys does:

@@ -46,6 +46,10 @@ type Session struct {
 	// WithGID selects the 108-byte record (any RoCE run) over the 59-byte
 	// one (InfiniBand without -x).
 	WithGID bool
+	// RDMACM says the exchange runs over an RDMA CM connection (-R): each
+	// message is one SEND, records are binary (MarshalCM) and nobody
+	// writes "done".
+	RDMACM bool
 }
 
 // NewSession wraps an established connection. For a client, local is the
@@ -258,6 +262,13 @@ func (s *Session) Negotiate(ctx context.Context, mine Params, outReads int) (Neg
 
 // ExchangeRecord is one ctx_hand_shake: our record for their record.
 func (s *Session) ExchangeRecord(ctx context.Context, mine Record) (Record, error) {
+	if s.RDMACM {
+		raw, err := s.xchg(ctx, mine.MarshalCM(), "address record")
+		if err != nil {
+			return Record{}, err
+		}
+		return ParseRecordCM(raw)
+	}
 	raw, err := s.xchg(ctx, mine.Marshal(s.WithGID), "address record")
 	if err != nil {
 		return Record{}, err
@@ -306,7 +317,14 @@ var ErrTrailing = errors.New("perftest: unexpected bytes after the final handsha
 // if our version sends one, shuts down its sending half (so a peer doing
 // the same sees the end at once), reads until the peer closes or linger
 // passes, accepting only the peer's "done", and then closes.
+//
+// Over RDMA CM (RDMACM) ctx_close_connection neither writes "done" nor
+// closes: the connection stays up until the tool tears its resources
+// down, which the caller does (closing Conn).
 func (s *Session) Close(ctx context.Context, linger time.Duration) error {
+	if s.RDMACM {
+		return nil
+	}
 	defer s.conn.Close()
 	if s.Local.sendsDone() {
 		if err := wire.Write(s.conn, doneMsg); err != nil && !isClosed(err) {

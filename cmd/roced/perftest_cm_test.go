@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/oob/perftest"
+)
+
+// -R runs, server and client in-process over the UDP link on loopback,
+// on addresses no other test uses (127.0.16.5 serves, 127.0.16.6 dials)
+// and ports of their own. The client starts once the server's exchange
+// listener is up (ptListening).
+
+// cmPair runs one -R server and one -R client of test on port.
+func cmPair(t *testing.T, test perftest.Test, port int, args ...string) (srv, cli ptSide) {
+	t.Helper()
+	listening := make(chan struct{})
+	ptListenMu.Lock()
+	ptListenCh[port] = listening
+	ptListenMu.Unlock()
+	common := append([]string{"-R", "-x", "1", "-p", strconv.Itoa(port)}, args...)
+	done := make(chan ptSide, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := runPerftest(test, append([]string{"-d", "127.0.16.5"}, common...), &out, &errOut)
+		done <- ptSide{code, out.String(), errOut.String()}
+	}()
+	select {
+	case <-listening:
+	case s := <-done:
+		t.Fatalf("server ended before listening: %v", s)
+	case <-time.After(10 * time.Second):
+		t.Fatal("server not listening after 10 s")
+	}
+	var out, errOut bytes.Buffer
+	code := runPerftest(test, append(append([]string{"-d", "127.0.16.6"}, common...), "127.0.16.5"), &out, &errOut)
+	cli = ptSide{code, out.String(), errOut.String()}
+	select {
+	case srv = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("server still running 60 s after the client ended; client: %v", cli)
+	}
+	return srv, cli
+}
+
+// TestPerftestRDMACM: write_bw and send_bw (one and two QPs) and send_lat
+// with -R, each side claiming a version of its own: the banner says
+// rdma_cm, the server prints the note perftest prints, both sides print
+// the addresses of the QPs the CM connected and their rows.
+func TestPerftestRDMACM(t *testing.T) {
+	tests := []struct {
+		test  perftest.Test
+		port  int
+		claim perftest.Version
+		args  []string
+	}{
+		{perftest.WriteBW, 18861, perftest.V606, []string{"-n", "50", "-s", "4096"}},
+		{perftest.SendBW, 18862, perftest.V624, []string{"-n", "50", "-s", "2000"}},
+		{perftest.SendBW, 18863, perftest.V629, []string{"-n", "40", "-s", "64", "-q", "2"}},
+		{perftest.SendLat, 18864, perftest.V624, []string{"-n", "50", "-s", "64"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.test.String()+"/"+strings.Join(tt.args, ""), func(t *testing.T) {
+			srv, cli := cmPair(t, tt.test, tt.port, append([]string{"--perftest_version", string(tt.claim)}, tt.args...)...)
+			iters, _ := strconv.ParseUint(tt.args[1], 10, 64)
+			size, _ := strconv.ParseUint(tt.args[3], 10, 64)
+			if len(tt.args) > 4 {
+				iters *= 2 // -q 2: the rows count every QP's messages
+			}
+			for _, side := range []struct {
+				who    string
+				s      ptSide
+				server bool
+			}{{"server", srv, true}, {"client", cli, false}} {
+				checkOutput(t, side.who, side.s, tt.test, side.server, tt.claim, size, iters)
+				if !strings.Contains(side.s.out, " rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n") {
+					t.Errorf("%s: banner without rdma_cm:\n%s", side.who, side.s.out)
+				}
+				if got := strings.Contains(side.s.out, " Waiting for client rdma_cm QP to connect\n"); got != side.server {
+					t.Errorf("%s: rdma_cm note %v", side.who, got)
+				}
+				qps := 1
+				if len(tt.args) > 4 {
+					qps = 2
+				}
+				if n := strings.Count(side.s.out, " local address: "); n != qps {
+					t.Errorf("%s: %d local addresses", side.who, n)
+				}
+			}
+		})
+	}
+}
+
+// TestPerftestRDMACMRefused: -R with UC or UD is refused up front, with
+// the line saying why.
+func TestPerftestRDMACMRefused(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"-R -c UC", "UC is not supported in librdmacm"},
+		{"-R -c UD", "UD with -R"},
+		{"-z", "-R has both"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := runPerftest(perftest.SendBW, strings.Fields(tc.args), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%s: exit %d, stderr %q", tc.args, code, errOut.String())
+		}
+	}
+}
