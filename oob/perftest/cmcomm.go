@@ -253,8 +253,10 @@ type cmAddr netip.AddrPort
 func (a cmAddr) Network() string { return "rdma_cm" }
 func (a cmAddr) String() string  { return netip.AddrPort(a).String() }
 
-// LocalAddr and RemoteAddr are the connection's addresses.
-func (c *CommConn) LocalAddr() net.Addr  { return cmAddr(c.conn.LocalAddr()) }
+// LocalAddr is this side's address and port of the connection.
+func (c *CommConn) LocalAddr() net.Addr { return cmAddr(c.conn.LocalAddr()) }
+
+// RemoteAddr is the peer's address and port of the connection.
 func (c *CommConn) RemoteAddr() net.Addr { return cmAddr(c.conn.RemoteAddr()) }
 
 // SetDeadline bounds the Reads and Writes under way and to come.
@@ -267,7 +269,8 @@ func (c *CommConn) SetDeadline(t time.Time) error {
 	return nil
 }
 
-// SetReadDeadline and SetWriteDeadline are SetDeadline: one message is
-// in flight at a time.
-func (c *CommConn) SetReadDeadline(t time.Time) error  { return c.SetDeadline(t) }
+// SetReadDeadline is SetDeadline: one message is in flight at a time.
+func (c *CommConn) SetReadDeadline(t time.Time) error { return c.SetDeadline(t) }
+
+// SetWriteDeadline is SetDeadline: one message is in flight at a time.
 func (c *CommConn) SetWriteDeadline(t time.Time) error { return c.SetDeadline(t) }
