@@ -97,6 +97,9 @@ type Tool struct {
 	// Port is the tool's default port where it is not DefaultPort (the
 	// CM tools'): the README's lines leave it as it is.
 	Port int
+	// CMSizes are the sizes at which the tool's RC scenario runs once more
+	// with -R: the exchange and the QPs connected through the RDMA CM.
+	CMSizes []int
 }
 
 // CMExchange is what a tool of the CM family does once connected.
@@ -153,15 +156,18 @@ var Tools = []*Tool{
 		Iters: 50, ItersLarge: 8, Extra: []string{"-c", "-q", "4"}},
 
 	{Name: "write_bw", Binary: "ib_write_bw", Family: Perftest, Transports: []Transport{RC, UC},
-		Iters: 100, ItersLarge: 16, ServerRow: CountsRow, ClientRow: FullRow},
+		Iters: 100, ItersLarge: 16, ServerRow: CountsRow, ClientRow: FullRow,
+		CMSizes: []int{LargeSize}},
 	{Name: "write_lat", Binary: "ib_write_lat", Family: Perftest, Transports: []Transport{RC, UC}, Latency: true,
 		Iters: 100, ItersLarge: 16, ServerRow: FullRow, ClientRow: FullRow},
 	{Name: "read_bw", Binary: "ib_read_bw", Family: Perftest, Transports: []Transport{RC},
-		Iters: 100, ItersLarge: 16, ServerRow: CountsRow, ClientRow: FullRow},
+		Iters: 100, ItersLarge: 16, ServerRow: CountsRow, ClientRow: FullRow,
+		CMSizes: []int{LargeSize}},
 	{Name: "read_lat", Binary: "ib_read_lat", Family: Perftest, Transports: []Transport{RC}, Latency: true,
 		Iters: 100, ItersLarge: 16, ServerRow: NoRow, ClientRow: FullRow},
 	{Name: "send_bw", Binary: "ib_send_bw", Family: Perftest, Transports: []Transport{RC, UC, UD},
-		Iters: 100, ItersLarge: 16, ServerRow: CountsRow, ClientRow: FullRow},
+		Iters: 100, ItersLarge: 16, ServerRow: CountsRow, ClientRow: FullRow,
+		CMSizes: []int{LargeSize}},
 	{Name: "send_lat", Binary: "ib_send_lat", Family: Perftest, Transports: []Transport{RC, UC, UD}, Latency: true,
 		Iters: 100, ItersLarge: 16, ServerRow: FullRow, ClientRow: FullRow},
 	{Name: "atomic_bw", Binary: "ib_atomic_bw", Family: Perftest, Transports: []Transport{RC}, Atomic: true,
@@ -232,15 +238,33 @@ func (s Scenario) Name() string {
 	return n
 }
 
+// ViaCM reports whether the scenario connects through the RDMA CM: a tool
+// of the CM family, or perftest's -R. Its server then listens on QP1, not
+// on a TCP socket.
+func (s Scenario) ViaCM() bool {
+	if s.Tool.Family == CM {
+		return true
+	}
+	for _, f := range s.Flags {
+		if f == "-R" {
+			return true
+		}
+	}
+	return false
+}
+
 // variantLabel names the flags that are not the tool's defaults for every
 // scenario (-c, -q 4 are in every name of the tool, so they are left out).
 func variantLabel(flags []string) string {
 	var parts []string
 	for i := 0; i < len(flags); i++ {
 		f := flags[i]
-		if f == "-A" && i+1 < len(flags) {
+		switch {
+		case f == "-A" && i+1 < len(flags):
 			parts = append(parts, "A="+flags[i+1])
 			i++
+		case f == "-R":
+			parts = append(parts, "R")
 		}
 	}
 	return strings.Join(parts, ",")
@@ -418,6 +442,17 @@ func Matrix(o MatrixOptions) ([]Case, error) {
 					for _, d := range dirs {
 						cases = append(cases, Case{Scenario: sc, Dir: d})
 					}
+				}
+			}
+			if tr != RC {
+				continue // perftest's -R: RC only here (UC is not in librdmacm)
+			}
+			for _, size := range t.CMSizes {
+				sc := Scenario{Tool: t, Transport: tr, Size: size, MTU: o.MTU,
+					Iters: iters(t, size, o.MTU, o.ItersScale),
+					Flags: append(append([]string(nil), t.Extra...), "-R")}
+				for _, d := range dirs {
+					cases = append(cases, Case{Scenario: sc, Dir: d})
 				}
 			}
 		}

@@ -14,9 +14,10 @@ func TestMatrixShape(t *testing.T) {
 	// 4 pingpongs: rc, uc, srq x 4 sizes, ud x 2; perftest RC: 6 tests x 4
 	// sizes + 2 atomics x 2 variants; UC: write and send, bw and lat, x 4
 	// sizes; UD: send bw and lat x 2 sizes; rping at 64 and 65535 bytes;
-	// rdma_server/rdma_client's one exchange; ucmatose's 50 connections.
+	// rdma_server/rdma_client's one exchange; ucmatose's 50 connections;
+	// write_bw, read_bw and send_bw at 64 KiB through the RDMA CM (-R).
 	// Each in two directions.
-	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2 + 1 + 1
+	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2 + 1 + 1 + 3
 	if len(cases) != 2*scenarios {
 		t.Fatalf("%d cases, want %d", len(cases), 2*scenarios)
 	}
@@ -54,6 +55,14 @@ func TestMatrixShape(t *testing.T) {
 				t.Errorf("%s: size %d is not 1, MTU, MTU+1 or 64 KiB", c.ID(), c.Size)
 			}
 		}
+		if c.Tool.Family == Perftest && c.ViaCM() {
+			if c.Transport != RC || c.Size != LargeSize || c.Tool.Latency || c.Tool.Atomic || c.Flags[len(c.Flags)-1] != "-R" {
+				t.Errorf("%s: -R runs the RC bandwidth tools at 64 KiB", c.ID())
+			}
+			if got := strings.Join(c.Args(), " "); got != "-s 65536 -n 16 -m 1024 -F -R" {
+				t.Errorf("%s: shared flags %q", c.ID(), got)
+			}
+		}
 		if c.Tool.Family == Perftest && c.Iters < 5 {
 			t.Errorf("%s: perftest refuses -n %d", c.ID(), c.Iters)
 		}
@@ -72,6 +81,8 @@ func TestMatrixShape(t *testing.T) {
 		"write_bw/UC/s1025@peer-server", "atomic_lat/RC/s8/A=CMP_AND_SWAP@peer-server",
 		"atomic_bw/RC/s8/A=FETCH_AND_ADD@roced-server", "read_lat/RC/s65536@roced-server",
 		"rping/RC/s64@roced-server", "rping/RC/s65535@peer-server",
+		"write_bw/RC/s65536/R@roced-server", "read_bw/RC/s65536/R@peer-server",
+		"send_bw/RC/s65536/R@peer-server",
 	} {
 		if !seen[id] {
 			t.Errorf("missing case %s", id)
@@ -91,6 +102,7 @@ func TestMatrixOptions(t *testing.T) {
 	want := []string{
 		"ud_pingpong/UD/s1@peer-server", "ud_pingpong/UD/s4096@peer-server",
 		"send_bw/RC/s1@peer-server", "send_bw/RC/s4096@peer-server", "send_bw/RC/s4097@peer-server", "send_bw/RC/s65536@peer-server",
+		"send_bw/RC/s65536/R@peer-server",
 		"send_bw/UC/s1@peer-server", "send_bw/UC/s4096@peer-server", "send_bw/UC/s4097@peer-server", "send_bw/UC/s65536@peer-server",
 		"send_bw/UD/s1@peer-server", "send_bw/UD/s4096@peer-server",
 	}

@@ -325,7 +325,7 @@ type CMListenWaiter interface {
 // nothing outside can see it; for it the client's start is retried while
 // it is rejected for want of a listener (runClient).
 func waitServer(ctx context.Context, sc Scenario, run Runner, roced bool, srv Proc, port int, o Options) error {
-	if sc.Tool.Family != CM {
+	if !sc.ViaCM() {
 		return waitListen(ctx, srv, func(ctx context.Context) error { return run.WaitListen(ctx, port, o.ListenTimeout) })
 	}
 	w, ok := run.(CMListenWaiter)
@@ -335,7 +335,7 @@ func waitServer(ctx context.Context, sc Scenario, run Runner, roced bool, srv Pr
 	return waitListen(ctx, srv, func(ctx context.Context) error { return w.WaitCMListen(ctx, port, o.ListenTimeout) })
 }
 
-// runClient runs the client once, and for the CM family again while the
+// runClient runs the client once, and over the CM again while the
 // server rejected it with REJ 8 (invalid service ID: nothing listens on
 // the port yet) and the server still runs, until deadline. That is the
 // start-up wait for a server whose listener cannot be seen from outside
@@ -345,7 +345,7 @@ func waitServer(ctx context.Context, sc Scenario, run Runner, roced bool, srv Pr
 func runClient(ctx context.Context, sc Scenario, run Runner, argv []string, srv Proc, deadline time.Time, o Options) (Output, int) {
 	for starts := 1; ; starts++ {
 		out := run.Start(ctx, argv, o.Timeout).Wait()
-		if sc.Tool.Family != CM || !rejectedUnlistened(out) || !time.Now().Before(deadline) {
+		if !sc.ViaCM() || !rejectedUnlistened(out) || !time.Now().Before(deadline) {
 			return out, starts
 		}
 		select {
@@ -373,13 +373,16 @@ func startsNote(out Output, starts int, o Options) []string {
 // REQ met no listener: rping (and roced rping) print "cma event
 // RDMA_CM_EVENT_REJECTED, error 8" for a REJ of reason 8, invalid service
 // ID, which is what a CM answers for a port nobody listens on (ucmatose
-// "cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8").
+// "cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8"; roced's perftest
+// client "cm: rejected: invalid service ID (8)").
 func rejectedUnlistened(o Output) bool {
 	if o.Exit == 0 || o.TimedOut || o.Stopped || o.StartErr != "" || o.NotCaptured {
 		return false
 	}
-	// rdma_client says only ECONNREFUSED, whatever the REJ's reason.
-	for _, rej := range []string{"RDMA_CM_EVENT_REJECTED, error 8", "RDMA_CM_EVENT_REJECTED, error: 8", "rdma_connect: Connection refused"} {
+	// rdma_client says only ECONNREFUSED, and perftest's -R client only
+	// the event (8 is RDMA_CM_EVENT_REJECTED), whatever the REJ's reason.
+	for _, rej := range []string{"RDMA_CM_EVENT_REJECTED, error 8", "RDMA_CM_EVENT_REJECTED, error: 8",
+		"rdma_connect: Connection refused", "Unexpected CM event bl blka 8", "cm: rejected: invalid service ID (8)"} {
 		if strings.Contains(o.Stderr, rej) || strings.Contains(o.Stdout, rej) {
 			return true
 		}

@@ -67,22 +67,25 @@ func fakeTool(mode string, args []string) int {
 			behave[r] = b
 		}
 	}
+	port := flags["-p"]
+	if port == "" {
+		port = strconv.Itoa(DefaultPort)
+	}
 	switch behave[role] {
 	case "exit":
 		fmt.Fprintln(os.Stderr, "fake: refusing to start")
 		return 2
 	case "hang-before":
 		time.Sleep(time.Hour)
+	case "late":
+		waitRejected(port)
 	}
 	size, _ := strconv.Atoi(flags["-s"])
 	if tool.Atomic {
 		size = AtomicSize
 	}
 	iters, _ := strconv.Atoi(flags["-n"])
-	port := flags["-p"]
-	if port == "" {
-		port = strconv.Itoa(DefaultPort)
-	}
+	viaCM := flags["-R"] == "true" && behave[role] != "tcp"
 	var conn net.Conn
 	var err error
 	if role == "server" {
@@ -96,9 +99,19 @@ func fakeTool(mode string, args []string) int {
 	} else {
 		conn, err = net.Dial("tcp", net.JoinHostPort(server, port))
 	}
-	if err != nil {
+	switch {
+	case err != nil && viaCM:
+		// What perftest's -R client prints for a REJ, whatever its reason.
+		markRejected(port)
+		fmt.Fprintln(os.Stderr, "Unexpected CM event bl blka 8\n Unable to perform rdma_client function\n Unable to init the socket connection")
+		return 1
+	case err != nil:
 		fmt.Fprintf(os.Stderr, "Couldn't connect: %v\n", err)
 		return 1
+	case viaCM:
+		fmt.Println(" Data ex. method : rdma_cm")
+	case tool.Family == Perftest:
+		fmt.Println(" Data ex. method : Ethernet")
 	}
 	fmt.Fprintf(conn, "%s %s\n", role, flags["-d"])
 	peer, _ := bufio.NewReader(conn).ReadString('\n')
@@ -171,19 +184,9 @@ func fakeRping(mode string, args []string) int {
 	count, _ := strconv.Atoi(flags["-C"])
 	size, _ := strconv.Atoi(flags["-S"])
 	addr := net.JoinHostPort(flags["-a"], flags["-p"])
-	// "late": the server listens only once a client has been turned away,
-	// which the client marks with a file named after the port: an order
-	// of events, not a guess at how long a loaded machine takes to start
-	// the client.
-	rejected := filepath.Join(os.TempDir(), "goroce-fakerping-rejected-"+flags["-p"])
 	switch behave {
 	case "late":
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if _, err := os.Stat(rejected); err == nil {
-				break
-			}
-		}
-		os.Remove(rejected)
+		waitRejected(flags["-p"])
 	case "hang-before":
 		time.Sleep(time.Hour)
 	case "rej28":
@@ -206,7 +209,7 @@ func fakeRping(mode string, args []string) int {
 	} else {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
-			os.WriteFile(rejected, nil, 0o600)
+			markRejected(flags["-p"])
 			fmt.Fprintln(os.Stderr, "cma event RDMA_CM_EVENT_REJECTED, error 8")
 			fmt.Fprintln(os.Stderr, "wait for CONNECTED state 4")
 			fmt.Fprintln(os.Stderr, "connect error -1")
@@ -219,6 +222,25 @@ func fakeRping(mode string, args []string) int {
 	}
 	fmt.Fprintln(os.Stderr, role+" DISCONNECT EVENT...")
 	return 0
+}
+
+// A "late" fake server listens only once a client has been turned away,
+// which the client marks with a file named after the port: an order of
+// events, not a guess at how long a loaded machine takes to start the
+// client.
+func rejectedMark(port string) string {
+	return filepath.Join(os.TempDir(), "goroce-fake-rejected-"+port)
+}
+
+func markRejected(port string) { os.WriteFile(rejectedMark(port), nil, 0o600) }
+
+func waitRejected(port string) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(rejectedMark(port)); err == nil {
+			break
+		}
+	}
+	os.Remove(rejectedMark(port))
 }
 
 // TestRunRping: an rping case through the harness with a fake rping. A
@@ -262,6 +284,41 @@ func TestRunRping(t *testing.T) {
 			}
 			if tc.result == Pass && FigureText(r.Figures) != "10 pings (client)" {
 				t.Errorf("figure %q", FigureText(r.Figures))
+			}
+		})
+	}
+}
+
+// TestRunPerftestCM: a perftest -R case through the harness with a fake
+// perftest. Its server listens where nothing outside sees it (a roced
+// server's CM listener), so a client rejected for want of a listener is
+// started again until the server listens; a side that ignores -R fails.
+func TestRunPerftestCM(t *testing.T) {
+	one := func(c Case) bool { return c.ViaCM() && c.Dir == RocedServer }
+	for _, tc := range []struct {
+		name, mode string
+		result     string
+		reason     string // a substring of the reasons
+		note       string // a substring of the notes
+	}{
+		{name: "pass", mode: "", result: Pass},
+		{name: "late server", mode: "server=late", result: Pass, note: "the server rejected the first"},
+		{name: "server never listens", mode: "server=hang-before", result: Fail, reason: "Unexpected CM event bl blka 8",
+			note: "each rejected with REJ 8: nothing listened within 3s"},
+		{name: "client over TCP", mode: "client=tcp", result: Fail, reason: `client (roced): no " Data ex. method : rdma_cm" line`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(fakeEnv, tc.mode)
+			rep := Run(context.Background(), fakePeer(t), casesFor(t, one, "write_bw"), Options{
+				Port: freePort(t), Timeout: 8 * time.Second, ListenTimeout: 3 * time.Second, Grace: 500 * time.Millisecond,
+			})
+			if len(rep.Results) != 1 {
+				t.Fatalf("%d results", len(rep.Results))
+			}
+			r := rep.Results[0]
+			if r.Case != "write_bw/RC/s65536/R" || r.Result != tc.result || !strings.Contains(strings.Join(r.Reasons, "\n"), tc.reason) ||
+				!strings.Contains(strings.Join(r.Notes, "\n"), tc.note) {
+				t.Errorf("%s %s %q %q; want %s, reason %q, note %q", r.Case, r.Result, r.Reasons, r.Notes, tc.result, tc.reason, tc.note)
 			}
 		})
 	}

@@ -263,11 +263,16 @@ func judgePerftest(sc Scenario, s SideRun) (reasons, notes []string, figs []Figu
 	if err != nil {
 		return []string{tag + ": " + err.Error()}, nil, nil
 	}
+	// With -R, the banner must say the exchange went over the RDMA CM: a
+	// side that ignored -R and used TCP would otherwise pass.
+	if sc.ViaCM() && !rdmaCMBanner(s.Out.Stdout) {
+		reasons = append(reasons, tag+": no \" Data ex. method : rdma_cm\" line: the run did not go through the RDMA CM")
+	}
 	if !ok {
 		if want != NoRow {
-			return []string{tag + ": no result row (\" #bytes #iterations ...\" header and its row)"}, nil, nil
+			return append(reasons, tag+": no result row (\" #bytes #iterations ...\" header and its row)"), nil, nil
 		}
-		return nil, nil, nil
+		return reasons, nil, nil
 	}
 	if row.Latency != sc.Tool.Latency {
 		kind := map[bool]string{true: "latency", false: "bandwidth"}
@@ -309,6 +314,17 @@ func judgePerftest(sc Scenario, s SideRun) (reasons, notes []string, figs []Figu
 		figs = append(figs, Figure{Value: row.MsgRate, Unit: "Mpps", Side: s.Role})
 	}
 	return reasons, notes, figs
+}
+
+// rdmaCMBanner reports whether perftest's banner names rdma_cm as the data
+// exchange method (" Data ex. method : rdma_cm", spaces as printed).
+func rdmaCMBanner(stdout string) bool {
+	for _, l := range strings.Split(stdout, "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "Data ex. method" && strings.TrimSpace(v) == "rdma_cm" {
+			return true
+		}
+	}
+	return false
 }
 
 // rowConsistency checks that a row's figures agree with each other as

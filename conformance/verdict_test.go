@@ -44,6 +44,11 @@ func TestJudge(t *testing.T) {
 
 	rc64 := scenario(t, "rc_pingpong", RC, 64, 5)
 	wb64 := scenario(t, "write_bw", RC, 64, 100)
+	wb64R := wb64
+	wb64R.Flags = []string{"-R"}
+	viaCM := func(s string) string {
+		return strings.Replace(s, " Data ex. method : Ethernet", " Data ex. method : rdma_cm", 1)
+	}
 	wl8k := scenario(t, "write_lat", RC, 8192, 20)
 	rl64 := scenario(t, "read_lat", RC, 64, 20)
 	acas := scenario(t, "atomic_bw", RC, AtomicSize, 100)
@@ -93,6 +98,12 @@ func TestJudge(t *testing.T) {
 
 		{name: "perftest bw pass", sc: wb64, srv: out(wbSrv), cli: out(wbCli), srvStrict: true, cliStrict: true,
 			figure: "0.61 MiB/sec BW average, 0.009939 Mpps (client)"},
+		{name: "perftest -R pass", sc: wb64R, srv: out(viaCM(wbSrv)), cli: out(viaCM(wbCli)), srvStrict: true, cliStrict: true,
+			figure: "0.61 MiB/sec BW average, 0.009939 Mpps (client)"},
+		{name: "perftest -R over TCP", sc: wb64R, srv: out(viaCM(wbSrv)), cli: out(wbCli), srvStrict: true, cliStrict: true,
+			reasons: []string{`client (C): no " Data ex. method : rdma_cm" line`}},
+		{name: "perftest -R no banner nor row", sc: wb64R, srv: out(viaCM(wbSrv)), cli: out("---\n"),
+			reasons: []string{`client (C): no " Data ex. method : rdma_cm" line`, "client (C): no result row"}},
 		{name: "perftest bw wrong iterations", sc: scenario(t, "write_bw", RC, 64, 50), srv: out(wbSrv), cli: out(wbCli),
 			reasons: []string{"server (S): #iterations 100, want 50", "client (C): #iterations 100, want 50"}},
 		{name: "perftest bw client row missing", sc: wb64, srv: out(wbSrv), cli: out("---\n"),
