@@ -7,7 +7,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/inet"
-	"github.com/goroce/goroce/internal/vnet"
+	"github.com/goroce/goroce/nic/vnet"
 	"golang.org/x/sys/unix"
 )
 
@@ -152,7 +152,7 @@ func ipDst(dg []byte) (netip.Addr, int, uint16, bool) {
 // virtio_net_hdr PACKET_VNET_HDR puts there. A UDP GSO super-frame (a
 // Linux UDP sender on the same veth pair, whose offload hands the peer
 // the unsegmented send) is cut into its datagrams, as the wire would have
-// carried them (internal/vnet); the rest are handed over in place.
+// carried them (nic/vnet); the rest are handed over in place.
 type afpRx struct {
 	l     *AFPacket
 	slot  int

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/goroce/goroce/internal/vnet"
+	"github.com/goroce/goroce/nic/vnet"
 	"golang.org/x/sys/unix"
 )
 

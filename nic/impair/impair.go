@@ -17,7 +17,7 @@
 // discovery cross it untouched). Faults apply only to RoCEv2 frames (UDP
 // destination port 4791) unless Faults.AllFrames is set. A UDP GSO
 // super-frame from a Linux sender is cut into its datagrams first, and a
-// partial checksum completed (internal/vnet), so that faults fall on
+// partial checksum completed (nic/vnet), so that faults fall on
 // packets, as on a wire.
 package impair
 
