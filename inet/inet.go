@@ -1,6 +1,7 @@
 // Package inet holds views of the IPv4, IPv6 and UDP headers that RoCEv2
 // rides on: byte slices with the fields' offsets named once and read and
-// written through accessors, as gVisor's tcpip/header views are. Package
+// written through accessors, as gVisor's tcpip/header views are, and the
+// Internet checksum (RFC 1071) with the pseudo-headers UDP's covers. Package
 // bth keeps the InfiniBand transport headers; a frame's outer headers are
 // read and written here.
 package inet

@@ -16,6 +16,8 @@ package vnet
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // HdrLen is the size of struct virtio_net_hdr.
@@ -85,7 +87,7 @@ func CompleteChecksum(frame []byte, h Hdr) error {
 	if start >= len(frame) || field+2 > len(frame) {
 		return ErrMalformed
 	}
-	c := ^fold(sum(0, frame[start:]))
+	c := inet.Checksum(frame[start:])
 	if c == 0 && h.CsumOffset == 6 { // UDP sends 0 as all ones (RFC 768)
 		c = 0xffff
 	}
@@ -127,36 +129,31 @@ func UDPSegment(dst, frame []byte, h Hdr, i int) (int, error) {
 	copy(dst, frame[:l4+8])
 	copy(dst[l4+8:], pay)
 	seg := dst[:n]
-	ip, udp := seg[l3:l4], seg[l4:]
-	ulen := 8 + len(pay)
-	binary.BigEndian.PutUint16(udp[4:], uint16(ulen))
-	udp[6], udp[7] = 0, 0
+	l3h, udp := seg[l3:l4], inet.UDP(seg[l4:])
+	ulen := inet.UDPHeaderLen + len(pay)
+	udp.SetLength(uint16(ulen))
 	var ps uint64
-	switch ip[0] >> 4 {
+	switch l3h[0] >> 4 {
 	case 4:
-		if ihl := int(ip[0]&0xf) * 4; ihl != len(ip) {
+		ip := inet.IPv4(l3h)
+		if ip.HeaderLen() != len(ip) {
 			return 0, ErrMalformed // options or a header that does not end where UDP starts
 		}
-		binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)+ulen))
-		binary.BigEndian.PutUint16(ip[4:], binary.BigEndian.Uint16(ip[4:])+uint16(i))
-		ip[10], ip[11] = 0, 0
-		binary.BigEndian.PutUint16(ip[10:], ^fold(sum(0, ip)))
-		ps = sum(0, ip[12:20])
+		ip.SetTotalLength(uint16(len(ip) + ulen))
+		ip.SetID(ip.ID() + uint16(i))
+		ip.SetChecksum(ip.CalculateChecksum())
+		ps = ip.PseudoHeaderSum(ulen)
 	case 6:
-		if len(ip) != 40 { // RoCEv2 sends no extension headers
+		ip := inet.IPv6(l3h)
+		if len(ip) != inet.IPv6HeaderLen { // RoCEv2 sends no extension headers
 			return 0, ErrMalformed
 		}
-		binary.BigEndian.PutUint16(ip[4:], uint16(ulen))
-		ps = sum(0, ip[8:40])
+		ip.SetPayloadLength(uint16(ulen))
+		ps = ip.PseudoHeaderSum(ulen)
 	default:
 		return 0, ErrMalformed
 	}
-	ps += 17 + uint64(ulen) // protocol and UDP length
-	c := ^fold(sum(ps, udp))
-	if c == 0 {
-		c = 0xffff
-	}
-	binary.BigEndian.PutUint16(udp[6:], c)
+	udp.SetChecksum(udp.CalculateChecksum(ps))
 	return n, nil
 }
 
@@ -176,37 +173,6 @@ func offsets(frame []byte, h Hdr) (l3, l4 int, ok bool) {
 	}
 	return l3, l4, true
 }
-
-// sum adds b to the running one's-complement sum s as 16-bit big-endian
-// words (RFC 1071), eight bytes at a time.
-func sum(s uint64, b []byte) uint64 {
-	for len(b) >= 8 {
-		v := binary.BigEndian.Uint64(b)
-		s += v >> 32
-		s += v & 0xffffffff
-		b = b[8:]
-	}
-	for len(b) >= 2 {
-		s += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint64(b[0]) << 8
-	}
-	return s
-}
-
-// fold reduces a running sum to 16 bits.
-func fold(s uint64) uint16 {
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return uint16(s)
-}
-
-// Checksum returns the Internet checksum of b (for tests and callers that
-// rebuild headers).
-func Checksum(b []byte) uint16 { return ^fold(sum(0, b)) }
 
 // UDP finds the UDP header of an Ethernet frame holding an IPv4 (without
 // options being required) or IPv6 (no extension headers) UDP datagram,
@@ -243,26 +209,21 @@ func FixUDPChecksum(frame []byte) bool {
 	if !ok {
 		return false
 	}
-	ip, udp := frame[l3:l4], frame[l4:]
-	ulen := int(binary.BigEndian.Uint16(udp[4:]))
-	if ulen < 8 || ulen > len(udp) {
+	l3h, udp := frame[l3:l4], inet.UDP(frame[l4:])
+	ulen := int(udp.Length())
+	if ulen < inet.UDPHeaderLen || ulen > len(udp) {
 		return false
 	}
 	udp = udp[:ulen]
 	var ps uint64
-	if ip[0]>>4 == 4 {
-		if udp[6] == 0 && udp[7] == 0 {
+	if l3h[0]>>4 == 4 {
+		if udp.Checksum() == 0 {
 			return true
 		}
-		ps = sum(0, ip[12:20])
+		ps = inet.IPv4(l3h).PseudoHeaderSum(ulen)
 	} else {
-		ps = sum(0, ip[8:40])
+		ps = inet.IPv6(l3h).PseudoHeaderSum(ulen)
 	}
-	udp[6], udp[7] = 0, 0
-	c := ^fold(sum(ps+17+uint64(ulen), udp))
-	if c == 0 {
-		c = 0xffff
-	}
-	binary.BigEndian.PutUint16(udp[6:], c)
+	udp.SetChecksum(udp.CalculateChecksum(ps))
 	return true
 }

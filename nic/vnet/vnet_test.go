@@ -8,6 +8,8 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // frame builds an Ethernet/IP/UDP frame with gopacket, checksums computed:
@@ -65,11 +67,11 @@ func partial(f []byte, v6, vlan bool) Hdr {
 	ulen := uint64(binary.BigEndian.Uint16(f[l4+4:]))
 	var ps uint64
 	if v6 {
-		ps = sum(0, f[l3+8:l3+40])
+		ps = inet.Sum(0, f[l3+8:l3+40])
 	} else {
-		ps = sum(0, f[l3+12:l3+20])
+		ps = inet.Sum(0, f[l3+12:l3+20])
 	}
-	binary.BigEndian.PutUint16(f[l4+6:], fold(ps+17+ulen))
+	binary.BigEndian.PutUint16(f[l4+6:], inet.Fold(ps+17+ulen))
 	return Hdr{Flags: FlagNeedsCsum, CsumStart: uint16(l4), CsumOffset: 6, HdrLen: uint16(l4 + 8)}
 }
 
