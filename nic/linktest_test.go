@@ -53,6 +53,11 @@ func checkFrame(f Frame, o bth.Outer, payload int) (int, error) {
 	if !fr.VerifyICRC() {
 		return 0, fmt.Errorf("ICRC %#x, computed %#x", fr.StoredICRC(), fr.ComputeICRC())
 	}
+	// A frame handed up verified must be what decoding it gives.
+	if f.Verified && (&f.Decoded.IP()[0] != &fr.IP()[0] || &f.Decoded.RoCE()[0] != &fr.RoCE()[0] ||
+		len(f.Decoded.RoCE()) != len(fr.RoCE()) || !f.Decoded.VerifyICRC()) {
+		return 0, errors.New("the link's decoded frame is not the datagram's")
+	}
 	src, dst := fr.SrcAddr(), fr.DstAddr()
 	if src != o.Src.WithZone("") || dst != o.Dst.WithZone("") {
 		return 0, fmt.Errorf("addresses %v -> %v, want %v -> %v", src, dst, o.Src, o.Dst)

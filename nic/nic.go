@@ -8,13 +8,16 @@
 // that talks Ethernet prepends its header in the frame's headroom, and the
 // UDP link hands the kernel only the UDP payload after checking that the
 // kernel will build the same headers (and, on receive, rebuilds the headers
-// the kernel stripped so the engine can verify the ICRC).
+// the kernel stripped, verifying the ICRC as it recovers the IPv4 ID, and
+// hands the frame up decoded and verified, Frame.Verified).
 package nic
 
 import (
 	"errors"
 	"net"
 	"net/netip"
+
+	"github.com/goroce/goroce/bth"
 )
 
 // Headroom is the free space every transmit buffer keeps before the IP
@@ -33,6 +36,16 @@ const BufSize = Headroom + MaxFrame
 type Frame struct {
 	B   []byte // the buffer: headroom, then the datagram
 	Off int    // where the datagram starts in B
+
+	// Verified says that the link has done the receive checks already:
+	// Decoded is the datagram decoded (bth.DecodeIP, which checks the IPv4
+	// header checksum) and its ICRC verified, so the device takes Decoded
+	// as it is rather than decoding and computing the ICRC a second time
+	// (gVisor's RXChecksumValidated). Links that only move bytes leave it
+	// false; a wrapper that changes a frame's bytes hands on a new Frame.
+	// Only received frames carry it.
+	Verified bool
+	Decoded  bth.Frame // valid when Verified
 }
 
 // Datagram returns the IP datagram.

@@ -202,10 +202,15 @@ func (r *udpRx) deliver(frames []Frame) int {
 			dropped++
 			continue
 		}
-		if !f.RecoverIPv4ID() {
+		// Solving the IPv4 ID makes the ICRC verify (it is solved from
+		// the ICRC's difference), so the frame goes up verified and the
+		// device computes no second ICRC. IPv6 carries no ID to solve,
+		// and an ID not found leaves the ICRC for the device to reject.
+		solved := f.RecoverIPv4ID()
+		if !solved {
 			unsolved++
 		}
-		frames[n] = Frame{B: b, Off: Headroom}
+		frames[n] = Frame{B: b, Off: Headroom, Verified: solved && !f.IsIPv6(), Decoded: f}
 		n++
 		pk++
 		by += uint64(len(dg))

@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+
+	"github.com/goroce/goroce/bth"
 )
 
 func openUDP(t *testing.T, cfg UDPConfig) *UDP {
@@ -87,6 +89,68 @@ func TestUDPSrcPorts(t *testing.T) {
 // TestUDPRejectsForeignHeaders: a frame whose source address is not the
 // link's, or with a fragment offset, is dropped rather than sent with
 // headers its ICRC does not match.
+// TestUDPHandsUpVerified: the UDP link verifies each IPv4 frame's ICRC as
+// it recovers the IPv4 ID, and says so (Frame.Verified), so that the
+// device does not compute it again; a frame whose ICRC is wrong, and an
+// IPv6 frame (no ID, no ICRC computed), go up unverified.
+func TestUDPHandsUpVerified(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		a, b         string
+		corrupt      bool
+		wantVerified bool
+	}{
+		{"ipv4", "127.0.0.1", "127.0.0.2", false, true},
+		{"ipv4 bad ICRC", "127.0.0.1", "127.0.0.2", true, false},
+		{"ipv6", "::1", "::1", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr(tc.a)})
+			b := a
+			if tc.b != tc.a {
+				b = openUDP(t, UDPConfig{Addr: netip.MustParseAddr(tc.b)})
+			}
+			o := outer(a, netip.MustParseAddr(tc.b), 5)
+			fr := testFrames(o, 3, 100)
+			if tc.corrupt {
+				for _, f := range fr {
+					f.B[len(f.B)-1] ^= 0x40 // the ICRC's last byte
+				}
+			}
+			if n, err := a.Send(fr); n != 3 || err != nil {
+				t.Fatalf("sent %d: %v", n, err)
+			}
+			buf := make([]Frame, 8)
+			for got := 0; got < 3; {
+				n, err := b.Recv(buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range buf[:n] {
+					got++
+					dec, err := bth.DecodeIP(f.Datagram())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if f.Verified != tc.wantVerified {
+						t.Errorf("verified %v, want %v (ICRC verifies: %v)", f.Verified, tc.wantVerified, dec.VerifyICRC())
+					}
+					if f.Verified && (!dec.VerifyICRC() || &f.Decoded.RoCE()[0] != &dec.RoCE()[0]) {
+						t.Error("handed up verified, but Decoded is not the datagram or its ICRC fails")
+					}
+				}
+			}
+			want := uint64(0)
+			if tc.corrupt {
+				want = 3
+			}
+			if s := b.Stats(); s.RxIDUnsolved != want {
+				t.Errorf("RxIDUnsolved %d, want %d", s.RxIDUnsolved, want)
+			}
+		})
+	}
+}
+
 func TestUDPRejectsForeignHeaders(t *testing.T) {
 	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")})
 	o := outer(a, netip.MustParseAddr("127.0.0.2"), 1)

@@ -188,7 +188,7 @@ func FuzzReceive(f *testing.F) {
 		before := s.dev.Counters().List()
 		a0, _ := q.Query()
 		var b burst
-		s.dev.input(dg, &b)
+		s.dev.input(nic.Frame{B: dg}, &b)
 		b.flush()
 		a1, _ := q.Query()
 

@@ -349,7 +349,7 @@ func TestDestroyAfterLastReceiveAcks(t *testing.T) {
 	dg := r.build(bth.RCSendOnly, rPSN, true, bytes.Repeat([]byte{1}, 64))[nic.Headroom:]
 	// The device's receive path, driven by hand so that the burst stays open.
 	var b burst
-	s.dev.input(dg, &b)
+	s.dev.input(nic.Frame{B: dg}, &b)
 	if wc := wait(t, s.rcq, time.Second); wc.Status != cq.Success || wc.WRID != 7 {
 		t.Fatalf("receive %+v", wc)
 	}
@@ -369,7 +369,7 @@ func TestErrAfterLastReceiveAcks(t *testing.T) {
 	must(t, s.qp.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{s.mr.SGE(0, 4096)}}))
 	dg := r.build(bth.RCSendOnly, rPSN, true, bytes.Repeat([]byte{1}, 64))[nic.Headroom:]
 	var b burst
-	s.dev.input(dg, &b)
+	s.dev.input(nic.Frame{B: dg}, &b)
 	if wc := wait(t, s.rcq, time.Second); wc.Status != cq.Success || wc.WRID != 7 {
 		t.Fatalf("receive %+v", wc)
 	}

@@ -70,7 +70,7 @@ func TestForeignTransportResponse(t *testing.T) {
 		// Straight into the device's receive path, so the drop is done
 		// when input returns.
 		var b burst
-		s.dev.input(r.build(op, 5000, false, nil, aeth(ack, 1))[nic.Headroom:], &b)
+		s.dev.input(nic.Frame{B: r.build(op, 5000, false, nil, aeth(ack, 1)), Off: nic.Headroom}, &b)
 		b.flush()
 		var wc [1]cq.WC
 		if n, _ := s.scq.Poll(wc[:]); n != 0 {
@@ -181,7 +181,7 @@ func checkVerdict(t *testing.T, s *side, r *rawPeer, q *qp.QP, typ qp.Type, op b
 	a0, _ := q.Query()
 
 	var b burst
-	s.dev.input(validationPacket(s, r, q, op), &b)
+	s.dev.input(nic.Frame{B: validationPacket(s, r, q, op)}, &b)
 	b.flush()
 
 	a1, _ := q.Query()
