@@ -1,6 +1,7 @@
 package rawudp
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/goroce/goroce/internal/netns"
@@ -24,5 +25,16 @@ func TestMeasure(t *testing.T) {
 				t.Fatalf("gso %v %v: %+v", gso, dst, r)
 			}
 		}
+	}
+}
+
+// TestPingPong: every round trip is timed once, and each is positive.
+func TestPingPong(t *testing.T) {
+	s, err := PingPong(netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.1"), 80, 50, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 50 || s.Quantile(0) <= 0 {
+		t.Fatalf("%d round trips, shortest %v", len(s), s.Quantile(0))
 	}
 }

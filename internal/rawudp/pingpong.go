@@ -1,0 +1,65 @@
+package rawudp
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/goroce/goroce/internal/latency"
+)
+
+// PingPong times count round trips of a size-byte datagram between a
+// socket on a and an echoing socket on b (ports the kernel picks), one at
+// a time: the kernel's plain UDP round trip, the yardstick for an RC
+// ping-pong over the UDP link between the same addresses. Both ends block
+// in the Go runtime's poller, as goroce's receive goroutines wait for
+// their sockets. start, if set, is called just before the first send.
+func PingPong(a, b netip.Addr, size, count int, start func()) (latency.Sample, error) {
+	ca, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
+	if err != nil {
+		return nil, err
+	}
+	defer ca.Close()
+	cb, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(b, 0)))
+	if err != nil {
+		return nil, err
+	}
+	defer cb.Close()
+	echoed := make(chan error, 1)
+	go func() {
+		buf := make([]byte, size+1)
+		for range count {
+			n, from, err := cb.ReadFromUDPAddrPort(buf)
+			if err == nil {
+				_, err = cb.WriteToUDPAddrPort(buf[:n], from)
+			}
+			if err != nil {
+				echoed <- err
+				return
+			}
+		}
+		echoed <- nil
+	}()
+	to := cb.LocalAddr().(*net.UDPAddr).AddrPort()
+	msg, buf := make([]byte, size), make([]byte, size+1)
+	s := make(latency.Sample, 0, count)
+	if start != nil {
+		start()
+	}
+	for range count {
+		t0 := time.Now()
+		if _, err := ca.WriteToUDPAddrPort(msg, to); err != nil {
+			return nil, err
+		}
+		n, _, err := ca.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return nil, err
+		}
+		if n != size {
+			return nil, errors.New("rawudp: the echo is not the datagram sent")
+		}
+		s = append(s, time.Since(t0))
+	}
+	return s, <-echoed
+}
