@@ -85,7 +85,10 @@ func fakeTool(mode string, args []string) int {
 		size = AtomicSize
 	}
 	iters, _ := strconv.Atoi(flags["-n"])
-	viaCM := flags["-R"] == "true" && behave[role] != "tcp"
+	// With -R the fake connects as a CM client would (a refused start is
+	// a REJ, which the harness answers by starting it again); "tcp" only
+	// makes its banner say it exchanged over TCP, the side that ignored -R.
+	viaCM := flags["-R"] == "true"
 	var conn net.Conn
 	var err error
 	if role == "server" {
@@ -108,7 +111,7 @@ func fakeTool(mode string, args []string) int {
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "Couldn't connect: %v\n", err)
 		return 1
-	case viaCM:
+	case viaCM && behave[role] != "tcp":
 		fmt.Println(" Data ex. method : rdma_cm")
 	case tool.Family == Perftest:
 		fmt.Println(" Data ex. method : Ethernet")
