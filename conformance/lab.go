@@ -30,9 +30,12 @@ type Lab struct {
 	Script string // rxe-peer.sh's path
 	// HostAddr and GuestAddr are the two tap addresses (no prefix length).
 	HostAddr, GuestAddr string
-	Suite               string // the guest's Debian suite (bookworm, trixie)
-	NetNS, Tap          string // the host-side namespace and tap device
-	MTU                 int    // of the tap
+	// HostAddr6 and GuestAddr6 are the IPv6 addresses EnableIPv6 gives
+	// the tap and the guest's eth0 (the lab itself runs IPv4 only).
+	HostAddr6, GuestAddr6 string
+	Suite                 string // the guest's Debian suite (bookworm, trixie)
+	NetNS, Tap            string // the host-side namespace and tap device
+	MTU                   int    // of the tap
 	// Capture, when true, records the tap's traffic around each case.
 	Capture bool
 	// GuestEvidence, when true, records the guest's side of each case too:
@@ -107,14 +110,16 @@ func NewLab(dir string) *Lab {
 		mtu = 1500
 	}
 	return &Lab{
-		Dir:       dir,
-		Script:    filepath.Join(dir, "rxe-peer.sh"),
-		HostAddr:  strip(env("RXE_PEER_HOST_ADDR", "192.0.2.1/24")),
-		GuestAddr: strip(env("RXE_PEER_GUEST_ADDR", "192.0.2.2/24")),
-		Suite:     env("RXE_PEER_SUITE", "bookworm"),
-		NetNS:     env("RXE_PEER_NETNS", "rxepeer"),
-		Tap:       env("RXE_PEER_TAP", "rxetap0"),
-		MTU:       mtu,
+		Dir:        dir,
+		Script:     filepath.Join(dir, "rxe-peer.sh"),
+		HostAddr:   strip(env("RXE_PEER_HOST_ADDR", "192.0.2.1/24")),
+		GuestAddr:  strip(env("RXE_PEER_GUEST_ADDR", "192.0.2.2/24")),
+		HostAddr6:  LabHostAddr6,
+		GuestAddr6: LabGuestAddr6,
+		Suite:      env("RXE_PEER_SUITE", "bookworm"),
+		NetNS:      env("RXE_PEER_NETNS", "rxepeer"),
+		Tap:        env("RXE_PEER_TAP", "rxetap0"),
+		MTU:        mtu,
 	}
 }
 
@@ -207,7 +212,8 @@ func (l *Lab) Info(ctx context.Context) map[string]string {
 	kv, _ := l.Status(ctx)
 	info := map[string]string{"lab_dir": l.Dir, "suite": l.Suite,
 		"guest_kernel": kv["guest_kernel"], "guest_os": kv["guest_os"],
-		"host_addr": l.HostAddr, "guest_addr": l.GuestAddr}
+		"host_addr": l.HostAddr, "guest_addr": l.GuestAddr,
+		"host_addr6": l.HostAddr6, "guest_addr6": l.GuestAddr6}
 	out, err := l.run(ctx, "exec",
 		`dpkg-query -W -f '${Package}=${Version}\n' ibverbs-utils perftest rdma-core 2>/dev/null; ib_write_bw --version 2>/dev/null | sed -n 's/^Version: */perftest_wire=/p'`)
 	if err == nil {
@@ -272,6 +278,40 @@ func (l *Lab) TapDrops(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	return strconv.ParseUint(strings.TrimSpace(out), 10, 64)
+}
+
+// The lab's IPv6 addresses (RFC 3849's documentation prefix, as the IPv4
+// ones are TEST-NET-1): each lab instance has its tap in a namespace of
+// its own, so every instance can use the same two.
+const (
+	LabHostAddr6  = "2001:db8:1::1"
+	LabGuestAddr6 = "2001:db8:1::2"
+)
+
+// EnableIPv6 gives the tap and the guest's eth0 their IPv6 addresses
+// (HostAddr6, GuestAddr6; rxe-peer.sh turns IPv6 off on the tap) and
+// returns once rxe0's GID table holds the guest's, which rxe adds itself
+// for every address of its netdev. Duplicate address detection is
+// skipped, so both are usable at once.
+func (l *Lab) EnableIPv6(ctx context.Context) error {
+	if _, err := l.hostRun(ctx, "sysctl", "-qw", "net.ipv6.conf."+l.Tap+".disable_ipv6=0"); err != nil {
+		return fmt.Errorf("IPv6 on %s: %w", l.Tap, err)
+	}
+	if _, err := l.hostRun(ctx, "ip", "-6", "addr", "replace", l.HostAddr6+"/64", "dev", l.Tap, "nodad"); err != nil {
+		return fmt.Errorf("IPv6 on %s: %w", l.Tap, err)
+	}
+	// The GID appears within milliseconds; 10 s bounds a guest that
+	// never adds it (rxe's GID table is then not what the cases expect).
+	script := fmt.Sprintf(`ip -6 addr replace %[1]s/64 dev eth0 nodad || exit 1
+for i in $(seq 100); do
+  ibv_devinfo -v -d rxe0 | grep -qF '%[1]s, RoCE v2' && exit 0
+  sleep 0.1
+done
+echo "rxe0 has no GID for %[1]s" >&2; exit 1`, l.GuestAddr6)
+	if _, err := l.run(ctx, "exec", script); err != nil {
+		return fmt.Errorf("IPv6 in the guest: %w", err)
+	}
+	return nil
 }
 
 // Pair creates rxeA and rxeB on a veth pair in the guest (guest/rxe-pair.sh).

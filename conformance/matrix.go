@@ -100,6 +100,10 @@ type Tool struct {
 	// CMSizes are the sizes at which the tool's RC scenario runs once more
 	// with -R: the exchange and the QPs connected through the RDMA CM.
 	CMSizes []int
+	// IPv6Sizes are the sizes at which a CM tool runs once more over IPv6
+	// (MatrixOptions.IPv6): rdma_cm's IPv6 header in the CM's MADs, and
+	// RoCEv2 over IPv6 with GIDs that are the addresses themselves.
+	IPv6Sizes []int
 }
 
 // CMExchange is what a tool of the CM family does once connected.
@@ -185,7 +189,7 @@ var Tools = []*Tool{
 	// under TCG; -v on both sides prints every ping, -V on the client
 	// checks the echo.
 	{Name: "rping", Binary: "rping", Family: CM, Transports: []Transport{RC},
-		Iters: 10, FixedSizes: []int{64, 65535}, Port: rping.DefaultPort},
+		Iters: 10, FixedSizes: []int{64, 65535}, IPv6Sizes: []int{65535}, Port: rping.DefaultPort},
 	// librdmacm's smallest example: rdma_server and rdma_client connect,
 	// the client SENDs 16 bytes and the server 16 back, both disconnect.
 	// One exchange of a fixed size.
@@ -226,6 +230,8 @@ type Scenario struct {
 	Iters     int       // iterations (-n)
 	MTU       int       // path MTU in bytes (-m), 0: the tool's default
 	Flags     []string  // the tool's Extra and the variant's flags
+	// IPv6 runs the scenario between the sides' IPv6 addresses (Side.Addr6).
+	IPv6 bool
 }
 
 // Name identifies the scenario: tool/transport/size[/flags], e.g.
@@ -234,6 +240,9 @@ func (s Scenario) Name() string {
 	n := fmt.Sprintf("%s/%s/s%d", s.Tool.Name, s.Transport, s.Size)
 	if v := variantLabel(s.Flags); v != "" {
 		n += "/" + v
+	}
+	if s.IPv6 {
+		n += "/ipv6"
 	}
 	return n
 }
@@ -395,6 +404,9 @@ type MatrixOptions struct {
 	// ItersScale multiplies every -n (0 or 1: as in the tool table);
 	// perftest's minimum of 5 still holds.
 	ItersScale float64
+	// IPv6 adds the tools' IPv6Sizes scenarios, for peers whose sides
+	// both have an IPv6 address (the lab's, Lab.EnableIPv6).
+	IPv6 bool
 }
 
 // ValidMTU reports whether n is an InfiniBand MTU.
@@ -446,6 +458,17 @@ func Matrix(o MatrixOptions) ([]Case, error) {
 			}
 			if tr != RC {
 				continue // perftest's -R: RC only here (UC is not in librdmacm)
+			}
+			for _, size := range t.IPv6Sizes {
+				if !o.IPv6 {
+					break
+				}
+				sc := Scenario{Tool: t, Transport: tr, Size: size, MTU: o.MTU,
+					Iters: iters(t, size, o.MTU, o.ItersScale), IPv6: true,
+					Flags: append([]string(nil), t.Extra...)}
+				for _, d := range dirs {
+					cases = append(cases, Case{Scenario: sc, Dir: d})
+				}
 			}
 			for _, size := range t.CMSizes {
 				sc := Scenario{Tool: t, Transport: tr, Size: size, MTU: o.MTU,

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
@@ -145,9 +146,10 @@ func TestArgv(t *testing.T) {
 	roced := Side{Roced: "/bin/roced", Dev: "198.18.15.1", GID: 1, Extra: []string{"--link", "afpacket"}}
 	rxe := Side{Dev: "rxe0", GID: 1}
 	hca := Side{Dev: "mlx5_0", GID: -1}
-	rocedLab := Side{Roced: "/bin/roced", Dev: "rxetap0", GID: 1, Addr: "198.18.15.1",
+	rocedLab := Side{Roced: "/bin/roced", Dev: "rxetap0", GID: 1, Addr: "198.18.15.1", Addr6: "2001:db8:1::1",
 		Extra: []string{"--qp-timeout=17", "--qp-timeout", "17", "--link", "afpacket"}}
-	rxeLab := Side{Dev: "rxe0", GID: 1, Addr: "198.18.15.2"}
+	rxeLab := Side{Dev: "rxe0", GID: 1, Addr: "198.18.15.2", Addr6: "2001:db8:1::2"}
+	v6 := func(s Scenario) Scenario { s.IPv6 = true; return s }
 	sc := func(tool string, tr Transport, size, iters int, flags ...string) Scenario {
 		s := scenario(t, tool, tr, size, iters)
 		tl, _ := ToolByName(tool)
@@ -184,6 +186,11 @@ func TestArgv(t *testing.T) {
 			"rping -c -a 198.18.15.1 -I 198.18.15.2 -p 18521 -v -C 10 -S 65535 -V"},
 		{"roced rping client", rocedLab, sc("rping", RC, 64, 10), 0, "198.18.15.2",
 			"/bin/roced rping -c -a 198.18.15.2 -I 198.18.15.1 -p 18515 -v -C 10 -S 64 -V --link afpacket"},
+		// Over IPv6 the same lines with the sides' IPv6 addresses.
+		{"roced rping server ipv6", rocedLab, v6(sc("rping", RC, 65535, 10)), 18520, "",
+			"/bin/roced rping -s -a 2001:db8:1::1 -p 18520 -v -C 10 -S 65535 --link afpacket"},
+		{"rxe rping client ipv6", rxeLab, v6(sc("rping", RC, 65535, 10)), 18520, "2001:db8:1::1",
+			"rping -c -a 2001:db8:1::1 -I 2001:db8:1::2 -p 18520 -v -C 10 -S 65535 -V"},
 		// rdma_server/rdma_client: -s is the server's address (bound or
 		// connected to), -p the case's port; the real client has no
 		// source address, roced's takes --dev.
@@ -206,6 +213,48 @@ func TestArgv(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMatrixIPv6: MatrixOptions.IPv6 adds rping at 65535 over IPv6, in
+// both directions, and nothing else.
+func TestMatrixIPv6(t *testing.T) {
+	base, err := Matrix(MatrixOptions{MTU: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := Matrix(MatrixOptions{MTU: 1024, IPv6: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range all {
+		if c.IPv6 {
+			ids = append(ids, c.ID())
+		}
+	}
+	want := []string{"rping/RC/s65535/ipv6@roced-server", "rping/RC/s65535/ipv6@peer-server"}
+	if len(all) != len(base)+2 || !reflect.DeepEqual(ids, want) {
+		t.Errorf("%d cases (IPv4 only: %d), IPv6 ones %q; want %q", len(all), len(base), ids, want)
+	}
+}
+
+// TestRunIPv6WithoutAddresses: an IPv6 case between sides without IPv6
+// addresses is not run (and so fails the run), never run over IPv4.
+func TestRunIPv6WithoutAddresses(t *testing.T) {
+	cases, err := Matrix(MatrixOptions{MTU: 1024, IPv6: true, Tools: []string{"rping"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v6 []Case
+	for _, c := range cases {
+		if c.IPv6 {
+			v6 = append(v6, c)
+		}
+	}
+	rep := Run(context.Background(), SelfPeer("/nonexistent/roced", "127.0.0.1", "127.0.0.2", nil), v6, Options{})
+	if rep.NotRun != 2 || rep.OK() || !strings.Contains(strings.Join(rep.Results[0].Reasons, ""), "no IPv6 address") {
+		t.Errorf("not run %d, OK %v, reasons %q", rep.NotRun, rep.OK(), rep.Results[0].Reasons)
 	}
 }
 

@@ -22,6 +22,9 @@ type Side struct {
 	GID int
 	// Addr is what the other side connects to when this side serves.
 	Addr string
+	// Addr6 is the side's IPv6 address, for the IPv6 scenarios; empty:
+	// it has none.
+	Addr6 string
 	// Strict sides must print finite figures. Real tools in a TCG guest
 	// are not held to that: their clock calibration gives inf and nan
 	// (perftest under qemu, see the lab README), which is no interop fault.
@@ -67,6 +70,7 @@ func (s Side) Argv(sc Scenario, port int, server string) []string {
 // extra flags only --link and --pcap are rping's; --qp-timeout is the
 // pingpongs' and perftest's (rping's ACK timeout is the CM's to set).
 func (s Side) cmArgv(sc Scenario, port int, server string) []string {
+	s.Addr = s.AddrFor(sc)
 	a := []string{sc.Tool.Command(server == "", s.Roced != "")}
 	if s.Roced != "" {
 		a = []string{s.Roced, a[0]}
@@ -131,6 +135,14 @@ func (s Side) cmArgv(sc Scenario, port int, server string) []string {
 	return a
 }
 
+// AddrFor is the side's address for the scenario: Addr6 over IPv6.
+func (s Side) AddrFor(sc Scenario) string {
+	if sc.IPv6 {
+		return s.Addr6
+	}
+	return s.Addr
+}
+
 // DefaultPort is the TCP port of both tool families.
 const DefaultPort = 18515
 
@@ -172,8 +184,8 @@ func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Pe
 	return &Peer{
 		Name: "lab-" + l.Suite,
 		Subject: Side{Who: "roced", Runner: l.Host(), Roced: roced, Dev: dev, GID: 1,
-			Addr: l.HostAddr, Strict: true, Extra: extra},
-		Ref:  Side{Who: "rxe0", Runner: l.Guest(), Dev: "rxe0", GID: 1, Addr: l.GuestAddr},
+			Addr: l.HostAddr, Addr6: l.HostAddr6, Strict: true, Extra: extra},
+		Ref:  Side{Who: "rxe0", Runner: l.Guest(), Dev: "rxe0", GID: 1, Addr: l.GuestAddr, Addr6: l.GuestAddr6},
 		Info: l.Info(ctx),
 		Lab:  l,
 	}

@@ -174,6 +174,10 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	if c.Dir == PeerServer {
 		srvSide, cliSide = p.Ref, p.Subject
 	}
+	if c.IPv6 && (srvSide.Addr6 == "" || cliSide.Addr6 == "") {
+		res.Result, res.Reasons = NotRun, []string{"not run: an IPv6 case, and a side has no IPv6 address"}
+		return res
+	}
 	var dir string
 	if o.Artifacts != "" {
 		dir = filepath.Join(o.Artifacts, artifactName(c))
@@ -234,10 +238,10 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	if err := waitServer(ctx, c.Scenario, srvSide.Runner, srvSide.Roced != "", srv, port, o); err != nil {
 		srv.Stop()
 		cliOut = Output{Where: cliSide.Runner.Where(), Exit: -1,
-			Argv: cliSide.Argv(c.Scenario, port, srvSide.Addr), StartErr: "not started: " + err.Error()}
+			Argv: cliSide.Argv(c.Scenario, port, srvSide.AddrFor(c.Scenario)), StartErr: "not started: " + err.Error()}
 	} else {
 		var starts int
-		cliOut, starts = runClient(ctx, c.Scenario, cliSide.Runner, cliSide.Argv(c.Scenario, port, srvSide.Addr), srv, listening.Add(o.ListenTimeout), o)
+		cliOut, starts = runClient(ctx, c.Scenario, cliSide.Runner, cliSide.Argv(c.Scenario, port, srvSide.AddrFor(c.Scenario)), srv, listening.Add(o.ListenTimeout), o)
 		res.Notes = append(res.Notes, startsNote(cliOut, starts, o)...)
 		if cliOut.NotCaptured || srv.Done() == nil {
 			// A person runs the client (or the server): roced's side ends

@@ -33,6 +33,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -115,7 +116,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *tools != "" {
 		toolList = strings.Split(*tools, ",")
 	}
-	cases, err := conformance.Matrix(conformance.MatrixOptions{MTU: *mtu, Directions: ds, Tools: toolList, ItersScale: *scale})
+	// The IPv6 cases need IPv6 on both sides: the lab gets it (EnableIPv6),
+	// not the impaired path's namespaces, nor a self or remote peer.
+	ipv6 := *peer == "lab" && !*impaired
+	cases, err := conformance.Matrix(conformance.MatrixOptions{MTU: *mtu, Directions: ds, Tools: toolList, ItersScale: *scale, IPv6: ipv6})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -229,6 +233,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 					return fail("lab tap: %v", err)
 				}
 			}
+			if ipv6 && slices.ContainsFunc(cases, func(c conformance.Case) bool { return c.IPv6 }) {
+				if err := lab.EnableIPv6(ctx); err != nil {
+					return fail("lab: %v", err)
+				}
+			}
 			if *labDown {
 				defer func() {
 					if err := lab.Down(context.Background()); err != nil {
@@ -290,7 +299,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stdout, "%s\n  server: %s\n  client: %s\n", c.ID(),
 				conformance.ShellJoin(srv.Argv(c.Scenario, port, "")),
-				conformance.ShellJoin(cli.Argv(c.Scenario, port, srv.Addr)))
+				conformance.ShellJoin(cli.Argv(c.Scenario, port, srv.AddrFor(c.Scenario))))
 		}
 		for _, rp := range readmePairs {
 			srv, cli := rp.LabArgv(lab, rocedPath)
