@@ -266,14 +266,7 @@ func TestRunRping(t *testing.T) {
 			note: "each rejected with REJ 8: nothing listened within 3s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(fakeEnv, tc.mode)
-			rep := Run(context.Background(), fakePeer(t), casesFor(t, one, "rping"), Options{
-				Port: freePort(t), Timeout: 8 * time.Second, ListenTimeout: 3 * time.Second, Grace: 500 * time.Millisecond,
-			})
-			if len(rep.Results) != 1 {
-				t.Fatalf("%d results", len(rep.Results))
-			}
-			r := rep.Results[0]
+			r := runOne(t, tc.mode, one, "rping")
 			if r.Result != tc.result || !strings.Contains(strings.Join(r.Reasons, "\n"), tc.reason) ||
 				!strings.Contains(strings.Join(r.Notes, "\n"), tc.note) {
 				t.Errorf("%s %q %q; want %s, reason %q, note %q", r.Result, r.Reasons, r.Notes, tc.result, tc.reason, tc.note)
@@ -311,20 +304,27 @@ func TestRunPerftestCM(t *testing.T) {
 		{name: "client over TCP", mode: "client=tcp", result: Fail, reason: `client (roced): no " Data ex. method : rdma_cm" line`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(fakeEnv, tc.mode)
-			rep := Run(context.Background(), fakePeer(t), casesFor(t, one, "write_bw"), Options{
-				Port: freePort(t), Timeout: 8 * time.Second, ListenTimeout: 3 * time.Second, Grace: 500 * time.Millisecond,
-			})
-			if len(rep.Results) != 1 {
-				t.Fatalf("%d results", len(rep.Results))
-			}
-			r := rep.Results[0]
+			r := runOne(t, tc.mode, one, "write_bw")
 			if r.Case != "write_bw/RC/s65536/R" || r.Result != tc.result || !strings.Contains(strings.Join(r.Reasons, "\n"), tc.reason) ||
 				!strings.Contains(strings.Join(r.Notes, "\n"), tc.note) {
 				t.Errorf("%s %s %q %q; want %s, reason %q, note %q", r.Case, r.Result, r.Reasons, r.Notes, tc.result, tc.reason, tc.note)
 			}
 		})
 	}
+}
+
+// runOne runs the one case of tool that pick selects through the harness,
+// with the fake tool in mode on both sides, and returns its result.
+func runOne(t *testing.T, mode string, pick func(Case) bool, tool string) Result {
+	t.Helper()
+	t.Setenv(fakeEnv, mode)
+	rep := Run(context.Background(), fakePeer(t), casesFor(t, pick, tool), Options{
+		Port: freePort(t), Timeout: 8 * time.Second, ListenTimeout: 3 * time.Second, Grace: 500 * time.Millisecond,
+	})
+	if len(rep.Results) != 1 {
+		t.Fatalf("%d results", len(rep.Results))
+	}
+	return rep.Results[0]
 }
 
 // freePort returns the base of a run of 1000 TCP ports (Run gives case i
