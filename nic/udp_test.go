@@ -86,9 +86,6 @@ func TestUDPSrcPorts(t *testing.T) {
 	}
 }
 
-// TestUDPRejectsForeignHeaders: a frame whose source address is not the
-// link's, or with a fragment offset, is dropped rather than sent with
-// headers its ICRC does not match.
 // TestUDPHandsUpVerified: the UDP link verifies each IPv4 frame's ICRC as
 // it recovers the IPv4 ID, and says so (Frame.Verified), so that the
 // device does not compute it again; a frame whose ICRC is wrong, and an
@@ -151,6 +148,9 @@ func TestUDPHandsUpVerified(t *testing.T) {
 	}
 }
 
+// TestUDPRejectsForeignHeaders: a frame whose source address is not the
+// link's, or with a fragment offset, is dropped rather than sent with
+// headers its ICRC does not match.
 func TestUDPRejectsForeignHeaders(t *testing.T) {
 	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")})
 	o := outer(a, netip.MustParseAddr("127.0.0.2"), 1)
