@@ -34,6 +34,13 @@
 #                    the rest
 #   INTEROP_IMPAIR_BUDGET  its time budget per guest (default 7m)
 #   INTEROP_IMPAIR_ARGS    extra arguments for it (-impair-seed N ...)
+#   INTEROP_LIBGOROCE  1 (the default): after each guest's matrix, run the
+#                    host's own ibv_rc_pingpong and ibv_uc_pingpong over
+#                    bin/libgoroce.so (LD_PRELOAD) against the guest's
+#                    (interop -peer lab-libgoroce; the matrix's sizes, both
+#                    ways); 0 skips it. Reports SUITE-libgoroce.txt/.json/
+#   INTEROP_LIBGOROCE_ARGS extra arguments for it (-run REGEXP ...)
+#   LIBGOROCE        the library (default bin/libgoroce.so, which make builds)
 #   ROCED            the roced binary (default bin/roced, which make builds)
 #   RXE_PEER_*       the lab's own settings; RXE_PEER_<VAR>_<SUITE> (e.g.
 #                    RXE_PEER_STATE_TRIXIE, RXE_PEER_NETNS_TRIXIE) overrides
@@ -49,6 +56,8 @@ IMPAIR=${INTEROP_IMPAIR:-0}
 IMPAIR_BUDGET=${INTEROP_IMPAIR_BUDGET:-7m}
 OUT=${INTEROP_OUT:-$ROOT/bin/interop}
 ROCED=${ROCED:-$ROOT/bin/roced}
+LIBGOROCE_STAGE=${INTEROP_LIBGOROCE:-1}
+LIBGOROCE=${LIBGOROCE:-$ROOT/bin/libgoroce.so}
 
 die() { echo "interop: $*" >&2; exit 1; }
 now() { date +%s.%N; }
@@ -139,6 +148,15 @@ for suite in $SUITES; do
             -readme "$ROOT/README.md" -json "$OUT/$suite.json" -artifacts "$OUT/$suite" ${INTEROP_ARGS:-} | tee "$OUT/$suite.txt"
         m=${PIPESTATUS[0]}
         echo "interop[$suite]: matrix in $(since "$t")s, exit status $m"
+        if [ "$LIBGOROCE_STAGE" = 1 ]; then
+            t=$(now)
+            # shellcheck disable=SC2086
+            "$OUT/interop" -peer lab-libgoroce -lab "$LAB" -libgoroce "$LIBGOROCE" -budget "$BUDGET" \
+                -json "$OUT/$suite-libgoroce.json" -artifacts "$OUT/$suite-libgoroce" ${INTEROP_LIBGOROCE_ARGS:-} | tee "$OUT/$suite-libgoroce.txt"
+            g=${PIPESTATUS[0]}
+            echo "interop[$suite]: the real tools over libgoroce in $(since "$t")s, exit status $g"
+            [ "$g" = 0 ] || m=1
+        fi
         if [ "$IMPAIR" = 1 ]; then
             t=$(now)
             # shellcheck disable=SC2086
@@ -157,6 +175,9 @@ for suite in $SUITES; do
     s=$?
     [ $s = 0 ] || rc=1
     summary+=("$suite: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite.txt" 2>/dev/null || true) (exit $s)")
+    if [ "$LIBGOROCE_STAGE" = 1 ]; then
+        summary+=("$suite libgoroce: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-libgoroce.txt" 2>/dev/null || true)")
+    fi
     if [ "$IMPAIR" = 1 ]; then
         summary+=("$suite impaired: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-impair.txt" 2>/dev/null || true)")
     fi

@@ -150,6 +150,8 @@ func TestArgv(t *testing.T) {
 		Extra: []string{"--qp-timeout=17", "--qp-timeout", "17", "--link", "afpacket"}}
 	rxeLab := Side{Dev: "rxe0", GID: 1, Addr: "198.18.15.2", Addr6: "2001:db8:1::2"}
 	v6 := func(s Scenario) Scenario { s.IPv6 = true; return s }
+	lib := Side{Dev: "goroce0", GID: 1, Addr: "198.18.15.1",
+		Prefix: []string{"env", "LD_PRELOAD=/lib/libgoroce.so", "GOROCE_NETDEV=rxetap0"}}
 	sc := func(tool string, tr Transport, size, iters int, flags ...string) Scenario {
 		s := scenario(t, tool, tr, size, iters)
 		tl, _ := ToolByName(tool)
@@ -168,6 +170,9 @@ func TestArgv(t *testing.T) {
 			"/bin/roced rc_pingpong -d 198.18.15.1 -g 1 -s 1025 -n 50 -m 1024 -c --link afpacket"},
 		{"rxe rc client", rxe, sc("rc_pingpong", RC, 1025, 50), 18515, "198.18.15.1",
 			"ibv_rc_pingpong -d rxe0 -g 1 -s 1025 -n 50 -m 1024 -c 198.18.15.1"},
+		// The real tool over libgoroce: its own command line after the prefix.
+		{"libgoroce uc client", lib, sc("uc_pingpong", UC, 65536, 8), 18530, "192.0.2.2",
+			"env LD_PRELOAD=/lib/libgoroce.so GOROCE_NETDEV=rxetap0 ibv_uc_pingpong -d goroce0 -g 1 -s 65536 -n 8 -m 1024 -c -p 18530 192.0.2.2"},
 		{"ud pingpong has no -m", rxe, sc("ud_pingpong", UD, 1024, 50), 0, "",
 			"ibv_ud_pingpong -d rxe0 -g 1 -s 1024 -n 50 -c"},
 		{"srq with four QPs", rxe, sc("srq_pingpong", RC, 1, 50), 0, "",

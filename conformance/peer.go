@@ -31,19 +31,22 @@ type Side struct {
 	Strict bool
 	// Extra flags only this side gets (roced's --link, say).
 	Extra []string
+	// Prefix goes before each of this side's command lines: env with
+	// LD_PRELOAD for the real tools over bin/libgoroce.so.
+	Prefix []string
 }
 
 // Argv is this side's command line for a scenario; server is the host
 // operand of a client, empty for a server.
 func (s Side) Argv(sc Scenario, port int, server string) []string {
 	if sc.Tool.Family == CM {
-		return s.cmArgv(sc, port, server)
+		return append(append([]string(nil), s.Prefix...), s.cmArgv(sc, port, server)...)
 	}
-	var a []string
+	a := append([]string(nil), s.Prefix...)
 	if s.Roced != "" {
-		a = []string{s.Roced, sc.Tool.Name}
+		a = append(a, s.Roced, sc.Tool.Name)
 	} else {
-		a = []string{sc.Tool.Binary}
+		a = append(a, sc.Tool.Binary)
 	}
 	if s.Dev != "" {
 		a = append(a, "-d", s.Dev)
@@ -189,6 +192,23 @@ func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Pe
 		Info: l.Info(ctx),
 		Lab:  l,
 	}
+}
+
+// LibgoroceTools are the matrix's tools whose real programs run over
+// bin/libgoroce.so today (RC and UC; no UD, SRQ or ibv_wr_* API yet).
+var LibgoroceTools = []string{"rc_pingpong", "uc_pingpong"}
+
+// LibgoroceLabPeer is the host's own real tools over lib (bin/libgoroce.so,
+// preloaded, GOROCE_NETDEV the tap: device goroce0 with rxe's GID table
+// shape) against the same tools on the guest's rxe0. The side under test
+// is libgoroce: "roced-server" in a case's ID means it serves.
+func LibgoroceLabPeer(ctx context.Context, l *Lab, lib string) *Peer {
+	p := LabPeer(ctx, l, "", "", nil)
+	p.Name = "lab-libgoroce-" + l.Suite
+	p.Subject = Side{Who: "libgoroce", Runner: l.Host(), Dev: "goroce0", GID: 1, Addr: l.HostAddr, Strict: true,
+		Prefix: []string{"env", "LD_PRELOAD=" + lib, "GOROCE_NETDEV=" + l.Tap}}
+	p.Info["subject"] = "the host's real tools over " + lib
+	return p
 }
 
 // ImpairedLabPeer is LabPeer with roced behind path (built already):

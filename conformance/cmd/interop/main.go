@@ -54,8 +54,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("interop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		peer       = fs.String("peer", "self", "self, lab, lab-pair or remote")
+		peer       = fs.String("peer", "self", "self, lab, lab-libgoroce (the host's real tools over -libgoroce against the lab), lab-pair or remote")
 		roced      = fs.String("roced", "bin/roced", "the roced binary")
+		libgoroce  = fs.String("libgoroce", "bin/libgoroce.so", "lab-libgoroce: the preloaded library")
 		link       = fs.String("link", "", "roced's --link (udp, afpacket, afxdp); empty: its default")
 		runRe      = fs.String("run", "", "only cases whose ID (tool/transport/size[/variant]@direction), and README pairs whose name (readme/TOOL[/reversed]@direction), match this regexp")
 		tools      = fs.String("tools", "", "comma-separated tools (roced names or real program names); empty: all")
@@ -115,6 +116,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var toolList []string
 	if *tools != "" {
 		toolList = strings.Split(*tools, ",")
+	} else if *peer == "lab-libgoroce" {
+		toolList = conformance.LibgoroceTools
 	}
 	// The IPv6 cases need IPv6 on both sides: the lab gets it (EnableIPv6),
 	// not the impaired path's namespaces, nor a self or remote peer.
@@ -173,7 +176,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	rocedPath := *roced
-	if *peer != "lab-pair" {
+	if *peer == "lab-libgoroce" {
+		if rocedPath, err = filepath.Abs(*libgoroce); err != nil {
+			return fail("%v", err)
+		}
+		if _, err := os.Stat(rocedPath); err != nil && !*list {
+			return fail("libgoroce: %v (build it: make build)", err)
+		}
+	} else if *peer != "lab-pair" {
 		if rocedPath, err = filepath.Abs(*roced); err != nil {
 			return fail("%v", err)
 		}
@@ -208,14 +218,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return fail("-self-addrs wants two addresses, comma-separated")
 		}
 		p = conformance.SelfPeer(rocedPath, a, b, extra)
-	case "lab", "lab-pair":
+	case "lab", "lab-pair", "lab-libgoroce":
 		dir, err := conformance.FindLabDir(*labDir)
 		if err != nil {
 			return fail("%v", err)
 		}
 		lab = conformance.NewLab(dir)
-		lab.Capture = *pcap && *peer == "lab"
-		lab.GuestEvidence = *guestEv && *peer == "lab"
+		lab.Capture = *pcap && *peer != "lab-pair"
+		lab.GuestEvidence = *guestEv && *peer != "lab-pair"
 		if !*list {
 			if os.Geteuid() != 0 {
 				return fail("the lab needs root (tap, network namespace, qemu)")
@@ -263,6 +273,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 				defer path.Teardown(context.Background())
 			}
 			p = conformance.ImpairedLabPeer(ctx, lab, path, rocedPath, extra)
+		} else if *peer == "lab-libgoroce" {
+			p = conformance.LibgoroceLabPeer(ctx, lab, rocedPath)
 		} else if *peer == "lab" {
 			dev := *rocedDev
 			if dev == "" && *link != "" && *link != "udp" {
@@ -287,7 +299,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 	default:
-		return fail("-peer %q: want self, lab, lab-pair or remote", *peer)
+		return fail("-peer %q: want self, lab, lab-libgoroce, lab-pair or remote", *peer)
 	}
 
 	if *list {
