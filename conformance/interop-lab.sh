@@ -35,7 +35,7 @@
 #   INTEROP_IMPAIR_BUDGET  its time budget per guest (default 7m)
 #   INTEROP_IMPAIR_ARGS    extra arguments for it (-impair-seed N ...)
 #   INTEROP_LIBGOROCE  1 (the default): after each guest's matrix, run the
-#                    host's own ibv_rc_pingpong and ibv_uc_pingpong over
+#                    host's own rdma-core pingpongs over
 #                    bin/libgoroce.so (LD_PRELOAD) against the guest's
 #                    (interop -peer lab-libgoroce; the matrix's sizes, both
 #                    ways); 0 skips it. Reports SUITE-libgoroce.txt/.json/

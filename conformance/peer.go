@@ -195,8 +195,9 @@ func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Pe
 }
 
 // LibgoroceTools are the matrix's tools whose real programs run over
-// bin/libgoroce.so today (RC and UC; no UD, SRQ or ibv_wr_* API yet).
-var LibgoroceTools = []string{"rc_pingpong", "uc_pingpong"}
+// bin/libgoroce.so today: the four rdma-core pingpongs (perftest needs the
+// ibv_wr_* API, not there yet).
+var LibgoroceTools = []string{"rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong"}
 
 // LibgoroceLabPeer is the host's own real tools over lib (bin/libgoroce.so,
 // preloaded, GOROCE_NETDEV the tap: device goroce0 with rxe's GID table

@@ -358,8 +358,11 @@ func goroce_create_qp(h C.uintptr_t, in *C.struct_gq_qp_init, out *C.uintptr_t, 
 			MaxSendSGE: uint32(in.max_send_sge), MaxRecvSGE: uint32(in.max_recv_sge),
 			MaxInlineData: uint32(in.max_inline)},
 	}
-	if ia.Type != qp.RC && ia.Type != qp.UC {
-		return C.int(syscall.EOPNOTSUPP) // UD needs address handles, not in this library yet
+	if in.srq != 0 {
+		ia.SRQ = handle[*qp.SRQ](in.srq)
+	}
+	if ia.Type != qp.RC && ia.Type != qp.UC && ia.Type != qp.UD {
+		return C.int(syscall.EOPNOTSUPP)
 	}
 	q, err := p.ctx.dev.CreateQP(p.pd, ia)
 	if err != nil {
@@ -462,7 +465,77 @@ func goroce_post_send(h C.uintptr_t, w *C.struct_gq_send) C.int {
 		Imm: uint32(w.imm), InvRKey: uint32(w.invalidate_rkey), RemoteAddr: uint64(w.remote_addr),
 		RKey: uint32(w.rkey), CompareAdd: uint64(w.compare_add), Swap: uint64(w.swap),
 	}
+	if w.ah != 0 {
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = handle[*qp.AH](w.ah), uint32(w.remote_qpn), uint32(w.remote_qkey)
+	}
 	return errno(handle[*qpair](h).qp.PostSend(&wr))
+}
+
+//export goroce_create_srq
+func goroce_create_srq(h C.uintptr_t, maxWR, maxSGE *C.uint32_t, limit C.uint32_t, out *C.uintptr_t) C.int {
+	p := handle[*pd](h)
+	s, err := p.ctx.dev.CreateSRQ(p.pd, qp.SRQAttr{MaxWR: uint32(*maxWR), MaxSGE: uint32(*maxSGE), SRQLimit: uint32(limit)})
+	if err != nil {
+		return errno(err)
+	}
+	got := s.Query()
+	*maxWR, *maxSGE = C.uint32_t(got.MaxWR), C.uint32_t(got.MaxSGE)
+	*out = C.uintptr_t(cgo.NewHandle(s))
+	return 0
+}
+
+//export goroce_modify_srq
+func goroce_modify_srq(h C.uintptr_t, maxWR, limit C.uint32_t, mask C.int) C.int {
+	return errno(handle[*qp.SRQ](h).Modify(qp.SRQAttr{MaxWR: uint32(maxWR), SRQLimit: uint32(limit)}, qp.SRQAttrMask(mask)))
+}
+
+//export goroce_query_srq
+func goroce_query_srq(h C.uintptr_t, maxWR, maxSGE, limit *C.uint32_t) {
+	a := handle[*qp.SRQ](h).Query()
+	*maxWR, *maxSGE, *limit = C.uint32_t(a.MaxWR), C.uint32_t(a.MaxSGE), C.uint32_t(a.SRQLimit)
+}
+
+//export goroce_destroy_srq
+func goroce_destroy_srq(h C.uintptr_t) C.int {
+	if err := handle[*qp.SRQ](h).Destroy(); err != nil {
+		return errno(err)
+	}
+	cgo.Handle(h).Delete()
+	return 0
+}
+
+//export goroce_post_srq_recv
+func goroce_post_srq_recv(h C.uintptr_t, wrID C.uint64_t, list *C.struct_ibv_sge, n C.uint32_t) C.int {
+	var store [qp.MaxSGE]mr.SGE
+	sg, ok := sgl(store[:], list, n)
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	return errno(handle[*qp.SRQ](h).PostRecv(&qp.RecvWR{WRID: uint64(wrID), SGL: sg}))
+}
+
+//export goroce_create_ah
+func goroce_create_ah(h C.uintptr_t, in *C.struct_gq_ah_attr, out *C.uintptr_t) C.int {
+	p := handle[*pd](h)
+	a := qp.AHAttr{FlowLabel: uint32(in.flow_label), SGIDIndex: uint8(in.sgid_index),
+		HopLimit: uint8(in.hop_limit), TrafficClass: uint8(in.traffic_class),
+		SL: uint8(in.sl), PortNum: uint8(in.port_num)}
+	copy(a.DGID[:], unsafe.Slice((*byte)(&in.dgid[0]), 16))
+	ah, err := p.ctx.dev.CreateAH(p.pd, a)
+	if err != nil {
+		return errno(err)
+	}
+	*out = C.uintptr_t(cgo.NewHandle(ah))
+	return 0
+}
+
+//export goroce_destroy_ah
+func goroce_destroy_ah(h C.uintptr_t) C.int {
+	if err := handle[*qp.AH](h).Destroy(); err != nil {
+		return errno(err)
+	}
+	cgo.Handle(h).Delete()
+	return 0
 }
 
 //export goroce_post_recv

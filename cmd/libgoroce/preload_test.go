@@ -159,35 +159,44 @@ func TestBindings(t *testing.T) {
 	}
 }
 
-// TestRCPingpong runs Debian's ibv_rc_pingpong on goroce against itself
-// and against roced rc_pingpong in both roles, data checked (-c), polling
-// and sleeping on completion events (-e).
-func TestRCPingpong(t *testing.T) {
-	real := tool(t, "ibv_rc_pingpong")
+// TestPingpongs runs Debian's ibv_rc_pingpong, ibv_ud_pingpong (UD QPs
+// and address handles) and ibv_srq_pingpong (four QPs on one SRQ) on
+// goroce against itself and against roced's in both roles, data checked
+// (-c), polling and sleeping on completion events (-e).
+func TestPingpongs(t *testing.T) {
 	type side struct{ roced bool }
 	for _, tc := range []struct {
 		name           string
+		tool           string // roced's command; the real one is ibv_ + it
 		server, client side
 		size           int
 		events         bool
+		extra          []string
 	}{
-		{"lib-lib/64", side{}, side{}, 64, false},
-		{"lib-lib/4096", side{}, side{}, 4096, true},
-		{"lib-lib/65536", side{}, side{}, 65536, false},
-		{"lib-roced/4096", side{}, side{roced: true}, 4096, false},
-		{"roced-lib/65536", side{roced: true}, side{}, 65536, true},
+		{"rc/lib-lib/64", "rc_pingpong", side{}, side{}, 64, false, nil},
+		{"rc/lib-lib/4096", "rc_pingpong", side{}, side{}, 4096, true, nil},
+		{"rc/lib-lib/65536", "rc_pingpong", side{}, side{}, 65536, false, nil},
+		{"rc/lib-roced/4096", "rc_pingpong", side{}, side{roced: true}, 4096, false, nil},
+		{"rc/roced-lib/65536", "rc_pingpong", side{roced: true}, side{}, 65536, true, nil},
+		{"ud/lib-lib/1024", "ud_pingpong", side{}, side{}, 1024, false, nil},
+		{"ud/lib-roced/1", "ud_pingpong", side{}, side{roced: true}, 1, true, nil},
+		{"ud/roced-lib/4096", "ud_pingpong", side{roced: true}, side{}, 4096, false, nil},
+		{"srq/lib-lib/4096", "srq_pingpong", side{}, side{}, 4096, false, []string{"-q", "4"}},
+		{"srq/lib-roced/65536", "srq_pingpong", side{}, side{roced: true}, 65536, true, []string{"-q", "4"}},
+		{"srq/roced-lib/1", "srq_pingpong", side{roced: true}, side{}, 1, false, []string{"-q", "4"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			real := tool(t, "ibv_"+tc.tool)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			port := freePort(t)
-			args := []string{"-g", "1", "-p", strconv.Itoa(port), "-s", strconv.Itoa(tc.size), "-n", "200", "-c"}
+			args := append([]string{"-g", "1", "-p", strconv.Itoa(port), "-s", strconv.Itoa(tc.size), "-n", "200", "-c"}, tc.extra...)
 			if tc.events {
 				args = append(args, "-e")
 			}
 			command := func(s side, addr string, peer ...string) *exec.Cmd {
 				if s.roced {
-					return exec.CommandContext(ctx, roced, append(append([]string{"rc_pingpong", "-d", addr}, args...), peer...)...)
+					return exec.CommandContext(ctx, roced, append(append([]string{tc.tool, "-d", addr}, args...), peer...)...)
 				}
 				return preloaded(ctx, addr, real, append(append([]string{"-d", "goroce0"}, args...), peer...)...)
 			}

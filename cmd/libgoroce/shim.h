@@ -45,6 +45,16 @@ struct gq_qp {
 	uintptr_t h;
 };
 
+struct gq_ah {
+	struct ibv_ah ah;
+	uintptr_t h;
+};
+
+struct gq_srq {
+	struct ibv_srq srq;
+	uintptr_t h;
+};
+
 /* A completion channel: fd is an eventfd in semaphore mode, written once
  * per event; the CQs whose events are pending wait in a ring. */
 struct gq_channel {
@@ -54,12 +64,23 @@ struct gq_channel {
 	unsigned cap, head, len;
 };
 
-/* One send work request, flattened. */
+/* One send work request, flattened; ah (0: none), remote_qpn and
+ * remote_qkey are a UD send's destination. */
 struct gq_send {
 	uint64_t wr_id;
 	struct ibv_sge *sge;
 	uint32_t num_sge, opcode, flags, imm, rkey, invalidate_rkey;
 	uint64_t remote_addr, compare_add, swap;
+	uintptr_t ah;
+	uint32_t remote_qpn, remote_qkey;
+};
+
+/* An address vector, flattened from ibv_ah_attr's GRH (RoCE addresses
+ * by GID: there is no LID route). */
+struct gq_ah_attr {
+	uint8_t dgid[16];
+	uint32_t flow_label;
+	uint8_t sgid_index, hop_limit, traffic_class, sl, port_num;
 };
 
 /* One work completion, flattened. */
@@ -82,10 +103,10 @@ struct gq_qp_attr {
 	uint8_t min_rnr_timer, timeout, retry_cnt, rnr_retry;
 };
 
-/* What a QP is created with: the CQs by handle. */
+/* What a QP is created with: the CQs and the SRQ (0: none) by handle. */
 struct gq_qp_init {
 	uint32_t type, sq_sig_all;
-	uintptr_t send_cq, recv_cq;
+	uintptr_t send_cq, recv_cq, srq;
 	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline;
 };
 

@@ -4,9 +4,9 @@
  * <infiniband/verbs.h>; the symbol versions are libibverbs.map's, so that
  * a program's references (ibv_open_device@IBVERBS_1.1, ...) bind here when
  * the library is preloaded. Calls libgoroce does not define still go to
- * the real libibverbs; the ones that would touch our objects (SRQs, AHs,
- * the extended verbs) are defined here to fail with the errno libibverbs
- * gives for a device without them.
+ * the real libibverbs; the ones that would touch our objects (the
+ * extended verbs, memory windows) are defined here to fail with the errno
+ * libibverbs gives for a device without them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -166,6 +166,15 @@ static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 			break;
 		case IBV_WR_SEND:
 		case IBV_WR_SEND_WITH_IMM:
+			if (qp->qp_type == IBV_QPT_UD) {
+				if (!wr->wr.ud.ah) {
+					*bad = wr;
+					return EINVAL;
+				}
+				s.ah = ((struct gq_ah *)wr->wr.ud.ah)->h;
+				s.remote_qpn = wr->wr.ud.remote_qpn;
+				s.remote_qkey = wr->wr.ud.remote_qkey;
+			}
 			break;
 		default:
 			*bad = wr;
@@ -196,8 +205,16 @@ static int gq_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_re
 
 static int gq_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-	*bad = wr;
-	return EOPNOTSUPP;
+	for (; wr; wr = wr->next) {
+		int rc = wr->num_sge < 0 ? EINVAL :
+			goroce_post_srq_recv(((struct gq_srq *)srq)->h, wr->wr_id, wr->sg_list, wr->num_sge);
+
+		if (rc) {
+			*bad = wr;
+			return rc;
+		}
+	}
+	return 0;
 }
 
 /* ---- devices, ports, GIDs ---- */
@@ -578,10 +595,10 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
 	uint32_t qpn;
 	int rc;
 
-	if (attr->srq)
-		FAIL(EOPNOTSUPP, NULL);
 	if (!attr->send_cq || !attr->recv_cq)
 		FAIL(EINVAL, NULL);
+	if (attr->srq)
+		in.srq = ((struct gq_srq *)attr->srq)->h;
 	in.send_cq = ((struct gq_cq *)attr->send_cq)->h;
 	in.recv_cq = ((struct gq_cq *)attr->recv_cq)->h;
 	q = calloc(1, sizeof(*q));
@@ -602,6 +619,7 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
 	q->qp.pd = pd;
 	q->qp.send_cq = attr->send_cq;
 	q->qp.recv_cq = attr->recv_cq;
+	q->qp.srq = attr->srq;
 	q->qp.qp_num = qpn;
 	q->qp.state = IBV_QPS_RESET;
 	q->qp.qp_type = attr->qp_type;
@@ -710,14 +728,99 @@ EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 
 /* ---- what this library does not have yet ---- */
 
+
+
+/* ---- shared receive queues ---- */
+
 EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 {
-	FAIL(EOPNOTSUPP, NULL);
+	struct gq_srq *s = calloc(1, sizeof(*s));
+	uint32_t max_wr = attr->attr.max_wr, max_sge = attr->attr.max_sge;
+	int rc;
+
+	if (!s)
+		FAIL(ENOMEM, NULL);
+	rc = goroce_create_srq(((struct gq_pd *)pd)->h, &max_wr, &max_sge, attr->attr.srq_limit, &s->h);
+	if (rc) {
+		free(s);
+		FAIL(rc, NULL);
+	}
+	attr->attr.max_wr = max_wr;
+	attr->attr.max_sge = max_sge;
+	s->srq.context = pd->context;
+	s->srq.srq_context = attr->srq_context;
+	s->srq.pd = pd;
+	pthread_mutex_init(&s->srq.mutex, NULL);
+	pthread_cond_init(&s->srq.cond, NULL);
+	return &s->srq;
 }
+
+EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
+{
+	return goroce_modify_srq(((struct gq_srq *)srq)->h, attr->max_wr, attr->srq_limit, mask);
+}
+
+EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	uint32_t max_wr, max_sge, limit;
+
+	goroce_query_srq(((struct gq_srq *)srq)->h, &max_wr, &max_sge, &limit);
+	attr->max_wr = max_wr;
+	attr->max_sge = max_sge;
+	attr->srq_limit = limit;
+	return 0;
+}
+
+EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
+{
+	int rc = goroce_destroy_srq(((struct gq_srq *)srq)->h);
+
+	if (rc)
+		return rc;
+	pthread_mutex_destroy(&srq->mutex);
+	pthread_cond_destroy(&srq->cond);
+	free(srq);
+	return 0;
+}
+
+/* ---- address handles (UD) ---- */
 
 EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
-	FAIL(EOPNOTSUPP, NULL);
+	struct gq_ah_attr a = {
+		.flow_label = attr->grh.flow_label, .sgid_index = attr->grh.sgid_index,
+		.hop_limit = attr->grh.hop_limit, .traffic_class = attr->grh.traffic_class,
+		.sl = attr->sl, .port_num = attr->port_num,
+	};
+	struct gq_ah *ah;
+	int rc;
+
+	/* RoCE addresses by GID: without a GRH the AH names no peer (rxe
+	 * refuses it the same way). */
+	if (!attr->is_global)
+		FAIL(EINVAL, NULL);
+	memcpy(a.dgid, attr->grh.dgid.raw, 16);
+	ah = calloc(1, sizeof(*ah));
+	if (!ah)
+		FAIL(ENOMEM, NULL);
+	rc = goroce_create_ah(((struct gq_pd *)pd)->h, &a, &ah->h);
+	if (rc) {
+		free(ah);
+		FAIL(rc, NULL);
+	}
+	ah->ah.context = pd->context;
+	ah->ah.pd = pd;
+	return &ah->ah;
+}
+
+EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	int rc = goroce_destroy_ah(((struct gq_ah *)ah)->h);
+
+	if (rc)
+		return rc;
+	free(ah);
+	return 0;
 }
 
 EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event)

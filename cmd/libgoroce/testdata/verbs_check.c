@@ -247,19 +247,37 @@ int main(void)
 	CHECK(fcntl(a.ch->fd, F_SETFL, flags | O_NONBLOCK) == 0, "fcntl");
 	CHECK(ibv_get_cq_event(a.ch, &cq, &cq_ctx) == -1 && errno == EAGAIN, "get_cq_event on an empty channel");
 
-	/* What libgoroce refuses, with libibverbs' errno. */
+	/* SRQs, UD QPs and address handles are served: made, queried and
+	 * destroyed; what is still refused, with libibverbs' errno. */
 	{
 		struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
+		struct ibv_srq_attr sq;
 		struct ibv_qp_init_attr ia = {.send_cq = a.cq, .recv_cq = a.cq, .qp_type = IBV_QPT_UD,
 					     .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
-		struct ibv_ah_attr ah = {.is_global = 1, .port_num = 1};
+		struct ibv_ah_attr ah = {.is_global = 1, .port_num = 1,
+					 .grh = {.dgid.raw = {[10] = 0xff, [11] = 0xff, [12] = 127, [15] = 1}, .sgid_index = 1, .hop_limit = 64}};
+		struct ibv_ah_attr noglobal = {.port_num = 1};
+		struct ibv_srq *srq;
+		struct ibv_qp *ud;
+		struct ibv_ah *h;
 
+		srq = ibv_create_srq(a.pd, &sa);
+		CHECK(srq && sa.attr.max_wr >= 4 && sa.attr.max_sge >= 1, "create_srq: errno %d", errno);
+		CHECK(!ibv_query_srq(srq, &sq) && sq.max_wr >= 4 && sq.max_sge >= 1, "query_srq");
+		CHECK(!ibv_destroy_srq(srq), "destroy_srq");
+		ud = ibv_create_qp(a.pd, &ia);
+		CHECK(ud && ud->qp_type == IBV_QPT_UD, "UD create_qp: errno %d", errno);
+		CHECK(!ibv_destroy_qp(ud), "destroy_qp of the UD QP");
+		h = ibv_create_ah(a.pd, &ah);
+		CHECK(h && h->pd == a.pd, "create_ah: errno %d", errno);
+		CHECK(!ibv_destroy_ah(h), "destroy_ah");
 		errno = 0;
-		CHECK(!ibv_create_srq(a.pd, &sa) && errno == EOPNOTSUPP, "create_srq: errno %d", errno);
+		CHECK(!ibv_create_ah(a.pd, &noglobal) && errno == EINVAL, "create_ah without a GRH: errno %d", errno);
+		ia.qp_type = IBV_QPT_XRC_SEND;
 		errno = 0;
-		CHECK(!ibv_create_qp(a.pd, &ia) && errno == EOPNOTSUPP, "UD create_qp: errno %d", errno);
+		CHECK(!ibv_create_qp(a.pd, &ia) && errno == EOPNOTSUPP, "XRC create_qp: errno %d", errno);
 		errno = 0;
-		CHECK(!ibv_create_ah(a.pd, &ah) && errno == EOPNOTSUPP, "create_ah: errno %d", errno);
+		CHECK(!ibv_qp_to_qp_ex(a.qp) && errno == EOPNOTSUPP, "qp_to_qp_ex: errno %d", errno);
 		CHECK(ibv_dealloc_pd(a.pd) == EBUSY, "dealloc_pd of a PD in use");
 		CHECK(ibv_destroy_cq(a.cq) == EBUSY, "destroy_cq of a CQ a QP uses");
 	}
