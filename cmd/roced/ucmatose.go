@@ -2,15 +2,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
-	"github.com/goroce/goroce/internal/endpoint"
+	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/oob/ucmatose"
+	"github.com/goroce/goroce/transport"
 )
 
 // librdmacm's ucmatose (examples/cmatose.c), connecting through goroce's
@@ -27,35 +26,12 @@ func init() {
 }
 
 // runUcmatose exits as cmatose does: 1 for a bad command line (exit(1)
-// after its usage), else its return status; a device that cannot be
-// opened is -1 (255), as cmatose's failed rdma_bind_addr or
-// rdma_resolve_addr.
+// after its usage), else its return status (runCMTool).
 func runUcmatose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	const name = "roced ucmatose"
 	cfg, err := ucmatose.ParseFlags(args)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %s\n", name, strings.TrimPrefix(err.Error(), ucmatose.ErrUsage.Error()+": "))
-		return exitUsage
-	}
-	// cmatose prints these as it reads its options, then goes on.
-	for _, w := range cfg.Warnings {
-		fmt.Fprintln(stderr, w)
-	}
-	// The server binds -b (cmatose's src_addr); the client connects to
-	// -s and binds -b if given.
-	ec := endpoint.Config{Link: cfg.Link, GID: -1, Pcap: cfg.Pcap, Dev: cfg.Dev}
-	if !cfg.IsServer() {
-		ec.Peer = cfg.Addr.String()
-	}
-	if ec.Dev == "" && cfg.Bind.IsValid() && !cfg.Bind.IsUnspecified() {
-		ec.Dev = cfg.Bind.String()
-	}
-	ep, m, err := openCM(ec, stderr, name)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return exitRunFail
-	}
-	defer ep.Close()
-	defer m.Close()
-	return ucmatose.Run(ctx, cfg, ucmatose.Env{Dev: ep.Device, CM: m, Stdout: stdout, Stderr: stderr})
+	f := cmToolFlags{Warnings: cfg.Warnings, Server: cfg.IsServer(), Addr: cfg.Addr, Bind: cfg.Bind,
+		Dev: cfg.Dev, Link: cfg.Link, Pcap: cfg.Pcap}
+	return runCMTool("roced ucmatose", f, err, ucmatose.ErrUsage, stderr, func(dev *transport.Device, m *cm.Manager) int {
+		return ucmatose.Run(ctx, cfg, ucmatose.Env{Dev: dev, CM: m, Stdout: stdout, Stderr: stderr})
+	})
 }

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
-	"strings"
 
 	"github.com/goroce/goroce/oob/internal/getopt"
 	"github.com/goroce/goroce/oob/pingpong"
@@ -84,12 +83,6 @@ var options = []getopt.Option{
 	{Long: "pcap", Arg: getopt.RequiredArg},
 }
 
-// hasPrefixFold is cmatose's strncasecmp(word, arg, len(word)) == 0: arg
-// starts with word, whatever the case.
-func hasPrefixFold(arg, word string) bool {
-	return len(arg) >= len(word) && strings.EqualFold(arg[:len(word)], word)
-}
-
 // ParseFlags reads ucmatose's command line (without the program name).
 // -c, -C and -S are read as atoi reads them, but one that is no number at
 // all, or negative, is refused (cmatose would fail to allocate or to make
@@ -132,9 +125,9 @@ func ParseFlags(args []string) (Config, error) {
 			// cmatose: "ip..." numeric host, "gid..." AF_IB, "name..."
 			// names; anything else is a warning and changes nothing.
 			switch v := m.Value; {
-			case hasPrefixFold(v, "gid"):
+			case getopt.HasPrefixFold(v, "gid"):
 				return fail("-f %s: AF_IB (GID) addressing is not supported by roced: give IP addresses", v)
-			case hasPrefixFold(v, "ip"), hasPrefixFold(v, "name"):
+			case getopt.HasPrefixFold(v, "ip"), getopt.HasPrefixFold(v, "name"):
 			default:
 				c.Warnings = append(c.Warnings, "Warning: unknown address format")
 			}
@@ -142,10 +135,10 @@ func ParseFlags(args []string) (Config, error) {
 			// cmatose: "tcp..." is RDMA_PS_TCP (its default), "ib..."
 			// RDMA_PS_IB, anything else a warning that leaves TCP.
 			switch v := m.Value; {
-			case hasPrefixFold(v, "tcp"):
-			case hasPrefixFold(v, "ib"):
+			case getopt.HasPrefixFold(v, "tcp"):
+			case getopt.HasPrefixFold(v, "ib"):
 				return fail("-P %s: roced's connection manager serves the TCP port space only (-P tcp)", v)
-			case hasPrefixFold(v, "udp"):
+			case getopt.HasPrefixFold(v, "udp"):
 				// cmatose would warn and run TCP; someone asking for UDP
 				// wants UD, which roced's CM does not do (RC only).
 				return fail("-P %s: roced's connection manager serves RC connections in the TCP port space only (-P tcp)", v)
