@@ -170,6 +170,9 @@ func notRun(c Case, why string) Result {
 func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	res := newResult(c)
 	start := time.Now()
+	if c.Tool.FixedPort {
+		port = c.Tool.Port // udaddy has no port flag
+	}
 	srvSide, cliSide := p.Subject, p.Ref
 	if c.Dir == PeerServer {
 		srvSide, cliSide = p.Ref, p.Subject
@@ -373,13 +376,16 @@ func startsNote(out Output, starts int, o Options) []string {
 // REQ met no listener: rping (and roced rping) print "cma event
 // RDMA_CM_EVENT_REJECTED, error 8" for a REJ of reason 8, invalid service
 // ID, which is what a CM answers for a port nobody listens on (ucmatose
-// "cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8").
+// "cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8"); udaddy prints
+// "udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1" for a SIDR_REP of
+// status 1, unsupported service ID, the UDP port space's answer.
 func rejectedUnlistened(o Output) bool {
 	if o.Exit == 0 || o.TimedOut || o.Stopped || o.StartErr != "" || o.NotCaptured {
 		return false
 	}
 	// rdma_client says only ECONNREFUSED, whatever the REJ's reason.
-	for _, rej := range []string{"RDMA_CM_EVENT_REJECTED, error 8", "RDMA_CM_EVENT_REJECTED, error: 8", "rdma_connect: Connection refused"} {
+	for _, rej := range []string{"RDMA_CM_EVENT_REJECTED, error 8", "RDMA_CM_EVENT_REJECTED, error: 8", "rdma_connect: Connection refused",
+		"udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1"} {
 		if strings.Contains(o.Stderr, rej) || strings.Contains(o.Stdout, rej) {
 			return true
 		}
