@@ -25,36 +25,7 @@ func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	network := nic.NewMemNet(1)
-	type side struct {
-		mgr    *cm.Manager
-		cq     *cq.CQ
-		region *mr.MR
-		qc     cm.QPConfig
-	}
-	open := func(addr string) side {
-		link, err := network.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
-		if err != nil {
-			log.Fatal(err)
-		}
-		dev, err := transport.Open(link, transport.Options{})
-		if err != nil {
-			log.Fatal(err)
-		}
-		mgr, err := cm.New(dev, cm.Options{})
-		if err != nil {
-			log.Fatal(err)
-		}
-		pd := dev.AllocPD()
-		region, err := pd.Register(make([]byte, 4096), mr.LocalWrite)
-		if err != nil {
-			log.Fatal(err)
-		}
-		c := dev.CreateCQ(16)
-		qc := cm.QPConfig{PD: pd, Init: qp.InitAttr{SendCQ: c, RecvCQ: c,
-			Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}}
-		return side{mgr, c, region, qc}
-	}
-	server, client := open("192.0.2.1"), open("192.0.2.2")
+	server, client := openExampleSide(network, "192.0.2.1"), openExampleSide(network, "192.0.2.2")
 
 	l, err := server.mgr.Listen(netip.MustParseAddrPort("192.0.2.1:7174"), cm.ListenConfig{QP: server.qc})
 	if err != nil {
@@ -112,47 +83,23 @@ func ExampleManager_ResolveUD() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	network := nic.NewMemNet(1)
-	type side struct {
-		dev    *transport.Device
-		mgr    *cm.Manager
-		cq     *cq.CQ
-		region *mr.MR
-		qp     *qp.QP
+	server, client := openExampleSide(network, "192.0.2.1"), openExampleSide(network, "192.0.2.2")
+	// Each side's UD QP, in RTS with rdma_cm's Q_Key (cm.UDPQKey).
+	sq, err := server.mgr.CreateUDQP(server.qc)
+	if err != nil {
+		log.Fatal(err)
 	}
-	open := func(addr string) side {
-		link, err := network.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
-		if err != nil {
-			log.Fatal(err)
-		}
-		dev, err := transport.Open(link, transport.Options{})
-		if err != nil {
-			log.Fatal(err)
-		}
-		mgr, err := cm.New(dev, cm.Options{})
-		if err != nil {
-			log.Fatal(err)
-		}
-		pd := dev.AllocPD()
-		region, err := pd.Register(make([]byte, 4096), mr.LocalWrite)
-		if err != nil {
-			log.Fatal(err)
-		}
-		c := dev.CreateCQ(16)
-		q, err := mgr.CreateUDQP(cm.QPConfig{PD: pd, Init: qp.InitAttr{SendCQ: c, RecvCQ: c,
-			Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}})
-		if err != nil {
-			log.Fatal(err)
-		}
-		return side{dev, mgr, c, region, q}
+	uq, err := client.mgr.CreateUDQP(client.qc)
+	if err != nil {
+		log.Fatal(err)
 	}
-	server, client := open("192.0.2.1"), open("192.0.2.2")
 
 	l, err := server.mgr.ListenUD(netip.MustParseAddrPort("192.0.2.1:7174"), 0)
 	if err != nil {
 		log.Fatal(err)
 	}
 	// A UD receive buffer starts with 40 bytes for the GRH.
-	if err := server.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{server.region.SGE(0, 4096)}}); err != nil {
+	if err := sq.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{server.region.SGE(0, 4096)}}); err != nil {
 		log.Fatal(err)
 	}
 	go func() {
@@ -162,7 +109,7 @@ func ExampleManager_ResolveUD() {
 				return
 			}
 			if i == 0 {
-				req.Accept(server.qp, []byte("welcome"))
+				req.Accept(sq, []byte("welcome"))
 			} else {
 				req.Reject(mad.SIDRReject, nil)
 			}
@@ -173,14 +120,14 @@ func ExampleManager_ResolveUD() {
 		log.Fatal(err)
 	}
 	fmt.Printf("client: QPN matches %v, Q_Key %#x, private data %q\n",
-		peer.QPN == server.qp.QPN(), peer.QKey, peer.PrivateData[:7])
+		peer.QPN == sq.QPN(), peer.QKey, peer.PrivateData[:7])
 
 	ah, err := client.dev.CreateAH(client.region.PD(), peer.AH)
 	if err != nil {
 		log.Fatal(err)
 	}
 	n := copy(client.region.Bytes(), "hello over SIDR")
-	if err := client.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled,
+	if err := uq.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled,
 		SGL: []mr.SGE{client.region.SGE(0, n)}, AH: ah, RemoteQPN: peer.QPN, RemoteQKey: peer.QKey}); err != nil {
 		log.Fatal(err)
 	}
@@ -189,7 +136,7 @@ func ExampleManager_ResolveUD() {
 		log.Fatal(err)
 	}
 	fmt.Printf("server: %v %q from QP %v\n", wc[0].Opcode,
-		server.region.Bytes()[40:40+wc[0].ByteLen-40], wc[0].SrcQP == client.qp.QPN())
+		server.region.Bytes()[40:40+wc[0].ByteLen-40], wc[0].SrcQP == uq.QPN())
 
 	_, err = client.mgr.ResolveUD(ctx, netip.AddrPort{}, netip.MustParseAddrPort("192.0.2.1:7174"), nil)
 	fmt.Println("client:", err)
@@ -200,4 +147,40 @@ func ExampleManager_ResolveUD() {
 	// server: RECV "hello over SIDR" from QP true
 	// client: cm: SIDR: reject (2)
 	// client: cm: SIDR: unsupported (1)
+}
+
+// exampleSide is one device of the examples: its connection manager, a
+// CQ, a registered region and the QPConfig of its QPs.
+type exampleSide struct {
+	dev    *transport.Device
+	mgr    *cm.Manager
+	cq     *cq.CQ
+	region *mr.MR
+	qc     cm.QPConfig
+}
+
+// openExampleSide attaches a device at addr to network and starts its
+// connection manager.
+func openExampleSide(network *nic.MemNet, addr string) exampleSide {
+	link, err := network.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	dev, err := transport.Open(link, transport.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mgr, err := cm.New(dev, cm.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	pd := dev.AllocPD()
+	region, err := pd.Register(make([]byte, 4096), mr.LocalWrite)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := dev.CreateCQ(16)
+	qc := cm.QPConfig{PD: pd, Init: qp.InitAttr{SendCQ: c, RecvCQ: c,
+		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}}
+	return exampleSide{dev, mgr, c, region, qc}
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"net/netip"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/internal/endpoint"
@@ -28,44 +31,49 @@ func openCM(ec endpoint.Config, stderr io.Writer, name string) (*endpoint.Endpoi
 	return ep, m, nil
 }
 
-// cmToolFlags is what the command line of a librdmacm example (ucmatose,
-// udaddy) says about the device it runs on.
-type cmToolFlags struct {
-	Warnings   []string   // lines the tool prints on stderr as it reads its options, then goes on
-	Server     bool       // no -s
-	Addr, Bind netip.Addr // -s and -b
-	Dev        string     // --dev
-	Link, Pcap string     // --link, --pcap
+// cmToolConfig is what the command line of a librdmacm example (ucmatose,
+// udaddy: oob/internal/cmflags) tells the frame that runs it.
+type cmToolConfig interface {
+	// Endpoint says which device to open.
+	Endpoint() endpoint.Config
+	// PrintWarnings prints the lines the tool prints on stderr as it
+	// reads its options, then goes on.
+	PrintWarnings(io.Writer)
 }
 
-// runCMTool is the frame of such a tool: a command-line error (parseErr,
-// wrapping usage) is one line on stderr and exit status 1; else the
-// warnings are printed, the device opened (the server binds -b; the
-// client reaches -s from -b if given) and its connection manager
-// started, and run's status is the tool's. A device that cannot be opened
-// is -1 (255), as the tool's failed rdma_bind_addr or rdma_resolve_addr.
-func runCMTool(name string, f cmToolFlags, parseErr, usage error, stderr io.Writer,
-	run func(dev *transport.Device, m *cm.Manager) int) int {
-	if parseErr != nil {
-		fmt.Fprintf(stderr, "%s: %s\n", name, strings.TrimPrefix(parseErr.Error(), usage.Error()+": "))
-		return exitUsage
-	}
-	for _, w := range f.Warnings {
-		fmt.Fprintln(stderr, w)
-	}
-	ec := endpoint.Config{Link: f.Link, GID: -1, Pcap: f.Pcap, Dev: f.Dev}
-	if !f.Server {
-		ec.Peer = f.Addr.String()
-	}
-	if ec.Dev == "" && f.Bind.IsValid() && !f.Bind.IsUnspecified() {
-		ec.Dev = f.Bind.String()
-	}
-	ep, m, err := openCM(ec, stderr, name)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return exitRunFail
-	}
-	defer ep.Close()
-	defer m.Close()
-	return run(ep.Device, m)
+// cmToolEnv is what such a tool runs with besides its command line.
+type cmToolEnv struct {
+	dev            *transport.Device
+	cm             *cm.Manager
+	stdout, stderr io.Writer
+}
+
+// registerCMTool registers roced's NAME, a librdmacm example: parse
+// reads its command line (an error wrapping usage is one line on stderr
+// and exit status 1, as the tool's usage exit); then its warnings are
+// printed, the device opened and its connection manager started, and
+// run's status is the command's. A device that cannot be opened is -1
+// (255), as the tool's failed rdma_bind_addr or rdma_resolve_addr. SIGINT
+// and SIGTERM end run's context.
+func registerCMTool[C cmToolConfig](name, summary string, usage error, parse func([]string) (C, error),
+	run func(context.Context, C, cmToolEnv) int) {
+	register(name, summary, func(args []string, stdout, stderr io.Writer) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		who := "roced " + name
+		cfg, err := parse(args)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %s\n", who, strings.TrimPrefix(err.Error(), usage.Error()+": "))
+			return exitUsage
+		}
+		cfg.PrintWarnings(stderr)
+		ep, m, err := openCM(cfg.Endpoint(), stderr, who)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", who, err)
+			return exitRunFail
+		}
+		defer ep.Close()
+		defer m.Close()
+		return run(ctx, cfg, cmToolEnv{ep.Device, m, stdout, stderr})
+	})
 }

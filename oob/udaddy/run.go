@@ -176,12 +176,9 @@ func (r *run) postSends(n *node, flags qp.SendFlags) error {
 // server is run_server: listen, accept -c requests, receive, reply.
 func (r *run) server(ctx context.Context) int {
 	r.printf("udaddy: starting server")
-	bind := netip.AddrPortFrom(netip.IPv4Unspecified(), r.cfg.Port)
-	if a := r.cfg.Bind; a.IsValid() {
-		bind = netip.AddrPortFrom(a, r.cfg.Port)
-		if _, ok := r.env.Dev.GIDIndex(a); !ok && !a.IsUnspecified() {
-			return r.perror("udaddy: bind address failed", fmt.Errorf("Cannot assign requested address (%v is none of the device's addresses)", a))
-		}
+	bind, err := r.cfg.ListenAddr(r.env.Dev, r.cfg.Port)
+	if err != nil {
+		return r.perror("udaddy: bind address failed", err)
 	}
 	l, err := r.env.CM.ListenUD(bind, max(r.cfg.Connections, 1))
 	if err != nil {
@@ -254,12 +251,9 @@ func (r *run) connectHandler(req *cm.SIDRRequest) bool {
 func (r *run) client(ctx context.Context) int {
 	r.printf("udaddy: starting client")
 	r.printf("udaddy: connecting")
-	laddr := netip.AddrPort{} // the device's default address
-	if a := r.cfg.Bind; a.IsValid() {
-		if _, ok := r.env.Dev.GIDIndex(a); !ok {
-			return r.perror("udaddy: failure getting addr", fmt.Errorf("Cannot assign requested address (%v is none of the device's addresses)", a))
-		}
-		laddr = netip.AddrPortFrom(a, 0)
+	laddr, err := r.cfg.LocalAddr(r.env.Dev)
+	if err != nil {
+		return r.perror("udaddy: failure getting addr", err)
 	}
 	// route_handler checks the size before it makes anything: the first
 	// route's failure ends the events.
