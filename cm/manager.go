@@ -69,7 +69,7 @@ type Stats struct {
 	Unhandled  uint64 // CM messages this manager does not serve (LAP, APR, ClassPortInfo)
 	Duplicates uint64 // duplicate or stale messages dropped (a REQ, REP, MRA, DREQ... seen already)
 	Unknown    uint64 // messages for a communication ID the manager does not know
-	Rejected   uint64 // REJs sent
+	Rejected   uint64 // REJs sent, and SIDR_REPs refusing a request
 	Overflow   uint64 // MADs dropped because the manager's queue was full
 }
 

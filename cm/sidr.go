@@ -72,6 +72,7 @@ type UDListener struct {
 // rdma_accept or rdma_reject.
 type SIDRRequest struct {
 	m       *Manager
+	l       *UDListener
 	key     sidrKey
 	p       peer
 	tid     uint64
@@ -189,7 +190,8 @@ func (l *UDListener) Accept(ctx context.Context) (*SIDRRequest, error) {
 }
 
 // Close stops listening: later SIDR requests for the port are answered
-// "unsupported"; those not yet taken by Accept are rejected.
+// "unsupported"; those it took and the program has not answered, whether
+// Accept returned them or not, are rejected.
 func (l *UDListener) Close() error {
 	m := l.m
 	m.mu.Lock()
@@ -204,7 +206,13 @@ func (l *UDListener) Close() error {
 	}
 	close(l.closed)
 	for len(l.ch) > 0 {
-		if r := <-l.ch; !m.closed {
+		<-l.ch
+	}
+	if m.closed {
+		return nil
+	}
+	for _, r := range m.sidrIn {
+		if r.l == l && r.reply == nil {
 			m.replySIDR(r, mad.SIDRReject, 0, 0, nil)
 		}
 	}
@@ -244,6 +252,7 @@ func (m *Manager) onSIDRREQ(p peer, in mad.MAD) {
 		m.replySIDRNow(req, mad.SIDRReject)
 		return
 	}
+	req.l = l
 	req.local = netip.AddrPortFrom(p.local, port)
 	req.remote = netip.AddrPortFrom(hdr.SrcAddr().Unmap(), hdr.Port())
 	req.private = append([]byte(nil), r.PrivateData()[mad.CMAHdrLen:]...)

@@ -198,7 +198,8 @@ func TestSIDRDuplicateREQ(t *testing.T) {
 // as Linux answers it, in the request's transaction; one whose rdma_cm
 // header names another address than the listener's is rejected; one the
 // program rejects carries its status and private data. Nothing is kept
-// for the first three.
+// for the first three. Closing the listener rejects the requests it took
+// that were never answered; later ones are "unsupported".
 func TestSIDRUnknownService(t *testing.T) {
 	s := newScript(t)
 	l, err := s.m.ListenUD(netip.AddrPortFrom(s.n.addr, 7174), 0)
@@ -242,8 +243,18 @@ func TestSIDRUnknownService(t *testing.T) {
 	if rep.Status() != mad.SIDRReject || string(rep.PrivateData()[:2]) != "no" || rep.RequestID() != 5 {
 		t.Errorf("SIDR_REP %+v", rep.Fields())
 	}
+	s.send(s.sidrREQ(7174, 6, s.n.addr)) // taken, never answered
+	s.send(s.sidrREQ(7174, 7, s.n.addr)) // never taken
+	if _, err := l.Accept(ctx10(t)); err != nil {
+		t.Fatal(err)
+	}
 	l.Close()
-	s.send(s.sidrREQ(7174, 6, s.n.addr))
+	for _, id := range []uint32{6, 7} {
+		if rep := s.expect(mad.AttrSIDRREP).SIDRREP(); rep.Status() != mad.SIDRReject || rep.RequestID() < 6 {
+			t.Errorf("request %d at Close: %+v", id, rep.Fields())
+		}
+	}
+	s.send(s.sidrREQ(7174, 8, s.n.addr))
 	if rep := s.expect(mad.AttrSIDRREP).SIDRREP(); rep.Status() != mad.SIDRUnsupported {
 		t.Errorf("after Close: %v", rep.Status())
 	}
