@@ -8,7 +8,10 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mad"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -257,5 +260,75 @@ func TestSIDRUnknownService(t *testing.T) {
 	s.send(s.sidrREQ(7174, 8, s.n.addr))
 	if rep := s.expect(mad.AttrSIDRREP).SIDRREP(); rep.Status() != mad.SIDRUnsupported {
 		t.Errorf("after Close: %v", rep.Status())
+	}
+}
+
+// TestSIDRMem: two managers resolve and serve a UD service over the
+// in-memory network in real time, over IPv4 and IPv6: the rdma_cm header
+// names both addresses, the SIDR_REP the server's QP, and a datagram sent
+// with what ResolveUD returned reaches it from the client's QP.
+func TestSIDRMem(t *testing.T) {
+	for _, addrs := range [][2]string{{"192.0.2.1", "192.0.2.2"}, {"2001:db8::1", "2001:db8::2"}} {
+		t.Run(addrs[0], func(t *testing.T) {
+			net := nic.NewMemNet(1)
+			a, b := memNode(t, net, addrs[0], nil), memNode(t, net, addrs[1], nil)
+			ma, mb := newManager(t, a, nil), newManager(t, b, nil)
+			l, err := mb.ListenUD(netip.AddrPortFrom(b.addr, 7174), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			qa, err := ma.CreateUDQP(a.qpConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			qb, err := mb.CreateUDQP(b.qpConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan *SIDRRequest, 1)
+			go func() {
+				r, err := l.Accept(ctx10(t))
+				if err == nil {
+					err = r.Accept(qb, []byte("welcome"))
+				}
+				if err != nil {
+					t.Error(err)
+				}
+				got <- r
+			}()
+			u, err := ma.ResolveUD(ctx10(t), netip.AddrPort{}, netip.AddrPortFrom(b.addr, 7174), []byte("hello"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := <-got
+			if u.QPN != qb.QPN() || u.QKey != UDPQKey || string(u.PrivateData[:7]) != "welcome" ||
+				u.LocalAddr.Addr() != a.addr || r.RemoteAddr() != u.LocalAddr || string(r.PrivateData()[:5]) != "hello" {
+				t.Fatalf("resolved %+v; the server saw %v %q", u, r.RemoteAddr(), r.PrivateData()[:5])
+			}
+			ah, err := a.dev.CreateAH(a.pd, u.AH)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := qb.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.mr.SGE(0, 4096)}}); err != nil {
+				t.Fatal(err)
+			}
+			n := copy(a.buf, "ping")
+			if err := qa.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, n)},
+				AH: ah, RemoteQPN: u.QPN, RemoteQKey: u.QKey}); err != nil {
+				t.Fatal(err)
+			}
+			wc := make([]cq.WC, 1)
+			for {
+				if _, err := b.cq.PollWait(ctx10(t), wc); err != nil {
+					t.Fatal(err)
+				}
+				if wc[0].QPNum == qb.QPN() {
+					break
+				}
+			}
+			if wc[0].Status != cq.Success || wc[0].SrcQP != qa.QPN() || string(b.buf[40:44]) != "ping" {
+				t.Errorf("%+v %q", wc[0], b.buf[40:44])
+			}
+		})
 	}
 }
