@@ -1,6 +1,7 @@
 package cm
 
 import (
+	"net/netip"
 	"reflect"
 	"testing"
 
@@ -127,4 +128,113 @@ func TestInteropREJ8(t *testing.T) {
 	if !reflect.DeepEqual(rejs[0], rejs[1]) {
 		t.Errorf("rxe's REJ and goroce's differ:\n%+v\n%+v", rejs[0], rejs[1])
 	}
+}
+
+// The udaddy interop captures (bookworm guest, kernel 6.1, tcpdump on the
+// guest's eth0; 192.0.2.1 roced, 192.0.2.2 rxe): udaddy_roced_client.pcap
+// is `roced udaddy -s 192.0.2.2` with rxe's `udaddy` server (one SIDR
+// exchange, ten datagrams each way); udaddy_roced_server.pcap is `roced
+// udaddy -c 3` with rxe's `udaddy -c 3` client, then `roced udaddy
+// --port 9` (a client) against rxe, where nothing listens on port 9, then
+// rxe's `udaddy` client against a roced listening on port 7175 only.
+const (
+	capUdaddyClient = "testdata/udaddy_roced_client.pcap"
+	capUdaddyServer = "testdata/udaddy_roced_server.pcap"
+)
+
+// sidrAnonymous returns a SIDR message's fields with what differs from
+// one request to the next zeroed: the request ID, the QPN, and the
+// rdma_cm header's port and addresses.
+func sidrAnonymous(m mad.MAD) any {
+	switch m.AttrID() {
+	case mad.AttrSIDRREQ:
+		f := m.SIDRREQ().Fields()
+		f.RequestID = 0
+		f.PrivateData = append([]byte(nil), f.PrivateData...)
+		clear(f.PrivateData[:mad.CMAHdrLen])
+		return f
+	case mad.AttrSIDRREP:
+		f := m.SIDRREP().Fields()
+		f.RequestID, f.QPN = 0, 0
+		return f
+	}
+	return nil
+}
+
+// TestInteropSIDR: in the udaddy captures every SIDR_REP answers its
+// SIDR_REQ's transaction and request ID; a success names a QP and rdma_cm's
+// Q_Key, an unknown port is "unsupported" with the service ID echoed, QPN
+// and Q_Key 0, from rxe and from goroce alike; and each message goroce
+// sent is field for field rxe's of the same kind but for what differs
+// between any two requests (sidrAnonymous).
+func TestInteropSIDR(t *testing.T) {
+	type pair struct{ req, rep mad.MAD }
+	pairs := func(file string) []pair {
+		var reqs, reps []mad.MAD
+		for _, b := range capturedCM(t, file) {
+			m, err := mad.ParseCM(b)
+			switch {
+			case err != nil:
+				t.Fatalf("%s: %v", file, err)
+			case m.AttrID() == mad.AttrSIDRREQ:
+				reqs = append(reqs, m)
+			case m.AttrID() == mad.AttrSIDRREP:
+				reps = append(reps, m)
+			default:
+				t.Fatalf("%s: a %v", file, m.AttrID())
+			}
+		}
+		if len(reqs) != len(reps) {
+			t.Fatalf("%s: %d SIDR_REQs, %d SIDR_REPs", file, len(reqs), len(reps))
+		}
+		var ps []pair
+		for i := range reqs {
+			ps = append(ps, pair{reqs[i], reps[i]})
+		}
+		return ps
+	}
+	client, server := pairs(capUdaddyClient), pairs(capUdaddyServer)
+	if len(client) != 1 || len(server) != 5 {
+		t.Fatalf("%d and %d SIDR exchanges", len(client), len(server))
+	}
+	all := append(append([]pair(nil), client...), server...)
+	for i, p := range all {
+		q, r := p.req.SIDRREQ(), p.rep.SIDRREP()
+		h, err := mad.ParseCMAHdr(q.PrivateData())
+		if err == nil && (h.DstAddr() != netip.MustParseAddr("192.0.2.1") && h.DstAddr() != netip.MustParseAddr("192.0.2.2") ||
+			h.SrcAddr() == h.DstAddr()) {
+			t.Errorf("exchange %d: rdma_cm header from %v to %v", i, h.SrcAddr(), h.DstAddr())
+		}
+		if p.rep.TID() != p.req.TID() || r.RequestID() != q.RequestID() || r.ServiceID() != q.ServiceID() ||
+			q.PKey() != 0xffff || err != nil || r.InfoLength() != 0 {
+			t.Errorf("exchange %d: SIDR_REQ %#x %+v, SIDR_REP %#x %+v (%v)", i, p.req.TID(), q.Fields(), p.rep.TID(), r.Fields(), err)
+		}
+		ok := r.Status() == mad.SIDRSuccess && r.QKey() == UDPQKey && r.QPN() >= 0x11 && q.ServiceID() == 0x01111c06
+		if i >= 4 { // the two unknown ports
+			ok = r.Status() == mad.SIDRUnsupported && r.QKey() == 0 && r.QPN() == 0
+		}
+		if !ok {
+			t.Errorf("exchange %d: %+v", i, r.Fields())
+		}
+	}
+	// Who sent what: goroce's SIDR_REQs (client[0], server[3]) against
+	// rxe's (server[0]); goroce's successes (server[0..2]) against rxe's
+	// (client[0]); goroce's "unsupported" (server[4]) against rxe's
+	// (server[3]), the service IDs aside.
+	same := func(what string, g, w any) {
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("goroce's %s differs from rxe's:\n got %+v\nwant %+v", what, g, w)
+		}
+	}
+	for _, g := range []mad.MAD{client[0].req, server[3].req} {
+		gf, wf := sidrAnonymous(g).(mad.SIDRREQFields), sidrAnonymous(server[0].req).(mad.SIDRREQFields)
+		gf.ServiceID, wf.ServiceID = 0, 0
+		same("SIDR_REQ", gf, wf)
+	}
+	for _, p := range server[:3] {
+		same("SIDR_REP", sidrAnonymous(p.rep), sidrAnonymous(client[0].rep))
+	}
+	gf, wf := sidrAnonymous(server[4].rep).(mad.SIDRREPFields), sidrAnonymous(server[3].rep).(mad.SIDRREPFields)
+	gf.ServiceID, wf.ServiceID = 0, 0
+	same("unsupported SIDR_REP", gf, wf)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"time"
@@ -466,18 +465,11 @@ func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPCo
 		return nil, fmt.Errorf("cm: dial: %d bytes of private data, a REQ holds %d after rdma_cm's header", len(p.PrivateData), UserPrivateLen)
 	}
 	p.defaults()
-	la, ra := laddr.Addr().Unmap(), raddr.Addr().Unmap()
-	if !la.IsValid() {
-		g, _ := m.dev.GID(m.dev.DefaultGIDIndex())
-		la = g.Addr()
+	local, err := m.localAddr(laddr, raddr)
+	if err != nil {
+		return nil, fmt.Errorf("cm: dial: %w", err)
 	}
-	if la.Is4() != ra.Is4() {
-		return nil, fmt.Errorf("cm: dial: %v and %v are not of one family", la, ra)
-	}
-	lport := laddr.Port()
-	if lport == 0 {
-		lport = uint16(0x8000 | rand.Uint32()&0x7fff)
-	}
+	la, ra, lport := local.Addr(), raddr.Addr().Unmap(), local.Port()
 	c, err := m.newConn(qc, p, la)
 	if err != nil {
 		return nil, fmt.Errorf("cm: dial: %w", err)
@@ -486,7 +478,7 @@ func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPCo
 	c.local, c.remote = netip.AddrPortFrom(la, lport), netip.AddrPortFrom(ra, raddr.Port())
 	c.p = peer{local: la, remote: ra}
 	c.ackTO = packetLifeTime + 1
-	c.timeout = 2*ibaTime(packetLifeTime) + ibaTime(cmResponseTimeout)
+	c.timeout = reqTimeout
 
 	msg := newMAD(mad.AttrREQ, 0)
 	r := msg.REQ()

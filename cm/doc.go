@@ -20,6 +20,16 @@
 // Disconnect end it with DREQ/DREP, and Done reports a disconnection by
 // the peer.
 //
+// The UDP port space (rdma_cm's RDMA_PS_UDP, UD QPs) has no connections:
+// a UD service is resolved with SIDR_REQ and SIDR_REP (IBA 12.11).
+// ListenUD takes the requests for a port and hands each to the program
+// once, which answers it with Accept (its QP, made by CreateUDQP with
+// rdma_cm's Q_Key) or Reject; a duplicate request is answered with the
+// same SIDR_REP, and one for a port nobody listens on "unsupported", as
+// Linux answers it. ResolveUD is the active side: the QPN, Q_Key,
+// private data and address vector of the service, the SIDR_REQ retried
+// as a REQ is.
+//
 // The wire format is package mad's; this package decides what to send
 // and when. Timers run on a qp.Clock, so tests drive them by hand.
 package cm

@@ -47,15 +47,17 @@ const recordLen = 1 + mad.Len
 
 // FuzzHandle feeds a manager with a listener on rping's port a sequence of
 // MADs (seeded with the captured rping connection, REQ to DREP, and its
-// pieces) with the clock moved between them, and checks after every step:
+// pieces, and SIDR_REQs for a UD listener) with the clock moved between
+// them, and checks after every step:
 // the manager did not panic; everything it sent is a well-formed CM Send
 // of 256 bytes, and each REJ, REP, DREP or SIDR_REP answers the
 // transaction of the MAD that drew it; its tables agree (every connection
 // known by its peer's IDs is the one known by its own; no connection is
 // gone yet listed; a listener's count of pending connections is the
 // number of connections in REP sent); each listed connection's QP still
-// exists; and no more connections than the backlog allows wait for
-// Accept.
+// exists; no more connections than the backlog allows wait for Accept;
+// and every SIDR request kept is answered or waits for Accept, within the
+// backlog, and is known by its own sender and request ID.
 func FuzzHandle(f *testing.F) {
 	mads := capturedCM(f, capC5)
 	var all []byte
@@ -69,6 +71,18 @@ func FuzzHandle(f *testing.F) {
 	}
 	f.Add(append(append([]byte{0}, mads[0]...), append([]byte{0}, mads[0]...)...)) // a duplicate REQ
 	f.Add(append(append([]byte{0}, mads[0]...), append([]byte{20}, mads[0]...)...))
+	// SIDR_REQs for the UD listener's port, a duplicate, and one for a
+	// port nobody listens on, as the scripted peer sends them.
+	sidr := func(port uint16, id uint32) []byte {
+		msg := mad.NewCM(mad.AttrSIDRREQ)
+		msg.SetTID(uint64(id))
+		priv := make([]byte, mad.SIDRREQPrivateDataLen)
+		mad.CMAHdr(priv).SetAddrs(fuzzPeer, fuzzLocal)
+		msg.SIDRREQ().Put(mad.SIDRREQFields{RequestID: id, PKey: 0xffff,
+			ServiceID: mad.ServiceID(mad.PortSpaceUDP, port), PrivateData: priv})
+		return append([]byte{0}, msg...)
+	}
+	f.Add(append(append(sidr(7174, 1), sidr(7174, 1)...), sidr(9, 2)...))
 
 	net := nic.NewMemNet(1)
 	clk := fakeclock.New()
@@ -102,6 +116,10 @@ func FuzzHandle(f *testing.F) {
 		next := uint32(0x3d986ae9)
 		m.ids = func() uint32 { next++; return next - 1 }
 		l, err := m.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7174), ListenConfig{QP: n.qpConfig(), Backlog: backlog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ul, err := m.ListenUD(netip.AddrPortFrom(netip.IPv4Unspecified(), 7174), backlog)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,6 +159,7 @@ func FuzzHandle(f *testing.F) {
 				}
 			}
 			checkTables(t, m, l, n, backlog)
+			checkSIDR(t, m, ul, backlog)
 		}
 	})
 }
@@ -179,5 +198,22 @@ func checkTables(t *testing.T, m *Manager, l *Listener, n *node, backlog int) {
 	}
 	if pending != l.pending || l.pending+len(l.ch) > backlog {
 		t.Fatalf("%d connections in REP sent, the listener counts %d, %d wait for Accept", pending, l.pending, len(l.ch))
+	}
+}
+
+func checkSIDR(t *testing.T, m *Manager, l *UDListener, backlog int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	waiting := 0
+	for k, r := range m.sidrIn {
+		if r.key != k {
+			t.Fatalf("SIDR request %v listed as %v", r.key, k)
+		}
+		if r.reply == nil {
+			waiting++
+		}
+	}
+	if waiting != len(l.ch) || waiting > backlog {
+		t.Fatalf("%d SIDR requests unanswered, %d wait for Accept", waiting, len(l.ch))
 	}
 }

@@ -66,10 +66,10 @@ type Stats struct {
 	Sent       uint64 // CM MADs sent, retries included
 	Retries    uint64 // MADs sent again after their timeout
 	Malformed  uint64 // MADs mad.ParseCM refused, or of a method other than Send
-	Unhandled  uint64 // CM messages this manager does not serve (LAP, SIDR)
+	Unhandled  uint64 // CM messages this manager does not serve (LAP, APR, ClassPortInfo)
 	Duplicates uint64 // duplicate or stale messages dropped (a REQ, REP, MRA, DREQ... seen already)
 	Unknown    uint64 // messages for a communication ID the manager does not know
-	Rejected   uint64 // REJs sent
+	Rejected   uint64 // REJs sent, and SIDR_REPs refusing a request
 	Overflow   uint64 // MADs dropped because the manager's queue was full
 }
 
@@ -104,7 +104,12 @@ type Manager struct {
 	conns     map[uint32]*Conn   // by local communication ID
 	remote    map[remoteID]*Conn // by the peer's communication ID and CA GUID
 	listeners map[uint16]*Listener
-	closed    bool
+	// The UDP port space (sidr.go): listeners by port, the SIDR requests
+	// taken (by sender and request ID), those sent (by request ID).
+	udListeners map[uint16]*UDListener
+	sidrIn      map[sidrKey]*SIDRRequest
+	sidrOut     map[uint32]*sidrQuery
+	closed      bool
 
 	in   chan inMAD
 	done chan struct{}
@@ -121,6 +126,7 @@ func New(dev *transport.Device, o Options) (*Manager, error) {
 	m := &Manager{
 		dev: dev, clock: o.Clock, guid: nodeGUID(dev), hiTID: uint64(rand.Uint32()) << 32,
 		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[uint16]*Listener{},
+		udListeners: map[uint16]*UDListener{}, sidrIn: map[sidrKey]*SIDRRequest{}, sidrOut: map[uint32]*sidrQuery{},
 		in: make(chan inMAD, 256), done: make(chan struct{}), ids: rand.Uint32,
 	}
 	if m.clock == nil {
@@ -176,6 +182,12 @@ func (m *Manager) Close() error {
 	}
 	for _, l := range m.listeners {
 		l.shut() // the connections it held end with the others above
+	}
+	for _, l := range m.udListeners {
+		close(l.closed)
+	}
+	for _, q := range m.sidrOut {
+		m.endSIDR(q, ErrClosed)
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
@@ -237,7 +249,9 @@ func (m *Manager) handle(src, dst netip.Addr, b []byte) {
 		m.onDREP(mm)
 	case mad.AttrSIDRREQ:
 		m.onSIDRREQ(p, mm)
-	default: // LAP, APR, SIDR_REP, ClassPortInfo: not served yet
+	case mad.AttrSIDRREP:
+		m.onSIDRREP(mm)
+	default: // LAP, APR, ClassPortInfo: not served yet
 		m.st.unhandled.Add(1)
 	}
 }
@@ -286,17 +300,4 @@ func (m *Manager) newCommID() uint32 {
 			return id
 		}
 	}
-}
-
-// onSIDRREQ answers a SIDR_REQ: UD services (the UDP port space) are not
-// served yet, so the answer is "service ID not supported", as Linux
-// answers one for a service nobody listens on.
-func (m *Manager) onSIDRREQ(p peer, in mad.MAD) {
-	m.st.unhandled.Add(1)
-	msg := newMAD(mad.AttrSIDRREP, in.TID())
-	r := msg.SIDRREP()
-	r.SetRequestID(in.SIDRREQ().RequestID())
-	r.SetStatus(mad.SIDRUnsupported)
-	r.SetServiceID(in.SIDRREQ().ServiceID())
-	m.send(p, msg)
 }

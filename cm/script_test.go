@@ -138,10 +138,6 @@ func pair(a mad.AttrID, tid uint64, local, remote uint32) mad.MAD {
 	return msg
 }
 
-// reqTimeout is how long the manager waits for an answer to its REQ:
-// twice the packet life time plus the peer's CM response timeout.
-var reqTimeout = 2*ibaTime(packetLifeTime) + ibaTime(cmResponseTimeout)
-
 // dial starts a Dial to the scripted peer; the result arrives on the
 // returned channel.
 func (s *script) dial() chan dialResult {

@@ -9,6 +9,7 @@ import (
 	"github.com/goroce/goroce/oob/rdmaserver"
 	"github.com/goroce/goroce/oob/rping"
 	"github.com/goroce/goroce/oob/ucmatose"
+	"github.com/goroce/goroce/oob/udaddy"
 )
 
 // Family groups the tools by command line, exchange and output format.
@@ -104,6 +105,9 @@ type Tool struct {
 	// (MatrixOptions.IPv6): rdma_cm's IPv6 header in the CM's MADs, and
 	// RoCEv2 over IPv6 with GIDs that are the addresses themselves.
 	IPv6Sizes []int
+	// FixedPort says the tool has no port flag (udaddy): every case uses
+	// Port.
+	FixedPort bool
 }
 
 // CMExchange is what a tool of the CM family does once connected.
@@ -120,6 +124,10 @@ const (
 	// bytes each way on each, the server first; each side prints its
 	// phases (CmatoseLines).
 	CmatoseSends
+	// UdaddySends is udaddy's: -c UD services resolved through SIDR at
+	// once, -C SENDs with immediate of -S bytes each way on each, the
+	// client first; each side prints its phases (UdaddyLines).
+	UdaddySends
 )
 
 // Command is the side's program: roced's command (roced) or the real
@@ -202,6 +210,13 @@ var Tools = []*Tool{
 	{Name: "ucmatose", Binary: "ucmatose", Family: CM, Exchange: CmatoseSends, Transports: []Transport{RC},
 		Iters: ucmatose.DefaultCount, FixedSizes: []int{ucmatose.DefaultSize}, Extra: []string{"-c", "50"},
 		Port: ucmatose.DefaultPort},
+	// librdmacm's udaddy: 10 UD services resolved at once through SIDR
+	// (SIDR_REQs and SIDR_REPs crossing), then 10 datagrams of 100 bytes
+	// (its defaults) each way on every one. UD is unreliable, but the
+	// tap loses nothing: a lost datagram would hang both sides.
+	{Name: "udaddy", Binary: "udaddy", Family: CM, Exchange: UdaddySends, Transports: []Transport{UD},
+		Iters: udaddy.DefaultCount, FixedSizes: []int{udaddy.DefaultSize}, Extra: []string{"-c", "10"},
+		Port: udaddy.Port, FixedPort: true},
 }
 
 // ToolByName finds a tool by roced command or real program name.
@@ -287,7 +302,7 @@ func (s Scenario) Args() []string {
 		switch s.Tool.Exchange {
 		case ExampleSends:
 			return s.Flags // nothing to choose: one 16-byte SEND each way
-		case CmatoseSends:
+		case CmatoseSends, UdaddySends:
 			return append([]string{"-C", strconv.Itoa(s.Iters), "-S", strconv.Itoa(s.Size)}, s.Flags...)
 		}
 		return append([]string{"-v", "-C", strconv.Itoa(s.Iters), "-S", strconv.Itoa(s.Size)}, s.Flags...)

@@ -16,9 +16,9 @@ func TestMatrixShape(t *testing.T) {
 	// sizes + 2 atomics x 2 variants; UC: write and send, bw and lat, x 4
 	// sizes; UD: send bw and lat x 2 sizes; rping at 64 and 65535 bytes;
 	// rdma_server/rdma_client's one exchange; ucmatose's 50 connections;
-	// write_bw, read_bw and send_bw at 64 KiB through the RDMA CM (-R).
-	// Each in two directions.
-	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2 + 1 + 1 + 3
+	// write_bw, read_bw and send_bw at 64 KiB through the RDMA CM (-R);
+	// udaddy's 10 UD services. Each in two directions.
+	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2 + 1 + 1 + 3 + 1
 	if len(cases) != 2*scenarios {
 		t.Fatalf("%d cases, want %d", len(cases), 2*scenarios)
 	}
@@ -38,6 +38,10 @@ func TestMatrixShape(t *testing.T) {
 		case c.Tool.Exchange == CmatoseSends:
 			if c.Size != 100 || c.Transport != RC || c.Iters != 10 || strings.Join(c.Flags, " ") != "-c 50" {
 				t.Errorf("%s: ucmatose runs RC, -c 50 -C 10 -S 100", c.ID())
+			}
+		case c.Tool.Exchange == UdaddySends:
+			if c.Size != 100 || c.Transport != UD || c.Iters != 10 || strings.Join(c.Flags, " ") != "-c 10" {
+				t.Errorf("%s: udaddy runs UD, -c 10 -C 10 -S 100", c.ID())
 			}
 		case c.Tool.Exchange == ExampleSends:
 			if c.Size != 16 || c.Transport != RC || c.Iters != 1 {
@@ -212,6 +216,11 @@ func TestArgv(t *testing.T) {
 			"/bin/roced ucmatose -b 198.18.15.1 -p 18524 -C 10 -S 100 -c 50 --link afpacket"},
 		{"rxe ucmatose client", rxeLab, sc("ucmatose", RC, 100, 10), 18524, "198.18.15.1",
 			"ucmatose -s 198.18.15.1 -b 198.18.15.2 -p 18524 -C 10 -S 100 -c 50"},
+		// udaddy: as ucmatose, without -p (its port is fixed).
+		{"roced udaddy server", rocedLab, sc("udaddy", UD, 100, 10), 7174, "",
+			"/bin/roced udaddy -b 198.18.15.1 -C 10 -S 100 -c 10 --link afpacket"},
+		{"rxe udaddy client", rxeLab, sc("udaddy", UD, 100, 10), 7174, "198.18.15.1",
+			"udaddy -s 198.18.15.1 -b 198.18.15.2 -C 10 -S 100 -c 10"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := strings.Join(tc.side.Argv(tc.sc, tc.port, tc.server), " "); got != tc.want {

@@ -197,6 +197,26 @@ func CmatoseLines(server bool, count int) []string {
 	return append(l, "test complete", "return status 0")
 }
 
+// UdaddyLines are the lines udaddy prints on stdout for a run that ends
+// with status 0 (udaddy.c's run_server, run_client and main): the client
+// sends first, the server receives, then replies; count 0 (-C 0) skips
+// the data phases.
+func UdaddyLines(server bool, count int) []string {
+	var l []string
+	if server {
+		l = append(l, "udaddy: starting server")
+		if count > 0 {
+			l = append(l, "receiving data transfers", "sending replies", "data transfers complete")
+		}
+	} else {
+		l = append(l, "udaddy: starting client", "udaddy: connecting")
+		if count > 0 {
+			l = append(l, "initiating data transfers", "receiving data transfers", "data transfers complete")
+		}
+	}
+	return append(l, "test complete", "return status 0")
+}
+
 // RpingMessage is the text of rping's ping number i at size -S, as rping.c
 // fills its start buffer: "rdma-ping-%d: ", then the letters from 'A' + i
 // (mod 58) on, cycling from 'A' to 'z', cut to size-1 bytes (the last byte

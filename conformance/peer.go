@@ -82,16 +82,19 @@ func (s Side) cmArgv(sc Scenario, port int, server string) []string {
 		port = DefaultPort
 	}
 	switch {
-	case sc.Tool.Exchange == CmatoseSends:
-		// ucmatose: -b binds this side's address on either side, -s is
-		// the client's server.
+	case sc.Tool.Exchange == CmatoseSends, sc.Tool.Exchange == UdaddySends:
+		// ucmatose and udaddy: -b binds this side's address on either
+		// side, -s is the client's server; udaddy's port is fixed (7174),
+		// it has no -p.
 		if server != "" {
 			a = append(a, "-s", server)
 		}
 		if s.Addr != "" {
 			a = append(a, "-b", s.Addr)
 		}
-		a = append(a, "-p", strconv.Itoa(port))
+		if !sc.Tool.FixedPort {
+			a = append(a, "-p", strconv.Itoa(port))
+		}
 		a = append(a, sc.Args()...)
 	case sc.Tool.Exchange == ExampleSends:
 		// rdma_server -s binds its address; rdma_client -s names the

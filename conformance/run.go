@@ -170,6 +170,9 @@ func notRun(c Case, why string) Result {
 func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	res := newResult(c)
 	start := time.Now()
+	if c.Tool.FixedPort {
+		port = c.Tool.Port // udaddy has no port flag
+	}
 	srvSide, cliSide := p.Subject, p.Ref
 	if c.Dir == PeerServer {
 		srvSide, cliSide = p.Ref, p.Subject
@@ -378,7 +381,9 @@ func startsNote(out Output, starts int, o Options) []string {
 // RDMA_CM_EVENT_REJECTED, error 8" for a REJ of reason 8, invalid service
 // ID, which is what a CM answers for a port nobody listens on (ucmatose
 // "cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8"; roced's perftest
-// client "cm: rejected: invalid service ID (8)").
+// client "cm: rejected: invalid service ID (8)"); udaddy prints
+// "udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1" for a SIDR_REP of
+// status 1, unsupported service ID, the UDP port space's answer.
 func rejectedUnlistened(o Output) bool {
 	if o.Exit == 0 || o.TimedOut || o.Stopped || o.StartErr != "" || o.NotCaptured {
 		return false
@@ -386,7 +391,8 @@ func rejectedUnlistened(o Output) bool {
 	// rdma_client says only ECONNREFUSED, and perftest's -R client only
 	// the event (8 is RDMA_CM_EVENT_REJECTED), whatever the REJ's reason.
 	for _, rej := range []string{"RDMA_CM_EVENT_REJECTED, error 8", "RDMA_CM_EVENT_REJECTED, error: 8",
-		"rdma_connect: Connection refused", "Unexpected CM event bl blka 8", "cm: rejected: invalid service ID (8)"} {
+		"rdma_connect: Connection refused", "Unexpected CM event bl blka 8", "cm: rejected: invalid service ID (8)",
+		"udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1"} {
 		if strings.Contains(o.Stderr, rej) || strings.Contains(o.Stdout, rej) {
 			return true
 		}

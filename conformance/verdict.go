@@ -93,6 +93,8 @@ func Judge(sc Scenario, server, client SideRun) Verdict {
 				reasons, f = judgeExample(sc, s)
 			case CmatoseSends:
 				reasons, f = judgeCmatose(sc, s)
+			case UdaddySends:
+				reasons, f = judgeUdaddy(sc, s)
 			default:
 				reasons, f = judgeRping(sc, s)
 			}
@@ -210,11 +212,24 @@ func judgeExample(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
 // 0 (CmatoseLines). cmatose counts completions without looking at their
 // status, so these lines and the exit status are what it tells.
 func judgeCmatose(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
-	want := strings.Join(CmatoseLines(s.Role == "server", sc.Iters), "\n") + "\n"
+	return judgeLines(sc, s, CmatoseLines(s.Role == "server", sc.Iters), "connections")
+}
+
+// judgeUdaddy checks one udaddy side as judgeCmatose checks a ucmatose
+// one, on udaddy's lines (UdaddyLines); the figure is -c, the UD services
+// resolved.
+func judgeUdaddy(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
+	return judgeLines(sc, s, UdaddyLines(s.Role == "server", sc.Iters), "services")
+}
+
+// judgeLines checks that a side's stdout is exactly lines; its figure is
+// the scenario's -c, in unit.
+func judgeLines(sc Scenario, s SideRun, lines []string, unit string) (reasons []string, figs []Figure) {
+	want := strings.Join(lines, "\n") + "\n"
 	if got := strings.ReplaceAll(s.Out.Stdout, "\r\n", "\n"); got != want {
 		reasons = append(reasons, fmt.Sprintf("%s (%s): stdout %q, want %q", s.Role, s.Who, got, want))
 	}
-	return reasons, []Figure{{Value: float64(cmatoseConns(sc.Flags)), Unit: "connections", Side: s.Role}}
+	return reasons, []Figure{{Value: float64(cmatoseConns(sc.Flags)), Unit: unit, Side: s.Role}}
 }
 
 // cmatoseConns is a scenario's -c.

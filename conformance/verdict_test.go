@@ -263,3 +263,30 @@ func TestJudgeCmatose(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeUdaddy: a udaddy side passes on exactly udaddy's lines for its
+// role, and fails on a missing phase, another status or the other role's
+// lines.
+func TestJudgeUdaddy(t *testing.T) {
+	sc := scenario(t, "udaddy", UD, 100, 10)
+	sc.Flags = []string{"-c", "10"}
+	srv := "udaddy: starting server\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"
+	cli := "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\nreceiving data transfers\ndata transfers complete\ntest complete\nreturn status 0\n"
+	side := func(role, stdout string) SideRun { return SideRun{Role: role, Who: "rxe0", Out: out(stdout)} }
+	v := Judge(sc, side("server", srv), side("client", cli))
+	if !v.Pass {
+		t.Fatalf("good run failed: %v", v.Reasons)
+	}
+	if len(v.Figures) == 0 || v.Figures[0].Value != 10 || v.Figures[0].Unit != "services" {
+		t.Errorf("figures %+v, want 10 services", v.Figures)
+	}
+	for _, bad := range [][2]string{
+		{strings.Replace(srv, "return status 0", "return status 1", 1), cli},
+		{srv, strings.Replace(cli, "receiving data transfers\n", "", 1)},
+		{cli, cli},
+	} {
+		if v := Judge(sc, side("server", bad[0]), side("client", bad[1])); v.Pass {
+			t.Errorf("passed %q / %q", bad[0], bad[1])
+		}
+	}
+}

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/internal/endpoint"
+	"github.com/goroce/goroce/transport"
 )
 
 // openCM opens the device a tool of librdmacm's runs on and starts its
@@ -22,4 +29,51 @@ func openCM(ec endpoint.Config, stderr io.Writer, name string) (*endpoint.Endpoi
 		return nil, nil, err
 	}
 	return ep, m, nil
+}
+
+// cmToolConfig is what the command line of a librdmacm example (ucmatose,
+// udaddy: oob/internal/cmflags) tells the frame that runs it.
+type cmToolConfig interface {
+	// Endpoint says which device to open.
+	Endpoint() endpoint.Config
+	// PrintWarnings prints the lines the tool prints on stderr as it
+	// reads its options, then goes on.
+	PrintWarnings(io.Writer)
+}
+
+// cmToolEnv is what such a tool runs with besides its command line.
+type cmToolEnv struct {
+	dev            *transport.Device
+	cm             *cm.Manager
+	stdout, stderr io.Writer
+}
+
+// registerCMTool registers roced's NAME, a librdmacm example: parse
+// reads its command line (an error wrapping usage is one line on stderr
+// and exit status 1, as the tool's usage exit); then its warnings are
+// printed, the device opened and its connection manager started, and
+// run's status is the command's. A device that cannot be opened is -1
+// (255), as the tool's failed rdma_bind_addr or rdma_resolve_addr. SIGINT
+// and SIGTERM end run's context.
+func registerCMTool[C cmToolConfig](name, summary string, usage error, parse func([]string) (C, error),
+	run func(context.Context, C, cmToolEnv) int) {
+	register(name, summary, func(args []string, stdout, stderr io.Writer) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		who := "roced " + name
+		cfg, err := parse(args)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %s\n", who, strings.TrimPrefix(err.Error(), usage.Error()+": "))
+			return exitUsage
+		}
+		cfg.PrintWarnings(stderr)
+		ep, m, err := openCM(cfg.Endpoint(), stderr, who)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", who, err)
+			return exitRunFail
+		}
+		defer ep.Close()
+		defer m.Close()
+		return run(ctx, cfg, cmToolEnv{ep.Device, m, stdout, stderr})
+	})
 }

@@ -2,60 +2,17 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 
-	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/oob/ucmatose"
 )
 
 // librdmacm's ucmatose (examples/cmatose.c), connecting through goroce's
 // RDMA connection manager (package cm) and moving its messages on every
-// connection (package oob/ucmatose).
-
+// connection (package oob/ucmatose). It exits as cmatose does: 1 for a
+// bad command line, else its return status.
 func init() {
-	register("ucmatose", "librdmacm's ucmatose: -c RDMA CM connections, -C SENDs of -S bytes each way on each (-s ADDR client, else server)",
-		func(args []string, stdout, stderr io.Writer) int {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return runUcmatose(ctx, args, stdout, stderr)
+	registerCMTool("ucmatose", "librdmacm's ucmatose: -c RDMA CM connections, -C SENDs of -S bytes each way on each (-s ADDR client, else server)",
+		ucmatose.ErrUsage, ucmatose.ParseFlags, func(ctx context.Context, cfg ucmatose.Config, e cmToolEnv) int {
+			return ucmatose.Run(ctx, cfg, ucmatose.Env{Dev: e.dev, CM: e.cm, Stdout: e.stdout, Stderr: e.stderr})
 		})
-}
-
-// runUcmatose exits as cmatose does: 1 for a bad command line (exit(1)
-// after its usage), else its return status; a device that cannot be
-// opened is -1 (255), as cmatose's failed rdma_bind_addr or
-// rdma_resolve_addr.
-func runUcmatose(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	const name = "roced ucmatose"
-	cfg, err := ucmatose.ParseFlags(args)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %s\n", name, strings.TrimPrefix(err.Error(), ucmatose.ErrUsage.Error()+": "))
-		return exitUsage
-	}
-	// cmatose prints these as it reads its options, then goes on.
-	for _, w := range cfg.Warnings {
-		fmt.Fprintln(stderr, w)
-	}
-	// The server binds -b (cmatose's src_addr); the client connects to
-	// -s and binds -b if given.
-	ec := endpoint.Config{Link: cfg.Link, GID: -1, Pcap: cfg.Pcap, Dev: cfg.Dev}
-	if !cfg.IsServer() {
-		ec.Peer = cfg.Addr.String()
-	}
-	if ec.Dev == "" && cfg.Bind.IsValid() && !cfg.Bind.IsUnspecified() {
-		ec.Dev = cfg.Bind.String()
-	}
-	ep, m, err := openCM(ec, stderr, name)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return exitRunFail
-	}
-	defer ep.Close()
-	defer m.Close()
-	return ucmatose.Run(ctx, cfg, ucmatose.Env{Dev: ep.Device, CM: m, Stdout: stdout, Stderr: stderr})
 }

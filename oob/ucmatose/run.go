@@ -162,12 +162,9 @@ func (r *run) postSends(n *node) error {
 // disconnect.
 func (r *run) server(ctx context.Context) int {
 	r.printf("cmatose: starting server")
-	bind := netip.AddrPortFrom(netip.IPv4Unspecified(), r.cfg.Port)
-	if a := r.cfg.Bind; a.IsValid() {
-		bind = netip.AddrPortFrom(a, r.cfg.Port)
-		if _, ok := r.env.Dev.GIDIndex(a); !ok && !a.IsUnspecified() {
-			return r.perror("cmatose: bind address failed", fmt.Errorf("Cannot assign requested address (%v is none of the device's addresses)", a))
-		}
+	bind, err := r.cfg.ListenAddr(r.env.Dev, r.cfg.Port)
+	if err != nil {
+		return r.perror("cmatose: bind address failed", err)
 	}
 	// cmatose makes a send and a receive CQ for each connection; a
 	// listener takes one QPConfig for all its connections, so here they
@@ -277,12 +274,9 @@ func (r *run) migrate() { r.printf("migrating to new event channel") }
 func (r *run) client(ctx context.Context) int {
 	r.printf("cmatose: starting client")
 	r.printf("cmatose: connecting")
-	laddr := netip.AddrPort{} // the device's default address
-	if a := r.cfg.Bind; a.IsValid() {
-		if _, ok := r.env.Dev.GIDIndex(a); !ok {
-			return r.perror("cmatose: failure getting addr", fmt.Errorf("Cannot assign requested address (%v is none of the device's addresses)", a))
-		}
-		laddr = netip.AddrPortFrom(a, 0)
+	laddr, err := r.cfg.LocalAddr(r.env.Dev)
+	if err != nil {
+		return r.perror("cmatose: failure getting addr", err)
 	}
 	raddr := netip.AddrPortFrom(r.cfg.Addr, r.cfg.Port)
 	// route_handler's conn_param: one READ each way, retry count 5, no

@@ -74,3 +74,10 @@ func Atoi(s string) (int, bool) {
 	}
 	return v, n > 0
 }
+
+// HasPrefixFold is C's strncasecmp(word, arg, strlen(word)) == 0, as the
+// librdmacm examples read a keyword option: arg starts with word,
+// whatever the case.
+func HasPrefixFold(arg, word string) bool {
+	return len(arg) >= len(word) && strings.EqualFold(arg[:len(word)], word)
+}

@@ -1,0 +1,162 @@
+package rdmatest
+
+import (
+	"bytes"
+	"context"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/transport"
+)
+
+// SyncBuffer is a bytes.Buffer that a tool's run writes while the test
+// may read it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Reset forgets what was written.
+func (s *SyncBuffer) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Reset()
+}
+
+// CMSide is one process of a test of a librdmacm tool (ucmatose,
+// udaddy): its device and connection manager (CMNode), its output and its
+// exit status.
+type CMSide struct {
+	Dev            *transport.Device // the side's device
+	CM             *cm.Manager       // its connection manager
+	Stdout, Stderr SyncBuffer        // what the run printed
+	Code           int               // its exit status, once it ended
+}
+
+// NewCMSide attaches a CMSide at addr to net.
+func NewCMSide(tb testing.TB, net *nic.MemNet, addr string) *CMSide {
+	dev, m := CMNode(tb, net, addr)
+	return &CMSide{Dev: dev, CM: m}
+}
+
+// String returns the side's stdout, then its stderr.
+func (s *CMSide) String() string { return s.Stdout.String() + s.Stderr.String() }
+
+// The addresses of CMTool.Pair's two sides.
+const (
+	CMServerAddr = "198.51.100.2"
+	CMClientAddr = "198.51.100.1"
+)
+
+// CMTool is a librdmacm tool under test (roced's ucmatose, udaddy): how
+// to read its command line and how to run it on a side.
+type CMTool[C any] struct {
+	// Name is the word the tool's lines start with ("cmatose", "udaddy").
+	Name string
+	// Parse reads the tool's command line (without its name).
+	Parse func([]string) (C, error)
+	// Run runs the tool on s; listening, if not nil, is called once a
+	// server listens.
+	Run func(ctx context.Context, cfg C, s *CMSide, listening func(netip.AddrPort)) int
+}
+
+// MustParse reads args, failing the test on an error.
+func (tl CMTool[C]) MustParse(tb testing.TB, args ...string) C {
+	tb.Helper()
+	c, err := tl.Parse(args)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// Pair runs the tool with sargs as the server at CMServerAddr and, once it
+// listens, with "-s CMServerAddr" and cargs as the client at CMClientAddr,
+// over a new in-memory network, and returns both sides when both ended.
+func (tl CMTool[C]) Pair(tb testing.TB, sargs, cargs []string) (srv, cli *CMSide) {
+	tb.Helper()
+	net := nic.NewMemNet(1)
+	srv, cli = NewCMSide(tb, net, CMServerAddr), NewCMSide(tb, net, CMClientAddr)
+	scfg, ccfg := tl.MustParse(tb, sargs...), tl.MustParse(tb, append([]string{"-s", CMServerAddr}, cargs...)...)
+	RunCMPair(tb, srv, cli, func(ctx context.Context, listening func(netip.AddrPort)) int {
+		return tl.Run(ctx, scfg, srv, listening)
+	}, func(ctx context.Context) int { return tl.Run(ctx, ccfg, cli, nil) })
+	return srv, cli
+}
+
+// CheckServerCanceled: a server whose context ends before its clients
+// came says so and ends -1; nothing hangs.
+func (tl CMTool[C]) CheckServerCanceled(tb testing.TB) {
+	tb.Helper()
+	srv := NewCMSide(tb, nic.NewMemNet(1), CMServerAddr)
+	ctx, cancel := context.WithCancel(context.Background())
+	code := tl.Run(ctx, tl.MustParse(tb, "-c", "2"), srv, func(netip.AddrPort) { cancel() })
+	if code != 255 || srv.Stdout.String() != tl.Name+": starting server\ntest complete\nreturn status -1\n" ||
+		srv.Stderr.String() != tl.Name+": failure in rdma_get_cm_event in connect events: context canceled\n" {
+		tb.Fatalf("exit %d\n%s", code, srv)
+	}
+}
+
+// CheckBindElsewhere: -b an address the device does not have fails as
+// rdma_bind_addr (server) and rdma_resolve_addr (client) do.
+func (tl CMTool[C]) CheckBindElsewhere(tb testing.TB) {
+	tb.Helper()
+	net := nic.NewMemNet(1)
+	s := NewCMSide(tb, net, CMServerAddr)
+	ctx := context.Background()
+	if code := tl.Run(ctx, tl.MustParse(tb, "-b", "192.0.2.9"), s, nil); code != 255 ||
+		!strings.HasPrefix(s.Stderr.String(), tl.Name+": bind address failed: ") ||
+		s.Stdout.String() != tl.Name+": starting server\ntest complete\nreturn status -1\n" {
+		tb.Errorf("server: exit %d\n%s", code, s)
+	}
+	c := NewCMSide(tb, net, CMClientAddr)
+	if code := tl.Run(ctx, tl.MustParse(tb, "-s", CMServerAddr, "-b", "192.0.2.9"), c, nil); code != 255 ||
+		!strings.HasPrefix(c.Stderr.String(), tl.Name+": failure getting addr: ") ||
+		c.Stdout.String() != tl.Name+": starting client\n"+tl.Name+": connecting\ntest complete\nreturn status -1\n" {
+		tb.Errorf("client: exit %d\n%s", code, c)
+	}
+}
+
+// RunCMPair runs server (which calls listening once it listens) and then
+// client, each side's exit status into its Code, and returns when both
+// ended; a server that exits before it listened fails the test. Both get
+// a context of a minute.
+func RunCMPair(tb testing.TB, srv, cli *CMSide, server func(ctx context.Context, listening func(netip.AddrPort)) int,
+	client func(ctx context.Context) int) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	listening := make(chan struct{})
+	var once sync.Once
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Code = server(ctx, func(netip.AddrPort) { once.Do(func() { close(listening) }) })
+	}()
+	select {
+	case <-listening:
+	case <-served:
+		tb.Fatalf("the server exited %d before it listened:\n%s", srv.Code, srv)
+	}
+	cli.Code = client(ctx)
+	<-served
+}
