@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
+	"strings"
 	"time"
 )
 
@@ -122,4 +124,104 @@ func report44(w io.Writer, bound bool, total times, conns []times) {
 		us := float32(int64(total[ls.s][1] - total[ls.s][0]))
 		fmt.Fprintf(w, "%-13s: %11.2f%11.2f%11.2f%11.2f\n", ls.name, float64(us/1000.), float64(mx/1000.), float64(mn), float64(us/float32(len(conns))))
 	}
+}
+
+// Row patterns of the two tables: 56's step name, then six integers;
+// 44's step name, a colon, then four numbers with two decimals.
+var (
+	row56 = regexp.MustCompile(`^([a-z ]{13})  ( *-?\d+ ){5} *-?\d+$`)
+	row44 = regexp.MustCompile(`^([a-z ]{13}):( *-?\d+\.\d\d){4}$`)
+)
+
+// Skeleton is out (cmtime's stdout) with the figures of each table row
+// replaced by "#": what is left is fixed for a given run, and compared
+// with WantSkeleton.
+func Skeleton(out string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(strings.ReplaceAll(out, "\r\n", "\n"), "\n") {
+		body := strings.TrimSuffix(l, "\n")
+		switch {
+		case row56.MatchString(body):
+			b.WriteString(strings.TrimRight(body[:13], " ") + " #\n")
+		case row44.MatchString(body):
+			b.WriteString(strings.TrimRight(body[:13], " ") + ": #\n")
+		default:
+			b.WriteString(l)
+		}
+	}
+	return b.String()
+}
+
+// WantSkeleton is the Skeleton of what cmtime of rdma-core v prints on a
+// good run of n connections: the server's (server) or the client's, with
+// or without the client's -b (bound). 44's server prints nothing; 56's
+// sides run three tests and print two tables each.
+func WantSkeleton(v Version, server bool, n int, bound bool) string {
+	var b strings.Builder
+	line := func(s string, a ...any) { fmt.Fprintf(&b, s+"\n", a...) }
+	if v == V44 {
+		if server {
+			return ""
+		}
+		line("creating id")
+		if bound {
+			line("binding source address")
+		}
+		for _, s := range []string{"resolving address", "resolving route", "creating qp", "connecting", "disconnecting", "destroying id"} {
+			line("%s", s)
+		}
+		line("step              total ms     max ms     min us  us / conn")
+		for _, ls := range legacySteps {
+			if ls.s != stepBind || bound {
+				line("%s: #", strings.TrimRight(fmt.Sprintf("%-13s", ls.name), " "))
+			}
+		}
+		return b.String()
+	}
+	table := func(qps bool) {
+		label := "cm_conn"
+		if qps {
+			label = "qp_conn"
+		}
+		line("%s        %10d", label, n)
+		line("threads        %10d", 1)
+		line("step             avg/iter  total(us)    us/conn    sum(us)    max(us)    min(us)")
+		for _, s := range stepNames {
+			line("%s #", s)
+		}
+	}
+	test := func(first bool) {
+		if server {
+			line("\tAccepting")
+			if first {
+				line("\tAllocating verbs resources")
+			}
+			line("\tDisconnecting")
+			return
+		}
+		line("\tCreating IDs")
+		if bound {
+			line("\tBinding addresses")
+		}
+		line("\tResolving addresses")
+		line("\tResolving routes")
+		line("\tCreating QPs")
+		if first {
+			line("\tAllocating verbs resources")
+		}
+		for _, s := range []string{"\tModify QPs to INIT", "\tConnecting", "\tDisconnecting", "\tDestroying QPs", "\tDestroying IDs"} {
+			line("%s", s)
+		}
+	}
+	what := map[bool][3]string{true: {"Server warmup", "Accept (%d) QPs test", "Accept (%d) test - no QPs"},
+		false: {"Client warmup", "Connect (%d) QPs test", "Connect (%d) test - no QPs"}}[server]
+	line("%s", what[0])
+	test(true)
+	line(what[1], n)
+	test(false)
+	table(true)
+	line(what[2], n)
+	test(false)
+	table(false)
+	return b.String()
 }
