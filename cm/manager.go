@@ -106,7 +106,7 @@ type Manager struct {
 	listeners map[uint16]*Listener
 	closed    bool
 
-	in   chan inMAD
+	in   *madQueue
 	done chan struct{}
 	wg   sync.WaitGroup
 	st   stats
@@ -121,7 +121,7 @@ func New(dev *transport.Device, o Options) (*Manager, error) {
 	m := &Manager{
 		dev: dev, clock: o.Clock, guid: nodeGUID(dev), hiTID: uint64(rand.Uint32()) << 32,
 		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[uint16]*Listener{},
-		in: make(chan inMAD, 256), done: make(chan struct{}), ids: rand.Uint32,
+		in: newMADQueue(), done: make(chan struct{}), ids: rand.Uint32,
 	}
 	if m.clock == nil {
 		m.clock = qp.RealClock{}
@@ -185,9 +185,7 @@ func (m *Manager) Close() error {
 // receive is QP1's handler, on the device's receive path: it copies the
 // MAD (one allocation per MAD) and queues it for the manager's goroutine.
 func (m *Manager) receive(src, dst netip.Addr, b []byte) {
-	select {
-	case m.in <- inMAD{src.Unmap(), dst.Unmap(), append([]byte(nil), b...)}:
-	default:
+	if !m.in.put(inMAD{src.Unmap(), dst.Unmap(), append([]byte(nil), b...)}) {
 		m.st.overflow.Add(1)
 	}
 }
@@ -198,8 +196,10 @@ func (m *Manager) loop() {
 		select {
 		case <-m.done:
 			return
-		case x := <-m.in:
-			m.handle(x.src, x.dst, x.b)
+		case <-m.in.ready:
+			for _, x := range m.in.take() {
+				m.handle(x.src, x.dst, x.b)
+			}
 		}
 	}
 }
