@@ -14,9 +14,9 @@ func TestMatrixShape(t *testing.T) {
 	// 4 pingpongs: rc, uc, srq x 4 sizes, ud x 2; perftest RC: 6 tests x 4
 	// sizes + 2 atomics x 2 variants; UC: write and send, bw and lat, x 4
 	// sizes; UD: send bw and lat x 2 sizes; rping at 64 and 65535 bytes;
-	// rdma_server/rdma_client's one exchange; ucmatose's 50 connections.
-	// Each in two directions.
-	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2 + 1 + 1
+	// rdma_server/rdma_client's one exchange; ucmatose's 50 connections;
+	// cmtime's 50. Each in two directions.
+	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2 + 1 + 1 + 1
 	if len(cases) != 2*scenarios {
 		t.Fatalf("%d cases, want %d", len(cases), 2*scenarios)
 	}
@@ -32,6 +32,10 @@ func TestMatrixShape(t *testing.T) {
 		case c.Tool.Atomic:
 			if c.Size != AtomicSize || c.Transport != RC {
 				t.Errorf("%s: atomics are RC, 8 bytes", c.ID())
+			}
+		case c.Tool.Exchange == CmtimeConnects:
+			if c.Size != 0 || c.Transport != RC || strings.Join(c.Flags, " ") != "-c 50" {
+				t.Errorf("%s: cmtime runs RC, -c 50", c.ID())
 			}
 		case c.Tool.Exchange == CmatoseSends:
 			if c.Size != 100 || c.Transport != RC || c.Iters != 10 || strings.Join(c.Flags, " ") != "-c 50" {
@@ -136,6 +140,8 @@ func TestArgv(t *testing.T) {
 	rocedLab := Side{Roced: "/bin/roced", Dev: "rxetap0", GID: 1, Addr: "198.18.15.1",
 		Extra: []string{"--qp-timeout=17", "--qp-timeout", "17", "--link", "afpacket"}}
 	rxeLab := Side{Dev: "rxe0", GID: 1, Addr: "198.18.15.2"}
+	rocedLab44 := rocedLab
+	rocedLab44.RdmaCore = "44"
 	sc := func(tool string, tr Transport, size, iters int, flags ...string) Scenario {
 		s := scenario(t, tool, tr, size, iters)
 		tl, _ := ToolByName(tool)
@@ -188,6 +194,14 @@ func TestArgv(t *testing.T) {
 			"/bin/roced ucmatose -b 198.18.15.1 -p 18524 -C 10 -S 100 -c 50 --link afpacket"},
 		{"rxe ucmatose client", rxeLab, sc("ucmatose", RC, 100, 10), 18524, "198.18.15.1",
 			"ucmatose -s 198.18.15.1 -b 198.18.15.2 -p 18524 -C 10 -S 100 -c 50"},
+		// cmtime: -b on either side, -s names the server; a roced client
+		// is told the peer's rdma-core, a roced server finds it out.
+		{"roced cmtime server", rocedLab44, sc("cmtime", RC, 0, 1), 18525, "",
+			"/bin/roced cmtime -b 198.18.15.1 -p 18525 -c 50 --link afpacket"},
+		{"roced cmtime client", rocedLab44, sc("cmtime", RC, 0, 1), 18525, "198.18.15.2",
+			"/bin/roced cmtime -s 198.18.15.2 -b 198.18.15.1 -p 18525 -c 50 --rdma-core 44 --link afpacket"},
+		{"rxe cmtime client", rxeLab, sc("cmtime", RC, 0, 1), 18525, "198.18.15.1",
+			"cmtime -s 198.18.15.1 -b 198.18.15.2 -p 18525 -c 50"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := strings.Join(tc.side.Argv(tc.sc, tc.port, tc.server), " "); got != tc.want {

@@ -28,6 +28,10 @@ type Side struct {
 	Strict bool
 	// Extra flags only this side gets (roced's --link, say).
 	Extra []string
+	// RdmaCore is the rdma-core release of the real tools of the case
+	// ("44", "56"; empty: unknown), where a tool's exchange changed
+	// across releases (cmtime): a roced client is told to speak it.
+	RdmaCore string
 }
 
 // Argv is this side's command line for a scenario; server is the host
@@ -75,6 +79,21 @@ func (s Side) cmArgv(sc Scenario, port int, server string) []string {
 		port = DefaultPort
 	}
 	switch {
+	case sc.Tool.Exchange == CmtimeConnects:
+		// cmtime: -b binds this side's address on either side, -s is the
+		// client's server; a roced client speaks the peer's release (a
+		// roced server tells it from what comes first).
+		if server != "" {
+			a = append(a, "-s", server)
+		}
+		if s.Addr != "" {
+			a = append(a, "-b", s.Addr)
+		}
+		a = append(a, "-p", strconv.Itoa(port))
+		a = append(a, sc.Args()...)
+		if s.Roced != "" && server != "" && s.RdmaCore != "" {
+			a = append(a, "--rdma-core", s.RdmaCore)
+		}
 	case sc.Tool.Exchange == CmatoseSends:
 		// ucmatose: -b binds this side's address on either side, -s is
 		// the client's server.
@@ -169,15 +188,20 @@ func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Pe
 		// both sides what it means on rxe.
 		dev = l.HostAddr
 	}
+	rc := suiteRdmaCore[l.Suite]
 	return &Peer{
 		Name: "lab-" + l.Suite,
 		Subject: Side{Who: "roced", Runner: l.Host(), Roced: roced, Dev: dev, GID: 1,
-			Addr: l.HostAddr, Strict: true, Extra: extra},
-		Ref:  Side{Who: "rxe0", Runner: l.Guest(), Dev: "rxe0", GID: 1, Addr: l.GuestAddr},
+			Addr: l.HostAddr, Strict: true, Extra: extra, RdmaCore: rc},
+		Ref:  Side{Who: "rxe0", Runner: l.Guest(), Dev: "rxe0", GID: 1, Addr: l.GuestAddr, RdmaCore: rc},
 		Info: l.Info(ctx),
 		Lab:  l,
 	}
 }
+
+// suiteRdmaCore is the rdma-core release of each lab guest (../shared/
+// rxe-peer/README.md, "trixie variant").
+var suiteRdmaCore = map[string]string{"bookworm": "44", "trixie": "56"}
 
 // ImpairedLabPeer is LabPeer with roced behind path (built already):
 // roced runs in the path's namespace on its address.
@@ -203,8 +227,8 @@ func LabPairPeer(ctx context.Context, l *Lab) (*Peer, error) {
 	info["subject"], info["ref"] = "rxeA (198.51.100.1)", "rxeB (198.51.100.2)"
 	return &Peer{
 		Name:    "lab-pair-" + l.Suite,
-		Subject: Side{Who: "rxeA", Runner: g, Dev: "rxeA", GID: 1, Addr: "198.51.100.1"},
-		Ref:     Side{Who: "rxeB", Runner: g, Dev: "rxeB", GID: 1, Addr: "198.51.100.2"},
+		Subject: Side{Who: "rxeA", Runner: g, Dev: "rxeA", GID: 1, Addr: "198.51.100.1", RdmaCore: suiteRdmaCore[l.Suite]},
+		Ref:     Side{Who: "rxeB", Runner: g, Dev: "rxeB", GID: 1, Addr: "198.51.100.2", RdmaCore: suiteRdmaCore[l.Suite]},
 		Info:    info,
 	}, nil
 }

@@ -308,13 +308,21 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 	var cliOut Output
 	// srvStrict: the server is roced, whose CM listener nothing outside
 	// the process sees.
-	if err := waitServer(ctx, p.Scenario, srvRun, srvStrict, srv, port, o); err != nil {
+	rc := suiteRdmaCore[l.Suite]
+	srvSide := Side{Runner: srvRun, RdmaCore: rc}
+	if srvStrict {
+		srvSide.Roced = roced
+	}
+	if err := waitServer(ctx, p.Scenario, srvSide, srv, port, o); err != nil {
 		srv.Stop()
 		cliOut = Output{Where: cliRun.Where(), Exit: -1, Argv: cliArgv, StartErr: "not started: " + err.Error()}
 	} else {
 		var starts int
 		cliOut, starts = runClient(ctx, p.Scenario, cliRun, cliArgv, srv, listening.Add(o.ListenTimeout), o)
 		res.Notes = append(res.Notes, startsNote(cliOut, starts, o)...)
+		if runsOn(p.Scenario, srvSide) {
+			srv.Stop() // its client is done: nothing more will come
+		}
 		select {
 		case <-srv.Done():
 		case <-time.After(o.Grace):
@@ -323,8 +331,8 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 	}
 	srvOut := srv.Wait()
 	v := Judge(p.Scenario,
-		SideRun{Role: "server", Who: srvWho, Strict: srvStrict, Out: srvOut},
-		SideRun{Role: "client", Who: cliWho, Strict: cliStrict, Out: cliOut})
+		SideRun{Role: "server", Who: srvWho, Strict: srvStrict, Out: srvOut, RdmaCore: rc},
+		SideRun{Role: "client", Who: cliWho, Strict: cliStrict, Out: cliOut, RdmaCore: rc})
 	res.Server = &SideReport{Who: srvWho, Output: srvOut}
 	res.Client = &SideReport{Who: cliWho, Output: cliOut}
 	res.Reasons, res.Figures = v.Reasons, v.Figures
