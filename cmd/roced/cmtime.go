@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
-	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/oob/cmtime"
 )
 
@@ -20,11 +16,7 @@ import (
 
 func init() {
 	register("cmtime", "librdmacm's cmtime: times -c RDMA CM connections step by step (-s ADDR client, else server; rdma-core 44 or 56, --rdma-core)",
-		func(args []string, stdout, stderr io.Writer) int {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return runCmtime(ctx, args, stdout, stderr)
-		})
+		untilSignal(runCmtime))
 }
 
 // runCmtime exits as cmtime does: 1 for a bad command line (its usage)
@@ -40,14 +32,7 @@ func runCmtime(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		// -S times plain TCP sockets: no device.
 		return cmtime.Run(ctx, cfg, cmtime.Env{Stdout: stdout, Stderr: stderr})
 	}
-	ec := endpoint.Config{Link: cfg.Link, GID: -1, Pcap: cfg.Pcap, Dev: cfg.Dev}
-	if !cfg.IsServer() {
-		ec.Peer = cfg.Addr.String()
-	}
-	if ec.Dev == "" && cfg.Bind.IsValid() && !cfg.Bind.IsUnspecified() {
-		ec.Dev = cfg.Bind.String()
-	}
-	ep, m, err := openCM(ec, stderr, name)
+	ep, m, err := openCM(cmToolEndpoint(cfg.Link, cfg.Pcap, cfg.Dev, cfg.Addr, cfg.Bind), stderr, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1 // cmtime's exit(EXIT_FAILURE)

@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
-	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/oob/ucmatose"
 )
 
@@ -19,11 +15,7 @@ import (
 
 func init() {
 	register("ucmatose", "librdmacm's ucmatose: -c RDMA CM connections, -C SENDs of -S bytes each way on each (-s ADDR client, else server)",
-		func(args []string, stdout, stderr io.Writer) int {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return runUcmatose(ctx, args, stdout, stderr)
-		})
+		untilSignal(runUcmatose))
 }
 
 // runUcmatose exits as cmatose does: 1 for a bad command line (exit(1)
@@ -43,14 +35,7 @@ func runUcmatose(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	// The server binds -b (cmatose's src_addr); the client connects to
 	// -s and binds -b if given.
-	ec := endpoint.Config{Link: cfg.Link, GID: -1, Pcap: cfg.Pcap, Dev: cfg.Dev}
-	if !cfg.IsServer() {
-		ec.Peer = cfg.Addr.String()
-	}
-	if ec.Dev == "" && cfg.Bind.IsValid() && !cfg.Bind.IsUnspecified() {
-		ec.Dev = cfg.Bind.String()
-	}
-	ep, m, err := openCM(ec, stderr, name)
+	ep, m, err := openCM(cmToolEndpoint(cfg.Link, cfg.Pcap, cfg.Dev, cfg.Addr, cfg.Bind), stderr, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitRunFail

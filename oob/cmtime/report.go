@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -224,4 +225,36 @@ func WantSkeleton(v Version, server bool, n int, bound bool) string {
 	test(false)
 	table(false)
 	return b.String()
+}
+
+// ConnectRate reads the connections per second of cmtime's first table
+// in out (cmtime's stdout) for n connections: n over the whole connect
+// step (56's cm connect of its QP test, 44's connect).
+func ConnectRate(out string, n int) (float64, bool) {
+	for _, l := range strings.Split(out, "\n") {
+		var us float64
+		switch {
+		case strings.HasPrefix(l, "cm connect ") && row56.MatchString(l):
+			f := strings.Fields(l)
+			v, err := strconv.ParseFloat(f[3], 64)
+			if err != nil {
+				return 0, false
+			}
+			us = v
+		case strings.HasPrefix(l, "connect      :") && row44.MatchString(l):
+			f := strings.Fields(l[14:])
+			v, err := strconv.ParseFloat(f[0], 64)
+			if err != nil {
+				return 0, false
+			}
+			us = v * 1000
+		default:
+			continue
+		}
+		if us <= 0 {
+			return 0, false
+		}
+		return float64(n) / us * 1e6, true
+	}
+	return 0, false
 }

@@ -169,6 +169,26 @@ func (r *run) qpInit() qp.InitAttr {
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
 }
 
+// timed is one step for every connection on the work queue's threads,
+// each connection's verb f timed, and the whole step; it returns the
+// first error, which cmtime would exit on.
+func (r *run) timed(n int, s step, f func(i int) error) error {
+	var first error
+	r.start(s)
+	r.each(n, func(i int) {
+		r.startC(i, s)
+		err := f(i)
+		r.endC(i, s)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err != nil && first == nil {
+			first = err
+		}
+	})
+	r.end(s)
+	return first
+}
+
 // reset starts a test of n connections (reset_test, less its sync).
 func (r *run) reset(n int) {
 	r.mu.Lock()
@@ -318,24 +338,16 @@ func (r *run) clientTest(ctx context.Context, o oob, n int) int {
 	}
 	if r.cfg.Bind.IsValid() {
 		r.printf("\tBinding addresses")
-		r.start(stepBind)
-		for i := range n {
-			r.startC(i, stepBind)
-			if _, ok := r.env.Dev.GIDIndex(r.cfg.Bind); !ok {
-				return r.perror("rdma_bind_addr", fmt.Errorf("%v is none of the device's addresses", r.cfg.Bind))
-			}
-			r.endC(i, stepBind)
+		if err := r.bind(n); err != nil {
+			return r.perror("rdma_bind_addr", err)
 		}
-		r.end(stepBind)
 	}
 	// Address and route resolution: roced's routes are the kernel's
 	// (its UDP socket); there is nothing to resolve or time.
 	r.printf("\tResolving addresses")
 	r.printf("\tResolving routes")
 	r.printf("\tCreating QPs")
-	r.start(stepCreateQP)
-	var failed error
-	r.each(n, func(i int) {
+	err := r.timed(n, stepCreateQP, func(i int) error {
 		r.mu.Lock()
 		first := r.pd == nil
 		r.verbs()
@@ -343,47 +355,32 @@ func (r *run) clientTest(ctx context.Context, o oob, n int) int {
 		if first {
 			r.printf("\tAllocating verbs resources")
 		}
-		r.startC(i, stepCreateQP)
-		if r.qps() {
-			q, err := r.env.Dev.CreateQP(r.pd, r.qpInit())
-			r.mu.Lock()
-			r.conns[i].q = q
-			if err != nil && failed == nil {
-				failed = err
-			}
-			r.mu.Unlock()
-		} else {
-			time.Sleep(r.delay)
+		if !r.qps() {
+			time.Sleep(r.delay) // cmtime's mimic: the delay for the verb
+			return nil
 		}
-		r.endC(i, stepCreateQP)
+		q, err := r.env.Dev.CreateQP(r.pd, r.qpInit())
+		r.mu.Lock()
+		r.conns[i].q = q
+		r.mu.Unlock()
+		return err
 	})
-	if failed != nil {
-		return r.perror("ibv_create_qp", failed)
+	if err != nil {
+		return r.perror("ibv_create_qp", err)
 	}
-	r.end(stepCreateQP)
 	r.printf("\tModify QPs to INIT")
-	r.start(stepInitQP)
-	r.each(n, func(i int) {
-		r.startC(i, stepInitQP)
-		if q := r.conns[i].q; q != nil {
-			err := q.Modify(&qp.Attr{State: qp.Init, PortNum: 1, AccessFlags: mr.RemoteRead | mr.RemoteWrite},
-				qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags)
-			if err != nil {
-				r.mu.Lock()
-				if failed == nil {
-					failed = err
-				}
-				r.mu.Unlock()
-			}
-		} else {
+	err = r.timed(n, stepInitQP, func(i int) error {
+		q := r.conns[i].q
+		if q == nil {
 			time.Sleep(r.delay)
+			return nil
 		}
-		r.endC(i, stepInitQP)
+		return q.Modify(&qp.Attr{State: qp.Init, PortNum: 1, AccessFlags: mr.RemoteRead | mr.RemoteWrite},
+			qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags)
 	})
-	if failed != nil {
-		return r.perror("ibv_modify_qp", failed)
+	if err != nil {
+		return r.perror("ibv_modify_qp", err)
 	}
-	r.end(stepInitQP)
 
 	r.printf("\tConnecting")
 	// rdma_connect for each at once; RTR, RTS and the RTU (cmtime's
@@ -418,6 +415,22 @@ func (r *run) clientTest(ctx context.Context, o oob, n int) int {
 	r.destroyQPs(n)
 	r.printf("\tDestroying IDs")
 	return 0
+}
+
+// bind is the bind addr step, one connection after the other as cmtime
+// binds its IDs: goroce has no ID to bind, it checks that -b is one of
+// the device's addresses, as rdma_bind_addr would.
+func (r *run) bind(n int) error {
+	r.start(stepBind)
+	defer r.end(stepBind)
+	for i := range n {
+		r.startC(i, stepBind)
+		if _, ok := r.env.Dev.GIDIndex(r.cfg.Bind); !ok {
+			return fmt.Errorf("%v is none of the device's addresses", r.cfg.Bind)
+		}
+		r.endC(i, stepBind)
+	}
+	return nil
 }
 
 // dialAll connects every connection at once and waits for all; each one's
@@ -518,16 +531,9 @@ func (r *run) legacyClient(ctx context.Context) int {
 	r.printf("creating id")
 	if r.cfg.Bind.IsValid() {
 		r.printf("binding source address")
-		r.start(stepBind)
-		for i := range n {
-			r.startC(i, stepBind)
-			if _, ok := r.env.Dev.GIDIndex(r.cfg.Bind); !ok {
-				r.perror("failure bind addr", fmt.Errorf("%v is none of the device's addresses", r.cfg.Bind))
-				return exitFailure
-			}
-			r.endC(i, stepBind)
+		if err := r.bind(n); err != nil {
+			return r.perror("failure bind addr", err)
 		}
-		r.end(stepBind)
 	}
 	r.printf("resolving address")
 	r.printf("resolving route")

@@ -80,41 +80,20 @@ func (r *run) sockClient(ctx context.Context) int {
 	}()
 	r.start(stepFullConnect)
 	r.printf("Creating sockets")
-	r.start(stepCreateID)
-	var failed error
-	r.each(n, func(i int) {
-		r.startC(i, stepCreateID)
+	err := r.timed(n, stepCreateID, func(i int) error {
 		fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		r.endC(i, stepCreateID)
 		r.mu.Lock()
 		fds[i] = fd
-		if err != nil && failed == nil {
-			failed = err
-		}
 		r.mu.Unlock()
+		return err
 	})
-	if failed != nil {
-		return r.perror("socket", failed)
+	if err != nil {
+		return r.perror("socket", err)
 	}
-	r.end(stepCreateID)
 	r.printf("Connecting sockets")
-	r.start(stepConnect)
-	r.each(n, func(i int) {
-		r.startC(i, stepConnect)
-		err := unix.Connect(fds[i], sa)
-		r.endC(i, stepConnect)
-		if err != nil {
-			r.mu.Lock()
-			if failed == nil {
-				failed = err
-			}
-			r.mu.Unlock()
-		}
-	})
-	if failed != nil {
-		return r.perror("connect", failed)
+	if err := r.timed(n, stepConnect, func(i int) error { return unix.Connect(fds[i], sa) }); err != nil {
+		return r.perror("connect", err)
 	}
-	r.end(stepConnect)
 	r.end(stepFullConnect)
 	r.printf("Closing sockets")
 	r.start(stepDestroyID)
