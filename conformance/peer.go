@@ -79,10 +79,10 @@ func (s Side) cmArgv(sc Scenario, port int, server string) []string {
 		port = DefaultPort
 	}
 	switch {
-	case sc.Tool.Exchange == CmtimeConnects:
-		// cmtime: -b binds this side's address on either side, -s is the
-		// client's server; a roced client speaks the peer's release (a
-		// roced server tells it from what comes first).
+	case sc.Tool.Exchange == CmatoseSends, sc.Tool.Exchange == CmtimeConnects:
+		// ucmatose, cmtime: -b binds this side's address on either side,
+		// -s is the client's server. A roced cmtime client speaks the
+		// peer's release (a roced server tells it from what comes first).
 		if server != "" {
 			a = append(a, "-s", server)
 		}
@@ -91,20 +91,9 @@ func (s Side) cmArgv(sc Scenario, port int, server string) []string {
 		}
 		a = append(a, "-p", strconv.Itoa(port))
 		a = append(a, sc.Args()...)
-		if s.Roced != "" && server != "" && s.RdmaCore != "" {
+		if sc.Tool.Exchange == CmtimeConnects && s.Roced != "" && server != "" && s.RdmaCore != "" {
 			a = append(a, "--rdma-core", s.RdmaCore)
 		}
-	case sc.Tool.Exchange == CmatoseSends:
-		// ucmatose: -b binds this side's address on either side, -s is
-		// the client's server.
-		if server != "" {
-			a = append(a, "-s", server)
-		}
-		if s.Addr != "" {
-			a = append(a, "-b", s.Addr)
-		}
-		a = append(a, "-p", strconv.Itoa(port))
-		a = append(a, sc.Args()...)
 	case sc.Tool.Exchange == ExampleSends:
 		// rdma_server -s binds its address; rdma_client -s names the
 		// server's and has no source address (the route chooses), but

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/oob/cmtime"
 	"github.com/goroce/goroce/oob/perftest"
 	"github.com/goroce/goroce/oob/pingpong"
 	"github.com/goroce/goroce/oob/rdmaserver"
@@ -42,6 +43,7 @@ var ReadmeCMSections = []string{
 	"### Connecting through the RDMA connection manager: `roced rping`",
 	"### librdmacm's smallest example: `roced rdma_server` and `roced rdma_client`",
 	"### Many connections at once: `roced ucmatose`",
+	"### Timing connection setup: `roced cmtime`",
 }
 
 // ReadmeLine is one prompted command line of the README.
@@ -164,9 +166,13 @@ func readmePair(block []ReadmeLine) (ReadmePair, error) {
 	if sc.Size, sc.Iters, err = counts(t, server, g.Argv[2:]); err != nil {
 		return p, fmt.Errorf("README line %q: %v", strings.Join(g.Argv, " "), err)
 	}
-	if t.Exchange == CmatoseSends {
+	switch t.Exchange {
+	case CmatoseSends:
 		// The judge's figure is -c, as a matrix case's flags carry it.
 		c, _ := ucmatose.ParseFlags(g.Argv[2:])
+		sc.Flags = []string{"-c", strconv.Itoa(c.Connections)}
+	case CmtimeConnects:
+		c, _ := cmtime.ParseFlags(g.Argv[2:])
 		sc.Flags = []string{"-c", strconv.Itoa(c.Connections)}
 	}
 	p.Scenario = sc
@@ -176,6 +182,10 @@ func readmePair(block []ReadmeLine) (ReadmePair, error) {
 // counts parses a tool's flags as roced does and returns the message size
 // and the iterations they ask for (the tool's defaults where not given).
 func counts(t *Tool, server bool, args []string) (size, iters int, err error) {
+	if t.Family == CM && t.Exchange == CmtimeConnects {
+		_, err = cmtime.ParseFlags(args)
+		return 0, 1, err
+	}
 	if t.Family == CM && t.Exchange == CmatoseSends {
 		var c ucmatose.Config
 		c, err = ucmatose.ParseFlags(args)

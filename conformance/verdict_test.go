@@ -282,7 +282,10 @@ func TestJudgeCmtime(t *testing.T) {
 	srv56 := fill(cmtime.WantSkeleton(cmtime.V56, true, 2, true), row56)
 	cli56 := fill(cmtime.WantSkeleton(cmtime.V56, false, 2, true), row56)
 	cli44 := fill(cmtime.WantSkeleton(cmtime.V44, false, 2, true), nil)
-	side := func(role, rc string, o Output) SideRun { return SideRun{Role: role, Who: "rxe0", Out: o, RdmaCore: rc} }
+	side := func(role, rc string, o Output) SideRun {
+		o.Argv = []string{"cmtime", "-b", "192.0.2.2"}
+		return SideRun{Role: role, Who: "rxe0", Out: o, RdmaCore: rc}
+	}
 	v := Judge(sc, side("server", "56", out(srv56)), side("client", "56", out(cli56)))
 	if !v.Pass {
 		t.Fatalf("good 56 run failed: %v", v.Reasons)
