@@ -76,9 +76,9 @@ type Config struct {
 	// gives QPs to those tests too, as in cmtime.
 	BaseQPN uint32
 	// MimicDelay is -m (µs): the QP test makes no QPs and sleeps this
-	// long instead of each QP verb; Mimic says -m was given.
+	// long instead of each QP verb.
 	MimicDelay int
-	Mimic      bool
+	Mimic      bool // -m was given
 	Threads    int  // -n (1): the work queue's threads
 	Socket     bool // -S: time plain TCP connections instead
 	// Version is --rdma-core (goroce's): 44, 56 or Auto.

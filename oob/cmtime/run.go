@@ -25,10 +25,11 @@ type Env struct {
 	CM     *cm.Manager       // its connection manager
 	Stdout io.Writer         // cmtime's printf lines: its progress, its tables
 	Stderr io.Writer         // its perror lines, and roced's own
-	// Listen and Dial open rdma-core 56's out-of-band TCP socket (nil:
-	// package net's); tests give an in-memory pair.
+	// Listen opens rdma-core 56's out-of-band TCP socket on a server
+	// (nil: package net's); tests give an in-memory one.
 	Listen func(network, address string) (net.Listener, error)
-	Dial   func(ctx context.Context, network, address string) (net.Conn, error)
+	// Dial connects a client's out-of-band socket (nil: package net's).
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// Listening, if set, is called once the server listens (its RDMA CM
 	// port and its TCP socket): a caller that runs the client next starts
 	// it on this event.
