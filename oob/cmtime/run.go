@@ -39,9 +39,6 @@ type Env struct {
 // exitFailure is cmtime's exit(EXIT_FAILURE).
 const exitFailure = 1
 
-// errRefused is a client's TCP connect refused: nothing listens there.
-var errRefused = errors.New("refused")
-
 // conn is one connection of a test, cmtime's struct node.
 type conn struct {
 	t    times
@@ -296,6 +293,8 @@ func (r *run) client(ctx context.Context) int {
 		switch {
 		case err == nil:
 			defer sock.Close()
+			// A signal ends a wait for the server's sync too.
+			defer context.AfterFunc(ctx, func() { sock.Close() })()
 			v = V56
 		case v == Auto && errors.Is(err, syscall.ECONNREFUSED):
 			if r.cfg.only56 != "" {
@@ -664,6 +663,7 @@ func (r *run) server(ctx context.Context) int {
 	select {
 	case s := <-socks:
 		tl.Close()
+		defer context.AfterFunc(ctx, func() { s.Close() })()
 		r.mu.Lock()
 		r.v56 = true
 		r.mu.Unlock()
