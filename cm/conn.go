@@ -67,6 +67,11 @@ type QPConfig struct {
 	// abandons the connection (a REJ, reason 28). It runs while the
 	// manager handles the connection: it must not call the Manager.
 	Prepare func(*qp.QP) error
+	// QP, if set, is a QP the program made already on the manager's
+	// device (RC, in RESET or INIT), as a librdmacm program that calls
+	// ibv_create_qp itself rather than rdma_create_qp; Init is then not
+	// used. The connection takes it: a connection that fails destroys it.
+	QP *qp.QP
 }
 
 // ConnParams are the parameters a side gives its connection
@@ -381,6 +386,9 @@ func (m *Manager) Listen(addr netip.AddrPort, cfg ListenConfig) (*Listener, erro
 	if cfg.QP.PD == nil {
 		return nil, errors.New("cm: listen: no protection domain")
 	}
+	if cfg.QP.QP != nil {
+		return nil, errors.New("cm: listen: each connection needs a QP of its own: QPConfig.QP is for Dial")
+	}
 	if len(cfg.Params.PrivateData) > mad.REPPrivateDataLen {
 		return nil, fmt.Errorf("cm: listen: %d bytes of private data, a REP holds %d", len(cfg.Params.PrivateData), mad.REPPrivateDataLen)
 	}
@@ -539,9 +547,14 @@ func (m *Manager) newConn(qc QPConfig, p ConnParams, la netip.Addr) (*Conn, erro
 		qc.Access = mr.RemoteRead | mr.RemoteWrite
 	}
 	qc.Init.Type = qp.RC
-	q, err := m.dev.CreateQP(qc.PD, qc.Init)
-	if err != nil {
-		return nil, err
+	q := qc.QP
+	if q == nil {
+		var err error
+		if q, err = m.dev.CreateQP(qc.PD, qc.Init); err != nil {
+			return nil, err
+		}
+	} else if q.Type() != qp.RC || (q.State() != qp.Reset && q.State() != qp.Init) {
+		return nil, fmt.Errorf("QP 0x%06x is %v in %v, want RC in RESET or INIT", q.QPN(), q.Type(), q.State())
 	}
 	ep, err := m.dev.LocalEndpoint(q)
 	if err != nil {

@@ -111,7 +111,7 @@ type Manager struct {
 	sidrOut     map[uint32]*sidrQuery
 	closed      bool
 
-	in   chan inMAD
+	in   *madQueue
 	done chan struct{}
 	wg   sync.WaitGroup
 	st   stats
@@ -127,7 +127,7 @@ func New(dev *transport.Device, o Options) (*Manager, error) {
 		dev: dev, clock: o.Clock, guid: nodeGUID(dev), hiTID: uint64(rand.Uint32()) << 32,
 		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[uint16]*Listener{},
 		udListeners: map[uint16]*UDListener{}, sidrIn: map[sidrKey]*SIDRRequest{}, sidrOut: map[uint32]*sidrQuery{},
-		in: make(chan inMAD, 256), done: make(chan struct{}), ids: rand.Uint32,
+		in: newMADQueue(), done: make(chan struct{}), ids: rand.Uint32,
 	}
 	if m.clock == nil {
 		m.clock = qp.RealClock{}
@@ -197,9 +197,7 @@ func (m *Manager) Close() error {
 // receive is QP1's handler, on the device's receive path: it copies the
 // MAD (one allocation per MAD) and queues it for the manager's goroutine.
 func (m *Manager) receive(src, dst netip.Addr, b []byte) {
-	select {
-	case m.in <- inMAD{src.Unmap(), dst.Unmap(), append([]byte(nil), b...)}:
-	default:
+	if !m.in.put(inMAD{src.Unmap(), dst.Unmap(), append([]byte(nil), b...)}) {
 		m.st.overflow.Add(1)
 	}
 }
@@ -210,8 +208,10 @@ func (m *Manager) loop() {
 		select {
 		case <-m.done:
 			return
-		case x := <-m.in:
-			m.handle(x.src, x.dst, x.b)
+		case <-m.in.ready:
+			for _, x := range m.in.take() {
+				m.handle(x.src, x.dst, x.b)
+			}
 		}
 	}
 }

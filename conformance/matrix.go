@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/goroce/goroce/oob/cmtime"
 	"github.com/goroce/goroce/oob/rdmaserver"
 	"github.com/goroce/goroce/oob/rping"
 	"github.com/goroce/goroce/oob/ucmatose"
@@ -128,6 +129,11 @@ const (
 	// once, -C SENDs with immediate of -S bytes each way on each, the
 	// client first; each side prints its phases (UdaddyLines).
 	UdaddySends
+	// CmtimeConnects is cmtime's: -c connections set up step by step and
+	// torn down, no data; rdma-core 56 runs three rounds in lockstep over
+	// a TCP socket and prints two tables a side, 44 has no socket, its
+	// server prints nothing and runs until killed (Side.RdmaCore).
+	CmtimeConnects
 )
 
 // Command is the side's program: roced's command (roced) or the real
@@ -217,6 +223,11 @@ var Tools = []*Tool{
 	{Name: "udaddy", Binary: "udaddy", Family: CM, Exchange: UdaddySends, Transports: []Transport{UD},
 		Iters: udaddy.DefaultCount, FixedSizes: []int{udaddy.DefaultSize}, Extra: []string{"-c", "10"},
 		Port: udaddy.Port, FixedPort: true},
+	// librdmacm's cmtime: 50 RC connections set up step by step (REQs,
+	// REPs and RTUs of all at once) and disconnected; 56 makes them three
+	// times (a warm-up of one, 50 with QPs, 50 without). No data: size 0.
+	{Name: "cmtime", Binary: "cmtime", Family: CM, Exchange: CmtimeConnects, Transports: []Transport{RC},
+		Iters: 1, FixedSizes: []int{0}, Extra: []string{"-c", "50"}, Port: cmtime.DefaultPort},
 }
 
 // ToolByName finds a tool by roced command or real program name.
@@ -300,8 +311,8 @@ func variantLabel(flags []string) string {
 func (s Scenario) Args() []string {
 	if s.Tool.Family == CM {
 		switch s.Tool.Exchange {
-		case ExampleSends:
-			return s.Flags // nothing to choose: one 16-byte SEND each way
+		case ExampleSends, CmtimeConnects:
+			return s.Flags // nothing to choose: one 16-byte SEND each way; cmtime's -c
 		case CmatoseSends, UdaddySends:
 			return append([]string{"-C", strconv.Itoa(s.Iters), "-S", strconv.Itoa(s.Size)}, s.Flags...)
 		}

@@ -17,8 +17,8 @@ func TestMatrixShape(t *testing.T) {
 	// sizes; UD: send bw and lat x 2 sizes; rping at 64 and 65535 bytes;
 	// rdma_server/rdma_client's one exchange; ucmatose's 50 connections;
 	// write_bw, read_bw and send_bw at 64 KiB through the RDMA CM (-R);
-	// udaddy's 10 UD services. Each in two directions.
-	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2 + 1 + 1 + 3 + 1
+	// udaddy's 10 UD services; cmtime's 50. Each in two directions.
+	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2 + 1 + 1 + 3 + 1 + 1
 	if len(cases) != 2*scenarios {
 		t.Fatalf("%d cases, want %d", len(cases), 2*scenarios)
 	}
@@ -34,6 +34,10 @@ func TestMatrixShape(t *testing.T) {
 		case c.Tool.Atomic:
 			if c.Size != AtomicSize || c.Transport != RC {
 				t.Errorf("%s: atomics are RC, 8 bytes", c.ID())
+			}
+		case c.Tool.Exchange == CmtimeConnects:
+			if c.Size != 0 || c.Transport != RC || strings.Join(c.Flags, " ") != "-c 50" {
+				t.Errorf("%s: cmtime runs RC, -c 50", c.ID())
 			}
 		case c.Tool.Exchange == CmatoseSends:
 			if c.Size != 100 || c.Transport != RC || c.Iters != 10 || strings.Join(c.Flags, " ") != "-c 50" {
@@ -156,6 +160,8 @@ func TestArgv(t *testing.T) {
 	v6 := func(s Scenario) Scenario { s.IPv6 = true; return s }
 	lib := Side{Dev: "goroce0", GID: 1, Addr: "198.18.15.1",
 		Prefix: []string{"env", "LD_PRELOAD=/lib/libgoroce.so", "GOROCE_NETDEV=rxetap0"}}
+	rocedLab44 := rocedLab
+	rocedLab44.RdmaCore = "44"
 	sc := func(tool string, tr Transport, size, iters int, flags ...string) Scenario {
 		s := scenario(t, tool, tr, size, iters)
 		tl, _ := ToolByName(tool)
@@ -221,6 +227,14 @@ func TestArgv(t *testing.T) {
 			"/bin/roced udaddy -b 198.18.15.1 -C 10 -S 100 -c 10 --link afpacket"},
 		{"rxe udaddy client", rxeLab, sc("udaddy", UD, 100, 10), 7174, "198.18.15.1",
 			"udaddy -s 198.18.15.1 -b 198.18.15.2 -C 10 -S 100 -c 10"},
+		// cmtime: -b on either side, -s names the server; a roced client
+		// is told the peer's rdma-core, a roced server finds it out.
+		{"roced cmtime server", rocedLab44, sc("cmtime", RC, 0, 1), 18525, "",
+			"/bin/roced cmtime -b 198.18.15.1 -p 18525 -c 50 --link afpacket"},
+		{"roced cmtime client", rocedLab44, sc("cmtime", RC, 0, 1), 18525, "198.18.15.2",
+			"/bin/roced cmtime -s 198.18.15.2 -b 198.18.15.1 -p 18525 -c 50 --rdma-core 44 --link afpacket"},
+		{"rxe cmtime client", rxeLab, sc("cmtime", RC, 0, 1), 18525, "198.18.15.1",
+			"cmtime -s 198.18.15.1 -b 198.18.15.2 -p 18525 -c 50"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := strings.Join(tc.side.Argv(tc.sc, tc.port, tc.server), " "); got != tc.want {

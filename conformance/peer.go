@@ -34,6 +34,10 @@ type Side struct {
 	// Prefix goes before each of this side's command lines: env with
 	// LD_PRELOAD for the real tools over bin/libgoroce.so.
 	Prefix []string
+	// RdmaCore is the rdma-core release of the real tools of the case
+	// ("44", "56"; empty: unknown), where a tool's exchange changed
+	// across releases (cmtime): a roced client is told to speak it.
+	RdmaCore string
 }
 
 // Argv is this side's command line for a scenario; server is the host
@@ -82,10 +86,11 @@ func (s Side) cmArgv(sc Scenario, port int, server string) []string {
 		port = DefaultPort
 	}
 	switch {
-	case sc.Tool.Exchange == CmatoseSends, sc.Tool.Exchange == UdaddySends:
-		// ucmatose and udaddy: -b binds this side's address on either
-		// side, -s is the client's server; udaddy's port is fixed (7174),
-		// it has no -p.
+	case sc.Tool.Exchange == CmatoseSends, sc.Tool.Exchange == UdaddySends, sc.Tool.Exchange == CmtimeConnects:
+		// ucmatose, udaddy, cmtime: -b binds this side's address on
+		// either side, -s is the client's server; udaddy's port is fixed
+		// (7174), it has no -p. A roced cmtime client speaks the peer's
+		// release (a roced server tells it from what comes first).
 		if server != "" {
 			a = append(a, "-s", server)
 		}
@@ -96,6 +101,9 @@ func (s Side) cmArgv(sc Scenario, port int, server string) []string {
 			a = append(a, "-p", strconv.Itoa(port))
 		}
 		a = append(a, sc.Args()...)
+		if sc.Tool.Exchange == CmtimeConnects && s.Roced != "" && server != "" && s.RdmaCore != "" {
+			a = append(a, "--rdma-core", s.RdmaCore)
+		}
 	case sc.Tool.Exchange == ExampleSends:
 		// rdma_server -s binds its address; rdma_client -s names the
 		// server's and has no source address (the route chooses), but
@@ -187,11 +195,12 @@ func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Pe
 		// both sides what it means on rxe.
 		dev = l.HostAddr
 	}
+	rc := suiteRdmaCore[l.Suite]
 	return &Peer{
 		Name: "lab-" + l.Suite,
 		Subject: Side{Who: "roced", Runner: l.Host(), Roced: roced, Dev: dev, GID: 1,
-			Addr: l.HostAddr, Addr6: l.HostAddr6, Strict: true, Extra: extra},
-		Ref:  Side{Who: "rxe0", Runner: l.Guest(), Dev: "rxe0", GID: 1, Addr: l.GuestAddr, Addr6: l.GuestAddr6},
+			Addr: l.HostAddr, Addr6: l.HostAddr6, Strict: true, Extra: extra, RdmaCore: rc},
+		Ref:  Side{Who: "rxe0", Runner: l.Guest(), Dev: "rxe0", GID: 1, Addr: l.GuestAddr, Addr6: l.GuestAddr6, RdmaCore: rc},
 		Info: l.Info(ctx),
 		Lab:  l,
 	}
@@ -214,6 +223,10 @@ func LibgoroceLabPeer(ctx context.Context, l *Lab, lib string) *Peer {
 	p.Info["subject"] = "the host's real tools over " + lib
 	return p
 }
+
+// suiteRdmaCore is the rdma-core release of each lab guest (../shared/
+// rxe-peer/README.md, "trixie variant").
+var suiteRdmaCore = map[string]string{"bookworm": "44", "trixie": "56"}
 
 // ImpairedLabPeer is LabPeer with roced behind path (built already):
 // roced runs in the path's namespace on its address.
@@ -239,8 +252,8 @@ func LabPairPeer(ctx context.Context, l *Lab) (*Peer, error) {
 	info["subject"], info["ref"] = "rxeA (198.51.100.1)", "rxeB (198.51.100.2)"
 	return &Peer{
 		Name:    "lab-pair-" + l.Suite,
-		Subject: Side{Who: "rxeA", Runner: g, Dev: "rxeA", GID: 1, Addr: "198.51.100.1"},
-		Ref:     Side{Who: "rxeB", Runner: g, Dev: "rxeB", GID: 1, Addr: "198.51.100.2"},
+		Subject: Side{Who: "rxeA", Runner: g, Dev: "rxeA", GID: 1, Addr: "198.51.100.1", RdmaCore: suiteRdmaCore[l.Suite]},
+		Ref:     Side{Who: "rxeB", Runner: g, Dev: "rxeB", GID: 1, Addr: "198.51.100.2", RdmaCore: suiteRdmaCore[l.Suite]},
 		Info:    info,
 	}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/oob/cmtime"
 	"github.com/goroce/goroce/oob/perftest"
 	"github.com/goroce/goroce/oob/pingpong"
 	"github.com/goroce/goroce/oob/rdmaserver"
@@ -44,6 +45,7 @@ var ReadmeCMSections = []string{
 	"### librdmacm's smallest example: `roced rdma_server` and `roced rdma_client`",
 	"### Many connections at once: `roced ucmatose`",
 	"### UD through SIDR: `roced udaddy`",
+	"### Timing connection setup: `roced cmtime`",
 }
 
 // ReadmeLine is one prompted command line of the README.
@@ -174,6 +176,9 @@ func readmePair(block []ReadmeLine) (ReadmePair, error) {
 	case UdaddySends:
 		c, _ := udaddy.ParseFlags(g.Argv[2:])
 		sc.Flags = []string{"-c", strconv.Itoa(c.Connections)}
+	case CmtimeConnects:
+		c, _ := cmtime.ParseFlags(g.Argv[2:])
+		sc.Flags = []string{"-c", strconv.Itoa(c.Connections)}
 	}
 	p.Scenario = sc
 	return p, nil
@@ -182,6 +187,10 @@ func readmePair(block []ReadmeLine) (ReadmePair, error) {
 // counts parses a tool's flags as roced does and returns the message size
 // and the iterations they ask for (the tool's defaults where not given).
 func counts(t *Tool, server bool, args []string) (size, iters int, err error) {
+	if t.Family == CM && t.Exchange == CmtimeConnects {
+		_, err = cmtime.ParseFlags(args)
+		return 0, 1, err
+	}
 	if t.Family == CM && t.Exchange == CmatoseSends {
 		var c ucmatose.Config
 		c, err = ucmatose.ParseFlags(args)
@@ -319,13 +328,21 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 	var cliOut Output
 	// srvStrict: the server is roced, whose CM listener nothing outside
 	// the process sees.
-	if err := waitServer(ctx, p.Scenario, srvRun, srvStrict, srv, port, o); err != nil {
+	rc := suiteRdmaCore[l.Suite]
+	srvSide := Side{Runner: srvRun, RdmaCore: rc}
+	if srvStrict {
+		srvSide.Roced = roced
+	}
+	if err := waitServer(ctx, p.Scenario, srvSide, srv, port, o); err != nil {
 		srv.Stop()
 		cliOut = Output{Where: cliRun.Where(), Exit: -1, Argv: cliArgv, StartErr: "not started: " + err.Error()}
 	} else {
 		var starts int
 		cliOut, starts = runClient(ctx, p.Scenario, cliRun, cliArgv, srv, listening.Add(o.ListenTimeout), o)
 		res.Notes = append(res.Notes, startsNote(cliOut, starts, o)...)
+		if runsOn(p.Scenario, srvSide) {
+			srv.Stop() // its client is done: nothing more will come
+		}
 		select {
 		case <-srv.Done():
 		case <-time.After(o.Grace):
@@ -334,8 +351,8 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 	}
 	srvOut := srv.Wait()
 	v := Judge(p.Scenario,
-		SideRun{Role: "server", Who: srvWho, Strict: srvStrict, Out: srvOut},
-		SideRun{Role: "client", Who: cliWho, Strict: cliStrict, Out: cliOut})
+		SideRun{Role: "server", Who: srvWho, Strict: srvStrict, Out: srvOut, RdmaCore: rc},
+		SideRun{Role: "client", Who: cliWho, Strict: cliStrict, Out: cliOut, RdmaCore: rc})
 	res.Server = &SideReport{Who: srvWho, Output: srvOut}
 	res.Client = &SideReport{Who: cliWho, Output: cliOut}
 	res.Reasons, res.Figures = v.Reasons, v.Figures

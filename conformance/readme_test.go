@@ -27,7 +27,8 @@ func TestReadmePairs(t *testing.T) {
 	dirs := map[string]bool{}
 	for _, p := range pairs {
 		dirs[p.Name()] = true
-		if p.Scenario.Size <= 0 || p.Scenario.Iters <= 0 {
+		// cmtime moves no data: its size is 0.
+		if (p.Scenario.Size <= 0 && p.Scenario.Tool.Exchange != CmtimeConnects) || p.Scenario.Iters <= 0 {
 			t.Errorf("%s: size %d iters %d", p.Name(), p.Scenario.Size, p.Scenario.Iters)
 		}
 		// The client names the server's address; the server names none.
@@ -40,7 +41,8 @@ func TestReadmePairs(t *testing.T) {
 		"readme/rping@peer-server", "readme/rping@roced-server",
 		"readme/rdma_server@peer-server", "readme/rdma_server@roced-server",
 		"readme/ucmatose@peer-server", "readme/ucmatose@roced-server",
-		"readme/udaddy@peer-server", "readme/udaddy@roced-server"} {
+		"readme/udaddy@peer-server", "readme/udaddy@roced-server",
+		"readme/cmtime@peer-server", "readme/cmtime@roced-server"} {
 		if !dirs[want] {
 			t.Errorf("README pairs %v: no %s", dirs, want)
 		}
@@ -79,7 +81,8 @@ func TestReadmePairs(t *testing.T) {
 	good := "x\n" + ReadmeSection + "\n\n```sh\nhca$ ib_write_bw\ngoroce$ roced write_bw 1.2.3.4\n```\n"
 	goodEx := "\n" + ReadmeCMSections[1] + "\n\n```sh\ngoroce$ roced rdma_server -s 192.0.2.1\nhca$ rdma_client -s 192.0.2.1\n```\n" +
 		"\n" + ReadmeCMSections[2] + "\n\n```sh\nhca$ ucmatose -c 3\ngoroce$ roced ucmatose -s 192.0.2.2 -c 3\n```\n" +
-		"\n" + ReadmeCMSections[3] + "\n\n```sh\nhca$ udaddy -c 3\ngoroce$ roced udaddy -s 192.0.2.2 -c 3\n```\n"
+		"\n" + ReadmeCMSections[3] + "\n\n```sh\nhca$ udaddy -c 3\ngoroce$ roced udaddy -s 192.0.2.2 -c 3\n```\n" +
+		"\n" + ReadmeCMSections[4] + "\n\n```sh\nhca$ cmtime -c 3\ngoroce$ roced cmtime -s 192.0.2.2 -c 3\n```\n"
 	goodCM := "\n" + ReadmeCMSections[0] + "\n\n```sh\nhca$ rping -s -a 192.0.2.2 -C 3\ngoroce$ roced rping -c -a 192.0.2.2 -C 3\n```\n" + goodEx
 	if _, err := ReadmePairs(good + goodCM); err != nil {
 		t.Fatalf("refused a good README: %v", err)

@@ -238,7 +238,7 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	srv := srvSide.Runner.Start(ctx, srvArgv, o.Timeout)
 	listening := time.Now()
 	var cliOut Output
-	if err := waitServer(ctx, c.Scenario, srvSide.Runner, srvSide.Roced != "", srv, port, o); err != nil {
+	if err := waitServer(ctx, c.Scenario, srvSide, srv, port, o); err != nil {
 		srv.Stop()
 		cliOut = Output{Where: cliSide.Runner.Where(), Exit: -1,
 			Argv: cliSide.Argv(c.Scenario, port, srvSide.AddrFor(c.Scenario)), StartErr: "not started: " + err.Error()}
@@ -249,6 +249,8 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 		if cliOut.NotCaptured || srv.Done() == nil {
 			// A person runs the client (or the server): roced's side ends
 			// on its own, within its timeout.
+		} else if runsOn(c.Scenario, srvSide) {
+			srv.Stop() // its client is done: nothing more will come
 		} else {
 			// A server whose client failed usually waits for traffic that
 			// will never come: give it a moment to say why, not the grace
@@ -267,8 +269,8 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	srvOut := srv.Wait()
 
 	v := Judge(c.Scenario,
-		SideRun{Role: "server", Who: srvSide.Who, Strict: srvSide.Strict, Out: srvOut},
-		SideRun{Role: "client", Who: cliSide.Who, Strict: cliSide.Strict, Out: cliOut})
+		SideRun{Role: "server", Who: srvSide.Who, Strict: srvSide.Strict, Out: srvOut, RdmaCore: srvSide.RdmaCore},
+		SideRun{Role: "client", Who: cliSide.Who, Strict: cliSide.Strict, Out: cliOut, RdmaCore: cliSide.RdmaCore})
 	res.Server = &SideReport{Who: srvSide.Who, Output: srvOut}
 	res.Client = &SideReport{Who: cliSide.Who, Output: cliOut}
 	res.Reasons, res.Figures = v.Reasons, v.Figures
@@ -330,8 +332,15 @@ type CMListenWaiter interface {
 // or for the CM family its LISTEN cm_id where the kernel's rdma_cm runs
 // the server. A roced server's listener lives inside the process, where
 // nothing outside can see it; for it the client's start is retried while
-// it is rejected for want of a listener (runClient).
-func waitServer(ctx context.Context, sc Scenario, run Runner, roced bool, srv Proc, port int, o Options) error {
+// it is rejected for want of a listener (runClient). cmtime's server
+// listens on its TCP socket (rdma-core 56's, once its cm_id listens; a
+// roced server's whatever its client's release) but for 44's, which has
+// only its cm_id.
+func waitServer(ctx context.Context, sc Scenario, side Side, srv Proc, port int, o Options) error {
+	run, roced := side.Runner, side.Roced != ""
+	if sc.Tool.Exchange == CmtimeConnects && sc.Tool.Family == CM && (roced || side.RdmaCore != "44") {
+		return waitListen(ctx, srv, func(ctx context.Context) error { return run.WaitListen(ctx, port, o.ListenTimeout) })
+	}
 	if !sc.ViaCM() {
 		return waitListen(ctx, srv, func(ctx context.Context) error { return run.WaitListen(ctx, port, o.ListenTimeout) })
 	}
@@ -340,6 +349,13 @@ func waitServer(ctx context.Context, sc Scenario, run Runner, roced bool, srv Pr
 		return nil
 	}
 	return waitListen(ctx, srv, func(ctx context.Context) error { return w.WaitCMListen(ctx, port, o.ListenTimeout) })
+}
+
+// runsOn reports whether the case's server never ends on its own:
+// rdma-core 44's cmtime server (and roced's, serving 44's client) runs
+// until it is killed, so the harness stops it once its client is done.
+func runsOn(sc Scenario, server Side) bool {
+	return sc.Tool.Exchange == CmtimeConnects && server.RdmaCore == "44"
 }
 
 // runClient runs the client once, and over the CM again while the

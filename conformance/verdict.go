@@ -3,8 +3,11 @@ package conformance
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/goroce/goroce/oob/cmtime"
 )
 
 // Figure is a number a case measured.
@@ -57,6 +60,9 @@ type SideRun struct {
 	Who    string // the implementation (Side.Who)
 	Strict bool   // its figures must be finite and consistent (Side.Strict)
 	Out    Output // what the side left behind
+	// RdmaCore is the side's Side.RdmaCore: the release whose exchange
+	// the case speaks, where that changed (cmtime).
+	RdmaCore string
 }
 
 // Judge decides a case from the exit statuses and the tools' own checks:
@@ -76,6 +82,15 @@ func Judge(sc Scenario, server, client SideRun) Verdict {
 			continue
 		}
 		judged++
+		if sc.Tool.Exchange == CmtimeConnects && s.Role == "server" && cmtimeRelease(server, client) == cmtime.V44 &&
+			s.Out.Stopped && s.Out.StartErr == "" && !s.Out.TimedOut {
+			// 44's server runs until killed; the harness stopped it once
+			// its client was done, as it should. It prints nothing.
+			reasons, f := judgeCmtime(sc, s, cmtime.V44)
+			v.Reasons = append(v.Reasons, reasons...)
+			figs[s.Role] = f
+			continue
+		}
 		if r := judgeExit(s); len(r) > 0 {
 			// A side that failed or was killed has no results; listing
 			// every missing line would only bury the real reason.
@@ -95,6 +110,8 @@ func Judge(sc Scenario, server, client SideRun) Verdict {
 				reasons, f = judgeCmatose(sc, s)
 			case UdaddySends:
 				reasons, f = judgeUdaddy(sc, s)
+			case CmtimeConnects:
+				reasons, f = judgeCmtime(sc, s, cmtimeRelease(server, client))
 			default:
 				reasons, f = judgeRping(sc, s)
 			}
@@ -232,11 +249,43 @@ func judgeLines(sc Scenario, s SideRun, lines []string, unit string) (reasons []
 	return reasons, []Figure{{Value: float64(cmatoseConns(sc.Flags)), Unit: unit, Side: s.Role}}
 }
 
+// cmtimeRelease is the cmtime the case speaks: 44's where either side
+// says so (the lab's bookworm guest), else 56's.
+func cmtimeRelease(server, client SideRun) cmtime.Version {
+	if server.RdmaCore == "44" || client.RdmaCore == "44" {
+		return cmtime.V44
+	}
+	return cmtime.V56
+}
+
+// judgeCmtime checks one cmtime side: its stdout, with the figures of its
+// tables set aside, is exactly what cmtime of release v prints for its
+// role (a client given -b binds): 56's rounds and two tables, 44's
+// client's steps and table, nothing from 44's server. The client's
+// figure is its connections per second (the QP test's cm connect step,
+// or 44's connect), the server's the connections made.
+func judgeCmtime(sc Scenario, s SideRun, v cmtime.Version) (reasons []string, figs []Figure) {
+	n := flagInt(sc.Flags, "-c", cmtime.DefaultConnections)
+	want := cmtime.WantSkeleton(v, s.Role == "server", n, slices.Contains(s.Out.Argv, "-b"))
+	if got := cmtime.Skeleton(s.Out.Stdout); got != want {
+		reasons = append(reasons, fmt.Sprintf("%s (%s): stdout %q, want the lines %q (figures as #)", s.Role, s.Who, s.Out.Stdout, want))
+	}
+	if s.Role == "client" {
+		if rate, ok := cmtime.ConnectRate(s.Out.Stdout, n); ok {
+			return reasons, []Figure{{Value: rate, Unit: "conn/s", Side: s.Role}}
+		}
+	}
+	return reasons, []Figure{{Value: float64(n), Unit: "connections", Side: s.Role}}
+}
+
 // cmatoseConns is a scenario's -c.
-func cmatoseConns(flags []string) int {
-	n := 1
+func cmatoseConns(flags []string) int { return flagInt(flags, "-c", 1) }
+
+// flagInt is the value of a scenario's flag name, def where not given.
+func flagInt(flags []string, name string, def int) int {
+	n := def
 	for i := 0; i+1 < len(flags); i++ {
-		if flags[i] == "-c" {
+		if flags[i] == name {
 			n, _ = strconv.Atoi(flags[i+1])
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/oob/cmtime"
 )
 
 func scenario(t *testing.T, tool string, tr Transport, size, iters int) Scenario {
@@ -287,6 +289,70 @@ func TestJudgeUdaddy(t *testing.T) {
 	} {
 		if v := Judge(sc, side("server", bad[0]), side("client", bad[1])); v.Pass {
 			t.Errorf("passed %q / %q", bad[0], bad[1])
+		}
+	}
+}
+
+// TestJudgeCmtime: a cmtime side passes on cmtime's lines for its role
+// and release, whatever its figures; 44's server passes stopped by the
+// harness and silent; the client's figure is its connections per second.
+func TestJudgeCmtime(t *testing.T) {
+	sc := scenario(t, "cmtime", RC, 0, 1)
+	sc.Flags = []string{"-c", "2"}
+	fill := func(skel string, row func(name string) string) string {
+		var b strings.Builder
+		for _, l := range strings.SplitAfter(skel, "\n") {
+			if name, ok := strings.CutSuffix(l, ": #\n"); ok {
+				b.WriteString(fmt.Sprintf("%-13s: %11.2f%11.2f%11.2f%11.2f\n", name, 4.0, 3.0, 1000.0, 2000.0))
+				continue
+			}
+			if name, ok := strings.CutSuffix(l, " #\n"); ok {
+				b.WriteString(row(name))
+				continue
+			}
+			b.WriteString(l)
+		}
+		return b.String()
+	}
+	row56 := func(name string) string {
+		return fmt.Sprintf("%-13s  %10d %10d %10d %10d %10d %10d\n", name, 500, 1000, 400, 800, 450, 350)
+	}
+	srv56 := fill(cmtime.WantSkeleton(cmtime.V56, true, 2, true), row56)
+	cli56 := fill(cmtime.WantSkeleton(cmtime.V56, false, 2, true), row56)
+	cli44 := fill(cmtime.WantSkeleton(cmtime.V44, false, 2, true), nil)
+	side := func(role, rc string, o Output) SideRun {
+		o.Argv = []string{"cmtime", "-b", "192.0.2.2"}
+		return SideRun{Role: role, Who: "rxe0", Out: o, RdmaCore: rc}
+	}
+	v := Judge(sc, side("server", "56", out(srv56)), side("client", "56", out(cli56)))
+	if !v.Pass {
+		t.Fatalf("good 56 run failed: %v", v.Reasons)
+	}
+	if len(v.Figures) == 0 || v.Figures[0].Value != 2000 || v.Figures[0].Unit != "conn/s" {
+		t.Errorf("figures %+v, want 2000 conn/s (2 in 1000 us)", v.Figures)
+	}
+	stopped := Output{Stopped: true}
+	v = Judge(sc, side("server", "44", stopped), side("client", "44", out(cli44)))
+	if !v.Pass {
+		t.Fatalf("good 44 run failed: %v", v.Reasons)
+	}
+	if len(v.Figures) == 0 || v.Figures[0].Value != 500 {
+		t.Errorf("figures %+v, want 500 conn/s (2 in 4 ms)", v.Figures)
+	}
+	for _, bad := range []struct {
+		rc       string
+		srv, cli Output
+	}{
+		{"56", out(srv56), out(strings.Replace(cli56, "\tConnecting\n", "", 1))},
+		{"56", out(srv56), out(strings.Replace(cli56, "qp_conn                 2", "qp_conn                 3", 1))},
+		{"56", stopped, out(cli56)},                // 56's server ends on its own
+		{"56", out(srv56), out(cli44)},             // the other release
+		{"44", out("Server warmup\n"), out(cli44)}, // 44's server prints nothing
+		{"44", Output{Stopped: true, Stdout: "x\n"}, out(cli44)},
+		{"44", stopped, Output{Stdout: cli44, Exit: 1}},
+	} {
+		if v := Judge(sc, side("server", bad.rc, bad.srv), side("client", bad.rc, bad.cli)); v.Pass {
+			t.Errorf("passed %+v", bad)
 		}
 	}
 }
