@@ -496,8 +496,12 @@ func goroce_query_srq(h C.uintptr_t, maxWR, maxSGE, limit *C.uint32_t) {
 }
 
 //export goroce_destroy_srq
-func goroce_destroy_srq(h C.uintptr_t) C.int {
-	if err := handle[*qp.SRQ](h).Destroy(); err != nil {
+func goroce_destroy_srq(h C.uintptr_t) C.int { return destroy[*qp.SRQ](h) }
+
+// destroy destroys the object behind h and forgets the handle, unless
+// Destroy fails (an SRQ still in use: EBUSY).
+func destroy[T interface{ Destroy() error }](h C.uintptr_t) C.int {
+	if err := handle[T](h).Destroy(); err != nil {
 		return errno(err)
 	}
 	cgo.Handle(h).Delete()
@@ -506,6 +510,8 @@ func goroce_destroy_srq(h C.uintptr_t) C.int {
 
 //export goroce_post_srq_recv
 func goroce_post_srq_recv(h C.uintptr_t, wrID C.uint64_t, list *C.struct_ibv_sge, n C.uint32_t) C.int {
+	// As goroce_post_recv, and not shared with it through a function
+	// value: the work request would escape to the heap on every post.
 	var store [qp.MaxSGE]mr.SGE
 	sg, ok := sgl(store[:], list, n)
 	if !ok {
@@ -530,13 +536,7 @@ func goroce_create_ah(h C.uintptr_t, in *C.struct_gq_ah_attr, out *C.uintptr_t) 
 }
 
 //export goroce_destroy_ah
-func goroce_destroy_ah(h C.uintptr_t) C.int {
-	if err := handle[*qp.AH](h).Destroy(); err != nil {
-		return errno(err)
-	}
-	cgo.Handle(h).Delete()
-	return 0
-}
+func goroce_destroy_ah(h C.uintptr_t) C.int { return destroy[*qp.AH](h) }
 
 //export goroce_post_recv
 func goroce_post_recv(h C.uintptr_t, wrID C.uint64_t, list *C.struct_ibv_sge, n C.uint32_t) C.int {
