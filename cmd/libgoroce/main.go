@@ -114,16 +114,23 @@ func (c *cqueue) unfeed() {
 type qpair struct {
 	ctx *devctx
 	qp  *qp.QP
+	// sendSGL holds a send's SGEs while PostSend copies them: qp keeps
+	// the work request in its queue, so a list on goroce_post_send's stack
+	// would be moved to the heap at every post. Several threads may post
+	// to one QP, hence the lock.
+	sendMu  sync.Mutex
+	sendSGL [qp.MaxSGE]mr.SGE
 }
 
 func handle[T any](h C.uintptr_t) T { return cgo.Handle(h).Value().(T) }
 
 // errno maps an error of goroce's verbs to the errno libibverbs gives.
 func errno(err error) C.int {
+	if err == nil {
+		return 0 // before e, which errors.As puts on the heap
+	}
 	var e syscall.Errno
 	switch {
-	case err == nil:
-		return 0
 	case errors.As(err, &e):
 		return C.int(e)
 	case errors.Is(err, qp.ErrNoMem), errors.Is(err, mr.ErrTableFull):
@@ -455,8 +462,10 @@ func sgl(sges []mr.SGE, list *C.struct_ibv_sge, n C.uint32_t) ([]mr.SGE, bool) {
 
 //export goroce_post_send
 func goroce_post_send(h C.uintptr_t, w *C.struct_gq_send) C.int {
-	var store [qp.MaxSGE]mr.SGE
-	list, ok := sgl(store[:], w.sge, w.num_sge)
+	q := handle[*qpair](h)
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
+	list, ok := sgl(q.sendSGL[:], w.sge, w.num_sge)
 	if !ok {
 		return C.int(syscall.EINVAL)
 	}
@@ -468,7 +477,7 @@ func goroce_post_send(h C.uintptr_t, w *C.struct_gq_send) C.int {
 	if w.ah != 0 {
 		wr.AH, wr.RemoteQPN, wr.RemoteQKey = handle[*qp.AH](w.ah), uint32(w.remote_qpn), uint32(w.remote_qkey)
 	}
-	return errno(handle[*qpair](h).qp.PostSend(&wr))
+	return errno(q.qp.PostSend(&wr))
 }
 
 //export goroce_create_srq

@@ -227,20 +227,28 @@ func TestPingpongs(t *testing.T) {
 // and libibverbs-dev are what this package is built with, so nothing here
 // is skipped.
 func TestVerbsCheck(t *testing.T) {
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "gcc"
-	}
-	bin := filepath.Join(t.TempDir(), "verbs_check")
-	if out, err := exec.Command(cc, "-Wall", "-O2", "-o", bin, "testdata/verbs_check.c", "-libverbs").CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cc, err, out)
-	}
+	bin := buildC(t, "verbs_check")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := preloaded(ctx, addrA+","+addrB, bin).CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("verbs_check: ok")) {
 		t.Fatalf("verbs_check: %v\n%s", err, out)
 	}
+}
+
+// buildC compiles testdata/NAME.c against the system's libibverbs, as any
+// program is built, and returns the binary.
+func buildC(t testing.TB, name string) string {
+	t.Helper()
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	if out, err := exec.Command(cc, "-Wall", "-O2", "-o", bin, "testdata/"+name+".c", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cc, err, out)
+	}
+	return bin
 }
 
 // check fails the test unless a pingpong finished cleanly: exit status 0,

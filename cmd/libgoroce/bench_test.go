@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
+)
+
+// BenchmarkVerbs measures what a verb costs from C through libgoroce.so
+// (testdata/verbs_bench.c, preloaded) beside the same verb from Go on
+// goroce's API, in the same run: an empty poll of a CQ, and a SEND and a
+// receive posted to a QP in the error state (flushed into the CQ at once)
+// with the poll that reaps the completion. No packet is sent, so the
+// difference between the c- and go- figures is the C/Go boundary and the
+// conversions of libibverbs' structs. ns per iteration.
+//
+//	go test -run '^$' -bench Verbs -benchtime 200000x ./cmd/libgoroce
+func BenchmarkVerbs(b *testing.B) {
+	bin := buildC(b, "verbs_bench")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := preloaded(ctx, addrA, bin, strconv.Itoa(b.N)).CombinedOutput()
+	if err != nil {
+		b.Fatalf("verbs_bench: %v\n%s", err, out)
+	}
+	c := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if name, v, ok := strings.Cut(sc.Text(), " "); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				c[name] = f
+			}
+		}
+	}
+	g := goVerbs(b, b.N)
+	for _, name := range []string{"poll_empty", "post_send_poll", "post_recv_poll"} {
+		if _, ok := c[name]; !ok {
+			b.Fatalf("verbs_bench printed no %s:\n%s", name, out)
+		}
+		b.ReportMetric(c[name], "c-"+name+"-ns")
+		b.ReportMetric(g[name], "go-"+name+"-ns")
+	}
+}
+
+// goVerbs is verbs_bench.c on goroce's Go API over the in-memory link.
+func goVerbs(b *testing.B, n int) map[string]float64 {
+	link, err := nic.NewMemNet(1).Attach(netip.MustParseAddr(addrA), nic.MemOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dev, err := transport.Open(link, transport.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dev.Close()
+	pd := dev.AllocPD()
+	buf := make([]byte, 64)
+	m, err := pd.Register(buf, mr.LocalWrite)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := dev.CreateCQ(16)
+	q, err := dev.CreateQP(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
+		Cap: qp.Cap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := q.Modify(&qp.Attr{State: qp.Init, PortNum: 1}, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+		b.Fatal(err)
+	}
+	if err := q.Modify(&qp.Attr{State: qp.Err}, qp.AttrState); err != nil {
+		b.Fatal(err)
+	}
+	sgl := []mr.SGE{m.SGE(0, 8)}
+	swr := &qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: sgl}
+	rwr := &qp.RecvWR{SGL: sgl}
+	var wc [1]cq.WC
+	reap := func() {
+		for {
+			k, err := c.Poll(wc[:])
+			if err != nil || k == 1 && wc[0].Status != cq.WRFlushErr {
+				b.Fatalf("poll: %v %v", err, wc[0].Status)
+			}
+			if k == 1 {
+				return
+			}
+		}
+	}
+	per := func(f func()) float64 {
+		t := time.Now()
+		for range n {
+			f()
+		}
+		return float64(time.Since(t).Nanoseconds()) / float64(n)
+	}
+	return map[string]float64{
+		"poll_empty": per(func() {
+			if k, _ := c.Poll(wc[:]); k != 0 {
+				b.Fatal("a completion in an empty CQ")
+			}
+		}),
+		"post_send_poll": per(func() {
+			if err := q.PostSend(swr); err != nil {
+				b.Fatal(err)
+			}
+			reap()
+		}),
+		"post_recv_poll": per(func() {
+			if err := q.PostRecv(rwr); err != nil {
+				b.Fatal(err)
+			}
+			reap()
+		}),
+	}
+}
