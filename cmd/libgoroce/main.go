@@ -25,6 +25,7 @@ package main
 import "C"
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -39,6 +40,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
+	"golang.org/x/sys/unix"
 )
 
 func main() {}
@@ -82,6 +84,67 @@ type devctx struct {
 
 	mu  sync.Mutex
 	cqs map[*cqueue]struct{} // the CQs with a completion channel
+	// The asynchronous events: the device's, each with its object's C
+	// struct (elems: a *qp.QP, *qp.SRQ or *cq.CQ to its ibv_qp, ibv_srq or
+	// ibv_cq), queued for ibv_get_async_event with one count on asyncFD
+	// each.
+	elems   map[any]uintptr
+	evq     []asyncEvent
+	asyncFD int
+	evDone  chan struct{} // closed when forwardEvents has returned
+}
+
+type srqueue struct {
+	ctx *devctx
+	srq *qp.SRQ
+}
+
+type asyncEvent struct {
+	typ  qp.EventType
+	elem uintptr
+}
+
+// maxAsyncEvents bounds the events a program has not read: past it they
+// are dropped, as the kernel's async event queue drops them.
+const maxAsyncEvents = 1024
+
+// forwardEvents queues the device's events until the device closes.
+func (c *devctx) forwardEvents() {
+	defer close(c.evDone)
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	for e := range c.dev.Events() {
+		c.mu.Lock()
+		var elem uintptr
+		switch {
+		case e.QP != nil:
+			elem = c.elems[e.QP]
+		case e.SRQ != nil:
+			elem = c.elems[e.SRQ]
+		case e.CQ != nil:
+			elem = c.elems[e.CQ]
+		}
+		queued := len(c.evq) < maxAsyncEvents
+		if queued {
+			c.evq = append(c.evq, asyncEvent{e.Type, elem})
+		}
+		c.mu.Unlock()
+		if queued {
+			unix.Write(c.asyncFD, one[:])
+		}
+	}
+}
+
+// element records (or, with 0, forgets) the C struct of a verbs object,
+// for the events that name it.
+func (c *devctx) element(obj any, cstruct uintptr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cstruct == 0 {
+		delete(c.elems, obj)
+		return
+	}
+	c.elems[obj] = cstruct
 }
 
 type pd struct {
@@ -155,7 +218,7 @@ func goroce_dev_guid(i C.int, out *C.uint8_t) {
 }
 
 //export goroce_open
-func goroce_open(i C.int, h *C.uintptr_t) C.int {
+func goroce_open(i C.int, asyncFD C.int, h *C.uintptr_t) C.int {
 	d := devices()
 	if int(i) >= len(d) {
 		return C.int(syscall.ENODEV)
@@ -169,7 +232,23 @@ func goroce_open(i C.int, h *C.uintptr_t) C.int {
 		fmt.Fprintf(os.Stderr, "libgoroce: goroce%d (%s): %v\n", i, d[i].name, err)
 		return C.int(syscall.ENODEV)
 	}
-	*h = C.uintptr_t(cgo.NewHandle(&devctx{ep: ep, dev: ep.Device}))
+	c := &devctx{ep: ep, dev: ep.Device, elems: map[any]uintptr{}, asyncFD: int(asyncFD), evDone: make(chan struct{})}
+	go c.forwardEvents()
+	*h = C.uintptr_t(cgo.NewHandle(c))
+	return 0
+}
+
+//export goroce_async_event
+func goroce_async_event(h C.uintptr_t, typ *C.uint32_t, elem *C.uintptr_t) C.int {
+	c := handle[*devctx](h)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.evq) == 0 {
+		return C.int(syscall.EAGAIN)
+	}
+	e := c.evq[0]
+	c.evq = c.evq[1:]
+	*typ, *elem = C.uint32_t(e.typ), C.uintptr_t(e.elem)
 	return 0
 }
 
@@ -190,6 +269,7 @@ func goroce_close(h C.uintptr_t) C.int {
 		q.unfeed()
 	}
 	c.ep.Close()
+	<-c.evDone // the device's events are closed: nothing writes asyncFD now
 	return 0
 }
 
@@ -274,6 +354,7 @@ func goroce_create_cq(ctx C.uintptr_t, cqe C.int, ch *C.struct_gq_channel, ccq *
 	}
 	d := handle[*devctx](ctx)
 	c := &cqueue{ctx: d, cq: d.dev.CreateCQ(int(cqe))}
+	d.element(c.cq, uintptr(unsafe.Pointer(ccq)))
 	if ch != nil {
 		// Each event the CQ sends (one per ReqNotify that fired) becomes
 		// one entry of the channel and one count on its eventfd.
@@ -310,6 +391,7 @@ func goroce_destroy_cq(h C.uintptr_t) C.int {
 	if err := c.ctx.dev.DestroyCQ(c.cq); err != nil {
 		return errno(err)
 	}
+	c.ctx.element(c.cq, 0)
 	c.unfeed()
 	cgo.Handle(h).Delete()
 	return 0
@@ -351,7 +433,7 @@ func goroce_poll_cq(h C.uintptr_t, n C.int, out *C.struct_gq_wc) C.int {
 }
 
 //export goroce_create_qp
-func goroce_create_qp(h C.uintptr_t, in *C.struct_gq_qp_init, out *C.uintptr_t, qpn *C.uint32_t) C.int {
+func goroce_create_qp(h C.uintptr_t, in *C.struct_gq_qp_init, cqp C.uintptr_t, out *C.uintptr_t, qpn *C.uint32_t) C.int {
 	p := handle[*pd](h)
 	if in.send_cq == 0 || in.recv_cq == 0 {
 		return C.int(syscall.EINVAL)
@@ -366,7 +448,7 @@ func goroce_create_qp(h C.uintptr_t, in *C.struct_gq_qp_init, out *C.uintptr_t, 
 			MaxInlineData: uint32(in.max_inline)},
 	}
 	if in.srq != 0 {
-		ia.SRQ = handle[*qp.SRQ](in.srq)
+		ia.SRQ = handle[*srqueue](in.srq).srq
 	}
 	if ia.Type != qp.RC && ia.Type != qp.UC && ia.Type != qp.UD {
 		return C.int(syscall.EOPNOTSUPP)
@@ -379,6 +461,7 @@ func goroce_create_qp(h C.uintptr_t, in *C.struct_gq_qp_init, out *C.uintptr_t, 
 	in.max_send_wr, in.max_recv_wr = C.uint32_t(got.Cap.MaxSendWR), C.uint32_t(got.Cap.MaxRecvWR)
 	in.max_send_sge, in.max_recv_sge = C.uint32_t(got.Cap.MaxSendSGE), C.uint32_t(got.Cap.MaxRecvSGE)
 	in.max_inline = C.uint32_t(got.Cap.MaxInlineData)
+	p.ctx.element(q, uintptr(cqp))
 	*qpn = C.uint32_t(q.QPN())
 	*out = C.uintptr_t(cgo.NewHandle(&qpair{ctx: p.ctx, qp: q}))
 	return 0
@@ -390,6 +473,7 @@ func goroce_destroy_qp(h C.uintptr_t) C.int {
 	if err := q.ctx.dev.DestroyQP(q.qp); err != nil {
 		return errno(err)
 	}
+	q.ctx.element(q.qp, 0)
 	cgo.Handle(h).Delete()
 	return 0
 }
@@ -481,38 +565,37 @@ func goroce_post_send(h C.uintptr_t, w *C.struct_gq_send) C.int {
 }
 
 //export goroce_create_srq
-func goroce_create_srq(h C.uintptr_t, maxWR, maxSGE *C.uint32_t, limit C.uint32_t, out *C.uintptr_t) C.int {
+func goroce_create_srq(h C.uintptr_t, maxWR, maxSGE *C.uint32_t, limit C.uint32_t, csrq C.uintptr_t, out *C.uintptr_t) C.int {
 	p := handle[*pd](h)
 	s, err := p.ctx.dev.CreateSRQ(p.pd, qp.SRQAttr{MaxWR: uint32(*maxWR), MaxSGE: uint32(*maxSGE), SRQLimit: uint32(limit)})
 	if err != nil {
 		return errno(err)
 	}
+	p.ctx.element(s, uintptr(csrq))
 	got := s.Query()
 	*maxWR, *maxSGE = C.uint32_t(got.MaxWR), C.uint32_t(got.MaxSGE)
-	*out = C.uintptr_t(cgo.NewHandle(s))
+	*out = C.uintptr_t(cgo.NewHandle(&srqueue{ctx: p.ctx, srq: s}))
 	return 0
 }
 
 //export goroce_modify_srq
 func goroce_modify_srq(h C.uintptr_t, maxWR, limit C.uint32_t, mask C.int) C.int {
-	return errno(handle[*qp.SRQ](h).Modify(qp.SRQAttr{MaxWR: uint32(maxWR), SRQLimit: uint32(limit)}, qp.SRQAttrMask(mask)))
+	return errno(handle[*srqueue](h).srq.Modify(qp.SRQAttr{MaxWR: uint32(maxWR), SRQLimit: uint32(limit)}, qp.SRQAttrMask(mask)))
 }
 
 //export goroce_query_srq
 func goroce_query_srq(h C.uintptr_t, maxWR, maxSGE, limit *C.uint32_t) {
-	a := handle[*qp.SRQ](h).Query()
+	a := handle[*srqueue](h).srq.Query()
 	*maxWR, *maxSGE, *limit = C.uint32_t(a.MaxWR), C.uint32_t(a.MaxSGE), C.uint32_t(a.SRQLimit)
 }
 
 //export goroce_destroy_srq
-func goroce_destroy_srq(h C.uintptr_t) C.int { return destroy[*qp.SRQ](h) }
-
-// destroy destroys the object behind h and forgets the handle, unless
-// Destroy fails (an SRQ still in use: EBUSY).
-func destroy[T interface{ Destroy() error }](h C.uintptr_t) C.int {
-	if err := handle[T](h).Destroy(); err != nil {
-		return errno(err)
+func goroce_destroy_srq(h C.uintptr_t) C.int {
+	s := handle[*srqueue](h)
+	if err := s.srq.Destroy(); err != nil {
+		return errno(err) // EBUSY while a QP uses it
 	}
+	s.ctx.element(s.srq, 0)
 	cgo.Handle(h).Delete()
 	return 0
 }
@@ -526,7 +609,7 @@ func goroce_post_srq_recv(h C.uintptr_t, wrID C.uint64_t, list *C.struct_ibv_sge
 	if !ok {
 		return C.int(syscall.EINVAL)
 	}
-	return errno(handle[*qp.SRQ](h).PostRecv(&qp.RecvWR{WRID: uint64(wrID), SGL: sg}))
+	return errno(handle[*srqueue](h).srq.PostRecv(&qp.RecvWR{WRID: uint64(wrID), SGL: sg}))
 }
 
 //export goroce_create_ah
@@ -545,7 +628,13 @@ func goroce_create_ah(h C.uintptr_t, in *C.struct_gq_ah_attr, out *C.uintptr_t) 
 }
 
 //export goroce_destroy_ah
-func goroce_destroy_ah(h C.uintptr_t) C.int { return destroy[*qp.AH](h) }
+func goroce_destroy_ah(h C.uintptr_t) C.int {
+	if err := handle[*qp.AH](h).Destroy(); err != nil {
+		return errno(err)
+	}
+	cgo.Handle(h).Delete()
+	return 0
+}
 
 //export goroce_post_recv
 func goroce_post_recv(h C.uintptr_t, wrID C.uint64_t, list *C.struct_ibv_sge, n C.uint32_t) C.int {

@@ -230,8 +230,17 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 
 	if (!c)
 		FAIL(ENOMEM, NULL);
-	rc = goroce_open(((struct gq_device *)device)->index, &c->h);
+	/* Asynchronous events: one count per event, so that a blocking read
+	 * waits for one as on the kernel's async fd (O_NONBLOCK: EAGAIN),
+	 * and poll() sees it readable while events wait. */
+	c->vctx.context.async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	if (c->vctx.context.async_fd < 0) {
+		free(c);
+		return NULL;
+	}
+	rc = goroce_open(((struct gq_device *)device)->index, c->vctx.context.async_fd, &c->h);
 	if (rc) {
+		close(c->vctx.context.async_fd);
 		free(c);
 		FAIL(rc, NULL);
 	}
@@ -243,9 +252,6 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->vctx.query_device_ex = gq_query_device_ex;
 	c->vctx.context.device = device;
 	c->vctx.context.cmd_fd = -1;
-	/* Asynchronous events are not reported yet: an fd that never fires,
-	 * so that a program polling it waits as on a quiet device. */
-	c->vctx.context.async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	c->vctx.context.num_comp_vectors = 1;
 	c->vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
 	pthread_mutex_init(&c->vctx.context.mutex, NULL);
@@ -604,7 +610,7 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		FAIL(ENOMEM, NULL);
-	rc = goroce_create_qp(((struct gq_pd *)pd)->h, &in, &q->h, &qpn);
+	rc = goroce_create_qp(((struct gq_pd *)pd)->h, &in, (uintptr_t)&q->qp, &q->h, &qpn);
 	if (rc) {
 		free(q);
 		FAIL(rc, NULL);
@@ -740,7 +746,7 @@ EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_att
 
 	if (!s)
 		FAIL(ENOMEM, NULL);
-	rc = goroce_create_srq(((struct gq_pd *)pd)->h, &max_wr, &max_sge, attr->attr.srq_limit, &s->h);
+	rc = goroce_create_srq(((struct gq_pd *)pd)->h, &max_wr, &max_sge, attr->attr.srq_limit, (uintptr_t)&s->srq, &s->h);
 	if (rc) {
 		free(s);
 		FAIL(rc, NULL);
@@ -823,13 +829,45 @@ EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 	return 0;
 }
 
+/* ---- asynchronous events ---- */
+
 EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event)
 {
-	/* No asynchronous events are reported: the same answer as a quiet
-	 * device read without blocking. */
-	FAIL(EAGAIN, -1);
+	uint64_t one;
+	uint32_t type;
+	uintptr_t elem;
+
+	if (read(ctx->async_fd, &one, sizeof(one)) != sizeof(one))
+		return -1; /* errno from read: EAGAIN with O_NONBLOCK */
+	if (goroce_async_event(CTX(ctx)->h, &type, &elem))
+		FAIL(EAGAIN, -1);
+	memset(event, 0, sizeof(*event));
+	event->event_type = type;
+	switch (type) {
+	case IBV_EVENT_CQ_ERR:
+		event->element.cq = (struct ibv_cq *)elem;
+		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		event->element.srq = (struct ibv_srq *)elem;
+		break;
+	case IBV_EVENT_DEVICE_FATAL:
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		event->element.port_num = 1;
+		break;
+	default:
+		event->element.qp = (struct ibv_qp *)elem;
+	}
+	return 0;
 }
 
+/* Nothing to release: an event holds no reference on its object. */
 EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 {
 }

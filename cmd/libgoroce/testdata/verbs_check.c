@@ -282,6 +282,45 @@ int main(void)
 		CHECK(ibv_destroy_cq(a.cq) == EBUSY, "destroy_cq of a CQ a QP uses");
 	}
 
+	/* Asynchronous events: a QP on an SRQ moved to the error state
+	 * reports IBV_EVENT_QP_LAST_WQE_REACHED naming it; the context's
+	 * async_fd is readable while the event waits, and a non-blocking
+	 * read of an empty queue is EAGAIN. */
+	{
+		struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
+		struct ibv_srq *srq = ibv_create_srq(a.pd, &sa);
+		struct ibv_qp_init_attr ia = {.send_cq = a.cq, .recv_cq = a.cq, .qp_type = IBV_QPT_RC,
+					     .cap = {.max_send_wr = 1, .max_send_sge = 1}};
+		struct ibv_qp_attr qa = {.qp_state = IBV_QPS_INIT, .port_num = 1};
+		struct ibv_async_event ev;
+		struct pollfd pfd = {.fd = a.ctx->async_fd, .events = POLLIN};
+		struct ibv_qp *qp;
+		int fl;
+
+		CHECK(srq, "create_srq for the event: errno %d", errno);
+		ia.srq = srq;
+		qp = ibv_create_qp(a.pd, &ia);
+		CHECK(qp && qp->srq == srq, "create_qp on an SRQ: errno %d", errno);
+		fl = fcntl(a.ctx->async_fd, F_GETFL);
+		CHECK(fcntl(a.ctx->async_fd, F_SETFL, fl | O_NONBLOCK) == 0, "fcntl async_fd");
+		errno = 0;
+		CHECK(ibv_get_async_event(a.ctx, &ev) == -1 && errno == EAGAIN, "get_async_event with none: errno %d", errno);
+		CHECK(fcntl(a.ctx->async_fd, F_SETFL, fl) == 0, "fcntl async_fd");
+		CHECK(!ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), "modify_qp INIT");
+		qa.qp_state = IBV_QPS_ERR;
+		CHECK(!ibv_modify_qp(qp, &qa, IBV_QP_STATE), "modify_qp ERR");
+		/* A bound on a wait for an event, not a guess at its timing. */
+		CHECK(poll(&pfd, 1, 10000) == 1 && (pfd.revents & POLLIN), "async_fd not readable");
+		CHECK(!ibv_get_async_event(a.ctx, &ev), "get_async_event: errno %d", errno);
+		CHECK(ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED && ev.element.qp == qp,
+		      "event %s for %p, want last WQE reached for %p", ibv_event_type_str(ev.event_type),
+		      (void *)ev.element.qp, (void *)qp);
+		ibv_ack_async_event(&ev);
+		CHECK(!ibv_destroy_qp(qp), "destroy_qp on the SRQ");
+		CHECK(!ibv_destroy_srq(srq), "destroy_srq");
+	}
+
+
 	for (struct side *s = &a; s; s = s == &a ? &b : NULL) {
 		CHECK(!ibv_destroy_qp(s->qp), "destroy_qp");
 		CHECK(!ibv_destroy_cq(s->cq), "destroy_cq");
