@@ -292,6 +292,7 @@ func (m *Manager) expire(c *Conn, gen uint64) {
 	switch c.state {
 	case stateTimewait:
 		m.forget(c)
+		m.emit(EventTimewaitExit, c, nil)
 		return
 	case stateREQSent, stateMRAREQRcvd, stateREPSent, stateMRAREPRcvd, stateDREQSent:
 	default:
@@ -329,6 +330,7 @@ func (m *Manager) drop(c *Conn, err error) {
 	}
 	m.dev.DestroyQP(c.qp)
 	c.finish(err)
+	m.emit(endEvent(err), c, err)
 }
 
 // forget removes c from the tables. Called with m.mu held.
@@ -351,6 +353,7 @@ func (m *Manager) timewait(c *Conn, err error) {
 	c.state = stateTimewait
 	c.arm(ibaTime(c.ackTO))
 	c.finish(err)
+	m.emit(EventDisconnected, c, err)
 }
 
 // Listener accepts connections to one address and port of the TCP port

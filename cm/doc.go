@@ -18,7 +18,9 @@
 // and Accept; Dial with private data, responder resources and initiator
 // depth. Both return a Conn whose QP is already in RTS; Close or
 // Disconnect end it with DREQ/DREP, and Done reports a disconnection by
-// the peer.
+// the peer. Events is the manager's stream of what happens to its
+// connections, as an rdma_cm event channel: ESTABLISHED, REJECTED (with
+// the reason), UNREACHABLE, CONNECT_ERROR, DISCONNECTED, TIMEWAIT_EXIT.
 //
 // The UDP port space (rdma_cm's RDMA_PS_UDP, UD QPs) has no connections:
 // a UD service is resolved with SIDR_REQ and SIDR_REP (IBA 12.11).

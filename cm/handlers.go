@@ -145,6 +145,7 @@ func (m *Manager) onREP(p peer, in mad.MAD) {
 	c.state = stateEstablished
 	m.sendRTU(c)
 	close(c.ready)
+	m.emit(EventEstablished, c, nil)
 }
 
 func (m *Manager) sendRTU(c *Conn) {
@@ -172,6 +173,7 @@ func (m *Manager) onRTU(in mad.MAD) {
 	c.state = stateEstablished
 	c.listener.pending--
 	close(c.ready)
+	m.emit(EventEstablished, c, nil)
 	select {
 	case c.listener.ch <- c:
 	default: // the backlog was checked at the REQ: not reached

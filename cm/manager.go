@@ -115,6 +115,9 @@ type Manager struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 	st   stats
+
+	events     chan Event // closed by Close, under mu
+	eventsLost atomic.Uint64
 }
 
 // ErrClosed is returned by the calls of a closed Manager or Listener.
@@ -128,6 +131,7 @@ func New(dev *transport.Device, o Options) (*Manager, error) {
 		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[uint16]*Listener{},
 		udListeners: map[uint16]*UDListener{}, sidrIn: map[sidrKey]*SIDRRequest{}, sidrOut: map[uint32]*sidrQuery{},
 		in: newMADQueue(), done: make(chan struct{}), ids: rand.Uint32,
+		events: make(chan Event, eventQueue),
 	}
 	if m.clock == nil {
 		m.clock = qp.RealClock{}
@@ -189,6 +193,7 @@ func (m *Manager) Close() error {
 	for _, q := range m.sidrOut {
 		m.endSIDR(q, ErrClosed)
 	}
+	close(m.events) // m.closed: nothing emits any more
 	m.mu.Unlock()
 	m.wg.Wait()
 	return nil

@@ -2,6 +2,7 @@ package cm
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/netip"
 	"testing"
@@ -140,10 +141,13 @@ func pair(a mad.AttrID, tid uint64, local, remote uint32) mad.MAD {
 
 // dial starts a Dial to the scripted peer; the result arrives on the
 // returned channel.
-func (s *script) dial() chan dialResult {
+func (s *script) dial() chan dialResult { return s.dialCtx(ctx10(s.t)) }
+
+// dialCtx dials the scripted peer with ctx, in the background.
+func (s *script) dialCtx(ctx context.Context) chan dialResult {
 	ch := make(chan dialResult, 1)
 	go func() {
-		c, err := s.m.Dial(ctx10(s.t), netip.AddrPort{}, netip.AddrPortFrom(s.peer.addr, 7174), s.n.qpConfig(), ConnParams{})
+		c, err := s.m.Dial(ctx, netip.AddrPort{}, netip.AddrPortFrom(s.peer.addr, 7174), s.n.qpConfig(), ConnParams{})
 		ch <- dialResult{c, err}
 	}()
 	return ch
