@@ -318,3 +318,36 @@ func TestParseDirections(t *testing.T) {
 		t.Error("ParseDirections(server) accepted")
 	}
 }
+
+// TestLibgoroceCases: the libgoroce stage runs every pingpong case and
+// perftest over RC at 64 KiB (atomics: fetch-and-add), nothing through
+// the RDMA CM.
+func TestLibgoroceCases(t *testing.T) {
+	cases, err := Matrix(MatrixOptions{MTU: 1024, Tools: LibgoroceTools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	pingpongs := 0
+	for _, c := range cases {
+		if !LibgoroceCase(c) {
+			continue
+		}
+		if c.Tool.Family == Pingpong {
+			pingpongs++
+			continue
+		}
+		ids = append(ids, c.Name())
+	}
+	want := []string{"write_bw/RC/s65536", "write_lat/RC/s65536", "read_bw/RC/s65536", "send_bw/RC/s65536",
+		"send_lat/RC/s65536", "atomic_bw/RC/s8/A=FETCH_AND_ADD"}
+	var got []string
+	for i, id := range ids {
+		if i%2 == 0 { // both directions
+			got = append(got, id)
+		}
+	}
+	if pingpongs != 28 || !reflect.DeepEqual(got, want) {
+		t.Errorf("%d pingpong cases, perftest %q; want 28 and %q", pingpongs, got, want)
+	}
+}

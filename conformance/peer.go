@@ -207,9 +207,28 @@ func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Pe
 }
 
 // LibgoroceTools are the matrix's tools whose real programs run over
-// bin/libgoroce.so today: the four rdma-core pingpongs (perftest needs the
-// ibv_wr_* API, not there yet).
-var LibgoroceTools = []string{"rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong"}
+// bin/libgoroce.so today: the four rdma-core pingpongs, and perftest as
+// Debian bookworm ships it (4.5, which posts with ibv_post_send; later
+// releases need the ibv_wr_* API, not there yet).
+var LibgoroceTools = []string{"rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong",
+	"write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "send_lat"}
+
+// LibgoroceCase selects the cases of LibgoroceTools that the libgoroce
+// stage runs: every pingpong case, and perftest's over RC at 64 KiB
+// (atomics: 8 bytes, fetch-and-add), which exercise the library's verbs
+// without the matrix's whole perftest set (the engine behind it is the
+// same as roced's, which the matrix covers).
+func LibgoroceCase(c Case) bool {
+	switch {
+	case c.Tool.Family == Pingpong:
+		return true
+	case c.Tool.Family != Perftest || c.Transport != RC || c.ViaCM():
+		return false
+	case c.Tool.Atomic:
+		return strings.Contains(c.Name(), "FETCH")
+	}
+	return c.Size == LargeSize
+}
 
 // LibgoroceLabPeer is the host's own real tools over lib (bin/libgoroce.so,
 // preloaded, GOROCE_NETDEV the tap: device goroce0 with rxe's GID table

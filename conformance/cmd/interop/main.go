@@ -129,6 +129,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *impaired && *runRe == "" {
 		*runRe = conformance.ImpairedCases
 	}
+	if *peer == "lab-libgoroce" && *tools == "" && *runRe == "" {
+		var keep []conformance.Case
+		for _, c := range cases {
+			if conformance.LibgoroceCase(c) {
+				keep = append(keep, c)
+			}
+		}
+		cases = keep
+	}
 	var re *regexp.Regexp
 	if *runRe != "" {
 		if re, err = regexp.Compile(*runRe); err != nil {
