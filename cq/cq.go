@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Status is a work completion status, with the values of enum ibv_wc_status.
@@ -164,6 +165,10 @@ type CQ struct {
 	events  chan struct{} // completion events for ReqNotify; capacity 1
 	onError func(*CQ, error)
 	closed  bool // shutdown: err holds the device's closed error
+	// mirror, when set (MirrorCQ, for libgoroce), is kept equal to n, or
+	// to ^0 once err is set, so that a C poller can see an empty queue
+	// without calling into Go.
+	mirror *uint32
 }
 
 // newCQ returns a completion queue holding up to depth completions.
@@ -195,6 +200,7 @@ func (c *CQ) push(wc WC, solicited bool) bool {
 	if c.n == len(c.ring) {
 		c.err = ErrOverrun
 		c.lost++
+		c.mirrorN()
 		cb := c.onError
 		c.mu.Unlock()
 		if cb != nil {
@@ -204,6 +210,7 @@ func (c *CQ) push(wc WC, solicited bool) bool {
 	}
 	c.ring[(c.head+c.n)%len(c.ring)] = wc
 	c.n++
+	c.mirrorN()
 	notify := c.armed && (!c.solOnly || solicited || wc.Status != Success)
 	if notify {
 		c.armed = false
@@ -236,6 +243,7 @@ func (c *CQ) shutdown(err error) {
 	}
 	c.closed = true
 	c.err = err
+	c.mirrorN()
 	close(c.wake)
 	close(c.events)
 }
@@ -253,10 +261,33 @@ func (c *CQ) Poll(wc []WC) (int, error) {
 		c.head = (c.head + 1) % len(c.ring)
 	}
 	c.n -= k
+	c.mirrorN()
 	if k == 0 && c.err != nil {
 		return 0, c.err
 	}
 	return k, nil
+}
+
+// mirrorN publishes n (or, with an error set, a value a poller never
+// takes for empty, so that it comes for the error). Called with mu held.
+func (c *CQ) mirrorN() {
+	if c.mirror == nil {
+		return
+	}
+	v := uint32(c.n)
+	if c.err != nil {
+		v = ^uint32(0)
+	}
+	atomic.StoreUint32(c.mirror, v)
+}
+
+// setMirror starts (p set) or stops (nil) mirroring the queue's length
+// into *p, which must stay valid until it is stopped.
+func (c *CQ) setMirror(p *uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mirror = p
+	c.mirrorN()
 }
 
 // Len returns the number of completions waiting.

@@ -135,3 +135,48 @@ func TestStatusStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestMirror: a mirrored queue's length is in the mirror after every push
+// and poll, and reads ^0 once the queue has an error (an overrun, or its
+// device closed), so that a C poller never takes it for empty; unmirrored,
+// the word is left alone.
+func TestMirror(t *testing.T) {
+	var m uint32 = 7
+	c := newCQ(2, nil)
+	c.setMirror(&m)
+	if m != 0 {
+		t.Fatalf("mirror %d of an empty queue", m)
+	}
+	c.push(WC{WRID: 1}, false)
+	c.push(WC{WRID: 2}, false)
+	if m != 2 {
+		t.Fatalf("mirror %d after two pushes", m)
+	}
+	out := make([]WC, 1)
+	c.Poll(out)
+	if m != 1 {
+		t.Fatalf("mirror %d after a poll", m)
+	}
+	c.push(WC{WRID: 3}, false)
+	c.push(WC{WRID: 4}, false) // overruns
+	if m != ^uint32(0) {
+		t.Fatalf("mirror %d after an overrun", m)
+	}
+	c.Poll(make([]WC, 4))
+	if m != ^uint32(0) {
+		t.Fatalf("mirror %d of a drained queue in error", m)
+	}
+	d := newCQ(2, nil)
+	var n uint32
+	d.setMirror(&n)
+	d.shutdown(errors.New("closed"))
+	if n != ^uint32(0) {
+		t.Fatalf("mirror %d after shutdown", n)
+	}
+	d.setMirror(nil)
+	n = 5
+	d.Poll(out)
+	if n != 5 {
+		t.Fatal("an unmirrored queue wrote the word")
+	}
+}

@@ -10,4 +10,5 @@ func init() {
 	hook.NewCQ = newCQ
 	hook.PushCQ = (*CQ).push
 	hook.ShutdownCQ = (*CQ).shutdown
+	hook.MirrorCQ = (*CQ).setMirror
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/endpoint"
+	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
@@ -93,6 +94,9 @@ type devctx struct {
 	asyncFD int
 	evDone  chan struct{} // closed when forwardEvents has returned
 }
+
+// mirrorCQ is cq's (internal/hook): the queue's length kept in C memory.
+var mirrorCQ = hook.MirrorCQ.(func(c *cq.CQ, p *uint32))
 
 type srqueue struct {
 	ctx *devctx
@@ -355,6 +359,8 @@ func goroce_create_cq(ctx C.uintptr_t, cqe C.int, ch *C.struct_gq_channel, ccq *
 	d := handle[*devctx](ctx)
 	c := &cqueue{ctx: d, cq: d.dev.CreateCQ(int(cqe))}
 	d.element(c.cq, uintptr(unsafe.Pointer(ccq)))
+	// ccq is the start of its gq_cq, whose pending the queue keeps.
+	mirrorCQ(c.cq, (*uint32)(unsafe.Pointer(&(*C.struct_gq_cq)(unsafe.Pointer(ccq)).pending)))
 	if ch != nil {
 		// Each event the CQ sends (one per ReqNotify that fired) becomes
 		// one entry of the channel and one count on its eventfd.
@@ -392,6 +398,7 @@ func goroce_destroy_cq(h C.uintptr_t) C.int {
 		return errno(err)
 	}
 	c.ctx.element(c.cq, 0)
+	mirrorCQ(c.cq, nil) // the C struct is freed next
 	c.unfeed()
 	cgo.Handle(h).Delete()
 	return 0

@@ -38,6 +38,10 @@ struct gq_mr {
 struct gq_cq {
 	struct ibv_cq cq;
 	uintptr_t h;
+	/* The queue's length as the engine keeps it (^0 after an error),
+	 * written by Go: an empty poll is answered here, without a call into
+	 * Go, which costs a busy-polling program a crossing every time. */
+	uint32_t pending;
 };
 
 struct gq_qp {

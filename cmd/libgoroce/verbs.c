@@ -98,6 +98,9 @@ static int gq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	struct gq_wc buf[16];
 	int done = 0;
 
+	if (!__atomic_load_n(&((struct gq_cq *)cq)->pending, __ATOMIC_ACQUIRE))
+		return 0;
+
 	while (done < n) {
 		int want = n - done < 16 ? n - done : 16;
 		int got = goroce_poll_cq(((struct gq_cq *)cq)->h, want, buf);

@@ -66,6 +66,10 @@ var (
 	NewCQ      any // func(depth int, onError func(*cq.CQ, error)) *cq.CQ
 	PushCQ     any // func(c *cq.CQ, wc cq.WC, solicited bool) (ok bool)
 	ShutdownCQ any // func(c *cq.CQ, err error)
+	// MirrorCQ keeps *p equal to the queue's length (^0 once it has an
+	// error) until called with nil: libgoroce's C poll reads it to answer
+	// an empty queue without a call into Go.
+	MirrorCQ any // func(c *cq.CQ, p *uint32)
 )
 
 // Set by package qp.
