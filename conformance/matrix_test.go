@@ -244,8 +244,8 @@ func TestArgv(t *testing.T) {
 	}
 }
 
-// TestMatrixIPv6: MatrixOptions.IPv6 adds rping at 65535 over IPv6, in
-// both directions, and nothing else.
+// TestMatrixIPv6: MatrixOptions.IPv6 adds rping at 65535, rdma_server,
+// ucmatose and udaddy over IPv6, in both directions, and nothing else.
 func TestMatrixIPv6(t *testing.T) {
 	base, err := Matrix(MatrixOptions{MTU: 1024})
 	if err != nil {
@@ -261,8 +261,11 @@ func TestMatrixIPv6(t *testing.T) {
 			ids = append(ids, c.ID())
 		}
 	}
-	want := []string{"rping/RC/s65535/ipv6@roced-server", "rping/RC/s65535/ipv6@peer-server"}
-	if len(all) != len(base)+2 || !reflect.DeepEqual(ids, want) {
+	want := []string{"rping/RC/s65535/ipv6@roced-server", "rping/RC/s65535/ipv6@peer-server",
+		"rdma_server/RC/s16/ipv6@roced-server", "rdma_server/RC/s16/ipv6@peer-server",
+		"ucmatose/RC/s100/ipv6@roced-server", "ucmatose/RC/s100/ipv6@peer-server",
+		"udaddy/UD/s100/ipv6@roced-server", "udaddy/UD/s100/ipv6@peer-server"}
+	if len(all) != len(base)+len(want) || !reflect.DeepEqual(ids, want) {
 		t.Errorf("%d cases (IPv4 only: %d), IPv6 ones %q; want %q", len(all), len(base), ids, want)
 	}
 }
