@@ -73,9 +73,13 @@ func (h CMAHdr) SetVersion(v uint8) { h[offCMAVersion] = v }
 func (h CMAHdr) SetPort(p uint16) { binary.BigEndian.PutUint16(h[offCMAPort:], p) }
 
 // SetAddrs sets the IP version and both addresses, which must be of one
-// family (IPv4-mapped IPv6 addresses count as IPv4, as cma.c sends them).
+// family. Two IPv4-mapped IPv6 addresses (or one and an IPv4 address)
+// count as IPv4, as cma.c sends them; beside a true IPv6 address an
+// IPv4-mapped one stays IPv6, as a header of IP version 6 may carry it.
 func (h CMAHdr) SetAddrs(src, dst netip.Addr) error {
-	src, dst = src.Unmap(), dst.Unmap()
+	if s, d := src.Unmap(), dst.Unmap(); s.Is4() && d.Is4() {
+		src, dst = s, d
+	}
 	if !src.IsValid() || !dst.IsValid() || src.Is4() != dst.Is4() {
 		return fmt.Errorf("%w: addresses %v and %v are not of one family", ErrCMAHdr, src, dst)
 	}

@@ -31,6 +31,16 @@ func TestCMAHdrIPv6(t *testing.T) {
 	if [16]byte(p[4:20]) != want || p[1] != 0x40 || h.SrcAddr() != netip.MustParseAddr("192.0.2.1") {
 		t.Errorf("IPv4 source field % x", p[4:20])
 	}
+	// Beside a true IPv6 address an IPv4-mapped one stays IPv6: a header
+	// of IP version 6 may carry one, and it is read and written back
+	// unchanged (found by FuzzParse: "::" and ::ffff:255.255.255.255).
+	mapped := netip.MustParseAddr("::ffff:255.255.255.255")
+	if err := h.SetAddrs(netip.IPv6Unspecified(), mapped); err != nil {
+		t.Fatal(err)
+	}
+	if p[1] != 0x60 || h.SrcAddr() != netip.IPv6Unspecified() || h.DstAddr() != mapped {
+		t.Errorf("IP version %d, %v and %v", h.IPVersion(), h.SrcAddr(), h.DstAddr())
+	}
 }
 
 func TestCMAHdrErrors(t *testing.T) {
