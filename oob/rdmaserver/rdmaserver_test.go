@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,6 +104,43 @@ func TestServerSendUnacknowledged(t *testing.T) {
 	if s := <-scode; s != 0 || ccode != 0 || sout.String() != "rdma_server: start\nrdma_server: end 0\n" ||
 		!strings.Contains(serr.String(), "disconnected before acknowledging the SEND") {
 		t.Fatalf("exit %d %d\nserver: %s%s\nclient: %s%s", s, ccode, sout.String(), serr.String(), cout.String(), cerr.String())
+	}
+}
+
+// TestClientReplyBeforeACK: the server's reply reaches the client before
+// the ACK of the client's SEND (here the first ACK to the client is lost,
+// so the SEND is acknowledged only after its retransmission; CI met it
+// against rxe on trixie). The client's receive completes first: on
+// rdma_create_ep's separate send and receive CQs rdma_get_send_comp still
+// finds its SEND, and the client ends 0. (The server, acknowledged,
+// disconnects before the SEND's retransmission is acknowledged, which
+// flushes it: the reply shows it arrived, and the client says so.)
+func TestClientReplyBeforeACK(t *testing.T) {
+	net := nic.NewMemNet(1)
+	var sout, serr, cout, cerr bytes.Buffer
+	senv := env(t, net, "198.51.100.2", &sout, &serr)
+	cenv := env(t, net, "198.51.100.1", &cout, &cerr)
+	var dropped atomic.Bool
+	net.SetFilter(netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.1"), func(dg []byte) nic.Verdict {
+		if f, err := bth.DecodeIP(dg); err == nil {
+			if p, err := bth.Parse(f.RoCE()); err == nil && p.OpCode() == bth.RCAcknowledge && dropped.CompareAndSwap(false, true) {
+				return nic.Drop
+			}
+		}
+		return nic.Pass
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	listening := make(chan struct{})
+	senv.Listening = func(netip.AddrPort) { close(listening) }
+	scode := make(chan int, 1)
+	go func() { scode <- Run(ctx, parse(t, true), senv) }()
+	<-listening
+	ccode := Run(ctx, parse(t, false, "-s", "198.51.100.2"), cenv)
+	if s := <-scode; s != 0 || ccode != 0 || cout.String() != "rdma_client: start\nrdma_client: end 0\n" || !dropped.Load() ||
+		cerr.Len() != 0 && !strings.Contains(cerr.String(), "its reply shows it arrived") {
+		t.Fatalf("exit %d %d (ACK dropped: %v)\nserver: %s%s\nclient: %s%s", s, ccode, dropped.Load(),
+			sout.String(), serr.String(), cout.String(), cerr.String())
 	}
 }
 
