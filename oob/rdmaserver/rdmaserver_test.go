@@ -81,13 +81,35 @@ func TestPair(t *testing.T) {
 // disconnection; rdma_server does not look at the status and ends 0, and
 // so does roced's, saying why on stderr.
 func TestServerSendUnacknowledged(t *testing.T) {
+	r := runDroppingACKs(t, "198.51.100.1", "198.51.100.2", func() bool { return true })
+	if r.scode != 0 || r.ccode != 0 || r.sout.String() != "rdma_server: start\nrdma_server: end 0\n" ||
+		!strings.Contains(r.serr.String(), "disconnected before acknowledging the SEND") {
+		t.Fatalf("exit %d %d\n%s", r.scode, r.ccode, r)
+	}
+}
+
+// pairRun is what a server and a client run by runDroppingACKs printed.
+type pairRun struct {
+	scode, ccode           int
+	sout, serr, cout, cerr bytes.Buffer
+}
+
+func (r *pairRun) String() string {
+	return "server: " + r.sout.String() + r.serr.String() + "\nclient: " + r.cout.String() + r.cerr.String()
+}
+
+// runDroppingACKs runs a server on 198.51.100.2 and a client on
+// 198.51.100.1, the client started once the server listens, and drops
+// the RC ACKs from from to to for which drop says so.
+func runDroppingACKs(t *testing.T, from, to string, drop func() bool) *pairRun {
+	t.Helper()
 	net := nic.NewMemNet(1)
-	var sout, serr, cout, cerr bytes.Buffer
-	senv := env(t, net, "198.51.100.2", &sout, &serr)
-	cenv := env(t, net, "198.51.100.1", &cout, &cerr)
-	net.SetFilter(netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("198.51.100.2"), func(dg []byte) nic.Verdict {
+	r := &pairRun{}
+	senv := env(t, net, "198.51.100.2", &r.sout, &r.serr)
+	cenv := env(t, net, "198.51.100.1", &r.cout, &r.cerr)
+	net.SetFilter(netip.MustParseAddr(from), netip.MustParseAddr(to), func(dg []byte) nic.Verdict {
 		if f, err := bth.DecodeIP(dg); err == nil {
-			if p, err := bth.Parse(f.RoCE()); err == nil && p.OpCode() == bth.RCAcknowledge {
+			if p, err := bth.Parse(f.RoCE()); err == nil && p.OpCode() == bth.RCAcknowledge && drop() {
 				return nic.Drop
 			}
 		}
@@ -100,11 +122,9 @@ func TestServerSendUnacknowledged(t *testing.T) {
 	scode := make(chan int, 1)
 	go func() { scode <- Run(ctx, parse(t, true), senv) }()
 	<-listening
-	ccode := Run(ctx, parse(t, false, "-s", "198.51.100.2"), cenv)
-	if s := <-scode; s != 0 || ccode != 0 || sout.String() != "rdma_server: start\nrdma_server: end 0\n" ||
-		!strings.Contains(serr.String(), "disconnected before acknowledging the SEND") {
-		t.Fatalf("exit %d %d\nserver: %s%s\nclient: %s%s", s, ccode, sout.String(), serr.String(), cout.String(), cerr.String())
-	}
+	r.ccode = Run(ctx, parse(t, false, "-s", "198.51.100.2"), cenv)
+	r.scode = <-scode
+	return r
 }
 
 // TestClientReplyBeforeACK: the server's reply reaches the client before
@@ -116,31 +136,11 @@ func TestServerSendUnacknowledged(t *testing.T) {
 // disconnects before the SEND's retransmission is acknowledged, which
 // flushes it: the reply shows it arrived, and the client says so.)
 func TestClientReplyBeforeACK(t *testing.T) {
-	net := nic.NewMemNet(1)
-	var sout, serr, cout, cerr bytes.Buffer
-	senv := env(t, net, "198.51.100.2", &sout, &serr)
-	cenv := env(t, net, "198.51.100.1", &cout, &cerr)
 	var dropped atomic.Bool
-	net.SetFilter(netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.1"), func(dg []byte) nic.Verdict {
-		if f, err := bth.DecodeIP(dg); err == nil {
-			if p, err := bth.Parse(f.RoCE()); err == nil && p.OpCode() == bth.RCAcknowledge && dropped.CompareAndSwap(false, true) {
-				return nic.Drop
-			}
-		}
-		return nic.Pass
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	listening := make(chan struct{})
-	senv.Listening = func(netip.AddrPort) { close(listening) }
-	scode := make(chan int, 1)
-	go func() { scode <- Run(ctx, parse(t, true), senv) }()
-	<-listening
-	ccode := Run(ctx, parse(t, false, "-s", "198.51.100.2"), cenv)
-	if s := <-scode; s != 0 || ccode != 0 || cout.String() != "rdma_client: start\nrdma_client: end 0\n" || !dropped.Load() ||
-		cerr.Len() != 0 && !strings.Contains(cerr.String(), "its reply shows it arrived") {
-		t.Fatalf("exit %d %d (ACK dropped: %v)\nserver: %s%s\nclient: %s%s", s, ccode, dropped.Load(),
-			sout.String(), serr.String(), cout.String(), cerr.String())
+	r := runDroppingACKs(t, "198.51.100.2", "198.51.100.1", func() bool { return dropped.CompareAndSwap(false, true) })
+	if r.scode != 0 || r.ccode != 0 || r.cout.String() != "rdma_client: start\nrdma_client: end 0\n" || !dropped.Load() ||
+		r.cerr.Len() != 0 && !strings.Contains(r.cerr.String(), "its reply shows it arrived") {
+		t.Fatalf("exit %d %d (ACK dropped: %v)\n%s", r.scode, r.ccode, dropped.Load(), r)
 	}
 }
 
