@@ -63,9 +63,16 @@ func (r *run) sockClient(ctx context.Context) int {
 	r.reset(n)
 	r.printf("Client baseline socket setup")
 	family := unix.AF_INET
-	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: int(r.cfg.Port), Addr: r.cfg.Addr.As4()}
 	if r.cfg.Addr.Is6() {
-		family, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: int(r.cfg.Port), Addr: r.cfg.Addr.As16()}
+		family = unix.AF_INET6
+	}
+	// One Sockaddr per connect: unix.Connect writes its raw form into
+	// it, so the -n threads may not share one (the race detector saw it).
+	sockaddr := func() unix.Sockaddr {
+		if family == unix.AF_INET6 {
+			return &unix.SockaddrInet6{Port: int(r.cfg.Port), Addr: r.cfg.Addr.As16()}
+		}
+		return &unix.SockaddrInet4{Port: int(r.cfg.Port), Addr: r.cfg.Addr.As4()}
 	}
 	fds := make([]int, n)
 	for i := range fds {
@@ -91,7 +98,7 @@ func (r *run) sockClient(ctx context.Context) int {
 		return r.perror("socket", err)
 	}
 	r.printf("Connecting sockets")
-	if err := r.timed(n, stepConnect, func(i int) error { return connect(ctx, fds[i], sa) }); err != nil {
+	if err := r.timed(n, stepConnect, func(i int) error { return connect(ctx, fds[i], sockaddr()) }); err != nil {
 		return r.perror("connect", err)
 	}
 	r.end(stepFullConnect)
