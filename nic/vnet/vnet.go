@@ -188,7 +188,8 @@ func UDP(frame []byte) (l3, l4 int, ok bool) {
 	}
 	ip := frame[l3:]
 	switch {
-	case et == 0x0800 && len(ip) >= 20 && ip[0]>>4 == 4 && ip[9] == 17 && binary.BigEndian.Uint16(ip[6:])&0x3fff == 0:
+	case et == 0x0800 && len(ip) >= 20 && ip[0]>>4 == 4 && ip[0]&0xf >= 5 && ip[9] == 17 && binary.BigEndian.Uint16(ip[6:])&0x3fff == 0:
+		// An IHL under 5 would put UDP inside the IPv4 header's 20 bytes.
 		l4 = l3 + int(ip[0]&0xf)*4
 	case et == 0x86dd && len(ip) >= 40 && ip[0]>>4 == 6 && ip[6] == 17:
 		l4 = l3 + 40
