@@ -233,7 +233,7 @@ const rxeWCWithInvalidate = 1 << 2
 func VerbsCases() []VerbsCase {
 	const off, n = 4096, 8192
 	return []VerbsCase{
-		{Name: "verbs/mw-type1@rxe", Rule: "a type 1 window bound by ibv_bind_mw on rxe carries goroce's WRITE and READ into its range; bound again with length 0, its key gets a remote access error (IBA 10.6.7)",
+		{Name: "verbs/mw-type1@rxe", Rule: "a type 1 window bound by ibv_bind_mw on rxe carries goroce's WRITE and READ into its range; bound again with length 0, its key gets a remote access error",
 			run: func(ctx context.Context, v *verbsConn) error {
 				b, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "bind1", "off": off, "len": n, "access": int(winRW)})
 				if err != nil {
@@ -327,7 +327,7 @@ func VerbsCases() []VerbsCase {
 				}
 				return v.rxeRDMA(ctx, "write", key, info.Addr, 64, 10, cq.RemAccessErr)
 			}},
-		{Name: "verbs/mw-type1-range@goroce", Rule: "an access one byte past goroce's window, inside its region, gets rxe a remote access error: the window's range bounds the access (IBA 10.6.7.2), not the region's",
+		{Name: "verbs/mw-type1-range@goroce", Rule: "an access one byte past goroce's window, inside its region, gets rxe a remote access error: the window's range bounds the access, not the region's",
 			run: func(ctx context.Context, v *verbsConn) error {
 				w, err := v.pd.AllocMW(mr.MWType1)
 				if err != nil {

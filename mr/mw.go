@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 )
 
-// Memory windows (IBA 10.6.7; ibv_alloc_mw, ibv_bind_mw): an rkey of its
+// Memory windows (IBA 10.6; ibv_alloc_mw, ibv_bind_mw): an rkey of its
 // own onto a range of a registered region, with its own remote rights,
 // granted and revoked without registering anything. A window shares the
 // key table with the regions, so an rkey names either.
@@ -91,10 +91,10 @@ type MW struct {
 // offset), with Access: RemoteRead, RemoteWrite, RemoteAtomic and
 // ZeroBased (the peer then addresses the window from 0).
 type BindInfo struct {
-	MR     *MR
-	Addr   uint64
-	Length uint64
-	Access Access
+	MR     *MR    // the region (registered with MWBind); nil with Length 0 unbinds a type 1 window
+	Addr   uint64 // the window's first byte, an address of the region
+	Length uint64 // bytes; 0 unbinds a type 1 window
+	Access Access // RemoteRead, RemoteWrite, RemoteAtomic, ZeroBased
 }
 
 // AllocMW allocates a memory window in the PD (ibv_alloc_mw). A type 1

@@ -129,9 +129,9 @@ type SendWR struct {
 // MWBind is a memory window bind: the window, the rkey it gets, and the
 // range and rights it grants.
 type MWBind struct {
-	MW   *mr.MW
-	RKey uint32 // the window's new rkey: its index, with a new 8-bit variant
-	Info mr.BindInfo
+	MW   *mr.MW      // the type 2 window, of the QP's PD
+	RKey uint32      // the window's new rkey: its index, with a new 8-bit variant
+	Info mr.BindInfo // the range and rights it grants
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr).
