@@ -48,10 +48,19 @@ grep -q '^listening' $a.log || { cat $a.log >&2; exit 1; }
 `, a, guestAgentPy, l.GuestAddr, guestAgentPort)
 }
 
-// dialAgent connects to the agent from the tap's namespace (the socket is
-// made there; the process stays where it is).
+// dialAgent connects to the agent.
 func (l *Lab) dialAgent(ctx context.Context) (*guestAgent, error) {
-	addr := net.JoinHostPort(l.GuestAddr, strconv.Itoa(guestAgentPort))
+	conn, err := l.dialGuest(ctx, guestAgentPort)
+	if err != nil {
+		return nil, fmt.Errorf("guest agent: %w", err)
+	}
+	return &guestAgent{conn: conn, r: bufio.NewReader(conn)}, nil
+}
+
+// dialGuest connects to TCP port on the guest from the tap's namespace
+// (the socket is made there; the process stays where it is).
+func (l *Lab) dialGuest(ctx context.Context, port int) (net.Conn, error) {
+	addr := net.JoinHostPort(l.GuestAddr, strconv.Itoa(port))
 	var d net.Dialer
 	var conn net.Conn
 	dial := func() (err error) {
@@ -60,21 +69,24 @@ func (l *Lab) dialAgent(ctx context.Context) (*guestAgent, error) {
 		conn, err = d.DialContext(dctx, "tcp", addr)
 		return err
 	}
-	var err error
+	if err := l.inNetNS(dial); err != nil {
+		return nil, fmt.Errorf("%s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+// inNetNS runs fn on a thread in the tap's namespace (or here, for a lab
+// without one): sockets fn opens stay in that namespace.
+func (l *Lab) inNetNS(fn func() error) error {
 	if l.NetNS == "" {
-		err = dial()
-	} else {
-		h, herr := vns.GetFromName(l.NetNS)
-		if herr != nil {
-			return nil, fmt.Errorf("guest agent: netns %s: %w", l.NetNS, herr)
-		}
-		err = netns.Do(h, dial)
-		h.Close()
+		return fn()
 	}
+	h, err := vns.GetFromName(l.NetNS)
 	if err != nil {
-		return nil, fmt.Errorf("guest agent at %s: %w", addr, err)
+		return fmt.Errorf("netns %s: %w", l.NetNS, err)
 	}
-	return &guestAgent{conn: conn, r: bufio.NewReader(conn)}, nil
+	defer h.Close()
+	return netns.Do(h, fn)
 }
 
 // agentReply is every answer's shape.

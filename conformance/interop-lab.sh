@@ -40,6 +40,11 @@
 #                    (interop -peer lab-libgoroce; the matrix's sizes, both
 #                    ways); 0 skips it. Reports SUITE-libgoroce.txt/.json/
 #   INTEROP_LIBGOROCE_ARGS extra arguments for it (-run REGEXP ...)
+#   INTEROP_PYVERBS  1 (the default): after each guest's matrix, run the
+#                    verbs stage (interop -peer lab-pyverbs): memory windows
+#                    and invalidation between goroce and rxe's verbs driven
+#                    through pyverbs in the guest; 0 skips it. Reports
+#                    SUITE-pyverbs.txt/.json
 #   LIBGOROCE        the library (default bin/libgoroce.so, which make builds)
 #   ROCED            the roced binary (default bin/roced, which make builds)
 #   RXE_PEER_*       the lab's own settings; RXE_PEER_<VAR>_<SUITE> (e.g.
@@ -57,6 +62,7 @@ IMPAIR_BUDGET=${INTEROP_IMPAIR_BUDGET:-7m}
 OUT=${INTEROP_OUT:-$ROOT/bin/interop}
 ROCED=${ROCED:-$ROOT/bin/roced}
 LIBGOROCE_STAGE=${INTEROP_LIBGOROCE:-1}
+PYVERBS_STAGE=${INTEROP_PYVERBS:-1}
 LIBGOROCE=${LIBGOROCE:-$ROOT/bin/libgoroce.so}
 
 die() { echo "interop: $*" >&2; exit 1; }
@@ -157,6 +163,13 @@ for suite in $SUITES; do
             echo "interop[$suite]: the real tools over libgoroce in $(since "$t")s, exit status $g"
             [ "$g" = 0 ] || m=1
         fi
+        if [ "$PYVERBS_STAGE" = 1 ]; then
+            t=$(now)
+            "$OUT/interop" -peer lab-pyverbs -lab "$LAB" -json "$OUT/$suite-pyverbs.json" | tee "$OUT/$suite-pyverbs.txt"
+            y=${PIPESTATUS[0]}
+            echo "interop[$suite]: the verbs stage (pyverbs) in $(since "$t")s, exit status $y"
+            [ "$y" = 0 ] || m=1
+        fi
         if [ "$IMPAIR" = 1 ]; then
             t=$(now)
             # shellcheck disable=SC2086
@@ -177,6 +190,9 @@ for suite in $SUITES; do
     summary+=("$suite: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite.txt" 2>/dev/null || true) (exit $s)")
     if [ "$LIBGOROCE_STAGE" = 1 ]; then
         summary+=("$suite libgoroce: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-libgoroce.txt" 2>/dev/null || true)")
+    fi
+    if [ "$PYVERBS_STAGE" = 1 ]; then
+        summary+=("$suite pyverbs: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-pyverbs.txt" 2>/dev/null || true)")
     fi
     if [ "$IMPAIR" = 1 ]; then
         summary+=("$suite impaired: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-impair.txt" 2>/dev/null || true)")

@@ -114,14 +114,6 @@ func Run(ctx context.Context, p *Peer, cases []Case, o Options) *Report {
 		default:
 			res = runCase(ctx, p, c, o.Port+i%1000, o)
 		}
-		switch res.Result {
-		case Pass:
-			rep.Passed++
-		case Fail:
-			rep.Failed++
-		default:
-			rep.NotRun++
-		}
 		if o.Progress != nil {
 			fmt.Fprintln(o.Progress, progressLine(res))
 		}
@@ -131,10 +123,23 @@ func Run(ctx context.Context, p *Peer, cases []Case, o Options) *Report {
 			}
 			rep.Impair.add(res.Impair)
 		}
-		rep.Results = append(rep.Results, res)
+		rep.add(res)
 	}
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	return rep
+}
+
+// add appends res and counts it.
+func (rep *Report) add(res Result) {
+	switch res.Result {
+	case Pass:
+		rep.Passed++
+	case Fail:
+		rep.Failed++
+	default:
+		rep.NotRun++
+	}
+	rep.Results = append(rep.Results, res)
 }
 
 func (o *Options) defaults() {

@@ -16,6 +16,8 @@ func init() {
 	hook.RemoteAccess = (*PD).remote
 	hook.EndAccess = (*MR).endAccess
 	hook.InvalidateRKey = (*PD).invalidateRKey
+	hook.BindMW = bindMW
+	hook.NextType1Key = (*MW).nextType1Key
 }
 
 // newKeys makes a device's key table and returns what the device does

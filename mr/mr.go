@@ -63,15 +63,22 @@ var (
 	ErrTableFull     = errors.New("mr: key table full")
 )
 
-// table is a device's key table: it maps lkeys and rkeys to memory regions.
-// A key is an index into the table and a random 8-bit tag, as hardware
-// makes them, so that a stale or guessed key is rejected.
+// table is a device's key table: it maps lkeys and rkeys to memory regions
+// and memory windows, which share one key space as on an HCA. A key is an
+// index into the table and a random 8-bit tag, as hardware makes them, so
+// that a stale or guessed key is rejected.
 type table struct {
-	mu      sync.Mutex
-	regions atomic.Pointer[[]*MR] // copy-on-write: lookups take no lock
-	free    []uint32
-	tags    []uint8 // per index: the variant of the last key issued there
-	closed  atomic.Bool
+	mu     sync.Mutex
+	slots  atomic.Pointer[[]slot] // copy-on-write: lookups take no lock
+	free   []uint32
+	tags   []uint8 // per index: the variant of the last key issued there
+	closed atomic.Bool
+}
+
+// slot is one index of the key table: a region or a window, or neither.
+type slot struct {
+	mr *MR
+	mw *MW
 }
 
 // close marks the table's device closed: from then on registering,
@@ -85,21 +92,23 @@ func (t *table) isClosed() bool { return t.closed.Load() }
 // errClosed wraps the closed device's error for call op.
 func errClosed(op string) error { return fmt.Errorf("mr: %s: %w", op, closed.Err) }
 
-// MaxRegions bounds the table (2^24 indexes fit in a key with its tag).
+// MaxRegions bounds the table (2^24 indexes fit in a key with its tag);
+// regions and windows count together.
 const MaxRegions = 1 << 24
 
 // newTable returns an empty key table.
 func newTable() *table {
 	t := &table{tags: []uint8{0}}
-	empty := []*MR{nil} // index 0 is never used, so key 0 is always invalid
-	t.regions.Store(&empty)
+	empty := []slot{{}} // index 0 is never used, so key 0 is always invalid
+	t.slots.Store(&empty)
 	return t
 }
 
-func (t *table) insert(m *MR) error {
+// insert puts s at a free index and returns the key issued for it.
+func (t *table) insert(s slot) (uint32, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old := *t.regions.Load()
+	old := *t.slots.Load()
 	var idx uint32
 	if n := len(t.free); n > 0 {
 		idx = t.free[n-1]
@@ -107,11 +116,11 @@ func (t *table) insert(m *MR) error {
 	} else {
 		idx = uint32(len(old))
 		if idx >= MaxRegions {
-			return ErrTableFull
+			return 0, ErrTableFull
 		}
 	}
-	regs := make([]*MR, max(len(old), int(idx)+1))
-	copy(regs, old)
+	slots := make([]slot, max(len(old), int(idx)+1))
+	copy(slots, old)
 	// Like an HCA's memory key: the index, and an 8-bit variant that starts
 	// random for each index and advances on every reuse, so a stale key is
 	// refused for the next 255 registrations at that index.
@@ -120,35 +129,46 @@ func (t *table) insert(m *MR) error {
 	}
 	t.tags[idx]++
 	key := idx<<8 | uint32(t.tags[idx])
-	m.lkey, m.rkey = key, key
-	regs[idx] = m
-	t.regions.Store(&regs)
-	return nil
+	switch {
+	case s.mr != nil:
+		s.mr.lkey, s.mr.rkey = key, key
+	case s.mw != nil:
+		s.mw.rkey.Store(key)
+	}
+	slots[idx] = s
+	t.slots.Store(&slots)
+	return key, nil
 }
 
-func (t *table) remove(m *MR) {
+// remove frees the index key names if s is still what it holds.
+func (t *table) remove(key uint32, s slot) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old := *t.regions.Load()
-	idx := m.lkey >> 8
-	if int(idx) >= len(old) || old[idx] != m {
+	old := *t.slots.Load()
+	idx := key >> 8
+	if int(idx) >= len(old) || old[idx] != s {
 		return
 	}
-	regs := make([]*MR, len(old))
-	copy(regs, old)
-	regs[idx] = nil
-	t.regions.Store(&regs)
+	slots := make([]slot, len(old))
+	copy(slots, old)
+	slots[idx] = slot{}
+	t.slots.Store(&slots)
 	t.free = append(t.free, idx)
+}
+
+// at returns what the index of key holds, without checking the tag.
+func (t *table) at(key uint32) slot {
+	slots := *t.slots.Load()
+	idx := key >> 8
+	if int(idx) >= len(slots) {
+		return slot{}
+	}
+	return slots[idx]
 }
 
 // lookup returns the region a key names, or nil.
 func (t *table) lookup(key uint32) *MR {
-	regs := *t.regions.Load()
-	idx := key >> 8
-	if int(idx) >= len(regs) {
-		return nil
-	}
-	m := regs[idx]
+	m := t.at(key).mr
 	if m == nil || (m.lkey != key && m.rkey != key) {
 		return nil
 	}
@@ -208,6 +228,7 @@ type MR struct {
 	mu         sync.RWMutex // held shared by each access, exclusively by Dereg/Invalidate
 	valid      bool         // accesses are granted: registered and not invalidated
 	registered bool         // Dereg has not run: the key and the PD's count are held
+	windows    atomic.Int32 // memory windows bound to it
 }
 
 // Register registers buf in pd with the given access rights. Its I/O
@@ -240,7 +261,7 @@ func (pd *PD) RegisterIOVA(buf []byte, iova uint64, access Access) (*MR, error) 
 		return nil, ErrInvalidAccess
 	}
 	m := &MR{pd: pd, buf: buf, iova: iova, access: access, valid: true, registered: true}
-	if err := pd.table.insert(m); err != nil {
+	if _, err := pd.table.insert(slot{mr: m}); err != nil {
 		return nil, err
 	}
 	pd.hold()
@@ -256,6 +277,12 @@ func (m *MR) Dereg() error {
 	}
 	m.mu.Lock()
 	was := m.registered
+	if was && m.windows.Load() != 0 {
+		// As rxe: unbind or free the windows first, whose rkeys would
+		// otherwise reach freed memory.
+		m.mu.Unlock()
+		return fmt.Errorf("mr: dereg_mr: %w (%d)", ErrMWBound, m.windows.Load())
+	}
 	m.valid, m.registered = false, false
 	m.mu.Unlock()
 	if !was {
@@ -263,7 +290,7 @@ func (m *MR) Dereg() error {
 	}
 	// Also after an invalidation, which revoked access but left the key
 	// and the PD's count held.
-	m.pd.table.remove(m)
+	m.pd.table.remove(m.lkey, slot{mr: m})
 	m.pd.release()
 	return nil
 }
@@ -358,23 +385,47 @@ func (pd *PD) local(lkey uint32, addr uint64, n uint32, need Access) ([]byte, *M
 	return m.acquire(pd, addr, n, need)
 }
 
-// remote checks an access through an rkey (a RETH or AtomicETH, to a QP
-// in pd) and returns the bytes and their region, locked until endAccess.
-func (pd *PD) remote(rkey uint32, addr uint64, n uint32, need Access) ([]byte, *MR, error) {
-	m := pd.table.lookup(rkey)
+// remote checks an access through an rkey (a RETH or AtomicETH, to qp, a
+// QP in pd) and returns the bytes and their region, locked until
+// endAccess. The rkey may name a region or a memory window.
+func (pd *PD) remote(qp any, rkey uint32, addr uint64, n uint32, need Access) ([]byte, *MR, error) {
+	s := pd.table.at(rkey)
+	if s.mw != nil {
+		return s.mw.remote(pd, qp, rkey, addr, n, need)
+	}
+	m := s.mr
 	if m == nil || m.rkey != rkey {
 		return nil, nil, ErrInvalidKey
 	}
 	return m.acquire(pd, addr, n, need)
 }
 
-// invalidateRKey invalidates the region named by rkey on behalf of a SEND
-// with Invalidate; it reports whether such a region existed in pd.
-func (pd *PD) invalidateRKey(rkey uint32) bool {
-	m := pd.table.lookup(rkey)
-	if m == nil || m.rkey != rkey || m.pd != pd {
-		return false
+// invalidateRKey invalidates the region or type 2 window rkey names in pd,
+// for a local invalidate by qp or (remote) a SEND with Invalidate from
+// qp's peer, and says why it cannot.
+func (pd *PD) invalidateRKey(qp any, rkey uint32, remote bool) error {
+	s := pd.table.at(rkey)
+	if s.mw != nil {
+		return s.mw.invalidate(pd, qp, rkey, remote)
 	}
-	m.Invalidate()
-	return true
+	m := s.mr
+	if m == nil || m.rkey != rkey {
+		return fmt.Errorf("%w: rkey 0x%x", ErrInvalidKey, rkey)
+	}
+	if m.pd != pd {
+		return fmt.Errorf("%w: rkey 0x%x", ErrPD, rkey)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.windows.Load() != 0 { // as rxe: the windows would outlive the region's access
+		return fmt.Errorf("%w: rkey 0x%x", ErrMWBound, rkey)
+	}
+	m.valid = false
+	return nil
+}
+
+// bindMW executes a bind of w posted on qp, a QP of pd (type1: through
+// the verb), installing rkey.
+func bindMW(pd *PD, qp any, w *MW, type1 bool, rkey uint32, b BindInfo) error {
+	return w.bind(pd, qp, type1, rkey, b)
 }

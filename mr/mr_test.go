@@ -39,7 +39,7 @@ func TestKeysAndChecks(t *testing.T) {
 		{"unknown index", pd, 0x7f0000, 0x10000, 1, RemoteRead, ErrInvalidKey},
 	}
 	for _, c := range cases {
-		b, r, err := c.pd.remote(c.key, c.addr, c.n, c.need)
+		b, r, err := c.pd.remote(nil, c.key, c.addr, c.n, c.need)
 		if !errors.Is(err, c.err) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.err)
 		}
@@ -113,7 +113,7 @@ func TestDeregIsImmediate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, r, err := pd.remote(m.RKey(), m.Addr(), 8, RemoteWrite)
+	_, r, err := pd.remote(nil, m.RKey(), m.Addr(), 8, RemoteWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestDeregIsImmediate(t *testing.T) {
 	}
 	r.endAccess()
 	wg.Wait()
-	if _, _, err := pd.remote(m.RKey(), m.Addr(), 8, RemoteWrite); !errors.Is(err, ErrInvalidKey) {
+	if _, _, err := pd.remote(nil, m.RKey(), m.Addr(), 8, RemoteWrite); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("after Dereg: %v", err)
 	}
 }
@@ -146,7 +146,7 @@ func TestDeregOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if invalidate && !pd.invalidateRKey(m.RKey()) {
+		if invalidate && pd.invalidateRKey(nil, m.RKey(), true) != nil {
 			t.Fatal("invalidate")
 		}
 		if err := m.Dereg(); err != nil {

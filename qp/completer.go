@@ -115,6 +115,9 @@ func (q *QP) seek(psn bth.PSN) {
 	r := &q.req
 	for i := q.sqHead; i != q.sqTail; i++ {
 		w := q.sqAt(i)
+		if w.isLocal() && w.state == wqeDone {
+			continue // executed already: never again
+		}
 		if w.state != wqeStarted {
 			r.cur, r.off, r.psn = i, 0, psn
 			return
@@ -146,6 +149,7 @@ func (q *QP) progress() {
 	if q.req.psn.Before(q.comp.psn) {
 		q.seek(q.comp.psn)
 	}
+	q.retireLocal()
 	q.comp.resetRetries(&q.attr)
 	q.comp.gapRetry = false
 	q.req.probe = false
@@ -236,6 +240,10 @@ func (q *QP) ackThrough(psn bth.PSN) bool {
 	advanced := false
 	for q.sqHead != q.sqTail {
 		w := q.sqAt(q.sqHead)
+		if w.isLocal() && w.state == wqeDone {
+			q.retire(cq.Success) // executed; it waited for those before it
+			continue
+		}
 		if w.state != wqeStarted || psn.Before(w.firstPSN) {
 			break
 		}

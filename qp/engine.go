@@ -28,9 +28,11 @@ var (
 	releasePD      = hook.ReleasePD.(func(*mr.PD))
 	closedPD       = hook.ClosedPD.(func(*mr.PD) bool)
 	localAccess    = hook.LocalAccess.(func(pd *mr.PD, lkey uint32, addr uint64, n uint32, need mr.Access) ([]byte, *mr.MR, error))
-	remoteAccess   = hook.RemoteAccess.(func(pd *mr.PD, rkey uint32, addr uint64, n uint32, need mr.Access) ([]byte, *mr.MR, error))
+	remoteAccess   = hook.RemoteAccess.(func(pd *mr.PD, qp any, rkey uint32, addr uint64, n uint32, need mr.Access) ([]byte, *mr.MR, error))
 	endAccess      = hook.EndAccess.(func(*mr.MR))
-	invalidateRKey = hook.InvalidateRKey.(func(pd *mr.PD, rkey uint32) bool)
+	invalidateRKey = hook.InvalidateRKey.(func(pd *mr.PD, qp any, rkey uint32, remote bool) error)
+	bindMW         = hook.BindMW.(func(pd *mr.PD, qp any, w *mr.MW, type1 bool, rkey uint32, b mr.BindInfo) error)
+	nextType1Key   = hook.NextType1Key.(func(*mr.MW) (uint32, error))
 )
 
 // span is memory an access check granted: the bytes, and the region
@@ -54,9 +56,9 @@ func localSpan(pd *mr.PD, lkey uint32, addr uint64, n uint32, need mr.Access) (s
 	return span{m: m, b: b}, err
 }
 
-// remoteSpan checks an access through an rkey to a QP in pd (a RETH or
-// AtomicETH) and returns the bytes, locked until release.
-func remoteSpan(pd *mr.PD, rkey uint32, addr uint64, n uint32, need mr.Access) (span, error) {
-	b, m, err := remoteAccess(pd, rkey, addr, n, need)
+// remoteSpan checks an access through an rkey to q, a QP in pd (a RETH
+// or AtomicETH), and returns the bytes, locked until release.
+func remoteSpan(pd *mr.PD, q *QP, rkey uint32, addr uint64, n uint32, need mr.Access) (span, error) {
+	b, m, err := remoteAccess(pd, q, rkey, addr, n, need)
 	return span{m: m, b: b}, err
 }

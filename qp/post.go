@@ -110,11 +110,40 @@ func (q *QP) postRecv(wr *RecvWR) error {
 func (q *QP) PostSend(wr *SendWR) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if err := q.postSend(wr); err != nil {
+	if err := q.postSend(wr, false); err != nil {
 		return err
 	}
 	q.run()
 	return nil
+}
+
+// BindMW binds a type 1 memory window (ibv_bind_mw): it posts a bind
+// work request on the QP, which executes in send-queue order and
+// completes as cq.OpBindMW (with cq.MWBindErr, the QP then in error, if
+// it breaks a rule: see qp.WRBindMW), and returns the rkey the window
+// will answer to once it has executed: the window's key with its
+// variant advanced, so the old rkey stops working. A bind of length 0
+// unbinds the window. wrID and flags are the work request's (Signaled,
+// Fence).
+func (q *QP) BindMW(w *mr.MW, info mr.BindInfo, wrID uint64, flags SendFlags) (uint32, error) {
+	if w == nil {
+		return 0, invalid("bind_mw without a memory window")
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.canPostSend(); err != nil {
+		return 0, err
+	}
+	key, err := nextType1Key(w)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	wr := SendWR{WRID: wrID, Opcode: WRBindMW, Flags: flags &^ Inline, Bind: MWBind{MW: w, RKey: key, Info: info}}
+	if err := q.postSend(&wr, true); err != nil {
+		return 0, err
+	}
+	q.run()
+	return key, nil
 }
 
 // PostSendList posts several send work requests; on failure it reports
@@ -124,7 +153,7 @@ func (q *QP) PostSendList(wrs []SendWR) error {
 	defer q.mu.Unlock()
 	var err error
 	for i := range wrs {
-		if e := q.postSend(&wrs[i]); e != nil {
+		if e := q.postSend(&wrs[i], false); e != nil {
 			err = &PostError{Index: i, Err: e}
 			break
 		}
@@ -133,7 +162,8 @@ func (q *QP) PostSendList(wrs []SendWR) error {
 	return err
 }
 
-func (q *QP) postSend(wr *SendWR) error {
+// canPostSend checks that the QP takes send work requests now.
+func (q *QP) canPostSend() error {
 	if q.deviceClosed() {
 		return errClosed("post_send")
 	}
@@ -148,12 +178,20 @@ func (q *QP) postSend(wr *SendWR) error {
 	if q.sqTail-q.sqHead == uint32(len(q.sq)) {
 		return fmt.Errorf("%w: send queue holds %d WRs", ErrNoMem, len(q.sq))
 	}
-	if err := q.checkWR(wr); err != nil {
+	return nil
+}
+
+// postSend queues wr; type1 marks QP.BindMW's bind of a type 1 window.
+func (q *QP) postSend(wr *SendWR, type1 bool) error {
+	if err := q.canPostSend(); err != nil {
+		return err
+	}
+	if err := q.checkWR(wr, type1); err != nil {
 		return err
 	}
 	slot := q.sqTail % uint32(len(q.sq))
 	w := &q.sq[slot]
-	*w = sendWQE{wr: *wr, signaled: q.sigAll || wr.Flags&Signaled != 0}
+	*w = sendWQE{wr: *wr, signaled: q.sigAll || wr.Flags&Signaled != 0, type1: type1}
 	n := uint32(len(wr.SGL))
 	w.wr.SGL = q.sgeStore[slot*q.cap.MaxSendSGE : slot*q.cap.MaxSendSGE+n]
 	copy(w.wr.SGL, wr.SGL)
@@ -187,7 +225,10 @@ func (q *QP) postSend(wr *SendWR) error {
 }
 
 // checkWR validates a send work request against the QP (ibv_post_send's EINVAL).
-func (q *QP) checkWR(wr *SendWR) error {
+func (q *QP) checkWR(wr *SendWR, type1 bool) error {
+	if wr.Opcode == WRBindMW || wr.Opcode == WRLocalInv {
+		return q.checkLocalWR(wr, type1)
+	}
 	if uint32(len(wr.SGL)) > q.cap.MaxSendSGE {
 		return invalid("%d SGEs exceed max_send_sge %d", len(wr.SGL), q.cap.MaxSendSGE)
 	}
@@ -252,6 +293,27 @@ func (q *QP) checkWR(wr *SendWR) error {
 		}
 		if wr.Opcode == WRRDMARead || wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd {
 			return invalid("%v cannot be inline", wr.Opcode)
+		}
+	}
+	return nil
+}
+
+// checkLocalWR validates a bind or local invalidate at post time; the
+// rules of the window and the region are checked when it executes, as
+// rxe does, and a breach completes with an error.
+func (q *QP) checkLocalWR(wr *SendWR, type1 bool) error {
+	if q.typ != RC && q.typ != UC {
+		return invalid("%v is not a %v operation", wr.Opcode, q.typ)
+	}
+	if wr.Flags&Inline != 0 {
+		return invalid("%v cannot be inline", wr.Opcode)
+	}
+	if wr.Opcode == WRBindMW {
+		if wr.Bind.MW == nil {
+			return invalid("BIND_MW without a memory window")
+		}
+		if !type1 && wr.Bind.MW.Type() != mr.MWType2 {
+			return invalid("BIND_MW work requests bind type 2 windows; QP.BindMW binds a type 1 window")
 		}
 	}
 	return nil

@@ -81,10 +81,20 @@ func (q *QP) request(budget int) (int, bool) {
 	}
 	sent := 0
 	for q.req.cur != q.sqTail && q.canSend() {
+		w := q.sqAt(q.req.cur)
+		if w.isLocal() {
+			// Executed once, when the requester first reaches it; a
+			// rewind over it goes past (seek).
+			if w.state == wqePosted && !q.execLocal(w) {
+				break
+			}
+			q.req.cur++
+			q.retireLocal()
+			continue
+		}
 		if sent == budget {
 			return sent, true
 		}
-		w := q.sqAt(q.req.cur)
 		if w.state == wqePosted {
 			q.start(w)
 		}
@@ -213,6 +223,41 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		}
 	}
 	return true
+}
+
+// execLocal executes a bind or local invalidate (rxe_do_local_ops). It
+// reports false if it failed: the WQE completed with the error and the
+// QP left RTS.
+func (q *QP) execLocal(w *sendWQE) bool {
+	var err error
+	st := cq.MWBindErr
+	switch w.wr.Opcode {
+	case WRBindMW:
+		b := &w.wr.Bind
+		err = bindMW(q.pd, q, b.MW, w.type1, b.RKey, b.Info)
+	case WRLocalInv:
+		st = cq.LocQPOpErr
+		err = invalidateRKey(q.pd, q, w.wr.InvRKey, false)
+	}
+	if err != nil {
+		q.localError(w, st)
+		return false
+	}
+	w.state = wqeDone
+	return true
+}
+
+// retireLocal completes the executed local operations at the head of the
+// send queue: they wait for the WQEs before them, so that completions
+// stay in order.
+func (q *QP) retireLocal() {
+	for q.sqHead != q.req.cur {
+		w := q.sqAt(q.sqHead)
+		if !w.isLocal() || w.state != wqeDone {
+			return
+		}
+		q.retire(cq.Success)
+	}
 }
 
 // opcodeFor picks the SEND or WRITE opcode of a packet of w.

@@ -248,10 +248,10 @@ func (q *QP) execSend(p bth.Packet) {
 		}
 		if info.Inv {
 			rkey := p.IETH().RKey()
-			if !invalidateRKey(q.pd, rkey) {
+			if err := invalidateRKey(q.pd, q, rkey, true); err != nil {
 				r.epsn = r.epsn.Add(-1)
 				q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
-					badRequest("SEND with Invalidate: rkey 0x%x names no region of the QP's PD", rkey))
+					badRequest("SEND with Invalidate: rkey 0x%x: %w", rkey, err))
 				return
 			}
 			flags |= cq.WithInv
@@ -357,7 +357,7 @@ func (q *QP) completeWriteImm(p bth.Packet) {
 // remote checks an access through an rkey against the QP's PD; with hold
 // it returns the span locked for the copy.
 func (q *QP) remote(rkey uint32, va uint64, n uint32, need mr.Access, hold bool) (span, error) {
-	span, err := remoteSpan(q.pd, rkey, va, n, need)
+	span, err := remoteSpan(q.pd, q, rkey, va, n, need)
 	if err == nil && !hold {
 		span.release()
 	}

@@ -43,11 +43,21 @@ const (
 	// RemoteAddr (wrapping) and returns its original value in the local
 	// SGL; alignment, size, rights and byte order as WRAtomicCmpAndSwp.
 	WRAtomicFetchAndAdd WROpcode = 6
-	// WRLocalInv (invalidate a local rkey) is not supported: PostSend
-	// refuses it.
+	// WRLocalInv invalidates InvRKey, a type 2 memory window bound in the
+	// QP's PD (or a region), when the send queue reaches it: the window is
+	// free for its next bind and its rkey stops working (RC, UC; no
+	// packet). A key that cannot be invalidated completes with
+	// cq.LocQPOpErr and moves the QP to its error state, as rxe does.
 	WRLocalInv WROpcode = 7
-	// WRBindMW (bind a memory window) is not supported: PostSend refuses
-	// it.
+	// WRBindMW binds Bind.MW, a type 2 window of the QP's PD, to
+	// Bind.Info's range of a region with the MWBind right, under the
+	// rkey Bind.RKey (the window's index with a new variant:
+	// mr.IncRKey(mw.RKey())), when the send queue reaches it (RC, UC;
+	// no packet). From then on only this QP's peer may use the rkey.
+	// Rights: the region needs MWBind, and LocalWrite if the window
+	// grants RemoteWrite or RemoteAtomic. A bind that breaks a rule
+	// completes with cq.MWBindErr and moves the QP to its error state.
+	// Type 1 windows are bound with QP.BindMW.
 	WRBindMW WROpcode = 8
 	// WRSendWithInv is WRSend that also invalidates InvRKey at the peer,
 	// a region in the peer QP's protection domain (RC only); the peer's
@@ -86,7 +96,8 @@ type SendWR struct {
 	// Imm is the immediate data of SEND/WRITE with immediate, carried as
 	// is (it arrives in the peer's completion as ImmData).
 	Imm uint32
-	// InvRKey is the rkey a SEND with Invalidate invalidates at the peer.
+	// InvRKey is the rkey a SEND with Invalidate invalidates at the peer,
+	// or a local invalidate here.
 	InvRKey uint32
 	// RemoteAddr is the peer's address an RDMA or atomic operation works
 	// on: inside the peer's region (its Addr plus an offset), 8-byte
@@ -111,6 +122,16 @@ type SendWR struct {
 	// destination QP's. With the high bit set it stands for the sending
 	// QP's own Q_Key (IBA 10.2.5).
 	RemoteQKey uint32
+	// Bind is what a WRBindMW binds (the bind_mw of struct ibv_send_wr).
+	Bind MWBind
+}
+
+// MWBind is a memory window bind: the window, the rkey it gets, and the
+// range and rights it grants.
+type MWBind struct {
+	MW   *mr.MW      // the type 2 window, of the QP's PD
+	RKey uint32      // the window's new rkey: its index, with a new 8-bit variant
+	Info mr.BindInfo // the range and rights it grants
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr).
@@ -150,6 +171,7 @@ type sendWQE struct {
 	state    wqeState
 	signaled bool
 	status   cq.Status
+	type1    bool // a WRBindMW posted by QP.BindMW, for a type 1 window
 
 	// Assigned when the requester first sends it.
 	firstPSN bth.PSN
@@ -170,6 +192,10 @@ func (w *sendWQE) isReadOrAtomic() bool {
 	}
 	return false
 }
+
+// isLocal reports whether the WQE is a local operation: it sends no
+// packet and completes once executed, in send-queue order.
+func (w *sendWQE) isLocal() bool { return w.wr.Opcode == WRBindMW || w.wr.Opcode == WRLocalInv }
 
 func (w *sendWQE) isAtomic() bool {
 	return w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd

@@ -282,3 +282,51 @@ func Example_completionChannel() {
 	// Output:
 	// event, then RECV wr 9: "wake up"
 }
+
+// Example_memoryWindow grants a peer a part of a region and revokes it
+// again, without registering anything: b binds a type 2 memory window
+// onto 16 bytes of its region (which needs mr.MWBind) and sends a the
+// window's rkey; a writes through it; b's LOCAL_INV revokes it, and a's
+// next WRITE with that rkey gets a remote access error (which ends a's
+// connection, as every remote error does).
+func Example_memoryWindow() {
+	network := nic.NewMemNet(1)
+	a, b := newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", mr.MWBind)
+	defer a.dev.Close()
+	defer b.dev.Close()
+	qa, qb := a.newQP(qp.RC, nil), b.newQP(qp.RC, nil)
+	connect(a, qa, b, qb, mr.RemoteWrite) // the QPs allow WRITE; the window grants it
+
+	w, err := b.pd.AllocMW(mr.MWType2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rkey := mr.IncRKey(w.RKey()) // a new variant, so older keys of the window stay dead
+	window := mr.BindInfo{MR: b.region, Addr: b.region.Addr() + 64, Length: 16, Access: mr.RemoteWrite}
+	post(qb, qp.SendWR{Opcode: qp.WRBindMW, Flags: qp.Signaled, Bind: qp.MWBind{MW: w, RKey: rkey, Info: window}})
+	fmt.Println("b:", wait(b.cq).Opcode)
+
+	n := copy(a.region.Bytes(), "through a window")
+	post(qa, qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.region.SGE(0, n)},
+		RemoteAddr: window.Addr, RKey: rkey})
+	fmt.Println("a:", wait(a.cq).Opcode)
+	fmt.Printf("b's memory at 64: %q\n", b.region.Bytes()[64:64+n])
+
+	post(qb, qp.SendWR{Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: rkey})
+	fmt.Println("b:", wait(b.cq).Opcode)
+	post(qa, qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.region.SGE(0, 1)},
+		RemoteAddr: window.Addr, RKey: rkey})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wc := make([]cq.WC, 1)
+	if _, err := a.cq.PollWait(ctx, wc); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("a:", wc[0].Opcode, wc[0].Status)
+	// Output:
+	// b: BIND_MW
+	// a: RDMA_WRITE
+	// b's memory at 64: "through a window"
+	// b: LOCAL_INV
+	// a: RDMA_WRITE remote access error
+}

@@ -56,9 +56,11 @@ var (
 	ReleasePD      any // func(*mr.PD)
 	ClosedPD       any // func(*mr.PD) bool
 	LocalAccess    any // func(pd *mr.PD, lkey uint32, addr uint64, n uint32, need mr.Access) ([]byte, *mr.MR, error)
-	RemoteAccess   any // func(pd *mr.PD, rkey uint32, addr uint64, n uint32, need mr.Access) ([]byte, *mr.MR, error)
+	RemoteAccess   any // func(pd *mr.PD, qp any, rkey uint32, addr uint64, n uint32, need mr.Access) ([]byte, *mr.MR, error)
 	EndAccess      any // func(*mr.MR)
-	InvalidateRKey any // func(pd *mr.PD, rkey uint32) bool
+	InvalidateRKey any // func(pd *mr.PD, qp any, rkey uint32, remote bool) error
+	BindMW         any // func(pd *mr.PD, qp any, w *mr.MW, type1 bool, rkey uint32, b mr.BindInfo) error
+	NextType1Key   any // func(*mr.MW) (uint32, error)
 )
 
 // Set by package cq.

@@ -54,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("interop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		peer       = fs.String("peer", "self", "self, lab, lab-libgoroce (the host's real tools over -libgoroce against the lab), lab-pair or remote")
+		peer       = fs.String("peer", "self", "self, lab, lab-libgoroce (the host's real tools over -libgoroce against the lab), lab-pyverbs (memory windows and invalidation against rxe's verbs through pyverbs), lab-pair or remote")
 		roced      = fs.String("roced", "bin/roced", "the roced binary")
 		libgoroce  = fs.String("libgoroce", "bin/libgoroce.so", "lab-libgoroce: the preloaded library")
 		link       = fs.String("link", "", "roced's --link (udp, afpacket, afxdp); empty: its default")
@@ -107,6 +107,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "interop: "+format+"\n", a...)
 		return 2
+	}
+
+	if *peer == "lab-pyverbs" {
+		return runVerbs(*labDir, *runRe, *list, *jsonFile, stdout, stderr)
 	}
 
 	ds, err := conformance.ParseDirections(*dirs)
@@ -308,7 +312,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 	default:
-		return fail("-peer %q: want self, lab, lab-libgoroce, lab-pair or remote", *peer)
+		return fail("-peer %q: want self, lab, lab-libgoroce, lab-pyverbs, lab-pair or remote", *peer)
 	}
 
 	if *list {
@@ -369,6 +373,57 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if t := rep.Impair; t != nil && (t.ToGuest.Lost == 0 || t.ToRoced.Lost == 0) {
 			fmt.Fprintln(stderr, "interop: the impairing forwarder lost no packet in one direction: the run proves nothing about recovery")
 		}
+		return 1
+	}
+	return 0
+}
+
+// runVerbs is -peer lab-pyverbs: the verbs stage (conformance.RunVerbs)
+// against the lab's guest.
+func runVerbs(labDir, runRe string, list bool, jsonFile string, stdout, stderr io.Writer) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "interop: "+format+"\n", a...)
+		return 2
+	}
+	var re *regexp.Regexp
+	if runRe != "" {
+		var err error
+		if re, err = regexp.Compile(runRe); err != nil {
+			return fail("-run: %v", err)
+		}
+	}
+	if list {
+		for _, c := range conformance.VerbsCases() {
+			if re == nil || re.MatchString(c.Name) {
+				fmt.Fprintf(stdout, "%s\n  %s\n", c.Name, c.Rule)
+			}
+		}
+		return 0
+	}
+	dir, err := conformance.FindLabDir(labDir)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if os.Geteuid() != 0 {
+		return fail("the lab needs root (tap, network namespace, qemu)")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	lab := conformance.NewLab(dir)
+	if err := lab.Lock(20 * time.Minute); err != nil {
+		return fail("%v", err)
+	}
+	if err := lab.Up(ctx); err != nil {
+		return fail("lab VM: %v", err)
+	}
+	rep := conformance.RunVerbs(ctx, lab, conformance.VerbsOptions{Run: re, Progress: stderr})
+	rep.WriteText(stdout)
+	if jsonFile != "" {
+		if err := rep.WriteJSON(jsonFile); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if !rep.OK() {
 		return 1
 	}
 	return 0

@@ -1,0 +1,553 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
+)
+
+// The verbs stage (-peer lab-pyverbs): what no tool exercises, memory
+// windows and invalidation, checked against rxe's verbs driven through
+// pyverbs in the guest (guestverbs.py). goroce runs in this process on the
+// UDP link at the tap's host address; each case is a fresh RC connection
+// between a goroce QP and an rxe QP, and a script of verbs on both sides
+// whose every outcome (completion status, the bytes that moved, what a
+// revoked key gets) is checked.
+
+//go:embed guestverbs.py
+var guestVerbsPy string
+
+// guestVerbsPort is the verbs server's TCP port on the guest's address,
+// beside the agent's.
+const guestVerbsPort = 17998
+
+// VerbsCase is one case of the verbs stage.
+type VerbsCase struct {
+	Name string // verbs/WHAT@WHO-OWNS-THE-WINDOW
+	// Rule is what the case checks, with the specification's words.
+	Rule string
+	run  func(ctx context.Context, v *verbsConn) error
+}
+
+// ID returns the case's name.
+func (c VerbsCase) ID() string { return c.Name }
+
+// verbsConn is one case's connection: goroce's QP in this process and
+// rxe's behind the guest's verbs server.
+type verbsConn struct {
+	dev    *transport.Device
+	pd     *mr.PD
+	cq     *cq.CQ
+	qp     *qp.QP
+	target *mr.MR // 64 KiB, LocalWrite|MWBind: where goroce's windows go
+	local  *mr.MR // goroce's own buffers
+	guest  net.Conn
+	r      *bufio.Reader
+	peer   struct {
+		Addr uint64 `json:"addr"`
+		RKey uint32 `json:"rkey"`
+		Len  int    `json:"len"`
+	}
+	log []string
+	wr  uint64
+}
+
+// logf records a step for the case's report.
+func (v *verbsConn) logf(format string, a ...any) { v.log = append(v.log, fmt.Sprintf(format, a...)) }
+
+// guestReply is every answer of the verbs server.
+type guestReply struct {
+	OK       bool   `json:"ok"`
+	Error    string `json:"error"`
+	Status   int    `json:"status"`
+	Opcode   int    `json:"opcode"`
+	RKey     uint32 `json:"rkey"`
+	Addr     uint64 `json:"addr"`
+	Data     string `json:"data"`
+	WithInv  bool   `json:"with_inv"`
+	WCFlags  uint32 `json:"wc_flags"`
+	InvRKey  uint32 `json:"inv_rkey"`
+	State    int    `json:"state"`
+	QPN      uint32 `json:"qpn"`
+	PSN      uint32 `json:"psn"`
+	GID      string `json:"gid"`
+	Len      int    `json:"len"`
+	PeerRKey uint32 `json:"-"`
+}
+
+// call sends one request to rxe's side and reads its answer.
+func (v *verbsConn) call(ctx context.Context, req map[string]any) (*guestReply, error) {
+	dl := time.Now().Add(30 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	v.guest.SetDeadline(dl)
+	b, _ := json.Marshal(req)
+	if _, err := v.guest.Write(append(b, '\n')); err != nil {
+		return nil, fmt.Errorf("rxe side: %w", err)
+	}
+	line, err := v.r.ReadBytes('\n')
+	if err != nil {
+		return nil, fmt.Errorf("rxe side, %s: %w", req["op"], err)
+	}
+	var r guestReply
+	if err := json.Unmarshal(line, &r); err != nil {
+		return nil, fmt.Errorf("rxe side: %q: %w", line, err)
+	}
+	if !r.OK {
+		return &r, fmt.Errorf("rxe side, %s: %s", req["op"], r.Error)
+	}
+	v.logf("rxe %s -> %s", req["op"], strings.TrimSpace(string(line)))
+	return &r, nil
+}
+
+// rxeStatus calls op and checks the completion status rxe reports
+// (libibverbs' enum ibv_wc_status values, as cq.Status).
+func (v *verbsConn) rxeStatus(ctx context.Context, want cq.Status, req map[string]any) (*guestReply, error) {
+	r, err := v.call(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if cq.Status(r.Status) != want {
+		return r, fmt.Errorf("rxe's %s completed %v, want %v", req["op"], cq.Status(r.Status), want)
+	}
+	return r, nil
+}
+
+// post posts wr on goroce's QP and waits for its completion, checking
+// its status.
+func (v *verbsConn) post(ctx context.Context, wr qp.SendWR, want cq.Status) (cq.WC, error) {
+	v.wr++
+	wr.WRID, wr.Flags = v.wr, wr.Flags|qp.Signaled
+	if err := v.qp.PostSend(&wr); err != nil {
+		return cq.WC{}, fmt.Errorf("goroce %v: %w", wr.Opcode, err)
+	}
+	return v.waitSend(ctx, v.wr, wr.Opcode.String(), want)
+}
+
+// waitSend waits for goroce's completion of wrID.
+func (v *verbsConn) waitSend(ctx context.Context, wrID uint64, what string, want cq.Status) (cq.WC, error) {
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var wc [1]cq.WC
+	for {
+		n, err := v.cq.PollWait(wctx, wc[:])
+		if err != nil {
+			return cq.WC{}, fmt.Errorf("goroce %s: no completion: %w", what, err)
+		}
+		if n == 1 && wc[0].WRID == wrID {
+			break
+		}
+	}
+	v.logf("goroce %s -> %v %v", what, wc[0].Opcode, wc[0].Status)
+	if wc[0].Status != want {
+		return wc[0], fmt.Errorf("goroce's %s completed %v, want %v", what, wc[0].Status, want)
+	}
+	return wc[0], nil
+}
+
+// pattern is the guest script's pattern(n, seed).
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7) + seed
+	}
+	return b
+}
+
+// write WRITEs the pattern seed to rkey/addr from goroce.
+func (v *verbsConn) write(ctx context.Context, rkey uint32, addr uint64, n int, seed byte, want cq.Status) error {
+	copy(v.local.Bytes(), pattern(n, seed))
+	_, err := v.post(ctx, qp.SendWR{Opcode: qp.WRRDMAWrite, SGL: []mr.SGE{v.local.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}, want)
+	return err
+}
+
+// read READs n bytes at rkey/addr into goroce's buffer and checks them
+// against the pattern seed.
+func (v *verbsConn) read(ctx context.Context, rkey uint32, addr uint64, n int, seed byte) error {
+	clear(v.local.Bytes()[:n])
+	if _, err := v.post(ctx, qp.SendWR{Opcode: qp.WRRDMARead, SGL: []mr.SGE{v.local.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}, cq.Success); err != nil {
+		return err
+	}
+	if !bytes.Equal(v.local.Bytes()[:n], pattern(n, seed)) {
+		return errors.New("goroce's READ through the window returned other bytes than were written")
+	}
+	return nil
+}
+
+// rxeMem checks rxe's target region at off against the pattern seed.
+func (v *verbsConn) rxeMem(ctx context.Context, off, n int, seed byte) error {
+	r, err := v.call(ctx, map[string]any{"op": "mem", "off": off, "len": n})
+	if err != nil {
+		return err
+	}
+	b, err := hex.DecodeString(r.Data)
+	if err != nil || !bytes.Equal(b, pattern(n, seed)) {
+		return fmt.Errorf("rxe's region at %d: not the %d bytes goroce wrote", off, n)
+	}
+	return nil
+}
+
+// rxeRDMA has rxe WRITE (or READ) through goroce's rkey, with the status
+// it must complete with; a READ's bytes are checked against seed.
+func (v *verbsConn) rxeRDMA(ctx context.Context, op string, rkey uint32, addr uint64, n int, seed byte, want cq.Status) error {
+	r, err := v.rxeStatus(ctx, want, map[string]any{"op": op, "rkey": rkey, "addr": addr, "len": n, "seed": seed})
+	if err != nil || op != "read" || want != cq.Success {
+		return err
+	}
+	b, err := hex.DecodeString(r.Data)
+	if err != nil || !bytes.Equal(b, pattern(n, seed)) {
+		return errors.New("rxe's READ through goroce's window returned other bytes")
+	}
+	return nil
+}
+
+// Window access rights in libibverbs' values (mr.Access has them).
+const winRW = mr.RemoteRead | mr.RemoteWrite
+
+// rxeWCWithInvalidate is the kernel's IB_WC_WITH_INVALIDATE, which rxe
+// copies into user space's wc_flags unchanged.
+const rxeWCWithInvalidate = 1 << 2
+
+// VerbsCases are the verbs stage's cases (issue 18: memory windows bound
+// on rxe and used by goroce, goroce's used by rxe, SEND with Invalidate
+// both ways, a local invalidation followed by an access that fails).
+func VerbsCases() []VerbsCase {
+	const off, n = 4096, 8192
+	return []VerbsCase{
+		{Name: "verbs/mw-type1@rxe", Rule: "a type 1 window bound by ibv_bind_mw on rxe carries goroce's WRITE and READ into its range; bound again with length 0, its key gets a remote access error",
+			run: func(ctx context.Context, v *verbsConn) error {
+				b, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "bind1", "off": off, "len": n, "access": int(winRW)})
+				if err != nil {
+					return err
+				}
+				if err := v.write(ctx, b.RKey, b.Addr, n, 3, cq.Success); err != nil {
+					return err
+				}
+				if err := v.rxeMem(ctx, off, n, 3); err != nil {
+					return err
+				}
+				if err := v.read(ctx, b.RKey, b.Addr, n, 3); err != nil {
+					return err
+				}
+				if _, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "bind1", "off": 0, "len": 0, "access": 0}); err != nil {
+					return err
+				}
+				return v.write(ctx, b.RKey, b.Addr, 64, 4, cq.RemAccessErr)
+			}},
+		{Name: "verbs/mw-type2-local-inv@rxe", Rule: "a type 2 window bound by a BIND_MW work request on rxe carries goroce's WRITE and READ; after rxe's LOCAL_INV its key gets a remote access error",
+			run: func(ctx context.Context, v *verbsConn) error {
+				b, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "bind2", "off": off, "len": n, "access": int(winRW | mr.RemoteAtomic)})
+				if err != nil {
+					return err
+				}
+				if err := v.write(ctx, b.RKey, b.Addr, n, 5, cq.Success); err != nil {
+					return err
+				}
+				if err := v.read(ctx, b.RKey, b.Addr, n, 5); err != nil {
+					return err
+				}
+				if _, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "localinv", "rkey": b.RKey}); err != nil {
+					return err
+				}
+				return v.write(ctx, b.RKey, b.Addr, 64, 6, cq.RemAccessErr)
+			}},
+		{Name: "verbs/mw-type2-send-inv@rxe", Rule: "goroce's SEND with Invalidate frees rxe's type 2 window: rxe's receive completes with IBV_WC_WITH_INV and the key, which then gets a remote access error",
+			run: func(ctx context.Context, v *verbsConn) error {
+				b, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "bind2", "off": off, "len": n, "access": int(winRW)})
+				if err != nil {
+					return err
+				}
+				if _, err := v.call(ctx, map[string]any{"op": "recv"}); err != nil {
+					return err
+				}
+				if err := v.write(ctx, b.RKey, b.Addr, n, 7, cq.Success); err != nil {
+					return err
+				}
+				copy(v.local.Bytes(), pattern(8, 1))
+				if _, err := v.post(ctx, qp.SendWR{Opcode: qp.WRSendWithInv, SGL: []mr.SGE{v.local.SGE(0, 8)}, InvRKey: b.RKey}, cq.Success); err != nil {
+					return err
+				}
+				r, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "pollrecv"})
+				if err != nil {
+					return err
+				}
+				// rxe reports the invalidation with the kernel's
+				// IB_WC_WITH_INVALIDATE bit (1 << 2), which libibverbs
+				// calls IBV_WC_IP_CSUM_OK, not IBV_WC_WITH_INV (1 << 3):
+				// README, "Where goroce departs from rxe".
+				if !r.WithInv && r.WCFlags&rxeWCWithInvalidate == 0 || r.InvRKey != b.RKey {
+					return fmt.Errorf("rxe's receive: wc_flags 0x%x rkey 0x%x, want the invalidation of the window's 0x%x", r.WCFlags, r.InvRKey, b.RKey)
+				}
+				if !r.WithInv {
+					v.logf("rxe flagged the invalidation with the kernel's IB_WC_WITH_INVALIDATE bit (wc_flags 0x%x), which libibverbs reads as IBV_WC_IP_CSUM_OK", r.WCFlags)
+				}
+				return v.write(ctx, b.RKey, b.Addr, 64, 8, cq.RemAccessErr)
+			}},
+		{Name: "verbs/mw-type1@goroce", Rule: "a type 1 window bound by goroce's QP.BindMW carries rxe's WRITE and READ; unbound (length 0), its key gets rxe a remote access error",
+			run: func(ctx context.Context, v *verbsConn) error {
+				w, err := v.pd.AllocMW(mr.MWType1)
+				if err != nil {
+					return err
+				}
+				info := mr.BindInfo{MR: v.target, Addr: v.target.Addr() + off, Length: n, Access: winRW}
+				key, err := v.bind1(ctx, w, info)
+				if err != nil {
+					return err
+				}
+				if err := v.rxeRDMA(ctx, "write", key, info.Addr, n, 9, cq.Success); err != nil {
+					return err
+				}
+				if !bytes.Equal(v.target.Bytes()[off:off+n], pattern(n, 9)) {
+					return errors.New("goroce's region: not the bytes rxe wrote through the window")
+				}
+				if err := v.rxeRDMA(ctx, "read", key, info.Addr, n, 9, cq.Success); err != nil {
+					return err
+				}
+				if _, err := v.bind1(ctx, w, mr.BindInfo{}); err != nil {
+					return err
+				}
+				return v.rxeRDMA(ctx, "write", key, info.Addr, 64, 10, cq.RemAccessErr)
+			}},
+		{Name: "verbs/mw-type1-range@goroce", Rule: "an access one byte past goroce's window, inside its region, gets rxe a remote access error: the window's range bounds the access, not the region's",
+			run: func(ctx context.Context, v *verbsConn) error {
+				w, err := v.pd.AllocMW(mr.MWType1)
+				if err != nil {
+					return err
+				}
+				info := mr.BindInfo{MR: v.target, Addr: v.target.Addr() + off, Length: n, Access: winRW}
+				key, err := v.bind1(ctx, w, info)
+				if err != nil {
+					return err
+				}
+				if err := v.rxeRDMA(ctx, "write", key, info.Addr+1, n, 11, cq.RemAccessErr); err != nil {
+					return err
+				}
+				if !bytes.Equal(v.target.Bytes(), make([]byte, v.target.Len())) {
+					return errors.New("the refused WRITE changed goroce's region")
+				}
+				return nil
+			}},
+		{Name: "verbs/mw-type2-local-inv@goroce", Rule: "a type 2 window bound by goroce's BIND_MW work request carries rxe's WRITE and READ; after goroce's LOCAL_INV its key gets rxe a remote access error",
+			run: func(ctx context.Context, v *verbsConn) error {
+				w, key, info, err := v.bind2(ctx, off, n)
+				if err != nil {
+					return err
+				}
+				if err := v.rxeRDMA(ctx, "write", key, info.Addr, n, 12, cq.Success); err != nil {
+					return err
+				}
+				if err := v.rxeRDMA(ctx, "read", key, info.Addr, n, 12, cq.Success); err != nil {
+					return err
+				}
+				if _, err := v.post(ctx, qp.SendWR{Opcode: qp.WRLocalInv, InvRKey: key}, cq.Success); err != nil {
+					return err
+				}
+				if _, ok := w.Bound(); ok {
+					return errors.New("goroce's window still bound after LOCAL_INV")
+				}
+				return v.rxeRDMA(ctx, "write", key, info.Addr, 64, 13, cq.RemAccessErr)
+			}},
+		{Name: "verbs/mw-type2-send-inv@goroce", Rule: "rxe's SEND with Invalidate frees goroce's type 2 window: goroce's receive completes WithInv with the key, which then gets rxe a remote access error",
+			run: func(ctx context.Context, v *verbsConn) error {
+				w, key, info, err := v.bind2(ctx, off, n)
+				if err != nil {
+					return err
+				}
+				if err := v.rxeRDMA(ctx, "write", key, info.Addr, n, 14, cq.Success); err != nil {
+					return err
+				}
+				if err := v.qp.PostRecv(&qp.RecvWR{WRID: 1000, SGL: []mr.SGE{v.local.SGE(v.local.Len()-64, 64)}}); err != nil {
+					return err
+				}
+				if _, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "sendinv", "rkey": key}); err != nil {
+					return err
+				}
+				wc, err := v.waitSend(ctx, 1000, "receive", cq.Success)
+				if err != nil {
+					return err
+				}
+				if wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != key {
+					return fmt.Errorf("goroce's receive: flags %v rkey 0x%x, want WithInv and 0x%x", wc.Flags, wc.InvalidatedRKey, key)
+				}
+				if _, ok := w.Bound(); ok {
+					return errors.New("goroce's window still bound after the SEND with Invalidate")
+				}
+				return v.rxeRDMA(ctx, "write", key, info.Addr, 64, 15, cq.RemAccessErr)
+			}},
+	}
+}
+
+// bind1 binds goroce's type 1 window and waits for the bind.
+func (v *verbsConn) bind1(ctx context.Context, w *mr.MW, info mr.BindInfo) (uint32, error) {
+	v.wr++
+	key, err := v.qp.BindMW(w, info, v.wr, qp.Signaled)
+	if err != nil {
+		return 0, err
+	}
+	_, err = v.waitSend(ctx, v.wr, "bind_mw", cq.Success)
+	return key, err
+}
+
+// bind2 allocates and binds a type 2 window of n bytes at off of goroce's
+// target region, with read and write rights.
+func (v *verbsConn) bind2(ctx context.Context, off, n int) (*mr.MW, uint32, mr.BindInfo, error) {
+	w, err := v.pd.AllocMW(mr.MWType2)
+	if err != nil {
+		return nil, 0, mr.BindInfo{}, err
+	}
+	info := mr.BindInfo{MR: v.target, Addr: v.target.Addr() + uint64(off), Length: uint64(n), Access: winRW}
+	key := mr.IncRKey(w.RKey())
+	_, err = v.post(ctx, qp.SendWR{Opcode: qp.WRBindMW, Bind: qp.MWBind{MW: w, RKey: key, Info: info}}, cq.Success)
+	return w, key, info, err
+}
+
+// VerbsOptions tunes RunVerbs.
+type VerbsOptions struct {
+	Run      *regexp.Regexp // only cases whose name matches
+	Progress io.Writer      // a line per case as it ends
+}
+
+// RunVerbs runs the verbs stage against the lab's guest: it starts the
+// guest's verbs server, opens goroce on the tap's host address, and runs
+// each case on a connection of its own.
+func RunVerbs(ctx context.Context, l *Lab, o VerbsOptions) *Report {
+	rep := &Report{Peer: "lab-pyverbs-" + l.Suite, Started: time.Now(), Info: l.Info(ctx)}
+	cases := VerbsCases()
+	failAll := func(err error) *Report {
+		for _, c := range cases {
+			if o.Run == nil || o.Run.MatchString(c.Name) {
+				rep.add(Result{Case: c.Name, Tool: "pyverbs", Transport: "RC", Direction: "both", Result: NotRun, Reasons: []string{err.Error()}})
+			}
+		}
+		rep.Seconds = time.Since(rep.Started).Seconds()
+		return rep
+	}
+	if err := l.startGuestVerbs(ctx); err != nil {
+		return failAll(err)
+	}
+	var dev *transport.Device
+	err := l.inNetNS(func() error {
+		link, err := nic.OpenUDP(nic.UDPConfig{Addr: netip.MustParseAddr(l.HostAddr)})
+		if err != nil {
+			return err
+		}
+		dev, err = transport.Open(link, transport.Options{})
+		if err != nil {
+			link.Close()
+		}
+		return err
+	})
+	if err != nil {
+		return failAll(fmt.Errorf("goroce on %s: %w", l.HostAddr, err))
+	}
+	defer dev.Close()
+	for _, c := range cases {
+		if o.Run != nil && !o.Run.MatchString(c.Name) {
+			continue
+		}
+		t := time.Now()
+		v, err := l.verbsConnect(ctx, dev)
+		if err == nil {
+			err = c.run(ctx, v)
+		}
+		res := Result{Case: c.Name, Tool: "pyverbs", Transport: "RC", Direction: "both", Result: Pass, Notes: []string{c.Rule}}
+		if v != nil {
+			res.Notes = append(res.Notes, v.log...)
+			v.close(ctx)
+		}
+		if err != nil {
+			res.Result, res.Reasons = Fail, []string{err.Error()}
+		}
+		res.Seconds = time.Since(t).Seconds()
+		rep.add(res)
+		if o.Progress != nil {
+			fmt.Fprintln(o.Progress, progressLine(res))
+		}
+	}
+	rep.Seconds = time.Since(rep.Started).Seconds()
+	return rep
+}
+
+// startGuestVerbs starts the guest's verbs server (stopping a previous
+// run's) and waits until it listens.
+func (l *Lab) startGuestVerbs(ctx context.Context) error {
+	const a = "/tmp/goroce-verbs"
+	script := fmt.Sprintf(`a=%[1]s; [ -f $a.pid ] && kill $(cat $a.pid) 2>/dev/null; cat >$a.py <<'GOROCE_VERBS_EOF'
+%[2]s
+GOROCE_VERBS_EOF
+python3 $a.py %[3]s %[4]d >$a.log 2>&1 </dev/null & p=$!; echo $p >$a.pid
+for i in $(seq 400); do grep -q '^listening' $a.log && break; kill -0 $p 2>/dev/null || break; sleep 0.05; done
+grep -q '^listening' $a.log || { cat $a.log >&2; exit 1; }
+`, a, guestVerbsPy, l.GuestAddr, guestVerbsPort)
+	if out, err := l.run(ctx, "exec", script); err != nil {
+		return fmt.Errorf("the guest's verbs server: %v: %s", err, out)
+	}
+	return nil
+}
+
+// verbsConnect opens a case's connection: a goroce RC QP and rxe's,
+// connected to each other through the verbs server.
+func (l *Lab) verbsConnect(ctx context.Context, dev *transport.Device) (*verbsConn, error) {
+	conn, err := l.dialGuest(ctx, guestVerbsPort)
+	if err != nil {
+		return nil, fmt.Errorf("the guest's verbs server: %w", err)
+	}
+	v := &verbsConn{dev: dev, guest: conn, r: bufio.NewReader(conn)}
+	v.pd = dev.AllocPD()
+	v.cq = dev.CreateCQ(64)
+	if v.target, err = v.pd.Register(make([]byte, 64<<10), mr.LocalWrite|mr.MWBind); err != nil {
+		return v, err
+	}
+	if v.local, err = v.pd.Register(make([]byte, 64<<10), mr.LocalWrite); err != nil {
+		return v, err
+	}
+	v.qp, err = dev.CreateQP(v.pd, qp.InitAttr{Type: qp.RC, SendCQ: v.cq, RecvCQ: v.cq,
+		Cap: qp.Cap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return v, err
+	}
+	local, err := dev.LocalEndpoint(v.qp)
+	if err != nil {
+		return v, err
+	}
+	r, err := v.call(ctx, map[string]any{"op": "connect", "qpn": local.QPN, "psn": local.PSN, "gid": local.GID.String()})
+	if err != nil {
+		return v, err
+	}
+	v.peer.Addr, v.peer.RKey, v.peer.Len = r.Addr, r.RKey, r.Len
+	gid, err := netip.ParseAddr(r.GID)
+	if err != nil {
+		return v, fmt.Errorf("rxe's GID %q: %w", r.GID, err)
+	}
+	remote := transport.Endpoint{QPN: r.QPN, PSN: r.PSN, GID: bth.GIDFromAddr(gid), MTU: qp.MTU1024}
+	err = dev.Connect(v.qp, local, remote, transport.ConnectOptions{Access: winRW | mr.RemoteAtomic, MaxRdAtomic: 4, MaxDestRdAtomic: 4})
+	return v, err
+}
+
+// close ends the case's connection on both sides.
+func (v *verbsConn) close(ctx context.Context) {
+	v.call(ctx, map[string]any{"op": "bye"})
+	v.guest.Close()
+	if v.qp != nil {
+		v.dev.DestroyQP(v.qp)
+	}
+}

@@ -1,0 +1,454 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/qp"
+)
+
+// mwAccess is what the pair's QPs and regions allow in these tests; each
+// test's target region adds MWBind.
+const mwAccess = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+
+// mwPair connects two RC QPs and registers on b a 64 KiB target region
+// with the bind right.
+func mwPair(t *testing.T) (a, b *side, target *mr.MR) {
+	t.Helper()
+	a, b, _ = newPair(t, pairOpts{access: mwAccess, rdAtomic: 4})
+	target, err := b.pd.Register(make([]byte, 64<<10), mr.LocalWrite|mr.MWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b, target
+}
+
+// waitOp waits for the next completion on c and checks its status and
+// opcode.
+func waitOp(t *testing.T, c *cq.CQ, wrID uint64, op cq.Opcode, st cq.Status) {
+	t.Helper()
+	wc := wait(t, c, 5*time.Second)
+	if wc.WRID != wrID || wc.Opcode != op || wc.Status != st {
+		t.Fatalf("completion %+v, want wr_id %d %v %v", wc, wrID, op, st)
+	}
+}
+
+// remoteWrite WRITEs n bytes of a's region (filled with seed) to addr
+// through rkey and returns the completion's status.
+func remoteWrite(t *testing.T, a *side, rkey uint32, addr uint64, n int, seed byte) cq.Status {
+	t.Helper()
+	fill(a.buf[:n], seed)
+	must(t, a.qp.PostSend(&qp.SendWR{WRID: 77, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.mr.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}))
+	wc := wait(t, a.scq, 5*time.Second)
+	if wc.WRID != 77 {
+		t.Fatalf("write completion %+v", wc)
+	}
+	return wc.Status
+}
+
+// TestMWType1 binds a type 1 window with QP.BindMW, writes and reads
+// through its rkey, checks that the window's range and rights (not the
+// region's) bound the peer, and revokes it by binding again.
+func TestMWType1(t *testing.T) {
+	a, b, target := mwPair(t)
+	w, err := b.pd.AllocMW(mr.MWType1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := w.RKey()
+	win := mr.BindInfo{MR: target, Addr: target.Addr() + 4096, Length: 8192, Access: mr.RemoteWrite}
+	key, err := b.qp.BindMW(w, win, 1, qp.Signaled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key == old || key>>8 != old>>8 {
+		t.Fatalf("bind gave rkey 0x%x from 0x%x: want the same index, a new variant", key, old)
+	}
+	waitOp(t, b.scq, 1, cq.OpBindMW, cq.Success)
+	if w.RKey() != key {
+		t.Fatalf("RKey 0x%x after the bind, want 0x%x", w.RKey(), key)
+	}
+	if got, ok := w.Bound(); !ok || got != win {
+		t.Fatalf("Bound() = %+v %v", got, ok)
+	}
+	// The whole window, through the new key: the bytes land in the region.
+	if st := remoteWrite(t, a, key, win.Addr, 8192, 3); st != cq.Success {
+		t.Fatalf("write through the window: %v", st)
+	}
+	if !bytes.Equal(target.Bytes()[4096:4096+8192], a.buf[:8192]) {
+		t.Fatal("write through the window: bytes differ")
+	}
+	if !bytes.Equal(target.Bytes()[:4096], make([]byte, 4096)) || !bytes.Equal(target.Bytes()[12288:16384], make([]byte, 4096)) {
+		t.Fatal("write through the window changed bytes outside it")
+	}
+	// The window grants no READ, though the QP does.
+	must(t, a.qp.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.mr.SGE(0, 8)}, RemoteAddr: win.Addr, RKey: key}))
+	waitOp(t, a.scq, 5, cq.OpRDMARead, cq.RemAccessErr)
+	ev := waitEvent(t, b.dev)
+	if ev.Type != qp.EventQPAccessErr || !errors.Is(ev.Err, mr.ErrAccess) {
+		t.Fatalf("event %v: %v", ev.Type, ev.Err)
+	}
+}
+
+// waitEvent returns the device's next asynchronous event.
+func waitEvent(t *testing.T, d *Device) qp.Event {
+	t.Helper()
+	select {
+	case ev := <-d.Events():
+		return ev
+	case <-time.After(5 * time.Second):
+		t.Fatal("no asynchronous event")
+	}
+	return qp.Event{}
+}
+
+// TestMWType1Range: one byte past the window, inside the region, is a
+// remote access error (the window's range bounds the access).
+func TestMWType1Range(t *testing.T) {
+	a, b, target := mwPair(t)
+	w, err := b.pd.AllocMW(mr.MWType1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := b.qp.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr() + 4096, Length: 4096, Access: mr.RemoteWrite}, 1, qp.Signaled)
+	must(t, err)
+	waitOp(t, b.scq, 1, cq.OpBindMW, cq.Success)
+	if st := remoteWrite(t, a, key, target.Addr()+4097, 4096, 1); st != cq.RemAccessErr {
+		t.Fatalf("write one byte past the window: %v", st)
+	}
+	if ev := waitEvent(t, b.dev); !errors.Is(ev.Err, mr.ErrBounds) {
+		t.Fatalf("event %v: %v", ev.Type, ev.Err)
+	}
+}
+
+// TestMWType1Rebind: a second bind moves the window and retires the old
+// key; a bind of length 0 unbinds it.
+func TestMWType1Rebind(t *testing.T) {
+	a, b, target := mwPair(t)
+	w, err := b.pd.AllocMW(mr.MWType1)
+	must(t, err)
+	k1, err := b.qp.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}, 1, qp.Signaled)
+	must(t, err)
+	k2, err := b.qp.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr() + 8192, Length: 4096, Access: mr.RemoteWrite}, 2, qp.Signaled)
+	must(t, err)
+	if k2 != mr.IncRKey(k1) {
+		t.Fatalf("second bind's key 0x%x, want 0x%x", k2, mr.IncRKey(k1))
+	}
+	waitOp(t, b.scq, 1, cq.OpBindMW, cq.Success)
+	waitOp(t, b.scq, 2, cq.OpBindMW, cq.Success)
+	if st := remoteWrite(t, a, k2, target.Addr()+8192, 4096, 9); st != cq.Success {
+		t.Fatalf("write through the moved window: %v", st)
+	}
+	k3, err := b.qp.BindMW(w, mr.BindInfo{}, 3, qp.Signaled)
+	must(t, err)
+	waitOp(t, b.scq, 3, cq.OpBindMW, cq.Success)
+	if _, ok := w.Bound(); ok || w.RKey() != k3 {
+		t.Fatalf("after unbinding: bound %v, rkey 0x%x want 0x%x", ok, w.RKey(), k3)
+	}
+	// The region can go once no window is bound to it.
+	must(t, target.Dereg())
+	if st := remoteWrite(t, a, k2, target.Addr()+8192, 16, 9); st != cq.RemAccessErr {
+		t.Fatalf("write through the old key: %v", st)
+	}
+}
+
+// TestMWType2 binds a type 2 window by a work request, uses it, and
+// invalidates it both ways: LOCAL_INV on the bound QP, and the peer's
+// SEND with Invalidate.
+func TestMWType2(t *testing.T) {
+	a, b, target := mwPair(t)
+	w, err := b.pd.AllocMW(mr.MWType2)
+	must(t, err)
+	bind := func(wrID uint64, off uint64) uint32 {
+		t.Helper()
+		key := mr.IncRKey(w.RKey())
+		must(t, b.qp.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+			Bind: qp.MWBind{MW: w, RKey: key, Info: mr.BindInfo{MR: target, Addr: target.Addr() + off, Length: 1024,
+				Access: mr.RemoteRead | mr.RemoteWrite | mr.RemoteAtomic}}}))
+		waitOp(t, b.scq, wrID, cq.OpBindMW, cq.Success)
+		return key
+	}
+	k1 := bind(1, 0)
+	if st := remoteWrite(t, a, k1, target.Addr(), 1024, 4); st != cq.Success {
+		t.Fatalf("write through the type 2 window: %v", st)
+	}
+	// An atomic through it.
+	must(t, a.qp.PostSend(&qp.SendWR{WRID: 6, Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.mr.SGE(4096, 8)}, RemoteAddr: target.Addr() + 8, RKey: k1, CompareAdd: 1}))
+	waitOp(t, a.scq, 6, cq.OpFetchAdd, cq.Success)
+
+	// LOCAL_INV: the window is free, its key dead.
+	must(t, b.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: k1}))
+	waitOp(t, b.scq, 2, cq.OpLocalInv, cq.Success)
+	if _, ok := w.Bound(); ok {
+		t.Fatal("bound after LOCAL_INV")
+	}
+
+	// Bound again at another place, with the next key; the peer's SEND
+	// with Invalidate frees it.
+	k2 := bind(3, 2048)
+	if k2 == k1 {
+		t.Fatal("the same key twice")
+	}
+	must(t, b.qp.PostRecv(&qp.RecvWR{WRID: 4, SGL: []mr.SGE{b.mr.SGE(0, 64)}}))
+	must(t, a.qp.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRSendWithInv, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.mr.SGE(0, 8)}, InvRKey: k2}))
+	waitOp(t, a.scq, 7, cq.OpSend, cq.Success)
+	rc := wait(t, b.rcq, 5*time.Second)
+	if rc.Status != cq.Success || rc.Flags&cq.WithInv == 0 || rc.InvalidatedRKey != k2 {
+		t.Fatalf("receive %+v", rc)
+	}
+	if _, ok := w.Bound(); ok {
+		t.Fatal("bound after SEND with Invalidate")
+	}
+	if st := remoteWrite(t, a, k2, target.Addr()+2048, 8, 1); st != cq.RemAccessErr {
+		t.Fatalf("write through the invalidated key: %v", st)
+	}
+}
+
+// TestMWType2OtherQP: a type 2 window is bound to the QP that bound it;
+// a peer of another QP of the same PD gets a remote access error.
+func TestMWType2OtherQP(t *testing.T) {
+	o := pairOpts{access: mwAccess, rdAtomic: 4}
+	o.defaults()
+	net := nic.NewMemNet(1)
+	a := newSide(t, net, "10.0.0.1", &o)
+	b := newSide(t, net, "10.0.0.2", &o)
+	connect(t, a, b, &o, 0, 0)
+	connect(t, b, a, &o, 0, 0)
+	// A second QP on b, in the same PD, connected to c.
+	c := newSide(t, net, "10.0.0.3", &o)
+	b2 := *b
+	var err error
+	b2.qp, err = b.dev.CreateQP(b.pd, qp.InitAttr{Type: qp.RC, SendCQ: b.scq, RecvCQ: b.rcq,
+		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	must(t, err)
+	connect(t, &b2, c, &o, 0, 0)
+	connect(t, c, &b2, &o, 0, 0)
+
+	target, err := b.pd.Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
+	must(t, err)
+	w, err := b.pd.AllocMW(mr.MWType2)
+	must(t, err)
+	key := mr.IncRKey(w.RKey())
+	must(t, b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+		Bind: qp.MWBind{MW: w, RKey: key, Info: mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}}}))
+	waitOp(t, b.scq, 1, cq.OpBindMW, cq.Success)
+	if st := remoteWrite(t, c, key, target.Addr(), 64, 2); st != cq.RemAccessErr {
+		t.Fatalf("write from another QP's peer: %v", st)
+	}
+	if ev := waitEvent(t, b.dev); !errors.Is(ev.Err, mr.ErrMWQP) {
+		t.Fatalf("event %v: %v", ev.Type, ev.Err)
+	}
+	if st := remoteWrite(t, a, key, target.Addr(), 64, 2); st != cq.Success {
+		t.Fatalf("write from the bound QP's peer: %v", st)
+	}
+}
+
+// TestMWBindErrors: each rule a bind or an invalidation breaks completes
+// with the status libibverbs gives (MW_BIND_ERR, LOC_QP_OP_ERR), moves
+// the QP to ERR and flushes what follows; what can be told at post time
+// fails the post.
+func TestMWBindErrors(t *testing.T) {
+	type env struct {
+		b      *side
+		target *mr.MR // LocalWrite|MWBind
+		w1, w2 *mr.MW
+	}
+	cases := []struct {
+		name string
+		post func(e *env) error // posts wr_id 1, signaled
+		op   cq.Opcode
+		st   cq.Status
+	}{
+		{"region without the bind right", func(e *env) error {
+			m, err := e.b.pd.Register(make([]byte, 4096), mr.LocalWrite)
+			must(t, err)
+			return bind2(e.b, e.w2, mr.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: mr.RemoteRead})
+		}, cq.OpBindMW, cq.MWBindErr},
+		{"past the region's end", func(e *env) error {
+			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr() + uint64(e.target.Len()) - 96, Length: 97, Access: mr.RemoteRead})
+		}, cq.OpBindMW, cq.MWBindErr},
+		{"before the region's start", func(e *env) error {
+			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr() - 1, Length: 8, Access: mr.RemoteRead})
+		}, cq.OpBindMW, cq.MWBindErr},
+		{"region of another PD", func(e *env) error {
+			m, err := e.b.dev.AllocPD().Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
+			must(t, err)
+			return bind2(e.b, e.w2, mr.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: mr.RemoteRead})
+		}, cq.OpBindMW, cq.MWBindErr},
+		{"remote write on a region without local write", func(e *env) error {
+			m, err := e.b.pd.Register(make([]byte, 4096), mr.MWBind)
+			must(t, err)
+			return bind2(e.b, e.w2, mr.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: mr.RemoteWrite})
+		}, cq.OpBindMW, cq.MWBindErr},
+		{"type 2 of length 0", func(e *env) error {
+			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 0, Access: mr.RemoteRead})
+		}, cq.OpBindMW, cq.MWBindErr},
+		{"type 2 bound twice", func(e *env) error {
+			must(t, e.b.qp.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRBindMW,
+				Bind: qp.MWBind{MW: e.w2, RKey: mr.IncRKey(e.w2.RKey()), Info: mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: mr.RemoteRead}}}))
+			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: mr.RemoteRead})
+		}, cq.OpBindMW, cq.MWBindErr},
+		{"rkey of another index", func(e *env) error {
+			return e.b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+				Bind: qp.MWBind{MW: e.w2, RKey: e.w2.RKey() + 0x100, Info: mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64}}})
+		}, cq.OpBindMW, cq.MWBindErr},
+		{"zero-based type 1", func(e *env) error {
+			_, err := e.b.qp.BindMW(e.w1, mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: mr.RemoteRead | mr.ZeroBased}, 1, qp.Signaled)
+			return err
+		}, cq.OpBindMW, cq.MWBindErr},
+		{"LOCAL_INV of a type 1 window", func(e *env) error {
+			return e.b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: e.w1.RKey()})
+		}, cq.OpLocalInv, cq.LocQPOpErr},
+		{"LOCAL_INV of a free type 2 window", func(e *env) error {
+			return e.b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: e.w2.RKey()})
+		}, cq.OpLocalInv, cq.LocQPOpErr},
+		{"LOCAL_INV of no key", func(e *env) error {
+			return e.b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: 0x7fff00})
+		}, cq.OpLocalInv, cq.LocQPOpErr},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, b, target := mwPair(t)
+			w1, err := b.pd.AllocMW(mr.MWType1)
+			must(t, err)
+			w2, err := b.pd.AllocMW(mr.MWType2)
+			must(t, err)
+			e := &env{b: b, target: target, w1: w1, w2: w2}
+			must(t, c.post(e))
+			// A SEND behind it is flushed once the QP is in error.
+			must(t, b.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled}))
+			wc := wait(t, b.scq, 5*time.Second)
+			if wc.WRID == 9 { // the case's first, good bind
+				wc = wait(t, b.scq, 5*time.Second)
+			}
+			if wc.WRID != 1 || wc.Opcode != c.op || wc.Status != c.st {
+				t.Fatalf("completion %+v, want %v %v", wc, c.op, c.st)
+			}
+			if wc := wait(t, b.scq, 5*time.Second); wc.WRID != 2 || wc.Status != cq.WRFlushErr {
+				t.Fatalf("next completion %+v, want a flush", wc)
+			}
+			if st := b.qp.State(); st != qp.Err {
+				t.Fatalf("QP in %v", st)
+			}
+		})
+	}
+}
+
+// bind2 posts a signaled bind of the type 2 window w with wr_id 1.
+func bind2(b *side, w *mr.MW, info mr.BindInfo) error {
+	return b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+		Bind: qp.MWBind{MW: w, RKey: mr.IncRKey(w.RKey()), Info: info}})
+}
+
+// TestMWPostChecks: what ibv_post_send refuses at once.
+func TestMWPostChecks(t *testing.T) {
+	_, b, target := mwPair(t)
+	w1, err := b.pd.AllocMW(mr.MWType1)
+	must(t, err)
+	w2, err := b.pd.AllocMW(mr.MWType2)
+	must(t, err)
+	info := mr.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: mr.RemoteRead}
+	if err := b.qp.PostSend(&qp.SendWR{Opcode: qp.WRBindMW, Bind: qp.MWBind{MW: w1, RKey: mr.IncRKey(w1.RKey()), Info: info}}); !errors.Is(err, qp.ErrInvalid) {
+		t.Errorf("BIND_MW work request of a type 1 window: %v", err)
+	}
+	if _, err := b.qp.BindMW(w2, info, 0, 0); !errors.Is(err, qp.ErrInvalid) || !errors.Is(err, mr.ErrMWType) {
+		t.Errorf("BindMW of a type 2 window: %v", err)
+	}
+	if err := b.qp.PostSend(&qp.SendWR{Opcode: qp.WRBindMW}); !errors.Is(err, qp.ErrInvalid) {
+		t.Errorf("BIND_MW without a window: %v", err)
+	}
+	if _, err := mr.MWType(3), error(nil); mr.MWType(3).String() != "MWType(3)" {
+		t.Error(err)
+	}
+	if _, err := b.pd.AllocMW(3); !errors.Is(err, mr.ErrMWType) {
+		t.Errorf("AllocMW(3): %v", err)
+	}
+	// Nothing was posted: the QP still works.
+	if st := b.qp.State(); st != qp.RTS {
+		t.Fatalf("QP in %v", st)
+	}
+}
+
+// TestMWDeregAndDealloc: a region with a bound window cannot be
+// deregistered; deallocating the window frees it and kills its key; a
+// second Dealloc fails.
+func TestMWDeregAndDealloc(t *testing.T) {
+	a, b, target := mwPair(t)
+	w, err := b.pd.AllocMW(mr.MWType1)
+	must(t, err)
+	key, err := b.qp.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: mr.RemoteWrite}, 1, qp.Signaled)
+	must(t, err)
+	waitOp(t, b.scq, 1, cq.OpBindMW, cq.Success)
+	if err := target.Dereg(); !errors.Is(err, mr.ErrMWBound) {
+		t.Fatalf("Dereg with a bound window: %v", err)
+	}
+	if err := b.pd.Dealloc(); !errors.Is(err, mr.ErrBusy) {
+		t.Fatalf("PD dealloc with a window: %v", err)
+	}
+	must(t, w.Dealloc())
+	if err := w.Dealloc(); !errors.Is(err, mr.ErrInvalidKey) {
+		t.Fatalf("second Dealloc: %v", err)
+	}
+	must(t, target.Dereg())
+	if st := remoteWrite(t, a, key, target.Addr(), 8, 1); st != cq.RemAccessErr {
+		t.Fatalf("write through a deallocated window: %v", st)
+	}
+}
+
+// TestMWOrderAndRetransmission: a bind executes once, in send-queue
+// order, and completes after the WRITE before it, though that WRITE's
+// packets are lost and sent again after the bind has executed.
+func TestMWOrderAndRetransmission(t *testing.T) {
+	o := pairOpts{access: mwAccess, rdAtomic: 4, timeout: 10}
+	a, b, net := newPair(t, o)
+	target, err := a.pd.Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
+	must(t, err)
+	w, err := a.pd.AllocMW(mr.MWType2)
+	must(t, err)
+	// Lose a's first two WRITE packets once.
+	var lost atomic.Int32
+	net.SetFilter(a.addr, b.addr, func(d []byte) nic.Verdict {
+		// IPv4 and UDP headers, then the BTH's opcode: RC WRITE FIRST..ONLY.
+		if op := bth.OpCode(d[28]); op >= bth.RCWriteFirst && op <= bth.RCWriteOnlyImm && lost.Load() < 2 {
+			lost.Add(1)
+			return nic.Drop
+		}
+		return nic.Pass
+	})
+	fill(a.buf[:8192], 5)
+	key := mr.IncRKey(w.RKey())
+	must(t, a.qp.PostSendList([]qp.SendWR{
+		{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 8192)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()},
+		{WRID: 2, Opcode: qp.WRBindMW, Flags: qp.Signaled, Bind: qp.MWBind{MW: w, RKey: key,
+			Info: mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteRead}}},
+		{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 100)}, RemoteAddr: b.mr.Addr() + 8192, RKey: b.mr.RKey()},
+	}))
+	waitOp(t, a.scq, 1, cq.OpRDMAWrite, cq.Success)
+	waitOp(t, a.scq, 2, cq.OpBindMW, cq.Success)
+	waitOp(t, a.scq, 3, cq.OpRDMAWrite, cq.Success)
+	if lost.Load() != 2 {
+		t.Fatalf("%d packets lost, want 2", lost.Load())
+	}
+	if !bytes.Equal(b.buf[:8192], a.buf[:8192]) || !bytes.Equal(b.buf[8192:8292], a.buf[:100]) {
+		t.Fatal("data differs")
+	}
+	// b reads through the window a bound once.
+	fill(target.Bytes(), 8)
+	must(t, b.qp.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		SGL: []mr.SGE{b.mr.SGE(0, 4096)}, RemoteAddr: target.Addr(), RKey: key}))
+	waitOp(t, b.scq, 4, cq.OpRDMARead, cq.Success)
+	if !bytes.Equal(b.buf[:4096], target.Bytes()) {
+		t.Fatal("read through the window: bytes differ")
+	}
+}
