@@ -242,7 +242,7 @@ func (m *Mapping) Close() error {
 		}
 	}
 	if held > 0 {
-		return fmt.Errorf("mr: munmap: %d memory regions over the mapping are still registered; deregister them first: %w",
+		return fmt.Errorf("mr: munmap: %d registered memory region(s) cover the mapping; deregister them first: %w",
 			held, ErrInUse)
 	}
 	for r := range m.regions {
