@@ -18,7 +18,7 @@ LIBGOROCE_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/cmd/libgoroce/li
 # 50000 inputs is about a second for a parser and 10-20 s for FuzzReceive.
 FUZZTIME ?= 50000x
 
-.PHONY: all build roced libgoroce run test lab-images vet unit newcomer system fuzz-smoke interop bench clean
+.PHONY: all build roced libgoroce run test lab-images vet unit newcomer offheap system fuzz-smoke interop bench clean
 
 all: build
 
@@ -42,7 +42,7 @@ run: roced
 # in-memory runs, then the fuzz smoke, then interop against the lab VM.
 # lab-images first starts building the guest images (when not cached) in
 # the background, so that on a fresh machine they are ready by interop.
-test: lab-images vet unit newcomer system fuzz-smoke interop
+test: lab-images vet unit newcomer offheap system fuzz-smoke interop
 
 lab-images:
 	conformance/interop-lab.sh images
@@ -75,6 +75,14 @@ newcomer:
 	cd examples/newcomer && $(GO) vet . && $(GO) build -o ../../$(BIN)/newcomer .
 	$(BIN)/newcomer -link mem
 	$(BIN)/newcomer -link udp
+
+# examples/offheap, built the same way: buffers mapped outside the Go heap
+# (anonymous memory and a file) moved by WRITE and READ, every byte checked,
+# over both links.
+offheap:
+	cd examples/offheap && $(GO) vet . && $(GO) build -o ../../$(BIN)/offheap .
+	$(BIN)/offheap -link mem
+	$(BIN)/offheap -link udp
 
 # Namespace and raw-socket tests run as root (CI is root) and fail, not
 # skip, without the privilege: the links across veth pairs, then the engine

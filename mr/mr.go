@@ -1,6 +1,20 @@
 // Package mr holds protection domains and memory regions: the keys a local
 // work request or a remote peer names memory by, and the checks every access
 // goes through (IBA vol 1, 10.6 and 10.2.3).
+//
+// A region is any memory the program can hold as a []byte: a Go slice, or
+// memory outside the Go heap that a Mapping maps (MapAnonymous,
+// MapHugePages, MapFile). Every region is pageable, as an HCA's
+// on-demand-paging (ODP) region is: the engine reads and writes it through
+// the process's virtual memory like any other code, so the kernel may page
+// it out, and a page not touched yet (or paged out) is faulted in when the
+// engine first touches it, on the engine's goroutine, delaying that packet;
+// a fault is never an error. Nothing is locked in memory (mlock) unless
+// the program asks (MapOptions.Lock). What registering guarantees instead
+// of pinning is that the memory stays alive and unmoved while registered:
+// Go's garbage collector does not move heap objects, the region holds its
+// slice, and a Mapping refuses to unmap while a region over it is
+// registered.
 package mr
 
 import (
@@ -229,6 +243,8 @@ type MR struct {
 	valid      bool         // accesses are granted: registered and not invalidated
 	registered bool         // Dereg has not run: the key and the PD's count are held
 	windows    atomic.Int32 // memory windows bound to it
+
+	mapping *Mapping // the mapping the buffer lies in, if any (mapping.go)
 }
 
 // Register registers buf in pd with the given access rights. Its I/O
@@ -265,6 +281,10 @@ func (pd *PD) RegisterIOVA(buf []byte, iova uint64, access Access) (*MR, error) 
 		return nil, err
 	}
 	pd.hold()
+	if err := attach(m); err != nil {
+		m.Dereg() // its keys were never given out
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -292,6 +312,7 @@ func (m *MR) Dereg() error {
 	// and the PD's count held.
 	m.pd.table.remove(m.lkey, slot{mr: m})
 	m.pd.release()
+	detach(m)
 	return nil
 }
 
