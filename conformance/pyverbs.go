@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -25,7 +26,7 @@ import (
 )
 
 // The verbs stage (-peer lab-pyverbs): what no tool exercises, memory
-// windows and invalidation, checked against rxe's verbs driven through
+// windows, invalidation and regions outside the Go heap, checked against rxe's verbs driven through
 // pyverbs in the guest (guestverbs.py). goroce runs in this process on the
 // UDP link at the tap's host address; each case is a fresh RC connection
 // between a goroce QP and an rxe QP, and a script of verbs on both sides
@@ -365,6 +366,43 @@ func VerbsCases() []VerbsCase {
 					return errors.New("goroce's window still bound after LOCAL_INV")
 				}
 				return v.rxeRDMA(ctx, "write", key, info.Addr, 64, 13, cq.RemAccessErr)
+			}},
+		{Name: "verbs/file-mapping@goroce", Rule: "a goroce region over a file mapping (mr.MapFile, outside the Go heap) takes rxe's WRITE, which reaches the file, and serves rxe's READ",
+			run: func(ctx context.Context, v *verbsConn) error {
+				f, err := os.CreateTemp("", "goroce-verbs-*.dat")
+				if err != nil {
+					return err
+				}
+				defer os.Remove(f.Name())
+				defer f.Close()
+				if err := f.Truncate(64 << 10); err != nil {
+					return err
+				}
+				m, err := mr.MapFile(f, 0, 64<<10, mr.MapOptions{})
+				if err != nil {
+					return err
+				}
+				defer m.Close()
+				region, err := v.pd.Register(m.Bytes(), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+				if err != nil {
+					return err
+				}
+				defer region.Dereg()
+				if err := v.rxeRDMA(ctx, "write", region.RKey(), region.Addr()+off, n, 16, cq.Success); err != nil {
+					return err
+				}
+				if err := m.Sync(); err != nil {
+					return err
+				}
+				got, err := os.ReadFile(f.Name())
+				if err != nil {
+					return err
+				}
+				if !bytes.Equal(got[off:off+n], pattern(n, 16)) || !bytes.Equal(got[:off], make([]byte, off)) {
+					return errors.New("the file does not hold what rxe wrote, where it wrote it")
+				}
+				v.logf("the file holds rxe's %d bytes at %d", n, off)
+				return v.rxeRDMA(ctx, "read", region.RKey(), region.Addr()+off, n, 16, cq.Success)
 			}},
 		{Name: "verbs/mw-type2-send-inv@goroce", Rule: "rxe's SEND with Invalidate frees goroce's type 2 window: goroce's receive completes WithInv with the key, which then gets rxe a remote access error",
 			run: func(ctx context.Context, v *verbsConn) error {
