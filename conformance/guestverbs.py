@@ -1,18 +1,22 @@
 """goroce interop harness: rxe's verbs, driven from the host (conformance/pyverbs.go).
 
-Started once per run (python3 VERBS ADDR PORT) through rxe-peer.sh exec, it
-serves one connection at a time over TCP on the tap. Each connection is a
-fresh RC QP on rxe0 (GID index 1, IPv4) with its own PD, regions and
-memory windows, connected to the host's QP, and a script of verbs the
-harness sends: the operations the tools never make (memory windows, local
-invalidation, SEND with Invalidate), so that goroce's side of each can be
-checked against rxe's. One JSON object a line each way; every answer has
+Started once per run (python3 VERBS [DEV GID_INDEX] ADDR PORT) through
+rxe-peer.sh exec on rxe0 (GID index 1, IPv4), or on the host over
+libgoroce.so (LD_PRELOAD, device goroce0), it serves one connection at a
+time over TCP on the tap. Each connection is a fresh RC QP with its own
+PD, regions and memory windows, connected to the other side's QP, and a
+script of verbs the harness sends: the operations the tools never make
+(memory windows, local invalidation, SEND with Invalidate), and a whole
+SEND/WRITE/READ/atomic exchange, so that each side can be checked
+against the other. One JSON object a line each way; every answer has
 "ok" and, on failure, "error".
 
 Requests:
-  {"op": "connect", "qpn", "psn", "gid"}  create and connect the QP; answer
-      {"qpn", "psn", "gid", "addr", "rkey", "lkey", "len"}: the target
-      region (64 KiB, LOCAL_WRITE|MW_BIND, QP access RDMA read/write/atomic)
+  {"op": "create"}  create the QP and its objects; answer {"qpn", "psn",
+      "gid", "addr", "rkey", "len"}: the target region (64 KiB,
+      LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC|MW_BIND)
+  {"op": "connect", "qpn", "psn", "gid"}  move it to RTS towards the peer
+      (QP access RDMA read/write/atomic)
   {"op": "bind1", "off", "len", "access"}  ibv_bind_mw of a type 1 window
       onto the target region; answer {"status", "rkey", "addr"}
   {"op": "bind2", "off", "len", "access"}  a BIND_MW work request of a
@@ -22,8 +26,13 @@ Requests:
       the pattern seed (or READ) through the host's rkey; answer {"status",
       "data"} (READ: the bytes read, hex)
   {"op": "sendinv", "rkey"}  SEND with Invalidate of 8 bytes; {"status"}
-  {"op": "recv"}  post a receive of 64 bytes; {"op": "pollrecv"}  wait for
-      its completion; answer {"status", "with_inv", "inv_rkey"}
+  {"op": "send", "len", "seed"}  SEND of the pattern; {"status"}
+  {"op": "atomic", "kind" ("fadd" | "cswap"), "rkey", "addr", "add" or
+      "compare" and "swap"}  into the local buffer; answer {"status",
+      "orig"} (the 8 bytes read back as a little-endian integer)
+  {"op": "recv", "len"}  post a receive (64 bytes by default); {"op":
+      "pollrecv"}  wait for its completion; answer {"status", "with_inv",
+      "wc_flags", "inv_rkey", "byte_len", "data"}
   {"op": "fill" | "mem", "off", "len", "seed"}  write the pattern into the
       target region, or answer its bytes {"data"} (hex)
   {"op": "state"}  the QP's state
@@ -43,8 +52,12 @@ from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
-DEV, PORT, GID_INDEX = "rxe0", 1, 1
+PORT = 1
+DEV, GID_INDEX = "rxe0", 1
 SIZE = 64 * 1024
+# In the local buffer: data from 0 (at most 8 KiB), an atomic's result,
+# and receives.
+ATOMIC_OFF, RECV_OFF = SIZE - 16384, SIZE - 8192
 TIMEOUT = 10.0
 
 
@@ -63,16 +76,21 @@ class Conn:
         self.ctx = ctx
         self.pd = PD(ctx)
         self.cq = CQ(ctx, 64)
-        acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND
+        acc = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND | e.IBV_ACCESS_REMOTE_WRITE |
+               e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC)
         self.target = MR(self.pd, SIZE, acc)
         self.local = MR(self.pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE)
-        self.mw1 = MW(self.pd, e.IBV_MW_TYPE_1)
-        self.mw2 = MW(self.pd, e.IBV_MW_TYPE_2)
+        self._mw1 = self._mw2 = None  # allocated at their first bind
         cap = QPCap(max_send_wr=32, max_recv_wr=32, max_send_sge=1, max_recv_sge=1)
         self.qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap))
         self.recv_pending = []  # completions of receives taken while waiting for sends
         self.send_pending = []
         self.wr = 1
+
+    def endpoint(self):
+        gid = self.ctx.query_gid(PORT, GID_INDEX)
+        return {"qpn": self.qp.qp_num, "psn": 4242, "gid": str(gid),
+                "addr": self.target.buf, "rkey": self.target.rkey, "len": SIZE}
 
     def connect(self, req):
         a = QPAttr()
@@ -96,9 +114,19 @@ class Conn:
         a.rnr_retry = 7
         a.max_rd_atomic = 4
         self.qp.to_rts(a)
-        gid = self.ctx.query_gid(PORT, GID_INDEX)
-        return {"qpn": self.qp.qp_num, "psn": 4242, "gid": str(gid),
-                "addr": self.target.buf, "rkey": self.target.rkey, "len": SIZE}
+        return {}
+
+    @property
+    def mw1(self):
+        if self._mw1 is None:
+            self._mw1 = MW(self.pd, e.IBV_MW_TYPE_1)
+        return self._mw1
+
+    @property
+    def mw2(self):
+        if self._mw2 is None:
+            self._mw2 = MW(self.pd, e.IBV_MW_TYPE_2)
+        return self._mw2
 
     def next_id(self):
         self.wr += 1
@@ -187,8 +215,36 @@ class Conn:
         wc = self.wait(wr_id)
         return {"status": wc.status, "opcode": wc.opcode}
 
+    def send(self, req):
+        n = req["len"]
+        self.local.write(pattern(n, req.get("seed", 0)), n)
+        wr_id = self.next_id()
+        wr = SendWR(wr_id=wr_id, opcode=e.IBV_WR_SEND, num_sge=1,
+                    sg=[SGE(self.local.buf, n, self.local.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+        self.qp.post_send(wr)
+        wc = self.wait(wr_id)
+        return {"status": wc.status, "opcode": wc.opcode}
+
+    def atomic(self, req):
+        wr_id = self.next_id()
+        res = self.local.buf + ATOMIC_OFF  # 8-byte aligned, away from the data
+        if req["kind"] == "fadd":
+            wr = SendWR(wr_id=wr_id, opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, num_sge=1,
+                        sg=[SGE(res, 8, self.local.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+            wr.set_wr_atomic(req["rkey"], req["addr"], req["add"])
+        else:
+            wr = SendWR(wr_id=wr_id, opcode=e.IBV_WR_ATOMIC_CMP_AND_SWP, num_sge=1,
+                        sg=[SGE(res, 8, self.local.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+            wr.set_wr_atomic(req["rkey"], req["addr"], req["compare"], req["swap"])
+        self.qp.post_send(wr)
+        wc = self.wait(wr_id)
+        orig = int.from_bytes(self.local.read(8, ATOMIC_OFF), "little")
+        return {"status": wc.status, "opcode": wc.opcode, "orig": orig}
+
     def recv(self, req):
-        self.qp.post_recv(RecvWR(wr_id=1, num_sge=1, sg=[SGE(self.local.buf + SIZE - 64, 64, self.local.lkey)]))
+        n = req.get("len", 64)
+        self.recv_len = n
+        self.qp.post_recv(RecvWR(wr_id=1, num_sge=1, sg=[SGE(self.local.buf + RECV_OFF, n, self.local.lkey)]))
         return {}
 
     def pollrecv(self, req):
@@ -198,7 +254,8 @@ class Conn:
         # 1 << 3. Both are reported, and the union's rkey, for the harness.
         return {"status": wc.status, "opcode": wc.opcode, "wc_flags": wc.wc_flags,
                 "with_inv": bool(wc.wc_flags & e.IBV_WC_WITH_INV),
-                "inv_rkey": wc.imm_data, "byte_len": wc.byte_len}
+                "inv_rkey": wc.imm_data, "byte_len": wc.byte_len,
+                "data": self.local.read(wc.byte_len, RECV_OFF).hex()}
 
     def fill(self, req):
         data = pattern(req["len"], req.get("seed", 0))
@@ -216,7 +273,9 @@ class Conn:
         return {"state": attr.qp_state}
 
     def close(self):
-        for o in (self.qp, self.mw1, self.mw2, self.target, self.local, self.cq, self.pd):
+        for o in (self.qp, self._mw1, self._mw2, self.target, self.local, self.cq, self.pd):
+            if o is None:
+                continue
             try:
                 o.close()
             except Exception:  # noqa: BLE001 - best effort on the way out
@@ -235,11 +294,11 @@ def serve(ctx, sock):
                     f.write(json.dumps({"ok": True}) + "\n")
                     f.flush()
                     return
-                if op == "connect":
+                if op == "create":
                     c = Conn(ctx)
-                    out = c.connect(req)
+                    out = c.endpoint()
                 else:
-                    fn = {"bind1": c.bind1, "bind2": c.bind2, "localinv": c.localinv,
+                    fn = {"connect": c.connect, "send": c.send, "atomic": c.atomic, "bind1": c.bind1, "bind2": c.bind2, "localinv": c.localinv,
                           "write": lambda r: c.rdma(r, False), "read": lambda r: c.rdma(r, True),
                           "sendinv": c.sendinv, "recv": c.recv, "pollrecv": c.pollrecv,
                           "fill": c.fill, "mem": c.mem, "state": c.state}[op]
@@ -255,7 +314,12 @@ def serve(ctx, sock):
 
 
 def main():
-    addr, port = sys.argv[1], int(sys.argv[2])
+    global DEV, GID_INDEX
+    args = sys.argv[1:]
+    if len(args) == 4:
+        DEV, GID_INDEX = args[0], int(args[1])
+        args = args[2:]
+    addr, port = args[0], int(args[1])
     ctx = Context(name=DEV)
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

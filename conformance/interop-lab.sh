@@ -41,10 +41,12 @@
 #                    ways); 0 skips it. Reports SUITE-libgoroce.txt/.json/
 #   INTEROP_LIBGOROCE_ARGS extra arguments for it (-run REGEXP ...)
 #   INTEROP_PYVERBS  1 (the default): after each guest's matrix, run the
-#                    verbs stage (interop -peer lab-pyverbs): memory windows
-#                    and invalidation between goroce and rxe's verbs driven
-#                    through pyverbs in the guest; 0 skips it. Reports
-#                    SUITE-pyverbs.txt/.json
+#                    verbs stage (interop -peer lab-pyverbs): memory windows,
+#                    invalidation and a file-mapped region between goroce
+#                    and rxe's verbs driven through pyverbs in the guest,
+#                    then pyverbs on the host over LIBGOROCE against it
+#                    (Debian's python3-pyverbs, which .ci/run installs);
+#                    0 skips it. Reports SUITE-pyverbs.txt/.json
 #   LIBGOROCE        the library (default bin/libgoroce.so, which make builds)
 #   ROCED            the roced binary (default bin/roced, which make builds)
 #   RXE_PEER_*       the lab's own settings; RXE_PEER_<VAR>_<SUITE> (e.g.
@@ -165,7 +167,7 @@ for suite in $SUITES; do
         fi
         if [ "$PYVERBS_STAGE" = 1 ]; then
             t=$(now)
-            "$OUT/interop" -peer lab-pyverbs -lab "$LAB" -json "$OUT/$suite-pyverbs.json" | tee "$OUT/$suite-pyverbs.txt"
+            "$OUT/interop" -peer lab-pyverbs -lab "$LAB" -libgoroce "$LIBGOROCE" -json "$OUT/$suite-pyverbs.json" | tee "$OUT/$suite-pyverbs.txt"
             y=${PIPESTATUS[0]}
             echo "interop[$suite]: the verbs stage (pyverbs) in $(since "$t")s, exit status $y"
             [ "$y" = 0 ] || m=1

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,14 +48,27 @@ type VerbsCase struct {
 	Name string // verbs/WHAT@WHO-OWNS-THE-WINDOW
 	// Rule is what the case checks, with the specification's words.
 	Rule string
+	// Pair cases run pyverbs on both ends: the host's over libgoroce.so
+	// (LD_PRELOAD) against the guest's on rxe, instead of goroce's API.
+	Pair bool
 	run  func(ctx context.Context, v *verbsConn) error
 }
 
 // ID returns the case's name.
 func (c VerbsCase) ID() string { return c.Name }
 
+// verbsServer is a connection to one verbs server: the guest's on rxe,
+// or the host's on libgoroce.so.
+type verbsServer struct {
+	name string // "rxe" or "libgoroce", for messages
+	conn net.Conn
+	r    *bufio.Reader
+	log  *[]string
+}
+
 // verbsConn is one case's connection: goroce's QP in this process and
-// rxe's behind the guest's verbs server.
+// rxe's behind the guest's verbs server, or (a pair case) the QPs of the
+// host's verbs server, over libgoroce.so, and the guest's.
 type verbsConn struct {
 	dev    *transport.Device
 	pd     *mr.PD
@@ -60,77 +76,94 @@ type verbsConn struct {
 	qp     *qp.QP
 	target *mr.MR // 64 KiB, LocalWrite|MWBind: where goroce's windows go
 	local  *mr.MR // goroce's own buffers
-	guest  net.Conn
-	r      *bufio.Reader
-	peer   struct {
-		Addr uint64 `json:"addr"`
-		RKey uint32 `json:"rkey"`
-		Len  int    `json:"len"`
-	}
+	guest  *verbsServer
+	host   *verbsServer // pair cases only
+	// peer is rxe's target region; hostTarget, in a pair case, the
+	// host's.
+	peer       remoteRegion
+	hostTarget remoteRegion
 	log []string
 	wr  uint64
+}
+
+// remoteRegion is a verbs server's target region, as it reported it.
+type remoteRegion struct {
+	Addr uint64
+	RKey uint32
+	Len  int
 }
 
 // logf records a step for the case's report.
 func (v *verbsConn) logf(format string, a ...any) { v.log = append(v.log, fmt.Sprintf(format, a...)) }
 
-// guestReply is every answer of the verbs server.
+// guestReply is every answer of a verbs server.
 type guestReply struct {
-	OK       bool   `json:"ok"`
-	Error    string `json:"error"`
-	Status   int    `json:"status"`
-	Opcode   int    `json:"opcode"`
-	RKey     uint32 `json:"rkey"`
-	Addr     uint64 `json:"addr"`
-	Data     string `json:"data"`
-	WithInv  bool   `json:"with_inv"`
-	WCFlags  uint32 `json:"wc_flags"`
-	InvRKey  uint32 `json:"inv_rkey"`
-	State    int    `json:"state"`
-	QPN      uint32 `json:"qpn"`
-	PSN      uint32 `json:"psn"`
-	GID      string `json:"gid"`
-	Len      int    `json:"len"`
-	PeerRKey uint32 `json:"-"`
+	OK      bool   `json:"ok"`
+	Error   string `json:"error"`
+	Status  int    `json:"status"`
+	Opcode  int    `json:"opcode"`
+	RKey    uint32 `json:"rkey"`
+	Addr    uint64 `json:"addr"`
+	Data    string `json:"data"`
+	WithInv bool   `json:"with_inv"`
+	WCFlags uint32 `json:"wc_flags"`
+	InvRKey uint32 `json:"inv_rkey"`
+	ByteLen int    `json:"byte_len"`
+	Orig    uint64 `json:"orig"`
+	State   int    `json:"state"`
+	QPN     uint32 `json:"qpn"`
+	PSN     uint32 `json:"psn"`
+	GID     string `json:"gid"`
+	Len     int    `json:"len"`
 }
 
-// call sends one request to rxe's side and reads its answer.
-func (v *verbsConn) call(ctx context.Context, req map[string]any) (*guestReply, error) {
+// call sends one request to the server and reads its answer.
+func (s *verbsServer) call(ctx context.Context, req map[string]any) (*guestReply, error) {
 	dl := time.Now().Add(30 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
 	}
-	v.guest.SetDeadline(dl)
+	s.conn.SetDeadline(dl)
 	b, _ := json.Marshal(req)
-	if _, err := v.guest.Write(append(b, '\n')); err != nil {
-		return nil, fmt.Errorf("rxe side: %w", err)
+	if _, err := s.conn.Write(append(b, '\n')); err != nil {
+		return nil, fmt.Errorf("%s side: %w", s.name, err)
 	}
-	line, err := v.r.ReadBytes('\n')
+	line, err := s.r.ReadBytes('\n')
 	if err != nil {
-		return nil, fmt.Errorf("rxe side, %s: %w", req["op"], err)
+		return nil, fmt.Errorf("%s side, %s: %w", s.name, req["op"], err)
 	}
 	var r guestReply
 	if err := json.Unmarshal(line, &r); err != nil {
-		return nil, fmt.Errorf("rxe side: %q: %w", line, err)
+		return nil, fmt.Errorf("%s side: %q: %w", s.name, line, err)
 	}
 	if !r.OK {
-		return &r, fmt.Errorf("rxe side, %s: %s", req["op"], r.Error)
+		return &r, fmt.Errorf("%s side, %s: %s", s.name, req["op"], r.Error)
 	}
-	v.logf("rxe %s -> %s", req["op"], strings.TrimSpace(string(line)))
+	*s.log = append(*s.log, fmt.Sprintf("%s %s -> %s", s.name, req["op"], strings.TrimSpace(string(line))))
 	return &r, nil
 }
 
-// rxeStatus calls op and checks the completion status rxe reports
+// status calls op and checks the completion status the server reports
 // (libibverbs' enum ibv_wc_status values, as cq.Status).
-func (v *verbsConn) rxeStatus(ctx context.Context, want cq.Status, req map[string]any) (*guestReply, error) {
-	r, err := v.call(ctx, req)
+func (s *verbsServer) status(ctx context.Context, want cq.Status, req map[string]any) (*guestReply, error) {
+	r, err := s.call(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	if cq.Status(r.Status) != want {
-		return r, fmt.Errorf("rxe's %s completed %v, want %v", req["op"], cq.Status(r.Status), want)
+		return r, fmt.Errorf("%s's %s completed %v, want %v", s.name, req["op"], cq.Status(r.Status), want)
 	}
 	return r, nil
+}
+
+// call sends one request to rxe's side.
+func (v *verbsConn) call(ctx context.Context, req map[string]any) (*guestReply, error) {
+	return v.guest.call(ctx, req)
+}
+
+// rxeStatus calls op on rxe's side and checks its completion status.
+func (v *verbsConn) rxeStatus(ctx context.Context, want cq.Status, req map[string]any) (*guestReply, error) {
+	return v.guest.status(ctx, want, req)
 }
 
 // post posts wr on goroce's QP and waits for its completion, checking
@@ -230,8 +263,18 @@ const rxeWCWithInvalidate = 1 << 2
 
 // VerbsCases are the verbs stage's cases (issue 18: memory windows bound
 // on rxe and used by goroce, goroce's used by rxe, SEND with Invalidate
-// both ways, a local invalidation followed by an access that fails).
-func VerbsCases() []VerbsCase {
+// both ways, a local invalidation followed by an access that fails, a
+// region over a file mapping), and with pair the pair cases.
+func VerbsCases(pair bool) []VerbsCase {
+	cs := apiCases()
+	if pair {
+		cs = append(cs, pairCases()...)
+	}
+	return cs
+}
+
+// apiCases are the cases with goroce's Go API on the host's end.
+func apiCases() []VerbsCase {
 	const off, n = 4096, 8192
 	return []VerbsCase{
 		{Name: "verbs/mw-type1@rxe", Rule: "a type 1 window bound by ibv_bind_mw on rxe carries goroce's WRITE and READ into its range; bound again with length 0, its key gets a remote access error",
@@ -434,6 +477,100 @@ func VerbsCases() []VerbsCase {
 	}
 }
 
+// pairCases are the cases with pyverbs on both ends (issue 17: a Python
+// program on libgoroce.so against rxe).
+func pairCases() []VerbsCase {
+	return []VerbsCase{
+		{Name: "verbs/pyverbs-exchange@libgoroce", Pair: true,
+			Rule: "pyverbs over libgoroce.so opens goroce0, creates a PD, regions, a CQ and an RC QP, and runs a SEND/WRITE/READ/atomic exchange with pyverbs on rxe, each way, every byte and every returned value checked",
+			run: func(ctx context.Context, v *verbsConn) error {
+				sides := []struct {
+					from, to *verbsServer
+					target   remoteRegion
+					seed     byte
+				}{{v.host, v.guest, v.peer, 21}, {v.guest, v.host, v.hostTarget, 41}}
+				for _, sd := range sides {
+					if err := pyverbsExchange(ctx, sd.from, sd.to, sd.target, sd.seed); err != nil {
+						return err
+					}
+				}
+				return nil
+			}},
+	}
+}
+
+// pyverbsExchange runs from's SEND, WRITE, READ, fetch-and-add and
+// compare-and-swap against to, whose target region is target.
+func pyverbsExchange(ctx context.Context, from, to *verbsServer, target remoteRegion, seed byte) error {
+	const n = 8192
+	bytesOf := func(r *guestReply) []byte {
+		b, _ := hex.DecodeString(r.Data)
+		return b
+	}
+	// SEND of 3000 bytes (three packets at MTU 1024) into a posted receive.
+	if _, err := to.call(ctx, map[string]any{"op": "recv", "len": 4096}); err != nil {
+		return err
+	}
+	if _, err := from.status(ctx, cq.Success, map[string]any{"op": "send", "len": 3000, "seed": seed}); err != nil {
+		return err
+	}
+	r, err := to.status(ctx, cq.Success, map[string]any{"op": "pollrecv"})
+	if err != nil {
+		return err
+	}
+	if r.ByteLen != 3000 || !bytes.Equal(bytesOf(r), pattern(3000, seed)) {
+		return fmt.Errorf("%s received %d bytes, not %s's 3000-byte SEND", to.name, r.ByteLen, from.name)
+	}
+	// WRITE into the target, checked there; READ it back, checked here.
+	if _, err := from.status(ctx, cq.Success, map[string]any{"op": "write", "rkey": target.RKey, "addr": target.Addr, "len": n, "seed": seed + 1}); err != nil {
+		return err
+	}
+	if r, err = to.call(ctx, map[string]any{"op": "mem", "off": 0, "len": n}); err != nil {
+		return err
+	}
+	if !bytes.Equal(bytesOf(r), pattern(n, seed+1)) {
+		return fmt.Errorf("%s's region does not hold %s's WRITE", to.name, from.name)
+	}
+	if r, err = from.status(ctx, cq.Success, map[string]any{"op": "read", "rkey": target.RKey, "addr": target.Addr, "len": n}); err != nil {
+		return err
+	}
+	if !bytes.Equal(bytesOf(r), pattern(n, seed+1)) {
+		return fmt.Errorf("%s's READ of %s's region returned other bytes", from.name, to.name)
+	}
+	// Atomics on a word whose value the pattern gives: fetch-and-add,
+	// then a compare-and-swap that matches, then one that does not.
+	const off = 16384
+	if _, err := to.call(ctx, map[string]any{"op": "fill", "off": off, "len": 8, "seed": seed + 2}); err != nil {
+		return err
+	}
+	orig := binary.LittleEndian.Uint64(pattern(8, seed+2))
+	steps := []struct {
+		req  map[string]any
+		orig uint64
+	}{
+		{map[string]any{"kind": "fadd", "add": 5}, orig},
+		{map[string]any{"kind": "cswap", "compare": orig + 5, "swap": 0xfeedf00d}, orig + 5},
+		{map[string]any{"kind": "cswap", "compare": 1, "swap": 2}, 0xfeedf00d},
+	}
+	for _, st := range steps {
+		st.req["op"], st.req["rkey"], st.req["addr"] = "atomic", target.RKey, target.Addr+off
+		r, err := from.status(ctx, cq.Success, st.req)
+		if err != nil {
+			return err
+		}
+		if r.Orig != st.orig {
+			return fmt.Errorf("%s's %s returned 0x%x, want 0x%x", from.name, st.req["kind"], r.Orig, st.orig)
+		}
+	}
+	if r, err = to.call(ctx, map[string]any{"op": "mem", "off": off, "len": 8}); err != nil {
+		return err
+	}
+	if b := bytesOf(r); len(b) != 8 || binary.LittleEndian.Uint64(b) != 0xfeedf00d {
+		return fmt.Errorf("%s's word after the atomics: %x, want 0xfeedf00d", to.name, b)
+	}
+	return nil
+}
+
 // bind1 binds goroce's type 1 window and waits for the bind.
 func (v *verbsConn) bind1(ctx context.Context, w *mr.MW, info mr.BindInfo) (uint32, error) {
 	v.wr++
@@ -462,6 +599,9 @@ func (v *verbsConn) bind2(ctx context.Context, off, n int) (*mr.MW, uint32, mr.B
 type VerbsOptions struct {
 	Run      *regexp.Regexp // only cases whose name matches
 	Progress io.Writer      // a line per case as it ends
+	// Libgoroce, if set, is libgoroce.so: the pair cases then run pyverbs
+	// on the host over it (Debian's python3-pyverbs, /usr/bin/python3).
+	Libgoroce string
 }
 
 // RunVerbs runs the verbs stage against the lab's guest: it starts the
@@ -469,7 +609,7 @@ type VerbsOptions struct {
 // each case on a connection of its own.
 func RunVerbs(ctx context.Context, l *Lab, o VerbsOptions) *Report {
 	rep := &Report{Peer: "lab-pyverbs-" + l.Suite, Started: time.Now(), Info: l.Info(ctx)}
-	cases := VerbsCases()
+	cases := VerbsCases(o.Libgoroce != "")
 	failAll := func(err error) *Report {
 		for _, c := range cases {
 			if o.Run == nil || o.Run.MatchString(c.Name) {
@@ -482,28 +622,44 @@ func RunVerbs(ctx context.Context, l *Lab, o VerbsOptions) *Report {
 	if err := l.startGuestVerbs(ctx); err != nil {
 		return failAll(err)
 	}
+	// goroce's own device for the API cases, opened at the first and
+	// closed before the pair cases: libgoroce.so then binds the same
+	// address's port 4791.
 	var dev *transport.Device
-	err := l.inNetNS(func() error {
-		link, err := nic.OpenUDP(nic.UDPConfig{Addr: netip.MustParseAddr(l.HostAddr)})
-		if err != nil {
-			return err
+	defer func() {
+		if dev != nil {
+			dev.Close()
 		}
-		dev, err = transport.Open(link, transport.Options{})
-		if err != nil {
-			link.Close()
-		}
-		return err
-	})
-	if err != nil {
-		return failAll(fmt.Errorf("goroce on %s: %w", l.HostAddr, err))
-	}
-	defer dev.Close()
+	}()
+	var hostVerbs string // the host's verbs server, once started
 	for _, c := range cases {
 		if o.Run != nil && !o.Run.MatchString(c.Name) {
 			continue
 		}
 		t := time.Now()
-		v, err := l.verbsConnect(ctx, dev)
+		var v *verbsConn
+		var err error
+		switch {
+		case c.Pair && hostVerbs == "":
+			if dev != nil {
+				dev.Close()
+				dev = nil
+			}
+			var stop func()
+			hostVerbs, stop, err = l.startHostVerbs(ctx, o.Libgoroce)
+			if stop != nil {
+				defer stop()
+			}
+		case !c.Pair && dev == nil:
+			dev, err = l.openGoroce()
+		}
+		if err == nil {
+			if c.Pair {
+				v, err = l.pairConnect(ctx, hostVerbs)
+			} else {
+				v, err = l.verbsConnect(ctx, dev)
+			}
+		}
 		if err == nil {
 			err = c.run(ctx, v)
 		}
@@ -525,6 +681,26 @@ func RunVerbs(ctx context.Context, l *Lab, o VerbsOptions) *Report {
 	return rep
 }
 
+// openGoroce opens goroce on the UDP link at the tap's host address.
+func (l *Lab) openGoroce() (*transport.Device, error) {
+	var dev *transport.Device
+	err := l.inNetNS(func() error {
+		link, err := nic.OpenUDP(nic.UDPConfig{Addr: netip.MustParseAddr(l.HostAddr)})
+		if err != nil {
+			return err
+		}
+		dev, err = transport.Open(link, transport.Options{})
+		if err != nil {
+			link.Close()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("goroce on %s: %w", l.HostAddr, err)
+	}
+	return dev, nil
+}
+
 // startGuestVerbs starts the guest's verbs server (stopping a previous
 // run's) and waits until it listens.
 func (l *Lab) startGuestVerbs(ctx context.Context) error {
@@ -542,14 +718,95 @@ grep -q '^listening' $a.log || { cat $a.log >&2; exit 1; }
 	return nil
 }
 
+// dialVerbs connects to a verbs server in the tap's namespace.
+func (l *Lab) dialVerbs(ctx context.Context, name, addr string, log *[]string) (*verbsServer, error) {
+	var conn net.Conn
+	err := l.inNetNS(func() (err error) {
+		var d net.Dialer
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		conn, err = d.DialContext(dctx, "tcp", addr)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the %s verbs server at %s: %w", name, addr, err)
+	}
+	return &verbsServer{name: name, conn: conn, r: bufio.NewReader(conn), log: log}, nil
+}
+
+// hostVerbsPort is the host's verbs server's TCP port, on the tap's host
+// address.
+const hostVerbsPort = 17997
+
+// startHostVerbs starts the verbs server on the host, in the tap's
+// namespace, with pyverbs over lib (LD_PRELOAD, GOROCE_NETDEV the tap:
+// device goroce0, GID index 1 the IPv4 one), and returns its address once
+// it listens, and how to stop it.
+func (l *Lab) startHostVerbs(ctx context.Context, lib string) (string, func(), error) {
+	f, err := os.CreateTemp("", "goroce-verbs-*.py")
+	if err != nil {
+		return "", nil, err
+	}
+	script := f.Name()
+	_, err = f.WriteString(guestVerbsPy)
+	f.Close()
+	if err != nil {
+		os.Remove(script)
+		return "", nil, err
+	}
+	argv := []string{"env", "LD_PRELOAD=" + lib, "GOROCE_NETDEV=" + l.Tap,
+		"/usr/bin/python3", script, "goroce0", "1", l.HostAddr, strconv.Itoa(hostVerbsPort)}
+	if l.NetNS != "" {
+		argv = inNetNS(l.NetNS, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		os.Remove(script)
+		return "", nil, err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		os.Remove(script)
+		return "", nil, fmt.Errorf("the host's verbs server: %w", err)
+	}
+	stop := func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.Remove(script)
+	}
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && !strings.HasPrefix(line, "listening") {
+			err = fmt.Errorf("said %q", line)
+		}
+		ready <- err
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case err = <-ready:
+	case <-time.After(30 * time.Second):
+		err = errors.New("not listening after 30 s")
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("the host's verbs server (pyverbs over %s): %v: %s", lib, err, strings.TrimSpace(stderr.String()))
+	}
+	return net.JoinHostPort(l.HostAddr, strconv.Itoa(hostVerbsPort)), stop, nil
+}
+
 // verbsConnect opens a case's connection: a goroce RC QP and rxe's,
 // connected to each other through the verbs server.
 func (l *Lab) verbsConnect(ctx context.Context, dev *transport.Device) (*verbsConn, error) {
-	conn, err := l.dialGuest(ctx, guestVerbsPort)
-	if err != nil {
-		return nil, fmt.Errorf("the guest's verbs server: %w", err)
+	v := &verbsConn{dev: dev}
+	var err error
+	if v.guest, err = l.dialVerbs(ctx, "rxe", net.JoinHostPort(l.GuestAddr, strconv.Itoa(guestVerbsPort)), &v.log); err != nil {
+		return nil, err
 	}
-	v := &verbsConn{dev: dev, guest: conn, r: bufio.NewReader(conn)}
 	v.pd = dev.AllocPD()
 	v.cq = dev.CreateCQ(64)
 	if v.target, err = v.pd.Register(make([]byte, 64<<10), mr.LocalWrite|mr.MWBind); err != nil {
@@ -567,7 +824,7 @@ func (l *Lab) verbsConnect(ctx context.Context, dev *transport.Device) (*verbsCo
 	if err != nil {
 		return v, err
 	}
-	r, err := v.call(ctx, map[string]any{"op": "connect", "qpn": local.QPN, "psn": local.PSN, "gid": local.GID.String()})
+	r, err := v.call(ctx, map[string]any{"op": "create"})
 	if err != nil {
 		return v, err
 	}
@@ -577,14 +834,50 @@ func (l *Lab) verbsConnect(ctx context.Context, dev *transport.Device) (*verbsCo
 		return v, fmt.Errorf("rxe's GID %q: %w", r.GID, err)
 	}
 	remote := transport.Endpoint{QPN: r.QPN, PSN: r.PSN, GID: bth.GIDFromAddr(gid), MTU: qp.MTU1024}
-	err = dev.Connect(v.qp, local, remote, transport.ConnectOptions{Access: winRW | mr.RemoteAtomic, MaxRdAtomic: 4, MaxDestRdAtomic: 4})
+	if err := dev.Connect(v.qp, local, remote, transport.ConnectOptions{Access: winRW | mr.RemoteAtomic, MaxRdAtomic: 4, MaxDestRdAtomic: 4}); err != nil {
+		return v, err
+	}
+	_, err = v.call(ctx, map[string]any{"op": "connect", "qpn": local.QPN, "psn": local.PSN, "gid": local.GID.String()})
+	return v, err
+}
+
+// pairConnect opens a pair case's connection: the host's verbs server
+// (pyverbs over libgoroce.so) and the guest's (pyverbs on rxe) each
+// create a QP and connect it to the other's.
+func (l *Lab) pairConnect(ctx context.Context, hostAddr string) (*verbsConn, error) {
+	v := &verbsConn{}
+	var err error
+	if v.guest, err = l.dialVerbs(ctx, "rxe", net.JoinHostPort(l.GuestAddr, strconv.Itoa(guestVerbsPort)), &v.log); err != nil {
+		return nil, err
+	}
+	if v.host, err = l.dialVerbs(ctx, "libgoroce", hostAddr, &v.log); err != nil {
+		return v, err
+	}
+	h, err := v.host.call(ctx, map[string]any{"op": "create"})
+	if err != nil {
+		return v, err
+	}
+	g, err := v.guest.call(ctx, map[string]any{"op": "create"})
+	if err != nil {
+		return v, err
+	}
+	if _, err := v.host.call(ctx, map[string]any{"op": "connect", "qpn": g.QPN, "psn": g.PSN, "gid": g.GID}); err != nil {
+		return v, err
+	}
+	_, err = v.guest.call(ctx, map[string]any{"op": "connect", "qpn": h.QPN, "psn": h.PSN, "gid": h.GID})
+	v.peer.Addr, v.peer.RKey = g.Addr, g.RKey
+	v.hostTarget.Addr, v.hostTarget.RKey = h.Addr, h.RKey
 	return v, err
 }
 
 // close ends the case's connection on both sides.
 func (v *verbsConn) close(ctx context.Context) {
-	v.call(ctx, map[string]any{"op": "bye"})
-	v.guest.Close()
+	for _, s := range []*verbsServer{v.guest, v.host} {
+		if s != nil {
+			s.call(ctx, map[string]any{"op": "bye"})
+			s.conn.Close()
+		}
+	}
 	if v.qp != nil {
 		v.dev.DestroyQP(v.qp)
 	}

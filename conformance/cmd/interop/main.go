@@ -56,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var (
 		peer       = fs.String("peer", "self", "self, lab, lab-libgoroce (the host's real tools over -libgoroce against the lab), lab-pyverbs (memory windows and invalidation against rxe's verbs through pyverbs), lab-pair or remote")
 		roced      = fs.String("roced", "bin/roced", "the roced binary")
-		libgoroce  = fs.String("libgoroce", "bin/libgoroce.so", "lab-libgoroce: the preloaded library")
+		libgoroce  = fs.String("libgoroce", "bin/libgoroce.so", "lab-libgoroce: the preloaded library; lab-pyverbs: the library the host's pyverbs runs over in the pair cases ('' leaves them out)")
 		link       = fs.String("link", "", "roced's --link (udp, afpacket, afxdp); empty: its default")
 		runRe      = fs.String("run", "", "only cases whose ID (tool/transport/size[/variant]@direction), and README pairs whose name (readme/TOOL[/reversed]@direction), match this regexp")
 		tools      = fs.String("tools", "", "comma-separated tools (roced names or real program names); empty: all")
@@ -110,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	if *peer == "lab-pyverbs" {
-		return runVerbs(*labDir, *runRe, *list, *jsonFile, stdout, stderr)
+		return runVerbs(*labDir, *runRe, *libgoroce, *list, *jsonFile, stdout, stderr)
 	}
 
 	ds, err := conformance.ParseDirections(*dirs)
@@ -380,7 +380,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runVerbs is -peer lab-pyverbs: the verbs stage (conformance.RunVerbs)
 // against the lab's guest.
-func runVerbs(labDir, runRe string, list bool, jsonFile string, stdout, stderr io.Writer) int {
+// The pair cases run pyverbs over libgoroce (empty: not run).
+func runVerbs(labDir, runRe, libgoroce string, list bool, jsonFile string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "interop: "+format+"\n", a...)
 		return 2
@@ -392,8 +393,17 @@ func runVerbs(labDir, runRe string, list bool, jsonFile string, stdout, stderr i
 			return fail("-run: %v", err)
 		}
 	}
+	if libgoroce != "" {
+		var err error
+		if libgoroce, err = filepath.Abs(libgoroce); err != nil {
+			return fail("%v", err)
+		}
+		if _, err := os.Stat(libgoroce); err != nil && !list {
+			return fail("libgoroce: %v (build it: make build; -libgoroce '' leaves the pair cases out)", err)
+		}
+	}
 	if list {
-		for _, c := range conformance.VerbsCases() {
+		for _, c := range conformance.VerbsCases(libgoroce != "") {
 			if re == nil || re.MatchString(c.Name) {
 				fmt.Fprintf(stdout, "%s\n  %s\n", c.Name, c.Rule)
 			}
@@ -416,7 +426,7 @@ func runVerbs(labDir, runRe string, list bool, jsonFile string, stdout, stderr i
 	if err := lab.Up(ctx); err != nil {
 		return fail("lab VM: %v", err)
 	}
-	rep := conformance.RunVerbs(ctx, lab, conformance.VerbsOptions{Run: re, Progress: stderr})
+	rep := conformance.RunVerbs(ctx, lab, conformance.VerbsOptions{Run: re, Progress: stderr, Libgoroce: libgoroce})
 	rep.WriteText(stdout)
 	if jsonFile != "" {
 		if err := rep.WriteJSON(jsonFile); err != nil {
