@@ -82,8 +82,8 @@ type verbsConn struct {
 	// host's.
 	peer       remoteRegion
 	hostTarget remoteRegion
-	log []string
-	wr  uint64
+	log        []string
+	wr         uint64
 }
 
 // remoteRegion is a verbs server's target region, as it reported it.
