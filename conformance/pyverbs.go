@@ -447,6 +447,56 @@ func apiCases() []VerbsCase {
 				v.logf("the file holds rxe's %d bytes at %d", n, off)
 				return v.rxeRDMA(ctx, "read", region.RKey(), region.Addr()+off, n, 16, cq.Success)
 			}},
+		{Name: "verbs/fast-reg@goroce", Rule: "goroce's fast registration (a REG_MR work request on a region allocated for it) maps 8 KiB of an allocation at a chosen address under a new key: rxe WRITEs and READs there; rxe's SEND with Invalidate frees it; registered again under the next key it serves rxe again, and the first key gets rxe a remote access error",
+			run: func(ctx context.Context, v *verbsConn) error {
+				backing := make([]byte, 64<<10)
+				f, err := v.pd.AllocFastMR(backing)
+				if err != nil {
+					return err
+				}
+				defer f.Dereg()
+				const iova = 0x5000_0000
+				reg := func() (uint32, error) {
+					key := mr.IncRKey(f.RKey())
+					_, err := v.post(ctx, qp.SendWR{Opcode: qp.WRRegMR, Reg: qp.RegMR{MR: f, Info: mr.RegInfo{Key: key,
+						Offset: off, Length: n, IOVA: iova, Access: mr.LocalWrite | winRW}}}, cq.Success)
+					return key, err
+				}
+				k1, err := reg()
+				if err != nil {
+					return err
+				}
+				if err := v.rxeRDMA(ctx, "write", k1, iova, n, 17, cq.Success); err != nil {
+					return err
+				}
+				if !bytes.Equal(backing[off:off+n], pattern(n, 17)) {
+					return errors.New("goroce's allocation: not the bytes rxe wrote at the registered range")
+				}
+				if err := v.rxeRDMA(ctx, "read", k1, iova, n, 17, cq.Success); err != nil {
+					return err
+				}
+				if err := v.qp.PostRecv(&qp.RecvWR{WRID: 1001, SGL: []mr.SGE{v.local.SGE(v.local.Len()-64, 64)}}); err != nil {
+					return err
+				}
+				if _, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "sendinv", "rkey": k1}); err != nil {
+					return err
+				}
+				wc, err := v.waitSend(ctx, 1001, "receive", cq.Success)
+				if err != nil {
+					return err
+				}
+				if wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != k1 {
+					return fmt.Errorf("goroce's receive: flags %v rkey 0x%x, want WithInv and 0x%x", wc.Flags, wc.InvalidatedRKey, k1)
+				}
+				k2, err := reg()
+				if err != nil {
+					return err
+				}
+				if err := v.rxeRDMA(ctx, "write", k2, iova, 64, 18, cq.Success); err != nil {
+					return err
+				}
+				return v.rxeRDMA(ctx, "write", k1, iova, 64, 19, cq.RemAccessErr)
+			}},
 		{Name: "verbs/mw-type2-send-inv@goroce", Rule: "rxe's SEND with Invalidate frees goroce's type 2 window: goroce's receive completes WithInv with the key, which then gets rxe a remote access error",
 			run: func(ctx context.Context, v *verbsConn) error {
 				w, key, info, err := v.bind2(ctx, off, n)

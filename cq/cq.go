@@ -70,6 +70,7 @@ const (
 	OpFetchAdd        Opcode = 4
 	OpBindMW          Opcode = 5
 	OpLocalInv        Opcode = 6
+	OpRegMR           Opcode = 8 // a fast registration (qp.WRRegMR): the kernel's IB_WC_REG_MR, libibverbs has none
 	OpRecv            Opcode = 128
 	OpRecvRDMAWithImm Opcode = 129
 )
@@ -91,6 +92,8 @@ func (o Opcode) String() string {
 		return "BIND_MW"
 	case OpLocalInv:
 		return "LOCAL_INV"
+	case OpRegMR:
+		return "REG_MR"
 	case OpRecv:
 		return "RECV"
 	case OpRecvRDMAWithImm:

@@ -18,6 +18,7 @@ func init() {
 	hook.InvalidateRKey = (*PD).invalidateRKey
 	hook.BindMW = bindMW
 	hook.NextType1Key = (*MW).nextType1Key
+	hook.RegFast = regFast
 }
 
 // newKeys makes a device's key table and returns what the device does

@@ -145,7 +145,7 @@ func (t *table) insert(s slot) (uint32, error) {
 	key := idx<<8 | uint32(t.tags[idx])
 	switch {
 	case s.mr != nil:
-		s.mr.lkey, s.mr.rkey = key, key
+		s.mr.key.Store(key)
 	case s.mw != nil:
 		s.mw.rkey.Store(key)
 	}
@@ -183,7 +183,7 @@ func (t *table) at(key uint32) slot {
 // lookup returns the region a key names, or nil.
 func (t *table) lookup(key uint32) *MR {
 	m := t.at(key).mr
-	if m == nil || (m.lkey != key && m.rkey != key) {
+	if m == nil || m.key.Load() != key {
 		return nil
 	}
 	return m
@@ -236,13 +236,19 @@ type MR struct {
 	buf    []byte
 	iova   uint64
 	access Access
-	lkey   uint32
-	rkey   uint32
+	// key is both the lkey and the rkey (goroce issues one key per
+	// region); atomic because a fast-registered region changes it
+	// (qp.WRRegMR) while the receive path looks keys up.
+	key atomic.Uint32
 
 	mu         sync.RWMutex // held shared by each access, exclusively by Dereg/Invalidate
 	valid      bool         // accesses are granted: registered and not invalidated
 	registered bool         // Dereg has not run: the key and the PD's count are held
 	windows    atomic.Int32 // memory windows bound to it
+	// fast marks a region for fast registration (AllocFastMR): its key,
+	// range and rights change with each qp.WRRegMR, under mu.
+	fast    bool
+	backing []byte // fast: the allocation a registration maps a range of
 
 	mapping *Mapping // the mapping the buffer lies in, if any (mapping.go)
 }
@@ -310,7 +316,7 @@ func (m *MR) Dereg() error {
 	}
 	// Also after an invalidation, which revoked access but left the key
 	// and the PD's count held.
-	m.pd.table.remove(m.lkey, slot{mr: m})
+	m.pd.table.remove(m.key.Load(), slot{mr: m})
 	m.pd.release()
 	detach(m)
 	return nil
@@ -327,24 +333,42 @@ func (m *MR) Invalidate() {
 
 // LKey returns the local key: what an SGE of a local work request names
 // the region by (SGE sets it).
-func (m *MR) LKey() uint32 { return m.lkey }
+func (m *MR) LKey() uint32 { return m.key.Load() }
 
 // RKey returns the remote key: what a peer's RDMA READ, WRITE or atomic
 // names the region by, with an address inside [Addr, Addr+Len). A program
 // sends it to the peer together with Addr.
-func (m *MR) RKey() uint32 { return m.rkey }
+func (m *MR) RKey() uint32 { return m.key.Load() }
 
 // Addr returns the region's I/O virtual address: the address of its first
 // byte for local SGEs and for a peer's remote address (the buffer's
 // address in memory, 0 for a ZeroBased region, or the one RegisterIOVA
 // was given).
-func (m *MR) Addr() uint64 { return m.iova }
+func (m *MR) Addr() uint64 {
+	if m.fast {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+	}
+	return m.iova
+}
 
 // Len returns the region's length in bytes.
-func (m *MR) Len() int { return len(m.buf) }
+func (m *MR) Len() int {
+	if m.fast {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+	}
+	return len(m.buf)
+}
 
 // Access returns the rights the region was registered with.
-func (m *MR) Access() Access { return m.access }
+func (m *MR) Access() Access {
+	if m.fast {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+	}
+	return m.access
+}
 
 // PD returns the protection domain the region belongs to.
 func (m *MR) PD() *PD { return m.pd }
@@ -352,11 +376,17 @@ func (m *MR) PD() *PD { return m.pd }
 // Bytes returns the registered buffer itself (not a copy). The engine
 // writes it when a receive, READ response or peer's WRITE lands: read it
 // once a completion, or the peer, says the data is there.
-func (m *MR) Bytes() []byte { return m.buf }
+func (m *MR) Bytes() []byte {
+	if m.fast {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+	}
+	return m.buf
+}
 
 // SGE returns a scatter/gather element covering n bytes at offset off.
 func (m *MR) SGE(off, n int) SGE {
-	return SGE{Addr: m.iova + uint64(off), Length: uint32(n), LKey: m.lkey}
+	return SGE{Addr: m.Addr() + uint64(off), Length: uint32(n), LKey: m.key.Load()}
 }
 
 // SGE is a scatter/gather element, as struct ibv_sge: n bytes at an address
@@ -400,7 +430,7 @@ func (m *MR) endAccess() { m.mu.RUnlock() }
 // endAccess.
 func (pd *PD) local(lkey uint32, addr uint64, n uint32, need Access) ([]byte, *MR, error) {
 	m := pd.table.lookup(lkey)
-	if m == nil || m.lkey != lkey {
+	if m == nil || m.key.Load() != lkey {
 		return nil, nil, ErrInvalidKey
 	}
 	return m.acquire(pd, addr, n, need)
@@ -415,7 +445,7 @@ func (pd *PD) remote(qp any, rkey uint32, addr uint64, n uint32, need Access) ([
 		return s.mw.remote(pd, qp, rkey, addr, n, need)
 	}
 	m := s.mr
-	if m == nil || m.rkey != rkey {
+	if m == nil || m.key.Load() != rkey {
 		return nil, nil, ErrInvalidKey
 	}
 	return m.acquire(pd, addr, n, need)
@@ -430,7 +460,7 @@ func (pd *PD) invalidateRKey(qp any, rkey uint32, remote bool) error {
 		return s.mw.invalidate(pd, qp, rkey, remote)
 	}
 	m := s.mr
-	if m == nil || m.rkey != rkey {
+	if m == nil || m.key.Load() != rkey {
 		return fmt.Errorf("%w: rkey 0x%x", ErrInvalidKey, rkey)
 	}
 	if m.pd != pd {

@@ -241,7 +241,7 @@ func (w *MW) bind(pd *PD, qp any, type1 bool, rkey uint32, b BindInfo) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if !m.valid {
-		return fmt.Errorf("%w: region lkey 0x%x", ErrInvalidKey, m.lkey)
+		return fmt.Errorf("%w: region lkey 0x%x", ErrInvalidKey, m.key.Load())
 	}
 	if m.pd != pd {
 		return fmt.Errorf("%w: region of %v, QP of %v", ErrPD, m.pd, pd)

@@ -33,6 +33,7 @@ var (
 	invalidateRKey = hook.InvalidateRKey.(func(pd *mr.PD, qp any, rkey uint32, remote bool) error)
 	bindMW         = hook.BindMW.(func(pd *mr.PD, qp any, w *mr.MW, type1 bool, rkey uint32, b mr.BindInfo) error)
 	nextType1Key   = hook.NextType1Key.(func(*mr.MW) (uint32, error))
+	regFast        = hook.RegFast.(func(pd *mr.PD, m *mr.MR, r mr.RegInfo) error)
 )
 
 // span is memory an access check granted: the bytes, and the region

@@ -226,7 +226,7 @@ func (q *QP) postSend(wr *SendWR, type1 bool) error {
 
 // checkWR validates a send work request against the QP (ibv_post_send's EINVAL).
 func (q *QP) checkWR(wr *SendWR, type1 bool) error {
-	if wr.Opcode == WRBindMW || wr.Opcode == WRLocalInv {
+	if wr.Opcode == WRBindMW || wr.Opcode == WRLocalInv || wr.Opcode == WRRegMR {
 		return q.checkLocalWR(wr, type1)
 	}
 	if uint32(len(wr.SGL)) > q.cap.MaxSendSGE {
@@ -314,6 +314,14 @@ func (q *QP) checkLocalWR(wr *SendWR, type1 bool) error {
 		}
 		if !type1 && wr.Bind.MW.Type() != mr.MWType2 {
 			return invalid("BIND_MW work requests bind type 2 windows; QP.BindMW binds a type 1 window")
+		}
+	}
+	if wr.Opcode == WRRegMR {
+		if wr.Reg.MR == nil {
+			return invalid("REG_MR without a region")
+		}
+		if !wr.Reg.MR.Fast() {
+			return invalid("REG_MR of a region not allocated for fast registration (mr.PD.AllocFastMR)")
 		}
 	}
 	return nil

@@ -225,7 +225,8 @@ func (q *QP) sendNext(w *sendWQE) bool {
 	return true
 }
 
-// execLocal executes a bind or local invalidate (rxe_do_local_ops). It
+// execLocal executes a bind, local invalidate or fast registration
+// (rxe_do_local_ops). It
 // reports false if it failed: the WQE completed with the error and the
 // QP left RTS.
 func (q *QP) execLocal(w *sendWQE) bool {
@@ -238,6 +239,9 @@ func (q *QP) execLocal(w *sendWQE) bool {
 	case WRLocalInv:
 		st = cq.LocQPOpErr
 		err = invalidateRKey(q.pd, q, w.wr.InvRKey, false)
+	case WRRegMR:
+		st = cq.LocQPOpErr // rxe_do_local_ops
+		err = regFast(q.pd, w.wr.Reg.MR, w.wr.Reg.Info)
 	}
 	if err != nil {
 		q.localError(w, st)

@@ -63,6 +63,16 @@ const (
 	// a region in the peer QP's protection domain (RC only); the peer's
 	// completion carries WithInv and the rkey.
 	WRSendWithInv WROpcode = 9
+	// WRRegMR registers Reg.Info's range of Reg.MR, a region of the QP's
+	// PD allocated for fast registration (mr.PD.AllocFastMR), under the
+	// key Reg.Info.Key (the region's index with a new variant:
+	// mr.IncRKey(MR.RKey())), when the send queue reaches it (RC, UC; no
+	// packet). The region must be free: allocated, or invalidated since
+	// its last registration (WRLocalInv, or a peer's SEND with
+	// Invalidate). A registration that breaks a rule completes with
+	// cq.LocQPOpErr and moves the QP to its error state, as rxe does.
+	// The value is the kernel's IB_WR_REG_MR: libibverbs has none.
+	WRRegMR WROpcode = 0x20
 )
 
 var wrNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM",
@@ -70,6 +80,9 @@ var wrNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WIT
 
 // String returns the opcode's name without the IBV_WR_ prefix.
 func (o WROpcode) String() string {
+	if o == WRRegMR {
+		return "REG_MR"
+	}
 	if int(o) < len(wrNames) {
 		return wrNames[o]
 	}
@@ -124,6 +137,14 @@ type SendWR struct {
 	RemoteQKey uint32
 	// Bind is what a WRBindMW binds (the bind_mw of struct ibv_send_wr).
 	Bind MWBind
+	// Reg is what a WRRegMR registers (the kernel's struct ib_reg_wr).
+	Reg RegMR
+}
+
+// RegMR is a fast registration: the region and what it maps.
+type RegMR struct {
+	MR   *mr.MR     // allocated by mr.PD.AllocFastMR, in the QP's PD
+	Info mr.RegInfo // the range of its allocation, the address, rights and new key
 }
 
 // MWBind is a memory window bind: the window, the rkey it gets, and the
@@ -195,7 +216,9 @@ func (w *sendWQE) isReadOrAtomic() bool {
 
 // isLocal reports whether the WQE is a local operation: it sends no
 // packet and completes once executed, in send-queue order.
-func (w *sendWQE) isLocal() bool { return w.wr.Opcode == WRBindMW || w.wr.Opcode == WRLocalInv }
+func (w *sendWQE) isLocal() bool {
+	return w.wr.Opcode == WRBindMW || w.wr.Opcode == WRLocalInv || w.wr.Opcode == WRRegMR
+}
 
 func (w *sendWQE) isAtomic() bool {
 	return w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd
@@ -216,6 +239,8 @@ func (w *sendWQE) wcOpcode() cq.Opcode {
 		return cq.OpLocalInv
 	case WRBindMW:
 		return cq.OpBindMW
+	case WRRegMR:
+		return cq.OpRegMR
 	}
 	return cq.OpSend
 }

@@ -61,6 +61,7 @@ var (
 	InvalidateRKey any // func(pd *mr.PD, qp any, rkey uint32, remote bool) error
 	BindMW         any // func(pd *mr.PD, qp any, w *mr.MW, type1 bool, rkey uint32, b mr.BindInfo) error
 	NextType1Key   any // func(*mr.MW) (uint32, error)
+	RegFast        any // func(pd *mr.PD, m *mr.MR, r mr.RegInfo) error
 )
 
 // Set by package cq.
