@@ -323,6 +323,23 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 	if p.Scenario.Tool.Port != 0 {
 		port = p.Scenario.Tool.Port
 	}
+	// The tap capture, kept if the pair fails, as the matrix's cases keep
+	// theirs: a failure under load is otherwise left without evidence.
+	dir := ""
+	if o.Artifacts != "" {
+		dir = filepath.Join(o.Artifacts, strings.NewReplacer("/", "_", "@", ".").Replace(p.Name()))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			dir = ""
+		}
+	}
+	var capture Proc
+	pcap := filepath.Join(dir, "tap.pcap")
+	if l.Capture && dir != "" {
+		var err error
+		if capture, err = l.StartCapture(ctx, pcap, port); err != nil {
+			res.Notes = append(res.Notes, "no capture: "+err.Error())
+		}
+	}
 	srv := srvRun.Start(ctx, srvArgv, o.Timeout)
 	listening := time.Now()
 	var cliOut Output
@@ -360,13 +377,19 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 	if v.Pass {
 		res.Result = Pass
 	}
-	res.Seconds = time.Since(start).Seconds()
-	if o.Artifacts != "" {
-		dir := filepath.Join(o.Artifacts, strings.NewReplacer("/", "_", "@", ".").Replace(p.Name()))
-		if err := os.MkdirAll(dir, 0o755); err == nil {
-			res.Dir = dir
-			writeArtifacts(dir, res)
+	if capture != nil {
+		capture.Stop()
+		capture.Wait()
+		if v.Pass && !o.KeepPcaps {
+			os.Remove(pcap)
+		} else {
+			res.Pcap = pcap
 		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	if dir != "" {
+		res.Dir = dir
+		writeArtifacts(dir, res)
 	}
 	return res
 }

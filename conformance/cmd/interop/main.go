@@ -359,7 +359,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(readmePairs) > 0 {
 		conformance.RunReadme(ctx, lab, rocedPath, readmePairs, conformance.Options{Timeout: *timeout,
-			ListenTimeout: *listenTO, Grace: *grace, Artifacts: art, Progress: stderr}, rep)
+			ListenTimeout: *listenTO, Grace: *grace, Artifacts: art, KeepPcaps: *keepPcaps, Progress: stderr}, rep)
 		rep.Seconds = time.Since(rep.Started).Seconds()
 	}
 	rep.WriteText(stdout)
