@@ -452,3 +452,176 @@ func TestMWOrderAndRetransmission(t *testing.T) {
 		t.Fatal("read through the window: bytes differ")
 	}
 }
+
+// FuzzLocalWR posts binds, local invalidations and fast registrations
+// drawn from the input on one QP, with the peer's WRITEs through whatever
+// key the input picks in between, and checks that:
+//   - every work request completes once, with a status libibverbs gives
+//     for it (success, MW_BIND_ERR, LOC_QP_OP_ERR; the peer's WRITE
+//     success or a remote access error), and the first error ends the
+//     sequence with the QP in ERR;
+//   - a WRITE that succeeds lands inside a range some bind or
+//     registration of this input granted, and no byte of the target
+//     region or the fast allocation outside those ranges ever changes.
+//
+// Each input starts from fresh QPs (RESET, then connected again) and
+// zeroed memory, so inputs do not depend on each other.
+func FuzzLocalWR(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 4, 2, 4, 0, 1, 8, 16})
+	f.Add([]byte{1, 0, 2, 3, 1, 4, 1, 0, 8, 9, 2, 1})
+	f.Add([]byte{3, 0, 0, 4, 3, 4, 2, 0, 8, 1, 2, 2, 4, 2, 0, 8})
+	// A window of 64 bytes at 128 with remote write: a WRITE inside it,
+	// then one at its end (which must get a remote access error).
+	f.Add([]byte{0, 2, 1, 3, 4, 0, 5, 20, 4, 0, 6, 20})
+	// The same through a fast registration of 64 bytes at 128.
+	f.Add([]byte{3, 0, 2, 1, 3, 4, 2, 1, 20, 4, 2, 2, 20})
+	o := pairOpts{access: mwAccess, rdAtomic: 4}
+	o.defaults()
+	net := nic.NewMemNet(1)
+	a := newSide(f, net, "10.0.0.1", &o)
+	b := newSide(f, net, "10.0.0.2", &o)
+	target, err := b.pd.Register(make([]byte, 16<<10), mr.LocalWrite|mr.MWBind)
+	must(f, err)
+	backing := make([]byte, 16<<10)
+	var fast *mr.MR
+	var w1, w2 *mr.MW
+	reset := func(t *testing.T) {
+		// Fresh windows and a fresh fast region: what an earlier input
+		// bound or registered must not reach this one's memory.
+		if fast != nil {
+			must(t, w1.Dealloc())
+			must(t, w2.Dealloc())
+			must(t, fast.Dereg())
+		}
+		var err error
+		w1, err = b.pd.AllocMW(mr.MWType1)
+		must(t, err)
+		w2, err = b.pd.AllocMW(mr.MWType2)
+		must(t, err)
+		fast, err = b.pd.AllocFastMR(backing)
+		must(t, err)
+		for _, s := range []*side{a, b} {
+			must(t, s.qp.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
+			for _, c := range []*cq.CQ{s.scq, s.rcq} {
+				var wc [16]cq.WC
+				for n, _ := c.Poll(wc[:]); n > 0; n, _ = c.Poll(wc[:]) {
+				}
+			}
+		}
+		connect(t, a, b, &o, 0, 0)
+		connect(t, b, a, &o, 0, 0)
+	}
+	type span struct{ lo, hi int } // granted bytes of target (0) or the fast allocation (1)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		reset(t)
+		clear(target.Bytes())
+		clear(fast.Backing())
+		var granted [2][]span
+		next := func() int {
+			if len(in) == 0 {
+				return 0
+			}
+			v := in[0]
+			in = in[1:]
+			return int(v)
+		}
+		wrID := uint64(0)
+		// waitB checks the completion of b's work request wrID.
+		waitB := func(op cq.Opcode, ok ...cq.Status) cq.Status {
+			t.Helper()
+			wc := wait(t, b.scq, 10*time.Second)
+			if wc.WRID != wrID || wc.Opcode != op && wc.Status == cq.Success {
+				t.Fatalf("completion %+v, want wr_id %d %v", wc, wrID, op)
+			}
+			for _, s := range ok {
+				if wc.Status == s {
+					return s
+				}
+			}
+			t.Fatalf("%v completed %v", op, wc.Status)
+			return 0
+		}
+		access := func(v int) mr.Access {
+			return mr.Access(v) & (mr.RemoteRead | mr.RemoteWrite | mr.RemoteAtomic | mr.LocalWrite | mr.ZeroBased)
+		}
+		for steps := 0; len(in) > 0 && steps < 12; steps++ {
+			wrID++
+			switch next() % 5 {
+			case 0: // bind the type 1 window
+				off, n, acc := next()*64, next()*64, access(next())
+				info := mr.BindInfo{MR: target, Addr: target.Addr() + uint64(off), Length: uint64(n), Access: acc}
+				if _, err := b.qp.BindMW(w1, info, wrID, qp.Signaled); err != nil {
+					t.Fatal(err)
+				}
+				if waitB(cq.OpBindMW, cq.Success, cq.MWBindErr) != cq.Success {
+					return
+				}
+				if n > 0 {
+					granted[0] = append(granted[0], span{off, off + n})
+				}
+			case 1: // bind the type 2 window, with the next key or another
+				key := mr.IncRKey(w2.RKey())
+				if v := next(); v%4 == 3 {
+					key = w2.RKey()&^0xff | uint32(v)
+				}
+				off, n, acc := next()*64, next()*64, access(next())
+				info := mr.BindInfo{MR: target, Addr: target.Addr() + uint64(off), Length: uint64(n), Access: acc}
+				must(t, b.qp.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRBindMW, Flags: qp.Signaled, Bind: qp.MWBind{MW: w2, RKey: key, Info: info}}))
+				if waitB(cq.OpBindMW, cq.Success, cq.MWBindErr) != cq.Success {
+					return
+				}
+				granted[0] = append(granted[0], span{off, off + n})
+			case 2: // local invalidate of one of the keys
+				keys := []uint32{w1.RKey(), w2.RKey(), fast.RKey(), target.RKey(), uint32(next()) << 8}
+				must(t, b.qp.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: keys[next()%len(keys)]}))
+				if waitB(cq.OpLocalInv, cq.Success, cq.LocQPOpErr) != cq.Success {
+					return
+				}
+			case 3: // fast registration of a range of the allocation
+				key := mr.IncRKey(fast.RKey())
+				if v := next(); v%4 == 3 {
+					key = fast.RKey()&^0xff | uint32(v)
+				}
+				off, n, acc := next()*64, next()*64, access(next())
+				must(t, b.qp.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRRegMR, Flags: qp.Signaled, Reg: qp.RegMR{MR: fast,
+					Info: mr.RegInfo{Key: key, Offset: uint64(off), Length: uint64(n), IOVA: 0x100000, Access: acc}}}))
+				if waitB(cq.OpRegMR, cq.Success, cq.LocQPOpErr) != cq.Success {
+					return
+				}
+				granted[1] = append(granted[1], span{off, off + n})
+			case 4: // the peer WRITEs through a key at an address
+				k := next() % 3
+				rkey := []uint32{w1.RKey(), w2.RKey(), fast.RKey()}[k]
+				base := target.Addr()
+				if k == 2 {
+					base = 0x100000
+				}
+				addr, n := base+uint64(next()*32), next()%96+1
+				st := remoteWrite(t, a, rkey, addr, n, byte(steps+1))
+				if st != cq.Success && st != cq.RemAccessErr {
+					t.Fatalf("the peer's WRITE completed %v", st)
+				}
+				if st != cq.Success {
+					return
+				}
+			}
+		}
+		for i, buf := range [][]byte{target.Bytes(), fast.Backing()} {
+			for j, c := range buf {
+				if c == 0 {
+					continue
+				}
+				inside := false
+				for _, g := range granted[i] {
+					// A zero-based window's bytes start at its Addr too.
+					if j >= g.lo && j < g.hi {
+						inside = true
+					}
+				}
+				if !inside {
+					t.Fatalf("byte %d of %s changed outside every granted range %v", j, []string{"the target", "the fast allocation"}[i], granted[i])
+				}
+			}
+		}
+	})
+}
