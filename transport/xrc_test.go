@@ -412,7 +412,10 @@ func TestXRCCreateRules(t *testing.T) {
 
 // TestXRCAllocs: an XRC WRITE round trip (request with its XRCETH,
 // target SRQ lookup, XRC ACK, completion) allocates nothing, as the same
-// RC WRITE beside it does not: 0 allocations per packet.
+// RC WRITE beside it does not: 0 allocations per packet. Under -race,
+// whose sync.Pool drops buffers at random, it checks only that XRC
+// allocates no more than RC, within that noise (half an allocation per
+// round trip of two packets).
 func TestXRCAllocs(t *testing.T) {
 	s := newXRCSetup(t)
 	a, b, _ := newPair(t, pairOpts{})
@@ -442,7 +445,11 @@ func TestXRCAllocs(t *testing.T) {
 	rf() // warm the pools
 	x, r := testing.AllocsPerRun(200, xf), testing.AllocsPerRun(200, rf)
 	t.Logf("allocations per WRITE round trip: XRC %.2f, RC %.2f", x, r)
-	if x != 0 || x > r {
+	limit := 0.0
+	if raceEnabled {
+		limit = r + 0.5
+	}
+	if x > limit {
 		t.Fatalf("XRC allocates %.2f per round trip, RC %.2f", x, r)
 	}
 }
