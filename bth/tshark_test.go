@@ -48,6 +48,7 @@ type wirePkt struct {
 	ieth    uint32
 	atomic  AtomicETHFields
 	origDat uint64
+	xrcsrq  uint32 // XRC requests: the XRCETH's SRQ number
 }
 
 var tsharkPkts = []wirePkt{
@@ -100,10 +101,35 @@ var tsharkPkts = []wirePkt{
 	{name: "UD SEND Only Imm", op: UDSendOnlyImm, se: true, pkey: 0xffff, qpn: 0x15, psn: 0x124, n: 1024,
 		deth: DETHFields{QKey: 0x80010000, SrcQP: 0xffffff}, imm: 0xabad1dea},
 	{name: "CNP", op: CNP, pkey: 0xffff, qpn: 0x11, becn: true},
+	// XRC (IBA 9.2.5): requests carry an XRCETH after the BTH; responses
+	// are RC's in XRC opcodes.
+	{name: "XRC SEND Only", op: xrcOp(SendOnly), ackReq: true, pkey: 0xffff, qpn: 0x50, psn: 1, n: 64, xrcsrq: 0x000001},
+	{name: "XRC SEND First", op: xrcOp(SendFirst), pkey: 0xffff, qpn: 0x50, psn: 2, n: 1024, xrcsrq: 0xabcdef},
+	{name: "XRC SEND Last Imm", op: xrcOp(SendLastImm), se: true, ackReq: true, pkey: 0xffff, qpn: 0x50, psn: 3, n: 5,
+		xrcsrq: 0xabcdef, imm: 0x01020304},
+	{name: "XRC SEND Only Inv", op: xrcOp(SendOnlyInv), ackReq: true, pkey: 0xffff, qpn: 0x50, psn: 4, n: 3, xrcsrq: 0x123456, ieth: 0x00abcdef},
+	{name: "XRC WRITE Only Imm", op: xrcOp(WriteOnlyImm), ackReq: true, pkey: 0xffff, qpn: 0x51, psn: 5, n: 16, xrcsrq: 0xffffff,
+		reth: RETHFields{VA: 0x7f0000001000, RKey: 0x42, DMALen: 16}, imm: 0x99887766},
+	{name: "XRC READ Request", op: xrcOp(ReadRequest), ackReq: true, pkey: 0xffff, qpn: 0x51, psn: 6, xrcsrq: 0x000002,
+		reth: RETHFields{VA: 0x0000556c4d2dc000, RKey: 0x00000c6f, DMALen: 8192}},
+	{name: "XRC CmpSwap", op: xrcOp(CompareSwap), ackReq: true, pkey: 0xffff, qpn: 0x52, psn: 7, xrcsrq: 0x000003,
+		atomic: AtomicETHFields{VA: 0x0000560d80ace000, RKey: 0x11e4, SwapAdd: 0x0102030405060708, Compare: 0xa0a1a2a3a4a5a6a7}},
+	{name: "XRC FetchAdd", op: xrcOp(FetchAdd), ackReq: true, pkey: 0xffff, qpn: 0x52, psn: 8, xrcsrq: 0x000003,
+		atomic: AtomicETHFields{VA: 0x0000560d80ace008, RKey: 0x11e4, SwapAdd: 1}},
+	{name: "XRC ACK", op: xrcOp(Acknowledge), pkey: 0xffff, qpn: 0x53, psn: 8, aeth: AETHFields{Syndrome: ACKSyndrome(CreditsInvalid), MSN: 5}},
+	{name: "XRC NAK invalid request", op: xrcOp(Acknowledge), pkey: 0xffff, qpn: 0x53, psn: 9,
+		aeth: AETHFields{Syndrome: NAKSyndrome(NAKInvalidRequest), MSN: 5}},
+	{name: "XRC READ Response Only", op: xrcOp(ReadResponseOnly), pkey: 0xffff, qpn: 0x53, psn: 10, n: 64,
+		aeth: AETHFields{Syndrome: ACKSyndrome(CreditsInvalid), MSN: 6}},
+	{name: "XRC ATOMIC ACK", op: xrcOp(AtomicAcknowledge), pkey: 0xffff, qpn: 0x53, psn: 11,
+		aeth: AETHFields{Syndrome: ACKSyndrome(CreditsInvalid), MSN: 7}, origDat: 12137555472056569899},
 	{name: "RC SEND Only IPv6", op: RCSendOnly, ackReq: true, pkey: 0xffff, qpn: 0x40, psn: 77, n: 33, v6: true, tclass: 0x6a},
 	{name: "RC WRITE Only FECN", op: RCWriteOnly, ackReq: true, pkey: 0xffff, qpn: 0x41, psn: 78, n: 16, tclass: 0x03, fecn: true,
 		reth: RETHFields{VA: 0x7f0000001000, RKey: 0x42, DMALen: 16}},
 }
+
+// xrcOp is operation o in the XRC transport.
+func xrcOp(o OpCode) OpCode { return OpCode(TransportXRC)<<opTransportShift | o }
 
 // build encodes w the way the engine does: IP and UDP headers from an
 // Outer, the BTH and extended headers through their views, then the ICRC.
@@ -128,6 +154,9 @@ func (w wirePkt) build(t testing.TB) []byte {
 			return b[n+o : n+o+e.Size()]
 		}
 		return nil
+	}
+	if h := ext(ExtXRCETH); h != nil {
+		XRCETH(h).SetXRCSRQ(w.xrcsrq)
 	}
 	if h := ext(ExtDETH); h != nil {
 		DETH(h).SetQKey(w.deth.QKey)
@@ -255,6 +284,24 @@ func (w wirePkt) want(b []byte) map[string]string {
 		// data, and so no ICRC field.
 		m["infiniband.vendor"] = fmt.Sprintf("%x", fr.RoCE()[BTHLen:])
 		delete(m, "infiniband.invariant.crc")
+	}
+	if w.op.Transport() == TransportXRC {
+		// Wireshark 4.0 names the XRC opcodes but dissects none of their
+		// headers: everything after the BTH is vendor data, payload and
+		// ICRC included. A request's first four bytes there are the
+		// XRCETH, a reserved byte and the SRQ number, expected from w
+		// rather than read back from the packet.
+		rest := fr.RoCE()[BTHLen:]
+		if hs.Has(ExtXRCETH) {
+			m["infiniband.vendor"] = fmt.Sprintf("00%06x%x", w.xrcsrq, rest[XRCETHLen:])
+		} else {
+			m["infiniband.vendor"] = fmt.Sprintf("%x", rest)
+		}
+		for _, f := range []string{"infiniband.invariant.crc", "data.data", "infiniband.reth.va", "infiniband.reth.r_key",
+			"infiniband.reth.dmalen", "infiniband.aeth.syndrome", "infiniband.aeth.msn", "infiniband.immdt", "infiniband.ieth",
+			"infiniband.atomiceth.swapdt", "infiniband.atomiceth.cmpdt", "infiniband.atomicacketh.origremdt"} {
+			delete(m, f)
+		}
 	}
 	return m
 }

@@ -110,7 +110,7 @@ func (q *QP) completeRecv(w *recvWQE, st cq.Status, op cq.Opcode, byteLen uint32
 
 // outstanding reports whether sent packets await acknowledgement.
 func (q *QP) outstanding() bool {
-	return q.typ == RC && (q.comp.psn != q.req.hiPSN || q.sqHead != q.req.cur)
+	return q.typ.reliable() && (q.comp.psn != q.req.hiPSN || q.sqHead != q.req.cur)
 }
 
 // checkDrained raises the SQ drained event once the draining QP has no

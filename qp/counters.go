@@ -37,6 +37,9 @@ type Counters struct {
 	GhostResponses     atomic.Uint64 // responses for PSNs never sent, dropped
 	DuplicateResponses atomic.Uint64 // responses for PSNs already completed, dropped
 	CNPs               atomic.Uint64 // congestion notification packets received
+	XRCBadSRQN         atomic.Uint64 // XRC requests whose XRCETH names no XRC SRQ (NAKed)
+	XRCDomainViolation atomic.Uint64 // XRC requests naming an XRC SRQ of another domain (NAKed)
+	XRCMisdirected     atomic.Uint64 // XRC requests to an initiator QP or responses to a target QP, dropped
 }
 
 // Counter is one named counter value.
@@ -78,5 +81,8 @@ func (c *Counters) List() []Counter {
 		{"ghost_responses", c.GhostResponses.Load()},
 		{"duplicate_responses", c.DuplicateResponses.Load()},
 		{"cnps", c.CNPs.Load()},
+		{"xrc_bad_srqn", c.XRCBadSRQN.Load()},
+		{"xrc_domain_violation", c.XRCDomainViolation.Load()},
+		{"xrc_misdirected", c.XRCMisdirected.Load()},
 	}
 }

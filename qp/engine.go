@@ -13,6 +13,8 @@ import (
 func init() {
 	hook.NewQP = newQP
 	hook.NewSRQ = newSRQ
+	hook.NewXRCD = newXRCD
+	hook.NewXRCSRQ = newXRCSRQ
 	hook.NewAH = newAH
 	hook.DestroyQP = (*QP).destroy
 	hook.ShutdownQP = (*QP).shutdown

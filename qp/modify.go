@@ -44,7 +44,7 @@ func (q *QP) Modify(a *Attr, mask AttrMask) error {
 		// end of the burst. An HCA has sent that ACK by then, and so has
 		// rxe by the time the QP leaves RTS; dropped, the peer's send never
 		// completes. Send what is queued, as destroy does.
-		if q.typ == RC && (cur == RTR || cur == RTS || cur == SQD || cur == SQE) {
+		if q.typ.reliable() && (cur == RTR || cur == RTS || cur == SQD || cur == SQE) {
 			q.sendQueuedAcks()
 		}
 		q.toError(nil, cq.WRFlushErr)

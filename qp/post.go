@@ -3,6 +3,7 @@ package qp
 import (
 	"fmt"
 
+	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 )
@@ -87,6 +88,9 @@ func (q *QP) postRecv(wr *RecvWR) error {
 	if q.destroyed {
 		return errDestroyed
 	}
+	if q.typ == XRCIni || q.typ == XRCTgt {
+		return invalid("%v QP has no receive queue: post receives to an XRC SRQ", q.typ)
+	}
 	if q.srq != nil {
 		return invalid("QP uses an SRQ: post receives to the SRQ")
 	}
@@ -169,6 +173,9 @@ func (q *QP) canPostSend() error {
 	}
 	if q.destroyed {
 		return errDestroyed
+	}
+	if q.typ == XRCTgt {
+		return invalid("XRC target QP has no send queue")
 	}
 	switch q.state {
 	case RTS, SQD, Err, SQE:
@@ -259,7 +266,10 @@ func (q *QP) checkWR(wr *SendWR, type1 bool) error {
 		default:
 			return invalid("%v is not a UC operation", wr.Opcode)
 		}
-	case RC:
+	case RC, XRCIni:
+		if q.typ == XRCIni && (wr.RemoteSRQN == 0 || wr.RemoteSRQN > bth.PSNMask) {
+			return invalid("XRC send with remote SRQN 0x%x: it must name the target's XRC SRQ (1..2^24-1)", wr.RemoteSRQN)
+		}
 		switch wr.Opcode {
 		case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm:
 		case WRRDMARead:

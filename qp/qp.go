@@ -32,7 +32,8 @@ type QP struct {
 	qpn    uint32
 	sendCQ *cq.CQ
 	recvCQ *cq.CQ
-	srq    *SRQ
+	srq    *SRQ  // XRCTgt: the XRC SRQ the request in hand named
+	xrcd   *XRCD // XRCTgt: its domain
 	sigAll bool
 	cap    Cap
 
@@ -76,25 +77,36 @@ type QP struct {
 // newQP creates a QP in the RESET state. The device chooses qpn.
 func newQP(env *env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	switch ia.Type {
-	case RC, UC, UD:
+	case RC, UC, UD, XRCIni, XRCTgt:
 	default:
 		return nil, invalid("unsupported QP type %v", ia.Type)
 	}
-	if ia.SendCQ == nil || ia.RecvCQ == nil {
+	if err := ia.checkXRC(pd); err != nil {
+		return nil, err
+	}
+	if ia.Type == XRCTgt {
+		return newXRCTgt(env, qpn, ia.XRCD)
+	}
+	if ia.Type != XRCIni && (ia.SendCQ == nil || ia.RecvCQ == nil) {
 		return nil, invalid("a QP needs a send CQ and a receive CQ")
 	}
 	c := ia.Cap
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	if ia.SRQ == nil && c.MaxRecvWR == 0 {
+	if ia.Type != XRCIni && ia.SRQ == nil && c.MaxRecvWR == 0 {
 		return nil, invalid("a QP without an SRQ needs max_recv_wr > 0")
 	}
 	if ia.SRQ != nil && ia.SRQ.pd != pd {
 		return nil, invalid("SRQ belongs to another protection domain")
 	}
+	if ia.SRQ != nil && ia.SRQ.xrcd != nil {
+		return nil, invalid("an XRC SRQ takes no QP: XRC target QPs of its domain reach it by number")
+	}
 	c.MaxSendSGE = max(c.MaxSendSGE, 1)
-	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
+	if ia.Type != XRCIni {
+		c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
+	}
 	q := &QP{env: env, pd: pd, typ: ia.Type, qpn: qpn, sendCQ: ia.SendCQ, recvCQ: ia.RecvCQ,
 		srq: ia.SRQ, sigAll: ia.SigAll, cap: c, pkey: bth.DefaultPKey}
 	q.sq = make([]sendWQE, c.MaxSendWR)
@@ -102,15 +114,38 @@ func newQP(env *env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	if c.MaxInlineData > 0 {
 		q.inlineStore = make([]byte, c.MaxSendWR*c.MaxInlineData)
 	}
-	if ia.SRQ == nil {
+	switch {
+	case ia.Type == XRCIni: // no receive queue
+	case ia.SRQ == nil:
 		q.rq.init(c.MaxRecvWR, c.MaxRecvSGE)
 		q.recvSGE = make([]mr.SGE, c.MaxRecvSGE)
-	} else if err := ia.SRQ.attach(); err != nil {
-		return nil, err // nothing else failed or holds anything yet
-	} else {
+	default:
+		if err := ia.SRQ.attach(); err != nil {
+			return nil, err // nothing else failed or holds anything yet
+		}
 		q.recvSGE = make([]mr.SGE, max(ia.SRQ.maxSGE, 1))
 	}
-	q.srcPort = env.Link.SrcPort(qpn)
+	q.initCommon(env)
+	holdPD(pd)
+	return q, nil
+}
+
+// newXRCTgt creates an XRC target QP in x: no PD, CQ or queue of its own
+// until a request names the XRC SRQ that supplies them (xrcTarget).
+func newXRCTgt(env *env, qpn uint32, x *XRCD) (*QP, error) {
+	if err := x.attach(); err != nil {
+		return nil, err
+	}
+	q := &QP{env: env, typ: XRCTgt, qpn: qpn, xrcd: x, pkey: bth.DefaultPKey}
+	// Any XRC SRQ of the domain may be named: room for the longest SGL.
+	q.recvSGE = make([]mr.SGE, MaxSGE)
+	q.initCommon(env)
+	return q, nil
+}
+
+// initCommon sets up what every QP has: its UDP source port and timers.
+func (q *QP) initCommon(env *env) {
+	q.srcPort = env.Link.SrcPort(q.qpn)
 	q.clock = env.Clock
 	if q.clock == nil {
 		q.clock = RealClock{}
@@ -119,8 +154,6 @@ func newQP(env *env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	q.rtoTimer.Stop()
 	q.rnrTimer = q.clock.AfterFunc(time.Hour, q.onRNRTimer)
 	q.rnrTimer.Stop()
-	holdPD(pd)
-	return q, nil
 }
 
 // check names the first capability that is zero where one is needed or
@@ -178,6 +211,9 @@ func (q *QP) Query() (Attr, InitAttr) {
 		a.SQPSN = uint32(q.req.psn)
 		a.RQPSN = uint32(q.resp.epsn)
 	}
+	if q.typ == XRCTgt {
+		return a, InitAttr{Type: q.typ, XRCD: q.xrcd}
+	}
 	return a, InitAttr{Type: q.typ, SendCQ: q.sendCQ, RecvCQ: q.recvCQ, SRQ: q.srq, Cap: q.cap, SigAll: q.sigAll}
 }
 
@@ -198,7 +234,7 @@ func (q *QP) destroy() error {
 	// burst (endBurst). Send it: rxe acknowledges in the same responder
 	// run that completes the receive, HCAs in hardware, so the peer's send
 	// completes; dropped, the peer retries into a destroyed QP and fails.
-	if q.typ == RC && q.state != Reset && q.state != Init && q.state != Err {
+	if q.typ.reliable() && q.state != Reset && q.state != Init && q.state != Err {
 		q.sendQueuedAcks()
 		q.flushTx()
 	}
@@ -207,6 +243,10 @@ func (q *QP) destroy() error {
 	q.rtoTimer.Stop()
 	q.rnrTimer.Stop()
 	q.dropTx()
+	if q.typ == XRCTgt {
+		q.xrcd.detach() // its SRQ and PD are borrowed, per request
+		return nil
+	}
 	if q.srq != nil {
 		q.srq.users.Add(-1)
 	}
@@ -234,7 +274,12 @@ func (q *QP) shutdown() {
 
 // deviceClosed reports whether the device closed: shutdown ran, or, for a
 // QP destroyed before Close and so not shut down, the key table says so.
-func (q *QP) deviceClosed() bool { return q.closed || closedPD(q.pd) }
+func (q *QP) deviceClosed() bool {
+	if q.typ == XRCTgt {
+		return q.closed || q.xrcd.closed()
+	}
+	return q.closed || closedPD(q.pd)
+}
 
 // errClosed wraps the closed device's error for call op.
 func errClosed(op string) error { return fmt.Errorf("qp: %s: %w", op, closed.Err) }
@@ -252,6 +297,9 @@ func (q *QP) reset() {
 	q.attr = Attr{}
 	q.mtu = 0
 	q.state = Reset
+	if q.typ == XRCTgt {
+		q.srq, q.pd, q.recvCQ = nil, nil, nil
+	}
 }
 
 // runScheduled does the QP's pending work; the device worker calls it
@@ -343,10 +391,17 @@ func (q *QP) receive(p bth.Packet, f bth.Frame) (joined bool) {
 			return
 		}
 	}
+	if req := p.Info().IsRequest(); q.typ == XRCIni && req || q.typ == XRCTgt && !req {
+		// An XRC initiator has no responder and a target no requester
+		// (annex A14): a request to the one, a response to the other, is
+		// for a QP half that does not exist.
+		c.XRCMisdirected.Add(1)
+		return
+	}
 	if p.Info().IsRequest() {
 		q.handleRequest(p, f)
 	} else if q.state == RTS || q.state == SQD || q.state == SQE {
-		// Only RC has responses: the transport check let no other through.
+		// Only RC and XRC have responses: the transport check let no other through.
 		q.handleResponse(p)
 	} else {
 		c.BadState.Add(1)

@@ -35,7 +35,7 @@ func (q *QP) canSend() bool {
 	if r.rnrWait {
 		return false
 	}
-	if q.typ == RC && int(r.psn.Diff(q.comp.psn)) >= q.window() {
+	if q.typ.reliable() && int(r.psn.Diff(q.comp.psn)) >= q.window() {
 		return false
 	}
 	// After a local ACK timeout the responder has been silent for a whole
@@ -49,7 +49,7 @@ func (q *QP) canSend() bool {
 	// progress (progress). The requester must resend in order from the
 	// oldest unacknowledged PSN; how much it keeps in flight meanwhile is
 	// its own choice.
-	if q.typ == RC && r.probe && r.psn != q.comp.psn {
+	if q.typ.reliable() && r.probe && r.psn != q.comp.psn {
 		return false
 	}
 	w := q.sqAt(r.cur)
@@ -103,7 +103,7 @@ func (q *QP) request(budget int) (int, bool) {
 		}
 		sent++
 	}
-	if sent > 0 && q.typ == RC {
+	if sent > 0 && q.typ.reliable() {
 		q.armRTO()
 	}
 	return sent, false
@@ -147,7 +147,7 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		// A READ request names the rest of the data from r.off: a first
 		// request asks for all of it, a retried one for what is missing
 		// (IBA 9.7.5.1.3).
-		p = q.newPacket(&q.outer, bth.RCReadRequest, 0, psn, q.attr.DestQPN)
+		p = q.newRequest(w, bth.RCReadRequest, 0, psn)
 		bth.RETH(p.ext(bth.ExtRETH)).Encode(w.wr.RemoteAddr+uint64(r.off), w.wr.RKey, w.length-r.off)
 		p.bth().SetAckReq(true)
 		q.send(&p)
@@ -158,7 +158,7 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		if w.wr.Opcode == WRAtomicCmpAndSwp {
 			op, swapAdd, compare = bth.RCCompareSwap, w.wr.Swap, w.wr.CompareAdd
 		}
-		p = q.newPacket(&q.outer, op, 0, psn, q.attr.DestQPN)
+		p = q.newRequest(w, op, 0, psn)
 		bth.AtomicETH(p.ext(bth.ExtAtomicETH)).Encode(w.wr.RemoteAddr, w.wr.RKey, swapAdd, compare)
 		p.bth().SetAckReq(true)
 		q.send(&p)
@@ -168,11 +168,11 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		first := r.off == 0
 		last = r.off+n >= w.length
 		op := q.opcodeFor(w, first, last)
-		outer, dqpn := &q.outer, q.attr.DestQPN
 		if q.typ == UD {
-			outer, dqpn = &w.outer, w.dqpn
+			p = q.newPacket(&w.outer, q.typ.opcode(op), int(n), psn, w.dqpn)
+		} else {
+			p = q.newRequest(w, op, int(n), psn)
 		}
-		p = q.newPacket(outer, op, int(n), psn, dqpn)
 		info := p.info
 		if info.Headers.Has(bth.ExtRETH) {
 			bth.RETH(p.ext(bth.ExtRETH)).Encode(w.wr.RemoteAddr, w.wr.RKey, w.length)
@@ -196,7 +196,7 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		h := p.bth()
 		// RC asks for an ACK on the last packet of a message and, within a
 		// long one, often enough that the window keeps moving (IBA 9.7.4.1.3).
-		ackReq = q.typ == RC && (last || r.noAck >= ackReqEvery-1 || r.probe)
+		ackReq = q.typ.reliable() && (last || r.noAck >= ackReqEvery-1 || r.probe)
 		h.SetAckReq(ackReq)
 		if last && w.wr.Flags&Solicited != 0 && (info.Kind == bth.KindSend || info.Imm) {
 			h.SetSE(true)
@@ -217,7 +217,7 @@ func (q *QP) sendNext(w *sendWQE) bool {
 	if last {
 		r.cur++
 		r.off = 0
-		if q.typ != RC {
+		if !q.typ.reliable() {
 			// UC and UD complete a send once it is on the wire (IBA 9.8.3).
 			q.retire(cq.Success)
 		}
@@ -264,7 +264,8 @@ func (q *QP) retireLocal() {
 	}
 }
 
-// opcodeFor picks the SEND or WRITE opcode of a packet of w.
+// opcodeFor picks the SEND or WRITE operation of a packet of w (as RC's
+// opcode: the caller puts it in the QP's transport).
 func (q *QP) opcodeFor(w *sendWQE, first, last bool) bth.OpCode {
 	var op bth.OpCode
 	switch w.wr.Opcode {
@@ -303,21 +304,25 @@ func (q *QP) opcodeFor(w *sendWQE, first, last bool) bth.OpCode {
 			op++ // WriteLastImm, WriteOnlyImm follow WriteLast, WriteOnly
 		}
 	}
-	t := bth.TransportRC
-	switch q.typ {
-	case UC:
-		t = bth.TransportUC
-	case UD:
-		t = bth.TransportUD
+	return op
+}
+
+// newRequest starts a request packet of w to the connected peer: op in
+// the QP's transport (op is given as RC's), with the XRCETH an XRC
+// request carries after the BTH naming the target's XRC SRQ (IBA 9.2.5).
+func (q *QP) newRequest(w *sendWQE, op bth.OpCode, payLen int, psn bth.PSN) packet {
+	p := q.newPacket(&q.outer, q.typ.opcode(op), payLen, psn, q.attr.DestQPN)
+	if q.typ == XRCIni {
+		bth.XRCETH(p.ext(bth.ExtXRCETH)).SetXRCSRQ(w.wr.RemoteSRQN)
 	}
-	return bth.OpCode(t)<<5 | op
+	return p
 }
 
 // localError completes a WQE that failed before reaching the wire. RC goes
 // to ERR; UC and UD go to SQE, whose receive side keeps working (IBA
 // 10.3.1.6).
 func (q *QP) localError(w *sendWQE, st cq.Status) {
-	if q.typ == RC {
+	if q.typ.reliable() {
 		q.toError(w, st)
 		return
 	}

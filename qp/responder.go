@@ -30,6 +30,7 @@ type rdResource struct {
 	firstPSN bth.PSN
 	lastPSN  bth.PSN
 	rkey     uint32
+	pd       *mr.PD // the PD rkey was checked in (XRCTgt: the XRC SRQ's)
 	orig     uint64 // atomic: the value before the operation
 	valid    bool
 }
@@ -51,6 +52,7 @@ type respItem struct {
 	msn    uint32
 	va     uint64 // READ: next address to read
 	rkey   uint32
+	pd     *mr.PD // READ: the PD rkey names a region of
 	remain uint32 // READ: bytes left
 	first  bool   // READ: the next packet is the response's first
 	orig   uint64 // atomic ACK
@@ -128,6 +130,9 @@ func (q *QP) receiveRC(p bth.Packet) {
 		return
 	}
 	r.nakSent = false
+	if q.typ == XRCTgt && !q.xrcTarget(p) {
+		return
+	}
 	info := p.Info()
 	if !q.sequenceOK(info) {
 		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
@@ -389,13 +394,13 @@ func (q *QP) execRead(p bth.Packet) {
 	}
 	npkts := max(1, (n+uint32(q.mtu)-1)/uint32(q.mtu))
 	last := psn.Add(int(npkts) - 1)
-	r.res[r.resNext] = rdResource{firstPSN: psn, lastPSN: last, rkey: rkey, valid: true}
+	r.res[r.resNext] = rdResource{firstPSN: psn, lastPSN: last, rkey: rkey, pd: q.pd, valid: true}
 	r.resNext = (r.resNext + 1) % len(r.res)
 	// The READ consumes one PSN per response packet (IBA 9.7.5.1.1), and its
 	// responses carry the MSN counting it.
 	r.epsn = last.Next()
 	r.msn++
-	q.queueItem(respItem{kind: itemRead, psn: psn, va: va, rkey: rkey, remain: n, first: true})
+	q.queueItem(respItem{kind: itemRead, psn: psn, va: va, rkey: rkey, pd: q.pd, remain: n, first: true})
 }
 
 func (q *QP) execAtomic(p bth.Packet) {
@@ -470,12 +475,14 @@ func (q *QP) duplicate(p bth.Packet, psn bth.PSN) {
 			return
 		}
 		if n := reth.DMALen(); n > 0 {
-			if _, err := q.remote(reth.RKey(), reth.VA(), n, mr.RemoteRead, false); err != nil {
+			s, err := remoteSpan(res.pd, q, reth.RKey(), reth.VA(), n, mr.RemoteRead)
+			if err != nil {
 				return
 			}
+			s.release()
 		}
 		q.dropQueuedFrom(psn)
-		q.queueItem(respItem{kind: itemRead, psn: psn, va: reth.VA(), rkey: reth.RKey(), remain: reth.DMALen(), first: true})
+		q.queueItem(respItem{kind: itemRead, psn: psn, va: reth.VA(), rkey: reth.RKey(), pd: res.pd, remain: reth.DMALen(), first: true})
 	case bth.KindCompareSwap, bth.KindFetchAdd:
 		if res := r.find(psn, true); res != nil && res.firstPSN == psn {
 			q.dropQueuedFrom(psn)
@@ -585,7 +592,7 @@ func (q *QP) respond(budget int) (int, bool) {
 			q.sendAckItem(it)
 			r.outHead++
 		case itemAtomicAck:
-			p := q.newPacket(&q.outer, bth.RCAtomicAcknowledge, 0, it.psn, q.attr.DestQPN)
+			p := q.newPacket(&q.outer, q.typ.opcode(bth.RCAtomicAcknowledge), 0, it.psn, q.attr.DestQPN)
 			bth.AETH(p.ext(bth.ExtAETH)).Encode(bth.ACKSyndrome(bth.CreditsInvalid), it.msn)
 			bth.AtomicAckETH(p.ext(bth.ExtAtomicAckETH)).SetOrigData(it.orig)
 			q.send(&p)
@@ -618,7 +625,7 @@ func (q *QP) sendQueuedAcks() {
 
 // sendAckItem sends a queued ACK or NAK and counts it.
 func (q *QP) sendAckItem(it *respItem) {
-	q.sendAck(bth.RCAcknowledge, it.psn, it.syn, it.msn)
+	q.sendAck(q.typ.opcode(bth.RCAcknowledge), it.psn, it.syn, it.msn)
 	if it.kind == itemNAK {
 		q.env.Counters.SentNAKs.Add(1)
 	} else {
@@ -649,12 +656,12 @@ func (q *QP) sendReadResponse(it *respItem) bool {
 	default:
 		op = bth.RCReadResponseMiddle
 	}
-	p := q.newPacket(&q.outer, op, int(n), it.psn, q.attr.DestQPN)
+	p := q.newPacket(&q.outer, q.typ.opcode(op), int(n), it.psn, q.attr.DestQPN)
 	if p.info.Headers.Has(bth.ExtAETH) {
 		bth.AETH(p.ext(bth.ExtAETH)).Encode(bth.ACKSyndrome(bth.CreditsInvalid), it.msn)
 	}
 	if n > 0 {
-		span, err := q.remote(it.rkey, it.va, n, mr.RemoteRead, true)
+		span, err := remoteSpan(it.pd, q, it.rkey, it.va, n, mr.RemoteRead)
 		if err != nil {
 			// Deregistered while the response was going out: NAK this PSN,
 			// drop what would follow it, and end the connection.

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 )
 
@@ -31,6 +32,13 @@ type SRQ struct {
 	pd    *mr.PD
 	event func(Event)
 	users atomic.Int32 // QPs attached
+
+	// An XRC SRQ's number, domain and CQ (xrc.go), and what takes it out
+	// of its device's tables when destroyed.
+	srqn       uint32
+	xrcd       *XRCD
+	cq         *cq.CQ
+	unregister func()
 
 	mu         sync.Mutex
 	ring       []recvWQE
@@ -199,6 +207,10 @@ func (s *SRQ) Destroy() error {
 		return fmt.Errorf("%w: SRQ still used by %d QPs", ErrBusy, n)
 	}
 	s.destroyed = true
+	if s.xrcd != nil {
+		s.unregister()
+		s.xrcd.detach()
+	}
 	releasePD(s.pd)
 	return nil
 }

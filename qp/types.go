@@ -27,17 +27,24 @@ const (
 	RC Type = 2
 	UC Type = 3
 	UD Type = 4
+	// XRCIni is an XRC initiator QP (IBV_QPT_XRC_SEND): a send queue and
+	// no receive queue; each send names the target's XRC SRQ
+	// (SendWR.RemoteSRQN), which its packets carry in an XRCETH.
+	XRCIni Type = 9
+	// XRCTgt is an XRC target QP (IBV_QPT_XRC_RECV): it belongs to an
+	// XRC domain (InitAttr.XRCD) and has neither queue of its own; each
+	// request it takes is received into, and completes on the CQ of, the
+	// XRC SRQ of that domain its XRCETH names.
+	XRCTgt   Type = 10
+	numTypes      = XRCTgt + 1
 )
 
-// String returns "RC", "UC" or "UD".
+var typeNames = [numTypes]string{RC: "RC", UC: "UC", UD: "UD", XRCIni: "XRC_INI", XRCTgt: "XRC_TGT"}
+
+// String returns "RC", "UC", "UD", "XRC_INI" or "XRC_TGT".
 func (t Type) String() string {
-	switch t {
-	case RC:
-		return "RC"
-	case UC:
-		return "UC"
-	case UD:
-		return "UD"
+	if t < numTypes && typeNames[t] != "" {
+		return typeNames[t]
 	}
 	return fmt.Sprintf("QPType(%d)", uint8(t))
 }
@@ -45,7 +52,17 @@ func (t Type) String() string {
 // typeTransport is the one transport whose opcodes each QP type takes: the
 // opcode table (bth.OpCode.Info) names every opcode's transport, and header
 // validation compares the two.
-var typeTransport = [...]bth.Transport{RC: bth.TransportRC, UC: bth.TransportUC, UD: bth.TransportUD}
+var typeTransport = [numTypes]bth.Transport{RC: bth.TransportRC, UC: bth.TransportUC, UD: bth.TransportUD,
+	XRCIni: bth.TransportXRC, XRCTgt: bth.TransportXRC}
+
+// reliable reports whether t is acknowledged, retried and completed on
+// acknowledgement as RC is: RC and both XRC halves (XRC is RC's protocol
+// with an XRCETH, IBA 9.2.5).
+func (t Type) reliable() bool { return t == RC || t == XRCIni || t == XRCTgt }
+
+// opcode returns operation op (a transport-0 opcode: bth.SendOnly,
+// bth.RCAcknowledge, ...) in t's transport.
+func (t Type) opcode(op bth.OpCode) bth.OpCode { return bth.OpCode(t.transport())<<5 | op }
 
 // transport returns the transport of the opcodes a QP of type t sends and
 // receives.
@@ -203,15 +220,19 @@ const (
 	DefaultWindow = 256 // unacknowledged packets a requester keeps in flight
 )
 
-// InitAttr are the attributes a QP is created with (struct ibv_qp_init_attr).
+// InitAttr are the attributes a QP is created with (struct ibv_qp_init_attr,
+// and ibv_qp_init_attr_ex's xrcd).
 type InitAttr struct {
-	Type   Type   // RC, UC or UD
-	SendCQ *cq.CQ // where send work requests complete
-	RecvCQ *cq.CQ // where receive work requests complete (may be SendCQ)
+	Type   Type   // RC, UC, UD, XRCIni or XRCTgt
+	SendCQ *cq.CQ // where send work requests complete (none for XRCTgt)
+	RecvCQ *cq.CQ // where receive work requests complete, may be SendCQ (none for XRCIni and XRCTgt)
 	SRQ    *SRQ   // if set, receives come from this shared queue, not the QP's own
-	Cap    Cap    // queue sizes
+	Cap    Cap    // queue sizes (XRCIni: no receive queue; XRCTgt: no queue at all)
 	// SigAll makes every send work request signaled.
 	SigAll bool
+	// XRCD is an XRCTgt QP's XRC domain: the XRC SRQs its requests may
+	// name. Required for XRCTgt, refused for every other type.
+	XRCD *XRCD
 }
 
 // Attr are a QP's attributes (struct ibv_qp_attr).
@@ -259,6 +280,13 @@ var (
 	// ErrInvalidRequest: a request the responder cannot execute (opcode out
 	// of sequence or unsupported, wrong length, misaligned atomic, ...).
 	ErrInvalidRequest = errors.New("qp: invalid request")
+	// ErrXRCETH: an XRC request's XRCETH names no XRC SRQ of the device
+	// (the "invalid XRCETH" affiliated error); wraps ErrInvalidRequest.
+	ErrXRCETH = fmt.Errorf("%w: the XRCETH names no XRC SRQ", ErrInvalidRequest)
+	// ErrXRCDomain: the XRC SRQ an XRCETH names belongs to another XRC
+	// domain than the target QP's (the "XRC domain violation" affiliated
+	// error); wraps ErrInvalidRequest.
+	ErrXRCDomain = fmt.Errorf("%w: the XRC SRQ belongs to another XRC domain", ErrInvalidRequest)
 )
 
 func badRequest(format string, a ...any) error {

@@ -139,6 +139,11 @@ type SendWR struct {
 	Bind MWBind
 	// Reg is what a WRRegMR registers (the kernel's struct ib_reg_wr).
 	Reg RegMR
+	// RemoteSRQN is the XRC SRQ at the target an XRC initiator's request
+	// is received into (qp_type.xrc.remote_srqn; SRQ.SRQN there): required
+	// on an XRCIni QP, whose packets carry it in their XRCETH. goroce
+	// numbers no SRQ 0, so 0 means none was given.
+	RemoteSRQN uint32
 }
 
 // RegMR is a fast registration: the region and what it maps.

@@ -170,7 +170,7 @@ func (d *Device) Connect(q *qp.QP, local, remote Endpoint, o ConnectOptions) err
 	switch q.Type() {
 	case qp.UD:
 		initMask |= qp.AttrQKey
-	case qp.RC, qp.UC:
+	case qp.RC, qp.UC, qp.XRCIni, qp.XRCTgt:
 		av, err := d.AHAttr(local, remote)
 		if err != nil {
 			return fail(err)
@@ -188,9 +188,14 @@ func (d *Device) Connect(q *qp.QP, local, remote Endpoint, o ConnectOptions) err
 		initMask |= qp.AttrAccessFlags
 		rtr.AH, rtr.PathMTU, rtr.DestQPN, rtr.RQPSN = av, mtu, remote.QPN, remote.PSN
 		rtrMask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
-		if q.Type() == qp.RC {
+		// The masks ibv_modify_qp requires: RC's both halves; an XRC
+		// initiator RC's sending half, a target its receiving half.
+		if t := q.Type(); t == qp.RC || t == qp.XRCTgt {
 			rtr.MaxDestRdAtomic, rtr.MinRNRTimer = o.MaxDestRdAtomic, o.MinRNRTimer
 			rtrMask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+			rtsMask |= qp.AttrTimeout
+		}
+		if t := q.Type(); t == qp.RC || t == qp.XRCIni {
 			rtsMask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
 		}
 	}

@@ -97,6 +97,8 @@ type Device struct {
 
 	gsi gsi // QP1: the connection manager's MADs
 
+	xrc xrcSRQs // XRC SRQs by number (xrc.go)
+
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup
@@ -366,14 +368,20 @@ func (d *Device) foreign(op string, pd *mr.PD, cqs ...*cq.CQ) error {
 
 // CreateQP creates a queue pair in RESET (ibv_create_qp). pd and the
 // CQs must be this device's (an error wrapping qp.ErrInvalid otherwise).
+// An XRC target QP (qp.XRCTgt) takes no pd (nil), only ia.XRCD.
 func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
 	d.qpMu.Lock()
 	defer d.qpMu.Unlock()
 	if d.closedNow() {
 		return nil, errClosed("create_qp")
 	}
-	if err := d.foreign("create_qp", pd); err != nil {
-		return nil, err
+	if ia.Type == qp.XRCTgt && pd != nil {
+		return nil, fmt.Errorf("transport: create_qp: an XRC target QP has no protection domain (its XRC SRQs have): %w", qp.ErrInvalid)
+	}
+	if ia.Type != qp.XRCTgt {
+		if err := d.foreign("create_qp", pd); err != nil {
+			return nil, err
+		}
 	}
 	if err := d.useCQs("create_qp", 1, ia.SendCQ, ia.RecvCQ); err != nil {
 		return nil, err

@@ -79,6 +79,8 @@ var (
 var (
 	NewQP      any // func(env *Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock], pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error)
 	NewSRQ     any // func(pd *mr.PD, attr qp.SRQAttr, event func(qp.Event)) (*qp.SRQ, error)
+	NewXRCD    any // func(closed func() bool, lookup func(srqn uint32) *qp.SRQ) *qp.XRCD
+	NewXRCSRQ  any // func(pd *mr.PD, ia qp.SRQInitAttr, srqn uint32, event func(qp.Event), unregister func()) (*qp.SRQ, error)
 	NewAH      any // func(env *Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock], pd *mr.PD, attr qp.AHAttr) (*qp.AH, error)
 	DestroyQP  any // func(*qp.QP) error
 	ShutdownQP any // func(*qp.QP)
