@@ -475,18 +475,8 @@ func apiCases() []VerbsCase {
 				if err := v.rxeRDMA(ctx, "read", k1, iova, n, 17, cq.Success); err != nil {
 					return err
 				}
-				if err := v.qp.PostRecv(&qp.RecvWR{WRID: 1001, SGL: []mr.SGE{v.local.SGE(v.local.Len()-64, 64)}}); err != nil {
+				if err := v.rxeSendInv(ctx, k1); err != nil {
 					return err
-				}
-				if _, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "sendinv", "rkey": k1}); err != nil {
-					return err
-				}
-				wc, err := v.waitSend(ctx, 1001, "receive", cq.Success)
-				if err != nil {
-					return err
-				}
-				if wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != k1 {
-					return fmt.Errorf("goroce's receive: flags %v rkey 0x%x, want WithInv and 0x%x", wc.Flags, wc.InvalidatedRKey, k1)
 				}
 				k2, err := reg()
 				if err != nil {
@@ -506,18 +496,8 @@ func apiCases() []VerbsCase {
 				if err := v.rxeRDMA(ctx, "write", key, info.Addr, n, 14, cq.Success); err != nil {
 					return err
 				}
-				if err := v.qp.PostRecv(&qp.RecvWR{WRID: 1000, SGL: []mr.SGE{v.local.SGE(v.local.Len()-64, 64)}}); err != nil {
+				if err := v.rxeSendInv(ctx, key); err != nil {
 					return err
-				}
-				if _, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "sendinv", "rkey": key}); err != nil {
-					return err
-				}
-				wc, err := v.waitSend(ctx, 1000, "receive", cq.Success)
-				if err != nil {
-					return err
-				}
-				if wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != key {
-					return fmt.Errorf("goroce's receive: flags %v rkey 0x%x, want WithInv and 0x%x", wc.Flags, wc.InvalidatedRKey, key)
 				}
 				if _, ok := w.Bound(); ok {
 					return errors.New("goroce's window still bound after the SEND with Invalidate")
@@ -617,6 +597,27 @@ func pyverbsExchange(ctx context.Context, from, to *verbsServer, target remoteRe
 	}
 	if b := bytesOf(r); len(b) != 8 || binary.LittleEndian.Uint64(b) != 0xfeedf00d {
 		return fmt.Errorf("%s's word after the atomics: %x, want 0xfeedf00d", to.name, b)
+	}
+	return nil
+}
+
+// rxeSendInv has rxe SEND with Invalidate of rkey into a receive goroce
+// posts, whose completion must carry WithInv and rkey.
+func (v *verbsConn) rxeSendInv(ctx context.Context, rkey uint32) error {
+	v.wr++
+	id := v.wr
+	if err := v.qp.PostRecv(&qp.RecvWR{WRID: id, SGL: []mr.SGE{v.local.SGE(v.local.Len()-64, 64)}}); err != nil {
+		return err
+	}
+	if _, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "sendinv", "rkey": rkey}); err != nil {
+		return err
+	}
+	wc, err := v.waitSend(ctx, id, "receive", cq.Success)
+	if err != nil {
+		return err
+	}
+	if wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != rkey {
+		return fmt.Errorf("goroce's receive: flags %v rkey 0x%x, want WithInv and 0x%x", wc.Flags, wc.InvalidatedRKey, rkey)
 	}
 	return nil
 }

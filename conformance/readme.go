@@ -377,15 +377,7 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 	if v.Pass {
 		res.Result = Pass
 	}
-	if capture != nil {
-		capture.Stop()
-		capture.Wait()
-		if v.Pass && !o.KeepPcaps {
-			os.Remove(pcap)
-		} else {
-			res.Pcap = pcap
-		}
-	}
+	res.Pcap = endCapture(capture, pcap, v.Pass && !o.KeepPcaps)
 	res.Seconds = time.Since(start).Seconds()
 	if dir != "" {
 		res.Dir = dir

@@ -307,21 +307,29 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	if v.Pass {
 		res.Result = Pass
 	}
-	if capture != nil {
-		capture.Stop()
-		capture.Wait()
-		if v.Pass && !o.KeepPcaps {
-			os.Remove(pcap)
-		} else {
-			res.Pcap = pcap
-		}
-	}
+	res.Pcap = endCapture(capture, pcap, v.Pass && !o.KeepPcaps)
 	res.Seconds = time.Since(start).Seconds()
 	if dir != "" {
 		res.Dir = dir
 		writeArtifacts(dir, res)
 	}
 	return res
+}
+
+// endCapture stops a case's tap capture, if one runs, and returns the
+// file to report, or removes it (drop: the case passed and passing cases'
+// captures are not kept) and returns "".
+func endCapture(capture Proc, pcap string, drop bool) string {
+	if capture == nil {
+		return ""
+	}
+	capture.Stop()
+	capture.Wait()
+	if drop {
+		os.Remove(pcap)
+		return ""
+	}
+	return pcap
 }
 
 // CMListenWaiter is a Runner that sees the kernel's RDMA CM listeners
