@@ -44,8 +44,38 @@ struct gq_cq {
 	uint32_t pending;
 };
 
+/* A batch of work requests built with the ibv_wr_* API, posted by
+ * wr_complete in one call into Go. Request i keeps its SGEs at
+ * sge[i * max_sge] and its inline bytes at inl[i * max_inline]; the
+ * arrays grow (doubling, up to the send queue's depth) and are then
+ * reused, so a steady stream of batches allocates nothing. */
+struct gq_batch {
+	pthread_spinlock_t lock; /* held from wr_start to wr_complete or wr_abort */
+	struct gq_send *wr;
+	struct ibv_sge *sge;
+	uint8_t *inl;
+	uint64_t ops; /* the IBV_QP_EX_WITH_* the QP was created with */
+	uint32_t n, cap, max_wr, max_sge, max_inline;
+	int err; /* the first error of the batch: wr_complete returns it */
+};
+
+/* A QP: laid out as libibverbs' struct verbs_qp (driver.h), whose start
+ * is both the ibv_qp and the ibv_qp_ex, so that ibv_qp_to_qp_ex and the
+ * inline ibv_wr_* find the extended QP where a provider's would be. */
 struct gq_qp {
-	struct ibv_qp qp;
+	union {
+		struct ibv_qp qp;
+		struct ibv_qp_ex qpx;
+	};
+	uint32_t comp_mask;   /* VERBS_QP_EX (1) when created with send ops */
+	void *xrcd;           /* verbs_qp's; always NULL here */
+	uintptr_t h;
+	struct gq_batch *batch; /* the ibv_wr_* batch (created with send ops) */
+};
+
+/* A memory window. */
+struct gq_mw {
+	struct ibv_mw mw;
 	uintptr_t h;
 };
 
@@ -69,7 +99,11 @@ struct gq_channel {
 };
 
 /* One send work request, flattened; ah (0: none), remote_qpn and
- * remote_qkey are a UD send's destination. */
+ * remote_qkey are a UD send's destination. A bind (IBV_WR_BIND_MW) names
+ * the window mw and the region mr by handle (mr 0: none) and gives the
+ * window's new key in rkey. copy (not 0) is the length of inline bytes at
+ * inl that no region covers (ibv_wr_set_inline_data): Go passes them
+ * through a region of its own, in place of an SGE list. */
 struct gq_send {
 	uint64_t wr_id;
 	struct ibv_sge *sge;
@@ -77,6 +111,10 @@ struct gq_send {
 	uint64_t remote_addr, compare_add, swap;
 	uintptr_t ah;
 	uint32_t remote_qpn, remote_qkey;
+	uintptr_t mw, mr;
+	uint64_t bind_addr, bind_length;
+	uint32_t bind_access, copy;
+	void *inl;
 };
 
 /* An address vector, flattened from ibv_ah_attr's GRH (RoCE addresses
