@@ -253,7 +253,8 @@ func TestMemoryWindows(t *testing.T) {
 // WRITE (batched, with immediate), READ into an SGE list, both atomics
 // and a UD SEND through ibv_wr_*, every byte and completion checked; and
 // the batch's rules: ibv_wr_abort and a failed batch post nothing, and
-// ibv_wr_complete returns the failing call's errno.
+// ibv_wr_complete returns the failing call's errno; then a CQ from
+// ibv_create_cq_ex read with the ibv_cq_ex poll API and with ibv_poll_cq.
 func TestWorkRequestAPI(t *testing.T) {
 	runC(t, "wr_check")
 }

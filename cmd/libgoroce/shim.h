@@ -35,13 +35,30 @@ struct gq_mr {
 	uintptr_t h;
 };
 
+/* One work completion, flattened. */
+struct gq_wc {
+	uint64_t wr_id;
+	uint32_t status, opcode, vendor_err, byte_len, imm, qp_num, src_qp, wc_flags;
+	uint16_t pkey_index, slid;
+	uint8_t sl, dlid_path_bits;
+};
+
+/* A CQ. One made by ibv_create_cq_ex is an ibv_cq_ex, whose first
+ * fields are ibv_cq's (ibv_cq_ex_to_cq is a cast). */
 struct gq_cq {
-	struct ibv_cq cq;
+	union {
+		struct ibv_cq cq;
+		struct ibv_cq_ex cqx;
+	};
 	uintptr_t h;
 	/* The queue's length as the engine keeps it (^0 after an error),
 	 * written by Go: an empty poll is answered here, without a call into
 	 * Go, which costs a busy-polling program a crossing every time. */
 	uint32_t pending;
+	/* The ibv_cq_ex poll API: lock is held from a start_poll that found
+	 * a completion to end_poll; cur is the completion the read_* see. */
+	pthread_spinlock_t lock;
+	struct gq_wc cur;
 };
 
 /* A batch of work requests built with the ibv_wr_* API, posted by
@@ -123,14 +140,6 @@ struct gq_ah_attr {
 	uint8_t dgid[16];
 	uint32_t flow_label;
 	uint8_t sgid_index, hop_limit, traffic_class, sl, port_num;
-};
-
-/* One work completion, flattened. */
-struct gq_wc {
-	uint64_t wr_id;
-	uint32_t status, opcode, vendor_err, byte_len, imm, qp_num, src_qp, wc_flags;
-	uint16_t pkey_index, slid;
-	uint8_t sl, dlid_path_bits;
 };
 
 /* The QP attributes goroce has (qp.Attr), flattened from ibv_qp_attr. */

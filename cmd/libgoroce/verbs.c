@@ -117,7 +117,7 @@ static int gq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 		for (int i = 0; i < got; i++) {
 			struct ibv_wc *w = &wc[done + i];
 
-			memset(w, 0, sizeof(*w));
+			memset(w, 0, sizeof(*w)); /* a struct of unions: field by field */
 			w->wr_id = buf[i].wr_id;
 			w->status = buf[i].status;
 			w->opcode = buf[i].opcode;
@@ -252,6 +252,7 @@ static int gq_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_
 static int gq_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *in,
 			      struct ibv_device_attr_ex *attr, size_t len);
 static struct ibv_qp *gq_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
+static struct ibv_cq_ex *gq_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr);
 static struct ibv_mw *gq_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
 static int gq_dealloc_mw(struct ibv_mw *mw);
 static int gq_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
@@ -284,6 +285,7 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->vctx.query_port = gq_query_port;
 	c->vctx.query_device_ex = gq_query_device_ex;
 	c->vctx.create_qp_ex = gq_create_qp_ex;
+	c->vctx.create_cq_ex = gq_create_cq_ex;
 	c->vctx.context.device = device;
 	c->vctx.context.cmd_fd = -1;
 	c->vctx.context.num_comp_vectors = 1;
@@ -573,8 +575,8 @@ EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 	pthread_mutex_unlock(&cq->mutex);
 }
 
-EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
-				    struct ibv_comp_channel *ch, int comp_vector)
+static struct gq_cq *create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+			       struct ibv_comp_channel *ch, int comp_vector)
 {
 	struct gq_cq *c = calloc(1, sizeof(*c));
 	int rc, depth;
@@ -596,12 +598,158 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_c
 	c->cq.cqe = depth;
 	pthread_mutex_init(&c->cq.mutex, NULL);
 	pthread_cond_init(&c->cq.cond, NULL);
+	pthread_spin_init(&c->lock, PTHREAD_PROCESS_PRIVATE);
 	if (ch) {
 		pthread_mutex_lock(&ctx->mutex);
 		ch->refcnt++;
 		pthread_mutex_unlock(&ctx->mutex);
 	}
-	return &c->cq;
+	return c;
+}
+
+EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+				    struct ibv_comp_channel *ch, int comp_vector)
+{
+	struct gq_cq *c = create_cq(ctx, cqe, cq_context, ch, comp_vector);
+
+	return c ? &c->cq : NULL;
+}
+
+/* ---- the ibv_cq_ex poll API ----
+ *
+ * As rdma-core's providers: start_poll takes the first completion (ENOENT
+ * if there is none, and then no end_poll follows), next_poll each next
+ * one, end_poll ends the pass; the read_* read the completion taken last,
+ * whose wr_id and status are in the ibv_cq_ex. One completion crosses from
+ * Go per call; an empty queue is seen in C, as by ibv_poll_cq. */
+
+#define CQX(c) ((struct gq_cq *)(c))
+
+static int take(struct ibv_cq_ex *cqx)
+{
+	struct gq_cq *c = CQX(cqx);
+	int got;
+
+	if (!__atomic_load_n(&c->pending, __ATOMIC_ACQUIRE))
+		return ENOENT;
+	got = goroce_poll_cq(c->h, 1, &c->cur);
+	if (got < 0)
+		return EIO; /* the CQ is in error (overrun) */
+	if (got == 0)
+		return ENOENT;
+	cqx->wr_id = c->cur.wr_id;
+	cqx->status = c->cur.status;
+	return 0;
+}
+
+static int cqx_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
+{
+	int rc;
+
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	pthread_spin_lock(&CQX(cqx)->lock);
+	rc = take(cqx);
+	if (rc)
+		pthread_spin_unlock(&CQX(cqx)->lock);
+	return rc;
+}
+
+static int cqx_next_poll(struct ibv_cq_ex *cqx)
+{
+	return take(cqx);
+}
+
+static void cqx_end_poll(struct ibv_cq_ex *cqx)
+{
+	pthread_spin_unlock(&CQX(cqx)->lock);
+}
+
+static enum ibv_wc_opcode cqx_read_opcode(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.opcode;
+}
+
+static uint32_t cqx_read_vendor_err(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.vendor_err;
+}
+
+static uint32_t cqx_read_byte_len(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.byte_len;
+}
+
+/* The immediate data, or the invalidated rkey (ibv_wc_read_invalidated_rkey). */
+static __be32 cqx_read_imm_data(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.imm;
+}
+
+static uint32_t cqx_read_qp_num(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.qp_num;
+}
+
+static uint32_t cqx_read_src_qp(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.src_qp;
+}
+
+static unsigned int cqx_read_wc_flags(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.wc_flags;
+}
+
+static uint32_t cqx_read_slid(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.slid;
+}
+
+static uint8_t cqx_read_sl(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.sl;
+}
+
+static uint8_t cqx_read_dlid_path_bits(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.dlid_path_bits;
+}
+
+/* The standard fields only: goroce keeps no completion timestamps, VLANs,
+ * flow tags or tag matching (EOPNOTSUPP, as a provider without them);
+ * no parent domains; IBV_CREATE_CQ_ATTR_SINGLE_THREADED is a hint, and
+ * IGNORE_OVERRUN is refused since an overrun is still an error here. */
+static struct ibv_cq_ex *gq_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr)
+{
+	struct gq_cq *c;
+
+	if (attr->wc_flags & ~(uint64_t)IBV_WC_STANDARD_FLAGS)
+		FAIL(EOPNOTSUPP, NULL);
+	if (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS)
+		FAIL(EOPNOTSUPP, NULL);
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	    (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))
+		FAIL(EOPNOTSUPP, NULL);
+	if (attr->cqe > INT32_MAX)
+		FAIL(EINVAL, NULL);
+	c = create_cq(ctx, attr->cqe, attr->cq_context, attr->channel, attr->comp_vector);
+	if (!c)
+		return NULL;
+	c->cqx.start_poll = cqx_start_poll;
+	c->cqx.next_poll = cqx_next_poll;
+	c->cqx.end_poll = cqx_end_poll;
+	c->cqx.read_opcode = cqx_read_opcode;
+	c->cqx.read_vendor_err = cqx_read_vendor_err;
+	c->cqx.read_byte_len = cqx_read_byte_len;
+	c->cqx.read_imm_data = cqx_read_imm_data;
+	c->cqx.read_qp_num = cqx_read_qp_num;
+	c->cqx.read_src_qp = cqx_read_src_qp;
+	c->cqx.read_wc_flags = cqx_read_wc_flags;
+	c->cqx.read_slid = cqx_read_slid;
+	c->cqx.read_sl = cqx_read_sl;
+	c->cqx.read_dlid_path_bits = cqx_read_dlid_path_bits;
+	return &c->cqx;
 }
 
 EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
@@ -618,6 +766,7 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	}
 	pthread_mutex_destroy(&cq->mutex);
 	pthread_cond_destroy(&cq->cond);
+	pthread_spin_destroy(&((struct gq_cq *)cq)->lock);
 	free(cq);
 	return 0;
 }

@@ -16,7 +16,9 @@
  * immediate, flags) checked. Then the batch semantics: ibv_wr_abort
  * posts nothing; a batch whose builder or setter failed posts nothing
  * and ibv_wr_complete returns the errno (EINVAL, ENOSPC, EOPNOTSUPP);
- * ibv_create_qp_ex refuses what goroce has not with EOPNOTSUPP.
+ * ibv_create_qp_ex refuses what goroce has not with EOPNOTSUPP. Last,
+ * a CQ from ibv_create_cq_ex read with the ibv_cq_ex poll API
+ * (ibv_start_poll, ibv_next_poll, ibv_end_poll, ibv_wc_read_*).
  * Prints "wr_check: ok" and exits 0, or names the first failure.
  */
 #include "pair.h"
@@ -326,6 +328,128 @@ int main(void)
 	}
 	quiet(a.cq, 20);
 	quiet(b.cq, 20);
+
+	/* The ibv_cq_ex poll API: a's QP on a CQ from ibv_create_cq_ex; a
+	 * WRITE and an inline SEND of a's, and b's SEND with immediate to a,
+	 * read back with ibv_start_poll, ibv_next_poll, ibv_end_poll and the
+	 * ibv_wc_read_* functions. */
+	{
+		struct ibv_cq_init_attr_ex ca = {.cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS};
+		struct ibv_poll_cq_attr pa = {0};
+		struct ibv_cq *old = a.cq;
+		struct ibv_cq_ex *cx;
+		struct {
+			uint64_t wr_id;
+			enum ibv_wc_opcode op;
+			uint32_t len, qpn, src, flags, imm;
+		} got[3];
+		int k = 0;
+		double end;
+		char hello[20] = "through ibv_cq_ex!!";
+
+		ca.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+		errno = 0;
+		CHECK(!ibv_create_cq_ex(a.ctx, &ca) && errno == EOPNOTSUPP, "cq_ex with timestamps: errno %d", errno);
+		ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+		cx = ibv_create_cq_ex(a.ctx, &ca);
+		CHECK(cx && ibv_cq_ex_to_cq(cx)->context == a.ctx, "create_cq_ex: %s", strerror(errno));
+		CHECK(ibv_start_poll(cx, &pa) == ENOENT, "start_poll of an empty CQ");
+		a.cq = ibv_cq_ex_to_cq(cx);
+		connect_pair(&a, &b, A_OPS, 0);
+		CHECK(!ibv_destroy_cq(old), "destroy_cq of the CQ before");
+		qx = ibv_qp_to_qp_ex(a.qp);
+		{
+			struct ibv_sge rs = {.addr = (uintptr_t)abuf + 8192, .length = 64, .lkey = amr->lkey};
+			struct ibv_recv_wr rwr = {.wr_id = 1002, .sg_list = &rs, .num_sge = 1}, *rbad;
+			struct ibv_sge ss = {.addr = (uintptr_t)bbuf + 4096, .length = 48, .lkey = bmr->lkey};
+			struct ibv_send_wr swr = {.wr_id = 1003, .sg_list = &ss, .num_sge = 1,
+						  .opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
+						  .imm_data = htobe32(0x5eed)}, *sbad;
+
+			CHECK(!ibv_post_recv(a.qp, &rwr, &rbad), "post_recv on a");
+			post_recv(b.qp, 1004, 0, 64);
+			fill(abuf, 100, 8);
+			fill(bbuf + 4096, 48, 9);
+			ibv_wr_start(qx);
+			qx->wr_id = 1000;
+			qx->wr_flags = IBV_SEND_SIGNALED;
+			ibv_wr_rdma_write(qx, bmr->rkey, (uintptr_t)bbuf + 1024);
+			ibv_wr_set_sge(qx, amr->lkey, (uintptr_t)abuf, 100);
+			qx->wr_id = 1001;
+			ibv_wr_send(qx);
+			ibv_wr_set_inline_data(qx, hello, sizeof(hello));
+			complete(qx);
+			CHECK(!ibv_post_send(b.qp, &swr, &sbad), "post_send on b");
+		}
+		end = now_ms() + 10000;
+		while (k < 3) {
+			CHECK(now_ms() < end, "%d of 3 completions through the cq_ex within 10 s", k);
+			rc = ibv_start_poll(cx, &pa);
+			if (rc == ENOENT)
+				continue;
+			CHECK(!rc, "start_poll: %s", strerror(rc));
+			do {
+				CHECK(cx->status == IBV_WC_SUCCESS, "wr %llu: %s", (unsigned long long)cx->wr_id,
+				      ibv_wc_status_str(cx->status));
+				got[k].wr_id = cx->wr_id;
+				got[k].op = ibv_wc_read_opcode(cx);
+				got[k].len = ibv_wc_read_byte_len(cx);
+				got[k].qpn = ibv_wc_read_qp_num(cx);
+				got[k].src = ibv_wc_read_src_qp(cx);
+				got[k].flags = ibv_wc_read_wc_flags(cx);
+				got[k].imm = be32toh(ibv_wc_read_imm_data(cx));
+				k++;
+			} while (k < 3 && (rc = ibv_next_poll(cx)) == 0);
+			CHECK(k == 3 || rc == ENOENT, "next_poll: %s", strerror(rc));
+			ibv_end_poll(cx);
+		}
+		for (int i = 0; i < 3; i++) {
+			CHECK(got[i].qpn == a.qp->qp_num, "completion %d: qp_num %u", i, got[i].qpn);
+			switch (got[i].wr_id) {
+			case 1000:
+				CHECK(got[i].op == IBV_WC_RDMA_WRITE, "WRITE's opcode %d", got[i].op);
+				break;
+			case 1001:
+				CHECK(got[i].op == IBV_WC_SEND, "SEND's opcode %d", got[i].op);
+				break;
+			case 1002:
+				CHECK(got[i].op == IBV_WC_RECV && got[i].len == 48 && got[i].src == b.qp->qp_num &&
+					      (got[i].flags & IBV_WC_WITH_IMM) && got[i].imm == 0x5eed,
+				      "RECV: opcode %d len %u src %u flags 0x%x imm 0x%x", got[i].op, got[i].len,
+				      got[i].src, got[i].flags, got[i].imm);
+				break;
+			default:
+				CHECK(0, "completion of wr %llu", (unsigned long long)got[i].wr_id);
+			}
+		}
+		CHECK(got[0].wr_id != got[1].wr_id && got[1].wr_id != got[2].wr_id && got[0].wr_id != got[2].wr_id,
+		      "a completion twice");
+		CHECK(!memcmp(bbuf + 1024, abuf, 100), "WRITE (cq_ex): bytes differ");
+		CHECK(!memcmp(abuf + 8192, bbuf + 4096, 48), "b's SEND (cq_ex): bytes differ");
+		/* b's two completions, in either order (its SEND's and its
+		 * receive of a's are not ordered with each other). */
+		for (int i = 0; i < 2; i++) {
+			wc = wait_wc(b.cq);
+			CHECK(wc.status == IBV_WC_SUCCESS, "b's wr %llu: %s", (unsigned long long)wc.wr_id,
+			      ibv_wc_status_str(wc.status));
+			if (wc.wr_id == 1004)
+				CHECK(wc.opcode == IBV_WC_RECV && wc.byte_len == sizeof(hello) &&
+					      !memcmp(bbuf, hello, sizeof(hello)),
+				      "inline SEND (cq_ex): len %u", wc.byte_len);
+			else
+				CHECK(wc.wr_id == 1003 && wc.opcode == IBV_WC_SEND, "b's completion of wr %llu",
+				      (unsigned long long)wc.wr_id);
+		}
+		CHECK(ibv_start_poll(cx, &pa) == ENOENT, "start_poll after the last completion");
+		/* ibv_poll_cq on it too, as perftest polls the CQs it makes with
+		 * ibv_create_cq_ex. */
+		ibv_wr_start(qx);
+		qx->wr_id = 1005;
+		ibv_wr_rdma_write(qx, bmr->rkey, (uintptr_t)bbuf);
+		ibv_wr_set_sge(qx, amr->lkey, (uintptr_t)abuf, 8);
+		complete(qx);
+		expect(ibv_cq_ex_to_cq(cx), 1005, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS);
+	}
 
 	for (struct side *s = &a; s; s = s == &a ? &b : NULL) {
 		CHECK(!ibv_destroy_qp(s->qp), "destroy_qp");
