@@ -19,38 +19,74 @@ import (
 
 // BenchmarkVerbs measures what a verb costs from C through libgoroce.so
 // (testdata/verbs_bench.c, preloaded) beside the same verb from Go on
-// goroce's API, in the same run: an empty poll of a CQ, and a SEND and a
-// receive posted to a QP in the error state (flushed into the CQ at once)
-// with the poll that reaps the completion. No packet is sent, so the
-// difference between the c- and go- figures is the C/Go boundary and the
-// conversions of libibverbs' structs. ns per iteration.
+// goroce's API, in the same run: an empty poll of a CQ, and a SEND, a
+// receive and an RDMA WRITE posted to a QP in the error state (flushed
+// into the CQ at once) with the poll that reaps the completion; the WRITE
+// also through the ibv_wr_* API (wr_write, which Go has no form of), and
+// both WRITE posts timed alone (post_write, wr_write). No packet is sent,
+// so the difference between the c- and go- figures is the C/Go boundary
+// and the conversions of libibverbs' structs. ns per iteration. gc-cycles
+// counts the Go collections during the C run (GODEBUG=gctrace=1): a post
+// that allocated would start some within a few hundred thousand.
 //
 //	go test -run '^$' -bench Verbs -benchtime 200000x ./cmd/libgoroce
 func BenchmarkVerbs(b *testing.B) {
-	bin := buildC(b, "verbs_bench")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	c, gcs := cVerbs(b, b.N)
+	g := goVerbs(b, b.N)
+	for _, name := range []string{"poll_empty", "post_send_poll", "post_recv_poll", "post_write_poll",
+		"wr_write_poll", "post_write", "wr_write"} {
+		b.ReportMetric(c[name], "c-"+name+"-ns")
+		if v, ok := g[name]; ok {
+			b.ReportMetric(v, "go-"+name+"-ns")
+		}
+	}
+	b.ReportMetric(float64(gcs), "gc-cycles")
+}
+
+// TestPostNoAlloc runs verbs_bench for 100000 iterations of each verb
+// (400000 posts: SEND, receive, WRITE by ibv_post_send and by ibv_wr_*)
+// with the Go runtime tracing its collections: none may start. Posts that
+// allocated 16 bytes each would pass the runtime's first 4 MB heap goal
+// (64 bytes each made three collections, tried once by hand).
+func TestPostNoAlloc(t *testing.T) {
+	if _, gcs := cVerbs(t, 100000); gcs != 0 {
+		t.Errorf("%d garbage collections during verbs_bench: a post or poll allocates", gcs)
+	}
+}
+
+// cVerbs runs testdata/verbs_bench.c preloaded for n iterations and
+// returns its figures and the number of Go collections it saw.
+func cVerbs(tb testing.TB, n int) (map[string]float64, int) {
+	bin := buildC(tb, "verbs_bench")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := preloaded(ctx, addrA, bin, strconv.Itoa(b.N)).CombinedOutput()
+	cmd := preloaded(ctx, addrA, bin, strconv.Itoa(n))
+	cmd.Env = append(cmd.Env, "GODEBUG=gctrace=1")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		b.Fatalf("verbs_bench: %v\n%s", err, out)
+		tb.Fatalf("verbs_bench: %v\n%s", err, out)
 	}
 	c := map[string]float64{}
+	gcs := 0
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "gc ") {
+			gcs++
+			continue
+		}
 		if name, v, ok := strings.Cut(sc.Text(), " "); ok {
 			if f, err := strconv.ParseFloat(v, 64); err == nil {
 				c[name] = f
 			}
 		}
 	}
-	g := goVerbs(b, b.N)
-	for _, name := range []string{"poll_empty", "post_send_poll", "post_recv_poll"} {
+	for _, name := range []string{"poll_empty", "post_send_poll", "post_recv_poll", "post_write_poll",
+		"wr_write_poll", "post_write", "wr_write"} {
 		if _, ok := c[name]; !ok {
-			b.Fatalf("verbs_bench printed no %s:\n%s", name, out)
+			tb.Fatalf("verbs_bench printed no %s:\n%s", name, out)
 		}
-		b.ReportMetric(c[name], "c-"+name+"-ns")
-		b.ReportMetric(g[name], "go-"+name+"-ns")
 	}
+	return c, gcs
 }
 
 // goVerbs is verbs_bench.c on goroce's Go API over the in-memory link.
@@ -84,6 +120,7 @@ func goVerbs(b *testing.B, n int) map[string]float64 {
 	}
 	sgl := []mr.SGE{m.SGE(0, 8)}
 	swr := &qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: sgl}
+	wwr := &qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: sgl, RemoteAddr: sgl[0].Addr, RKey: m.RKey()}
 	rwr := &qp.RecvWR{SGL: sgl}
 	var wc [1]cq.WC
 	reap := func() {
@@ -112,6 +149,12 @@ func goVerbs(b *testing.B, n int) map[string]float64 {
 		}),
 		"post_send_poll": per(func() {
 			if err := q.PostSend(swr); err != nil {
+				b.Fatal(err)
+			}
+			reap()
+		}),
+		"post_write_poll": per(func() {
+			if err := q.PostSend(wwr); err != nil {
 				b.Fatal(err)
 			}
 			reap()

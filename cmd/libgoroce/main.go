@@ -180,6 +180,7 @@ func (c *cqueue) unfeed() {
 
 type qpair struct {
 	ctx *devctx
+	pd  *mr.PD
 	qp  *qp.QP
 	// sendSGL holds a send's SGEs while PostSend copies them: qp keeps
 	// the work request in its queue, so a list on goroce_post_send's stack
@@ -187,6 +188,11 @@ type qpair struct {
 	// to one QP, hence the lock.
 	sendMu  sync.Mutex
 	sendSGL [qp.MaxSGE]mr.SGE
+	// staged is a region of the QP's PD that inline data no region
+	// covers (ibv_wr_set_inline_data) passes through: the engine copies
+	// an inline send at post time, so one post's worth is enough. Made at
+	// the first such post, under sendMu.
+	staged *mr.MR
 }
 
 func handle[T any](h C.uintptr_t) T { return cgo.Handle(h).Value().(T) }
@@ -470,7 +476,7 @@ func goroce_create_qp(h C.uintptr_t, in *C.struct_gq_qp_init, cqp C.uintptr_t, o
 	in.max_inline = C.uint32_t(got.Cap.MaxInlineData)
 	p.ctx.element(q, uintptr(cqp))
 	*qpn = C.uint32_t(q.QPN())
-	*out = C.uintptr_t(cgo.NewHandle(&qpair{ctx: p.ctx, qp: q}))
+	*out = C.uintptr_t(cgo.NewHandle(&qpair{ctx: p.ctx, pd: p.pd, qp: q}))
 	return 0
 }
 
@@ -481,6 +487,9 @@ func goroce_destroy_qp(h C.uintptr_t) C.int {
 		return errno(err)
 	}
 	q.ctx.element(q.qp, 0)
+	if q.staged != nil {
+		q.staged.Dereg() // nothing else uses it: its PD must be free to go
+	}
 	cgo.Handle(h).Delete()
 	return 0
 }
@@ -556,9 +565,52 @@ func goroce_post_send(h C.uintptr_t, w *C.struct_gq_send) C.int {
 	q := handle[*qpair](h)
 	q.sendMu.Lock()
 	defer q.sendMu.Unlock()
-	list, ok := sgl(q.sendSGL[:], w.sge, w.num_sge)
-	if !ok {
-		return C.int(syscall.EINVAL)
+	return q.post(w)
+}
+
+// goroce_post_batch posts n work requests (an ibv_wr_* batch) in one
+// crossing, stopping at the first the engine refuses: the ones before it
+// stay posted, as with ibv_post_send's list.
+//
+//export goroce_post_batch
+func goroce_post_batch(h C.uintptr_t, list *C.struct_gq_send, n C.uint32_t) C.int {
+	q := handle[*qpair](h)
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
+	ws := unsafe.Slice(list, n)
+	for i := range ws {
+		if rc := q.post(&ws[i]); rc != 0 {
+			return rc
+		}
+	}
+	return 0
+}
+
+// post posts one work request; q.sendMu is held.
+func (q *qpair) post(w *C.struct_gq_send) C.int {
+	var list []mr.SGE
+	if w.copy != 0 {
+		// Inline bytes in C memory no region covers: through the staging
+		// region, which the engine copies out of before PostSend returns.
+		if q.staged == nil {
+			m, err := q.pd.Register(make([]byte, qp.MaxInline), mr.LocalWrite)
+			if err != nil {
+				return errno(err)
+			}
+			q.staged = m
+		}
+		n := int(w.copy)
+		if n > qp.MaxInline {
+			return C.int(syscall.EINVAL)
+		}
+		copy(q.staged.Bytes(), unsafe.Slice((*byte)(w.inl), n))
+		q.sendSGL[0] = q.staged.SGE(0, n)
+		list = q.sendSGL[:1]
+	} else {
+		var ok bool
+		if list, ok = sgl(q.sendSGL[:], w.sge, w.num_sge); !ok {
+			return C.int(syscall.EINVAL)
+		}
 	}
 	wr := qp.SendWR{
 		WRID: uint64(w.wr_id), SGL: list, Opcode: qp.WROpcode(w.opcode), Flags: qp.SendFlags(w.flags),
@@ -568,7 +620,65 @@ func goroce_post_send(h C.uintptr_t, w *C.struct_gq_send) C.int {
 	if w.ah != 0 {
 		wr.AH, wr.RemoteQPN, wr.RemoteQKey = handle[*qp.AH](w.ah), uint32(w.remote_qpn), uint32(w.remote_qkey)
 	}
+	if wr.Opcode == qp.WRBindMW {
+		info, rc := bindInfo(w.mr, w.bind_addr, w.bind_length, w.bind_access)
+		if rc != 0 {
+			return rc
+		}
+		wr.RKey = 0
+		wr.Bind = qp.MWBind{MW: handle[*mr.MW](w.mw), RKey: uint32(w.rkey), Info: info}
+	}
 	return errno(q.qp.PostSend(&wr))
+}
+
+// bindInfo is ibv_mw_bind_info's range and rights over the region mrh
+// (0: none, a type 1 window's unbind).
+func bindInfo(mrh C.uintptr_t, addr, length C.uint64_t, access C.uint32_t) (mr.BindInfo, C.int) {
+	if uint32(access)&^accessKnown != 0 {
+		return mr.BindInfo{}, C.int(syscall.EINVAL)
+	}
+	info := mr.BindInfo{Addr: uint64(addr), Length: uint64(length), Access: mr.Access(access)}
+	if mrh != 0 {
+		info.MR = handle[*region](mrh).mr
+	}
+	return info, 0
+}
+
+//export goroce_alloc_mw
+func goroce_alloc_mw(h C.uintptr_t, typ C.int, out *C.uintptr_t, rkey *C.uint32_t) C.int {
+	w, err := handle[*pd](h).pd.AllocMW(mr.MWType(typ))
+	if err != nil {
+		return errno(err)
+	}
+	*rkey = C.uint32_t(w.RKey())
+	*out = C.uintptr_t(cgo.NewHandle(w))
+	return 0
+}
+
+//export goroce_dealloc_mw
+func goroce_dealloc_mw(h C.uintptr_t) C.int {
+	if err := handle[*mr.MW](h).Dealloc(); err != nil {
+		return errno(err)
+	}
+	cgo.Handle(h).Delete()
+	return 0
+}
+
+// goroce_bind_mw binds a type 1 window through the QP (ibv_bind_mw) and
+// returns the key it will answer to.
+//
+//export goroce_bind_mw
+func goroce_bind_mw(h, mwh, mrh C.uintptr_t, addr, length C.uint64_t, access C.uint32_t, wrID C.uint64_t, flags C.uint32_t, rkey *C.uint32_t) C.int {
+	info, rc := bindInfo(mrh, addr, length, access)
+	if rc != 0 {
+		return rc
+	}
+	key, err := handle[*qpair](h).qp.BindMW(handle[*mr.MW](mwh), info, uint64(wrID), qp.SendFlags(flags))
+	if err != nil {
+		return errno(err)
+	}
+	*rkey = C.uint32_t(key)
+	return 0
 }
 
 //export goroce_create_srq

@@ -35,17 +35,64 @@ struct gq_mr {
 	uintptr_t h;
 };
 
+/* One work completion, flattened. */
+struct gq_wc {
+	uint64_t wr_id;
+	uint32_t status, opcode, vendor_err, byte_len, imm, qp_num, src_qp, wc_flags;
+	uint16_t pkey_index, slid;
+	uint8_t sl, dlid_path_bits;
+};
+
+/* A CQ. One made by ibv_create_cq_ex is an ibv_cq_ex, whose first
+ * fields are ibv_cq's (ibv_cq_ex_to_cq is a cast). */
 struct gq_cq {
-	struct ibv_cq cq;
+	union {
+		struct ibv_cq cq;
+		struct ibv_cq_ex cqx;
+	};
 	uintptr_t h;
 	/* The queue's length as the engine keeps it (^0 after an error),
 	 * written by Go: an empty poll is answered here, without a call into
 	 * Go, which costs a busy-polling program a crossing every time. */
 	uint32_t pending;
+	/* The ibv_cq_ex poll API: lock is held from a start_poll that found
+	 * a completion to end_poll; cur is the completion the read_* see. */
+	pthread_spinlock_t lock;
+	struct gq_wc cur;
 };
 
+/* A batch of work requests built with the ibv_wr_* API, posted by
+ * wr_complete in one call into Go. Request i keeps its SGEs at
+ * sge[i * max_sge] and its inline bytes at inl[i * max_inline]; the
+ * arrays grow (doubling, up to the send queue's depth) and are then
+ * reused, so a steady stream of batches allocates nothing. */
+struct gq_batch {
+	pthread_spinlock_t lock; /* held from wr_start to wr_complete or wr_abort */
+	struct gq_send *wr;
+	struct ibv_sge *sge;
+	uint8_t *inl;
+	uint64_t ops; /* the IBV_QP_EX_WITH_* the QP was created with */
+	uint32_t n, cap, max_wr, max_sge, max_inline;
+	int err; /* the first error of the batch: wr_complete returns it */
+};
+
+/* A QP: laid out as libibverbs' struct verbs_qp (driver.h), whose start
+ * is both the ibv_qp and the ibv_qp_ex, so that ibv_qp_to_qp_ex and the
+ * inline ibv_wr_* find the extended QP where a provider's would be. */
 struct gq_qp {
-	struct ibv_qp qp;
+	union {
+		struct ibv_qp qp;
+		struct ibv_qp_ex qpx;
+	};
+	uint32_t comp_mask;   /* VERBS_QP_EX (1) when created with send ops */
+	void *xrcd;           /* verbs_qp's; always NULL here */
+	uintptr_t h;
+	struct gq_batch *batch; /* the ibv_wr_* batch (created with send ops) */
+};
+
+/* A memory window. */
+struct gq_mw {
+	struct ibv_mw mw;
 	uintptr_t h;
 };
 
@@ -69,7 +116,11 @@ struct gq_channel {
 };
 
 /* One send work request, flattened; ah (0: none), remote_qpn and
- * remote_qkey are a UD send's destination. */
+ * remote_qkey are a UD send's destination. A bind (IBV_WR_BIND_MW) names
+ * the window mw and the region mr by handle (mr 0: none) and gives the
+ * window's new key in rkey. copy (not 0) is the length of inline bytes at
+ * inl that no region covers (ibv_wr_set_inline_data): Go passes them
+ * through a region of its own, in place of an SGE list. */
 struct gq_send {
 	uint64_t wr_id;
 	struct ibv_sge *sge;
@@ -77,6 +128,10 @@ struct gq_send {
 	uint64_t remote_addr, compare_add, swap;
 	uintptr_t ah;
 	uint32_t remote_qpn, remote_qkey;
+	uintptr_t mw, mr;
+	uint64_t bind_addr, bind_length;
+	uint32_t bind_access, copy;
+	void *inl;
 };
 
 /* An address vector, flattened from ibv_ah_attr's GRH (RoCE addresses
@@ -85,14 +140,6 @@ struct gq_ah_attr {
 	uint8_t dgid[16];
 	uint32_t flow_label;
 	uint8_t sgid_index, hop_limit, traffic_class, sl, port_num;
-};
-
-/* One work completion, flattened. */
-struct gq_wc {
-	uint64_t wr_id;
-	uint32_t status, opcode, vendor_err, byte_len, imm, qp_num, src_qp, wc_flags;
-	uint16_t pkey_index, slid;
-	uint8_t sl, dlid_path_bits;
 };
 
 /* The QP attributes goroce has (qp.Attr), flattened from ibv_qp_attr. */

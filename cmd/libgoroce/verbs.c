@@ -4,9 +4,11 @@
  * <infiniband/verbs.h>; the symbol versions are libibverbs.map's, so that
  * a program's references (ibv_open_device@IBVERBS_1.1, ...) bind here when
  * the library is preloaded. Calls libgoroce does not define still go to
- * the real libibverbs; the ones that would touch our objects (the
- * extended verbs, memory windows) are defined here to fail with the errno
- * libibverbs gives for a device without them.
+ * the real libibverbs; the ones that would touch our objects are defined
+ * here, those goroce lacks failing with the errno libibverbs gives for a
+ * device without them. Verbs that libibverbs makes inline functions over
+ * a provider's ops (posting, polling, memory windows, ibv_create_qp_ex,
+ * the ibv_wr_* API) are answered by the ops of the context and the QP.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,6 +24,11 @@
 #define FAIL(e, ret) do { errno = (e); return ret; } while (0)
 
 #define CTX(c) ((struct gq_context *)((char *)(c) - offsetof(struct gq_context, vctx.context)))
+#define QPH(q) (((struct gq_qp *)(q))->h)
+#define MRH(m) ((m) ? ((struct gq_mr *)(m))->h : 0)
+
+/* verbs_qp's comp_mask bit (driver.h) for a QP with an ibv_qp_ex. */
+#define GQ_VERBS_QP_EX 1
 
 /* The device list: built once, kept for the life of the process, as
  * libibverbs keeps its devices after ibv_free_device_list. */
@@ -110,7 +117,7 @@ static int gq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 		for (int i = 0; i < got; i++) {
 			struct ibv_wc *w = &wc[done + i];
 
-			memset(w, 0, sizeof(*w));
+			memset(w, 0, sizeof(*w)); /* a struct of unions: field by field */
 			w->wr_id = buf[i].wr_id;
 			w->status = buf[i].status;
 			w->opcode = buf[i].opcode;
@@ -135,6 +142,17 @@ static int gq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 static int gq_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
 	return goroce_req_notify_cq(((struct gq_cq *)cq)->h, solicited_only);
+}
+
+/* A bind of mw to bind_info's range under rkey (IBV_WR_BIND_MW). */
+static void set_bind(struct gq_send *s, struct ibv_mw *mw, uint32_t rkey, const struct ibv_mw_bind_info *bi)
+{
+	s->mw = ((struct gq_mw *)mw)->h;
+	s->rkey = rkey;
+	s->mr = MRH(bi->mr);
+	s->bind_addr = bi->addr;
+	s->bind_length = bi->length;
+	s->bind_access = bi->mw_access_flags;
 }
 
 static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
@@ -165,7 +183,15 @@ static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 			s.swap = wr->wr.atomic.swap;
 			break;
 		case IBV_WR_SEND_WITH_INV:
+		case IBV_WR_LOCAL_INV:
 			s.invalidate_rkey = wr->invalidate_rkey;
+			break;
+		case IBV_WR_BIND_MW:
+			if (!wr->bind_mw.mw) {
+				*bad = wr;
+				return EINVAL;
+			}
+			set_bind(&s, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info);
 			break;
 		case IBV_WR_SEND:
 		case IBV_WR_SEND_WITH_IMM:
@@ -183,7 +209,7 @@ static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 			*bad = wr;
 			return EINVAL;
 		}
-		rc = goroce_post_send(((struct gq_qp *)qp)->h, &s);
+		rc = goroce_post_send(QPH(qp), &s);
 		if (rc) {
 			*bad = wr;
 			return rc;
@@ -225,6 +251,11 @@ static int gq_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct 
 static int gq_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr, size_t len);
 static int gq_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *in,
 			      struct ibv_device_attr_ex *attr, size_t len);
+static struct ibv_qp *gq_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
+static struct ibv_cq_ex *gq_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr);
+static struct ibv_mw *gq_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+static int gq_dealloc_mw(struct ibv_mw *mw);
+static int gq_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
 
 EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
@@ -253,6 +284,8 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->vctx.sz = sizeof(c->vctx);
 	c->vctx.query_port = gq_query_port;
 	c->vctx.query_device_ex = gq_query_device_ex;
+	c->vctx.create_qp_ex = gq_create_qp_ex;
+	c->vctx.create_cq_ex = gq_create_cq_ex;
 	c->vctx.context.device = device;
 	c->vctx.context.cmd_fd = -1;
 	c->vctx.context.num_comp_vectors = 1;
@@ -263,6 +296,9 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->vctx.context.ops.post_send = gq_post_send;
 	c->vctx.context.ops.post_recv = gq_post_recv;
 	c->vctx.context.ops.post_srq_recv = gq_post_srq_recv;
+	c->vctx.context.ops.alloc_mw = gq_alloc_mw;
+	c->vctx.context.ops.dealloc_mw = gq_dealloc_mw;
+	c->vctx.context.ops.bind_mw = gq_bind_mw;
 	return &c->vctx.context;
 }
 
@@ -297,12 +333,15 @@ EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 	a->vendor_id = 0xffffff; /* as rxe: no vendor */
 	a->max_qp = GQ_MAX_OBJ;
 	a->max_qp_wr = GQ_MAX_WR;
+	/* Memory windows of type 1 and 2B (bound to a QP), as rxe. */
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
-			      IBV_DEVICE_CURR_QP_STATE_MOD;
+			      IBV_DEVICE_CURR_QP_STATE_MOD | IBV_DEVICE_MEM_WINDOW |
+			      IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	a->max_sge = GQ_MAX_SGE;
 	a->max_cq = GQ_MAX_OBJ;
 	a->max_cqe = GQ_MAX_WR;
 	a->max_mr = 1 << 24; /* mr.MaxRegions */
+	a->max_mw = 1 << 24; /* windows share the regions' key table */
 	a->max_pd = GQ_MAX_OBJ;
 	a->max_qp_rd_atom = GQ_MAX_RD_ATOM;
 	a->max_res_rd_atom = GQ_MAX_RD_ATOM * 1024;
@@ -536,8 +575,8 @@ EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 	pthread_mutex_unlock(&cq->mutex);
 }
 
-EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
-				    struct ibv_comp_channel *ch, int comp_vector)
+static struct gq_cq *create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+			       struct ibv_comp_channel *ch, int comp_vector)
 {
 	struct gq_cq *c = calloc(1, sizeof(*c));
 	int rc, depth;
@@ -559,12 +598,158 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_c
 	c->cq.cqe = depth;
 	pthread_mutex_init(&c->cq.mutex, NULL);
 	pthread_cond_init(&c->cq.cond, NULL);
+	pthread_spin_init(&c->lock, PTHREAD_PROCESS_PRIVATE);
 	if (ch) {
 		pthread_mutex_lock(&ctx->mutex);
 		ch->refcnt++;
 		pthread_mutex_unlock(&ctx->mutex);
 	}
-	return &c->cq;
+	return c;
+}
+
+EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+				    struct ibv_comp_channel *ch, int comp_vector)
+{
+	struct gq_cq *c = create_cq(ctx, cqe, cq_context, ch, comp_vector);
+
+	return c ? &c->cq : NULL;
+}
+
+/* ---- the ibv_cq_ex poll API ----
+ *
+ * As rdma-core's providers: start_poll takes the first completion (ENOENT
+ * if there is none, and then no end_poll follows), next_poll each next
+ * one, end_poll ends the pass; the read_* read the completion taken last,
+ * whose wr_id and status are in the ibv_cq_ex. One completion crosses from
+ * Go per call; an empty queue is seen in C, as by ibv_poll_cq. */
+
+#define CQX(c) ((struct gq_cq *)(c))
+
+static int take(struct ibv_cq_ex *cqx)
+{
+	struct gq_cq *c = CQX(cqx);
+	int got;
+
+	if (!__atomic_load_n(&c->pending, __ATOMIC_ACQUIRE))
+		return ENOENT;
+	got = goroce_poll_cq(c->h, 1, &c->cur);
+	if (got < 0)
+		return EIO; /* the CQ is in error (overrun) */
+	if (got == 0)
+		return ENOENT;
+	cqx->wr_id = c->cur.wr_id;
+	cqx->status = c->cur.status;
+	return 0;
+}
+
+static int cqx_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
+{
+	int rc;
+
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	pthread_spin_lock(&CQX(cqx)->lock);
+	rc = take(cqx);
+	if (rc)
+		pthread_spin_unlock(&CQX(cqx)->lock);
+	return rc;
+}
+
+static int cqx_next_poll(struct ibv_cq_ex *cqx)
+{
+	return take(cqx);
+}
+
+static void cqx_end_poll(struct ibv_cq_ex *cqx)
+{
+	pthread_spin_unlock(&CQX(cqx)->lock);
+}
+
+static enum ibv_wc_opcode cqx_read_opcode(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.opcode;
+}
+
+static uint32_t cqx_read_vendor_err(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.vendor_err;
+}
+
+static uint32_t cqx_read_byte_len(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.byte_len;
+}
+
+/* The immediate data, or the invalidated rkey (ibv_wc_read_invalidated_rkey). */
+static __be32 cqx_read_imm_data(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.imm;
+}
+
+static uint32_t cqx_read_qp_num(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.qp_num;
+}
+
+static uint32_t cqx_read_src_qp(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.src_qp;
+}
+
+static unsigned int cqx_read_wc_flags(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.wc_flags;
+}
+
+static uint32_t cqx_read_slid(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.slid;
+}
+
+static uint8_t cqx_read_sl(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.sl;
+}
+
+static uint8_t cqx_read_dlid_path_bits(struct ibv_cq_ex *cqx)
+{
+	return CQX(cqx)->cur.dlid_path_bits;
+}
+
+/* The standard fields only: goroce keeps no completion timestamps, VLANs,
+ * flow tags or tag matching (EOPNOTSUPP, as a provider without them);
+ * no parent domains; IBV_CREATE_CQ_ATTR_SINGLE_THREADED is a hint, and
+ * IGNORE_OVERRUN is refused since an overrun is still an error here. */
+static struct ibv_cq_ex *gq_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr)
+{
+	struct gq_cq *c;
+
+	if (attr->wc_flags & ~(uint64_t)IBV_WC_STANDARD_FLAGS)
+		FAIL(EOPNOTSUPP, NULL);
+	if (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS)
+		FAIL(EOPNOTSUPP, NULL);
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	    (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))
+		FAIL(EOPNOTSUPP, NULL);
+	if (attr->cqe > INT32_MAX)
+		FAIL(EINVAL, NULL);
+	c = create_cq(ctx, attr->cqe, attr->cq_context, attr->channel, attr->comp_vector);
+	if (!c)
+		return NULL;
+	c->cqx.start_poll = cqx_start_poll;
+	c->cqx.next_poll = cqx_next_poll;
+	c->cqx.end_poll = cqx_end_poll;
+	c->cqx.read_opcode = cqx_read_opcode;
+	c->cqx.read_vendor_err = cqx_read_vendor_err;
+	c->cqx.read_byte_len = cqx_read_byte_len;
+	c->cqx.read_imm_data = cqx_read_imm_data;
+	c->cqx.read_qp_num = cqx_read_qp_num;
+	c->cqx.read_src_qp = cqx_read_src_qp;
+	c->cqx.read_wc_flags = cqx_read_wc_flags;
+	c->cqx.read_slid = cqx_read_slid;
+	c->cqx.read_sl = cqx_read_sl;
+	c->cqx.read_dlid_path_bits = cqx_read_dlid_path_bits;
+	return &c->cqx;
 }
 
 EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
@@ -581,6 +766,7 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	}
 	pthread_mutex_destroy(&cq->mutex);
 	pthread_cond_destroy(&cq->cond);
+	pthread_spin_destroy(&((struct gq_cq *)cq)->lock);
 	free(cq);
 	return 0;
 }
@@ -592,7 +778,7 @@ EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 
 /* ---- QPs ---- */
 
-EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+static struct gq_qp *create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
 	struct gq_qp *q;
 	struct gq_qp_init in = {
@@ -634,7 +820,14 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
 	q->qp.qp_type = attr->qp_type;
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
-	return &q->qp;
+	return q;
+}
+
+EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct gq_qp *q = create_qp(pd, attr);
+
+	return q ? &q->qp : NULL;
 }
 
 EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
@@ -716,27 +909,508 @@ EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 	return 0;
 }
 
+static void free_batch(struct gq_batch *b)
+{
+	if (!b)
+		return;
+	pthread_spin_destroy(&b->lock);
+	free(b->wr);
+	free(b->sge);
+	free(b->inl);
+	free(b);
+}
+
 EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 {
-	int rc = goroce_destroy_qp(((struct gq_qp *)qp)->h);
+	int rc = goroce_destroy_qp(QPH(qp));
 
 	if (rc)
 		return rc;
+	free_batch(((struct gq_qp *)qp)->batch);
 	pthread_mutex_destroy(&qp->mutex);
 	pthread_cond_destroy(&qp->cond);
 	free(qp);
 	return 0;
 }
 
-/* Our QPs are not verbs_qp: there is no ibv_qp_ex behind them, so the
- * extended work-request API (ibv_wr_*) is not available. */
+/* A QP made by ibv_create_qp_ex has its ibv_qp_ex; one made by
+ * ibv_create_qp has none, as with rxe (libibverbs returns NULL; the errno
+ * says why). */
 EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
-	FAIL(EOPNOTSUPP, NULL);
+	struct gq_qp *q = (struct gq_qp *)qp;
+
+	if (!(q->comp_mask & GQ_VERBS_QP_EX))
+		FAIL(EOPNOTSUPP, NULL);
+	return &q->qpx;
 }
 
-/* ---- what this library does not have yet ---- */
+/* ---- the extended work-request API (ibv_wr_*) ----
+ *
+ * As rdma-core's providers: wr_start opens a batch (and holds the QP's
+ * batch lock until wr_complete or wr_abort); each builder (wr_send,
+ * wr_rdma_write, ...) starts a work request with the QP's wr_id and
+ * wr_flags as they are then; the setters (wr_set_sge, ...) fill the last
+ * one. A builder or setter that fails records the batch's error and the
+ * calls after it do nothing; wr_complete then posts nothing and returns
+ * that error, else posts the batch in one call into Go, stopping at the
+ * first request the engine refuses (the ones before it are posted), and
+ * returns its errno. wr_abort drops the batch. */
 
+#define BATCH(qpx) (((struct gq_qp *)(qpx))->batch)
+
+/* Which builders each QP type has: the engine's operations. */
+enum {
+	GQ_QP_COMP_MASK = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+			  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+	GQ_RC_OPS = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+		    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+		    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+		    IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV,
+	GQ_UC_OPS = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+		    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+		    IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW,
+	GQ_UD_OPS = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM,
+};
+
+/* grow doubles the batch's room, up to the send queue's depth. */
+static int grow(struct gq_batch *b)
+{
+	uint32_t cap = b->cap ? b->cap * 2 : 16;
+	void *p;
+
+	if (cap > b->max_wr)
+		cap = b->max_wr;
+
+	if (b->cap >= b->max_wr)
+		return b->err = ENOSPC; /* as rxe: the send queue is full */
+	if (!(p = realloc(b->wr, cap * sizeof(*b->wr))))
+		return b->err = ENOMEM;
+	b->wr = p;
+	if (!(p = realloc(b->sge, (size_t)cap * b->max_sge * sizeof(*b->sge))))
+		return b->err = ENOMEM;
+	b->sge = p;
+	if (b->max_inline) {
+		if (!(p = realloc(b->inl, (size_t)cap * b->max_inline)))
+			return b->err = ENOMEM;
+		b->inl = p;
+	}
+	b->cap = cap;
+	return 0;
+}
+
+static struct gq_batch *new_batch(uint64_t ops, uint32_t max_wr, uint32_t max_sge, uint32_t max_inline)
+{
+	struct gq_batch *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return NULL;
+	pthread_spin_init(&b->lock, PTHREAD_PROCESS_PRIVATE);
+	b->ops = ops;
+	b->max_wr = max_wr ? max_wr : 1;
+	b->max_sge = max_sge ? max_sge : 1;
+	b->max_inline = max_inline;
+	if (grow(b)) { /* room for 16, or the queue's depth */
+		free_batch(b);
+		return NULL;
+	}
+	return b;
+}
+
+/* next starts a work request of the batch, or returns NULL (the batch's
+ * error set) when it cannot: op (IBV_QP_EX_WITH_*) not asked for at
+ * ibv_create_qp_ex, no room. */
+static struct gq_send *next(struct ibv_qp_ex *qpx, uint64_t op, uint32_t opcode)
+{
+	struct gq_batch *b = BATCH(qpx);
+	struct gq_send *s;
+
+	if (b->err)
+		return NULL;
+	if (!(b->ops & op)) {
+		b->err = EOPNOTSUPP;
+		return NULL;
+	}
+	if (b->n == b->cap && grow(b))
+		return NULL;
+	s = &b->wr[b->n++];
+	memset(s, 0, sizeof(*s));
+	s->wr_id = qpx->wr_id;
+	s->flags = qpx->wr_flags;
+	s->opcode = opcode;
+	return s;
+}
+
+/* cur returns the work request the setters fill: the last one started. */
+static struct gq_send *cur(struct ibv_qp_ex *qpx)
+{
+	struct gq_batch *b = BATCH(qpx);
+
+	if (b->err)
+		return NULL;
+	if (!b->n) {
+		b->err = EINVAL; /* a setter before any builder */
+		return NULL;
+	}
+	return &b->wr[b->n - 1];
+}
+
+static void wr_start(struct ibv_qp_ex *qpx)
+{
+	struct gq_batch *b = BATCH(qpx);
+
+	pthread_spin_lock(&b->lock);
+	b->n = 0;
+	b->err = 0;
+}
+
+static int wr_complete(struct ibv_qp_ex *qpx)
+{
+	struct gq_batch *b = BATCH(qpx);
+	int rc = b->err;
+
+	if (!rc && b->n) {
+		/* The arrays may have moved as they grew: point each request
+		 * at its SGEs and inline bytes now. */
+		for (uint32_t i = 0; i < b->n; i++) {
+			struct gq_send *s = &b->wr[i];
+
+			s->sge = &b->sge[(size_t)i * b->max_sge];
+			if (s->copy)
+				s->inl = &b->inl[(size_t)i * b->max_inline];
+		}
+		rc = goroce_post_batch(QPH(qpx), b->wr, b->n);
+	}
+	b->n = 0;
+	b->err = 0;
+	pthread_spin_unlock(&b->lock);
+	return rc;
+}
+
+static void wr_abort(struct ibv_qp_ex *qpx)
+{
+	struct gq_batch *b = BATCH(qpx);
+
+	b->n = 0;
+	b->err = 0;
+	pthread_spin_unlock(&b->lock);
+}
+
+static void wr_send(struct ibv_qp_ex *qpx)
+{
+	next(qpx, IBV_QP_EX_WITH_SEND, IBV_WR_SEND);
+}
+
+static void wr_send_imm(struct ibv_qp_ex *qpx, __be32 imm)
+{
+	struct gq_send *s = next(qpx, IBV_QP_EX_WITH_SEND_WITH_IMM, IBV_WR_SEND_WITH_IMM);
+
+	if (s)
+		s->imm = imm;
+}
+
+static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
+{
+	struct gq_send *s = next(qpx, IBV_QP_EX_WITH_SEND_WITH_INV, IBV_WR_SEND_WITH_INV);
+
+	if (s)
+		s->invalidate_rkey = rkey;
+}
+
+static void wr_rdma(struct ibv_qp_ex *qpx, uint64_t op, uint32_t opcode, uint32_t rkey, uint64_t addr,
+		    __be32 imm)
+{
+	struct gq_send *s = next(qpx, op, opcode);
+
+	if (s) {
+		s->rkey = rkey;
+		s->remote_addr = addr;
+		s->imm = imm;
+	}
+}
+
+static void wr_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr)
+{
+	wr_rdma(qpx, IBV_QP_EX_WITH_RDMA_WRITE, IBV_WR_RDMA_WRITE, rkey, addr, 0);
+}
+
+static void wr_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr, __be32 imm)
+{
+	wr_rdma(qpx, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, addr, imm);
+}
+
+static void wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr)
+{
+	wr_rdma(qpx, IBV_QP_EX_WITH_RDMA_READ, IBV_WR_RDMA_READ, rkey, addr, 0);
+}
+
+static void wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr, uint64_t compare,
+			      uint64_t swap)
+{
+	struct gq_send *s = next(qpx, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_CMP_AND_SWP);
+
+	if (s) {
+		s->rkey = rkey;
+		s->remote_addr = addr;
+		s->compare_add = compare;
+		s->swap = swap;
+	}
+}
+
+static void wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr, uint64_t add)
+{
+	struct gq_send *s = next(qpx, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD, IBV_WR_ATOMIC_FETCH_AND_ADD);
+
+	if (s) {
+		s->rkey = rkey;
+		s->remote_addr = addr;
+		s->compare_add = add;
+	}
+}
+
+static void wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
+		       const struct ibv_mw_bind_info *info)
+{
+	struct gq_send *s = next(qpx, IBV_QP_EX_WITH_BIND_MW, IBV_WR_BIND_MW);
+
+	if (!s)
+		return;
+	if (!mw || !info) {
+		BATCH(qpx)->err = EINVAL;
+		return;
+	}
+	set_bind(s, mw, rkey, info);
+}
+
+static void wr_local_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
+{
+	struct gq_send *s = next(qpx, IBV_QP_EX_WITH_LOCAL_INV, IBV_WR_LOCAL_INV);
+
+	if (s)
+		s->invalidate_rkey = rkey;
+}
+
+/* What goroce has not: TSO, XRC, atomic write. The batch fails with
+ * EOPNOTSUPP. */
+static void wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz, uint16_t mss)
+{
+	next(qpx, IBV_QP_EX_WITH_TSO, IBV_WR_TSO);
+}
+
+static void wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t srqn)
+{
+	if (cur(qpx))
+		BATCH(qpx)->err = EOPNOTSUPP;
+}
+
+static void wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr, const void *data)
+{
+	next(qpx, IBV_QP_EX_WITH_ATOMIC_WRITE, IBV_WR_ATOMIC_WRITE);
+}
+
+static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
+{
+	struct gq_send *s = cur(qpx);
+
+	if (!s)
+		return;
+	if (!ah) {
+		BATCH(qpx)->err = EINVAL;
+		return;
+	}
+	s->ah = ((struct gq_ah *)ah)->h;
+	s->remote_qpn = qpn;
+	s->remote_qkey = qkey;
+}
+
+/* The SGE slots of the last request. */
+#define SGES(b) (&(b)->sge[(size_t)((b)->n - 1) * (b)->max_sge])
+
+static void wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr, uint32_t length)
+{
+	struct gq_send *s = cur(qpx);
+	struct gq_batch *b = BATCH(qpx);
+
+	if (!s)
+		return;
+	s->copy = 0;
+	s->num_sge = length ? 1 : 0; /* as rxe: an empty SGE is none */
+	SGES(b)[0] = (struct ibv_sge){.addr = addr, .length = length, .lkey = lkey};
+}
+
+static void wr_set_sge_list(struct ibv_qp_ex *qpx, size_t n, const struct ibv_sge *list)
+{
+	struct gq_send *s = cur(qpx);
+	struct gq_batch *b = BATCH(qpx);
+
+	if (!s)
+		return;
+	if (n > b->max_sge) {
+		b->err = ENOSPC;
+		return;
+	}
+	s->copy = 0;
+	s->num_sge = n;
+	memcpy(SGES(b), list, n * sizeof(*list));
+}
+
+/* Inline data is copied now, as the API promises (the program may reuse
+ * its buffer at once). No region covers it: the request carries its
+ * length (copy), and Go hands the engine the bytes through a region of
+ * its own. */
+static void wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t n, const struct ibv_data_buf *list)
+{
+	struct gq_send *s = cur(qpx);
+	struct gq_batch *b = BATCH(qpx);
+	size_t total = 0;
+	uint8_t *dst;
+
+	if (!s)
+		return;
+	for (size_t i = 0; i < n; i++)
+		total += list[i].length;
+	if (total > b->max_inline) {
+		b->err = ENOSPC; /* as rxe */
+		return;
+	}
+	dst = &b->inl[(size_t)(b->n - 1) * b->max_inline];
+	for (size_t i = 0; i < n; i++) {
+		memcpy(dst, list[i].addr, list[i].length);
+		dst += list[i].length;
+	}
+	s->flags |= IBV_SEND_INLINE;
+	s->copy = total;
+	s->num_sge = 0;
+}
+
+static void wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr, size_t length)
+{
+	struct ibv_data_buf one = {.addr = addr, .length = length};
+
+	wr_set_inline_data_list(qpx, 1, &one);
+}
+
+static struct ibv_qp *gq_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr)
+{
+	uint64_t ops = 0, have;
+	struct gq_qp *q;
+
+	if (attr->comp_mask & ~GQ_QP_COMP_MASK)
+		FAIL(EOPNOTSUPP, NULL); /* XRC, RSS, TSO, source QPN */
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd || attr->pd->context != ctx)
+		FAIL(EINVAL, NULL);
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)
+		FAIL(EOPNOTSUPP, NULL);
+	switch (attr->qp_type) {
+	case IBV_QPT_RC:
+		have = GQ_RC_OPS;
+		break;
+	case IBV_QPT_UC:
+		have = GQ_UC_OPS;
+		break;
+	case IBV_QPT_UD:
+		have = GQ_UD_OPS;
+		break;
+	default:
+		FAIL(EOPNOTSUPP, NULL);
+	}
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		ops = attr->send_ops_flags;
+		if (ops & ~have)
+			FAIL(EOPNOTSUPP, NULL);
+	}
+	/* ibv_qp_init_attr_ex begins with the fields of ibv_qp_init_attr,
+	 * as libibverbs' own ibv_create_qp_ex relies on. */
+	q = create_qp(attr->pd, (struct ibv_qp_init_attr *)attr);
+	if (!q)
+		return NULL;
+	q->batch = new_batch(ops, attr->cap.max_send_wr, attr->cap.max_send_sge, attr->cap.max_inline_data);
+	if (!q->batch) {
+		ibv_destroy_qp(&q->qp);
+		FAIL(ENOMEM, NULL);
+	}
+	/* Every builder is there: one the QP was not created for fails the
+	 * batch with EOPNOTSUPP rather than calling through NULL. */
+	q->qpx.wr_send = wr_send;
+	q->qpx.wr_send_imm = wr_send_imm;
+	q->qpx.wr_send_inv = wr_send_inv;
+	q->qpx.wr_rdma_write = wr_rdma_write;
+	q->qpx.wr_rdma_write_imm = wr_rdma_write_imm;
+	q->qpx.wr_rdma_read = wr_rdma_read;
+	q->qpx.wr_atomic_cmp_swp = wr_atomic_cmp_swp;
+	q->qpx.wr_atomic_fetch_add = wr_atomic_fetch_add;
+	q->qpx.wr_bind_mw = wr_bind_mw;
+	q->qpx.wr_local_inv = wr_local_inv;
+	q->qpx.wr_send_tso = wr_send_tso;
+	q->qpx.wr_atomic_write = wr_atomic_write;
+	q->qpx.wr_set_ud_addr = wr_set_ud_addr;
+	q->qpx.wr_set_xrc_srqn = wr_set_xrc_srqn;
+	q->qpx.wr_set_inline_data = wr_set_inline_data;
+	q->qpx.wr_set_inline_data_list = wr_set_inline_data_list;
+	q->qpx.wr_set_sge = wr_set_sge;
+	q->qpx.wr_set_sge_list = wr_set_sge_list;
+	q->qpx.wr_start = wr_start;
+	q->qpx.wr_complete = wr_complete;
+	q->qpx.wr_abort = wr_abort;
+	q->qpx.comp_mask = 0;
+	q->comp_mask = GQ_VERBS_QP_EX;
+	return &q->qp;
+}
+
+/* ---- memory windows ---- */
+
+static struct ibv_mw *gq_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct gq_mw *m;
+	int rc;
+
+	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)
+		FAIL(EINVAL, NULL);
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		FAIL(ENOMEM, NULL);
+	rc = goroce_alloc_mw(((struct gq_pd *)pd)->h, type, &m->h, &m->mw.rkey);
+	if (rc) {
+		free(m);
+		FAIL(rc, NULL);
+	}
+	m->mw.context = pd->context;
+	m->mw.pd = pd;
+	m->mw.type = type;
+	m->mw.handle = m->mw.rkey >> 8; /* the key's index: unique while it lives */
+	return &m->mw;
+}
+
+static int gq_dealloc_mw(struct ibv_mw *mw)
+{
+	int rc = goroce_dealloc_mw(((struct gq_mw *)mw)->h);
+
+	if (rc)
+		return rc;
+	free(mw);
+	return 0;
+}
+
+/* ibv_bind_mw (inline) has checked that the window is type 1, that a
+ * range comes with a region and that the region is of the window's PD.
+ * As rxe's provider: a type 1 window is never zero-based; the bind is a
+ * work request on qp, and on success the window's rkey is the new key at
+ * once (a bind that then fails completes with IBV_WC_MW_BIND_ERR). */
+static int gq_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
+{
+	struct ibv_mw_bind_info *bi = &bind->bind_info;
+	uint32_t rkey;
+	int rc;
+
+	if (bi->mw_access_flags & IBV_ACCESS_ZERO_BASED)
+		FAIL(EINVAL, EINVAL);
+	rc = goroce_bind_mw(QPH(qp), ((struct gq_mw *)mw)->h, MRH(bi->mr), bi->addr, bi->length,
+			    bi->mw_access_flags, bind->wr_id, bind->send_flags, &rkey);
+	if (rc)
+		FAIL(rc, rc);
+	mw->rkey = rkey;
+	return 0;
+}
 
 
 /* ---- shared receive queues ---- */

@@ -2,9 +2,11 @@
  * verbs_bench: what a verb costs through libgoroce.so, where a C program
  * calls it: an empty ibv_poll_cq, and ibv_post_send and ibv_post_recv on
  * a QP in the error state (each request is flushed at once into the CQ)
- * followed by the ibv_poll_cq that reaps its completion. No packet is
- * sent: what is timed is the call path, C to Go and back, and the
- * engine's queueing. Prints "NAME NS" lines, nanoseconds per iteration.
+ * followed by the ibv_poll_cq that reaps its completion, and an RDMA
+ * WRITE posted the same way with ibv_post_send and with the ibv_wr_* API
+ * (ibv_wr_start, ibv_wr_rdma_write, ibv_wr_set_sge, ibv_wr_complete on a
+ * QP made by ibv_create_qp_ex). No packet is sent: what is timed is the
+ * call path, C to Go and back, and the engine's queueing. Prints "NAME NS" lines, nanoseconds per iteration.
  *
  *   LD_PRELOAD=bin/libgoroce.so GOROCE_NETDEV=127.0.0.1 ./verbs_bench N
  */
@@ -57,7 +59,10 @@ int main(int argc, char **argv)
 	struct ibv_sge sge;
 	struct ibv_send_wr swr = {0}, *sbad;
 	struct ibv_recv_wr rwr = {0}, *rbad;
-	double t;
+	struct ibv_qp_init_attr_ex iax = {0};
+	struct ibv_qp *qpe;
+	struct ibv_qp_ex *qx;
+	double t, post_only;
 
 	CHECK(list && list[0], "get_device_list");
 	ctx = ibv_open_device(list[0]);
@@ -106,6 +111,60 @@ int main(int argc, char **argv)
 		reap(cq);
 	}
 	printf("post_recv_poll %.1f\n", (now() - t) / n);
+
+	/* One RDMA WRITE per iteration, posted with ibv_post_send, then with
+	 * the ibv_wr_* API on a QP made by ibv_create_qp_ex; each reaped.
+	 * NAME_poll is the whole iteration; NAME alone the post, timed
+	 * around the call (the clock reads included, alike for both). */
+	swr.opcode = IBV_WR_RDMA_WRITE;
+	swr.wr.rdma.remote_addr = (uintptr_t)buf;
+	swr.wr.rdma.rkey = mr->rkey;
+	post_only = 0;
+	t = now();
+	for (long i = 0; i < n; i++) {
+		double p = now();
+
+		CHECK(!ibv_post_send(qp, &swr, &sbad) || (errno = EINVAL, 0), "post_send WRITE");
+		post_only += now() - p;
+		reap(cq);
+	}
+	printf("post_write_poll %.1f\n", (now() - t) / n);
+	printf("post_write %.1f\n", post_only / n);
+
+	iax.send_cq = iax.recv_cq = cq;
+	iax.qp_type = IBV_QPT_RC;
+	iax.cap.max_send_wr = iax.cap.max_recv_wr = 4;
+	iax.cap.max_send_sge = iax.cap.max_recv_sge = 1;
+	iax.pd = pd;
+	iax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	iax.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+	qpe = ibv_create_qp_ex(ctx, &iax);
+	CHECK(qpe, "create_qp_ex");
+	qx = ibv_qp_to_qp_ex(qpe);
+	CHECK(qx, "qp_to_qp_ex");
+	a.qp_state = IBV_QPS_INIT;
+	CHECK(!ibv_modify_qp(qpe, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) || (errno = EINVAL, 0), "modify_qp INIT");
+	a.qp_state = IBV_QPS_ERR;
+	CHECK(!ibv_modify_qp(qpe, &a, IBV_QP_STATE) || (errno = EINVAL, 0), "modify_qp ERR");
+	post_only = 0;
+	t = now();
+	for (long i = 0; i < n; i++) {
+		double p = now();
+		int rc;
+
+		ibv_wr_start(qx);
+		qx->wr_id = i;
+		qx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(qx, mr->rkey, (uintptr_t)buf);
+		ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 8);
+		rc = ibv_wr_complete(qx);
+		post_only += now() - p;
+		CHECK(!rc || (errno = rc, 0), "wr_complete");
+		reap(cq);
+	}
+	printf("wr_write_poll %.1f\n", (now() - t) / n);
+	printf("wr_write %.1f\n", post_only / n);
+	CHECK(!ibv_destroy_qp(qpe) || (errno = EINVAL, 0), "destroy_qp (ex)");
 
 	CHECK(!ibv_destroy_qp(qp) || (errno = EINVAL, 0), "destroy_qp");
 	CHECK(!ibv_destroy_cq(cq) || (errno = EINVAL, 0), "destroy_cq");
