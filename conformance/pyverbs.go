@@ -526,7 +526,56 @@ func pairCases() []VerbsCase {
 				}
 				return nil
 			}},
+		{Name: "verbs/pyverbs-mw@libgoroce", Pair: true,
+			Rule: "pyverbs over libgoroce.so binds a type 1 window (ibv_bind_mw) and a type 2 window (IBV_WR_BIND_MW) that rxe's pyverbs WRITEs and READs through; after libgoroce's LOCAL_INV rxe's WRITE gets a remote access error",
+			run:  func(ctx context.Context, v *verbsConn) error { return pyverbsWindows(ctx, v.host, v.guest) }},
+		{Name: "verbs/pyverbs-mw@rxe", Pair: true,
+			Rule: "rxe's windows, bound by its pyverbs, carry the WRITEs and READs of pyverbs over libgoroce.so; after rxe's LOCAL_INV libgoroce's WRITE gets a remote access error",
+			run:  func(ctx context.Context, v *verbsConn) error { return pyverbsWindows(ctx, v.guest, v.host) }},
 	}
+}
+
+// pyverbsWindows has owner bind a type 1 window (ibv_bind_mw) and then a
+// type 2 one (a BIND_MW work request) onto its target region, has user
+// WRITE and READ through each, invalidates the type 2 one with LOCAL_INV,
+// and checks that user's next WRITE gets a remote access error.
+func pyverbsWindows(ctx context.Context, owner, user *verbsServer) error {
+	const off, n = 4096, 8192
+	bytesOf := func(r *guestReply) []byte {
+		b, _ := hex.DecodeString(r.Data)
+		return b
+	}
+	for i, op := range []string{"bind1", "bind2"} {
+		seed := byte(31 + i)
+		b, err := owner.status(ctx, cq.Success, map[string]any{"op": op, "off": off, "len": n, "access": int(winRW)})
+		if err != nil {
+			return err
+		}
+		if _, err := user.status(ctx, cq.Success, map[string]any{"op": "write", "rkey": b.RKey, "addr": b.Addr, "len": n, "seed": seed}); err != nil {
+			return err
+		}
+		r, err := owner.call(ctx, map[string]any{"op": "mem", "off": off, "len": n})
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(bytesOf(r), pattern(n, seed)) {
+			return fmt.Errorf("%s's region does not hold %s's WRITE through the %s window", owner.name, user.name, op)
+		}
+		if r, err = user.status(ctx, cq.Success, map[string]any{"op": "read", "rkey": b.RKey, "addr": b.Addr, "len": n}); err != nil {
+			return err
+		}
+		if !bytes.Equal(bytesOf(r), pattern(n, seed)) {
+			return fmt.Errorf("%s's READ through %s's %s window returned other bytes", user.name, owner.name, op)
+		}
+		if op == "bind2" {
+			if _, err := owner.status(ctx, cq.Success, map[string]any{"op": "localinv", "rkey": b.RKey}); err != nil {
+				return err
+			}
+			_, err := user.status(ctx, cq.RemAccessErr, map[string]any{"op": "write", "rkey": b.RKey, "addr": b.Addr, "len": 64, "seed": 1})
+			return err
+		}
+	}
+	return nil
 }
 
 // pyverbsExchange runs from's SEND, WRITE, READ, fetch-and-add and
