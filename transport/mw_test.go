@@ -625,3 +625,50 @@ func FuzzLocalWR(f *testing.F) {
 		}
 	})
 }
+
+// TestMWInvalidateWhileInUse invalidates a type 2 window while the peer's
+// three-packet WRITE through it is half done: the first packet, taken
+// before the LOCAL_INV, landed; the rest, sent again after it, get a
+// remote access error, and not a byte of them reaches the region.
+func TestMWInvalidateWhileInUse(t *testing.T) {
+	a, b, net := newPair(t, pairOpts{access: mwAccess, rdAtomic: 4, timeout: 10})
+	target, err := b.pd.Register(make([]byte, 8192), mr.LocalWrite|mr.MWBind)
+	must(t, err)
+	w, err := b.pd.AllocMW(mr.MWType2)
+	must(t, err)
+	key := mr.IncRKey(w.RKey())
+	must(t, b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+		Bind: qp.MWBind{MW: w, RKey: key, Info: mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}}}))
+	waitOp(t, b.scq, 1, cq.OpBindMW, cq.Success)
+	// Only the WRITE's FIRST packet gets through until the window is gone.
+	var hold atomic.Bool
+	hold.Store(true)
+	net.SetFilter(a.addr, b.addr, func(d []byte) nic.Verdict {
+		if op := bth.OpCode(d[28]); hold.Load() && (op == bth.RCWriteMiddle || op == bth.RCWriteLast) {
+			return nic.Drop
+		}
+		return nic.Pass
+	})
+	before := b.dev.Counters().RcvdPkts.Load()
+	fill(a.buf[:3072], 9)
+	must(t, a.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.mr.SGE(0, 3072)}, RemoteAddr: target.Addr(), RKey: key}))
+	// The FIRST has been taken once b has counted it.
+	deadline := time.Now().Add(5 * time.Second)
+	for b.dev.Counters().RcvdPkts.Load() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the WRITE's first packet never arrived")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	must(t, b.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: key}))
+	waitOp(t, b.scq, 3, cq.OpLocalInv, cq.Success)
+	hold.Store(false)
+	waitOp(t, a.scq, 2, cq.OpRDMAWrite, cq.RemAccessErr)
+	if !bytes.Equal(target.Bytes()[:1024], a.buf[:1024]) {
+		t.Fatal("the first packet, taken before the invalidation, did not land")
+	}
+	if !bytes.Equal(target.Bytes()[1024:], make([]byte, 8192-1024)) {
+		t.Fatal("bytes after the invalidation reached the region")
+	}
+}
