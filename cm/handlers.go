@@ -275,3 +275,30 @@ func (m *Manager) onDREP(in mad.MAD) {
 	}
 	m.timewait(c, ErrDisconnected)
 }
+
+// onLAP answers a peer's request to load an alternate path on an
+// established connection with an APR whose status is "unsupported": goroce
+// has no alternate paths (automatic path migration). The specification's
+// alternate path exchange answers a LAP with an APR; Linux's CM drops LAPs
+// on RoCE ports unanswered (cm_lap_handler), and the peer's LAP then
+// times out. A LAP that names
+// no connection of ours, or another QP, is dropped as cm.c drops it.
+func (m *Manager) onLAP(p peer, in mad.MAD) {
+	r := in.LAP()
+	c := m.conns[r.RemoteCommID()]
+	if c == nil || r.LocalCommID() != c.remoteKey.comm || r.RemoteQPN() != c.qp.QPN() {
+		m.st.unknown.Add(1)
+		return
+	}
+	if c.state != stateEstablished {
+		m.st.duplicates.Add(1) // cm.c: a LAP outside ESTABLISHED is ignored
+		return
+	}
+	m.st.unhandled.Add(1)
+	msg := newMAD(mad.AttrAPR, in.TID())
+	a := msg.APR()
+	a.SetLocalCommID(c.localID)
+	a.SetRemoteCommID(c.remoteKey.comm)
+	a.SetStatus(mad.APRUnsupported)
+	m.send(p, msg)
+}

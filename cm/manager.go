@@ -66,7 +66,7 @@ type Stats struct {
 	Sent       uint64 // CM MADs sent, retries included
 	Retries    uint64 // MADs sent again after their timeout
 	Malformed  uint64 // MADs mad.ParseCM refused, or of a method other than Send
-	Unhandled  uint64 // CM messages this manager does not serve (LAP, APR, ClassPortInfo)
+	Unhandled  uint64 // CM messages this manager does not serve (APR, ClassPortInfo), and LAPs answered "unsupported"
 	Duplicates uint64 // duplicate or stale messages dropped (a REQ, REP, MRA, DREQ... seen already)
 	Unknown    uint64 // messages for a communication ID the manager does not know
 	Rejected   uint64 // REJs sent, and SIDR_REPs refusing a request
@@ -256,7 +256,9 @@ func (m *Manager) handle(src, dst netip.Addr, b []byte) {
 		m.onSIDRREQ(p, mm)
 	case mad.AttrSIDRREP:
 		m.onSIDRREP(mm)
-	default: // LAP, APR, ClassPortInfo: not served yet
+	case mad.AttrLAP:
+		m.onLAP(p, mm)
+	default: // APR (goroce sends no LAP), ClassPortInfo: not served
 		m.st.unhandled.Add(1)
 	}
 }

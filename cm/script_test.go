@@ -466,3 +466,46 @@ func (s *script) establish2(l *Listener) (*Conn, mad.REP) {
 	}
 	return c, rep
 }
+
+// TestLAPUnsupported: a LAP on an established connection gets an APR
+// "unsupported" with the LAP's TID and both communication IDs, each time
+// it comes; a LAP naming another QP or no connection is dropped, and the
+// connection and its QP go on.
+func TestLAPUnsupported(t *testing.T) {
+	s := newScript(t)
+	c, rep := s.establish()
+	local := rep.LocalCommID()
+	lap := func(tid uint64, localComm, remoteComm, qpn uint32) mad.MAD {
+		msg := newMAD(mad.AttrLAP, tid)
+		l := msg.LAP()
+		l.SetLocalCommID(localComm)
+		l.SetRemoteCommID(remoteComm)
+		l.SetRemoteQPN(qpn)
+		return msg
+	}
+	for range 2 { // the APR lost, the peer sends the LAP again
+		s.send(lap(0x5150, s.comm, local, c.QP().QPN()))
+		apr := s.expect(mad.AttrAPR)
+		a := apr.APR()
+		if apr.TID() != 0x5150 || a.LocalCommID() != local || a.RemoteCommID() != s.comm || a.Status() != mad.APRUnsupported {
+			t.Fatalf("APR %#x: local %#x remote %#x status %v", apr.TID(), a.LocalCommID(), a.RemoteCommID(), a.Status())
+		}
+	}
+	sent := s.sent()
+	s.send(lap(0x5151, s.comm, local, c.QP().QPN()+1)) // another QP
+	s.send(lap(0x5152, s.comm, local+1, c.QP().QPN())) // no connection
+	if s.sent() != sent {
+		t.Fatal("a LAP naming another QP or no connection was answered")
+	}
+	if st := s.m.Stats(); st.Unhandled != 2 || st.Unknown < 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	select {
+	case <-c.Done():
+		t.Fatal("the LAP ended the connection")
+	default:
+	}
+	if c.QP().State() != qp.RTS {
+		t.Fatalf("QP in %v", c.QP().State())
+	}
+}
