@@ -343,6 +343,12 @@ EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 	a->max_mr = 1 << 24; /* mr.MaxRegions */
 	a->max_mw = 1 << 24; /* windows share the regions' key table */
 	a->max_pd = GQ_MAX_OBJ;
+	/* SRQs and AHs are served (ibv_create_srq, ibv_create_ah); a program
+	 * that reads the caps before creating them must not find 0. */
+	a->max_srq = GQ_MAX_OBJ;
+	a->max_srq_wr = GQ_MAX_WR;
+	a->max_srq_sge = GQ_MAX_SGE;
+	a->max_ah = GQ_MAX_OBJ;
 	a->max_qp_rd_atom = GQ_MAX_RD_ATOM;
 	a->max_res_rd_atom = GQ_MAX_RD_ATOM * 1024;
 	a->max_qp_init_rd_atom = GQ_MAX_RD_ATOM;
