@@ -268,7 +268,7 @@ type remote struct {
 	// caseAnswers is answers for the case's own stimulus; stepping says
 	// a preparing step set answers for its exchange instead.
 	caseAnswers int
-	stepping bool
+	stepping    bool
 	// onClose ends the tool's exchange (a perftest server's connection).
 	onClose func()
 }

@@ -163,7 +163,6 @@ func newSelfSession(set setup) (*session, error) {
 	return s, nil
 }
 
-
 // connect creates a peer QP and connects it to the suite's QP rqpn.
 func (s *session) connect(rqpn uint32, set setup) (*conn, error) {
 	c := &conn{qpn: rqpn, ePSN: rawPSN, scq: s.dev.CreateCQ(64), rcq: s.dev.CreateCQ(64)}
