@@ -89,10 +89,12 @@ const (
 	// ibv_rc_pingpong's server: an RC QP with receives posted and no
 	// remote access, and a pingpong record (QPN, PSN, GID).
 	toolPingpong
-	// ib_atomic_bw's server: an RC QP with every remote right (perftest
-	// grants them all on RC), as many responder resources as the device
-	// has, no receive posted, and a perftest record with its region's
-	// R_Key and address.
+	// perftest's servers (ib_write_bw, ib_read_bw, ib_atomic_bw): an RC
+	// QP with the one remote right its test needs, as many responder
+	// resources as the device has, no receive posted, and a perftest
+	// record with its region's R_Key and address.
+	toolWriteBW
+	toolReadBW
 	toolAtomicBW
 )
 
@@ -125,16 +127,28 @@ func (c *PeerConfig) command(t peerTool, port int, alive bool) []string {
 			iters = "1"
 		}
 		w = append(w, "-g", strconv.Itoa(c.GID), "-p", strconv.Itoa(port), "-s", "4096", "-n", iters, "-e")
-	case toolAtomicBW:
+	case toolWriteBW, toolReadBW, toolAtomicBW:
+		t := t.perftest()
 		if c.Roced != "" {
-			w = append(w, c.Roced, "atomic_bw")
+			w = append(w, c.Roced, t.String())
 		} else {
-			w = append(w, "ib_atomic_bw")
+			w = append(w, t.Binary())
 		}
 		dev()
 		w = append(w, "-x", strconv.Itoa(c.GID), "-p", strconv.Itoa(port), "-n", "5", "-F")
 	}
 	return w
+}
+
+// perftest is the perftest test of a perftest tool.
+func (t peerTool) perftest() perftest.Test {
+	switch t {
+	case toolReadBW:
+		return perftest.ReadBW
+	case toolAtomicBW:
+		return perftest.AtomicBW
+	}
+	return perftest.WriteBW
 }
 
 // peerProc is one peer command.
@@ -251,8 +265,9 @@ type remote struct {
 	// minRNR is the RNR timer code the tool gave its QP.
 	minRNR uint8
 	// primer is the request the suite sent first and the peer answered:
-	// the fence sends it again, and the peer must acknowledge it again
-	// (C9-105) after everything it sent before.
+	// the fence sends it again, and the peer must answer it again (a
+	// SEND or WRITE acknowledged again, C9-105; a READ or atomic replayed
+	// from its responder resources) after everything it sent before.
 	primer pkt
 	// answers is how many packets a preparing step expects its request
 	// to draw, awaited before the fence goes.
@@ -318,12 +333,26 @@ func (s *session) peerFenced() ([]bth.Packet, error) {
 			}
 			return got, err
 		}
-		if p.OpCode() == bth.RCAcknowledge && p.AETH().Syndrome().IsACK() {
+		if s.isFenceAnswer(p) {
 			r.state, r.stateWhy = qp.RTS, ""
 			return got, nil
 		}
 		got = append(got, p)
 	}
+}
+
+// isFenceAnswer reports whether p has the form of the fence's answer: a
+// positive ACK (a SEND or WRITE primer), or the READ response or Atomic
+// Acknowledge replayed at the primer's PSN.
+func (s *session) isFenceAnswer(p bth.Packet) bool {
+	r := s.peer
+	switch r.primer.op {
+	case bth.RCReadRequest:
+		return p.OpCode() == bth.RCReadResponseOnly && uint32(p.BTH().PSN()) == r.primer.psn
+	case bth.RCFetchAdd:
+		return p.OpCode() == bth.RCAtomicAcknowledge && uint32(p.BTH().PSN()) == r.primer.psn
+	}
+	return p.OpCode() == bth.RCAcknowledge && p.AETH().Syndrome().IsACK()
 }
 
 func (s *session) cfgDeadWait() time.Duration { return s.peer.cfg.deadWait() }
@@ -393,8 +422,8 @@ func (e *peerEnv) newPeerSession(c *Case, i int, need peerNeed) (*session, error
 			return fail(err)
 		}
 		r.qpn, s.c.peerPSN, peerGID = rem[0].QPN, rem[0].PSN, rem[0].GID
-	case toolAtomicBW:
-		rec, err := e.perftestExchange(ctx, conn, s)
+	case toolWriteBW, toolReadBW, toolAtomicBW:
+		rec, err := e.perftestExchange(ctx, conn, s, need.tool.perftest())
 		if err != nil {
 			conn.Close()
 			return fail(err)
@@ -420,8 +449,8 @@ func (e *peerEnv) newPeerSession(c *Case, i int, need peerNeed) (*session, error
 
 // perftestExchange runs the client's side of perftest's exchange up to
 // the traffic and returns the server's record.
-func (e *peerEnv) perftestExchange(ctx context.Context, conn net.Conn, s *session) (perftest.Record, error) {
-	cfg, err := perftest.ParseFlags(perftest.AtomicBW, []string{"-x", strconv.Itoa(e.cfg.GID), "-n", "5", e.cfg.Host})
+func (e *peerEnv) perftestExchange(ctx context.Context, conn net.Conn, s *session, t perftest.Test) (perftest.Record, error) {
+	cfg, err := perftest.ParseFlags(t, []string{"-x", strconv.Itoa(e.cfg.GID), "-n", "5", e.cfg.Host})
 	if err != nil {
 		return perftest.Record{}, err
 	}
@@ -460,14 +489,21 @@ func (e *peerEnv) perftestExchange(ctx context.Context, conn net.Conn, s *sessio
 }
 
 // prime sends the primer, a request the peer must execute and answer
-// (a 64-byte SEND to rc_pingpong, an 8-byte WRITE to a perftest server),
+// (a 64-byte SEND to rc_pingpong; to a perftest server an 8-byte WRITE, READ or FETCH_ADD of 0, what its QP allows),
 // whose repetition is every fence of the case.
 func (s *session) prime() error {
 	r := s.peer
 	p := s.req(bth.RCSendOnly, 0, pay(64))
 	want := bth.RCAcknowledge
-	if r.tool == toolAtomicBW {
+	switch r.tool {
+	case toolWriteBW:
 		p = s.req(bth.RCWriteOnly, 0, pay(8), withRETH(r.va+peerSpan-8, r.rkey, 8))
+	case toolReadBW:
+		p = s.req(bth.RCReadRequest, 0, nil, withRETH(r.va+peerSpan-8, r.rkey, 8))
+		want = bth.RCReadResponseOnly
+	case toolAtomicBW:
+		p = s.req(bth.RCFetchAdd, 0, nil, withAtomic(r.va+peerSpan-8, r.rkey, 0, 0))
+		want = bth.RCAtomicAcknowledge
 	}
 	p.comment = "the suite's primer: a request the peer must execute; the fence repeats it"
 	if err := s.raw.send(p); err != nil {
@@ -483,7 +519,7 @@ func (s *session) prime() error {
 	if got.OpCode() != want || uint32(got.BTH().PSN()) != p.psn {
 		return fmt.Errorf("the primer (%v) was answered with %v", p.op, describe(got, p.psn))
 	}
-	if want == bth.RCAcknowledge && !got.AETH().Syndrome().IsACK() {
+	if !got.AETH().Syndrome().IsACK() {
 		return fmt.Errorf("the primer (%v) was answered with %v", p.op, describe(got, p.psn))
 	}
 	r.primer = p

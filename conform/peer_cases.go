@@ -11,6 +11,10 @@ func (n peerNeed) name() string {
 	switch n.tool {
 	case toolPingpong:
 		return "rc_pingpong"
+	case toolWriteBW:
+		return "write_bw"
+	case toolReadBW:
+		return "read_bw"
 	case toolAtomicBW:
 		return "atomic_bw"
 	}
@@ -22,8 +26,10 @@ const (
 	whyPingpongSend = "SENDs need posted receives: rc_pingpong's server posts them (and its QP needs no remote right for a SEND)"
 	whyPingpongHdr  = "a packet the peer must drop or refuse before any memory check; rc_pingpong's QP takes SENDs, so an accepted packet would show"
 	whyNoRight      = "needs a QP without that remote right: rc_pingpong's QP has none (qp_access_flags 0); its exchange gives no R_Key, so the suite sends R_Key 0 and the peer may refuse on the R_Key check first (either NAK is allowed)"
-	whyAtomic       = "needs a region's R_Key and address and a QP with every remote right: ib_atomic_bw's server sends them in perftest's record (perftest grants every right on RC) and keeps as many responder resources as the device has"
-	whyRNR          = "needs an RC QP with no receive posted: ib_atomic_bw's server posts none; perftest's RNR timer code is 12"
+	whyWrite        = "needs a region's R_Key and address and a QP with remote write: ib_write_bw's server sends them in perftest's record"
+	whyRead         = "needs a region's R_Key and address and a QP with remote read: ib_read_bw's server sends them in perftest's record, with as many responder resources as the device has"
+	whyAtomic       = "needs a region's R_Key and address and a QP with remote atomics: ib_atomic_bw's server sends them in perftest's record"
+	whyRNR          = "needs an RC QP with no receive posted: ib_write_bw's server posts none; perftest's RNR timer code is 12"
 	whyRequester    = "needs the peer as requester: roced playing the server side of the tools' exchange (ib_send_bw/ib_write_bw client against roced's hostile responder), not built yet"
 )
 
@@ -44,7 +50,11 @@ func peerNeeds(c *Case) peerNeed {
 	case "resp-read-without-remote-read", "resp-write-without-remote-write", "resp-atomic-without-remote-atomic":
 		return peerNeed{toolPingpong, whyNoRight}
 	case "resp-rnr-no-receive":
-		return peerNeed{toolAtomicBW, whyRNR}
+		return peerNeed{toolWriteBW, whyRNR}
+	case "resp-dup-read", "resp-read-beyond-region", "resp-read-bad-rkey", "resp-read-msn":
+		return peerNeed{toolReadBW, whyRead}
+	case "resp-dup-atomic", "resp-atomic-bad-rkey", "resp-atomic-misaligned":
+		return peerNeed{toolAtomicBW, whyAtomic}
 	}
-	return peerNeed{toolAtomicBW, whyAtomic}
+	return peerNeed{toolWriteBW, whyWrite}
 }
