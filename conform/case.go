@@ -215,6 +215,11 @@ type Result struct {
 	// Ladder is the packets the suite and the peer exchanged in the case
 	// (the check of a fresh QP afterwards left out); nil when none were.
 	Ladder *ladder.Diagram `json:"-"`
+	// PeerTool is the tool whose exchange gave the suite the peer's QP
+	// (runs against a remote peer only).
+	PeerTool string `json:"peer_tool,omitempty"`
+	// PeerWhy says why the case uses that tool, or what it needs.
+	PeerWhy string `json:"peer_tool_why,omitempty"`
 }
 
 // judge turns a case's observation into its result.

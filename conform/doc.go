@@ -7,9 +7,12 @@
 // state afterwards, its completion status, and whether the peer still
 // serves a fresh QP.
 //
-// So far the peer is goroce itself (RunSelf): a transport.Device over the
+// The peer is goroce itself (RunSelf): a transport.Device over the
 // in-memory link whose timers run on a clock the suite moves by hand, so a
 // case never waits for a real timeout and silence is proven with a fence
 // (a duplicate request whose answer must be the next packet), never with a
-// quiet interval.
+// quiet interval. Or it is another host's tools (RunPeer): each case
+// starts a peer tool afresh, takes its QP through the tool's own exchange
+// (a pingpong record, or perftest's), and fences on that QP with a primer
+// request sent again; so far only the responder cases run that way.
 package conform

@@ -20,6 +20,9 @@ const backstop = 10 * time.Second
 // errBackstop says the peer sent nothing where something had to come.
 var errBackstop = errors.New("the peer sent nothing before the backstop")
 
+// errStopped says a wait ended because the peer's command exited.
+var errStopped = errors.New("the peer's command exited")
+
 // rawEnd is the suite's own endpoint: it sends packets built field by
 // field, right or deliberately wrong, and reads what the peer sends back.
 type rawEnd struct {
@@ -27,6 +30,13 @@ type rawEnd struct {
 	src  netip.Addr // its address
 	dst  netip.Addr // the peer's
 	rx   chan []byte
+	// srcPort is the UDP source port of its packets (the ICRC covers
+	// it): a port the link sends from.
+	srcPort uint16
+	// swallow, if set, sees each packet next is about to return and
+	// takes it out of the stream by returning true (a remote peer's own
+	// requests, which the session acknowledges).
+	swallow func(bth.Packet) bool
 
 	mu  sync.Mutex
 	log ladder.Ladder // every packet sent and received, for the report
@@ -51,6 +61,13 @@ func (r *rawEnd) connect(a, b ladder.Endpoint) {
 	r.mu.Unlock()
 }
 
+// reset forgets the packets logged so far (a new case on the same link).
+func (r *rawEnd) reset() {
+	r.mu.Lock()
+	r.log = ladder.Ladder{}
+	r.mu.Unlock()
+}
+
 // diagram lays out the packets exchanged so far.
 func (r *rawEnd) diagram() *ladder.Diagram {
 	r.mu.Lock()
@@ -59,7 +76,7 @@ func (r *rawEnd) diagram() *ladder.Diagram {
 }
 
 func newRawEnd(link nic.Link, src, dst netip.Addr) *rawEnd {
-	r := &rawEnd{link: link, src: src, dst: dst, rx: make(chan []byte, 4096)}
+	r := &rawEnd{link: link, src: src, dst: dst, rx: make(chan []byte, 4096), srcPort: 0xc0de}
 	go func() {
 		frames := make([]nic.Frame, 16)
 		for {
@@ -143,7 +160,7 @@ func (r *rawEnd) build(p pkt) []byte {
 	if p.trunc > 0 && p.trunc < len(roce)-bth.ICRCLen {
 		roce = append(roce[:p.trunc:p.trunc], make([]byte, bth.ICRCLen)...)
 	}
-	o := bth.Outer{Src: r.src, Dst: r.dst, SrcPort: 0xc0de}
+	o := bth.Outer{Src: r.src, Dst: r.dst, SrcPort: r.srcPort}
 	hl := o.Len()
 	scratch := make([]byte, hl+len(roce))
 	o.Put(scratch, len(roce))
@@ -184,9 +201,17 @@ func (r *rawEnd) next(qpn uint32) (bth.Packet, error) {
 
 // nextOf is next for packets to either of two QPs.
 func (r *rawEnd) nextOf(qpn, qpn2 uint32) (bth.Packet, error) {
-	deadline := time.After(backstop)
+	return r.nextWithin(qpn, qpn2, backstop, nil)
+}
+
+// nextWithin is nextOf waiting at most d (errBackstop after it), or
+// until stop closes (errStopped).
+func (r *rawEnd) nextWithin(qpn, qpn2 uint32, d time.Duration, stop <-chan struct{}) (bth.Packet, error) {
+	deadline := time.After(d)
 	for {
 		select {
+		case <-stop:
+			return bth.Packet{}, errStopped
 		case dg, ok := <-r.rx:
 			if !ok {
 				return bth.Packet{}, errors.New("the link closed")
@@ -203,6 +228,9 @@ func (r *rawEnd) nextOf(qpn, qpn2 uint32) (bth.Packet, error) {
 				return bth.Packet{}, fmt.Errorf("the peer sent a malformed packet: %w", err)
 			}
 			if d := p.BTH().DestQP(); d != qpn && d != qpn2 {
+				continue
+			}
+			if r.swallow != nil && r.swallow(p) {
 				continue
 			}
 			return p, nil

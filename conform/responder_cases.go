@@ -68,8 +68,10 @@ func responderCases() []Case {
 					return Outcome{}, err
 				}
 				s.c.ePSN++
-				o, err := s.respond(pkt{op: bth.RCSendOnly, qpn: s.c.q.QPN(), psn: s.c.ePSN - 1, ackReq: true, payload: pay(64)})
-				if err == nil {
+				o, err := s.respond(pkt{op: bth.RCSendOnly, qpn: s.peerQPN(), psn: s.c.ePSN - 1, ackReq: true, payload: pay(64)})
+				// A remote peer's receive queue cannot be read: its answers
+				// are what is judged.
+				if err == nil && s.peer == nil {
 					if n := s.c.rcq.Len(); n != 1 {
 						o.Reply = Reply(fmt.Sprintf("duplicate delivered (%d receive completions)", n))
 					}
@@ -79,7 +81,7 @@ func responderCases() []Case {
 		{ID: "resp-dup-write", Rule: "C9-105", Role: Responder,
 			Expected: []Outcome{{Reply: ACK, PSN: -1, CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: AnyStatus}},
 			run: func(s *session) (Outcome, error) {
-				w := s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.mr.Addr()+8192, s.mr.RKey(), 64))
+				w := s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.va(8192), s.rkey(), 64))
 				if err := s.step(w, ackedRTS); err != nil {
 					return Outcome{}, err
 				}
@@ -89,7 +91,7 @@ func responderCases() []Case {
 		{ID: "resp-dup-read", Rule: "duplicate handling: a duplicate READ is answered again from the responder resources", Role: Responder,
 			Expected: []Outcome{{Reply: ReadResponse, PSN: -2, CheckPSN: true, Count: 2, CheckCount: true, State: qp.RTS, Status: AnyStatus}},
 			run: func(s *session) (Outcome, error) {
-				r := s.req(bth.RCReadRequest, 0, nil, withRETH(s.mr.Addr()+4096, s.mr.RKey(), 2*mtu))
+				r := s.req(bth.RCReadRequest, 0, nil, withRETH(s.va(4096), s.rkey(), 2*mtu))
 				if err := s.raw.send(r); err != nil {
 					return Outcome{}, err
 				}
@@ -104,9 +106,27 @@ func responderCases() []Case {
 		{ID: "resp-dup-atomic", Rule: "duplicate handling: a duplicate atomic is answered again, not executed again", Role: Responder,
 			Expected: []Outcome{{Reply: AtomicAck, PSN: -1, CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: AnyStatus}},
 			run: func(s *session) (Outcome, error) {
+				a := s.req(bth.RCFetchAdd, 0, nil, withAtomic(s.va(8192), s.rkey(), 5, 0))
+				if s.peer != nil {
+					// A remote peer's memory cannot be read: the replayed
+					// answer must carry the first one's original value.
+					first, err := s.stepAtomic(a)
+					if err != nil {
+						return Outcome{}, err
+					}
+					s.c.ePSN++
+					ref := s.c.ePSN
+					got, err := s.exchange(a)
+					o := s.respOutcome(got, ref)
+					if err == nil && o.Reply == AtomicAck {
+						if v := got[0].AtomicAckETH().OrigData(); v != first {
+							o.Reply = Reply(fmt.Sprintf("atomic executed again (original value %d, the first answer's %d)", v, first))
+						}
+					}
+					return o, err
+				}
 				word := s.mr.Bytes()[8192:]
 				binary.LittleEndian.PutUint64(word, 10)
-				a := s.req(bth.RCFetchAdd, 0, nil, withAtomic(s.mr.Addr()+8192, s.mr.RKey(), 5, 0))
 				if err := s.step(a, Outcome{Reply: AtomicAck, PSN: 0, CheckPSN: true, State: qp.RTS, Status: AnyStatus}); err != nil {
 					return Outcome{}, err
 				}
@@ -145,52 +165,52 @@ func responderCases() []Case {
 				return []pkt{s.req(bth.UDSendOnly, 0, pay(64), func(p []byte, i *bth.Info) {
 					d := bth.DETH(p[i.Offset(bth.ExtDETH):])
 					d.SetQKey(0x11111111)
-					d.SetSrcQP(rawQPN)
+					d.SetSrcQP(s.c.qpn)
 				})}
 			}, silentRTS),
 		one("resp-write-bad-rkey", "responder R_Key check: remote access error", setup{},
 			func(s *session) []pkt {
-				return []pkt{s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.mr.Addr(), s.mr.RKey()^0x100, 64))}
+				return []pkt{s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.va(0), s.rkey()^0x100, 64))}
 			}, fatalNAK(bth.NAKRemoteAccessError, 0)),
 		one("resp-write-beyond-region", "responder R_Key check: the range lies outside the region", setup{},
 			func(s *session) []pkt {
-				return []pkt{s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.mr.Addr()+regionLen-32, s.mr.RKey(), 64))}
+				return []pkt{s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.pastEnd(-32), s.rkey(), 64))}
 			}, fatalNAK(bth.NAKRemoteAccessError, 0)),
 		one("resp-read-beyond-region", "responder R_Key check: the range lies outside the region", setup{},
 			func(s *session) []pkt {
-				return []pkt{s.req(bth.RCReadRequest, 0, nil, withRETH(s.mr.Addr()+regionLen-32, s.mr.RKey(), 64))}
+				return []pkt{s.req(bth.RCReadRequest, 0, nil, withRETH(s.pastEnd(-32), s.rkey(), 64))}
 			}, fatalNAK(bth.NAKRemoteAccessError, 0)),
 		one("resp-read-bad-rkey", "responder R_Key check: remote access error", setup{},
 			func(s *session) []pkt {
-				return []pkt{s.req(bth.RCReadRequest, 0, nil, withRETH(s.mr.Addr(), 0xdead00, 64))}
+				return []pkt{s.req(bth.RCReadRequest, 0, nil, withRETH(s.va(0), 0xdead00, 64))}
 			}, fatalNAK(bth.NAKRemoteAccessError, 0)),
 		one("resp-atomic-bad-rkey", "responder R_Key check: remote access error", setup{},
 			func(s *session) []pkt {
-				return []pkt{s.req(bth.RCCompareSwap, 0, nil, withAtomic(s.mr.Addr(), s.mr.RKey()+1, 1, 0))}
+				return []pkt{s.req(bth.RCCompareSwap, 0, nil, withAtomic(s.va(0), s.rkey()+1, 1, 0))}
 			}, fatalNAK(bth.NAKRemoteAccessError, 0)),
 		one("resp-read-without-remote-read", "responder: an operation the QP's access flags do not enable", noRead,
 			func(s *session) []pkt {
-				return []pkt{s.req(bth.RCReadRequest, 0, nil, withRETH(s.mr.Addr(), s.mr.RKey(), 64))}
+				return []pkt{s.req(bth.RCReadRequest, 0, nil, withRETH(s.va(0), s.rkey(), 64))}
 			}, notEnabled...),
 		one("resp-write-without-remote-write", "responder: an operation the QP's access flags do not enable", noWrite,
 			func(s *session) []pkt {
-				return []pkt{s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.mr.Addr(), s.mr.RKey(), 64))}
+				return []pkt{s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.va(0), s.rkey(), 64))}
 			}, notEnabled...),
 		one("resp-atomic-without-remote-atomic", "responder: an operation the QP's access flags do not enable", noAtomic,
 			func(s *session) []pkt {
-				return []pkt{s.req(bth.RCFetchAdd, 0, nil, withAtomic(s.mr.Addr(), s.mr.RKey(), 1, 0))}
+				return []pkt{s.req(bth.RCFetchAdd, 0, nil, withAtomic(s.va(0), s.rkey(), 1, 0))}
 			}, notEnabled...),
 		one("resp-atomic-misaligned", "atomic operations: the address must be 8-byte aligned", setup{},
 			func(s *session) []pkt {
-				return []pkt{s.req(bth.RCFetchAdd, 0, nil, withAtomic(s.mr.Addr()+4, s.mr.RKey(), 1, 0))}
+				return []pkt{s.req(bth.RCFetchAdd, 0, nil, withAtomic(s.va(4), s.rkey(), 1, 0))}
 			}, fatalNAK(bth.NAKInvalidRequest, 0)),
 		one("resp-write-longer-than-reth", "responder length check: payload beyond the RETH's DMA length", setup{},
 			func(s *session) []pkt {
-				return []pkt{s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.mr.Addr(), s.mr.RKey(), 32))}
+				return []pkt{s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.va(0), s.rkey(), 32))}
 			}, fatalNAK(bth.NAKInvalidRequest, 0)),
 		one("resp-write-shorter-than-reth", "responder length check: message shorter than the RETH's DMA length", setup{},
 			func(s *session) []pkt {
-				return []pkt{s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.mr.Addr(), s.mr.RKey(), 100))}
+				return []pkt{s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.va(0), s.rkey(), 100))}
 			}, fatalNAK(bth.NAKInvalidRequest, 0)),
 		one("resp-send-only-over-mtu", "responder length check: an ONLY packet longer than the path MTU", setup{},
 			func(s *session) []pkt { return []pkt{s.req(bth.RCSendOnly, 0, pay(mtu+64))} },
@@ -216,7 +236,7 @@ func responderCases() []Case {
 			}, silentRTS),
 		one("resp-truncated-reth", "packet header validation: a packet shorter than its headers", setup{},
 			func(s *session) []pkt {
-				p := s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.mr.Addr(), s.mr.RKey(), 64))
+				p := s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.va(0), s.rkey(), 64))
 				p.trunc = bth.BTHLen + 8
 				return []pkt{p}
 			}, silentRTS),
@@ -244,8 +264,8 @@ func responderCases() []Case {
 				got, err := s.exchange(s.req(bth.RCSendOnly, 0, pay(64)))
 				o := s.respOutcome(got, ref)
 				if err == nil && o.Reply == RNRNAK {
-					if v := got[0].AETH().Syndrome().Value(); v != 14 {
-						o.Reply = Reply(fmt.Sprintf("RNR NAK with timer code %d, want 14", v))
+					if v, want := got[0].AETH().Syndrome().Value(), s.minRNR(); v != want {
+						o.Reply = Reply(fmt.Sprintf("RNR NAK with timer code %d, want %d", v, want))
 					}
 				}
 				return o, err
@@ -254,12 +274,12 @@ func responderCases() []Case {
 			Expected: []Outcome{{Reply: ReadResponse, PSN: 0, CheckPSN: true, State: qp.RTS, Status: AnyStatus}},
 			run: func(s *session) (Outcome, error) {
 				ref := s.c.ePSN
-				got, err := s.exchange(s.req(bth.RCReadRequest, 0, nil, withRETH(s.mr.Addr(), s.mr.RKey(), 64)))
+				got, err := s.exchange(s.req(bth.RCReadRequest, 0, nil, withRETH(s.va(0), s.rkey(), 64)))
 				o := s.respOutcome(got, ref)
 				if err == nil && o.Reply == ReadResponse {
 					// the first message on the QP
-					if m := got[0].AETH().MSN(); m != 1 {
-						o.Reply = Reply(fmt.Sprintf("READ response with MSN %d, want 1", m))
+					if m, want := got[0].AETH().MSN(), s.msnBefore()+1; m != want {
+						o.Reply = Reply(fmt.Sprintf("READ response with MSN %d, want %d", m, want))
 					}
 				}
 				return o, err
@@ -272,9 +292,36 @@ func responderCases() []Case {
 	}
 }
 
+// stepAtomic sends an atomic request that must be answered with an
+// Atomic Acknowledge, and returns its original value.
+func (s *session) stepAtomic(p pkt) (uint64, error) {
+	ref := s.c.ePSN
+	got, err := s.exchange(p)
+	if err != nil {
+		return 0, err
+	}
+	o := s.respOutcome(got, ref)
+	if want := (Outcome{Reply: AtomicAck, PSN: 0, CheckPSN: true, State: qp.RTS, Status: AnyStatus}); !want.matches(o) {
+		return 0, fmt.Errorf("preparing: %v answered with %v", p.op, o)
+	}
+	return got[0].AtomicAckETH().OrigData(), nil
+}
+
+// minRNR is the RNR timer code the peer's QP was given: the case's setup,
+// or for a remote peer its tool's.
+func (s *session) minRNR() uint8 {
+	if s.peer != nil {
+		return s.peer.minRNR
+	}
+	return s.set.minRNR
+}
+
 // step sends one request and requires the answer want before a case's
 // real stimulus.
 func (s *session) step(p pkt, want Outcome) error {
+	if s.peer != nil {
+		s.peer.answers, s.peer.stepping = want.answers(), true
+	}
 	got, err := s.respond(p)
 	if err != nil {
 		return err

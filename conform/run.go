@@ -66,11 +66,23 @@ func Deviations(rs []Result) (deviations, errors int) {
 // observed, verdict.
 func WriteText(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CASE\tRULE\tROLE\tEXPECTED\tOBSERVED\tVERDICT")
+	tools := false
+	for _, r := range rs {
+		tools = tools || r.PeerTool != ""
+	}
+	if tools {
+		fmt.Fprintln(tw, "CASE\tRULE\tROLE\tPEER TOOL\tEXPECTED\tOBSERVED\tVERDICT")
+	} else {
+		fmt.Fprintln(tw, "CASE\tRULE\tROLE\tEXPECTED\tOBSERVED\tVERDICT")
+	}
 	for _, r := range rs {
 		v := r.Verdict
 		if !r.PeerAlive {
 			v += " (peer dead)"
+		}
+		if tools {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Rule, r.Role, r.PeerTool, r.Expected, oneLine(r.Observed), v)
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Rule, r.Role, r.Expected, oneLine(r.Observed), v)
 	}

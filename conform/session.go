@@ -64,6 +64,61 @@ type session struct {
 	set setup
 	c   *conn // the connection a case works on
 	f   *conn // the fence's connection
+	// peer is set when the peer is another host's tool (RunPeer): then
+	// dev, pd, mr, clk and f are nil, and c.q too.
+	peer *remote
+}
+
+// peerQPN is the number of the peer's QP the case works on.
+func (s *session) peerQPN() uint32 {
+	if s.peer != nil {
+		return s.peer.qpn
+	}
+	return s.c.q.QPN()
+}
+
+// va is an address off bytes into the peer's region.
+func (s *session) va(off uint64) uint64 {
+	if s.peer != nil {
+		return s.peer.va + off%peerSpan
+	}
+	return s.mr.Addr() + off
+}
+
+// rkey is the R_Key of the peer's region.
+func (s *session) rkey() uint32 {
+	if s.peer != nil {
+		return s.peer.rkey
+	}
+	return s.mr.RKey()
+}
+
+// pastEnd is an address d bytes from the end of the peer's region. A
+// remote peer's exchange does not say how long its region is: there it
+// is 1 GiB past the address the peer gave, far outside any tool's buffer.
+func (s *session) pastEnd(d int) uint64 {
+	if s.peer != nil {
+		return s.peer.va + 1<<30 + uint64(d)
+	}
+	return s.mr.Addr() + uint64(regionLen+d)
+}
+
+// qpState is the peer QP's state: read from the device, or for a remote
+// peer what the last fence showed.
+func (s *session) qpState() qp.State {
+	if s.peer != nil {
+		return s.peer.state
+	}
+	return s.c.q.State()
+}
+
+// msnBefore is how many messages the peer's responder completed on the
+// case's QP before the case (a remote peer's primer).
+func (s *session) msnBefore() uint32 {
+	if s.peer != nil {
+		return 1
+	}
+	return 0
 }
 
 var (
@@ -106,11 +161,6 @@ func newSelfSession(set setup) (*session, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-func (s *session) close() {
-	s.dev.Close()
-	s.raw.link.Close()
 }
 
 // connect creates a peer QP and connects it to the suite's QP rqpn.
@@ -187,6 +237,9 @@ func (s *session) nextOrFence() (p bth.Packet, fence bool, err error) {
 // end of the burst of packets it took in (goroce does): everything the
 // first burst made it send is out before it takes in the second fence.
 func (s *session) fenced() ([]bth.Packet, error) {
+	if s.peer != nil {
+		return s.peerFenced()
+	}
 	var got []bth.Packet
 	for range 2 {
 		if err := s.raw.send(s.fencePkt()); err != nil {
@@ -218,7 +271,7 @@ func (s *session) exchange(stim ...pkt) ([]bth.Packet, error) {
 // respOutcome describes the peer's answers as a responder, relative to
 // the expected PSN before the stimulus (ref).
 func (s *session) respOutcome(got []bth.Packet, ref uint32) Outcome {
-	o := Outcome{Reply: Silent, State: s.c.q.State(), Status: AnyStatus, Count: len(got), CheckCount: true}
+	o := Outcome{Reply: Silent, State: s.qpState(), Status: AnyStatus, Count: len(got), CheckCount: true}
 	if len(got) > 0 {
 		p := got[0]
 		o.PSN, o.CheckPSN = psnDiff(uint32(p.BTH().PSN()), ref), true
@@ -250,6 +303,12 @@ func (s *session) respOutcome(got []bth.Packet, ref uint32) Outcome {
 		}
 		o.Detail = d[:len(d)-1]
 	}
+	if s.peer != nil && s.peer.stateWhy != "" {
+		if o.Detail != "" {
+			o.Detail += "; "
+		}
+		o.Detail += s.peer.stateWhy
+	}
 	return o
 }
 
@@ -265,7 +324,7 @@ func (s *session) respond(stim ...pkt) (Outcome, error) {
 
 // req builds a request from the suite at the peer's expected PSN plus d.
 func (s *session) req(op bth.OpCode, d int, payload []byte, exts ...func([]byte, *bth.Info)) pkt {
-	return pkt{op: op, qpn: s.c.q.QPN(), psn: s.c.ePSN + uint32(d), ackReq: true, payload: payload, exts: exts}
+	return pkt{op: op, qpn: s.peerQPN(), psn: s.c.ePSN + uint32(d), ackReq: true, payload: payload, exts: exts}
 }
 
 // --- the peer as requester ---
@@ -299,7 +358,7 @@ func (s *session) request() (bth.Packet, error) {
 
 // answer sends the suite's response to the peer's requester.
 func (s *session) answer(op bth.OpCode, psn uint32, payload []byte, exts ...func([]byte, *bth.Info)) error {
-	return s.raw.send(pkt{op: op, qpn: s.c.q.QPN(), psn: psn, payload: payload, exts: exts})
+	return s.raw.send(pkt{op: op, qpn: s.peerQPN(), psn: psn, payload: payload, exts: exts})
 }
 
 // ack answers with an ACK of PSN psn carrying MSN msn.

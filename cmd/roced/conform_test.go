@@ -154,3 +154,71 @@ func TestConformHTML(t *testing.T) {
 		}
 	}
 }
+
+// TestMain lets a test start this test binary as roced: with
+// ROCED_TEST_MAIN=1 it runs its arguments as roced's command line.
+func TestMain(m *testing.M) {
+	if os.Getenv("ROCED_TEST_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestConformPeerLoopback runs roced conform --peer-exec against roced's
+// own tools in a second process on loopback (the peer at 127.0.0.2, the
+// suite at 127.0.0.1): the plumbing of the peer run without rxe. Each
+// responder case must get the verdict --self gives it; each requester
+// case the verdict error, with what it needs.
+func TestConformPeerLoopback(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	self, peer := filepath.Join(dir, "self.json"), filepath.Join(dir, "peer.json")
+	var out, errb bytes.Buffer
+	run([]string{"conform", "--self", "--json", self}, &out, &errb)
+	out.Reset()
+	rc := run([]string{"conform", "--peer-exec", "env ROCED_TEST_MAIN=1", "--peer-roced", exe, "--peer-dev", "127.0.0.2",
+		"-d", "127.0.0.1", "--port", "19600", "--json", peer, "127.0.0.2"}, &out, &errb)
+	if errb.Len() != 0 {
+		t.Fatalf("exit %d, stderr: %s", rc, errb.String())
+	}
+	type doc struct {
+		Cases []struct {
+			ID, Role, Observed, Verdict string
+			PeerTool                    string `json:"peer_tool"`
+			PeerAlive                   bool   `json:"peer_alive"`
+		} `json:"cases"`
+	}
+	read := func(f string) doc {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d doc
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	want := map[string]string{}
+	for _, c := range read(self).Cases {
+		want[c.ID] = c.Verdict
+	}
+	d := read(peer)
+	if len(d.Cases) != len(want) {
+		t.Fatalf("%d cases against the peer, %d with --self", len(d.Cases), len(want))
+	}
+	for _, c := range d.Cases {
+		switch {
+		case c.Role == "requester" && (c.Verdict != "error" || !strings.Contains(c.Observed, "needs") || c.PeerTool != "none"):
+			t.Errorf("%s: %s %q", c.ID, c.Verdict, c.Observed)
+		case c.Role == "responder" && (c.Verdict != want[c.ID] || !c.PeerAlive || c.PeerTool == ""):
+			t.Errorf("%s: %s (--self: %s), peer alive %v, tool %q: %s", c.ID, c.Verdict, want[c.ID], c.PeerAlive, c.PeerTool, c.Observed)
+		}
+	}
+	if rc != 1 {
+		t.Errorf("exit %d with error verdicts", rc)
+	}
+}
