@@ -363,6 +363,7 @@ type Listener struct {
 	addr    netip.AddrPort
 	cfg     ListenConfig
 	ch      chan *Conn
+	reqs    chan *ConnRequest // DeferAccept's requests, not yet taken by Request
 	closed  chan struct{}
 	pending int // connections past REQ, not yet established (under m.mu)
 }
@@ -376,6 +377,14 @@ type ListenConfig struct {
 	// Backlog bounds the connections not yet accepted (0: 16); a REQ
 	// beyond it is rejected (reason 3, no resources).
 	Backlog int
+	// DeferAccept, if set, leaves each REQ to the program: Request
+	// returns it as a ConnRequest, which the program answers with Accept
+	// (a REP, with the QP it made by then) or Reject, as an rdma_cm
+	// program answers RDMA_CM_EVENT_CONNECT_REQUEST with rdma_accept or
+	// rdma_reject. QP and Params are then not used, and the listener's
+	// Accept returns nothing: the program has each Conn from
+	// ConnRequest.Accept, and its ESTABLISHED event from Events.
+	DeferAccept bool
 }
 
 // Listen starts accepting connections to addr (an unspecified address
@@ -386,7 +395,7 @@ type ListenConfig struct {
 // peer's RTU arrives: the manager accepts for the program, as a TCP stack
 // does, within the backlog.
 func (m *Manager) Listen(addr netip.AddrPort, cfg ListenConfig) (*Listener, error) {
-	if cfg.QP.PD == nil {
+	if cfg.QP.PD == nil && !cfg.DeferAccept {
 		return nil, errors.New("cm: listen: no protection domain")
 	}
 	if cfg.QP.QP != nil {
@@ -408,7 +417,7 @@ func (m *Manager) Listen(addr netip.AddrPort, cfg ListenConfig) (*Listener, erro
 		return nil, fmt.Errorf("cm: listen: port %d is in use", addr.Port())
 	}
 	l := &Listener{m: m, addr: netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()), cfg: cfg,
-		ch: make(chan *Conn, cfg.Backlog), closed: make(chan struct{})}
+		ch: make(chan *Conn, cfg.Backlog), reqs: make(chan *ConnRequest, cfg.Backlog), closed: make(chan struct{})}
 	m.listeners[addr.Port()] = l
 	return l, nil
 }
@@ -438,6 +447,7 @@ func (l *Listener) Close() error {
 		delete(l.m.listeners, l.addr.Port())
 	}
 	waiting := l.shut()
+	l.m.rejectRequests(l)
 	l.m.mu.Unlock()
 	for _, c := range waiting {
 		c.Close()

@@ -1,6 +1,7 @@
 package cm
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/goroce/goroce/mad"
@@ -25,6 +26,10 @@ func (m *Manager) onREQ(p peer, in mad.MAD) {
 		if c.state == stateTimewait {
 			m.reject(p, in.TID(), c.localID, key.comm, mad.MsgREQ, mad.RejStaleConn)
 		}
+		return
+	}
+	if m.requests[key] != nil {
+		m.st.duplicates.Add(1) // the program has yet to answer it
 		return
 	}
 	ps, port, ok := mad.SplitServiceID(r.ServiceID())
@@ -52,13 +57,32 @@ func (m *Manager) onREQ(p peer, in mad.MAD) {
 		rej(mad.RejInvalidGID)
 		return
 	}
-	params := l.cfg.Params
+	if l.cfg.DeferAccept {
+		// The program answers: rdma_cm's CONNECT_REQUEST, then rdma_accept
+		// or rdma_reject (request.go).
+		m.requestConn(l, p, in, key)
+		return
+	}
+	m.acceptREQ(l, p, in, key, l.cfg.QP, l.cfg.Params)
+}
+
+// acceptREQ answers a REQ to l with a REP: a connection with a QP made
+// (or given) by qc, in RTS, with params, counted pending on l until the
+// RTU. A REQ it cannot serve is rejected, and the error says why.
+func (m *Manager) acceptREQ(l *Listener, p peer, in mad.MAD, key remoteID, qc QPConfig, params ConnParams) error {
+	r := in.REQ()
+	rej := func(why mad.RejReason, err error) error {
+		m.reject(p, in.TID(), 0, key.comm, mad.MsgREQ, why)
+		return err
+	}
+	hdr, _ := mad.ParseCMAHdr(r.PrivateData()) // onREQ checked it
+	_, port, _ := mad.SplitServiceID(r.ServiceID())
+	local := p.local
 	params.ResponderResources = min(params.ResponderResources, r.InitiatorDepth())
 	params.InitiatorDepth = min(params.InitiatorDepth, r.ResponderResources())
-	c, err := m.newConn(l.cfg.QP, params, local)
+	c, err := m.newConn(qc, params, local)
 	if err != nil {
-		rej(mad.RejNoResources)
-		return
+		return rej(mad.RejNoResources, err)
 	}
 	c.listener = l
 	c.p = p
@@ -71,15 +95,13 @@ func (m *Manager) onREQ(p peer, in mad.MAD) {
 	mtu := qp.MTU(r.PathMTU())
 	if !mtu.Valid() {
 		m.dev.DestroyQP(c.qp)
-		rej(mad.RejInvalidMTU)
-		return
+		return rej(mad.RejInvalidMTU, fmt.Errorf("cm: REQ with path MTU %d", r.PathMTU()))
 	}
 	mtu = min(mtu, c.lep.MTU)
 	c.lep.MTU = mtu
 	if err := m.connect(c, r.LocalQPN(), r.StartingPSN(), mtu, r.RetryCount(), r.RNRRetryCount()); err != nil {
 		m.dev.DestroyQP(c.qp)
-		rej(mad.RejConsumerDefined)
-		return
+		return rej(mad.RejConsumerDefined, err)
 	}
 	c.localID = m.newCommID()
 	c.remoteKey = key
@@ -98,6 +120,7 @@ func (m *Manager) onREQ(p peer, in mad.MAD) {
 	})
 	c.state = stateREPSent
 	c.sendRetried(msg, int(r.MaxCMRetries()))
+	return nil
 }
 
 // onREP is the active side's: the peer accepted.
@@ -174,6 +197,9 @@ func (m *Manager) onRTU(in mad.MAD) {
 	c.listener.pending--
 	close(c.ready)
 	m.emit(EventEstablished, c, nil)
+	if c.listener.cfg.DeferAccept {
+		return // the program has the Conn from ConnRequest.Accept
+	}
 	select {
 	case c.listener.ch <- c:
 	default: // the backlog was checked at the REQ: not reached

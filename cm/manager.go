@@ -104,6 +104,7 @@ type Manager struct {
 	conns     map[uint32]*Conn   // by local communication ID
 	remote    map[remoteID]*Conn // by the peer's communication ID and CA GUID
 	listeners map[uint16]*Listener
+	requests  map[remoteID]*ConnRequest // REQs a DeferAccept listener's program has yet to answer
 	// The UDP port space (sidr.go): listeners by port, the SIDR requests
 	// taken (by sender and request ID), those sent (by request ID).
 	udListeners map[uint16]*UDListener
@@ -129,6 +130,7 @@ func New(dev *transport.Device, o Options) (*Manager, error) {
 	m := &Manager{
 		dev: dev, clock: o.Clock, guid: nodeGUID(dev), hiTID: uint64(rand.Uint32()) << 32,
 		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[uint16]*Listener{},
+		requests:    map[remoteID]*ConnRequest{},
 		udListeners: map[uint16]*UDListener{}, sidrIn: map[sidrKey]*SIDRRequest{}, sidrOut: map[uint32]*sidrQuery{},
 		in: newMADQueue(), done: make(chan struct{}), ids: rand.Uint32,
 		events: make(chan Event, eventQueue),

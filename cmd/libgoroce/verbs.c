@@ -123,7 +123,9 @@ static int gq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 			w->opcode = buf[i].opcode;
 			w->vendor_err = buf[i].vendor_err;
 			w->byte_len = buf[i].byte_len;
-			w->imm_data = buf[i].imm; /* or invalidated_rkey: a union */
+			/* imm_data is in network order, as it came on the wire (the
+			 * engine's is a number); invalidated_rkey, its union, is not. */
+			w->imm_data = buf[i].wc_flags & IBV_WC_WITH_IMM ? htobe32(buf[i].imm) : buf[i].imm;
 			w->qp_num = buf[i].qp_num;
 			w->src_qp = buf[i].src_qp;
 			w->wc_flags = buf[i].wc_flags;
@@ -160,7 +162,7 @@ static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 	for (; wr; wr = wr->next) {
 		struct gq_send s = {
 			.wr_id = wr->wr_id, .sge = wr->sg_list, .num_sge = wr->num_sge,
-			.opcode = wr->opcode, .flags = wr->send_flags, .imm = wr->imm_data,
+			.opcode = wr->opcode, .flags = wr->send_flags, .imm = be32toh(wr->imm_data),
 		};
 		int rc;
 
@@ -689,7 +691,9 @@ static uint32_t cqx_read_byte_len(struct ibv_cq_ex *cqx)
 /* The immediate data, or the invalidated rkey (ibv_wc_read_invalidated_rkey). */
 static __be32 cqx_read_imm_data(struct ibv_cq_ex *cqx)
 {
-	return CQX(cqx)->cur.imm;
+	struct gq_wc *w = &CQX(cqx)->cur;
+
+	return w->wc_flags & IBV_WC_WITH_IMM ? htobe32(w->imm) : w->imm;
 }
 
 static uint32_t cqx_read_qp_num(struct ibv_cq_ex *cqx)
@@ -1112,7 +1116,7 @@ static void wr_send_imm(struct ibv_qp_ex *qpx, __be32 imm)
 	struct gq_send *s = next(qpx, IBV_QP_EX_WITH_SEND_WITH_IMM, IBV_WR_SEND_WITH_IMM);
 
 	if (s)
-		s->imm = imm;
+		s->imm = be32toh(imm);
 }
 
 static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
@@ -1131,7 +1135,7 @@ static void wr_rdma(struct ibv_qp_ex *qpx, uint64_t op, uint32_t opcode, uint32_
 	if (s) {
 		s->rkey = rkey;
 		s->remote_addr = addr;
-		s->imm = imm;
+		s->imm = be32toh(imm);
 	}
 }
 
@@ -1510,6 +1514,59 @@ EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 		return rc;
 	free(ah);
 	return 0;
+}
+
+/* The address vector that answers a UD receive: the packet's source, from
+ * the 40-byte GRH area of the receive buffer (RoCEv2 over IPv4: the IPv4
+ * header in its last 20 bytes), sent from the GID the packet came to.
+ * libibverbs' own would read a kernel device's GID table; this one reads
+ * goroce's (udaddy's server answers each client this way). */
+EXPORT int ibv_init_ah_from_wc(struct ibv_context *ctx, uint8_t port, struct ibv_wc *wc,
+			       struct ibv_grh *grh, struct ibv_ah_attr *ah)
+{
+	const uint8_t *g = (const uint8_t *)grh;
+	union ibv_gid src = {}, dst = {}, gid;
+	int i;
+
+	memset(ah, 0, sizeof(*ah));
+	ah->port_num = port;
+	ah->sl = wc->sl;
+	ah->dlid = wc->slid;
+	ah->src_path_bits = wc->dlid_path_bits;
+	if (!(wc->wc_flags & IBV_WC_GRH) || !grh)
+		FAIL(EINVAL, -1); /* RoCE: no GRH, no peer */
+	if (g[0] == 0 && g[20] >> 4 == 4) {
+		src.raw[10] = src.raw[11] = dst.raw[10] = dst.raw[11] = 0xff;
+		memcpy(&src.raw[12], g + 20 + 12, 4);
+		memcpy(&dst.raw[12], g + 20 + 16, 4);
+		ah->grh.traffic_class = g[21];
+	} else {
+		uint32_t f = be32toh(grh->version_tclass_flow);
+
+		src = grh->sgid;
+		dst = grh->dgid;
+		ah->grh.flow_label = f & 0xfffff;
+		ah->grh.traffic_class = (f >> 20) & 0xff;
+	}
+	ah->is_global = 1;
+	ah->grh.dgid = src;
+	ah->grh.hop_limit = 0xff;
+	for (i = 0; ibv_query_gid(ctx, port, i, &gid) == 0; i++) {
+		if (!memcmp(gid.raw, dst.raw, 16)) {
+			ah->grh.sgid_index = i;
+			return 0;
+		}
+	}
+	FAIL(ENOENT, -1);
+}
+
+EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh, uint8_t port)
+{
+	struct ibv_ah_attr a;
+
+	if (ibv_init_ah_from_wc(pd->context, port, wc, grh, &a))
+		return NULL;
+	return ibv_create_ah(pd, &a);
 }
 
 /* ---- asynchronous events ---- */

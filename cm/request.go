@@ -1,0 +1,159 @@
+package cm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/goroce/goroce/mad"
+)
+
+// ErrAnswered is returned by a ConnRequest's Accept or Reject once the
+// request was answered, or withdrawn when its listener closed.
+var ErrAnswered = errors.New("cm: connection request answered already")
+
+// ConnRequest is a REQ a DeferAccept listener holds for the program
+// (rdma_cm's RDMA_CM_EVENT_CONNECT_REQUEST): nothing has answered it
+// yet. A duplicate of it is dropped while it waits.
+type ConnRequest struct {
+	m      *Manager
+	l      *Listener
+	p      peer
+	in     mad.MAD
+	key    remoteID
+	local  netip.AddrPort
+	remote netip.AddrPort
+	done   bool // answered or withdrawn (under m.mu)
+}
+
+// LocalAddr returns the address and port the request came to.
+func (r *ConnRequest) LocalAddr() netip.AddrPort { return r.local }
+
+// RemoteAddr returns the requester's address and port (its rdma_cm
+// header's).
+func (r *ConnRequest) RemoteAddr() netip.AddrPort { return r.remote }
+
+// PrivateData returns the requester's private data: what followed rdma_cm's
+// header in the REQ (56 bytes, zero-padded).
+func (r *ConnRequest) PrivateData() []byte {
+	return append([]byte(nil), r.in.REQ().PrivateData()[mad.CMAHdrLen:]...)
+}
+
+// ResponderResources returns the READs and atomics the requester takes
+// at once; InitiatorDepth those it issues (the REQ's fields).
+func (r *ConnRequest) ResponderResources() uint8 { return r.in.REQ().ResponderResources() }
+
+// InitiatorDepth returns how many READs and atomics the requester issues
+// at once.
+func (r *ConnRequest) InitiatorDepth() uint8 { return r.in.REQ().InitiatorDepth() }
+
+// requestConn holds a REQ to a DeferAccept listener for the program.
+// Called with m.mu held, once onREQ has checked the REQ.
+func (m *Manager) requestConn(l *Listener, p peer, in mad.MAD, key remoteID) {
+	r := in.REQ()
+	hdr, _ := mad.ParseCMAHdr(r.PrivateData())
+	_, port, _ := mad.SplitServiceID(r.ServiceID())
+	req := &ConnRequest{m: m, l: l, p: p, in: append(mad.MAD(nil), in...), key: key,
+		local:  netip.AddrPortFrom(p.local, port),
+		remote: netip.AddrPortFrom(hdr.SrcAddr().Unmap(), hdr.Port())}
+	m.requests[key] = req
+	l.pending++ // onREQ checked the backlog: reqs has room
+	l.reqs <- req
+}
+
+// Request returns the next connection request of a DeferAccept listener,
+// or an error when ctx ends or the listener is closed.
+func (l *Listener) Request(ctx context.Context) (*ConnRequest, error) {
+	if !l.cfg.DeferAccept {
+		return nil, errors.New("cm: request: the listener accepts by itself (ListenConfig.DeferAccept)")
+	}
+	select {
+	case r := <-l.reqs:
+		return r, nil
+	case <-l.closed:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Accept answers the request with a REP: the connection's QP (qc.QP, the
+// program's, in RESET or INIT, or one made from qc) is moved to RTS and
+// the Conn returned at once, before the requester's RTU, as rdma_accept
+// returns; its EventEstablished comes on Events when the RTU arrives.
+// p's private data (at most 196 bytes) goes in the REP; its responder
+// resources and initiator depth are bounded by the requester's. A QP that
+// cannot be connected fails the request with a REJ.
+func (r *ConnRequest) Accept(qc QPConfig, p ConnParams) (*Conn, error) {
+	if qc.PD == nil && qc.QP == nil {
+		return nil, errors.New("cm: accept: no protection domain")
+	}
+	if len(p.PrivateData) > mad.REPPrivateDataLen {
+		return nil, fmt.Errorf("cm: accept: %d bytes of private data, a REP holds %d", len(p.PrivateData), mad.REPPrivateDataLen)
+	}
+	p.defaults()
+	m := r.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := r.take(); err != nil {
+		return nil, err
+	}
+	if err := m.acceptREQ(r.l, r.p, r.in, r.key, qc, p); err != nil {
+		return nil, fmt.Errorf("cm: accept: %w", err)
+	}
+	return m.remote[r.key], nil
+}
+
+// Reject answers the request with a REJ, reason 28 (consumer defined, as
+// rdma_reject sends it), carrying privateData (at most 148 bytes).
+func (r *ConnRequest) Reject(privateData []byte) error {
+	if len(privateData) > mad.REJPrivateDataLen {
+		return fmt.Errorf("cm: reject: %d bytes of private data, a REJ holds %d", len(privateData), mad.REJPrivateDataLen)
+	}
+	m := r.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := r.take(); err != nil {
+		return err
+	}
+	m.rejectREQ(r, privateData)
+	return nil
+}
+
+// take marks the request answered. Called with m.mu held.
+func (r *ConnRequest) take() error {
+	if r.done {
+		return ErrAnswered
+	}
+	if r.m.closed {
+		return ErrClosed
+	}
+	r.done = true
+	delete(r.m.requests, r.key)
+	r.l.pending--
+	return nil
+}
+
+// rejectREQ sends the REJ that refuses r. Called with m.mu held.
+func (m *Manager) rejectREQ(r *ConnRequest, privateData []byte) {
+	msg := newMAD(mad.AttrREJ, r.in.TID())
+	rej := msg.REJ()
+	rej.SetRemoteCommID(r.key.comm)
+	rej.SetMessageRejected(mad.MsgREQ)
+	rej.SetReason(mad.RejConsumerDefined)
+	rej.SetPrivateData(privateData)
+	m.st.rejected.Add(1)
+	m.send(r.p, msg)
+}
+
+// rejectRequests refuses the requests a closing listener still holds,
+// taken by Request or not, as rdma_cm rejects those of a destroyed
+// listener. Called with m.mu held.
+func (m *Manager) rejectRequests(l *Listener) {
+	for _, r := range m.requests {
+		if r.l == l && r.take() == nil {
+			m.rejectREQ(r, nil)
+		}
+	}
+}

@@ -1,0 +1,600 @@
+package main
+
+// librdmacm's API (cma.c) over package cm: one cm.Manager per device the
+// library opens for it, made at the device's first listener or
+// connection; an event channel is a queue here and an eventfd in C; a
+// cm_id is a cmID. A listener is a DeferAccept cm.Listener, so that each
+// REQ becomes a CONNECT_REQUEST event with a new cm_id that the program
+// answers with rdma_accept (after rdma_create_qp on it) or rdma_reject.
+// The connections' own events (ESTABLISHED, REJECTED, UNREACHABLE,
+// CONNECT_ERROR, DISCONNECTED, TIMEWAIT_EXIT) come from the manager's
+// Events and find their cm_id by the connection's QP, which the program
+// made before rdma_connect or rdma_accept.
+
+/*
+#include <stdlib.h>
+#include "cma.h"
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"runtime/cgo"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/mad"
+	"github.com/goroce/goroce/qp"
+	"golang.org/x/sys/unix"
+)
+
+// cmDev is a device as the connection manager uses it.
+type cmDev struct {
+	index int
+	ctx   *devctx
+
+	once sync.Once
+	m    *cm.Manager
+	err  error
+
+	mu   sync.Mutex
+	byQP map[*qp.QP]*cmID // the cm_id of each connection's QP
+}
+
+var cmDevs []*cmDev // set once by goroce_cm_init
+
+//export goroce_cm_init
+func goroce_cm_init(n C.int, hs *C.uintptr_t) {
+	for i, h := range unsafe.Slice(hs, n) {
+		cmDevs = append(cmDevs, &cmDev{index: i, ctx: handle[*devctx](h), byQP: map[*qp.QP]*cmID{}})
+	}
+}
+
+// manager starts the device's connection manager, once.
+func (d *cmDev) manager() (*cm.Manager, error) {
+	d.once.Do(func() {
+		d.m, d.err = cm.New(d.ctx.dev, cm.Options{})
+		if d.err == nil {
+			go d.forward(d.m)
+		}
+	})
+	return d.m, d.err
+}
+
+// forward hands each connection event to its cm_id's channel.
+func (d *cmDev) forward(m *cm.Manager) {
+	for e := range m.Events() {
+		d.mu.Lock()
+		id := d.byQP[e.Conn.QP()]
+		d.mu.Unlock()
+		if id == nil {
+			continue // its cm_id is destroyed
+		}
+		ev := cmEvent{id: id.cid}
+		switch e.Type {
+		case cm.EventEstablished:
+			ev.typ = C.RDMA_CM_EVENT_ESTABLISHED
+			ev.rr, ev.depth = e.Conn.ResponderResources(), e.Conn.InitiatorDepth()
+			id.mu.Lock()
+			if id.conn == nil {
+				id.conn = e.Conn // before Dial returns
+			}
+			active := id.req == nil
+			id.mu.Unlock()
+			if active {
+				ev.priv = e.Conn.PrivateData() // the REP's
+			}
+		case cm.EventRejected:
+			ev.typ = C.RDMA_CM_EVENT_REJECTED
+			var rej *cm.RejectError
+			if errors.As(e.Err, &rej) {
+				ev.status = int32(rej.Reason)
+				ev.priv = rej.PrivateData
+			}
+		case cm.EventUnreachable:
+			ev.typ, ev.status = C.RDMA_CM_EVENT_UNREACHABLE, -int32(syscall.ETIMEDOUT)
+		case cm.EventConnectError:
+			ev.typ, ev.status = C.RDMA_CM_EVENT_CONNECT_ERROR, -int32(syscall.ECONNRESET)
+		case cm.EventDisconnected:
+			ev.typ = C.RDMA_CM_EVENT_DISCONNECTED
+		case cm.EventTimewaitExit:
+			ev.typ = C.RDMA_CM_EVENT_TIMEWAIT_EXIT
+		default:
+			continue
+		}
+		id.post(ev)
+	}
+}
+
+// cmEvent is one event waiting in a channel.
+type cmEvent struct {
+	typ       C.int
+	status    int32
+	id        *C.struct_rdma_cm_id
+	listen    *C.struct_rdma_cm_id
+	priv      []byte
+	rr, depth uint8
+	ud        *cm.UDPeer // a UD peer (ROUTE_RESOLVED... ESTABLISHED of RDMA_PS_UDP)
+}
+
+// cmChannel is an rdma_event_channel: its events, one count each on fd.
+type cmChannel struct {
+	fd int
+	mu sync.Mutex
+	q  []cmEvent
+}
+
+func (ch *cmChannel) push(e cmEvent) {
+	ch.mu.Lock()
+	ch.q = append(ch.q, e)
+	ch.mu.Unlock()
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(ch.fd, one[:])
+}
+
+//export goroce_cm_channel
+func goroce_cm_channel(fd C.int, h *C.uintptr_t) C.int {
+	*h = C.uintptr_t(cgo.NewHandle(&cmChannel{fd: int(fd)}))
+	return 0
+}
+
+//export goroce_cm_channel_close
+func goroce_cm_channel_close(h C.uintptr_t) { cgo.Handle(h).Delete() }
+
+//export goroce_cm_get_event
+func goroce_cm_get_event(h C.uintptr_t, out *C.struct_gq_cm_ev) C.int {
+	ch := handle[*cmChannel](h)
+	ch.mu.Lock()
+	if len(ch.q) == 0 {
+		ch.mu.Unlock()
+		return C.int(syscall.EAGAIN)
+	}
+	e := ch.q[0]
+	ch.q = ch.q[1:]
+	ch.mu.Unlock()
+	*out = C.struct_gq_cm_ev{id: e.id, listen_id: e.listen, event: C.int32_t(e.typ), status: C.int32_t(e.status),
+		responder_resources: C.uint8_t(e.rr), initiator_depth: C.uint8_t(e.depth)}
+	n := copy(unsafe.Slice((*byte)(&out.priv[0]), len(out.priv)), e.priv)
+	out.priv_len = C.uint32_t(n)
+	if u := e.ud; u != nil {
+		out.ud, out.qp_num, out.qkey = 1, C.uint32_t(u.QPN), C.uint32_t(u.QKey)
+		copy(unsafe.Slice((*byte)(&out.ah.dgid[0]), 16), u.AH.DGID[:])
+		out.ah.flow_label, out.ah.sgid_index = C.uint32_t(u.AH.FlowLabel), C.uint8_t(u.AH.SGIDIndex)
+		out.ah.hop_limit, out.ah.traffic_class, out.ah.sl = C.uint8_t(u.AH.HopLimit), C.uint8_t(u.AH.TrafficClass), C.uint8_t(u.AH.SL)
+	}
+	return 0
+}
+
+// cmID is an rdma_cm_id.
+type cmID struct {
+	cid *C.struct_rdma_cm_id // its C struct
+	ps  int
+
+	mu         sync.Mutex
+	ch         *cmChannel
+	dev        *cmDev         // the device it is bound to (nil: none yet)
+	local      netip.AddrPort // bound or resolved
+	remote     netip.AddrPort
+	resolved   bool
+	listeners  []*cm.Listener
+	udls       []*cm.UDListener
+	req        *cm.ConnRequest // a passive side's request (CONNECT_REQUEST)
+	sidr       *cm.SIDRRequest // a UD service's request
+	conn       *cm.Conn
+	q          *qp.QP // registered in dev.byQP
+	cancel     context.CancelFunc
+	ackTimeout uint8
+	gone       bool
+}
+
+// post queues an event of the id's on its channel, unless it is destroyed.
+func (id *cmID) post(e cmEvent) {
+	id.mu.Lock()
+	ch, gone := id.ch, id.gone
+	id.mu.Unlock()
+	if !gone {
+		ch.push(e)
+	}
+}
+
+//export goroce_cm_create_id
+func goroce_cm_create_id(chh C.uintptr_t, cid *C.struct_rdma_cm_id, ps C.int, h *C.uintptr_t) C.int {
+	*h = C.uintptr_t(cgo.NewHandle(&cmID{cid: cid, ps: int(ps), ch: handle[*cmChannel](chh)}))
+	return 0
+}
+
+//export goroce_cm_migrate
+func goroce_cm_migrate(h, chh C.uintptr_t) C.int {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	id.ch = handle[*cmChannel](chh)
+	id.mu.Unlock()
+	return 0
+}
+
+//export goroce_cm_destroy_id
+func goroce_cm_destroy_id(h C.uintptr_t) {
+	id := handle[*cmID](h)
+	cgo.Handle(h).Delete()
+	id.mu.Lock()
+	id.gone = true
+	ls, udls, req, sidr, conn, q, dev, cancel := id.listeners, id.udls, id.req, id.sidr, id.conn, id.q, id.dev, id.cancel
+	id.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+	}
+	for _, l := range udls {
+		l.Close()
+	}
+	if req != nil {
+		req.Reject(nil) // not answered yet: as rdma_cm rejects it (ErrAnswered otherwise)
+	}
+	if sidr != nil {
+		sidr.Reject(mad.SIDRReject, nil)
+	}
+	if conn != nil {
+		conn.Close() // a DREQ if still connected, as destroying a kernel cm_id sends it
+	}
+	if cancel != nil {
+		cancel()
+	}
+	if q != nil {
+		dev.mu.Lock()
+		if dev.byQP[q] == id {
+			delete(dev.byQP, q)
+		}
+		dev.mu.Unlock()
+	}
+}
+
+// addrPort reads a flattened sockaddr.
+func addrPort(s *C.struct_gq_sa) netip.AddrPort {
+	a := netip.AddrFrom16(*(*[16]byte)(unsafe.Pointer(&s.addr[0])))
+	if s.family == C.AF_INET {
+		a = a.Unmap()
+	}
+	return netip.AddrPortFrom(a, uint16(s.port))
+}
+
+func toSA(ap netip.AddrPort) C.struct_gq_sa {
+	s := C.struct_gq_sa{port: C.uint16_t(ap.Port()), family: C.AF_INET6}
+	if ap.Addr().Is4() {
+		s.family = C.AF_INET
+	}
+	b := ap.Addr().As16()
+	copy(unsafe.Slice((*byte)(&s.addr[0]), 16), b[:])
+	return s
+}
+
+// deviceOf returns the device whose GID table holds a.
+func deviceOf(a netip.Addr) *cmDev {
+	for _, d := range cmDevs {
+		if _, ok := d.ctx.dev.GIDIndex(a); ok {
+			return d
+		}
+	}
+	return nil
+}
+
+// bind binds id to local (an unspecified address binds no device).
+// Called with id.mu held.
+func (id *cmID) bind(local netip.AddrPort) C.int {
+	if !local.Addr().IsUnspecified() {
+		d := deviceOf(local.Addr())
+		if d == nil {
+			return C.int(syscall.EADDRNOTAVAIL)
+		}
+		id.dev = d
+		C.gq_cm_set_dev(id.cid, C.int(d.index))
+	}
+	id.local = local
+	sa := toSA(local)
+	C.gq_cm_set_addr(id.cid, 0, &sa)
+	return 0
+}
+
+//export goroce_cm_bind
+func goroce_cm_bind(h C.uintptr_t, sa *C.struct_gq_sa) C.int {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.bind(addrPort(sa))
+}
+
+//export goroce_cm_resolve_addr
+func goroce_cm_resolve_addr(h C.uintptr_t, src, dst *C.struct_gq_sa) C.int {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if src.family != 0 {
+		if rc := id.bind(addrPort(src)); rc != 0 {
+			return rc
+		}
+	}
+	remote := addrPort(dst)
+	if id.dev == nil {
+		// The source the routing table picks, else the first device's.
+		var local netip.Addr
+		if c, err := net.Dial("udp", netip.AddrPortFrom(remote.Addr(), 9).String()); err == nil {
+			if ua, ok := c.LocalAddr().(*net.UDPAddr); ok {
+				local = ua.AddrPort().Addr().Unmap()
+			}
+			c.Close()
+		}
+		if deviceOf(local) == nil && len(cmDevs) > 0 {
+			local = cmDevs[0].ctx.ep.Addr
+		}
+		if rc := id.bind(netip.AddrPortFrom(local, id.local.Port())); rc != 0 {
+			return rc
+		}
+	}
+	id.remote = remote
+	sa := toSA(remote)
+	C.gq_cm_set_addr(id.cid, 1, &sa)
+	id.resolved = true
+	id.ch.push(cmEvent{typ: C.RDMA_CM_EVENT_ADDR_RESOLVED, id: id.cid})
+	return 0
+}
+
+//export goroce_cm_resolve_route
+func goroce_cm_resolve_route(h C.uintptr_t) C.int {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if !id.resolved {
+		return C.int(syscall.EINVAL)
+	}
+	id.ch.push(cmEvent{typ: C.RDMA_CM_EVENT_ROUTE_RESOLVED, id: id.cid})
+	return 0
+}
+
+//export goroce_cm_ack_timeout
+func goroce_cm_ack_timeout(h C.uintptr_t, t C.uint8_t) C.int {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	id.ackTimeout = uint8(t)
+	id.mu.Unlock()
+	return 0
+}
+
+//export goroce_cm_listen
+func goroce_cm_listen(h C.uintptr_t, backlog C.int) C.int {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if !id.local.IsValid() {
+		return C.int(syscall.EINVAL) // rdma_bind_addr first
+	}
+	if len(id.listeners)+len(id.udls) > 0 {
+		return 0
+	}
+	if id.local.Port() == 0 {
+		id.local = netip.AddrPortFrom(id.local.Addr(), uint16(32768+rand.IntN(28232)))
+		sa := toSA(id.local)
+		C.gq_cm_set_addr(id.cid, 0, &sa)
+	}
+	devs := cmDevs
+	if id.dev != nil {
+		devs = []*cmDev{id.dev}
+	}
+	for _, d := range devs {
+		m, err := d.manager()
+		if err == nil {
+			if id.ps == C.RDMA_PS_UDP {
+				var l *cm.UDListener
+				if l, err = m.ListenUD(id.local, int(backlog)); err == nil {
+					id.udls = append(id.udls, l)
+					go id.serveUD(d, l)
+				}
+			} else {
+				var l *cm.Listener
+				if l, err = m.Listen(id.local, cm.ListenConfig{DeferAccept: true, Backlog: int(backlog)}); err == nil {
+					id.listeners = append(id.listeners, l)
+					go id.serve(d, l)
+				}
+			}
+		}
+		if err != nil {
+			for _, l := range id.listeners {
+				l.Close()
+			}
+			for _, l := range id.udls {
+				l.Close()
+			}
+			id.listeners, id.udls = nil, nil
+			return C.int(syscall.EADDRINUSE)
+		}
+	}
+	return 0
+}
+
+// child makes the cm_id of a request to id's listener on d.
+func (id *cmID) child(d *cmDev, local, remote netip.AddrPort) (*cmID, C.uintptr_t) {
+	cid := C.gq_cm_child(id.cid, C.int(d.index))
+	if cid == nil {
+		return nil, 0
+	}
+	id.mu.Lock()
+	c := &cmID{cid: cid, ps: id.ps, ch: id.ch, dev: d, local: local, remote: remote, resolved: true}
+	id.mu.Unlock()
+	la, ra := toSA(local), toSA(remote)
+	C.gq_cm_set_addr(cid, 0, &la)
+	C.gq_cm_set_addr(cid, 1, &ra)
+	h := C.uintptr_t(cgo.NewHandle(c))
+	(*C.struct_gq_cm_id)(unsafe.Pointer(cid)).h = h
+	return c, h
+}
+
+// serve turns each connection request to l into a CONNECT_REQUEST event
+// with a new cm_id.
+func (id *cmID) serve(d *cmDev, l *cm.Listener) {
+	for {
+		r, err := l.Request(context.Background())
+		if err != nil {
+			return
+		}
+		c, _ := id.child(d, r.LocalAddr(), r.RemoteAddr())
+		if c == nil {
+			r.Reject(nil)
+			continue
+		}
+		c.req = r
+		id.post(cmEvent{typ: C.RDMA_CM_EVENT_CONNECT_REQUEST, id: c.cid, listen: id.cid, priv: r.PrivateData(),
+			rr: r.ResponderResources(), depth: r.InitiatorDepth()})
+	}
+}
+
+// serveUD turns each SIDR request to l into a CONNECT_REQUEST event with
+// a new cm_id.
+func (id *cmID) serveUD(d *cmDev, l *cm.UDListener) {
+	for {
+		r, err := l.Accept(context.Background())
+		if err != nil {
+			return
+		}
+		c, _ := id.child(d, r.LocalAddr(), r.RemoteAddr())
+		if c == nil {
+			r.Reject(mad.SIDRReject, nil)
+			continue
+		}
+		c.sidr = r
+		id.post(cmEvent{typ: C.RDMA_CM_EVENT_CONNECT_REQUEST, id: c.cid, listen: id.cid, priv: r.PrivateData()})
+	}
+}
+
+// params are the connection parameters of a C rdma_conn_param.
+func (id *cmID) params(p *C.struct_gq_conn) cm.ConnParams {
+	cp := cm.ConnParams{ACKTimeout: id.ackTimeout}
+	if p.given != 0 {
+		cp.ResponderResources, cp.InitiatorDepth = uint8(p.responder_resources), uint8(p.initiator_depth)
+		cp.RetryCount, cp.RNRRetryCount = uint8(p.retry_count), uint8(p.rnr_retry_count)
+		if p.priv != nil && p.priv_len > 0 {
+			cp.PrivateData = C.GoBytes(p.priv, C.int(p.priv_len))
+		}
+	}
+	return cp
+}
+
+// own registers q as id's connection's QP, for the events.
+func (id *cmID) own(q *qp.QP) {
+	id.dev.mu.Lock()
+	id.dev.byQP[q] = id
+	id.dev.mu.Unlock()
+	id.q = q
+}
+
+//export goroce_cm_connect
+func goroce_cm_connect(h, qph C.uintptr_t, p *C.struct_gq_conn) C.int {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if id.dev == nil || !id.resolved {
+		return C.int(syscall.EINVAL)
+	}
+	m, err := id.dev.manager()
+	if err != nil {
+		return errno(err)
+	}
+	params := id.params(p)
+	ctx, cancel := context.WithCancel(context.Background())
+	id.cancel = cancel
+	local, remote := id.local, id.remote
+	if id.ps == C.RDMA_PS_UDP {
+		// SIDR: the service's QPN and Q_Key come as ESTABLISHED, with
+		// the address vector to reach it.
+		go func() {
+			u, err := m.ResolveUD(ctx, local, remote, params.PrivateData)
+			e := cmEvent{id: id.cid, typ: C.RDMA_CM_EVENT_ESTABLISHED, ud: u}
+			var se *cm.SIDRError
+			switch {
+			case err == nil:
+				e.priv = u.PrivateData
+			case errors.As(err, &se):
+				e.typ, e.status = C.RDMA_CM_EVENT_UNREACHABLE, int32(se.Status)
+			case errors.Is(err, cm.ErrTimeout):
+				e.typ, e.status = C.RDMA_CM_EVENT_UNREACHABLE, -int32(syscall.ETIMEDOUT)
+			default:
+				e.typ, e.status = C.RDMA_CM_EVENT_ADDR_ERROR, -int32(syscall.EINVAL)
+			}
+			id.post(e)
+		}()
+		return 0
+	}
+	if qph == 0 {
+		return C.int(syscall.EINVAL) // a QP of the program's own (conn_param qp_num): not here
+	}
+	q := handle[*qpair](qph)
+	id.own(q.qp)
+	go func() {
+		c, err := m.Dial(ctx, local, remote, cm.QPConfig{PD: q.pd, QP: q.qp}, params)
+		if err == nil {
+			id.mu.Lock()
+			id.conn = c
+			id.mu.Unlock()
+		}
+	}()
+	return 0
+}
+
+//export goroce_cm_accept
+func goroce_cm_accept(h, qph C.uintptr_t, p *C.struct_gq_conn) C.int {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	params := id.params(p)
+	if s := id.sidr; s != nil {
+		if qph == 0 {
+			return C.int(syscall.EINVAL)
+		}
+		return errno(s.Accept(handle[*qpair](qph).qp, params.PrivateData))
+	}
+	if id.req == nil || qph == 0 {
+		return C.int(syscall.EINVAL)
+	}
+	q := handle[*qpair](qph)
+	id.own(q.qp)
+	c, err := id.req.Accept(cm.QPConfig{PD: q.pd, QP: q.qp}, params)
+	if err != nil {
+		return errno(err)
+	}
+	id.conn = c
+	return 0
+}
+
+//export goroce_cm_reject
+func goroce_cm_reject(h C.uintptr_t, priv unsafe.Pointer, n C.int) C.int {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	var b []byte
+	if priv != nil && n > 0 {
+		b = C.GoBytes(priv, n)
+	}
+	switch {
+	case id.sidr != nil:
+		return errno(id.sidr.Reject(mad.SIDRReject, b))
+	case id.req != nil:
+		return errno(id.req.Reject(b))
+	}
+	return C.int(syscall.EINVAL)
+}
+
+//export goroce_cm_disconnect
+func goroce_cm_disconnect(h C.uintptr_t) C.int {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	c := id.conn
+	id.mu.Unlock()
+	if c == nil {
+		return C.int(syscall.EINVAL)
+	}
+	return errno(c.Close())
+}
