@@ -63,14 +63,18 @@ func runCM(t *testing.T, tool string, server, client cmSide, sargs, cargs []stri
 	}
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Wait() }()
-	for try := 0; ; try++ {
+	// A client refused because the server does not listen yet starts
+	// again, until a deadline, not a count: under load the server may
+	// take seconds to listen.
+	listenBy := time.Now().Add(60 * time.Second)
+	for {
 		var cout, cerr bytes.Buffer
 		cli := command(client, addrB, cargs)
 		cli.Stdout, cli.Stderr = &cout, &cerr
 		err := cli.Run()
 		both := cout.String() + cerr.String()
 		refused := strings.Contains(both, "REJECTED") || strings.Contains(both, "UNREACHABLE, error: 1")
-		if err != nil && refused && try < 50 {
+		if err != nil && refused && time.Now().Before(listenBy) {
 			select {
 			case err := <-srvDone:
 				t.Fatalf("server ended before the client connected: %v\n%s%s", err, sout.String(), serr.String())
