@@ -84,6 +84,32 @@ type Link interface {
 	Close() error
 }
 
+// MultiQueue is a link with several receive queues, as an HCA has one
+// completion vector and one receive queue per core. Every packet of a QP
+// arrives on one queue, QueueOf(its destination QPN, RxQueues()), so a
+// device runs one receive goroutine per queue and a QP's packets are never
+// handled by two at once. Recv is RecvQueue(0, ...).
+type MultiQueue interface {
+	// RxQueues returns how many receive queues the link has.
+	RxQueues() int
+	// RecvQueue is Recv on queue i, 0 <= i < RxQueues(). Each queue may
+	// be received from by its own goroutine, one at a time per queue.
+	RecvQueue(i int, frames []Frame) (int, error)
+}
+
+// MaxRxQueues bounds a link's receive queues.
+const MaxRxQueues = 64
+
+// QueueOf returns the receive queue that packets to QP qpn arrive on, of
+// n: qpn mod n. Links steer by it, and a device runs a QP's deferred work
+// on the same queue's goroutine.
+func QueueOf(qpn uint32, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return int(qpn&0xffffff) % n
+}
+
 // Info describes a link.
 type Info struct {
 	Name  string           // e.g. "udp 127.0.0.1", "afpacket veth0", "mem 10.0.0.1"

@@ -107,6 +107,24 @@ func cmsgInt(d []byte) int {
 
 // attachDropAll installs a classic BPF filter that accepts nothing, so a
 // socket that only sends (or only holds a port) never queues a packet.
+// attachSteering attaches to a socket of a SO_REUSEPORT group the classic
+// BPF program that picks the group's socket for each packet: the index
+// QueueOf gives for the packet's destination QP. For a UDP group the
+// kernel runs it with the packet's data starting after the UDP header
+// (net/core/sock_reuseport.c run_bpf_filter), so offset 4 is the BTH's
+// reserved byte and 24-bit DestQP. A packet too short to hold them makes
+// the load fail and the program return 0: the first socket, where the
+// device counts it as malformed.
+func attachSteering(fd, n int) error {
+	prog := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4},
+		{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: 0xffffff},
+		{Code: unix.BPF_ALU | unix.BPF_MOD | unix.BPF_K, K: uint32(n)},
+		{Code: unix.BPF_RET | unix.BPF_A},
+	}
+	return unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]})
+}
+
 func attachDropAll(fd int) error {
 	prog := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
 	return unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: 1, Filter: &prog[0]})

@@ -27,6 +27,15 @@ type UDPConfig struct {
 	// SocketBuf is SO_SNDBUF and SO_RCVBUF in bytes; 0 means 4 MiB. Root
 	// may exceed the net.core.[rw]mem_max limits.
 	SocketBuf int
+	// RxQueues is how many receive queues the link has (MultiQueue): that
+	// many sockets bound to port 4791 in one SO_REUSEPORT group, whose BPF
+	// program hands each packet to the socket of its destination QP
+	// (QueueOf), so that a device receives on one goroutine per queue and
+	// every packet of a QP lands on the same one. 0 or 1 means one socket
+	// without SO_REUSEPORT, where a second link on the same address fails
+	// to bind; with several, another program of the same user could join
+	// the group, but the steering never hands it a packet.
+	RxQueues int
 }
 
 // UDP is a link through kernel UDP sockets: no privilege needed.
@@ -47,16 +56,20 @@ type UDP struct {
 	v6     bool
 	scope  uint32 // interface index for a link-local address
 	info   Info
-	rx     *net.UDPConn
-	rxRaw  syscall.RawConn
+	rxq    []udpQueue // receive sockets, one per queue
 	tx     []udpSock
 	txPort [64]uint16  // SrcPort answers from here; len(tx) entries used
 	gso    atomic.Bool // cleared if the kernel refuses a GSO send
 	gro    bool
 	ctr    counters
 	txPool sync.Pool
-	r      udpRx // receive state: one Recv at a time
 	closing
+}
+
+// udpQueue is one receive socket and its state (one Recv at a time).
+type udpQueue struct {
+	conn *net.UDPConn
+	r    udpRx
 }
 
 type udpSock struct {
@@ -80,6 +93,12 @@ func OpenUDP(cfg UDPConfig) (*UDP, error) {
 	if cfg.SocketBuf <= 0 {
 		cfg.SocketBuf = 4 << 20
 	}
+	if cfg.RxQueues <= 0 {
+		cfg.RxQueues = 1
+	}
+	if cfg.RxQueues > MaxRxQueues {
+		return nil, fmt.Errorf("nic: udp link: %d receive queues, at most %d", cfg.RxQueues, MaxRxQueues)
+	}
 	l := &UDP{cfg: cfg, v6: cfg.Addr.Is6()}
 	ifc := interfaceOf(cfg.Addr)
 	if cfg.Addr.Zone() != "" || cfg.Addr.IsLinkLocalUnicast() {
@@ -95,27 +114,58 @@ func OpenUDP(cfg UDPConfig) (*UDP, error) {
 			l.info.MAC = ifc.HardwareAddr
 		}
 	}
-	var err error
-	l.rx, err = l.listen(4791, false)
-	if err != nil {
+	if err := l.openRx(); err != nil {
+		l.Close()
 		return nil, fmt.Errorf("nic: udp link on %v port 4791: %w", cfg.Addr, err)
 	}
-	l.rxRaw, _ = l.rx.SyscallConn()
 	if err := l.openTx(); err != nil {
 		l.Close()
 		return nil, err
 	}
-	l.r.init(l)
 	l.txPool.New = func() any { return newUDPTx(l) }
 	return l, nil
 }
 
+// openRx opens the receive sockets. Several join one SO_REUSEPORT group,
+// and the group's steering program is attached through the first before
+// the second joins, so no packet is ever spread by the kernel's own hash.
+func (l *UDP) openRx() error {
+	// Allocated once: each queue's receive state is referred to by address.
+	l.rxq = make([]udpQueue, 0, l.cfg.RxQueues)
+	for i := range l.cfg.RxQueues {
+		c, err := l.listen(4791, false, l.cfg.RxQueues > 1)
+		if err != nil {
+			return err
+		}
+		l.rxq = append(l.rxq, udpQueue{conn: c})
+		raw, err := c.SyscallConn()
+		if err != nil {
+			return err
+		}
+		if i == 0 && l.cfg.RxQueues > 1 {
+			var serr error
+			if err := raw.Control(func(fd uintptr) { serr = attachSteering(int(fd), l.cfg.RxQueues) }); err != nil {
+				return err
+			}
+			if serr != nil {
+				return fmt.Errorf("steering %d receive queues (SO_ATTACH_REUSEPORT_CBPF): %w", l.cfg.RxQueues, serr)
+			}
+		}
+		l.rxq[i].r.init(l, raw)
+	}
+	return nil
+}
+
 // listen opens a socket bound to the link address and port with the
 // options both kinds of socket need; tx sockets drop whatever they receive.
-func (l *UDP) listen(port uint16, tx bool) (*net.UDPConn, error) {
+func (l *UDP) listen(port uint16, tx, reuse bool) (*net.UDPConn, error) {
 	var serr error
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		err := c.Control(func(fd uintptr) { serr = l.sockopts(int(fd), tx) })
+		err := c.Control(func(fd uintptr) {
+			if serr = l.sockopts(int(fd), tx); serr == nil && reuse {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			}
+		})
 		if err != nil {
 			return err
 		}
@@ -198,7 +248,7 @@ func (l *UDP) openTx() error {
 			continue
 		}
 		seen[p] = true
-		c, err := l.listen(p, true)
+		c, err := l.listen(p, true, false)
 		if err != nil {
 			lastErr = err
 			continue
@@ -279,14 +329,26 @@ func (l *UDP) SrcPort(qpn uint32) uint16 {
 	return l.txPort[uint64(h>>16)*uint64(len(l.tx))>>16]
 }
 
+// RxQueues returns how many receive queues the link has; see MultiQueue.
+func (l *UDP) RxQueues() int { return len(l.rxq) }
+
+// RxQueuePackets returns how many packets receive queue i has delivered
+// (0 for a queue the link does not have).
+func (l *UDP) RxQueuePackets(i int) uint64 {
+	if i < 0 || i >= len(l.rxq) {
+		return 0
+	}
+	return l.rxq[i].r.packets.Load()
+}
+
 // Stats returns the link's counters.
 func (l *UDP) Stats() Stats { return l.ctr.snapshot() }
 
 // Close closes every socket; a blocked Recv returns ErrClosed.
 func (l *UDP) Close() error {
 	l.closeOnce(func() {
-		if l.rx != nil {
-			l.rx.Close()
+		for i := range l.rxq { // by index: a receiver is using the queue's state
+			l.rxq[i].conn.Close()
 		}
 		for _, s := range l.tx {
 			s.conn.Close()

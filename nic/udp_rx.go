@@ -3,6 +3,8 @@ package nic
 import (
 	"fmt"
 	"net/netip"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/inet"
@@ -28,6 +30,7 @@ const (
 
 type udpRx struct {
 	l        *UDP
+	raw      syscall.RawConn
 	slot     int // bytes per slot
 	dataCap  int
 	buf      []byte
@@ -42,6 +45,7 @@ type udpRx struct {
 	want, n  int
 	errno    unix.Errno
 	fn       func(fd uintptr) bool
+	packets  atomic.Uint64 // delivered from this queue
 }
 
 // udpRxMsg is what one received message says about its packets.
@@ -53,8 +57,8 @@ type udpRxMsg struct {
 	nseg     int
 }
 
-func (r *udpRx) init(l *UDP) {
-	r.l = l
+func (r *udpRx) init(l *UDP, raw syscall.RawConn) {
+	r.l, r.raw = l, raw
 	n := udpSlots
 	r.dataCap = MaxFrame
 	if l.gro {
@@ -85,12 +89,19 @@ func (r *udpRx) init(l *UDP) {
 		return true
 	}
 	// SO_RXQ_OVFL reports the socket's drop count with every packet.
-	_ = l.rxRaw.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) })
+	_ = raw.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) })
 }
 
-// Recv blocks until frames arrive; see Link.
-func (l *UDP) Recv(frames []Frame) (int, error) {
-	r := &l.r
+// Recv blocks until frames arrive on the first receive queue; see Link.
+// A link with several queues is received from with RecvQueue.
+func (l *UDP) Recv(frames []Frame) (int, error) { return l.RecvQueue(0, frames) }
+
+// RecvQueue blocks until frames arrive on receive queue i; see MultiQueue.
+func (l *UDP) RecvQueue(i int, frames []Frame) (int, error) {
+	if i < 0 || i >= len(l.rxq) {
+		return 0, fmt.Errorf("nic: udp link %v: no receive queue %d of %d", l.cfg.Addr, i, len(l.rxq))
+	}
+	r := &l.rxq[i].r
 	if len(frames) == 0 {
 		return 0, nil
 	}
@@ -118,7 +129,7 @@ func (r *udpRx) receive(want int) error {
 		h.SetControllen(udpCtrlLen)
 		h.Flags = 0
 	}
-	if err := r.l.rxRaw.Read(r.fn); err != nil {
+	if err := r.raw.Read(r.fn); err != nil {
 		return ErrClosed
 	}
 	if r.errno != 0 {
@@ -216,6 +227,7 @@ func (r *udpRx) deliver(frames []Frame) int {
 		by += uint64(len(dg))
 	}
 	addIf(&l.ctr.rxPackets, pk)
+	addIf(&r.packets, pk)
 	addIf(&l.ctr.rxBytes, by)
 	addIf(&l.ctr.rxGROSegs, gro)
 	addIf(&l.ctr.rxDropped, dropped)

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/goroce/goroce/bth"
 )
@@ -182,5 +183,75 @@ func TestUDPLoopbackMTU(t *testing.T) {
 			t.Errorf("link on %s: MTU %d, want lo's %d", a, l.Info().MTU, lo.MTU)
 		}
 		l.Close()
+	}
+}
+
+// TestUDPSteering checks the receive queues' steering: packets to 60 QPs,
+// interleaved, each arrive on queue QueueOf(QPN), in the order sent, and on
+// no other. The sender sends without GSO so that every packet is steered
+// on its own (a GSO super-packet is steered by its first segment).
+func TestUDPSteering(t *testing.T) {
+	const queues, qps = 3, 60
+	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1"), NoGSO: true})
+	b := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.2"), RxQueues: queues})
+	if b.RxQueues() != queues {
+		t.Fatalf("RxQueues %d", b.RxQueues())
+	}
+	o := outer(a, netip.MustParseAddr("127.0.0.2"), 7)
+	frames := testFrames(o, qps, 16)
+	for i, f := range frames {
+		dg := f.Datagram()
+		fr, err := bth.DecodeIP(dg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bth.BTH(fr.RoCE()).SetDestQP(uint32(0x11 + i))
+		fr.PutICRC()
+	}
+	for i := range frames {
+		if n, err := a.Send(frames[i : i+1]); n != 1 || err != nil {
+			t.Fatalf("send %d: %d %v", i, n, err)
+		}
+	}
+	// A packet steered to the wrong queue would leave its own queue's
+	// read waiting: a bound on that wait closes the link.
+	stop := time.AfterFunc(30*time.Second, func() { b.Close() })
+	defer stop.Stop()
+	got := make([]Frame, 64)
+	for q := range queues {
+		var want []uint32
+		for i := range qps {
+			if QueueOf(uint32(0x11+i), queues) == q {
+				want = append(want, uint32(0x11+i))
+			}
+		}
+		for len(want) > 0 {
+			n, err := b.RecvQueue(q, got[:len(want)])
+			if err != nil {
+				t.Fatalf("queue %d, waiting for QPN %#x: %v", q, want[0], err)
+			}
+			for _, f := range got[:n] {
+				fr, err := bth.DecodeIP(f.Datagram())
+				if err != nil || !fr.VerifyICRC() {
+					t.Fatalf("queue %d: bad frame (%v)", q, err)
+				}
+				if qpn := bth.BTH(fr.RoCE()).DestQP(); qpn != want[0] {
+					t.Fatalf("queue %d: QPN %#x arrived, want %#x next (QueueOf says %d)", q, qpn, want[0], QueueOf(qpn, queues))
+				}
+				want = want[1:]
+			}
+		}
+	}
+	if _, err := b.RecvQueue(queues, got); err == nil {
+		t.Fatal("RecvQueue past the last queue succeeded")
+	}
+	// A second link on the address without SO_REUSEPORT still fails to
+	// bind, as one without queues does.
+	if l, err := OpenUDP(UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")}); err == nil {
+		l.Close()
+		t.Fatal("a second link bound 127.0.0.2:4791 beside a queued one")
+	}
+	if _, err := OpenUDP(UDPConfig{Addr: netip.MustParseAddr("127.0.0.3"), RxQueues: MaxRxQueues + 1}); err == nil {
+		t.Fatal("too many queues accepted")
 	}
 }
