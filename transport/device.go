@@ -84,7 +84,7 @@ type Device struct {
 	qpMu sync.Mutex // orders the writers of qps
 	qps  qpTable    // the receive path reads it without a lock
 
-	runq       runQueue
+	runqs      []runQueue   // one per receive queue of the link: a QP's deferred work runs on its queue's worker
 	evMu       sync.RWMutex // held shared to post an event, exclusively to close events
 	events     chan qp.Event
 	evClosed   bool // under evMu
@@ -100,6 +100,7 @@ type Device struct {
 	xrc xrcSRQs // XRC SRQs by number (xrc.go)
 
 	closeOnce sync.Once
+	fatalOnce sync.Once // the link failing is reported once
 	done      chan struct{}
 	wg        sync.WaitGroup
 }
@@ -133,16 +134,35 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		n = 256
 	}
 	d.events = make(chan qp.Event, n)
-	d.runq.wake = make(chan struct{}, 1)
+	// One receive goroutine and one worker per receive queue of the link.
+	// The link hands every packet of a QP to one queue (nic.QueueOf) and
+	// the QP's deferred work runs on the same queue's worker, so QPs on
+	// different queues proceed on different cores and never meet but in
+	// the device's shared tables.
+	nq := 1
+	if mq, ok := link.(nic.MultiQueue); ok {
+		nq = max(1, mq.RxQueues())
+	}
+	d.runqs = make([]runQueue, nq)
+	for i := range d.runqs {
+		d.runqs[i].wake = make(chan struct{}, 1)
+	}
 	d.env = qpEnv{
 		Link: link, Counters: &d.counters, GID: d.GID,
-		Schedule: d.runq.push, Event: d.post, Atomic: &d.atomicMu,
+		Schedule: d.schedule, Event: d.post, Atomic: &d.atomicMu,
 		MaxMTU: d.mtu, Window: opt.Window, Trace: opt.Trace, Clock: opt.Clock,
 	}
-	d.wg.Add(2)
-	go d.rxLoop()
-	go d.worker()
+	d.wg.Add(2 * nq)
+	for i := range nq {
+		go d.rxLoop(i)
+		go d.worker(&d.runqs[i])
+	}
 	return d, nil
+}
+
+// schedule queues a QP's deferred work on its receive queue's worker.
+func (d *Device) schedule(q *qp.QP) {
+	d.runqs[nic.QueueOf(q.QPN(), len(d.runqs))].push(q)
 }
 
 // gidTable builds the GID table of a link from its MAC and addresses, in
@@ -446,13 +466,19 @@ func (d *Device) CreateAH(pd *mr.PD, attr qp.AHAttr) (*qp.AH, error) {
 	return newAH(&d.env, pd, attr)
 }
 
-// rxLoop receives bursts of packets and dispatches them.
-func (d *Device) rxLoop() {
+// rxLoop receives bursts of packets from receive queue i and dispatches
+// them.
+func (d *Device) rxLoop(i int) {
 	defer d.wg.Done()
 	frames := make([]nic.Frame, 64)
+	recv := d.link.Recv
+	if len(d.runqs) > 1 {
+		mq := d.link.(nic.MultiQueue)
+		recv = func(f []nic.Frame) (int, error) { return mq.RecvQueue(i, f) }
+	}
 	var b burst
 	for {
-		n, err := d.link.Recv(frames)
+		n, err := recv(frames)
 		if err != nil {
 			select {
 			case <-d.done:
@@ -460,7 +486,8 @@ func (d *Device) rxLoop() {
 			default:
 			}
 			if errors.Is(err, nic.ErrClosed) {
-				d.post(qp.Event{Type: qp.EventDeviceFatal, Err: err})
+				// One event for the device, whichever queue saw it first.
+				d.fatalOnce.Do(func() { d.post(qp.Event{Type: qp.EventDeviceFatal, Err: err}) })
 				return
 			}
 			d.counters.Malformed.Add(1)
@@ -533,18 +560,18 @@ func (d *Device) input(fr nic.Frame, b *burst) {
 	}
 }
 
-// worker runs the QPs that asked for more time.
-func (d *Device) worker() {
+// worker runs the QPs of one receive queue that asked for more time.
+func (d *Device) worker(r *runQueue) {
 	defer d.wg.Done()
 	var batch []*qp.QP
 	for {
 		select {
 		case <-d.done:
 			return
-		case <-d.runq.wake:
+		case <-r.wake:
 		}
 		for {
-			batch = d.runq.take(batch[:0])
+			batch = r.take(batch[:0])
 			if len(batch) == 0 {
 				break
 			}

@@ -2,7 +2,9 @@ package transport_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/goroce/goroce/internal/rawudp"
 	"github.com/goroce/goroce/internal/rdmatest"
@@ -83,4 +85,61 @@ func report(b *testing.B, gbps, pps, xSendto, xGSO float64) {
 		b.ReportMetric(xGSO, "x-gso")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkVethQueues measures what a second receive queue buys: two RC QP
+// pairs stream at once from A to B across a veth (MTU 4096), over UDP
+// links with one receive queue and with two (nic.MultiQueue, steered by
+// QPN, each queue with its own receive goroutine and worker), in the same
+// run. Small messages make the receiving engine's per-packet work the
+// bottleneck; 64 KiB ones its copying. x-1queue is the aggregate goodput
+// over the one-queue figure of the same size and operation.
+//
+// Both devices share the host's cores with the kernel's veth and socket
+// work, so on a 2-core machine the ratio shows what 2 cores allow, not
+// what a receiver alone would reach with a core per queue.
+//
+//	go test -run '^$' -bench VethQueues -benchtime 3s ./transport
+func BenchmarkVethQueues(b *testing.B) {
+	n := rdmatest.NewNet(b, rdmatest.Config{MTU: rdmatest.VethMTU(qp.MTU4096), Offloads: true})
+	for _, op := range []qp.WROpcode{qp.WRSend, qp.WRRDMAWrite} {
+		for _, size := range []int{64, 64 << 10} {
+			one := 0.0
+			for _, k := range []rdmatest.Kind{rdmatest.UDP, rdmatest.UDPQueues} {
+				b.Run(fmt.Sprintf("%s/%d/%v", opName(op), size, k), func(b *testing.B) {
+					const depth = 128
+					o := rdmatest.Options{BufSize: max(2*size, 64<<10), SQDepth: 2 * depth, RQDepth: 512}
+					a, c := rdmatest.Pair(b, n, k, rdmatest.IPv4, o)
+					a2, c2 := a.NewQP(b), c.NewQP(b)
+					rdmatest.Connect(b, a2, c2)
+					per := max(b.N/2, 1)
+					var wg sync.WaitGroup
+					ready := make(chan struct{})
+					var el [2]time.Duration
+					for i, p := range [][2]*rdmatest.Peer{{a, c}, {a2, c2}} {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							el[i] = rdmatest.Bandwidth(b, p[0], p[1], op, size, depth, per, func() { <-ready })
+						}()
+					}
+					b.ResetTimer()
+					close(ready)
+					wg.Wait()
+					b.StopTimer()
+					slow := max(el[0], el[1])
+					gbps := float64(2*per) * float64(size) * 8 / slow.Seconds() / 1e9
+					pps := float64(2*per) * float64((size+4095)/4096) / slow.Seconds()
+					b.ReportMetric(gbps, "Gbit/s")
+					b.ReportMetric(pps/1e6, "Mpps")
+					if k == rdmatest.UDP {
+						one = gbps
+					} else if one > 0 {
+						b.ReportMetric(gbps/one, "x-1queue")
+					}
+					b.ReportMetric(0, "ns/op")
+				})
+			}
+		}
+	}
 }

@@ -26,6 +26,10 @@ const (
 	AFPacket                 // AF_PACKET sockets
 	AFXDPGeneric             // AF_XDP, XDP program in generic (SKB) mode
 	AFXDPNative              // AF_XDP, XDP program in the veth driver
+	// UDPQueues is the UDP link with two receive queues (nic.MultiQueue):
+	// the device receives and runs QPs on two goroutines. Not in Kinds:
+	// its own tests run it.
+	UDPQueues
 )
 
 // Kinds lists every kind.
@@ -42,6 +46,8 @@ func (k Kind) String() string {
 		return "afxdp-generic"
 	case AFXDPNative:
 		return "afxdp-native"
+	case UDPQueues:
+		return "udp-2queues"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -53,11 +59,15 @@ func OpenLink(k Kind, e *netns.End, addr netip.Addr) (nic.Link, error) {
 	var l nic.Link
 	err := e.Do(func() (err error) {
 		switch k {
-		case UDP:
+		case UDP, UDPQueues:
 			if addr.IsLinkLocalUnicast() {
 				addr = addr.WithZone(e.Link)
 			}
-			l, err = nic.OpenUDP(nic.UDPConfig{Addr: addr})
+			cfg := nic.UDPConfig{Addr: addr}
+			if k == UDPQueues {
+				cfg.RxQueues = 2
+			}
+			l, err = nic.OpenUDP(cfg)
 		case AFPacket:
 			l, err = nic.OpenAFPacket(nic.AFPacketConfig{Interface: e.Link, Addrs: []netip.Addr{addr}})
 		case AFXDPGeneric, AFXDPNative:

@@ -103,6 +103,20 @@ func NewPeer(t testing.TB, link nic.Link, addr netip.Addr, o Options) *Peer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
+	return newQP(t, d, link, addr, o)
+}
+
+// NewQP makes another peer on p's device: its own PD, CQs, registered
+// buffers and queue pair, with p's options.
+func (p *Peer) NewQP(t testing.TB) *Peer {
+	t.Helper()
+	return newQP(t, p.Dev, p.Link, p.Addr, p.Opt)
+}
+
+// newQP makes the verbs objects of a peer on device d.
+func newQP(t testing.TB, d *transport.Device, link nic.Link, addr netip.Addr, o Options) *Peer {
+	t.Helper()
+	var err error
 	p := &Peer{Dev: d, Link: link, Addr: addr.WithZone(""), Opt: o}
 	var ok bool
 	if p.GIDIndex, ok = d.GIDIndex(p.Addr); !ok {
