@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,10 @@ type MemOptions struct {
 	MTU      int              // IP MTU; default 4500, which carries a 4096-byte IB MTU
 	RxQueue  int              // packets the receive queue holds before dropping; default 8192
 	Hardware net.HardwareAddr // the link's MAC (for the link-local GID); default one made from the address
+	// BusyPoll makes Recv look again at once (yielding to other
+	// goroutines) instead of sleeping until a packet is queued, as
+	// nic.UDPConfig.BusyPoll does: no wake-up per packet, a core kept busy.
+	BusyPoll bool
 }
 
 // Attach creates a link with address addr on the network.
@@ -114,7 +119,7 @@ func (n *MemNet) Attach(addr netip.Addr, opt MemOptions) (*MemLink, error) {
 		s := h.Sum32()
 		mac = net.HardwareAddr{0x02, 0x00, byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)}
 	}
-	l := &MemLink{net: n, addr: addr, mtu: opt.MTU, mac: mac, qmax: opt.RxQueue}
+	l := &MemLink{net: n, addr: addr, mtu: opt.MTU, mac: mac, qmax: opt.RxQueue, busy: opt.BusyPoll}
 	l.cond = sync.NewCond(&l.mu)
 	n.links[addr] = l
 	return l, nil
@@ -181,6 +186,7 @@ type MemLink struct {
 	mtu  int
 	mac  net.HardwareAddr
 	qmax int
+	busy bool // MemOptions.BusyPoll
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -292,6 +298,12 @@ func (l *MemLink) Recv(frames []Frame) (int, error) {
 	}
 	l.lent = l.lent[:0]
 	for len(l.queue) == 0 && !l.closed {
+		if l.busy {
+			l.mu.Unlock()
+			runtime.Gosched()
+			l.mu.Lock()
+			continue
+		}
 		l.cond.Wait()
 	}
 	if l.closed {

@@ -3,6 +3,7 @@ package nic
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 
@@ -80,13 +81,22 @@ func (r *udpRx) init(l *UDP, raw syscall.RawConn) {
 		h.Name = &r.names[i][0]
 		h.Control = &r.ctrl[i][0]
 	}
+	busy := l.cfg.BusyPoll
 	r.fn = func(fd uintptr) bool {
-		n, e := mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
-		if e == unix.EAGAIN || e == unix.EINTR {
-			return false
+		for {
+			n, e := mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
+			if e == unix.EAGAIN || e == unix.EINTR {
+				// Busy polling asks again until the link closes; Close
+				// waits for this function to return.
+				if busy && !l.isClosed() {
+					runtime.Gosched()
+					continue
+				}
+				return false
+			}
+			r.n, r.errno = n, e
+			return true
 		}
-		r.n, r.errno = n, e
-		return true
 	}
 	// SO_RXQ_OVFL reports the socket's drop count with every packet.
 	_ = raw.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) })

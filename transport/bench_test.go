@@ -5,6 +5,8 @@ import (
 
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,23 +121,35 @@ func BenchmarkPingPong(b *testing.B) {
 		b.StopTimer()
 		s.Report(b)
 	})
-	for _, link := range []string{"mem", "udp"} {
+	for _, link := range []string{"mem", "mem-busy", "udp", "udp-busy"} {
 		b.Run(link, func(b *testing.B) {
-			o := pairOpts{}
+			busy := strings.HasSuffix(link, "-busy")
+			o := pairOpts{busy: busy}
 			o.defaults()
 			var x, y *side
-			if link == "mem" {
+			if strings.HasPrefix(link, "mem") {
 				net := nic.NewMemNet(1)
 				x, y = newSide(b, net, "10.0.0.1", &o), newSide(b, net, "10.0.0.2", &o)
 			} else {
-				x, y = udpSide(b, xAddr, &o), udpSide(b, yAddr, &o)
+				x, y = udpSide(b, xAddr, &o, busy), udpSide(b, yAddr, &o, busy)
 			}
 			connect(b, x, y, &o, 1, 2)
 			connect(b, y, x, &o, 2, 1)
 			ctx := context.Background()
 			wait1 := func(c *cq.CQ) {
 				var wc [1]cq.WC
-				if _, err := c.PollWait(ctx, wc[:]); err != nil || wc[0].Status != cq.Success {
+				var err error
+				if busy {
+					n := 0
+					for n == 0 && err == nil {
+						if n, err = c.Poll(wc[:]); n == 0 {
+							runtime.Gosched()
+						}
+					}
+				} else {
+					_, err = c.PollWait(ctx, wc[:])
+				}
+				if err != nil || wc[0].Status != cq.Success {
 					b.Fatal(err, wc[0])
 				}
 			}
@@ -176,7 +190,7 @@ func BenchmarkPingPong(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "usec/iter")
 			rtt.Report(b)
-			if link == "udp" {
+			if strings.HasPrefix(link, "udp") {
 				if rawP50 == 0 { // raw-udp was not selected: measure it now
 					raw(b, 2000, nil)
 				}
@@ -187,9 +201,9 @@ func BenchmarkPingPong(b *testing.B) {
 }
 
 // udpSide opens one end over the UDP link on a loopback address.
-func udpSide(t testing.TB, addr string, o *pairOpts) *side {
+func udpSide(t testing.TB, addr string, o *pairOpts, busy bool) *side {
 	ad := netip.MustParseAddr(addr)
-	l, err := nic.OpenUDP(nic.UDPConfig{Addr: ad})
+	l, err := nic.OpenUDP(nic.UDPConfig{Addr: ad, BusyPoll: busy})
 	must(t, err)
 	d, err := Open(l, Options{})
 	must(t, err)

@@ -54,6 +54,8 @@ type pairOpts struct {
 	wrap func(*nic.MemLink) nic.Link
 	// clock, if set, drives the device's timers (newRaw sets one).
 	clock qp.Clock
+	// busy makes the in-memory links busy-poll (nic.MemOptions.BusyPoll).
+	busy bool
 }
 
 func (o *pairOpts) defaults() {
@@ -102,7 +104,7 @@ func (o *pairOpts) defaults() {
 func newSide(t testing.TB, net *nic.MemNet, addr string, o *pairOpts) *side {
 	t.Helper()
 	a := netip.MustParseAddr(addr)
-	l, err := net.Attach(a, nic.MemOptions{})
+	l, err := net.Attach(a, nic.MemOptions{BusyPoll: o.busy})
 	if err != nil {
 		t.Fatal(err)
 	}
