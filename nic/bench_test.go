@@ -133,7 +133,7 @@ func report(b *testing.B, pkts int64, size int, el time.Duration) {
 // UDP payload sizes as a RoCEv2 SEND (BTH + payload + ICRC): one sendto
 // per packet, or UDP GSO (64 segments per sendmsg) to a GRO socket.
 func benchRaw(b *testing.B, p *netns.Pair, size int, gso bool) {
-	r, err := rawudp.Measure(p.A, p.B, p.A.IPv4, p.B.IPv4, 12+size+4, b.N, gso, b.ResetTimer)
+	r, err := rawudp.Measure(p.A, p.B, p.A.IPv4, p.B.IPv4, 12+size+4, b.N, rawudp.SendtoOrGSO(gso), b.ResetTimer)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 // Package rawudp measures what the kernel's plain UDP path carries between
 // two network namespaces, the yardstick for goroce's links: one sendto per
-// datagram, or UDP GSO (up to 64 segments per sendmsg) to a GRO socket.
+// datagram, sendmmsg into recvmmsg (64 datagrams per call), or UDP GSO (up
+// to 64 segments per sendmsg) to a GRO socket.
 // The sender stays within a window of the receiver, as an RC send queue
 // would: nothing on a veth has flow control and its backlog holds 1000
 // packets. PingPong times its round trip, the yardstick for latency.
@@ -22,6 +23,39 @@ import (
 // Window is how many datagrams the sender keeps in flight at most.
 const Window = 512
 
+// Mode is how the datagrams are sent and received.
+type Mode int
+
+const (
+	Sendto Mode = iota // one sendto per datagram, one recvmsg each
+	MMsg               // sendmmsg and recvmmsg, up to 64 datagrams per call
+	GSO                // UDP GSO sends of up to 64 segments into a GRO socket
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Sendto:
+		return "sendto"
+	case MMsg:
+		return "mmsg"
+	case GSO:
+		return "gso"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// SendtoOrGSO is GSO if gso, else Sendto: the two per-packet and batched
+// yardsticks the bandwidth benchmarks compare with.
+func SendtoOrGSO(gso bool) Mode {
+	if gso {
+		return GSO
+	}
+	return Sendto
+}
+
+// batch is how many datagrams one sendmmsg or recvmmsg moves at most.
+const batch = 64
+
 // Result is one measurement.
 type Result struct {
 	Datagrams int64         // received
@@ -35,10 +69,11 @@ func (r Result) PPS() float64 { return float64(r.Datagrams) / r.Elapsed.Seconds(
 func (r Result) Gbps(payload int) float64 { return r.PPS() * float64(payload) * 8 / 1e9 }
 
 // Measure sends count datagrams of size bytes from a (address src) to b
-// (address dst, port 4791), with GSO or one sendto each, and returns how
-// many arrived in how long. start, if set, is called just before the
-// first send (a benchmark resets its timer there).
-func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, gso bool, start func()) (Result, error) {
+// (address dst, port 4791) the way mode says, and returns how many arrived
+// in how long. start, if set, is called just before the first send (a
+// benchmark resets its timer there).
+func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, mode Mode, start func()) (Result, error) {
+	gso := mode == GSO
 	var tx, rx *net.UDPConn
 	if err := a.Do(func() (err error) {
 		tx, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)))
@@ -68,6 +103,10 @@ func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, gso bool, st
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if mode == MMsg {
+			recvBatches(rx, size, &got)
+			return
+		}
 		buf := make([]byte, 65536)
 		oob := make([]byte, unix.CmsgSpace(4))
 		for {
@@ -96,6 +135,11 @@ func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, gso bool, st
 		binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(size))
 	}
 	msg := make([]byte, size*per)
+	var wb batchWriter
+	if mode == MMsg {
+		per = batch
+		wb = newBatchWriter(tx, to, size)
+	}
 	if start != nil {
 		start()
 	}
@@ -106,9 +150,12 @@ func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, gso bool, st
 		}
 		k := min(per, count-sent)
 		var err error
-		if gso {
+		switch mode {
+		case MMsg:
+			err = wb.write(k)
+		case GSO:
 			_, _, err = tx.WriteMsgUDP(msg[:k*size], oob, to)
-		} else {
+		default:
 			_, err = tx.WriteToUDP(msg[:size], to)
 		}
 		if err != nil {

@@ -7,22 +7,23 @@ import (
 	"github.com/goroce/goroce/internal/netns"
 )
 
-// TestMeasure: every datagram arrives and is counted once, with and
-// without GSO (a GRO read counts each coalesced segment), IPv4 and IPv6.
+// TestMeasure: every datagram arrives and is counted once, in every mode
+// (a GRO read counts each coalesced segment, a recvmmsg each datagram),
+// IPv4 and IPv6.
 func TestMeasure(t *testing.T) {
 	p := netns.New(t, netns.Config{MTU: 1500})
-	for _, gso := range []bool{false, true} {
+	for _, mode := range []Mode{Sendto, MMsg, GSO} {
 		for _, v6 := range []bool{false, true} {
 			src, dst := p.A.IPv4, p.B.IPv4
 			if v6 {
 				src, dst = p.A.IPv6, p.B.IPv6
 			}
-			r, err := Measure(p.A, p.B, src, dst, 1040, 5000, gso, nil)
+			r, err := Measure(p.A, p.B, src, dst, 1040, 5000, mode, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if r.Datagrams != 5000 || r.PPS() <= 0 || r.Gbps(1024) <= 0 {
-				t.Fatalf("gso %v %v: %+v", gso, dst, r)
+				t.Fatalf("%v %v: %+v", mode, dst, r)
 			}
 		}
 	}
