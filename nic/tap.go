@@ -99,6 +99,30 @@ func (t *Tap) SendNoted(frames []Frame, note string) (int, error) {
 	return n, err
 }
 
+// RxQueues reports the wrapped link's receive queues (1 if it has no
+// more), so that a device over the tap receives from every one of them.
+func (t *Tap) RxQueues() int {
+	if mq, ok := t.Link.(MultiQueue); ok {
+		return mq.RxQueues()
+	}
+	return 1
+}
+
+// RecvQueue receives from queue i of the wrapped link and records what
+// arrived.
+func (t *Tap) RecvQueue(i int, frames []Frame) (int, error) {
+	mq, ok := t.Link.(MultiQueue)
+	if !ok {
+		if i != 0 {
+			return 0, fmt.Errorf("nic: tap over %s: no receive queue %d", t.Link.Info().Name, i)
+		}
+		return t.Recv(frames)
+	}
+	n, err := mq.RecvQueue(i, frames)
+	t.record(frames[:n], &t.in)
+	return n, err
+}
+
 // Recv receives from the wrapped link and records what arrived.
 func (t *Tap) Recv(frames []Frame) (int, error) {
 	n, err := t.Link.Recv(frames)

@@ -2,6 +2,7 @@ package fault_test
 
 import (
 	"net/netip"
+	"path/filepath"
 	"testing"
 
 	"github.com/goroce/goroce/internal/rdmatest"
@@ -53,5 +54,51 @@ func TestDropNthWriteMiddle(t *testing.T) {
 	}
 	if got := counter(a, "rcvd_seq_err"); got == 0 {
 		t.Fatal("the requester never had a sequence NAK: it did not recover by the NAK")
+	}
+}
+
+// TestWrapsQueues: a faulty link over a UDP link with two receive queues
+// reads both (a pump per queue), and a tap over one hands the device both
+// queues and records them: SENDs on four QP pairs, whose QPNs fall on
+// both queues, each arrive whole, one each way per pair.
+func TestWrapsQueues(t *testing.T) {
+	aa, ba := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	open := func(a netip.Addr) *nic.UDP {
+		l, err := nic.OpenUDP(nic.UDPConfig{Addr: a, RxQueues: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	tap, err := nic.OpenTap(open(ba), filepath.Join(t.TempDir(), "b.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tap.RxQueues() != 2 {
+		t.Fatalf("the tap shows %d queues", tap.RxQueues())
+	}
+	a := rdmatest.NewPeer(t, fault.Wrap(open(aa), fault.Config{}), aa, rdmatest.Options{MTU: qp.MTU1024})
+	b := rdmatest.NewPeer(t, tap, ba, rdmatest.Options{MTU: qp.MTU1024})
+	pairs := [][2]*rdmatest.Peer{{a, b}}
+	for len(pairs) < 4 {
+		x, y := a.NewQP(t), b.NewQP(t)
+		pairs = append(pairs, [2]*rdmatest.Peer{x, y})
+	}
+	for i, p := range pairs {
+		rdmatest.Connect(t, p[0], p[1])
+		rdmatest.Op(t, p[0], p[1], qp.WRSend, 3000, 1, uint32(i))
+		rdmatest.Op(t, p[1], p[0], qp.WRSend, 3000, 1, uint32(i+10))
+	}
+	ul := func(l nic.Link) *nic.UDP {
+		if f, ok := l.(*fault.Link); ok {
+			return f.Link.(*nic.UDP)
+		}
+		return l.(*nic.Tap).Link.(*nic.UDP)
+	}
+	for _, p := range []*rdmatest.Peer{a, b} {
+		u := ul(p.Link)
+		if u.RxQueuePackets(0) == 0 || u.RxQueuePackets(1) == 0 {
+			t.Errorf("%s: queues carried %d and %d packets", u.Info().Name, u.RxQueuePackets(0), u.RxQueuePackets(1))
+		}
 	}
 }

@@ -437,7 +437,7 @@ func headroom(d []byte) nic.Frame {
 
 // Recv implements nic.Link.
 func (f *Link) Recv(frames []nic.Frame) (int, error) {
-	f.pump.Do(func() { go f.runPump() })
+	f.pump.Do(f.startPumps)
 	f.rxMu.Lock()
 	defer f.rxMu.Unlock()
 	f.rxLent = f.rxLent[:0]
@@ -458,11 +458,24 @@ func (f *Link) Recv(frames []nic.Frame) (int, error) {
 	return n, nil
 }
 
+// startPumps starts a pump for each receive queue of the wrapped link:
+// the faulty link itself has one queue, fed by all of them, so that none
+// of the wrapped link's queues is left unread.
+func (f *Link) startPumps() {
+	if mq, ok := f.Link.(nic.MultiQueue); ok && mq.RxQueues() > 1 {
+		for i := range mq.RxQueues() {
+			go f.runPump(func(fr []nic.Frame) (int, error) { return mq.RecvQueue(i, fr) })
+		}
+		return
+	}
+	go f.runPump(f.Link.Recv)
+}
+
 // runPump reads the wrapped link and queues what the rx faults leave.
-func (f *Link) runPump() {
+func (f *Link) runPump(recv func([]nic.Frame) (int, error)) {
 	frames := make([]nic.Frame, 64)
 	for {
-		n, err := f.Link.Recv(frames)
+		n, err := recv(frames)
 		if err != nil {
 			f.rxMu.Lock()
 			f.rxErr = err
