@@ -90,10 +90,10 @@ type MemOptions struct {
 	MTU      int              // IP MTU; default 4500, which carries a 4096-byte IB MTU
 	RxQueue  int              // packets the receive queue holds before dropping; default 8192
 	Hardware net.HardwareAddr // the link's MAC (for the link-local GID); default one made from the address
-	// BusyPoll makes Recv look again at once (yielding to other
-	// goroutines) instead of sleeping until a packet is queued, as
-	// nic.UDPConfig.BusyPoll does: no wake-up per packet, a core kept busy.
-	BusyPoll bool
+	// BusyPoll is how long Recv keeps looking (yielding to other
+	// goroutines) before it sleeps until a packet is queued, as
+	// nic.UDPConfig.BusyPoll; 0 never busy-polls.
+	BusyPoll time.Duration
 }
 
 // Attach creates a link with address addr on the network.
@@ -186,7 +186,7 @@ type MemLink struct {
 	mtu  int
 	mac  net.HardwareAddr
 	qmax int
-	busy bool // MemOptions.BusyPoll
+	busy time.Duration // MemOptions.BusyPoll
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -297,12 +297,18 @@ func (l *MemLink) Recv(frames []Frame) (int, error) {
 		memBufs.Put(pk.buf)
 	}
 	l.lent = l.lent[:0]
+	var since time.Time
 	for len(l.queue) == 0 && !l.closed {
-		if l.busy {
-			l.mu.Unlock()
-			runtime.Gosched()
-			l.mu.Lock()
-			continue
+		if l.busy > 0 {
+			if since.IsZero() {
+				since = time.Now()
+			}
+			if time.Since(since) < l.busy {
+				l.mu.Unlock()
+				runtime.Gosched()
+				l.mu.Lock()
+				continue
+			}
 		}
 		l.cond.Wait()
 	}

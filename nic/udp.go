@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,14 +37,16 @@ type UDPConfig struct {
 	// to bind; with several, another program of the same user could join
 	// the group, but the steering never hands it a packet.
 	RxQueues int
-	// BusyPoll makes a receive that finds nothing ask the socket again at
-	// once (yielding to other goroutines between tries) instead of
-	// sleeping in the runtime's poller until the kernel signals a packet:
-	// an HCA's poll mode. It saves the poller's wake-up on every packet,
-	// several microseconds of latency, at the cost of a core per receive
-	// queue kept busy while the device is open. Pair it with polling the
+	// BusyPoll is how long a receive that finds nothing keeps asking the
+	// socket (yielding to other goroutines between tries) before it
+	// sleeps in the runtime's poller until the kernel signals a packet:
+	// an HCA's poll mode, bounded as Linux's SO_BUSY_POLL is. While
+	// traffic flows it saves the poller's wake-up on every packet, several
+	// microseconds of latency, at the cost of a core per receive queue;
+	// when the link goes quiet, or the cores are oversubscribed, the
+	// receive sleeps again. 0 never busy-polls. Pair it with polling the
 	// CQ (cq.CQ.Poll in a loop) rather than waiting on it.
-	BusyPoll bool
+	BusyPoll time.Duration
 }
 
 // UDP is a link through kernel UDP sockets: no privilege needed.

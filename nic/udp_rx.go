@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/inet"
@@ -81,14 +82,20 @@ func (r *udpRx) init(l *UDP, raw syscall.RawConn) {
 		h.Name = &r.names[i][0]
 		h.Control = &r.ctrl[i][0]
 	}
-	busy := l.cfg.BusyPoll
+	budget := l.cfg.BusyPoll
 	r.fn = func(fd uintptr) bool {
+		var since time.Time
 		for {
 			n, e := mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
 			if e == unix.EAGAIN || e == unix.EINTR {
-				// Busy polling asks again until the link closes; Close
-				// waits for this function to return.
-				if busy && !l.isClosed() {
+				// Busy polling asks again until its budget is spent or the
+				// link closes (Close waits for this function to return).
+				if budget > 0 && !l.isClosed() {
+					if since.IsZero() {
+						since = time.Now()
+					} else if time.Since(since) >= budget {
+						return false
+					}
 					runtime.Gosched()
 					continue
 				}

@@ -104,6 +104,11 @@ func benchOp(b *testing.B, op qp.WROpcode, size int) {
 // (p50-over-raw-usec; issue 13's target is at most 5).
 //
 //	go test -run '^$' -bench PingPong -benchtime 20000x ./transport
+//
+// busyPoll is the poll-mode rows' budget: longer than a round trip, so a
+// receive spins from one packet to the next.
+const busyPoll = 200 * time.Microsecond
+
 func BenchmarkPingPong(b *testing.B) {
 	const roceSend64 = bth.BTHLen + 64 + bth.ICRCLen
 	xAddr, yAddr := "127.0.7.1", "127.0.7.2"
@@ -124,14 +129,17 @@ func BenchmarkPingPong(b *testing.B) {
 	for _, link := range []string{"mem", "mem-busy", "udp", "udp-busy"} {
 		b.Run(link, func(b *testing.B) {
 			busy := strings.HasSuffix(link, "-busy")
-			o := pairOpts{busy: busy}
+			o := pairOpts{}
+			if busy {
+				o.busy = busyPoll
+			}
 			o.defaults()
 			var x, y *side
 			if strings.HasPrefix(link, "mem") {
 				net := nic.NewMemNet(1)
 				x, y = newSide(b, net, "10.0.0.1", &o), newSide(b, net, "10.0.0.2", &o)
 			} else {
-				x, y = udpSide(b, xAddr, &o, busy), udpSide(b, yAddr, &o, busy)
+				x, y = udpSide(b, xAddr, &o), udpSide(b, yAddr, &o)
 			}
 			connect(b, x, y, &o, 1, 2)
 			connect(b, y, x, &o, 2, 1)
@@ -201,9 +209,9 @@ func BenchmarkPingPong(b *testing.B) {
 }
 
 // udpSide opens one end over the UDP link on a loopback address.
-func udpSide(t testing.TB, addr string, o *pairOpts, busy bool) *side {
+func udpSide(t testing.TB, addr string, o *pairOpts) *side {
 	ad := netip.MustParseAddr(addr)
-	l, err := nic.OpenUDP(nic.UDPConfig{Addr: ad, BusyPoll: busy})
+	l, err := nic.OpenUDP(nic.UDPConfig{Addr: ad, BusyPoll: o.busy})
 	must(t, err)
 	d, err := Open(l, Options{})
 	must(t, err)

@@ -54,8 +54,8 @@ type pairOpts struct {
 	wrap func(*nic.MemLink) nic.Link
 	// clock, if set, drives the device's timers (newRaw sets one).
 	clock qp.Clock
-	// busy makes the in-memory links busy-poll (nic.MemOptions.BusyPoll).
-	busy bool
+	// busy is how long the in-memory links busy-poll (nic.MemOptions.BusyPoll).
+	busy time.Duration
 }
 
 func (o *pairOpts) defaults() {

@@ -11,9 +11,12 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -60,6 +63,43 @@ type Config struct {
 	FaultLog io.Writer
 }
 
+// Tuning the engine, as rdma-core's providers are tuned, through the
+// environment rather than each tool's flags (the tools keep the real
+// programs' flags): GOROCE_RX_QUEUES=N gives the udp link N receive queues
+// steered by QPN, each received on its own goroutine (nic.UDPConfig.RxQueues);
+// GOROCE_BUSY_POLL=N makes its receives busy-poll for up to N microseconds
+// before sleeping (nic.UDPConfig.BusyPoll), as the net.core.busy_poll
+// sysctl counts.
+const (
+	EnvRxQueues = "GOROCE_RX_QUEUES"
+	EnvBusyPoll = "GOROCE_BUSY_POLL"
+)
+
+type tuning struct {
+	rxQueues int
+	busyPoll time.Duration
+}
+
+// tuningFromEnv reads the tuning variables; a bad value is a usage error.
+func tuningFromEnv(getenv func(string) string) (tuning, error) {
+	var t tuning
+	if v := getenv(EnvRxQueues); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > nic.MaxRxQueues {
+			return t, tagf(ErrUsage, "%s=%q: want a number of receive queues from 1 to %d", EnvRxQueues, v, nic.MaxRxQueues)
+		}
+		t.rxQueues = n
+	}
+	if v := getenv(EnvBusyPoll); v != "" {
+		us, err := strconv.Atoi(v)
+		if err != nil || us < 0 || us > 1000000 {
+			return t, tagf(ErrUsage, "%s=%q: want microseconds of busy polling, 0 to 1000000", EnvBusyPoll, v)
+		}
+		t.busyPoll = time.Duration(us) * time.Microsecond
+	}
+	return t, nil
+}
+
 // Endpoint is an open device and what was chosen to open it.
 type Endpoint struct {
 	Device   *transport.Device // the engine, owning Link
@@ -93,10 +133,14 @@ func Open(cfg Config) (*Endpoint, error) {
 	if local.Is6() && local.IsLinkLocalUnicast() {
 		local = local.WithZone(d.Netdev)
 	}
+	tune, err := tuningFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	var link nic.Link
 	switch cfg.Link {
 	case "", LinkUDP:
-		link, err = nic.OpenUDP(nic.UDPConfig{Addr: local})
+		link, err = nic.OpenUDP(nic.UDPConfig{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll})
 	case LinkAFPacket:
 		link, err = nic.OpenAFPacket(nic.AFPacketConfig{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr}})
 	case LinkAFXDP:

@@ -6,9 +6,11 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/netns"
+	"github.com/goroce/goroce/nic"
 )
 
 func TestLoopbackByAddress(t *testing.T) {
@@ -129,5 +131,46 @@ func TestUnbindableGID(t *testing.T) {
 	want := fmt.Sprintf("GID index 0 (%v) on %s: ", p.A.LL, p.A.Link)
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "does not hold") {
 		t.Fatalf("link-local GID with IPv6 off: %v, want %q...", err, want)
+	}
+}
+
+// TestTuningFromEnv: the engine's environment knobs, and a one-line usage
+// error for each bad value.
+func TestTuningFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		q, b string
+		want tuning
+		bad  bool
+	}{
+		{"", "", tuning{}, false},
+		{"4", "50", tuning{rxQueues: 4, busyPoll: 50 * time.Microsecond}, false},
+		{"1", "0", tuning{rxQueues: 1}, false},
+		{"", "-1", tuning{}, true},
+		{"0", "", tuning{}, true},
+		{"65", "", tuning{}, true},
+		{"two", "", tuning{}, true},
+		{"", "yes", tuning{}, true},
+	} {
+		env := map[string]string{EnvRxQueues: c.q, EnvBusyPoll: c.b}
+		got, err := tuningFromEnv(func(k string) string { return env[k] })
+		if c.bad {
+			if err == nil || !errors.Is(err, ErrUsage) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%q %q: error %v, want a one-line usage error", c.q, c.b, err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%q %q: %+v %v, want %+v", c.q, c.b, got, err, c.want)
+		}
+	}
+	// Through Open: two queues on loopback.
+	t.Setenv(EnvRxQueues, "2")
+	e, err := Open(Config{Dev: "127.0.0.1", GID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if mq, ok := e.Link.(nic.MultiQueue); !ok || mq.RxQueues() != 2 {
+		t.Fatalf("link %T has not 2 queues", e.Link)
 	}
 }
