@@ -177,3 +177,52 @@ func TestFaultFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestTuningReadme runs the README's receive-queue example as written:
+// each line's environment (two queues, busy polling) and flags; both
+// sides exchange their checked messages as a plain run does. A bad value
+// of either variable is a one-line error and exit status 1.
+func TestTuningReadme(t *testing.T) {
+	block, _ := readmeShBlock(t, "### Several cores: receive queues")
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("README's receive-queue section has no two-line sh block")
+	}
+	var args [2][]string
+	env := map[string]string{}
+	for i, l := range lines {
+		w := shellWords(t, l)
+		for len(w) > 0 && strings.Contains(w[0], "=") {
+			k, v, _ := strings.Cut(w[0], "=")
+			if old, ok := env[k]; ok && old != v {
+				t.Fatalf("the two lines set %s differently", k)
+			}
+			env[k], w = v, w[1:]
+		}
+		if len(w) < 2 || w[0] != "roced" || w[1] != "rc_pingpong" {
+			t.Fatalf("README line %q is not roced rc_pingpong", l)
+		}
+		args[i] = w[2:]
+	}
+	if env["GOROCE_RX_QUEUES"] == "" || env["GOROCE_BUSY_POLL"] == "" {
+		t.Fatalf("the example sets %v, not both variables", env)
+	}
+	cli := args[1]
+	if cli[len(cli)-1] != "127.0.0.1" {
+		t.Fatalf("the client line does not end with the server's address: %q", lines[1])
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	srv, c := ppPair(t, pingpong.RC, args[0], cli[:len(cli)-1])
+	ppCheck(t, pingpong.RC, 64, 2000, 1, srv, c)
+
+	for _, bad := range [][2]string{{"GOROCE_RX_QUEUES", "0"}, {"GOROCE_BUSY_POLL", "fast"}} {
+		t.Setenv(bad[0], bad[1])
+		o := ppExec(context.Background(), pingpong.RC, []string{"-d", "127.0.0.1", "-g", "1"})
+		if o.code != 1 || strings.Count(strings.TrimSpace(o.stderr), "\n") != 0 || !strings.Contains(o.stderr, bad[0]) {
+			t.Errorf("%s=%s: exit %d, stderr %q; want 1 and one line naming it", bad[0], bad[1], o.code, o.stderr)
+		}
+		t.Setenv(bad[0], env[bad[0]])
+	}
+}
