@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 
 #include "shim.h"
@@ -100,12 +101,35 @@ EXPORT int ibv_get_device_index(struct ibv_device *device)
 
 /* ---- the ops table libibverbs' inline functions call ---- */
 
+/* empty reports whether c holds no completion. The tools busy-poll: an
+ * HCA's completions arrive whatever the polling thread does, but here the
+ * engine that makes them runs on the same cores as the poller, so a thread
+ * that keeps finding the queue empty gives its core away now and then
+ * (every yieldEvery empty polls in a row, counted per thread) rather than
+ * holding it for a whole time slice while the packet it waits for sits in
+ * a socket the engine has no core to read. */
+enum { yieldEvery = 32 };
+static __thread unsigned empty_polls;
+
+static inline int empty(struct gq_cq *c)
+{
+	if (__atomic_load_n(&c->pending, __ATOMIC_ACQUIRE)) {
+		empty_polls = 0;
+		return 0;
+	}
+	if (++empty_polls >= yieldEvery) {
+		empty_polls = 0;
+		sched_yield();
+	}
+	return 1;
+}
+
 static int gq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
 	struct gq_wc buf[16];
 	int done = 0;
 
-	if (!__atomic_load_n(&((struct gq_cq *)cq)->pending, __ATOMIC_ACQUIRE))
+	if (empty((struct gq_cq *)cq))
 		return 0;
 
 	while (done < n) {
@@ -638,7 +662,7 @@ static int take(struct ibv_cq_ex *cqx)
 	struct gq_cq *c = CQX(cqx);
 	int got;
 
-	if (!__atomic_load_n(&c->pending, __ATOMIC_ACQUIRE))
+	if (empty(c))
 		return ENOENT;
 	got = goroce_poll_cq(c->h, 1, &c->cur);
 	if (got < 0)
