@@ -54,37 +54,58 @@ func readmeShBlock(t *testing.T, heading string) (block, after string) {
 	return block, after
 }
 
+// readmePingpongPair reads the README's two-line sh block after heading:
+// a roced rc_pingpong server and a client that ends with the server's
+// address 127.0.0.1. It returns each line's arguments after the tool's
+// name (the client's without the address, which ppPair adds) and the
+// environment the lines set before roced (both must set the same).
+func readmePingpongPair(t *testing.T, heading string) (srv, cli []string, env map[string]string) {
+	t.Helper()
+	block, _ := readmeShBlock(t, heading)
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("README's %q has no two-line sh block", heading)
+	}
+	var args [2][]string
+	env = map[string]string{}
+	for i, l := range lines {
+		w := shellWords(t, l)
+		for len(w) > 0 && strings.Contains(w[0], "=") {
+			k, v, _ := strings.Cut(w[0], "=")
+			if old, ok := env[k]; ok && old != v {
+				t.Fatalf("the two lines set %s differently", k)
+			}
+			env[k], w = v, w[1:]
+		}
+		if len(w) < 2 || w[0] != "roced" || w[1] != "rc_pingpong" {
+			t.Fatalf("README line %q is not roced rc_pingpong", l)
+		}
+		args[i] = w[2:]
+	}
+	cli = args[1]
+	if len(cli) == 0 || cli[len(cli)-1] != "127.0.0.1" {
+		t.Fatalf("the client line does not end with the server's address: %q", lines[1])
+	}
+	return args[0], cli[:len(cli)-1], env
+}
+
 // TestFaultsReadme runs the README's fault example as written (the
 // harness adds its own TCP port; -d and the host stay the README's) and
 // checks what the README says of it: both sides finish with checked data,
 // the client's last line counts the rule's one drop, and the capture
 // shows a retransmission.
 func TestFaultsReadme(t *testing.T) {
-	block, _ := readmeShBlock(t, "### Faults: a peer that misbehaves on purpose")
-	lines := strings.Split(strings.TrimSpace(block), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("README's Faults section has no two-line sh block")
+	srvArgs, cli, env := readmePingpongPair(t, "### Faults: a peer that misbehaves on purpose")
+	if len(env) != 0 {
+		t.Fatalf("the Faults example sets %v", env)
 	}
-	var args [2][]string
-	for i, l := range lines {
-		w := shellWords(t, l)
-		if len(w) < 2 || w[0] != "roced" || w[1] != "rc_pingpong" {
-			t.Fatalf("README line %q is not roced rc_pingpong", l)
-		}
-		args[i] = w[2:]
-	}
-	cli := args[1]
-	if cli[len(cli)-1] != "127.0.0.1" {
-		t.Fatalf("the client line does not end with the server's address: %q", lines[1])
-	}
-	cli = cli[:len(cli)-1] // ppPair adds the host
 	pcap := filepath.Join(t.TempDir(), "faults.pcapng")
 	for i, w := range cli {
 		if w == "faults.pcapng" {
 			cli[i] = pcap
 		}
 	}
-	srv, c := ppPair(t, pingpong.RC, args[0], cli)
+	srv, c := ppPair(t, pingpong.RC, srvArgs, cli)
 	if srv.code != 0 || c.code != 0 {
 		t.Fatalf("server:\n%v\nclient:\n%v", srv, c)
 	}
@@ -183,38 +204,14 @@ func TestFaultFlagErrors(t *testing.T) {
 // sides exchange their checked messages as a plain run does. A bad value
 // of either variable is a one-line error and exit status 1.
 func TestTuningReadme(t *testing.T) {
-	block, _ := readmeShBlock(t, "### Several cores: receive queues")
-	lines := strings.Split(strings.TrimSpace(block), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("README's receive-queue section has no two-line sh block")
-	}
-	var args [2][]string
-	env := map[string]string{}
-	for i, l := range lines {
-		w := shellWords(t, l)
-		for len(w) > 0 && strings.Contains(w[0], "=") {
-			k, v, _ := strings.Cut(w[0], "=")
-			if old, ok := env[k]; ok && old != v {
-				t.Fatalf("the two lines set %s differently", k)
-			}
-			env[k], w = v, w[1:]
-		}
-		if len(w) < 2 || w[0] != "roced" || w[1] != "rc_pingpong" {
-			t.Fatalf("README line %q is not roced rc_pingpong", l)
-		}
-		args[i] = w[2:]
-	}
+	srvArgs, cli, env := readmePingpongPair(t, "### Several cores: receive queues")
 	if env["GOROCE_RX_QUEUES"] == "" || env["GOROCE_BUSY_POLL"] == "" {
 		t.Fatalf("the example sets %v, not both variables", env)
-	}
-	cli := args[1]
-	if cli[len(cli)-1] != "127.0.0.1" {
-		t.Fatalf("the client line does not end with the server's address: %q", lines[1])
 	}
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	srv, c := ppPair(t, pingpong.RC, args[0], cli[:len(cli)-1])
+	srv, c := ppPair(t, pingpong.RC, srvArgs, cli)
 	ppCheck(t, pingpong.RC, 64, 2000, 1, srv, c)
 
 	for _, bad := range [][2]string{{"GOROCE_RX_QUEUES", "0"}, {"GOROCE_BUSY_POLL", "fast"}} {
