@@ -32,6 +32,7 @@ const (
 	GSO                // UDP GSO sends of up to 64 segments into a GRO socket
 )
 
+// String names the mode as the benchmarks print it.
 func (m Mode) String() string {
 	switch m {
 	case Sendto:

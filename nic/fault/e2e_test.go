@@ -62,7 +62,8 @@ func TestDropNthWriteMiddle(t *testing.T) {
 // queues and records them: SENDs on four QP pairs, whose QPNs fall on
 // both queues, each arrive whole, one each way per pair.
 func TestWrapsQueues(t *testing.T) {
-	aa, ba := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	// Loopback addresses of its own: no other test binds them.
+	aa, ba := netip.MustParseAddr("127.0.88.1"), netip.MustParseAddr("127.0.88.2")
 	open := func(a netip.Addr) *nic.UDP {
 		l, err := nic.OpenUDP(nic.UDPConfig{Addr: a, RxQueues: 2})
 		if err != nil {
