@@ -7,7 +7,8 @@
 // the device's QP1 and keeps the state of every connection (communication
 // IDs, transaction IDs, the CM state machine of IBA 12.9: idle, REQ sent,
 // REP sent, established, DREQ sent, time wait), retries a MAD that gets no
-// answer after the timeout the messages carry, honours an MRA, rejects a
+// answer after the timeout the messages carry, honours an MRA, sends one
+// for a REQ its program is slow to answer (ListenConfig.DeferAccept), rejects a
 // REQ for a service nobody listens on with the specification's reason
 // (8, invalid service ID), and never lets a duplicate REQ open a second
 // connection.

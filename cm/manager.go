@@ -47,7 +47,22 @@ const (
 	defaultRdAtomic = 16
 	// defaultBacklog bounds a listener's connections not yet accepted.
 	defaultBacklog = 16
+	// mraServiceTimeout is the service timeout of the MRAs this manager
+	// sends for a REQ its program has yet to answer: 24, 68.7 s, what
+	// rdma_cm asks for its own (cma.c's CMA_CM_MRA_SETTING).
+	mraServiceTimeout = 24
 )
+
+// mraDelay is how long a REQ waits for its program's answer before the
+// manager sends an MRA for it. IBA 12.6.6 (and 12.9.7's REQ_RCVD
+// state): a passive side that cannot send its REP within the Remote CM
+// Response Timeout the REQ names sends an MRA within it instead, so that
+// the active side neither sends its REQ again nor gives up. Three
+// quarters of that time leaves a quarter of margin for the MRA to arrive
+// (the active side waits the timeout plus twice the packet life time).
+func mraDelay(remoteCMResponseTimeout uint8) time.Duration {
+	return ibaTime(remoteCMResponseTimeout) / 4 * 3
+}
 
 // ibaTime converts the IBA's 5-bit time exponent to a duration:
 // 4.096 µs × 2^t.
@@ -105,6 +120,7 @@ type Manager struct {
 	remote    map[remoteID]*Conn // by the peer's communication ID and CA GUID
 	listeners map[uint16]*Listener
 	requests  map[remoteID]*ConnRequest // REQs a DeferAccept listener's program has yet to answer
+	held      map[uint32]bool           // the local communication IDs of those requests
 	// The UDP port space (sidr.go): listeners by port, the SIDR requests
 	// taken (by sender and request ID), those sent (by request ID).
 	udListeners map[uint16]*UDListener
@@ -130,7 +146,7 @@ func New(dev *transport.Device, o Options) (*Manager, error) {
 	m := &Manager{
 		dev: dev, clock: o.Clock, guid: nodeGUID(dev), hiTID: uint64(rand.Uint32()) << 32,
 		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[uint16]*Listener{},
-		requests:    map[remoteID]*ConnRequest{},
+		requests: map[remoteID]*ConnRequest{}, held: map[uint32]bool{},
 		udListeners: map[uint16]*UDListener{}, sidrIn: map[sidrKey]*SIDRRequest{}, sidrOut: map[uint32]*sidrQuery{},
 		in: newMADQueue(), done: make(chan struct{}), ids: rand.Uint32,
 		events: make(chan Event, eventQueue),
@@ -305,7 +321,7 @@ func (m *Manager) reject(p peer, tid uint64, localComm, remoteComm uint32, what 
 func (m *Manager) newCommID() uint32 {
 	for {
 		id := m.ids()
-		if _, used := m.conns[id]; id != 0 && !used {
+		if _, used := m.conns[id]; id != 0 && !used && !m.held[id] {
 			return id
 		}
 	}
