@@ -3,13 +3,17 @@ package cm
 import (
 	"errors"
 	"net/netip"
+	"reflect"
 	"testing"
+	"time"
 
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/bth/pcapfile"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/qp"
 )
 
-// deferListen makes a DeferAccept listener on port 7174 of the manager
+// deferREQ makes a DeferAccept listener on port 7174 of the manager
 // under test and feeds it the scripted peer's REQ, which it returns with
 // the ConnRequest the program gets.
 func (s *script) deferREQ() (*Listener, mad.MAD, *ConnRequest) {
@@ -216,5 +220,76 @@ func TestMRAThenREP(t *testing.T) {
 	}
 	if st := s.m.Stats(); st.Retries != 0 || st.Sent != 2 {
 		t.Fatalf("%+v", st)
+	}
+}
+
+// TestInteropMRA: `roced rdma_server -s 192.0.2.1 --accept-delay 8s`
+// against rxe's `rdma_client -s 192.0.2.1` on the lab's two guests,
+// tcpdump on the guest's eth0 (conformance/README.md, "MRA against
+// rxe"). rxe's REQ asks for an answer within its Remote CM Response
+// Timeout and sends it again after that plus twice the packet life time
+// (its local ACK timeout less one): 6.4 s on bookworm, 4.8 s on trixie.
+// goroce's MRA for it goes after three quarters of the response timeout,
+// in the REQ's transaction, naming rxe's communication ID and a service
+// timeout of 24; rxe sends no second REQ; the REP comes 8 s after the
+// REQ with the ID the MRA named, rxe's RTU follows, and the exchange
+// ends with DREQ and DREP.
+func TestInteropMRA(t *testing.T) {
+	for _, file := range []string{"testdata/mra_accept_delay_bookworm.pcap", "testdata/mra_accept_delay_trixie.pcap"} {
+		pkts, err := pcapfile.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type sent struct {
+			m  mad.MAD
+			at time.Duration
+		}
+		var ms []sent
+		for _, p := range pkts {
+			fr, err := bth.DecodeLink(bth.LinkType(p.LinkType), p.Data)
+			if err != nil {
+				continue
+			}
+			pk, err := bth.Parse(fr.RoCE())
+			if err != nil || pk.BTH().DestQP() != 1 {
+				continue
+			}
+			m, err := mad.ParseCM(append([]byte(nil), pk.Payload()...))
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			ms = append(ms, sent{m, p.Info.Timestamp.Sub(pkts[0].Info.Timestamp)})
+		}
+		var kinds []mad.AttrID
+		for _, s := range ms {
+			kinds = append(kinds, s.m.AttrID())
+		}
+		if len(ms) < 6 || !reflect.DeepEqual(kinds[:4], []mad.AttrID{mad.AttrREQ, mad.AttrMRA, mad.AttrREP, mad.AttrRTU}) {
+			t.Fatalf("%s: CM messages %v, want REQ MRA REP RTU, then the disconnection", file, kinds)
+		}
+		req, mra, rep, rtu := ms[0].m, ms[1].m, ms[2].m, ms[3].m
+		r := req.REQ()
+		retry := 2*ibaTime(r.Primary().LocalACKTimeout()-1) + ibaTime(r.RemoteCMResponseTimeout())
+		if ms[1].at < mraDelay(r.RemoteCMResponseTimeout()) || ms[1].at >= retry {
+			t.Errorf("%s: the MRA went at %v, want from %v and before rxe's retry at %v", file, ms[1].at,
+				mraDelay(r.RemoteCMResponseTimeout()), retry)
+		}
+		f := mra.MRA().Fields()
+		if mra.TID() != req.TID() || f.RemoteCommID != r.LocalCommID() || f.LocalCommID == 0 ||
+			f.MessageMRAed != mad.MsgREQ || f.ServiceTimeout != mraServiceTimeout {
+			t.Errorf("%s: MRA %#x %+v for REQ %#x from %#x", file, mra.TID(), f, req.TID(), r.LocalCommID())
+		}
+		if ms[2].at < 8*time.Second || rep.TID() != req.TID() || rep.REP().LocalCommID() != f.LocalCommID ||
+			rep.REP().RemoteCommID() != r.LocalCommID() {
+			t.Errorf("%s: REP at %v, %#x %+v", file, ms[2].at, rep.TID(), rep.REP().Fields())
+		}
+		if rtu.RTU().RemoteCommID() != f.LocalCommID {
+			t.Errorf("%s: RTU %+v", file, rtu.RTU().Fields())
+		}
+		for _, k := range kinds[4:] {
+			if k != mad.AttrDREQ && k != mad.AttrDREP {
+				t.Errorf("%s: %v after the RTU (a second REQ?)", file, k)
+			}
+		}
 	}
 }
