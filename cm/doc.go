@@ -23,6 +23,11 @@
 // connections, as an rdma_cm event channel: ESTABLISHED, REJECTED (with
 // the reason), UNREACHABLE, CONNECT_ERROR, DISCONNECTED, TIMEWAIT_EXIT.
 //
+// RC connections may also be made in the IB port space (RDMA_PS_IB,
+// 0x013f: ListenConfig.PortSpace, ConnParams.PortSpace), and UD services
+// resolved in the IPoIB and IB spaces (ListenUDIn, ResolveUDIn), as
+// rdma_cm takes them; each space has ports of its own.
+//
 // The UDP port space (rdma_cm's RDMA_PS_UDP, UD QPs) has no connections:
 // a UD service is resolved with SIDR_REQ and SIDR_REP (IBA 12.11).
 // ListenUD takes the requests for a port and hands each to the program

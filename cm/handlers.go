@@ -37,8 +37,8 @@ func (m *Manager) onREQ(p peer, in mad.MAD) {
 		return
 	}
 	ps, port, ok := mad.SplitServiceID(r.ServiceID())
-	l := m.listeners[port]
-	if !ok || ps != mad.PortSpaceTCP || l == nil {
+	l := m.listeners[psPort{ps, port}]
+	if !ok || l == nil {
 		rej(mad.RejInvalidServiceID) // nobody listens: cm.c's answer, reason 8
 		return
 	}

@@ -118,12 +118,12 @@ type Manager struct {
 	mu        sync.Mutex
 	conns     map[uint32]*Conn   // by local communication ID
 	remote    map[remoteID]*Conn // by the peer's communication ID and CA GUID
-	listeners map[uint16]*Listener
+	listeners map[psPort]*Listener
 	requests  map[remoteID]*ConnRequest // REQs a DeferAccept listener's program has yet to answer
 	held      map[uint32]bool           // the local communication IDs of those requests
 	// The UDP port space (sidr.go): listeners by port, the SIDR requests
 	// taken (by sender and request ID), those sent (by request ID).
-	udListeners map[uint16]*UDListener
+	udListeners map[psPort]*UDListener
 	sidrIn      map[sidrKey]*SIDRRequest
 	sidrOut     map[uint32]*sidrQuery
 	closed      bool
@@ -145,9 +145,9 @@ var ErrClosed = errors.New("cm: closed")
 func New(dev *transport.Device, o Options) (*Manager, error) {
 	m := &Manager{
 		dev: dev, clock: o.Clock, guid: nodeGUID(dev), hiTID: uint64(rand.Uint32()) << 32,
-		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[uint16]*Listener{},
+		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[psPort]*Listener{},
 		requests: map[remoteID]*ConnRequest{}, held: map[uint32]bool{},
-		udListeners: map[uint16]*UDListener{}, sidrIn: map[sidrKey]*SIDRRequest{}, sidrOut: map[uint32]*sidrQuery{},
+		udListeners: map[psPort]*UDListener{}, sidrIn: map[sidrKey]*SIDRRequest{}, sidrOut: map[uint32]*sidrQuery{},
 		in: newMADQueue(), done: make(chan struct{}), ids: rand.Uint32,
 		events: make(chan Event, eventQueue),
 	}
@@ -279,6 +279,40 @@ func (m *Manager) handle(src, dst netip.Addr, b []byte) {
 	default: // APR (goroce sends no LAP), ClassPortInfo: not served
 		m.st.unhandled.Add(1)
 	}
+}
+
+// psPort is a port of one rdma_cm port space: each space has ports of its
+// own (cma.c keeps a port table per space), and a REQ or SIDR_REQ finds
+// its listener by the space and port of its service ID.
+type psPort struct {
+	ps   mad.PortSpace
+	port uint16
+}
+
+// rcSpace returns the port space of a Listen or Dial (0: TCP), or an
+// error for one rdma_cm makes no RC connections in: an RC ID is of the
+// TCP port space, or of the IB one (rdma_create_id's RDMA_PS_IB, which
+// takes RC and UD; librdmacm makes UD IDs of the UDP and IPoIB spaces).
+func rcSpace(ps mad.PortSpace) (mad.PortSpace, error) {
+	switch ps {
+	case 0:
+		return mad.PortSpaceTCP, nil
+	case mad.PortSpaceTCP, mad.PortSpaceIB:
+		return ps, nil
+	}
+	return 0, fmt.Errorf("port space %#04x: RC connections are in the TCP (0x0106) or IB (0x013f) port space", uint16(ps))
+}
+
+// udSpace is rcSpace for UD services: the UDP, IPoIB or IB port space
+// (0: UDP).
+func udSpace(ps mad.PortSpace) (mad.PortSpace, error) {
+	switch ps {
+	case 0:
+		return mad.PortSpaceUDP, nil
+	case mad.PortSpaceUDP, mad.PortSpaceIPoIB, mad.PortSpaceIB:
+		return ps, nil
+	}
+	return 0, fmt.Errorf("port space %#04x: UD services are in the UDP (0x0111), IPoIB (0x0002) or IB (0x013f) port space", uint16(ps))
 }
 
 // peer is the pair of addresses a MAD travels between.
