@@ -172,15 +172,9 @@ func TestMRAForListenerClose(t *testing.T) {
 // the connection.
 func TestMRAForREPHonoured(t *testing.T) {
 	s := newScript(t)
-	l, err := s.m.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7174), ListenConfig{QP: s.n.qpConfig()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.send(s.req(7174))
-	rep := s.expect(mad.AttrREP)
+	l, rep := s.listenREP()
 	local := rep.REP().LocalCommID()
-	mra := newMAD(mad.AttrMRA, s.tid)
-	mra.MRA().Put(mad.MRAFields{LocalCommID: s.comm, RemoteCommID: local, MessageMRAed: mad.MsgREP, ServiceTimeout: 23})
+	mra := s.mra(s.tid, local, mad.MsgREP, 23)
 	s.send(mra)
 	wait := ibaTime(23) + ibaTime(19)
 	s.clk.Advance(wait / 2)
@@ -207,10 +201,7 @@ func TestMRAThenREP(t *testing.T) {
 	s := newScript(t)
 	res := s.dial()
 	req := s.expect(mad.AttrREQ)
-	mra := newMAD(mad.AttrMRA, req.TID())
-	mra.MRA().Put(mad.MRAFields{LocalCommID: s.comm, RemoteCommID: req.REQ().LocalCommID(),
-		MessageMRAed: mad.MsgREQ, ServiceTimeout: mraServiceTimeout})
-	s.send(mra)
+	s.send(s.mra(req.TID(), req.REQ().LocalCommID(), mad.MsgREQ, mraServiceTimeout))
 	s.clk.Advance(reqTimeout) // the REQ's own timeout: the MRA's is longer
 	s.send(s.rep(req))
 	s.expect(mad.AttrRTU)
