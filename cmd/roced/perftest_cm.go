@@ -283,7 +283,7 @@ func (r *ptRun) cmDialAll(ctx context.Context, raddr netip.AddrPort) error {
 }
 
 // udParamsNeeded says whether a UD run exchanges perftest's parameters
-// message, which it does when both sides send (send_lat, send_bw -b): perftest's rdma_cm UD exchange, in which the
+// message, as it does when both sides send (send_lat, send_bw -b): the
 // client tells the server its QPN, which SIDR carries only the other way.
 func (r *ptRun) udParamsNeeded() bool {
 	return r.cfg.Conn == perftest.ConnUD && (!r.cfg.Test.BW() || r.cfg.Duplex)
