@@ -90,6 +90,11 @@ type ConnParams struct {
 	RetryCount, RNRRetryCount uint8
 	// PathMTU bounds the path MTU (0: the device's active MTU).
 	PathMTU qp.MTU
+	// PortSpace is the rdma_cm port space Dial connects in (0: TCP, as
+	// most programs' RDMA_PS_TCP; mad.PortSpaceIB, RDMA_PS_IB, is the
+	// other one rdma_cm makes RC connections in): the REQ's service ID is
+	// PortSpace<<16 | port. Listen and Accept do not use it.
+	PortSpace mad.PortSpace
 	// ACKTimeout, if not 0, is this side's QP's local ACK timeout
 	// exponent (4.096 µs × 2^ACKTimeout), as rdma_set_option's
 	// RDMA_OPTION_ID_ACK_TIMEOUT sets it; 0 takes the path's (the REQ's
@@ -377,6 +382,11 @@ type ListenConfig struct {
 	// Backlog bounds the connections not yet accepted (0: 16); a REQ
 	// beyond it is rejected (reason 3, no resources).
 	Backlog int
+	// PortSpace is the rdma_cm port space listened in (0: TCP; or
+	// mad.PortSpaceIB): a REQ comes to the listener when its service ID
+	// names this space and the listener's port. Each space has ports of
+	// its own.
+	PortSpace mad.PortSpace
 	// DeferAccept, if set, leaves each REQ to the program: Request
 	// returns it as a ConnRequest, which the program answers with Accept
 	// (a REP, with the QP it made by then) or Reject, as an rdma_cm
@@ -404,6 +414,11 @@ func (m *Manager) Listen(addr netip.AddrPort, cfg ListenConfig) (*Listener, erro
 	if len(cfg.Params.PrivateData) > mad.REPPrivateDataLen {
 		return nil, fmt.Errorf("cm: listen: %d bytes of private data, a REP holds %d", len(cfg.Params.PrivateData), mad.REPPrivateDataLen)
 	}
+	ps, err := rcSpace(cfg.PortSpace)
+	if err != nil {
+		return nil, fmt.Errorf("cm: listen: %w", err)
+	}
+	cfg.PortSpace = ps
 	cfg.Params.defaults()
 	if cfg.Backlog <= 0 {
 		cfg.Backlog = defaultBacklog
@@ -413,12 +428,13 @@ func (m *Manager) Listen(addr netip.AddrPort, cfg ListenConfig) (*Listener, erro
 	if m.closed {
 		return nil, ErrClosed
 	}
-	if _, used := m.listeners[addr.Port()]; used {
-		return nil, fmt.Errorf("cm: listen: port %d is in use", addr.Port())
+	key := psPort{ps, addr.Port()}
+	if _, used := m.listeners[key]; used {
+		return nil, fmt.Errorf("cm: listen: port %d of port space %#04x is in use", addr.Port(), uint16(ps))
 	}
 	l := &Listener{m: m, addr: netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()), cfg: cfg,
 		ch: make(chan *Conn, cfg.Backlog), reqs: make(chan *ConnRequest, cfg.Backlog), closed: make(chan struct{})}
-	m.listeners[addr.Port()] = l
+	m.listeners[key] = l
 	return l, nil
 }
 
@@ -443,8 +459,8 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 // yet taken by Accept are disconnected.
 func (l *Listener) Close() error {
 	l.m.mu.Lock()
-	if l.m.listeners[l.addr.Port()] == l {
-		delete(l.m.listeners, l.addr.Port())
+	if key := (psPort{l.cfg.PortSpace, l.addr.Port()}); l.m.listeners[key] == l {
+		delete(l.m.listeners, key)
 	}
 	waiting := l.shut()
 	l.m.rejectRequests(l)
@@ -486,6 +502,10 @@ func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPCo
 		return nil, fmt.Errorf("cm: dial: %d bytes of private data, a REQ holds %d after rdma_cm's header", len(p.PrivateData), UserPrivateLen)
 	}
 	p.defaults()
+	ps, err := rcSpace(p.PortSpace)
+	if err != nil {
+		return nil, fmt.Errorf("cm: dial: %w", err)
+	}
 	local, err := m.localAddr(laddr, raddr)
 	if err != nil {
 		return nil, fmt.Errorf("cm: dial: %w", err)
@@ -504,7 +524,7 @@ func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPCo
 	msg := newMAD(mad.AttrREQ, 0)
 	r := msg.REQ()
 	f := mad.REQFields{
-		ServiceID: mad.ServiceID(mad.PortSpaceTCP, raddr.Port()), LocalCAGUID: m.guid,
+		ServiceID: mad.ServiceID(ps, raddr.Port()), LocalCAGUID: m.guid,
 		LocalQPN: c.qp.QPN(), ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
 		RemoteCMResponseTimeout: cmResponseTimeout, StartingPSN: c.lep.PSN,
 		LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount, PKey: transport.GSIPKey,

@@ -7,7 +7,8 @@
 // the device's QP1 and keeps the state of every connection (communication
 // IDs, transaction IDs, the CM state machine of IBA 12.9: idle, REQ sent,
 // REP sent, established, DREQ sent, time wait), retries a MAD that gets no
-// answer after the timeout the messages carry, honours an MRA, rejects a
+// answer after the timeout the messages carry, honours an MRA, sends one
+// for a REQ its program is slow to answer (ListenConfig.DeferAccept), rejects a
 // REQ for a service nobody listens on with the specification's reason
 // (8, invalid service ID), and never lets a duplicate REQ open a second
 // connection.
@@ -21,6 +22,11 @@
 // the peer. Events is the manager's stream of what happens to its
 // connections, as an rdma_cm event channel: ESTABLISHED, REJECTED (with
 // the reason), UNREACHABLE, CONNECT_ERROR, DISCONNECTED, TIMEWAIT_EXIT.
+//
+// RC connections may also be made in the IB port space (RDMA_PS_IB,
+// 0x013f: ListenConfig.PortSpace, ConnParams.PortSpace), and UD services
+// resolved in the IPoIB and IB spaces (ListenUDIn, ResolveUDIn), as
+// rdma_cm takes them; each space has ports of its own.
 //
 // The UDP port space (rdma_cm's RDMA_PS_UDP, UD QPs) has no connections:
 // a UD service is resolved with SIDR_REQ and SIDR_REP (IBA 12.11).

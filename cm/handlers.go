@@ -28,13 +28,17 @@ func (m *Manager) onREQ(p peer, in mad.MAD) {
 		}
 		return
 	}
-	if m.requests[key] != nil {
-		m.st.duplicates.Add(1) // the program has yet to answer it
+	if req := m.requests[key]; req != nil {
+		// The program has yet to answer it, and the requester is retrying:
+		// tell it to wait, with an MRA (again, if one went already), as
+		// cm.c's cm_dup_req_handler answers a REQ in MRA_REQ_SENT.
+		m.st.duplicates.Add(1)
+		m.sendMRA(req)
 		return
 	}
 	ps, port, ok := mad.SplitServiceID(r.ServiceID())
-	l := m.listeners[port]
-	if !ok || ps != mad.PortSpaceTCP || l == nil {
+	l := m.listeners[psPort{ps, port}]
+	if !ok || l == nil {
 		rej(mad.RejInvalidServiceID) // nobody listens: cm.c's answer, reason 8
 		return
 	}
@@ -63,16 +67,17 @@ func (m *Manager) onREQ(p peer, in mad.MAD) {
 		m.requestConn(l, p, in, key)
 		return
 	}
-	m.acceptREQ(l, p, in, key, l.cfg.QP, l.cfg.Params)
+	m.acceptREQ(l, p, in, key, 0, l.cfg.QP, l.cfg.Params)
 }
 
 // acceptREQ answers a REQ to l with a REP: a connection with a QP made
 // (or given) by qc, in RTS, with params, counted pending on l until the
-// RTU. A REQ it cannot serve is rejected, and the error says why.
-func (m *Manager) acceptREQ(l *Listener, p peer, in mad.MAD, key remoteID, qc QPConfig, params ConnParams) error {
+// RTU. localID is the communication ID an MRA may have named already (0:
+// a new one). A REQ it cannot serve is rejected, and the error says why.
+func (m *Manager) acceptREQ(l *Listener, p peer, in mad.MAD, key remoteID, localID uint32, qc QPConfig, params ConnParams) error {
 	r := in.REQ()
 	rej := func(why mad.RejReason, err error) error {
-		m.reject(p, in.TID(), 0, key.comm, mad.MsgREQ, why)
+		m.reject(p, in.TID(), localID, key.comm, mad.MsgREQ, why)
 		return err
 	}
 	hdr, _ := mad.ParseCMAHdr(r.PrivateData()) // onREQ checked it
@@ -103,7 +108,10 @@ func (m *Manager) acceptREQ(l *Listener, p peer, in mad.MAD, key remoteID, qc QP
 		m.dev.DestroyQP(c.qp)
 		return rej(mad.RejConsumerDefined, err)
 	}
-	c.localID = m.newCommID()
+	c.localID = localID
+	if c.localID == 0 {
+		c.localID = m.newCommID()
+	}
 	c.remoteKey = key
 	c.tid = in.TID() // the REP answers the REQ's transaction
 	m.conns[c.localID] = c

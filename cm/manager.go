@@ -47,7 +47,22 @@ const (
 	defaultRdAtomic = 16
 	// defaultBacklog bounds a listener's connections not yet accepted.
 	defaultBacklog = 16
+	// mraServiceTimeout is the service timeout of the MRAs this manager
+	// sends for a REQ its program has yet to answer: 24, 68.7 s, what
+	// rdma_cm asks for its own (cma.c's CMA_CM_MRA_SETTING).
+	mraServiceTimeout = 24
 )
+
+// mraDelay is how long a REQ waits for its program's answer before the
+// manager sends an MRA for it. IBA 12.6.6 (and 12.9.7's REQ_RCVD
+// state): a passive side that cannot send its REP within the Remote CM
+// Response Timeout the REQ names sends an MRA within it instead, so that
+// the active side neither sends its REQ again nor gives up. Three
+// quarters of that time leaves a quarter of margin for the MRA to arrive
+// (the active side waits the timeout plus twice the packet life time).
+func mraDelay(remoteCMResponseTimeout uint8) time.Duration {
+	return ibaTime(remoteCMResponseTimeout) / 4 * 3
+}
 
 // ibaTime converts the IBA's 5-bit time exponent to a duration:
 // 4.096 µs × 2^t.
@@ -103,11 +118,12 @@ type Manager struct {
 	mu        sync.Mutex
 	conns     map[uint32]*Conn   // by local communication ID
 	remote    map[remoteID]*Conn // by the peer's communication ID and CA GUID
-	listeners map[uint16]*Listener
+	listeners map[psPort]*Listener
 	requests  map[remoteID]*ConnRequest // REQs a DeferAccept listener's program has yet to answer
+	held      map[uint32]bool           // the local communication IDs of those requests
 	// The UDP port space (sidr.go): listeners by port, the SIDR requests
 	// taken (by sender and request ID), those sent (by request ID).
-	udListeners map[uint16]*UDListener
+	udListeners map[psPort]*UDListener
 	sidrIn      map[sidrKey]*SIDRRequest
 	sidrOut     map[uint32]*sidrQuery
 	closed      bool
@@ -129,9 +145,9 @@ var ErrClosed = errors.New("cm: closed")
 func New(dev *transport.Device, o Options) (*Manager, error) {
 	m := &Manager{
 		dev: dev, clock: o.Clock, guid: nodeGUID(dev), hiTID: uint64(rand.Uint32()) << 32,
-		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[uint16]*Listener{},
-		requests:    map[remoteID]*ConnRequest{},
-		udListeners: map[uint16]*UDListener{}, sidrIn: map[sidrKey]*SIDRRequest{}, sidrOut: map[uint32]*sidrQuery{},
+		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[psPort]*Listener{},
+		requests: map[remoteID]*ConnRequest{}, held: map[uint32]bool{},
+		udListeners: map[psPort]*UDListener{}, sidrIn: map[sidrKey]*SIDRRequest{}, sidrOut: map[uint32]*sidrQuery{},
 		in: newMADQueue(), done: make(chan struct{}), ids: rand.Uint32,
 		events: make(chan Event, eventQueue),
 	}
@@ -265,6 +281,40 @@ func (m *Manager) handle(src, dst netip.Addr, b []byte) {
 	}
 }
 
+// psPort is a port of one rdma_cm port space: each space has ports of its
+// own (cma.c keeps a port table per space), and a REQ or SIDR_REQ finds
+// its listener by the space and port of its service ID.
+type psPort struct {
+	ps   mad.PortSpace
+	port uint16
+}
+
+// rcSpace returns the port space of a Listen or Dial (0: TCP), or an
+// error for one rdma_cm makes no RC connections in: an RC ID is of the
+// TCP port space, or of the IB one (rdma_create_id's RDMA_PS_IB, which
+// takes RC and UD; librdmacm makes UD IDs of the UDP and IPoIB spaces).
+func rcSpace(ps mad.PortSpace) (mad.PortSpace, error) {
+	switch ps {
+	case 0:
+		return mad.PortSpaceTCP, nil
+	case mad.PortSpaceTCP, mad.PortSpaceIB:
+		return ps, nil
+	}
+	return 0, fmt.Errorf("port space %#04x: RC connections are in the TCP (0x0106) or IB (0x013f) port space", uint16(ps))
+}
+
+// udSpace is rcSpace for UD services: the UDP, IPoIB or IB port space
+// (0: UDP).
+func udSpace(ps mad.PortSpace) (mad.PortSpace, error) {
+	switch ps {
+	case 0:
+		return mad.PortSpaceUDP, nil
+	case mad.PortSpaceUDP, mad.PortSpaceIPoIB, mad.PortSpaceIB:
+		return ps, nil
+	}
+	return 0, fmt.Errorf("port space %#04x: UD services are in the UDP (0x0111), IPoIB (0x0002) or IB (0x013f) port space", uint16(ps))
+}
+
 // peer is the pair of addresses a MAD travels between.
 type peer struct{ local, remote netip.Addr }
 
@@ -305,7 +355,7 @@ func (m *Manager) reject(p peer, tid uint64, localComm, remoteComm uint32, what 
 func (m *Manager) newCommID() uint32 {
 	for {
 		id := m.ids()
-		if _, used := m.conns[id]; id != 0 && !used {
+		if _, used := m.conns[id]; id != 0 && !used && !m.held[id] {
 			return id
 		}
 	}

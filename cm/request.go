@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/goroce/goroce/mad"
+	"github.com/goroce/goroce/qp"
 )
 
 // ErrAnswered is returned by a ConnRequest's Accept or Reject once the
@@ -15,16 +16,23 @@ var ErrAnswered = errors.New("cm: connection request answered already")
 
 // ConnRequest is a REQ a DeferAccept listener holds for the program
 // (rdma_cm's RDMA_CM_EVENT_CONNECT_REQUEST): nothing has answered it
-// yet. A duplicate of it is dropped while it waits.
+// yet. If the program takes longer than the REQ allows, the manager
+// sends an MRA for it, and answers each duplicate of it with one, so
+// that the requester waits instead of retrying or giving up.
 type ConnRequest struct {
-	m      *Manager
-	l      *Listener
-	p      peer
-	in     mad.MAD
-	key    remoteID
-	local  netip.AddrPort
-	remote netip.AddrPort
-	done   bool // answered or withdrawn (under m.mu)
+	m       *Manager
+	l       *Listener
+	p       peer
+	in      mad.MAD
+	key     remoteID
+	local   netip.AddrPort
+	remote  netip.AddrPort
+	localID uint32 // this side's communication ID, named by the MRA and the REP
+
+	// Under m.mu.
+	done  bool     // answered or withdrawn
+	timer qp.Timer // sends the MRA when the REQ's response time runs short
+	mras  int      // MRAs sent
 }
 
 // LocalAddr returns the address and port the request came to.
@@ -55,9 +63,18 @@ func (m *Manager) requestConn(l *Listener, p peer, in mad.MAD, key remoteID) {
 	hdr, _ := mad.ParseCMAHdr(r.PrivateData())
 	_, port, _ := mad.SplitServiceID(r.ServiceID())
 	req := &ConnRequest{m: m, l: l, p: p, in: append(mad.MAD(nil), in...), key: key,
-		local:  netip.AddrPortFrom(p.local, port),
-		remote: netip.AddrPortFrom(hdr.SrcAddr().Unmap(), hdr.Port())}
+		local:   netip.AddrPortFrom(p.local, port),
+		remote:  netip.AddrPortFrom(hdr.SrcAddr().Unmap(), hdr.Port()),
+		localID: m.newCommID()}
 	m.requests[key] = req
+	m.held[req.localID] = true
+	req.timer = m.clock.AfterFunc(mraDelay(r.RemoteCMResponseTimeout()), func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !req.done && !m.closed && req.mras == 0 {
+			m.sendMRA(req)
+		}
+	})
 	l.pending++ // onREQ checked the backlog: reqs has room
 	l.reqs <- req
 }
@@ -99,7 +116,7 @@ func (r *ConnRequest) Accept(qc QPConfig, p ConnParams) (*Conn, error) {
 	if err := r.take(); err != nil {
 		return nil, err
 	}
-	if err := m.acceptREQ(r.l, r.p, r.in, r.key, qc, p); err != nil {
+	if err := m.acceptREQ(r.l, r.p, r.in, r.key, r.localID, qc, p); err != nil {
 		return nil, fmt.Errorf("cm: accept: %w", err)
 	}
 	return m.remote[r.key], nil
@@ -130,15 +147,32 @@ func (r *ConnRequest) take() error {
 		return ErrClosed
 	}
 	r.done = true
+	r.timer.Stop()
 	delete(r.m.requests, r.key)
+	delete(r.m.held, r.localID) // m.conns holds it from the REP on
 	r.l.pending--
 	return nil
+}
+
+// sendMRA tells the requester of r to wait: an MRA for its REQ, in the
+// REQ's transaction, with this side's communication ID and a service
+// timeout of mraServiceTimeout. Called with m.mu held.
+func (m *Manager) sendMRA(r *ConnRequest) {
+	msg := newMAD(mad.AttrMRA, r.in.TID())
+	msg.MRA().Put(mad.MRAFields{LocalCommID: r.localID, RemoteCommID: r.key.comm,
+		MessageMRAed: mad.MsgREQ, ServiceTimeout: mraServiceTimeout})
+	r.mras++
+	r.timer.Stop()
+	m.send(r.p, msg)
 }
 
 // rejectREQ sends the REJ that refuses r. Called with m.mu held.
 func (m *Manager) rejectREQ(r *ConnRequest, privateData []byte) {
 	msg := newMAD(mad.AttrREJ, r.in.TID())
 	rej := msg.REJ()
+	if r.mras > 0 {
+		rej.SetLocalCommID(r.localID) // the MRA named it
+	}
 	rej.SetRemoteCommID(r.key.comm)
 	rej.SetMessageRejected(mad.MsgREQ)
 	rej.SetReason(mad.RejConsumerDefined)

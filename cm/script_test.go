@@ -132,6 +132,15 @@ func (s *script) rep(req mad.MAD) mad.MAD {
 	return msg
 }
 
+// mra builds the scripted peer's MRA, in transaction tid, for the
+// manager's message what (a REQ or REP) of the manager's communication
+// ID remote, asking for service timeout timeout.
+func (s *script) mra(tid uint64, remote uint32, what mad.MsgKind, timeout uint8) mad.MAD {
+	msg := newMAD(mad.AttrMRA, tid)
+	msg.MRA().Put(mad.MRAFields{LocalCommID: s.comm, RemoteCommID: remote, MessageMRAed: what, ServiceTimeout: timeout})
+	return msg
+}
+
 func pair(a mad.AttrID, tid uint64, local, remote uint32) mad.MAD {
 	msg := newMAD(a, tid)
 	msg.RTU().SetLocalCommID(local) // RTU and DREP share the layout
@@ -369,10 +378,7 @@ func TestMRAHonoured(t *testing.T) {
 	s := newScript(t)
 	res := s.dial()
 	req := s.expect(mad.AttrREQ)
-	mra := newMAD(mad.AttrMRA, req.TID())
-	mra.MRA().Put(mad.MRAFields{LocalCommID: s.comm, RemoteCommID: req.REQ().LocalCommID(),
-		MessageMRAed: mad.MsgREQ, ServiceTimeout: 24})
-	s.send(mra)
+	s.send(s.mra(req.TID(), req.REQ().LocalCommID(), mad.MsgREQ, 24))
 	wait := ibaTime(24) + ibaTime(19)
 	s.clk.Advance(wait - 1)
 	if s.sent() != 1 {
@@ -418,12 +424,7 @@ func TestMalformedMADs(t *testing.T) {
 // of its REQ with a REJ, stale connection (10).
 func TestREPTimeoutAndStaleREQ(t *testing.T) {
 	s := newScript(t)
-	l, err := s.m.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7174), ListenConfig{QP: s.n.qpConfig()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.send(s.req(7174))
-	rep := s.expect(mad.AttrREP)
+	l, rep := s.listenREP()
 	timeout := 2*ibaTime(18) + ibaTime(20)
 	for range 15 {
 		s.clk.Advance(timeout)
@@ -453,6 +454,18 @@ func TestREPTimeoutAndStaleREQ(t *testing.T) {
 	if len(s.m.conns) != 1 {
 		t.Errorf("%d connections", len(s.m.conns))
 	}
+}
+
+// listenREP listens on port 7174 (any address) and sends the scripted
+// peer's REQ, which the manager answers with the REP it returns.
+func (s *script) listenREP() (*Listener, mad.MAD) {
+	s.t.Helper()
+	l, err := s.m.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7174), ListenConfig{QP: s.n.qpConfig()})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.send(s.req(7174))
+	return l, s.expect(mad.AttrREP)
 }
 
 // establish2 connects through an existing listener.

@@ -61,6 +61,7 @@ type sidrKey struct {
 // UDP port space.
 type UDListener struct {
 	m      *Manager
+	ps     mad.PortSpace
 	addr   netip.AddrPort
 	ch     chan *SIDRRequest
 	closed chan struct{}
@@ -156,6 +157,20 @@ func (m *Manager) replySIDR(r *SIDRRequest, status mad.SIDRStatus, qpn, qkey uin
 // Accept hands each over once; the program answers it. At most backlog
 // (0: 16) requests wait for Accept; one beyond is rejected.
 func (m *Manager) ListenUD(addr netip.AddrPort, backlog int) (*UDListener, error) {
+	return m.ListenUDIn(mad.PortSpaceUDP, addr, backlog)
+}
+
+// ListenUDIn is ListenUD in port space ps: mad.PortSpaceUDP, or the two
+// other spaces in which rdma_cm resolves UD services through SIDR,
+// mad.PortSpaceIPoIB and mad.PortSpaceIB (0: UDP). Each space has ports of
+// its own. rdma_cm gives a QP of the IPoIB space the Q_Key of the IPoIB
+// broadcast group, which RoCE has not: the program's QP, whose Q_Key the
+// SIDR_REP carries, says it.
+func (m *Manager) ListenUDIn(ps mad.PortSpace, addr netip.AddrPort, backlog int) (*UDListener, error) {
+	ps, err := udSpace(ps)
+	if err != nil {
+		return nil, fmt.Errorf("cm: listen: %w", err)
+	}
 	if backlog <= 0 {
 		backlog = defaultBacklog
 	}
@@ -164,12 +179,13 @@ func (m *Manager) ListenUD(addr netip.AddrPort, backlog int) (*UDListener, error
 	if m.closed {
 		return nil, ErrClosed
 	}
-	if _, used := m.udListeners[addr.Port()]; used {
-		return nil, fmt.Errorf("cm: listen: UDP port %d is in use", addr.Port())
+	key := psPort{ps, addr.Port()}
+	if _, used := m.udListeners[key]; used {
+		return nil, fmt.Errorf("cm: listen: port %d of port space %#04x is in use", addr.Port(), uint16(ps))
 	}
-	l := &UDListener{m: m, addr: netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()),
+	l := &UDListener{m: m, ps: ps, addr: netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()),
 		ch: make(chan *SIDRRequest, backlog), closed: make(chan struct{})}
-	m.udListeners[addr.Port()] = l
+	m.udListeners[key] = l
 	return l, nil
 }
 
@@ -196,8 +212,8 @@ func (l *UDListener) Close() error {
 	m := l.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.udListeners[l.addr.Port()] == l {
-		delete(m.udListeners, l.addr.Port())
+	if key := (psPort{l.ps, l.addr.Port()}); m.udListeners[key] == l {
+		delete(m.udListeners, key)
 	}
 	select {
 	case <-l.closed:
@@ -237,8 +253,8 @@ func (m *Manager) onSIDRREQ(p peer, in mad.MAD) {
 	}
 	req := &SIDRRequest{m: m, key: key, p: p, tid: in.TID(), service: r.ServiceID()}
 	ps, port, ok := mad.SplitServiceID(r.ServiceID())
-	l := m.udListeners[port]
-	if !ok || ps != mad.PortSpaceUDP || l == nil {
+	l := m.udListeners[psPort{ps, port}]
+	if !ok || l == nil {
 		m.st.rejected.Add(1)
 		m.replySIDRNow(req, mad.SIDRUnsupported)
 		return
@@ -334,6 +350,17 @@ type sidrQuery struct {
 // another status than success is a *SIDRError; no answer is ErrTimeout;
 // ctx ending stops the retries.
 func (m *Manager) ResolveUD(ctx context.Context, laddr, raddr netip.AddrPort, privateData []byte) (*UDPeer, error) {
+	return m.ResolveUDIn(ctx, mad.PortSpaceUDP, laddr, raddr, privateData)
+}
+
+// ResolveUDIn is ResolveUD in port space ps (mad.PortSpaceUDP,
+// mad.PortSpaceIPoIB or mad.PortSpaceIB; 0: UDP): the SIDR_REQ's service
+// ID is ps<<16 | raddr's port.
+func (m *Manager) ResolveUDIn(ctx context.Context, ps mad.PortSpace, laddr, raddr netip.AddrPort, privateData []byte) (*UDPeer, error) {
+	ps, err := udSpace(ps)
+	if err != nil {
+		return nil, fmt.Errorf("cm: resolve: %w", err)
+	}
 	if len(privateData) > UDPrivateLen {
 		return nil, fmt.Errorf("cm: resolve: %d bytes of private data, a SIDR_REQ holds %d after rdma_cm's header", len(privateData), UDPrivateLen)
 	}
@@ -363,7 +390,7 @@ func (m *Manager) ResolveUD(ctx context.Context, laddr, raddr netip.AddrPort, pr
 	}
 	q.msg = newMAD(mad.AttrSIDRREQ, m.hiTID|uint64(q.id))
 	q.msg.SIDRREQ().Put(mad.SIDRREQFields{RequestID: q.id, PKey: transport.GSIPKey,
-		ServiceID: mad.ServiceID(mad.PortSpaceUDP, raddr.Port()), PrivateData: priv})
+		ServiceID: mad.ServiceID(ps, raddr.Port()), PrivateData: priv})
 	m.sidrOut[q.id] = q
 	m.armSIDR(q)
 	m.send(q.p, q.msg)

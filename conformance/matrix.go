@@ -102,6 +102,9 @@ type Tool struct {
 	// CMSizes are the sizes at which the tool's RC scenario runs once more
 	// with -R: the exchange and the QPs connected through the RDMA CM.
 	CMSizes []int
+	// CMUD runs the tool's UD scenarios once more with -R: the QPs of the
+	// UDP port space, resolved through SIDR (perftest's send programs).
+	CMUD bool
 	// IPv6Sizes are the sizes at which a CM tool runs once more over IPv6
 	// (MatrixOptions.IPv6): rdma_cm's IPv6 header in the CM's MADs, and
 	// RoCEv2 over IPv6 with GIDs that are the addresses themselves.
@@ -185,9 +188,9 @@ var Tools = []*Tool{
 		Iters: 100, ItersLarge: 16, ServerRow: NoRow, ClientRow: FullRow},
 	{Name: "send_bw", Binary: "ib_send_bw", Family: Perftest, Transports: []Transport{RC, UC, UD},
 		Iters: 100, ItersLarge: 16, ServerRow: CountsRow, ClientRow: FullRow,
-		CMSizes: []int{LargeSize}},
+		CMSizes: []int{LargeSize}, CMUD: true},
 	{Name: "send_lat", Binary: "ib_send_lat", Family: Perftest, Transports: []Transport{RC, UC, UD}, Latency: true,
-		Iters: 100, ItersLarge: 16, ServerRow: FullRow, ClientRow: FullRow},
+		Iters: 100, ItersLarge: 16, ServerRow: FullRow, ClientRow: FullRow, CMUD: true},
 	{Name: "atomic_bw", Binary: "ib_atomic_bw", Family: Perftest, Transports: []Transport{RC}, Atomic: true,
 		Iters: 100, Variants: [][]string{{"-A", "FETCH_AND_ADD"}, {"-A", "CMP_AND_SWAP"}},
 		ServerRow: CountsRow, ClientRow: FullRow},
@@ -496,10 +499,16 @@ func Matrix(o MatrixOptions) ([]Case, error) {
 					cases = append(cases, Case{Scenario: sc, Dir: d})
 				}
 			}
-			if tr != RC {
-				continue // perftest's -R: RC only here (UC is not in librdmacm)
+			// perftest's -R: RC at the tool's CMSizes, UD at its sizes
+			// (UC is not in librdmacm).
+			cmSizes := t.CMSizes
+			switch {
+			case tr == UD && t.CMUD:
+				cmSizes = Sizes(t, tr, o.MTU)
+			case tr != RC:
+				cmSizes = nil
 			}
-			for _, size := range t.CMSizes {
+			for _, size := range cmSizes {
 				sc := Scenario{Tool: t, Transport: tr, Size: size, MTU: o.MTU,
 					Iters: iters(t, size, o.MTU, o.ItersScale),
 					Flags: append(append([]string(nil), t.Extra...), "-R")}

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,9 +17,10 @@ func TestMatrixShape(t *testing.T) {
 	// sizes + 2 atomics x 2 variants; UC: write and send, bw and lat, x 4
 	// sizes; UD: send bw and lat x 2 sizes; rping at 64 and 65535 bytes;
 	// rdma_server/rdma_client's one exchange; ucmatose's 50 connections;
-	// write_bw, read_bw and send_bw at 64 KiB through the RDMA CM (-R);
+	// write_bw, read_bw and send_bw at 64 KiB through the RDMA CM (-R),
+	// send_bw and send_lat over UD through it at 1 B and the MTU;
 	// udaddy's 10 UD services; cmtime's 50. Each in two directions.
-	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2 + 1 + 1 + 3 + 1 + 1
+	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2 + 1 + 1 + 3 + 2*2 + 1 + 1
 	if len(cases) != 2*scenarios {
 		t.Fatalf("%d cases, want %d", len(cases), 2*scenarios)
 	}
@@ -64,7 +66,16 @@ func TestMatrixShape(t *testing.T) {
 				t.Errorf("%s: size %d is not 1, MTU, MTU+1 or 64 KiB", c.ID(), c.Size)
 			}
 		}
-		if c.Tool.Family == Perftest && c.ViaCM() {
+		switch {
+		case c.Tool.Family != Perftest || !c.ViaCM():
+		case c.Transport == UD:
+			if c.Tool.Name != "send_bw" && c.Tool.Name != "send_lat" || c.Size != 1 && c.Size != 1024 {
+				t.Errorf("%s: -R over UD runs send_bw and send_lat at 1 B and the MTU", c.ID())
+			}
+			if got, want := strings.Join(c.Args(), " "), fmt.Sprintf("-s %d -n 100 -m 1024 -c UD -F -R", c.Size); got != want {
+				t.Errorf("%s: shared flags %q, want %q", c.ID(), got, want)
+			}
+		default:
 			if c.Transport != RC || c.Size != LargeSize || c.Tool.Latency || c.Tool.Atomic || c.Flags[len(c.Flags)-1] != "-R" {
 				t.Errorf("%s: -R runs the RC bandwidth tools at 64 KiB", c.ID())
 			}
@@ -91,7 +102,7 @@ func TestMatrixShape(t *testing.T) {
 		"atomic_bw/RC/s8/A=FETCH_AND_ADD@roced-server", "read_lat/RC/s65536@roced-server",
 		"rping/RC/s64@roced-server", "rping/RC/s65535@peer-server",
 		"write_bw/RC/s65536/R@roced-server", "read_bw/RC/s65536/R@peer-server",
-		"send_bw/RC/s65536/R@peer-server",
+		"send_bw/RC/s65536/R@peer-server", "send_bw/UD/s1/R@roced-server", "send_lat/UD/s1024/R@peer-server",
 	} {
 		if !seen[id] {
 			t.Errorf("missing case %s", id)
@@ -114,6 +125,7 @@ func TestMatrixOptions(t *testing.T) {
 		"send_bw/RC/s65536/R@peer-server",
 		"send_bw/UC/s1@peer-server", "send_bw/UC/s4096@peer-server", "send_bw/UC/s4097@peer-server", "send_bw/UC/s65536@peer-server",
 		"send_bw/UD/s1@peer-server", "send_bw/UD/s4096@peer-server",
+		"send_bw/UD/s1/R@peer-server", "send_bw/UD/s4096/R@peer-server",
 	}
 	if !reflect.DeepEqual(ids, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(ids, "\n"), strings.Join(want, "\n"))

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/oob/perftest"
 	"github.com/goroce/goroce/qp"
@@ -34,6 +36,7 @@ type ptCM struct {
 	m     *cm.Manager
 	comm  *perftest.CommConn
 	l     *cm.Listener
+	udl   *cm.UDListener // a UD server's (-c UD: the UDP port space)
 	conns []*cm.Conn
 	peer  netip.Addr // the server's address (client)
 	// early is the index in the plan of the traffic step whose receives
@@ -152,7 +155,11 @@ func (r *ptRun) cmReady(steps []perftest.Step, i int) error {
 	c := &r.cfg
 	r.cmr.mu.Lock()
 	r.cmr.early = -1
-	if r.pc.receives() {
+	// UD: no early receives. A datagram finds a receive or is dropped, so
+	// the usual posting before the handshake that precedes the traffic is
+	// what counts; and a side that learns the peer's QPN through the
+	// exchange below must find that message in its first receive.
+	if r.pc.receives() && c.Conn != perftest.ConnUD {
 		for j := i; j < len(steps); j++ {
 			if st := steps[j]; st.Kind == perftest.StepTraffic {
 				if !st.Passive {
@@ -165,6 +172,14 @@ func (r *ptRun) cmReady(steps []perftest.Step, i int) error {
 	}
 	r.cmr.mu.Unlock()
 	if !c.IsServer() {
+		return nil
+	}
+	if c.Conn == perftest.ConnUD {
+		l, err := r.cmr.m.ListenUD(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(c.Port)), c.NumQPs)
+		if err != nil {
+			return failWith(" Failed to listen on RDMA CM server listen ID: "+err.Error(), "Failed to create RDMA CM connection with resources.")
+		}
+		r.cmr.udl = l
 		return nil
 	}
 	l, err := r.cmr.m.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(c.Port)),
@@ -184,7 +199,15 @@ func (r *ptRun) cmConnect(ctx context.Context) (int, error) {
 	fail := func(err error) (int, error) {
 		return -1, failWith(" "+err.Error(), "Failed to create RDMA CM connection with resources.")
 	}
-	if c.IsServer() {
+	if c.IsServer() && c.Conn == perftest.ConnUD {
+		for i := range c.NumQPs {
+			if err := r.cmAcceptUD(ctx, i); err != nil {
+				return fail(err)
+			}
+		}
+		r.cmr.udl.Close()
+		r.cmr.udl = nil
+	} else if c.IsServer() {
 		for range c.NumQPs {
 			conn, err := r.cmr.l.Accept(ctx)
 			if err != nil {
@@ -202,7 +225,8 @@ func (r *ptRun) cmConnect(ctx context.Context) (int, error) {
 				break
 			}
 			var rej *cm.RejectError
-			if !errors.As(err, &rej) || attempt == ptCMRetries {
+			var sidr *cm.SIDRError
+			if !errors.As(err, &rej) && !errors.As(err, &sidr) || attempt == ptCMRetries {
 				if attempt == ptCMRetries {
 					err = fmt.Errorf("%w: Failed to connect RDMA CM client, tried %d times", err, ptCMRetries)
 				}
@@ -215,18 +239,28 @@ func (r *ptRun) cmConnect(ctx context.Context) (int, error) {
 			}
 		}
 	}
-	// The traffic loops count packets with the path MTU the CM settled on.
-	if a, _ := r.pc.qps[0].Query(); a.PathMTU.Valid() && a.PathMTU.Bytes() < c.MTU {
+	// The traffic loops count packets with the path MTU the CM settled on
+	// (a UD QP has none: its messages fit the MTU the exchange agreed).
+	if a, _ := r.pc.qps[0].Query(); c.Conn != perftest.ConnUD && a.PathMTU.Valid() && a.PathMTU.Bytes() < c.MTU {
 		c.MTU = a.PathMTU.Bytes()
 	}
 	return r.cmr.early, nil
 }
 
-// cmDialAll dials the -q connections; on a refusal it tears down those
-// made (rdma_cm_destroy_cma) for the next attempt.
+// cmDialAll dials the -q connections (resolves the -q UD services); on a
+// refusal it tears down those made (rdma_cm_destroy_cma) for the next
+// attempt.
 func (r *ptRun) cmDialAll(ctx context.Context, raddr netip.AddrPort) error {
-	for range r.cfg.NumQPs {
-		conn, err := r.cmr.m.Dial(ctx, netip.AddrPortFrom(r.ep.Addr, 0), raddr, r.cmQPConfig(), r.cmParams())
+	for i := range r.cfg.NumQPs {
+		var err error
+		if r.cfg.Conn == perftest.ConnUD {
+			err = r.cmResolveUD(ctx, i, raddr)
+		} else {
+			var conn *cm.Conn
+			if conn, err = r.cmr.m.Dial(ctx, netip.AddrPortFrom(r.ep.Addr, 0), raddr, r.cmQPConfig(), r.cmParams()); err == nil {
+				r.cmr.conns = append(r.cmr.conns, conn)
+			}
+		}
 		if err != nil {
 			for _, c := range r.cmr.conns {
 				c.Close()
@@ -234,6 +268,9 @@ func (r *ptRun) cmDialAll(ctx context.Context, raddr netip.AddrPort) error {
 			}
 			r.cmr.conns = nil
 			r.cmr.mu.Lock()
+			if r.cfg.Conn == perftest.ConnUD {
+				r.pc.dropUD()
+			}
 			r.pc.qps, r.pc.my = nil, nil
 			if r.poster != nil {
 				r.poster = newRecvPoster(r.pc, r.poster.size)
@@ -241,7 +278,94 @@ func (r *ptRun) cmDialAll(ctx context.Context, raddr netip.AddrPort) error {
 			r.cmr.mu.Unlock()
 			return err
 		}
-		r.cmr.conns = append(r.cmr.conns, conn)
+	}
+	return nil
+}
+
+// udParamsNeeded says whether a UD run exchanges perftest's parameters
+// message, as it does when both sides send (send_lat, send_bw -b): the
+// client tells the server its QPN, which SIDR carries only the other way.
+func (r *ptRun) udParamsNeeded() bool {
+	return r.cfg.Conn == perftest.ConnUD && (!r.cfg.Test.BW() || r.cfg.Duplex)
+}
+
+// cmAcceptUD answers the i-th SIDR request of a UD server
+// (rdma_cm_connection_request_handler on a UDP ID): a UD QP of the UDP
+// port space, and a SIDR_REP naming it. When both sides send, a receive
+// for the client's parameters goes first (rdma_cm_request_ud_connection_
+// parameters), and its arrival gives the address handle back to the
+// client (from the GRH, ibv_create_ah_from_wc), the client's QPN (the
+// immediate data) and the Q_Key, this side's own
+// (rdma_cm_initialize_ud_connection_parameters).
+func (r *ptRun) cmAcceptUD(ctx context.Context, i int) error {
+	req, err := r.cmr.udl.Accept(ctx)
+	if err != nil {
+		return err
+	}
+	x, err := r.cmr.m.CreateUDQP(r.cmQPConfig())
+	if err != nil {
+		req.Reject(mad.SIDRReject, nil) // perftest's rdma_reject
+		return err
+	}
+	if !r.udParamsNeeded() {
+		return req.Accept(x, nil)
+	}
+	grh := r.pc.sendArea(i)
+	wr := qp.RecvWR{WRID: 0, SGL: []mr.SGE{{Addr: grh, Length: ptUDAddition + 4, LKey: r.pc.mr.LKey()}}}
+	if err := x.PostRecv(&wr); err != nil {
+		req.Reject(mad.SIDRReject, nil)
+		return fmt.Errorf("Failed to post receive for connection %d for RDMA CM UD request connection parameters: %w", i, err)
+	}
+	if err := req.Accept(x, nil); err != nil {
+		return err
+	}
+	wc, err := r.pc.waitOne(ctx, r.pc.recvCQ)
+	if err == nil && (wc.Status != cq.Success || wc.Opcode != cq.OpRecv || wc.Flags&cq.WithImm == 0) {
+		err = fmt.Errorf("status %v, opcode %v, flags %v: want a receive with immediate data", wc.Status, wc.Opcode, wc.Flags)
+	}
+	if err != nil {
+		return fmt.Errorf("Bad WQE status when trying to create AH for UD connection in RDMA CM: %w", err)
+	}
+	av, err := qp.AHAttrFromWC(&wc, r.pc.bytesAt(grh, ptUDAddition), r.pc.gidIdx)
+	if err != nil {
+		return fmt.Errorf("Failed to create AH for RDMA CM connection: %w", err)
+	}
+	a, _ := x.Query()
+	return r.pc.addUDPeer(av, wc.ImmData, a.QKey)
+}
+
+// cmResolveUD resolves the UD service of the i-th QP of a UD client
+// (rdma_cm_route_handler, then rdma_cm_establish_ud_connection): its own
+// UD QP, then the SIDR exchange, whose answer gives the server's QPN and
+// Q_Key and the address handle; when both sides send, a SEND with
+// immediate data (its QPN, 4 bytes) tells the server where to answer.
+func (r *ptRun) cmResolveUD(ctx context.Context, i int, raddr netip.AddrPort) error {
+	x, err := r.cmr.m.CreateUDQP(r.cmQPConfig())
+	if err != nil {
+		return err
+	}
+	p, err := r.cmr.m.ResolveUD(ctx, netip.AddrPortFrom(r.ep.Addr, 0), raddr, nil)
+	if err != nil {
+		return err
+	}
+	if err := r.pc.addUDPeer(p.AH, p.QPN, p.QKey); err != nil {
+		return err
+	}
+	if !r.udParamsNeeded() {
+		return nil
+	}
+	wr := qp.SendWR{WRID: 0, Opcode: qp.WRSendWithImm, Flags: qp.Signaled, Imm: x.QPN(),
+		SGL: []mr.SGE{{Addr: r.pc.sendArea(i), Length: 4, LKey: r.pc.mr.LKey()}},
+		AH:  r.pc.ahs[i], RemoteQPN: p.QPN, RemoteQKey: p.QKey}
+	if err := x.PostSend(&wr); err != nil {
+		return fmt.Errorf("Failed to post send for connection %d for RDMA CM UD send connection parameters: %w", i, err)
+	}
+	wc, err := r.pc.waitOne(ctx, r.pc.sendCQ)
+	if err == nil && (wc.Status != cq.Success || wc.Opcode != cq.OpSend) {
+		err = fmt.Errorf("status %v, opcode %v", wc.Status, wc.Opcode)
+	}
+	if err != nil {
+		return fmt.Errorf("Bad WQE status when trying to send UD connection parameters in RDMA CM: %w", err)
 	}
 	return nil
 }
@@ -256,6 +380,9 @@ func (r *ptRun) cmClose(ok bool) {
 	defer cancel()
 	if x.l != nil {
 		x.l.Close()
+	}
+	if x.udl != nil {
+		x.udl.Close()
 	}
 	if r.cfg.IsServer() || !ok {
 		for _, c := range x.conns {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,13 +63,22 @@ func TestPerftestRDMACM(t *testing.T) {
 		{perftest.SendBW, 18862, perftest.V624, []string{"-n", "50", "-s", "2000"}},
 		{perftest.SendBW, 18863, perftest.V629, []string{"-n", "40", "-s", "64", "-q", "2"}},
 		{perftest.SendLat, 18864, perftest.V624, []string{"-n", "50", "-s", "64"}},
+		// UD: SIDR gives the client the server's QPN and Q_Key; send_lat
+		// and send_bw -b send the client's QPN back in a SEND with
+		// immediate, as perftest does; -q 2 resolves two services.
+		{perftest.SendBW, 18865, perftest.V606, []string{"-n", "50", "-s", "1", "-c", "UD"}},
+		{perftest.SendBW, 18866, perftest.V629, []string{"-n", "40", "-s", "1024", "-c", "UD", "-q", "2"}},
+		{perftest.SendBW, 18867, perftest.V624, []string{"-n", "40", "-s", "512", "-c", "UD", "-b"}},
+		{perftest.SendLat, 18868, perftest.V624, []string{"-n", "50", "-s", "1024", "-c", "UD"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.test.String()+"/"+strings.Join(tt.args, ""), func(t *testing.T) {
 			srv, cli := cmPair(t, tt.test, tt.port, append([]string{"--perftest_version", string(tt.claim)}, tt.args...)...)
 			iters, _ := strconv.ParseUint(tt.args[1], 10, 64)
 			size, _ := strconv.ParseUint(tt.args[3], 10, 64)
-			if len(tt.args) > 4 {
+			qps := 1
+			if slices.Contains(tt.args, "-q") {
+				qps = 2
 				iters *= 2 // -q 2: the rows count every QP's messages
 			}
 			for _, side := range []struct {
@@ -83,10 +93,6 @@ func TestPerftestRDMACM(t *testing.T) {
 				if got := strings.Contains(side.s.out, " Waiting for client rdma_cm QP to connect\n"); got != side.server {
 					t.Errorf("%s: rdma_cm note %v", side.who, got)
 				}
-				qps := 1
-				if len(tt.args) > 4 {
-					qps = 2
-				}
 				if n := strings.Count(side.s.out, " local address: "); n != qps {
 					t.Errorf("%s: %d local addresses", side.who, n)
 				}
@@ -95,12 +101,11 @@ func TestPerftestRDMACM(t *testing.T) {
 	}
 }
 
-// TestPerftestRDMACMRefused: -R with UC or UD is refused up front, with
-// the line saying why.
+// TestPerftestRDMACMRefused: -R with UC is refused up front with
+// perftest's line (librdmacm has no UC), and so is -z alone.
 func TestPerftestRDMACMRefused(t *testing.T) {
 	for _, tc := range []struct{ args, want string }{
 		{"-R -c UC", "UC is not supported in librdmacm"},
-		{"-R -c UD", "UD with -R"},
 		{"-z", "-R has both"},
 	} {
 		var out, errOut bytes.Buffer

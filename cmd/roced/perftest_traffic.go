@@ -208,7 +208,8 @@ func (t *ptTraffic) sendWR(wr *qp.SendWR, sge *mr.SGE, i int, k, size uint64, si
 	case perftest.VerbSend:
 		wr.Opcode = qp.WRSend
 		if len(c.ahs) > i {
-			wr.AH, wr.RemoteQPN, wr.RemoteQKey = c.ahs[i], rem.QPN, ptQKey
+			wr.AH = c.ahs[i]
+			wr.RemoteQPN, wr.RemoteQKey = c.udDest(i)
 		}
 	case perftest.VerbWrite:
 		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, rem.VAddr+off, rem.RKey

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -98,8 +99,13 @@ type ptCtx struct {
 	srq    *qp.SRQ
 	qps    []*qp.QP
 	ahs    []*qp.AH
-	my     []perftest.Record
-	rem    []perftest.Record
+	// udPeers are the QPN and Q_Key each UD QP sends to when the RDMA CM
+	// gave them (-R: SIDR, or the client's parameters message), as
+	// perftest's cma_master nodes hold them; without -R the peer's record
+	// names the QPN and the Q_Key is DEF_QKEY.
+	udPeers []udPeer
+	my      []perftest.Record
+	rem     []perftest.Record
 	// peerPSN is the PSN of the peer's next write to QP 0 (write_lat
 	// follows the peer's messages by their PSNs).
 	peerPSN uint32
@@ -296,6 +302,51 @@ func (c *ptCtx) connect(i int, rem perftest.Record, mtu qp.MTU) error {
 		c.ahs = append(c.ahs, ah)
 	}
 	return nil
+}
+
+// udPeer is where a UD QP's messages go, as the RDMA CM said.
+type udPeer struct{ qpn, qkey uint32 }
+
+// addUDPeer gives the next UD QP its destination: the address handle of
+// av (the CM's path, or the answer to a received GRH, as perftest takes
+// them unchanged), the peer's QPN and Q_Key.
+func (c *ptCtx) addUDPeer(av qp.AHAttr, qpn, qkey uint32) error {
+	ah, err := c.dev.CreateAH(c.pd, av)
+	if err != nil {
+		return fmt.Errorf("Failed to create AH for RDMA CM connection: %w", err)
+	}
+	c.ahs = append(c.ahs, ah)
+	c.udPeers = append(c.udPeers, udPeer{qpn: qpn, qkey: qkey})
+	return nil
+}
+
+// dropUD destroys the UD QPs and address handles of a -R attempt that
+// failed, for the next (rdma_cm_destroy_cma); the caller forgets qps.
+func (c *ptCtx) dropUD() {
+	for _, x := range c.qps {
+		_ = c.dev.DestroyQP(x)
+	}
+	for _, ah := range c.ahs {
+		_ = ah.Destroy()
+	}
+	c.ahs, c.udPeers = nil, nil
+}
+
+// udDest is where UD QP i sends: the CM's QPN and Q_Key, or else the
+// peer's record's QPN and DEF_QKEY.
+func (c *ptCtx) udDest(i int) (qpn, qkey uint32) {
+	if i < len(c.udPeers) {
+		return c.udPeers[i].qpn, c.udPeers[i].qkey
+	}
+	return c.rem[i].QPN, ptQKey
+}
+
+// waitOne waits for one completion on q, as perftest's busy polls of
+// the RDMA CM UD exchange do, until ctx ends.
+func (c *ptCtx) waitOne(ctx context.Context, q *cq.CQ) (cq.WC, error) {
+	var wc [1]cq.WC
+	_, err := q.PollWait(ctx, wc[:])
+	return wc[0], err
 }
 
 // close destroys the QPs and the device's other objects with them.

@@ -431,15 +431,10 @@ func ParseFlags(t Test, args []string) (Config, error) {
 			return fail("Post list size must be a multiple of CQ moderation")
 		}
 	}
-	if c.RDMACM {
-		// force_dependecies' -R rules (UC: librdmacm has no UC); roced's
-		// connection manager makes RC connections only.
-		switch c.Conn {
-		case ConnUC:
-			return fail("UC is not supported in librdmacm")
-		case ConnUD:
-			return fail("UD with -R (RDMA CM UD QPs and their address handles) is not supported by roced: its connection manager makes RC connections only")
-		}
+	if c.RDMACM && c.Conn == ConnUC {
+		// force_dependecies' -R rule: librdmacm has no UC. RC connects
+		// through REQ/REP/RTU, UD through SIDR (the UDP port space).
+		return fail("UC is not supported in librdmacm")
 	}
 	if c.TestType == Duration && c.Events {
 		return fail("Duration mode doesn't work with events.")

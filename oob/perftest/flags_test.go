@@ -85,7 +85,7 @@ func TestFlagErrors(t *testing.T) {
 		{SendBW, "-c XX", false, "Invalid Connection type"},
 		{SendBW, "-c DC", false, "not supported by roced"},
 		{SendBW, "-R -c UC", false, "UC is not supported in librdmacm"},
-		{SendBW, "-R -c UD", false, "UD with -R"},
+		{SendLat, "-R -c UC", false, "UC is not supported in librdmacm"},
 		{SendBW, "-z", false, "-z; -R has both"},
 		{SendBW, "-n 4", false, "Iteration num should be between 5"},
 		{SendBW, "-s 0", false, "Message Size should be between 1"},
@@ -258,6 +258,19 @@ func TestRDMACMFlag(t *testing.T) {
 		}
 		if c.Params(DeviceAttr{}).UseRDMACM != 1 || !c.Shape(3).RDMACM {
 			t.Errorf("%v: use_rdma_cm not in the negotiation or the shape", args)
+		}
+	}
+	// Every program takes -R over RC (perftest's RDMA CM connects any
+	// verb), and the send programs over UD too, through SIDR.
+	for test := WriteBW; test <= AtomicLat; test++ {
+		args := []string{"-R", "-c", "RC"}
+		if c, err := ParseFlags(test, args); err != nil || !c.RDMACM || c.Conn != ConnRC {
+			t.Errorf("%v %v: %v", test, args, err)
+		}
+	}
+	for _, test := range []Test{SendBW, SendLat} {
+		if c, err := ParseFlags(test, []string{"-R", "-c", "UD"}); err != nil || !c.RDMACM || c.Conn != ConnUD || !c.Shape(3).RDMACM {
+			t.Errorf("%v -R -c UD: %v", test, err)
 		}
 	}
 	c, _ := ParseFlags(WriteBW, []string{"-R"})

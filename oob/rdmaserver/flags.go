@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"github.com/goroce/goroce/oob/internal/getopt"
 	"github.com/goroce/goroce/oob/pingpong"
@@ -45,6 +46,12 @@ type Config struct {
 	Dev string
 	// Link and Pcap are goroce's --link and --pcap.
 	Link, Pcap string
+	// AcceptDelay is goroce's --accept-delay DURATION (server only): the
+	// server holds the connection request that long before it accepts,
+	// as a program slow between rdma_get_request and rdma_accept is, so
+	// that the connection manager's MRA can be seen at work (0: accept at
+	// once).
+	AcceptDelay time.Duration
 }
 
 // Name is the program's name, which starts its output lines.
@@ -60,7 +67,7 @@ func (c Config) Name() string {
 var ErrUsage = errors.New("usage")
 
 var goroceOptions = []getopt.Option{{Long: "link", Arg: getopt.RequiredArg}, {Long: "pcap", Arg: getopt.RequiredArg},
-	{Long: "dev", Arg: getopt.RequiredArg}}
+	{Long: "dev", Arg: getopt.RequiredArg}, {Long: "accept-delay", Arg: getopt.RequiredArg}}
 
 // ParseFlags reads rdma_server's command line (server) or rdma_client's
 // (without the program name). The examples hand -s and -p to
@@ -107,6 +114,15 @@ func ParseFlags(server bool, args []string) (Config, error) {
 			c.Pcap = m.Value
 		case "dev":
 			c.Dev = m.Value
+		case "accept-delay":
+			d, err := time.ParseDuration(m.Value)
+			switch {
+			case !server:
+				return fail("--accept-delay is the server's")
+			case err != nil || d < 0:
+				return fail("--accept-delay %s: not a duration (such as 8s)", m.Value)
+			}
+			c.AcceptDelay = d
 		}
 	}
 	if !server && c.Addr.IsUnspecified() { // a server's -s 0.0.0.0 is any

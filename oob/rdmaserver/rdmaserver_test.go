@@ -32,8 +32,16 @@ func parse(t *testing.T, server bool, args ...string) Config {
 
 // TestPair: roced rdma_server and roced rdma_client over the in-memory
 // link print exactly what the examples print on success, exit 0, and
-// their 16-byte SENDs crossed: one received on each side, no QP left.
+// their 16-byte SENDs crossed: one received on each side, no QP left;
+// so does a server that holds the request a while before it accepts
+// (--accept-delay: rdma_get_request, then rdma_accept).
 func TestPair(t *testing.T) {
+	for _, sargs := range [][]string{{"-p", "7471"}, {"-p", "7471", "--accept-delay", "20ms"}} {
+		t.Run(strings.Join(sargs, " "), func(t *testing.T) { testPair(t, sargs) })
+	}
+}
+
+func testPair(t *testing.T, sargs []string) {
 	net := nic.NewMemNet(1)
 	var sout, serr, cout, cerr bytes.Buffer
 	senv := env(t, net, "198.51.100.2", &sout, &serr)
@@ -45,7 +53,7 @@ func TestPair(t *testing.T) {
 	var wg sync.WaitGroup
 	var scode int
 	wg.Add(1)
-	go func() { defer wg.Done(); scode = Run(ctx, parse(t, true, "-p", "7471"), senv) }()
+	go func() { defer wg.Done(); scode = Run(ctx, parse(t, true, sargs...), senv) }()
 	served := make(chan struct{})
 	go func() { wg.Wait(); close(served) }()
 	select {
@@ -180,6 +188,9 @@ func TestParseFlags(t *testing.T) {
 	if c.Addr != netip.MustParseAddr("127.0.0.1") || c.Port != 7471 || c.Server {
 		t.Errorf("client defaults %+v", c)
 	}
+	if c = parse(t, true, "--accept-delay", "8s"); c.AcceptDelay != 8*time.Second {
+		t.Errorf("--accept-delay 8s: %v", c.AcceptDelay)
+	}
 	c = parse(t, false, "-s", "::ffff:192.0.2.2", "-p", "9999", "--link", "afpacket", "--dev", "eth0")
 	if c.Addr != netip.MustParseAddr("192.0.2.2") || c.Port != 9999 || c.Link != "afpacket" || c.Dev != "eth0" {
 		t.Errorf("client %+v", c)
@@ -191,6 +202,8 @@ func TestParseFlags(t *testing.T) {
 		{true, []string{"-p", "0"}}, {true, []string{"-p", "65536"}}, {true, []string{"-p", "x"}},
 		{false, []string{"-s", "host.example"}}, {false, []string{"-s", "0.0.0.0"}},
 		{false, []string{"extra"}}, {false, []string{"--link", "tcp"}}, {false, []string{"-p"}},
+		{false, []string{"--accept-delay", "1s"}}, {true, []string{"--accept-delay", "8"}},
+		{true, []string{"--accept-delay", "-1s"}},
 	} {
 		if _, err := ParseFlags(bad.server, bad.args); !errors.Is(err, ErrUsage) {
 			t.Errorf("server=%v %q: %v", bad.server, bad.args, err)

@@ -104,7 +104,8 @@ func (r *run) server(ctx context.Context, qc cm.QPConfig) error {
 	if r.cfg.Addr.IsValid() {
 		bind = netip.AddrPortFrom(r.cfg.Addr, r.cfg.Port)
 	}
-	l, err := r.env.CM.Listen(bind, cm.ListenConfig{QP: qc})
+	delay := r.cfg.AcceptDelay
+	l, err := r.env.CM.Listen(bind, cm.ListenConfig{QP: qc, DeferAccept: delay > 0})
 	if err != nil {
 		return r.perror("rdma_listen", err)
 	}
@@ -113,7 +114,23 @@ func (r *run) server(ctx context.Context, qc cm.QPConfig) error {
 	if r.env.Listening != nil {
 		r.env.Listening(l.Addr())
 	}
-	if r.conn, err = l.Accept(ctx); err != nil {
+	if delay > 0 {
+		// --accept-delay: rdma_get_request, a pause, then rdma_accept; the
+		// connection manager sends the client an MRA meanwhile.
+		req, err := l.Request(ctx)
+		if err != nil {
+			return r.perror("rdma_get_request", err)
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			req.Reject(nil)
+			return r.perror("rdma_accept", ctx.Err())
+		}
+		if r.conn, err = req.Accept(qc, cm.ConnParams{}); err != nil {
+			return r.perror("rdma_accept", err)
+		}
+	} else if r.conn, err = l.Accept(ctx); err != nil {
 		return r.perror("rdma_get_request", err)
 	}
 	if err := r.complete(ctx, cq.OpRecv, "rdma_get_recv_comp"); err != nil {
