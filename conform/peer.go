@@ -286,6 +286,14 @@ type remote struct {
 	stepping    bool
 	// onClose ends the tool's exchange (a perftest server's connection).
 	onClose func()
+	// client is set when the peer's tool is a client, its QP the
+	// requester the case tests; lastAt is when each PSN of its requests
+	// came last, hi the highest PSN it sent (seen: any).
+	client *peerReq
+	pongs  int // the SENDs rc_pingpong's client waits for, not sent yet
+	lastAt map[uint32]time.Time
+	hi     uint32
+	seen   bool
 }
 
 // span is how far from the peer's address its region surely reaches:
@@ -534,6 +542,10 @@ func (s *session) prime() error {
 // are flushed, which ends the tool).
 func (s *session) closePeer() {
 	r := s.peer
+	if r.client != nil {
+		s.closeClient()
+		return
+	}
 	if r.onClose != nil {
 		r.onClose()
 	}
@@ -664,7 +676,26 @@ func (e *peerEnv) run(c *Case, i int) Result {
 		r.PeerTool = "none"
 		return r
 	}
-	s, err := e.newPeerSession(c, i, need)
+	if need.req != nil && e.cfg.Exec == nil {
+		// A requester case is judged by how the peer's tool ended (its
+		// exit status and completion status), which only a command the
+		// suite runs shows.
+		r := judge(c, Outcome{}, errors.New("needs the peer tool's exit and completion status, which printed commands do not give back: run it with --peer-exec"), false)
+		r.PeerTool, r.PeerWhy = need.name(), need.why
+		return r
+	}
+	if need.req != nil && need.req.expected != nil {
+		cc := *c
+		cc.Expected = need.req.expected
+		c = &cc
+	}
+	var s *session
+	var err error
+	if need.req != nil {
+		s, err = e.newReqSession(c, i, need)
+	} else {
+		s, err = e.newPeerSession(c, i, need)
+	}
 	if err != nil {
 		r := judge(c, Outcome{}, fmt.Errorf("setting up the peer: %w", err), false)
 		r.PeerTool, r.PeerWhy = need.name(), need.why
@@ -674,7 +705,11 @@ func (e *peerEnv) run(c *Case, i int) Result {
 	if len(c.Expected) > 0 {
 		s.peer.caseAnswers = c.Expected[0].answers()
 	}
-	got, err := c.run(s)
+	run := c.run
+	if need.req != nil {
+		run = need.req.play
+	}
+	got, err := run(s)
 	lad := e.raw.diagram()
 	s.close()
 	e.raw.swallow = nil

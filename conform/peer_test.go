@@ -1,11 +1,13 @@
 package conform
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -34,20 +36,92 @@ func TestPeerCommands(t *testing.T) {
 	}
 }
 
-// TestPeerNeeds: every responder case names a tool and why; the
-// requester cases say what they need.
+// TestPeerNeeds: every responder case names a tool and why; every
+// requester case a tool, how it is played and why, except the ones in
+// reqNoTool, which say what they need; no entry names a case that is not
+// in the catalogue.
 func TestPeerNeeds(t *testing.T) {
 	cases := Catalogue()
+	ids := map[string]bool{}
 	for i := range cases {
 		c := &cases[i]
+		ids[c.ID] = true
 		n := peerNeeds(c)
+		_, noTool := reqNoTool[c.ID]
 		switch {
 		case n.why == "":
 			t.Errorf("%s: no reason", c.ID)
-		case c.Role == Responder && n.tool == toolNone:
-			t.Errorf("%s: a responder case without a tool", c.ID)
-		case c.Role == Requester && (n.tool != toolNone || !strings.HasPrefix(n.why, "needs ")):
+		case c.Role == Responder && (n.tool == toolNone || n.req != nil):
+			t.Errorf("%s: a responder case without a tool, or played as a requester", c.ID)
+		case c.Role == Requester && noTool && (n.tool != toolNone || !strings.HasPrefix(n.why, "needs ")):
 			t.Errorf("%s: %v %q", c.ID, n.tool, n.why)
+		case c.Role == Requester && !noTool && (n.tool == toolNone || n.req == nil || n.req.play == nil || n.req.tool != n.tool):
+			t.Errorf("%s: a requester case without a tool to play it: %v %q", c.ID, n.tool, n.why)
+		}
+	}
+	for id := range peerReqs {
+		if !ids[id] {
+			t.Errorf("peerReqs names %s, not a case", id)
+		}
+	}
+	for id := range reqNoTool {
+		if !ids[id] || peerReqs[id].play != nil {
+			t.Errorf("reqNoTool names %s, not a case or one with a tool", id)
+		}
+	}
+}
+
+// TestClientCommands: the peer's client command lines of the requester
+// cases, ending with the suite's address as the tool's host operand.
+func TestClientCommands(t *testing.T) {
+	c := PeerConfig{Dev: "rxe0", GID: 1, Timeout: 30 * time.Second, Local: netip.MustParseAddr("192.0.2.1")}
+	for _, tc := range []struct {
+		id, want string
+	}{
+		{"req-ack-completes", "timeout 30 ibv_rc_pingpong -d rxe0 -g 1 -p 18600 -s 64 -n 1 192.0.2.1"},
+		{"req-unsolicited-ack", "timeout 30 ibv_rc_pingpong -d rxe0 -g 1 -p 18600 -s 64 -n 2 192.0.2.1"},
+		{"req-ack-mid-message", "timeout 30 ibv_rc_pingpong -d rxe0 -g 1 -p 18600 -s 3072 -n 1 192.0.2.1"},
+		{"req-coalesced-ack", "timeout 30 ib_write_bw -d rxe0 -x 1 -p 18600 -F -s 64 -n 5 192.0.2.1"},
+		{"req-read-response-middle-first", "timeout 30 ib_read_bw -d rxe0 -x 1 -p 18600 -F -s 2048 -n 5 192.0.2.1"},
+		{"req-atomic-ack-completes", "timeout 30 ib_atomic_bw -d rxe0 -x 1 -p 18600 -F -s 8 -n 5 -A FETCH_AND_ADD 192.0.2.1"},
+	} {
+		r := peerReqs[tc.id]
+		if got := strings.Join(c.clientCommand(&r, 18600), " "); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.id, got, tc.want)
+		}
+	}
+}
+
+// TestToolStatus: the completion status as rc_pingpong and perftest print
+// it.
+func TestToolStatus(t *testing.T) {
+	for _, tc := range []struct {
+		out  string
+		want cq.Status
+		ok   bool
+	}{
+		{"Failed status transport retry counter exceeded (12) for wr_id 2", cq.RetryExcErr, true},
+		{"local address: ... Failed status remote access error (10) for wr_id 2 parse WC failed 1", cq.RemAccessErr, true},
+		{" Completion with error at client  Failed status 13: wr_id 0 syndrom 0x82", cq.RNRRetryExcErr, true},
+		{"Couldn't connect to 192.0.2.1:18515", 0, false},
+		{"Failed status (999999999999999999999)", 0, false},
+	} {
+		got, ok := toolStatus(tc.out)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%q: %v %v, want %v %v", tc.out, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestAtTimeout: a request sent again at the tools' local ACK timeout
+// (67 ms, seen a little early or late) is told from one sent in reaction.
+func TestAtTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want bool
+	}{{67 * time.Millisecond, true}, {68 * time.Millisecond, true}, {250 * time.Millisecond, true}, {2 * time.Millisecond, false}, {30 * time.Millisecond, false}} {
+		if got := atTimeout(tc.d); got != tc.want {
+			t.Errorf("%v: %v", tc.d, got)
 		}
 	}
 }
@@ -57,7 +131,7 @@ func TestPeerNeeds(t *testing.T) {
 func TestPeerRunNoTool(t *testing.T) {
 	var req []Case
 	for _, c := range Catalogue() {
-		if c.Role == Requester {
+		if _, ok := reqNoTool[c.ID]; ok {
 			req = append(req, c)
 			break
 		}
