@@ -194,6 +194,27 @@ func (p *peerProc) exited() string {
 	return st
 }
 
+// shellLine is words as a line a POSIX shell splits back into them: a
+// word with anything but letters, digits and -_./=:,@+% is single-quoted.
+func shellLine(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		safe := w != ""
+		for _, r := range w {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@+%", r)) {
+				safe = false
+				break
+			}
+		}
+		if safe {
+			q[i] = w
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
 // startPeer starts a peer command, or prints it for a person.
 func (c *PeerConfig) startPeer(words []string) (*peerProc, error) {
 	p := &peerProc{words: words, done: make(chan struct{})}
@@ -202,7 +223,7 @@ func (c *PeerConfig) startPeer(words []string) (*peerProc, error) {
 		if w == nil {
 			w = io.Discard
 		}
-		fmt.Fprintf(w, "run on the peer: %s\n", strings.Join(words, " "))
+		fmt.Fprintf(w, "run on the peer: %s\n", shellLine(words))
 		return p, nil
 	}
 	argv := append(append([]string(nil), c.Exec...), words...)

@@ -2,6 +2,7 @@ package conform
 
 import (
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,26 @@ func TestAnswers(t *testing.T) {
 		if got := tc.o.answers(); got != tc.want {
 			t.Errorf("%v: %d, want %d", tc.o, got, tc.want)
 		}
+	}
+}
+
+// TestShellLine: a printed command is one line sh splits back into the
+// same words.
+func TestShellLine(t *testing.T) {
+	words := []string{"timeout", "60", "/opt/my roced", "rc_pingpong", "-d", "it's", "", "-g", "1"}
+	line := shellLine(words)
+	if want := `timeout 60 '/opt/my roced' rc_pingpong -d 'it'\''s' '' -g 1`; line != want {
+		t.Fatalf("%s, want %s", line, want)
+	}
+	got, err := exec.Command("sh", "-c", "printf '<%s>' "+line).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	for _, w := range words {
+		want += "<" + w + ">"
+	}
+	if string(got) != want {
+		t.Errorf("sh splits it into %s, want %s", got, want)
 	}
 }
