@@ -74,6 +74,14 @@ func (c *PeerConfig) start() time.Duration {
 	return 60 * time.Second
 }
 
+// timeout is the timeout(1) of every peer command.
+func (c *PeerConfig) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return 60 * time.Second
+}
+
 func (c *PeerConfig) deadWait() time.Duration {
 	if c.DeadWait > 0 {
 		return c.DeadWait
@@ -104,11 +112,7 @@ const toolMinRNR = 12
 // command is the peer tool's command line for a case's QP (alive: the
 // check that the peer still serves a fresh QP, which ends by itself).
 func (c *PeerConfig) command(t peerTool, port int, alive bool) []string {
-	to := c.Timeout
-	if to <= 0 {
-		to = 60 * time.Second
-	}
-	w := []string{"timeout", strconv.Itoa(int(to.Seconds()))}
+	w := []string{"timeout", strconv.Itoa(int(c.timeout().Seconds()))}
 	dev := func() {
 		if c.Dev != "" {
 			w = append(w, "-d", c.Dev)
@@ -642,10 +646,24 @@ func (e *peerEnv) alivePeer(i int) error {
 	if proc.cmd == nil {
 		return nil // a person runs the tool: the packets are the proof
 	}
-	select {
-	case <-proc.done:
-	case <-time.After(backstop):
-		return errors.New("the fresh QP's rc_pingpong did not end")
+	// The packets proved the QP; the tool's end comes back through the
+	// peer's exec (spooled in the lab, a second or more under TCG). Until
+	// it comes, the suite keeps acknowledging the peer's SEND: an ACK of
+	// its that was lost has it send again, and a QP whose send never
+	// completes would never let the tool end. The wait is bounded by
+	// the timeout(1) the command runs under.
+	deadline = time.Now().Add(cfg.timeout() + 5*time.Second)
+	for {
+		_, err := e.raw.nextWithin(s.c.qpn, s.c.qpn, time.Until(deadline), proc.done)
+		if errors.Is(err, errStopped) {
+			break
+		}
+		if errors.Is(err, errBackstop) {
+			return fmt.Errorf("the fresh QP's rc_pingpong did not end in %v", cfg.timeout()+5*time.Second)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if proc.err != nil {
 		return fmt.Errorf("the fresh QP's rc_pingpong failed: %s", proc.exited())
