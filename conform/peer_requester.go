@@ -58,6 +58,11 @@ var reqRNRCode = bth.RNRTimerCode(40 * time.Millisecond)
 // within it.
 const settleLimit = 40 * time.Second
 
+// resendLimit is how many requests sent again end the wait for a
+// requester to give up: four times what its retry_cnt allows, so that a
+// requester that retries without end is seen as such in a few seconds.
+const resendLimit = 4 * toolRetryCnt
+
 // peerReq says how a requester case runs against a peer's tool.
 type peerReq struct {
 	tool  peerTool
@@ -542,6 +547,10 @@ func (s *session) peerSettle(ref uint32, on func(ev peerEvent) error) (Outcome, 
 		}
 		if ev.resent {
 			sent++
+		}
+		if sent > resendLimit {
+			return Outcome{Reply: Retransmit, PSN: psnDiff(ev.psn, ref), CheckPSN: true, Count: sent, CheckCount: true, State: qp.RTS, Status: AnyStatus,
+				Detail: fmt.Sprintf("still sending requests again after %d, where retry_cnt is %d: its work request does not end", sent, toolRetryCnt)}, nil
 		}
 		if on != nil {
 			if err := on(ev); err != nil {
