@@ -316,9 +316,11 @@ type remote struct {
 	// came last, hi the highest PSN it sent (seen: any).
 	client *peerReq
 	pongs  int // the SENDs rc_pingpong's client waits for, not sent yet
-	lastAt map[uint32]time.Time
-	hi     uint32
-	seen   bool
+	// answeredAt is when the suite last answered the peer's requests.
+	answeredAt time.Time
+	lastAt     map[uint32]time.Time
+	hi         uint32
+	seen       bool
 }
 
 // span is how far from the peer's address its region surely reaches:

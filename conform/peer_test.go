@@ -114,15 +114,27 @@ func TestToolStatus(t *testing.T) {
 	}
 }
 
-// TestAtTimeout: a request sent again at the tools' local ACK timeout
-// (67 ms, seen a little early or late) is told from one sent in reaction.
-func TestAtTimeout(t *testing.T) {
+// TestReaction: a request sent again soon after the suite's answer is a
+// reaction to it; one at the timer's cadence, or that came before the
+// answer went, is not.
+func TestReaction(t *testing.T) {
+	t0 := time.Now()
+	s := &session{peer: &remote{answeredAt: t0}}
+	ms := time.Millisecond
 	for _, tc := range []struct {
-		d    time.Duration
-		want bool
-	}{{67 * time.Millisecond, true}, {68 * time.Millisecond, true}, {250 * time.Millisecond, true}, {2 * time.Millisecond, false}, {30 * time.Millisecond, false}} {
-		if got := atTimeout(tc.d); got != tc.want {
-			t.Errorf("%v: %v", tc.d, got)
+		at, since time.Duration // arrival after the answer; since its last transmission
+		want      bool
+	}{
+		{1 * ms, 2 * ms, true},     // at once
+		{1 * ms, 100 * ms, true},   // at once, the answer late
+		{3 * ms, 67 * ms, false},   // the timer's, just after a late answer
+		{67 * ms, 67 * ms, false},  // the timer's
+		{22 * ms, 22 * ms, false},  // the timer's, the request seen 45 ms late
+		{-1 * ms, 67 * ms, false},  // crossed the answer
+		{30 * ms, 200 * ms, false}, // too long after the answer
+	} {
+		if got := s.reaction(peerEvent{at: t0.Add(tc.at), since: tc.since}); got != tc.want {
+			t.Errorf("%v after the answer, %v after its last: %v", tc.at, tc.since, got)
 		}
 	}
 }
