@@ -541,7 +541,7 @@ func toolStatus(out string) (cq.Status, bool) {
 
 // peerSettle answers nothing more (but calls on, if set, with each new
 // request) and waits for the peer's tool to end, counting how often the
-// peer sent a request again.
+// peer sent a request again after the suite's last answer.
 func (s *session) peerSettle(ref uint32, on func(ev peerEvent) error) (Outcome, error) {
 	deadline := time.Now().Add(settleLimit)
 	sent := 0
@@ -562,7 +562,9 @@ func (s *session) peerSettle(ref uint32, on func(ev peerEvent) error) (Outcome, 
 			o.Count, o.CheckCount = sent, true
 			return o, err
 		}
-		if ev.resent {
+		// A resend that came before the suite's answer went was the
+		// timer's, crossing it: not sent again after the answer.
+		if ev.resent && !ev.at.Before(s.peer.answeredAt) {
 			sent++
 		}
 		if sent > resendLimit {
