@@ -737,6 +737,28 @@ func (s *session) peerNAKSeq() (Outcome, error) {
 	return o, nil
 }
 
+// nextResend waits for the peer to send its outstanding request (at ref)
+// again, skipping resends that came before after (the timer's, crossing
+// the suite's answer). If the tool ends first, end describes how.
+func (s *session) nextResend(ref uint32, after time.Time) (ev peerEvent, end *Outcome, err error) {
+	for {
+		if ev, err = s.nextEvent(backstop); err != nil {
+			return ev, nil, err
+		}
+		switch {
+		case ev.exited:
+			o, err := s.ended()
+			o.CheckCount = true
+			return ev, &o, err
+		case !ev.resent:
+			return ev, nil, fmt.Errorf("the peer sent a new request %v where the one at psn +0 was outstanding", describe(ev.p, ref))
+		case ev.at.Before(after):
+			continue
+		}
+		return ev, nil, nil
+	}
+}
+
 // peerTimeoutRetransmits: nothing answers the SEND until the peer sends it
 // again, which only its local ACK timeout can make it do (the suite sent
 // nothing); that is acknowledged, and the request must complete. How long
@@ -748,24 +770,18 @@ func (s *session) peerTimeoutRetransmits() (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	ev, err := s.nextEvent(backstop)
-	switch {
-	case err != nil:
-		return Outcome{}, err
-	case ev.exited:
-		o, err := s.ended()
-		o.CheckCount = true
-		return o, err
-	case !ev.resent:
-		return Outcome{}, fmt.Errorf("the peer sent a new request %v where the one at psn +0 was outstanding", describe(ev.p, psn))
+	ev, end, err := s.nextResend(psn, time.Time{})
+	if err != nil || end != nil {
+		return deref(end), err
 	}
 	if err := s.peerAck(ev.psn); err != nil {
 		return Outcome{}, err
 	}
-	end, err := s.peerSettle(psn, nil)
+	fin, err := s.peerSettle(psn, nil)
 	if err != nil {
-		return end, err
+		return fin, err
 	}
+	end = &fin
 	return Outcome{Reply: Retransmit, PSN: psnDiff(ev.psn, psn), CheckPSN: true, Count: 1 + end.Count, CheckCount: true,
 		State: end.State, Status: end.Status, Detail: fmt.Sprintf("%v after it came first", ev.since.Round(time.Millisecond))}, nil
 }
@@ -782,16 +798,11 @@ func (s *session) peerRNRStorm() (Outcome, error) {
 		if err := s.nak(psn, bth.RNRNAKSyndrome(1)); err != nil {
 			return Outcome{}, err
 		}
-		ev, err := s.nextEvent(backstop)
-		switch {
-		case err != nil:
-			return Outcome{}, err
-		case ev.exited:
-			o, err := s.ended()
-			o.Count, o.CheckCount = sent, true
+		_, end, err := s.nextResend(psn, s.peer.answeredAt)
+		if err != nil || end != nil {
+			o := deref(end)
+			o.Count = sent
 			return o, err
-		case !ev.resent:
-			return Outcome{}, fmt.Errorf("the peer sent a new request %v", describe(ev.p, psn))
 		}
 		sent++
 	}
@@ -809,22 +820,9 @@ func (s *session) peerRNRWaits() (Outcome, error) {
 		return Outcome{}, err
 	}
 	sentAt := s.peer.answeredAt
-	var ev peerEvent
-	for {
-		if ev, err = s.nextEvent(backstop); err != nil || ev.exited || !ev.at.Before(sentAt) {
-			break
-		}
-		// the local ACK timer's resend, which crossed the RNR NAK
-	}
-	switch {
-	case err != nil:
-		return Outcome{}, err
-	case ev.exited:
-		o, err := s.ended()
-		o.CheckCount = true
-		return o, err
-	case !ev.resent:
-		return Outcome{}, fmt.Errorf("the peer sent a new request %v", describe(ev.p, psn))
+	ev, end, err := s.nextResend(psn, sentAt)
+	if err != nil || end != nil {
+		return deref(end), err
 	}
 	wait := ev.at.Sub(sentAt)
 	o := Outcome{Reply: Retransmit, PSN: psnDiff(ev.psn, psn), CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: AnyStatus,
@@ -894,4 +892,12 @@ func (s *session) closeClient() {
 		r.onClose()
 	}
 	r.proc.stop(10 * time.Second)
+}
+
+// deref is *o, or the zero Outcome.
+func deref(o *Outcome) Outcome {
+	if o == nil {
+		return Outcome{}
+	}
+	return *o
 }

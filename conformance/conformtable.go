@@ -81,8 +81,11 @@ func ParseConformTable(r io.Reader) (ConformTable, error) {
 // ConformResult is one case of roced conform's JSON report, the fields
 // the check reads.
 type ConformResult struct {
-	ID       string `json:"id"`
-	Verdict  string `json:"verdict"`
+	// ID is the case's id.
+	ID string `json:"id"`
+	// Verdict is pass, deviation or error.
+	Verdict string `json:"verdict"`
+	// Observed is what the peer did, or why the case was not judged.
 	Observed string `json:"observed"`
 }
 
