@@ -41,28 +41,27 @@ const (
 // requester may wait up to four times as long, never less).
 var localACKTimeout = 4096 * time.Nanosecond << toolTimeout
 
-// reaction says whether a request the peer sent again (ev) was sent in
-// reaction to the suite's last answer rather than at its local ACK
-// timeout. The suite sees when packets arrive, not when the peer's timer
-// started: under the lab's TCG, and with the suite's host loaded, a
-// request was seen to come 45 ms late (its resend at the timeout then
-// came 22 ms after it), and the suite's answer to go 100 ms after the
-// request, after the timer's resend had crossed it. So: a resend that came
-// before the answer went is no reaction to it; one that came after is a
-// reaction if it came sooner after the answer (a round trip: a
-// millisecond or two) than its distance from the timer's cadence (the
-// timeout after the request's last transmission), and within a quarter
-// of the timeout.
-func (s *session) reaction(ev peerEvent) bool {
+// timerResend says whether a request the peer sent again (ev) was sent
+// by its local ACK timer rather than in reaction to the suite's last
+// answer. The suite sees when packets arrive (and, under load, when its
+// goroutine got to stamp them), not when the peer's timer started: in the
+// lab, with this host's cores held by other work, the suite's answer went
+// up to 100 ms after the request came, and a request was seen 45 ms late.
+// So a resend is the timer's if it came before the answer went, or so
+// soon after it (within a quarter of the timeout) that it was on its way
+// already, at the timer's cadence (three quarters of the timeout or more
+// after the request's previous transmission).
+func (s *session) timerResend(ev peerEvent) bool {
 	after := ev.at.Sub(s.peer.answeredAt)
-	if after < 0 {
-		return false
-	}
-	off := ev.since - localACKTimeout
-	if off < 0 {
-		off = -off
-	}
-	return after < localACKTimeout/4 && after < off
+	return after < 0 || after < localACKTimeout/4 && ev.since >= localACKTimeout*3/4
+}
+
+// reaction says whether a request the peer sent again (ev) was sent in
+// reaction to the suite's last answer: not the timer's, and within a
+// quarter of the timeout after the answer (a round trip: a millisecond or
+// two).
+func (s *session) reaction(ev peerEvent) bool {
+	return !s.timerResend(ev) && ev.at.Sub(s.peer.answeredAt) < localACKTimeout/4
 }
 
 // reqRNRCode is the RNR timer the remote req-rnr-waits-timer case sends:
@@ -562,9 +561,9 @@ func (s *session) peerSettle(ref uint32, on func(ev peerEvent) error) (Outcome, 
 			o.Count, o.CheckCount = sent, true
 			return o, err
 		}
-		// A resend that came before the suite's answer went was the
-		// timer's, crossing it: not sent again after the answer.
-		if ev.resent && !ev.at.Before(s.peer.answeredAt) {
+		// A resend the timer sent as the suite's answer went was not
+		// sent again after it.
+		if ev.resent && !s.timerResend(ev) {
 			sent++
 		}
 		if sent > resendLimit {
@@ -597,7 +596,7 @@ func (s *session) peerReact(ref uint32) (Outcome, error) {
 			return o, err
 		case !ev.resent:
 			return Outcome{}, fmt.Errorf("the peer sent a new request %v where the one at psn +0 was outstanding", describe(ev.p, ref))
-		case ev.at.Before(s.peer.answeredAt):
+		case s.timerResend(ev) && ev.at.Sub(s.peer.answeredAt) < localACKTimeout/4:
 			continue // the timer's resend, which crossed the answer
 		case !s.reaction(ev):
 			return Outcome{Reply: Waiting, CheckCount: true, State: qp.RTS, Status: AnyStatus,
@@ -738,9 +737,9 @@ func (s *session) peerNAKSeq() (Outcome, error) {
 }
 
 // nextResend waits for the peer to send its outstanding request (at ref)
-// again, skipping resends that came before after (the timer's, crossing
-// the suite's answer). If the tool ends first, end describes how.
-func (s *session) nextResend(ref uint32, after time.Time) (ev peerEvent, end *Outcome, err error) {
+// again, skipping, if skipTimer, the timer's resends that crossed the
+// suite's answer. If the tool ends first, end describes how.
+func (s *session) nextResend(ref uint32, skipTimer bool) (ev peerEvent, end *Outcome, err error) {
 	for {
 		if ev, err = s.nextEvent(backstop); err != nil {
 			return ev, nil, err
@@ -752,7 +751,7 @@ func (s *session) nextResend(ref uint32, after time.Time) (ev peerEvent, end *Ou
 			return ev, &o, err
 		case !ev.resent:
 			return ev, nil, fmt.Errorf("the peer sent a new request %v where the one at psn +0 was outstanding", describe(ev.p, ref))
-		case ev.at.Before(after):
+		case skipTimer && s.timerResend(ev) && ev.at.Sub(s.peer.answeredAt) < localACKTimeout/4:
 			continue
 		}
 		return ev, nil, nil
@@ -770,7 +769,7 @@ func (s *session) peerTimeoutRetransmits() (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	ev, end, err := s.nextResend(psn, time.Time{})
+	ev, end, err := s.nextResend(psn, false)
 	if err != nil || end != nil {
 		return deref(end), err
 	}
@@ -798,7 +797,7 @@ func (s *session) peerRNRStorm() (Outcome, error) {
 		if err := s.nak(psn, bth.RNRNAKSyndrome(1)); err != nil {
 			return Outcome{}, err
 		}
-		_, end, err := s.nextResend(psn, s.peer.answeredAt)
+		_, end, err := s.nextResend(psn, true)
 		if err != nil || end != nil {
 			o := deref(end)
 			o.Count = sent
@@ -820,7 +819,7 @@ func (s *session) peerRNRWaits() (Outcome, error) {
 		return Outcome{}, err
 	}
 	sentAt := s.peer.answeredAt
-	ev, end, err := s.nextResend(psn, sentAt)
+	ev, end, err := s.nextResend(psn, true)
 	if err != nil || end != nil {
 		return deref(end), err
 	}

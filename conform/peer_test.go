@@ -126,7 +126,8 @@ func TestReaction(t *testing.T) {
 		want      bool
 	}{
 		{1 * ms, 2 * ms, true},     // at once
-		{1 * ms, 100 * ms, true},   // at once, the answer late
+		{1 * ms, 40 * ms, true},    // at once, the answer late
+		{1 * ms, 100 * ms, false},  // the timer's, on its way as the answer went
 		{3 * ms, 67 * ms, false},   // the timer's, just after a late answer
 		{67 * ms, 67 * ms, false},  // the timer's
 		{22 * ms, 22 * ms, false},  // the timer's, the request seen 45 ms late
