@@ -326,7 +326,9 @@ func TestConformPrinted(t *testing.T) {
 	var out, errb bytes.Buffer
 	run([]string{"conform", "--self", "--run", sel, "--json", self}, &out, &errb)
 	r := &peerRunner{t: t, env: append(os.Environ(), "ROCED_TEST_MAIN=1")}
-	rc := run([]string{"conform", "--peer-roced", exe, "--peer-dev", "127.0.0.2", "-d", "127.0.0.1", "--port", "19900",
+	// A printed command that fails leaves nobody listening: the suite
+	// waits 20 s for it, not a person's 10 minutes.
+	rc := run([]string{"conform", "--peer-roced", exe, "--peer-dev", "127.0.0.2", "-d", "127.0.0.1", "--port", "19900", "--peer-start", "20s",
 		"--run", sel, "--json", peer, "127.0.0.2"}, r, &errb)
 	r.wait()
 	if errb.Len() != 0 {
