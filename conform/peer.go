@@ -74,6 +74,14 @@ func (c *PeerConfig) start() time.Duration {
 	return 60 * time.Second
 }
 
+// timeout is the timeout(1) of every peer command.
+func (c *PeerConfig) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return 60 * time.Second
+}
+
 func (c *PeerConfig) deadWait() time.Duration {
 	if c.DeadWait > 0 {
 		return c.DeadWait
@@ -104,11 +112,7 @@ const toolMinRNR = 12
 // command is the peer tool's command line for a case's QP (alive: the
 // check that the peer still serves a fresh QP, which ends by itself).
 func (c *PeerConfig) command(t peerTool, port int, alive bool) []string {
-	to := c.Timeout
-	if to <= 0 {
-		to = 60 * time.Second
-	}
-	w := []string{"timeout", strconv.Itoa(int(to.Seconds()))}
+	w := []string{"timeout", strconv.Itoa(int(c.timeout().Seconds()))}
 	dev := func() {
 		if c.Dev != "" {
 			w = append(w, "-d", c.Dev)
@@ -194,6 +198,27 @@ func (p *peerProc) exited() string {
 	return st
 }
 
+// shellLine is words as a line a POSIX shell splits back into them: a
+// word with anything but letters, digits and -_./=:,@+% is single-quoted.
+func shellLine(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		safe := w != ""
+		for _, r := range w {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@+%", r)) {
+				safe = false
+				break
+			}
+		}
+		if safe {
+			q[i] = w
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
 // startPeer starts a peer command, or prints it for a person.
 func (c *PeerConfig) startPeer(words []string) (*peerProc, error) {
 	p := &peerProc{words: words, done: make(chan struct{})}
@@ -202,7 +227,7 @@ func (c *PeerConfig) startPeer(words []string) (*peerProc, error) {
 		if w == nil {
 			w = io.Discard
 		}
-		fmt.Fprintf(w, "run on the peer: %s\n", strings.Join(words, " "))
+		fmt.Fprintf(w, "run on the peer: %s\n", shellLine(words))
 		return p, nil
 	}
 	argv := append(append([]string(nil), c.Exec...), words...)
@@ -286,6 +311,16 @@ type remote struct {
 	stepping    bool
 	// onClose ends the tool's exchange (a perftest server's connection).
 	onClose func()
+	// client is set when the peer's tool is a client, its QP the
+	// requester the case tests; lastAt is when each PSN of its requests
+	// came last, hi the highest PSN it sent (seen: any).
+	client *peerReq
+	pongs  int // the SENDs rc_pingpong's client waits for, not sent yet
+	// answeredAt is when the suite last answered the peer's requests.
+	answeredAt time.Time
+	lastAt     map[uint32]time.Time
+	hi         uint32
+	seen       bool
 }
 
 // span is how far from the peer's address its region surely reaches:
@@ -534,6 +569,10 @@ func (s *session) prime() error {
 // are flushed, which ends the tool).
 func (s *session) closePeer() {
 	r := s.peer
+	if r.client != nil {
+		s.closeClient()
+		return
+	}
 	if r.onClose != nil {
 		r.onClose()
 	}
@@ -609,10 +648,24 @@ func (e *peerEnv) alivePeer(i int) error {
 	if proc.cmd == nil {
 		return nil // a person runs the tool: the packets are the proof
 	}
-	select {
-	case <-proc.done:
-	case <-time.After(backstop):
-		return errors.New("the fresh QP's rc_pingpong did not end")
+	// The packets proved the QP; the tool's end comes back through the
+	// peer's exec (spooled in the lab, a second or more under TCG). Until
+	// it comes, the suite keeps acknowledging the peer's SEND: an ACK of
+	// its that was lost has it send again, and a QP whose send never
+	// completes would never let the tool end. The wait is bounded by
+	// the timeout(1) the command runs under.
+	deadline = time.Now().Add(cfg.timeout() + 5*time.Second)
+	for {
+		_, err := e.raw.nextWithin(s.c.qpn, s.c.qpn, time.Until(deadline), proc.done)
+		if errors.Is(err, errStopped) {
+			break
+		}
+		if errors.Is(err, errBackstop) {
+			return fmt.Errorf("the fresh QP's rc_pingpong did not end in %v", cfg.timeout()+5*time.Second)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if proc.err != nil {
 		return fmt.Errorf("the fresh QP's rc_pingpong failed: %s", proc.exited())
@@ -664,7 +717,26 @@ func (e *peerEnv) run(c *Case, i int) Result {
 		r.PeerTool = "none"
 		return r
 	}
-	s, err := e.newPeerSession(c, i, need)
+	if need.req != nil && e.cfg.Exec == nil {
+		// A requester case is judged by how the peer's tool ended (its
+		// exit status and completion status), which only a command the
+		// suite runs shows.
+		r := judge(c, Outcome{}, errors.New("needs the peer tool's exit and completion status, which printed commands do not give back: run it with --peer-exec"), false)
+		r.PeerTool, r.PeerWhy = need.name(), need.why
+		return r
+	}
+	if need.req != nil && need.req.expected != nil {
+		cc := *c
+		cc.Expected = need.req.expected
+		c = &cc
+	}
+	var s *session
+	var err error
+	if need.req != nil {
+		s, err = e.newReqSession(c, i, need)
+	} else {
+		s, err = e.newPeerSession(c, i, need)
+	}
 	if err != nil {
 		r := judge(c, Outcome{}, fmt.Errorf("setting up the peer: %w", err), false)
 		r.PeerTool, r.PeerWhy = need.name(), need.why
@@ -674,7 +746,11 @@ func (e *peerEnv) run(c *Case, i int) Result {
 	if len(c.Expected) > 0 {
 		s.peer.caseAnswers = c.Expected[0].answers()
 	}
-	got, err := c.run(s)
+	run := c.run
+	if need.req != nil {
+		run = need.req.play
+	}
+	got, err := run(s)
 	lad := e.raw.diagram()
 	s.close()
 	e.raw.swallow = nil

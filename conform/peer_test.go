@@ -1,11 +1,14 @@
 package conform
 
 import (
+	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -34,20 +37,105 @@ func TestPeerCommands(t *testing.T) {
 	}
 }
 
-// TestPeerNeeds: every responder case names a tool and why; the
-// requester cases say what they need.
+// TestPeerNeeds: every responder case names a tool and why; every
+// requester case a tool, how it is played and why, except the ones in
+// reqNoTool, which say what they need; no entry names a case that is not
+// in the catalogue.
 func TestPeerNeeds(t *testing.T) {
 	cases := Catalogue()
+	ids := map[string]bool{}
 	for i := range cases {
 		c := &cases[i]
+		ids[c.ID] = true
 		n := peerNeeds(c)
+		_, noTool := reqNoTool[c.ID]
 		switch {
 		case n.why == "":
 			t.Errorf("%s: no reason", c.ID)
-		case c.Role == Responder && n.tool == toolNone:
-			t.Errorf("%s: a responder case without a tool", c.ID)
-		case c.Role == Requester && (n.tool != toolNone || !strings.HasPrefix(n.why, "needs ")):
+		case c.Role == Responder && (n.tool == toolNone || n.req != nil):
+			t.Errorf("%s: a responder case without a tool, or played as a requester", c.ID)
+		case c.Role == Requester && noTool && (n.tool != toolNone || !strings.HasPrefix(n.why, "needs ")):
 			t.Errorf("%s: %v %q", c.ID, n.tool, n.why)
+		case c.Role == Requester && !noTool && (n.tool == toolNone || n.req == nil || n.req.play == nil || n.req.tool != n.tool):
+			t.Errorf("%s: a requester case without a tool to play it: %v %q", c.ID, n.tool, n.why)
+		}
+	}
+	for id := range peerReqs {
+		if !ids[id] {
+			t.Errorf("peerReqs names %s, not a case", id)
+		}
+	}
+	for id := range reqNoTool {
+		if !ids[id] || peerReqs[id].play != nil {
+			t.Errorf("reqNoTool names %s, not a case or one with a tool", id)
+		}
+	}
+}
+
+// TestClientCommands: the peer's client command lines of the requester
+// cases, ending with the suite's address as the tool's host operand.
+func TestClientCommands(t *testing.T) {
+	c := PeerConfig{Dev: "rxe0", GID: 1, Timeout: 30 * time.Second, Local: netip.MustParseAddr("192.0.2.1")}
+	for _, tc := range []struct {
+		id, want string
+	}{
+		{"req-ack-completes", "timeout 30 ibv_rc_pingpong -d rxe0 -g 1 -p 18600 -s 64 -n 1 192.0.2.1"},
+		{"req-unsolicited-ack", "timeout 30 ibv_rc_pingpong -d rxe0 -g 1 -p 18600 -s 64 -n 2 192.0.2.1"},
+		{"req-ack-mid-message", "timeout 30 ibv_rc_pingpong -d rxe0 -g 1 -p 18600 -s 3072 -n 1 192.0.2.1"},
+		{"req-coalesced-ack", "timeout 30 ib_write_bw -d rxe0 -x 1 -p 18600 -F -s 64 -n 5 192.0.2.1"},
+		{"req-read-response-middle-first", "timeout 30 ib_read_bw -d rxe0 -x 1 -p 18600 -F -s 2048 -n 5 192.0.2.1"},
+		{"req-atomic-ack-completes", "timeout 30 ib_atomic_bw -d rxe0 -x 1 -p 18600 -F -s 8 -n 5 -A FETCH_AND_ADD 192.0.2.1"},
+	} {
+		r := peerReqs[tc.id]
+		if got := strings.Join(c.clientCommand(&r, 18600), " "); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.id, got, tc.want)
+		}
+	}
+}
+
+// TestToolStatus: the completion status as rc_pingpong and perftest print
+// it.
+func TestToolStatus(t *testing.T) {
+	for _, tc := range []struct {
+		out  string
+		want cq.Status
+		ok   bool
+	}{
+		{"Failed status transport retry counter exceeded (12) for wr_id 2", cq.RetryExcErr, true},
+		{"local address: ... Failed status remote access error (10) for wr_id 2 parse WC failed 1", cq.RemAccessErr, true},
+		{" Completion with error at client  Failed status 13: wr_id 0 syndrom 0x82", cq.RNRRetryExcErr, true},
+		{"Couldn't connect to 192.0.2.1:18515", 0, false},
+		{"Failed status (999999999999999999999)", 0, false},
+	} {
+		got, ok := toolStatus(tc.out)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%q: %v %v, want %v %v", tc.out, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestReaction: a request sent again soon after the suite's answer is a
+// reaction to it; one at the timer's cadence, or that came before the
+// answer went, is not.
+func TestReaction(t *testing.T) {
+	t0 := time.Now()
+	s := &session{peer: &remote{answeredAt: t0}}
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		at, since time.Duration // arrival after the answer; since its last transmission
+		want      bool
+	}{
+		{1 * ms, 2 * ms, true},     // at once
+		{1 * ms, 40 * ms, true},    // at once, the answer late
+		{1 * ms, 100 * ms, false},  // the timer's, on its way as the answer went
+		{3 * ms, 67 * ms, false},   // the timer's, just after a late answer
+		{67 * ms, 67 * ms, false},  // the timer's
+		{22 * ms, 22 * ms, false},  // the timer's, the request seen 45 ms late
+		{-1 * ms, 67 * ms, false},  // crossed the answer
+		{30 * ms, 200 * ms, false}, // too long after the answer
+	} {
+		if got := s.reaction(peerEvent{at: t0.Add(tc.at), since: tc.since}); got != tc.want {
+			t.Errorf("%v after the answer, %v after its last: %v", tc.at, tc.since, got)
 		}
 	}
 }
@@ -57,7 +145,7 @@ func TestPeerNeeds(t *testing.T) {
 func TestPeerRunNoTool(t *testing.T) {
 	var req []Case
 	for _, c := range Catalogue() {
-		if c.Role == Requester {
+		if _, ok := reqNoTool[c.ID]; ok {
 			req = append(req, c)
 			break
 		}
@@ -83,5 +171,26 @@ func TestAnswers(t *testing.T) {
 		if got := tc.o.answers(); got != tc.want {
 			t.Errorf("%v: %d, want %d", tc.o, got, tc.want)
 		}
+	}
+}
+
+// TestShellLine: a printed command is one line sh splits back into the
+// same words.
+func TestShellLine(t *testing.T) {
+	words := []string{"timeout", "60", "/opt/my roced", "rc_pingpong", "-d", "it's", "", "-g", "1"}
+	line := shellLine(words)
+	if want := `timeout 60 '/opt/my roced' rc_pingpong -d 'it'\''s' '' -g 1`; line != want {
+		t.Fatalf("%s, want %s", line, want)
+	}
+	got, err := exec.Command("sh", "-c", "printf '<%s>' "+line).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	for _, w := range words {
+		want += "<" + w + ">"
+	}
+	if string(got) != want {
+		t.Errorf("sh splits it into %s, want %s", got, want)
 	}
 }

@@ -29,7 +29,7 @@ type rawEnd struct {
 	link nic.Link
 	src  netip.Addr // its address
 	dst  netip.Addr // the peer's
-	rx   chan []byte
+	rx   chan rxFrame
 	// srcPort is the UDP source port of its packets (the ICRC covers
 	// it): a port the link sends from.
 	srcPort uint16
@@ -38,8 +38,19 @@ type rawEnd struct {
 	// requests, which the session acknowledges).
 	swallow func(bth.Packet) bool
 
+	// lastAt and lastOp are when the packet next returned last came
+	// in, and its opcode.
+	lastAt time.Time
+	lastOp bth.OpCode
+
 	mu  sync.Mutex
 	log ladder.Ladder // every packet sent and received, for the report
+}
+
+// rxFrame is a datagram the link delivered, and when.
+type rxFrame struct {
+	dg []byte
+	at time.Time
 }
 
 // record adds a datagram the endpoint sent or received to its log, with
@@ -76,7 +87,7 @@ func (r *rawEnd) diagram() *ladder.Diagram {
 }
 
 func newRawEnd(link nic.Link, src, dst netip.Addr) *rawEnd {
-	r := &rawEnd{link: link, src: src, dst: dst, rx: make(chan []byte, 4096), srcPort: 0xc0de}
+	r := &rawEnd{link: link, src: src, dst: dst, rx: make(chan rxFrame, 4096), srcPort: 0xc0de}
 	go func() {
 		frames := make([]nic.Frame, 16)
 		for {
@@ -88,7 +99,7 @@ func newRawEnd(link nic.Link, src, dst netip.Addr) *rawEnd {
 			for _, f := range frames[:n] {
 				dg := append([]byte(nil), f.Datagram()...)
 				r.record(dg)
-				r.rx <- dg
+				r.rx <- rxFrame{dg, time.Now()}
 			}
 		}
 	}()
@@ -212,11 +223,11 @@ func (r *rawEnd) nextWithin(qpn, qpn2 uint32, d time.Duration, stop <-chan struc
 		select {
 		case <-stop:
 			return bth.Packet{}, errStopped
-		case dg, ok := <-r.rx:
+		case rf, ok := <-r.rx:
 			if !ok {
 				return bth.Packet{}, errors.New("the link closed")
 			}
-			f, err := bth.DecodeIP(dg)
+			f, err := bth.DecodeIP(rf.dg)
 			if err != nil {
 				return bth.Packet{}, fmt.Errorf("the peer sent an undecodable packet: %w", err)
 			}
@@ -233,6 +244,7 @@ func (r *rawEnd) nextWithin(qpn, qpn2 uint32, d time.Duration, stop <-chan struc
 			if r.swallow != nil && r.swallow(p) {
 				continue
 			}
+			r.lastAt, r.lastOp = rf.at, p.OpCode()
 			return p, nil
 		case <-deadline:
 			return bth.Packet{}, errBackstop

@@ -77,7 +77,7 @@ func WriteText(w io.Writer, rs []Result) error {
 	}
 	for _, r := range rs {
 		v := r.Verdict
-		if !r.PeerAlive {
+		if !r.PeerAlive && r.PeerTool != "none" { // "none": the case never reached the peer
 			v += " (peer dead)"
 		}
 		if tools {

@@ -358,7 +358,11 @@ func (s *session) request() (bth.Packet, error) {
 
 // answer sends the suite's response to the peer's requester.
 func (s *session) answer(op bth.OpCode, psn uint32, payload []byte, exts ...func([]byte, *bth.Info)) error {
-	return s.raw.send(pkt{op: op, qpn: s.peerQPN(), psn: psn, payload: payload, exts: exts})
+	err := s.raw.send(pkt{op: op, qpn: s.peerQPN(), psn: psn, payload: payload, exts: exts})
+	if s.peer != nil {
+		s.peer.answeredAt = time.Now()
+	}
+	return err
 }
 
 // ack answers with an ACK of PSN psn carrying MSN msn.

@@ -46,6 +46,16 @@
 #                    then pyverbs on the host over LIBGOROCE against it
 #                    (Debian's python3-pyverbs, which .ci/run installs);
 #                    0 skips it. Reports SUITE-pyverbs.txt/.json
+#   INTEROP_CONFORM  1 (the default): on each guest, first of all, run
+#                    roced conform against it (--peer-exec through
+#                    rxe-peer.sh exec, the README's lab line) and hold each
+#                    case's verdict to rxe's published table
+#                    (conformance/README.md, "rxe's conformance table",
+#                    checked by conformcheck): a case whose verdict differs
+#                    from the table's for that kernel fails, an error
+#                    included where the table has the case judged; 0 skips
+#                    it. Reports SUITE-conform.txt/.json/.html and
+#                    SUITE-conform-check.txt
 #   LIBGOROCE        the library (default bin/libgoroce.so, which make builds)
 #   ROCED            the roced binary (default bin/roced, which make builds)
 #   RXE_PEER_*       the lab's own settings; RXE_PEER_<VAR>_<SUITE> (e.g.
@@ -64,6 +74,7 @@ OUT=${INTEROP_OUT:-$ROOT/bin/interop}
 ROCED=${ROCED:-$ROOT/bin/roced}
 LIBGOROCE_STAGE=${INTEROP_LIBGOROCE:-1}
 PYVERBS_STAGE=${INTEROP_PYVERBS:-1}
+CONFORM_STAGE=${INTEROP_CONFORM:-1}
 LIBGOROCE=${LIBGOROCE:-$ROOT/bin/libgoroce.so}
 
 die() { echo "interop: $*" >&2; exit 1; }
@@ -109,6 +120,7 @@ fi
 
 [ -x "$ROCED" ] || die "$ROCED is missing (make build)"
 "$GO" build -o "$OUT/interop" ./conformance/cmd/interop || die "cannot build the interop command"
+"$GO" build -o "$OUT/conformcheck" ./conformance/cmd/conformcheck || die "cannot build the conformcheck command"
 if [ -e "$OUT/images.lock" ]; then
     t=$(now)
     flock "$OUT/images.lock" true
@@ -149,12 +161,26 @@ for suite in $SUITES; do
         os=$("$R" status | sed -n 's/^guest_os=//p')
         [ "$os" = "$suite" ] || { echo "interop[$suite]: the guest that came up is $os, not $suite"; exit 1; }
         echo "interop[$suite]: guest up in $(since "$t")s ($("$R" status | sed -n 's/^guest_kernel=//p'))"
+        m=0
+        if [ "$CONFORM_STAGE" = 1 ]; then
+            # On the fresh guest, as the table was measured. roced conform
+            # exits 1 with any deviation: the published table decides.
+            t=$(now)
+            guest=${RXE_PEER_GUEST_ADDR:-192.0.2.2/24}
+            rm -f "$OUT/$suite-conform.json" "$OUT/$suite-conform-check.txt"
+            "$R" host-exec "$ROCED" conform --peer-exec "$R exec" --peer-dev rxe0 --peer-gid 1 \
+                --json "$OUT/$suite-conform.json" --html "$OUT/$suite-conform.html" "${guest%/*}" >"$OUT/$suite-conform.txt" 2>&1
+            echo "interop[$suite]: roced conform in $(since "$t")s: $(tail -n 1 "$OUT/$suite-conform.txt")"
+            "$OUT/conformcheck" -readme "$ROOT/conformance/README.md" -suite "$suite" "$OUT/$suite-conform.json" | tee "$OUT/$suite-conform-check.txt"
+            [ "${PIPESTATUS[0]}" = 0 ] || m=1
+        fi
         t=$(now)
         # shellcheck disable=SC2086
         "$OUT/interop" -peer lab -lab "$LAB" -roced "$ROCED" -budget "$BUDGET" \
             -readme "$ROOT/README.md" -json "$OUT/$suite.json" -artifacts "$OUT/$suite" ${INTEROP_ARGS:-} | tee "$OUT/$suite.txt"
-        m=${PIPESTATUS[0]}
-        echo "interop[$suite]: matrix in $(since "$t")s, exit status $m"
+        x=${PIPESTATUS[0]}
+        echo "interop[$suite]: matrix in $(since "$t")s, exit status $x"
+        [ "$x" = 0 ] || m=1
         if [ "$LIBGOROCE_STAGE" = 1 ]; then
             t=$(now)
             # shellcheck disable=SC2086
@@ -194,6 +220,9 @@ for suite in $SUITES; do
     fi
     if [ "$PYVERBS_STAGE" = 1 ]; then
         summary+=("$suite pyverbs: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-pyverbs.txt" 2>/dev/null || true)")
+    fi
+    if [ "$CONFORM_STAGE" = 1 ]; then
+        summary+=("$suite conform: $(sed -n 's/^conform\[[a-z]*\]: //p' "$OUT/$suite-conform-check.txt" 2>/dev/null || true)")
     fi
     if [ "$IMPAIR" = 1 ]; then
         summary+=("$suite impaired: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-impair.txt" 2>/dev/null || true)")

@@ -44,6 +44,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	peerRoced := fs.String("peer-roced", "", "run roced's tools from `PATH` on the peer instead of rdma-core's and perftest's")
 	port := fs.Int("port", 18515, "the first TCP port of the peer tools; case i uses PORT+2i and PORT+2i+1")
 	deadWait := fs.Duration("dead-wait", 2*time.Second, "how long the fence waits before a QP that answers nothing is taken to be in the error state")
+	peerStart := fs.Duration("peer-start", 0, "how long a peer tool may take to listen or connect (default 60s, and 10m for a person running printed commands)")
 	fs.Usage = func() {} // an error is one line; -h prints the flags below
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -141,7 +142,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		}
 		defer link.Close()
 		cfg := conform.PeerConfig{Link: link, Local: addr, Host: host, Prompt: stdout, Roced: *peerRoced,
-			Dev: *peerDev, GID: *peerGID, Port: *port, DeadWait: *deadWait}
+			Dev: *peerDev, GID: *peerGID, Port: *port, DeadWait: *deadWait, Start: *peerStart}
 		if peerExec != nil {
 			cfg.Exec = append([]string{}, strings.Fields(*peerExec)...)
 		}

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestConformSelf runs roced conform --self as a user would: the table,
@@ -167,8 +171,11 @@ func TestMain(m *testing.M) {
 // TestConformPeerLoopback runs roced conform --peer-exec against roced's
 // own tools in a second process on loopback (the peer at 127.0.0.2, the
 // suite at 127.0.0.1): the plumbing of the peer run without rxe. Each
-// responder case must get the verdict --self gives it; each requester
-// case the verdict error, with what it needs.
+// responder case (roced's tool a server) and each requester case (roced's
+// tool a client of the suite, which plays the tool's server) must get the
+// verdict --self gives it, and the peer serve a fresh QP afterwards; only
+// the requester cases no tool can play are the verdict error, with what
+// they need.
 func TestConformPeerLoopback(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -207,18 +214,164 @@ func TestConformPeerLoopback(t *testing.T) {
 		want[c.ID] = c.Verdict
 	}
 	d := read(peer)
+	// The requester cases no tool's client can play (conform's reqNoTool).
+	noTool := map[string]bool{"req-implicit-ack-by-read-response": true, "req-rnr-retry-exhausted": true}
+	errs := 0
 	if len(d.Cases) != len(want) {
 		t.Fatalf("%d cases against the peer, %d with --self", len(d.Cases), len(want))
 	}
 	for _, c := range d.Cases {
 		switch {
-		case c.Role == "requester" && (c.Verdict != "error" || !strings.Contains(c.Observed, "needs") || c.PeerTool != "none"):
-			t.Errorf("%s: %s %q", c.ID, c.Verdict, c.Observed)
-		case c.Role == "responder" && (c.Verdict != want[c.ID] || !c.PeerAlive || c.PeerTool == ""):
-			t.Errorf("%s: %s (--self: %s), peer alive %v, tool %q: %s", c.ID, c.Verdict, want[c.ID], c.PeerAlive, c.PeerTool, c.Observed)
+		case noTool[c.ID]:
+			if c.Role != "requester" || c.Verdict != "error" || !strings.Contains(c.Observed, "needs") || c.PeerTool != "none" {
+				t.Errorf("%s: %s %q", c.ID, c.Verdict, c.Observed)
+			}
+			errs++
+		case c.Verdict != want[c.ID] || !c.PeerAlive || c.PeerTool == "" || c.PeerTool == "none":
+			t.Errorf("%s (%s): %s (--self: %s), peer alive %v, tool %q: %s", c.ID, c.Role, c.Verdict, want[c.ID], c.PeerAlive, c.PeerTool, c.Observed)
 		}
+	}
+	if errs != len(noTool) {
+		t.Errorf("%d of the %d cases no tool plays were run", errs, len(noTool))
 	}
 	if rc != 1 {
 		t.Errorf("exit %d with error verdicts", rc)
+	}
+}
+
+// peerRunner is the person of roced conform's printed-commands mode: it
+// reads what roced prints and runs each "run on the peer:" line through
+// sh as written, in the background, as a person would paste it into a
+// shell on the peer.
+type peerRunner struct {
+	t    *testing.T
+	env  []string
+	mu   sync.Mutex
+	buf  bytes.Buffer // what roced printed, whole
+	part []byte       // the line not complete yet
+	cmds []*peerCmd
+}
+
+type peerCmd struct {
+	line string
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	done chan error
+}
+
+func (r *peerRunner) Write(b []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf.Write(b)
+	r.part = append(r.part, b...)
+	for {
+		i := bytes.IndexByte(r.part, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := string(r.part[:i])
+		r.part = r.part[i+1:]
+		cmdline, ok := strings.CutPrefix(line, "run on the peer: ")
+		if !ok {
+			continue
+		}
+		c := &peerCmd{line: cmdline, done: make(chan error, 1)}
+		c.cmd = exec.Command("sh", "-c", cmdline)
+		c.cmd.Env = r.env
+		c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
+		c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.cmd.Start(); err != nil {
+			r.t.Errorf("%q: %v", cmdline, err)
+			continue
+		}
+		go func() { c.done <- c.cmd.Wait() }()
+		r.cmds = append(r.cmds, c)
+	}
+}
+
+// wait waits for every command to end by itself (30 s each at most; a
+// command still running then is ended, and the test fails).
+func (r *peerRunner) wait() {
+	r.mu.Lock()
+	cmds := append([]*peerCmd(nil), r.cmds...)
+	r.mu.Unlock()
+	for _, c := range cmds {
+		select {
+		case <-c.done:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			<-c.done
+			r.t.Errorf("the printed command %q did not end by itself:\n%s", c.line, c.out.String())
+		}
+	}
+}
+
+// TestConformPrinted runs roced conform without --peer-exec, the printed
+// commands run by peerRunner as a person would (roced's own tools as the
+// peer, this test binary standing in for roced, on loopback): each case
+// that starts a tool gets the verdict --self gives it, so the printed
+// lines are runnable as written and are what the suite needs; a
+// requester case is the verdict error, as printed commands give back no
+// exit status, and prints nothing.
+func TestConformPrinted(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One case per tool: rc_pingpong, ib_write_bw, ib_read_bw,
+	// ib_atomic_bw, and ib_write_bw's missing receive.
+	const sel = "^(resp-psn-ahead|resp-write-bad-rkey|resp-dup-read|resp-dup-atomic|resp-rnr-no-receive|req-ack-completes)$"
+	dir := t.TempDir()
+	self, peer := filepath.Join(dir, "self.json"), filepath.Join(dir, "peer.json")
+	var out, errb bytes.Buffer
+	run([]string{"conform", "--self", "--run", sel, "--json", self}, &out, &errb)
+	r := &peerRunner{t: t, env: append(os.Environ(), "ROCED_TEST_MAIN=1")}
+	// A printed command that fails leaves nobody listening: the suite
+	// waits 20 s for it, not a person's 10 minutes.
+	rc := run([]string{"conform", "--peer-roced", exe, "--peer-dev", "127.0.0.2", "-d", "127.0.0.1", "--port", "19900", "--peer-start", "20s",
+		"--run", sel, "--json", peer, "127.0.0.2"}, r, &errb)
+	r.wait()
+	if errb.Len() != 0 {
+		t.Fatalf("exit %d, stderr: %s", rc, errb.String())
+	}
+	verdicts := func(f string, printed bool) map[string]string {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Cases []struct{ ID, Role, Observed, Verdict string } `json:"cases"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, c := range d.Cases {
+			m[c.ID] = c.Verdict
+			if printed && c.Role == "requester" && !strings.Contains(c.Observed, "printed commands") {
+				t.Errorf("%s: %s", c.ID, c.Observed)
+			}
+		}
+		return m
+	}
+	want, got := verdicts(self, false), verdicts(peer, true)
+	if len(want) != 6 || len(got) != 6 {
+		t.Fatalf("%d cases with --self, %d printed", len(want), len(got))
+	}
+	for id, v := range got {
+		if id == "req-ack-completes" {
+			v = "pass" // printed commands cannot judge it
+		}
+		if v != want[id] {
+			t.Errorf("%s: %s (--self: %s)", id, v, want[id])
+		}
+	}
+	// Each of the five responder cases printed its tool's command and
+	// the fresh rc_pingpong of the check afterwards.
+	if n := len(r.cmds); n != 10 {
+		t.Errorf("%d commands printed and run, want 10:\n%s", n, r.buf.String())
+	}
+	if !strings.Contains(r.buf.String(), "run on the peer: timeout 60 "+exe+" rc_pingpong -d 127.0.0.2 -g 1 -p 19900 ") {
+		t.Errorf("no rc_pingpong line as expected:\n%s", r.buf.String())
 	}
 }
