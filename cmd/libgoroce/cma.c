@@ -729,19 +729,89 @@ EXPORT void rdma_free_devices(struct ibv_context **list)
 	free(list);
 }
 
-/* What goroce's CM does not do: a QP the program moves through its
- * states itself (rdma_init_qp_attr, rdma_establish), rdma_notify,
- * multicast, synchronous ids. */
+/* rdma_init_qp_attr: the attributes that move a QP of the id's to
+ * attr->qp_state, as the kernel's rdma_cm gives them. INIT: P_Key index
+ * 0 and port 1, and for a connected service the remote access the
+ * connection grants (none before a request or connection; REMOTE_WRITE,
+ * with READ and ATOMIC when the request asked for responder resources),
+ * for UD the Q_Key. RTR and RTS of a connection: what goroce's CM gave
+ * the connection's QP (path, remote QPN, PSNs, timers, RDMA read
+ * depths), read back from it once the CM has moved it. Before that (a
+ * request not accepted yet, a connection under way) EINVAL: goroce's CM
+ * moves the connection's QP itself when it accepts or connects, so it
+ * has no path and PSNs to give a QP the program moves. */
 EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *attr, int *mask)
 {
-	FAIL(ENOSYS, -1);
+	struct ibv_qp_attr q;
+	struct ibv_qp_init_attr qi;
+	enum ibv_qp_state want;
+	int conn = 0, rr = 0;
+
+	if (!id || !attr || !mask || !id->verbs)
+		FAIL(EINVAL, -1);
+	want = attr->qp_state;
+	goroce_cm_qp_info(IDH(id), &conn, &rr);
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = want;
+	if (id->qp_type == IBV_QPT_UD || id->ps == RDMA_PS_UDP) {
+		/* rdma_cm's UD attributes, whatever the state asked */
+		attr->port_num = 1;
+		attr->qkey = RDMA_UDP_QKEY;
+		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+		return 0;
+	}
+	switch (want) {
+	case IBV_QPS_INIT:
+		attr->port_num = 1;
+		if (conn)
+			attr->qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						(rr ? IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC : 0);
+		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+		return 0;
+	case IBV_QPS_RTR:
+	case IBV_QPS_RTS:
+		if (conn != 2 || !id->qp)
+			FAIL(EINVAL, -1);
+		if (ibv_query_qp(id->qp, &q, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN |
+				 IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC, &qi))
+			return -1;
+		if (want == IBV_QPS_RTR) {
+			attr->ah_attr = q.ah_attr;
+			attr->path_mtu = q.path_mtu;
+			attr->dest_qp_num = q.dest_qp_num;
+			attr->rq_psn = q.rq_psn;
+			attr->max_dest_rd_atomic = q.max_dest_rd_atomic;
+			attr->min_rnr_timer = q.min_rnr_timer;
+			*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		} else {
+			attr->sq_psn = q.sq_psn;
+			attr->timeout = q.timeout;
+			attr->retry_cnt = q.retry_cnt;
+			attr->rnr_retry = q.rnr_retry;
+			attr->max_rd_atomic = q.max_rd_atomic;
+			*mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				IBV_QP_MAX_QP_RD_ATOMIC;
+		}
+		return 0;
+	default:
+		FAIL(EINVAL, -1);
+	}
 }
 
+/* rdma_establish completes a connection whose REP the program answered
+ * with a QP of its own (CONNECT_RESPONSE). librdmacm refuses it for an id
+ * with the CM's QP (EINVAL); goroce's CM connects only ids with a QP
+ * (rdma_connect without one is EINVAL), so no connection ever waits for
+ * it here: EINVAL in every case, as librdmacm answers an id in no such
+ * state. */
 EXPORT int rdma_establish(struct rdma_cm_id *id)
 {
-	FAIL(ENOSYS, -1);
+	FAIL(EINVAL, -1);
 }
 
+/* What goroce's CM does not do: multicast. */
 EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 {
 	return 0; /* the CM establishes connections on its own RTU */

@@ -452,6 +452,31 @@ func goroce_cm_resolve_route(h C.uintptr_t) C.int {
 	return 0
 }
 
+// goroce_cm_qp_info says what rdma_init_qp_attr can tell of id's
+// connection: conn 0 none, 1 a request not accepted yet, 2 a connection
+// (its QP moved by the CM); rr whether the request or connection has
+// responder resources (RDMA READ and atomics granted).
+//
+//export goroce_cm_qp_info
+func goroce_cm_qp_info(h C.uintptr_t, conn, rr *C.int) {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	var n uint8
+	switch {
+	case id.conn != nil:
+		*conn, n = 2, id.conn.ResponderResources()
+	case id.req != nil:
+		*conn, n = 1, id.req.ResponderResources()
+	default:
+		*conn = 0
+	}
+	*rr = 0
+	if n > 0 {
+		*rr = 1
+	}
+}
+
 //export goroce_cm_ack_timeout
 func goroce_cm_ack_timeout(h C.uintptr_t, t C.uint8_t) C.int {
 	id := handle[*cmID](h)
