@@ -536,6 +536,11 @@ err:
 	{
 		int e = errno;
 
+		/* The attributes name no CQ the failure freed. */
+		if (i->own & OWN_SEND_CQ)
+			attr->send_cq = NULL;
+		if (i->own & OWN_RECV_CQ)
+			attr->recv_cq = NULL;
 		drop_cqs(id);
 		FAIL(e, -1);
 	}
