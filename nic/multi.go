@@ -13,7 +13,8 @@ import (
 // IPv4 and the IPv6 ones of a netdev, on each of which rxe answers) needs
 // from links that bind one address each, as the UDP link does. Send hands
 // each frame to the link holding its source address; Recv returns what
-// any of them received, a batch of one link at a time.
+// any of them received (every receive queue of each), a batch of one
+// link's queue at a time.
 type Multi struct {
 	links []Link
 	bySrc map[netip.Addr]int // source address (no zone): index in links
@@ -70,20 +71,29 @@ func NewMulti(links ...Link) (*Multi, error) {
 		}
 	}
 	m.info.Name = strings.Join(names, " + ")
+	// A receiver per receive queue of each link: the joined link has one
+	// queue, fed by all of them, so that none is left unread.
 	for _, l := range links {
+		if mq, ok := l.(MultiQueue); ok && mq.RxQueues() > 1 {
+			for i := range mq.RxQueues() {
+				m.wg.Add(1)
+				go m.receive(func(f []Frame) (int, error) { return mq.RecvQueue(i, f) })
+			}
+			continue
+		}
 		m.wg.Add(1)
-		go m.receive(l)
+		go m.receive(l.Recv)
 	}
 	return m, nil
 }
 
-// receive hands l's batches to Recv, one at a time, until l fails or the
-// link closes.
-func (m *Multi) receive(l Link) {
+// receive hands the batches recv returns to Recv, one at a time, until
+// recv fails or the link closes.
+func (m *Multi) receive(recv func([]Frame) (int, error)) {
 	defer m.wg.Done()
 	buf := make([]Frame, multiBatchLen)
 	for {
-		n, err := l.Recv(buf)
+		n, err := recv(buf)
 		b := &multiBatch{frames: buf[:n], err: err, done: make(chan struct{})}
 		select {
 		case m.in <- b:

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
+
+	"github.com/goroce/goroce/bth"
 )
 
 // datagram is a bare IP datagram from src to dst carrying payload: only
@@ -133,5 +136,61 @@ func TestMulti(t *testing.T) {
 	}
 	if _, err := NewMulti(); err == nil {
 		t.Error("NewMulti of no link: no error")
+	}
+}
+
+// TestMultiQueues: a multi link over UDP links with several receive
+// queues reads every queue of each: packets to QPs of every queue, sent
+// to both addresses, all arrive through the joined link.
+func TestMultiQueues(t *testing.T) {
+	const queues, qps = 3, 12
+	a1, a2 := netip.MustParseAddr("127.0.81.1"), netip.MustParseAddr("127.0.81.2")
+	src := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.81.3"), NoGSO: true})
+	l1 := openUDP(t, UDPConfig{Addr: a1, RxQueues: queues})
+	l2 := openUDP(t, UDPConfig{Addr: a2, RxQueues: queues})
+	m, err := NewMulti(l1, l2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	want := map[[2]uint32]bool{} // (address index, QPN)
+	for ai, dst := range []netip.Addr{a1, a2} {
+		frames := testFrames(outer(src, dst, 7), qps, 16)
+		for i, f := range frames {
+			fr, err := bth.DecodeIP(f.Datagram())
+			if err != nil {
+				t.Fatal(err)
+			}
+			bth.BTH(fr.RoCE()).SetDestQP(uint32(0x11 + i))
+			fr.PutICRC()
+			want[[2]uint32{uint32(ai), uint32(0x11 + i)}] = true
+		}
+		for i := range frames {
+			if n, err := src.Send(frames[i : i+1]); n != 1 || err != nil {
+				t.Fatalf("send %d: %d %v", i, n, err)
+			}
+		}
+	}
+	// A packet left in an unread queue would leave this loop waiting: a
+	// bound on that wait closes the link.
+	stop := time.AfterFunc(30*time.Second, func() { m.Close() })
+	defer stop.Stop()
+	got := make([]Frame, 8)
+	for len(want) > 0 {
+		n, err := m.Recv(got)
+		if err != nil {
+			t.Fatalf("waiting for %d packets: %v", len(want), err)
+		}
+		for _, f := range got[:n] {
+			fr, err := bth.DecodeIP(f.Datagram())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ai := uint32(0)
+			if fr.DstAddr().Unmap() == a2 {
+				ai = 1
+			}
+			delete(want, [2]uint32{ai, bth.BTH(fr.RoCE()).DestQP()})
+		}
 	}
 }
