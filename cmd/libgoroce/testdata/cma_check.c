@@ -31,17 +31,9 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
-static const char *prog = "cma_check";
+#include "check.h"
 
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "%s: line %d: ", prog, __LINE__);    \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fprintf(stderr, "\n");                               \
-			exit(1);                                             \
-		}                                                            \
-	} while (0)
+static const char *prog = "cma_check";
 
 /* next waits (20 s at most) for the channel's next event. */
 static struct rdma_cm_event *next(struct rdma_event_channel *ch, const char *what)
