@@ -305,7 +305,9 @@ func HostRdmaCore() string {
 // Netdev: each such process lists its listening cm_ids on its stats
 // socket (endpoint.CMID, what "roced stats" prints), as rdma(8) lists the
 // kernel's.
-type StatsCMWaiter struct{ Netdev string }
+type StatsCMWaiter struct {
+	Netdev string // the interface the library's device is on (GOROCE_NETDEV)
+}
 
 // WaitCMListen returns once a process lists a LISTEN cm_id on port of a
 // device on w.Netdev.
