@@ -34,10 +34,12 @@
 #   INTEROP_IMPAIR_BUDGET  its time budget per guest (default 7m)
 #   INTEROP_IMPAIR_ARGS    extra arguments for it (-impair-seed N ...)
 #   INTEROP_LIBGOROCE  1 (the default): after each guest's matrix, run the
-#                    host's own rdma-core pingpongs over
-#                    bin/libgoroce.so (LD_PRELOAD) against the guest's
-#                    (interop -peer lab-libgoroce; the matrix's sizes, both
-#                    ways); 0 skips it. Reports SUITE-libgoroce.txt/.json/
+#                    host's own rdma-core pingpongs, perftest and librdmacm
+#                    tools (rping, rdma_server, ucmatose, udaddy, cmtime,
+#                    perftest -R; IPv6 too) over bin/libgoroce.so
+#                    (LD_PRELOAD) against the guest's (interop -peer
+#                    lab-libgoroce; the matrix's scenarios, both ways); 0
+#                    skips it. Reports SUITE-libgoroce.txt/.json/
 #   INTEROP_LIBGOROCE_ARGS extra arguments for it (-run REGEXP ...)
 #   INTEROP_PYVERBS  1 (the default): after each guest's matrix, run the
 #                    verbs stage (interop -peer lab-pyverbs): memory windows,

@@ -334,20 +334,22 @@ func TestParseDirections(t *testing.T) {
 	}
 }
 
-// TestLibgoroceCases: the libgoroce stage runs every pingpong case and
-// perftest over RC at 64 KiB (atomics: fetch-and-add), nothing through
-// the RDMA CM.
+// TestLibgoroceCases: the libgoroce stage runs every pingpong case,
+// perftest over RC at 64 KiB (atomics: fetch-and-add) but not with -R,
+// and every librdmacm tool's case, IPv6 ones too; cmtime only where the
+// host's rdma-core and the guest's are one release (LibgoroceSkip).
 func TestLibgoroceCases(t *testing.T) {
-	cases, err := Matrix(MatrixOptions{MTU: 1024, Tools: LibgoroceTools})
+	cases, err := Matrix(MatrixOptions{MTU: 1024, Tools: LibgoroceTools, IPv6: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	pingpongs := 0
+	pingpongs, picked := 0, 0
 	for _, c := range cases {
 		if !LibgoroceCase(c) {
 			continue
 		}
+		picked++
 		if c.Tool.Family == Pingpong {
 			pingpongs++
 			continue
@@ -355,14 +357,31 @@ func TestLibgoroceCases(t *testing.T) {
 		ids = append(ids, c.Name())
 	}
 	want := []string{"write_bw/RC/s65536", "write_lat/RC/s65536", "read_bw/RC/s65536", "send_bw/RC/s65536",
-		"send_lat/RC/s65536", "atomic_bw/RC/s8/A=FETCH_AND_ADD"}
+		"send_lat/RC/s65536", "atomic_bw/RC/s8/A=FETCH_AND_ADD",
+		"rping/RC/s64", "rping/RC/s65535", "rping/RC/s65535/ipv6", "rdma_server/RC/s16", "rdma_server/RC/s16/ipv6",
+		"ucmatose/RC/s100", "ucmatose/RC/s100/ipv6", "udaddy/UD/s100", "udaddy/UD/s100/ipv6", "cmtime/RC/s0"}
 	var got []string
 	for i, id := range ids {
 		if i%2 == 0 { // both directions
 			got = append(got, id)
 		}
 	}
-	if pingpongs != 28 || !reflect.DeepEqual(got, want) {
-		t.Errorf("%d pingpong cases, perftest %q; want 28 and %q", pingpongs, got, want)
+	if pingpongs != 28 || picked != 60 || !reflect.DeepEqual(got, want) {
+		t.Errorf("%d cases, %d pingpong ones, the others %q; want 60, 28 and %q", picked, pingpongs, got, want)
+	}
+
+	mk := func(subject, ref string) *Peer {
+		return &Peer{Subject: Side{RdmaCore: subject}, Ref: Side{RdmaCore: ref}}
+	}
+	for _, c := range cases {
+		same, other := LibgoroceSkip(c, mk("44", "44")), LibgoroceSkip(c, mk("44", "56"))
+		switch {
+		case same != "":
+			t.Errorf("%s left out between two rdma-core 44s: %s", c.ID(), same)
+		case c.Tool.Name == "cmtime" && !strings.Contains(other, "rdma-core 56"):
+			t.Errorf("%s between 44 and 56: %q, want it left out", c.ID(), other)
+		case c.Tool.Name != "cmtime" && other != "":
+			t.Errorf("%s left out between 44 and 56: %s", c.ID(), other)
+		}
 	}
 }

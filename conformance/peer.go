@@ -4,8 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
+	"os/exec"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/goroce/goroce/internal/endpoint"
 )
 
 // Side is one end of every case: where its commands run and how its
@@ -38,6 +43,10 @@ type Side struct {
 	// ("44", "56"; empty: unknown), where a tool's exchange changed
 	// across releases (cmtime): a roced client is told to speak it.
 	RdmaCore string
+	// CMWaiter, when set, sees this side's CM listeners, which live in
+	// its processes (the real tools on libgoroce.so), where its Runner's
+	// rdma(8) cannot: waitServer asks it rather than the Runner.
+	CMWaiter CMListenWaiter
 }
 
 // Argv is this side's command line for a scenario; server is the host
@@ -207,20 +216,32 @@ func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Pe
 }
 
 // LibgoroceTools are the matrix's tools whose real programs run over
-// bin/libgoroce.so today: the four rdma-core pingpongs, and perftest as
+// bin/libgoroce.so today: the four rdma-core pingpongs, perftest as
 // Debian bookworm ships it (4.5, which posts with ibv_post_send; later
-// releases need the ibv_wr_* API, not there yet).
+// releases need the ibv_wr_* API, not there yet), and librdmacm's tools
+// through the library's rdma_* functions.
 var LibgoroceTools = []string{"rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong",
-	"write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "send_lat"}
+	"write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "send_lat",
+	"rping", "rdma_server", "ucmatose", "udaddy", "cmtime"}
 
 // LibgoroceCase selects the cases of LibgoroceTools that the libgoroce
-// stage runs: every pingpong case, and perftest's over RC at 64 KiB
-// (atomics: 8 bytes, fetch-and-add), which exercise the library's verbs
-// without the matrix's whole perftest set (the engine behind it is the
-// same as roced's, which the matrix covers).
+// stage runs: every pingpong case, every librdmacm tool's (IPv6 ones
+// too), and perftest's over RC at 64 KiB (atomics: 8 bytes,
+// fetch-and-add), which exercise the library's verbs without the
+// matrix's whole perftest set (the engine behind it is the same as
+// roced's, which the matrix covers).
+//
+// Not perftest's -R ones (-run '/R@' runs them): perftest makes its data
+// connection's listener only after the exchange before it, so whichever
+// side is slower to get there decides the case. A client that comes
+// first meets REJ 8, and perftest's client (4.5 on the host and on
+// bookworm, 6.x on trixie) then retries on the cm_ids it has just
+// destroyed: a general protection fault in rdma_resolve_addr, in
+// libgoroce.so on the host as in librdmacm in the guest, whatever the
+// library does.
 func LibgoroceCase(c Case) bool {
 	switch {
-	case c.Tool.Family == Pingpong:
+	case c.Tool.Family == Pingpong, c.Tool.Family == CM:
 		return true
 	case c.Tool.Family != Perftest || c.Transport != RC || c.ViaCM():
 		return false
@@ -230,17 +251,94 @@ func LibgoroceCase(c Case) bool {
 	return c.Size == LargeSize
 }
 
+// LibgoroceSkip says why the libgoroce stage cannot run c against p's
+// guest, or "": cmtime's exchange changed between rdma-core releases
+// (56 synchronises over a TCP socket 44 has not), so the host's cmtime
+// and the guest's talk only when they are of one release.
+func LibgoroceSkip(c Case, p *Peer) string {
+	if c.Tool.Exchange == CmtimeConnects && c.Tool.Family == CM && p.Subject.RdmaCore != p.Ref.RdmaCore {
+		return fmt.Sprintf("the host's cmtime (rdma-core %s) and the guest's (rdma-core %s) speak different exchanges",
+			orUnknown(p.Subject.RdmaCore), orUnknown(p.Ref.RdmaCore))
+	}
+	return ""
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
 // LibgoroceLabPeer is the host's own real tools over lib (bin/libgoroce.so,
 // preloaded, GOROCE_NETDEV the tap: device goroce0 with rxe's GID table
 // shape) against the same tools on the guest's rxe0. The side under test
-// is libgoroce: "roced-server" in a case's ID means it serves.
-func LibgoroceLabPeer(ctx context.Context, l *Lab, lib string) *Peer {
+// is libgoroce: "roced-server" in a case's ID means it serves. Its CM
+// listeners are seen through the stats sockets of its processes
+// (StatsCMWaiter); hostRdmaCore is the release of the host's tools.
+func LibgoroceLabPeer(ctx context.Context, l *Lab, lib, hostRdmaCore string) *Peer {
 	p := LabPeer(ctx, l, "", "", nil)
 	p.Name = "lab-libgoroce-" + l.Suite
-	p.Subject = Side{Who: "libgoroce", Runner: l.Host(), Dev: "goroce0", GID: 1, Addr: l.HostAddr, Strict: true,
-		Prefix: []string{"env", "LD_PRELOAD=" + lib, "GOROCE_NETDEV=" + l.Tap}}
+	p.Subject = Side{Who: "libgoroce", Runner: l.Host(), Dev: "goroce0", GID: 1, Addr: l.HostAddr, Addr6: l.HostAddr6,
+		Strict: true, Prefix: []string{"env", "LD_PRELOAD=" + lib, "GOROCE_NETDEV=" + l.Tap},
+		RdmaCore: hostRdmaCore, CMWaiter: StatsCMWaiter{Netdev: l.Tap}}
 	p.Info["subject"] = "the host's real tools over " + lib
+	p.Info["subject_rdma_core"] = hostRdmaCore
 	return p
+}
+
+// HostRdmaCore is the rdma-core release of this host's librdmacm tools
+// (Debian's rdmacm-utils: "44" of 44.0-2), "" if dpkg does not know it.
+func HostRdmaCore() string {
+	out, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", "rdmacm-utils").Output()
+	if err != nil {
+		return ""
+	}
+	v, _, _ := strings.Cut(strings.TrimSpace(string(out)), ".")
+	if _, err := strconv.Atoi(v); err != nil {
+		return ""
+	}
+	return v
+}
+
+// StatsCMWaiter sees the CM listeners of the programs on libgoroce.so on
+// Netdev: each such process lists its listening cm_ids on its stats
+// socket (endpoint.CMID, what "roced stats" prints), as rdma(8) lists the
+// kernel's.
+type StatsCMWaiter struct {
+	Netdev string // the interface the library's device is on (GOROCE_NETDEV)
+}
+
+// WaitCMListen returns once a process lists a LISTEN cm_id on port of a
+// device on w.Netdev.
+func (w StatsCMWaiter) WaitCMListen(ctx context.Context, port int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(50 * time.Millisecond) // the poll interval
+	defer t.Stop()
+	for {
+		if all, err := endpoint.AllStats(0); err == nil && listensOn(all, w.Netdev, port) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no program on libgoroce.so listened on %s port %d within %v (roced stats)", w.Netdev, port, timeout)
+		case <-t.C:
+		}
+	}
+}
+
+// listensOn reports whether a process lists a LISTEN cm_id on netdev and port.
+func listensOn(all []endpoint.StatsReply, netdev string, port int) bool {
+	for _, r := range all {
+		for _, c := range r.CMIDs {
+			ap, err := netip.ParseAddrPort(c.Src)
+			if err == nil && c.State == "LISTEN" && c.Netdev == netdev && int(ap.Port()) == port {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // suiteRdmaCore is the rdma-core release of each lab guest (../shared/

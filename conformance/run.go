@@ -345,7 +345,8 @@ type CMListenWaiter interface {
 // or for the CM family its LISTEN cm_id where the kernel's rdma_cm runs
 // the server. A roced server's listener lives inside the process, where
 // nothing outside can see it; for it the client's start is retried while
-// it is rejected for want of a listener (runClient). cmtime's server
+// it is rejected for want of a listener (runClient). A side with a
+// CMWaiter (the real tools on libgoroce.so) is seen through it. cmtime's server
 // listens on its TCP socket (rdma-core 56's, once its cm_id listens; a
 // roced server's whatever its client's release) but for 44's, which has
 // only its cm_id.
@@ -358,7 +359,13 @@ func waitServer(ctx context.Context, sc Scenario, side Side, srv Proc, port int,
 		return waitListen(ctx, srv, func(ctx context.Context) error { return run.WaitListen(ctx, port, o.ListenTimeout) })
 	}
 	w, ok := run.(CMListenWaiter)
-	if roced || !ok {
+	switch {
+	case side.CMWaiter != nil:
+		w, ok = side.CMWaiter, true
+	case roced:
+		return nil
+	}
+	if !ok {
 		return nil
 	}
 	return waitListen(ctx, srv, func(ctx context.Context) error { return w.WaitCMListen(ctx, port, o.ListenTimeout) })

@@ -179,30 +179,80 @@ EXPORT int rdma_create_id(struct rdma_event_channel *ch, struct rdma_cm_id **id,
 	struct gq_cm_id *i;
 	int rc;
 
-	if (!ch)
-		FAIL(EOPNOTSUPP, -1); /* librdmacm's synchronous ids (no channel): not here */
+	struct rdma_event_channel *own = NULL;
+
 	if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP)
 		FAIL(EPROTONOSUPPORT, -1);
+	if (!ch) {
+		/* A synchronous id: a channel of its own, each call waiting
+		 * for its event (sync_complete). */
+		own = ch = rdma_create_event_channel();
+		if (!ch)
+			return -1;
+	}
 	i = new_id(ch, context, ps);
-	if (!i)
+	if (!i) {
+		if (own)
+			rdma_destroy_event_channel(own);
 		FAIL(ENOMEM, -1);
+	}
+	i->sync = own != NULL;
 	rc = goroce_cm_create_id(CHH(ch), &i->id, ps, &i->h);
 	if (rc) {
 		free(i);
+		if (own)
+			rdma_destroy_event_channel(own);
 		FAIL(rc, -1);
 	}
 	*id = &i->id;
 	return 0;
 }
 
+/* sync_complete waits, on a synchronous id, for the event of the call
+ * just made and turns its status into the call's result, as librdmacm
+ * does: a REJECTED is ECONNREFUSED, any other status its errno. The
+ * event stays in id->event until the next call or rdma_destroy_id. An
+ * id with a channel of the program's returns at once. */
+static int sync_complete(struct rdma_cm_id *id)
+{
+	struct gq_cm_id *i = (struct gq_cm_id *)id;
+	struct rdma_cm_event *e;
+
+	if (!i->sync)
+		return 0;
+	if (id->event) {
+		rdma_ack_cm_event(id->event);
+		id->event = NULL;
+	}
+	if (rdma_get_cm_event(id->channel, &e))
+		return -1;
+	id->event = e;
+	if (e->status) {
+		if (e->event == RDMA_CM_EVENT_REJECTED)
+			FAIL(ECONNREFUSED, -1);
+		FAIL(e->status < 0 ? -e->status : e->status, -1);
+	}
+	return 0;
+}
+
 EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 {
-	goroce_cm_destroy_id(IDH(id));
-	free(id);
+	struct gq_cm_id *i = (struct gq_cm_id *)id;
+
+	goroce_cm_destroy_id(i->h);
+	if (id->event)
+		rdma_ack_cm_event(id->event);
+	if (i->sync)
+		rdma_destroy_event_channel(id->channel);
+	free(i->qp_init);
+	free(i);
 	return 0;
 }
 
 #define RET(rc) do { int rc_ = (rc); if (rc_) FAIL(rc_, -1); return 0; } while (0)
+/* A call's result on an id: its own error, else on a synchronous id its
+ * event's (sync_complete). */
+#define RET_SYNC(id, rc) do { int rc_ = (rc); if (rc_) FAIL(rc_, -1); return sync_complete(id); } while (0)
 
 EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 {
@@ -222,12 +272,12 @@ EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src, struct
 	to_sa(dst, &d);
 	if (!d.family)
 		FAIL(EAFNOSUPPORT, -1);
-	RET(goroce_cm_resolve_addr(IDH(id), &s, &d));
+	RET_SYNC(id, goroce_cm_resolve_addr(IDH(id), &s, &d));
 }
 
 EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 {
-	RET(goroce_cm_resolve_route(IDH(id)));
+	RET_SYNC(id, goroce_cm_resolve_route(IDH(id)));
 }
 
 EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
@@ -255,7 +305,7 @@ EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
 	struct gq_conn c;
 
 	to_conn(param, &c);
-	RET(goroce_cm_connect(IDH(id), id->qp ? QPH(id->qp) : 0, &c));
+	RET_SYNC(id, goroce_cm_connect(IDH(id), id->qp ? QPH(id->qp) : 0, &c));
 }
 
 EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
@@ -263,7 +313,7 @@ EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
 	struct gq_conn c;
 
 	to_conn(param, &c);
-	RET(goroce_cm_accept(IDH(id), id->qp ? QPH(id->qp) : 0, &c));
+	RET_SYNC(id, goroce_cm_accept(IDH(id), id->qp ? QPH(id->qp) : 0, &c));
 }
 
 EXPORT int rdma_reject(struct rdma_cm_id *id, const void *priv, uint8_t len)
@@ -278,7 +328,7 @@ EXPORT int rdma_reject_ece(struct rdma_cm_id *id, const void *priv, uint8_t len)
 
 EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 {
-	RET(goroce_cm_disconnect(IDH(id)));
+	RET_SYNC(id, goroce_cm_disconnect(IDH(id)));
 }
 
 EXPORT int rdma_get_cm_event(struct rdma_event_channel *ch, struct rdma_cm_event **event)
@@ -344,36 +394,108 @@ EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 	return 0;
 }
 
-EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+#define OWN_SEND_CQ 1
+#define OWN_RECV_CQ 2
+
+/* default_pd is the device's protection domain for the QPs made with no
+ * PD of the program's (rdma_create_qp(id, NULL, ...)), made when first
+ * asked for. */
+static struct ibv_pd *default_pd(struct ibv_context *verbs)
 {
+	struct ibv_pd *pd;
+	int dev;
+
+	for (dev = 0; dev < cm_nctx && cm_ctx[dev] != verbs; dev++)
+		;
+	if (dev == cm_nctx)
+		FAIL(EINVAL, NULL);
+	pthread_mutex_lock(&cm_mu);
+	if (!cm_pd[dev])
+		cm_pd[dev] = ibv_alloc_pd(verbs);
+	pd = cm_pd[dev];
+	pthread_mutex_unlock(&cm_mu);
+	if (!pd)
+		FAIL(ENOMEM, NULL);
+	return pd;
+}
+
+/* make_cq makes a CQ of n entries with a completion channel of its own
+ * for the id, as librdmacm does for a QP given none (rdma_get_send_comp
+ * and rdma_get_recv_comp wait on that channel). */
+static struct ibv_cq *make_cq(struct rdma_cm_id *id, int n, struct ibv_comp_channel **ch)
+{
+	struct ibv_cq *cq;
+
+	*ch = ibv_create_comp_channel(id->verbs);
+	if (!*ch)
+		return NULL;
+	cq = ibv_create_cq(id->verbs, n, id, *ch, 0);
+	if (!cq) {
+		int e = errno;
+
+		ibv_destroy_comp_channel(*ch);
+		*ch = NULL;
+		errno = e;
+	}
+	return cq;
+}
+
+/* drop_cqs frees the CQs (and channels) rdma_create_qp made for id. */
+static void drop_cqs(struct rdma_cm_id *id)
+{
+	struct gq_cm_id *i = (struct gq_cm_id *)id;
+
+	if (i->own & OWN_SEND_CQ) {
+		ibv_destroy_cq(id->send_cq);
+		ibv_destroy_comp_channel(id->send_cq_channel);
+		id->send_cq = NULL;
+		id->send_cq_channel = NULL;
+	}
+	if (i->own & OWN_RECV_CQ) {
+		ibv_destroy_cq(id->recv_cq);
+		ibv_destroy_comp_channel(id->recv_cq_channel);
+		id->recv_cq = NULL;
+		id->recv_cq_channel = NULL;
+	}
+	i->own = 0;
+}
+
+EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
+{
+	struct gq_cm_id *i = (struct gq_cm_id *)id;
 	struct ibv_qp_attr a = {};
 	struct ibv_qp *qp;
 	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
 
-	if (!id->verbs)
+	if (!id->verbs || !attr)
 		FAIL(EINVAL, -1);
-	if (!pd) {
-		int dev;
-
-		for (dev = 0; dev < cm_nctx && cm_ctx[dev] != id->verbs; dev++)
-			;
-		if (dev == cm_nctx)
-			FAIL(EINVAL, -1);
-		pthread_mutex_lock(&cm_mu);
-		if (!cm_pd[dev])
-			cm_pd[dev] = ibv_alloc_pd(id->verbs);
-		pd = cm_pd[dev];
-		pthread_mutex_unlock(&cm_mu);
-		if (!pd)
-			FAIL(ENOMEM, -1);
+	if (id->qp)
+		FAIL(EINVAL, -1);
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
+		attr->pd = default_pd(id->verbs);
+		if (!attr->pd)
+			return -1;
+		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
 	}
-	if (pd->context != id->verbs)
+	if (attr->pd->context != id->verbs)
 		FAIL(EINVAL, -1);
 	if ((attr->qp_type == IBV_QPT_UD) != (id->ps == RDMA_PS_UDP))
 		FAIL(EINVAL, -1);
-	qp = ibv_create_qp(pd, attr);
+	if (!attr->send_cq && attr->cap.max_send_wr) {
+		attr->send_cq = id->send_cq = make_cq(id, attr->cap.max_send_wr, &id->send_cq_channel);
+		if (!attr->send_cq)
+			goto err;
+		i->own |= OWN_SEND_CQ;
+	}
+	if (!attr->recv_cq && !attr->srq && attr->cap.max_recv_wr) {
+		attr->recv_cq = id->recv_cq = make_cq(id, attr->cap.max_recv_wr, &id->recv_cq_channel);
+		if (!attr->recv_cq)
+			goto err;
+		i->own |= OWN_RECV_CQ;
+	}
+	qp = ibv_create_qp_ex(id->verbs, attr);
 	if (!qp)
-		return -1;
+		goto err;
 	/* As librdmacm leaves it: in INIT, ready for receives; a UD QP in
 	 * RTS with rdma_cm's Q_Key, ready for sends too. */
 	a.qp_state = IBV_QPS_INIT;
@@ -386,30 +508,65 @@ EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_q
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	if (ibv_modify_qp(qp, &a, mask))
-		goto err;
+		goto err_qp;
 	if (attr->qp_type == IBV_QPT_UD) {
 		a.qp_state = IBV_QPS_RTR;
 		if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-			goto err;
+			goto err_qp;
 		a.qp_state = IBV_QPS_RTS;
 		a.sq_psn = 0;
 		if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
-			goto err;
+			goto err_qp;
 	}
 	id->qp = qp;
-	id->pd = pd;
+	id->pd = attr->pd;
 	id->qp_type = attr->qp_type;
 	id->send_cq = attr->send_cq;
 	id->recv_cq = attr->recv_cq;
 	id->srq = attr->srq;
 	return 0;
-err:
+err_qp:
 	{
 		int e = errno;
 
 		ibv_destroy_qp(qp);
+		errno = e;
+	}
+err:
+	{
+		int e = errno;
+
+		/* The attributes name no CQ the failure freed. */
+		if (i->own & OWN_SEND_CQ)
+			attr->send_cq = NULL;
+		if (i->own & OWN_RECV_CQ)
+			attr->recv_cq = NULL;
+		drop_cqs(id);
 		FAIL(e, -1);
 	}
+}
+
+EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex x = {};
+
+	if (!attr)
+		FAIL(EINVAL, -1);
+	x.qp_context = attr->qp_context;
+	x.send_cq = attr->send_cq;
+	x.recv_cq = attr->recv_cq;
+	x.srq = attr->srq;
+	x.cap = attr->cap;
+	x.qp_type = attr->qp_type;
+	x.sq_sig_all = attr->sq_sig_all;
+	x.comp_mask = IBV_QP_INIT_ATTR_PD;
+	x.pd = pd;
+	if (rdma_create_qp_ex(id, &x))
+		return -1;
+	attr->cap = x.cap;
+	attr->send_cq = x.send_cq;
+	attr->recv_cq = x.recv_cq;
+	return 0;
 }
 
 EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
@@ -417,6 +574,67 @@ EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 	if (id->qp)
 		ibv_destroy_qp(id->qp);
 	id->qp = NULL;
+	drop_cqs(id);
+}
+
+/* rdma_create_ep: a synchronous id for res, as librdmacm makes it: a
+ * passive one bound to the source address (rdma_get_request makes each
+ * request's QP with qp_init_attr and pd); an active one with its address
+ * and route resolved and, given qp_init_attr, its QP. */
+EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, struct ibv_pd *pd,
+			  struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct rdma_cm_id *cm_id;
+	struct gq_cm_id *i;
+
+	if (!id || !res)
+		FAIL(EINVAL, -1);
+	if (rdma_create_id(NULL, &cm_id, NULL, res->ai_port_space ? res->ai_port_space : RDMA_PS_TCP))
+		return -1;
+	i = (struct gq_cm_id *)cm_id;
+	if (res->ai_flags & RAI_PASSIVE) {
+		if (rdma_bind_addr(cm_id, res->ai_src_addr))
+			goto err;
+		if (qp_init_attr) {
+			i->qp_init = malloc(sizeof(*i->qp_init));
+			if (!i->qp_init) {
+				errno = ENOMEM;
+				goto err;
+			}
+			*i->qp_init = *qp_init_attr;
+			if (res->ai_qp_type)
+				i->qp_init->qp_type = res->ai_qp_type;
+		}
+		cm_id->pd = pd;
+		*id = cm_id;
+		return 0;
+	}
+	if (rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000))
+		goto err;
+	if (rdma_resolve_route(cm_id, 2000))
+		goto err;
+	if (qp_init_attr) {
+		if (res->ai_qp_type)
+			qp_init_attr->qp_type = res->ai_qp_type;
+		if (rdma_create_qp(cm_id, pd, qp_init_attr))
+			goto err;
+	}
+	*id = cm_id;
+	return 0;
+err:
+	{
+		int e = errno;
+
+		rdma_destroy_id(cm_id);
+		FAIL(e, -1);
+	}
+}
+
+EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
+{
+	if (id->qp)
+		rdma_destroy_qp(id);
+	rdma_destroy_id(id);
 }
 
 EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
@@ -456,12 +674,33 @@ EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *
 	FAIL(ENOSYS, -1);
 }
 
+/* rdma_migrate_id moves id's events to ch; with ch NULL the id becomes
+ * synchronous, with a channel of its own. A synchronous id's old channel
+ * goes with it. */
 EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *ch)
 {
-	if (!ch)
-		FAIL(EOPNOTSUPP, -1);
-	RET(goroce_cm_migrate(IDH(id), CHH(ch)));
+	struct gq_cm_id *i = (struct gq_cm_id *)id;
+	struct rdma_event_channel *old = id->channel, *own = NULL;
+	int rc;
+
+	if (!ch) {
+		if (i->sync)
+			return 0;
+		own = ch = rdma_create_event_channel();
+		if (!ch)
+			return -1;
+	}
+	rc = goroce_cm_migrate(i->h, CHH(ch));
+	if (rc) {
+		if (own)
+			rdma_destroy_event_channel(own);
+		FAIL(rc, -1);
+	}
 	id->channel = ch;
+	if (i->sync && old != ch)
+		rdma_destroy_event_channel(old);
+	i->sync = own != NULL;
+	return 0;
 }
 
 EXPORT __be16 rdma_get_src_port(struct rdma_cm_id *id)
@@ -495,19 +734,89 @@ EXPORT void rdma_free_devices(struct ibv_context **list)
 	free(list);
 }
 
-/* What goroce's CM does not do: a QP the program moves through its
- * states itself (rdma_init_qp_attr, rdma_establish), rdma_notify,
- * multicast, synchronous ids. */
+/* rdma_init_qp_attr: the attributes that move a QP of the id's to
+ * attr->qp_state, as the kernel's rdma_cm gives them. INIT: P_Key index
+ * 0 and port 1, and for a connected service the remote access the
+ * connection grants (none before a request or connection; REMOTE_WRITE,
+ * with READ and ATOMIC when the request asked for responder resources),
+ * for UD the Q_Key. RTR and RTS of a connection: what goroce's CM gave
+ * the connection's QP (path, remote QPN, PSNs, timers, RDMA read
+ * depths), read back from it once the CM has moved it. Before that (a
+ * request not accepted yet, a connection under way) EINVAL: goroce's CM
+ * moves the connection's QP itself when it accepts or connects, so it
+ * has no path and PSNs to give a QP the program moves. */
 EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *attr, int *mask)
 {
-	FAIL(ENOSYS, -1);
+	struct ibv_qp_attr q;
+	struct ibv_qp_init_attr qi;
+	enum ibv_qp_state want;
+	int conn = 0, rr = 0;
+
+	if (!id || !attr || !mask || !id->verbs)
+		FAIL(EINVAL, -1);
+	want = attr->qp_state;
+	goroce_cm_qp_info(IDH(id), &conn, &rr);
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = want;
+	if (id->qp_type == IBV_QPT_UD || id->ps == RDMA_PS_UDP) {
+		/* rdma_cm's UD attributes, whatever the state asked */
+		attr->port_num = 1;
+		attr->qkey = RDMA_UDP_QKEY;
+		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+		return 0;
+	}
+	switch (want) {
+	case IBV_QPS_INIT:
+		attr->port_num = 1;
+		if (conn)
+			attr->qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						(rr ? IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC : 0);
+		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+		return 0;
+	case IBV_QPS_RTR:
+	case IBV_QPS_RTS:
+		if (conn != 2 || !id->qp)
+			FAIL(EINVAL, -1);
+		if (ibv_query_qp(id->qp, &q, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN |
+				 IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC, &qi))
+			return -1;
+		if (want == IBV_QPS_RTR) {
+			attr->ah_attr = q.ah_attr;
+			attr->path_mtu = q.path_mtu;
+			attr->dest_qp_num = q.dest_qp_num;
+			attr->rq_psn = q.rq_psn;
+			attr->max_dest_rd_atomic = q.max_dest_rd_atomic;
+			attr->min_rnr_timer = q.min_rnr_timer;
+			*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		} else {
+			attr->sq_psn = q.sq_psn;
+			attr->timeout = q.timeout;
+			attr->retry_cnt = q.retry_cnt;
+			attr->rnr_retry = q.rnr_retry;
+			attr->max_rd_atomic = q.max_rd_atomic;
+			*mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				IBV_QP_MAX_QP_RD_ATOMIC;
+		}
+		return 0;
+	default:
+		FAIL(EINVAL, -1);
+	}
 }
 
+/* rdma_establish completes a connection whose REP the program answered
+ * with a QP of its own (CONNECT_RESPONSE). librdmacm refuses it for an id
+ * with the CM's QP (EINVAL); goroce's CM connects only ids with a QP
+ * (rdma_connect without one is EINVAL), so no connection ever waits for
+ * it here: EINVAL in every case, as librdmacm answers an id in no such
+ * state. */
 EXPORT int rdma_establish(struct rdma_cm_id *id)
 {
-	FAIL(ENOSYS, -1);
+	FAIL(EINVAL, -1);
 }
 
+/* What goroce's CM does not do: multicast. */
 EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 {
 	return 0; /* the CM establishes connections on its own RTU */
@@ -523,9 +832,53 @@ EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
 	FAIL(ENOSYS, -1);
 }
 
+/* rdma_get_request waits for a connection request to a synchronous
+ * listener and returns its id, synchronous too, with its QP made as the
+ * listener's rdma_create_ep asked and the CONNECT_REQUEST in id->event. */
 EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
 {
-	FAIL(EOPNOTSUPP, -1);
+	struct gq_cm_id *l = (struct gq_cm_id *)listen;
+	struct rdma_cm_event *e;
+	struct rdma_cm_id *child;
+
+	if (!l->sync || !id)
+		FAIL(EINVAL, -1);
+	if (listen->event) {
+		rdma_ack_cm_event(listen->event);
+		listen->event = NULL;
+	}
+	if (rdma_get_cm_event(listen->channel, &e))
+		return -1;
+	if (e->status) {
+		int st = e->status < 0 ? -e->status : e->status;
+
+		rdma_ack_cm_event(e);
+		FAIL(st, -1);
+	}
+	if (e->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+		rdma_ack_cm_event(e);
+		FAIL(EINVAL, -1);
+	}
+	child = e->id;
+	if (rdma_migrate_id(child, NULL))
+		goto err;
+	if (l->qp_init) {
+		struct ibv_qp_init_attr a = *l->qp_init;
+
+		if (rdma_create_qp(child, listen->pd, &a))
+			goto err;
+	}
+	child->event = e;
+	*id = child;
+	return 0;
+err:
+	{
+		int st = errno;
+
+		rdma_ack_cm_event(e);
+		rdma_destroy_id(child); /* rejects the request */
+		FAIL(st, -1);
+	}
 }
 
 static struct sockaddr *dup_sa(const struct sockaddr *s, socklen_t len)

@@ -25,12 +25,15 @@ import (
 	"net"
 	"net/netip"
 	"runtime/cgo"
+	"strconv"
 	"sync"
 	"syscall"
 	"unsafe"
 
 	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/mad"
+	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/qp"
 	"golang.org/x/sys/unix"
 )
@@ -50,11 +53,46 @@ type cmDev struct {
 
 var cmDevs []*cmDev // set once by goroce_cm_init
 
+// cmListening are the cm_ids that listen, for the stats socket's report
+// (endpoint.SetCMIDs): what "rdma resource show cm_id" shows of a
+// kernel's, so that a program's listener can be seen from outside.
+var cmListening struct {
+	sync.Mutex
+	ids map[*cmID]bool
+}
+
 //export goroce_cm_init
 func goroce_cm_init(n C.int, hs *C.uintptr_t) {
 	for i, h := range unsafe.Slice(hs, n) {
 		cmDevs = append(cmDevs, &cmDev{index: i, ctx: handle[*devctx](h), byQP: map[*qp.QP]*cmID{}})
 	}
+	cmListening.ids = map[*cmID]bool{}
+	endpoint.SetCMIDs(listeningIDs)
+}
+
+// listeningIDs lists the listening cm_ids, one entry per device each
+// listens on, in no particular order.
+func listeningIDs() []endpoint.CMID {
+	cmListening.Lock()
+	ids := make([]*cmID, 0, len(cmListening.ids))
+	for id := range cmListening.ids {
+		ids = append(ids, id)
+	}
+	cmListening.Unlock()
+	var out []endpoint.CMID
+	for _, id := range ids {
+		id.mu.Lock()
+		ps := "TCP"
+		if id.ps == C.RDMA_PS_UDP {
+			ps = "UDP"
+		}
+		for _, d := range id.listenDevs {
+			out = append(out, endpoint.CMID{Dev: "goroce" + strconv.Itoa(d.index), Netdev: d.ctx.ep.Netdev,
+				PS: ps, State: "LISTEN", Src: id.local.String()})
+		}
+		id.mu.Unlock()
+	}
+	return out
 }
 
 // manager starts the device's connection manager, once.
@@ -186,6 +224,7 @@ type cmID struct {
 	resolved   bool
 	listeners  []*cm.Listener
 	udls       []*cm.UDListener
+	listenDevs []*cmDev        // the devices its listeners are on
 	req        *cm.ConnRequest // a passive side's request (CONNECT_REQUEST)
 	sidr       *cm.SIDRRequest // a UD service's request
 	conn       *cm.Conn
@@ -224,8 +263,12 @@ func goroce_cm_migrate(h, chh C.uintptr_t) C.int {
 func goroce_cm_destroy_id(h C.uintptr_t) {
 	id := handle[*cmID](h)
 	cgo.Handle(h).Delete()
+	cmListening.Lock()
+	delete(cmListening.ids, id)
+	cmListening.Unlock()
 	id.mu.Lock()
 	id.gone = true
+	id.listenDevs = nil
 	ls, udls, req, sidr, conn, q, dev, cancel := id.listeners, id.udls, id.req, id.sidr, id.conn, id.q, id.dev, id.cancel
 	id.mu.Unlock()
 	for _, l := range ls {
@@ -309,6 +352,16 @@ func goroce_cm_bind(h C.uintptr_t, sa *C.struct_gq_sa) C.int {
 	return id.bind(addrPort(sa))
 }
 
+// goroce_cm_resolve_addr resolves dst (binding src first, if given), as
+// the kernel's rdma_resolve_addr does on RoCE: a destination of another
+// family than the bound source is EINVAL and one the routing table has no
+// route to ENETUNREACH, both at once; a route whose source address no
+// device here holds (an interface not in GOROCE_NETDEV) is an
+// RDMA_CM_EVENT_ADDR_ERROR with status -ENODEV, as rdma_cm's addr_handler
+// reports a source no RDMA device has; else ADDR_RESOLVED. The next hop's
+// MAC is the kernel's to find under the link's sockets, so no neighbour
+// timeout (ADDR_ERROR -ETIMEDOUT) is reported here.
+//
 //export goroce_cm_resolve_addr
 func goroce_cm_resolve_addr(h C.uintptr_t, src, dst *C.struct_gq_sa) C.int {
 	id := handle[*cmID](h)
@@ -320,17 +373,17 @@ func goroce_cm_resolve_addr(h C.uintptr_t, src, dst *C.struct_gq_sa) C.int {
 		}
 	}
 	remote := addrPort(dst)
+	if id.local.IsValid() && !id.local.Addr().IsUnspecified() && id.local.Addr().Is4() != remote.Addr().Is4() {
+		return C.int(syscall.EINVAL)
+	}
+	local, err := routeSource(remote.Addr())
+	if err != nil {
+		return errno(err)
+	}
 	if id.dev == nil {
-		// The source the routing table picks, else the first device's.
-		var local netip.Addr
-		if c, err := net.Dial("udp", netip.AddrPortFrom(remote.Addr(), 9).String()); err == nil {
-			if ua, ok := c.LocalAddr().(*net.UDPAddr); ok {
-				local = ua.AddrPort().Addr().Unmap()
-			}
-			c.Close()
-		}
-		if deviceOf(local) == nil && len(cmDevs) > 0 {
-			local = cmDevs[0].ctx.ep.Addr
+		if local = sourceOn(local); !local.IsValid() {
+			id.ch.push(cmEvent{typ: C.RDMA_CM_EVENT_ADDR_ERROR, status: -int32(syscall.ENODEV), id: id.cid})
+			return 0
 		}
 		if rc := id.bind(netip.AddrPortFrom(local, id.local.Port())); rc != 0 {
 			return rc
@@ -342,6 +395,49 @@ func goroce_cm_resolve_addr(h C.uintptr_t, src, dst *C.struct_gq_sa) C.int {
 	id.resolved = true
 	id.ch.push(cmEvent{typ: C.RDMA_CM_EVENT_ADDR_RESOLVED, id: id.cid})
 	return 0
+}
+
+// sourceOn is the device address to send from where the routing table
+// chose src: src itself if a device holds it, else the address of src's
+// family of the device on src's interface (a device over one address of
+// an interface, as GOROCE_NETDEV=127.0.77.2 makes on loopback), else
+// none: no RDMA device is on the way.
+func sourceOn(src netip.Addr) netip.Addr {
+	if deviceOf(src) != nil {
+		return src
+	}
+	netdev, err := nic.NetdevOf(src)
+	if err != nil {
+		return netip.Addr{}
+	}
+	for _, d := range cmDevs {
+		if d.ctx.ep.Netdev != netdev {
+			continue
+		}
+		for _, g := range d.ctx.ep.GIDs {
+			a := netip.AddrFrom16(g).Unmap()
+			if a.Is4() == src.Is4() && !a.IsUnspecified() && !a.IsLinkLocalUnicast() {
+				return a
+			}
+		}
+	}
+	return netip.Addr{}
+}
+
+// routeSource is the source address the routing table picks towards dst
+// (a UDP "connect", which sends nothing), or the routing error
+// (ENETUNREACH).
+func routeSource(dst netip.Addr) (netip.Addr, error) {
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9)))
+	if err != nil {
+		var se syscall.Errno
+		if errors.As(err, &se) {
+			return netip.Addr{}, se
+		}
+		return netip.Addr{}, syscall.ENETUNREACH
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
 }
 
 //export goroce_cm_resolve_route
@@ -356,6 +452,31 @@ func goroce_cm_resolve_route(h C.uintptr_t) C.int {
 	return 0
 }
 
+// goroce_cm_qp_info says what rdma_init_qp_attr can tell of id's
+// connection: conn 0 none, 1 a request not accepted yet, 2 a connection
+// (its QP moved by the CM); rr whether the request or connection has
+// responder resources (RDMA READ and atomics granted).
+//
+//export goroce_cm_qp_info
+func goroce_cm_qp_info(h C.uintptr_t, conn, rr *C.int) {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	var n uint8
+	switch {
+	case id.conn != nil:
+		*conn, n = 2, id.conn.ResponderResources()
+	case id.req != nil:
+		*conn, n = 1, id.req.ResponderResources()
+	default:
+		*conn = 0
+	}
+	*rr = 0
+	if n > 0 {
+		*rr = 1
+	}
+}
+
 //export goroce_cm_ack_timeout
 func goroce_cm_ack_timeout(h C.uintptr_t, t C.uint8_t) C.int {
 	id := handle[*cmID](h)
@@ -365,11 +486,21 @@ func goroce_cm_ack_timeout(h C.uintptr_t, t C.uint8_t) C.int {
 	return 0
 }
 
+// maxBacklog is the kernel's rdma_ucm max_backlog (net.rdma_ucm.max_backlog's
+// default): the requests a listener holds that the program has not read,
+// what a backlog of 0 (ucmatose's, cmtime's), a negative one or a larger
+// one means (ucma_listen). The requests past it are rejected (REJ 3, no
+// resources), as ucma's event handler refuses them.
+const maxBacklog = 1024
+
 //export goroce_cm_listen
 func goroce_cm_listen(h C.uintptr_t, backlog C.int) C.int {
 	id := handle[*cmID](h)
 	id.mu.Lock()
 	defer id.mu.Unlock()
+	if backlog <= 0 || backlog > maxBacklog {
+		backlog = maxBacklog
+	}
 	if !id.local.IsValid() {
 		return C.int(syscall.EINVAL) // rdma_bind_addr first
 	}
@@ -409,10 +540,14 @@ func goroce_cm_listen(h C.uintptr_t, backlog C.int) C.int {
 			for _, l := range id.udls {
 				l.Close()
 			}
-			id.listeners, id.udls = nil, nil
+			id.listeners, id.udls, id.listenDevs = nil, nil, nil
 			return C.int(syscall.EADDRINUSE)
 		}
+		id.listenDevs = append(id.listenDevs, d)
 	}
+	cmListening.Lock()
+	cmListening.ids[id] = true
+	cmListening.Unlock()
 	return 0
 }
 

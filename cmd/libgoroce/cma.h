@@ -18,6 +18,15 @@ struct gq_cm_channel {
 struct gq_cm_id {
 	struct rdma_cm_id id;
 	uintptr_t h;
+	/* sync: created without a channel (rdma_create_ep, rdma_create_id
+	 * with NULL): the id has a channel of its own and each call waits
+	 * for its event, as librdmacm's synchronous ids. */
+	int sync;
+	/* A passive endpoint's QP attributes (rdma_create_ep), for the QP
+	 * rdma_get_request makes on each request's id. */
+	struct ibv_qp_init_attr *qp_init;
+	/* What rdma_create_qp made for the id and rdma_destroy_qp frees. */
+	unsigned own;
 };
 
 /* An event as rdma_get_cm_event hands it over, with room for its

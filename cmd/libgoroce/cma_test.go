@@ -10,11 +10,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/netns"
 )
 
 // cmSide is who runs one side of a CM tool: the real one over the
@@ -43,19 +46,31 @@ var cmPort = 7400 + int(time.Now().UnixNano()%500)
 // the middle of its buffered stdout).
 func runCM(t *testing.T, tool string, server, client cmSide, sargs, cargs []string) (srvOut, cliOut string) {
 	t.Helper()
-	real := tool
-	if server == libSide || client == libSide {
-		real = toolCM(t, tool)
+	return runCMPair(t, tool, tool, server, client, sargs, cargs)
+}
+
+// runCMPair is runCM for a tool whose client is another program
+// (rdma_server and rdma_client; roced's commands have the same names).
+func runCMPair(t *testing.T, srvTool, cliTool string, server, client cmSide, sargs, cargs []string) (srvOut, cliOut string) {
+	t.Helper()
+	reals := map[string]string{}
+	for _, x := range []struct {
+		side cmSide
+		tool string
+	}{{server, srvTool}, {client, cliTool}} {
+		if x.side == libSide {
+			reals[x.tool] = toolCM(t, x.tool)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	command := func(s cmSide, addr string, args []string) *exec.Cmd {
+	command := func(s cmSide, tool, addr string, args []string) *exec.Cmd {
 		if s == rocedCmd {
 			return exec.CommandContext(ctx, roced, append([]string{tool}, args...)...)
 		}
-		return preloaded(ctx, addr, real, args...)
+		return preloaded(ctx, addr, reals[tool], args...)
 	}
-	srv := command(server, addrA, sargs)
+	srv := command(server, srvTool, addrA, sargs)
 	var sout, serr bytes.Buffer
 	srv.Stdout, srv.Stderr = &sout, &serr
 	if err := srv.Start(); err != nil {
@@ -69,11 +84,12 @@ func runCM(t *testing.T, tool string, server, client cmSide, sargs, cargs []stri
 	listenBy := time.Now().Add(60 * time.Second)
 	for {
 		var cout, cerr bytes.Buffer
-		cli := command(client, addrB, cargs)
+		cli := command(client, cliTool, addrB, cargs)
 		cli.Stdout, cli.Stderr = &cout, &cerr
 		err := cli.Run()
 		both := cout.String() + cerr.String()
-		refused := strings.Contains(both, "REJECTED") || strings.Contains(both, "UNREACHABLE, error: 1")
+		refused := strings.Contains(both, "REJECTED") || strings.Contains(both, "UNREACHABLE, error: 1") ||
+			strings.Contains(both, "rdma_connect: Connection refused") // rdma_client's only word
 		if err != nil && refused && time.Now().Before(listenBy) {
 			select {
 			case err := <-srvDone:
@@ -211,5 +227,69 @@ func TestUdaddy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRdmaServer runs Debian's rdma_server and rdma_client over the
+// library, against roced's and each other: synchronous ids from
+// rdma_create_ep (rdma_getaddrinfo's address, the QP and its CQs made
+// with it), rdma_get_request, an inline SEND each way with lkey 0
+// (rdma_post_send without a region), rdma_get_send_comp and
+// rdma_get_recv_comp on the library's completion channels, and
+// rdma_disconnect waiting for DISCONNECTED.
+func TestRdmaServer(t *testing.T) {
+	for _, tc := range []struct{ server, client cmSide }{{libSide, rocedCmd}, {rocedCmd, libSide}, {libSide, libSide}} {
+		t.Run(fmt.Sprintf("%v-%v", tc.server, tc.client), func(t *testing.T) {
+			cmPort++
+			port := strconv.Itoa(cmPort)
+			cargs := []string{"-s", addrA, "-p", port}
+			if tc.client == rocedCmd {
+				cargs = append(cargs, "--dev", addrB)
+			}
+			sout, cout := runCMPair(t, "rdma_server", "rdma_client", tc.server, tc.client, []string{"-s", addrA, "-p", port}, cargs)
+			if !strings.Contains(sout, "rdma_server: end 0") {
+				t.Errorf("server:\n%s", sout)
+			}
+			if !strings.Contains(cout, "rdma_client: end 0") {
+				t.Errorf("client:\n%s", cout)
+			}
+		})
+	}
+}
+
+// TestCMACheck builds testdata/cma_check.c against the system's
+// librdmacm and runs it preloaded in a network namespace of its own
+// (loopback for the two devices, a veth pair whose end 198.51.100.1/24
+// no device is on, no default route): an RC connection between two
+// devices of one process with the QPs and CQs the library makes,
+// rdma_init_qp_attr before, during and after it (each side's path the
+// other's QP and PSNs), rdma_establish's and rdma_get_request's EINVAL,
+// RDMA_CM_EVENT_ADDR_ERROR (-ENODEV) for a destination off the devices,
+// ENETUNREACH for one with no route, and the same errors, and a REJ's
+// ECONNREFUSED, through synchronous ids (rdma_create_ep).
+func TestCMACheck(t *testing.T) {
+	netns.Privileged(t)
+	bin := buildC(t, "cma_check", "-lrdmacm")
+	ns := fmt.Sprintf("goroce-cma-%d", os.Getpid())
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	ip("netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	ip("-n", ns, "link", "set", "lo", "up")
+	ip("-n", ns, "link", "add", "d0", "type", "veth", "peer", "name", "d1")
+	ip("-n", ns, "addr", "add", "198.51.100.1/24", "dev", "d0")
+	ip("-n", ns, "link", "set", "d0", "up")
+	ip("-n", ns, "link", "set", "d1", "up")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmPort += 2
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "env", "LD_PRELOAD="+lib, "GOROCE_NETDEV="+addrA+","+addrB,
+		bin, addrA, addrB, "198.51.100.2", "203.0.113.1", strconv.Itoa(cmPort)).CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("cma_check: ok")) {
+		t.Fatalf("cma_check: %v\n%s", err, out)
 	}
 }

@@ -46,6 +46,9 @@ import (
 
 func main() {}
 
+// GQ_MAX_INLINE (shim.h) is qp.MaxInline: this does not compile otherwise.
+var _ = [1]struct{}{}[C.GQ_MAX_INLINE-qp.MaxInline]
+
 // device is one entry of GOROCE_NETDEV.
 type device struct {
 	name string  // the interface or address as GOROCE_NETDEV gives it
@@ -92,7 +95,7 @@ type devctx struct {
 	elems   map[any]uintptr
 	evq     []asyncEvent
 	asyncFD int
-	evDone  chan struct{} // closed when forwardEvents has returned
+	od      *openDev // the device, shared with the process's other contexts on it
 }
 
 // mirrorCQ is cq's (internal/hook): the queue's length kept in C memory.
@@ -112,30 +115,63 @@ type asyncEvent struct {
 // are dropped, as the kernel's async event queue drops them.
 const maxAsyncEvents = 1024
 
-// forwardEvents queues the device's events until the device closes.
-func (c *devctx) forwardEvents() {
-	defer close(c.evDone)
+// openDev is a device open in this process: one engine (endpoint) for
+// every context a program opens on it, as one RDMA device serves every
+// ibv_context of it. librdmacm opens each device for itself (cma.c) while
+// the program may open it too (perftest -R); a QP of either context must
+// be one the device's connection manager can connect.
+type openDev struct {
+	index  int
+	ep     *endpoint.Endpoint
+	mu     sync.Mutex
+	ctxs   map[*devctx]bool // the open contexts, which forwardEvents serves
+	evDone chan struct{}    // closed when forwardEvents has returned
+}
+
+// opened are the open devices by GOROCE_NETDEV index.
+var opened struct {
+	sync.Mutex
+	devs map[int]*openDev
+}
+
+// forwardEvents queues each of the device's events on the contexts it is
+// for, until the device closes: an object's on the context holding the
+// object (none: it is destroyed, and the event with it), the device's
+// own on every context.
+func (od *openDev) forwardEvents() {
+	defer close(od.evDone)
+	for e := range od.ep.Device.Events() {
+		od.mu.Lock()
+		for c := range od.ctxs {
+			c.queueEvent(e)
+		}
+		od.mu.Unlock()
+	}
+}
+
+// queueEvent queues e for ibv_get_async_event if it is c's. Called with
+// c.od.mu held, so that a closed context's fd is never written.
+func (c *devctx) queueEvent(e qp.Event) {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
-	for e := range c.dev.Events() {
-		c.mu.Lock()
-		var elem uintptr
-		switch {
-		case e.QP != nil:
-			elem = c.elems[e.QP]
-		case e.SRQ != nil:
-			elem = c.elems[e.SRQ]
-		case e.CQ != nil:
-			elem = c.elems[e.CQ]
-		}
-		queued := len(c.evq) < maxAsyncEvents
-		if queued {
-			c.evq = append(c.evq, asyncEvent{e.Type, elem})
-		}
-		c.mu.Unlock()
-		if queued {
-			unix.Write(c.asyncFD, one[:])
-		}
+	c.mu.Lock()
+	var elem uintptr
+	mine := true
+	switch {
+	case e.QP != nil:
+		elem, mine = c.elems[e.QP]
+	case e.SRQ != nil:
+		elem, mine = c.elems[e.SRQ]
+	case e.CQ != nil:
+		elem, mine = c.elems[e.CQ]
+	}
+	queued := mine && len(c.evq) < maxAsyncEvents
+	if queued {
+		c.evq = append(c.evq, asyncEvent{e.Type, elem})
+	}
+	c.mu.Unlock()
+	if queued {
+		unix.Write(c.asyncFD, one[:])
 	}
 }
 
@@ -237,13 +273,26 @@ func goroce_open(i C.int, asyncFD C.int, h *C.uintptr_t) C.int {
 		fmt.Fprintf(os.Stderr, "libgoroce: goroce%d (%s): %v\n", i, d[i].name, d[i].err)
 		return C.int(syscall.ENODEV)
 	}
-	ep, err := endpoint.Open(endpoint.Config{Dev: d[i].name, GID: -1})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "libgoroce: goroce%d (%s): %v\n", i, d[i].name, err)
-		return C.int(syscall.ENODEV)
+	opened.Lock()
+	defer opened.Unlock()
+	od := opened.devs[int(i)]
+	if od == nil {
+		ep, err := endpoint.Open(endpoint.Config{Dev: d[i].name, GID: -1, AllGIDs: true})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "libgoroce: goroce%d (%s): %v\n", i, d[i].name, err)
+			return C.int(syscall.ENODEV)
+		}
+		od = &openDev{index: int(i), ep: ep, ctxs: map[*devctx]bool{}, evDone: make(chan struct{})}
+		if opened.devs == nil {
+			opened.devs = map[int]*openDev{}
+		}
+		opened.devs[int(i)] = od
+		go od.forwardEvents()
 	}
-	c := &devctx{ep: ep, dev: ep.Device, elems: map[any]uintptr{}, asyncFD: int(asyncFD), evDone: make(chan struct{})}
-	go c.forwardEvents()
+	c := &devctx{ep: od.ep, dev: od.ep.Device, elems: map[any]uintptr{}, asyncFD: int(asyncFD), od: od}
+	od.mu.Lock()
+	od.ctxs[c] = true
+	od.mu.Unlock()
 	*h = C.uintptr_t(cgo.NewHandle(c))
 	return 0
 }
@@ -278,8 +327,22 @@ func goroce_close(h C.uintptr_t) C.int {
 	for _, q := range cqs {
 		q.unfeed()
 	}
-	c.ep.Close()
-	<-c.evDone // the device's events are closed: nothing writes asyncFD now
+	// Once out of the device's contexts nothing writes c.asyncFD; the
+	// last context closes the device.
+	od := c.od
+	opened.Lock()
+	od.mu.Lock()
+	delete(od.ctxs, c)
+	last := len(od.ctxs) == 0
+	od.mu.Unlock()
+	if last {
+		delete(opened.devs, od.index)
+	}
+	opened.Unlock()
+	if last {
+		od.ep.Close()
+		<-od.evDone
+	}
 	return 0
 }
 

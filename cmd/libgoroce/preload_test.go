@@ -276,14 +276,16 @@ func runC(t *testing.T, name string) {
 
 // buildC compiles testdata/NAME.c against the system's libibverbs, as any
 // program is built, and returns the binary.
-func buildC(t testing.TB, name string) string {
+// libs are more libraries to link (-lrdmacm).
+func buildC(t testing.TB, name string, libs ...string) string {
 	t.Helper()
 	cc := os.Getenv("CC")
 	if cc == "" {
 		cc = "gcc"
 	}
 	bin := filepath.Join(t.TempDir(), name)
-	if out, err := exec.Command(cc, "-Wall", "-O2", "-o", bin, "testdata/"+name+".c", "-libverbs").CombinedOutput(); err != nil {
+	args := append([]string{"-Wall", "-O2", "-o", bin, "testdata/" + name + ".c"}, libs...)
+	if out, err := exec.Command(cc, append(args, "-libverbs")...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", cc, err, out)
 	}
 	return bin

@@ -11,6 +11,10 @@
 #ifndef GOROCE_SHIM_H
 #define GOROCE_SHIM_H
 
+/* The most inline bytes one work request carries: qp.MaxInline (main.go
+ * checks that they agree). */
+#define GQ_MAX_INLINE 512
+
 #include <stdint.h>
 #include <pthread.h>
 #include <infiniband/verbs.h>

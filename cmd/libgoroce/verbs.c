@@ -235,6 +235,28 @@ static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 			*bad = wr;
 			return EINVAL;
 		}
+		/* Inline data is the bytes at the SGEs' addresses, whatever
+		 * their lkeys (librdmacm's rdma_post_send passes 0 when it has
+		 * no region): gathered here and handed over as bytes no region
+		 * covers, as ibv_wr_set_inline_data_list's are. */
+		uint8_t inl[GQ_MAX_INLINE];
+
+		if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge > 0) {
+			size_t total = 0;
+
+			for (int i = 0; i < wr->num_sge; i++) {
+				if (wr->sg_list[i].length > sizeof(inl) - total) {
+					*bad = wr;
+					return EINVAL;
+				}
+				memcpy(&inl[total], (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
+				total += wr->sg_list[i].length;
+			}
+			s.copy = total;
+			s.inl = inl;
+			s.sge = NULL;
+			s.num_sge = 0;
+		}
 		rc = goroce_post_send(QPH(qp), &s);
 		if (rc) {
 			*bad = wr;

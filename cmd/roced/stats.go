@@ -19,7 +19,8 @@ func init() {
 // stats socket (see internal/endpoint), one line per device in the format
 // of "rdma statistic show link rxe0/1": the device and port, then name
 // value pairs, engine counters first (rxe's names) and the link's after
-// them; -j prints rdma -j's JSON, one object per device.
+// them, then a line per listening CM ID of a program on libgoroce.so;
+// -j prints rdma -j's JSON, one object per device.
 func runStats(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -64,6 +65,12 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 			}
 			b.WriteByte('\n')
 			stdout.Write(b.Bytes())
+		}
+		// A program's listening CM IDs (on libgoroce.so), as "rdma
+		// resource show cm_id" prints the kernel's.
+		for _, c := range r.CMIDs {
+			fmt.Fprintf(stdout, "link %s/1 cm_id state %s ps %s pid %d netdev %s src-addr %s\n",
+				c.Dev, c.State, c.PS, r.PID, c.Netdev, c.Src)
 		}
 	}
 	return 0

@@ -55,6 +55,13 @@ type Config struct {
 	XDPQueue int
 	// Window bounds each RC QP's unacknowledged packets (0: the default).
 	Window int
+	// AllGIDs makes the device answer on every address of its GID table,
+	// as an rxe device does (the IPv6 ones beside the IPv4 one): the UDP
+	// link then binds each address (nic.Multi). The GID the options chose
+	// must bind; another that cannot (a link-local address on an
+	// interface whose IPv6 is off) is left unbound. The other links
+	// receive on the interface already.
+	AllGIDs bool
 	// Faults, if active, make the device misbehave on purpose (--loss,
 	// --fault-rule...). They wrap the pcap tap, so the capture shows the
 	// wire: tx packets after the faults, rx packets before them.
@@ -140,7 +147,11 @@ func Open(cfg Config) (*Endpoint, error) {
 	var link nic.Link
 	switch cfg.Link {
 	case "", LinkUDP:
-		link, err = nic.OpenUDP(nic.UDPConfig{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll})
+		ucfg := nic.UDPConfig{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll}
+		link, err = nic.OpenUDP(ucfg)
+		if err == nil && cfg.AllGIDs {
+			link, err = joinUDP(link, d, idx, ucfg)
+		}
 	case LinkAFPacket:
 		link, err = nic.OpenAFPacket(nic.AFPacketConfig{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr}})
 	case LinkAFXDP:
@@ -187,6 +198,37 @@ func Open(cfg Config) (*Endpoint, error) {
 	}
 	e.StatsErr = e.serveStats()
 	return e, nil
+}
+
+// joinUDP adds to first (the UDP link on GID idx) a UDP link on each
+// other address of d's GID table that binds, tuned as first (ucfg),
+// joined into one link.
+func joinUDP(first nic.Link, d Dev, idx int, ucfg nic.UDPConfig) (nic.Link, error) {
+	links := []nic.Link{first}
+	for i, g := range d.GIDs {
+		if i == idx || g.Empty() {
+			continue
+		}
+		a := g.Addr
+		if a.Is6() && a.IsLinkLocalUnicast() {
+			a = a.WithZone(d.Netdev)
+		}
+		ucfg.Addr = a
+		if l, err := nic.OpenUDP(ucfg); err == nil {
+			links = append(links, l)
+		}
+	}
+	if len(links) == 1 {
+		return first, nil
+	}
+	m, err := nic.NewMulti(links...)
+	if err != nil {
+		for _, l := range links {
+			l.Close()
+		}
+		return nil, err
+	}
+	return m, nil
 }
 
 // Close closes the device and its link, flushing any pcap file, and stops

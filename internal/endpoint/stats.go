@@ -33,6 +33,33 @@ type StatsReply struct {
 	PID     int           `json:"pid"`     // the answering process
 	Command string        `json:"command"` // its roced command (write_bw, rc_pingpong)
 	Devices []DeviceStats `json:"devices"` // its open devices
+	// CMIDs are the process's listening connection manager IDs (those of
+	// a program on libgoroce.so), as "rdma resource show cm_id" lists the
+	// kernel's: a CM listener inside a process is seen from outside here.
+	CMIDs []CMID `json:"cm_ids,omitempty"`
+}
+
+// CMID is one listening RDMA CM ID of a process.
+type CMID struct {
+	Dev    string `json:"ifname"`   // the device it listens on (goroceN)
+	Netdev string `json:"netdev"`   // that device's interface
+	PS     string `json:"ps"`       // its port space: "TCP" or "UDP"
+	State  string `json:"state"`    // "LISTEN"
+	Src    string `json:"src-addr"` // the bound address and port (address:port)
+}
+
+// cmIDs, if set (SetCMIDs), lists the process's CM IDs for the report.
+var cmIDs struct {
+	sync.Mutex
+	list func() []CMID
+}
+
+// SetCMIDs makes the process's stats socket report the CM IDs list
+// returns (called with no lock of this package held).
+func SetCMIDs(list func() []CMID) {
+	cmIDs.Lock()
+	cmIDs.list = list
+	cmIDs.Unlock()
 }
 
 // DeviceStats are one open device's counters.
@@ -188,10 +215,16 @@ func acceptStats(ln *net.UnixListener, done chan struct{}) {
 
 // statsSnapshot reads every registered endpoint's counters.
 func statsSnapshot() StatsReply {
+	r := StatsReply{PID: os.Getpid(), Command: strings.Join(os.Args, " ")}
+	cmIDs.Lock()
+	list := cmIDs.list
+	cmIDs.Unlock()
+	if list != nil {
+		r.CMIDs = list()
+	}
 	s := &statsServer
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := StatsReply{PID: os.Getpid(), Command: strings.Join(os.Args, " ")}
 	es := make([]*Endpoint, 0, len(s.endpoints))
 	for e := range s.endpoints {
 		es = append(es, e)

@@ -239,3 +239,18 @@ func TestStatsDirChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsCMIDs: what SetCMIDs lists is in the process's report, and
+// nothing once it is unset.
+func TestStatsCMIDs(t *testing.T) {
+	want := []CMID{{Dev: "goroce0", Netdev: "eth0", PS: "TCP", State: "LISTEN", Src: "192.0.2.1:7471"}}
+	SetCMIDs(func() []CMID { return want })
+	got := statsSnapshot().CMIDs
+	SetCMIDs(nil)
+	if len(got) != 1 || got[0] != want[0] {
+		t.Errorf("report's cm_ids %+v, want %+v", got, want)
+	}
+	if got := statsSnapshot().CMIDs; got != nil {
+		t.Errorf("cm_ids %+v after SetCMIDs(nil)", got)
+	}
+}

@@ -10,16 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <infiniband/verbs.h>
-
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "%s: line %d: ", prog, __LINE__);    \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fprintf(stderr, "\n");                               \
-			exit(1);                                             \
-		}                                                            \
-	} while (0)
+#include "check.h"
 
 static const char *prog;
 

@@ -125,7 +125,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// The IPv6 cases need IPv6 on both sides: the lab gets it (EnableIPv6),
 	// not the impaired path's namespaces, nor a self or remote peer.
-	ipv6 := *peer == "lab" && !*impaired
+	ipv6 := (*peer == "lab" || *peer == "lab-libgoroce") && !*impaired
 	cases, err := conformance.Matrix(conformance.MatrixOptions{MTU: *mtu, Directions: ds, Tools: toolList, ItersScale: *scale, IPv6: ipv6})
 	if err != nil {
 		return fail("%v", err)
@@ -287,7 +287,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			p = conformance.ImpairedLabPeer(ctx, lab, path, rocedPath, extra)
 		} else if *peer == "lab-libgoroce" {
-			p = conformance.LibgoroceLabPeer(ctx, lab, rocedPath)
+			p = conformance.LibgoroceLabPeer(ctx, lab, rocedPath, conformance.HostRdmaCore())
+			if *tools == "" && *runRe == "" {
+				var keep []conformance.Case
+				for _, c := range cases {
+					if why := conformance.LibgoroceSkip(c, p); why != "" {
+						fmt.Fprintf(stderr, "interop: %s left out: %s\n", c.ID(), why)
+						continue
+					}
+					keep = append(keep, c)
+				}
+				cases = keep
+			}
 		} else if *peer == "lab" {
 			dev := *rocedDev
 			if dev == "" && *link != "" && *link != "udp" {

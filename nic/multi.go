@@ -1,0 +1,235 @@
+package nic
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+)
+
+// Multi is one link over several, each holding some of a device's local
+// addresses: what a device whose GID table lists several addresses (the
+// IPv4 and the IPv6 ones of a netdev, on each of which rxe answers) needs
+// from links that bind one address each, as the UDP link does. Send hands
+// each frame to the link holding its source address; Recv returns what
+// any of them received (every receive queue of each), a batch of one
+// link's queue at a time.
+type Multi struct {
+	links []Link
+	bySrc map[netip.Addr]int // source address (no zone): index in links
+	info  Info
+	in    chan *multiBatch // batches the links' receivers hand over
+	quit  chan struct{}    // closed by Close: the receivers stop
+	wg    sync.WaitGroup   // the receivers
+	once  sync.Once
+
+	cur     *multiBatch // the batch Recv is handing out (one Recv at a time)
+	dropped uint64      // frames of no link's source address (under mu)
+	mu      sync.Mutex
+}
+
+// multiBatch is what one Recv of a link returned. Its frames stay valid
+// until done is closed: the link's receiver waits for that before it
+// receives again.
+type multiBatch struct {
+	frames []Frame
+	off    int
+	err    error
+	done   chan struct{}
+}
+
+// multiBatchLen is how many frames each link's receiver asks for at once.
+const multiBatchLen = 64
+
+// NewMulti joins links (at least one) into one link. Every local address
+// of every link must be distinct. The first link's SrcPort answers for
+// all: links of one kind opened alike (the UDP link binds the same
+// source ports on each address it can) send from the same ports.
+func NewMulti(links ...Link) (*Multi, error) {
+	if len(links) == 0 {
+		return nil, errors.New("nic: a multi link needs at least one link")
+	}
+	m := &Multi{links: links, bySrc: map[netip.Addr]int{}, in: make(chan *multiBatch), quit: make(chan struct{})}
+	var names []string
+	for i, l := range links {
+		inf := l.Info()
+		names = append(names, inf.Name)
+		for _, a := range inf.Addrs {
+			a = a.WithZone("").Unmap()
+			if _, dup := m.bySrc[a]; dup {
+				return nil, fmt.Errorf("nic: multi link: address %v is on two links", a)
+			}
+			m.bySrc[a] = i
+		}
+		m.info.Addrs = append(m.info.Addrs, inf.Addrs...)
+		if m.info.MTU == 0 || inf.MTU < m.info.MTU {
+			m.info.MTU = inf.MTU
+		}
+		if m.info.MAC == nil {
+			m.info.MAC = inf.MAC
+		}
+	}
+	m.info.Name = strings.Join(names, " + ")
+	// A receiver per receive queue of each link: the joined link has one
+	// queue, fed by all of them, so that none is left unread.
+	for _, l := range links {
+		if mq, ok := l.(MultiQueue); ok && mq.RxQueues() > 1 {
+			for i := range mq.RxQueues() {
+				m.wg.Add(1)
+				go m.receive(func(f []Frame) (int, error) { return mq.RecvQueue(i, f) })
+			}
+			continue
+		}
+		m.wg.Add(1)
+		go m.receive(l.Recv)
+	}
+	return m, nil
+}
+
+// receive hands the batches recv returns to Recv, one at a time, until
+// recv fails or the link closes.
+func (m *Multi) receive(recv func([]Frame) (int, error)) {
+	defer m.wg.Done()
+	buf := make([]Frame, multiBatchLen)
+	for {
+		n, err := recv(buf)
+		b := &multiBatch{frames: buf[:n], err: err, done: make(chan struct{})}
+		select {
+		case m.in <- b:
+		case <-m.quit:
+			return
+		}
+		if err != nil {
+			return
+		}
+		select {
+		case <-b.done:
+		case <-m.quit:
+			return
+		}
+	}
+}
+
+// Send hands each run of frames with one source address to the link
+// holding it, in order. A frame whose source no link holds is counted
+// (TxDropped) and dropped.
+func (m *Multi) Send(frames []Frame) (int, error) {
+	sent := 0
+	for i := 0; i < len(frames); {
+		li, ok := m.linkOf(frames[i])
+		j := i + 1
+		for j < len(frames) {
+			lj, okj := m.linkOf(frames[j])
+			if okj != ok || lj != li {
+				break
+			}
+			j++
+		}
+		if !ok {
+			m.mu.Lock()
+			m.dropped += uint64(j - i)
+			m.mu.Unlock()
+			sent += j - i
+			i = j
+			continue
+		}
+		n, err := m.links[li].Send(frames[i:j])
+		sent += n
+		if err != nil || n < j-i {
+			return sent, err
+		}
+		i = j
+	}
+	return sent, nil
+}
+
+// linkOf finds the link holding the frame's source address.
+func (m *Multi) linkOf(f Frame) (int, bool) {
+	dg := f.Datagram()
+	var src netip.Addr
+	switch {
+	case len(dg) >= 20 && dg[0]>>4 == 4:
+		src = netip.AddrFrom4([4]byte(dg[12:16]))
+	case len(dg) >= 40 && dg[0]>>4 == 6:
+		src = netip.AddrFrom16([16]byte(dg[8:24])).Unmap()
+	default:
+		return 0, false
+	}
+	i, ok := m.bySrc[src]
+	return i, ok
+}
+
+// Recv returns frames of one link's batch; the previous call's frames
+// are given back to their link first.
+func (m *Multi) Recv(frames []Frame) (int, error) {
+	if len(frames) == 0 {
+		return 0, nil
+	}
+	if b := m.cur; b != nil && b.off >= len(b.frames) {
+		close(b.done)
+		m.cur = nil
+	}
+	if m.cur == nil {
+		select {
+		case b := <-m.in:
+			m.cur = b
+		case <-m.quit:
+			return 0, ErrClosed
+		}
+	}
+	b := m.cur
+	if b.off >= len(b.frames) && b.err != nil {
+		return 0, b.err
+	}
+	n := copy(frames, b.frames[b.off:])
+	b.off += n
+	return n, nil
+}
+
+// Info describes the joined link: every link's addresses, in the order
+// of the links, and the smallest MTU.
+func (m *Multi) Info() Info { return m.info }
+
+// SrcPort is the first link's.
+func (m *Multi) SrcPort(qpn uint32) uint16 { return m.links[0].SrcPort(qpn) }
+
+// Stats adds up the links' counters.
+func (m *Multi) Stats() Stats {
+	var s Stats
+	for _, l := range m.links {
+		t := l.Stats()
+		s.TxPackets += t.TxPackets
+		s.TxBytes += t.TxBytes
+		s.RxPackets += t.RxPackets
+		s.RxBytes += t.RxBytes
+		s.TxDropped += t.TxDropped
+		s.RxDropped += t.RxDropped
+		s.TxBatches += t.TxBatches
+		s.RxBatches += t.RxBatches
+		s.TxGSOSegments += t.TxGSOSegments
+		s.RxGROSegments += t.RxGROSegments
+		s.TxNoNeighbour += t.TxNoNeighbour
+		s.RxIDUnsolved += t.RxIDUnsolved
+		s.RxKernelDrops += t.RxKernelDrops
+	}
+	m.mu.Lock()
+	s.TxDropped += m.dropped
+	m.mu.Unlock()
+	return s
+}
+
+// Close closes every link and waits for their receivers.
+func (m *Multi) Close() error {
+	var err error
+	m.once.Do(func() {
+		close(m.quit)
+		for _, l := range m.links {
+			if e := l.Close(); e != nil && err == nil {
+				err = e
+			}
+		}
+		m.wg.Wait()
+	})
+	return err
+}

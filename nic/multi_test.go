@@ -1,0 +1,196 @@
+package nic
+
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+)
+
+// datagram is a bare IP datagram from src to dst carrying payload: only
+// the version and addresses matter to the links under test.
+func datagram(src, dst netip.Addr, payload string) Frame {
+	var h []byte
+	if src.Is4() {
+		h = make([]byte, 20)
+		h[0] = 0x45
+		s, d := src.As4(), dst.As4()
+		copy(h[12:], s[:])
+		copy(h[16:], d[:])
+	} else {
+		h = make([]byte, 40)
+		h[0] = 0x60
+		s, d := src.As16(), dst.As16()
+		copy(h[8:], s[:])
+		copy(h[24:], d[:])
+	}
+	b := append(make([]byte, Headroom), append(h, payload...)...)
+	return Frame{B: b, Off: Headroom}
+}
+
+// TestMulti: a multi link over an IPv4 and an IPv6 link sends each frame
+// through the link holding its source (one with no such link is dropped
+// and counted), receives what either got, keeps a batch's frames valid
+// until the next Recv, and refuses an address on two links.
+func TestMulti(t *testing.T) {
+	n := NewMemNet(1)
+	a4, a6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")
+	b4, b6 := netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("2001:db8::2")
+	attach := func(a netip.Addr) *MemLink {
+		l, err := n.Attach(a, MemOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	h4, h6, p4, p6 := attach(a4), attach(a6), attach(b4), attach(b6)
+	defer p4.Close()
+	defer p6.Close()
+	m, err := NewMulti(h4, h6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Info().Addrs; len(got) != 2 || got[0] != a4 || got[1] != a6 {
+		t.Errorf("addresses %v, want [%v %v]", got, a4, a6)
+	}
+	frames := []Frame{datagram(a4, b4, "v4-1"), datagram(a6, b6, "v6-1"), datagram(b4, a4, "nobody's"), datagram(a4, b4, "v4-2")}
+	if sent, err := m.Send(frames); err != nil || sent != len(frames) {
+		t.Fatalf("Send: %d, %v", sent, err)
+	}
+	if d := m.Stats().TxDropped; d != 1 {
+		t.Errorf("TxDropped %d, want 1 (the frame of no link's source)", d)
+	}
+	recv := func(l Link, want ...string) {
+		t.Helper()
+		var got []string
+		buf := make([]Frame, 8)
+		for len(got) < len(want) {
+			k, err := l.Recv(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range buf[:k] {
+				d := f.Datagram()
+				hl := 20
+				if d[0]>>4 == 6 {
+					hl = 40
+				}
+				got = append(got, string(d[hl:]))
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("received %q, want %q", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("received %q, want %q", got, want)
+			}
+		}
+	}
+	recv(p4, "v4-1", "v4-2")
+	recv(p6, "v6-1")
+
+	// Both ways in: the batches come one link at a time, each frame valid
+	// until the next Recv.
+	if _, err := p4.Send([]Frame{datagram(b4, a4, "to-v4")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p6.Send([]Frame{datagram(b6, a6, "to-v6")}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	buf := make([]Frame, 1)
+	for len(seen) < 2 {
+		k, err := m.Recv(buf)
+		if err != nil || k != 1 {
+			t.Fatalf("Recv: %d, %v", k, err)
+		}
+		d := buf[0].Datagram()
+		switch {
+		case bytes.HasSuffix(d, []byte("to-v4")):
+			seen["v4"] = true
+		case bytes.HasSuffix(d, []byte("to-v6")):
+			seen["v6"] = true
+		default:
+			t.Fatalf("unexpected datagram %q", d)
+		}
+	}
+	if s := m.Stats(); s.RxPackets != 2 || s.TxPackets != 3 {
+		t.Errorf("rx %d tx %d packets, want 2 and 3", s.RxPackets, s.TxPackets)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Recv(buf); !errors.Is(err, ErrClosed) {
+		t.Errorf("Recv after Close: %v, want ErrClosed", err)
+	}
+
+	x, y := attach(netip.MustParseAddr("192.0.2.9")), attach(netip.MustParseAddr("192.0.2.10"))
+	defer x.Close()
+	defer y.Close()
+	if _, err := NewMulti(x, x); err == nil {
+		t.Error("NewMulti of one link twice: no error")
+	}
+	if _, err := NewMulti(); err == nil {
+		t.Error("NewMulti of no link: no error")
+	}
+}
+
+// TestMultiQueues: a multi link over UDP links with several receive
+// queues reads every queue of each: packets to QPs of every queue, sent
+// to both addresses, all arrive through the joined link.
+func TestMultiQueues(t *testing.T) {
+	const queues, qps = 3, 12
+	a1, a2 := netip.MustParseAddr("127.0.81.1"), netip.MustParseAddr("127.0.81.2")
+	src := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.81.3"), NoGSO: true})
+	l1 := openUDP(t, UDPConfig{Addr: a1, RxQueues: queues})
+	l2 := openUDP(t, UDPConfig{Addr: a2, RxQueues: queues})
+	m, err := NewMulti(l1, l2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	want := map[[2]uint32]bool{} // (address index, QPN)
+	for ai, dst := range []netip.Addr{a1, a2} {
+		frames := testFrames(outer(src, dst, 7), qps, 16)
+		for i, f := range frames {
+			fr, err := bth.DecodeIP(f.Datagram())
+			if err != nil {
+				t.Fatal(err)
+			}
+			bth.BTH(fr.RoCE()).SetDestQP(uint32(0x11 + i))
+			fr.PutICRC()
+			want[[2]uint32{uint32(ai), uint32(0x11 + i)}] = true
+		}
+		for i := range frames {
+			if n, err := src.Send(frames[i : i+1]); n != 1 || err != nil {
+				t.Fatalf("send %d: %d %v", i, n, err)
+			}
+		}
+	}
+	// A packet left in an unread queue would leave this loop waiting: a
+	// bound on that wait closes the link.
+	stop := time.AfterFunc(30*time.Second, func() { m.Close() })
+	defer stop.Stop()
+	got := make([]Frame, 8)
+	for len(want) > 0 {
+		n, err := m.Recv(got)
+		if err != nil {
+			t.Fatalf("waiting for %d packets: %v", len(want), err)
+		}
+		for _, f := range got[:n] {
+			fr, err := bth.DecodeIP(f.Datagram())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ai := uint32(0)
+			if fr.DstAddr().Unmap() == a2 {
+				ai = 1
+			}
+			delete(want, [2]uint32{ai, bth.BTH(fr.RoCE()).DestQP()})
+		}
+	}
+}
