@@ -231,8 +231,17 @@ func fakeRping(mode string, args []string) int {
 // which the client marks with a file named after the port: an order of
 // events, not a guess at how long a loaded machine takes to start the
 // client.
+// rejectedMark is the file by which a fake client tells a late fake
+// server that it was refused, in the directory of the test that started
+// them (fakePeer): a mark left in a shared directory by an earlier run, on
+// a port a later run draws again, let that run's late server listen before
+// its client was ever refused.
 func rejectedMark(port string) string {
-	return filepath.Join(os.TempDir(), "goroce-fake-rejected-"+port)
+	dir := os.Getenv("GOROCE_FAKE_MARKS")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "goroce-fake-rejected-"+port)
 }
 
 func markRejected(port string) { os.WriteFile(rejectedMark(port), nil, 0o600) }
@@ -355,6 +364,7 @@ func freePort(t *testing.T) int {
 
 func fakePeer(t *testing.T) *Peer {
 	t.Helper()
+	t.Setenv("GOROCE_FAKE_MARKS", t.TempDir()) // the fakes it starts inherit it
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
