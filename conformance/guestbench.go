@@ -176,6 +176,14 @@ func BenchFigure(stdout string, latency bool) (value, p99 *float64, printed stri
 	return value, p99, printed, nil
 }
 
+// benchUnit is the unit of a row's figures.
+func benchUnit(latency bool) string {
+	if latency {
+		return "usec"
+	}
+	return "MiB/s"
+}
+
 func kind(latency bool) string {
 	if latency {
 		return "latency"
@@ -340,13 +348,11 @@ type GuestBenchOptions struct {
 	Progress io.Writer
 }
 
-// The guest's side of the bench: where the roced binary goes, and the
-// veth pair's addresses (guest/rxe-pair.sh).
+// Where the bench puts roced: its directory in the lab's share, and the
+// binary in the guest.
 const (
 	benchShareDir = "goroce-bench"
 	benchGuestBin = "/tmp/goroce-bench-roced"
-	benchAddrA    = "198.51.100.1"
-	benchAddrB    = "198.51.100.2"
 )
 
 // CheckStatic fails unless path is an ELF executable without a program
@@ -395,6 +401,13 @@ func RunGuestBench(ctx context.Context, l *Lab, o GuestBenchOptions) (rep *Guest
 	}
 	rep = &GuestBenchReport{Suite: l.Suite, Started: time.Now()}
 	rep.HostLoad[0], rep.GuestLoad[0] = l.loads(ctx)
+	defer func() {
+		if rep == nil { // a set-up error: no report
+			return
+		}
+		rep.HostLoad[1], rep.GuestLoad[1] = l.loads(context.Background())
+		rep.Seconds = time.Since(rep.Started).Seconds()
+	}()
 
 	if err := l.installRoced(ctx, o.Roced); err != nil {
 		return nil, err
@@ -407,7 +420,7 @@ func RunGuestBench(ctx context.Context, l *Lab, o GuestBenchOptions) (rep *Guest
 	for i, t := range o.Tests {
 		c := cases[i]
 		rep.Rows = append(rep.Rows, &BenchRow{Test: t.Name(), Tool: t.Tool, Size: t.Size, Iters: c.Iters,
-			Latency: c.Tool.Latency, Unit: map[bool]string{true: "usec", false: "MiB/s"}[c.Tool.Latency],
+			Latency: c.Tool.Latency, Unit: benchUnit(c.Tool.Latency),
 			Runs: map[string][]*BenchRun{}})
 	}
 	port := o.Port
@@ -428,8 +441,6 @@ func RunGuestBench(ctx context.Context, l *Lab, o GuestBenchOptions) (rep *Guest
 		}
 		rep.Rounds = round
 	}
-	rep.HostLoad[1], rep.GuestLoad[1] = l.loads(ctx)
-	rep.Seconds = time.Since(rep.Started).Seconds()
 	return rep, ctx.Err()
 }
 
@@ -489,7 +500,7 @@ func guestRocedPeer(l *Lab, prefix []string) *Peer {
 	mk := func(who, addr string) Side {
 		return Side{Who: who, Runner: g, Roced: benchGuestBin, Dev: addr, GID: 1, Addr: addr, Strict: true, Prefix: prefix}
 	}
-	return &Peer{Name: "guest-roced-" + l.Suite, Subject: mk("roced "+benchAddrA, benchAddrA), Ref: mk("roced "+benchAddrB, benchAddrB)}
+	return &Peer{Name: "guest-roced-" + l.Suite, Subject: mk("roced "+pairAddrA, pairAddrA), Ref: mk("roced "+pairAddrB, pairAddrB)}
 }
 
 // benchRun runs one case on p, with vethB's received bytes read before

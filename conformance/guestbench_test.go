@@ -77,7 +77,7 @@ func benchReport(t *testing.T) *GuestBenchReport {
 	}{{"write_bw", 65536, false}, {"send_lat", 2, true}, {"send_lat", 64, true}} {
 		bt := BenchTest{Tool: test.tool, Size: test.size}
 		row := &BenchRow{Test: bt.Name(), Tool: test.tool, Size: test.size, Iters: 1000, Latency: test.latency,
-			Unit: map[bool]string{true: "usec", false: "MiB/s"}[test.latency], Runs: map[string][]*BenchRun{}}
+			Unit: benchUnit(test.latency), Runs: map[string][]*BenchRun{}}
 		if !test.latency {
 			row.Iters = 5000
 		}
