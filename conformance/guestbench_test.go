@@ -31,6 +31,10 @@ func TestBenchFigure(t *testing.T) {
 		{"bookworm", "rxe", "send_lat_s2", true, "25.25", "41922.80"},
 		{"bookworm", "roced1", "send_lat_s2", true, "2854.18", "30972.60"},
 		{"bookworm", "roced", "send_lat_s64", true, "3590.75", "50913.79"},
+		// perftest 6.24 prints MiB/sec
+		{"trixie", "rxe", "write_bw_s65536", false, "5.64", ""},
+		{"trixie", "rxe", "send_lat_s64", true, "2471.54", "97158.10"},
+		{"trixie", "roced", "send_lat_s2", true, "5951.97", "118997.36"},
 	} {
 		v, p99, printed, err := BenchFigure(benchOutput(t, c.suite, c.pair, c.test), c.latency)
 		if err != nil || v == nil || printed != c.want || formatFigure(*v) != c.want {
