@@ -85,18 +85,18 @@ type BenchRun struct {
 	// direction, where the client's messages go): at least size x iters
 	// proves the traffic crossed the veth.
 	VethBytes int64    `json:"vethB_rx_bytes"`
-	Errors    []string `json:"errors,omitempty"` // why the run has no figure, or is suspect
-	Client    []string `json:"client_argv,omitempty"`
-	Dir       string   `json:"artifacts,omitempty"` // the run's outputs
+	Errors    []string `json:"errors,omitempty"`      // why the run has no figure, or is suspect
+	Client    []string `json:"client_argv,omitempty"` // the client's command line
+	Dir       string   `json:"artifacts,omitempty"`   // the run's outputs
 }
 
 // BenchRow is one test run by every pair.
 type BenchRow struct {
-	Test    string `json:"test"` // BenchTest.Name
-	Tool    string `json:"tool"`
-	Size    int    `json:"size"`
-	Iters   int    `json:"iters"`
-	Latency bool   `json:"latency"`
+	Test    string `json:"test"`    // BenchTest.Name
+	Tool    string `json:"tool"`    // roced's command
+	Size    int    `json:"size"`    // -s
+	Iters   int    `json:"iters"`   // -n, scaled
+	Latency bool   `json:"latency"` // a latency test (t_typical), else bandwidth
 	// Unit of every Value: "MiB/s" or "usec".
 	Unit string `json:"unit"`
 	// Runs by pair (BenchRxe, BenchRoced, BenchRocedOneCPU), one per round.
@@ -200,18 +200,17 @@ func formatFigure(v float64) string {
 
 // GuestBenchReport is a whole bench run on one guest.
 type GuestBenchReport struct {
-	Suite   string            `json:"suite"`
-	Info    map[string]string `json:"info,omitempty"`
-	Started time.Time         `json:"started"`
-	Seconds float64           `json:"seconds"`
+	Suite   string            `json:"suite"`          // the guest's Debian suite
+	Info    map[string]string `json:"info,omitempty"` // the guest's kernel and package versions (Lab.Info)
+	Started time.Time         `json:"started"`        // when the run began
+	Seconds float64           `json:"seconds"`        // how long it took
 	// HostLoad and GuestLoad are /proc/loadavg's first three fields at
 	// the start and at the end of the run.
-	HostLoad [2]string `json:"host_load"`
+	HostLoad  [2]string `json:"host_load"`
+	GuestLoad [2]string `json:"guest_load"` // see HostLoad
 	// Rounds is how many times each pair ran every test.
-	Rounds    int         `json:"rounds"`
-	GuestLoad [2]string   `json:"guest_load"`
-	Rows      []*BenchRow `json:"rows"`
-	Notes     []string    `json:"notes,omitempty"`
+	Rounds int         `json:"rounds"`
+	Rows   []*BenchRow `json:"rows"` // one per test
 }
 
 // BenchPairs are the pairs of the table's columns, in order.
@@ -266,9 +265,6 @@ func (r *GuestBenchReport) WriteTable(w io.Writer) {
 				}
 			}
 		}
-	}
-	for _, n := range r.Notes {
-		fmt.Fprintln(w, "note: "+n)
 	}
 }
 
@@ -328,11 +324,12 @@ func (r *GuestBenchReport) WriteJSON(file string) error {
 type GuestBenchOptions struct {
 	// Roced is the static roced binary on this host.
 	Roced string
-	// Tests to run (default GuestBenchTests), at path MTU MTU (default
-	// 1024, rxe's on the guest's 1500-byte veth), with each -n times
-	// ItersScale.
-	Tests      []BenchTest
-	MTU        int
+	// Tests to run (default GuestBenchTests).
+	Tests []BenchTest
+	// MTU is the path MTU both sides get (-m; default 1024, rxe's on the
+	// guest's 1500-byte veth).
+	MTU int
+	// ItersScale multiplies each test's -n (0: as it is).
 	ItersScale float64
 	// Timeout bounds each side's command (default 5 minutes: the TCG
 	// guest moves a few MB/s).
@@ -412,6 +409,12 @@ func RunGuestBench(ctx context.Context, l *Lab, o GuestBenchOptions) (rep *Guest
 	if err := l.installRoced(ctx, o.Roced); err != nil {
 		return nil, err
 	}
+	defer func() {
+		// The guest as it was: without the bench's binary.
+		if _, rerr := l.run(context.Background(), "exec", "rm -f "+benchGuestBin); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
 	pair, err := LabPairPeer(ctx, l)
 	if err != nil {
 		return nil, err
