@@ -209,8 +209,11 @@ type GuestBenchReport struct {
 	HostLoad  [2]string `json:"host_load"`
 	GuestLoad [2]string `json:"guest_load"` // see HostLoad
 	// Rounds is how many times each pair ran every test.
-	Rounds int         `json:"rounds"`
-	Rows   []*BenchRow `json:"rows"` // one per test
+	Rounds int `json:"rounds"`
+	// RocedEnv is what every roced command had in its environment
+	// (GuestBenchOptions.RocedEnv).
+	RocedEnv []string    `json:"roced_env,omitempty"`
+	Rows     []*BenchRow `json:"rows"` // one per test
 }
 
 // BenchPairs are the pairs of the table's columns, in order.
@@ -239,6 +242,9 @@ func (r *GuestBenchReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "guest %s (kernel %s, perftest %s), %s; host load %s -> %s, guest load %s -> %s\n\n",
 		r.Suite, orDash(r.Info["guest_kernel"]), orDash(r.Info["perftest"]), r.Started.UTC().Format("2006-01-02 15:04 MST"),
 		orDash(r.HostLoad[0]), orDash(r.HostLoad[1]), orDash(r.GuestLoad[0]), orDash(r.GuestLoad[1]))
+	if len(r.RocedEnv) > 0 {
+		fmt.Fprintf(w, "every roced with %s\n\n", strings.Join(r.RocedEnv, " "))
+	}
 	fmt.Fprintln(w, "| test | size | iters | rxe | roced | roced GOMAXPROCS=1 | roced / rxe | roced GOMAXPROCS=1 / rxe |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, row := range r.Rows {
@@ -334,6 +340,9 @@ type GuestBenchOptions struct {
 	// Timeout bounds each side's command (default 5 minutes: the TCG
 	// guest moves a few MB/s).
 	Timeout time.Duration
+	// RocedEnv are NAME=VALUE settings every roced command gets
+	// (GOROCE_BUSY_POLL=5000, say).
+	RocedEnv []string
 	// Rounds is how many times every pair runs every test (default 1):
 	// rxe's runs, then roced's, in each round.
 	Rounds int
@@ -396,7 +405,12 @@ func RunGuestBench(ctx context.Context, l *Lab, o GuestBenchOptions) (rep *Guest
 			return nil, err
 		}
 	}
-	rep = &GuestBenchReport{Suite: l.Suite, Started: time.Now()}
+	for _, e := range o.RocedEnv {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return nil, fmt.Errorf("roced environment %q: want NAME=VALUE", e)
+		}
+	}
+	rep = &GuestBenchReport{Suite: l.Suite, Started: time.Now(), RocedEnv: o.RocedEnv}
 	rep.HostLoad[0], rep.GuestLoad[0] = l.loads(ctx)
 	defer func() {
 		if rep == nil { // a set-up error: no report
@@ -437,8 +451,8 @@ func RunGuestBench(ctx context.Context, l *Lab, o GuestBenchOptions) (rep *Guest
 	for round := 1; round <= o.Rounds && ctx.Err() == nil; round++ {
 		runAll(round, BenchRxe, pair)
 		if err := l.rocedRound(ctx, func() {
-			runAll(round, BenchRoced, guestRocedPeer(l, nil))
-			runAll(round, BenchRocedOneCPU, guestRocedPeer(l, benchOneCPU))
+			runAll(round, BenchRoced, guestRocedPeer(l, o.RocedEnv, false))
+			runAll(round, BenchRocedOneCPU, guestRocedPeer(l, o.RocedEnv, true))
 		}); err != nil {
 			return rep, err
 		}
@@ -479,7 +493,7 @@ func GuestBenchList(w io.Writer, l *Lab, o GuestBenchOptions) error {
 	for _, np := range []struct {
 		name string
 		p    *Peer
-	}{{BenchRxe, pairPeer(l)}, {BenchRoced, guestRocedPeer(l, nil)}, {BenchRocedOneCPU, guestRocedPeer(l, benchOneCPU)}} {
+	}{{BenchRxe, pairPeer(l)}, {BenchRoced, guestRocedPeer(l, o.RocedEnv, false)}, {BenchRocedOneCPU, guestRocedPeer(l, o.RocedEnv, true)}} {
 		for _, t := range o.Tests {
 			c, err := t.Case(o.MTU, o.ItersScale)
 			if err != nil {
@@ -493,12 +507,17 @@ func GuestBenchList(w io.Writer, l *Lab, o GuestBenchOptions) error {
 	return nil
 }
 
-// benchOneCPU is the prefix of the roced commands of BenchRocedOneCPU.
-var benchOneCPU = []string{"env", "GOMAXPROCS=1"}
-
 // guestRocedPeer is roced on vethA (the client) against roced on vethB
-// (the server), both in the guest; prefix goes before each command.
-func guestRocedPeer(l *Lab, prefix []string) *Peer {
+// (the server), both in the guest, each with env in its environment and,
+// if oneCPU, GOMAXPROCS=1.
+func guestRocedPeer(l *Lab, env []string, oneCPU bool) *Peer {
+	var prefix []string
+	if len(env) > 0 || oneCPU {
+		prefix = append([]string{"env"}, env...)
+		if oneCPU {
+			prefix = append(prefix, "GOMAXPROCS=1")
+		}
+	}
 	g := l.Guest()
 	mk := func(who, addr string) Side {
 		return Side{Who: who, Runner: g, Roced: benchGuestBin, Dev: addr, GID: 1, Addr: addr, Strict: true, Prefix: prefix}

@@ -170,3 +170,20 @@ func TestBenchTestCase(t *testing.T) {
 		t.Error("a text file passed as a static roced")
 	}
 }
+
+func TestGuestBenchList(t *testing.T) {
+	var b strings.Builder
+	o := GuestBenchOptions{Tests: []BenchTest{{Tool: "send_lat", Size: 64, Iters: 1000}}, RocedEnv: []string{"GOROCE_BUSY_POLL=5000"}}
+	if err := GuestBenchList(&b, NewLab(t.TempDir()), o); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"server: ib_send_lat -d rxeB -x 1 -s 64 -n 1000 -m 1024 -F -u 17\n",
+		"client: env GOROCE_BUSY_POLL=5000 " + benchGuestBin + " send_lat -d 198.51.100.1 -x 1 -s 64 -n 1000 -m 1024 -F -u 17 -p 18516 198.51.100.2\n",
+		"server: env GOROCE_BUSY_POLL=5000 GOMAXPROCS=1 " + benchGuestBin + " send_lat -d 198.51.100.2 ",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("list lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 // guestBenchArgs are the flags -peer lab-guestbench takes.
 type guestBenchArgs struct {
 	labDir, runRe, roced, jsonFile, artifacts string
+	rocedEnv                                  []string // NAME=VALUE for every roced
 	mtu, port, rounds                         int
 	scale                                     float64
 	timeout                                   time.Duration // 0: the bench's own
@@ -32,9 +33,14 @@ func runGuestBench(a guestBenchArgs, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "interop: "+format+"\n", v...)
 		return 2
 	}
-	o := conformance.GuestBenchOptions{MTU: a.mtu, ItersScale: a.scale, Timeout: a.timeout, Port: a.port, Rounds: a.rounds, Progress: stderr}
+	o := conformance.GuestBenchOptions{MTU: a.mtu, ItersScale: a.scale, Timeout: a.timeout, Port: a.port, Rounds: a.rounds, RocedEnv: a.rocedEnv, Progress: stderr}
 	if !conformance.ValidMTU(a.mtu) {
 		return fail("-mtu %d: want 256, 512, 1024, 2048 or 4096", a.mtu)
+	}
+	for _, e := range a.rocedEnv {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return fail("-roced-env %q: want NAME=VALUE", e)
+		}
 	}
 	if a.rounds < 1 {
 		return fail("-count %d: want 1 or more rounds", a.rounds)

@@ -100,9 +100,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		qpTimeout  = fs.Int("qp-timeout", -1, "roced's RC local ACK timeout T (--qp-timeout, 4.096 us * 2^T) on every case but the README's; -1: conformance.LabQPTimeout with -peer lab, else the tools' own (14); 0: the tools' own")
 		sshOpts    stringList
 		rocedFlags stringList
+		rocedEnv   stringList
 	)
 	fs.Var(&sshOpts, "ssh-opt", "remote: an ssh option (repeatable), e.g. -ssh-opt=-i -ssh-opt=key")
 	fs.Var(&rocedFlags, "roced-flag", "an extra flag for every roced command line (repeatable)")
+	fs.Var(&rocedEnv, "roced-env", "lab-guestbench: NAME=VALUE in every roced's environment (repeatable), e.g. GOROCE_BUSY_POLL=5000")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -122,7 +124,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		o := guestBenchArgs{labDir: *labDir, runRe: *runRe, mtu: *mtu, scale: *scale, port: *port, rounds: *count,
-			jsonFile: *jsonFile, artifacts: *artifacts, labDown: *labDown, list: *list}
+			jsonFile: *jsonFile, artifacts: *artifacts, labDown: *labDown, list: *list, rocedEnv: rocedEnv}
 		if set["roced"] {
 			o.roced = *roced
 		}
