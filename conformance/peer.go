@@ -364,15 +364,26 @@ func LabPairPeer(ctx context.Context, l *Lab) (*Peer, error) {
 	if err := l.Pair(ctx); err != nil {
 		return nil, fmt.Errorf("creating rxeA/rxeB in the guest: %w", err)
 	}
+	p := pairPeer(l)
+	p.Info = l.Info(ctx)
+	p.Info["subject"], p.Info["ref"] = "rxeA ("+pairAddrA+")", "rxeB ("+pairAddrB+")"
+	return p, nil
+}
+
+// The addresses of the guest's vethA and vethB (guest/rxe-pair.sh).
+const (
+	pairAddrA = "198.51.100.1"
+	pairAddrB = "198.51.100.2"
+)
+
+// pairPeer is LabPairPeer without the set-up and the report's details.
+func pairPeer(l *Lab) *Peer {
 	g := l.Guest()
-	info := l.Info(ctx)
-	info["subject"], info["ref"] = "rxeA (198.51.100.1)", "rxeB (198.51.100.2)"
 	return &Peer{
 		Name:    "lab-pair-" + l.Suite,
-		Subject: Side{Who: "rxeA", Runner: g, Dev: "rxeA", GID: 1, Addr: "198.51.100.1", RdmaCore: suiteRdmaCore[l.Suite]},
-		Ref:     Side{Who: "rxeB", Runner: g, Dev: "rxeB", GID: 1, Addr: "198.51.100.2", RdmaCore: suiteRdmaCore[l.Suite]},
-		Info:    info,
-	}, nil
+		Subject: Side{Who: "rxeA", Runner: g, Dev: "rxeA", GID: 1, Addr: pairAddrA, RdmaCore: suiteRdmaCore[l.Suite]},
+		Ref:     Side{Who: "rxeB", Runner: g, Dev: "rxeB", GID: 1, Addr: pairAddrB, RdmaCore: suiteRdmaCore[l.Suite]},
+	}
 }
 
 // RemoteConfig names a host with a real HCA.

@@ -6,12 +6,17 @@
 //	roced COMMAND [flags] [args]
 //
 // Run `roced help` for the list of commands.
+//
+// GOROCE_CPUPROFILE=FILE writes a CPU profile of the whole run to FILE
+// (go tool pprof reads it): for a roced where no debugger reaches, such
+// as inside the lab guest.
 package main
 
 import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 )
 
@@ -49,7 +54,33 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Run 'roced COMMAND -h' for a command's flags.")
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	os.Exit(profiled(os.Getenv("GOROCE_CPUPROFILE"), os.Stderr, func() int { return run(os.Args[1:], os.Stdout, os.Stderr) }))
+}
+
+// profiled runs fn under a CPU profile written to file (empty: none).
+// A profile that cannot be started is reported and the run goes on.
+func profiled(file string, stderr io.Writer, fn func() int) int {
+	if file == "" {
+		return fn()
+	}
+	f, err := os.Create(file)
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "roced: GOROCE_CPUPROFILE: %v\n", err)
+		return fn()
+	}
+	code := fn()
+	pprof.StopCPUProfile()
+	if err := f.Close(); err != nil {
+		fmt.Fprintf(stderr, "roced: GOROCE_CPUPROFILE: %v\n", err)
+	}
+	return code
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {

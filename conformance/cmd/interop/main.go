@@ -8,6 +8,11 @@
 //	-peer lab        roced against Linux rxe in the rxe-peer VM (root)
 //	-peer lab-pair   the real tools on rxeA against rxeB inside the VM:
 //	                 checks the harness and the lab, no roced involved
+//	-peer lab-guestbench
+//	                 roced against itself beside rxe against itself on the
+//	                 same veth inside the VM: ib_write_bw and ib_send_lat
+//	                 between rxeA and rxeB, then a static roced's write_bw
+//	                 and send_lat between their addresses, in one table
 //	-peer remote     roced against a host with a real HCA, over ssh
 //	                 (--peer-host, --peer-dev, --peer-gid) or, with --print,
 //	                 printing the peer's commands for a person to run
@@ -18,6 +23,7 @@
 //	interop -peer lab -json lab.json -artifacts /tmp/interop
 //	interop -peer remote --peer-host lab1 --peer-dev mlx5_0 --peer-gid 3
 //	interop -peer remote --peer-host 10.0.0.7 --peer-dev mlx5_0 --peer-gid 3 --print -run rc_pingpong
+//	interop -peer lab-guestbench -json bench.json
 //
 // The exit status is 0 when every case passed, 1 when one failed or did
 // not run, 2 on a usage or setup error.
@@ -54,8 +60,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("interop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		peer       = fs.String("peer", "self", "self, lab, lab-libgoroce (the host's real tools over -libgoroce against the lab), lab-pyverbs (memory windows and invalidation against rxe's verbs through pyverbs), lab-pair or remote")
-		roced      = fs.String("roced", "bin/roced", "the roced binary")
+		peer       = fs.String("peer", "self", "self, lab, lab-libgoroce (the host's real tools over -libgoroce against the lab), lab-pyverbs (memory windows and invalidation against rxe's verbs through pyverbs), lab-pair, lab-guestbench (roced against itself beside rxe against itself inside the guest) or remote")
+		roced      = fs.String("roced", "bin/roced", "the roced binary; lab-guestbench: a static one (default: built with CGO_ENABLED=0)")
 		libgoroce  = fs.String("libgoroce", "bin/libgoroce.so", "lab-libgoroce: the preloaded library; lab-pyverbs: the library the host's pyverbs runs over in the pair cases ('' leaves them out)")
 		link       = fs.String("link", "", "roced's --link (udp, afpacket, afxdp); empty: its default")
 		runRe      = fs.String("run", "", "only cases whose ID (tool/transport/size[/variant]@direction), and README pairs whose name (readme/TOOL[/reversed]@direction), match this regexp")
@@ -71,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		jsonFile   = fs.String("json", "", "write the report as JSON to this file")
 		artifacts  = fs.String("artifacts", "", "directory for each case's outputs and failed cases' pcaps (default: a new temporary directory)")
 		list       = fs.Bool("list", false, "print the cases and their command lines, run nothing")
-		count      = fs.Int("count", 1, "run each selected case this many times in a row (each run judged alone)")
+		count      = fs.Int("count", 1, "run each selected case this many times in a row (each run judged alone); lab-guestbench: rounds, each cell the median")
 		labDir     = fs.String("lab", "", "the rxe-peer lab directory (default $RXE_PEER_DIR, else ../shared/rxe-peer beside the module root)")
 		labDown    = fs.Bool("lab-down", false, "power the lab VM off at the end")
 		tapQLen    = fs.Int("tap-qlen", conformance.DefaultTapQueueLen, "transmit queue length set on the lab tap (0: leave it); qemu under TCG drains it slowly")
@@ -94,9 +100,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		qpTimeout  = fs.Int("qp-timeout", -1, "roced's RC local ACK timeout T (--qp-timeout, 4.096 us * 2^T) on every case but the README's; -1: conformance.LabQPTimeout with -peer lab, else the tools' own (14); 0: the tools' own")
 		sshOpts    stringList
 		rocedFlags stringList
+		rocedEnv   stringList
 	)
 	fs.Var(&sshOpts, "ssh-opt", "remote: an ssh option (repeatable), e.g. -ssh-opt=-i -ssh-opt=key")
 	fs.Var(&rocedFlags, "roced-flag", "an extra flag for every roced command line (repeatable)")
+	fs.Var(&rocedEnv, "roced-env", "lab-guestbench: NAME=VALUE in every roced's environment (repeatable), e.g. GOROCE_BUSY_POLL=5000")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -111,6 +119,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	if *peer == "lab-pyverbs" {
 		return runVerbs(*labDir, *runRe, *libgoroce, *list, *jsonFile, stdout, stderr)
+	}
+	if *peer == "lab-guestbench" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		o := guestBenchArgs{labDir: *labDir, runRe: *runRe, mtu: *mtu, scale: *scale, port: *port, rounds: *count,
+			jsonFile: *jsonFile, artifacts: *artifacts, labDown: *labDown, list: *list, rocedEnv: rocedEnv}
+		if set["roced"] {
+			o.roced = *roced
+		}
+		if set["timeout"] {
+			o.timeout = *timeout
+		}
+		return runGuestBench(o, stdout, stderr)
 	}
 
 	ds, err := conformance.ParseDirections(*dirs)
@@ -323,7 +344,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 	default:
-		return fail("-peer %q: want self, lab, lab-libgoroce, lab-pyverbs, lab-pair or remote", *peer)
+		return fail("-peer %q: want self, lab, lab-libgoroce, lab-pyverbs, lab-pair, lab-guestbench or remote", *peer)
 	}
 
 	if *list {
