@@ -177,6 +177,9 @@ func TestMain(m *testing.M) {
 // the requester cases no tool can play are the verdict error, with what
 // they need.
 func TestConformPeerLoopback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the whole suite against roced's tools as real processes: make system runs it, without -race")
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -314,6 +317,9 @@ func (r *peerRunner) wait() {
 // requester case is the verdict error, as printed commands give back no
 // exit status, and prints nothing.
 func TestConformPrinted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the whole suite against roced's tools as real processes: make system runs it, without -race")
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
