@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+
+	"github.com/goroce/goroce/inet"
 )
 
 // Multi is one link over several, each holding some of a device's local
@@ -30,13 +32,14 @@ type Multi struct {
 }
 
 // multiBatch is what one Recv of a link returned. Its frames stay valid
-// until done is closed: the link's receiver waits for that before it
-// receives again.
+// until Recv signals done: the link's receiver waits for that before it
+// receives again, and then reuses the batch (nothing is allocated per
+// batch).
 type multiBatch struct {
 	frames []Frame
 	off    int
 	err    error
-	done   chan struct{}
+	done   chan struct{} // capacity 1: Recv's signal never waits
 }
 
 // multiBatchLen is how many frames each link's receiver asks for at once.
@@ -92,9 +95,10 @@ func NewMulti(links ...Link) (*Multi, error) {
 func (m *Multi) receive(recv func([]Frame) (int, error)) {
 	defer m.wg.Done()
 	buf := make([]Frame, multiBatchLen)
+	b := &multiBatch{done: make(chan struct{}, 1)}
 	for {
 		n, err := recv(buf)
-		b := &multiBatch{frames: buf[:n], err: err, done: make(chan struct{})}
+		b.frames, b.off, b.err = buf[:n], 0, err
 		select {
 		case m.in <- b:
 		case <-m.quit:
@@ -149,10 +153,10 @@ func (m *Multi) linkOf(f Frame) (int, bool) {
 	dg := f.Datagram()
 	var src netip.Addr
 	switch {
-	case len(dg) >= 20 && dg[0]>>4 == 4:
-		src = netip.AddrFrom4([4]byte(dg[12:16]))
-	case len(dg) >= 40 && dg[0]>>4 == 6:
-		src = netip.AddrFrom16([16]byte(dg[8:24])).Unmap()
+	case len(dg) >= inet.IPv4HeaderLen && inet.IPv4(dg).Version() == 4:
+		src = inet.IPv4(dg).Src()
+	case len(dg) >= inet.IPv6HeaderLen && inet.IPv6(dg).Version() == 6:
+		src = inet.IPv6(dg).Src().Unmap()
 	default:
 		return 0, false
 	}
@@ -167,7 +171,7 @@ func (m *Multi) Recv(frames []Frame) (int, error) {
 		return 0, nil
 	}
 	if b := m.cur; b != nil && b.off >= len(b.frames) {
-		close(b.done)
+		b.done <- struct{}{}
 		m.cur = nil
 	}
 	if m.cur == nil {
@@ -198,20 +202,7 @@ func (m *Multi) SrcPort(qpn uint32) uint16 { return m.links[0].SrcPort(qpn) }
 func (m *Multi) Stats() Stats {
 	var s Stats
 	for _, l := range m.links {
-		t := l.Stats()
-		s.TxPackets += t.TxPackets
-		s.TxBytes += t.TxBytes
-		s.RxPackets += t.RxPackets
-		s.RxBytes += t.RxBytes
-		s.TxDropped += t.TxDropped
-		s.RxDropped += t.RxDropped
-		s.TxBatches += t.TxBatches
-		s.RxBatches += t.RxBatches
-		s.TxGSOSegments += t.TxGSOSegments
-		s.RxGROSegments += t.RxGROSegments
-		s.TxNoNeighbour += t.TxNoNeighbour
-		s.RxIDUnsolved += t.RxIDUnsolved
-		s.RxKernelDrops += t.RxKernelDrops
+		s.add(l.Stats())
 	}
 	m.mu.Lock()
 	s.TxDropped += m.dropped

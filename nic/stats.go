@@ -39,3 +39,21 @@ func addIf(c *atomic.Uint64, n uint64) {
 		c.Add(n)
 	}
 }
+
+// add adds t's counters to s, field by field (a link joining others sums
+// theirs).
+func (s *Stats) add(t Stats) {
+	s.TxPackets += t.TxPackets
+	s.TxBytes += t.TxBytes
+	s.RxPackets += t.RxPackets
+	s.RxBytes += t.RxBytes
+	s.TxDropped += t.TxDropped
+	s.RxDropped += t.RxDropped
+	s.TxBatches += t.TxBatches
+	s.RxBatches += t.RxBatches
+	s.TxGSOSegments += t.TxGSOSegments
+	s.RxGROSegments += t.RxGROSegments
+	s.TxNoNeighbour += t.TxNoNeighbour
+	s.RxIDUnsolved += t.RxIDUnsolved
+	s.RxKernelDrops += t.RxKernelDrops
+}
