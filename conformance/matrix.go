@@ -201,12 +201,12 @@ var Tools = []*Tool{
 	// librdmacm: rping connects through the connection manager (REQ, REP,
 	// RTU on QP1, DREQ and DREP at the end), then per ping SENDs, an RDMA
 	// READ and an RDMA WRITE, on RC. -S runs from rping.c's
-	// RPING_MIN_BUFSIZE (26) to RPING_BUFSIZE-1 (65535): a one-packet ping
-	// and the largest, 64 packets at MTU 1024. -C 10 takes 2-4 s a case
-	// under TCG; -v on both sides prints every ping, -V on the client
-	// checks the echo.
+	// RPING_MIN_BUFSIZE (26) to RPING_BUFSIZE-1 (65535): a one-packet ping,
+	// exactly one MTU, four packets, and the largest, 64 packets at MTU
+	// 1024. -C 100 takes 3-5 s a case under TCG; -v on both sides prints
+	// every ping, -V on the client checks the echo.
 	{Name: "rping", Binary: "rping", Family: CM, Transports: []Transport{RC},
-		Iters: 10, FixedSizes: []int{64, 65535}, IPv6Sizes: []int{65535}, Port: rping.DefaultPort},
+		Iters: 100, FixedSizes: []int{64, 1024, 4096, 65535}, IPv6Sizes: []int{65535}, Port: rping.DefaultPort},
 	// librdmacm's smallest example: rdma_server and rdma_client connect,
 	// the client SENDs 16 bytes and the server 16 back, both disconnect.
 	// One exchange of a fixed size.

@@ -15,12 +15,13 @@ func TestMatrixShape(t *testing.T) {
 	}
 	// 4 pingpongs: rc, uc, srq x 4 sizes, ud x 2; perftest RC: 6 tests x 4
 	// sizes + 2 atomics x 2 variants; UC: write and send, bw and lat, x 4
-	// sizes; UD: send bw and lat x 2 sizes; rping at 64 and 65535 bytes;
+	// sizes; UD: send bw and lat x 2 sizes; rping at 64, 1024, 4096 and
+	// 65535 bytes;
 	// rdma_server/rdma_client's one exchange; ucmatose's 50 connections;
 	// write_bw, read_bw and send_bw at 64 KiB through the RDMA CM (-R),
 	// send_bw and send_lat over UD through it at 1 B and the MTU;
 	// udaddy's 10 UD services; cmtime's 50. Each in two directions.
-	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 2 + 1 + 1 + 3 + 2*2 + 1 + 1
+	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 4 + 1 + 1 + 3 + 2*2 + 1 + 1
 	if len(cases) != 2*scenarios {
 		t.Fatalf("%d cases, want %d", len(cases), 2*scenarios)
 	}
@@ -54,8 +55,8 @@ func TestMatrixShape(t *testing.T) {
 				t.Errorf("%s: rdma_server/rdma_client run RC, one 16-byte exchange", c.ID())
 			}
 		case c.Tool.Family == CM:
-			if c.Size != 64 && c.Size != 65535 || c.Transport != RC || c.Iters != 10 {
-				t.Errorf("%s: rping runs RC, -S 64 or 65535, -C 10", c.ID())
+			if c.Size != 64 && c.Size != 1024 && c.Size != 4096 && c.Size != 65535 || c.Transport != RC || c.Iters != 100 {
+				t.Errorf("%s: rping runs RC, -S 64, 1024, 4096 or 65535, -C 100", c.ID())
 			}
 		case c.Transport == UD:
 			if c.Size > c.MTU {
@@ -358,7 +359,7 @@ func TestLibgoroceCases(t *testing.T) {
 	}
 	want := []string{"write_bw/RC/s65536", "write_lat/RC/s65536", "read_bw/RC/s65536", "send_bw/RC/s65536",
 		"send_lat/RC/s65536", "atomic_bw/RC/s8/A=FETCH_AND_ADD",
-		"rping/RC/s64", "rping/RC/s65535", "rping/RC/s65535/ipv6", "rdma_server/RC/s16", "rdma_server/RC/s16/ipv6",
+		"rping/RC/s64", "rping/RC/s1024", "rping/RC/s4096", "rping/RC/s65535", "rping/RC/s65535/ipv6", "rdma_server/RC/s16", "rdma_server/RC/s16/ipv6",
 		"ucmatose/RC/s100", "ucmatose/RC/s100/ipv6", "udaddy/UD/s100", "udaddy/UD/s100/ipv6", "cmtime/RC/s0"}
 	var got []string
 	for i, id := range ids {
@@ -366,8 +367,8 @@ func TestLibgoroceCases(t *testing.T) {
 			got = append(got, id)
 		}
 	}
-	if pingpongs != 28 || picked != 60 || !reflect.DeepEqual(got, want) {
-		t.Errorf("%d cases, %d pingpong ones, the others %q; want 60, 28 and %q", picked, pingpongs, got, want)
+	if pingpongs != 28 || picked != 64 || !reflect.DeepEqual(got, want) {
+		t.Errorf("%d cases, %d pingpong ones, the others %q; want 64, 28 and %q", picked, pingpongs, got, want)
 	}
 
 	mk := func(subject, ref string) *Peer {

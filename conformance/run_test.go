@@ -287,7 +287,7 @@ func TestRunRping(t *testing.T) {
 					t.Errorf("note %q", n)
 				}
 			}
-			if tc.result == Pass && FigureText(r.Figures) != "10 pings (client)" {
+			if tc.result == Pass && FigureText(r.Figures) != "100 pings (client)" {
 				t.Errorf("figure %q", FigureText(r.Figures))
 			}
 		})
