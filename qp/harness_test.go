@@ -160,20 +160,14 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 // (each hdr fills an extended header), as a burst of one.
 func (h *harness) deliver(op bth.OpCode, psn uint32, payload []byte, hs ...func(p []byte, info *bth.Info)) {
 	h.t.Helper()
-	info := op.Info()
-	pad := bth.PadFor(len(payload))
-	roce := make([]byte, info.HdrLen+len(payload)+pad+bth.ICRCLen)
-	bth.BTH(roce).Encode(&bth.BTHFields{OpCode: op, PadCount: uint8(pad), PKey: bth.DefaultPKey,
-		DestQP: h.q.QPN(), AckReq: true, PSN: bth.PSN(psn)})
-	for _, f := range hs {
-		f(roce, info)
-	}
-	copy(roce[info.HdrLen:], payload)
 	o := bth.Outer{Src: peerAddr, Dst: localAddr, SrcPort: 0xc123}
-	dg := make([]byte, o.Len()+len(roce))
-	hl := o.Put(dg, len(roce))
-	copy(dg[hl:], roce)
-	bth.Seal(dg[:hl-8], dg[hl-8:hl], dg[hl:])
+	d := bth.NewDraft(make([]byte, bth.DraftLen(&o, op, len(payload))), &o, bth.BTHFields{OpCode: op,
+		PKey: bth.DefaultPKey, DestQP: h.q.QPN(), AckReq: true, PSN: bth.PSN(psn)}, len(payload))
+	for _, f := range hs {
+		f(d.RoCE(), d.Info())
+	}
+	copy(d.Payload(), payload)
+	dg := d.Seal()
 	f, err := bth.DecodeIP(dg)
 	if err != nil {
 		h.t.Fatal(err)

@@ -148,8 +148,8 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		// request asks for all of it, a retried one for what is missing
 		// (IBA 9.7.5.1.3).
 		p = q.newRequest(w, bth.RCReadRequest, 0, psn)
-		bth.RETH(p.ext(bth.ExtRETH)).Encode(w.wr.RemoteAddr+uint64(r.off), w.wr.RKey, w.length-r.off)
-		p.bth().SetAckReq(true)
+		bth.RETH(p.Ext(bth.ExtRETH)).Encode(w.wr.RemoteAddr+uint64(r.off), w.wr.RKey, w.length-r.off)
+		p.BTH().SetAckReq(true)
 		q.send(&p)
 		r.psn = w.lastPSN.Next()
 	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
@@ -159,8 +159,8 @@ func (q *QP) sendNext(w *sendWQE) bool {
 			op, swapAdd, compare = bth.RCCompareSwap, w.wr.Swap, w.wr.CompareAdd
 		}
 		p = q.newRequest(w, op, 0, psn)
-		bth.AtomicETH(p.ext(bth.ExtAtomicETH)).Encode(w.wr.RemoteAddr, w.wr.RKey, swapAdd, compare)
-		p.bth().SetAckReq(true)
+		bth.AtomicETH(p.Ext(bth.ExtAtomicETH)).Encode(w.wr.RemoteAddr, w.wr.RKey, swapAdd, compare)
+		p.BTH().SetAckReq(true)
 		q.send(&p)
 		r.psn = psn.Next()
 	default:
@@ -173,27 +173,27 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		} else {
 			p = q.newRequest(w, op, int(n), psn)
 		}
-		info := p.info
+		info := p.Info()
 		if info.Headers.Has(bth.ExtRETH) {
-			bth.RETH(p.ext(bth.ExtRETH)).Encode(w.wr.RemoteAddr, w.wr.RKey, w.length)
+			bth.RETH(p.Ext(bth.ExtRETH)).Encode(w.wr.RemoteAddr, w.wr.RKey, w.length)
 		}
 		if info.Imm {
-			bth.ImmDt(p.ext(bth.ExtImmDt)).SetImm(w.wr.Imm)
+			bth.ImmDt(p.Ext(bth.ExtImmDt)).SetImm(w.wr.Imm)
 		}
 		if info.Inv {
-			bth.IETH(p.ext(bth.ExtIETH)).SetRKey(w.wr.InvRKey)
+			bth.IETH(p.Ext(bth.ExtIETH)).SetRKey(w.wr.InvRKey)
 		}
 		if info.Headers.Has(bth.ExtDETH) {
-			d := bth.DETH(p.ext(bth.ExtDETH))
+			d := bth.DETH(p.Ext(bth.ExtDETH))
 			d.SetQKey(w.qkey)
 			d.SetSrcQP(q.qpn)
 		}
-		if err := q.gather(w.wr.SGL, w.inline, r.off, p.payload()); err != nil {
+		if err := q.gather(w.wr.SGL, w.inline, r.off, p.Payload()); err != nil {
 			p.release()
 			q.localError(w, cq.LocProtErr)
 			return false
 		}
-		h := p.bth()
+		h := p.BTH()
 		// RC asks for an ACK on the last packet of a message and, within a
 		// long one, often enough that the window keeps moving (IBA 9.7.4.1.3).
 		ackReq = q.typ.reliable() && (last || r.noAck >= ackReqEvery-1 || r.probe)
@@ -313,7 +313,7 @@ func (q *QP) opcodeFor(w *sendWQE, first, last bool) bth.OpCode {
 func (q *QP) newRequest(w *sendWQE, op bth.OpCode, payLen int, psn bth.PSN) packet {
 	p := q.newPacket(&q.outer, q.typ.opcode(op), payLen, psn, q.attr.DestQPN)
 	if q.typ == XRCIni {
-		bth.XRCETH(p.ext(bth.ExtXRCETH)).SetXRCSRQ(w.wr.RemoteSRQN)
+		bth.XRCETH(p.Ext(bth.ExtXRCETH)).SetXRCSRQ(w.wr.RemoteSRQN)
 	}
 	return p
 }

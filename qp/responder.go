@@ -593,8 +593,8 @@ func (q *QP) respond(budget int) (int, bool) {
 			r.outHead++
 		case itemAtomicAck:
 			p := q.newPacket(&q.outer, q.typ.opcode(bth.RCAtomicAcknowledge), 0, it.psn, q.attr.DestQPN)
-			bth.AETH(p.ext(bth.ExtAETH)).Encode(bth.ACKSyndrome(bth.CreditsInvalid), it.msn)
-			bth.AtomicAckETH(p.ext(bth.ExtAtomicAckETH)).SetOrigData(it.orig)
+			bth.AETH(p.Ext(bth.ExtAETH)).Encode(bth.ACKSyndrome(bth.CreditsInvalid), it.msn)
+			bth.AtomicAckETH(p.Ext(bth.ExtAtomicAckETH)).SetOrigData(it.orig)
 			q.send(&p)
 			r.outHead++
 		case itemRead:
@@ -635,7 +635,7 @@ func (q *QP) sendAckItem(it *respItem) {
 
 func (q *QP) sendAck(op bth.OpCode, psn bth.PSN, syn bth.Syndrome, msn uint32) {
 	p := q.newPacket(&q.outer, op, 0, psn, q.attr.DestQPN)
-	bth.AETH(p.ext(bth.ExtAETH)).Encode(syn, msn)
+	bth.AETH(p.Ext(bth.ExtAETH)).Encode(syn, msn)
 	q.send(&p)
 }
 
@@ -657,8 +657,8 @@ func (q *QP) sendReadResponse(it *respItem) bool {
 		op = bth.RCReadResponseMiddle
 	}
 	p := q.newPacket(&q.outer, q.typ.opcode(op), int(n), it.psn, q.attr.DestQPN)
-	if p.info.Headers.Has(bth.ExtAETH) {
-		bth.AETH(p.ext(bth.ExtAETH)).Encode(bth.ACKSyndrome(bth.CreditsInvalid), it.msn)
+	if p.Info().Headers.Has(bth.ExtAETH) {
+		bth.AETH(p.Ext(bth.ExtAETH)).Encode(bth.ACKSyndrome(bth.CreditsInvalid), it.msn)
 	}
 	if n > 0 {
 		span, err := remoteSpan(it.pd, q, it.rkey, it.va, n, mr.RemoteRead)
@@ -671,7 +671,7 @@ func (q *QP) sendReadResponse(it *respItem) bool {
 			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("READ response", it.rkey, it.va, n, err))
 			return false
 		}
-		copy(p.payload(), span.b)
+		copy(p.Payload(), span.b)
 		span.release()
 	}
 	q.send(&p)

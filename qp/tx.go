@@ -4,7 +4,6 @@ import (
 	"sync"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/nic"
 )
 
@@ -36,53 +35,28 @@ func (t *txBatch) drop() {
 	t.n = 0
 }
 
-// packet is a packet being built: the transport bytes sit after room for
-// the IP and UDP headers, which are written when it is sent.
+// packet is a packet being built in a pooled buffer: a bth.Draft after
+// the link's headroom.
 type packet struct {
-	buf   *[nic.BufSize]byte
-	outer *bth.Outer
-	hl    int    // IP and UDP header length
-	roce  []byte // BTH through ICRC
-	info  *bth.Info
-	pay   int
+	buf *[nic.BufSize]byte
+	bth.Draft
 }
 
 // newPacket starts a packet with opcode op and payLen payload bytes; the BTH
 // is filled in but for the AckReq and SE bits.
 func (q *QP) newPacket(o *bth.Outer, op bth.OpCode, payLen int, psn bth.PSN, destQP uint32) packet {
-	info := op.Info()
-	hl := o.Len()
-	pad := bth.PadFor(payLen)
-	n := info.HdrLen + payLen + pad + bth.ICRCLen
 	buf := bufPool.Get().(*[nic.BufSize]byte)
-	roce := buf[nic.Headroom+hl : nic.Headroom+hl+n]
-	bth.BTH(roce).Encode(&bth.BTHFields{OpCode: op, PadCount: uint8(pad), PKey: q.pkey,
-		DestQP: destQP, PSN: psn})
-	for i := info.HdrLen + payLen; i < n-bth.ICRCLen; i++ {
-		roce[i] = 0 // pad bytes
-	}
-	return packet{buf: buf, outer: o, hl: hl, roce: roce, info: info, pay: payLen}
+	d := bth.NewDraft(buf[nic.Headroom:], o, bth.BTHFields{OpCode: op, PKey: q.pkey, DestQP: destQP, PSN: psn}, payLen)
+	return packet{buf: buf, Draft: d}
 }
-
-func (p *packet) bth() bth.BTH { return bth.BTH(p.roce) }
-
-func (p *packet) ext(e bth.Ext) []byte {
-	o := p.info.Offset(e)
-	return p.roce[o : o+e.Size()]
-}
-
-func (p *packet) payload() []byte { return p.roce[p.info.HdrLen : p.info.HdrLen+p.pay] }
 
 // release returns an unsent packet's buffer.
 func (p *packet) release() { bufPool.Put(p.buf) }
 
 // send seals the packet (IP and UDP headers, ICRC) and queues it for the link.
 func (q *QP) send(p *packet) {
-	ip := p.buf[nic.Headroom:]
-	p.outer.Put(ip, len(p.roce))
-	ipLen := p.hl - inet.UDPHeaderLen
-	bth.Seal(ip[:ipLen], ip[ipLen:p.hl], p.roce)
-	end := nic.Headroom + p.hl + len(p.roce)
+	dg := p.Seal()
+	end := nic.Headroom + len(dg)
 	if q.tx == nil {
 		q.tx = txPool.Get().(*txBatch)
 	}
@@ -92,7 +66,7 @@ func (q *QP) send(p *packet) {
 	t.n++
 	q.env.Counters.SentPkts.Add(1)
 	if q.env.Trace != nil {
-		q.env.Trace(true, p.buf[nic.Headroom:end])
+		q.env.Trace(true, dg)
 	}
 	if t.n == txBatchMax {
 		q.flushTx()

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/nic"
 )
@@ -111,22 +110,15 @@ func (d *Device) sendMAD(src, dst netip.Addr, mad []byte) error {
 		return fmt.Errorf("transport: send_mad: %v and %v are not of one family", src, dst)
 	}
 	o := bth.Outer{Src: src, Dst: dst, SrcPort: d.link.SrcPort(GSIQPN)}
-	info := bth.UDSendOnly.Info()
-	hl := o.Len()
-	n := info.HdrLen + madLen + bth.ICRCLen
-	buf := make([]byte, nic.Headroom+hl+n)
-	ip := buf[nic.Headroom:]
-	roce := ip[hl:]
+	buf := make([]byte, nic.Headroom+bth.DraftLen(&o, bth.UDSendOnly, madLen))
 	psn := bth.PSN((d.gsi.psn.Add(1) - 1) & bth.PSNMask)
-	bth.BTH(roce).Encode(&bth.BTHFields{OpCode: bth.UDSendOnly, PKey: GSIPKey, DestQP: GSIQPN,
-		AckReq: true, PSN: psn})
-	off := info.Offset(bth.ExtDETH)
-	deth := bth.DETH(roce[off : off+bth.ExtDETH.Size()])
+	p := bth.NewDraft(buf[nic.Headroom:], &o, bth.BTHFields{OpCode: bth.UDSendOnly, PKey: GSIPKey,
+		DestQP: GSIQPN, AckReq: true, PSN: psn}, madLen)
+	deth := bth.DETH(p.Ext(bth.ExtDETH))
 	deth.SetQKey(GSIQKey)
 	deth.SetSrcQP(GSIQPN)
-	copy(roce[info.HdrLen:], mad)
-	o.Put(ip, n)
-	bth.Seal(ip[:hl-inet.UDPHeaderLen], ip[hl-inet.UDPHeaderLen:hl], roce)
+	copy(p.Payload(), mad)
+	ip := p.Seal()
 	if d.trace != nil {
 		d.trace(true, ip)
 	}
