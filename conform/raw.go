@@ -150,41 +150,31 @@ func withOrig(v uint64) func(p []byte, i *bth.Info) {
 
 // build returns the datagram of p, at nic.Headroom in its buffer.
 func (r *rawEnd) build(p pkt) []byte {
-	info, ok := bth.Lookup(p.op)
-	hdrLen := bth.BTHLen
-	if ok {
-		hdrLen = info.HdrLen
-	}
-	pad := bth.PadFor(len(p.payload))
-	roce := make([]byte, hdrLen+len(p.payload)+pad+bth.ICRCLen)
-	bth.BTH(roce).Encode(&bth.BTHFields{OpCode: p.op, PadCount: uint8(pad), PKey: bth.DefaultPKey,
-		DestQP: p.qpn, AckReq: p.ackReq, PSN: bth.PSN(p.psn & bth.PSNMask)})
-	if ok {
+	o := bth.Outer{Src: r.src, Dst: r.dst, SrcPort: r.srcPort}
+	buf := make([]byte, nic.Headroom+bth.DraftLen(&o, p.op, len(p.payload)))
+	d := bth.NewDraft(buf[nic.Headroom:], &o, bth.BTHFields{OpCode: p.op, PKey: bth.DefaultPKey,
+		DestQP: p.qpn, AckReq: p.ackReq, PSN: bth.PSN(p.psn & bth.PSNMask)}, len(p.payload))
+	if p.op.Valid() {
 		for _, e := range p.exts {
-			e(roce, info)
+			e(d.RoCE(), d.Info())
 		}
 	}
-	copy(roce[hdrLen:], p.payload)
+	copy(d.Payload(), p.payload)
 	if p.hdr != nil {
-		p.hdr(bth.BTH(roce))
+		p.hdr(d.BTH())
 	}
-	if p.trunc > 0 && p.trunc < len(roce)-bth.ICRCLen {
-		roce = append(roce[:p.trunc:p.trunc], make([]byte, bth.ICRCLen)...)
+	d.Cut(p.trunc)
+	dg := d.Seal()
+	if p.after == nil {
+		return buf[:nic.Headroom+len(dg)]
 	}
-	o := bth.Outer{Src: r.src, Dst: r.dst, SrcPort: r.srcPort}
-	hl := o.Len()
-	scratch := make([]byte, hl+len(roce))
-	o.Put(scratch, len(roce))
-	copy(scratch[hl:], roce)
-	bth.Seal(scratch[:hl-8], scratch[hl-8:hl], scratch[hl:])
-	roce = scratch[hl:]
-	if p.after != nil {
-		roce = p.after(roce)
-	}
-	buf := make([]byte, nic.Headroom+hl+len(roce))
-	o.Put(buf[nic.Headroom:], len(roce))
-	copy(buf[nic.Headroom+hl:], roce)
-	return buf
+	// A spoiled or cut packet keeps the ICRC it was sealed with; only the
+	// outer headers' lengths follow its new size.
+	roce := p.after(append([]byte(nil), d.RoCE()...))
+	out := make([]byte, nic.Headroom+o.Len()+len(roce))
+	hl := o.Put(out[nic.Headroom:], len(roce))
+	copy(out[nic.Headroom+hl:], roce)
+	return out
 }
 
 // send sends packets in order.

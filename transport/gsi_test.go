@@ -103,19 +103,14 @@ func TestGSIMalformed(t *testing.T) {
 	r := newRawPeer(t, net, "192.0.2.9")
 	r.dst = b
 	send := func(op bth.OpCode, pkey uint16, qkey uint32, n int) {
-		info := op.Info()
-		roce := make([]byte, info.HdrLen+n+bth.PadFor(n)+bth.ICRCLen)
-		bth.BTH(roce).Encode(&bth.BTHFields{OpCode: op, PadCount: uint8(bth.PadFor(n)), PKey: pkey, DestQP: 1})
-		if off := info.Offset(bth.ExtDETH); off >= 0 {
-			bth.DETH(roce[off:]).SetQKey(qkey)
-			bth.DETH(roce[off:]).SetSrcQP(1)
-		}
 		ob := bth.Outer{Src: r.addr, Dst: b.addr, SrcPort: 0xc000}
-		buf := make([]byte, nic.Headroom+ob.Len()+len(roce))
-		hl := ob.Put(buf[nic.Headroom:], len(roce))
-		copy(buf[nic.Headroom+hl:], roce)
-		dg := buf[nic.Headroom:]
-		bth.Seal(dg[:hl-8], dg[hl-8:hl], dg[hl:])
+		buf := make([]byte, nic.Headroom+bth.DraftLen(&ob, op, n))
+		d := bth.NewDraft(buf[nic.Headroom:], &ob, bth.BTHFields{OpCode: op, PKey: pkey, DestQP: 1}, n)
+		if d.Info().Headers.Has(bth.ExtDETH) {
+			bth.DETH(d.Ext(bth.ExtDETH)).SetQKey(qkey)
+			bth.DETH(d.Ext(bth.ExtDETH)).SetSrcQP(1)
+		}
+		d.Seal()
 		if _, err := r.link.Send([]nic.Frame{{B: buf, Off: nic.Headroom}}); err != nil {
 			t.Fatal(err)
 		}

@@ -122,21 +122,15 @@ func (r *rawPeer) send(op bth.OpCode, psn uint32, ackReq bool, payload []byte, h
 // build returns one sealed packet to the connected QP, its datagram at
 // nic.Headroom.
 func (r *rawPeer) build(op bth.OpCode, psn uint32, ackReq bool, payload []byte, hs ...hdr) []byte {
-	info := op.Info()
 	o := bth.Outer{Src: r.addr, Dst: r.dst.addr, SrcPort: 0xc123}
-	pad := bth.PadFor(len(payload))
-	roce := make([]byte, info.HdrLen+len(payload)+pad+bth.ICRCLen)
-	bth.BTH(roce).Encode(&bth.BTHFields{OpCode: op, PadCount: uint8(pad), PKey: 0xffff,
-		DestQP: r.dst.qp.QPN(), AckReq: ackReq, PSN: bth.PSN(psn)})
+	buf := make([]byte, nic.Headroom+bth.DraftLen(&o, op, len(payload)))
+	d := bth.NewDraft(buf[nic.Headroom:], &o, bth.BTHFields{OpCode: op, PKey: 0xffff,
+		DestQP: r.dst.qp.QPN(), AckReq: ackReq, PSN: bth.PSN(psn)}, len(payload))
 	for _, h := range hs {
-		h(roce, info)
+		h(d.RoCE(), d.Info())
 	}
-	copy(roce[info.HdrLen:], payload)
-	buf := make([]byte, nic.Headroom+o.Len()+len(roce))
-	hl := o.Put(buf[nic.Headroom:], len(roce))
-	copy(buf[nic.Headroom+hl:], roce)
-	dg := buf[nic.Headroom:]
-	bth.Seal(dg[:hl-8], dg[hl-8:hl], dg[hl:])
+	copy(d.Payload(), payload)
+	d.Seal()
 	return buf
 }
 

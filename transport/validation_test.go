@@ -240,46 +240,44 @@ func checkVerdict(t *testing.T, s *side, r *rawPeer, q *qp.QP, typ qp.Type, op b
 func validationPacket(s *side, r *rawPeer, q *qp.QP, op bth.OpCode) []byte {
 	a, _ := q.Query()
 	info, ok := bth.Lookup(op)
-	hdrLen, pay := bth.BTHLen+16, 0 // a reserved opcode: some bytes after the BTH
+	pay := 16 // a reserved opcode: some zero bytes after the BTH
 	if ok {
-		hdrLen = info.HdrLen
 		switch {
 		case !info.Payload:
+			pay = 0
 		case info.Kind == bth.KindAtomicWrite:
 			pay = 8
 		case info.Pos == bth.PosFirst || info.Pos == bth.PosMiddle:
 			pay = 1024
-		default:
-			pay = 16
 		}
 	}
-	pad := bth.PadFor(pay)
-	roce := make([]byte, hdrLen+pay+pad+bth.ICRCLen)
-	bth.BTH(roce).Encode(&bth.BTHFields{OpCode: op, PadCount: uint8(pad), PKey: 0xffff,
-		DestQP: q.QPN(), AckReq: true, PSN: bth.PSN(a.RQPSN)})
-	for i := range pay {
-		roce[hdrLen+i] = 0xa5
+	o := bth.Outer{Src: r.addr, Dst: s.addr, SrcPort: 0xc000}
+	d := bth.NewDraft(make([]byte, bth.DraftLen(&o, op, pay)), &o, bth.BTHFields{OpCode: op, PKey: 0xffff,
+		DestQP: q.QPN(), AckReq: true, PSN: bth.PSN(a.RQPSN)}, pay)
+	if !ok {
+		return d.Seal()
 	}
-	if ok {
-		va := s.mr.Addr() + 256
-		if o := info.Offset(bth.ExtRETH); o >= 0 {
-			n := uint32(pay)
-			if info.Pos == bth.PosFirst || info.Kind == bth.KindReadRequest {
-				n = 2048
-			}
-			bth.RETH(roce[o:]).Encode(va, s.mr.RKey(), n)
-		}
-		if o := info.Offset(bth.ExtAtomicETH); o >= 0 {
-			bth.AtomicETH(roce[o:]).Encode(va, s.mr.RKey(), 1, 0)
-		}
-		if o := info.Offset(bth.ExtDETH); o >= 0 {
-			bth.DETH(roce[o:]).SetQKey(0x11111111)
-		}
-		if o := info.Offset(bth.ExtAETH); o >= 0 {
-			bth.AETH(roce[o:]).Encode(ack, 1)
-		}
+	for i := range d.Payload() {
+		d.Payload()[i] = 0xa5
 	}
-	return sealed(r.addr, s.addr, roce)
+	va := s.mr.Addr() + 256
+	if info.Headers.Has(bth.ExtRETH) {
+		n := uint32(pay)
+		if info.Pos == bth.PosFirst || info.Kind == bth.KindReadRequest {
+			n = 2048
+		}
+		bth.RETH(d.Ext(bth.ExtRETH)).Encode(va, s.mr.RKey(), n)
+	}
+	if info.Headers.Has(bth.ExtAtomicETH) {
+		bth.AtomicETH(d.Ext(bth.ExtAtomicETH)).Encode(va, s.mr.RKey(), 1, 0)
+	}
+	if info.Headers.Has(bth.ExtDETH) {
+		bth.DETH(d.Ext(bth.ExtDETH)).SetQKey(0x11111111)
+	}
+	if info.Headers.Has(bth.ExtAETH) {
+		bth.AETH(d.Ext(bth.ExtAETH)).Encode(ack, 1)
+	}
+	return d.Seal()
 }
 
 // sealed wraps roce (BTH through ICRC) in IP and UDP headers from src to

@@ -83,31 +83,19 @@ func (p *pipe) Close() error {
 // with payload bytes of payload; extended headers zero but for rkey 0x1234
 // in a RETH and syndrome/MSN 0/7 in an AETH.
 func mk(op bth.OpCode, qpn, psn uint32, payload int) []byte {
-	info := op.Info()
-	hl := max(info.HdrLen, bth.BTHLen)
-	pad := (4 - payload%4) % 4
-	roce := hl + payload + pad + bth.ICRCLen
 	o := bth.Outer{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 0xc000}
-	d := make([]byte, o.Len()+roce)
-	n := o.Put(d, roce)
-	b := bth.BTH(d[n:])
-	b.SetOpCode(op)
-	b.SetPadCount(pad)
-	b.SetPKey(bth.DefaultPKey)
-	b.SetDestQP(qpn)
-	b.SetPSN(bth.PSN(psn))
-	for i := range payload {
-		d[n+hl+i] = byte(i)
+	d := bth.NewDraft(make([]byte, bth.DraftLen(&o, op, payload)), &o,
+		bth.BTHFields{OpCode: op, PKey: bth.DefaultPKey, DestQP: qpn, PSN: bth.PSN(psn)}, payload)
+	for i := range d.Payload() {
+		d.Payload()[i] = byte(i)
 	}
-	p, _ := parse(d)
-	if h := p.ext(bth.ExtRETH); h != nil {
-		binary.BigEndian.PutUint32(h[8:], 0x1234)
+	if d.Info().Headers.Has(bth.ExtRETH) {
+		binary.BigEndian.PutUint32(d.Ext(bth.ExtRETH)[8:], 0x1234)
 	}
-	if h := p.ext(bth.ExtAETH); h != nil {
-		h[3] = 7
+	if d.Info().Headers.Has(bth.ExtAETH) {
+		d.Ext(bth.ExtAETH)[3] = 7
 	}
-	p.f.PutICRC()
-	return d
+	return d.Seal()
 }
 
 func frame(d []byte) nic.Frame {
