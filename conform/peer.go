@@ -316,11 +316,15 @@ type remote struct {
 	// came last, hi the highest PSN it sent (seen: any).
 	client *peerReq
 	pongs  int // the SENDs rc_pingpong's client waits for, not sent yet
-	// answeredAt is when the suite last answered the peer's requests.
-	answeredAt time.Time
-	lastAt     map[uint32]time.Time
-	hi         uint32
-	seen       bool
+	// answeredAt is when the suite last answered the peer's requests
+	// (stamped as the answer goes). timerPSN, when set, is the PSN the
+	// peer's local ACK timer would send first (timerResend).
+	answeredAt  time.Time
+	timerPSN    uint32
+	timerPSNSet bool
+	lastAt      map[uint32]time.Time
+	hi          uint32
+	seen        bool
 }
 
 // span is how far from the peer's address its region surely reaches:

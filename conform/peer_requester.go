@@ -51,8 +51,18 @@ var localACKTimeout = 4096 * time.Nanosecond << toolTimeout
 // soon after it (within a quarter of the timeout) that it was on its way
 // already, at the timer's cadence (three quarters of the timeout or more
 // after the request's previous transmission).
+//
+// A play that knows which request the peer's timer would send (timerPSN:
+// the oldest one the suite had not acknowledged before its answer, which
+// a requester resends first, C9-112 / 9.7.6.1.3) rules out the timer for
+// any other PSN: an answer the busy host sent late no longer turns the
+// reaction it caused into a timer's resend.
 func (s *session) timerResend(ev peerEvent) bool {
-	after := ev.at.Sub(s.peer.answeredAt)
+	r := s.peer
+	if r.timerPSNSet && ev.psn != r.timerPSN {
+		return false
+	}
+	after := ev.at.Sub(r.answeredAt)
 	return after < 0 || after < localACKTimeout/4 && ev.since >= localACKTimeout*3/4
 }
 
@@ -708,8 +718,13 @@ func (s *session) peerNAKSeq() (Outcome, error) {
 	}
 	ref := (last - 1) & bth.PSNMask
 	r := s.peer
-	// The NAK acknowledges the WRITEs before it (IBA 9.7.5.1.3).
+	// The NAK acknowledges the WRITEs before it (IBA 9.7.5.1.3). Until it
+	// arrives all are outstanding, so the peer's timer would resend the
+	// first; its reaction resends the last.
 	r.msn += uint32(psnDiff(last, first))
+	if first != last {
+		r.timerPSN, r.timerPSNSet = first, true
+	}
 	if err := s.answer(bth.RCAcknowledge, last, nil, withAETH(bth.NAKSyndrome(bth.NAKPSNSequenceError), r.msn)); err != nil {
 		return Outcome{}, err
 	}

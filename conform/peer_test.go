@@ -140,6 +140,27 @@ func TestReaction(t *testing.T) {
 	}
 }
 
+// TestReactionTimerPSN: when the play knows the PSN the peer's timer
+// would resend first, a resend of another PSN is a reaction even if the
+// answer went late (here 60 ms after the request, 1 ms before the
+// resend), and the timer's own PSN is judged by time as before.
+func TestReactionTimerPSN(t *testing.T) {
+	t0 := time.Now()
+	ms := time.Millisecond
+	s := &session{peer: &remote{answeredAt: t0, timerPSN: 10, timerPSNSet: true}}
+	late := peerEvent{psn: 14, at: t0.Add(1 * ms), since: 61 * ms}
+	if !s.reaction(late) || s.timerResend(late) {
+		t.Errorf("psn 14 after a late answer: reaction %v, timer %v", s.reaction(late), s.timerResend(late))
+	}
+	if ev := (peerEvent{psn: 10, at: t0.Add(1 * ms), since: 67 * ms}); s.reaction(ev) || !s.timerResend(ev) {
+		t.Error("the timer's PSN at its cadence was not the timer's")
+	}
+	s.peer.timerPSNSet = false
+	if s.reaction(late) {
+		t.Error("without timerPSN, a resend at the timer's cadence just after the answer is the timer's")
+	}
+}
+
 // TestPeerRunNoTool: a case no tool can play ends with the verdict error
 // and what it needs, at once, without starting anything.
 func TestPeerRunNoTool(t *testing.T) {

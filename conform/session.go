@@ -358,11 +358,14 @@ func (s *session) request() (bth.Packet, error) {
 
 // answer sends the suite's response to the peer's requester.
 func (s *session) answer(op bth.OpCode, psn uint32, payload []byte, exts ...func([]byte, *bth.Info)) error {
-	err := s.raw.send(pkt{op: op, qpn: s.peerQPN(), psn: psn, payload: payload, exts: exts})
+	// Stamped before the send: on loopback the peer can react, and the
+	// suite's receiver stamp that reaction, before the send returns (a
+	// busy host preempting the suite right after it), and a reaction
+	// stamped before the answer would pass for the timer's resend.
 	if s.peer != nil {
 		s.peer.answeredAt = time.Now()
 	}
-	return err
+	return s.raw.send(pkt{op: op, qpn: s.peerQPN(), psn: psn, payload: payload, exts: exts})
 }
 
 // ack answers with an ACK of PSN psn carrying MSN msn.
