@@ -100,7 +100,7 @@ system:
 	@mkdir -p $(BIN)
 	$(GO) test -exec 'flock $(UNITLOCK)' -race -count=1 ./nic/... ./internal/...
 	$(GO) test -count=1 -run 'TestVeth|TestSoak|TestLargeMessages|TestManyQPs' -v ./transport 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
-	$(GO) test -exec 'flock $(UNITLOCK)' -count=1 ./cmd/roced ./oob/pingpong
+	$(GO) test -exec 'flock $(UNITLOCK)' -count=1 ./cmd/roced ./oob/pingpong ./oob/perftest
 	$(GO) test -count=1 -run TestVethReadme ./cmd/libgoroce
 
 # Every fuzz target for a bounded number of inputs: no panic, no

@@ -1,11 +1,10 @@
-package main
+package perftest
 
 import (
+	"context"
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/goroce/goroce/oob/perftest"
 )
 
 // TestFaultsPerftest: the perftest tools take the same flags. The server
@@ -13,7 +12,7 @@ import (
 // WRITE; the run still moves every byte, and each side's faults line
 // says what it did (the client has none, so prints none).
 func TestFaultsPerftest(t *testing.T) {
-	srv, cli := pair(t, perftest.WriteBW,
+	srv, cli := pair(t, WriteBW,
 		[]string{"--dup", "rx:0.05", "--reorder=rx:0.05", "--seed", "3", "--fault-rule", "rx opcode=RDMA_WRITE_ONLY nth=5 drop", "-s", "4096", "-n", "200"},
 		[]string{"-s", "4096", "-n", "200"})
 	if srv.code != 0 || cli.code != 0 {
@@ -35,7 +34,7 @@ func TestFaultsPerftest(t *testing.T) {
 func TestFaultFlagErrors(t *testing.T) {
 	for _, args := range [][]string{{"--loss", "2"}, {"--fault-rule", "tx opcode=WRITE drop"}, {"--delay", "tx:soon"}} {
 		var out, errb strings.Builder
-		code := runPerftest(perftest.WriteBW, append(args, "127.0.0.1"), &out, &errb)
+		code := Main(context.Background(), WriteBW, append(args, "127.0.0.1"), &out, &errb)
 		first, _, _ := strings.Cut(errb.String(), "\n")
 		if code == 0 || !strings.Contains(first, args[0]) || strings.Contains(errb.String(), "goroutine") {
 			t.Errorf("write_bw %v: exit %d, stderr %q", args, code, errb.String())
