@@ -68,17 +68,19 @@ func (s ptSide) String() string {
 // serve starts a server with args on port and returns once it listens.
 func serve(t *testing.T, test Test, port int, args ...string) <-chan ptSide {
 	t.Helper()
+	return serveLine(t, test, port, append([]string{"-d", "127.0.0.1", "-x", "1", "-p", strconv.Itoa(port)}, args...))
+}
+
+// serveLine starts a server with the whole command line all, whose -p is
+// port, and returns once it listens.
+func serveLine(t *testing.T, test Test, port int, all []string) <-chan ptSide {
+	t.Helper()
 	listening := make(chan struct{})
 	ptListenMu.Lock()
 	ptListenCh[port] = listening
 	ptListenMu.Unlock()
 	done := make(chan ptSide, 1)
-	go func() {
-		var out, errOut bytes.Buffer
-		all := append([]string{"-d", "127.0.0.1", "-x", "1", "-p", strconv.Itoa(port)}, args...)
-		code := Main(context.Background(), test, all, &out, &errOut)
-		done <- ptSide{code, out.String(), errOut.String()}
-	}()
+	go func() { done <- runMain(test, all) }()
 	select {
 	case <-listening:
 	case s := <-done:
@@ -89,13 +91,17 @@ func serve(t *testing.T, test Test, port int, args ...string) <-chan ptSide {
 	return done
 }
 
-// connect runs a client with args against the server on port.
-func connect(test Test, port int, args ...string) ptSide {
+// runMain runs test with the whole command line all.
+func runMain(test Test, all []string) ptSide {
 	var out, errOut bytes.Buffer
-	all := append([]string{"-d", "127.0.0.2", "-x", "1", "-p", strconv.Itoa(port)}, args...)
-	all = append(all, "127.0.0.1")
 	code := Main(context.Background(), test, all, &out, &errOut)
 	return ptSide{code, out.String(), errOut.String()}
+}
+
+// connect runs a client with args against the server on port.
+func connect(test Test, port int, args ...string) ptSide {
+	all := append([]string{"-d", "127.0.0.2", "-x", "1", "-p", strconv.Itoa(port)}, args...)
+	return runMain(test, append(all, "127.0.0.1"))
 }
 
 // pair runs one server and one client.
@@ -104,12 +110,20 @@ func pair(t *testing.T, test Test, srvArgs, cliArgs []string) (srv, cli ptSide) 
 	port := ptPort()
 	done := serve(t, test, port, srvArgs...)
 	cli = connect(test, port, cliArgs...)
+	return awaitServer(t, done, cli), cli
+}
+
+// awaitServer returns the result of the server of a pair whose client
+// ended with cli.
+func awaitServer(t *testing.T, done <-chan ptSide, cli ptSide) ptSide {
+	t.Helper()
 	select {
-	case srv = <-done:
+	case srv := <-done:
+		return srv
 	case <-time.After(60 * time.Second):
 		t.Fatalf("server still running 60 s after the client ended; client: %v", cli)
+		return ptSide{}
 	}
-	return srv, cli
 }
 
 var (

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // -R runs, server and client in-process over the UDP link on loopback,
@@ -18,33 +17,10 @@ import (
 // cmPair runs one -R server and one -R client of test on port.
 func cmPair(t *testing.T, test Test, port int, args ...string) (srv, cli ptSide) {
 	t.Helper()
-	listening := make(chan struct{})
-	ptListenMu.Lock()
-	ptListenCh[port] = listening
-	ptListenMu.Unlock()
 	common := append([]string{"-R", "-x", "1", "-p", strconv.Itoa(port)}, args...)
-	done := make(chan ptSide, 1)
-	go func() {
-		var out, errOut bytes.Buffer
-		code := Main(context.Background(), test, append([]string{"-d", "127.0.16.5"}, common...), &out, &errOut)
-		done <- ptSide{code, out.String(), errOut.String()}
-	}()
-	select {
-	case <-listening:
-	case s := <-done:
-		t.Fatalf("server ended before listening: %v", s)
-	case <-time.After(10 * time.Second):
-		t.Fatal("server not listening after 10 s")
-	}
-	var out, errOut bytes.Buffer
-	code := Main(context.Background(), test, append(append([]string{"-d", "127.0.16.6"}, common...), "127.0.16.5"), &out, &errOut)
-	cli = ptSide{code, out.String(), errOut.String()}
-	select {
-	case srv = <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("server still running 60 s after the client ended; client: %v", cli)
-	}
-	return srv, cli
+	done := serveLine(t, test, port, append([]string{"-d", "127.0.16.5"}, common...))
+	cli = runMain(test, append(append([]string{"-d", "127.0.16.6"}, common...), "127.0.16.5"))
+	return awaitServer(t, done, cli), cli
 }
 
 // TestPerftestRDMACM: write_bw and send_bw (one and two QPs) and send_lat
