@@ -91,8 +91,8 @@ offheap:
 # READ through 5% loss), the 64 MiB messages and 100,000 QPs on one device
 # (1,000 of them, chosen at random, carrying traffic); then roced's long tests
 # (every -a size, the tools as real processes: cmd/roced and the packages that
-# run its tools, one at a time, for they bind the same addresses), which
-# -short skips above;
+# run its tools, one at a time, as when they were one package), which -short
+# skips above;
 # then the README's libgoroce.so lines, run as written across a veth pair.
 # These run without -race, which would make them ten times slower; the
 # short tests above run with it.

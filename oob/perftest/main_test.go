@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/bits"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,8 +28,18 @@ import (
 )
 
 // The tests run Main in-process, server and client, over the UDP link on
-// loopback: the server on 127.0.0.1, the client on 127.0.0.2, each
-// test on a TCP port of its own.
+// loopback: the server on 127.0.17.1, the client on 127.0.17.2 (addresses
+// no other package's tests bind: oob/pingpong's run the README's lines on
+// 127.0.0.1 and .2, and go test runs the packages side by side), each test
+// on a TCP port of its own.
+
+const (
+	ptServerAddr = "127.0.17.1"
+	ptClientAddr = "127.0.17.2"
+)
+
+// ptGID is the IPv4 GID of a loopback address of the tests.
+func ptGID(addr string) [16]byte { return netip.MustParseAddr("::ffff:" + addr).As16() }
 
 var (
 	ptPortMu   sync.Mutex
@@ -68,7 +79,7 @@ func (s ptSide) String() string {
 // serve starts a server with args on port and returns once it listens.
 func serve(t *testing.T, test Test, port int, args ...string) <-chan ptSide {
 	t.Helper()
-	return serveLine(t, test, port, append([]string{"-d", "127.0.0.1", "-x", "1", "-p", strconv.Itoa(port)}, args...))
+	return serveLine(t, test, port, append([]string{"-d", ptServerAddr, "-x", "1", "-p", strconv.Itoa(port)}, args...))
 }
 
 // serveLine starts a server with the whole command line all, whose -p is
@@ -100,8 +111,8 @@ func runMain(test Test, all []string) ptSide {
 
 // connect runs a client with args against the server on port.
 func connect(test Test, port int, args ...string) ptSide {
-	all := append([]string{"-d", "127.0.0.2", "-x", "1", "-p", strconv.Itoa(port)}, args...)
-	return runMain(test, append(all, "127.0.0.1"))
+	all := append([]string{"-d", ptClientAddr, "-x", "1", "-p", strconv.Itoa(port)}, args...)
+	return runMain(test, append(all, ptServerAddr))
 }
 
 // pair runs one server and one client.
@@ -434,7 +445,7 @@ func TestPerftestMismatch(t *testing.T) {
 func fakePeer(t *testing.T, script func(c net.Conn)) int {
 	t.Helper()
 	port := ptPort()
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	ln, err := net.Listen("tcp", net.JoinHostPort(ptServerAddr, strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +514,7 @@ func TestPerftestBadPeer(t *testing.T) {
 			// Records naming QP 0xabcdef at the server's address: the
 			// client's writes go unanswered until its retries run out.
 			rec := Record{OutReads: 1, QPN: 0xabcdef, PSN: 1, RKey: 0x100, VAddr: 0x1000,
-				GID: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}}
+				GID: ptGID(ptServerAddr)}
 			for {
 				if _, err := io.ReadFull(c, make([]byte, RecordSize)); err != nil {
 					return
@@ -539,7 +550,7 @@ func TestPerftestStalledPeer(t *testing.T) {
 	ptStall = time.Second
 	port := ptPort()
 	done := serve(t, SendBW, port, "-c", "UD", "-n", "10", "-s", "64", "--perftest_version", "6.24")
-	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	c, err := net.Dial("tcp", net.JoinHostPort(ptServerAddr, strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +563,7 @@ func TestPerftestStalledPeer(t *testing.T) {
 	}
 	c.Write([]byte("3\x00"))
 	readN(c, 2)
-	rec := Record{QPN: 0x77, PSN: 5, GID: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 2}}
+	rec := Record{QPN: 0x77, PSN: 5, GID: ptGID(ptClientAddr)}
 	for range 4 { // send_bw's records before the traffic
 		c.Write(rec.Marshal(true))
 		readN(c, RecordSize)
@@ -584,7 +595,8 @@ func TestPerftestCommandLine(t *testing.T) {
 		{WriteBW, "--run_infinitely", 1, "--run_infinitely is not supported by roced"},
 		{WriteBW, "-i 2", 1, "roced devices have one port"},
 		{WriteBW, "--nope", 1, "Options (perftest's"},
-		{WriteBW, "-p 1 127.0.0.1", 1, "Couldn't connect to 127.0.0.1:1"},
+		// -d: the route to a loopback address is from 127.0.0.1.
+		{WriteBW, "-d " + ptClientAddr + " -p 1 127.0.0.1", 1, "Couldn't connect to 127.0.0.1:1"},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
