@@ -90,7 +90,9 @@ offheap:
 # reordering from nic/impair), the soak (256 MiB of each of SEND, WRITE and
 # READ through 5% loss), the 64 MiB messages and 100,000 QPs on one device
 # (1,000 of them, chosen at random, carrying traffic); then roced's long tests
-# (every -a size, the tools as real processes), which -short skips above;
+# (every -a size, the tools as real processes: cmd/roced and the packages that
+# run its tools, one at a time, as when they were one package), which -short
+# skips above;
 # then the README's libgoroce.so lines, run as written across a veth pair.
 # These run without -race, which would make them ten times slower; the
 # short tests above run with it.
@@ -98,7 +100,7 @@ system:
 	@mkdir -p $(BIN)
 	$(GO) test -exec 'flock $(UNITLOCK)' -race -count=1 ./nic/... ./internal/...
 	$(GO) test -count=1 -run 'TestVeth|TestSoak|TestLargeMessages|TestManyQPs' -v ./transport 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
-	$(GO) test -count=1 ./cmd/roced
+	$(GO) test -exec 'flock $(UNITLOCK)' -count=1 ./cmd/roced ./oob/pingpong ./oob/perftest
 	$(GO) test -count=1 -run TestVethReadme ./cmd/libgoroce
 
 # Every fuzz target for a bounded number of inputs: no panic, no

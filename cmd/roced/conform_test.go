@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 )
 
 // TestConformSelf runs roced conform --self as a user would: the table,
@@ -93,13 +95,13 @@ func TestConformBadInput(t *testing.T) {
 // temporary directory, for the JSON file) and checks what the README says
 // of the run: its counts and its exit status.
 func TestConformReadme(t *testing.T) {
-	block, after := readmeShBlock(t, "### roced conform:")
+	block, after := rdmatest.ReadmeShBlock(t, "../../README.md", "### roced conform:")
 	t.Chdir(t.TempDir())
 	var summary string
 	var selfRC int
 	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
 		l, _, _ = strings.Cut(l, "#")
-		w := shellWords(t, l)
+		w := rdmatest.ShellWords(t, l)
 		if len(w) < 2 || w[0] != "roced" || w[1] != "conform" {
 			t.Fatalf("README line %q is not roced conform", l)
 		}
@@ -169,8 +171,10 @@ func TestMain(m *testing.M) {
 }
 
 // TestConformPeerLoopback runs roced conform --peer-exec against roced's
-// own tools in a second process on loopback (the peer at 127.0.0.2, the
-// suite at 127.0.0.1): the plumbing of the peer run without rxe. Each
+// own tools in a second process on loopback (the peer at 127.0.18.2, the
+// suite at 127.0.18.1: addresses no other package's tests bind, as go test
+// runs oob/pingpong's, on 127.0.0.1 and .2, beside these): the plumbing of
+// the peer run without rxe. Each
 // responder case (roced's tool a server) and each requester case (roced's
 // tool a client of the suite, which plays the tool's server) must get the
 // verdict --self gives it, and the peer serve a fresh QP afterwards; only
@@ -189,8 +193,8 @@ func TestConformPeerLoopback(t *testing.T) {
 	var out, errb bytes.Buffer
 	run([]string{"conform", "--self", "--json", self}, &out, &errb)
 	out.Reset()
-	rc := run([]string{"conform", "--peer-exec", "env ROCED_TEST_MAIN=1", "--peer-roced", exe, "--peer-dev", "127.0.0.2",
-		"-d", "127.0.0.1", "--port", "19600", "--json", peer, "127.0.0.2"}, &out, &errb)
+	rc := run([]string{"conform", "--peer-exec", "env ROCED_TEST_MAIN=1", "--peer-roced", exe, "--peer-dev", "127.0.18.2",
+		"-d", "127.0.18.1", "--port", "19600", "--json", peer, "127.0.18.2"}, &out, &errb)
 	if errb.Len() != 0 {
 		t.Fatalf("exit %d, stderr: %s", rc, errb.String())
 	}
@@ -311,11 +315,11 @@ func (r *peerRunner) wait() {
 
 // TestConformPrinted runs roced conform without --peer-exec, the printed
 // commands run by peerRunner as a person would (roced's own tools as the
-// peer, this test binary standing in for roced, on loopback): each case
-// that starts a tool gets the verdict --self gives it, so the printed
-// lines are runnable as written and are what the suite needs; a
-// requester case is the verdict error, as printed commands give back no
-// exit status, and prints nothing.
+// peer, this test binary standing in for roced, on loopback, where
+// TestConformPeerLoopback runs): each case that starts a tool gets the
+// verdict --self gives it, so the printed lines are runnable as written
+// and are what the suite needs; a requester case is the verdict error, as
+// printed commands give back no exit status, and prints nothing.
 func TestConformPrinted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the whole suite against roced's tools as real processes: make system runs it, without -race")
@@ -334,8 +338,8 @@ func TestConformPrinted(t *testing.T) {
 	r := &peerRunner{t: t, env: append(os.Environ(), "ROCED_TEST_MAIN=1")}
 	// A printed command that fails leaves nobody listening: the suite
 	// waits 20 s for it, not a person's 10 minutes.
-	rc := run([]string{"conform", "--peer-roced", exe, "--peer-dev", "127.0.0.2", "-d", "127.0.0.1", "--port", "19900", "--peer-start", "20s",
-		"--run", sel, "--json", peer, "127.0.0.2"}, r, &errb)
+	rc := run([]string{"conform", "--peer-roced", exe, "--peer-dev", "127.0.18.2", "-d", "127.0.18.1", "--port", "19900", "--peer-start", "20s",
+		"--run", sel, "--json", peer, "127.0.18.2"}, r, &errb)
 	r.wait()
 	if errb.Len() != 0 {
 		t.Fatalf("exit %d, stderr: %s", rc, errb.String())
@@ -377,7 +381,7 @@ func TestConformPrinted(t *testing.T) {
 	if n := len(r.cmds); n != 10 {
 		t.Errorf("%d commands printed and run, want 10:\n%s", n, r.buf.String())
 	}
-	if !strings.Contains(r.buf.String(), "run on the peer: timeout 60 "+exe+" rc_pingpong -d 127.0.0.2 -g 1 -p 19900 ") {
+	if !strings.Contains(r.buf.String(), "run on the peer: timeout 60 "+exe+" rc_pingpong -d 127.0.18.2 -g 1 -p 19900 ") {
 		t.Errorf("no rc_pingpong line as expected:\n%s", r.buf.String())
 	}
 }

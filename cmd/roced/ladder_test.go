@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 )
 
 // TestDecodeLadder runs roced decode --ladder with its limits on the rxe
@@ -45,8 +47,8 @@ func TestDecodeLadder(t *testing.T) {
 // written (from the repository's root) and compares its output with the
 // block the README shows after it.
 func TestLadderReadme(t *testing.T) {
-	block, after := readmeShBlock(t, "### Reading an exchange: `roced decode --ladder`")
-	w := shellWords(t, strings.TrimSpace(block))
+	block, after := rdmatest.ReadmeShBlock(t, "../../README.md", "### Reading an exchange: `roced decode --ladder`")
+	w := rdmatest.ShellWords(t, strings.TrimSpace(block))
 	if len(w) < 3 || w[0] != "roced" || w[1] != "decode" {
 		t.Fatalf("README's ladder command %q is not roced decode", block)
 	}

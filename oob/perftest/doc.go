@@ -1,9 +1,11 @@
-// Package perftest is the out-of-band side of perftest's ib_write_bw,
-// ib_write_lat, ib_read_bw, ib_read_lat, ib_send_bw, ib_send_lat,
-// ib_atomic_bw and ib_atomic_lat: their TCP exchange (port 18515), their
-// flags and their report output, for the versions the lab offers: 6.06
-// (Debian bookworm), 6.24 (Debian trixie) and the 6.28/6.29
-// negotiate_params step of upstream perftest.
+// Package perftest is perftest's ib_write_bw, ib_write_lat, ib_read_bw,
+// ib_read_lat, ib_send_bw, ib_send_lat, ib_atomic_bw and ib_atomic_lat on
+// goroce: their TCP exchange (port 18515), their flags and their report
+// output, for the versions the lab offers: 6.06 (Debian bookworm), 6.24
+// (Debian trixie) and the 6.28/6.29 negotiate_params step of upstream
+// perftest; and, in Main, the whole tool (QPs, traffic loops and
+// measurements on goroce's engine, as `roced write_bw` and the others run
+// it).
 //
 // The exchange is a series of fixed-size messages that both sides send
 // (ctx_xchg_data): the client writes then reads, the server reads then

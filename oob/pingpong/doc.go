@@ -1,7 +1,9 @@
-// Package pingpong is the out-of-band side of rdma-core's example programs
-// ibv_rc_pingpong, ibv_uc_pingpong, ibv_ud_pingpong and ibv_srq_pingpong:
-// their TCP exchange of queue pair addresses, their command-line flags and
-// their output lines, so that roced can stand in for either end.
+// Package pingpong is rdma-core's example programs ibv_rc_pingpong,
+// ibv_uc_pingpong, ibv_ud_pingpong and ibv_srq_pingpong on goroce: their
+// command-line flags, their TCP exchange of queue pair addresses, their
+// output lines and, in Main, the whole program (QP setup and send/receive
+// loop on goroce's engine, as `roced rc_pingpong` and the others run it), so
+// that roced can stand in for either end.
 //
 // How the real tools behave on the TCP side (rdma-core 44 and 56 alike, read
 // from libibverbs/examples/*_pingpong.c and the lab's captures):

@@ -1,4 +1,4 @@
-package main
+package perftest
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/oob/perftest"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -34,7 +33,7 @@ const (
 // ptCM is the connection manager side of a -R run.
 type ptCM struct {
 	m     *cm.Manager
-	comm  *perftest.CommConn
+	comm  *CommConn
 	l     *cm.Listener
 	udl   *cm.UDListener // a UD server's (-c UD: the UDP port space)
 	conns []*cm.Conn
@@ -54,23 +53,23 @@ func (r *ptRun) openComm(ctx context.Context) error {
 		return failWith(" "+err.Error(), " Unable to create RDMA_CM resources")
 	}
 	r.cmr = &ptCM{m: m}
-	p := perftest.CommParams{Retry: c.Retry, QPTimeout: c.QPTimeout}
-	var comm *perftest.CommConn
+	p := CommParams{Retry: c.Retry, QPTimeout: c.QPTimeout}
+	var comm *CommConn
 	if c.IsServer() {
-		comm, err = perftest.AcceptComm(ctx, m, r.ep.Device, c.Port, p, func() { ptListening(c.Port) })
+		comm, err = AcceptComm(ctx, m, r.ep.Device, c.Port, p, func() { ptListening(c.Port) })
 		if err != nil {
 			return failWith(" "+err.Error(), " Unable to perform rdma_server function", " Unable to init the socket connection")
 		}
-		r.sess = perftest.NewSession(comm, perftest.Server, c.Claim)
+		r.sess = NewSession(comm, Server, c.Claim)
 	} else {
 		if r.cmr.peer, err = ptResolve(ctx, c.ServerName, r.ep.Addr); err != nil {
 			return failWith(" "+err.Error(), " Unable to perform rdma_client function", " Unable to init the socket connection")
 		}
-		comm, err = perftest.DialComm(ctx, m, r.ep.Device, r.ep.Addr, netip.AddrPortFrom(r.cmr.peer, uint16(c.Port)), p)
+		comm, err = DialComm(ctx, m, r.ep.Device, r.ep.Addr, netip.AddrPortFrom(r.cmr.peer, uint16(c.Port)), p)
 		if err != nil {
 			return failWith(" "+err.Error(), " Unable to perform rdma_client function", " Unable to init the socket connection")
 		}
-		r.sess = perftest.NewSession(comm, perftest.Client, c.Claim)
+		r.sess = NewSession(comm, Client, c.Claim)
 	}
 	r.sess.RDMACM = true
 	r.cmr.comm = comm
@@ -105,7 +104,7 @@ func (r *ptRun) cmParams() cm.ConnParams {
 	c := &r.cfg
 	p := cm.ConnParams{RetryCount: uint8(c.Retry), RNRRetryCount: uint8(c.Retry),
 		ACKTimeout: uint8(c.QPTimeout), PathMTU: qp.MTU(r.mtu)}
-	if v := c.Test.Verb(); v == perftest.VerbRead || v == perftest.VerbAtomic {
+	if v := c.Test.Verb(); v == VerbRead || v == VerbAtomic {
 		p.ResponderResources, p.InitiatorDepth = uint8(c.OutReads), uint8(c.OutReads)
 	}
 	return p
@@ -116,7 +115,7 @@ func (r *ptRun) cmParams() cm.ConnParams {
 // side takes any (cm.c's cm_init_qp_init_attr).
 func (r *ptRun) cmQPConfig() cm.QPConfig {
 	access := mr.RemoteWrite
-	if v := r.cfg.Test.Verb(); v == perftest.VerbRead || v == perftest.VerbAtomic {
+	if v := r.cfg.Test.Verb(); v == VerbRead || v == VerbAtomic {
 		access |= mr.RemoteRead | mr.RemoteAtomic
 	}
 	return cm.QPConfig{PD: r.pc.pd, Init: r.pc.initAttr(), Access: access, Prepare: r.cmPrepare}
@@ -151,7 +150,7 @@ func (r *ptRun) cmPrepare(x *qp.QP) error {
 // listens (rdma_cm_server_connection: the port of -p, a backlog of -q).
 // roced listens before the zeroed handshake that precedes it in perftest,
 // so that a client's request is never refused for coming early.
-func (r *ptRun) cmReady(steps []perftest.Step, i int) error {
+func (r *ptRun) cmReady(steps []Step, i int) error {
 	c := &r.cfg
 	r.cmr.mu.Lock()
 	r.cmr.early = -1
@@ -159,9 +158,9 @@ func (r *ptRun) cmReady(steps []perftest.Step, i int) error {
 	// the usual posting before the handshake that precedes the traffic is
 	// what counts; and a side that learns the peer's QPN through the
 	// exchange below must find that message in its first receive.
-	if r.pc.receives() && c.Conn != perftest.ConnUD {
+	if r.pc.receives() && c.Conn != ConnUD {
 		for j := i; j < len(steps); j++ {
-			if st := steps[j]; st.Kind == perftest.StepTraffic {
+			if st := steps[j]; st.Kind == StepTraffic {
 				if !st.Passive {
 					r.poster = newRecvPoster(r.pc, st.Size)
 					r.cmr.early = j
@@ -174,7 +173,7 @@ func (r *ptRun) cmReady(steps []perftest.Step, i int) error {
 	if !c.IsServer() {
 		return nil
 	}
-	if c.Conn == perftest.ConnUD {
+	if c.Conn == ConnUD {
 		l, err := r.cmr.m.ListenUD(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(c.Port)), c.NumQPs)
 		if err != nil {
 			return failWith(" Failed to listen on RDMA CM server listen ID: "+err.Error(), "Failed to create RDMA CM connection with resources.")
@@ -199,7 +198,7 @@ func (r *ptRun) cmConnect(ctx context.Context) (int, error) {
 	fail := func(err error) (int, error) {
 		return -1, failWith(" "+err.Error(), "Failed to create RDMA CM connection with resources.")
 	}
-	if c.IsServer() && c.Conn == perftest.ConnUD {
+	if c.IsServer() && c.Conn == ConnUD {
 		for i := range c.NumQPs {
 			if err := r.cmAcceptUD(ctx, i); err != nil {
 				return fail(err)
@@ -241,7 +240,7 @@ func (r *ptRun) cmConnect(ctx context.Context) (int, error) {
 	}
 	// The traffic loops count packets with the path MTU the CM settled on
 	// (a UD QP has none: its messages fit the MTU the exchange agreed).
-	if a, _ := r.pc.qps[0].Query(); c.Conn != perftest.ConnUD && a.PathMTU.Valid() && a.PathMTU.Bytes() < c.MTU {
+	if a, _ := r.pc.qps[0].Query(); c.Conn != ConnUD && a.PathMTU.Valid() && a.PathMTU.Bytes() < c.MTU {
 		c.MTU = a.PathMTU.Bytes()
 	}
 	return r.cmr.early, nil
@@ -253,7 +252,7 @@ func (r *ptRun) cmConnect(ctx context.Context) (int, error) {
 func (r *ptRun) cmDialAll(ctx context.Context, raddr netip.AddrPort) error {
 	for i := range r.cfg.NumQPs {
 		var err error
-		if r.cfg.Conn == perftest.ConnUD {
+		if r.cfg.Conn == ConnUD {
 			err = r.cmResolveUD(ctx, i, raddr)
 		} else {
 			var conn *cm.Conn
@@ -268,7 +267,7 @@ func (r *ptRun) cmDialAll(ctx context.Context, raddr netip.AddrPort) error {
 			}
 			r.cmr.conns = nil
 			r.cmr.mu.Lock()
-			if r.cfg.Conn == perftest.ConnUD {
+			if r.cfg.Conn == ConnUD {
 				r.pc.dropUD()
 			}
 			r.pc.qps, r.pc.my = nil, nil
@@ -286,7 +285,7 @@ func (r *ptRun) cmDialAll(ctx context.Context, raddr netip.AddrPort) error {
 // message, as it does when both sides send (send_lat, send_bw -b): the
 // client tells the server its QPN, which SIDR carries only the other way.
 func (r *ptRun) udParamsNeeded() bool {
-	return r.cfg.Conn == perftest.ConnUD && (!r.cfg.Test.BW() || r.cfg.Duplex)
+	return r.cfg.Conn == ConnUD && (!r.cfg.Test.BW() || r.cfg.Duplex)
 }
 
 // cmAcceptUD answers the i-th SIDR request of a UD server

@@ -1,4 +1,4 @@
-package main
+package perftest
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/oob/perftest"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -55,7 +54,7 @@ const (
 // ptTraffic runs one traffic step.
 type ptTraffic struct {
 	c     *ptCtx
-	cfg   *perftest.Config
+	cfg   *Config
 	ctx   context.Context
 	last  atomic.Int64 // cycles() of the last progress, for the watchdog
 	wc    []cq.WC
@@ -171,7 +170,7 @@ const (
 	phaseEnd
 )
 
-func newPhases(cfg *perftest.Config, start int64) ptPhases {
+func newPhases(cfg *Config, start int64) ptPhases {
 	margin := cfg.Margin
 	if margin < 0 {
 		margin = cfg.Duration / 4
@@ -205,22 +204,22 @@ func (t *ptTraffic) sendWR(wr *qp.SendWR, sge *mr.SGE, i int, k, size uint64, si
 	}
 	rem := c.rem[i]
 	switch t.cfg.Verb() {
-	case perftest.VerbSend:
+	case VerbSend:
 		wr.Opcode = qp.WRSend
 		if len(c.ahs) > i {
 			wr.AH = c.ahs[i]
 			wr.RemoteQPN, wr.RemoteQKey = c.udDest(i)
 		}
-	case perftest.VerbWrite:
+	case VerbWrite:
 		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, rem.VAddr+off, rem.RKey
-	case perftest.VerbWriteImm:
+	case VerbWriteImm:
 		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWriteWithImm, rem.VAddr+off, rem.RKey
-	case perftest.VerbRead:
+	case VerbRead:
 		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMARead, rem.VAddr+off, rem.RKey
-	case perftest.VerbAtomic:
+	case VerbAtomic:
 		wr.SGL[0].Length = 8
 		wr.RemoteAddr, wr.RKey = rem.VAddr+off, rem.RKey
-		if t.cfg.AtomicType == perftest.CmpAndSwap {
+		if t.cfg.AtomicType == CmpAndSwap {
 			wr.Opcode, wr.Swap = qp.WRAtomicCmpAndSwp, ptAtomicSwap
 		} else {
 			wr.Opcode, wr.CompareAdd = qp.WRAtomicFetchAndAdd, ptAtomicAdd
@@ -245,7 +244,7 @@ type bwSender struct {
 func (t *ptTraffic) newSender(size uint64) *bwSender {
 	q := len(t.c.qps)
 	b := &bwSender{t: t, size: size, iters: t.cfg.Iters, scnt: make([]uint64, q), ccnt: make([]uint64, q),
-		duration: t.cfg.TestType == perftest.Duration}
+		duration: t.cfg.TestType == Duration}
 	for range q {
 		n := max(ptBatch/t.cfg.PostList, 1) * t.cfg.PostList
 		b.wrs = append(b.wrs, make([]qp.SendWR, n))
@@ -505,7 +504,7 @@ func (r *recvPoster) post(i int) error {
 	c := r.c
 	length := r.size
 	base := c.remoteArea(i)
-	if c.cfg.Conn == perftest.ConnUD {
+	if c.cfg.Conn == ConnUD {
 		length += ptUDAddition
 		base += ptCacheLine - ptUDAddition
 	}
@@ -545,7 +544,7 @@ func (r *recvPoster) fill() error {
 // receives while more are due, time from the first to the last.
 func (t *ptTraffic) bwRecv(size uint64, r *recvPoster) (bwSamples, error) {
 	q := uint64(len(t.c.qps))
-	duration := t.cfg.TestType == perftest.Duration
+	duration := t.cfg.TestType == Duration
 	tot := t.cfg.Iters * q
 	s := bwSamples{size: size, iters: tot, noPeak: true, posted: make([]int64, 1), completed: make([]int64, 1)}
 	rcnt := make([]uint64, q)
@@ -759,7 +758,7 @@ func (t *ptTraffic) waitRecv(r *recvPoster, stop func() bool) error {
 	for {
 		var n int
 		var err error
-		if t.cfg.TestType == perftest.Duration {
+		if t.cfg.TestType == Duration {
 			// Look at the clock now and then: the run may end while
 			// the peer is silent.
 			if n, err = t.c.recvCQ.Poll(t.wc[:1]); n == 0 && err == nil {
@@ -785,7 +784,7 @@ func (t *ptTraffic) waitRecv(r *recvPoster, stop func() bool) error {
 			return &compError{wc: wc, recv: true}
 		}
 		t.recvd++
-		if t.cfg.TestType == perftest.Duration || t.recvd+uint64(r.perQP()) <= t.cfg.Iters {
+		if t.cfg.TestType == Duration || t.recvd+uint64(r.perQP()) <= t.cfg.Iters {
 			if err := r.post(0); err != nil {
 				return err
 			}
@@ -801,7 +800,7 @@ func (t *ptTraffic) pingPong(size uint64, waitFirst bool, wr *qp.SendWR, mark fu
 	wait func(rcnt uint64, stop func() bool) error) (latRun, error) {
 	x := t.c.qps[0]
 	iters := t.cfg.Iters
-	duration := t.cfg.TestType == perftest.Duration
+	duration := t.cfg.TestType == Duration
 	run := latRun{s: latSamples{size: size, iters: iters, roundTrip: true, reportCycles: t.cfg.Cycles}}
 	if !duration {
 		run.s.posted = make([]int64, iters)
@@ -868,7 +867,7 @@ func (t *ptTraffic) waitSend(scnt, ccnt uint64) (cq.WC, error) {
 func (t *ptTraffic) latReadAtomic(size uint64) (latRun, error) {
 	x := t.c.qps[0]
 	iters := t.cfg.Iters
-	duration := t.cfg.TestType == perftest.Duration
+	duration := t.cfg.TestType == Duration
 	run := latRun{s: latSamples{size: size, iters: iters, reportCycles: t.cfg.Cycles}}
 	if !duration {
 		run.s.posted = make([]int64, iters)

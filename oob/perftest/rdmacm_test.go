@@ -1,14 +1,12 @@
-package main
+package perftest
 
 import (
 	"bytes"
+	"context"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/goroce/goroce/oob/perftest"
 )
 
 // -R runs, server and client in-process over the UDP link on loopback,
@@ -17,35 +15,12 @@ import (
 // listener is up (ptListening).
 
 // cmPair runs one -R server and one -R client of test on port.
-func cmPair(t *testing.T, test perftest.Test, port int, args ...string) (srv, cli ptSide) {
+func cmPair(t *testing.T, test Test, port int, args ...string) (srv, cli ptSide) {
 	t.Helper()
-	listening := make(chan struct{})
-	ptListenMu.Lock()
-	ptListenCh[port] = listening
-	ptListenMu.Unlock()
 	common := append([]string{"-R", "-x", "1", "-p", strconv.Itoa(port)}, args...)
-	done := make(chan ptSide, 1)
-	go func() {
-		var out, errOut bytes.Buffer
-		code := runPerftest(test, append([]string{"-d", "127.0.16.5"}, common...), &out, &errOut)
-		done <- ptSide{code, out.String(), errOut.String()}
-	}()
-	select {
-	case <-listening:
-	case s := <-done:
-		t.Fatalf("server ended before listening: %v", s)
-	case <-time.After(10 * time.Second):
-		t.Fatal("server not listening after 10 s")
-	}
-	var out, errOut bytes.Buffer
-	code := runPerftest(test, append(append([]string{"-d", "127.0.16.6"}, common...), "127.0.16.5"), &out, &errOut)
-	cli = ptSide{code, out.String(), errOut.String()}
-	select {
-	case srv = <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("server still running 60 s after the client ended; client: %v", cli)
-	}
-	return srv, cli
+	done := serveLine(t, test, port, append([]string{"-d", "127.0.16.5"}, common...))
+	cli = runMain(test, append(append([]string{"-d", "127.0.16.6"}, common...), "127.0.16.5"))
+	return awaitServer(t, done, cli), cli
 }
 
 // TestPerftestRDMACM: write_bw and send_bw (one and two QPs) and send_lat
@@ -54,22 +29,22 @@ func cmPair(t *testing.T, test perftest.Test, port int, args ...string) (srv, cl
 // the addresses of the QPs the CM connected and their rows.
 func TestPerftestRDMACM(t *testing.T) {
 	tests := []struct {
-		test  perftest.Test
+		test  Test
 		port  int
-		claim perftest.Version
+		claim Version
 		args  []string
 	}{
-		{perftest.WriteBW, 18861, perftest.V606, []string{"-n", "50", "-s", "4096"}},
-		{perftest.SendBW, 18862, perftest.V624, []string{"-n", "50", "-s", "2000"}},
-		{perftest.SendBW, 18863, perftest.V629, []string{"-n", "40", "-s", "64", "-q", "2"}},
-		{perftest.SendLat, 18864, perftest.V624, []string{"-n", "50", "-s", "64"}},
+		{WriteBW, 18861, V606, []string{"-n", "50", "-s", "4096"}},
+		{SendBW, 18862, V624, []string{"-n", "50", "-s", "2000"}},
+		{SendBW, 18863, V629, []string{"-n", "40", "-s", "64", "-q", "2"}},
+		{SendLat, 18864, V624, []string{"-n", "50", "-s", "64"}},
 		// UD: SIDR gives the client the server's QPN and Q_Key; send_lat
 		// and send_bw -b send the client's QPN back in a SEND with
 		// immediate, as perftest does; -q 2 resolves two services.
-		{perftest.SendBW, 18865, perftest.V606, []string{"-n", "50", "-s", "1", "-c", "UD"}},
-		{perftest.SendBW, 18866, perftest.V629, []string{"-n", "40", "-s", "1024", "-c", "UD", "-q", "2"}},
-		{perftest.SendBW, 18867, perftest.V624, []string{"-n", "40", "-s", "512", "-c", "UD", "-b"}},
-		{perftest.SendLat, 18868, perftest.V624, []string{"-n", "50", "-s", "1024", "-c", "UD"}},
+		{SendBW, 18865, V606, []string{"-n", "50", "-s", "1", "-c", "UD"}},
+		{SendBW, 18866, V629, []string{"-n", "40", "-s", "1024", "-c", "UD", "-q", "2"}},
+		{SendBW, 18867, V624, []string{"-n", "40", "-s", "512", "-c", "UD", "-b"}},
+		{SendLat, 18868, V624, []string{"-n", "50", "-s", "1024", "-c", "UD"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.test.String()+"/"+strings.Join(tt.args, ""), func(t *testing.T) {
@@ -109,7 +84,7 @@ func TestPerftestRDMACMRefused(t *testing.T) {
 		{"-z", "-R has both"},
 	} {
 		var out, errOut bytes.Buffer
-		if code := runPerftest(perftest.SendBW, strings.Fields(tc.args), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
+		if code := Main(context.Background(), SendBW, strings.Fields(tc.args), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%s: exit %d, stderr %q", tc.args, code, errOut.String())
 		}
 	}

@@ -1,7 +1,8 @@
-package main
+package pingpong
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,49 +11,9 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/bth/pcapfile"
-	"github.com/goroce/goroce/oob/perftest"
-	"github.com/goroce/goroce/oob/pingpong"
+	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/ladder"
 )
-
-// shellWords splits a command line as sh would for the README's
-// commands: words, 'single-quoted' strings, and a trailing &.
-func shellWords(t *testing.T, line string) []string {
-	t.Helper()
-	var words []string
-	for line = strings.TrimSpace(line); line != ""; line = strings.TrimSpace(line) {
-		if line[0] == '\'' {
-			end := strings.IndexByte(line[1:], '\'')
-			if end < 0 {
-				t.Fatalf("unclosed quote in %q", line)
-			}
-			words, line = append(words, line[1:end+1]), line[end+2:]
-			continue
-		}
-		w, rest, _ := strings.Cut(line, " ")
-		if w != "&" {
-			words = append(words, w)
-		}
-		line = rest
-	}
-	return words
-}
-
-// readmeShBlock returns the first sh block of the README after heading,
-// and the README's text after that block.
-func readmeShBlock(t *testing.T, heading string) (block, after string) {
-	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(readme), heading)
-	_, block, ok2 := strings.Cut(sec, "```sh\n")
-	block, after, ok3 := strings.Cut(block, "```")
-	if !ok || !ok2 || !ok3 {
-		t.Fatalf("README has no sh block after %q", heading)
-	}
-	return block, after
-}
 
 // readmePingpongPair reads the README's two-line sh block after heading:
 // a roced rc_pingpong server and a client that ends with the server's
@@ -61,7 +22,7 @@ func readmeShBlock(t *testing.T, heading string) (block, after string) {
 // environment the lines set before roced (both must set the same).
 func readmePingpongPair(t *testing.T, heading string) (srv, cli []string, env map[string]string) {
 	t.Helper()
-	block, _ := readmeShBlock(t, heading)
+	block, _ := rdmatest.ReadmeShBlock(t, "../../README.md", heading)
 	lines := strings.Split(strings.TrimSpace(block), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("README's %q has no two-line sh block", heading)
@@ -69,7 +30,7 @@ func readmePingpongPair(t *testing.T, heading string) (srv, cli []string, env ma
 	var args [2][]string
 	env = map[string]string{}
 	for i, l := range lines {
-		w := shellWords(t, l)
+		w := rdmatest.ShellWords(t, l)
 		for len(w) > 0 && strings.Contains(w[0], "=") {
 			k, v, _ := strings.Cut(w[0], "=")
 			if old, ok := env[k]; ok && old != v {
@@ -105,7 +66,7 @@ func TestFaultsReadme(t *testing.T) {
 			cli[i] = pcap
 		}
 	}
-	srv, c := ppPair(t, pingpong.RC, srvArgs, cli)
+	srv, c := ppPair(t, RC, srvArgs, cli)
 	if srv.code != 0 || c.code != 0 {
 		t.Fatalf("server:\n%v\nclient:\n%v", srv, c)
 	}
@@ -117,8 +78,8 @@ func TestFaultsReadme(t *testing.T) {
 		t.Fatalf("the rule's firing is not logged:\n%s", c.stderr)
 	}
 	quiet := c
-	quiet.stderr = ""                                 // checked above; ppCheck wants the rest as a plain run's
-	ppCheck(t, pingpong.RC, 4096, 100, 1, srv, quiet) // the server, without faults, prints nothing on stderr
+	quiet.stderr = ""                        // checked above; ppCheck wants the rest as a plain run's
+	ppCheck(t, RC, 4096, 100, 1, srv, quiet) // the server, without faults, prints nothing on stderr
 	// The capture holds a SEND Middle PSN twice: the lost one resent.
 	f, err := os.Open(pcap)
 	if err != nil {
@@ -151,48 +112,29 @@ func TestFaultsReadme(t *testing.T) {
 	if again == 0 {
 		t.Fatal("the capture shows no retransmission")
 	}
-	// The ladder explains them: the sequence NAK the lost packet caused,
-	// and the go-back-N it started.
-	out, errOut, status := decodeOut(t, "--ladder", pcap)
-	for _, want := range []string{"* sequence error: the responder expects psn", "* retransmission of psn", "go back after the NAK #"} {
-		if status != 0 || !strings.Contains(out, want) {
-			t.Fatalf("decode --ladder: exit status %d, no %q in\n%s\n%s", status, want, out, errOut)
+	// The ladder (roced decode --ladder's, package ladder) explains them:
+	// the sequence NAK the lost packet caused, and the go-back-N it
+	// started.
+	var l ladder.Ladder
+	var out strings.Builder
+	if _, err = f.Seek(0, io.SeekStart); err == nil {
+		if err = l.ReadPcap(f); err == nil {
+			err = l.Diagram().WriteText(&out)
 		}
 	}
-}
-
-// TestFaultsPerftest: the perftest tools take the same flags. The server
-// duplicates and reorders what it receives and drops the client's 5th
-// WRITE; the run still moves every byte, and each side's faults line
-// says what it did (the client has none, so prints none).
-func TestFaultsPerftest(t *testing.T) {
-	srv, cli := pair(t, perftest.WriteBW,
-		[]string{"--dup", "rx:0.05", "--reorder=rx:0.05", "--seed", "3", "--fault-rule", "rx opcode=RDMA_WRITE_ONLY nth=5 drop", "-s", "4096", "-n", "200"},
-		[]string{"-s", "4096", "-n", "200"})
-	if srv.code != 0 || cli.code != 0 {
-		t.Fatalf("server:\n%v\nclient:\n%v", srv, cli)
-	}
-	re := regexp.MustCompile(`(?m)^faults: rx_lost=1 rx_duplicated=\d+ rx_reordered=\d+ rule1=1$`)
-	if !re.MatchString(srv.errOut) || strings.Contains(cli.errOut, "faults:") {
-		t.Fatalf("server:\n%v\nclient:\n%v", srv, cli)
-	}
-	if n := rows(srv.out, true); len(n) != 1 || n[0] != [2]uint64{4096, 200} {
-		t.Fatalf("server rows %v", n)
+	for _, want := range []string{"* sequence error: the responder expects psn", "* retransmission of psn", "go back after the NAK #"} {
+		if err != nil || !strings.Contains(out.String(), want) {
+			t.Fatalf("ladder: %v, no %q in\n%s", err, want, out.String())
+		}
 	}
 }
 
 // TestFaultFlagErrors: a bad fault flag is answered with a line naming it
-// (perftest adds its "Parser function exited with Error", as the real
-// tool does) and a non-zero exit, before anything is opened.
+// and a non-zero exit, before anything is opened (oob/perftest's test of
+// the same name runs the same flags through the perftest tools).
 func TestFaultFlagErrors(t *testing.T) {
 	for _, args := range [][]string{{"--loss", "2"}, {"--fault-rule", "tx opcode=WRITE drop"}, {"--delay", "tx:soon"}} {
-		var out, errb strings.Builder
-		code := runPerftest(perftest.WriteBW, append(args, "127.0.0.1"), &out, &errb)
-		first, _, _ := strings.Cut(errb.String(), "\n")
-		if code == 0 || !strings.Contains(first, args[0]) || strings.Contains(errb.String(), "goroutine") {
-			t.Errorf("write_bw %v: exit %d, stderr %q", args, code, errb.String())
-		}
-		o := ppExec(context.Background(), pingpong.RC, append(args, "127.0.0.1"))
+		o := ppExec(context.Background(), RC, append(args, "127.0.0.1"))
 		if o.code == 0 || !strings.Contains(o.stderr, args[0]) || strings.Contains(o.stderr, "goroutine") {
 			t.Errorf("rc_pingpong %v: %v", args, o)
 		}
@@ -211,12 +153,12 @@ func TestTuningReadme(t *testing.T) {
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	srv, c := ppPair(t, pingpong.RC, srvArgs, cli)
-	ppCheck(t, pingpong.RC, 64, 2000, 1, srv, c)
+	srv, c := ppPair(t, RC, srvArgs, cli)
+	ppCheck(t, RC, 64, 2000, 1, srv, c)
 
 	for _, bad := range [][2]string{{"GOROCE_RX_QUEUES", "0"}, {"GOROCE_BUSY_POLL", "fast"}} {
 		t.Setenv(bad[0], bad[1])
-		o := ppExec(context.Background(), pingpong.RC, []string{"-d", "127.0.0.1", "-g", "1"})
+		o := ppExec(context.Background(), RC, []string{"-d", "127.0.0.1", "-g", "1"})
 		if o.code != 1 || strings.Count(strings.TrimSpace(o.stderr), "\n") != 0 || !strings.Contains(o.stderr, bad[0]) {
 			t.Errorf("%s=%s: exit %d, stderr %q; want 1 and one line naming it", bad[0], bad[1], o.code, o.stderr)
 		}

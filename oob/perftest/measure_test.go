@@ -1,4 +1,4 @@
-package main
+package perftest
 
 import (
 	"math"
@@ -6,16 +6,15 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/nic"
-	"github.com/goroce/goroce/oob/perftest"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
-// TestBWReport checks print_report_bw's arithmetic on hand-made samples
+// TestBWReportFigures checks print_report_bw's arithmetic on hand-made samples
 // (nanosecond cycles: 1e9 per second).
-func TestBWReport(t *testing.T) {
+func TestBWReportFigures(t *testing.T) {
 	const mib = 1048576.0
 	tests := []struct {
 		name                  string
@@ -145,8 +144,8 @@ func TestDeviceAttr(t *testing.T) {
 		a.MaxSGE != qp.MaxSGE || a.MaxSRQWR != qp.MaxWR || a.PhysPortCnt != 1 || a.MaxPkeys != 1 || a.AtomicCap != 1 {
 		t.Errorf("%+v", a)
 	}
-	p := perftest.Params{Attr: a}
-	back, err := perftest.ParseParams(p.Marshal())
+	p := Params{Attr: a}
+	back, err := ParseParams(p.Marshal())
 	if err != nil || back.Attr != a {
 		t.Errorf("attributes do not survive the wire: %v", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"bytes"
@@ -15,13 +15,11 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/goroce/goroce/oob/pingpong"
 )
 
-// The tests run the real command code, a server and a client, each as the
-// tool would run in its own process: server on 127.0.0.1, client on
-// 127.0.0.2 (both UDP port 4791, kernel UDP link), one TCP port per pair.
+// The tests run Main, a server and a client, each as the tool would run
+// in its own process: server on 127.0.0.1, client on 127.0.0.2 (both UDP
+// port 4791, kernel UDP link), one TCP port per pair.
 
 // ppOut is what one run printed and returned.
 type ppOut struct {
@@ -33,9 +31,9 @@ func (o ppOut) String() string {
 	return fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", o.code, o.stdout, o.stderr)
 }
 
-func ppExec(ctx context.Context, tool pingpong.Tool, args []string) ppOut {
+func ppExec(ctx context.Context, tool Tool, args []string) ppOut {
 	var out, errb bytes.Buffer
-	code := runPingpong(ctx, tool, args, &out, &errb)
+	code := Main(ctx, tool, args, &out, &errb)
 	return ppOut{out.String(), errb.String(), code}
 }
 
@@ -55,7 +53,7 @@ func ppFreePort(t *testing.T) string {
 // 127.0.0.1). Other
 // packages' tests bind 127.0.0.x:4791 too: a pair that met one of them is
 // run again.
-func ppPair(t *testing.T, tool pingpong.Tool, srvArgs, cliArgs []string) (srv, cli ppOut) {
+func ppPair(t *testing.T, tool Tool, srvArgs, cliArgs []string) (srv, cli ppOut) {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
 		srv, cli = ppTryPair(t, tool, srvArgs, cliArgs)
@@ -67,7 +65,7 @@ func ppPair(t *testing.T, tool pingpong.Tool, srvArgs, cliArgs []string) (srv, c
 	}
 }
 
-func ppTryPair(t *testing.T, tool pingpong.Tool, srvArgs, cliArgs []string) (srv, cli ppOut) {
+func ppTryPair(t *testing.T, tool Tool, srvArgs, cliArgs []string) (srv, cli ppOut) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -112,13 +110,13 @@ var (
 
 // ppAddrs checks the address lines of one side's stdout and returns them
 // as "QPN PSN GID" strings, local and remote.
-func ppAddrs(t *testing.T, tool pingpong.Tool, who string, lines []string, numQP int, myGID, peerGID string) (local, remote []string) {
+func ppAddrs(t *testing.T, tool Tool, who string, lines []string, numQP int, myGID, peerGID string) (local, remote []string) {
 	t.Helper()
 	if len(lines) < 2*numQP {
 		t.Fatalf("%s: %d lines, want at least %d address lines", who, len(lines), 2*numQP)
 	}
 	sep := ","
-	if tool == pingpong.UD {
+	if tool == UD {
 		sep = ":" // ud_pingpong's quirk, on its local line only
 	}
 	for i, l := range lines[:numQP] {
@@ -141,7 +139,7 @@ func ppAddrs(t *testing.T, tool pingpong.Tool, who string, lines []string, numQP
 // ppCheck checks a successful pair: exit 0, nothing on stderr, address
 // lines that agree with each other, the result lines with the byte count
 // the tool computes, and nothing else (so -c found every page intact).
-func ppCheck(t *testing.T, tool pingpong.Tool, size, iters, numQP int, srv, cli ppOut) {
+func ppCheck(t *testing.T, tool Tool, size, iters, numQP int, srv, cli ppOut) {
 	t.Helper()
 	if srv.code != 0 || cli.code != 0 || srv.stderr != "" || cli.stderr != "" {
 		t.Fatalf("server:\n%v\nclient:\n%v", srv, cli)
@@ -179,16 +177,16 @@ func ppCheck(t *testing.T, tool pingpong.Tool, size, iters, numQP int, srv, cli 
 func TestPingpongSizes(t *testing.T) {
 	const iters = 5
 	for _, tc := range []struct {
-		tool  pingpong.Tool
+		tool  Tool
 		sizes []int
 		extra []string
 		numQP int
 	}{
-		{pingpong.RC, []int{1, 1024, 1025, 65536}, nil, 1},
-		{pingpong.UC, []int{1, 1024, 1025, 65536}, nil, 1},
+		{RC, []int{1, 1024, 1025, 65536}, nil, 1},
+		{UC, []int{1, 1024, 1025, 65536}, nil, 1},
 		// UD messages must fit the port MTU: 4096 on loopback.
-		{pingpong.UD, []int{1, 1024, 1025, 4096}, nil, 1},
-		{pingpong.SRQ, []int{1, 1024, 1025, 65536}, []string{"-q", "4"}, 4},
+		{UD, []int{1, 1024, 1025, 4096}, nil, 1},
+		{SRQ, []int{1, 1024, 1025, 65536}, []string{"-q", "4"}, 4},
 	} {
 		for _, size := range tc.sizes {
 			t.Run(fmt.Sprintf("%v/%d", tc.tool, size), func(t *testing.T) {
@@ -204,15 +202,15 @@ func TestPingpongSizes(t *testing.T) {
 // on one side or both, and srq with its default 16 QPs.
 func TestPingpongEvents(t *testing.T) {
 	for _, tc := range []struct {
-		tool     pingpong.Tool
+		tool     Tool
 		srv, cli string
 		numQP    int
 	}{
-		{pingpong.RC, "-e", "-e", 1},
-		{pingpong.RC, "-e", "", 1},
-		{pingpong.UC, "", "-e", 1},
-		{pingpong.UD, "-e", "-e", 1},
-		{pingpong.SRQ, "-e", "-e", 16},
+		{RC, "-e", "-e", 1},
+		{RC, "-e", "", 1},
+		{UC, "", "-e", 1},
+		{UD, "-e", "-e", 1},
+		{SRQ, "-e", "-e", 16},
 	} {
 		t.Run(fmt.Sprintf("%v/%q-%q", tc.tool, tc.srv, tc.cli), func(t *testing.T) {
 			base := []string{"-g", "1", "-n", "20", "-s", "512"}
@@ -225,9 +223,9 @@ func TestPingpongEvents(t *testing.T) {
 // TestPingpongLongOptions spells the flags as getopt_long allows and takes
 // ud's default size (1024, whatever its usage text says).
 func TestPingpongLongOptions(t *testing.T) {
-	srv, cli := ppPair(t, pingpong.UD, []string{"--gid-idx=1", "--iters", "3", "--chk", "--events", "--link=udp"},
+	srv, cli := ppPair(t, UD, []string{"--gid-idx=1", "--iters", "3", "--chk", "--events", "--link=udp"},
 		[]string{"--gid-idx", "1", "--it=3", "--rx-depth=2", "--chk"})
-	ppCheck(t, pingpong.UD, 1024, 3, 1, srv, cli)
+	ppCheck(t, UD, 1024, 3, 1, srv, cli)
 }
 
 // TestPingpongCheckWithoutPattern: -c on the server only. The client does
@@ -235,24 +233,24 @@ func TestPingpongLongOptions(t *testing.T) {
 // client's 0x7b fill and the server reports them, as the real one does
 // (on stdout, exit status 0).
 func TestPingpongCheckWithoutPattern(t *testing.T) {
-	srv, cli := ppPair(t, pingpong.RC, []string{"-g", "1", "-n", "3", "-s", "8192", "-c"}, []string{"-g", "1", "-n", "3", "-s", "8192"})
+	srv, cli := ppPair(t, RC, []string{"-g", "1", "-n", "3", "-s", "8192", "-c"}, []string{"-g", "1", "-n", "3", "-s", "8192"})
 	want := "invalid data in page 0\ninvalid data in page 1\n"
 	if srv.code != 0 || !strings.HasSuffix(srv.stdout, " usec/iter\n"+want) {
 		t.Fatalf("server:\n%v", srv)
 	}
 	srv.stdout = strings.TrimSuffix(srv.stdout, want)
-	ppCheck(t, pingpong.RC, 8192, 3, 1, srv, cli)
+	ppCheck(t, RC, 8192, 3, 1, srv, cli)
 }
 
 // TestPingpongNoGID: without -g the tools exchange a zero GID, and RoCE
 // cannot route to it; both sides fail as the real ones do on rxe.
 func TestPingpongNoGID(t *testing.T) {
 	for _, tc := range []struct {
-		tool pingpong.Tool
+		tool Tool
 		srv  []string // the server's stderr
 	}{
-		{pingpong.RC, []string{"Failed to modify QP to RTR", "Couldn't connect to remote QP"}},
-		{pingpong.UD, []string{"Failed to create AH", "Couldn't connect to remote QP"}},
+		{RC, []string{"Failed to modify QP to RTR", "Couldn't connect to remote QP"}},
+		{UD, []string{"Failed to create AH", "Couldn't connect to remote QP"}},
 	} {
 		t.Run(tc.tool.String(), func(t *testing.T) {
 			srv, cli := ppPair(t, tc.tool, []string{"-n", "2"}, []string{"-n", "2"})
@@ -293,7 +291,7 @@ func ppFakeServer(t *testing.T, n int, answer []byte) (port string, got <-chan [
 		k, _ := io.ReadFull(c, buf)
 		if answer != nil {
 			c.Write(answer)
-			if len(answer)%pingpong.RecordSize == 0 {
+			if len(answer)%RecordSize == 0 {
 				// Wait for "done" so that the client's write does not fail.
 				c.Read(make([]byte, 16))
 			}
@@ -307,32 +305,32 @@ func ppFakeServer(t *testing.T, n int, answer []byte) (port string, got <-chan [
 // short record, or with the address of a QP that never answers. The client
 // says so and exits 1, without hanging.
 func TestPingpongBadServer(t *testing.T) {
-	good := pingpong.Dest{QPN: 0x123456, PSN: 0x42, GID: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}}.Marshal()
-	garbled := bytes.Repeat([]byte("z"), pingpong.RecordSize)
+	good := Dest{QPN: 0x123456, PSN: 0x42, GID: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}}.Marshal()
+	garbled := bytes.Repeat([]byte("z"), RecordSize)
 	for _, tc := range []struct {
 		name   string
-		tool   pingpong.Tool
+		tool   Tool
 		answer []byte
 		stderr []string // lines, in order; a prefix each
 	}{
-		{"garbled", pingpong.RC, garbled, []string{"client read/write: pingpong: garbled address record 0", "Couldn't read/write remote address"}},
-		{"short", pingpong.UC, []byte("0000:000011"), []string{"client read/write: ", "Couldn't read/write remote address"}},
-		{"closes", pingpong.UD, nil, []string{"client read/write: ", "Couldn't read/write remote address"}},
-		{"srq garbled", pingpong.SRQ, garbled, []string{"client read/write: pingpong: garbled address record 0", "Couldn't read/write remote address"}},
+		{"garbled", RC, garbled, []string{"client read/write: pingpong: garbled address record 0", "Couldn't read/write remote address"}},
+		{"short", UC, []byte("0000:000011"), []string{"client read/write: ", "Couldn't read/write remote address"}},
+		{"closes", UD, nil, []string{"client read/write: ", "Couldn't read/write remote address"}},
+		{"srq garbled", SRQ, garbled, []string{"client read/write: pingpong: garbled address record 0", "Couldn't read/write remote address"}},
 		// A well-formed record for a QP nobody has: RC retries 7 times
 		// (timeout 14: 67 ms each) and fails the send, as an HCA does.
-		{"no such QP", pingpong.RC, good, []string{"Failed status transport retry counter exceeded (12) for wr_id 2", "parse WC failed "}},
+		{"no such QP", RC, good, []string{"Failed status transport retry counter exceeded (12) for wr_id 2", "parse WC failed "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := pingpong.RecordSize
-			if tc.tool == pingpong.SRQ {
-				n *= pingpong.MaxQP
+			n := RecordSize
+			if tc.tool == SRQ {
+				n *= MaxQP
 			}
 			port, got := ppFakeServer(t, n, tc.answer)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			args := []string{"-g", "1", "-n", "2", "-s", "64", "-d", "127.0.0.2", "-p", port, "127.0.0.1"}
-			if tc.tool == pingpong.SRQ {
+			if tc.tool == SRQ {
 				args = append(args, "-q", "1")
 			}
 			var out ppOut
@@ -352,16 +350,16 @@ func TestPingpongBadServer(t *testing.T) {
 					t.Fatalf("stderr line %d %q, want %q...\n%v", i+1, lines[i], want, out)
 				}
 			}
-			if rec := <-got; len(rec) != n || mustDest(t, rec[:pingpong.RecordSize]).QPN == 0 {
+			if rec := <-got; len(rec) != n || mustDest(t, rec[:RecordSize]).QPN == 0 {
 				t.Fatalf("the client sent %d bytes %q", len(rec), rec)
 			}
 		})
 	}
 }
 
-func mustDest(t *testing.T, b []byte) pingpong.Dest {
+func mustDest(t *testing.T, b []byte) Dest {
 	t.Helper()
-	d, err := pingpong.ParseDest(b)
+	d, err := ParseDest(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,13 +404,13 @@ func ppFakeClient(t *testing.T, ctx context.Context, port string, msg []byte, do
 func TestPingpongBadClient(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		tool   pingpong.Tool
+		tool   Tool
 		msg    []byte
 		stderr string // first line's prefix
 	}{
-		{"garbled", pingpong.RC, bytes.Repeat([]byte("0"), pingpong.RecordSize), "server read: pingpong: garbled address record 0"},
-		{"wrong size", pingpong.UD, []byte("0000:000011:000001:00000000000000000000ffff7f000002"), "server read: "},
-		{"srq short", pingpong.SRQ, bytes.Repeat([]byte("0"), 3*pingpong.RecordSize), "server read: "},
+		{"garbled", RC, bytes.Repeat([]byte("0"), RecordSize), "server read: pingpong: garbled address record 0"},
+		{"wrong size", UD, []byte("0000:000011:000001:00000000000000000000ffff7f000002"), "server read: "},
+		{"srq short", SRQ, bytes.Repeat([]byte("0"), 3*RecordSize), "server read: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for attempt := 0; ; attempt++ {
@@ -448,30 +446,30 @@ func TestPingpongBadClient(t *testing.T) {
 // words and exit status 1, before any traffic.
 func TestPingpongRefusals(t *testing.T) {
 	for _, tc := range []struct {
-		tool   pingpong.Tool
+		tool   Tool
 		args   string
 		stderr string
 		usage  bool // the usage text on stdout
 	}{
-		{pingpong.RC, "-h", "roced rc_pingpong: invalid option -- 'h'\n", true},
-		{pingpong.UD, "-m 1024", "roced ud_pingpong: invalid option -- 'm'\n", true},
-		{pingpong.RC, "-m 300", "roced rc_pingpong: invalid MTU 300 (256, 512, 1024, 2048 or 4096)\n", true},
-		{pingpong.RC, "a b", "roced rc_pingpong: more than one host: a b\n", true},
+		{RC, "-h", "roced rc_pingpong: invalid option -- 'h'\n", true},
+		{UD, "-m 1024", "roced ud_pingpong: invalid option -- 'm'\n", true},
+		{RC, "-m 300", "roced rc_pingpong: invalid MTU 300 (256, 512, 1024, 2048 or 4096)\n", true},
+		{RC, "a b", "roced rc_pingpong: more than one host: a b\n", true},
 		// Sizes refused before a server waits: beyond an unsigned int,
 		// beyond the largest message.
-		{pingpong.RC, "-s 99999999999", "roced rc_pingpong: -s 99999999999 out of range (0 to 4294967295)\n", true},
-		{pingpong.SRQ, "-s 3000000000", "roced srq_pingpong: -s 3000000000: larger than the largest message (2147483648 bytes)\n", false},
-		{pingpong.RC, "-o -d 127.0.0.1", "The device isn't ODP capable or does not support RC send and receive with ODP\n", false},
-		{pingpong.RC, "-O -d 127.0.0.1", "The device isn't ODP capable or does not support RC send and receive with ODP\n", false},
-		{pingpong.RC, "-t -d 127.0.0.1", "The device isn't completion timestamp capable\n", false},
-		{pingpong.RC, "-j -d 127.0.0.1", "Device doesn't support dm allocation\n", false},
-		{pingpong.RC, "-o -j", "DM memory region can't be on demand\n", false},
-		{pingpong.RC, "-P", "prefetch is valid only with on-demand memory region\n", false},
-		{pingpong.SRQ, "-o -d 127.0.0.1", "The device isn't ODP capable or does not support RC send, receive and srq with ODP\n", false},
-		{pingpong.SRQ, "-q 300", "num_qp 300 must be less than 255\n", false},
-		{pingpong.SRQ, "-q 20 -r 10", "rx_depth 10 is too small for 20 QPs -- must have at least one receive per QP.\n", false},
-		{pingpong.UD, "-s 65536 -d 127.0.0.1", "Requested size larger than port MTU (4096)\n", false},
-		{pingpong.RC, "-i 2 -d 127.0.0.1", "Failed to modify QP to INIT\n", false},
+		{RC, "-s 99999999999", "roced rc_pingpong: -s 99999999999 out of range (0 to 4294967295)\n", true},
+		{SRQ, "-s 3000000000", "roced srq_pingpong: -s 3000000000: larger than the largest message (2147483648 bytes)\n", false},
+		{RC, "-o -d 127.0.0.1", "The device isn't ODP capable or does not support RC send and receive with ODP\n", false},
+		{RC, "-O -d 127.0.0.1", "The device isn't ODP capable or does not support RC send and receive with ODP\n", false},
+		{RC, "-t -d 127.0.0.1", "The device isn't completion timestamp capable\n", false},
+		{RC, "-j -d 127.0.0.1", "Device doesn't support dm allocation\n", false},
+		{RC, "-o -j", "DM memory region can't be on demand\n", false},
+		{RC, "-P", "prefetch is valid only with on-demand memory region\n", false},
+		{SRQ, "-o -d 127.0.0.1", "The device isn't ODP capable or does not support RC send, receive and srq with ODP\n", false},
+		{SRQ, "-q 300", "num_qp 300 must be less than 255\n", false},
+		{SRQ, "-q 20 -r 10", "rx_depth 10 is too small for 20 QPs -- must have at least one receive per QP.\n", false},
+		{UD, "-s 65536 -d 127.0.0.1", "Requested size larger than port MTU (4096)\n", false},
+		{RC, "-i 2 -d 127.0.0.1", "Failed to modify QP to INIT\n", false},
 	} {
 		t.Run(tc.tool.String()+" "+tc.args, func(t *testing.T) {
 			var out ppOut
@@ -491,7 +489,7 @@ func TestPingpongRefusals(t *testing.T) {
 		})
 	}
 	// -g beyond the GID table: the tools' own words.
-	out := ppExec(context.Background(), pingpong.RC, []string{"-g", "9", "-d", "127.0.0.1"})
+	out := ppExec(context.Background(), RC, []string{"-g", "9", "-d", "127.0.0.1"})
 	if out.code != 1 || !strings.HasPrefix(out.stderr, "can't read sgid of index 9 (") {
 		t.Fatalf("-g 9: %v", out)
 	}
@@ -500,13 +498,13 @@ func TestPingpongRefusals(t *testing.T) {
 // TestPingpongUsage checks each tool's usage text lists its own flags.
 func TestPingpongUsage(t *testing.T) {
 	for _, tc := range []struct {
-		tool        pingpong.Tool
+		tool        Tool
 		has, hasnot []string
 	}{
-		{pingpong.RC, []string{"-m, --mtu", "-N, --new_send", "-t, --ts", "(default 4096)"}, []string{"-q, --num-qp"}},
-		{pingpong.UC, []string{"-m, --mtu", "-c, --chk"}, []string{"-o, --odp", "-t, --ts"}},
-		{pingpong.UD, []string{"(default 2048)", "<SL>"}, []string{"-m, --mtu"}},
-		{pingpong.SRQ, []string{"-q, --num-qp", "per QP(default 1000)", "-o, --odp"}, []string{"-t, --ts"}},
+		{RC, []string{"-m, --mtu", "-N, --new_send", "-t, --ts", "(default 4096)"}, []string{"-q, --num-qp"}},
+		{UC, []string{"-m, --mtu", "-c, --chk"}, []string{"-o, --odp", "-t, --ts"}},
+		{UD, []string{"(default 2048)", "<SL>"}, []string{"-m, --mtu"}},
+		{SRQ, []string{"-q, --num-qp", "per QP(default 1000)", "-o, --odp"}, []string{"-t, --ts"}},
 	} {
 		var b bytes.Buffer
 		ppUsage(&b, tc.tool, "roced "+tc.tool.String())
@@ -550,17 +548,17 @@ func TestLrand48(t *testing.T) {
 func TestPingpongCheckBuffer(t *testing.T) {
 	page := os.Getpagesize()
 	for _, tc := range []struct {
-		tool  pingpong.Tool
+		tool  Tool
 		size  int
 		spoil []int // pages to spoil
 		want  []string
 	}{
-		{pingpong.RC, 3 * page, nil, nil},
-		{pingpong.RC, 3 * page, []int{1}, []string{"invalid data in page 1"}},
-		{pingpong.UD, 1024, []int{0}, []string{"invalid data in page 0"}},
-		{pingpong.SRQ, 2*page + 1, []int{0, 2}, []string{"invalid data in page 0", "invalid data in page 2"}},
+		{RC, 3 * page, nil, nil},
+		{RC, 3 * page, []int{1}, []string{"invalid data in page 1"}},
+		{UD, 1024, []int{0}, []string{"invalid data in page 0"}},
+		{SRQ, 2*page + 1, []int{0, 2}, []string{"invalid data in page 0", "invalid data in page 2"}},
 	} {
-		r := &ppRun{cfg: pingpong.Config{Tool: tc.tool, Size: uint32(tc.size)}}
+		r := &ppRun{cfg: Config{Tool: tc.tool, Size: uint32(tc.size)}}
 		r.buf = bytes.Repeat([]byte{0x7b}, tc.size+max(r.dataOff(), r.sendOff()))
 		r.markPages()
 		// The message received is the one the client sent.
@@ -574,14 +572,14 @@ func TestPingpongCheckBuffer(t *testing.T) {
 	}
 }
 
-// TestPingpongProcesses builds roced and runs an RC ping-pong between two
-// processes, as make run does.
+// TestPingpongProcesses builds roced (cmd/roced, which runs Main) and runs
+// an RC ping-pong between two processes, as make run does.
 func TestPingpongProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	bin := filepath.Join(t.TempDir(), "roced")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/goroce/goroce/cmd/roced").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	for attempt := 0; ; attempt++ {
@@ -630,7 +628,7 @@ func TestPingpongProcesses(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 			continue
 		}
-		ppCheck(t, pingpong.RC, 4096, 50, 1, s, c)
+		ppCheck(t, RC, 4096, 50, 1, s, c)
 		return
 	}
 }

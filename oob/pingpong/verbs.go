@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/oob/pingpong"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -43,7 +42,7 @@ const (
 // ppRun holds one run's objects and counters, as the tools' struct
 // pingpong_context and main's locals.
 type ppRun struct {
-	cfg            pingpong.Config
+	cfg            Config
 	stdout, stderr io.Writer
 
 	ep        *endpoint.Endpoint
@@ -58,7 +57,7 @@ type ppRun struct {
 	sendFlags qp.SendFlags
 	rng       lrand48
 
-	local, remote []pingpong.Dest
+	local, remote []Dest
 
 	routs      int      // receives posted and not yet completed
 	pending    []uint64 // per QP: PINGPONG_*_WRID bits still to complete before the next send
@@ -69,7 +68,7 @@ type ppRun struct {
 // dataOff is where a received message's data starts in the buffer: ud
 // receives the GRH first.
 func (r *ppRun) dataOff() int {
-	if r.cfg.Tool == pingpong.UD {
+	if r.cfg.Tool == UD {
 		return ppGRH
 	}
 	return 0
@@ -83,7 +82,7 @@ func (r *ppRun) dataOff() int {
 // wire are the same: the srq buffer starts zeroed and -c only writes
 // zeros, so the real tool sends zeros both ways too.
 func (r *ppRun) sendOff() int {
-	if r.cfg.Tool == pingpong.SRQ {
+	if r.cfg.Tool == SRQ {
 		return int(r.cfg.Size)
 	}
 	return r.dataOff()
@@ -94,7 +93,7 @@ func (r *ppRun) sendOff() int {
 func (r *ppRun) initCtx() error {
 	cfg := &r.cfg
 	switch cfg.Tool {
-	case pingpong.RC:
+	case RC:
 		// goroce, like rxe, has no on-demand paging, no completion
 		// timestamps and no device memory; these are rxe's answers.
 		if cfg.ODP || cfg.ImplicitOD {
@@ -106,22 +105,22 @@ func (r *ppRun) initCtx() error {
 		if cfg.DM {
 			return r.failf("Device doesn't support dm allocation")
 		}
-	case pingpong.SRQ:
+	case SRQ:
 		if cfg.ODP {
 			return r.failf("The device isn't ODP capable or does not support RC send, receive and srq with ODP")
 		}
-	case pingpong.UD:
+	case UD:
 		if mtu := r.dev.ActiveMTU().Bytes(); int64(cfg.Size) > int64(mtu) {
 			return r.failf("Requested size larger than port MTU (%d)", mtu)
 		}
 	}
 	n := int(cfg.Size) + r.dataOff()
-	if cfg.Tool == pingpong.SRQ {
+	if cfg.Tool == SRQ {
 		n = 2 * int(cfg.Size) // receive area, send area
 	}
 	// A zero-size run still needs a region to register; its SGEs are empty.
 	r.buf = make([]byte, max(n, 1))
-	if cfg.Tool != pingpong.SRQ {
+	if cfg.Tool != SRQ {
 		// The tools' "FIXME memset(ctx->buf, 0, size)": rc, uc and ud fill
 		// with 0x7b, srq with zeros. -c relies on it: a page that no
 		// message reached still holds 0x7b.
@@ -135,7 +134,7 @@ func (r *ppRun) initCtx() error {
 		return r.failf("Couldn't register MR (%v)", err)
 	}
 	numQP, extra := 1, 1
-	if cfg.Tool == pingpong.SRQ {
+	if cfg.Tool == SRQ {
 		numQP, extra = int(cfg.NumQP), int(cfg.NumQP)
 	}
 	if uint64(cfg.RxDepth)+uint64(extra) > qp.MaxWR {
@@ -146,11 +145,11 @@ func (r *ppRun) initCtx() error {
 	r.wc = make([]cq.WC, 2)
 	typ := qp.RC
 	switch cfg.Tool {
-	case pingpong.UC:
+	case UC:
 		typ = qp.UC
-	case pingpong.UD:
+	case UD:
 		typ = qp.UD
-	case pingpong.SRQ:
+	case SRQ:
 		if r.srq, err = r.dev.CreateSRQ(r.pd, qp.SRQAttr{MaxWR: cfg.RxDepth, MaxSGE: 1}); err != nil {
 			return r.failf("Couldn't create SRQ (%v)", err)
 		}
@@ -164,7 +163,7 @@ func (r *ppRun) initCtx() error {
 		}
 		q, err := r.dev.CreateQP(r.pd, ia)
 		if err != nil {
-			if cfg.Tool == pingpong.SRQ {
+			if cfg.Tool == SRQ {
 				return r.failf("Couldn't create QP[%d] (%v)", i, err)
 			}
 			return r.failf("Couldn't create QP (%v)", err)
@@ -179,14 +178,14 @@ func (r *ppRun) initCtx() error {
 	for i, q := range r.qps {
 		a := qp.Attr{State: qp.Init, PKeyIndex: 0, PortNum: uint8(cfg.IBPort)}
 		mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
-		if cfg.Tool == pingpong.UD {
+		if cfg.Tool == UD {
 			a.QKey = ppQKey
 			mask |= qp.AttrQKey
 		} else {
 			mask |= qp.AttrAccessFlags // qp_access_flags 0: SEND needs none
 		}
 		if err := q.Modify(&a, mask); err != nil {
-			if cfg.Tool == pingpong.SRQ {
+			if cfg.Tool == SRQ {
 				return r.failf("Failed to modify QP[%d] to INIT", i)
 			}
 			return r.failf("Failed to modify QP to INIT")
@@ -227,7 +226,7 @@ func (r *ppRun) postRecv(n int) int {
 func (r *ppRun) postSend(i int) error {
 	wr := qp.SendWR{WRID: ppSendWRID, Opcode: qp.WRSend, Flags: r.sendFlags,
 		SGL: []mr.SGE{r.mr.SGE(r.sendOff(), int(r.cfg.Size))}}
-	if r.cfg.Tool == pingpong.UD {
+	if r.cfg.Tool == UD {
 		wr.AH, wr.RemoteQPN, wr.RemoteQKey = r.ah, r.remote[0].QPN, ppQKey
 	}
 	return r.qps[i].PostSend(&wr)
@@ -240,7 +239,7 @@ func (r *ppRun) makeLocal() {
 	// main's srand48(getpid() * time(NULL)).
 	r.rng.seed(int64(os.Getpid()) * time.Now().Unix())
 	for _, q := range r.qps {
-		d := pingpong.Dest{QPN: q.QPN(), PSN: uint32(r.rng.next()) & 0xffffff}
+		d := Dest{QPN: q.QPN(), PSN: uint32(r.rng.next()) & 0xffffff}
 		if r.cfg.GIDIndex >= 0 {
 			d.GID = r.ep.GID
 		}
@@ -255,7 +254,7 @@ func (r *ppRun) makeLocal() {
 // verbs.c: 64 for a default IPv4 route), so rxe's packets carry TTL 64.
 // Honouring the 1 made every roced packet die at the first router; the
 // engine's default (0) is the kernel's 64.
-func (r *ppRun) addressVector(dest pingpong.Dest) qp.AHAttr {
+func (r *ppRun) addressVector(dest Dest) qp.AHAttr {
 	ah := qp.AHAttr{SL: uint8(r.cfg.SL), PortNum: uint8(r.cfg.IBPort)}
 	var zero [8]byte
 	if [8]byte(dest.GID[8:]) != zero {
@@ -277,9 +276,9 @@ func ibMTU(bytes int) qp.MTU {
 
 // connect is pp_connect_ctx: each QP to RTR and RTS with the tool's
 // attributes and masks; ud creates its address handle instead.
-func (r *ppRun) connect(remote []pingpong.Dest) error {
+func (r *ppRun) connect(remote []Dest) error {
 	cfg := &r.cfg
-	if cfg.Tool == pingpong.UD {
+	if cfg.Tool == UD {
 		q := r.qps[0]
 		if err := q.Modify(&qp.Attr{State: qp.RTR}, qp.AttrState); err != nil {
 			return r.failf("Failed to modify QP to RTR")
@@ -295,18 +294,18 @@ func (r *ppRun) connect(remote []pingpong.Dest) error {
 		return nil
 	}
 	qpErr := func(i int, state string) error {
-		if cfg.Tool == pingpong.SRQ {
+		if cfg.Tool == SRQ {
 			return r.failf("Failed to modify QP[%d] to %s", i, state)
 		}
 		return r.failf("Failed to modify QP to %s", state)
 	}
 	for i, q := range r.qps {
 		// srq_pingpong routes every QP by the first record's GID.
-		av := r.addressVector(pingpong.Dest{LID: remote[i].LID, GID: remote[0].GID})
+		av := r.addressVector(Dest{LID: remote[i].LID, GID: remote[0].GID})
 		a := qp.Attr{State: qp.RTR, PathMTU: ibMTU(cfg.MTU), DestQPN: remote[i].QPN, RQPSN: remote[i].PSN,
 			MaxDestRdAtomic: 1, MinRNRTimer: 12, AH: av}
 		mask := qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
-		if cfg.Tool != pingpong.UC {
+		if cfg.Tool != UC {
 			mask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
 		}
 		if err := q.Modify(&a, mask); err != nil {
@@ -317,7 +316,7 @@ func (r *ppRun) connect(remote []pingpong.Dest) error {
 			a.Timeout = uint8(cfg.QPTimeout)
 		}
 		mask = qp.AttrState | qp.AttrSQPSN
-		if cfg.Tool != pingpong.UC {
+		if cfg.Tool != UC {
 			mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
 		}
 		if err := q.Modify(&a, mask); err != nil {
@@ -397,7 +396,7 @@ func (r *ppRun) loop(ctx context.Context) error {
 		}
 		for i := range n {
 			if err := r.parseWC(&r.wc[i]); err != nil {
-				if r.cfg.Tool == pingpong.RC {
+				if r.cfg.Tool == RC {
 					return r.failf("parse WC failed %d", n)
 				}
 				return err
@@ -414,7 +413,7 @@ func (r *ppRun) parseWC(wc *cq.WC) error {
 		return r.failf("Failed status %s (%d) for wr_id %d", wc.Status, wc.Status, int(wc.WRID))
 	}
 	qi := 0
-	if r.cfg.Tool == pingpong.SRQ {
+	if r.cfg.Tool == SRQ {
 		qi = -1
 		for i, q := range r.qps {
 			if q.QPN() == wc.QPNum {
@@ -431,7 +430,7 @@ func (r *ppRun) parseWC(wc *cq.WC) error {
 	case ppRecvWRID:
 		// Repost when down to one receive (srq: one per QP).
 		low := 1
-		if r.cfg.Tool == pingpong.SRQ {
+		if r.cfg.Tool == SRQ {
 			low = len(r.qps)
 		}
 		if r.routs--; r.routs <= low {

@@ -1,12 +1,10 @@
-package main
+package perftest
 
 import (
 	"fmt"
 	"math"
 	"slices"
 	"time"
-
-	"github.com/goroce/goroce/oob/perftest"
 )
 
 // The perftest commands measure with "cycles" as the tools do, but their
@@ -40,9 +38,9 @@ type bwSamples struct {
 // cycles per message, truncated to whole cycles as cycles_t division is),
 // and the message rate. Figures are MiB/s (MB/s on 6.06, the same 2^20
 // bytes) or Gbit/s with --report_gbits, as the report format says.
-func bwReport(s bwSamples, gbits bool) perftest.BWReport {
+func bwReport(s bwSamples, gbits bool) BWReport {
 	n := int(s.iters)
-	rep := perftest.BWReport{Size: s.size, Iters: s.iters}
+	rep := BWReport{Size: s.size, Iters: s.iters}
 	if n == 0 || len(s.posted) == 0 || len(s.completed) == 0 {
 		return rep
 	}
@@ -108,7 +106,7 @@ type latSamples struct {
 // latResult is print_report_lat's figures plus the per-sample lines -U
 // and -H print.
 type latResult struct {
-	perftest.LatReport
+	LatReport
 	unsorted, sorted []float64 // in the report's unit
 }
 
@@ -156,7 +154,7 @@ func latReport(s latSamples) (latResult, error) {
 		x := avg - float64(d)/factor
 		dev += x * x
 	}
-	res.LatReport = perftest.LatReport{
+	res.LatReport = LatReport{
 		Size: s.size, Iters: s.iters,
 		Min:           float64(delta[0]) / factor,
 		Max:           float64(delta[measure]) / factor,
@@ -171,12 +169,12 @@ func latReport(s latSamples) (latResult, error) {
 
 // latDurationReport is print_report_lat_duration: the mean one-way latency
 // over the sample window and the transactions per second.
-func latDurationReport(size, iters uint64, window int64, roundTrip bool) perftest.LatReport {
+func latDurationReport(size, iters uint64, window int64, roundTrip bool) LatReport {
 	rtt := 1.0
 	if roundTrip {
 		rtt = 2
 	}
-	r := perftest.LatReport{Size: size, Iters: iters}
+	r := LatReport{Size: size, Iters: iters}
 	if iters == 0 || window <= 0 {
 		return r
 	}

@@ -1,4 +1,4 @@
-package main
+package perftest
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/oob/perftest"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -57,13 +56,13 @@ func ptCycleOffset(size, n uint64) uint64 {
 // negotiation. The limits are the engine's; counts goroce does not bound
 // (CQs, PDs, address handles: memory is the only limit) are the largest
 // int32, and the GUIDs are made from the link's MAC as rxe makes its own.
-func ptDeviceAttr(dev *transport.Device) perftest.DeviceAttr {
+func ptDeviceAttr(dev *transport.Device) DeviceAttr {
 	var guid [8]byte
 	if mac := dev.Link().Info().MAC; len(mac) == 6 {
 		guid = [8]byte{mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}
 	}
 	const unbounded = math.MaxInt32
-	a := perftest.DeviceAttr{
+	a := DeviceAttr{
 		NodeGUID: guid, SysImageGUID: guid,
 		MaxMRSize:   math.MaxUint64,
 		PageSizeCap: 0xfffff000,
@@ -87,7 +86,7 @@ func ptDeviceAttr(dev *transport.Device) perftest.DeviceAttr {
 
 // ptCtx is struct pingpong_context: the verbs resources of a run.
 type ptCtx struct {
-	cfg    *perftest.Config
+	cfg    *Config
 	dev    *transport.Device
 	gidIdx uint8
 	pd     *mr.PD
@@ -104,8 +103,8 @@ type ptCtx struct {
 	// perftest's cma_master nodes hold them; without -R the peer's record
 	// names the QPN and the Q_Key is DEF_QKEY.
 	udPeers []udPeer
-	my      []perftest.Record
-	rem     []perftest.Record
+	my      []Record
+	rem     []Record
 	// peerPSN is the PSN of the peer's next write to QP 0 (write_lat
 	// follows the peer's messages by their PSNs).
 	peerPSN uint32
@@ -115,7 +114,7 @@ type ptCtx struct {
 // SEND and WRITE with immediate, and with -b or a latency test both sides.
 func (c *ptCtx) receives() bool {
 	v := c.cfg.Verb()
-	if v != perftest.VerbSend && v != perftest.VerbWriteImm {
+	if v != VerbSend && v != VerbWriteImm {
 		return false
 	}
 	return c.cfg.IsServer() || c.cfg.Duplex || !c.cfg.Test.BW()
@@ -128,11 +127,11 @@ func (c *ptCtx) sends() bool {
 
 // newPtCtx is ctx_init: buffer, PD, MR, CQs, SRQ, QPs moved to INIT, and
 // this side's records (set_up_connection).
-func newPtCtx(cfg *perftest.Config, dev *transport.Device, gidIdx uint8) (*ptCtx, error) {
+func newPtCtx(cfg *Config, dev *transport.Device, gidIdx uint8) (*ptCtx, error) {
 	c := &ptCtx{cfg: cfg, dev: dev, gidIdx: gidIdx}
 	q := cfg.NumQPs
 	size := cfg.Size
-	if cfg.Conn == perftest.ConnUD {
+	if cfg.Conn == ConnUD {
 		size += ptCacheLine // the GRH and the offset that aligns the payload
 	}
 	c.area = ptBuffSize(size)
@@ -184,7 +183,7 @@ func newPtCtx(cfg *perftest.Config, dev *transport.Device, gidIdx uint8) (*ptCtx
 
 // qpType is the QP type of -c.
 func (c *ptCtx) qpType() qp.Type {
-	return map[int32]qp.Type{perftest.ConnRC: qp.RC, perftest.ConnUC: qp.UC, perftest.ConnUD: qp.UD}[c.cfg.Conn]
+	return map[int32]qp.Type{ConnRC: qp.RC, ConnUC: qp.UC, ConnUD: qp.UD}[c.cfg.Conn]
 }
 
 // initAttr is create_qp_main's ibv_qp_init_attr.
@@ -230,7 +229,7 @@ func (c *ptCtx) addQP(x *qp.QP) {
 	i := len(c.qps)
 	c.qps = append(c.qps, x)
 	gid, _ := c.dev.GID(c.gidIdx)
-	c.my = append(c.my, perftest.Record{
+	c.my = append(c.my, Record{
 		OutReads: uint16(c.cfg.OutReads), QPN: x.QPN(), PSN: rand.Uint32() & bth.PSNMask,
 		RKey: c.mr.RKey(), VAddr: c.remoteArea(i), GID: [16]byte(gid), GIDIndex: int32(c.gidIdx),
 	})
@@ -253,7 +252,7 @@ func (c *ptCtx) bytesAt(addr, n uint64) []byte {
 // connect is ctx_connect for QP i once the peer's record is known: RTR with
 // the peer's QPN, PSN and GID, then RTS on the sending sides, and the
 // address handle of a UD sender.
-func (c *ptCtx) connect(i int, rem perftest.Record, mtu qp.MTU) error {
+func (c *ptCtx) connect(i int, rem Record, mtu qp.MTU) error {
 	cfg := c.cfg
 	x := c.qps[i]
 	// perftest asks for hop limit 0xff; rxe's IPv4 packets carry the

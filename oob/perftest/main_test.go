@@ -1,14 +1,16 @@
-package main
+package perftest
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math/bits"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,13 +23,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/oob/perftest"
+	"github.com/goroce/goroce/internal/rdmatest"
 	"github.com/goroce/goroce/qp"
 )
 
-// The perftest commands run in-process, server and client, over the UDP
-// link on loopback: the server on 127.0.0.1, the client on 127.0.0.2, each
-// test on a TCP port of its own.
+// The tests run Main in-process, server and client, over the UDP link on
+// loopback: the server on 127.0.17.1, the client on 127.0.17.2 (addresses
+// no other package's tests bind: oob/pingpong's run the README's lines on
+// 127.0.0.1 and .2, and go test runs the packages side by side), each test
+// on a TCP port of its own.
+
+const (
+	ptServerAddr = "127.0.17.1"
+	ptClientAddr = "127.0.17.2"
+)
+
+// ptGID is the IPv4 GID of a loopback address of the tests.
+func ptGID(addr string) [16]byte { return netip.MustParseAddr("::ffff:" + addr).As16() }
 
 var (
 	ptPortMu   sync.Mutex
@@ -65,19 +77,21 @@ func (s ptSide) String() string {
 }
 
 // serve starts a server with args on port and returns once it listens.
-func serve(t *testing.T, test perftest.Test, port int, args ...string) <-chan ptSide {
+func serve(t *testing.T, test Test, port int, args ...string) <-chan ptSide {
+	t.Helper()
+	return serveLine(t, test, port, append([]string{"-d", ptServerAddr, "-x", "1", "-p", strconv.Itoa(port)}, args...))
+}
+
+// serveLine starts a server with the whole command line all, whose -p is
+// port, and returns once it listens.
+func serveLine(t *testing.T, test Test, port int, all []string) <-chan ptSide {
 	t.Helper()
 	listening := make(chan struct{})
 	ptListenMu.Lock()
 	ptListenCh[port] = listening
 	ptListenMu.Unlock()
 	done := make(chan ptSide, 1)
-	go func() {
-		var out, errOut bytes.Buffer
-		all := append([]string{"-d", "127.0.0.1", "-x", "1", "-p", strconv.Itoa(port)}, args...)
-		code := runPerftest(test, all, &out, &errOut)
-		done <- ptSide{code, out.String(), errOut.String()}
-	}()
+	go func() { done <- runMain(test, all) }()
 	select {
 	case <-listening:
 	case s := <-done:
@@ -88,27 +102,39 @@ func serve(t *testing.T, test perftest.Test, port int, args ...string) <-chan pt
 	return done
 }
 
-// connect runs a client with args against the server on port.
-func connect(test perftest.Test, port int, args ...string) ptSide {
+// runMain runs test with the whole command line all.
+func runMain(test Test, all []string) ptSide {
 	var out, errOut bytes.Buffer
-	all := append([]string{"-d", "127.0.0.2", "-x", "1", "-p", strconv.Itoa(port)}, args...)
-	all = append(all, "127.0.0.1")
-	code := runPerftest(test, all, &out, &errOut)
+	code := Main(context.Background(), test, all, &out, &errOut)
 	return ptSide{code, out.String(), errOut.String()}
 }
 
+// connect runs a client with args against the server on port.
+func connect(test Test, port int, args ...string) ptSide {
+	all := append([]string{"-d", ptClientAddr, "-x", "1", "-p", strconv.Itoa(port)}, args...)
+	return runMain(test, append(all, ptServerAddr))
+}
+
 // pair runs one server and one client.
-func pair(t *testing.T, test perftest.Test, srvArgs, cliArgs []string) (srv, cli ptSide) {
+func pair(t *testing.T, test Test, srvArgs, cliArgs []string) (srv, cli ptSide) {
 	t.Helper()
 	port := ptPort()
 	done := serve(t, test, port, srvArgs...)
 	cli = connect(test, port, cliArgs...)
+	return awaitServer(t, done, cli), cli
+}
+
+// awaitServer returns the result of the server of a pair whose client
+// ended with cli.
+func awaitServer(t *testing.T, done <-chan ptSide, cli ptSide) ptSide {
+	t.Helper()
 	select {
-	case srv = <-done:
+	case srv := <-done:
+		return srv
 	case <-time.After(60 * time.Second):
 		t.Fatalf("server still running 60 s after the client ended; client: %v", cli)
+		return ptSide{}
 	}
-	return srv, cli
 }
 
 var (
@@ -124,7 +150,7 @@ func rows(out string, bw bool) [][2]uint64 {
 		switch {
 		case strings.HasPrefix(l, " #bytes"):
 			inTable = true
-		case l == perftest.ResultLine():
+		case l == ResultLine():
 			inTable = false
 		case inTable:
 			re := latRow
@@ -143,7 +169,7 @@ func rows(out string, bw bool) [][2]uint64 {
 
 // checkOutput checks a side's output: the dialect's first line, the
 // banner, the address lines, and the rows a side of this test prints.
-func checkOutput(t *testing.T, who string, s ptSide, test perftest.Test, server bool, claim perftest.Version, size, iters uint64) {
+func checkOutput(t *testing.T, who string, s ptSide, test Test, server bool, claim Version, size, iters uint64) {
 	t.Helper()
 	if s.code != 0 {
 		t.Errorf("%s: %v", who, s)
@@ -155,7 +181,7 @@ func checkOutput(t *testing.T, who string, s ptSide, test perftest.Test, server 
 	for strings.HasPrefix(lines[first], " WARNING") {
 		first++
 	}
-	if hasNotice := lines[first] == perftest.DisablingDynamicPolling; hasNotice != (claim == perftest.V629) {
+	if hasNotice := lines[first] == DisablingDynamicPolling; hasNotice != (claim == V629) {
 		t.Errorf("%s: %s output starts %q", who, claim, lines[first])
 	}
 	for _, want := range []string{" local address: LID 0000 QPN ", " remote address: LID 0000 QPN ", " GID index       : 1",
@@ -168,15 +194,15 @@ func checkOutput(t *testing.T, who string, s ptSide, test perftest.Test, server 
 		t.Errorf("%s: no waiting banner", who)
 	}
 	unit := "MiB"
-	if claim == perftest.V606 {
+	if claim == V606 {
 		unit = "MB"
 	}
 	if test.BW() && !strings.Contains(s.out, "BW peak["+unit+"/sec]") {
 		t.Errorf("%s: no %s header in\n%s", who, unit, s.out)
 	}
 	got := rows(s.out, test.BW())
-	if server && (test == perftest.ReadLat || test == perftest.AtomicLat) {
-		if len(got) != 0 || !strings.HasSuffix(s.out, perftest.ResultLine()+"\n") {
+	if server && (test == ReadLat || test == AtomicLat) {
+		if len(got) != 0 || !strings.HasSuffix(s.out, ResultLine()+"\n") {
 			t.Errorf("%s: a read/atomic latency server prints no row:\n%s", who, s.out)
 		}
 		return
@@ -184,7 +210,7 @@ func checkOutput(t *testing.T, who string, s ptSide, test perftest.Test, server 
 	if len(got) != 1 || got[0] != [2]uint64{size, iters} {
 		t.Errorf("%s: rows %v, want [[%d %d]] in\n%s", who, got, size, iters, s.out)
 	}
-	if !strings.HasSuffix(s.out, perftest.ResultLine()+"\n") {
+	if !strings.HasSuffix(s.out, ResultLine()+"\n") {
 		t.Errorf("%s: output does not end with the dashed line:\n%s", who, s.out)
 	}
 }
@@ -197,27 +223,27 @@ func TestPerftestPairs(t *testing.T) {
 		t.Skip("runs every test over loopback")
 	}
 	type transport struct {
-		test  perftest.Test
+		test  Test
 		conns []string
 	}
 	all := []transport{
-		{perftest.WriteBW, []string{"RC", "UC"}},
-		{perftest.WriteLat, []string{"RC", "UC"}},
-		{perftest.ReadBW, []string{"RC"}},
-		{perftest.ReadLat, []string{"RC"}},
-		{perftest.SendBW, []string{"RC", "UC", "UD"}},
-		{perftest.SendLat, []string{"RC", "UC", "UD"}},
-		{perftest.AtomicBW, []string{"RC"}},
-		{perftest.AtomicLat, []string{"RC"}},
+		{WriteBW, []string{"RC", "UC"}},
+		{WriteLat, []string{"RC", "UC"}},
+		{ReadBW, []string{"RC"}},
+		{ReadLat, []string{"RC"}},
+		{SendBW, []string{"RC", "UC", "UD"}},
+		{SendLat, []string{"RC", "UC", "UD"}},
+		{AtomicBW, []string{"RC"}},
+		{AtomicLat, []string{"RC"}},
 	}
 	// Client and server claims rotate through the three dialects.
-	claims := []perftest.Version{perftest.V606, perftest.V624, perftest.V629}
+	claims := []Version{V606, V624, V629}
 	const iters = 20
 	run := 0
 	for _, tr := range all {
 		for _, conn := range tr.conns {
 			sizes := []uint64{1, 1024, 1025, 65536}
-			if tr.test.Verb() == perftest.VerbAtomic {
+			if tr.test.Verb() == VerbAtomic {
 				sizes = []uint64{8}
 			}
 			for _, size := range sizes {
@@ -229,7 +255,7 @@ func TestPerftestPairs(t *testing.T) {
 				name := fmt.Sprintf("%v/%s/%d/%s-%s", tr.test, conn, size, cliClaim, srvClaim)
 				t.Run(name, func(t *testing.T) {
 					args := []string{"-n", strconv.Itoa(iters), "-c", conn}
-					if tr.test.Verb() != perftest.VerbAtomic {
+					if tr.test.Verb() != VerbAtomic {
 						args = append(args, "-s", strconv.FormatUint(size, 10))
 					}
 					srv, cli := pair(t, tr.test,
@@ -262,7 +288,7 @@ func TestPerftestAll(t *testing.T) {
 	}{{"RC", 23}, {"UD", bits.Len(uint(udMTU)) - 1}} {
 		t.Run(tt.conn, func(t *testing.T) {
 			args := []string{"-a", "-n", "5", "-c", tt.conn}
-			srv, cli := pair(t, perftest.SendBW, args, args)
+			srv, cli := pair(t, SendBW, args, args)
 			for _, s := range []struct {
 				who  string
 				side ptSide
@@ -292,19 +318,19 @@ func TestPerftestAll(t *testing.T) {
 // and 6.24 do; without -s the default shrinks to the MTU.
 func TestPerftestUDSize(t *testing.T) {
 	for _, size := range []string{"1025", "65536"} {
-		srv, cli := pair(t, perftest.SendBW, []string{"-c", "UD", "-s", size, "-m", "1024"}, []string{"-c", "UD", "-s", size, "-m", "1024"})
+		srv, cli := pair(t, SendBW, []string{"-c", "UD", "-s", size, "-m", "1024"}, []string{"-c", "UD", "-s", size, "-m", "1024"})
 		for _, s := range []ptSide{srv, cli} {
 			if s.code != 1 || !strings.Contains(s.errOut, "Max message size in UD cannot be greater than MTU") {
 				t.Errorf("-s %s: %v", size, s)
 			}
 		}
 	}
-	srv, cli := pair(t, perftest.SendLat, []string{"-c", "UD", "-n", "10", "-m", "1024"}, []string{"-c", "UD", "-n", "10", "-m", "1024"})
-	checkOutput(t, "server", srv, perftest.SendLat, true, perftest.V629, 2, 10)
-	checkOutput(t, "client", cli, perftest.SendLat, false, perftest.V629, 2, 10)
-	srv, cli = pair(t, perftest.SendBW, []string{"-c", "UD", "-n", "10", "-m", "1024"}, []string{"-c", "UD", "-n", "10", "-m", "1024"})
-	checkOutput(t, "server", srv, perftest.SendBW, true, perftest.V629, 1024, 10)
-	checkOutput(t, "client", cli, perftest.SendBW, false, perftest.V629, 1024, 10)
+	srv, cli := pair(t, SendLat, []string{"-c", "UD", "-n", "10", "-m", "1024"}, []string{"-c", "UD", "-n", "10", "-m", "1024"})
+	checkOutput(t, "server", srv, SendLat, true, V629, 2, 10)
+	checkOutput(t, "client", cli, SendLat, false, V629, 2, 10)
+	srv, cli = pair(t, SendBW, []string{"-c", "UD", "-n", "10", "-m", "1024"}, []string{"-c", "UD", "-n", "10", "-m", "1024"})
+	checkOutput(t, "server", srv, SendBW, true, V629, 1024, 10)
+	checkOutput(t, "client", cli, SendBW, false, V629, 1024, 10)
 	if !strings.Contains(cli.errOut, " Max msg size in UD is MTU 1024\n Changing to this MTU") {
 		t.Errorf("no shrink notice: %q", cli.errOut)
 	}
@@ -318,23 +344,23 @@ func TestPerftestVariants(t *testing.T) {
 		t.Skip("loopback runs")
 	}
 	tests := []struct {
-		test  perftest.Test
+		test  Test
 		args  string
 		size  uint64
 		iters uint64 // the rows' #iterations
 	}{
-		{perftest.WriteBW, "-q 3 -n 30 -s 4096", 4096, 90},
-		{perftest.ReadBW, "-q 2 -n 30 -s 100 -o 4", 100, 60},
-		{perftest.SendBW, "-q 2 -n 30 -s 300 --use-srq", 300, 60},
-		{perftest.SendBW, "-b -n 40 -s 2000", 2000, 40},
-		{perftest.WriteBW, "-b -n 40 -s 2000 --report-both", 2000, 40},
-		{perftest.WriteBW, "-l 4 -n 40 -s 64", 64, 40},
-		{perftest.SendBW, "-Q 7 -t 20 -n 50 -s 64 -e", 64, 50},
-		{perftest.WriteBW, "--write_with_imm -n 30 -s 700", 700, 30},
-		{perftest.WriteLat, "--write_with_imm -n 30 -s 700", 700, 30},
-		{perftest.ReadBW, "--perform_warm_up -n 30 -s 512", 512, 30},
-		{perftest.AtomicBW, "-A CMP_AND_SWAP -n 30 --report_gbits", 8, 30},
-		{perftest.SendLat, "-n 30 -s 64 --latency_gap 20 -I 0", 64, 30},
+		{WriteBW, "-q 3 -n 30 -s 4096", 4096, 90},
+		{ReadBW, "-q 2 -n 30 -s 100 -o 4", 100, 60},
+		{SendBW, "-q 2 -n 30 -s 300 --use-srq", 300, 60},
+		{SendBW, "-b -n 40 -s 2000", 2000, 40},
+		{WriteBW, "-b -n 40 -s 2000 --report-both", 2000, 40},
+		{WriteBW, "-l 4 -n 40 -s 64", 64, 40},
+		{SendBW, "-Q 7 -t 20 -n 50 -s 64 -e", 64, 50},
+		{WriteBW, "--write_with_imm -n 30 -s 700", 700, 30},
+		{WriteLat, "--write_with_imm -n 30 -s 700", 700, 30},
+		{ReadBW, "--perform_warm_up -n 30 -s 512", 512, 30},
+		{AtomicBW, "-A CMP_AND_SWAP -n 30 --report_gbits", 8, 30},
+		{SendLat, "-n 30 -s 64 --latency_gap 20 -I 0", 64, 30},
 	}
 	for _, tt := range tests {
 		t.Run(tt.test.String()+" "+tt.args, func(t *testing.T) {
@@ -371,7 +397,7 @@ func TestPerftestDuration(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two-second runs")
 	}
-	for _, test := range []perftest.Test{perftest.WriteBW, perftest.SendBW, perftest.SendLat, perftest.ReadLat} {
+	for _, test := range []Test{WriteBW, SendBW, SendLat, ReadLat} {
 		t.Run(test.String(), func(t *testing.T) {
 			args := []string{"-D", "2", "-s", "64"}
 			srv, cli := pair(t, test, args, args)
@@ -400,7 +426,7 @@ func TestPerftestDuration(t *testing.T) {
 // TestPerftestMismatch: two 6.29 sides negotiate and refuse a mismatched
 // command line before any traffic, as the real tools do.
 func TestPerftestMismatch(t *testing.T) {
-	srv, cli := pair(t, perftest.WriteBW, []string{"-n", "20", "-s", "64"}, []string{"-n", "30", "-s", "128"})
+	srv, cli := pair(t, WriteBW, []string{"-n", "20", "-s", "64"}, []string{"-n", "30", "-s", "128"})
 	if srv.code != 1 || !strings.Contains(srv.errOut, " size mismatch: local=64, remote=128\n Failed to negotiate parameters") {
 		t.Errorf("server: %v", srv)
 	}
@@ -408,7 +434,7 @@ func TestPerftestMismatch(t *testing.T) {
 		t.Errorf("client: %v", cli)
 	}
 	// A 6.24 side does not negotiate: the same command lines run.
-	srv, cli = pair(t, perftest.WriteBW, []string{"-n", "20", "-s", "64", "--perftest_version", "6.24"}, []string{"-n", "20", "-s", "128"})
+	srv, cli = pair(t, WriteBW, []string{"-n", "20", "-s", "64", "--perftest_version", "6.24"}, []string{"-n", "20", "-s", "128"})
 	if srv.code != 0 || cli.code != 0 {
 		t.Errorf("6.24 server:\n%v\n%v", srv, cli)
 	}
@@ -419,7 +445,7 @@ func TestPerftestMismatch(t *testing.T) {
 func fakePeer(t *testing.T, script func(c net.Conn)) int {
 	t.Helper()
 	port := ptPort()
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	ln, err := net.Listen("tcp", net.JoinHostPort(ptServerAddr, strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +469,7 @@ func readN(c net.Conn, n int) []byte {
 }
 
 func versionMsg(v string) []byte {
-	b, _ := perftest.Version(v).Marshal()
+	b, _ := Version(v).Marshal()
 	return b
 }
 
@@ -470,27 +496,27 @@ func TestPerftestBadPeer(t *testing.T) {
 		{"closed at sys data", func(c net.Conn) { readN(c, 16); c.Write(versionMsg("6.24")) }, "Failed to exchange data"},
 		{"garbled record", func(c net.Conn) {
 			upToMTU(c)
-			readN(c, perftest.RecordSize)
-			c.Write(bytes.Repeat([]byte{'z'}, perftest.RecordSize))
+			readN(c, RecordSize)
+			c.Write(bytes.Repeat([]byte{'z'}, RecordSize))
 		}, "garbled address record"},
 		{"short record", func(c net.Conn) {
 			upToMTU(c)
-			readN(c, perftest.RecordSize)
+			readN(c, RecordSize)
 			c.Write([]byte("0000:0001"))
 		}, "Failed to exchange data between server and clients"},
 		{"unroutable GID", func(c net.Conn) {
 			upToMTU(c)
-			readN(c, perftest.RecordSize)
-			c.Write(perftest.Record{QPN: 0x20, PSN: 1}.Marshal(true)) // GID ::
+			readN(c, RecordSize)
+			c.Write(Record{QPN: 0x20, PSN: 1}.Marshal(true)) // GID ::
 		}, "Unable to Connect the HCA's through the link"},
 		{"QP that does not exist", func(c net.Conn) {
 			upToMTU(c)
 			// Records naming QP 0xabcdef at the server's address: the
 			// client's writes go unanswered until its retries run out.
-			rec := perftest.Record{OutReads: 1, QPN: 0xabcdef, PSN: 1, RKey: 0x100, VAddr: 0x1000,
-				GID: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}}
+			rec := Record{OutReads: 1, QPN: 0xabcdef, PSN: 1, RKey: 0x100, VAddr: 0x1000,
+				GID: ptGID(ptServerAddr)}
 			for {
-				if _, err := io.ReadFull(c, make([]byte, perftest.RecordSize)); err != nil {
+				if _, err := io.ReadFull(c, make([]byte, RecordSize)); err != nil {
 					return
 				}
 				c.Write(rec.Marshal(true))
@@ -502,7 +528,7 @@ func TestPerftestBadPeer(t *testing.T) {
 			port := fakePeer(t, tt.script)
 			done := make(chan ptSide, 1)
 			go func() {
-				done <- connect(perftest.WriteBW, port, "-n", "10", "-s", "64", "-u", "5", "--perftest_version", "6.24")
+				done <- connect(WriteBW, port, "-n", "10", "-s", "64", "-u", "5", "--perftest_version", "6.24")
 			}()
 			select {
 			case s := <-done:
@@ -523,8 +549,8 @@ func TestPerftestStalledPeer(t *testing.T) {
 	defer func(d time.Duration) { ptStall = d }(ptStall)
 	ptStall = time.Second
 	port := ptPort()
-	done := serve(t, perftest.SendBW, port, "-c", "UD", "-n", "10", "-s", "64", "--perftest_version", "6.24")
-	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	done := serve(t, SendBW, port, "-c", "UD", "-n", "10", "-s", "64", "--perftest_version", "6.24")
+	c, err := net.Dial("tcp", net.JoinHostPort(ptServerAddr, strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,10 +563,10 @@ func TestPerftestStalledPeer(t *testing.T) {
 	}
 	c.Write([]byte("3\x00"))
 	readN(c, 2)
-	rec := perftest.Record{QPN: 0x77, PSN: 5, GID: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 2}}
+	rec := Record{QPN: 0x77, PSN: 5, GID: ptGID(ptClientAddr)}
 	for range 4 { // send_bw's records before the traffic
 		c.Write(rec.Marshal(true))
-		readN(c, perftest.RecordSize)
+		readN(c, RecordSize)
 	}
 	select {
 	case s := <-done:
@@ -556,47 +582,40 @@ func TestPerftestStalledPeer(t *testing.T) {
 // TestPerftestCommandLine covers what ends a run before any connection.
 func TestPerftestCommandLine(t *testing.T) {
 	tests := []struct {
-		test perftest.Test
+		test Test
 		args string
 		code int
 		out  string // in stdout or stderr
 	}{
-		{perftest.WriteBW, "-V", 1, "Version: 6.29"},
-		{perftest.WriteBW, "-V --perftest_version 6.06", 1, "Version: 6.06"},
-		{perftest.SendLat, "-h", 1, "roced send_lat <host>"},
-		{perftest.SendBW, "-R -c UC", 1, " UC is not supported in librdmacm\n Parser function exited with Error"},
-		{perftest.WriteBW, "-q 0", 1, " num of Qps should be between 1 and 16384"},
-		{perftest.WriteBW, "--run_infinitely", 1, "--run_infinitely is not supported by roced"},
-		{perftest.WriteBW, "-i 2", 1, "roced devices have one port"},
-		{perftest.WriteBW, "--nope", 1, "Options (perftest's"},
-		{perftest.WriteBW, "-p 1 127.0.0.1", 1, "Couldn't connect to 127.0.0.1:1"},
+		{WriteBW, "-V", 1, "Version: 6.29"},
+		{WriteBW, "-V --perftest_version 6.06", 1, "Version: 6.06"},
+		{SendLat, "-h", 1, "roced send_lat <host>"},
+		{SendBW, "-R -c UC", 1, " UC is not supported in librdmacm\n Parser function exited with Error"},
+		{WriteBW, "-q 0", 1, " num of Qps should be between 1 and 16384"},
+		{WriteBW, "--run_infinitely", 1, "--run_infinitely is not supported by roced"},
+		{WriteBW, "-i 2", 1, "roced devices have one port"},
+		{WriteBW, "--nope", 1, "Options (perftest's"},
+		// -d: the route to a loopback address is from 127.0.0.1.
+		{WriteBW, "-d " + ptClientAddr + " -p 1 127.0.0.1", 1, "Couldn't connect to 127.0.0.1:1"},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
-		code := runPerftest(tt.test, strings.Fields(tt.args), &out, &errOut)
+		code := Main(context.Background(), tt.test, strings.Fields(tt.args), &out, &errOut)
 		if code != tt.code || !strings.Contains(out.String()+errOut.String(), tt.out) {
 			t.Errorf("%v %q: exit %d\n%s%s", tt.test, tt.args, code, out.String(), errOut.String())
 		}
 	}
 }
 
-// TestPerftestRegistered: the eight commands are roced's.
-func TestPerftestRegistered(t *testing.T) {
-	for tt := perftest.WriteBW; tt <= perftest.AtomicLat; tt++ {
-		if _, ok := commands[tt.String()]; !ok {
-			t.Errorf("roced %v is not registered", tt)
-		}
-	}
-}
-
-// TestPerftestSignalChild is TestPerftestSIGTERMKeepsPcap's roced: a
-// send_bw server with --pcap, waiting for a client that never comes.
+// TestPerftestSignalChild is TestPerftestSIGTERMKeepsPcap's child process,
+// a roced send_bw (Main) as a server with --pcap, waiting for a client that
+// never comes.
 func TestPerftestSignalChild(t *testing.T) {
 	pcap := os.Getenv("GOROCE_SIGNAL_CHILD_PCAP")
 	if pcap == "" {
 		t.Skip("runs as TestPerftestSIGTERMKeepsPcap's child")
 	}
-	os.Exit(run([]string{"send_bw", "-d", "127.0.16.1", "-x", "1", "-p", "18790", "--pcap", pcap}, os.Stdout, os.Stderr))
+	os.Exit(Main(context.Background(), SendBW, []string{"-d", "127.0.16.1", "-x", "1", "-p", "18790", "--pcap", pcap}, os.Stdout, os.Stderr))
 }
 
 // TestPerftestSIGTERMKeepsPcap: a perftest command killed with SIGTERM
@@ -608,7 +627,7 @@ func TestPerftestSIGTERMKeepsPcap(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPerftestSignalChild$")
 	cmd.Env = append(os.Environ(), "GOROCE_SIGNAL_CHILD_PCAP="+pcap)
 	stdout, _ := cmd.StdoutPipe()
-	var errb syncBuffer
+	var errb rdmatest.SyncBuffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
