@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"golang.org/x/sys/unix"
 )
 
@@ -56,10 +57,10 @@ type AFPacket struct {
 	rxRaw   syscall.RawConn
 	txRaw   syscall.RawConn
 	ethPath
-	ctr    counters
-	txPool sync.Pool
-	r      afpRx
-	closing
+	ctr     counters
+	txPool  sync.Pool
+	r       afpRx
+	closing linkio.Closing
 	statsMu sync.Mutex
 }
 
@@ -170,7 +171,7 @@ func guardPort(addrs []netip.Addr, ifname string) ([]*net.UDPConn, error) {
 		}
 		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 			var ferr error
-			if err := c.Control(func(fd uintptr) { ferr = attachDropAll(int(fd)) }); err != nil {
+			if err := c.Control(func(fd uintptr) { ferr = linkio.AttachDropAll(int(fd)) }); err != nil {
 				return err
 			}
 			return ferr
@@ -216,7 +217,7 @@ func (l *AFPacket) Stats() Stats {
 
 // Close closes the sockets and stops the resolver.
 func (l *AFPacket) Close() error {
-	l.closeOnce(func() {
+	l.closing.CloseOnce(func() {
 		if l.rxf != nil {
 			l.rxf.Close()
 		}

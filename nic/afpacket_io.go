@@ -7,6 +7,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/inet"
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"github.com/goroce/goroce/nic/vnet"
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +18,7 @@ type afpTx struct {
 	msgs  [udpMaxMsgs]unix.Mmsghdr
 	iov   [udpMaxMsgs]unix.Iovec
 	bytes [udpMaxMsgs]int
-	mmsgSend
+	linkio.MmsgSend
 }
 
 func newAFPTx(l *AFPacket) *afpTx {
@@ -26,7 +27,7 @@ func newAFPTx(l *AFPacket) *afpTx {
 		tx.msgs[i].Hdr.Iov = &tx.iov[i]
 		tx.msgs[i].Hdr.SetIovlen(1)
 	}
-	tx.init(tx.msgs[:])
+	tx.Init(tx.msgs[:])
 	return tx
 }
 
@@ -34,7 +35,7 @@ func newAFPTx(l *AFPacket) *afpTx {
 // and sends the frames; see Link. Frames to a next hop whose MAC is not
 // known yet are dropped and counted while the kernel resolves it.
 func (l *AFPacket) Send(frames []Frame) (int, error) {
-	if l.isClosed() {
+	if l.closing.IsClosed() {
 		return 0, ErrClosed
 	}
 	tx := l.txPool.Get().(*afpTx)
@@ -68,17 +69,17 @@ func (l *AFPacket) Send(frames []Frame) (int, error) {
 			binary.BigEndian.PutUint16(h[14:], uint16(l.cfg.Priority)<<13|l.cfg.VLAN)
 		}
 		binary.BigEndian.PutUint16(h[hl-2:], et)
-		tx.iov[tx.n].Base = &h[0]
-		tx.iov[tx.n].SetLen(hl + tot)
-		tx.bytes[tx.n] = tot
-		tx.n++
-		if tx.n == len(tx.msgs) {
+		tx.iov[tx.N].Base = &h[0]
+		tx.iov[tx.N].SetLen(hl + tot)
+		tx.bytes[tx.N] = tot
+		tx.N++
+		if tx.N == len(tx.msgs) {
 			if err := tx.flush(); err != nil {
 				return i + 1, err
 			}
 		}
 	}
-	if tx.n > 0 {
+	if tx.N > 0 {
 		if err := tx.flush(); err != nil {
 			return len(frames), err
 		}
@@ -92,31 +93,31 @@ func (tx *afpTx) flush() error {
 	l := tx.l
 	var pk, by, dropped, batches uint64
 	var err error
-	for tx.off = 0; tx.off < tx.n; {
-		if werr := l.txRaw.Write(tx.fn); werr != nil {
+	for tx.Off = 0; tx.Off < tx.N; {
+		if werr := l.txRaw.Write(tx.Fn); werr != nil {
 			err = ErrClosed
 			break
 		}
-		if tx.sent > 0 {
-			for _, b := range tx.bytes[tx.off : tx.off+tx.sent] {
+		if tx.Sent > 0 {
+			for _, b := range tx.bytes[tx.Off : tx.Off+tx.Sent] {
 				by += uint64(b)
 			}
-			pk += uint64(tx.sent)
+			pk += uint64(tx.Sent)
 			batches++
-			tx.off += tx.sent
+			tx.Off += tx.Sent
 			continue
 		}
 		dropped++ // ENOBUFS, ENETDOWN, EMSGSIZE...
-		tx.off++
+		tx.Off++
 	}
 	addIf(&l.ctr.txPackets, pk)
 	addIf(&l.ctr.txBytes, by)
 	addIf(&l.ctr.txDropped, dropped)
 	addIf(&l.ctr.txBatches, batches)
-	for j := range tx.n {
+	for j := range tx.N {
 		tx.iov[j].Base = nil
 	}
-	tx.n = 0
+	tx.N = 0
 	return err
 }
 
@@ -191,7 +192,7 @@ func (r *afpRx) init(l *AFPacket) {
 		r.msgs[i].Hdr.SetIovlen(1)
 	}
 	r.fn = func(fd uintptr) bool {
-		n, e := mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
+		n, e := linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
 		if e == unix.EAGAIN || e == unix.EINTR {
 			return false
 		}
@@ -208,7 +209,7 @@ func (l *AFPacket) Recv(frames []Frame) (int, error) {
 		return 0, nil
 	}
 	for {
-		if l.isClosed() {
+		if l.closing.IsClosed() {
 			return 0, ErrClosed
 		}
 		if r.next >= r.n {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -66,12 +67,12 @@ type AFXDP struct {
 	prog    *ebpf.Program
 	xlink   link.Link
 	ethPath
-	ctr    counters
-	txMu   sync.Mutex
-	txFree []uint64 // free tx chunk addresses
-	xr     xdpRx
-	frags  bool
-	closing
+	ctr     counters
+	txMu    sync.Mutex
+	txFree  []uint64 // free tx chunk addresses
+	xr      xdpRx
+	frags   bool
+	closing linkio.Closing
 	statsMu sync.Mutex
 }
 
@@ -284,7 +285,7 @@ func (l *AFXDP) Stats() Stats {
 
 // Close detaches the program and frees the socket, rings and UMEM.
 func (l *AFXDP) Close() error {
-	l.closeOnce(func() {
+	l.closing.CloseOnce(func() {
 		if l.xlink != nil {
 			l.xlink.Close()
 		}

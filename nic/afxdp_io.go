@@ -34,7 +34,7 @@ func (l *AFXDP) Recv(frames []Frame) (int, error) {
 		return 0, nil
 	}
 	for {
-		if l.isClosed() {
+		if l.closing.IsClosed() {
 			return 0, ErrClosed
 		}
 		r.refill()
@@ -144,7 +144,7 @@ func (l *AFXDP) ours(dg []byte) bool {
 // Send copies each frame behind an Ethernet header into UMEM chunks and
 // kicks the kernel; see Link.
 func (l *AFXDP) Send(frames []Frame) (int, error) {
-	if l.isClosed() {
+	if l.closing.IsClosed() {
 		return 0, ErrClosed
 	}
 	l.txMu.Lock()

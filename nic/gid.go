@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -126,7 +127,7 @@ func GIDTable(netdev string) ([]GID, error) {
 
 // NetdevOf returns the name of the interface holding address a.
 func NetdevOf(a netip.Addr) (string, error) {
-	ifc := interfaceOf(a)
+	ifc := linkio.InterfaceOf(a)
 	if ifc == nil {
 		return "", fmt.Errorf("gid: no interface has address %v", a)
 	}

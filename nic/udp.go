@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,18 +64,18 @@ type UDPConfig struct {
 // gives them identifications 0..n-1 (inet_gso_segment increments per
 // segment). Both are checked on the wire by the tests.
 type UDP struct {
-	cfg    UDPConfig
-	v6     bool
-	scope  uint32 // interface index for a link-local address
-	info   Info
-	rxq    []udpQueue // receive sockets, one per queue
-	tx     []udpSock
-	txPort [64]uint16  // SrcPort answers from here; len(tx) entries used
-	gso    atomic.Bool // cleared if the kernel refuses a GSO send
-	gro    bool
-	ctr    counters
-	txPool sync.Pool
-	closing
+	cfg     UDPConfig
+	v6      bool
+	scope   uint32 // interface index for a link-local address
+	info    Info
+	rxq     []udpQueue // receive sockets, one per queue
+	tx      []udpSock
+	txPort  [64]uint16  // SrcPort answers from here; len(tx) entries used
+	gso     atomic.Bool // cleared if the kernel refuses a GSO send
+	gro     bool
+	ctr     counters
+	txPool  sync.Pool
+	closing linkio.Closing
 }
 
 // udpQueue is one receive socket and its state (one Recv at a time).
@@ -111,7 +112,7 @@ func OpenUDP(cfg UDPConfig) (*UDP, error) {
 		return nil, fmt.Errorf("nic: udp link: %d receive queues, at most %d", cfg.RxQueues, MaxRxQueues)
 	}
 	l := &UDP{cfg: cfg, v6: cfg.Addr.Is6()}
-	ifc := interfaceOf(cfg.Addr)
+	ifc := linkio.InterfaceOf(cfg.Addr)
 	if cfg.Addr.Zone() != "" || cfg.Addr.IsLinkLocalUnicast() {
 		if ifc == nil {
 			return nil, fmt.Errorf("nic: no interface for link-local %v", cfg.Addr)
@@ -155,7 +156,7 @@ func (l *UDP) openRx() error {
 		}
 		if i == 0 && l.cfg.RxQueues > 1 {
 			var serr error
-			if err := raw.Control(func(fd uintptr) { serr = attachSteering(int(fd), l.cfg.RxQueues) }); err != nil {
+			if err := raw.Control(func(fd uintptr) { serr = linkio.AttachSteering(int(fd), l.cfg.RxQueues) }); err != nil {
 				return err
 			}
 			if serr != nil {
@@ -224,7 +225,7 @@ func (l *UDP) sockopts(fd int, tx bool) error {
 		}
 	}
 	if tx {
-		return attachDropAll(fd)
+		return linkio.AttachDropAll(fd)
 	}
 	if l.v6 {
 		if err := set(unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1); err != nil {
@@ -287,39 +288,6 @@ func (l *UDP) openTx() error {
 	return nil
 }
 
-// interfaceOf finds the interface holding a (or named by its zone).
-func interfaceOf(a netip.Addr) *net.Interface {
-	if z := a.Zone(); z != "" {
-		if ifc, err := net.InterfaceByName(z); err == nil {
-			return ifc
-		}
-	}
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return nil
-	}
-	var lo *net.Interface
-	for i := range ifs {
-		addrs, err := ifs[i].Addrs()
-		if err != nil {
-			continue
-		}
-		for _, ad := range addrs {
-			if n, ok := ad.(*net.IPNet); ok {
-				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a.WithZone("") {
-					return &ifs[i]
-				}
-				if a.IsLoopback() && n.Contains(a.AsSlice()) {
-					lo = &ifs[i]
-				}
-			}
-		}
-	}
-	// Linux answers the whole of 127.0.0.0/8 on lo although only 127.0.0.1
-	// is assigned: 127.0.0.2 is on lo too, with lo's MTU.
-	return lo
-}
-
 // Info describes the link.
 func (l *UDP) Info() Info { return l.info }
 
@@ -357,7 +325,7 @@ func (l *UDP) Stats() Stats { return l.ctr.snapshot() }
 
 // Close closes every socket; a blocked Recv returns ErrClosed.
 func (l *UDP) Close() error {
-	l.closeOnce(func() {
+	l.closing.CloseOnce(func() {
 		for i := range l.rxq { // by index: a receiver is using the queue's state
 			l.rxq[i].conn.Close()
 		}

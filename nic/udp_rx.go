@@ -10,6 +10,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/inet"
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,7 +39,7 @@ type udpRx struct {
 	buf      []byte
 	msgs     []unix.Mmsghdr
 	iov      []unix.Iovec
-	names    [][sockaddrLen]byte
+	names    [][linkio.SockaddrLen]byte
 	ctrl     [][udpCtrlLen]byte
 	copies   []byte
 	got, msg int // messages from the last recvmmsg, next to deliver
@@ -71,7 +72,7 @@ func (r *udpRx) init(l *UDP, raw syscall.RawConn) {
 	r.buf = make([]byte, n*r.slot)
 	r.msgs = make([]unix.Mmsghdr, n)
 	r.iov = make([]unix.Iovec, n)
-	r.names = make([][sockaddrLen]byte, n)
+	r.names = make([][linkio.SockaddrLen]byte, n)
 	r.ctrl = make([][udpCtrlLen]byte, n)
 	for i := range n {
 		r.iov[i].Base = &r.buf[i*r.slot+udpHdrRoom]
@@ -86,11 +87,11 @@ func (r *udpRx) init(l *UDP, raw syscall.RawConn) {
 	r.fn = func(fd uintptr) bool {
 		var since time.Time
 		for {
-			n, e := mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
+			n, e := linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
 			if e == unix.EAGAIN || e == unix.EINTR {
 				// Busy polling asks again until its budget is spent or the
 				// link closes (Close waits for this function to return).
-				if budget > 0 && !l.isClosed() {
+				if budget > 0 && !l.closing.IsClosed() {
 					if since.IsZero() {
 						since = time.Now()
 					} else if time.Since(since) >= budget {
@@ -123,7 +124,7 @@ func (l *UDP) RecvQueue(i int, frames []Frame) (int, error) {
 		return 0, nil
 	}
 	for {
-		if l.isClosed() {
+		if l.closing.IsClosed() {
 			return 0, ErrClosed
 		}
 		if r.msg >= r.got {
@@ -142,7 +143,7 @@ func (r *udpRx) receive(want int) error {
 	r.want = min(want, len(r.msgs))
 	for i := range r.want {
 		h := &r.msgs[i].Hdr
-		h.Namelen = sockaddrLen
+		h.Namelen = linkio.SockaddrLen
 		h.SetControllen(udpCtrlLen)
 		h.Flags = 0
 	}
@@ -164,22 +165,22 @@ func (r *udpRx) parseMsg(i int) bool {
 	m := &r.cur
 	*m = udpRxMsg{ttl: bth.DefaultHopLimit, len: int(r.msgs[i].Len)}
 	var ok bool
-	if m.from, ok = sockaddrAddr(&r.names[i]); !ok || h.Flags&unix.MSG_TRUNC != 0 || m.len == 0 {
+	if m.from, ok = linkio.SockaddrAddr(&r.names[i]); !ok || h.Flags&unix.MSG_TRUNC != 0 || m.len == 0 {
 		return false
 	}
 	m.segLen = m.len
-	forCmsg(r.ctrl[i][:h.Controllen], func(level, typ int32, d []byte) {
+	linkio.ForCmsg(r.ctrl[i][:h.Controllen], func(level, typ int32, d []byte) {
 		switch {
 		case level == unix.IPPROTO_IP && typ == unix.IP_TOS, level == unix.IPPROTO_IPV6 && typ == unix.IPV6_TCLASS:
-			m.tos = uint8(cmsgInt(d))
+			m.tos = uint8(linkio.CmsgInt(d))
 		case level == unix.IPPROTO_IP && typ == unix.IP_TTL, level == unix.IPPROTO_IPV6 && typ == unix.IPV6_HOPLIMIT:
-			m.ttl = uint8(cmsgInt(d))
+			m.ttl = uint8(linkio.CmsgInt(d))
 		case level == unix.SOL_UDP && typ == unix.UDP_GRO:
-			if g := cmsgInt(d); g > 0 {
+			if g := linkio.CmsgInt(d); g > 0 {
 				m.segLen = g
 			}
 		case level == unix.SOL_SOCKET && typ == unix.SO_RXQ_OVFL:
-			r.l.ctr.rxKernelDrops.Store(uint64(cmsgInt(d)))
+			r.l.ctr.rxKernelDrops.Store(uint64(linkio.CmsgInt(d)))
 		}
 	})
 	m.nseg = (m.len + m.segLen - 1) / m.segLen

@@ -6,6 +6,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/inet"
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,14 +31,14 @@ const (
 type udpTx struct {
 	l     *UDP
 	msgs  [udpMaxMsgs]unix.Mmsghdr
-	names [udpMaxMsgs][sockaddrLen]byte
-	ctrl  [udpMaxMsgs][3 * cmsgSpace]byte
+	names [udpMaxMsgs][linkio.SockaddrLen]byte
+	ctrl  [udpMaxMsgs][3 * linkio.CmsgSpace]byte
 	iov   [udpMaxIov]unix.Iovec
 	icrc  [udpMaxIov][4]byte
 	m     [udpMaxMsgs]udpMsg
 	niov  int
 	sock  int // index in l.tx of the socket the messages are for
-	mmsgSend
+	linkio.MmsgSend
 }
 
 type udpMsg struct {
@@ -55,7 +56,7 @@ type udpMsg struct {
 
 func newUDPTx(l *UDP) *udpTx {
 	tx := &udpTx{l: l}
-	tx.init(tx.msgs[:])
+	tx.Init(tx.msgs[:])
 	return tx
 }
 
@@ -126,7 +127,7 @@ func (l *UDP) parse(f Frame, t *txFrame) bool {
 // are (wrong source address or port, IP options, fragments) are dropped
 // and counted.
 func (l *UDP) Send(frames []Frame) (int, error) {
-	if l.isClosed() {
+	if l.closing.IsClosed() {
 		return 0, ErrClosed
 	}
 	tx := l.txPool.Get().(*udpTx)
@@ -139,7 +140,7 @@ func (l *UDP) Send(frames []Frame) (int, error) {
 			i++
 			continue
 		}
-		if tx.n > 0 && (t.sock != tx.sock || !tx.fits(&t)) {
+		if tx.N > 0 && (t.sock != tx.sock || !tx.fits(&t)) {
 			redo, err := tx.flush()
 			if err != nil {
 				return i, err
@@ -153,7 +154,7 @@ func (l *UDP) Send(frames []Frame) (int, error) {
 		tx.add(i, &t)
 		i++
 	}
-	if tx.n > 0 {
+	if tx.N > 0 {
 		redo, err := tx.flush()
 		if err != nil {
 			return len(frames), err
@@ -174,14 +175,14 @@ func (tx *udpTx) fits(t *txFrame) bool {
 	if tx.canJoin(t) {
 		return tx.niov+2 <= udpMaxIov
 	}
-	return tx.n < udpMaxMsgs && tx.niov+2 <= udpMaxIov
+	return tx.N < udpMaxMsgs && tx.niov+2 <= udpMaxIov
 }
 
 func (tx *udpTx) canJoin(t *txFrame) bool {
-	if tx.n == 0 || !tx.l.gso.Load() {
+	if tx.N == 0 || !tx.l.gso.Load() {
 		return false
 	}
-	m := &tx.m[tx.n-1]
+	m := &tx.m[tx.N-1]
 	return !m.closed && m.nseg < udpMaxSegs && len(t.payload) <= m.segLen &&
 		m.payload+len(t.payload) <= udpMaxGSO && m.dst == t.dst && m.tos == t.tos && m.ttl == t.ttl
 }
@@ -191,16 +192,16 @@ func (tx *udpTx) canJoin(t *txFrame) bool {
 func (tx *udpTx) add(i int, t *txFrame) {
 	var m *udpMsg
 	if tx.canJoin(t) {
-		m = &tx.m[tx.n-1]
+		m = &tx.m[tx.N-1]
 	} else {
-		m = &tx.m[tx.n]
+		m = &tx.m[tx.N]
 		*m = udpMsg{first: i, segLen: len(t.payload), dst: t.dst, tos: t.tos, ttl: t.ttl}
-		h := &tx.msgs[tx.n].Hdr
-		h.Name = &tx.names[tx.n][0]
-		h.Namelen = putSockaddr(&tx.names[tx.n], t.dst, tx.l.scope)
+		h := &tx.msgs[tx.N].Hdr
+		h.Name = &tx.names[tx.N][0]
+		h.Namelen = linkio.PutSockaddr(&tx.names[tx.N], t.dst, tx.l.scope)
 		h.Iov = &tx.iov[tx.niov]
 		h.SetIovlen(0)
-		tx.n++
+		tx.N++
 	}
 	if len(t.payload) < m.segLen {
 		m.closed = true // only the last segment may be shorter
@@ -209,7 +210,7 @@ func (tx *udpTx) add(i int, t *txFrame) {
 	m.nseg++
 	m.payload += len(t.payload)
 	m.bytes += t.tot
-	h := &tx.msgs[tx.n-1].Hdr
+	h := &tx.msgs[tx.N-1].Hdr
 	iovs := 1
 	// The kernel gives segment k of a message identification k, with DF
 	// (see UDP). Correct the ICRC for any difference from what the engine
@@ -238,23 +239,23 @@ func (tx *udpTx) add(i int, t *txFrame) {
 // for more than one segment, the GSO segment size.
 func (tx *udpTx) finish() {
 	v6 := tx.l.v6
-	for j := range tx.n {
+	for j := range tx.N {
 		m := &tx.m[j]
 		c := tx.ctrl[j][:]
 		o := 0
 		if v6 {
-			o += putCmsg(c[o:], unix.IPPROTO_IPV6, unix.IPV6_TCLASS, uint32(m.tos), 4)
+			o += linkio.PutCmsg(c[o:], unix.IPPROTO_IPV6, unix.IPV6_TCLASS, uint32(m.tos), 4)
 			if m.ttl != 0 {
-				o += putCmsg(c[o:], unix.IPPROTO_IPV6, unix.IPV6_HOPLIMIT, uint32(m.ttl), 4)
+				o += linkio.PutCmsg(c[o:], unix.IPPROTO_IPV6, unix.IPV6_HOPLIMIT, uint32(m.ttl), 4)
 			}
 		} else {
-			o += putCmsg(c[o:], unix.IPPROTO_IP, unix.IP_TOS, uint32(m.tos), 4)
+			o += linkio.PutCmsg(c[o:], unix.IPPROTO_IP, unix.IP_TOS, uint32(m.tos), 4)
 			if m.ttl != 0 {
-				o += putCmsg(c[o:], unix.IPPROTO_IP, unix.IP_TTL, uint32(m.ttl), 4)
+				o += linkio.PutCmsg(c[o:], unix.IPPROTO_IP, unix.IP_TTL, uint32(m.ttl), 4)
 			}
 		}
 		if m.nseg > 1 {
-			o += putCmsg(c[o:], unix.SOL_UDP, unix.UDP_SEGMENT, uint32(m.segLen), 2)
+			o += linkio.PutCmsg(c[o:], unix.SOL_UDP, unix.UDP_SEGMENT, uint32(m.segLen), 2)
 		}
 		h := &tx.msgs[j].Hdr
 		h.Control = &c[0]
@@ -270,13 +271,13 @@ func (tx *udpTx) flush() (redo int, err error) {
 	tx.finish()
 	redo = -1
 	var pk, by, gso, dropped, batches uint64
-	for tx.off = 0; tx.off < tx.n; {
-		if werr := l.tx[tx.sock].raw.Write(tx.fn); werr != nil {
+	for tx.Off = 0; tx.Off < tx.N; {
+		if werr := l.tx[tx.sock].raw.Write(tx.Fn); werr != nil {
 			err = ErrClosed
 			break
 		}
-		if tx.sent > 0 {
-			for _, m := range tx.m[tx.off : tx.off+tx.sent] {
+		if tx.Sent > 0 {
+			for _, m := range tx.m[tx.Off : tx.Off+tx.Sent] {
 				pk += uint64(m.nseg)
 				by += uint64(m.bytes)
 				if m.nseg > 1 {
@@ -284,11 +285,11 @@ func (tx *udpTx) flush() (redo int, err error) {
 				}
 			}
 			batches++
-			tx.off += tx.sent
+			tx.Off += tx.Sent
 			continue
 		}
-		m := &tx.m[tx.off]
-		if m.nseg > 1 && (tx.errno == unix.EIO || tx.errno == unix.EINVAL || tx.errno == unix.ENOPROTOOPT) {
+		m := &tx.m[tx.Off]
+		if m.nseg > 1 && (tx.Errno == unix.EIO || tx.Errno == unix.EINVAL || tx.Errno == unix.ENOPROTOOPT) {
 			// No GSO for this route or device (no checksum offload,
 			// xfrm): never ask again, resend from this message's frames.
 			l.gso.Store(false)
@@ -296,7 +297,7 @@ func (tx *udpTx) flush() (redo int, err error) {
 			break
 		}
 		dropped += uint64(m.nseg) // EMSGSIZE, unreachable, ENOBUFS, EPERM...
-		tx.off++
+		tx.Off++
 	}
 	addIf(&l.ctr.txPackets, pk)
 	addIf(&l.ctr.txBytes, by)
@@ -307,6 +308,6 @@ func (tx *udpTx) flush() (redo int, err error) {
 	for j := range tx.niov {
 		tx.iov[j].Base = nil
 	}
-	tx.n, tx.niov = 0, 0
+	tx.N, tx.niov = 0, 0
 	return redo, err
 }
