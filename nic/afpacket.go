@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/goroce/goroce/nic/internal/linkio"
+	"github.com/goroce/goroce/nic/netdev"
 	"golang.org/x/sys/unix"
 )
 
@@ -56,7 +57,7 @@ type AFPacket struct {
 	txf     *os.File
 	rxRaw   syscall.RawConn
 	txRaw   syscall.RawConn
-	ethPath
+	eth     netdev.EthPath
 	ctr     counters
 	txPool  sync.Pool
 	r       afpRx
@@ -78,7 +79,7 @@ func OpenAFPacket(cfg AFPacketConfig) (*AFPacket, error) {
 	}
 	l := &AFPacket{cfg: cfg, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr)}
 	if cfg.Addrs == nil {
-		tab, err := GIDTable(cfg.Interface)
+		tab, err := netdev.GIDTable(cfg.Interface)
 		if err != nil {
 			return nil, err
 		}
@@ -92,12 +93,12 @@ func OpenAFPacket(cfg AFPacketConfig) (*AFPacket, error) {
 		l.Close()
 		return nil, err
 	}
-	if l.nh, err = newNextHops(cfg.Interface, ifc.Index); err != nil {
+	if l.eth.Hops, err = netdev.NewNextHops(cfg.Interface, ifc.Index); err != nil {
 		l.Close()
 		return nil, err
 	}
 	if !cfg.NoGuard {
-		if l.guards, err = guardPort(cfg.Addrs, cfg.Interface); err != nil {
+		if l.eth.Guards, err = netdev.GuardPort(cfg.Addrs, cfg.Interface); err != nil {
 			l.Close()
 			return nil, err
 		}
@@ -154,43 +155,6 @@ func (l *AFPacket) open() error {
 	return err
 }
 
-// guardPort binds UDP port 4791 on every local address with a drop-all
-// filter, so the stack neither queues our peers' packets anywhere nor
-// answers them with ICMP port unreachable. An address the interface does
-// not hold (the MAC-derived default GID when the kernel chose another
-// link-local address) needs none: the stack drops what is not for it.
-func guardPort(addrs []netip.Addr, ifname string) ([]*net.UDPConn, error) {
-	var guards []*net.UDPConn
-	for _, a := range addrs {
-		network := "udp4"
-		if a.Is6() && !a.Is4In6() {
-			network = "udp6"
-			if a.IsLinkLocalUnicast() {
-				a = a.WithZone(ifname)
-			}
-		}
-		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-			var ferr error
-			if err := c.Control(func(fd uintptr) { ferr = linkio.AttachDropAll(int(fd)) }); err != nil {
-				return err
-			}
-			return ferr
-		}}
-		pc, err := lc.ListenPacket(nil, network, netip.AddrPortFrom(a.Unmap(), 4791).String())
-		if err != nil {
-			if errors.Is(err, unix.EADDRNOTAVAIL) {
-				continue
-			}
-			for _, g := range guards {
-				g.Close()
-			}
-			return nil, fmt.Errorf("nic: holding UDP port 4791 on %v (another socket there would take our peers' packets): %w", a, err)
-		}
-		guards = append(guards, pc.(*net.UDPConn))
-	}
-	return guards, nil
-}
-
 // Info describes the link.
 func (l *AFPacket) Info() Info { return l.info }
 
@@ -224,7 +188,7 @@ func (l *AFPacket) Close() error {
 		if l.txf != nil {
 			l.txf.Close()
 		}
-		l.closeEth()
+		l.eth.Close()
 	})
 	return nil
 }

@@ -56,7 +56,7 @@ func (l *AFPacket) Send(frames []Frame) (int, error) {
 			dropped++
 			continue
 		}
-		mac, ok := l.nh.lookup(dst)
+		mac, ok := l.eth.Hops.Lookup(dst)
 		if !ok {
 			noNeigh++
 			continue

@@ -28,7 +28,7 @@ func waitNeighbour(t *testing.T, l *AFPacket, dst netip.Addr) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		if _, ok := l.nh.lookup(dst); ok {
+		if _, ok := l.eth.Hops.Lookup(dst); ok {
 			return
 		}
 		if time.Now().After(deadline) {

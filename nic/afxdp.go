@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/goroce/goroce/nic/internal/linkio"
+	"github.com/goroce/goroce/nic/netdev"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -66,7 +67,7 @@ type AFXDP struct {
 	xsks    *ebpf.Map
 	prog    *ebpf.Program
 	xlink   link.Link
-	ethPath
+	eth     netdev.EthPath
 	ctr     counters
 	txMu    sync.Mutex
 	txFree  []uint64 // free tx chunk addresses
@@ -115,7 +116,7 @@ func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
 	}
 	cfg.Frames = 1 << bitsFor(cfg.Frames) // rings are powers of two
 	if cfg.Addrs == nil {
-		tab, err := GIDTable(cfg.Interface)
+		tab, err := netdev.GIDTable(cfg.Interface)
 		if err != nil {
 			return nil, err
 		}
@@ -133,11 +134,11 @@ func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
 		l.Close()
 		return nil, err
 	}
-	if l.nh, err = newNextHops(cfg.Interface, ifc.Index); err != nil {
+	if l.eth.Hops, err = netdev.NewNextHops(cfg.Interface, ifc.Index); err != nil {
 		l.Close()
 		return nil, err
 	}
-	if l.guards, err = guardPort(cfg.Addrs, cfg.Interface); err != nil {
+	if l.eth.Guards, err = netdev.GuardPort(cfg.Addrs, cfg.Interface); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -306,7 +307,7 @@ func (l *AFXDP) Close() error {
 		if l.xsks != nil {
 			l.xsks.Close()
 		}
-		l.closeEth()
+		l.eth.Close()
 	})
 	return nil
 }

@@ -1,12 +1,14 @@
 package nic
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/internal/netns"
+	"github.com/goroce/goroce/nic/netdev"
 )
 
 func openXDP(t *testing.T, e *netns.End, cfg AFXDPConfig) *AFXDP {
@@ -45,8 +47,8 @@ func TestAFXDPVeth(t *testing.T) {
 					}
 					a.Send(warmup(outer(a, ba, 1)))
 					b.Send(warmup(outer(b, aa, 1)))
-					waitNH(t, a.nh, ba)
-					waitNH(t, b.nh, aa)
+					waitNH(t, a.eth.Hops, ba)
+					waitNH(t, b.eth.Hops, aa)
 					exchange(t, a, b, outer(a, ba, 5), 2000, payload, 64)
 					exchange(t, b, a, outer(b, aa, 6), 2000, payload, 64)
 					exchange(t, a, b, outer(a, ba, 5), 100, 0, 32)
@@ -58,14 +60,12 @@ func TestAFXDPVeth(t *testing.T) {
 }
 
 // waitNH waits until a resolver knows dst's next hop.
-func waitNH(t *testing.T, nh *nextHops, dst interface{ String() string }) {
+func waitNH(t *testing.T, nh *netdev.NextHops, dst netip.Addr) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		for k := range *nh.m.Load() {
-			if k.String() == dst.String() {
-				return
-			}
+		if nh.Resolved(dst) {
+			return
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -89,7 +89,7 @@ func TestAFXDPWithUDP(t *testing.T) {
 		b := openIn(t, p.B, func() (*UDP, error) { return OpenUDP(UDPConfig{Addr: ba}) })
 		icmp := startCapture(t, p.B)
 		a.Send(warmup(outer(a, ba, 1)))
-		waitNH(t, a.nh, ba)
+		waitNH(t, a.eth.Hops, ba)
 		exchange(t, a, b, outer(a, ba, 3), 500, 1024, 64)
 		exchange(t, b, a, outer(b, aa, 4), 500, 1024, 64)
 		if n := icmp.count(t, isPortUnreachable, 300*time.Millisecond); n != 0 {
@@ -129,7 +129,7 @@ func TestAFXDPAllocs(t *testing.T) {
 	a := openXDP(t, p.A, AFXDPConfig{Native: true})
 	b := openXDP(t, p.B, AFXDPConfig{Native: true})
 	a.Send(warmup(outer(a, p.B.IPv4, 1)))
-	waitNH(t, a.nh, p.B.IPv4)
+	waitNH(t, a.eth.Hops, p.B.IPv4)
 	// 4096-byte payloads: the multi-buffer path on both sides.
 	frames := testFrames(outer(a, p.B.IPv4, 1), 32, 4096)
 	assertNoAllocs(t, a, b, frames)

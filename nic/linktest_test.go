@@ -185,11 +185,9 @@ func isWarmup(f Frame) bool {
 
 // stopResolver stops the link's next-hop resolver; lookups of the MACs it
 // found still succeed.
-func (e *ethPath) stopResolver() {
-	if e.nh != nil {
-		e.nh.close()
-	}
-}
+func (l *AFPacket) stopResolver() { l.eth.StopResolver() }
+
+func (l *AFXDP) stopResolver() { l.eth.StopResolver() }
 
 // assertNoAllocs checks that sending 32 frames from a and receiving them
 // on b allocates nothing once warm.

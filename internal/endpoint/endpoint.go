@@ -24,6 +24,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/fault"
+	"github.com/goroce/goroce/nic/netdev"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -263,7 +264,7 @@ type Dev struct {
 	// Addr is the address -d named, or for a client with no -d the source
 	// address of the route to the peer; invalid otherwise.
 	Addr netip.Addr
-	GIDs []nic.GID // the GID table, in rxe's order
+	GIDs []netdev.GID // the GID table, in rxe's order
 }
 
 // LookupDev resolves -d. An interface name gives the interface's own table
@@ -275,13 +276,13 @@ type Dev struct {
 func LookupDev(dev string) (Dev, error) {
 	if a, err := netip.ParseAddr(dev); err == nil {
 		a = a.Unmap()
-		netdev, err := nic.NetdevOf(a)
+		ifname, err := netdev.Of(a)
 		if err != nil {
 			return Dev{}, tagf(ErrNoDevice, "-d %s: no local interface has this address", dev)
 		}
-		l, err := netlink.LinkByName(netdev)
+		l, err := netlink.LinkByName(ifname)
 		if err != nil {
-			return Dev{}, fmt.Errorf("-d %s: %s: %w", dev, netdev, err)
+			return Dev{}, fmt.Errorf("-d %s: %s: %w", dev, ifname, err)
 		}
 		var v4, v6 []netip.Addr
 		if a.Is4() {
@@ -289,9 +290,9 @@ func LookupDev(dev string) (Dev, error) {
 		} else {
 			v6 = append(v6, a)
 		}
-		return Dev{Name: dev, Netdev: netdev, Addr: a, GIDs: nic.GIDTableFrom(netdev, l.Attrs().HardwareAddr, v4, v6)}, nil
+		return Dev{Name: dev, Netdev: ifname, Addr: a, GIDs: netdev.GIDTableFrom(ifname, l.Attrs().HardwareAddr, v4, v6)}, nil
 	}
-	t, err := nic.GIDTable(dev)
+	t, err := netdev.GIDTable(dev)
 	if err != nil {
 		return Dev{}, tagf(ErrNoDevice, "-d %s: neither a local address nor an interface", dev)
 	}
@@ -420,7 +421,7 @@ func defaultRouteNetdev() (string, error) {
 
 // pickGID returns the GID index to use: the one asked for, or else the
 // GID of the device's address, or else the device's default
-// (nic.DefaultGIDIndex: the first IPv4 GID, else the first IPv6 GID that
+// (netdev.DefaultGIDIndex: the first IPv4 GID, else the first IPv6 GID that
 // is not link-local, else the first one there is).
 func pickGID(d Dev, want int) (int, error) {
 	t := d.GIDs
@@ -440,7 +441,7 @@ func pickGID(d Dev, want int) (int, error) {
 			}
 		}
 	}
-	if i, ok := nic.DefaultGIDIndex(t); ok {
+	if i, ok := netdev.DefaultGIDIndex(t); ok {
 		return i, nil
 	}
 	return 0, tagf(ErrNoDevice, "%s has no address to make a GID from", d.Name)
