@@ -25,6 +25,7 @@ import (
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/fault"
 	"github.com/goroce/goroce/nic/netdev"
+	"github.com/goroce/goroce/nic/tap"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -123,7 +124,7 @@ type Endpoint struct {
 	StatsErr    error // see StatsSocket
 	// Faults is the fault injector when Config.Faults is active, else nil.
 	Faults *fault.Link
-	tap    *nic.Tap
+	tap    *tap.Tap
 }
 
 // Open resolves cfg and opens the device.
@@ -177,7 +178,7 @@ func Open(cfg Config) (*Endpoint, error) {
 	}
 	e := &Endpoint{Link: link, Netdev: d.Netdev, GIDs: table, GIDIndex: uint8(idx), GID: table[idx], Addr: g.Addr}
 	if cfg.Pcap != "" {
-		t, err := nic.OpenTap(link, cfg.Pcap)
+		t, err := tap.Open(link, cfg.Pcap)
 		if err != nil {
 			link.Close()
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"github.com/goroce/goroce/internal/rdmatest"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/fault"
+	"github.com/goroce/goroce/nic/tap"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -71,15 +72,15 @@ func TestWrapsQueues(t *testing.T) {
 		}
 		return l
 	}
-	tap, err := nic.OpenTap(open(ba), filepath.Join(t.TempDir(), "b.pcap"))
+	tapped, err := tap.Open(open(ba), filepath.Join(t.TempDir(), "b.pcap"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tap.RxQueues() != 2 {
-		t.Fatalf("the tap shows %d queues", tap.RxQueues())
+	if tapped.RxQueues() != 2 {
+		t.Fatalf("the tap shows %d queues", tapped.RxQueues())
 	}
 	a := rdmatest.NewPeer(t, fault.Wrap(open(aa), fault.Config{}), aa, rdmatest.Options{MTU: qp.MTU1024})
-	b := rdmatest.NewPeer(t, tap, ba, rdmatest.Options{MTU: qp.MTU1024})
+	b := rdmatest.NewPeer(t, tapped, ba, rdmatest.Options{MTU: qp.MTU1024})
 	pairs := [][2]*rdmatest.Peer{{a, b}}
 	for len(pairs) < 4 {
 		x, y := a.NewQP(t), b.NewQP(t)
@@ -94,7 +95,7 @@ func TestWrapsQueues(t *testing.T) {
 		if f, ok := l.(*fault.Link); ok {
 			return f.Link.(*nic.UDP)
 		}
-		return l.(*nic.Tap).Link.(*nic.UDP)
+		return l.(*tap.Tap).Link.(*nic.UDP)
 	}
 	for _, p := range []*rdmatest.Peer{a, b} {
 		u := ul(p.Link)

@@ -16,6 +16,7 @@ import (
 	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/tap"
 )
 
 // pipe is an in-memory nic.Link: Send records the datagrams, Recv hands
@@ -366,13 +367,13 @@ func TestCorruptFixICRC(t *testing.T) {
 func TestCaptureNotes(t *testing.T) {
 	var buf bytes.Buffer
 	p := newPipe()
-	tap, err := nic.NewTap(p, &buf, true)
+	tapped, err := tap.New(p, &buf, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := Wrap(tap, Config{Rules: []Rule{mustRule(t, "tx psn=+1 dup"), mustRule(t, "tx psn=+2 set psn=9")}})
+	f := Wrap(tapped, Config{Rules: []Rule{mustRule(t, "tx psn=+1 dup"), mustRule(t, "tx psn=+2 set psn=9")}})
 	send(t, f, mk(writeFirst, 1, 10, 8), mk(writeMiddle, 1, 11, 8), mk(writeLast, 1, 12, 8))
-	if err := tap.Flush(); err != nil {
+	if err := tapped.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	r, err := pcapfile.NewReader(&buf)
