@@ -10,6 +10,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -201,7 +202,7 @@ func checkPair(t *testing.T, a, b *node, ca, cb *Conn) {
 func TestConnectUDP(t *testing.T) {
 	open := func(addr string) *node {
 		a := netip.MustParseAddr(addr)
-		l, err := nic.OpenUDP(nic.UDPConfig{Addr: a})
+		l, err := udp.Open(udp.Config{Addr: a})
 		if err != nil {
 			t.Skipf("no UDP on %v: %v", a, err)
 		}

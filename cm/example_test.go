@@ -19,7 +19,7 @@ import (
 // Example connects two devices through the connection manager, as an
 // rdma_cm program would: the server listens on a port and accepts, the
 // client dials it with private data; both get an RC QP already in RTS,
-// and a SEND crosses. Over nic.OpenUDP the code is the same, and the peer
+// and a SEND crosses. Over udp.Open the code is the same, and the peer
 // may be any rdma_cm program (rping, say) on an HCA or rxe.
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -92,7 +92,7 @@ type MemOptions struct {
 	Hardware net.HardwareAddr // the link's MAC (for the link-local GID); default one made from the address
 	// BusyPoll is how long Recv keeps looking (yielding to other
 	// goroutines) before it sleeps until a packet is queued, as
-	// nic.UDPConfig.BusyPoll; 0 never busy-polls.
+	// udp.Config.BusyPoll; 0 never busy-polls.
 	BusyPoll time.Duration
 }
 

@@ -19,7 +19,7 @@ import (
 // memory, create a completion queue and a queue pair, exchange endpoints,
 // connect, post a receive on one side and a SEND on the other, and wait
 // for both completions. Both sides run in one process over an in-memory
-// link here; over nic.OpenUDP the code is the same, and the endpoints
+// link here; over udp.Open the code is the same, and the endpoints
 // travel over any channel the program has (String and ParseEndpoint, or
 // MarshalBinary).
 func Example() {

@@ -35,6 +35,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -77,10 +78,10 @@ func openLinks(kind string) (a, b nic.Link, err error) {
 		}
 		b, err = n.Attach(netip.MustParseAddr("192.0.2.2"), nic.MemOptions{})
 	case "udp":
-		if a, err = nic.OpenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")}); err != nil {
+		if a, err = udp.Open(udp.Config{Addr: netip.MustParseAddr("127.0.0.1")}); err != nil {
 			return nil, nil, err
 		}
-		b, err = nic.OpenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")})
+		b, err = udp.Open(udp.Config{Addr: netip.MustParseAddr("127.0.0.2")})
 	default:
 		return nil, nil, fmt.Errorf("unknown link %q: want mem or udp", kind)
 	}

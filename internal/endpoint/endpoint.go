@@ -23,9 +23,12 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/afpacket"
+	"github.com/goroce/goroce/nic/afxdp"
 	"github.com/goroce/goroce/nic/fault"
 	"github.com/goroce/goroce/nic/netdev"
 	"github.com/goroce/goroce/nic/tap"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -75,9 +78,9 @@ type Config struct {
 // Tuning the engine, as rdma-core's providers are tuned, through the
 // environment rather than each tool's flags (the tools keep the real
 // programs' flags): GOROCE_RX_QUEUES=N gives the udp link N receive queues
-// steered by QPN, each received on its own goroutine (nic.UDPConfig.RxQueues);
+// steered by QPN, each received on its own goroutine (udp.Config.RxQueues);
 // GOROCE_BUSY_POLL=N makes its receives busy-poll for up to N microseconds
-// before sleeping (nic.UDPConfig.BusyPoll), as the net.core.busy_poll
+// before sleeping (udp.Config.BusyPoll), as the net.core.busy_poll
 // sysctl counts.
 const (
 	EnvRxQueues = "GOROCE_RX_QUEUES"
@@ -149,15 +152,15 @@ func Open(cfg Config) (*Endpoint, error) {
 	var link nic.Link
 	switch cfg.Link {
 	case "", LinkUDP:
-		ucfg := nic.UDPConfig{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll}
-		link, err = nic.OpenUDP(ucfg)
+		ucfg := udp.Config{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll}
+		link, err = udp.Open(ucfg)
 		if err == nil && cfg.AllGIDs {
 			link, err = joinUDP(link, d, idx, ucfg)
 		}
 	case LinkAFPacket:
-		link, err = nic.OpenAFPacket(nic.AFPacketConfig{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr}})
+		link, err = afpacket.Open(afpacket.Config{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr}})
 	case LinkAFXDP:
-		link, err = nic.OpenAFXDP(nic.AFXDPConfig{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr},
+		link, err = afxdp.Open(afxdp.Config{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr},
 			Native: cfg.XDPNative, Queue: cfg.XDPQueue})
 	default:
 		return nil, tagf(ErrUsage, "--link %q: want udp, afpacket or afxdp", cfg.Link)
@@ -205,7 +208,7 @@ func Open(cfg Config) (*Endpoint, error) {
 // joinUDP adds to first (the UDP link on GID idx) a UDP link on each
 // other address of d's GID table that binds, tuned as first (ucfg),
 // joined into one link.
-func joinUDP(first nic.Link, d Dev, idx int, ucfg nic.UDPConfig) (nic.Link, error) {
+func joinUDP(first nic.Link, d Dev, idx int, ucfg udp.Config) (nic.Link, error) {
 	links := []nic.Link{first}
 	for i, g := range d.GIDs {
 		if i == idx || g.Empty() {
@@ -216,7 +219,7 @@ func joinUDP(first nic.Link, d Dev, idx int, ucfg nic.UDPConfig) (nic.Link, erro
 			a = a.WithZone(d.Netdev)
 		}
 		ucfg.Addr = a
-		if l, err := nic.OpenUDP(ucfg); err == nil {
+		if l, err := udp.Open(ucfg); err == nil {
 			links = append(links, l)
 		}
 	}

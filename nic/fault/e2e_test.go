@@ -9,6 +9,7 @@ import (
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/fault"
 	"github.com/goroce/goroce/nic/tap"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -65,8 +66,8 @@ func TestDropNthWriteMiddle(t *testing.T) {
 func TestWrapsQueues(t *testing.T) {
 	// Loopback addresses of its own: no other test binds them.
 	aa, ba := netip.MustParseAddr("127.0.88.1"), netip.MustParseAddr("127.0.88.2")
-	open := func(a netip.Addr) *nic.UDP {
-		l, err := nic.OpenUDP(nic.UDPConfig{Addr: a, RxQueues: 2})
+	open := func(a netip.Addr) *udp.Link {
+		l, err := udp.Open(udp.Config{Addr: a, RxQueues: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,11 +92,11 @@ func TestWrapsQueues(t *testing.T) {
 		rdmatest.Op(t, p[0], p[1], qp.WRSend, 3000, 1, uint32(i))
 		rdmatest.Op(t, p[1], p[0], qp.WRSend, 3000, 1, uint32(i+10))
 	}
-	ul := func(l nic.Link) *nic.UDP {
+	ul := func(l nic.Link) *udp.Link {
 		if f, ok := l.(*fault.Link); ok {
-			return f.Link.(*nic.UDP)
+			return f.Link.(*udp.Link)
 		}
-		return l.(*tap.Tap).Link.(*nic.UDP)
+		return l.(*tap.Tap).Link.(*udp.Link)
 	}
 	for _, p := range []*rdmatest.Peer{a, b} {
 		u := ul(p.Link)

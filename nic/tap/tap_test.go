@@ -12,8 +12,8 @@ import (
 
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/internal/linktest"
+	"github.com/goroce/goroce/nic/udp"
 )
 
 // TestTap records a two-way exchange between two UDP links, one file in
@@ -22,8 +22,8 @@ import (
 // with tshark (every packet decodes as RoCE, with the direction in pcapng).
 func TestTap(t *testing.T) {
 	dir := t.TempDir()
-	a0 := linktest.Open(t, func() (*nic.UDP, error) { return nic.OpenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")}) })
-	b0 := linktest.Open(t, func() (*nic.UDP, error) { return nic.OpenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")}) })
+	a0 := linktest.Open(t, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: netip.MustParseAddr("127.0.0.1")}) })
+	b0 := linktest.Open(t, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: netip.MustParseAddr("127.0.0.2")}) })
 	pa, pb := filepath.Join(dir, "a.pcap"), filepath.Join(dir, "b.pcapng")
 	a, err := Open(a0, pa)
 	if err != nil {

@@ -39,7 +39,7 @@ func OpenIn[L nic.Link](t *testing.T, e *netns.End, open func() (L, error)) L {
 
 // Capture is an AF_PACKET socket on one interface: what the wire carries.
 type Capture struct {
-	fd int
+	FD int // the AF_PACKET socket
 }
 
 // StartCapture opens a capture on e's veth end, closed at the end of t.
@@ -51,14 +51,14 @@ func StartCapture(t *testing.T, e *netns.End) *Capture {
 		if err != nil {
 			return fmt.Errorf("AF_PACKET socket (needs CAP_NET_RAW): %w", err)
 		}
-		c.fd = fd
+		c.FD = fd
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
 		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: e.Index})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Close(c.fd) })
+	t.Cleanup(func() { unix.Close(c.FD) })
 	return &c
 }
 
@@ -66,12 +66,12 @@ func StartCapture(t *testing.T, e *netns.End) *Capture {
 func (c *Capture) RoCE(t *testing.T, want int, d time.Duration) []bth.Frame {
 	t.Helper()
 	tv := unix.NsecToTimeval(int64(50 * time.Millisecond))
-	unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	unix.SetsockoptTimeval(c.FD, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	var out []bth.Frame
 	deadline := time.Now().Add(d)
 	for len(out) < want && time.Now().Before(deadline) {
 		b := make([]byte, 70000)
-		n, _, err := unix.Recvfrom(c.fd, b, 0)
+		n, _, err := unix.Recvfrom(c.FD, b, 0)
 		if err != nil {
 			continue
 		}
@@ -96,11 +96,11 @@ func IPv4ID(f bth.Frame) (uint16, bool) {
 func (c *Capture) Count(t *testing.T, match func([]byte) bool, d time.Duration) int {
 	t.Helper()
 	tv := unix.NsecToTimeval(int64(20 * time.Millisecond))
-	unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	unix.SetsockoptTimeval(c.FD, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	n := 0
 	b := make([]byte, 70000)
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
-		k, _, err := unix.Recvfrom(c.fd, b, 0)
+		k, _, err := unix.Recvfrom(c.FD, b, 0)
 		if err == nil && match(b[:k]) {
 			n++
 		}
@@ -117,4 +117,20 @@ func Open[L nic.Link](t *testing.T, open func() (L, error)) L {
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// IsPortUnreachable reports whether an Ethernet frame is ICMP destination
+// (port) unreachable, v4 or v6.
+func IsPortUnreachable(b []byte) bool {
+	if len(b) < 14+40+2 {
+		return false
+	}
+	switch uint16(b[12])<<8 | uint16(b[13]) {
+	case 0x0800:
+		ihl := int(b[14]&0xf) * 4
+		return b[14+9] == unix.IPPROTO_ICMP && len(b) > 14+ihl+1 && b[14+ihl] == 3 && b[14+ihl+1] == 3
+	case 0x86dd:
+		return b[14+6] == unix.IPPROTO_ICMPV6 && b[14+40] == 1 && b[14+41] == 4
+	}
+	return false
 }

@@ -1,4 +1,4 @@
-package nic
+package udp
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/inet"
+	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/internal/linkio"
 	"golang.org/x/sys/unix"
 )
@@ -29,7 +30,7 @@ const (
 // udpTx is the scratch of one Send call; a pool hands one to each
 // concurrent caller so that no call allocates.
 type udpTx struct {
-	l     *UDP
+	l     *Link
 	msgs  [udpMaxMsgs]unix.Mmsghdr
 	names [udpMaxMsgs][linkio.SockaddrLen]byte
 	ctrl  [udpMaxMsgs][3 * linkio.CmsgSpace]byte
@@ -54,7 +55,7 @@ type udpMsg struct {
 	payload int // total UDP payload bytes
 }
 
-func newUDPTx(l *UDP) *udpTx {
+func newUDPTx(l *Link) *udpTx {
 	tx := &udpTx{l: l}
 	tx.Init(tx.msgs[:])
 	return tx
@@ -74,7 +75,7 @@ type txFrame struct {
 // parse checks that the kernel will build the headers the frame carries
 // (apart from the IPv4 identification, which Send corrects for) and
 // returns what sending it needs.
-func (l *UDP) parse(f Frame, t *txFrame) bool {
+func (l *Link) parse(f nic.Frame, t *txFrame) bool {
 	if f.Off < 0 || f.Off > len(f.B) {
 		return false
 	}
@@ -123,12 +124,12 @@ func (l *UDP) parse(f Frame, t *txFrame) bool {
 	return t.sock >= 0
 }
 
-// Send transmits frames; see Link. Frames the kernel cannot carry as they
+// Send transmits frames; see nic.Link. Frames the kernel cannot carry as they
 // are (wrong source address or port, IP options, fragments) are dropped
 // and counted.
-func (l *UDP) Send(frames []Frame) (int, error) {
+func (l *Link) Send(frames []nic.Frame) (int, error) {
 	if l.closing.IsClosed() {
-		return 0, ErrClosed
+		return 0, nic.ErrClosed
 	}
 	tx := l.txPool.Get().(*udpTx)
 	defer l.txPool.Put(tx)
@@ -165,7 +166,7 @@ func (l *UDP) Send(frames []Frame) (int, error) {
 			return redo + n, err
 		}
 	}
-	addIf(&l.ctr.txDropped, dropped)
+	linkio.AddIf(&l.ctr.TxDropped, dropped)
 	return len(frames), nil
 }
 
@@ -273,7 +274,7 @@ func (tx *udpTx) flush() (redo int, err error) {
 	var pk, by, gso, dropped, batches uint64
 	for tx.Off = 0; tx.Off < tx.N; {
 		if werr := l.tx[tx.sock].raw.Write(tx.Fn); werr != nil {
-			err = ErrClosed
+			err = nic.ErrClosed
 			break
 		}
 		if tx.Sent > 0 {
@@ -299,11 +300,11 @@ func (tx *udpTx) flush() (redo int, err error) {
 		dropped += uint64(m.nseg) // EMSGSIZE, unreachable, ENOBUFS, EPERM...
 		tx.Off++
 	}
-	addIf(&l.ctr.txPackets, pk)
-	addIf(&l.ctr.txBytes, by)
-	addIf(&l.ctr.txGSOSegments, gso)
-	addIf(&l.ctr.txDropped, dropped)
-	addIf(&l.ctr.txBatches, batches)
+	linkio.AddIf(&l.ctr.TxPackets, pk)
+	linkio.AddIf(&l.ctr.TxBytes, by)
+	linkio.AddIf(&l.ctr.TxGSOSegments, gso)
+	linkio.AddIf(&l.ctr.TxDropped, dropped)
+	linkio.AddIf(&l.ctr.TxBatches, batches)
 	// Forget the caller's buffers: Send retains nothing.
 	for j := range tx.niov {
 		tx.iov[j].Base = nil
