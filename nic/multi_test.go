@@ -10,6 +10,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/internal/linktest"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
 )
 
@@ -39,11 +40,11 @@ func datagram(src, dst netip.Addr, payload string) nic.Frame {
 // and counted), receives what either got, keeps a batch's frames valid
 // until the next Recv, and refuses an address on two links.
 func TestMulti(t *testing.T) {
-	n := nic.NewMemNet(1)
+	n := mem.NewNet(1)
 	a4, a6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")
 	b4, b6 := netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("2001:db8::2")
-	attach := func(a netip.Addr) *nic.MemLink {
-		l, err := n.Attach(a, nic.MemOptions{})
+	attach := func(a netip.Addr) *mem.Link {
+		l, err := n.Attach(a, mem.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

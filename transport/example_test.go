@@ -9,7 +9,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -23,7 +23,7 @@ import (
 // travel over any channel the program has (String and ParseEndpoint, or
 // MarshalBinary).
 func Example() {
-	network := nic.NewMemNet(1)
+	network := mem.NewNet(1)
 	type side struct {
 		dev    *transport.Device
 		region *mr.MR
@@ -33,7 +33,7 @@ func Example() {
 	}
 	var sides [2]side
 	for i, addr := range []string{"192.0.2.1", "192.0.2.2"} {
-		link, err := network.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
+		link, err := network.Attach(netip.MustParseAddr(addr), mem.Options{})
 		if err != nil {
 			log.Fatal(err)
 		}

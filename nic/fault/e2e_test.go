@@ -8,6 +8,7 @@ import (
 	"github.com/goroce/goroce/internal/rdmatest"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/fault"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/tap"
 	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
@@ -22,19 +23,19 @@ func counter(p *rdmatest.Peer, name string) uint64 {
 	return 0
 }
 
-// TestDropNthWriteMiddle: two devices on a MemNet, the requester's link
+// TestDropNthWriteMiddle: two devices on a mem.Net, the requester's link
 // losing its first RDMA WRITE Middle. The responder sees the PSN gap and
 // NAKs it (C9-114: a PSN sequence error), the requester goes back and
 // resends, the WRITE completes with every byte right, and the rule says
 // it fired once.
 func TestDropNthWriteMiddle(t *testing.T) {
-	n := nic.NewMemNet(1)
+	n := mem.NewNet(1)
 	aa, ba := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2")
-	la, err := n.Attach(aa, nic.MemOptions{})
+	la, err := n.Attach(aa, mem.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := n.Attach(ba, nic.MemOptions{})
+	lb, err := n.Attach(ba, mem.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/tap"
 )
 
@@ -311,7 +312,7 @@ func TestRxFaults(t *testing.T) {
 func TestSeedDeterminism(t *testing.T) {
 	run := func(seed uint64) ([][]byte, Stats) {
 		p := newPipe()
-		f := Wrap(p, Config{Seed: seed, Tx: nic.Faults{Loss: 0.1, Duplicate: 0.1, Corrupt: 0.1}})
+		f := Wrap(p, Config{Seed: seed, Tx: mem.Faults{Loss: 0.1, Duplicate: 0.1, Corrupt: 0.1}})
 		for i := range uint32(2000) {
 			send(t, f, mk(writeMiddle, 1, i, 64))
 		}
@@ -353,7 +354,7 @@ func TestSeedDeterminism(t *testing.T) {
 
 func TestCorruptFixICRC(t *testing.T) {
 	p := newPipe()
-	f := Wrap(p, Config{FixICRC: true, Tx: nic.Faults{Corrupt: 1}})
+	f := Wrap(p, Config{FixICRC: true, Tx: mem.Faults{Corrupt: 1}})
 	d := mk(writeMiddle, 1, 1, 256)
 	send(t, f, d)
 	out := p.taken()
