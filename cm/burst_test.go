@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/internal/fakeclock"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 )
 
 // TestDialBurst: 1000 connections dialled at once, as cmtime -c 1000
@@ -17,7 +17,7 @@ import (
 func TestDialBurst(t *testing.T) {
 	const n = 1000
 	clk := fakeclock.New()
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	a, b := memNode(t, net, "192.0.2.1", clk), memNode(t, net, "192.0.2.2", clk)
 	ma, mb := newManager(t, a, clk), newManager(t, b, clk)
 	qc := b.qpConfig()

@@ -10,6 +10,8 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -39,10 +41,10 @@ func openNode(t testing.TB, link nic.Link, addr netip.Addr, clk qp.Clock) *node 
 	return n
 }
 
-func memNode(t testing.TB, net *nic.MemNet, addr string, clk qp.Clock) *node {
+func memNode(t testing.TB, net *mem.Net, addr string, clk qp.Clock) *node {
 	t.Helper()
 	a := netip.MustParseAddr(addr)
-	l, err := net.Attach(a, nic.MemOptions{})
+	l, err := net.Attach(a, mem.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +153,7 @@ func connectPair(t testing.TB, a, b *node, ma, mb *Manager) (ca, cb *Conn) {
 func TestConnectMem(t *testing.T) {
 	for _, addrs := range [][2]string{{"192.0.2.1", "192.0.2.2"}, {"2001:db8::1", "2001:db8::2"}} {
 		t.Run(addrs[0], func(t *testing.T) {
-			net := nic.NewMemNet(1)
+			net := mem.NewNet(1)
 			a, b := memNode(t, net, addrs[0], nil), memNode(t, net, addrs[1], nil)
 			ma, mb := newManager(t, a, nil), newManager(t, b, nil)
 			ca, cb := connectPair(t, a, b, ma, mb)
@@ -201,7 +203,7 @@ func checkPair(t *testing.T, a, b *node, ca, cb *Conn) {
 func TestConnectUDP(t *testing.T) {
 	open := func(addr string) *node {
 		a := netip.MustParseAddr(addr)
-		l, err := nic.OpenUDP(nic.UDPConfig{Addr: a})
+		l, err := udp.Open(udp.Config{Addr: a})
 		if err != nil {
 			t.Skipf("no UDP on %v: %v", a, err)
 		}
@@ -217,7 +219,7 @@ func TestConnectUDP(t *testing.T) {
 // on either side (RDMA_OPTION_ID_ACK_TIMEOUT, which perftest -R sets to
 // its -u), while 0 keeps the path's (the REQ's local ACK timeout, 19).
 func TestACKTimeout(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	a, b := memNode(t, net, "192.0.2.1", nil), memNode(t, net, "192.0.2.2", nil)
 	ma, mb := newManager(t, a, nil), newManager(t, b, nil)
 	for _, tc := range []struct{ active, passive, wantA, wantP uint8 }{{14, 0, 14, packetLifeTime + 1}, {0, 9, packetLifeTime + 1, 9}} {

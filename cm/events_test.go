@@ -8,7 +8,7 @@ import (
 
 	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 )
 
 // nextEvent waits for m's next event (bounded by the test's context, not
@@ -35,7 +35,7 @@ func nextEvent(t *testing.T, m *Manager) Event {
 // them.
 func TestEvents(t *testing.T) {
 	clk := fakeclock.New()
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	a, b := memNode(t, net, "192.0.2.1", nil), memNode(t, net, "192.0.2.2", nil)
 	ma, mb := newManager(t, a, clk), newManager(t, b, clk)
 	ca, cb := connectPair(t, a, b, ma, mb)

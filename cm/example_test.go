@@ -11,7 +11,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -19,12 +19,12 @@ import (
 // Example connects two devices through the connection manager, as an
 // rdma_cm program would: the server listens on a port and accepts, the
 // client dials it with private data; both get an RC QP already in RTS,
-// and a SEND crosses. Over nic.OpenUDP the code is the same, and the peer
+// and a SEND crosses. Over udp.Open the code is the same, and the peer
 // may be any rdma_cm program (rping, say) on an HCA or rxe.
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	network := nic.NewMemNet(1)
+	network := mem.NewNet(1)
 	server, client := openExampleSide(network, "192.0.2.1"), openExampleSide(network, "192.0.2.2")
 
 	l, err := server.mgr.Listen(netip.MustParseAddrPort("192.0.2.1:7174"), cm.ListenConfig{QP: server.qc})
@@ -82,7 +82,7 @@ func Example() {
 func ExampleManager_ResolveUD() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	network := nic.NewMemNet(1)
+	network := mem.NewNet(1)
 	server, client := openExampleSide(network, "192.0.2.1"), openExampleSide(network, "192.0.2.2")
 	// Each side's UD QP, in RTS with rdma_cm's Q_Key (cm.UDPQKey).
 	sq, err := server.mgr.CreateUDQP(server.qc)
@@ -161,8 +161,8 @@ type exampleSide struct {
 
 // openExampleSide attaches a device at addr to network and starts its
 // connection manager.
-func openExampleSide(network *nic.MemNet, addr string) exampleSide {
-	link, err := network.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
+func openExampleSide(network *mem.Net, addr string) exampleSide {
+	link, err := network.Attach(netip.MustParseAddr(addr), mem.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/goroce/goroce/bth/pcapfile"
 	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -84,9 +84,9 @@ func FuzzHandle(f *testing.F) {
 	}
 	f.Add(append(append(sidr(7174, 1), sidr(7174, 1)...), sidr(9, 2)...))
 
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	clk := fakeclock.New()
-	link, err := net.Attach(fuzzLocal, nic.MemOptions{})
+	link, err := net.Attach(fuzzLocal, mem.Options{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -14,7 +14,7 @@ import (
 // crosses each way. A QP of another type, or past INIT, is refused, and a
 // listener refuses one QP for all its connections.
 func TestDialOwnQP(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	a, b := memNode(t, net, "192.0.2.1", nil), memNode(t, net, "192.0.2.2", nil)
 	ma, mb := newManager(t, a, nil), newManager(t, b, nil)
 	l, err := mb.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7471), ListenConfig{QP: b.qpConfig()})

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 )
 
 // TestPortSpacesRC: RC connections in the IB port space (RDMA_PS_IB,
@@ -98,7 +98,7 @@ func TestPortSpacesRC(t *testing.T) {
 // space does not (status 1, unsupported). A space rdma_cm resolves no UD
 // service in is refused by ListenUDIn and ResolveUDIn.
 func TestPortSpacesUD(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	a, b := memNode(t, net, "192.0.2.1", nil), memNode(t, net, "192.0.2.2", nil)
 	ma, mb := newManager(t, a, nil), newManager(t, b, nil)
 	qb, err := mb.CreateUDQP(b.qpConfig())

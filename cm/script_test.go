@@ -11,7 +11,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -38,7 +38,7 @@ type script struct {
 }
 
 func newScript(t *testing.T) *script {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	clk := fakeclock.New()
 	s := &script{t: t, clk: clk, rx: make(chan mad.MAD, 64), guid: 0x5054_00ff_fe52_7865,
 		qpn: 0x11, psn: 0xabcdef, comm: 0x3e986ae9, tid: 0x00000004e96a983e, sport: 0x869f}

@@ -11,7 +11,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -270,7 +270,7 @@ func TestSIDRUnknownService(t *testing.T) {
 func TestSIDRMem(t *testing.T) {
 	for _, addrs := range [][2]string{{"192.0.2.1", "192.0.2.2"}, {"2001:db8::1", "2001:db8::2"}} {
 		t.Run(addrs[0], func(t *testing.T) {
-			net := nic.NewMemNet(1)
+			net := mem.NewNet(1)
 			a, b := memNode(t, net, addrs[0], nil), memNode(t, net, addrs[1], nil)
 			ma, mb := newManager(t, a, nil), newManager(t, b, nil)
 			l, err := mb.ListenUD(netip.AddrPortFrom(b.addr, 7174), 0)

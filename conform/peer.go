@@ -27,7 +27,7 @@ import (
 // another process) and starts its tools.
 type PeerConfig struct {
 	// Link is the suite's own link, a UDP link on Local normally
-	// (nic.OpenUDP): the raw endpoint sends and reads RoCEv2 through it.
+	// (udp.Open): the raw endpoint sends and reads RoCEv2 through it.
 	Link nic.Link
 	// Local is the suite's address: its GID, and the source of its
 	// packets.

@@ -11,7 +11,7 @@ import (
 	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/ladder"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -129,12 +129,12 @@ var (
 // newSelfSession opens a goroce device over a fresh in-memory network,
 // with its timers on a fake clock, and connects one RC QP to the suite.
 func newSelfSession(set setup) (*session, error) {
-	net := nic.NewMemNet(1)
-	pl, err := net.Attach(peerAddr, nic.MemOptions{})
+	net := mem.NewNet(1)
+	pl, err := net.Attach(peerAddr, mem.Options{})
 	if err != nil {
 		return nil, err
 	}
-	rl, err := net.Attach(rawAddr, nic.MemOptions{})
+	rl, err := net.Attach(rawAddr, mem.Options{})
 	if err != nil {
 		pl.Close()
 		return nil, err

@@ -23,7 +23,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -785,7 +785,7 @@ func RunVerbs(ctx context.Context, l *Lab, o VerbsOptions) *Report {
 func (l *Lab) openGoroce() (*transport.Device, error) {
 	var dev *transport.Device
 	err := l.inNetNS(func() error {
-		link, err := nic.OpenUDP(nic.UDPConfig{Addr: netip.MustParseAddr(l.HostAddr)})
+		link, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(l.HostAddr)})
 		if err != nil {
 			return err
 		}

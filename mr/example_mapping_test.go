@@ -10,7 +10,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -20,7 +20,7 @@ import (
 // WRITEs its page into b's. b's mapping cannot be unmapped while its
 // region is registered.
 func ExampleMapAnonymous() {
-	network := nic.NewMemNet(1)
+	network := mem.NewNet(1)
 	type side struct {
 		dev     *transport.Device
 		mapping *mr.Mapping
@@ -31,7 +31,7 @@ func ExampleMapAnonymous() {
 	}
 	var sides [2]side
 	for i, addr := range []string{"192.0.2.1", "192.0.2.2"} {
-		link, err := network.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
+		link, err := network.Attach(netip.MustParseAddr(addr), mem.Options{})
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -31,11 +31,11 @@ type end struct {
 // devices close when the test ends, if it has not closed them.
 func connected(tb testing.TB) (a, b *end) {
 	tb.Helper()
-	network := nic.NewMemNet(1)
+	network := mem.NewNet(1)
 	var ends [2]*end
 	var eps [2]transport.Endpoint
 	for i, addr := range []string{"192.0.2.1", "192.0.2.2"} {
-		link, err := network.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
+		link, err := network.Attach(netip.MustParseAddr(addr), mem.Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package nic
+package nic_test
 
 import (
 	"net/netip"
@@ -8,6 +8,11 @@ import (
 
 	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/internal/rawudp"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/afpacket"
+	"github.com/goroce/goroce/nic/afxdp"
+	"github.com/goroce/goroce/nic/internal/linktest"
+	"github.com/goroce/goroce/nic/udp"
 )
 
 // BenchmarkVeth moves RoCEv2 frames across a veth pair (MTU 4200) through
@@ -23,18 +28,18 @@ func BenchmarkVeth(b *testing.B) {
 		b.Run("raw-sendto/"+itoa(size), func(b *testing.B) { benchRaw(b, p, size, false) })
 		b.Run("raw-gso/"+itoa(size), func(b *testing.B) { benchRaw(b, p, size, true) })
 		b.Run("udp/"+itoa(size), func(b *testing.B) {
-			a := openBench(b, p.A, func() (Link, error) { return OpenUDP(UDPConfig{Addr: p.A.IPv4}) })
-			c := openBench(b, p.B, func() (Link, error) { return OpenUDP(UDPConfig{Addr: p.B.IPv4}) })
+			a := openBench(b, p.A, func() (nic.Link, error) { return udp.Open(udp.Config{Addr: p.A.IPv4}) })
+			c := openBench(b, p.B, func() (nic.Link, error) { return udp.Open(udp.Config{Addr: p.B.IPv4}) })
 			benchLink(b, a, c, p.B.IPv4, size)
 		})
 		b.Run("udp-nogso/"+itoa(size), func(b *testing.B) {
-			a := openBench(b, p.A, func() (Link, error) { return OpenUDP(UDPConfig{Addr: p.A.IPv4, NoGSO: true, NoGRO: true}) })
-			c := openBench(b, p.B, func() (Link, error) { return OpenUDP(UDPConfig{Addr: p.B.IPv4, NoGSO: true, NoGRO: true}) })
+			a := openBench(b, p.A, func() (nic.Link, error) { return udp.Open(udp.Config{Addr: p.A.IPv4, NoGSO: true, NoGRO: true}) })
+			c := openBench(b, p.B, func() (nic.Link, error) { return udp.Open(udp.Config{Addr: p.B.IPv4, NoGSO: true, NoGRO: true}) })
 			benchLink(b, a, c, p.B.IPv4, size)
 		})
 		b.Run("afpacket/"+itoa(size), func(b *testing.B) {
-			a := openBench(b, p.A, func() (Link, error) { return OpenAFPacket(AFPacketConfig{Interface: p.A.Link}) })
-			c := openBench(b, p.B, func() (Link, error) { return OpenAFPacket(AFPacketConfig{Interface: p.B.Link}) })
+			a := openBench(b, p.A, func() (nic.Link, error) { return afpacket.Open(afpacket.Config{Interface: p.A.Link}) })
+			c := openBench(b, p.B, func() (nic.Link, error) { return afpacket.Open(afpacket.Config{Interface: p.B.Link}) })
 			benchLink(b, a, c, p.B.IPv4, size)
 		})
 		for _, native := range []bool{false, true} {
@@ -43,8 +48,8 @@ func BenchmarkVeth(b *testing.B) {
 				name = "afxdp-native/"
 			}
 			b.Run(name+itoa(size), func(b *testing.B) {
-				a := openBench(b, p.A, func() (Link, error) { return OpenAFXDP(AFXDPConfig{Interface: p.A.Link, Native: native}) })
-				c := openBench(b, p.B, func() (Link, error) { return OpenAFXDP(AFXDPConfig{Interface: p.B.Link, Native: native}) })
+				a := openBench(b, p.A, func() (nic.Link, error) { return afxdp.Open(afxdp.Config{Interface: p.A.Link, Native: native}) })
+				c := openBench(b, p.B, func() (nic.Link, error) { return afxdp.Open(afxdp.Config{Interface: p.B.Link, Native: native}) })
 				benchLink(b, a, c, p.B.IPv4, size)
 			})
 		}
@@ -59,8 +64,8 @@ func itoa(n int) string {
 	return s
 }
 
-func openBench(b *testing.B, e *netns.End, open func() (Link, error)) Link {
-	var l Link
+func openBench(b *testing.B, e *netns.End, open func() (nic.Link, error)) nic.Link {
+	var l nic.Link
 	if err := e.Do(func() (err error) { l, err = open(); return }); err != nil {
 		b.Fatal(err)
 	}
@@ -70,23 +75,23 @@ func openBench(b *testing.B, e *netns.End, open func() (Link, error)) Link {
 // benchLink sends b.N frames of size payload bytes from a to c.
 // Both links are closed at the end: an AF_XDP queue takes one socket at a
 // time and the benchmark function runs more than once.
-func benchLink(b *testing.B, a, c Link, dst netip.Addr, size int) {
+func benchLink(b *testing.B, a, c nic.Link, dst netip.Addr, size int) {
 	defer a.Close()
 	defer c.Close()
-	o := outer(a, dst, 1)
+	o := linktest.Outer(a, dst, 1)
 	// Resolve the next hop (Ethernet links) before timing.
 	for i := 0; i < 300; i++ {
-		a.Send(warmup(o))
+		a.Send(linktest.Warmup(o))
 		if a.Stats().TxPackets > 0 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	frames := testFrames(o, 64, size)
+	frames := linktest.Frames(o, 64, size)
 	var got atomic.Int64
 	done := make(chan struct{})
 	go func() {
-		buf := make([]Frame, 64)
+		buf := make([]nic.Frame, 64)
 		for {
 			n, err := c.Recv(buf)
 			if err != nil {

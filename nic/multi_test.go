@@ -1,4 +1,4 @@
-package nic
+package nic_test
 
 import (
 	"bytes"
@@ -8,11 +8,15 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/internal/linktest"
+	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/nic/udp"
 )
 
 // datagram is a bare IP datagram from src to dst carrying payload: only
 // the version and addresses matter to the links under test.
-func datagram(src, dst netip.Addr, payload string) Frame {
+func datagram(src, dst netip.Addr, payload string) nic.Frame {
 	var h []byte
 	if src.Is4() {
 		h = make([]byte, 20)
@@ -27,8 +31,8 @@ func datagram(src, dst netip.Addr, payload string) Frame {
 		copy(h[8:], s[:])
 		copy(h[24:], d[:])
 	}
-	b := append(make([]byte, Headroom), append(h, payload...)...)
-	return Frame{B: b, Off: Headroom}
+	b := append(make([]byte, nic.Headroom), append(h, payload...)...)
+	return nic.Frame{B: b, Off: nic.Headroom}
 }
 
 // TestMulti: a multi link over an IPv4 and an IPv6 link sends each frame
@@ -36,11 +40,11 @@ func datagram(src, dst netip.Addr, payload string) Frame {
 // and counted), receives what either got, keeps a batch's frames valid
 // until the next Recv, and refuses an address on two links.
 func TestMulti(t *testing.T) {
-	n := NewMemNet(1)
+	n := mem.NewNet(1)
 	a4, a6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")
 	b4, b6 := netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("2001:db8::2")
-	attach := func(a netip.Addr) *MemLink {
-		l, err := n.Attach(a, MemOptions{})
+	attach := func(a netip.Addr) *mem.Link {
+		l, err := n.Attach(a, mem.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,24 +53,24 @@ func TestMulti(t *testing.T) {
 	h4, h6, p4, p6 := attach(a4), attach(a6), attach(b4), attach(b6)
 	defer p4.Close()
 	defer p6.Close()
-	m, err := NewMulti(h4, h6)
+	m, err := nic.NewMulti(h4, h6)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := m.Info().Addrs; len(got) != 2 || got[0] != a4 || got[1] != a6 {
 		t.Errorf("addresses %v, want [%v %v]", got, a4, a6)
 	}
-	frames := []Frame{datagram(a4, b4, "v4-1"), datagram(a6, b6, "v6-1"), datagram(b4, a4, "nobody's"), datagram(a4, b4, "v4-2")}
+	frames := []nic.Frame{datagram(a4, b4, "v4-1"), datagram(a6, b6, "v6-1"), datagram(b4, a4, "nobody's"), datagram(a4, b4, "v4-2")}
 	if sent, err := m.Send(frames); err != nil || sent != len(frames) {
 		t.Fatalf("Send: %d, %v", sent, err)
 	}
 	if d := m.Stats().TxDropped; d != 1 {
 		t.Errorf("TxDropped %d, want 1 (the frame of no link's source)", d)
 	}
-	recv := func(l Link, want ...string) {
+	recv := func(l nic.Link, want ...string) {
 		t.Helper()
 		var got []string
-		buf := make([]Frame, 8)
+		buf := make([]nic.Frame, 8)
 		for len(got) < len(want) {
 			k, err := l.Recv(buf)
 			if err != nil {
@@ -95,14 +99,14 @@ func TestMulti(t *testing.T) {
 
 	// Both ways in: the batches come one link at a time, each frame valid
 	// until the next Recv.
-	if _, err := p4.Send([]Frame{datagram(b4, a4, "to-v4")}); err != nil {
+	if _, err := p4.Send([]nic.Frame{datagram(b4, a4, "to-v4")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p6.Send([]Frame{datagram(b6, a6, "to-v6")}); err != nil {
+	if _, err := p6.Send([]nic.Frame{datagram(b6, a6, "to-v6")}); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
-	buf := make([]Frame, 1)
+	buf := make([]nic.Frame, 1)
 	for len(seen) < 2 {
 		k, err := m.Recv(buf)
 		if err != nil || k != 1 {
@@ -124,17 +128,17 @@ func TestMulti(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Recv(buf); !errors.Is(err, ErrClosed) {
+	if _, err := m.Recv(buf); !errors.Is(err, nic.ErrClosed) {
 		t.Errorf("Recv after Close: %v, want ErrClosed", err)
 	}
 
 	x, y := attach(netip.MustParseAddr("192.0.2.9")), attach(netip.MustParseAddr("192.0.2.10"))
 	defer x.Close()
 	defer y.Close()
-	if _, err := NewMulti(x, x); err == nil {
+	if _, err := nic.NewMulti(x, x); err == nil {
 		t.Error("NewMulti of one link twice: no error")
 	}
-	if _, err := NewMulti(); err == nil {
+	if _, err := nic.NewMulti(); err == nil {
 		t.Error("NewMulti of no link: no error")
 	}
 }
@@ -145,17 +149,19 @@ func TestMulti(t *testing.T) {
 func TestMultiQueues(t *testing.T) {
 	const queues, qps = 3, 12
 	a1, a2 := netip.MustParseAddr("127.0.81.1"), netip.MustParseAddr("127.0.81.2")
-	src := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.81.3"), NoGSO: true})
-	l1 := openUDP(t, UDPConfig{Addr: a1, RxQueues: queues})
-	l2 := openUDP(t, UDPConfig{Addr: a2, RxQueues: queues})
-	m, err := NewMulti(l1, l2)
+	src := linktest.Open(t, func() (*udp.Link, error) {
+		return udp.Open(udp.Config{Addr: netip.MustParseAddr("127.0.81.3"), NoGSO: true})
+	})
+	l1 := linktest.Open(t, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: a1, RxQueues: queues}) })
+	l2 := linktest.Open(t, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: a2, RxQueues: queues}) })
+	m, err := nic.NewMulti(l1, l2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	want := map[[2]uint32]bool{} // (address index, QPN)
 	for ai, dst := range []netip.Addr{a1, a2} {
-		frames := testFrames(outer(src, dst, 7), qps, 16)
+		frames := linktest.Frames(linktest.Outer(src, dst, 7), qps, 16)
 		for i, f := range frames {
 			fr, err := bth.DecodeIP(f.Datagram())
 			if err != nil {
@@ -175,7 +181,7 @@ func TestMultiQueues(t *testing.T) {
 	// bound on that wait closes the link.
 	stop := time.AfterFunc(30*time.Second, func() { m.Close() })
 	defer stop.Stop()
-	got := make([]Frame, 8)
+	got := make([]nic.Frame, 8)
 	for len(want) > 0 {
 		n, err := m.Recv(got)
 		if err != nil {

@@ -1,7 +1,18 @@
-// Package nic holds the links goroce sends and receives RoCEv2 packets
-// through: the kernel UDP socket (the default), AF_PACKET, AF_XDP, an
-// in-memory link with deterministic fault injection, and a pcap tap that
-// wraps any of them.
+// Package nic is the link interface: what goroce sends and receives
+// RoCEv2 packets through (Link, Frame, Info, Stats), and Multi, one link
+// over several. It imports only the standard library, bth and inet, so a
+// package that needs the interface (qp) builds without the links. The
+// links are its subpackages:
+//
+//   - nic/udp: the kernel UDP socket, the default; no privilege needed.
+//   - nic/afpacket: whole Ethernet frames through AF_PACKET sockets.
+//   - nic/afxdp: an AF_XDP socket fed by an XDP program.
+//   - nic/mem: an in-memory network with deterministic fault injection.
+//   - nic/tap: a pcap tap that wraps any link.
+//   - nic/fault: a wrapper that makes any link misbehave on purpose.
+//
+// nic/netdev reads a network interface through netlink: its GID table,
+// indexed as rxe indexes it, and the next hops of the Ethernet links.
 //
 // Every link moves IP datagrams: the IP header through the ICRC. The engine
 // builds the IP and UDP headers itself because the ICRC covers them; a link

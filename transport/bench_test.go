@@ -13,7 +13,8 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/latency"
 	"github.com/goroce/goroce/internal/rawudp"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/nic/udp"
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
@@ -136,7 +137,7 @@ func BenchmarkPingPong(b *testing.B) {
 			o.defaults()
 			var x, y *side
 			if strings.HasPrefix(link, "mem") {
-				net := nic.NewMemNet(1)
+				net := mem.NewNet(1)
 				x, y = newSide(b, net, "10.0.0.1", &o), newSide(b, net, "10.0.0.2", &o)
 			} else {
 				x, y = udpSide(b, xAddr, &o), udpSide(b, yAddr, &o)
@@ -211,7 +212,7 @@ func BenchmarkPingPong(b *testing.B) {
 // udpSide opens one end over the UDP link on a loopback address.
 func udpSide(t testing.TB, addr string, o *pairOpts) *side {
 	ad := netip.MustParseAddr(addr)
-	l, err := nic.OpenUDP(nic.UDPConfig{Addr: ad, BusyPoll: o.busy})
+	l, err := udp.Open(udp.Config{Addr: ad, BusyPoll: o.busy})
 	must(t, err)
 	d, err := Open(l, Options{})
 	must(t, err)

@@ -16,7 +16,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -234,7 +234,7 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 			o := pairOpts{typ: sc.typ, mtu: qp.MTU1024, rdAtomic: 1}
 			o.defaults()
 			// rxe's lab runs over a 1500-byte link: active MTU 1024.
-			net := nic.NewMemNet(1)
+			net := mem.NewNet(1)
 			c := newTracedSide(t, net, "198.51.100.1", &o, recC.trace)
 			s := newTracedSide(t, net, "198.51.100.2", &o, recS.trace)
 			if sc.srq {
@@ -268,9 +268,9 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 	}
 }
 
-func newTracedSide(t *testing.T, net *nic.MemNet, addr string, o *pairOpts, trace func(bool, []byte)) *side {
+func newTracedSide(t *testing.T, net *mem.Net, addr string, o *pairOpts, trace func(bool, []byte)) *side {
 	a := netip.MustParseAddr(addr)
-	l, err := net.Attach(a, nic.MemOptions{MTU: 1500})
+	l, err := net.Attach(a, mem.Options{MTU: 1500})
 	must(t, err)
 	// A clock that never moves: on a lossless link a retransmission would
 	// only be the machine being slow, and would add a request rxe never

@@ -11,7 +11,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -27,7 +27,7 @@ func TestCloseFlushesAndWakes(t *testing.T) {
 	defer cancel()
 	must(t, a.scq.Wait(ctx))
 	// Then the link to b loses everything: three sends stay outstanding.
-	net.SetFilter(a.addr, b.addr, func([]byte) nic.Verdict { return nic.Drop })
+	net.SetFilter(a.addr, b.addr, func([]byte) mem.Verdict { return mem.Drop })
 	for i := range 3 {
 		must(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(2 + i), Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
 	}

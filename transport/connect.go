@@ -11,7 +11,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/netdev"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -41,19 +41,19 @@ type Endpoint struct {
 }
 
 // DefaultGIDIndex returns the index of the GID a QP uses when the program
-// names none (nic.DefaultGIDIndex: the first IPv4 GID, else the first IPv6
+// names none (netdev.DefaultGIDIndex: the first IPv4 GID, else the first IPv6
 // GID that is not link-local, else the first one). On loopback, whose GID
 // table is an empty slot and ::ffff:127.0.0.1, it is 1; on an interface
 // with an IPv4 address it is the index -g 1 names on rxe.
 func (d *Device) DefaultGIDIndex() uint8 {
-	t := make([]nic.GID, len(d.gids))
+	t := make([]netdev.GID, len(d.gids))
 	for i, g := range d.gids {
-		t[i] = nic.GID{Index: i, GID: g}
+		t[i] = netdev.GID{Index: i, GID: g}
 		if !g.IsZero() {
 			t[i].Addr = g.Addr()
 		}
 	}
-	i, _ := nic.DefaultGIDIndex(t) // Open refuses a table with no GID
+	i, _ := netdev.DefaultGIDIndex(t) // Open refuses a table with no GID
 	return uint8(i)
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -140,7 +140,7 @@ func TestDefaultGIDIndex(t *testing.T) {
 		{[]bth.GID{{}, g("fe80::1")}, 1},
 		{[]bth.GID{{}, g("127.0.0.1")}, 1}, // loopback over UDP
 	} {
-		l, err := nic.NewMemNet(1).Attach(netip.MustParseAddr("192.0.2.1"), nic.MemOptions{})
+		l, err := mem.NewNet(1).Attach(netip.MustParseAddr("192.0.2.1"), mem.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,8 +160,8 @@ func TestDefaultGIDIndex(t *testing.T) {
 // links' IP MTU (0: the in-memory default, which carries MTU 4096).
 func connectSides(t *testing.T, typ qp.Type, ipMTU ...int) (da, db *Device, a, b *qp.QP, ea, eb Endpoint) {
 	t.Helper()
-	n := nic.NewMemNet(1)
-	var mo nic.MemOptions
+	n := mem.NewNet(1)
+	var mo mem.Options
 	if len(ipMTU) > 0 {
 		mo.MTU = ipMTU[0]
 	}

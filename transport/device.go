@@ -23,6 +23,7 @@ import (
 	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/netdev"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -166,7 +167,7 @@ func (d *Device) schedule(q *qp.QP) {
 }
 
 // gidTable builds the GID table of a link from its MAC and addresses, in
-// the order Linux rxe fills one (nic.GIDTableFrom): the link-local GID made
+// the order Linux rxe fills one (netdev.GIDTableFrom): the link-local GID made
 // from the MAC (an all-zero entry where the MAC makes none), then the IPv4
 // addresses IPv4-mapped, then the IPv6 ones. On rxe over one IPv4 address
 // this makes index 1 the IPv4 GID, which is why the tools are run with
@@ -181,7 +182,7 @@ func gidTable(info nic.Info) []bth.GID {
 		}
 	}
 	var t []bth.GID
-	for _, g := range nic.GIDTableFrom(info.Name, info.MAC, v4, v6) {
+	for _, g := range netdev.GIDTableFrom(info.Name, info.MAC, v4, v6) {
 		t = append(t, bth.GID(g.GID))
 	}
 	return t

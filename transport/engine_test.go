@@ -11,7 +11,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -115,13 +115,13 @@ func TestSQDrain(t *testing.T) {
 	a, b, net := newPair(t, pairOpts{timeout: 16, clock: clk})
 	var hold sync.Mutex
 	held := true
-	net.SetFilter(b.addr, a.addr, func([]byte) nic.Verdict { // hold back ACKs
+	net.SetFilter(b.addr, a.addr, func([]byte) mem.Verdict { // hold back ACKs
 		hold.Lock()
 		defer hold.Unlock()
 		if held {
-			return nic.Drop
+			return mem.Drop
 		}
-		return nic.Pass
+		return mem.Pass
 	})
 	for i := range 3 {
 		must(t, b.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, 8)}}))
@@ -168,7 +168,7 @@ func TestConcurrentPosting(t *testing.T) {
 	// ended a QP with retry exceeded, which is not what this tests.
 	o := pairOpts{sqDepth: 1024, rqDepth: 1024, cqDepth: 4096, clock: fakeclock.New()}
 	o.defaults()
-	net := nic.NewMemNet(3)
+	net := mem.NewNet(3)
 	a := newSide(t, net, "10.0.0.1", &o)
 	b := newSide(t, net, "10.0.0.2", &o)
 	var wg sync.WaitGroup

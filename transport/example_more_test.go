@@ -10,7 +10,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -31,15 +31,15 @@ type node struct {
 // nodes opens a and b on an in-memory net of their own; b's region grants
 // access (what a may do to it).
 func nodes(access mr.Access) (a, b *node) {
-	network := nic.NewMemNet(1)
+	network := mem.NewNet(1)
 	return newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", access)
 }
 
 // newNode opens a device at addr on network and registers 4 KiB with
 // access (what the peer may do to it: mr.RemoteWrite, RemoteRead,
 // RemoteAtomic; each needs mr.LocalWrite too).
-func newNode(network *nic.MemNet, addr string, access mr.Access) *node {
-	link, err := network.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
+func newNode(network *mem.Net, addr string, access mr.Access) *node {
+	link, err := network.Attach(netip.MustParseAddr(addr), mem.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func Example_completionChannel() {
 // next WRITE with that rkey gets a remote access error (which ends a's
 // connection, as every remote error does).
 func Example_memoryWindow() {
-	network := nic.NewMemNet(1)
+	network := mem.NewNet(1)
 	a, b := newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", mr.MWBind)
 	defer a.dev.Close()
 	defer b.dev.Close()

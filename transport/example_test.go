@@ -9,7 +9,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -19,11 +19,11 @@ import (
 // memory, create a completion queue and a queue pair, exchange endpoints,
 // connect, post a receive on one side and a SEND on the other, and wait
 // for both completions. Both sides run in one process over an in-memory
-// link here; over nic.OpenUDP the code is the same, and the endpoints
+// link here; over udp.Open the code is the same, and the endpoints
 // travel over any channel the program has (String and ParseEndpoint, or
 // MarshalBinary).
 func Example() {
-	network := nic.NewMemNet(1)
+	network := mem.NewNet(1)
 	type side struct {
 		dev    *transport.Device
 		region *mr.MR
@@ -33,7 +33,7 @@ func Example() {
 	}
 	var sides [2]side
 	for i, addr := range []string{"192.0.2.1", "192.0.2.2"} {
-		link, err := network.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
+		link, err := network.Attach(netip.MustParseAddr(addr), mem.Options{})
 		if err != nil {
 			log.Fatal(err)
 		}

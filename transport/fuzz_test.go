@@ -9,6 +9,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -58,7 +59,7 @@ func FuzzReceive(f *testing.F) {
 	}
 	o := pairOpts{timeout: 16}
 	o.defaults()
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	s := newSide(f, net, "10.0.0.1", &o)
 	must(f, s.mr.Dereg()) // only the guarded regions below are reachable
 	r := newRawPeer(f, net, "10.0.0.9")

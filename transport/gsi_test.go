@@ -8,6 +8,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 )
 
 type gotMAD struct {
@@ -33,7 +34,7 @@ func attachChan(t *testing.T, d *Device) chan gotMAD {
 // SEND_ONLY to QP1, P_Key 0xffff, DETH source QP 1 and Q_Key 0x80010000,
 // ACK request set, 256 bytes, the PSN counting up per MAD.
 func TestGSISendReceive(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	var sent [][]byte
 	o := pairOpts{}
 	o.defaults()
@@ -96,7 +97,7 @@ func TestGSISendReceive(t *testing.T) {
 // P_Key or length) are counted and dropped, never handed on; a MAD with
 // no handler attached is counted as unclaimed.
 func TestGSIMalformed(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	o := pairOpts{}
 	o.defaults()
 	b := newSide(t, net, "192.0.2.2", &o)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -32,7 +32,7 @@ var required = []struct {
 func modifySide(t *testing.T, typ qp.Type) (*side, *Device) {
 	o := pairOpts{typ: typ}
 	o.defaults()
-	s := newSide(t, nic.NewMemNet(1), "10.0.0.1", &o)
+	s := newSide(t, mem.NewNet(1), "10.0.0.1", &o)
 	return s, s.dev
 }
 
@@ -204,7 +204,7 @@ func TestPostingByState(t *testing.T) {
 
 func TestErrorFlushesEverything(t *testing.T) {
 	a, b, net := newPair(t, pairOpts{timeout: 16})
-	net.SetFilter(a.addr, b.addr, func([]byte) nic.Verdict { return nic.Drop })
+	net.SetFilter(a.addr, b.addr, func([]byte) mem.Verdict { return mem.Drop })
 	for i := range 5 {
 		must(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
 		must(t, a.qp.PostRecv(&qp.RecvWR{WRID: 100 + uint64(i), SGL: []mr.SGE{a.mr.SGE(0, 8)}}))

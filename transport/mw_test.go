@@ -10,7 +10,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -220,7 +220,7 @@ func TestMWType2(t *testing.T) {
 func TestMWType2OtherQP(t *testing.T) {
 	o := pairOpts{access: mwAccess, rdAtomic: 4}
 	o.defaults()
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	a := newSide(t, net, "10.0.0.1", &o)
 	b := newSide(t, net, "10.0.0.2", &o)
 	connect(t, a, b, &o, 0, 0)
@@ -418,13 +418,13 @@ func TestMWOrderAndRetransmission(t *testing.T) {
 	must(t, err)
 	// Lose a's first two WRITE packets once.
 	var lost atomic.Int32
-	net.SetFilter(a.addr, b.addr, func(d []byte) nic.Verdict {
+	net.SetFilter(a.addr, b.addr, func(d []byte) mem.Verdict {
 		// IPv4 and UDP headers, then the BTH's opcode: RC WRITE FIRST..ONLY.
 		if op := bth.OpCode(d[28]); op >= bth.RCWriteFirst && op <= bth.RCWriteOnlyImm && lost.Load() < 2 {
 			lost.Add(1)
-			return nic.Drop
+			return mem.Drop
 		}
-		return nic.Pass
+		return mem.Pass
 	})
 	fill(a.buf[:8192], 5)
 	key := mr.IncRKey(w.RKey())
@@ -477,7 +477,7 @@ func FuzzLocalWR(f *testing.F) {
 	f.Add([]byte{3, 0, 2, 1, 3, 4, 2, 1, 20, 4, 2, 2, 20})
 	o := pairOpts{access: mwAccess, rdAtomic: 4}
 	o.defaults()
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	a := newSide(f, net, "10.0.0.1", &o)
 	b := newSide(f, net, "10.0.0.2", &o)
 	target, err := b.pd.Register(make([]byte, 16<<10), mr.LocalWrite|mr.MWBind)
@@ -643,11 +643,11 @@ func TestMWInvalidateWhileInUse(t *testing.T) {
 	// Only the WRITE's FIRST packet gets through until the window is gone.
 	var hold atomic.Bool
 	hold.Store(true)
-	net.SetFilter(a.addr, b.addr, func(d []byte) nic.Verdict {
+	net.SetFilter(a.addr, b.addr, func(d []byte) mem.Verdict {
 		if op := bth.OpCode(d[28]); hold.Load() && (op == bth.RCWriteMiddle || op == bth.RCWriteLast) {
-			return nic.Drop
+			return mem.Drop
 		}
-		return nic.Pass
+		return mem.Pass
 	})
 	before := b.dev.Counters().RcvdPkts.Load()
 	fill(a.buf[:3072], 9)

@@ -10,6 +10,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -18,7 +19,7 @@ import (
 // responder and completer then run for all of them before the requester
 // sends anything, which is how a real link's receive batches behave.
 type burstLink struct {
-	*nic.MemLink
+	*mem.Link
 	mu     sync.Mutex
 	cond   *sync.Cond
 	held   bool
@@ -26,8 +27,8 @@ type burstLink struct {
 	closed bool
 }
 
-func newBurstLink(l *nic.MemLink) *burstLink {
-	b := &burstLink{MemLink: l}
+func newBurstLink(l *mem.Link) *burstLink {
+	b := &burstLink{Link: l}
 	b.cond = sync.NewCond(&b.mu)
 	go b.pump()
 	return b
@@ -37,7 +38,7 @@ func newBurstLink(l *nic.MemLink) *burstLink {
 func (b *burstLink) pump() {
 	frames := make([]nic.Frame, 64)
 	for {
-		n, err := b.MemLink.Recv(frames)
+		n, err := b.Link.Recv(frames)
 		b.mu.Lock()
 		if err != nil {
 			b.closed = true
@@ -98,7 +99,7 @@ func (b *burstLink) release(t *testing.T, n int) {
 // retries (or, worse, answered it with the wrong READ's data).
 func TestCompleterReadResponseOvertakesRewind(t *testing.T) {
 	var bl *burstLink
-	s, r, _ := newRaw(t, pairOpts{timeout: 16, wrap: func(l *nic.MemLink) nic.Link {
+	s, r, _ := newRaw(t, pairOpts{timeout: 16, wrap: func(l *mem.Link) nic.Link {
 		bl = newBurstLink(l)
 		return bl
 	}})

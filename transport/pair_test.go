@@ -11,13 +11,14 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
 // side is one end of a test connection.
 type side struct {
 	dev  *Device
-	link *nic.MemLink
+	link *mem.Link
 	pd   *mr.PD
 	scq  *cq.CQ
 	rcq  *cq.CQ
@@ -51,10 +52,10 @@ type pairOpts struct {
 	rnrZero   bool // rnr_retry really 0 (0 otherwise means the default)
 	trace     *traceRing
 	// wrap, if set, puts a link between the device and its in-memory link.
-	wrap func(*nic.MemLink) nic.Link
+	wrap func(*mem.Link) nic.Link
 	// clock, if set, drives the device's timers (newRaw sets one).
 	clock qp.Clock
-	// busy is how long the in-memory links busy-poll (nic.MemOptions.BusyPoll).
+	// busy is how long the in-memory links busy-poll (mem.Options.BusyPoll).
 	busy time.Duration
 }
 
@@ -101,10 +102,10 @@ func (o *pairOpts) defaults() {
 	}
 }
 
-func newSide(t testing.TB, net *nic.MemNet, addr string, o *pairOpts) *side {
+func newSide(t testing.TB, net *mem.Net, addr string, o *pairOpts) *side {
 	t.Helper()
 	a := netip.MustParseAddr(addr)
-	l, err := net.Attach(a, nic.MemOptions{BusyPoll: o.busy})
+	l, err := net.Attach(a, mem.Options{BusyPoll: o.busy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,10 +189,10 @@ func connectTo(t testing.TB, s, peer *side, o *pairOpts, myPSN, peerPSN uint32, 
 	}
 }
 
-func newPair(t testing.TB, o pairOpts) (*side, *side, *nic.MemNet) {
+func newPair(t testing.TB, o pairOpts) (*side, *side, *mem.Net) {
 	t.Helper()
 	o.defaults()
-	net := nic.NewMemNet(o.seed)
+	net := mem.NewNet(o.seed)
 	a := newSide(t, net, "10.0.0.1", &o)
 	b := newSide(t, net, "10.0.0.2", &o)
 	if !o.noConnect {

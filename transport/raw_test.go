@@ -9,6 +9,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -16,7 +17,7 @@ import (
 // reads what the engine answers, so a test can play a misbehaving HCA.
 type rawPeer struct {
 	t    testing.TB
-	link *nic.MemLink
+	link *mem.Link
 	addr netip.Addr
 	qpn  uint32
 	dst  *side
@@ -25,9 +26,9 @@ type rawPeer struct {
 	read uint64           // packets taken from rx
 }
 
-func newRawPeer(t testing.TB, net *nic.MemNet, addr string) *rawPeer {
+func newRawPeer(t testing.TB, net *mem.Net, addr string) *rawPeer {
 	a := netip.MustParseAddr(addr)
-	l, err := net.Attach(a, nic.MemOptions{})
+	l, err := net.Attach(a, mem.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -21,12 +22,12 @@ const rPSN = 1000 // the PSN the raw peer starts its requests at
 // newRaw connects a device to a raw peer. The device's timers run on a
 // manual clock (r.clk): no retransmission happens unless the test advances
 // it.
-func newRaw(t *testing.T, o pairOpts) (*side, *rawPeer, *nic.MemNet) {
+func newRaw(t *testing.T, o pairOpts) (*side, *rawPeer, *mem.Net) {
 	t.Helper()
 	o.defaults()
 	clk := fakeclock.New()
 	o.clock = clk
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	s := newSide(t, net, "10.0.0.1", &o)
 	r := newRawPeer(t, net, "10.0.0.9")
 	r.clk = clk
@@ -328,11 +329,11 @@ func TestResponderDropsForeignPackets(t *testing.T) {
 	}
 	// A corrupted ICRC never reaches the QP.
 	r.send(bth.RCSendOnly, rPSN, true, []byte("z"), func(p []byte, _ *bth.Info) {})
-	net.SetFaults(r.addr, s.addr, nic.Faults{Corrupt: 1})
+	net.SetFaults(r.addr, s.addr, mem.Faults{Corrupt: 1})
 	r.send(bth.RCSendOnly, rPSN, true, []byte("z"))
 	r.expectAck(ack, rPSN) // the first, intact one
 	// The fence must get through.
-	net.SetFaults(r.addr, s.addr, nic.Faults{})
+	net.SetFaults(r.addr, s.addr, mem.Faults{})
 	r.quiet()
 	if c.ICRCErr.Load()+c.Malformed.Load() != 1 {
 		t.Fatalf("icrc_err %d malformed %d", c.ICRCErr.Load(), c.Malformed.Load())

@@ -11,7 +11,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -25,7 +25,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("soak test: run without -short")
 	}
 	before := runtime.NumGoroutine()
-	faults := nic.Faults{Loss: 0.05, Reorder: 0.05, Duplicate: 0.01, Corrupt: 0.001}
+	faults := mem.Faults{Loss: 0.05, Reorder: 0.05, Duplicate: 0.01, Corrupt: 0.001}
 	const (
 		msgMax   = 1 << 20
 		inFlight = 4

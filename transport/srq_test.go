@@ -8,7 +8,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -20,13 +20,13 @@ type srqSetup struct {
 	rc       [2][2]*qp.QP // [sender, receiver]
 	udA, udB *qp.QP
 	ah       *qp.AH
-	net      *nic.MemNet
+	net      *mem.Net
 }
 
 func newSRQSetup(t *testing.T, limit uint32) *srqSetup {
 	o := pairOpts{}
 	o.defaults()
-	s := &srqSetup{net: nic.NewMemNet(9)}
+	s := &srqSetup{net: mem.NewNet(9)}
 	s.a = newSide(t, s.net, "10.0.0.1", &o)
 	s.b = newSide(t, s.net, "10.0.0.2", &o)
 	var err error

@@ -10,7 +10,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -35,12 +35,12 @@ func TestUCOperations(t *testing.T) {
 func TestUCDropUntilNextMessage(t *testing.T) {
 	a, b, net := newPair(t, pairOpts{typ: qp.UC})
 	var n int
-	net.SetFilter(a.addr, b.addr, func(d []byte) nic.Verdict {
+	net.SetFilter(a.addr, b.addr, func(d []byte) mem.Verdict {
 		n++
 		if n == 6 { // the second packet of the second message (4 packets each)
-			return nic.Drop
+			return mem.Drop
 		}
-		return nic.Pass
+		return mem.Pass
 	})
 	for i := range 3 {
 		must(t, b.qp.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.mr.SGE(i*8192, 8192)}}))
@@ -72,10 +72,10 @@ func TestUCDropUntilNextMessage(t *testing.T) {
 }
 
 // udPair makes two UD QPs with Q_Key 0x11111111 (what ibv_ud_pingpong uses).
-func udPair(t *testing.T, addrA, addrB string) (*side, *side, *qp.AH, *nic.MemNet) {
+func udPair(t *testing.T, addrA, addrB string) (*side, *side, *qp.AH, *mem.Net) {
 	o := pairOpts{typ: qp.UD}
 	o.defaults()
-	net := nic.NewMemNet(5)
+	net := mem.NewNet(5)
 	a := newSide(t, net, addrA, &o)
 	b := newSide(t, net, addrB, &o)
 	connect(t, a, b, &o, 1, 2)
@@ -180,7 +180,7 @@ func TestUDLimits(t *testing.T) {
 func TestGSIReserved(t *testing.T) {
 	o := pairOpts{}
 	o.defaults()
-	s := newSide(t, nic.NewMemNet(1), "10.0.0.1", &o)
+	s := newSide(t, mem.NewNet(1), "10.0.0.1", &o)
 	for range 5 {
 		q, err := s.dev.CreateQP(s.pd, qp.InitAttr{Type: qp.UD, SendCQ: s.scq, RecvCQ: s.rcq, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
 		must(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -122,7 +123,7 @@ var validationTable = map[bth.Transport][3]verdict{
 func TestOpcodeValidation(t *testing.T) {
 	o := pairOpts{bufSize: 1 << 16}
 	o.defaults()
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	s := newSide(t, net, "10.0.0.1", &o)
 	r := newRawPeer(t, net, "10.0.0.9")
 	types := []qp.Type{qp.RC, qp.UC, qp.UD}

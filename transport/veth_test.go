@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -103,7 +103,7 @@ func TestVethMultiQueue(t *testing.T) {
 		}
 	})
 	for _, p := range []*rdmatest.Peer{a, b} {
-		l := p.Link.(*nic.UDP)
+		l := p.Link.(*udp.Link)
 		for q := range 2 {
 			if l.RxQueuePackets(q) == 0 {
 				t.Errorf("%s: receive queue %d carried nothing (queue 0 %d, queue 1 %d packets)",

@@ -8,7 +8,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -28,8 +28,8 @@ import (
 // takes, and fails unless XRC needs P/2 times fewer QPs and less memory.
 func TestXRCScaling(t *testing.T) {
 	const N, P, depth = 4, 8, 16
-	net := nic.NewMemNet(1)
-	l, err := net.Attach(netip.MustParseAddr("10.0.0.1"), nic.MemOptions{})
+	net := mem.NewNet(1)
+	l, err := net.Attach(netip.MustParseAddr("10.0.0.1"), mem.Options{})
 	must(t, err)
 	d, err := Open(l, Options{})
 	must(t, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -31,9 +31,9 @@ type xrcNode struct {
 	ops []bth.OpCode // opcodes of the packets it sent
 }
 
-func newXRCNode(t testing.TB, net *nic.MemNet, addr string) *xrcNode {
+func newXRCNode(t testing.TB, net *mem.Net, addr string) *xrcNode {
 	t.Helper()
-	l, err := net.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
+	l, err := net.Attach(netip.MustParseAddr(addr), mem.Options{})
 	must(t, err)
 	n := &xrcNode{}
 	n.dev, err = Open(l, Options{Trace: func(out bool, d []byte) {
@@ -80,7 +80,7 @@ type xrcSetup struct {
 
 func newXRCSetup(t testing.TB) *xrcSetup {
 	t.Helper()
-	net := nic.NewMemNet(5)
+	net := mem.NewNet(5)
 	s := &xrcSetup{ini: newXRCNode(t, net, "10.0.0.1"), tgt: newXRCNode(t, net, "10.0.0.2")}
 	var err error
 	s.xrcd, err = s.tgt.dev.OpenXRCD()
@@ -305,7 +305,7 @@ func waitEventType(t testing.TB, d *Device, want qp.EventType) qp.Event {
 // QP may have, which SRQ an XRC SRQ is, and what may not be destroyed
 // while used.
 func TestXRCCreateRules(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	n := newXRCNode(t, net, "10.0.0.1")
 	d := n.dev
 	x, err := d.OpenXRCD()

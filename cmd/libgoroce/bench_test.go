@@ -12,7 +12,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -91,7 +91,7 @@ func cVerbs(tb testing.TB, n int) (map[string]float64, int) {
 
 // goVerbs is verbs_bench.c on goroce's Go API over the in-memory link.
 func goVerbs(b *testing.B, n int) map[string]float64 {
-	link, err := nic.NewMemNet(1).Attach(netip.MustParseAddr(addrA), nic.MemOptions{})
+	link, err := mem.NewNet(1).Attach(netip.MustParseAddr(addrA), mem.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -33,7 +33,7 @@ import (
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/netdev"
 	"github.com/goroce/goroce/qp"
 	"golang.org/x/sys/unix"
 )
@@ -406,12 +406,12 @@ func sourceOn(src netip.Addr) netip.Addr {
 	if deviceOf(src) != nil {
 		return src
 	}
-	netdev, err := nic.NetdevOf(src)
+	ifname, err := netdev.Of(src)
 	if err != nil {
 		return netip.Addr{}
 	}
 	for _, d := range cmDevs {
-		if d.ctx.ep.Netdev != netdev {
+		if d.ctx.ep.Netdev != ifname {
 			continue
 		}
 		for _, g := range d.ctx.ep.GIDs {

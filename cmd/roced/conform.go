@@ -12,7 +12,7 @@ import (
 
 	"github.com/goroce/goroce/conform"
 	"github.com/goroce/goroce/internal/endpoint"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/udp"
 )
 
 func init() {
@@ -135,7 +135,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 		// the suite's own on the same address.
 		addr := ep.Addr
 		ep.Close()
-		link, err := nic.OpenUDP(nic.UDPConfig{Addr: addr})
+		link, err := udp.Open(udp.Config{Addr: addr})
 		if err != nil {
 			fmt.Fprintln(stderr, "roced conform:", err)
 			return 2

@@ -1,12 +1,13 @@
 // Command newcomer is a program a goroce user could write from the
 // documentation alone: it imports only the public packages (transport,
-// nic, mr, cq, qp), lives in a module of its own that reaches goroce
-// through a replace directive, as a user's module would, and runs every
-// operation between two devices: RC SEND, SEND with immediate, SEND with
-// invalidate, RDMA WRITE, WRITE with immediate, RDMA READ, compare-and-swap
-// and fetch-and-add; UC SEND and WRITE; UD SEND through an address handle;
-// RC receives from a shared receive queue; and a completion event. Each
-// checks the bytes and completions it should produce.
+// nic and its links nic/mem and nic/udp, mr, cq, qp), lives in a module of
+// its own that reaches goroce through a replace directive, as a user's
+// module would, and runs every operation between two devices: RC SEND,
+// SEND with immediate, SEND with invalidate, RDMA WRITE, WRITE with
+// immediate, RDMA READ, compare-and-swap and fetch-and-add; UC SEND and
+// WRITE; UD SEND through an address handle; RC receives from a shared
+// receive queue; and a completion event. Each checks the bytes and
+// completions it should produce.
 //
 //	newcomer -link mem   # both devices on the in-memory link
 //	newcomer -link udp   # over kernel UDP on 127.0.0.1 and 127.0.0.2
@@ -29,6 +30,8 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -61,16 +64,16 @@ type node struct {
 func openLinks(kind string) (a, b nic.Link, err error) {
 	switch kind {
 	case "mem":
-		n := nic.NewMemNet(1)
-		if a, err = n.Attach(netip.MustParseAddr("192.0.2.1"), nic.MemOptions{}); err != nil {
+		n := mem.NewNet(1)
+		if a, err = n.Attach(netip.MustParseAddr("192.0.2.1"), mem.Options{}); err != nil {
 			return nil, nil, err
 		}
-		b, err = n.Attach(netip.MustParseAddr("192.0.2.2"), nic.MemOptions{})
+		b, err = n.Attach(netip.MustParseAddr("192.0.2.2"), mem.Options{})
 	case "udp":
-		if a, err = nic.OpenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")}); err != nil {
+		if a, err = udp.Open(udp.Config{Addr: netip.MustParseAddr("127.0.0.1")}); err != nil {
 			return nil, nil, err
 		}
-		b, err = nic.OpenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")})
+		b, err = udp.Open(udp.Config{Addr: netip.MustParseAddr("127.0.0.2")})
 	default:
 		return nil, nil, fmt.Errorf("unknown link %q: want mem or udp", kind)
 	}

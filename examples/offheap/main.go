@@ -35,6 +35,8 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -71,16 +73,16 @@ type node struct {
 func openLinks(kind string) (a, b nic.Link, err error) {
 	switch kind {
 	case "mem":
-		n := nic.NewMemNet(1)
-		if a, err = n.Attach(netip.MustParseAddr("192.0.2.1"), nic.MemOptions{}); err != nil {
+		n := mem.NewNet(1)
+		if a, err = n.Attach(netip.MustParseAddr("192.0.2.1"), mem.Options{}); err != nil {
 			return nil, nil, err
 		}
-		b, err = n.Attach(netip.MustParseAddr("192.0.2.2"), nic.MemOptions{})
+		b, err = n.Attach(netip.MustParseAddr("192.0.2.2"), mem.Options{})
 	case "udp":
-		if a, err = nic.OpenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")}); err != nil {
+		if a, err = udp.Open(udp.Config{Addr: netip.MustParseAddr("127.0.0.1")}); err != nil {
 			return nil, nil, err
 		}
-		b, err = nic.OpenUDP(nic.UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")})
+		b, err = udp.Open(udp.Config{Addr: netip.MustParseAddr("127.0.0.2")})
 	default:
 		return nil, nil, fmt.Errorf("unknown link %q: want mem or udp", kind)
 	}

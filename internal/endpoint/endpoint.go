@@ -23,7 +23,12 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/afpacket"
+	"github.com/goroce/goroce/nic/afxdp"
 	"github.com/goroce/goroce/nic/fault"
+	"github.com/goroce/goroce/nic/netdev"
+	"github.com/goroce/goroce/nic/tap"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -73,9 +78,9 @@ type Config struct {
 // Tuning the engine, as rdma-core's providers are tuned, through the
 // environment rather than each tool's flags (the tools keep the real
 // programs' flags): GOROCE_RX_QUEUES=N gives the udp link N receive queues
-// steered by QPN, each received on its own goroutine (nic.UDPConfig.RxQueues);
+// steered by QPN, each received on its own goroutine (udp.Config.RxQueues);
 // GOROCE_BUSY_POLL=N makes its receives busy-poll for up to N microseconds
-// before sleeping (nic.UDPConfig.BusyPoll), as the net.core.busy_poll
+// before sleeping (udp.Config.BusyPoll), as the net.core.busy_poll
 // sysctl counts.
 const (
 	EnvRxQueues = "GOROCE_RX_QUEUES"
@@ -122,7 +127,7 @@ type Endpoint struct {
 	StatsErr    error // see StatsSocket
 	// Faults is the fault injector when Config.Faults is active, else nil.
 	Faults *fault.Link
-	tap    *nic.Tap
+	tap    *tap.Tap
 }
 
 // Open resolves cfg and opens the device.
@@ -147,15 +152,15 @@ func Open(cfg Config) (*Endpoint, error) {
 	var link nic.Link
 	switch cfg.Link {
 	case "", LinkUDP:
-		ucfg := nic.UDPConfig{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll}
-		link, err = nic.OpenUDP(ucfg)
+		ucfg := udp.Config{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll}
+		link, err = udp.Open(ucfg)
 		if err == nil && cfg.AllGIDs {
 			link, err = joinUDP(link, d, idx, ucfg)
 		}
 	case LinkAFPacket:
-		link, err = nic.OpenAFPacket(nic.AFPacketConfig{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr}})
+		link, err = afpacket.Open(afpacket.Config{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr}})
 	case LinkAFXDP:
-		link, err = nic.OpenAFXDP(nic.AFXDPConfig{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr},
+		link, err = afxdp.Open(afxdp.Config{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr},
 			Native: cfg.XDPNative, Queue: cfg.XDPQueue})
 	default:
 		return nil, tagf(ErrUsage, "--link %q: want udp, afpacket or afxdp", cfg.Link)
@@ -176,7 +181,7 @@ func Open(cfg Config) (*Endpoint, error) {
 	}
 	e := &Endpoint{Link: link, Netdev: d.Netdev, GIDs: table, GIDIndex: uint8(idx), GID: table[idx], Addr: g.Addr}
 	if cfg.Pcap != "" {
-		t, err := nic.OpenTap(link, cfg.Pcap)
+		t, err := tap.Open(link, cfg.Pcap)
 		if err != nil {
 			link.Close()
 			return nil, err
@@ -203,7 +208,7 @@ func Open(cfg Config) (*Endpoint, error) {
 // joinUDP adds to first (the UDP link on GID idx) a UDP link on each
 // other address of d's GID table that binds, tuned as first (ucfg),
 // joined into one link.
-func joinUDP(first nic.Link, d Dev, idx int, ucfg nic.UDPConfig) (nic.Link, error) {
+func joinUDP(first nic.Link, d Dev, idx int, ucfg udp.Config) (nic.Link, error) {
 	links := []nic.Link{first}
 	for i, g := range d.GIDs {
 		if i == idx || g.Empty() {
@@ -214,7 +219,7 @@ func joinUDP(first nic.Link, d Dev, idx int, ucfg nic.UDPConfig) (nic.Link, erro
 			a = a.WithZone(d.Netdev)
 		}
 		ucfg.Addr = a
-		if l, err := nic.OpenUDP(ucfg); err == nil {
+		if l, err := udp.Open(ucfg); err == nil {
 			links = append(links, l)
 		}
 	}
@@ -263,7 +268,7 @@ type Dev struct {
 	// Addr is the address -d named, or for a client with no -d the source
 	// address of the route to the peer; invalid otherwise.
 	Addr netip.Addr
-	GIDs []nic.GID // the GID table, in rxe's order
+	GIDs []netdev.GID // the GID table, in rxe's order
 }
 
 // LookupDev resolves -d. An interface name gives the interface's own table
@@ -275,13 +280,13 @@ type Dev struct {
 func LookupDev(dev string) (Dev, error) {
 	if a, err := netip.ParseAddr(dev); err == nil {
 		a = a.Unmap()
-		netdev, err := nic.NetdevOf(a)
+		ifname, err := netdev.Of(a)
 		if err != nil {
 			return Dev{}, tagf(ErrNoDevice, "-d %s: no local interface has this address", dev)
 		}
-		l, err := netlink.LinkByName(netdev)
+		l, err := netlink.LinkByName(ifname)
 		if err != nil {
-			return Dev{}, fmt.Errorf("-d %s: %s: %w", dev, netdev, err)
+			return Dev{}, fmt.Errorf("-d %s: %s: %w", dev, ifname, err)
 		}
 		var v4, v6 []netip.Addr
 		if a.Is4() {
@@ -289,9 +294,9 @@ func LookupDev(dev string) (Dev, error) {
 		} else {
 			v6 = append(v6, a)
 		}
-		return Dev{Name: dev, Netdev: netdev, Addr: a, GIDs: nic.GIDTableFrom(netdev, l.Attrs().HardwareAddr, v4, v6)}, nil
+		return Dev{Name: dev, Netdev: ifname, Addr: a, GIDs: netdev.GIDTableFrom(ifname, l.Attrs().HardwareAddr, v4, v6)}, nil
 	}
-	t, err := nic.GIDTable(dev)
+	t, err := netdev.GIDTable(dev)
 	if err != nil {
 		return Dev{}, tagf(ErrNoDevice, "-d %s: neither a local address nor an interface", dev)
 	}
@@ -420,7 +425,7 @@ func defaultRouteNetdev() (string, error) {
 
 // pickGID returns the GID index to use: the one asked for, or else the
 // GID of the device's address, or else the device's default
-// (nic.DefaultGIDIndex: the first IPv4 GID, else the first IPv6 GID that
+// (netdev.DefaultGIDIndex: the first IPv4 GID, else the first IPv6 GID that
 // is not link-local, else the first one there is).
 func pickGID(d Dev, want int) (int, error) {
 	t := d.GIDs
@@ -440,7 +445,7 @@ func pickGID(d Dev, want int) (int, error) {
 			}
 		}
 	}
-	if i, ok := nic.DefaultGIDIndex(t); ok {
+	if i, ok := netdev.DefaultGIDIndex(t); ok {
 		return i, nil
 	}
 	return 0, tagf(ErrNoDevice, "%s has no address to make a GID from", d.Name)

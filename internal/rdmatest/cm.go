@@ -5,16 +5,16 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/transport"
 )
 
 // CMNode attaches a device at addr to an in-memory network and starts its
 // connection manager: one end of a test of a tool that connects through
 // the RDMA CM. Both close when the test ends.
-func CMNode(tb testing.TB, net *nic.MemNet, addr string) (*transport.Device, *cm.Manager) {
+func CMNode(tb testing.TB, net *mem.Net, addr string) (*transport.Device, *cm.Manager) {
 	tb.Helper()
-	l, err := net.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
+	l, err := net.Attach(netip.MustParseAddr(addr), mem.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

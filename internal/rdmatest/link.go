@@ -15,6 +15,9 @@ import (
 
 	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/afpacket"
+	"github.com/goroce/goroce/nic/afxdp"
+	"github.com/goroce/goroce/nic/udp"
 )
 
 // Kind is a kind of link.
@@ -63,15 +66,15 @@ func OpenLink(k Kind, e *netns.End, addr netip.Addr) (nic.Link, error) {
 			if addr.IsLinkLocalUnicast() {
 				addr = addr.WithZone(e.Link)
 			}
-			cfg := nic.UDPConfig{Addr: addr}
+			cfg := udp.Config{Addr: addr}
 			if k == UDPQueues {
 				cfg.RxQueues = 2
 			}
-			l, err = nic.OpenUDP(cfg)
+			l, err = udp.Open(cfg)
 		case AFPacket:
-			l, err = nic.OpenAFPacket(nic.AFPacketConfig{Interface: e.Link, Addrs: []netip.Addr{addr}})
+			l, err = afpacket.Open(afpacket.Config{Interface: e.Link, Addrs: []netip.Addr{addr}})
 		case AFXDPGeneric, AFXDPNative:
-			l, err = nic.OpenAFXDP(nic.AFXDPConfig{Interface: e.Link, Addrs: []netip.Addr{addr}, Native: k == AFXDPNative})
+			l, err = afxdp.Open(afxdp.Config{Interface: e.Link, Addrs: []netip.Addr{addr}, Native: k == AFXDPNative})
 		default:
 			err = fmt.Errorf("rdmatest: no link kind %v", k)
 		}

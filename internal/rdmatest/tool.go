@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -53,7 +53,7 @@ type CMSide struct {
 }
 
 // NewCMSide attaches a CMSide at addr to net.
-func NewCMSide(tb testing.TB, net *nic.MemNet, addr string) *CMSide {
+func NewCMSide(tb testing.TB, net *mem.Net, addr string) *CMSide {
 	dev, m := CMNode(tb, net, addr)
 	return &CMSide{Dev: dev, CM: m}
 }
@@ -94,7 +94,7 @@ func (tl CMTool[C]) MustParse(tb testing.TB, args ...string) C {
 // over a new in-memory network, and returns both sides when both ended.
 func (tl CMTool[C]) Pair(tb testing.TB, sargs, cargs []string) (srv, cli *CMSide) {
 	tb.Helper()
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	srv, cli = NewCMSide(tb, net, CMServerAddr), NewCMSide(tb, net, CMClientAddr)
 	scfg, ccfg := tl.MustParse(tb, sargs...), tl.MustParse(tb, append([]string{"-s", CMServerAddr}, cargs...)...)
 	RunCMPair(tb, srv, cli, func(ctx context.Context, listening func(netip.AddrPort)) int {
@@ -107,7 +107,7 @@ func (tl CMTool[C]) Pair(tb testing.TB, sargs, cargs []string) (srv, cli *CMSide
 // came says so and ends -1; nothing hangs.
 func (tl CMTool[C]) CheckServerCanceled(tb testing.TB) {
 	tb.Helper()
-	srv := NewCMSide(tb, nic.NewMemNet(1), CMServerAddr)
+	srv := NewCMSide(tb, mem.NewNet(1), CMServerAddr)
 	ctx, cancel := context.WithCancel(context.Background())
 	code := tl.Run(ctx, tl.MustParse(tb, "-c", "2"), srv, func(netip.AddrPort) { cancel() })
 	if code != 255 || srv.Stdout.String() != tl.Name+": starting server\ntest complete\nreturn status -1\n" ||
@@ -120,7 +120,7 @@ func (tl CMTool[C]) CheckServerCanceled(tb testing.TB) {
 // rdma_bind_addr (server) and rdma_resolve_addr (client) do.
 func (tl CMTool[C]) CheckBindElsewhere(tb testing.TB) {
 	tb.Helper()
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	s := NewCMSide(tb, net, CMServerAddr)
 	ctx := context.Background()
 	if code := tl.Run(ctx, tl.MustParse(tb, "-b", "192.0.2.9"), s, nil); code != 255 ||

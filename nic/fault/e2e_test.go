@@ -8,6 +8,9 @@ import (
 	"github.com/goroce/goroce/internal/rdmatest"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/fault"
+	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/nic/tap"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -20,19 +23,19 @@ func counter(p *rdmatest.Peer, name string) uint64 {
 	return 0
 }
 
-// TestDropNthWriteMiddle: two devices on a MemNet, the requester's link
+// TestDropNthWriteMiddle: two devices on a mem.Net, the requester's link
 // losing its first RDMA WRITE Middle. The responder sees the PSN gap and
 // NAKs it (C9-114: a PSN sequence error), the requester goes back and
 // resends, the WRITE completes with every byte right, and the rule says
 // it fired once.
 func TestDropNthWriteMiddle(t *testing.T) {
-	n := nic.NewMemNet(1)
+	n := mem.NewNet(1)
 	aa, ba := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2")
-	la, err := n.Attach(aa, nic.MemOptions{})
+	la, err := n.Attach(aa, mem.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := n.Attach(ba, nic.MemOptions{})
+	lb, err := n.Attach(ba, mem.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,22 +67,22 @@ func TestDropNthWriteMiddle(t *testing.T) {
 func TestWrapsQueues(t *testing.T) {
 	// Loopback addresses of its own: no other test binds them.
 	aa, ba := netip.MustParseAddr("127.0.88.1"), netip.MustParseAddr("127.0.88.2")
-	open := func(a netip.Addr) *nic.UDP {
-		l, err := nic.OpenUDP(nic.UDPConfig{Addr: a, RxQueues: 2})
+	open := func(a netip.Addr) *udp.Link {
+		l, err := udp.Open(udp.Config{Addr: a, RxQueues: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return l
 	}
-	tap, err := nic.OpenTap(open(ba), filepath.Join(t.TempDir(), "b.pcap"))
+	tapped, err := tap.Open(open(ba), filepath.Join(t.TempDir(), "b.pcap"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tap.RxQueues() != 2 {
-		t.Fatalf("the tap shows %d queues", tap.RxQueues())
+	if tapped.RxQueues() != 2 {
+		t.Fatalf("the tap shows %d queues", tapped.RxQueues())
 	}
 	a := rdmatest.NewPeer(t, fault.Wrap(open(aa), fault.Config{}), aa, rdmatest.Options{MTU: qp.MTU1024})
-	b := rdmatest.NewPeer(t, tap, ba, rdmatest.Options{MTU: qp.MTU1024})
+	b := rdmatest.NewPeer(t, tapped, ba, rdmatest.Options{MTU: qp.MTU1024})
 	pairs := [][2]*rdmatest.Peer{{a, b}}
 	for len(pairs) < 4 {
 		x, y := a.NewQP(t), b.NewQP(t)
@@ -90,11 +93,11 @@ func TestWrapsQueues(t *testing.T) {
 		rdmatest.Op(t, p[0], p[1], qp.WRSend, 3000, 1, uint32(i))
 		rdmatest.Op(t, p[1], p[0], qp.WRSend, 3000, 1, uint32(i+10))
 	}
-	ul := func(l nic.Link) *nic.UDP {
+	ul := func(l nic.Link) *udp.Link {
 		if f, ok := l.(*fault.Link); ok {
-			return f.Link.(*nic.UDP)
+			return f.Link.(*udp.Link)
 		}
-		return l.(*nic.Tap).Link.(*nic.UDP)
+		return l.(*tap.Tap).Link.(*udp.Link)
 	}
 	for _, p := range []*rdmatest.Peer{a, b} {
 		u := ul(p.Link)

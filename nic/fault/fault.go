@@ -1,7 +1,7 @@
 // Package fault makes a device misbehave on purpose: a nic.Link wrapper
 // that loses, duplicates, reorders, delays and corrupts the RoCEv2
 // packets the device sends (tx) and receives (rx), at random from a seed
-// (nic.Faults, the model MemNet uses too) and by rules that pick packets
+// (mem.Faults, the model mem.Net uses too) and by rules that pick packets
 // by direction, opcode, QPN, PSN, size and occurrence, then drop,
 // duplicate, delay, rewrite, spoil or cut them short.
 //
@@ -25,12 +25,13 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 )
 
 // Config is what a Link does to packets.
 type Config struct {
-	Tx, Rx nic.Faults // random faults of each direction
+	Tx, Rx mem.Faults // random faults of each direction
 	// FixICRC gives a randomly corrupted packet a correct ICRC, so the
 	// receiver meets a wrong field rather than an ICRC error.
 	FixICRC bool
@@ -44,7 +45,7 @@ type Config struct {
 
 // Active reports whether the configuration does anything.
 func (c *Config) Active() bool {
-	return c.Tx != (nic.Faults{}) || c.Rx != (nic.Faults{}) || len(c.Rules) > 0
+	return c.Tx != (mem.Faults{}) || c.Rx != (mem.Faults{}) || len(c.Rules) > 0
 }
 
 // DirStats count the faults that fired in one direction.
@@ -120,7 +121,7 @@ func (c *dirCounters) snapshot() DirStats {
 // direction is one way's faults and decision state.
 type direction struct {
 	dir    Dir
-	faults nic.Faults
+	faults mem.Faults
 	rng    *rand.Rand
 	ctr    dirCounters
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/nic/tap"
 )
 
 // pipe is an in-memory nic.Link: Send records the datagrams, Recv hands
@@ -298,7 +300,7 @@ func TestRxFaults(t *testing.T) {
 func TestSeedDeterminism(t *testing.T) {
 	run := func(seed uint64) ([][]byte, Stats) {
 		p := newPipe()
-		f := Wrap(p, Config{Seed: seed, Tx: nic.Faults{Loss: 0.1, Duplicate: 0.1, Corrupt: 0.1}})
+		f := Wrap(p, Config{Seed: seed, Tx: mem.Faults{Loss: 0.1, Duplicate: 0.1, Corrupt: 0.1}})
 		for i := range uint32(2000) {
 			send(t, f, mk(writeMiddle, 1, i, 64))
 		}
@@ -340,7 +342,7 @@ func TestSeedDeterminism(t *testing.T) {
 
 func TestCorruptFixICRC(t *testing.T) {
 	p := newPipe()
-	f := Wrap(p, Config{FixICRC: true, Tx: nic.Faults{Corrupt: 1}})
+	f := Wrap(p, Config{FixICRC: true, Tx: mem.Faults{Corrupt: 1}})
 	d := mk(writeMiddle, 1, 1, 256)
 	send(t, f, d)
 	out := p.taken()
@@ -354,13 +356,13 @@ func TestCorruptFixICRC(t *testing.T) {
 func TestCaptureNotes(t *testing.T) {
 	var buf bytes.Buffer
 	p := newPipe()
-	tap, err := nic.NewTap(p, &buf, true)
+	tapped, err := tap.New(p, &buf, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := Wrap(tap, Config{Rules: []Rule{mustRule(t, "tx psn=+1 dup"), mustRule(t, "tx psn=+2 set psn=9")}})
+	f := Wrap(tapped, Config{Rules: []Rule{mustRule(t, "tx psn=+1 dup"), mustRule(t, "tx psn=+2 set psn=9")}})
 	send(t, f, mk(writeFirst, 1, 10, 8), mk(writeMiddle, 1, 11, 8), mk(writeLast, 1, 12, 8))
-	if err := tap.Flush(); err != nil {
+	if err := tapped.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	r, err := pcapfile.NewReader(&buf)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 )
 
 const (
@@ -95,7 +95,7 @@ type side struct {
 	out, err rdmatest.SyncBuffer
 }
 
-func newSide(t *testing.T, net *nic.MemNet, p *pipes, addr string) *side {
+func newSide(t *testing.T, net *mem.Net, p *pipes, addr string) *side {
 	dev, m := rdmatest.CMNode(t, net, addr)
 	s := &side{}
 	s.env = Env{Dev: dev, CM: m, Stdout: &s.out, Stderr: &s.err, Listen: p.Listen, Dial: p.Dial}
@@ -116,7 +116,7 @@ func parse(t *testing.T, args ...string) Config {
 // ends the server (44's runs until killed) once the client is done.
 func pair(t *testing.T, sargs, cargs []string, stop bool) (srv, cli *side, scode, ccode int) {
 	t.Helper()
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	p := &pipes{}
 	srv, cli = newSide(t, net, p, serverAddr), newSide(t, net, p, clientAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -230,7 +230,7 @@ func TestRunLegacy(t *testing.T) {
 // TestRunRefused: a 56 client whose connections a server refuses (a port
 // nobody listens on over the CM) prints cmtime's event line and exits 1.
 func TestRunRefused(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	p := &pipes{}
 	newSide(t, net, p, serverAddr) // its CM rejects: nothing listens
 	cli := newSide(t, net, p, clientAddr)

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/transport"
 )
 
-func memCM(t *testing.T, n *nic.MemNet, addr string) (*transport.Device, *cm.Manager) {
+func memCM(t *testing.T, n *mem.Net, addr string) (*transport.Device, *cm.Manager) {
 	t.Helper()
-	l, err := n.Attach(netip.MustParseAddr(addr), nic.MemOptions{})
+	l, err := n.Attach(netip.MustParseAddr(addr), mem.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +39,9 @@ func memCM(t *testing.T, n *nic.MemNet, addr string) (*transport.Device, *cm.Man
 func TestCommConn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	mem := nic.NewMemNet(1)
-	ds, ms := memCM(t, mem, "192.0.2.1")
-	dc, mc := memCM(t, mem, "192.0.2.2")
+	memnet := mem.NewNet(1)
+	ds, ms := memCM(t, memnet, "192.0.2.1")
+	dc, mc := memCM(t, memnet, "192.0.2.2")
 	listening := make(chan struct{})
 	type res struct {
 		c   *CommConn

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
@@ -130,7 +130,7 @@ func TestCycleOffsets(t *testing.T) {
 // TestDeviceAttr: the negotiation struct carries the engine's limits; the
 // peer lowers its outstanding reads to MaxQPRdAtom.
 func TestDeviceAttr(t *testing.T) {
-	link, err := nic.NewMemNet(1).Attach(netip.MustParseAddr("192.0.2.1"), nic.MemOptions{})
+	link, err := mem.NewNet(1).Attach(netip.MustParseAddr("192.0.2.1"), mem.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

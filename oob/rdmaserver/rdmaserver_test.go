@@ -13,10 +13,10 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 )
 
-func env(t *testing.T, net *nic.MemNet, addr string, out, errw *bytes.Buffer) Env {
+func env(t *testing.T, net *mem.Net, addr string, out, errw *bytes.Buffer) Env {
 	dev, m := rdmatest.CMNode(t, net, addr)
 	return Env{Dev: dev, CM: m, Stdout: out, Stderr: errw}
 }
@@ -42,7 +42,7 @@ func TestPair(t *testing.T) {
 }
 
 func testPair(t *testing.T, sargs []string) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	var sout, serr, cout, cerr bytes.Buffer
 	senv := env(t, net, "198.51.100.2", &sout, &serr)
 	cenv := env(t, net, "198.51.100.1", &cout, &cerr)
@@ -111,17 +111,17 @@ func (r *pairRun) String() string {
 // the RC ACKs from from to to for which drop says so.
 func runDroppingACKs(t *testing.T, from, to string, drop func() bool) *pairRun {
 	t.Helper()
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	r := &pairRun{}
 	senv := env(t, net, "198.51.100.2", &r.sout, &r.serr)
 	cenv := env(t, net, "198.51.100.1", &r.cout, &r.cerr)
-	net.SetFilter(netip.MustParseAddr(from), netip.MustParseAddr(to), func(dg []byte) nic.Verdict {
+	net.SetFilter(netip.MustParseAddr(from), netip.MustParseAddr(to), func(dg []byte) mem.Verdict {
 		if f, err := bth.DecodeIP(dg); err == nil {
 			if p, err := bth.Parse(f.RoCE()); err == nil && p.OpCode() == bth.RCAcknowledge && drop() {
-				return nic.Drop
+				return mem.Drop
 			}
 		}
-		return nic.Pass
+		return mem.Pass
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -156,7 +156,7 @@ func TestClientReplyBeforeACK(t *testing.T) {
 // rdma_connect does (ECONNREFUSED, here with the REJ's reason) and ends
 // with "end -1", status 255.
 func TestClientRefused(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	var sout, serr, cout, cerr bytes.Buffer
 	env(t, net, "198.51.100.2", &sout, &serr)
 	cenv := env(t, net, "198.51.100.1", &cout, &cerr)
@@ -172,7 +172,7 @@ func TestClientRefused(t *testing.T) {
 // TestServerCanceled: a server whose context ends before a client came
 // says so (rdma_get_request) and exits 255; nothing hangs.
 func TestServerCanceled(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	var sout, serr bytes.Buffer
 	senv := env(t, net, "198.51.100.2", &sout, &serr)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 )
 
-func env(t *testing.T, net *nic.MemNet, addr string, out, errw *bytes.Buffer) Env {
+func env(t *testing.T, net *mem.Net, addr string, out, errw *bytes.Buffer) Env {
 	dev, m := rdmatest.CMNode(t, net, addr)
 	return Env{Dev: dev, CM: m, Local: netip.MustParseAddr(addr), Stdout: out, Stderr: errw}
 }
@@ -33,7 +33,7 @@ func lines(s string) []string {
 // in-memory link print what rxe's rping printed in the rping_c5 capture
 // (captures/rping_c5.*.txt), line for line, and both exit 0.
 func TestRpingPair(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	var sout, serr, cout, cerr bytes.Buffer
 	senv := env(t, net, "198.51.100.2", &sout, &serr)
 	cenv := env(t, net, "198.51.100.1", &cout, &cerr)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 )
 
 // tool runs roced's tool on a side (rdmatest.CMTool: its pairs run at
@@ -24,7 +24,7 @@ var tool = rdmatest.CMTool[Config]{Name: "cmatose", Parse: ParseFlags,
 // returns its status, 8; the other connections are withdrawn, their
 // events never printed.
 func TestClientRefused(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	rdmatest.NewCMSide(t, net, rdmatest.CMServerAddr)
 	cli := rdmatest.NewCMSide(t, net, rdmatest.CMClientAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 )
 
 // tool runs roced's tool on a side (rdmatest.CMTool: its pairs run at
@@ -24,7 +24,7 @@ var tool = rdmatest.CMTool[Config]{Name: "udaddy", Parse: ParseFlags,
 // "unsupported": udaddy prints the event with the SIDR status and returns
 // it, 1.
 func TestClientRefused(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	rdmatest.NewCMSide(t, net, rdmatest.CMServerAddr)
 	cli := rdmatest.NewCMSide(t, net, rdmatest.CMClientAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -41,7 +41,7 @@ func TestClientRefused(t *testing.T) {
 // the server as it takes the request, which it rejects; the server then
 // goes on with no QP, as udaddy's run_server does, and ends 0.
 func TestTooLarge(t *testing.T) {
-	net := nic.NewMemNet(1)
+	net := mem.NewNet(1)
 	srv, cli := rdmatest.NewCMSide(t, net, rdmatest.CMServerAddr), rdmatest.NewCMSide(t, net, rdmatest.CMClientAddr)
 	mtu := srv.Dev.ActiveMTU().Bytes()
 	big := fmt.Sprint(mtu + 1)

@@ -1,4 +1,4 @@
-package nic
+package tap
 
 import (
 	"errors"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/nic/internal/linktest"
+	"github.com/goroce/goroce/nic/udp"
 )
 
 // TestTap records a two-way exchange between two UDP links, one file in
@@ -20,19 +22,19 @@ import (
 // with tshark (every packet decodes as RoCE, with the direction in pcapng).
 func TestTap(t *testing.T) {
 	dir := t.TempDir()
-	a0 := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")})
-	b0 := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")})
+	a0 := linktest.Open(t, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: netip.MustParseAddr("127.0.0.1")}) })
+	b0 := linktest.Open(t, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: netip.MustParseAddr("127.0.0.2")}) })
 	pa, pb := filepath.Join(dir, "a.pcap"), filepath.Join(dir, "b.pcapng")
-	a, err := OpenTap(a0, pa)
+	a, err := Open(a0, pa)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenTap(b0, pb)
+	b, err := Open(b0, pb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	exchange(t, a, b, outer(a, netip.MustParseAddr("127.0.0.2"), 1), 100, 1024, 50)
-	exchange(t, b, a, outer(b, netip.MustParseAddr("127.0.0.1"), 2), 50, 256, 50)
+	linktest.Exchange(t, a, b, linktest.Outer(a, netip.MustParseAddr("127.0.0.2"), 1), 100, 1024, 50)
+	linktest.Exchange(t, b, a, linktest.Outer(b, netip.MustParseAddr("127.0.0.1"), 2), 50, 256, 50)
 	a.Close()
 	b.Close()
 	for _, p := range []string{pa, pb} {
@@ -114,7 +116,7 @@ func readTap(t *testing.T, path string) (int, int) {
 		if err != nil || !fr.VerifyICRC() {
 			t.Fatalf("%s packet %d: %v, ICRC verifies: %v", path, n, err, err == nil && fr.VerifyICRC())
 		}
-		id, _ := ipv4ID(fr)
+		id, _ := linktest.IPv4ID(fr)
 		ids[id] = true
 		n++
 	}

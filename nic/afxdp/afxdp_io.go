@@ -1,17 +1,19 @@
-package nic
+package afxdp
 
 import (
 	"encoding/binary"
 	"sync/atomic"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"golang.org/x/sys/unix"
 )
 
 // xdpRx is the receive state: chunks lent to the caller until the next
 // Recv, and buffers for frames that arrived over two chunks.
 type xdpRx struct {
-	l      *AFXDP
+	l      *Link
 	lent   []uint64
 	copies []byte
 	fn     func(fd uintptr) bool
@@ -19,28 +21,28 @@ type xdpRx struct {
 
 const xdpCopies = 64
 
-func (r *xdpRx) init(l *AFXDP) {
+func (r *xdpRx) init(l *Link) {
 	r.l = l
 	r.lent = make([]uint64, 0, l.rx.size)
-	r.copies = make([]byte, xdpCopies*BufSize)
+	r.copies = make([]byte, xdpCopies*nic.BufSize)
 	r.fn = func(uintptr) bool { return l.rx.avail() > 0 }
 }
 
-// Recv blocks until RoCEv2 frames for us arrive; see Link. B starts at the
+// Recv blocks until RoCEv2 frames for us arrive; see nic.Link. B starts at the
 // Ethernet header and Off is the IP header's offset.
-func (l *AFXDP) Recv(frames []Frame) (int, error) {
+func (l *Link) Recv(frames []nic.Frame) (int, error) {
 	r := &l.xr
 	if len(frames) == 0 {
 		return 0, nil
 	}
 	for {
-		if l.isClosed() {
-			return 0, ErrClosed
+		if l.closing.IsClosed() {
+			return 0, nic.ErrClosed
 		}
 		r.refill()
 		if l.rx.avail() == 0 {
 			if err := l.raw.Read(r.fn); err != nil {
-				return 0, ErrClosed
+				return 0, nic.ErrClosed
 			}
 		}
 		if n := r.consume(frames); n > 0 {
@@ -65,7 +67,7 @@ func (r *xdpRx) refill() {
 	r.lent = r.lent[:0]
 }
 
-func (r *xdpRx) consume(frames []Frame) int {
+func (r *xdpRx) consume(frames []nic.Frame) int {
 	l := r.l
 	rx := &l.rx
 	avail := rx.avail()
@@ -90,7 +92,7 @@ func (r *xdpRx) consume(frames []Frame) int {
 				break
 			}
 			j++
-			buf := r.copies[copies*BufSize : (copies+1)*BufSize]
+			buf := r.copies[copies*nic.BufSize : (copies+1)*nic.BufSize]
 			k, ok := 0, true
 			for ; i < j; i++ {
 				dd := rx.desc(idx + i)
@@ -114,22 +116,22 @@ func (r *xdpRx) consume(frames []Frame) int {
 			continue
 		}
 		off := len(f.Ethernet())
-		frames[n] = Frame{B: b[:off+len(f.L3())], Off: off}
+		frames[n] = nic.Frame{B: b[:off+len(f.L3())], Off: off}
 		by += uint64(len(f.L3()))
 		n++
 	}
 	rx.release(i)
-	l.ctr.rxBatches.Add(1)
-	addIf(&l.ctr.rxPackets, uint64(n))
-	addIf(&l.ctr.rxBytes, by)
-	addIf(&l.ctr.rxDropped, dropped)
+	l.ctr.RxBatches.Add(1)
+	linkio.AddIf(&l.ctr.RxPackets, uint64(n))
+	linkio.AddIf(&l.ctr.RxBytes, by)
+	linkio.AddIf(&l.ctr.RxDropped, dropped)
 	return n
 }
 
 // ours reports whether a datagram is addressed to one of the link's
 // addresses (the program steers all of UDP 4791 on the queue).
-func (l *AFXDP) ours(dg []byte) bool {
-	dst, _, _, ok := ipDst(dg)
+func (l *Link) ours(dg []byte) bool {
+	dst, _, _, ok := linkio.IPDst(dg)
 	if !ok {
 		return false
 	}
@@ -142,10 +144,10 @@ func (l *AFXDP) ours(dg []byte) bool {
 }
 
 // Send copies each frame behind an Ethernet header into UMEM chunks and
-// kicks the kernel; see Link.
-func (l *AFXDP) Send(frames []Frame) (int, error) {
-	if l.isClosed() {
-		return 0, ErrClosed
+// kicks the kernel; see nic.Link.
+func (l *Link) Send(frames []nic.Frame) (int, error) {
+	if l.closing.IsClosed() {
+		return 0, nic.ErrClosed
 	}
 	l.txMu.Lock()
 	defer l.txMu.Unlock()
@@ -159,14 +161,14 @@ func (l *AFXDP) Send(frames []Frame) (int, error) {
 			continue
 		}
 		dg := f.B[f.Off:]
-		dst, tot, et, ok := ipDst(dg)
+		dst, tot, et, ok := linkio.IPDst(dg)
 		need := bth.EthHeaderLen + tot
 		chunks := (need + xdpChunk - 1) / xdpChunk
 		if !ok || tot > l.info.MTU || chunks > 2 || (chunks > 1 && !l.frags) {
 			dropped++
 			continue
 		}
-		mac, ok := l.nh.lookup(dst)
+		mac, ok := l.eth.Hops.Lookup(dst)
 		if !ok {
 			noNeigh++
 			continue
@@ -211,18 +213,18 @@ func (l *AFXDP) Send(frames []Frame) (int, error) {
 	tx.produce(queued)
 	if pk > 0 {
 		l.kick()
-		l.ctr.txBatches.Add(1)
+		l.ctr.TxBatches.Add(1)
 	}
-	addIf(&l.ctr.txPackets, pk)
-	addIf(&l.ctr.txBytes, by)
-	addIf(&l.ctr.txDropped, dropped+noNeigh)
-	addIf(&l.ctr.txNoNeighbour, noNeigh)
+	linkio.AddIf(&l.ctr.TxPackets, pk)
+	linkio.AddIf(&l.ctr.TxBytes, by)
+	linkio.AddIf(&l.ctr.TxDropped, dropped+noNeigh)
+	linkio.AddIf(&l.ctr.TxNoNeighbour, noNeigh)
 	return len(frames), nil
 }
 
 // kick makes the kernel send what the tx ring holds. In copy mode each
 // sendto sends a bounded batch and answers EAGAIN while more is left.
-func (l *AFXDP) kick() {
+func (l *Link) kick() {
 	tx := &l.tx
 	for tries := 0; *tx.prod != atomic.LoadUint32(tx.cons) && tries < 10000; tries++ {
 		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(l.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
@@ -233,7 +235,7 @@ func (l *AFXDP) kick() {
 }
 
 // reclaim returns completed tx chunks to the free list.
-func (l *AFXDP) reclaim() {
+func (l *Link) reclaim() {
 	c := &l.comp
 	n := c.avail()
 	idx := *c.cons

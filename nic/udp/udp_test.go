@@ -1,4 +1,4 @@
-package nic
+package udp
 
 import (
 	"net"
@@ -7,16 +7,13 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/internal/linktest"
 )
 
-func openUDP(t *testing.T, cfg UDPConfig) *UDP {
+func openUDP(t *testing.T, cfg Config) *Link {
 	t.Helper()
-	l, err := OpenUDP(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
+	return linktest.Open(t, func() (*Link, error) { return Open(cfg) })
 }
 
 // TestUDPLoopbackTwoInstances runs two links on one host, on 127.0.0.1 and
@@ -27,14 +24,14 @@ func TestUDPLoopbackTwoInstances(t *testing.T) {
 		noGSO, noGRO bool
 	}{{"gso+gro", false, false}, {"plain", true, true}, {"gso-only", false, true}, {"gro-only", true, false}} {
 		t.Run(mode.name, func(t *testing.T) {
-			a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1"), NoGSO: mode.noGSO, NoGRO: mode.noGRO})
-			b := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.2"), NoGSO: mode.noGSO, NoGRO: mode.noGRO})
+			a := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.0.1"), NoGSO: mode.noGSO, NoGRO: mode.noGRO})
+			b := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.0.2"), NoGSO: mode.noGSO, NoGRO: mode.noGRO})
 			if a.GSO() == mode.noGSO || a.GRO() == mode.noGRO {
 				t.Fatalf("GSO %v GRO %v; the kernel (4.18+/5.0+) has both", a.GSO(), a.GRO())
 			}
 			for _, size := range []int{0, 64, 1024, 4096} {
-				exchange(t, a, b, outer(a, netip.MustParseAddr("127.0.0.2"), 7), 500, size, 64)
-				exchange(t, b, a, outer(b, netip.MustParseAddr("127.0.0.1"), 9), 500, size, 17)
+				linktest.Exchange(t, a, b, linktest.Outer(a, netip.MustParseAddr("127.0.0.2"), 7), 500, size, 64)
+				linktest.Exchange(t, b, a, linktest.Outer(b, netip.MustParseAddr("127.0.0.1"), 9), 500, size, 17)
 			}
 			if s := b.Stats(); s.RxIDUnsolved != 0 || s.RxDropped != 0 {
 				t.Fatalf("receiver stats %+v", s)
@@ -56,15 +53,15 @@ func TestUDPLoopbackTwoInstances(t *testing.T) {
 }
 
 func TestUDPLoopbackIPv6(t *testing.T) {
-	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("::1")})
+	a := openUDP(t, Config{Addr: netip.MustParseAddr("::1")})
 	// One IPv6 loopback address: the link talks to itself.
-	exchange(t, a, a, outer(a, netip.MustParseAddr("::1"), 3), 300, 1024, 32)
+	linktest.Exchange(t, a, a, linktest.Outer(a, netip.MustParseAddr("::1"), 3), 300, 1024, 32)
 }
 
 // TestUDPSrcPorts checks that queue pairs spread over the bound ports and
 // that a frame from a port the link does not hold is dropped and counted.
 func TestUDPSrcPorts(t *testing.T) {
-	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1"), SrcPorts: 4})
+	a := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.0.1"), SrcPorts: 4})
 	ports := map[uint16]bool{}
 	for q := uint32(0); q < 256; q++ {
 		p := a.SrcPort(q)
@@ -76,13 +73,13 @@ func TestUDPSrcPorts(t *testing.T) {
 	if len(ports) != 4 {
 		t.Fatalf("%d ports used, want 4", len(ports))
 	}
-	o := outer(a, netip.MustParseAddr("127.0.0.2"), 1)
+	o := linktest.Outer(a, netip.MustParseAddr("127.0.0.2"), 1)
 	o.SrcPort = 0xbfff
-	if n, err := a.Send(testFrames(o, 3, 8)); n != 3 || err != nil || a.Stats().TxDropped != 3 {
+	if n, err := a.Send(linktest.Frames(o, 3, 8)); n != 3 || err != nil || a.Stats().TxDropped != 3 {
 		t.Fatalf("send from a foreign port: %d %v %+v", n, err, a.Stats())
 	}
 	// A second link on the same address cannot have 4791.
-	if _, err := OpenUDP(UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")}); err == nil {
+	if _, err := Open(Config{Addr: netip.MustParseAddr("127.0.0.1")}); err == nil {
 		t.Fatal("second link on one address opened")
 	}
 }
@@ -103,13 +100,13 @@ func TestUDPHandsUpVerified(t *testing.T) {
 		{"ipv6", "::1", "::1", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr(tc.a)})
+			a := openUDP(t, Config{Addr: netip.MustParseAddr(tc.a)})
 			b := a
 			if tc.b != tc.a {
-				b = openUDP(t, UDPConfig{Addr: netip.MustParseAddr(tc.b)})
+				b = openUDP(t, Config{Addr: netip.MustParseAddr(tc.b)})
 			}
-			o := outer(a, netip.MustParseAddr(tc.b), 5)
-			fr := testFrames(o, 3, 100)
+			o := linktest.Outer(a, netip.MustParseAddr(tc.b), 5)
+			fr := linktest.Frames(o, 3, 100)
 			if tc.corrupt {
 				for _, f := range fr {
 					f.B[len(f.B)-1] ^= 0x40 // the ICRC's last byte
@@ -118,7 +115,7 @@ func TestUDPHandsUpVerified(t *testing.T) {
 			if n, err := a.Send(fr); n != 3 || err != nil {
 				t.Fatalf("sent %d: %v", n, err)
 			}
-			buf := make([]Frame, 8)
+			buf := make([]nic.Frame, 8)
 			for got := 0; got < 3; {
 				n, err := b.Recv(buf)
 				if err != nil {
@@ -153,21 +150,21 @@ func TestUDPHandsUpVerified(t *testing.T) {
 // link's, or with a fragment offset, is dropped rather than sent with
 // headers its ICRC does not match.
 func TestUDPRejectsForeignHeaders(t *testing.T) {
-	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")})
-	o := outer(a, netip.MustParseAddr("127.0.0.2"), 1)
+	a := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.0.1")})
+	o := linktest.Outer(a, netip.MustParseAddr("127.0.0.2"), 1)
 	o.Src = netip.MustParseAddr("127.0.0.3")
-	fr := testFrames(o, 1, 8)
-	fr = append(fr, Frame{B: make([]byte, 10), Off: 0}, Frame{B: nil, Off: 5})
+	fr := linktest.Frames(o, 1, 8)
+	fr = append(fr, nic.Frame{B: make([]byte, 10), Off: 0}, nic.Frame{B: nil, Off: 5})
 	if n, err := a.Send(fr); n != 3 || err != nil || a.Stats().TxDropped != 3 || a.Stats().TxPackets != 0 {
 		t.Fatalf("%d %v %+v", n, err, a.Stats())
 	}
 }
 
 func TestUDPAllocs(t *testing.T) {
-	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1")})
-	b := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")})
-	o := outer(a, netip.MustParseAddr("127.0.0.2"), 1)
-	assertNoAllocs(t, a, b, testFrames(o, 32, 1024))
+	a := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.0.1")})
+	b := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.0.2")})
+	o := linktest.Outer(a, netip.MustParseAddr("127.0.0.2"), 1)
+	linktest.AssertNoAllocs(t, a, b, linktest.Frames(o, 32, 1024))
 }
 
 // TestUDPLoopbackMTU: every 127/8 address is on lo, so a link on 127.0.0.2
@@ -178,7 +175,7 @@ func TestUDPLoopbackMTU(t *testing.T) {
 		t.Skip("no lo:", err)
 	}
 	for _, a := range []string{"127.0.0.1", "127.0.0.2"} {
-		l := openUDP(t, UDPConfig{Addr: netip.MustParseAddr(a)})
+		l := openUDP(t, Config{Addr: netip.MustParseAddr(a)})
 		if l.Info().MTU != lo.MTU {
 			t.Errorf("link on %s: MTU %d, want lo's %d", a, l.Info().MTU, lo.MTU)
 		}
@@ -187,18 +184,18 @@ func TestUDPLoopbackMTU(t *testing.T) {
 }
 
 // TestUDPSteering checks the receive queues' steering: packets to 60 QPs,
-// interleaved, each arrive on queue QueueOf(QPN), in the order sent, and on
+// interleaved, each arrive on queue nic.QueueOf(QPN), in the order sent, and on
 // no other. The sender sends without GSO so that every packet is steered
 // on its own (a GSO super-packet is steered by its first segment).
 func TestUDPSteering(t *testing.T) {
 	const queues, qps = 3, 60
-	a := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.1"), NoGSO: true})
-	b := openUDP(t, UDPConfig{Addr: netip.MustParseAddr("127.0.0.2"), RxQueues: queues})
+	a := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.0.1"), NoGSO: true})
+	b := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.0.2"), RxQueues: queues})
 	if b.RxQueues() != queues {
 		t.Fatalf("RxQueues %d", b.RxQueues())
 	}
-	o := outer(a, netip.MustParseAddr("127.0.0.2"), 7)
-	frames := testFrames(o, qps, 16)
+	o := linktest.Outer(a, netip.MustParseAddr("127.0.0.2"), 7)
+	frames := linktest.Frames(o, qps, 16)
 	for i, f := range frames {
 		dg := f.Datagram()
 		fr, err := bth.DecodeIP(dg)
@@ -217,11 +214,11 @@ func TestUDPSteering(t *testing.T) {
 	// read waiting: a bound on that wait closes the link.
 	stop := time.AfterFunc(30*time.Second, func() { b.Close() })
 	defer stop.Stop()
-	got := make([]Frame, 64)
+	got := make([]nic.Frame, 64)
 	for q := range queues {
 		var want []uint32
 		for i := range qps {
-			if QueueOf(uint32(0x11+i), queues) == q {
+			if nic.QueueOf(uint32(0x11+i), queues) == q {
 				want = append(want, uint32(0x11+i))
 			}
 		}
@@ -236,7 +233,7 @@ func TestUDPSteering(t *testing.T) {
 					t.Fatalf("queue %d: bad frame (%v)", q, err)
 				}
 				if qpn := bth.BTH(fr.RoCE()).DestQP(); qpn != want[0] {
-					t.Fatalf("queue %d: QPN %#x arrived, want %#x next (QueueOf says %d)", q, qpn, want[0], QueueOf(qpn, queues))
+					t.Fatalf("queue %d: QPN %#x arrived, want %#x next (QueueOf says %d)", q, qpn, want[0], nic.QueueOf(qpn, queues))
 				}
 				want = want[1:]
 			}
@@ -247,11 +244,11 @@ func TestUDPSteering(t *testing.T) {
 	}
 	// A second link on the address without SO_REUSEPORT still fails to
 	// bind, as one without queues does.
-	if l, err := OpenUDP(UDPConfig{Addr: netip.MustParseAddr("127.0.0.2")}); err == nil {
+	if l, err := Open(Config{Addr: netip.MustParseAddr("127.0.0.2")}); err == nil {
 		l.Close()
 		t.Fatal("a second link bound 127.0.0.2:4791 beside a queued one")
 	}
-	if _, err := OpenUDP(UDPConfig{Addr: netip.MustParseAddr("127.0.0.3"), RxQueues: MaxRxQueues + 1}); err == nil {
+	if _, err := Open(Config{Addr: netip.MustParseAddr("127.0.0.3"), RxQueues: nic.MaxRxQueues + 1}); err == nil {
 		t.Fatal("too many queues accepted")
 	}
 }

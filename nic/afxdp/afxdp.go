@@ -1,4 +1,6 @@
-package nic
+// Package afxdp is the link through an AF_XDP socket on one queue of an
+// interface, fed by an XDP program that redirects RoCEv2 frames to it.
+package afxdp
 
 import (
 	"errors"
@@ -14,14 +16,17 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/internal/linkio"
+	"github.com/goroce/goroce/nic/netdev"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// AFXDPConfig configures an AF_XDP link.
-type AFXDPConfig struct {
+// Config configures an AF_XDP link.
+type Config struct {
 	Interface string       // the network interface
-	Queue     int          // receive queue to bind; see XDPQueues
+	Queue     int          // receive queue to bind; see Queues
 	Addrs     []netip.Addr // nil: every address in the interface's GID table
 	// Native attaches the XDP program in driver mode (XDP_FLAGS_DRV_MODE);
 	// otherwise generic (SKB) mode, which every driver has.
@@ -33,7 +38,7 @@ type AFXDPConfig struct {
 	Frames int
 }
 
-// AFXDP is a link through an AF_XDP socket on one queue of an interface.
+// Link is a link through an AF_XDP socket on one queue of an interface.
 //
 // Received RoCEv2 frames are redirected by an XDP program (see
 // xdpprog.go) into a UMEM shared with the kernel and lent to the caller in
@@ -44,16 +49,16 @@ type AFXDPConfig struct {
 // UMEM chunks (two for a long frame, the first marked XDP_PKT_CONTD) and
 // kicks the kernel once per batch.
 //
-// Next hops are resolved as for AFPacket. Frames the program steers to us
-// never reach the stack, so they draw no ICMP; but a frame arriving on
-// another queue is passed to the stack, so the link holds the same UDP
-// port 4791 guard sockets as AFPacket. On a multi-queue NIC, steer RoCEv2
-// to the bound queue (ethtool -N ... udp4 dst-port 4791 action Q).
-type AFXDP struct {
-	cfg     AFXDPConfig
+// Next hops are resolved as for afpacket.Link. Frames the program steers
+// to us never reach the stack, so they draw no ICMP; but a frame arriving
+// on another queue is passed to the stack, so the link holds the same UDP
+// port 4791 guard sockets as afpacket.Link. On a multi-queue NIC, steer
+// RoCEv2 to the bound queue (ethtool -N ... udp4 dst-port 4791 action Q).
+type Link struct {
+	cfg     Config
 	ifindex int
 	mac     [6]byte
-	info    Info
+	info    nic.Info
 	fd      int
 	file    *os.File
 	raw     syscall.RawConn
@@ -65,24 +70,24 @@ type AFXDP struct {
 	xsks    *ebpf.Map
 	prog    *ebpf.Program
 	xlink   link.Link
-	ethPath
-	ctr    counters
-	txMu   sync.Mutex
-	txFree []uint64 // free tx chunk addresses
-	xr     xdpRx
-	frags  bool
-	closing
+	eth     netdev.EthPath
+	ctr     linkio.Counters
+	txMu    sync.Mutex
+	txFree  []uint64 // free tx chunk addresses
+	xr      xdpRx
+	frags   bool
+	closing linkio.Closing
 	statsMu sync.Mutex
 }
 
 const xdpChunk = 4096
 
-// XDPQueues returns how many receive queues an interface has: netlink's
+// Queues returns how many receive queues an interface has: netlink's
 // IFLA_NUM_RX_QUEUES, else the rx-N entries of /sys/class/net/IF/queues.
 // Netlink comes first because sysfs shows the namespace it was mounted in,
 // not the caller's: inside a network namespace it may list another
 // interface of the same name, or none.
-func XDPQueues(ifname string) (int, error) {
+func Queues(ifname string) (int, error) {
 	if l, err := netlink.LinkByName(ifname); err == nil && l.Attrs().NumRxQueues > 0 {
 		return l.Attrs().NumRxQueues, nil
 	}
@@ -93,8 +98,8 @@ func XDPQueues(ifname string) (int, error) {
 	return len(m), nil
 }
 
-// OpenAFXDP opens an AF_XDP link.
-func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
+// Open opens an AF_XDP link.
+func Open(cfg Config) (*Link, error) {
 	ifc, err := net.InterfaceByName(cfg.Interface)
 	if err != nil {
 		return nil, fmt.Errorf("nic: afxdp %s: %w", cfg.Interface, err)
@@ -102,7 +107,7 @@ func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
 	if len(ifc.HardwareAddr) != 6 {
 		return nil, fmt.Errorf("nic: afxdp: %s is not an Ethernet interface", cfg.Interface)
 	}
-	nq, err := XDPQueues(cfg.Interface)
+	nq, err := Queues(cfg.Interface)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +119,7 @@ func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
 	}
 	cfg.Frames = 1 << bitsFor(cfg.Frames) // rings are powers of two
 	if cfg.Addrs == nil {
-		tab, err := GIDTable(cfg.Interface)
+		tab, err := netdev.GIDTable(cfg.Interface)
 		if err != nil {
 			return nil, err
 		}
@@ -122,21 +127,21 @@ func OpenAFXDP(cfg AFXDPConfig) (*AFXDP, error) {
 			cfg.Addrs = append(cfg.Addrs, g.Addr)
 		}
 	}
-	l := &AFXDP{cfg: cfg, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr), fd: -1}
+	l := &Link{cfg: cfg, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr), fd: -1}
 	mode := "generic"
 	if cfg.Native {
 		mode = "native"
 	}
-	l.info = Info{Name: fmt.Sprintf("afxdp %s/%d %s", cfg.Interface, cfg.Queue, mode), MTU: ifc.MTU, Addrs: cfg.Addrs, MAC: ifc.HardwareAddr}
+	l.info = nic.Info{Name: fmt.Sprintf("afxdp %s/%d %s", cfg.Interface, cfg.Queue, mode), MTU: ifc.MTU, Addrs: cfg.Addrs, MAC: ifc.HardwareAddr}
 	if err := l.open(nq); err != nil {
 		l.Close()
 		return nil, err
 	}
-	if l.nh, err = newNextHops(cfg.Interface, ifc.Index); err != nil {
+	if l.eth.Hops, err = netdev.NewNextHops(cfg.Interface, ifc.Index); err != nil {
 		l.Close()
 		return nil, err
 	}
-	if l.guards, err = guardPort(cfg.Addrs, cfg.Interface); err != nil {
+	if l.eth.Guards, err = netdev.GuardPort(cfg.Addrs, cfg.Interface); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -151,7 +156,7 @@ func bitsFor(n int) int {
 	return b
 }
 
-func (l *AFXDP) open(nq int) error {
+func (l *Link) open(nq int) error {
 	var err error
 	l.xsks, l.prog, l.frags, err = loadRoCEXDP(nq)
 	if err != nil {
@@ -173,7 +178,7 @@ func (l *AFXDP) open(nq int) error {
 	if _, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(l.fd), unix.SOL_XDP, unix.XDP_UMEM_REG, uintptr(unsafe.Pointer(&reg)), unsafe.Sizeof(reg), 0); e != 0 {
 		var rl unix.Rlimit
 		_ = unix.Getrlimit(unix.RLIMIT_MEMLOCK, &rl)
-		return fmt.Errorf("nic: afxdp: registering %d MiB of UMEM failed (RLIMIT_MEMLOCK is %d bytes; a process with CAP_IPC_LOCK is not bound by it; or use AFXDPConfig.Frames to register less): %w", len(l.umem)>>20, rl.Cur, e)
+		return fmt.Errorf("nic: afxdp: registering %d MiB of UMEM failed (RLIMIT_MEMLOCK is %d bytes; a process with CAP_IPC_LOCK is not bound by it; or use afxdp.Config.Frames to register less): %w", len(l.umem)>>20, rl.Cur, e)
 	}
 	half := uint32(n / 2)
 	for _, o := range []struct{ opt, size int }{
@@ -258,17 +263,17 @@ func (l *AFXDP) open(nq int) error {
 }
 
 // Info describes the link.
-func (l *AFXDP) Info() Info { return l.info }
+func (l *Link) Info() nic.Info { return l.info }
 
 // SrcPort returns the port rxe would use.
-func (l *AFXDP) SrcPort(qpn uint32) uint16 { return RoCEv2SrcPort(qpn) }
+func (l *Link) SrcPort(qpn uint32) uint16 { return nic.RoCEv2SrcPort(qpn) }
 
 // Stats returns the counters; kernel drops come from XDP_STATISTICS (rx
 // dropped, rx ring full, fill ring empty).
-func (l *AFXDP) Stats() Stats {
+func (l *Link) Stats() nic.Stats {
 	l.statsMu.Lock()
 	defer l.statsMu.Unlock()
-	s := l.ctr.snapshot()
+	s := l.ctr.Snapshot()
 	if l.raw != nil {
 		var st unix.XDPStatistics
 		sz := uint32(unsafe.Sizeof(st))
@@ -283,8 +288,8 @@ func (l *AFXDP) Stats() Stats {
 }
 
 // Close detaches the program and frees the socket, rings and UMEM.
-func (l *AFXDP) Close() error {
-	l.closeOnce(func() {
+func (l *Link) Close() error {
+	l.closing.CloseOnce(func() {
 		if l.xlink != nil {
 			l.xlink.Close()
 		}
@@ -305,7 +310,7 @@ func (l *AFXDP) Close() error {
 		if l.xsks != nil {
 			l.xsks.Close()
 		}
-		l.closeEth()
+		l.eth.Close()
 	})
 	return nil
 }

@@ -1,7 +1,10 @@
-package nic
+// Package linktest is the harness the link packages' tests share: RoCEv2
+// frames built as the engine builds them and checked as they arrive, an
+// exchange between two links, a veth pair in network namespaces with links
+// opened inside them, and a packet capture on a veth end.
+package linktest
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -10,20 +13,21 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/nic"
 )
 
 // Helpers shared by every link's tests: build RoCEv2 frames the way the
 // engine does (bth.Outer.Put, a BTH, payload, PutICRC) and check what
 // arrives.
 
-// testFrames builds count SEND-only frames from o with payload bytes each;
+// Frames builds count SEND-only frames from o with payload bytes each;
 // the PSN is the frame's index and the payload a pattern derived from it.
-func testFrames(o bth.Outer, count, payload int) []Frame {
-	frames := make([]Frame, count)
+func Frames(o bth.Outer, count, payload int) []nic.Frame {
+	frames := make([]nic.Frame, count)
 	roceLen := bth.BTHLen + payload + bth.ICRCLen
 	for i := range frames {
-		b := make([]byte, Headroom+o.Len()+roceLen)
-		dg := b[Headroom:]
+		b := make([]byte, nic.Headroom+o.Len()+roceLen)
+		dg := b[nic.Headroom:]
 		h := o.Put(dg, roceLen)
 		bth.BTH(dg[h:]).Encode(&bth.BTHFields{OpCode: 0x04, PKey: bth.DefaultPKey, DestQP: 0x11, PSN: bth.PSN(i)})
 		fillPattern(dg[h+bth.BTHLen:len(dg)-bth.ICRCLen], i)
@@ -32,7 +36,7 @@ func testFrames(o bth.Outer, count, payload int) []Frame {
 			panic(err)
 		}
 		f.PutICRC()
-		frames[i] = Frame{B: b, Off: Headroom}
+		frames[i] = nic.Frame{B: b, Off: nic.Headroom}
 	}
 	return frames
 }
@@ -43,9 +47,9 @@ func fillPattern(p []byte, i int) {
 	}
 }
 
-// checkFrame verifies a received frame: decodes, ICRC verifies, addresses
-// and payload are what testFrames sent. It returns the PSN.
-func checkFrame(f Frame, o bth.Outer, payload int) (int, error) {
+// CheckFrame verifies a received frame: decodes, ICRC verifies, addresses
+// and payload are what Frames sent. It returns the PSN.
+func CheckFrame(f nic.Frame, o bth.Outer, payload int) (int, error) {
 	fr, err := bth.DecodeIP(f.Datagram())
 	if err != nil {
 		return 0, err
@@ -78,14 +82,14 @@ func checkFrame(f Frame, o bth.Outer, payload int) (int, error) {
 	return psn, nil
 }
 
-// exchange sends count frames of payload bytes from a to b in batches of
+// Exchange sends count frames of payload bytes from a to b in batches of
 // batch and checks that every one arrives intact, each PSN once. Like an RC
 // send queue, the sender stays at most window frames ahead of the receiver:
 // nothing in the path has flow control (a veth drops what overflows the
 // receiving CPU's backlog of 1000 packets).
-func exchange(t *testing.T, a, b Link, o bth.Outer, count, payload, batch int) {
+func Exchange(t *testing.T, a, b nic.Link, o bth.Outer, count, payload, batch int) {
 	t.Helper()
-	frames := testFrames(o, count, payload)
+	frames := Frames(o, count, payload)
 	type result struct {
 		seen int
 		err  error
@@ -96,7 +100,7 @@ func exchange(t *testing.T, a, b Link, o bth.Outer, count, payload, batch int) {
 	const window = 512
 	go func() {
 		seen := make([]bool, count)
-		buf := make([]Frame, 64)
+		buf := make([]nic.Frame, 64)
 		got := 0
 		for got < count {
 			n, err := b.Recv(buf)
@@ -105,10 +109,10 @@ func exchange(t *testing.T, a, b Link, o bth.Outer, count, payload, batch int) {
 				return
 			}
 			for _, f := range buf[:n] {
-				if isWarmup(f) {
+				if IsWarmup(f) {
 					continue
 				}
-				psn, err := checkFrame(f, o, payload)
+				psn, err := CheckFrame(f, o, payload)
 				if err != nil {
 					done <- result{got, err}
 					return
@@ -148,10 +152,10 @@ func exchange(t *testing.T, a, b Link, o bth.Outer, count, payload, batch int) {
 	}
 }
 
-// outer describes the path from l to dst: the source is l's first address
+// Outer describes the path from l to dst: the source is l's first address
 // of dst's kind (IPv4, link-local IPv6, other IPv6), as a GID index would
 // choose it.
-func outer(l Link, dst netip.Addr, qpn uint32) bth.Outer {
+func Outer(l nic.Link, dst netip.Addr, qpn uint32) bth.Outer {
 	src := l.Info().Addrs[0]
 	for _, a := range l.Info().Addrs {
 		if a.Unmap().Is4() == dst.Unmap().Is4() && a.IsLinkLocalUnicast() == dst.IsLinkLocalUnicast() {
@@ -162,15 +166,13 @@ func outer(l Link, dst netip.Addr, qpn uint32) bth.Outer {
 	return bth.Outer{Src: src, Dst: dst, SrcPort: l.SrcPort(qpn)}
 }
 
-var _ = binary.BigEndian
-
 // warmupQP marks frames sent only to make a link resolve its next hop;
-// exchange ignores them when they arrive.
+// Exchange ignores them when they arrive.
 const warmupQP = 0x99
 
-// warmup returns one frame from o addressed to warmupQP.
-func warmup(o bth.Outer) []Frame {
-	fr := testFrames(o, 1, 8)
+// Warmup returns one frame from o addressed to warmupQP.
+func Warmup(o bth.Outer) []nic.Frame {
+	fr := Frames(o, 1, 8)
 	dg := fr[0].Datagram()
 	f, _ := bth.DecodeIP(dg)
 	bth.BTH(f.RoCE()).SetDestQP(warmupQP)
@@ -178,37 +180,24 @@ func warmup(o bth.Outer) []Frame {
 	return fr
 }
 
-func isWarmup(f Frame) bool {
+// IsWarmup reports whether f is a Warmup frame.
+func IsWarmup(f nic.Frame) bool {
 	fr, err := bth.DecodeIP(f.Datagram())
 	return err == nil && bth.BTH(fr.RoCE()).DestQP() == warmupQP
 }
 
-// stopResolver stops the link's next-hop resolver; lookups of the MACs it
-// found still succeed.
-func (e *ethPath) stopResolver() {
-	if e.nh != nil {
-		e.nh.close()
-	}
-}
-
-// assertNoAllocs checks that sending 32 frames from a and receiving them
-// on b allocates nothing once warm.
-func assertNoAllocs(t *testing.T, a, b Link, frames []Frame) {
+// AssertNoAllocs checks that sending 32 frames from a and receiving them
+// on b allocates nothing once warm. AllocsPerRun counts the whole process,
+// and a next-hop resolver's refresh of the neighbour table, once a second,
+// allocates: on a loaded machine the 50 runs take longer than that. A link
+// with a resolver stops it first (once the MACs are known).
+func AssertNoAllocs(t *testing.T, a, b nic.Link, frames []nic.Frame) {
 	t.Helper()
 	// A lost frame must fail the test, not hang it: close b after a while,
 	// which makes its Recv return an error.
 	guard := time.AfterFunc(30*time.Second, func() { b.Close() })
 	defer guard.Stop()
-	// AllocsPerRun counts the whole process, and a resolver's refresh of
-	// the neighbour table, once a second, allocates: on a loaded machine
-	// the 50 runs take longer than that. The MACs are known by now (the
-	// callers wait for them), so the resolvers can stop.
-	for _, l := range []Link{a, b} {
-		if e, ok := l.(interface{ stopResolver() }); ok {
-			e.stopResolver()
-		}
-	}
-	buf := make([]Frame, 64)
+	buf := make([]nic.Frame, 64)
 	recv := func() {
 		for got := 0; got < len(frames); {
 			n, err := b.Recv(buf)
@@ -216,7 +205,7 @@ func assertNoAllocs(t *testing.T, a, b Link, frames []Frame) {
 				t.Fatal(err)
 			}
 			for _, f := range buf[:n] {
-				if !isWarmup(f) {
+				if !IsWarmup(f) {
 					got++
 				}
 			}

@@ -1,10 +1,11 @@
-package nic
+package afpacket
 
 import (
 	"net/netip"
 	"testing"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/nic/internal/linktest"
 	"golang.org/x/net/bpf"
 )
 
@@ -39,7 +40,7 @@ func TestRoCEFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	one := func(src, dst netip.Addr, mut func([]byte)) []byte {
-		f := testFrames(bth.Outer{Src: src, Dst: dst, SrcPort: 0xc001}, 1, 32)[0]
+		f := linktest.Frames(bth.Outer{Src: src, Dst: dst, SrcPort: 0xc001}, 1, 32)[0]
 		dg := f.Datagram()
 		if mut != nil {
 			mut(dg)

@@ -1,4 +1,4 @@
-package nic
+package udp
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/inet"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,7 +24,7 @@ import (
 const (
 	// udpHdrRoom is the space before a slot's data: headroom plus the
 	// longest IP and UDP headers, rounded up for alignment.
-	udpHdrRoom = (Headroom + inet.IPv6HeaderLen + inet.UDPHeaderLen + 7) &^ 7
+	udpHdrRoom = (nic.Headroom + inet.IPv6HeaderLen + inet.UDPHeaderLen + 7) &^ 7
 	udpSlots   = 64     // slots without GRO
 	udpGROSlot = 16     // slots with GRO: each holds up to 64 KiB
 	udpGROData = 65536  // largest coalesced payload
@@ -31,14 +33,14 @@ const (
 )
 
 type udpRx struct {
-	l        *UDP
+	l        *Link
 	raw      syscall.RawConn
 	slot     int // bytes per slot
 	dataCap  int
 	buf      []byte
 	msgs     []unix.Mmsghdr
 	iov      []unix.Iovec
-	names    [][sockaddrLen]byte
+	names    [][linkio.SockaddrLen]byte
 	ctrl     [][udpCtrlLen]byte
 	copies   []byte
 	got, msg int // messages from the last recvmmsg, next to deliver
@@ -59,19 +61,19 @@ type udpRxMsg struct {
 	nseg     int
 }
 
-func (r *udpRx) init(l *UDP, raw syscall.RawConn) {
+func (r *udpRx) init(l *Link, raw syscall.RawConn) {
 	r.l, r.raw = l, raw
 	n := udpSlots
-	r.dataCap = MaxFrame
+	r.dataCap = nic.MaxFrame
 	if l.gro {
 		n, r.dataCap = udpGROSlot, udpGROData
-		r.copies = make([]byte, udpCopies*BufSize)
+		r.copies = make([]byte, udpCopies*nic.BufSize)
 	}
 	r.slot = udpHdrRoom + r.dataCap
 	r.buf = make([]byte, n*r.slot)
 	r.msgs = make([]unix.Mmsghdr, n)
 	r.iov = make([]unix.Iovec, n)
-	r.names = make([][sockaddrLen]byte, n)
+	r.names = make([][linkio.SockaddrLen]byte, n)
 	r.ctrl = make([][udpCtrlLen]byte, n)
 	for i := range n {
 		r.iov[i].Base = &r.buf[i*r.slot+udpHdrRoom]
@@ -86,11 +88,11 @@ func (r *udpRx) init(l *UDP, raw syscall.RawConn) {
 	r.fn = func(fd uintptr) bool {
 		var since time.Time
 		for {
-			n, e := mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
+			n, e := linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
 			if e == unix.EAGAIN || e == unix.EINTR {
 				// Busy polling asks again until its budget is spent or the
 				// link closes (Close waits for this function to return).
-				if budget > 0 && !l.isClosed() {
+				if budget > 0 && !l.closing.IsClosed() {
 					if since.IsZero() {
 						since = time.Now()
 					} else if time.Since(since) >= budget {
@@ -109,12 +111,12 @@ func (r *udpRx) init(l *UDP, raw syscall.RawConn) {
 	_ = raw.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) })
 }
 
-// Recv blocks until frames arrive on the first receive queue; see Link.
+// Recv blocks until frames arrive on the first receive queue; see nic.Link.
 // A link with several queues is received from with RecvQueue.
-func (l *UDP) Recv(frames []Frame) (int, error) { return l.RecvQueue(0, frames) }
+func (l *Link) Recv(frames []nic.Frame) (int, error) { return l.RecvQueue(0, frames) }
 
-// RecvQueue blocks until frames arrive on receive queue i; see MultiQueue.
-func (l *UDP) RecvQueue(i int, frames []Frame) (int, error) {
+// RecvQueue blocks until frames arrive on receive queue i; see nic.MultiQueue.
+func (l *Link) RecvQueue(i int, frames []nic.Frame) (int, error) {
 	if i < 0 || i >= len(l.rxq) {
 		return 0, fmt.Errorf("nic: udp link %v: no receive queue %d of %d", l.cfg.Addr, i, len(l.rxq))
 	}
@@ -123,8 +125,8 @@ func (l *UDP) RecvQueue(i int, frames []Frame) (int, error) {
 		return 0, nil
 	}
 	for {
-		if l.isClosed() {
-			return 0, ErrClosed
+		if l.closing.IsClosed() {
+			return 0, nic.ErrClosed
 		}
 		if r.msg >= r.got {
 			if err := r.receive(len(frames)); err != nil {
@@ -142,19 +144,19 @@ func (r *udpRx) receive(want int) error {
 	r.want = min(want, len(r.msgs))
 	for i := range r.want {
 		h := &r.msgs[i].Hdr
-		h.Namelen = sockaddrLen
+		h.Namelen = linkio.SockaddrLen
 		h.SetControllen(udpCtrlLen)
 		h.Flags = 0
 	}
 	if err := r.raw.Read(r.fn); err != nil {
-		return ErrClosed
+		return nic.ErrClosed
 	}
 	if r.errno != 0 {
 		r.got, r.msg = 0, 0
 		return fmt.Errorf("nic: udp link %v: recvmmsg: %w", r.l.cfg.Addr, r.errno)
 	}
 	r.got, r.msg, r.seg = r.n, 0, 0
-	r.l.ctr.rxBatches.Add(1)
+	r.l.ctr.RxBatches.Add(1)
 	return nil
 }
 
@@ -164,22 +166,22 @@ func (r *udpRx) parseMsg(i int) bool {
 	m := &r.cur
 	*m = udpRxMsg{ttl: bth.DefaultHopLimit, len: int(r.msgs[i].Len)}
 	var ok bool
-	if m.from, ok = sockaddrAddr(&r.names[i]); !ok || h.Flags&unix.MSG_TRUNC != 0 || m.len == 0 {
+	if m.from, ok = linkio.SockaddrAddr(&r.names[i]); !ok || h.Flags&unix.MSG_TRUNC != 0 || m.len == 0 {
 		return false
 	}
 	m.segLen = m.len
-	forCmsg(r.ctrl[i][:h.Controllen], func(level, typ int32, d []byte) {
+	linkio.ForCmsg(r.ctrl[i][:h.Controllen], func(level, typ int32, d []byte) {
 		switch {
 		case level == unix.IPPROTO_IP && typ == unix.IP_TOS, level == unix.IPPROTO_IPV6 && typ == unix.IPV6_TCLASS:
-			m.tos = uint8(cmsgInt(d))
+			m.tos = uint8(linkio.CmsgInt(d))
 		case level == unix.IPPROTO_IP && typ == unix.IP_TTL, level == unix.IPPROTO_IPV6 && typ == unix.IPV6_HOPLIMIT:
-			m.ttl = uint8(cmsgInt(d))
+			m.ttl = uint8(linkio.CmsgInt(d))
 		case level == unix.SOL_UDP && typ == unix.UDP_GRO:
-			if g := cmsgInt(d); g > 0 {
+			if g := linkio.CmsgInt(d); g > 0 {
 				m.segLen = g
 			}
 		case level == unix.SOL_SOCKET && typ == unix.SO_RXQ_OVFL:
-			r.l.ctr.rxKernelDrops.Store(uint64(cmsgInt(d)))
+			r.l.ctr.RxKernelDrops.Store(uint64(linkio.CmsgInt(d)))
 		}
 	})
 	m.nseg = (m.len + m.segLen - 1) / m.segLen
@@ -187,7 +189,7 @@ func (r *udpRx) parseMsg(i int) bool {
 }
 
 // deliver hands out pending packets, rebuilding their headers.
-func (r *udpRx) deliver(frames []Frame) int {
+func (r *udpRx) deliver(frames []nic.Frame) int {
 	l := r.l
 	n, copies := 0, 0
 	var pk, by, gro, dropped, unsolved uint64
@@ -207,13 +209,13 @@ func (r *udpRx) deliver(frames []Frame) int {
 		slot := r.buf[r.msg*r.slot : (r.msg+1)*r.slot]
 		var b []byte
 		if r.seg == 0 {
-			b = slot[udpHdrRoom-hl-Headroom : udpHdrRoom+end]
+			b = slot[udpHdrRoom-hl-nic.Headroom : udpHdrRoom+end]
 		} else {
 			if copies == udpCopies {
 				break // the rest next time
 			}
-			b = r.copies[copies*BufSize : copies*BufSize+Headroom+hl+end-start]
-			copy(b[Headroom+hl:], slot[udpHdrRoom+start:udpHdrRoom+end])
+			b = r.copies[copies*nic.BufSize : copies*nic.BufSize+nic.Headroom+hl+end-start]
+			copy(b[nic.Headroom+hl:], slot[udpHdrRoom+start:udpHdrRoom+end])
 			copies++
 		}
 		if m.nseg > 1 {
@@ -223,7 +225,7 @@ func (r *udpRx) deliver(frames []Frame) int {
 			r.msg++
 			r.seg = 0
 		}
-		dg := b[Headroom:]
+		dg := b[nic.Headroom:]
 		l.rebuild(dg, m)
 		f, err := bth.DecodeIP(dg)
 		if err != nil {
@@ -238,17 +240,17 @@ func (r *udpRx) deliver(frames []Frame) int {
 		if !solved {
 			unsolved++
 		}
-		frames[n] = Frame{B: b, Off: Headroom, Verified: solved && !f.IsIPv6(), Decoded: f}
+		frames[n] = nic.Frame{B: b, Off: nic.Headroom, Verified: solved && !f.IsIPv6(), Decoded: f}
 		n++
 		pk++
 		by += uint64(len(dg))
 	}
-	addIf(&l.ctr.rxPackets, pk)
-	addIf(&r.packets, pk)
-	addIf(&l.ctr.rxBytes, by)
-	addIf(&l.ctr.rxGROSegs, gro)
-	addIf(&l.ctr.rxDropped, dropped)
-	addIf(&l.ctr.rxIDUnsolve, unsolved)
+	linkio.AddIf(&l.ctr.RxPackets, pk)
+	linkio.AddIf(&r.packets, pk)
+	linkio.AddIf(&l.ctr.RxBytes, by)
+	linkio.AddIf(&l.ctr.RxGROSegments, gro)
+	linkio.AddIf(&l.ctr.RxDropped, dropped)
+	linkio.AddIf(&l.ctr.RxIDUnsolved, unsolved)
 	return n
 }
 
@@ -258,7 +260,7 @@ func (r *udpRx) deliver(frames []Frame) int {
 // messages, identification 0 for RecoverIPv4ID to fill in, and a valid
 // IPv4 header checksum (bth.DecodeIP checks it). The UDP checksum is left
 // 0: the kernel verified it, and the ICRC masks it.
-func (l *UDP) rebuild(dg []byte, m *udpRxMsg) {
+func (l *Link) rebuild(dg []byte, m *udpRxMsg) {
 	var u inet.UDP
 	if !l.v6 {
 		ip := inet.IPv4(dg[:inet.IPv4HeaderLen])

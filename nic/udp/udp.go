@@ -1,4 +1,6 @@
-package nic
+// Package udp is the link through kernel UDP sockets, goroce's default:
+// no privilege needed.
+package udp
 
 import (
 	"errors"
@@ -10,11 +12,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"golang.org/x/sys/unix"
 )
 
-// UDPConfig configures a UDP link.
-type UDPConfig struct {
+// Config configures a UDP link.
+type Config struct {
 	// Addr is the local address: a specific IPv4 or IPv6 address (with its
 	// zone for a link-local one). Several links on one host use several
 	// addresses (127.0.0.1, 127.0.0.2, ...); each binds port 4791 on its own.
@@ -28,10 +32,10 @@ type UDPConfig struct {
 	// SocketBuf is SO_SNDBUF and SO_RCVBUF in bytes; 0 means 4 MiB. Root
 	// may exceed the net.core.[rw]mem_max limits.
 	SocketBuf int
-	// RxQueues is how many receive queues the link has (MultiQueue): that
+	// RxQueues is how many receive queues the link has (nic.MultiQueue): that
 	// many sockets bound to port 4791 in one SO_REUSEPORT group, whose BPF
 	// program hands each packet to the socket of its destination QP
-	// (QueueOf), so that a device receives on one goroutine per queue and
+	// (nic.QueueOf), so that a device receives on one goroutine per queue and
 	// every packet of a QP lands on the same one. 0 or 1 means one socket
 	// without SO_REUSEPORT, where a second link on the same address fails
 	// to bind; with several, another program of the same user could join
@@ -49,7 +53,7 @@ type UDPConfig struct {
 	BusyPoll time.Duration
 }
 
-// UDP is a link through kernel UDP sockets: no privilege needed.
+// Link is a link through kernel UDP sockets: no privilege needed.
 //
 // The kernel builds the IP and UDP headers, so Send checks that it will
 // build what the engine wrote (source address and port, DF) and corrects
@@ -62,19 +66,19 @@ type UDPConfig struct {
 // (IP_PMTUDISC_DO) sends identification 0; a UDP GSO send of n segments
 // gives them identifications 0..n-1 (inet_gso_segment increments per
 // segment). Both are checked on the wire by the tests.
-type UDP struct {
-	cfg    UDPConfig
-	v6     bool
-	scope  uint32 // interface index for a link-local address
-	info   Info
-	rxq    []udpQueue // receive sockets, one per queue
-	tx     []udpSock
-	txPort [64]uint16  // SrcPort answers from here; len(tx) entries used
-	gso    atomic.Bool // cleared if the kernel refuses a GSO send
-	gro    bool
-	ctr    counters
-	txPool sync.Pool
-	closing
+type Link struct {
+	cfg     Config
+	v6      bool
+	scope   uint32 // interface index for a link-local address
+	info    nic.Info
+	rxq     []udpQueue // receive sockets, one per queue
+	tx      []udpSock
+	txPort  [64]uint16  // SrcPort answers from here; len(tx) entries used
+	gso     atomic.Bool // cleared if the kernel refuses a GSO send
+	gro     bool
+	ctr     linkio.Counters
+	txPool  sync.Pool
+	closing linkio.Closing
 }
 
 // udpQueue is one receive socket and its state (one Recv at a time).
@@ -89,8 +93,8 @@ type udpSock struct {
 	raw  syscall.RawConn
 }
 
-// OpenUDP opens a UDP link.
-func OpenUDP(cfg UDPConfig) (*UDP, error) {
+// Open opens a UDP link.
+func Open(cfg Config) (*Link, error) {
 	if !cfg.Addr.IsValid() || cfg.Addr.IsUnspecified() {
 		return nil, errors.New("nic: udp link needs a specific local address (the ICRC covers the destination address, and the GID names it)")
 	}
@@ -107,18 +111,18 @@ func OpenUDP(cfg UDPConfig) (*UDP, error) {
 	if cfg.RxQueues <= 0 {
 		cfg.RxQueues = 1
 	}
-	if cfg.RxQueues > MaxRxQueues {
-		return nil, fmt.Errorf("nic: udp link: %d receive queues, at most %d", cfg.RxQueues, MaxRxQueues)
+	if cfg.RxQueues > nic.MaxRxQueues {
+		return nil, fmt.Errorf("nic: udp link: %d receive queues, at most %d", cfg.RxQueues, nic.MaxRxQueues)
 	}
-	l := &UDP{cfg: cfg, v6: cfg.Addr.Is6()}
-	ifc := interfaceOf(cfg.Addr)
+	l := &Link{cfg: cfg, v6: cfg.Addr.Is6()}
+	ifc := linkio.InterfaceOf(cfg.Addr)
 	if cfg.Addr.Zone() != "" || cfg.Addr.IsLinkLocalUnicast() {
 		if ifc == nil {
 			return nil, fmt.Errorf("nic: no interface for link-local %v", cfg.Addr)
 		}
 		l.scope = uint32(ifc.Index)
 	}
-	l.info = Info{Name: "udp " + cfg.Addr.String(), MTU: 1500, Addrs: []netip.Addr{cfg.Addr}}
+	l.info = nic.Info{Name: "udp " + cfg.Addr.String(), MTU: 1500, Addrs: []netip.Addr{cfg.Addr}}
 	if ifc != nil {
 		l.info.MTU = ifc.MTU
 		if len(ifc.HardwareAddr) == 6 {
@@ -140,7 +144,7 @@ func OpenUDP(cfg UDPConfig) (*UDP, error) {
 // openRx opens the receive sockets. Several join one SO_REUSEPORT group,
 // and the group's steering program is attached through the first before
 // the second joins, so no packet is ever spread by the kernel's own hash.
-func (l *UDP) openRx() error {
+func (l *Link) openRx() error {
 	// Allocated once: each queue's receive state is referred to by address.
 	l.rxq = make([]udpQueue, 0, l.cfg.RxQueues)
 	for i := range l.cfg.RxQueues {
@@ -155,7 +159,7 @@ func (l *UDP) openRx() error {
 		}
 		if i == 0 && l.cfg.RxQueues > 1 {
 			var serr error
-			if err := raw.Control(func(fd uintptr) { serr = attachSteering(int(fd), l.cfg.RxQueues) }); err != nil {
+			if err := raw.Control(func(fd uintptr) { serr = linkio.AttachSteering(int(fd), l.cfg.RxQueues) }); err != nil {
 				return err
 			}
 			if serr != nil {
@@ -169,7 +173,7 @@ func (l *UDP) openRx() error {
 
 // listen opens a socket bound to the link address and port with the
 // options both kinds of socket need; tx sockets drop whatever they receive.
-func (l *UDP) listen(port uint16, tx, reuse bool) (*net.UDPConn, error) {
+func (l *Link) listen(port uint16, tx, reuse bool) (*net.UDPConn, error) {
 	var serr error
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		err := c.Control(func(fd uintptr) {
@@ -193,7 +197,7 @@ func (l *UDP) listen(port uint16, tx, reuse bool) (*net.UDPConn, error) {
 	return pc.(*net.UDPConn), nil
 }
 
-func (l *UDP) sockopts(fd int, tx bool) error {
+func (l *Link) sockopts(fd int, tx bool) error {
 	set := func(level, opt, v int) error { return unix.SetsockoptInt(fd, level, opt, v) }
 	force, plain := unix.SO_RCVBUFFORCE, unix.SO_RCVBUF
 	if tx {
@@ -224,7 +228,7 @@ func (l *UDP) sockopts(fd int, tx bool) error {
 		}
 	}
 	if tx {
-		return attachDropAll(fd)
+		return linkio.AttachDropAll(fd)
 	}
 	if l.v6 {
 		if err := set(unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1); err != nil {
@@ -250,11 +254,11 @@ func (l *UDP) sockopts(fd int, tx bool) error {
 // openTx opens the send sockets, one per source port. Ports are taken in
 // the order rxe's hash of QP numbers 0, 1, 2, ... gives them; a port
 // another socket holds is skipped.
-func (l *UDP) openTx() error {
+func (l *Link) openTx() error {
 	seen := map[uint16]bool{}
 	var lastErr error
 	for k := uint32(0); len(l.tx) < l.cfg.SrcPorts && k < uint32(l.cfg.SrcPorts)*16+256; k++ {
-		p := RoCEv2SrcPort(k)
+		p := nic.RoCEv2SrcPort(k)
 		if seen[p] {
 			continue
 		}
@@ -287,65 +291,32 @@ func (l *UDP) openTx() error {
 	return nil
 }
 
-// interfaceOf finds the interface holding a (or named by its zone).
-func interfaceOf(a netip.Addr) *net.Interface {
-	if z := a.Zone(); z != "" {
-		if ifc, err := net.InterfaceByName(z); err == nil {
-			return ifc
-		}
-	}
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return nil
-	}
-	var lo *net.Interface
-	for i := range ifs {
-		addrs, err := ifs[i].Addrs()
-		if err != nil {
-			continue
-		}
-		for _, ad := range addrs {
-			if n, ok := ad.(*net.IPNet); ok {
-				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a.WithZone("") {
-					return &ifs[i]
-				}
-				if a.IsLoopback() && n.Contains(a.AsSlice()) {
-					lo = &ifs[i]
-				}
-			}
-		}
-	}
-	// Linux answers the whole of 127.0.0.0/8 on lo although only 127.0.0.1
-	// is assigned: 127.0.0.2 is on lo too, with lo's MTU.
-	return lo
-}
-
 // Info describes the link.
-func (l *UDP) Info() Info { return l.info }
+func (l *Link) Info() nic.Info { return l.info }
 
 // GSO reports whether the link sends with UDP segmentation offload (one
 // system call per message's equal-sized packets); it turns itself off if
 // the kernel refuses it.
-func (l *UDP) GSO() bool { return l.gso.Load() }
+func (l *Link) GSO() bool { return l.gso.Load() }
 
 // GRO reports whether the link receives with UDP generic receive offload
 // (the kernel coalesces packets of one flow into one read).
-func (l *UDP) GRO() bool { return l.gro }
+func (l *Link) GRO() bool { return l.gro }
 
 // SrcPort spreads queue pairs over the source ports the link has sockets
 // on. (An HCA would use 0xC000 plus a hash of the QPN; the link can only
 // send from ports it holds.)
-func (l *UDP) SrcPort(qpn uint32) uint16 {
+func (l *Link) SrcPort(qpn uint32) uint16 {
 	h := qpn * 0x9e3779b1
 	return l.txPort[uint64(h>>16)*uint64(len(l.tx))>>16]
 }
 
-// RxQueues returns how many receive queues the link has; see MultiQueue.
-func (l *UDP) RxQueues() int { return len(l.rxq) }
+// RxQueues returns how many receive queues the link has; see nic.MultiQueue.
+func (l *Link) RxQueues() int { return len(l.rxq) }
 
 // RxQueuePackets returns how many packets receive queue i has delivered
 // (0 for a queue the link does not have).
-func (l *UDP) RxQueuePackets(i int) uint64 {
+func (l *Link) RxQueuePackets(i int) uint64 {
 	if i < 0 || i >= len(l.rxq) {
 		return 0
 	}
@@ -353,11 +324,11 @@ func (l *UDP) RxQueuePackets(i int) uint64 {
 }
 
 // Stats returns the link's counters.
-func (l *UDP) Stats() Stats { return l.ctr.snapshot() }
+func (l *Link) Stats() nic.Stats { return l.ctr.Snapshot() }
 
-// Close closes every socket; a blocked Recv returns ErrClosed.
-func (l *UDP) Close() error {
-	l.closeOnce(func() {
+// Close closes every socket; a blocked Recv returns nic.ErrClosed.
+func (l *Link) Close() error {
+	l.closing.CloseOnce(func() {
 		for i := range l.rxq { // by index: a receiver is using the queue's state
 			l.rxq[i].conn.Close()
 		}

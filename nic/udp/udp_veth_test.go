@@ -1,9 +1,12 @@
-package nic
+package udp
 
 import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/internal/linktest"
 )
 
 // TestUDPVeth sends both ways across a veth pair between two namespaces,
@@ -11,7 +14,7 @@ import (
 // paths whose MTU just carries them, with and without GSO/GRO.
 func TestUDPVeth(t *testing.T) {
 	for _, mtu := range []int{1500, 4200} {
-		p := vethPair(t, mtu)
+		p := linktest.VethPair(t, mtu)
 		payload := 1024
 		if mtu > 4000 {
 			payload = 4096
@@ -30,17 +33,17 @@ func TestUDPVeth(t *testing.T) {
 					case "link-local":
 						aa, ba = p.A.LL.WithZone(p.A.Link), p.B.LL.WithZone(p.B.Link)
 					}
-					a := openIn(t, p.A, func() (*UDP, error) { return OpenUDP(UDPConfig{Addr: aa, NoGSO: off, NoGRO: off}) })
-					b := openIn(t, p.B, func() (*UDP, error) { return OpenUDP(UDPConfig{Addr: ba, NoGSO: off, NoGRO: off}) })
+					a := linktest.OpenIn(t, p.A, func() (*Link, error) { return Open(Config{Addr: aa, NoGSO: off, NoGRO: off}) })
+					b := linktest.OpenIn(t, p.B, func() (*Link, error) { return Open(Config{Addr: ba, NoGSO: off, NoGRO: off}) })
 					if a.Info().MTU != mtu {
 						t.Fatalf("link MTU %d, want the veth's %d", a.Info().MTU, mtu)
 					}
-					exchange(t, a, b, outer(a, ba, 5), 2000, payload, 64)
-					exchange(t, b, a, outer(b, aa, 6), 2000, payload, 64)
-					exchange(t, a, b, outer(a, ba, 5), 200, 8, 64)
+					linktest.Exchange(t, a, b, linktest.Outer(a, ba, 5), 2000, payload, 64)
+					linktest.Exchange(t, b, a, linktest.Outer(b, aa, 6), 2000, payload, 64)
+					linktest.Exchange(t, a, b, linktest.Outer(a, ba, 5), 200, 8, 64)
 					// Too big for the path: dropped and counted, not fragmented.
 					before := a.Stats().TxDropped
-					a.Send(testFrames(outer(a, ba, 5), 1, mtu))
+					a.Send(linktest.Frames(linktest.Outer(a, ba, 5), 1, mtu))
 					if a.Stats().TxDropped != before+1 {
 						t.Fatalf("oversized frame not dropped: %+v", a.Stats())
 					}
@@ -58,7 +61,7 @@ func TestUDPVeth(t *testing.T) {
 // The sending veth's tx-udp-segmentation is turned off so the kernel cuts
 // GSO sends in software before the capture tap, as a NIC without USO would.
 func TestUDPWireIPv4ID(t *testing.T) {
-	p := vethPair(t, 4200)
+	p := linktest.VethPair(t, 4200)
 	if out, err := p.A.Run("ethtool", "-K", p.A.Link, "tx-udp-segmentation", "off"); err != nil {
 		t.Fatalf("ethtool: %v: %s", err, out)
 	}
@@ -68,22 +71,22 @@ func TestUDPWireIPv4ID(t *testing.T) {
 			name = "gso"
 		}
 		t.Run(name, func(t *testing.T) {
-			a := openIn(t, p.A, func() (*UDP, error) { return OpenUDP(UDPConfig{Addr: p.A.IPv4, NoGSO: !gso}) })
-			b := openIn(t, p.B, func() (*UDP, error) { return OpenUDP(UDPConfig{Addr: p.B.IPv4, NoGRO: true}) })
-			c := startCapture(t, p.B)
+			a := linktest.OpenIn(t, p.A, func() (*Link, error) { return Open(Config{Addr: p.A.IPv4, NoGSO: !gso}) })
+			b := linktest.OpenIn(t, p.B, func() (*Link, error) { return Open(Config{Addr: p.B.IPv4, NoGRO: true}) })
+			c := linktest.StartCapture(t, p.B)
 			const n = 40
-			o := outer(a, p.B.IPv4, 1)
+			o := linktest.Outer(a, p.B.IPv4, 1)
 			for _, size := range []int{1024, 4096} {
-				if _, err := a.Send(testFrames(o, n, size)); err != nil {
+				if _, err := a.Send(linktest.Frames(o, n, size)); err != nil {
 					t.Fatal(err)
 				}
-				got := c.roce(t, n, 5*time.Second)
+				got := c.RoCE(t, n, 5*time.Second)
 				if len(got) != n {
 					t.Fatalf("captured %d of %d", len(got), n)
 				}
 				segs := map[uint16]int{}
 				for i, f := range got {
-					id, df := ipv4ID(f)
+					id, df := linktest.IPv4ID(f)
 					if !df || !f.VerifyICRC() {
 						t.Fatalf("frame %d on the wire: DF %v, ICRC verifies %v", i, df, f.VerifyICRC())
 					}
@@ -99,7 +102,7 @@ func TestUDPWireIPv4ID(t *testing.T) {
 					}
 					t.Logf("%d B: identifications on the wire (id: count) %v", size, segs)
 				}
-				buf := make([]Frame, 64)
+				buf := make([]nic.Frame, 64)
 				for got := 0; got < n; {
 					k, err := b.Recv(buf)
 					if err != nil {

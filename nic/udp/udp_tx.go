@@ -1,4 +1,4 @@
-package nic
+package udp
 
 import (
 	"encoding/binary"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/inet"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,16 +30,16 @@ const (
 // udpTx is the scratch of one Send call; a pool hands one to each
 // concurrent caller so that no call allocates.
 type udpTx struct {
-	l     *UDP
+	l     *Link
 	msgs  [udpMaxMsgs]unix.Mmsghdr
-	names [udpMaxMsgs][sockaddrLen]byte
-	ctrl  [udpMaxMsgs][3 * cmsgSpace]byte
+	names [udpMaxMsgs][linkio.SockaddrLen]byte
+	ctrl  [udpMaxMsgs][3 * linkio.CmsgSpace]byte
 	iov   [udpMaxIov]unix.Iovec
 	icrc  [udpMaxIov][4]byte
 	m     [udpMaxMsgs]udpMsg
 	niov  int
 	sock  int // index in l.tx of the socket the messages are for
-	mmsgSend
+	linkio.MmsgSend
 }
 
 type udpMsg struct {
@@ -53,9 +55,9 @@ type udpMsg struct {
 	payload int // total UDP payload bytes
 }
 
-func newUDPTx(l *UDP) *udpTx {
+func newUDPTx(l *Link) *udpTx {
 	tx := &udpTx{l: l}
-	tx.init(tx.msgs[:])
+	tx.Init(tx.msgs[:])
 	return tx
 }
 
@@ -73,7 +75,7 @@ type txFrame struct {
 // parse checks that the kernel will build the headers the frame carries
 // (apart from the IPv4 identification, which Send corrects for) and
 // returns what sending it needs.
-func (l *UDP) parse(f Frame, t *txFrame) bool {
+func (l *Link) parse(f nic.Frame, t *txFrame) bool {
 	if f.Off < 0 || f.Off > len(f.B) {
 		return false
 	}
@@ -122,12 +124,12 @@ func (l *UDP) parse(f Frame, t *txFrame) bool {
 	return t.sock >= 0
 }
 
-// Send transmits frames; see Link. Frames the kernel cannot carry as they
+// Send transmits frames; see nic.Link. Frames the kernel cannot carry as they
 // are (wrong source address or port, IP options, fragments) are dropped
 // and counted.
-func (l *UDP) Send(frames []Frame) (int, error) {
-	if l.isClosed() {
-		return 0, ErrClosed
+func (l *Link) Send(frames []nic.Frame) (int, error) {
+	if l.closing.IsClosed() {
+		return 0, nic.ErrClosed
 	}
 	tx := l.txPool.Get().(*udpTx)
 	defer l.txPool.Put(tx)
@@ -139,7 +141,7 @@ func (l *UDP) Send(frames []Frame) (int, error) {
 			i++
 			continue
 		}
-		if tx.n > 0 && (t.sock != tx.sock || !tx.fits(&t)) {
+		if tx.N > 0 && (t.sock != tx.sock || !tx.fits(&t)) {
 			redo, err := tx.flush()
 			if err != nil {
 				return i, err
@@ -153,7 +155,7 @@ func (l *UDP) Send(frames []Frame) (int, error) {
 		tx.add(i, &t)
 		i++
 	}
-	if tx.n > 0 {
+	if tx.N > 0 {
 		redo, err := tx.flush()
 		if err != nil {
 			return len(frames), err
@@ -164,7 +166,7 @@ func (l *UDP) Send(frames []Frame) (int, error) {
 			return redo + n, err
 		}
 	}
-	addIf(&l.ctr.txDropped, dropped)
+	linkio.AddIf(&l.ctr.TxDropped, dropped)
 	return len(frames), nil
 }
 
@@ -174,14 +176,14 @@ func (tx *udpTx) fits(t *txFrame) bool {
 	if tx.canJoin(t) {
 		return tx.niov+2 <= udpMaxIov
 	}
-	return tx.n < udpMaxMsgs && tx.niov+2 <= udpMaxIov
+	return tx.N < udpMaxMsgs && tx.niov+2 <= udpMaxIov
 }
 
 func (tx *udpTx) canJoin(t *txFrame) bool {
-	if tx.n == 0 || !tx.l.gso.Load() {
+	if tx.N == 0 || !tx.l.gso.Load() {
 		return false
 	}
-	m := &tx.m[tx.n-1]
+	m := &tx.m[tx.N-1]
 	return !m.closed && m.nseg < udpMaxSegs && len(t.payload) <= m.segLen &&
 		m.payload+len(t.payload) <= udpMaxGSO && m.dst == t.dst && m.tos == t.tos && m.ttl == t.ttl
 }
@@ -191,16 +193,16 @@ func (tx *udpTx) canJoin(t *txFrame) bool {
 func (tx *udpTx) add(i int, t *txFrame) {
 	var m *udpMsg
 	if tx.canJoin(t) {
-		m = &tx.m[tx.n-1]
+		m = &tx.m[tx.N-1]
 	} else {
-		m = &tx.m[tx.n]
+		m = &tx.m[tx.N]
 		*m = udpMsg{first: i, segLen: len(t.payload), dst: t.dst, tos: t.tos, ttl: t.ttl}
-		h := &tx.msgs[tx.n].Hdr
-		h.Name = &tx.names[tx.n][0]
-		h.Namelen = putSockaddr(&tx.names[tx.n], t.dst, tx.l.scope)
+		h := &tx.msgs[tx.N].Hdr
+		h.Name = &tx.names[tx.N][0]
+		h.Namelen = linkio.PutSockaddr(&tx.names[tx.N], t.dst, tx.l.scope)
 		h.Iov = &tx.iov[tx.niov]
 		h.SetIovlen(0)
-		tx.n++
+		tx.N++
 	}
 	if len(t.payload) < m.segLen {
 		m.closed = true // only the last segment may be shorter
@@ -209,7 +211,7 @@ func (tx *udpTx) add(i int, t *txFrame) {
 	m.nseg++
 	m.payload += len(t.payload)
 	m.bytes += t.tot
-	h := &tx.msgs[tx.n-1].Hdr
+	h := &tx.msgs[tx.N-1].Hdr
 	iovs := 1
 	// The kernel gives segment k of a message identification k, with DF
 	// (see UDP). Correct the ICRC for any difference from what the engine
@@ -238,23 +240,23 @@ func (tx *udpTx) add(i int, t *txFrame) {
 // for more than one segment, the GSO segment size.
 func (tx *udpTx) finish() {
 	v6 := tx.l.v6
-	for j := range tx.n {
+	for j := range tx.N {
 		m := &tx.m[j]
 		c := tx.ctrl[j][:]
 		o := 0
 		if v6 {
-			o += putCmsg(c[o:], unix.IPPROTO_IPV6, unix.IPV6_TCLASS, uint32(m.tos), 4)
+			o += linkio.PutCmsg(c[o:], unix.IPPROTO_IPV6, unix.IPV6_TCLASS, uint32(m.tos), 4)
 			if m.ttl != 0 {
-				o += putCmsg(c[o:], unix.IPPROTO_IPV6, unix.IPV6_HOPLIMIT, uint32(m.ttl), 4)
+				o += linkio.PutCmsg(c[o:], unix.IPPROTO_IPV6, unix.IPV6_HOPLIMIT, uint32(m.ttl), 4)
 			}
 		} else {
-			o += putCmsg(c[o:], unix.IPPROTO_IP, unix.IP_TOS, uint32(m.tos), 4)
+			o += linkio.PutCmsg(c[o:], unix.IPPROTO_IP, unix.IP_TOS, uint32(m.tos), 4)
 			if m.ttl != 0 {
-				o += putCmsg(c[o:], unix.IPPROTO_IP, unix.IP_TTL, uint32(m.ttl), 4)
+				o += linkio.PutCmsg(c[o:], unix.IPPROTO_IP, unix.IP_TTL, uint32(m.ttl), 4)
 			}
 		}
 		if m.nseg > 1 {
-			o += putCmsg(c[o:], unix.SOL_UDP, unix.UDP_SEGMENT, uint32(m.segLen), 2)
+			o += linkio.PutCmsg(c[o:], unix.SOL_UDP, unix.UDP_SEGMENT, uint32(m.segLen), 2)
 		}
 		h := &tx.msgs[j].Hdr
 		h.Control = &c[0]
@@ -270,13 +272,13 @@ func (tx *udpTx) flush() (redo int, err error) {
 	tx.finish()
 	redo = -1
 	var pk, by, gso, dropped, batches uint64
-	for tx.off = 0; tx.off < tx.n; {
-		if werr := l.tx[tx.sock].raw.Write(tx.fn); werr != nil {
-			err = ErrClosed
+	for tx.Off = 0; tx.Off < tx.N; {
+		if werr := l.tx[tx.sock].raw.Write(tx.Fn); werr != nil {
+			err = nic.ErrClosed
 			break
 		}
-		if tx.sent > 0 {
-			for _, m := range tx.m[tx.off : tx.off+tx.sent] {
+		if tx.Sent > 0 {
+			for _, m := range tx.m[tx.Off : tx.Off+tx.Sent] {
 				pk += uint64(m.nseg)
 				by += uint64(m.bytes)
 				if m.nseg > 1 {
@@ -284,11 +286,11 @@ func (tx *udpTx) flush() (redo int, err error) {
 				}
 			}
 			batches++
-			tx.off += tx.sent
+			tx.Off += tx.Sent
 			continue
 		}
-		m := &tx.m[tx.off]
-		if m.nseg > 1 && (tx.errno == unix.EIO || tx.errno == unix.EINVAL || tx.errno == unix.ENOPROTOOPT) {
+		m := &tx.m[tx.Off]
+		if m.nseg > 1 && (tx.Errno == unix.EIO || tx.Errno == unix.EINVAL || tx.Errno == unix.ENOPROTOOPT) {
 			// No GSO for this route or device (no checksum offload,
 			// xfrm): never ask again, resend from this message's frames.
 			l.gso.Store(false)
@@ -296,17 +298,17 @@ func (tx *udpTx) flush() (redo int, err error) {
 			break
 		}
 		dropped += uint64(m.nseg) // EMSGSIZE, unreachable, ENOBUFS, EPERM...
-		tx.off++
+		tx.Off++
 	}
-	addIf(&l.ctr.txPackets, pk)
-	addIf(&l.ctr.txBytes, by)
-	addIf(&l.ctr.txGSOSegments, gso)
-	addIf(&l.ctr.txDropped, dropped)
-	addIf(&l.ctr.txBatches, batches)
+	linkio.AddIf(&l.ctr.TxPackets, pk)
+	linkio.AddIf(&l.ctr.TxBytes, by)
+	linkio.AddIf(&l.ctr.TxGSOSegments, gso)
+	linkio.AddIf(&l.ctr.TxDropped, dropped)
+	linkio.AddIf(&l.ctr.TxBatches, batches)
 	// Forget the caller's buffers: Send retains nothing.
 	for j := range tx.niov {
 		tx.iov[j].Base = nil
 	}
-	tx.n, tx.niov = 0, 0
+	tx.N, tx.niov = 0, 0
 	return redo, err
 }

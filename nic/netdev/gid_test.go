@@ -1,9 +1,11 @@
-package nic
+package netdev
 
 import (
 	"net"
 	"net/netip"
 	"testing"
+
+	"github.com/goroce/goroce/internal/netns"
 )
 
 // TestGIDTableLab reproduces the rxe lab's table: rxe0 on eth0 with MAC
@@ -51,7 +53,7 @@ func TestGIDTableLab(t *testing.T) {
 // TestGIDTableVeth reads a real interface inside a namespace: the default
 // GID matches the kernel's own EUI-64 link-local address.
 func TestGIDTableVeth(t *testing.T) {
-	p := vethPair(t, 1500)
+	p := netns.New(t, netns.Config{MTU: 1500})
 	var tab []GID
 	if err := p.A.Do(func() (err error) { tab, err = GIDTable(p.A.Link); return }); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package nic
+package afxdp
 
 import (
 	"sync/atomic"

@@ -1,4 +1,4 @@
-package nic
+package afpacket
 
 import (
 	"bytes"
@@ -11,24 +11,26 @@ import (
 	"unsafe"
 
 	"github.com/goroce/goroce/internal/netns"
+	"github.com/goroce/goroce/nic/internal/linktest"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
-func openAFP(t *testing.T, e *netns.End, cfg AFPacketConfig) *AFPacket {
+func openAFP(t *testing.T, e *netns.End, cfg Config) *Link {
 	t.Helper()
 	if cfg.Interface == "" {
 		cfg.Interface = e.Link
 	}
-	return openIn(t, e, func() (*AFPacket, error) { return OpenAFPacket(cfg) })
+	return linktest.OpenIn(t, e, func() (*Link, error) { return Open(cfg) })
 }
 
 // waitNeighbour waits until the link knows the next hop's MAC for dst.
-func waitNeighbour(t *testing.T, l *AFPacket, dst netip.Addr) {
+func waitNeighbour(t *testing.T, l *Link, dst netip.Addr) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		if _, ok := l.nh.lookup(dst); ok {
+		if _, ok := l.eth.Hops.Lookup(dst); ok {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -42,13 +44,13 @@ func waitNeighbour(t *testing.T, l *AFPacket, dst netip.Addr) {
 // IPv4 and IPv6, 1024-byte payloads at MTU 1500 and 4096 at MTU 4200.
 func TestAFPacketVeth(t *testing.T) {
 	for _, mtu := range []int{1500, 4200} {
-		p := vethPair(t, mtu)
+		p := linktest.VethPair(t, mtu)
 		payload := 1024
 		if mtu > 4000 {
 			payload = 4096
 		}
-		a := openAFP(t, p.A, AFPacketConfig{})
-		b := openAFP(t, p.B, AFPacketConfig{})
+		a := openAFP(t, p.A, Config{})
+		b := openAFP(t, p.B, Config{})
 		if a.Info().MTU != mtu || len(a.Info().Addrs) != 3 {
 			t.Fatalf("info %+v", a.Info())
 		}
@@ -60,16 +62,16 @@ func TestAFPacketVeth(t *testing.T) {
 				}
 				// The first frame finds no neighbour entry: dropped, counted.
 				before := a.Stats().TxNoNeighbour
-				a.Send(warmup(outer(a, ba, 1)))
+				a.Send(linktest.Warmup(linktest.Outer(a, ba, 1)))
 				if a.Stats().TxNoNeighbour != before+1 {
 					t.Fatalf("unresolved next hop not counted: %+v", a.Stats())
 				}
 				waitNeighbour(t, a, ba)
-				b.Send(warmup(outer(b, aa, 1)))
+				b.Send(linktest.Warmup(linktest.Outer(b, aa, 1)))
 				waitNeighbour(t, b, aa)
-				exchange(t, a, b, outer(a, ba, 5), 2000, payload, 64)
-				exchange(t, b, a, outer(b, aa, 6), 2000, payload, 64)
-				exchange(t, a, b, outer(a, ba, 5), 100, 0, 64)
+				linktest.Exchange(t, a, b, linktest.Outer(a, ba, 5), 2000, payload, 64)
+				linktest.Exchange(t, b, a, linktest.Outer(b, aa, 6), 2000, payload, 64)
+				linktest.Exchange(t, a, b, linktest.Outer(a, ba, 5), 100, 0, 64)
 			})
 		}
 	}
@@ -87,25 +89,25 @@ func TestAFPacketVeth(t *testing.T) {
 // software as it would for a NIC without USO (see the report on GSO
 // super-packets reaching AF_PACKET).
 func TestAFPacketWithUDP(t *testing.T) {
-	p := vethPair(t, 1500)
+	p := linktest.VethPair(t, 1500)
 	if out, err := p.B.Run("ethtool", "-K", p.B.Link, "tx-udp-segmentation", "off"); err != nil {
 		t.Fatalf("ethtool: %v: %s", err, out)
 	}
 	for _, guard := range []bool{true, false} {
 		t.Run("guard="+strconv.FormatBool(guard), func(t *testing.T) {
-			a := openAFP(t, p.A, AFPacketConfig{NoGuard: !guard})
+			a := openAFP(t, p.A, Config{NoGuard: !guard})
 			for _, fam := range []string{"ipv4", "ipv6"} {
 				aa, ba := p.A.IPv4, p.B.IPv4
 				if fam == "ipv6" {
 					aa, ba = p.A.IPv6, p.B.IPv6
 				}
-				b := openIn(t, p.B, func() (*UDP, error) { return OpenUDP(UDPConfig{Addr: ba}) })
-				icmp := startCapture(t, p.B)
-				a.Send(warmup(outer(a, ba, 1)))
+				b := linktest.OpenIn(t, p.B, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: ba}) })
+				icmp := linktest.StartCapture(t, p.B)
+				a.Send(linktest.Warmup(linktest.Outer(a, ba, 1)))
 				waitNeighbour(t, a, ba)
-				exchange(t, a, b, outer(a, ba, 3), 500, 1024, 64)
-				exchange(t, b, a, outer(b, aa, 4), 500, 1024, 64)
-				n := icmp.count(t, isPortUnreachable, 300*time.Millisecond)
+				linktest.Exchange(t, a, b, linktest.Outer(a, ba, 3), 500, 1024, 64)
+				linktest.Exchange(t, b, a, linktest.Outer(b, aa, 4), 500, 1024, 64)
+				n := icmp.Count(t, linktest.IsPortUnreachable, 300*time.Millisecond)
 				if guard && n != 0 {
 					t.Fatalf("%s: host sent %d ICMP port unreachable despite the guard", fam, n)
 				}
@@ -118,35 +120,19 @@ func TestAFPacketWithUDP(t *testing.T) {
 	}
 }
 
-// isPortUnreachable reports whether an Ethernet frame is ICMP destination
-// (port) unreachable, v4 or v6.
-func isPortUnreachable(b []byte) bool {
-	if len(b) < 14+40+2 {
-		return false
-	}
-	switch uint16(b[12])<<8 | uint16(b[13]) {
-	case 0x0800:
-		ihl := int(b[14]&0xf) * 4
-		return b[14+9] == unix.IPPROTO_ICMP && len(b) > 14+ihl+1 && b[14+ihl] == 3 && b[14+ihl+1] == 3
-	case 0x86dd:
-		return b[14+6] == unix.IPPROTO_ICMPV6 && b[14+40] == 1 && b[14+41] == 4
-	}
-	return false
-}
-
 // TestAFPacketVLAN sends tagged frames with a priority: the peer's
 // AF_PACKET link accepts them (the kernel strips the tag into metadata or
 // leaves it in the data; the filter takes both).
 func TestAFPacketVLAN(t *testing.T) {
-	p := vethPair(t, 1500)
-	a := openAFP(t, p.A, AFPacketConfig{VLAN: 5, Priority: 3})
-	b := openAFP(t, p.B, AFPacketConfig{})
+	p := linktest.VethPair(t, 1500)
+	a := openAFP(t, p.A, Config{VLAN: 5, Priority: 3})
+	b := openAFP(t, p.B, Config{})
 	// A VLAN-tagged frame is not resolved through the tag: seed the
 	// neighbour through the untagged interface.
-	a.Send(warmup(outer(a, p.B.IPv4, 1)))
+	a.Send(linktest.Warmup(linktest.Outer(a, p.B.IPv4, 1)))
 	waitNeighbour(t, a, p.B.IPv4)
-	c := startCapture(t, p.B)
-	frames := warmup(outer(a, p.B.IPv4, 2))
+	c := linktest.StartCapture(t, p.B)
+	frames := linktest.Warmup(linktest.Outer(a, p.B.IPv4, 2))
 	a.Send(frames)
 	h := frames[0].B[frames[0].Off-18 : frames[0].Off]
 	if h[12] != 0x81 || h[13] != 0 || h[14] != 3<<5 || h[15] != 5 {
@@ -159,14 +145,14 @@ func TestAFPacketVLAN(t *testing.T) {
 	// A's sends skip the qdisc and with it A's taps.
 	sent := frames[0].B[frames[0].Off-18 : frames[0].Off+len(frames[0].Datagram())]
 	untagged := append(append([]byte(nil), sent[:12]...), sent[16:]...)
-	if err := unix.SetsockoptInt(c.fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
+	if err := unix.SetsockoptInt(c.FD, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
 		t.Fatal(err)
 	}
 	tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
-	unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	unix.SetsockoptTimeval(c.FD, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	buf, oob := make([]byte, 70000), make([]byte, 256)
 	for deadline := time.Now().Add(5 * time.Second); ; { // an upper bound on waiting for the frame
-		n, oobn, _, _, err := unix.Recvmsg(c.fd, buf, oob, 0)
+		n, oobn, _, _, err := unix.Recvmsg(c.FD, buf, oob, 0)
 		if err == nil && (bytes.Equal(buf[:n], sent) || bytes.Equal(buf[:n], untagged)) {
 			tci, ok := uint16(0), false
 			if bytes.Equal(buf[:n], sent) {
@@ -191,17 +177,21 @@ func TestAFPacketVLAN(t *testing.T) {
 			t.Fatal("the tagged frame never reached B")
 		}
 	}
-	exchange(t, a, b, outer(a, p.B.IPv4, 2), 300, 1024, 64)
+	linktest.Exchange(t, a, b, linktest.Outer(a, p.B.IPv4, 2), 300, 1024, 64)
 }
 
 func TestAFPacketAllocs(t *testing.T) {
-	p := vethPair(t, 1500)
-	a := openAFP(t, p.A, AFPacketConfig{})
-	b := openAFP(t, p.B, AFPacketConfig{})
-	a.Send(warmup(outer(a, p.B.IPv4, 1)))
+	p := linktest.VethPair(t, 1500)
+	a := openAFP(t, p.A, Config{})
+	b := openAFP(t, p.B, Config{})
+	a.Send(linktest.Warmup(linktest.Outer(a, p.B.IPv4, 1)))
 	waitNeighbour(t, a, p.B.IPv4)
-	frames := testFrames(outer(a, p.B.IPv4, 1), 32, 1024)
-	assertNoAllocs(t, a, b, frames)
+	frames := linktest.Frames(linktest.Outer(a, p.B.IPv4, 1), 32, 1024)
+	// The MACs are known by now: the resolvers can stop, their refresh
+	// allocates (see linktest.AssertNoAllocs).
+	a.eth.StopResolver()
+	b.eth.StopResolver()
+	linktest.AssertNoAllocs(t, a, b, frames)
 }
 
 // waitKernelNeighbour waits until the kernel's neighbour table in e's
@@ -237,7 +227,7 @@ func waitKernelNeighbour(t *testing.T, e *netns.End, dst netip.Addr) {
 // exchange before a UD pingpong leaves it), the very first frame to it
 // goes out instead of being dropped while the resolver looks.
 func TestAFPacketKnownNeighbour(t *testing.T) {
-	p := vethPair(t, 1500)
+	p := linktest.VethPair(t, 1500)
 	for _, fam := range []string{"ipv4", "ipv6"} {
 		aa, ba := p.A.IPv4, p.B.IPv4
 		if fam == "ipv6" {
@@ -254,9 +244,9 @@ func TestAFPacketKnownNeighbour(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitKernelNeighbour(t, p.A, ba) // ARP or ND answered
-		a := openAFP(t, p.A, AFPacketConfig{Addrs: []netip.Addr{aa}})
-		b := openAFP(t, p.B, AFPacketConfig{Addrs: []netip.Addr{ba}})
-		exchange(t, a, b, outer(a, ba, 1), 1, 100, 1)
+		a := openAFP(t, p.A, Config{Addrs: []netip.Addr{aa}})
+		b := openAFP(t, p.B, Config{Addrs: []netip.Addr{ba}})
+		linktest.Exchange(t, a, b, linktest.Outer(a, ba, 1), 1, 100, 1)
 		if s := a.Stats(); s.TxNoNeighbour != 0 {
 			t.Fatalf("%s: first frame dropped for want of a neighbour the kernel knew: %+v", fam, s)
 		}
@@ -270,20 +260,20 @@ func TestAFPacketKnownNeighbour(t *testing.T) {
 // datagrams a wire would have carried, every ICRC verifying (the IPv4
 // identification of segment k is k, which the UDP link's ICRC assumed).
 func TestAFPacketCutsGSO(t *testing.T) {
-	p := vethPair(t, 4200)
-	a := openAFP(t, p.A, AFPacketConfig{})
+	p := linktest.VethPair(t, 4200)
+	a := openAFP(t, p.A, Config{})
 	for _, fam := range []string{"ipv4", "ipv6"} {
 		aa, ba := p.A.IPv4, p.B.IPv4
 		if fam == "ipv6" {
 			aa, ba = p.A.IPv6, p.B.IPv6
 		}
-		b := openIn(t, p.B, func() (*UDP, error) { return OpenUDP(UDPConfig{Addr: ba}) })
-		a.Send(warmup(outer(a, ba, 1)))
+		b := linktest.OpenIn(t, p.B, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: ba}) })
+		a.Send(linktest.Warmup(linktest.Outer(a, ba, 1)))
 		waitNeighbour(t, a, ba)
 		before := a.Stats()
 		for _, size := range []int{1024, 4096} {
-			exchange(t, b, a, outer(b, aa, 4), 2000, size, 64)
-			exchange(t, a, b, outer(a, ba, 3), 500, size, 64)
+			linktest.Exchange(t, b, a, linktest.Outer(b, aa, 4), 2000, size, 64)
+			linktest.Exchange(t, a, b, linktest.Outer(a, ba, 3), 500, size, 64)
 		}
 		after, tx := a.Stats(), b.Stats()
 		if tx.TxGSOSegments == 0 || after.RxGROSegments == before.RxGROSegments || after.RxDropped != before.RxDropped {

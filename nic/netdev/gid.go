@@ -1,10 +1,15 @@
-package nic
+// Package netdev reads what goroce needs to know about a Linux network
+// interface through netlink: its GID table, indexed as rxe indexes it,
+// the interface holding an address, and the MAC of the next hop towards
+// a destination, for the links that write their own Ethernet headers.
+package netdev
 
 import (
 	"fmt"
 	"net"
 	"net/netip"
 
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -124,9 +129,9 @@ func GIDTable(netdev string) ([]GID, error) {
 	return GIDTableFrom(netdev, l.Attrs().HardwareAddr, v4, v6), nil
 }
 
-// NetdevOf returns the name of the interface holding address a.
-func NetdevOf(a netip.Addr) (string, error) {
-	ifc := interfaceOf(a)
+// Of returns the name of the interface holding address a.
+func Of(a netip.Addr) (string, error) {
+	ifc := linkio.InterfaceOf(a)
 	if ifc == nil {
 		return "", fmt.Errorf("gid: no interface has address %v", a)
 	}

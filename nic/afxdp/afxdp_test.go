@@ -1,20 +1,24 @@
-package nic
+package afxdp
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/internal/netns"
+	"github.com/goroce/goroce/nic/internal/linktest"
+	"github.com/goroce/goroce/nic/netdev"
+	"github.com/goroce/goroce/nic/udp"
 )
 
-func openXDP(t *testing.T, e *netns.End, cfg AFXDPConfig) *AFXDP {
+func openXDP(t *testing.T, e *netns.End, cfg Config) *Link {
 	t.Helper()
 	if cfg.Interface == "" {
 		cfg.Interface = e.Link
 	}
-	return openIn(t, e, func() (*AFXDP, error) { return OpenAFXDP(cfg) })
+	return linktest.OpenIn(t, e, func() (*Link, error) { return Open(cfg) })
 }
 
 // TestAFXDPVeth: AF_XDP links on both ends of a veth pair, in generic and
@@ -28,13 +32,13 @@ func TestAFXDPVeth(t *testing.T) {
 				name = "native"
 			}
 			t.Run(name+"/mtu"+strconv.Itoa(mtu), func(t *testing.T) {
-				p := vethPair(t, mtu)
+				p := linktest.VethPair(t, mtu)
 				payload := 1024
 				if mtu > 4000 {
 					payload = 4096
 				}
-				a := openXDP(t, p.A, AFXDPConfig{Native: native})
-				b := openXDP(t, p.B, AFXDPConfig{Native: native})
+				a := openXDP(t, p.A, Config{Native: native})
+				b := openXDP(t, p.B, Config{Native: native})
 				if !a.frags {
 					t.Fatal("kernel refused a frags-aware XDP program (6.0+ has them)")
 				}
@@ -43,13 +47,13 @@ func TestAFXDPVeth(t *testing.T) {
 					if fam == "ipv6" {
 						aa, ba = p.A.IPv6, p.B.IPv6
 					}
-					a.Send(warmup(outer(a, ba, 1)))
-					b.Send(warmup(outer(b, aa, 1)))
-					waitNH(t, a.nh, ba)
-					waitNH(t, b.nh, aa)
-					exchange(t, a, b, outer(a, ba, 5), 2000, payload, 64)
-					exchange(t, b, a, outer(b, aa, 6), 2000, payload, 64)
-					exchange(t, a, b, outer(a, ba, 5), 100, 0, 32)
+					a.Send(linktest.Warmup(linktest.Outer(a, ba, 1)))
+					b.Send(linktest.Warmup(linktest.Outer(b, aa, 1)))
+					waitNH(t, a.eth.Hops, ba)
+					waitNH(t, b.eth.Hops, aa)
+					linktest.Exchange(t, a, b, linktest.Outer(a, ba, 5), 2000, payload, 64)
+					linktest.Exchange(t, b, a, linktest.Outer(b, aa, 6), 2000, payload, 64)
+					linktest.Exchange(t, a, b, linktest.Outer(a, ba, 5), 100, 0, 32)
 				}
 				t.Logf("rx %+v", b.Stats())
 			})
@@ -58,14 +62,12 @@ func TestAFXDPVeth(t *testing.T) {
 }
 
 // waitNH waits until a resolver knows dst's next hop.
-func waitNH(t *testing.T, nh *nextHops, dst interface{ String() string }) {
+func waitNH(t *testing.T, nh *netdev.NextHops, dst netip.Addr) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		for k := range *nh.m.Load() {
-			if k.String() == dst.String() {
-				return
-			}
+		if nh.Resolved(dst) {
+			return
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -76,23 +78,23 @@ func waitNH(t *testing.T, nh *nextHops, dst interface{ String() string }) {
 // interoperate both ways, and the host behind the AF_XDP link sends no
 // ICMP port unreachable.
 func TestAFXDPWithUDP(t *testing.T) {
-	p := vethPair(t, 1500)
+	p := linktest.VethPair(t, 1500)
 	if out, err := p.B.Run("ethtool", "-K", p.B.Link, "tx-udp-segmentation", "off"); err != nil {
 		t.Fatalf("ethtool: %v: %s", err, out)
 	}
-	a := openXDP(t, p.A, AFXDPConfig{})
+	a := openXDP(t, p.A, Config{})
 	for _, fam := range []string{"ipv4", "ipv6"} {
 		aa, ba := p.A.IPv4, p.B.IPv4
 		if fam == "ipv6" {
 			aa, ba = p.A.IPv6, p.B.IPv6
 		}
-		b := openIn(t, p.B, func() (*UDP, error) { return OpenUDP(UDPConfig{Addr: ba}) })
-		icmp := startCapture(t, p.B)
-		a.Send(warmup(outer(a, ba, 1)))
-		waitNH(t, a.nh, ba)
-		exchange(t, a, b, outer(a, ba, 3), 500, 1024, 64)
-		exchange(t, b, a, outer(b, aa, 4), 500, 1024, 64)
-		if n := icmp.count(t, isPortUnreachable, 300*time.Millisecond); n != 0 {
+		b := linktest.OpenIn(t, p.B, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: ba}) })
+		icmp := linktest.StartCapture(t, p.B)
+		a.Send(linktest.Warmup(linktest.Outer(a, ba, 1)))
+		waitNH(t, a.eth.Hops, ba)
+		linktest.Exchange(t, a, b, linktest.Outer(a, ba, 3), 500, 1024, 64)
+		linktest.Exchange(t, b, a, linktest.Outer(b, aa, 4), 500, 1024, 64)
+		if n := icmp.Count(t, linktest.IsPortUnreachable, 300*time.Millisecond); n != 0 {
 			t.Fatalf("%s: %d ICMP port unreachable from the AF_XDP host", fam, n)
 		}
 		b.Close()
@@ -102,17 +104,17 @@ func TestAFXDPWithUDP(t *testing.T) {
 // TestAFXDPErrors: a queue that does not exist and zero-copy on veth fail
 // with messages that say why.
 func TestAFXDPErrors(t *testing.T) {
-	p := vethPair(t, 1500)
+	p := linktest.VethPair(t, 1500)
 	for _, c := range []struct {
-		cfg  AFXDPConfig
+		cfg  Config
 		want string
 	}{
-		{AFXDPConfig{Interface: p.A.Link, Queue: 7}, "queue 7 does not exist"},
-		{AFXDPConfig{Interface: p.A.Link, ZeroCopy: true, Frames: 64}, "zero-copy needs driver support"},
-		{AFXDPConfig{Interface: "nosuch0"}, "nosuch0"},
+		{Config{Interface: p.A.Link, Queue: 7}, "queue 7 does not exist"},
+		{Config{Interface: p.A.Link, ZeroCopy: true, Frames: 64}, "zero-copy needs driver support"},
+		{Config{Interface: "nosuch0"}, "nosuch0"},
 	} {
 		err := p.A.Do(func() error {
-			l, err := OpenAFXDP(c.cfg)
+			l, err := Open(c.cfg)
 			if err == nil {
 				l.Close()
 			}
@@ -125,12 +127,16 @@ func TestAFXDPErrors(t *testing.T) {
 }
 
 func TestAFXDPAllocs(t *testing.T) {
-	p := vethPair(t, 4200)
-	a := openXDP(t, p.A, AFXDPConfig{Native: true})
-	b := openXDP(t, p.B, AFXDPConfig{Native: true})
-	a.Send(warmup(outer(a, p.B.IPv4, 1)))
-	waitNH(t, a.nh, p.B.IPv4)
+	p := linktest.VethPair(t, 4200)
+	a := openXDP(t, p.A, Config{Native: true})
+	b := openXDP(t, p.B, Config{Native: true})
+	a.Send(linktest.Warmup(linktest.Outer(a, p.B.IPv4, 1)))
+	waitNH(t, a.eth.Hops, p.B.IPv4)
 	// 4096-byte payloads: the multi-buffer path on both sides.
-	frames := testFrames(outer(a, p.B.IPv4, 1), 32, 4096)
-	assertNoAllocs(t, a, b, frames)
+	frames := linktest.Frames(linktest.Outer(a, p.B.IPv4, 1), 32, 4096)
+	// The MACs are known by now: the resolvers can stop, their refresh
+	// allocates (see linktest.AssertNoAllocs).
+	a.eth.StopResolver()
+	b.eth.StopResolver()
+	linktest.AssertNoAllocs(t, a, b, frames)
 }

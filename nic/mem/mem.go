@@ -1,4 +1,7 @@
-package nic
+// Package mem is the in-memory link: links attached to a Net by IP
+// address exchange datagrams, with faults injected per direction from a
+// seeded random source, so a failing run can be replayed.
+package mem
 
 import (
 	"fmt"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/inet"
+	"github.com/goroce/goroce/nic"
 )
 
 // Faults are what an in-memory path does to the packets crossing it in
@@ -47,13 +51,13 @@ func (f *Faults) Draw(rng *rand.Rand, n int) Draw {
 	return d
 }
 
-// MemNet is an in-memory network: links attached to it by IP address
+// Net is an in-memory network: links attached to it by IP address
 // exchange datagrams, with faults injected per direction from a seeded
 // random source, so a failing run can be replayed.
-type MemNet struct {
+type Net struct {
 	seed  uint64
 	mu    sync.Mutex
-	links map[netip.Addr]*MemLink
+	links map[netip.Addr]*Link
 	paths map[[2]netip.Addr]*memPath
 }
 
@@ -79,25 +83,25 @@ const (
 // response") for tests and for scripted interop runs.
 type Filter func(datagram []byte) Verdict
 
-// NewMemNet returns an empty in-memory network whose fault decisions come
+// NewNet returns an empty in-memory network whose fault decisions come
 // from seed.
-func NewMemNet(seed uint64) *MemNet {
-	return &MemNet{seed: seed, links: map[netip.Addr]*MemLink{}, paths: map[[2]netip.Addr]*memPath{}}
+func NewNet(seed uint64) *Net {
+	return &Net{seed: seed, links: map[netip.Addr]*Link{}, paths: map[[2]netip.Addr]*memPath{}}
 }
 
-// MemOptions configure an in-memory link.
-type MemOptions struct {
+// Options configure an in-memory link.
+type Options struct {
 	MTU      int              // IP MTU; default 4500, which carries a 4096-byte IB MTU
 	RxQueue  int              // packets the receive queue holds before dropping; default 8192
 	Hardware net.HardwareAddr // the link's MAC (for the link-local GID); default one made from the address
 	// BusyPoll is how long Recv keeps looking (yielding to other
 	// goroutines) before it sleeps until a packet is queued, as
-	// nic.UDPConfig.BusyPoll; 0 never busy-polls.
+	// udp.Config.BusyPoll; 0 never busy-polls.
 	BusyPoll time.Duration
 }
 
 // Attach creates a link with address addr on the network.
-func (n *MemNet) Attach(addr netip.Addr, opt MemOptions) (*MemLink, error) {
+func (n *Net) Attach(addr netip.Addr, opt Options) (*Link, error) {
 	addr = addr.Unmap()
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -119,7 +123,7 @@ func (n *MemNet) Attach(addr netip.Addr, opt MemOptions) (*MemLink, error) {
 		s := h.Sum32()
 		mac = net.HardwareAddr{0x02, 0x00, byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)}
 	}
-	l := &MemLink{net: n, addr: addr, mtu: opt.MTU, mac: mac, qmax: opt.RxQueue, busy: opt.BusyPoll}
+	l := &Link{net: n, addr: addr, mtu: opt.MTU, mac: mac, qmax: opt.RxQueue, busy: opt.BusyPoll}
 	l.cond = sync.NewCond(&l.mu)
 	n.links[addr] = l
 	return l, nil
@@ -127,7 +131,7 @@ func (n *MemNet) Attach(addr netip.Addr, opt MemOptions) (*MemLink, error) {
 
 // SetFilter sets the filter of the path from one address to another (nil
 // removes it).
-func (n *MemNet) SetFilter(from, to netip.Addr, f Filter) {
+func (n *Net) SetFilter(from, to netip.Addr, f Filter) {
 	p := n.path(from.Unmap(), to.Unmap())
 	p.mu.Lock()
 	p.filter = f
@@ -135,14 +139,14 @@ func (n *MemNet) SetFilter(from, to netip.Addr, f Filter) {
 }
 
 // SetFaults sets the faults of the path from one address to another.
-func (n *MemNet) SetFaults(from, to netip.Addr, f Faults) {
+func (n *Net) SetFaults(from, to netip.Addr, f Faults) {
 	p := n.path(from.Unmap(), to.Unmap())
 	p.mu.Lock()
 	p.faults = f
 	p.mu.Unlock()
 }
 
-func (n *MemNet) path(from, to netip.Addr) *memPath {
+func (n *Net) path(from, to netip.Addr) *memPath {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	k := [2]netip.Addr{from, to}
@@ -158,13 +162,13 @@ func (n *MemNet) path(from, to netip.Addr) *memPath {
 	return p
 }
 
-func (n *MemNet) lookup(a netip.Addr) *MemLink {
+func (n *Net) lookup(a netip.Addr) *Link {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.links[a]
 }
 
-func (n *MemNet) detach(l *MemLink) {
+func (n *Net) detach(l *Link) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.links[l.addr] == l {
@@ -172,21 +176,21 @@ func (n *MemNet) detach(l *MemLink) {
 	}
 }
 
-var memBufs = sync.Pool{New: func() any { return new([MaxFrame]byte) }}
+var memBufs = sync.Pool{New: func() any { return new([nic.MaxFrame]byte) }}
 
 type memPacket struct {
-	buf *[MaxFrame]byte
+	buf *[nic.MaxFrame]byte
 	n   int
 }
 
-// MemLink is a link on a MemNet.
-type MemLink struct {
-	net  *MemNet
+// Link is a link on a Net.
+type Link struct {
+	net  *Net
 	addr netip.Addr
 	mtu  int
 	mac  net.HardwareAddr
 	qmax int
-	busy time.Duration // MemOptions.BusyPoll
+	busy time.Duration // Options.BusyPoll
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -198,10 +202,10 @@ type MemLink struct {
 	injected                                                     [4]atomic.Uint64 // loss, dup, reorder, corrupt
 }
 
-// Send implements Link.
-func (l *MemLink) Send(frames []Frame) (int, error) {
+// Send implements nic.Link.
+func (l *Link) Send(frames []nic.Frame) (int, error) {
 	if l.isClosed() {
-		return 0, ErrClosed
+		return 0, nic.ErrClosed
 	}
 	for _, f := range frames {
 		d := f.Datagram()
@@ -222,7 +226,7 @@ func (l *MemLink) Send(frames []Frame) (int, error) {
 }
 
 // transmit applies the path's faults and delivers.
-func (l *MemLink) transmit(dst netip.Addr, d []byte) {
+func (l *Link) transmit(dst netip.Addr, d []byte) {
 	p := l.net.path(l.addr, dst)
 	p.mu.Lock()
 	f := p.faults
@@ -243,7 +247,7 @@ func (l *MemLink) transmit(dst netip.Addr, d []byte) {
 		copies = 2
 	}
 	for range copies {
-		pk := memPacket{buf: memBufs.Get().(*[MaxFrame]byte), n: len(d)}
+		pk := memPacket{buf: memBufs.Get().(*[nic.MaxFrame]byte), n: len(d)}
 		copy(pk.buf[:], d)
 		if corrupt {
 			pk.buf[bit/8] ^= 1 << (bit % 8)
@@ -270,7 +274,7 @@ func (l *MemLink) transmit(dst netip.Addr, d []byte) {
 	}
 }
 
-func (l *MemLink) deliver(dst netip.Addr, pk memPacket) {
+func (l *Link) deliver(dst netip.Addr, pk memPacket) {
 	r := l.net.lookup(dst)
 	if r == nil {
 		l.txDropped.Add(1)
@@ -289,8 +293,8 @@ func (l *MemLink) deliver(dst netip.Addr, pk memPacket) {
 	r.cond.Signal()
 }
 
-// Recv implements Link.
-func (l *MemLink) Recv(frames []Frame) (int, error) {
+// Recv implements nic.Link.
+func (l *Link) Recv(frames []nic.Frame) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, pk := range l.lent {
@@ -313,12 +317,12 @@ func (l *MemLink) Recv(frames []Frame) (int, error) {
 		l.cond.Wait()
 	}
 	if l.closed {
-		return 0, ErrClosed
+		return 0, nic.ErrClosed
 	}
 	n := min(len(frames), len(l.queue))
 	for i := range n {
 		pk := l.queue[i]
-		frames[i] = Frame{B: pk.buf[:pk.n], Off: 0}
+		frames[i] = nic.Frame{B: pk.buf[:pk.n], Off: 0}
 		l.rxPackets.Add(1)
 		l.rxBytes.Add(uint64(pk.n))
 		l.lent = append(l.lent, pk)
@@ -329,29 +333,29 @@ func (l *MemLink) Recv(frames []Frame) (int, error) {
 	return n, nil
 }
 
-// Info implements Link.
-func (l *MemLink) Info() Info {
-	return Info{Name: "mem " + l.addr.String(), MTU: l.mtu, Addrs: []netip.Addr{l.addr}, MAC: l.mac}
+// Info implements nic.Link.
+func (l *Link) Info() nic.Info {
+	return nic.Info{Name: "mem " + l.addr.String(), MTU: l.mtu, Addrs: []netip.Addr{l.addr}, MAC: l.mac}
 }
 
-// SrcPort implements Link: the hash HCAs use.
-func (l *MemLink) SrcPort(qpn uint32) uint16 { return RoCEv2SrcPort(qpn) }
+// SrcPort implements nic.Link: the hash HCAs use.
+func (l *Link) SrcPort(qpn uint32) uint16 { return nic.RoCEv2SrcPort(qpn) }
 
-// Stats implements Link.
-func (l *MemLink) Stats() Stats {
-	return Stats{TxPackets: l.txPackets.Load(), TxBytes: l.txBytes.Load(),
+// Stats implements nic.Link.
+func (l *Link) Stats() nic.Stats {
+	return nic.Stats{TxPackets: l.txPackets.Load(), TxBytes: l.txBytes.Load(),
 		RxPackets: l.rxPackets.Load(), RxBytes: l.rxBytes.Load(),
 		TxDropped: l.txDropped.Load(), RxDropped: l.rxDropped.Load()}
 }
 
 // Injected returns how many packets this link's sends lost, duplicated,
 // reordered and corrupted by injection.
-func (l *MemLink) Injected() (loss, dup, reorder, corrupt uint64) {
+func (l *Link) Injected() (loss, dup, reorder, corrupt uint64) {
 	return l.injected[0].Load(), l.injected[1].Load(), l.injected[2].Load(), l.injected[3].Load()
 }
 
-// Close implements Link.
-func (l *MemLink) Close() error {
+// Close implements nic.Link.
+func (l *Link) Close() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -368,7 +372,7 @@ func (l *MemLink) Close() error {
 	return nil
 }
 
-func (l *MemLink) isClosed() bool {
+func (l *Link) isClosed() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.closed

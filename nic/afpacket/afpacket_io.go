@@ -1,41 +1,44 @@
-package nic
+package afpacket
 
 import (
 	"encoding/binary"
 	"fmt"
-	"net/netip"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/inet"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"github.com/goroce/goroce/nic/vnet"
 	"golang.org/x/sys/unix"
 )
 
+// afpMaxMsgs is how many frames one sendmmsg sends, as the UDP link's.
+const afpMaxMsgs = 64
+
 // afpTx is the scratch of one AF_PACKET Send call.
 type afpTx struct {
-	l     *AFPacket
-	msgs  [udpMaxMsgs]unix.Mmsghdr
-	iov   [udpMaxMsgs]unix.Iovec
-	bytes [udpMaxMsgs]int
-	mmsgSend
+	l     *Link
+	msgs  [afpMaxMsgs]unix.Mmsghdr
+	iov   [afpMaxMsgs]unix.Iovec
+	bytes [afpMaxMsgs]int
+	linkio.MmsgSend
 }
 
-func newAFPTx(l *AFPacket) *afpTx {
+func newAFPTx(l *Link) *afpTx {
 	tx := &afpTx{l: l}
 	for i := range tx.msgs {
 		tx.msgs[i].Hdr.Iov = &tx.iov[i]
 		tx.msgs[i].Hdr.SetIovlen(1)
 	}
-	tx.init(tx.msgs[:])
+	tx.Init(tx.msgs[:])
 	return tx
 }
 
 // Send writes an Ethernet header (and VLAN tag) into each frame's headroom
-// and sends the frames; see Link. Frames to a next hop whose MAC is not
+// and sends the frames; see nic.Link. Frames to a next hop whose MAC is not
 // known yet are dropped and counted while the kernel resolves it.
-func (l *AFPacket) Send(frames []Frame) (int, error) {
-	if l.isClosed() {
-		return 0, ErrClosed
+func (l *Link) Send(frames []nic.Frame) (int, error) {
+	if l.closing.IsClosed() {
+		return 0, nic.ErrClosed
 	}
 	tx := l.txPool.Get().(*afpTx)
 	defer l.txPool.Put(tx)
@@ -50,12 +53,12 @@ func (l *AFPacket) Send(frames []Frame) (int, error) {
 			dropped++
 			continue
 		}
-		dst, tot, et, ok := ipDst(f.B[f.Off:])
+		dst, tot, et, ok := linkio.IPDst(f.B[f.Off:])
 		if !ok || tot > l.info.MTU {
 			dropped++
 			continue
 		}
-		mac, ok := l.nh.lookup(dst)
+		mac, ok := l.eth.Hops.Lookup(dst)
 		if !ok {
 			noNeigh++
 			continue
@@ -68,23 +71,23 @@ func (l *AFPacket) Send(frames []Frame) (int, error) {
 			binary.BigEndian.PutUint16(h[14:], uint16(l.cfg.Priority)<<13|l.cfg.VLAN)
 		}
 		binary.BigEndian.PutUint16(h[hl-2:], et)
-		tx.iov[tx.n].Base = &h[0]
-		tx.iov[tx.n].SetLen(hl + tot)
-		tx.bytes[tx.n] = tot
-		tx.n++
-		if tx.n == len(tx.msgs) {
+		tx.iov[tx.N].Base = &h[0]
+		tx.iov[tx.N].SetLen(hl + tot)
+		tx.bytes[tx.N] = tot
+		tx.N++
+		if tx.N == len(tx.msgs) {
 			if err := tx.flush(); err != nil {
 				return i + 1, err
 			}
 		}
 	}
-	if tx.n > 0 {
+	if tx.N > 0 {
 		if err := tx.flush(); err != nil {
 			return len(frames), err
 		}
 	}
-	addIf(&l.ctr.txDropped, dropped+noNeigh)
-	addIf(&l.ctr.txNoNeighbour, noNeigh)
+	linkio.AddIf(&l.ctr.TxDropped, dropped+noNeigh)
+	linkio.AddIf(&l.ctr.TxNoNeighbour, noNeigh)
 	return len(frames), nil
 }
 
@@ -92,60 +95,32 @@ func (tx *afpTx) flush() error {
 	l := tx.l
 	var pk, by, dropped, batches uint64
 	var err error
-	for tx.off = 0; tx.off < tx.n; {
-		if werr := l.txRaw.Write(tx.fn); werr != nil {
-			err = ErrClosed
+	for tx.Off = 0; tx.Off < tx.N; {
+		if werr := l.txRaw.Write(tx.Fn); werr != nil {
+			err = nic.ErrClosed
 			break
 		}
-		if tx.sent > 0 {
-			for _, b := range tx.bytes[tx.off : tx.off+tx.sent] {
+		if tx.Sent > 0 {
+			for _, b := range tx.bytes[tx.Off : tx.Off+tx.Sent] {
 				by += uint64(b)
 			}
-			pk += uint64(tx.sent)
+			pk += uint64(tx.Sent)
 			batches++
-			tx.off += tx.sent
+			tx.Off += tx.Sent
 			continue
 		}
 		dropped++ // ENOBUFS, ENETDOWN, EMSGSIZE...
-		tx.off++
+		tx.Off++
 	}
-	addIf(&l.ctr.txPackets, pk)
-	addIf(&l.ctr.txBytes, by)
-	addIf(&l.ctr.txDropped, dropped)
-	addIf(&l.ctr.txBatches, batches)
-	for j := range tx.n {
+	linkio.AddIf(&l.ctr.TxPackets, pk)
+	linkio.AddIf(&l.ctr.TxBytes, by)
+	linkio.AddIf(&l.ctr.TxDropped, dropped)
+	linkio.AddIf(&l.ctr.TxBatches, batches)
+	for j := range tx.N {
 		tx.iov[j].Base = nil
 	}
-	tx.n = 0
+	tx.N = 0
 	return err
-}
-
-// ipDst reads the destination, datagram length and EtherType of an IP
-// datagram.
-func ipDst(dg []byte) (netip.Addr, int, uint16, bool) {
-	if len(dg) < inet.IPv4HeaderLen {
-		return netip.Addr{}, 0, 0, false
-	}
-	switch dg[0] >> 4 {
-	case 4:
-		ip := inet.IPv4(dg)
-		tot := int(ip.TotalLength())
-		if tot < inet.IPv4HeaderLen || tot > len(dg) {
-			return netip.Addr{}, 0, 0, false
-		}
-		return ip.Dst(), tot, bth.EtherTypeIPv4, true
-	case 6:
-		if len(dg) < inet.IPv6HeaderLen {
-			return netip.Addr{}, 0, 0, false
-		}
-		ip := inet.IPv6(dg)
-		tot := inet.IPv6HeaderLen + int(ip.PayloadLength())
-		if tot > len(dg) {
-			return netip.Addr{}, 0, 0, false
-		}
-		return ip.Dst(), tot, bth.EtherTypeIPv6, true
-	}
-	return netip.Addr{}, 0, 0, false
 }
 
 // afpRx receives whole frames into slots with recvmmsg, each behind the
@@ -154,7 +129,7 @@ func ipDst(dg []byte) (netip.Addr, int, uint16, bool) {
 // the unsegmented send) is cut into its datagrams, as the wire would have
 // carried them (nic/vnet); the rest are handed over in place.
 type afpRx struct {
-	l     *AFPacket
+	l     *Link
 	slot  int
 	buf   []byte
 	msgs  []unix.Mmsghdr
@@ -177,11 +152,11 @@ const (
 	afpSegs  = 64
 )
 
-func (r *afpRx) init(l *AFPacket) {
+func (r *afpRx) init(l *Link) {
 	r.l = l
 	r.slot = (vnet.HdrLen + 65536 + 63) &^ 63 // a GSO super-frame is up to 64 KiB
 	r.buf = make([]byte, afpSlots*r.slot)
-	r.segs = make([]byte, afpSegs*BufSize)
+	r.segs = make([]byte, afpSegs*nic.BufSize)
 	r.msgs = make([]unix.Mmsghdr, afpSlots)
 	r.iov = make([]unix.Iovec, afpSlots)
 	for i := range afpSlots {
@@ -191,7 +166,7 @@ func (r *afpRx) init(l *AFPacket) {
 		r.msgs[i].Hdr.SetIovlen(1)
 	}
 	r.fn = func(fd uintptr) bool {
-		n, e := mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
+		n, e := linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
 		if e == unix.EAGAIN || e == unix.EINTR {
 			return false
 		}
@@ -200,16 +175,16 @@ func (r *afpRx) init(l *AFPacket) {
 	}
 }
 
-// Recv blocks until RoCEv2 frames for us arrive; see Link. A frame's B
+// Recv blocks until RoCEv2 frames for us arrive; see nic.Link. A frame's B
 // starts at its Ethernet header and Off is where the IP header starts.
-func (l *AFPacket) Recv(frames []Frame) (int, error) {
+func (l *Link) Recv(frames []nic.Frame) (int, error) {
 	r := &l.r
 	if len(frames) == 0 {
 		return 0, nil
 	}
 	for {
-		if l.isClosed() {
-			return 0, ErrClosed
+		if l.closing.IsClosed() {
+			return 0, nic.ErrClosed
 		}
 		if r.next >= r.n {
 			r.want = min(len(frames), len(r.msgs))
@@ -218,12 +193,12 @@ func (l *AFPacket) Recv(frames []Frame) (int, error) {
 			}
 			r.n, r.next, r.seg = 0, 0, 0
 			if err := l.rxRaw.Read(r.fn); err != nil {
-				return 0, ErrClosed
+				return 0, nic.ErrClosed
 			}
 			if r.errno != 0 {
 				return 0, fmt.Errorf("nic: afpacket %s: recvmmsg: %w", l.cfg.Interface, r.errno)
 			}
-			l.ctr.rxBatches.Add(1)
+			l.ctr.RxBatches.Add(1)
 		}
 		n, cut := 0, 0
 		var by, dropped uint64
@@ -234,7 +209,7 @@ func (l *AFPacket) Recv(frames []Frame) (int, error) {
 				return
 			}
 			off := len(f.Ethernet())
-			frames[n] = Frame{B: b[:off+len(f.L3())], Off: off}
+			frames[n] = nic.Frame{B: b[:off+len(f.L3())], Off: off}
 			by += uint64(len(f.L3()))
 			n++
 		}
@@ -259,7 +234,7 @@ func (l *AFPacket) Recv(frames []Frame) (int, error) {
 				continue
 			}
 			for ; r.seg < total && n < len(frames) && cut < afpSegs; r.seg++ {
-				dst := r.segs[cut*BufSize : (cut+1)*BufSize]
+				dst := r.segs[cut*nic.BufSize : (cut+1)*nic.BufSize]
 				cut++
 				if k, err := vnet.UDPSegment(dst, fr, h, r.seg); err == nil {
 					take(dst[:k])
@@ -270,12 +245,12 @@ func (l *AFPacket) Recv(frames []Frame) (int, error) {
 			if r.seg == total {
 				r.next++
 				r.seg = 0
-				addIf(&l.ctr.rxGROSegs, uint64(total))
+				linkio.AddIf(&l.ctr.RxGROSegments, uint64(total))
 			}
 		}
-		addIf(&l.ctr.rxPackets, uint64(n))
-		addIf(&l.ctr.rxBytes, by)
-		addIf(&l.ctr.rxDropped, dropped)
+		linkio.AddIf(&l.ctr.RxPackets, uint64(n))
+		linkio.AddIf(&l.ctr.RxBytes, by)
+		linkio.AddIf(&l.ctr.RxDropped, dropped)
 		if n > 0 {
 			return n, nil
 		}

@@ -1,4 +1,4 @@
-package nic
+package netdev
 
 import (
 	"net"
@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// nextHops maps destination addresses to the MAC of their next hop on one
+// NextHops maps destination addresses to the MAC of their next hop on one
 // interface, from the kernel's routing and neighbour tables. Send looks up
 // a copy-on-write map without locking or allocating; a miss posts the
 // destination to a resolver goroutine and the frame is dropped and
@@ -23,7 +23,7 @@ import (
 // use" does; an empty UDP datagram to the discard port where that is
 // refused) and re-reads the neighbour table once a second so a changed MAC
 // is followed.
-type nextHops struct {
+type NextHops struct {
 	h       *netlink.Handle
 	ifindex int
 	ifname  string
@@ -45,12 +45,14 @@ type nhRequest struct {
 	done chan struct{}
 }
 
-func newNextHops(ifname string, ifindex int) (*nextHops, error) {
+// NewNextHops starts a resolver for the interface ifname, index ifindex,
+// in the caller's network namespace.
+func NewNextHops(ifname string, ifindex int) (*NextHops, error) {
 	h, err := netlink.NewHandle()
 	if err != nil {
 		return nil, err
 	}
-	n := &nextHops{h: h, ifindex: ifindex, ifname: ifname, req: make(chan nhRequest, 256), done: make(chan struct{}), trig: [2]int{-1, -1},
+	n := &NextHops{h: h, ifindex: ifindex, ifname: ifname, req: make(chan nhRequest, 256), done: make(chan struct{}), trig: [2]int{-1, -1},
 		tried: map[netip.Addr]time.Time{}}
 	m := map[netip.Addr][6]byte{}
 	n.m.Store(&m)
@@ -61,8 +63,8 @@ func newNextHops(ifname string, ifindex int) (*nextHops, error) {
 	return n, nil
 }
 
-// lookup returns the next hop's MAC for dst, or posts it for resolution.
-func (n *nextHops) lookup(dst netip.Addr) ([6]byte, bool) {
+// Lookup returns the next hop's MAC for dst, or posts it for resolution.
+func (n *NextHops) Lookup(dst netip.Addr) ([6]byte, bool) {
 	if mac, ok := (*n.m.Load())[dst]; ok {
 		return mac, true
 	}
@@ -85,7 +87,7 @@ const missWait = 250 * time.Millisecond
 // either, the kernel queues packets while it resolves. Other misses only
 // post the destination, so Send never waits on ARP or on a destination
 // that cannot be resolved.
-func (n *nextHops) miss(dst netip.Addr) ([6]byte, bool) {
+func (n *NextHops) miss(dst netip.Addr) ([6]byte, bool) {
 	now := time.Now()
 	n.missMu.Lock()
 	last, seen := n.tried[dst]
@@ -119,7 +121,15 @@ func (n *nextHops) miss(dst netip.Addr) ([6]byte, bool) {
 	return mac, ok
 }
 
-func (n *nextHops) close() {
+// Resolved reports whether the next hop's MAC for dst is known, without
+// asking the resolver.
+func (n *NextHops) Resolved(dst netip.Addr) bool {
+	_, ok := (*n.m.Load())[dst]
+	return ok
+}
+
+// Close stops the resolver; lookups of the MACs it found still succeed.
+func (n *NextHops) Close() {
 	n.closeOnce.Do(func() {
 		close(n.done)
 		for _, fd := range n.trig {
@@ -131,7 +141,7 @@ func (n *nextHops) close() {
 }
 
 // run resolves posted destinations and refreshes known ones.
-func (n *nextHops) run() {
+func (n *NextHops) run() {
 	defer n.h.Close()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -168,7 +178,7 @@ func (n *nextHops) run() {
 
 // resolve looks every pending destination up once, publishes what it
 // found, and triggers resolution for the rest (giving up after a second).
-func (n *nextHops) resolve(pending map[netip.Addr]int) {
+func (n *NextHops) resolve(pending map[netip.Addr]int) {
 	if len(pending) == 0 {
 		return
 	}
@@ -207,7 +217,7 @@ func (n *nextHops) resolve(pending map[netip.Addr]int) {
 
 // gateway returns the next hop for dst if its route leaves through our
 // interface: the gateway, or dst itself when it is on the link.
-func (n *nextHops) gateway(dst netip.Addr) (netip.Addr, bool) {
+func (n *NextHops) gateway(dst netip.Addr) (netip.Addr, bool) {
 	if dst.IsLinkLocalUnicast() {
 		return dst.WithZone(""), true
 	}
@@ -233,7 +243,7 @@ func findNeigh(neighs []netlink.Neigh, ip netip.Addr) ([6]byte, bool) {
 }
 
 // trigger makes the kernel resolve ip's MAC.
-func (n *nextHops) trigger(ip netip.Addr) {
+func (n *NextHops) trigger(ip netip.Addr) {
 	fam := netlink.FAMILY_V4
 	if ip.Is6() {
 		fam = netlink.FAMILY_V6
@@ -250,18 +260,27 @@ func (n *nextHops) trigger(ip netip.Addr) {
 	}
 }
 
-// ethPath is what the links that write their own Ethernet headers share:
+// EthPath is what the links that write their own Ethernet headers share:
 // the next-hop resolver and the sockets guarding UDP port 4791.
-type ethPath struct {
-	nh     *nextHops
-	guards []*net.UDPConn
+type EthPath struct {
+	Hops   *NextHops      // the next-hop resolver
+	Guards []*net.UDPConn // from GuardPort
 }
 
-func (e *ethPath) closeEth() {
-	for _, g := range e.guards {
+// Close closes the guard sockets and stops the resolver.
+func (e *EthPath) Close() {
+	for _, g := range e.Guards {
 		g.Close()
 	}
-	if e.nh != nil {
-		e.nh.close()
+	if e.Hops != nil {
+		e.Hops.Close()
+	}
+}
+
+// StopResolver stops the next-hop resolver; lookups of the MACs it found
+// still succeed.
+func (e *EthPath) StopResolver() {
+	if e.Hops != nil {
+		e.Hops.Close()
 	}
 }

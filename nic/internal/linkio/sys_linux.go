@@ -1,4 +1,4 @@
-package nic
+package linkio
 
 import (
 	"encoding/binary"
@@ -13,19 +13,19 @@ import (
 // work on arrays the links keep, so a batch costs one system call and no
 // allocation.
 
-// mmsg runs sendmmsg or recvmmsg on msgs.
-func mmsg(trap uintptr, fd uintptr, msgs []unix.Mmsghdr, flags int) (int, unix.Errno) {
+// Mmsg runs sendmmsg or recvmmsg on msgs.
+func Mmsg(trap uintptr, fd uintptr, msgs []unix.Mmsghdr, flags int) (int, unix.Errno) {
 	n, _, e := unix.Syscall6(trap, fd, uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
 	return int(n), e
 }
 
-// sockaddrLen is room for a sockaddr_in6, which also holds a sockaddr_in.
-const sockaddrLen = unix.SizeofSockaddrInet6
+// SockaddrLen is room for a sockaddr_in6, which also holds a sockaddr_in.
+const SockaddrLen = unix.SizeofSockaddrInet6
 
-// putSockaddr writes addr:port as a sockaddr_in or sockaddr_in6 and returns
+// PutSockaddr writes addr:port as a sockaddr_in or sockaddr_in6 and returns
 // its length. scope is the interface index for link-local IPv6.
-func putSockaddr(b *[sockaddrLen]byte, ap netip.AddrPort, scope uint32) uint32 {
-	*b = [sockaddrLen]byte{}
+func PutSockaddr(b *[SockaddrLen]byte, ap netip.AddrPort, scope uint32) uint32 {
+	*b = [SockaddrLen]byte{}
 	a := ap.Addr()
 	if a.Is4() {
 		binary.NativeEndian.PutUint16(b[0:], unix.AF_INET)
@@ -42,8 +42,8 @@ func putSockaddr(b *[sockaddrLen]byte, ap netip.AddrPort, scope uint32) uint32 {
 	return unix.SizeofSockaddrInet6
 }
 
-// sockaddrAddr reads the address and port of a sockaddr_in or sockaddr_in6.
-func sockaddrAddr(b *[sockaddrLen]byte) (netip.AddrPort, bool) {
+// SockaddrAddr reads the address and port of a sockaddr_in or sockaddr_in6.
+func SockaddrAddr(b *[SockaddrLen]byte) (netip.AddrPort, bool) {
 	port := binary.BigEndian.Uint16(b[2:])
 	switch binary.NativeEndian.Uint16(b[0:]) {
 	case unix.AF_INET:
@@ -54,14 +54,14 @@ func sockaddrAddr(b *[sockaddrLen]byte) (netip.AddrPort, bool) {
 	return netip.AddrPort{}, false
 }
 
-// cmsgSpace is CMSG_SPACE(4) on 64-bit Linux: a 16-byte header and 4
+// CmsgSpace is CMSG_SPACE(4) on 64-bit Linux: a 16-byte header and 4
 // bytes of data padded to 8. Every control message the links send or ask
 // for carries an int or smaller.
-const cmsgSpace = unix.SizeofCmsghdr + 8
+const CmsgSpace = unix.SizeofCmsghdr + 8
 
-// putCmsg writes one control message with a 4-byte (int) or 2-byte value
+// PutCmsg writes one control message with a 4-byte (int) or 2-byte value
 // at b and returns the space it takes.
-func putCmsg(b []byte, level, typ int32, val uint32, size int) int {
+func PutCmsg(b []byte, level, typ int32, val uint32, size int) int {
 	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
 	h.Level = level
 	h.Type = typ
@@ -71,11 +71,11 @@ func putCmsg(b []byte, level, typ int32, val uint32, size int) int {
 	} else {
 		binary.NativeEndian.PutUint32(b[unix.SizeofCmsghdr:], val)
 	}
-	return cmsgSpace
+	return CmsgSpace
 }
 
-// forCmsg calls fn with each control message's level, type and data.
-func forCmsg(b []byte, fn func(level, typ int32, data []byte)) {
+// ForCmsg calls fn with each control message's level, type and data.
+func ForCmsg(b []byte, fn func(level, typ int32, data []byte)) {
 	for len(b) >= unix.SizeofCmsghdr {
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
 		l := int(h.Len)
@@ -91,9 +91,9 @@ func forCmsg(b []byte, fn func(level, typ int32, data []byte)) {
 	}
 }
 
-// cmsgInt reads a control message value the kernel delivers as an int or,
+// CmsgInt reads a control message value the kernel delivers as an int or,
 // for some options, a single byte.
-func cmsgInt(d []byte) int {
+func CmsgInt(d []byte) int {
 	switch {
 	case len(d) >= 4:
 		return int(binary.NativeEndian.Uint32(d))
@@ -105,17 +105,15 @@ func cmsgInt(d []byte) int {
 	return 0
 }
 
-// attachDropAll installs a classic BPF filter that accepts nothing, so a
-// socket that only sends (or only holds a port) never queues a packet.
-// attachSteering attaches to a socket of a SO_REUSEPORT group the classic
+// AttachSteering attaches to a socket of a SO_REUSEPORT group the classic
 // BPF program that picks the group's socket for each packet: the index
-// QueueOf gives for the packet's destination QP. For a UDP group the
+// nic.QueueOf gives for the packet's destination QP. For a UDP group the
 // kernel runs it with the packet's data starting after the UDP header
 // (net/core/sock_reuseport.c run_bpf_filter), so offset 4 is the BTH's
 // reserved byte and 24-bit DestQP. A packet too short to hold them makes
 // the load fail and the program return 0: the first socket, where the
 // device counts it as malformed.
-func attachSteering(fd, n int) error {
+func AttachSteering(fd, n int) error {
 	prog := []unix.SockFilter{
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4},
 		{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: 0xffffff},
@@ -125,7 +123,9 @@ func attachSteering(fd, n int) error {
 	return unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]})
 }
 
-func attachDropAll(fd int) error {
+// AttachDropAll installs a classic BPF filter that accepts nothing, so a
+// socket that only sends (or only holds a port) never queues a packet.
+func AttachDropAll(fd int) error {
 	prog := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
 	return unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: 1, Filter: &prog[0]})
 }

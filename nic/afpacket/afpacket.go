@@ -1,4 +1,6 @@
-package nic
+// Package afpacket is the link that sends and receives whole Ethernet
+// frames on one interface through AF_PACKET sockets (CAP_NET_RAW).
+package afpacket
 
 import (
 	"errors"
@@ -10,11 +12,14 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/internal/linkio"
+	"github.com/goroce/goroce/nic/netdev"
 	"golang.org/x/sys/unix"
 )
 
-// AFPacketConfig configures an AF_PACKET link.
-type AFPacketConfig struct {
+// Config configures an AF_PACKET link.
+type Config struct {
 	// Interface is the network interface the link sends and receives on.
 	Interface string
 	// Addrs are the local addresses the link answers for; nil means every
@@ -30,7 +35,7 @@ type AFPacketConfig struct {
 	NoGuard bool
 }
 
-// AFPacket is a link sending and receiving whole Ethernet frames on one
+// Link is a link sending and receiving whole Ethernet frames on one
 // interface through AF_PACKET sockets (CAP_NET_RAW).
 //
 // Batched sendmmsg/recvmmsg rather than a PACKET_MMAP ring: one system
@@ -46,25 +51,25 @@ type AFPacketConfig struct {
 // the link holds, for each local address, a UDP socket bound to port 4791
 // whose BPF filter drops everything: the stack delivers to it, the filter
 // discards, no ICMP is sent.
-type AFPacket struct {
-	cfg     AFPacketConfig
+type Link struct {
+	cfg     Config
 	ifindex int
 	mac     [6]byte
-	info    Info
+	info    nic.Info
 	rxf     *os.File
 	txf     *os.File
 	rxRaw   syscall.RawConn
 	txRaw   syscall.RawConn
-	ethPath
-	ctr    counters
-	txPool sync.Pool
-	r      afpRx
-	closing
+	eth     netdev.EthPath
+	ctr     linkio.Counters
+	txPool  sync.Pool
+	r       afpRx
+	closing linkio.Closing
 	statsMu sync.Mutex
 }
 
-// OpenAFPacket opens an AF_PACKET link on an interface.
-func OpenAFPacket(cfg AFPacketConfig) (*AFPacket, error) {
+// Open opens an AF_PACKET link on an interface.
+func Open(cfg Config) (*Link, error) {
 	ifc, err := net.InterfaceByName(cfg.Interface)
 	if err != nil {
 		return nil, fmt.Errorf("nic: afpacket: %w", err)
@@ -75,9 +80,9 @@ func OpenAFPacket(cfg AFPacketConfig) (*AFPacket, error) {
 	if cfg.VLAN > 4094 || cfg.Priority > 7 {
 		return nil, fmt.Errorf("nic: afpacket: VLAN %d priority %d out of range", cfg.VLAN, cfg.Priority)
 	}
-	l := &AFPacket{cfg: cfg, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr)}
+	l := &Link{cfg: cfg, ifindex: ifc.Index, mac: [6]byte(ifc.HardwareAddr)}
 	if cfg.Addrs == nil {
-		tab, err := GIDTable(cfg.Interface)
+		tab, err := netdev.GIDTable(cfg.Interface)
 		if err != nil {
 			return nil, err
 		}
@@ -86,17 +91,17 @@ func OpenAFPacket(cfg AFPacketConfig) (*AFPacket, error) {
 		}
 		l.cfg.Addrs = cfg.Addrs
 	}
-	l.info = Info{Name: "afpacket " + cfg.Interface, MTU: ifc.MTU, Addrs: cfg.Addrs, MAC: ifc.HardwareAddr}
+	l.info = nic.Info{Name: "afpacket " + cfg.Interface, MTU: ifc.MTU, Addrs: cfg.Addrs, MAC: ifc.HardwareAddr}
 	if err := l.open(); err != nil {
 		l.Close()
 		return nil, err
 	}
-	if l.nh, err = newNextHops(cfg.Interface, ifc.Index); err != nil {
+	if l.eth.Hops, err = netdev.NewNextHops(cfg.Interface, ifc.Index); err != nil {
 		l.Close()
 		return nil, err
 	}
 	if !cfg.NoGuard {
-		if l.guards, err = guardPort(cfg.Addrs, cfg.Interface); err != nil {
+		if l.eth.Guards, err = netdev.GuardPort(cfg.Addrs, cfg.Interface); err != nil {
 			l.Close()
 			return nil, err
 		}
@@ -106,7 +111,7 @@ func OpenAFPacket(cfg AFPacketConfig) (*AFPacket, error) {
 	return l, nil
 }
 
-func (l *AFPacket) open() error {
+func (l *Link) open() error {
 	prog, err := roceFilter(l.cfg.Addrs)
 	if err != nil {
 		return err
@@ -153,52 +158,15 @@ func (l *AFPacket) open() error {
 	return err
 }
 
-// guardPort binds UDP port 4791 on every local address with a drop-all
-// filter, so the stack neither queues our peers' packets anywhere nor
-// answers them with ICMP port unreachable. An address the interface does
-// not hold (the MAC-derived default GID when the kernel chose another
-// link-local address) needs none: the stack drops what is not for it.
-func guardPort(addrs []netip.Addr, ifname string) ([]*net.UDPConn, error) {
-	var guards []*net.UDPConn
-	for _, a := range addrs {
-		network := "udp4"
-		if a.Is6() && !a.Is4In6() {
-			network = "udp6"
-			if a.IsLinkLocalUnicast() {
-				a = a.WithZone(ifname)
-			}
-		}
-		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-			var ferr error
-			if err := c.Control(func(fd uintptr) { ferr = attachDropAll(int(fd)) }); err != nil {
-				return err
-			}
-			return ferr
-		}}
-		pc, err := lc.ListenPacket(nil, network, netip.AddrPortFrom(a.Unmap(), 4791).String())
-		if err != nil {
-			if errors.Is(err, unix.EADDRNOTAVAIL) {
-				continue
-			}
-			for _, g := range guards {
-				g.Close()
-			}
-			return nil, fmt.Errorf("nic: holding UDP port 4791 on %v (another socket there would take our peers' packets): %w", a, err)
-		}
-		guards = append(guards, pc.(*net.UDPConn))
-	}
-	return guards, nil
-}
-
 // Info describes the link.
-func (l *AFPacket) Info() Info { return l.info }
+func (l *Link) Info() nic.Info { return l.info }
 
 // SrcPort returns the port rxe would use: any port can be sent from here.
-func (l *AFPacket) SrcPort(qpn uint32) uint16 { return RoCEv2SrcPort(qpn) }
+func (l *Link) SrcPort(qpn uint32) uint16 { return nic.RoCEv2SrcPort(qpn) }
 
 // Stats returns the counters, including the kernel's receive drops
 // (PACKET_STATISTICS, which resets on every read, so it is accumulated).
-func (l *AFPacket) Stats() Stats {
+func (l *Link) Stats() nic.Stats {
 	l.statsMu.Lock()
 	defer l.statsMu.Unlock()
 	var st unix.TpacketStats
@@ -207,23 +175,23 @@ func (l *AFPacket) Stats() Stats {
 		_ = l.rxRaw.Control(func(fd uintptr) {
 			_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_PACKET, unix.PACKET_STATISTICS, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&sz)), 0)
 			if e == 0 {
-				l.ctr.rxKernelDrops.Add(uint64(st.Drops))
+				l.ctr.RxKernelDrops.Add(uint64(st.Drops))
 			}
 		})
 	}
-	return l.ctr.snapshot()
+	return l.ctr.Snapshot()
 }
 
 // Close closes the sockets and stops the resolver.
-func (l *AFPacket) Close() error {
-	l.closeOnce(func() {
+func (l *Link) Close() error {
+	l.closing.CloseOnce(func() {
 		if l.rxf != nil {
 			l.rxf.Close()
 		}
 		if l.txf != nil {
 			l.txf.Close()
 		}
-		l.closeEth()
+		l.eth.Close()
 	})
 	return nil
 }

@@ -1,4 +1,6 @@
-package nic
+// Package tap records what a link sends and receives to a pcap or pcapng
+// file: a wrapper around any nic.Link.
+package tap
 
 import (
 	"bufio"
@@ -13,6 +15,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/goroce/goroce/nic"
 )
 
 // Tap wraps a link and records every frame it sends and receives to a pcap
@@ -33,7 +36,7 @@ import (
 // pcapng (chosen by a .pcapng file name) also records each packet's
 // direction (epb_flags inbound/outbound).
 type Tap struct {
-	Link
+	nic.Link
 	mu    sync.Mutex
 	bw    *bufio.Writer
 	pcap  *pcapgo.Writer
@@ -45,14 +48,14 @@ type Tap struct {
 	close sync.Once
 }
 
-// OpenTap creates path (pcapng if it ends in .pcapng, else pcap) and wraps
+// Open creates path (pcapng if it ends in .pcapng, else pcap) and wraps
 // l. Closing the tap closes the file and the link.
-func OpenTap(l Link, path string) (*Tap, error) {
+func Open(l nic.Link, path string) (*Tap, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	t, err := NewTap(l, f, strings.HasSuffix(path, ".pcapng"))
+	t, err := New(l, f, strings.HasSuffix(path, ".pcapng"))
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -61,8 +64,8 @@ func OpenTap(l Link, path string) (*Tap, error) {
 	return t, nil
 }
 
-// NewTap wraps l, writing to w in pcapng (ng) or pcap format.
-func NewTap(l Link, w io.Writer, ng bool) (*Tap, error) {
+// New wraps l, writing to w in pcapng (ng) or pcap format.
+func New(l nic.Link, w io.Writer, ng bool) (*Tap, error) {
 	t := &Tap{Link: l, bw: bufio.NewWriterSize(w, 1<<20)}
 	var err error
 	if ng {
@@ -82,7 +85,7 @@ func NewTap(l Link, w io.Writer, ng bool) (*Tap, error) {
 }
 
 // Send sends through the wrapped link and records the frames it accepted.
-func (t *Tap) Send(frames []Frame) (int, error) {
+func (t *Tap) Send(frames []nic.Frame) (int, error) {
 	n, err := t.Link.Send(frames)
 	t.record(frames[:n], &t.out)
 	return n, err
@@ -91,7 +94,7 @@ func (t *Tap) Send(frames []Frame) (int, error) {
 // SendNoted is Send with a comment on each frame's record (pcapng only:
 // pcap has nowhere to put one), so a fault injector can mark in the
 // capture the packets it changed, duplicated or held back.
-func (t *Tap) SendNoted(frames []Frame, note string) (int, error) {
+func (t *Tap) SendNoted(frames []nic.Frame, note string) (int, error) {
 	n, err := t.Link.Send(frames)
 	o := t.out
 	o.Comments = []string{note}
@@ -102,7 +105,7 @@ func (t *Tap) SendNoted(frames []Frame, note string) (int, error) {
 // RxQueues reports the wrapped link's receive queues (1 if it has no
 // more), so that a device over the tap receives from every one of them.
 func (t *Tap) RxQueues() int {
-	if mq, ok := t.Link.(MultiQueue); ok {
+	if mq, ok := t.Link.(nic.MultiQueue); ok {
 		return mq.RxQueues()
 	}
 	return 1
@@ -110,8 +113,8 @@ func (t *Tap) RxQueues() int {
 
 // RecvQueue receives from queue i of the wrapped link and records what
 // arrived.
-func (t *Tap) RecvQueue(i int, frames []Frame) (int, error) {
-	mq, ok := t.Link.(MultiQueue)
+func (t *Tap) RecvQueue(i int, frames []nic.Frame) (int, error) {
+	mq, ok := t.Link.(nic.MultiQueue)
 	if !ok {
 		if i != 0 {
 			return 0, fmt.Errorf("nic: tap over %s: no receive queue %d", t.Link.Info().Name, i)
@@ -124,13 +127,13 @@ func (t *Tap) RecvQueue(i int, frames []Frame) (int, error) {
 }
 
 // Recv receives from the wrapped link and records what arrived.
-func (t *Tap) Recv(frames []Frame) (int, error) {
+func (t *Tap) Recv(frames []nic.Frame) (int, error) {
 	n, err := t.Link.Recv(frames)
 	t.record(frames[:n], &t.in)
 	return n, err
 }
 
-func (t *Tap) record(frames []Frame, dir *pcapgo.NgPacketOptions) {
+func (t *Tap) record(frames []nic.Frame, dir *pcapgo.NgPacketOptions) {
 	if len(frames) == 0 {
 		return
 	}

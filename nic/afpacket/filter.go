@@ -1,4 +1,4 @@
-package nic
+package afpacket
 
 import (
 	"encoding/binary"
