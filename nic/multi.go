@@ -14,21 +14,29 @@ import (
 // addresses: what a device whose GID table lists several addresses (the
 // IPv4 and the IPv6 ones of a netdev, on each of which rxe answers) needs
 // from links that bind one address each, as the UDP link does. Send hands
-// each frame to the link holding its source address; Recv returns what
-// any of them received (every receive queue of each), a batch of one
-// link's queue at a time.
+// each frame to the link holding its source address. When every link has
+// the same number of receive queues, the joined link has that many too
+// (MultiQueue): queue i returns what queue i of any link received, so a
+// QP's packets stay on the one queue QueueOf gives, whichever address
+// they came to. Otherwise it has one queue that returns what any queue of
+// any link received. Each queue hands out one link queue's batch at a time.
 type Multi struct {
-	links []Link
-	bySrc map[netip.Addr]int // source address (no zone): index in links
-	info  Info
-	in    chan *multiBatch // batches the links' receivers hand over
-	quit  chan struct{}    // closed by Close: the receivers stop
-	wg    sync.WaitGroup   // the receivers
-	once  sync.Once
+	links  []Link
+	bySrc  map[netip.Addr]int // source address (no zone): index in links
+	info   Info
+	queues []multiQueue
+	quit   chan struct{}  // closed by Close: the receivers stop
+	wg     sync.WaitGroup // the receivers
+	once   sync.Once
 
-	cur     *multiBatch // the batch Recv is handing out (one Recv at a time)
-	dropped uint64      // frames of no link's source address (under mu)
+	dropped uint64 // frames of no link's source address (under mu)
 	mu      sync.Mutex
+}
+
+// multiQueue is one receive queue of the joined link.
+type multiQueue struct {
+	in  chan *multiBatch // batches the links' receivers hand over
+	cur *multiBatch      // the batch being handed out (one Recv at a time)
 }
 
 // multiBatch is what one Recv of a link returned. Its frames stay valid
@@ -53,7 +61,7 @@ func NewMulti(links ...Link) (*Multi, error) {
 	if len(links) == 0 {
 		return nil, errors.New("nic: a multi link needs at least one link")
 	}
-	m := &Multi{links: links, bySrc: map[netip.Addr]int{}, in: make(chan *multiBatch), quit: make(chan struct{})}
+	m := &Multi{links: links, bySrc: map[netip.Addr]int{}, quit: make(chan struct{})}
 	var names []string
 	for i, l := range links {
 		inf := l.Info()
@@ -74,25 +82,49 @@ func NewMulti(links ...Link) (*Multi, error) {
 		}
 	}
 	m.info.Name = strings.Join(names, " + ")
-	// A receiver per receive queue of each link: the joined link has one
-	// queue, fed by all of them, so that none is left unread.
+	nq := commonQueues(links)
+	m.queues = make([]multiQueue, nq)
+	for i := range m.queues {
+		m.queues[i].in = make(chan *multiBatch)
+	}
+	// A receiver per receive queue of each link, so that none is left
+	// unread: queue i of each link feeds queue i, or all feed the one.
 	for _, l := range links {
-		if mq, ok := l.(MultiQueue); ok && mq.RxQueues() > 1 {
-			for i := range mq.RxQueues() {
-				m.wg.Add(1)
-				go m.receive(func(f []Frame) (int, error) { return mq.RecvQueue(i, f) })
-			}
+		mq, ok := l.(MultiQueue)
+		if !ok || mq.RxQueues() <= 1 {
+			m.wg.Add(1)
+			go m.receive(l.Recv, &m.queues[0])
 			continue
 		}
-		m.wg.Add(1)
-		go m.receive(l.Recv)
+		for i := range mq.RxQueues() {
+			m.wg.Add(1)
+			go m.receive(func(f []Frame) (int, error) { return mq.RecvQueue(i, f) }, &m.queues[i%nq])
+		}
 	}
 	return m, nil
 }
 
-// receive hands the batches recv returns to Recv, one at a time, until
-// recv fails or the link closes.
-func (m *Multi) receive(recv func([]Frame) (int, error)) {
+// commonQueues is the number of receive queues every link has, or 1 when
+// they differ: only then does QueueOf put a QP's packets on the same
+// queue of every link.
+func commonQueues(links []Link) int {
+	n := 0
+	for _, l := range links {
+		q := 1
+		if mq, ok := l.(MultiQueue); ok {
+			q = max(1, mq.RxQueues())
+		}
+		if n != 0 && q != n {
+			return 1
+		}
+		n = q
+	}
+	return n
+}
+
+// receive hands the batches recv returns to queue q, one at a time,
+// until recv fails or the link closes.
+func (m *Multi) receive(recv func([]Frame) (int, error), q *multiQueue) {
 	defer m.wg.Done()
 	buf := make([]Frame, multiBatchLen)
 	b := &multiBatch{done: make(chan struct{}, 1)}
@@ -100,7 +132,7 @@ func (m *Multi) receive(recv func([]Frame) (int, error)) {
 		n, err := recv(buf)
 		b.frames, b.off, b.err = buf[:n], 0, err
 		select {
-		case m.in <- b:
+		case q.in <- b:
 		case <-m.quit:
 			return
 		}
@@ -164,25 +196,32 @@ func (m *Multi) linkOf(f Frame) (int, bool) {
 	return i, ok
 }
 
-// Recv returns frames of one link's batch; the previous call's frames
-// are given back to their link first.
-func (m *Multi) Recv(frames []Frame) (int, error) {
+// Recv is RecvQueue(0, frames).
+func (m *Multi) Recv(frames []Frame) (int, error) { return m.RecvQueue(0, frames) }
+
+// RxQueues returns how many receive queues the joined link has.
+func (m *Multi) RxQueues() int { return len(m.queues) }
+
+// RecvQueue returns frames of one link queue's batch from queue i; the
+// previous call's frames are given back to their link first.
+func (m *Multi) RecvQueue(i int, frames []Frame) (int, error) {
 	if len(frames) == 0 {
 		return 0, nil
 	}
-	if b := m.cur; b != nil && b.off >= len(b.frames) {
+	q := &m.queues[i]
+	if b := q.cur; b != nil && b.off >= len(b.frames) {
 		b.done <- struct{}{}
-		m.cur = nil
+		q.cur = nil
 	}
-	if m.cur == nil {
+	if q.cur == nil {
 		select {
-		case b := <-m.in:
-			m.cur = b
+		case b := <-q.in:
+			q.cur = b
 		case <-m.quit:
 			return 0, ErrClosed
 		}
 	}
-	b := m.cur
+	b := q.cur
 	if b.off >= len(b.frames) && b.err != nil {
 		return 0, b.err
 	}

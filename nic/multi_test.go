@@ -3,6 +3,7 @@ package nic_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -143,60 +144,99 @@ func TestMulti(t *testing.T) {
 	}
 }
 
-// TestMultiQueues: a multi link over UDP links with several receive
-// queues reads every queue of each: packets to QPs of every queue, sent
-// to both addresses, all arrive through the joined link.
+// TestMultiQueues: a multi link over UDP links with three receive queues
+// each has three queues, and a QP's packets arrive on the queue QueueOf
+// gives it, whichever address they came to; over links with 3 and 2
+// queues it has one, which returns them all. Every queue of every link is
+// read: packets to QPs of every queue, sent to both addresses, all arrive.
 func TestMultiQueues(t *testing.T) {
-	const queues, qps = 3, 12
-	a1, a2 := netip.MustParseAddr("127.0.81.1"), netip.MustParseAddr("127.0.81.2")
-	src := linktest.Open(t, func() (*udp.Link, error) {
-		return udp.Open(udp.Config{Addr: netip.MustParseAddr("127.0.81.3"), NoGSO: true})
-	})
-	l1 := linktest.Open(t, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: a1, RxQueues: queues}) })
-	l2 := linktest.Open(t, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: a2, RxQueues: queues}) })
-	m, err := nic.NewMulti(l1, l2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	want := map[[2]uint32]bool{} // (address index, QPN)
-	for ai, dst := range []netip.Addr{a1, a2} {
-		frames := linktest.Frames(linktest.Outer(src, dst, 7), qps, 16)
-		for i, f := range frames {
-			fr, err := bth.DecodeIP(f.Datagram())
+	for _, tc := range []struct {
+		q1, q2, want int
+		base         byte
+	}{{3, 3, 3, 81}, {3, 2, 1, 82}} {
+		t.Run(fmt.Sprintf("%d+%d", tc.q1, tc.q2), func(t *testing.T) {
+			const qps = 12
+			a1 := netip.AddrFrom4([4]byte{127, 0, tc.base, 1})
+			a2 := netip.AddrFrom4([4]byte{127, 0, tc.base, 2})
+			src := linktest.Open(t, func() (*udp.Link, error) {
+				return udp.Open(udp.Config{Addr: netip.AddrFrom4([4]byte{127, 0, tc.base, 3}), NoGSO: true})
+			})
+			l1 := linktest.Open(t, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: a1, RxQueues: tc.q1}) })
+			l2 := linktest.Open(t, func() (*udp.Link, error) { return udp.Open(udp.Config{Addr: a2, RxQueues: tc.q2}) })
+			m, err := nic.NewMulti(l1, l2)
 			if err != nil {
 				t.Fatal(err)
 			}
-			bth.BTH(fr.RoCE()).SetDestQP(uint32(0x11 + i))
-			fr.PutICRC()
-			want[[2]uint32{uint32(ai), uint32(0x11 + i)}] = true
-		}
-		for i := range frames {
-			if n, err := src.Send(frames[i : i+1]); n != 1 || err != nil {
-				t.Fatalf("send %d: %d %v", i, n, err)
+			defer m.Close()
+			if m.RxQueues() != tc.want {
+				t.Fatalf("%d receive queues, want %d", m.RxQueues(), tc.want)
 			}
-		}
-	}
-	// A packet left in an unread queue would leave this loop waiting: a
-	// bound on that wait closes the link.
-	stop := time.AfterFunc(30*time.Second, func() { m.Close() })
-	defer stop.Stop()
-	got := make([]nic.Frame, 8)
-	for len(want) > 0 {
-		n, err := m.Recv(got)
-		if err != nil {
-			t.Fatalf("waiting for %d packets: %v", len(want), err)
-		}
-		for _, f := range got[:n] {
-			fr, err := bth.DecodeIP(f.Datagram())
-			if err != nil {
-				t.Fatal(err)
+			want := map[[2]uint32]bool{} // (address index, QPN)
+			for ai, dst := range []netip.Addr{a1, a2} {
+				frames := linktest.Frames(linktest.Outer(src, dst, 7), qps, 16)
+				for i, f := range frames {
+					fr, err := bth.DecodeIP(f.Datagram())
+					if err != nil {
+						t.Fatal(err)
+					}
+					bth.BTH(fr.RoCE()).SetDestQP(uint32(0x11 + i))
+					fr.PutICRC()
+					want[[2]uint32{uint32(ai), uint32(0x11 + i)}] = true
+				}
+				for i := range frames {
+					if n, err := src.Send(frames[i : i+1]); n != 1 || err != nil {
+						t.Fatalf("send %d: %d %v", i, n, err)
+					}
+				}
 			}
-			ai := uint32(0)
-			if fr.DstAddr().Unmap() == a2 {
-				ai = 1
+			type arrival struct {
+				queue  int
+				ai     uint32
+				qpn    uint32
+				broken error
 			}
-			delete(want, [2]uint32{ai, bth.BTH(fr.RoCE()).DestQP()})
-		}
+			arrivals := make(chan arrival, 64)
+			for q := range m.RxQueues() {
+				go func() {
+					got := make([]nic.Frame, 8)
+					for {
+						n, err := m.RecvQueue(q, got)
+						if err != nil {
+							return
+						}
+						for _, f := range got[:n] {
+							fr, err := bth.DecodeIP(f.Datagram())
+							ai := uint32(0)
+							if err == nil && fr.DstAddr().Unmap() == a2 {
+								ai = 1
+							}
+							a := arrival{queue: q, ai: ai, broken: err}
+							if err == nil {
+								a.qpn = bth.BTH(fr.RoCE()).DestQP()
+							}
+							arrivals <- a
+						}
+					}
+				}()
+			}
+			// A packet left in an unread queue would leave this loop
+			// waiting: a bound on that wait closes the link.
+			stop := time.AfterFunc(30*time.Second, func() { m.Close() })
+			defer stop.Stop()
+			for len(want) > 0 {
+				select {
+				case a := <-arrivals:
+					if a.broken != nil {
+						t.Fatal(a.broken)
+					}
+					if q := nic.QueueOf(a.qpn, m.RxQueues()); a.queue != q {
+						t.Errorf("QP %#x to address %d on queue %d, want %d", a.qpn, a.ai, a.queue, q)
+					}
+					delete(want, [2]uint32{a.ai, a.qpn})
+				case <-time.After(35 * time.Second):
+					t.Fatalf("%d packets never arrived", len(want))
+				}
+			}
+		})
 	}
 }
