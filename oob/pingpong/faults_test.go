@@ -15,6 +15,12 @@ import (
 	"github.com/goroce/goroce/ladder"
 )
 
+// readmeSrv and readmeCli are the addresses of the README's examples,
+// which its tests run as written: unlike the package's own (ppSrv,
+// ppCli), other packages' tests bind them too, so these tests need the
+// packages run one at a time, as make does (flock).
+const readmeSrv, readmeCli = "127.0.0.1", "127.0.0.2"
+
 // readmePingpongPair reads the README's two-line sh block after heading:
 // a roced rc_pingpong server and a client that ends with the server's
 // address 127.0.0.1. It returns each line's arguments after the tool's
@@ -44,7 +50,7 @@ func readmePingpongPair(t *testing.T, heading string) (srv, cli []string, env ma
 		args[i] = w[2:]
 	}
 	cli = args[1]
-	if len(cli) == 0 || cli[len(cli)-1] != "127.0.0.1" {
+	if len(cli) == 0 || cli[len(cli)-1] != readmeSrv {
 		t.Fatalf("the client line does not end with the server's address: %q", lines[1])
 	}
 	return args[0], cli[:len(cli)-1], env
@@ -66,7 +72,7 @@ func TestFaultsReadme(t *testing.T) {
 			cli[i] = pcap
 		}
 	}
-	srv, c := ppPair(t, RC, srvArgs, cli)
+	srv, c := ppPairOn(t, RC, readmeSrv, readmeCli, srvArgs, cli)
 	if srv.code != 0 || c.code != 0 {
 		t.Fatalf("server:\n%v\nclient:\n%v", srv, c)
 	}
@@ -78,8 +84,8 @@ func TestFaultsReadme(t *testing.T) {
 		t.Fatalf("the rule's firing is not logged:\n%s", c.stderr)
 	}
 	quiet := c
-	quiet.stderr = ""                        // checked above; ppCheck wants the rest as a plain run's
-	ppCheck(t, RC, 4096, 100, 1, srv, quiet) // the server, without faults, prints nothing on stderr
+	quiet.stderr = ""                                                // checked above; ppCheck wants the rest as a plain run's
+	ppCheckOn(t, RC, readmeSrv, readmeCli, 4096, 100, 1, srv, quiet) // the server, without faults, prints nothing on stderr
 	// The capture holds a SEND Middle PSN twice: the lost one resent.
 	f, err := os.Open(pcap)
 	if err != nil {
@@ -102,7 +108,7 @@ func TestFaultsReadme(t *testing.T) {
 			continue
 		}
 		b := fr.RoCE()
-		if fr.SrcAddr().String() == "127.0.0.2" && len(b) >= 12 {
+		if fr.SrcAddr().String() == readmeCli && len(b) >= 12 {
 			psn := uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11])
 			if seen[psn]++; seen[psn] == 2 {
 				again++
@@ -134,7 +140,7 @@ func TestFaultsReadme(t *testing.T) {
 // the same name runs the same flags through the perftest tools).
 func TestFaultFlagErrors(t *testing.T) {
 	for _, args := range [][]string{{"--loss", "2"}, {"--fault-rule", "tx opcode=WRITE drop"}, {"--delay", "tx:soon"}} {
-		o := ppExec(context.Background(), RC, append(args, "127.0.0.1"))
+		o := ppExec(context.Background(), RC, append(args, "127.0.19.1"))
 		if o.code == 0 || !strings.Contains(o.stderr, args[0]) || strings.Contains(o.stderr, "goroutine") {
 			t.Errorf("rc_pingpong %v: %v", args, o)
 		}
@@ -153,12 +159,12 @@ func TestTuningReadme(t *testing.T) {
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	srv, c := ppPair(t, RC, srvArgs, cli)
-	ppCheck(t, RC, 64, 2000, 1, srv, c)
+	srv, c := ppPairOn(t, RC, readmeSrv, readmeCli, srvArgs, cli)
+	ppCheckOn(t, RC, readmeSrv, readmeCli, 64, 2000, 1, srv, c)
 
 	for _, bad := range [][2]string{{"GOROCE_RX_QUEUES", "0"}, {"GOROCE_BUSY_POLL", "fast"}} {
 		t.Setenv(bad[0], bad[1])
-		o := ppExec(context.Background(), RC, []string{"-d", "127.0.0.1", "-g", "1"})
+		o := ppExec(context.Background(), RC, []string{"-d", "127.0.19.1", "-g", "1"})
 		if o.code != 1 || strings.Count(strings.TrimSpace(o.stderr), "\n") != 0 || !strings.Contains(o.stderr, bad[0]) {
 			t.Errorf("%s=%s: exit %d, stderr %q; want 1 and one line naming it", bad[0], bad[1], o.code, o.stderr)
 		}

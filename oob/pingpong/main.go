@@ -16,6 +16,11 @@ import (
 	"github.com/goroce/goroce/qp"
 )
 
+// ppListening is called once a server listens on port: the tests start
+// their client then, where a person starts the real client after the
+// server (a probe connection would take the server's only accept).
+var ppListening = func(port int) {}
+
 // errReported ends a run whose reason is already on stderr, in the tool's
 // words; the exit status is 1, as the tools return 1 on every failure.
 var errReported = errors.New("pingpong: failed")
@@ -186,6 +191,7 @@ func (r *ppRun) exchange(ctx context.Context) error {
 	if err != nil {
 		return r.failf("Couldn't listen to port %d (%v)", cfg.Port, err)
 	}
+	ppListening(cfg.Port)
 	conn, err := AcceptOne(ctx, ln)
 	if err != nil {
 		return r.failf("accept() failed (%v)", err)

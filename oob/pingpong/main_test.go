@@ -18,7 +18,7 @@ import (
 )
 
 // The tests run Main, a server and a client, each as the tool would run
-// in its own process: server on 127.0.0.1, client on 127.0.0.2 (both UDP
+// in its own process: server on 127.0.19.1, client on 127.0.19.2 (both UDP
 // port 4791, kernel UDP link), one TCP port per pair.
 
 // ppOut is what one run printed and returned.
@@ -37,10 +37,40 @@ func ppExec(ctx context.Context, tool Tool, args []string) ppOut {
 	return ppOut{out.String(), errb.String(), code}
 }
 
+var (
+	ppListenMu sync.Mutex
+	ppListenCh = map[int]chan struct{}{}
+)
+
+func init() {
+	ppListening = func(port int) {
+		ppListenMu.Lock()
+		defer ppListenMu.Unlock()
+		if ch, ok := ppListenCh[port]; ok {
+			close(ch)
+			delete(ppListenCh, port)
+		}
+	}
+}
+
+// ppOnListen returns a channel closed once a server of this process
+// listens on port.
+func ppOnListen(t *testing.T, port string) <-chan struct{} {
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan struct{})
+	ppListenMu.Lock()
+	ppListenCh[p] = ch
+	ppListenMu.Unlock()
+	return ch
+}
+
 // ppFreePort returns a TCP port nobody listens on just now.
 func ppFreePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.19.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,45 +79,33 @@ func ppFreePort(t *testing.T) string {
 }
 
 // ppPair runs a server with srvArgs and a client with cliArgs (both get
-// -p; the server gets -d 127.0.0.1, the client -d 127.0.0.2 and the host
-// 127.0.0.1). Other
-// packages' tests bind 127.0.0.x:4791 too: a pair that met one of them is
-// run again.
+// -p; the server gets -d ppSrv, the client -d ppCli and the host ppSrv).
 func ppPair(t *testing.T, tool Tool, srvArgs, cliArgs []string) (srv, cli ppOut) {
 	t.Helper()
-	for attempt := 0; ; attempt++ {
-		srv, cli = ppTryPair(t, tool, srvArgs, cliArgs)
-		if !strings.Contains(srv.stderr+cli.stderr, "address already in use") || attempt == 30 {
-			return srv, cli
-		}
-		t.Logf("UDP port 4791 busy (another package's test), again: %s", srv.stderr+cli.stderr)
-		time.Sleep(200 * time.Millisecond)
-	}
+	return ppPairOn(t, tool, ppSrv, ppCli, srvArgs, cliArgs)
 }
 
-func ppTryPair(t *testing.T, tool Tool, srvArgs, cliArgs []string) (srv, cli ppOut) {
+// ppSrv and ppCli are the package's own addresses: no other package's
+// test binds them, so packages may run side by side.
+const ppSrv, ppCli = "127.0.19.1", "127.0.19.2"
+
+// ppPairOn is ppPair between the addresses srvAddr and cliAddr.
+func ppPairOn(t *testing.T, tool Tool, srvAddr, cliAddr string, srvArgs, cliArgs []string) (srv, cli ppOut) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	port := ppFreePort(t)
+	listening := ppOnListen(t, port)
 	done := make(chan ppOut, 1)
 	go func() {
-		done <- ppExec(ctx, tool, append(append([]string{}, srvArgs...), "-p", port, "-d", "127.0.0.1"))
+		done <- ppExec(ctx, tool, append(append([]string{}, srvArgs...), "-p", port, "-d", srvAddr))
 	}()
-	args := append(append([]string{}, cliArgs...), "-p", port, "-d", "127.0.0.2", "127.0.0.1")
-	for {
-		// Like the real client, roced's does not wait for the server to
-		// listen; a test starts it again until the server does.
-		cli = ppExec(ctx, tool, args)
-		if !strings.Contains(cli.stderr, "Couldn't connect to 127.0.0.1:") || ctx.Err() != nil {
-			break
-		}
-		select {
-		case srv = <-done: // the server gave up: no point waiting for it
-			return srv, cli
-		case <-time.After(20 * time.Millisecond):
-		}
+	select {
+	case <-listening:
+	case srv = <-done: // the server ended before it listened
+		return srv, ppOut{code: -1, stderr: "(client not started: the server ended before it listened)\n"}
 	}
+	cli = ppExec(ctx, tool, append(append([]string{}, cliArgs...), "-p", port, "-d", cliAddr, srvAddr))
 	if cli.code != 0 {
 		// A failed client may leave the server waiting for traffic that
 		// will never come (as the real server would): bound the wait.
@@ -141,13 +159,19 @@ func ppAddrs(t *testing.T, tool Tool, who string, lines []string, numQP int, myG
 // the tool computes, and nothing else (so -c found every page intact).
 func ppCheck(t *testing.T, tool Tool, size, iters, numQP int, srv, cli ppOut) {
 	t.Helper()
+	ppCheckOn(t, tool, ppSrv, ppCli, size, iters, numQP, srv, cli)
+}
+
+// ppCheckOn is ppCheck for a pair between srvAddr and cliAddr.
+func ppCheckOn(t *testing.T, tool Tool, srvAddr, cliAddr string, size, iters, numQP int, srv, cli ppOut) {
+	t.Helper()
 	if srv.code != 0 || cli.code != 0 || srv.stderr != "" || cli.stderr != "" {
 		t.Fatalf("server:\n%v\nclient:\n%v", srv, cli)
 	}
 	sl := strings.Split(strings.TrimSuffix(srv.stdout, "\n"), "\n")
 	cl := strings.Split(strings.TrimSuffix(cli.stdout, "\n"), "\n")
-	sLocal, sRemote := ppAddrs(t, tool, "server", sl, numQP, "::ffff:127.0.0.1", "::ffff:127.0.0.2")
-	cLocal, cRemote := ppAddrs(t, tool, "client", cl, numQP, "::ffff:127.0.0.2", "::ffff:127.0.0.1")
+	sLocal, sRemote := ppAddrs(t, tool, "server", sl, numQP, "::ffff:"+srvAddr, "::ffff:"+cliAddr)
+	cLocal, cRemote := ppAddrs(t, tool, "client", cl, numQP, "::ffff:"+cliAddr, "::ffff:"+srvAddr)
 	for i := range numQP {
 		if sRemote[i] != cLocal[i] || cRemote[i] != sLocal[i] {
 			t.Fatalf("QP %d: the sides disagree on the addresses\nserver:\n%s\nclient:\n%s", i, srv.stdout, cli.stdout)
@@ -273,7 +297,7 @@ func TestPingpongNoGID(t *testing.T) {
 // bytes. It returns what the client sent.
 func ppFakeServer(t *testing.T, n int, answer []byte) (port string, got <-chan []byte) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.19.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,18 +353,11 @@ func TestPingpongBadServer(t *testing.T) {
 			port, got := ppFakeServer(t, n, tc.answer)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			args := []string{"-g", "1", "-n", "2", "-s", "64", "-d", "127.0.0.2", "-p", port, "127.0.0.1"}
+			args := []string{"-g", "1", "-n", "2", "-s", "64", "-d", "127.0.19.2", "-p", port, "127.0.19.1"}
 			if tc.tool == SRQ {
 				args = append(args, "-q", "1")
 			}
-			var out ppOut
-			for attempt := 0; attempt < 30; attempt++ {
-				out = ppExec(ctx, tc.tool, args)
-				if !strings.Contains(out.stderr, "address already in use") {
-					break
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+			out := ppExec(ctx, tc.tool, args)
 			lines := strings.Split(strings.TrimSuffix(out.stderr, "\n"), "\n")
 			if out.code != 1 || len(lines) != len(tc.stderr) || ctx.Err() != nil {
 				t.Fatalf("%v", out)
@@ -369,24 +386,16 @@ func mustDest(t *testing.T, b []byte) Dest {
 // ppFakeClient connects to a roced server, sends msg and returns what the
 // server answered before it closed, or, if the server exits before it
 // listens, its output.
-func ppFakeClient(t *testing.T, ctx context.Context, port string, msg []byte, done <-chan ppOut) (answer []byte, srv ppOut, exited bool) {
+func ppFakeClient(t *testing.T, listening <-chan struct{}, port string, msg []byte, done <-chan ppOut) (answer []byte, srv ppOut, exited bool) {
 	t.Helper()
-	var c net.Conn
-	var err error
-	for ctx.Err() == nil {
-		if c, err = net.Dial("tcp", "127.0.0.1:"+port); err == nil {
-			break
-		}
-		// Not listening yet, or never will: the server's exit (a port in
-		// use, say) ends the wait, however long it took to get there.
-		select {
-		case srv = <-done:
-			return nil, srv, true
-		case <-time.After(20 * time.Millisecond):
-		}
+	select {
+	case <-listening:
+	case srv = <-done: // it ended before it listened (a port in use, say)
+		return nil, srv, true
 	}
-	if c == nil {
-		t.Fatalf("server never listened: %v", err)
+	c, err := net.Dial("tcp", ppSrv+":"+port)
+	if err != nil {
+		t.Fatalf("the server listens, but: %v", err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
@@ -413,30 +422,24 @@ func TestPingpongBadClient(t *testing.T) {
 		{"srq short", SRQ, bytes.Repeat([]byte("0"), 3*RecordSize), "server read: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for attempt := 0; ; attempt++ {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				port := ppFreePort(t)
-				done := make(chan ppOut, 1)
-				go func() { done <- ppExec(ctx, tc.tool, []string{"-g", "1", "-n", "2", "-p", port, "-d", "127.0.0.1"}) }()
-				answer, out, exited := ppFakeClient(t, ctx, port, tc.msg, done)
-				if !exited {
-					out = <-done
-				}
-				timedOut := ctx.Err() != nil
-				cancel()
-				if strings.Contains(out.stderr, "address already in use") && attempt < 30 {
-					time.Sleep(200 * time.Millisecond)
-					continue
-				}
-				lines := strings.Split(strings.TrimSuffix(out.stderr, "\n"), "\n")
-				if out.code != 1 || len(lines) != 2 || !strings.HasPrefix(lines[0], tc.stderr) ||
-					lines[1] != "Couldn't read remote address" || timedOut {
-					t.Fatalf("%v", out)
-				}
-				if len(answer) != 0 {
-					t.Fatalf("the server answered a bad record with %q", answer)
-				}
-				return
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			port := ppFreePort(t)
+			listening := ppOnListen(t, port)
+			done := make(chan ppOut, 1)
+			go func() { done <- ppExec(ctx, tc.tool, []string{"-g", "1", "-n", "2", "-p", port, "-d", ppSrv}) }()
+			answer, out, exited := ppFakeClient(t, listening, port, tc.msg, done)
+			if !exited {
+				out = <-done
+			}
+			timedOut := ctx.Err() != nil
+			cancel()
+			lines := strings.Split(strings.TrimSuffix(out.stderr, "\n"), "\n")
+			if out.code != 1 || len(lines) != 2 || !strings.HasPrefix(lines[0], tc.stderr) ||
+				lines[1] != "Couldn't read remote address" || timedOut {
+				t.Fatalf("%v", out)
+			}
+			if len(answer) != 0 {
+				t.Fatalf("the server answered a bad record with %q", answer)
 			}
 		})
 	}
@@ -459,27 +462,20 @@ func TestPingpongRefusals(t *testing.T) {
 		// beyond the largest message.
 		{RC, "-s 99999999999", "roced rc_pingpong: -s 99999999999 out of range (0 to 4294967295)\n", true},
 		{SRQ, "-s 3000000000", "roced srq_pingpong: -s 3000000000: larger than the largest message (2147483648 bytes)\n", false},
-		{RC, "-o -d 127.0.0.1", "The device isn't ODP capable or does not support RC send and receive with ODP\n", false},
-		{RC, "-O -d 127.0.0.1", "The device isn't ODP capable or does not support RC send and receive with ODP\n", false},
-		{RC, "-t -d 127.0.0.1", "The device isn't completion timestamp capable\n", false},
-		{RC, "-j -d 127.0.0.1", "Device doesn't support dm allocation\n", false},
+		{RC, "-o -d 127.0.19.1", "The device isn't ODP capable or does not support RC send and receive with ODP\n", false},
+		{RC, "-O -d 127.0.19.1", "The device isn't ODP capable or does not support RC send and receive with ODP\n", false},
+		{RC, "-t -d 127.0.19.1", "The device isn't completion timestamp capable\n", false},
+		{RC, "-j -d 127.0.19.1", "Device doesn't support dm allocation\n", false},
 		{RC, "-o -j", "DM memory region can't be on demand\n", false},
 		{RC, "-P", "prefetch is valid only with on-demand memory region\n", false},
-		{SRQ, "-o -d 127.0.0.1", "The device isn't ODP capable or does not support RC send, receive and srq with ODP\n", false},
+		{SRQ, "-o -d 127.0.19.1", "The device isn't ODP capable or does not support RC send, receive and srq with ODP\n", false},
 		{SRQ, "-q 300", "num_qp 300 must be less than 255\n", false},
 		{SRQ, "-q 20 -r 10", "rx_depth 10 is too small for 20 QPs -- must have at least one receive per QP.\n", false},
-		{UD, "-s 65536 -d 127.0.0.1", "Requested size larger than port MTU (4096)\n", false},
-		{RC, "-i 2 -d 127.0.0.1", "Failed to modify QP to INIT\n", false},
+		{UD, "-s 65536 -d 127.0.19.1", "Requested size larger than port MTU (4096)\n", false},
+		{RC, "-i 2 -d 127.0.19.1", "Failed to modify QP to INIT\n", false},
 	} {
 		t.Run(tc.tool.String()+" "+tc.args, func(t *testing.T) {
-			var out ppOut
-			for attempt := 0; attempt < 30; attempt++ {
-				out = ppExec(context.Background(), tc.tool, strings.Fields(tc.args))
-				if !strings.Contains(out.stderr, "address already in use") {
-					break
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+			out := ppExec(context.Background(), tc.tool, strings.Fields(tc.args))
 			if out.code != 1 || out.stderr != tc.stderr || strings.HasPrefix(out.stdout, "Usage:\n") != tc.usage {
 				t.Fatalf("%v\nwant stderr %q", out, tc.stderr)
 			}
@@ -489,7 +485,7 @@ func TestPingpongRefusals(t *testing.T) {
 		})
 	}
 	// -g beyond the GID table: the tools' own words.
-	out := ppExec(context.Background(), RC, []string{"-g", "9", "-d", "127.0.0.1"})
+	out := ppExec(context.Background(), RC, []string{"-g", "9", "-d", "127.0.19.1"})
 	if out.code != 1 || !strings.HasPrefix(out.stderr, "can't read sgid of index 9 (") {
 		t.Fatalf("-g 9: %v", out)
 	}
@@ -582,53 +578,46 @@ func TestPingpongProcesses(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/goroce/goroce/cmd/roced").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	for attempt := 0; ; attempt++ {
-		port := ppFreePort(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		var srvOut, srvErr bytes.Buffer
-		srv := exec.CommandContext(ctx, bin, "rc_pingpong", "-g", "1", "-n", "50", "-s", "4096", "-p", port, "-d", "127.0.0.1")
-		srv.Stdout, srv.Stderr = &srvOut, &srvErr
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		wg.Add(1)
-		var srvExit error
-		go func() { defer wg.Done(); srvExit = srv.Wait() }()
-		var cliOut, cliErr []byte
-		var cliExit error
-		for ctx.Err() == nil {
-			var o, e bytes.Buffer
-			cli := exec.CommandContext(ctx, bin, "rc_pingpong", "-g", "1", "-n", "50", "-s", "4096", "-p", port, "-d", "127.0.0.2", "127.0.0.1")
-			cli.Stdout, cli.Stderr = &o, &e
-			cliExit = cli.Run()
-			cliOut, cliErr = o.Bytes(), e.Bytes()
-			if !bytes.Contains(cliErr, []byte("Couldn't connect")) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if cliExit != nil {
-			time.AfterFunc(5*time.Second, cancel)
-		}
-		wg.Wait()
-		cancel()
-		code := func(err error) int {
-			if err == nil {
-				return 0
-			}
-			if ee, ok := err.(*exec.ExitError); ok {
-				return ee.ExitCode()
-			}
-			return -1
-		}
-		s := ppOut{srvOut.String(), srvErr.String(), code(srvExit)}
-		c := ppOut{string(cliOut), string(cliErr), code(cliExit)}
-		if strings.Contains(s.stderr+c.stderr, "address already in use") && attempt < 30 {
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		ppCheck(t, RC, 4096, 50, 1, s, c)
-		return
+	port := ppFreePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	var srvOut, srvErr bytes.Buffer
+	srv := exec.CommandContext(ctx, bin, "rc_pingpong", "-g", "1", "-n", "50", "-s", "4096", "-p", port, "-d", "127.0.19.1")
+	srv.Stdout, srv.Stderr = &srvOut, &srvErr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
 	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var srvExit error
+	go func() { defer wg.Done(); srvExit = srv.Wait() }()
+	var cliOut, cliErr []byte
+	var cliExit error
+	for ctx.Err() == nil {
+		var o, e bytes.Buffer
+		cli := exec.CommandContext(ctx, bin, "rc_pingpong", "-g", "1", "-n", "50", "-s", "4096", "-p", port, "-d", "127.0.19.2", "127.0.19.1")
+		cli.Stdout, cli.Stderr = &o, &e
+		cliExit = cli.Run()
+		cliOut, cliErr = o.Bytes(), e.Bytes()
+		if !bytes.Contains(cliErr, []byte("Couldn't connect")) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if cliExit != nil {
+		time.AfterFunc(5*time.Second, cancel)
+	}
+	wg.Wait()
+	cancel()
+	code := func(err error) int {
+		if err == nil {
+			return 0
+		}
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		return -1
+	}
+	s := ppOut{srvOut.String(), srvErr.String(), code(srvExit)}
+	c := ppOut{string(cliOut), string(cliErr), code(cliExit)}
+	ppCheck(t, RC, 4096, 50, 1, s, c)
 }
