@@ -316,10 +316,12 @@ type remote struct {
 	// came last, hi the highest PSN it sent (seen: any).
 	client *peerReq
 	pongs  int // the SENDs rc_pingpong's client waits for, not sent yet
-	// answeredAt is when the suite last answered the peer's requests
-	// (stamped as the answer goes). timerPSN, when set, is the PSN the
-	// peer's local ACK timer would send first (timerResend).
+	// answeredAt and answerOut are when the suite's last answer to the
+	// peer's requests began to be sent and when the send returned.
+	// timerPSN, when set, is the PSN the peer's local ACK timer would
+	// send first (timerResend).
 	answeredAt  time.Time
+	answerOut   time.Time
 	timerPSN    uint32
 	timerPSNSet bool
 	lastAt      map[uint32]time.Time

@@ -47,10 +47,12 @@ var localACKTimeout = 4096 * time.Nanosecond << toolTimeout
 // goroutine got to stamp them), not when the peer's timer started: in the
 // lab, with this host's cores held by other work, the suite's answer went
 // up to 100 ms after the request came, and a request was seen 45 ms late.
-// So a resend is the timer's if it came before the answer went, or so
-// soon after it (within a quarter of the timeout) that it was on its way
-// already, at the timer's cadence (three quarters of the timeout or more
-// after the request's previous transmission).
+// So a resend is the timer's if it came before the answer began to go,
+// or so soon after it was out (within a quarter of the timeout) that it
+// was on its way already, at the timer's cadence (three quarters of the
+// timeout or more after the request's previous transmission). The
+// windows after the answer count from when its send returned, so that a
+// suite preempted before its send does not make a prompt reaction late.
 //
 // A play that knows which request the peer's timer would send (timerPSN:
 // the oldest one the suite had not acknowledged before its answer, which
@@ -62,16 +64,19 @@ func (s *session) timerResend(ev peerEvent) bool {
 	if r.timerPSNSet && ev.psn != r.timerPSN {
 		return false
 	}
-	after := ev.at.Sub(r.answeredAt)
-	return after < 0 || after < localACKTimeout/4 && ev.since >= localACKTimeout*3/4
+	return ev.at.Before(r.answeredAt) || s.sinceAnswer(ev) < localACKTimeout/4 && ev.since >= localACKTimeout*3/4
 }
+
+// sinceAnswer is how long after the suite's last answer was out ev came
+// (negative: while the send was under way).
+func (s *session) sinceAnswer(ev peerEvent) time.Duration { return ev.at.Sub(s.peer.answerOut) }
 
 // reaction says whether a request the peer sent again (ev) was sent in
 // reaction to the suite's last answer: not the timer's, and within a
 // quarter of the timeout after the answer (a round trip: a millisecond or
 // two).
 func (s *session) reaction(ev peerEvent) bool {
-	return !s.timerResend(ev) && ev.at.Sub(s.peer.answeredAt) < localACKTimeout/4
+	return !s.timerResend(ev) && s.sinceAnswer(ev) < localACKTimeout/4
 }
 
 // reqRNRCode is the RNR timer the remote req-rnr-waits-timer case sends:
@@ -606,7 +611,7 @@ func (s *session) peerReact(ref uint32) (Outcome, error) {
 			return o, err
 		case !ev.resent:
 			return Outcome{}, fmt.Errorf("the peer sent a new request %v where the one at psn +0 was outstanding", describe(ev.p, ref))
-		case s.timerResend(ev) && ev.at.Sub(s.peer.answeredAt) < localACKTimeout/4:
+		case s.timerResend(ev) && s.sinceAnswer(ev) < localACKTimeout/4:
 			continue // the timer's resend, which crossed the answer
 		case !s.reaction(ev):
 			return Outcome{Reply: Waiting, CheckCount: true, State: qp.RTS, Status: AnyStatus,
@@ -614,7 +619,7 @@ func (s *session) peerReact(ref uint32) (Outcome, error) {
 					localACKTimeout.Round(time.Millisecond), psnDiff(ev.psn, ref), ev.since.Round(time.Millisecond))}, nil
 		}
 		return Outcome{Reply: Retransmit, PSN: psnDiff(ev.psn, ref), CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS,
-			Status: AnyStatus, Detail: fmt.Sprintf("sent again %v after the suite's answer", ev.at.Sub(s.peer.answeredAt).Round(time.Millisecond))}, nil
+			Status: AnyStatus, Detail: fmt.Sprintf("sent again %v after the suite's answer", s.sinceAnswer(ev).Round(time.Millisecond))}, nil
 	}
 }
 
@@ -766,7 +771,7 @@ func (s *session) nextResend(ref uint32, skipTimer bool) (ev peerEvent, end *Out
 			return ev, &o, err
 		case !ev.resent:
 			return ev, nil, fmt.Errorf("the peer sent a new request %v where the one at psn +0 was outstanding", describe(ev.p, ref))
-		case skipTimer && s.timerResend(ev) && ev.at.Sub(s.peer.answeredAt) < localACKTimeout/4:
+		case skipTimer && s.timerResend(ev) && s.sinceAnswer(ev) < localACKTimeout/4:
 			continue
 		}
 		return ev, nil, nil
@@ -833,6 +838,8 @@ func (s *session) peerRNRWaits() (Outcome, error) {
 	if err := s.nak(psn, bth.RNRNAKSyndrome(reqRNRCode)); err != nil {
 		return Outcome{}, err
 	}
+	// From when the NAK began to go: a send the host delayed never makes
+	// a resend look early.
 	sentAt := s.peer.answeredAt
 	ev, end, err := s.nextResend(psn, true)
 	if err != nil || end != nil {

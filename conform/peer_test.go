@@ -119,7 +119,7 @@ func TestToolStatus(t *testing.T) {
 // answer went, is not.
 func TestReaction(t *testing.T) {
 	t0 := time.Now()
-	s := &session{peer: &remote{answeredAt: t0}}
+	s := &session{peer: &remote{answeredAt: t0, answerOut: t0}}
 	ms := time.Millisecond
 	for _, tc := range []struct {
 		at, since time.Duration // arrival after the answer; since its last transmission
@@ -140,6 +140,24 @@ func TestReaction(t *testing.T) {
 	}
 }
 
+// TestReactionSlowSend: the suite preempted for 30 ms in its send. A
+// resend stamped while the send was under way (the peer's reaction on
+// loopback, before the send returned) and one 10 ms after it returned
+// are reactions; one stamped before the send began is not.
+func TestReactionSlowSend(t *testing.T) {
+	t0 := time.Now()
+	ms := time.Millisecond
+	s := &session{peer: &remote{answeredAt: t0, answerOut: t0.Add(30 * ms)}}
+	for _, tc := range []struct {
+		at   time.Duration // after the send began
+		want bool
+	}{{5 * ms, true}, {40 * ms, true}, {-1 * ms, false}} {
+		if got := s.reaction(peerEvent{at: t0.Add(tc.at), since: 2*ms + tc.at}); got != tc.want {
+			t.Errorf("%v after the send began: reaction %v", tc.at, got)
+		}
+	}
+}
+
 // TestReactionTimerPSN: when the play knows the PSN the peer's timer
 // would resend first, a resend of another PSN is a reaction even if the
 // answer went late (here 60 ms after the request, 1 ms before the
@@ -147,7 +165,7 @@ func TestReaction(t *testing.T) {
 func TestReactionTimerPSN(t *testing.T) {
 	t0 := time.Now()
 	ms := time.Millisecond
-	s := &session{peer: &remote{answeredAt: t0, timerPSN: 10, timerPSNSet: true}}
+	s := &session{peer: &remote{answeredAt: t0, answerOut: t0, timerPSN: 10, timerPSNSet: true}}
 	late := peerEvent{psn: 14, at: t0.Add(1 * ms), since: 61 * ms}
 	if !s.reaction(late) || s.timerResend(late) {
 		t.Errorf("psn 14 after a late answer: reaction %v, timer %v", s.reaction(late), s.timerResend(late))

@@ -356,16 +356,20 @@ func (s *session) request() (bth.Packet, error) {
 	return p, nil
 }
 
-// answer sends the suite's response to the peer's requester.
+// answer sends the suite's response to the peer's requester, stamping
+// when the send began and when it returned: the answer left between the
+// two. A busy host can preempt the suite on either side of the send, and
+// on loopback the peer can react, and the suite's receiver stamp that
+// reaction, before the send returns.
 func (s *session) answer(op bth.OpCode, psn uint32, payload []byte, exts ...func([]byte, *bth.Info)) error {
-	// Stamped before the send: on loopback the peer can react, and the
-	// suite's receiver stamp that reaction, before the send returns (a
-	// busy host preempting the suite right after it), and a reaction
-	// stamped before the answer would pass for the timer's resend.
 	if s.peer != nil {
 		s.peer.answeredAt = time.Now()
 	}
-	return s.raw.send(pkt{op: op, qpn: s.peerQPN(), psn: psn, payload: payload, exts: exts})
+	err := s.raw.send(pkt{op: op, qpn: s.peerQPN(), psn: psn, payload: payload, exts: exts})
+	if s.peer != nil {
+		s.peer.answerOut = time.Now()
+	}
+	return err
 }
 
 // ack answers with an ACK of PSN psn carrying MSN msn.
