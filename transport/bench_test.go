@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"net/netip"
@@ -15,6 +15,7 @@ import (
 	"github.com/goroce/goroce/internal/rawudp"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
+	"github.com/goroce/goroce/transport"
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
@@ -142,8 +143,8 @@ func BenchmarkPingPong(b *testing.B) {
 			} else {
 				x, y = udpSide(b, xAddr, &o), udpSide(b, yAddr, &o)
 			}
-			connect(b, x, y, &o, 1, 2)
-			connect(b, y, x, &o, 2, 1)
+			connectPair(b, x, y, &o, 1, 2)
+			connectPair(b, y, x, &o, 2, 1)
 			ctx := context.Background()
 			wait1 := func(c *cq.CQ) {
 				var wc [1]cq.WC
@@ -214,7 +215,7 @@ func udpSide(t testing.TB, addr string, o *pairOpts) *side {
 	ad := netip.MustParseAddr(addr)
 	l, err := udp.Open(udp.Config{Addr: ad, BusyPoll: o.busy})
 	must(t, err)
-	d, err := Open(l, Options{})
+	d, err := transport.Open(l, transport.Options{})
 	must(t, err)
 	t.Cleanup(func() { d.Close() })
 	s := &side{dev: d, addr: ad, pd: d.AllocPD(), scq: d.CreateCQ(64), rcq: d.CreateCQ(64), buf: make([]byte, 4096)}

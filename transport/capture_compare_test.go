@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"errors"
@@ -18,6 +18,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // sig is what two packets of the same operation must share on the wire:
@@ -177,8 +178,8 @@ func pingpong(size, n int) func(t *testing.T, c, s *side, ah *qp.AH) {
 					wr.AH = from.ah
 				}
 				must(t, from.qp.PostSend(&wr))
-				wait(t, to.rcq, 5*time.Second)
-				wait(t, from.scq, 5*time.Second)
+				waitWC(t, to.rcq, 5*time.Second)
+				waitWC(t, from.scq, 5*time.Second)
 			}
 		}
 	}
@@ -195,11 +196,11 @@ func stream(op qp.WROpcode, size, n int) func(t *testing.T, c, s *side, ah *qp.A
 				RemoteAddr: s.mr.Addr(), RKey: s.mr.RKey(), CompareAdd: 1, AH: c.ah,
 				RemoteQPN: s.qp.QPN(), RemoteQKey: 0x11111111}
 			must(t, c.qp.PostSend(&wr))
-			wait(t, c.scq, 5*time.Second)
+			waitWC(t, c.scq, 5*time.Second)
 		}
 		if op == qp.WRSend {
 			for range n {
-				wait(t, s.rcq, 5*time.Second)
+				waitWC(t, s.rcq, 5*time.Second)
 			}
 		}
 	}
@@ -246,8 +247,8 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 					Cap: qp.Cap{MaxSendWR: 64, MaxSendSGE: 1}})
 				must(t, err)
 			}
-			connect(t, c, s, &o, 1, 2)
-			connect(t, s, c, &o, 2, 1)
+			connectPair(t, c, s, &o, 1, 2)
+			connectPair(t, s, c, &o, 2, 1)
 			if sc.typ == qp.UD {
 				for _, x := range [][2]*side{{c, s}, {s, c}} {
 					g, _ := x[1].dev.GID(1)
@@ -275,7 +276,7 @@ func newTracedSide(t *testing.T, net *mem.Net, addr string, o *pairOpts, trace f
 	// A clock that never moves: on a lossless link a retransmission would
 	// only be the machine being slow, and would add a request rxe never
 	// sent.
-	d, err := Open(l, Options{Trace: trace, Clock: fakeclock.New()})
+	d, err := transport.Open(l, transport.Options{Trace: trace, Clock: fakeclock.New()})
 	must(t, err)
 	t.Cleanup(func() { d.Close() })
 	s := &side{dev: d, link: l, addr: a, pd: d.AllocPD(), scq: d.CreateCQ(512), rcq: d.CreateCQ(512), buf: make([]byte, 1<<16)}

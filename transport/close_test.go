@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestCloseFlushesAndWakes is issue 14 item 1: Close with work
@@ -40,7 +41,7 @@ func TestCloseFlushesAndWakes(t *testing.T) {
 	go func() {
 		var wc [1]cq.WC
 		_, err := idle.PollWait(context.Background(), wc[:])
-		if errors.Is(err, ErrClosed) {
+		if errors.Is(err, transport.ErrClosed) {
 			woke <- "PollWait"
 		} else {
 			woke <- "PollWait returned " + fmtErr(err)
@@ -94,10 +95,10 @@ func drain(t *testing.T, c *cq.CQ, want []cq.WC) {
 			t.Fatalf("completion %d: n=%d err=%v %+v, want WRID %d %v", i, n, err, wc[0], w.WRID, w.Status)
 		}
 	}
-	if n, err := c.Poll(wc[:]); n != 0 || !errors.Is(err, ErrClosed) {
+	if n, err := c.Poll(wc[:]); n != 0 || !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("Poll after the last completion: n=%d err=%v, want ErrClosed", n, err)
 	}
-	if n, err := c.PollWait(context.Background(), wc[:]); n != 0 || !errors.Is(err, ErrClosed) {
+	if n, err := c.PollWait(context.Background(), wc[:]); n != 0 || !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("PollWait after the last completion: n=%d err=%v, want ErrClosed", n, err)
 	}
 }
@@ -136,7 +137,7 @@ func TestCallsAfterClose(t *testing.T) {
 		{"PostRecv", func() error { return a.qp.PostRecv(&recv) }},
 		{"PostRecvList", func() error { return a.qp.PostRecvList([]qp.RecvWR{recv}) }},
 		{"Modify", func() error { at := qp.Attr{State: qp.Reset}; return a.qp.Modify(&at, qp.AttrState) }},
-		{"the QP's own destroy", func() error { return destroyQP(spare) }},
+		{"the QP's own destroy", func() error { return transport.DestroyQP(spare) }},
 		{"PostSend to a QP destroyed before Close", func() error { return gone.PostSend(&send) }},
 		{"DestroyQP", func() error { return d.DestroyQP(a.qp) }},
 		{"DestroyCQ", func() error { return d.DestroyCQ(a.scq) }},
@@ -166,7 +167,7 @@ func TestCallsAfterClose(t *testing.T) {
 		{"AH.Destroy", ah.Destroy},
 	}
 	for _, c := range calls {
-		if err := c.call(); !errors.Is(err, ErrClosed) {
+		if err := c.call(); !errors.Is(err, transport.ErrClosed) {
 			t.Errorf("%s after Close: %v, want an error wrapping ErrClosed", c.name, err)
 		}
 	}
@@ -197,7 +198,7 @@ func TestCloseRacesPostsAndPolls(t *testing.T) {
 			case errors.Is(err, qp.ErrNoMem):
 				// Queue full: wait for the pollers, as a program would.
 				runtime.Gosched()
-			case errors.Is(err, ErrClosed):
+			case errors.Is(err, transport.ErrClosed):
 				return
 			default:
 				fail <- "post: " + err.Error()
@@ -227,7 +228,7 @@ func TestCloseRacesPostsAndPolls(t *testing.T) {
 				}
 				completed[i].Add(int64(n))
 				if err != nil {
-					if !errors.Is(err, ErrClosed) {
+					if !errors.Is(err, transport.ErrClosed) {
 						fail <- "poll: " + err.Error()
 					}
 					return

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ func TestCompleterCoalescedACK(t *testing.T) {
 	}
 	r.ackTo(ack, sPSN+2, 3) // one ACK for all three
 	for i := range 3 {
-		if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i) || wc.Status != cq.Success {
+		if wc := waitWC(t, s.scq, time.Second); wc.WRID != uint64(i) || wc.Status != cq.Success {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}
@@ -78,13 +78,13 @@ func TestCompleterSequenceNAK(t *testing.T) {
 	r.expectReq(bth.RCSendOnly, sPSN+2)
 	r.expectReq(bth.RCSendOnly, sPSN+3)
 	for i := range 2 {
-		if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i) {
+		if wc := waitWC(t, s.scq, time.Second); wc.WRID != uint64(i) {
 			t.Fatalf("completion %+v", wc)
 		}
 	}
 	r.ackTo(ack, sPSN+3, 4)
-	wait(t, s.scq, time.Second)
-	wait(t, s.scq, time.Second)
+	waitWC(t, s.scq, time.Second)
+	waitWC(t, s.scq, time.Second)
 	c := s.dev.Counters()
 	if c.RcvdSeqErr.Load() != 1 || c.RetransmittedPkts.Load() != 2 {
 		t.Fatalf("rcvd_seq_err %d retransmitted %d", c.RcvdSeqErr.Load(), c.RetransmittedPkts.Load())
@@ -111,7 +111,7 @@ func TestCompleterErrorNAKs(t *testing.T) {
 			// The first is acknowledged by the NAK; the second failed; the
 			// third is flushed; the QP is in ERR (IBA 9.9.3.1).
 			for i, st := range []cq.Status{cq.Success, c.want, cq.WRFlushErr} {
-				wc := wait(t, s.scq, time.Second)
+				wc := waitWC(t, s.scq, time.Second)
 				if wc.WRID != uint64(i) || wc.Status != st {
 					t.Fatalf("completion %d: %+v, want %v", i, wc, st)
 				}
@@ -153,12 +153,12 @@ func TestCompleterRNR(t *testing.T) {
 			}
 			if c.ok {
 				r.ackTo(ack, sPSN, 1)
-				if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success {
+				if wc := waitWC(t, s.scq, time.Second); wc.Status != cq.Success {
 					t.Fatalf("completion %+v", wc)
 				}
 				return
 			}
-			if wc := wait(t, s.scq, time.Second); wc.Status != cq.RNRRetryExcErr {
+			if wc := waitWC(t, s.scq, time.Second); wc.Status != cq.RNRRetryExcErr {
 				t.Fatalf("completion %+v, want RNR retry exceeded", wc)
 			}
 			if s.qp.State() != qp.Err {
@@ -197,11 +197,11 @@ func TestCompleterRetryExhaustion(t *testing.T) {
 		r.quiet() // no retry a nanosecond before the timeout
 		r.clk.Advance(time.Nanosecond)
 	}
-	wc := wait(t, s.scq, time.Second)
+	wc := waitWC(t, s.scq, time.Second)
 	if wc.Status != cq.RetryExcErr || wc.WRID != 0 || wc.VendorErr != cq.VendorRetryExceeded {
 		t.Fatalf("completion %+v, want retry exceeded with mlx5's vendor_err 0x81", wc)
 	}
-	if wc := wait(t, s.scq, time.Second); wc.Status != cq.WRFlushErr {
+	if wc := waitWC(t, s.scq, time.Second); wc.Status != cq.WRFlushErr {
 		t.Fatalf("completion %+v", wc)
 	}
 	r.clk.Advance(time.Hour) // no timer is left to send anything
@@ -239,7 +239,7 @@ func TestCompleterProgressResetsRetries(t *testing.T) {
 	expectProbe(r, sPSN+1) // timed out again, after progress
 	r.ackTo(ack, sPSN+1, 2)
 	for range 2 {
-		if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success {
+		if wc := waitWC(t, s.scq, time.Second); wc.Status != cq.Success {
 			t.Fatalf("completion %+v", wc)
 		}
 	}
@@ -268,7 +268,7 @@ func TestCompleterReadResponses(t *testing.T) {
 	r.send(bth.RCReadResponseFirst, sPSN+1, false, data[1024:2048], aeth(ack, 1))
 	r.send(bth.RCReadResponseMiddle, sPSN+2, false, data[2048:3072])
 	r.send(bth.RCReadResponseLast, sPSN+3, false, data[3072:], aeth(ack, 1))
-	if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success || wc.Opcode != cq.OpRDMARead {
+	if wc := waitWC(t, s.scq, time.Second); wc.Status != cq.Success || wc.Opcode != cq.OpRDMARead {
 		t.Fatalf("completion %+v", wc)
 	}
 	if !bytes.Equal(s.buf[:4000], data) {
@@ -349,7 +349,7 @@ func TestCompleterReorderedNAKPair(t *testing.T) {
 	expect(12, 15)
 	r.ackTo(ack, sPSN+15, 16)
 	for i := range 16 {
-		if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i%8) || wc.Status != cq.Success {
+		if wc := waitWC(t, s.scq, time.Second); wc.WRID != uint64(i%8) || wc.Status != cq.Success {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}
@@ -384,7 +384,7 @@ func TestCompleterTimeoutResendsOldestAlone(t *testing.T) {
 	}
 	r.ackTo(ack, sPSN+7, 8)
 	for i := range 8 {
-		if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i) || wc.Status != cq.Success {
+		if wc := waitWC(t, s.scq, time.Second); wc.WRID != uint64(i) || wc.Status != cq.Success {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}
@@ -433,7 +433,7 @@ func TestCompleterReadReorderedResponse(t *testing.T) {
 				r.send(bth.RCReadResponseMiddle, sPSN+uint32(i), false, chunk(i))
 			}
 			r.send(bth.RCReadResponseLast, sPSN+uint32(last), false, chunk(last), aeth(ack, 1))
-			if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success || wc.Opcode != cq.OpRDMARead {
+			if wc := waitWC(t, s.scq, time.Second); wc.Status != cq.Success || wc.Opcode != cq.OpRDMARead {
 				t.Fatalf("completion %+v", wc)
 			}
 			if !bytes.Equal(s.buf[:size], data) {

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestForeignObjects: a PD or CQ of another device is refused where it is
@@ -97,14 +98,14 @@ func TestDestroyTwice(t *testing.T) {
 	must(t, err)
 	ep, err := a.dev.LocalEndpoint(ud)
 	must(t, err)
-	must(t, a.dev.Connect(ud, ep, ep, ConnectOptions{}))
+	must(t, a.dev.Connect(ud, ep, ep, transport.ConnectOptions{}))
 	ah, err := a.dev.CreateAH(a.pd, qp.AHAttr{DGID: ep.GID, SGIDIndex: a.dev.DefaultGIDIndex(), PortNum: 1})
 	must(t, err)
 	must(t, ah.Destroy())
 	if err := ah.Destroy(); !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("AH destroyed twice: %v", err)
 	}
-	err = ud.PostSend(&qp.SendWR{Opcode: qp.WRSend, AH: ah, RemoteQPN: ud.QPN(), RemoteQKey: DefaultQKey})
+	err = ud.PostSend(&qp.SendWR{Opcode: qp.WRSend, AH: ah, RemoteQPN: ud.QPN(), RemoteQKey: transport.DefaultQKey})
 	if !errors.Is(err, qp.ErrInvalid) || err.Error() != "qp: invalid argument: address handle destroyed" {
 		t.Fatalf("send with a destroyed AH: %v", err)
 	}

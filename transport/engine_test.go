@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -38,7 +38,7 @@ func TestLargeMessages(t *testing.T) {
 		}
 		must(t, a.qp.PostSend(&qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, n)},
 			RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
-		if wc := wait(t, a.scq, 60*time.Second); wc.Status != cq.Success || wc.ByteLen != n {
+		if wc := waitWC(t, a.scq, 60*time.Second); wc.Status != cq.Success || wc.ByteLen != n {
 			t.Fatalf("%v: %+v", op, wc)
 		}
 		if !bytes.Equal(src.buf[:n], dst.buf[:n]) {
@@ -91,7 +91,7 @@ func TestDeregRevokes(t *testing.T) {
 	write := func(id uint64) cq.WC {
 		must(t, a.qp.PostSend(&qp.SendWR{WRID: id, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
 			SGL: []mr.SGE{a.mr.SGE(0, 100)}, RemoteAddr: target.Addr(), RKey: target.RKey()}))
-		return wait(t, a.scq, 2*time.Second)
+		return waitWC(t, a.scq, 2*time.Second)
 	}
 	if wc := write(1); wc.Status != cq.Success {
 		t.Fatalf("before dereg: %+v", wc)
@@ -139,7 +139,7 @@ func TestSQDrain(t *testing.T) {
 	held = false
 	hold.Unlock()
 	clk.Advance(4096 << 16 * time.Nanosecond) // timeout 16
-	if wc := wait(t, a.scq, 2*time.Second); wc.WRID != 1 {
+	if wc := waitWC(t, a.scq, 2*time.Second); wc.WRID != 1 {
 		t.Fatalf("%+v", wc)
 	}
 	select {
@@ -155,7 +155,7 @@ func TestSQDrain(t *testing.T) {
 	}
 	rts := qp.Attr{State: qp.RTS}
 	must(t, a.qp.Modify(&rts, qp.AttrState))
-	if wc := wait(t, a.scq, 2*time.Second); wc.WRID != 2 || wc.Status != cq.Success {
+	if wc := waitWC(t, a.scq, 2*time.Second); wc.WRID != 2 || wc.Status != cq.Success {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -183,8 +183,8 @@ func TestConcurrentPosting(t *testing.T) {
 		}
 		sa, sb := *a, *b
 		sa.qp, sb.qp = qa, qb
-		connect(t, &sa, &sb, &o, 10, 20)
-		connect(t, &sb, &sa, &o, 20, 10)
+		connectPair(t, &sa, &sb, &o, 10, 20)
+		connectPair(t, &sb, &sa, &o, 20, 10)
 		for range workers * msgs {
 			must(t, qb.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, 64)}}))
 		}
@@ -242,16 +242,16 @@ func TestCommEstablished(t *testing.T) {
 	o := pairOpts{noConnect: true}
 	o.defaults()
 	a, b, _ := newPair(t, o)
-	connect(t, a, b, &o, o.psnA, o.psnB)
+	connectPair(t, a, b, &o, o.psnA, o.psnB)
 	connectTo(t, b, a, &o, o.psnB, o.psnA, qp.RTR)
 	for i := range 2 {
 		must(t, b.qp.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.mr.SGE(0, 8)}}))
 		must(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
 			SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
-		if wc := wait(t, b.rcq, 5*time.Second); wc.Status != cq.Success {
+		if wc := waitWC(t, b.rcq, 5*time.Second); wc.Status != cq.Success {
 			t.Fatalf("receive %d: %+v", i, wc)
 		}
-		if wc := wait(t, a.scq, 5*time.Second); wc.Status != cq.Success {
+		if wc := waitWC(t, a.scq, 5*time.Second); wc.Status != cq.Success {
 			t.Fatalf("send %d: %+v", i, wc)
 		}
 	}

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -88,7 +88,7 @@ func TestFastRegRekeyPerIO(t *testing.T) {
 		must(t, b.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.mr.SGE(0, 64)}}))
 		must(t, a.qp.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRSendWithInv, Flags: qp.Signaled, InvRKey: key}))
 		waitOp(t, a.scq, 5, cq.OpSend, cq.Success)
-		if wc := wait(t, b.rcq, 5*time.Second); wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != key {
+		if wc := waitWC(t, b.rcq, 5*time.Second); wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != key {
 			t.Fatalf("I/O %d: receive %+v", i, wc)
 		}
 	}

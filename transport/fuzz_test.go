@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // FuzzReceive feeds packets that pass every framing check and carry a
@@ -188,9 +189,9 @@ func FuzzReceive(f *testing.F) {
 		memA = append(memA[:0], backing[starts[0]:starts[0]+sizes[0]]...)
 		before := s.dev.Counters().List()
 		a0, _ := q.Query()
-		var b burst
-		s.dev.input(nic.Frame{B: dg}, &b)
-		b.flush()
+		var b transport.Burst
+		s.dev.Input(nic.Frame{B: dg}, &b)
+		b.Flush()
 		a1, _ := q.Query()
 
 		// Memory outside A never changes; A only when the packet got past

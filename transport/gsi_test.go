@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/transport"
 )
 
 type gotMAD struct {
@@ -17,9 +18,9 @@ type gotMAD struct {
 }
 
 // attachChan attaches a QP1 handler that copies each MAD into a channel.
-func attachChan(t *testing.T, d *Device) chan gotMAD {
+func attachChan(t *testing.T, d *transport.Device) chan gotMAD {
 	ch := make(chan gotMAD, 16)
-	detach, err := d.attachGSI(func(src, dst netip.Addr, m []byte) {
+	detach, err := d.AttachGSI(func(src, dst netip.Addr, m []byte) {
 		ch <- gotMAD{src, dst, append([]byte(nil), m...)}
 	})
 	if err != nil {
@@ -40,18 +41,18 @@ func TestGSISendReceive(t *testing.T) {
 	o.defaults()
 	a := newSide(t, net, "192.0.2.1", &o)
 	b := newSide(t, net, "192.0.2.2", &o)
-	a.dev.trace = func(out bool, dg []byte) {
+	a.dev.SetTrace(func(out bool, dg []byte) {
 		if out {
 			sent = append(sent, append([]byte(nil), dg...))
 		}
-	}
+	})
 	ch := attachChan(t, b.dev)
-	if _, err := b.dev.attachGSI(func(netip.Addr, netip.Addr, []byte) {}); err == nil {
+	if _, err := b.dev.AttachGSI(func(netip.Addr, netip.Addr, []byte) {}); err == nil {
 		t.Fatal("a second handler attached")
 	}
 	for i := range 2 {
-		m := bytes.Repeat([]byte{byte(i + 1)}, madLen)
-		if err := a.dev.sendMAD(a.addr, b.addr, m); err != nil {
+		m := bytes.Repeat([]byte{byte(i + 1)}, transport.MADLen)
+		if err := a.dev.SendMAD(a.addr, b.addr, m); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -88,7 +89,7 @@ func TestGSISendReceive(t *testing.T) {
 	if s := b.dev.MADStats(); s.Received != 2 || s.Dropped != 0 {
 		t.Errorf("receiver %+v", s)
 	}
-	if err := a.dev.sendMAD(a.addr, b.addr, make([]byte, 255)); err == nil {
+	if err := a.dev.SendMAD(a.addr, b.addr, make([]byte, 255)); err == nil {
 		t.Error("a 255-byte MAD was sent")
 	}
 }
@@ -116,16 +117,16 @@ func TestGSIMalformed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	send(bth.UDSendOnly, 0xffff, GSIQKey, 256) // unclaimed: no handler yet
+	send(bth.UDSendOnly, 0xffff, transport.GSIQKey, 256) // unclaimed: no handler yet
 	waitCount(t, "unclaimed", func() uint64 { return b.dev.MADStats().Unclaimed }, 1)
 	ch := attachChan(t, b.dev)
 	send(bth.UDSendOnly, 0xffff, 0x11111111, 256)
-	send(bth.UDSendOnly, 0x1234, GSIQKey, 256)
-	send(bth.UDSendOnly, 0xffff, GSIQKey, 255)
-	send(bth.UDSendOnly, 0xffff, GSIQKey, 0)
+	send(bth.UDSendOnly, 0x1234, transport.GSIQKey, 256)
+	send(bth.UDSendOnly, 0xffff, transport.GSIQKey, 255)
+	send(bth.UDSendOnly, 0xffff, transport.GSIQKey, 0)
 	send(bth.RCSendOnly, 0xffff, 0, 256)
 	waitCount(t, "dropped", func() uint64 { return b.dev.MADStats().Dropped }, 5)
-	send(bth.UDSendOnly, 0x7fff, GSIQKey, 256) // a limited-member P_Key is the same partition
+	send(bth.UDSendOnly, 0x7fff, transport.GSIQKey, 256) // a limited-member P_Key is the same partition
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):

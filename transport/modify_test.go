@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // The required attributes of each forward transition, written out from the
@@ -29,7 +30,7 @@ var required = []struct {
 	{qp.UD, qp.RTR, qp.RTS, qp.AttrSQPSN},
 }
 
-func modifySide(t *testing.T, typ qp.Type) (*side, *Device) {
+func modifySide(t *testing.T, typ qp.Type) (*side, *transport.Device) {
 	o := pairOpts{typ: typ}
 	o.defaults()
 	s := newSide(t, mem.NewNet(1), "10.0.0.1", &o)
@@ -214,20 +215,20 @@ func TestErrorFlushesEverything(t *testing.T) {
 	// Every outstanding WR, signaled or not, completes with a flush error,
 	// in order (IBA 10.3.1.7).
 	for i := range 5 {
-		if wc := wait(t, a.scq, timeoutShort); wc.WRID != uint64(i) || wc.Status != cq.WRFlushErr {
+		if wc := waitWC(t, a.scq, timeoutShort); wc.WRID != uint64(i) || wc.Status != cq.WRFlushErr {
 			t.Fatalf("send %d: %+v", i, wc)
 		}
-		if wc := wait(t, a.rcq, timeoutShort); wc.WRID != 100+uint64(i) || wc.Status != cq.WRFlushErr {
+		if wc := waitWC(t, a.rcq, timeoutShort); wc.WRID != 100+uint64(i) || wc.Status != cq.WRFlushErr {
 			t.Fatalf("recv %d: %+v", i, wc)
 		}
 	}
 	// Posting in ERR flushes at once.
 	must(t, a.qp.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
-	if wc := wait(t, a.scq, timeoutShort); wc.WRID != 9 || wc.Status != cq.WRFlushErr {
+	if wc := waitWC(t, a.scq, timeoutShort); wc.WRID != 9 || wc.Status != cq.WRFlushErr {
 		t.Fatalf("post in ERR: %+v", wc)
 	}
 	must(t, a.qp.PostRecv(&qp.RecvWR{WRID: 10, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
-	if wc := wait(t, a.rcq, timeoutShort); wc.WRID != 10 || wc.Status != cq.WRFlushErr {
+	if wc := waitWC(t, a.rcq, timeoutShort); wc.WRID != 10 || wc.Status != cq.WRFlushErr {
 		t.Fatalf("post_recv in ERR: %+v", wc)
 	}
 	// RESET empties the queues without completions; the QP can start over.

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // mwAccess is what the pair's QPs and regions allow in these tests; each
@@ -34,7 +35,7 @@ func mwPair(t *testing.T) (a, b *side, target *mr.MR) {
 // opcode.
 func waitOp(t *testing.T, c *cq.CQ, wrID uint64, op cq.Opcode, st cq.Status) {
 	t.Helper()
-	wc := wait(t, c, 5*time.Second)
+	wc := waitWC(t, c, 5*time.Second)
 	if wc.WRID != wrID || wc.Opcode != op || wc.Status != st {
 		t.Fatalf("completion %+v, want wr_id %d %v %v", wc, wrID, op, st)
 	}
@@ -47,7 +48,7 @@ func remoteWrite(t *testing.T, a *side, rkey uint32, addr uint64, n int, seed by
 	fill(a.buf[:n], seed)
 	must(t, a.qp.PostSend(&qp.SendWR{WRID: 77, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.mr.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}))
-	wc := wait(t, a.scq, 5*time.Second)
+	wc := waitWC(t, a.scq, 5*time.Second)
 	if wc.WRID != 77 {
 		t.Fatalf("write completion %+v", wc)
 	}
@@ -100,7 +101,7 @@ func TestMWType1(t *testing.T) {
 }
 
 // waitEvent returns the device's next asynchronous event.
-func waitEvent(t *testing.T, d *Device) qp.Event {
+func waitEvent(t *testing.T, d *transport.Device) qp.Event {
 	t.Helper()
 	select {
 	case ev := <-d.Events():
@@ -203,7 +204,7 @@ func TestMWType2(t *testing.T) {
 	must(t, a.qp.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRSendWithInv, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.mr.SGE(0, 8)}, InvRKey: k2}))
 	waitOp(t, a.scq, 7, cq.OpSend, cq.Success)
-	rc := wait(t, b.rcq, 5*time.Second)
+	rc := waitWC(t, b.rcq, 5*time.Second)
 	if rc.Status != cq.Success || rc.Flags&cq.WithInv == 0 || rc.InvalidatedRKey != k2 {
 		t.Fatalf("receive %+v", rc)
 	}
@@ -223,8 +224,8 @@ func TestMWType2OtherQP(t *testing.T) {
 	net := mem.NewNet(1)
 	a := newSide(t, net, "10.0.0.1", &o)
 	b := newSide(t, net, "10.0.0.2", &o)
-	connect(t, a, b, &o, 0, 0)
-	connect(t, b, a, &o, 0, 0)
+	connectPair(t, a, b, &o, 0, 0)
+	connectPair(t, b, a, &o, 0, 0)
 	// A second QP on b, in the same PD, connected to c.
 	c := newSide(t, net, "10.0.0.3", &o)
 	b2 := *b
@@ -232,8 +233,8 @@ func TestMWType2OtherQP(t *testing.T) {
 	b2.qp, err = b.dev.CreateQP(b.pd, qp.InitAttr{Type: qp.RC, SendCQ: b.scq, RecvCQ: b.rcq,
 		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(t, err)
-	connect(t, &b2, c, &o, 0, 0)
-	connect(t, c, &b2, &o, 0, 0)
+	connectPair(t, &b2, c, &o, 0, 0)
+	connectPair(t, c, &b2, &o, 0, 0)
 
 	target, err := b.pd.Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
 	must(t, err)
@@ -328,14 +329,14 @@ func TestMWBindErrors(t *testing.T) {
 			must(t, c.post(e))
 			// A SEND behind it is flushed once the QP is in error.
 			must(t, b.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled}))
-			wc := wait(t, b.scq, 5*time.Second)
+			wc := waitWC(t, b.scq, 5*time.Second)
 			if wc.WRID == 9 { // the case's first, good bind
-				wc = wait(t, b.scq, 5*time.Second)
+				wc = waitWC(t, b.scq, 5*time.Second)
 			}
 			if wc.WRID != 1 || wc.Opcode != c.op || wc.Status != c.st {
 				t.Fatalf("completion %+v, want %v %v", wc, c.op, c.st)
 			}
-			if wc := wait(t, b.scq, 5*time.Second); wc.WRID != 2 || wc.Status != cq.WRFlushErr {
+			if wc := waitWC(t, b.scq, 5*time.Second); wc.WRID != 2 || wc.Status != cq.WRFlushErr {
 				t.Fatalf("next completion %+v, want a flush", wc)
 			}
 			if st := b.qp.State(); st != qp.Err {
@@ -508,8 +509,8 @@ func FuzzLocalWR(f *testing.F) {
 				}
 			}
 		}
-		connect(t, a, b, &o, 0, 0)
-		connect(t, b, a, &o, 0, 0)
+		connectPair(t, a, b, &o, 0, 0)
+		connectPair(t, b, a, &o, 0, 0)
 	}
 	type span struct{ lo, hi int } // granted bytes of target (0) or the fast allocation (1)
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -529,7 +530,7 @@ func FuzzLocalWR(f *testing.F) {
 		// waitB checks the completion of b's work request wrID.
 		waitB := func(op cq.Opcode, ok ...cq.Status) cq.Status {
 			t.Helper()
-			wc := wait(t, b.scq, 10*time.Second)
+			wc := waitWC(t, b.scq, 10*time.Second)
 			if wc.WRID != wrID || wc.Opcode != op && wc.Status == cq.Success {
 				t.Fatalf("completion %+v, want wr_id %d %v", wc, wrID, op)
 			}

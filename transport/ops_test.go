@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -75,12 +75,12 @@ func checkOp(t *testing.T, a, b *side, op qp.WROpcode, n, k int) {
 	if err := a.qp.PostSend(&wr); err != nil {
 		t.Fatal(err)
 	}
-	wc := wait(t, a.scq, 5*time.Second)
+	wc := waitWC(t, a.scq, 5*time.Second)
 	if wc.Status != cq.Success || wc.WRID != wr.WRID {
 		t.Fatalf("send completion %+v", wc)
 	}
 	if recv {
-		rc := wait(t, b.rcq, 5*time.Second)
+		rc := waitWC(t, b.rcq, 5*time.Second)
 		wantOp := cq.OpRecv
 		if op == qp.WRRDMAWriteWithImm {
 			wantOp = cq.OpRecvRDMAWithImm
@@ -110,7 +110,7 @@ func waitPlaced(t testing.TB, a, b *side) {
 	t.Helper()
 	must(t, b.qp.PostRecv(&qp.RecvWR{WRID: 0xfe}))
 	must(t, a.qp.PostSend(&qp.SendWR{WRID: 0xfe, Opcode: qp.WRSend}))
-	if wc := wait(t, b.rcq, 5*time.Second); wc.WRID != 0xfe {
+	if wc := waitWC(t, b.rcq, 5*time.Second); wc.WRID != 0xfe {
 		t.Fatalf("marker receive %+v", wc)
 	}
 }
@@ -124,17 +124,17 @@ func TestSendWithInvalidate(t *testing.T) {
 	b.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.mr.SGE(0, 100)}})
 	a.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSendWithInv, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.mr.SGE(0, 10)}, InvRKey: target.RKey()})
-	rc := wait(t, b.rcq, 2*time.Second)
+	rc := waitWC(t, b.rcq, 2*time.Second)
 	if rc.Status != cq.Success || rc.Flags&cq.WithInv == 0 || rc.InvalidatedRKey != target.RKey() {
 		t.Fatalf("recv %+v", rc)
 	}
-	if wc := wait(t, a.scq, 2*time.Second); wc.Status != cq.Success {
+	if wc := waitWC(t, a.scq, 2*time.Second); wc.Status != cq.Success {
 		t.Fatalf("send %+v", wc)
 	}
 	// The invalidated rkey no longer reaches the memory: the WRITE is NAKed.
 	a.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.mr.SGE(0, 10)}, RemoteAddr: target.Addr(), RKey: target.RKey()})
-	if wc := wait(t, a.scq, 2*time.Second); wc.Status != cq.RemAccessErr {
+	if wc := waitWC(t, a.scq, 2*time.Second); wc.Status != cq.RemAccessErr {
 		t.Fatalf("write through invalidated rkey: %+v", wc)
 	}
 }
@@ -160,7 +160,7 @@ func TestAtomics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if wc := wait(t, a.scq, 2*time.Second); wc.Status != cq.Success {
+		if wc := waitWC(t, a.scq, 2*time.Second); wc.Status != cq.Success {
 			t.Fatalf("case %d: %+v", i, wc)
 		}
 		if got := binary.LittleEndian.Uint64(a.buf[8*i:]); got != c.orig {
@@ -200,7 +200,7 @@ func TestInlineAndUnsignaled(t *testing.T) {
 		clear(a.buf[:200])
 	}
 	// Only the signaled one completes on the send side.
-	if wc := wait(t, a.scq, 2*time.Second); wc.WRID != 109 || wc.Status != cq.Success {
+	if wc := waitWC(t, a.scq, 2*time.Second); wc.WRID != 109 || wc.Status != cq.Success {
 		t.Fatalf("send %+v", wc)
 	}
 	if a.scq.Len() != 0 {
@@ -208,7 +208,7 @@ func TestInlineAndUnsignaled(t *testing.T) {
 	}
 	want := make([]byte, 200)
 	for i := range 10 {
-		wc := wait(t, b.rcq, 2*time.Second)
+		wc := waitWC(t, b.rcq, 2*time.Second)
 		if wc.WRID != uint64(i) || wc.ByteLen != 200 {
 			t.Fatalf("recv %d: %+v", i, wc)
 		}

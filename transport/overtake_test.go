@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -117,7 +117,7 @@ func TestCompleterReadResponseOvertakesRewind(t *testing.T) {
 	r.send(bth.RCReadResponseMiddle, sPSN+1, false, data[1024:2048])             // ...it was only late
 	r.send(bth.RCReadResponseLast, sPSN+2, false, data[2048:3072], aeth(ack, 1))
 	bl.release(t, 4)
-	if wc := wait(t, s.scq, time.Second); wc.WRID != 1 || wc.Status != cq.Success {
+	if wc := waitWC(t, s.scq, time.Second); wc.WRID != 1 || wc.Status != cq.Success {
 		t.Fatalf("first READ: %+v", wc)
 	}
 	if !bytes.Equal(s.buf[:3072], data[:3072]) {
@@ -129,7 +129,7 @@ func TestCompleterReadResponseOvertakesRewind(t *testing.T) {
 		t.Fatalf("second READ resent for va %#x len %d", rh.VA(), rh.DMALen())
 	}
 	r.send(bth.RCReadResponseOnly, sPSN+3, false, data[3072:], aeth(ack, 2))
-	if wc := wait(t, s.scq, time.Second); wc.WRID != 2 || wc.Status != cq.Success {
+	if wc := waitWC(t, s.scq, time.Second); wc.WRID != 2 || wc.Status != cq.Success {
 		t.Fatalf("second READ: %+v", wc)
 	}
 	if !bytes.Equal(s.buf[8192:9216], data[3072:]) {

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -13,11 +13,12 @@ import (
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // side is one end of a test connection.
 type side struct {
-	dev  *Device
+	dev  *transport.Device
 	link *mem.Link
 	pd   *mr.PD
 	scq  *cq.CQ
@@ -113,11 +114,11 @@ func newSide(t testing.TB, net *mem.Net, addr string, o *pairOpts) *side {
 	if o.wrap != nil {
 		link = o.wrap(l)
 	}
-	opt := Options{Window: o.window, Clock: o.clock}
+	opt := transport.Options{Window: o.window, Clock: o.clock}
 	if o.trace != nil {
 		opt.Trace = o.trace.hook(addr)
 	}
-	d, err := Open(link, opt)
+	d, err := transport.Open(link, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,13 +140,13 @@ func newSide(t testing.TB, net *mem.Net, addr string, o *pairOpts) *side {
 	return s
 }
 
-// connect moves q to RTS towards peer, as rc_pingpong's pp_connect_ctx does.
-func connect(t testing.TB, s, peer *side, o *pairOpts, myPSN, peerPSN uint32) {
+// connectPair moves q to RTS towards peer, as rc_pingpong's pp_connect_ctx does.
+func connectPair(t testing.TB, s, peer *side, o *pairOpts, myPSN, peerPSN uint32) {
 	t.Helper()
 	connectTo(t, s, peer, o, myPSN, peerPSN, qp.RTS)
 }
 
-// connectTo is connect stopping at state last (RTR or RTS).
+// connectTo is connectPair stopping at state last (RTR or RTS).
 func connectTo(t testing.TB, s, peer *side, o *pairOpts, myPSN, peerPSN uint32, last qp.State) {
 	t.Helper()
 	q := s.qp
@@ -196,14 +197,14 @@ func newPair(t testing.TB, o pairOpts) (*side, *side, *mem.Net) {
 	a := newSide(t, net, "10.0.0.1", &o)
 	b := newSide(t, net, "10.0.0.2", &o)
 	if !o.noConnect {
-		connect(t, a, b, &o, o.psnA, o.psnB)
-		connect(t, b, a, &o, o.psnB, o.psnA)
+		connectPair(t, a, b, &o, o.psnA, o.psnB)
+		connectPair(t, b, a, &o, o.psnB, o.psnA)
 	}
 	return a, b, net
 }
 
-// wait polls c until it returns one completion or the test times out.
-func wait(t testing.TB, c *cq.CQ, d time.Duration) cq.WC {
+// waitWC polls c until it returns one completion or the test times out.
+func waitWC(t testing.TB, c *cq.CQ, d time.Duration) cq.WC {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -234,7 +235,7 @@ func TestSmokeRC(t *testing.T) {
 	wantB := append([]byte(nil), b.buf...)
 	sendWC := func(wrid uint64, op cq.Opcode, n uint32) {
 		t.Helper()
-		wc := wait(t, a.scq, timeoutShort)
+		wc := waitWC(t, a.scq, timeoutShort)
 		want := cq.WC{WRID: wrid, Status: cq.Success, Opcode: op, ByteLen: n, QPNum: a.qp.QPN()}
 		if wc != want {
 			t.Fatalf("send wc %+v\nwant    %+v", wc, want)
@@ -243,7 +244,7 @@ func TestSmokeRC(t *testing.T) {
 	// SEND 10000 bytes (10 packets at MTU 1024) into a 16 KiB receive.
 	must(t, b.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.mr.SGE(0, 16384)}}))
 	must(t, a.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 10000)}}))
-	wc := wait(t, b.rcq, timeoutShort)
+	wc := waitWC(t, b.rcq, timeoutShort)
 	if want := (cq.WC{WRID: 1, Status: cq.Success, Opcode: cq.OpRecv, ByteLen: 10000,
 		QPNum: b.qp.QPN(), SrcQP: a.qp.QPN()}); wc != want {
 		t.Fatalf("recv wc %+v\nwant    %+v", wc, want)
@@ -297,7 +298,7 @@ func TestSmokeRC(t *testing.T) {
 		}
 	}
 	// Nothing arrived that the engines had to drop.
-	for _, d := range []*Device{a.dev, b.dev} {
+	for _, d := range []*transport.Device{a.dev, b.dev} {
 		c := d.Counters()
 		if n := c.ICRCErr.Load() + c.Malformed.Load() + c.UnknownQP.Load() + c.BadState.Load() +
 			c.BadSource.Load() + c.BadPKey.Load() + c.GhostResponses.Load(); n != 0 {

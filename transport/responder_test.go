@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 const rPSN = 1000 // the PSN the raw peer starts its requests at
@@ -175,7 +176,7 @@ func TestResponderNAKs(t *testing.T) {
 				}
 			}
 			if c.rstat != 0 {
-				if wc := wait(t, s.rcq, time.Second); wc.Status != c.rstat || wc.WRID != 9 {
+				if wc := waitWC(t, s.rcq, time.Second); wc.Status != c.rstat || wc.WRID != 9 {
 					t.Fatalf("receive completion %+v, want %v", wc, c.rstat)
 				}
 			}
@@ -202,7 +203,7 @@ func TestResponderSequence(t *testing.T) {
 	// A duplicate is acknowledged again, not delivered twice (C9-105).
 	r.send(bth.RCSendOnly, rPSN, true, []byte("first"))
 	r.expectAck(ack, rPSN)
-	if wc := wait(t, s.rcq, time.Second); wc.WRID != 0 || wc.ByteLen != 5 {
+	if wc := waitWC(t, s.rcq, time.Second); wc.WRID != 0 || wc.ByteLen != 5 {
 		t.Fatalf("completion %+v", wc)
 	}
 	if n := s.rcq.Len(); n != 0 {
@@ -212,7 +213,7 @@ func TestResponderSequence(t *testing.T) {
 	r.send(bth.RCSendFirst, rPSN+1, false, bytes.Repeat([]byte{1}, 1024))
 	r.send(bth.RCSendLast, rPSN+2, true, []byte{2, 2})
 	r.expectAck(ack, rPSN+2)
-	if wc := wait(t, s.rcq, time.Second); wc.ByteLen != 1026 || wc.Status != cq.Success {
+	if wc := waitWC(t, s.rcq, time.Second); wc.ByteLen != 1026 || wc.Status != cq.Success {
 		t.Fatalf("completion %+v", wc)
 	}
 	// A SEND interrupting a SEND in progress is an invalid request.
@@ -223,10 +224,10 @@ func TestResponderSequence(t *testing.T) {
 		t.Fatal("QP not in ERR")
 	}
 	// The receive WQE in use completes with the error, the rest flush.
-	if wc := wait(t, s.rcq, time.Second); wc.Status != cq.RemInvReqErr {
+	if wc := waitWC(t, s.rcq, time.Second); wc.Status != cq.RemInvReqErr {
 		t.Fatalf("completion %+v", wc)
 	}
-	if wc := wait(t, s.rcq, time.Second); wc.Status != cq.WRFlushErr {
+	if wc := waitWC(t, s.rcq, time.Second); wc.Status != cq.WRFlushErr {
 		t.Fatalf("completion %+v", wc)
 	}
 }
@@ -349,13 +350,13 @@ func TestDestroyAfterLastReceiveAcks(t *testing.T) {
 	must(t, s.qp.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{s.mr.SGE(0, 4096)}}))
 	dg := r.build(bth.RCSendOnly, rPSN, true, bytes.Repeat([]byte{1}, 64))[nic.Headroom:]
 	// The device's receive path, driven by hand so that the burst stays open.
-	var b burst
-	s.dev.input(nic.Frame{B: dg}, &b)
-	if wc := wait(t, s.rcq, time.Second); wc.Status != cq.Success || wc.WRID != 7 {
+	var b transport.Burst
+	s.dev.Input(nic.Frame{B: dg}, &b)
+	if wc := waitWC(t, s.rcq, time.Second); wc.Status != cq.Success || wc.WRID != 7 {
 		t.Fatalf("receive %+v", wc)
 	}
 	must(t, s.dev.DestroyQP(s.qp))
-	b.flush()
+	b.Flush()
 	r.expectAck(ack, rPSN)
 	r.sentNoMore()
 }
@@ -369,13 +370,13 @@ func TestErrAfterLastReceiveAcks(t *testing.T) {
 	s, r, _ := newRaw(t, pairOpts{})
 	must(t, s.qp.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{s.mr.SGE(0, 4096)}}))
 	dg := r.build(bth.RCSendOnly, rPSN, true, bytes.Repeat([]byte{1}, 64))[nic.Headroom:]
-	var b burst
-	s.dev.input(nic.Frame{B: dg}, &b)
-	if wc := wait(t, s.rcq, time.Second); wc.Status != cq.Success || wc.WRID != 7 {
+	var b transport.Burst
+	s.dev.Input(nic.Frame{B: dg}, &b)
+	if wc := waitWC(t, s.rcq, time.Second); wc.Status != cq.Success || wc.WRID != 7 {
 		t.Fatalf("receive %+v", wc)
 	}
 	must(t, s.qp.Modify(&qp.Attr{State: qp.Err}, qp.AttrState))
-	b.flush()
+	b.Flush()
 	r.expectAck(ack, rPSN)
 	r.sentNoMore()
 }
@@ -415,7 +416,7 @@ func TestResponderPartialRetransmission(t *testing.T) {
 	if p := r.expectAck(ack, last); p.AETH().MSN() != 1 {
 		t.Fatalf("MSN %d, want 1", p.AETH().MSN())
 	}
-	if wc := wait(t, s.rcq, time.Second); wc.WRID != 0 || wc.ByteLen != uint32(n*mtu) {
+	if wc := waitWC(t, s.rcq, time.Second); wc.WRID != 0 || wc.ByteLen != uint32(n*mtu) {
 		t.Fatalf("completion %+v", wc)
 	}
 	payload := func(psn uint32) []byte { return bytes.Repeat([]byte{byte(psn)}, mtu) }
@@ -449,10 +450,10 @@ func TestResponderPartialRetransmission(t *testing.T) {
 		return p.OpCode() == bth.RCAcknowledge && p.AETH().Syndrome() == ack &&
 			uint32(p.BTH().PSN()) == last+n && p.AETH().MSN() == 2
 	})
-	if wc := wait(t, s.scq, time.Second); wc.WRID != 7 || wc.Status != cq.Success {
+	if wc := waitWC(t, s.scq, time.Second); wc.WRID != 7 || wc.Status != cq.Success {
 		t.Fatalf("send completion %+v", wc)
 	}
-	if wc := wait(t, s.rcq, time.Second); wc.WRID != 1 || wc.ByteLen != uint32(n*mtu) {
+	if wc := waitWC(t, s.rcq, time.Second); wc.WRID != 1 || wc.ByteLen != uint32(n*mtu) {
 		t.Fatalf("second message: completion %+v (the duplicates must not be delivered)", wc)
 	}
 	// FIRST, MIDDLE, the fence, MIDDLE, LAST.

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -95,12 +95,12 @@ func TestSoak(t *testing.T) {
 				}
 				// Every message completes, in order, and its bytes are right.
 				for i := range k {
-					wc := wait(t, a.scq, 60*time.Second)
+					wc := waitWC(t, a.scq, 60*time.Second)
 					if wc.Status != cq.Success || wc.WRID != uint64(i) {
 						t.Fatalf("round %d message %d: %+v\nA %v\nB %v", round, i, wc, a.dev.Counters().List(), b.dev.Counters().List())
 					}
 					if op == qp.WRSend {
-						rc := wait(t, b.rcq, 60*time.Second)
+						rc := waitWC(t, b.rcq, 60*time.Second)
 						if rc.Status != cq.Success || rc.WRID != uint64(i) || rc.ByteLen != uint32(slots[i].n) {
 							t.Fatalf("round %d receive %d: %+v", round, i, rc)
 						}

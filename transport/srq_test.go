@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"errors"
@@ -45,8 +45,8 @@ func newSRQSetup(t *testing.T, limit uint32) *srqSetup {
 		qa, qb := mk(s.a, qp.RC, nil), mk(s.b, qp.RC, s.srq)
 		sa, sb := *s.a, *s.b
 		sa.qp, sb.qp = qa, qb
-		connect(t, &sa, &sb, &o, 100, 200)
-		connect(t, &sb, &sa, &o, 200, 100)
+		connectPair(t, &sa, &sb, &o, 100, 200)
+		connectPair(t, &sb, &sa, &o, 200, 100)
 		s.rc[i] = [2]*qp.QP{qa, qb}
 	}
 	ud := o
@@ -54,8 +54,8 @@ func newSRQSetup(t *testing.T, limit uint32) *srqSetup {
 	s.udA, s.udB = mk(s.a, qp.UD, nil), mk(s.b, qp.UD, s.srq)
 	sa, sb := *s.a, *s.b
 	sa.qp, sb.qp = s.udA, s.udB
-	connect(t, &sa, &sb, &ud, 1, 1)
-	connect(t, &sb, &sa, &ud, 1, 1)
+	connectPair(t, &sa, &sb, &ud, 1, 1)
+	connectPair(t, &sb, &sa, &ud, 1, 1)
 	g, _ := s.b.dev.GID(1)
 	s.ah, err = s.a.dev.CreateAH(s.a.pd, qp.AHAttr{DGID: g, SGIDIndex: 1})
 	must(t, err)
@@ -73,16 +73,16 @@ func TestSRQShared(t *testing.T) {
 	s.post(t, 1, 2, 3)
 	// Three messages on three QPs take the WQEs in the order they were posted.
 	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
-	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 1 || wc.QPNum != s.rc[1][1].QPN() {
+	if wc := waitWC(t, s.b.rcq, time.Second); wc.WRID != 1 || wc.QPNum != s.rc[1][1].QPN() {
 		t.Fatalf("%+v", wc)
 	}
 	must(t, s.udA.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}, AH: s.ah,
 		RemoteQPN: s.udB.QPN(), RemoteQKey: 0x11111111}))
-	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 2 || wc.QPNum != s.udB.QPN() || wc.ByteLen != 50 {
+	if wc := waitWC(t, s.b.rcq, time.Second); wc.WRID != 2 || wc.QPNum != s.udB.QPN() || wc.ByteLen != 50 {
 		t.Fatalf("%+v", wc)
 	}
 	must(t, s.rc[0][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
-	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 3 || wc.QPNum != s.rc[0][1].QPN() {
+	if wc := waitWC(t, s.b.rcq, time.Second); wc.WRID != 3 || wc.QPNum != s.rc[0][1].QPN() {
 		t.Fatalf("%+v", wc)
 	}
 	// Receives go to the SRQ, not the QP; an SRQ in use cannot be destroyed.
@@ -108,10 +108,10 @@ func TestSRQEmpty(t *testing.T) {
 		t.Fatalf("no_recv_wqe %d", got)
 	}
 	s.post(t, 9)
-	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 9 || wc.QPNum != s.rc[0][1].QPN() {
+	if wc := waitWC(t, s.b.rcq, time.Second); wc.WRID != 9 || wc.QPNum != s.rc[0][1].QPN() {
 		t.Fatalf("%+v", wc)
 	}
-	if wc := wait(t, s.a.scq, time.Second); wc.WRID != 5 || wc.Status != cq.Success {
+	if wc := waitWC(t, s.a.scq, time.Second); wc.WRID != 5 || wc.Status != cq.Success {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -139,7 +139,7 @@ func TestSRQLimit(t *testing.T) {
 	}
 	for i := range 4 { // 5 -> 1 WQEs: crossing below 3 fires once
 		must(t, s.rc[0][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
-		wait(t, s.b.rcq, time.Second)
+		waitWC(t, s.b.rcq, time.Second)
 		_ = i
 	}
 	if n := events(); n != 1 {
@@ -151,7 +151,7 @@ func TestSRQLimit(t *testing.T) {
 	// Re-armed, it fires again on the next crossing.
 	must(t, s.srq.Modify(qp.SRQAttr{SRQLimit: 2}, qp.SRQLimit))
 	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
-	wait(t, s.b.rcq, time.Second)
+	waitWC(t, s.b.rcq, time.Second)
 	if n := events(); n != 1 {
 		t.Fatalf("%d events after re-arming", n)
 	}
@@ -162,7 +162,7 @@ func TestSRQLimit(t *testing.T) {
 		t.Fatalf("after resize: %+v, %d held", a, s.srq.Len())
 	}
 	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
-	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 6 {
+	if wc := waitWC(t, s.b.rcq, time.Second); wc.WRID != 6 {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -185,7 +185,7 @@ func TestSRQQPErrorLeavesSRQ(t *testing.T) {
 		t.Fatalf("SRQ holds %d, %d completions", s.srq.Len(), s.b.rcq.Len())
 	}
 	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
-	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 1 || wc.Status != cq.Success {
+	if wc := waitWC(t, s.b.rcq, time.Second); wc.WRID != 1 || wc.Status != cq.Success {
 		t.Fatalf("%+v", wc)
 	}
 	_ = bth.GRHLen

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"reflect"
@@ -8,6 +8,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestStats: after a SEND both ways, the device's counters carry the
@@ -20,14 +21,14 @@ func TestStats(t *testing.T) {
 	}
 	sendN(t, a, 3, 2000) // two packets each at MTU 1024
 	for range 3 {
-		if wc := wait(t, a.scq, timeoutShort); wc.Status != cq.Success {
+		if wc := waitWC(t, a.scq, timeoutShort); wc.Status != cq.Success {
 			t.Fatalf("send %+v", wc)
 		}
-		if wc := wait(t, b.rcq, timeoutShort); wc.Status != cq.Success {
+		if wc := waitWC(t, b.rcq, timeoutShort); wc.Status != cq.Success {
 			t.Fatalf("receive %+v", wc)
 		}
 	}
-	get := func(d *Device) map[string]uint64 {
+	get := func(d *transport.Device) map[string]uint64 {
 		m := map[string]uint64{}
 		for _, c := range d.Stats() {
 			if _, dup := m[c.Name]; dup {
@@ -56,7 +57,7 @@ func TestStats(t *testing.T) {
 	if got := a.dev.Stats()[0].Name; got != "sent_pkts" {
 		t.Errorf("first counter %s: rxe's order starts with sent_pkts", got)
 	}
-	if n := reflect.TypeOf(nic.Stats{}).NumField(); len(linkCounters(nic.Stats{})) != n {
-		t.Errorf("%d link counters named, nic.Stats has %d fields", len(linkCounters(nic.Stats{})), n)
+	if n := reflect.TypeOf(nic.Stats{}).NumField(); len(transport.LinkCounters(nic.Stats{})) != n {
+		t.Errorf("%d link counters named, nic.Stats has %d fields", len(transport.LinkCounters(nic.Stats{})), n)
 	}
 }

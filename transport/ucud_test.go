@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -52,13 +52,13 @@ func TestUCDropUntilNextMessage(t *testing.T) {
 	}
 	// The sender completes all three locally: UC has no ACKs.
 	for i := range 3 {
-		if wc := wait(t, a.scq, time.Second); wc.Status != cq.Success || wc.WRID != uint64(i) {
+		if wc := waitWC(t, a.scq, time.Second); wc.Status != cq.Success || wc.WRID != uint64(i) {
 			t.Fatalf("send %d: %+v", i, wc)
 		}
 	}
 	// Messages 1 and 3 arrive; 3 lands in the WQE 2 was filling.
 	for _, want := range []struct{ wrid, msg int }{{0, 0}, {1, 2}} {
-		wc := wait(t, b.rcq, time.Second)
+		wc := waitWC(t, b.rcq, time.Second)
 		if wc.Status != cq.Success || wc.WRID != uint64(want.wrid) || wc.ByteLen != 4000 {
 			t.Fatalf("receive: %+v", wc)
 		}
@@ -78,8 +78,8 @@ func udPair(t *testing.T, addrA, addrB string) (*side, *side, *qp.AH, *mem.Net) 
 	net := mem.NewNet(5)
 	a := newSide(t, net, addrA, &o)
 	b := newSide(t, net, addrB, &o)
-	connect(t, a, b, &o, 1, 2)
-	connect(t, b, a, &o, 2, 1)
+	connectPair(t, a, b, &o, 1, 2)
+	connectPair(t, b, a, &o, 2, 1)
 	gi, _ := b.dev.GIDIndex(b.addr)
 	g, _ := b.dev.GID(gi)
 	si, _ := a.dev.GIDIndex(a.addr)
@@ -96,10 +96,10 @@ func TestUD(t *testing.T) {
 			must(t, b.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.mr.SGE(0, 40+1024)}}))
 			must(t, a.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSendWithImm, Flags: qp.Signaled, Imm: 0x01020304,
 				SGL: []mr.SGE{a.mr.SGE(0, 1024)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 0x11111111}))
-			if wc := wait(t, a.scq, time.Second); wc.Status != cq.Success {
+			if wc := waitWC(t, a.scq, time.Second); wc.Status != cq.Success {
 				t.Fatalf("send %+v", wc)
 			}
-			wc := wait(t, b.rcq, time.Second)
+			wc := waitWC(t, b.rcq, time.Second)
 			if wc.Status != cq.Success || wc.ByteLen != 40+1024 || wc.SrcQP != a.qp.QPN() ||
 				wc.Flags != cq.WithGRH|cq.WithImm || wc.ImmData != 0x01020304 {
 				t.Fatalf("receive %+v", wc)
@@ -141,7 +141,7 @@ func TestUDQKey(t *testing.T) {
 	// 0x11111111 here, which matches. It arrives after the wrong one, so
 	// its completion shows the wrong one was dealt with.
 	send(0x80000000, 9)
-	if wc := wait(t, b.rcq, time.Second); wc.Status != cq.Success || wc.ByteLen != bth.GRHLen+9 {
+	if wc := waitWC(t, b.rcq, time.Second); wc.Status != cq.Success || wc.ByteLen != bth.GRHLen+9 {
 		t.Fatalf("%+v, want the 9-byte message", wc)
 	}
 	if b.rcq.Len() != 0 || b.dev.Counters().BadQKey.Load() != 1 {
@@ -168,7 +168,7 @@ func TestUDLimits(t *testing.T) {
 		must(t, a.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 11)}, AH: ah,
 			RemoteQPN: b.qp.QPN(), RemoteQKey: 0x11111111}))
 	}
-	if wc := wait(t, b.rcq, time.Second); wc.Status != cq.LocLenErr || wc.WRID != 7 {
+	if wc := waitWC(t, b.rcq, time.Second); wc.Status != cq.LocLenErr || wc.WRID != 7 {
 		t.Fatalf("%+v", wc)
 	}
 	waitCount(t, "no_recv_wqe", b.dev.Counters().NoRecvWQE.Load, 1)

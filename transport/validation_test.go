@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // waitBound bounds the wait for an event the test has caused; it is never
@@ -34,7 +35,7 @@ func TestForeignTransportDropped(t *testing.T) {
 	if msn := p.AETH().MSN(); msn != 1 {
 		t.Errorf("ACK MSN %d, want 1", msn)
 	}
-	wc := wait(t, s.rcq, waitBound)
+	wc := waitWC(t, s.rcq, waitBound)
 	if wc.Status != cq.Success || wc.WRID != 1 || wc.ByteLen != 4 || string(s.buf[:4]) != "rc!!" {
 		t.Errorf("receive %+v with %q, want the RC SEND's 4 bytes \"rc!!\"", wc, s.buf[:4])
 	}
@@ -47,7 +48,7 @@ func TestForeignTransportDropped(t *testing.T) {
 	}
 }
 
-func statValue(d *Device, name string) uint64 {
+func statValue(d *transport.Device, name string) uint64 {
 	for _, c := range d.Stats() {
 		if c.Name == name {
 			return c.Value
@@ -70,9 +71,9 @@ func TestForeignTransportResponse(t *testing.T) {
 	for _, op := range []bth.OpCode{xrcAck, rdAck} {
 		// Straight into the device's receive path, so the drop is done
 		// when input returns.
-		var b burst
-		s.dev.input(nic.Frame{B: r.build(op, 5000, false, nil, aeth(ack, 1)), Off: nic.Headroom}, &b)
-		b.flush()
+		var b transport.Burst
+		s.dev.Input(nic.Frame{B: r.build(op, 5000, false, nil, aeth(ack, 1)), Off: nic.Headroom}, &b)
+		b.Flush()
 		var wc [1]cq.WC
 		if n, _ := s.scq.Poll(wc[:]); n != 0 {
 			t.Fatalf("%v completed the WRITE: %+v", op, wc[0])
@@ -82,7 +83,7 @@ func TestForeignTransportResponse(t *testing.T) {
 		t.Fatalf("malformed %d, want 2", c.Malformed.Load())
 	}
 	r.ackTo(ack, 5000, 1)
-	if wc := wait(t, s.scq, waitBound); wc.Status != cq.Success || wc.WRID != 3 {
+	if wc := waitWC(t, s.scq, waitBound); wc.Status != cq.Success || wc.WRID != 3 {
 		t.Fatalf("WRITE %+v", wc)
 	}
 }
@@ -181,9 +182,9 @@ func checkVerdict(t *testing.T, s *side, r *rawPeer, q *qp.QP, typ qp.Type, op b
 	before := s.dev.Counters().List()
 	a0, _ := q.Query()
 
-	var b burst
-	s.dev.input(nic.Frame{B: validationPacket(s, r, q, op)}, &b)
-	b.flush()
+	var b transport.Burst
+	s.dev.Input(nic.Frame{B: validationPacket(s, r, q, op)}, &b)
+	b.Flush()
 
 	a1, _ := q.Query()
 	delta := counterDelta(before, s.dev.Counters().List())

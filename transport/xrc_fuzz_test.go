@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // FuzzXRCTarget feeds packets with a valid ICRC and arbitrary transport
@@ -69,13 +70,13 @@ func FuzzXRCTarget(f *testing.F) {
 	must(f, otherSRQ.PostRecv(&qp.RecvWR{SGL: []mr.SGE{regB.SGE(0, 64)}}))
 	tgt, err := s.dev.CreateQP(nil, qp.InitAttr{Type: qp.XRCTgt, XRCD: xrcd})
 	must(f, err)
-	peer := Endpoint{QPN: r.qpn, GID: bth.GIDFromAddr(r.addr), MTU: qp.MTU1024}
+	peer := transport.Endpoint{QPN: r.qpn, GID: bth.GIDFromAddr(r.addr), MTU: qp.MTU1024}
 	r.dst = &side{dev: s.dev, addr: s.addr, qp: tgt}
 	connect := func(t testing.TB) {
 		local, err := s.dev.LocalEndpoint(tgt)
 		must(t, err)
 		local.PSN = 5000
-		must(t, s.dev.Connect(tgt, local, peer, ConnectOptions{Access: mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic, PathMTU: qp.MTU1024}))
+		must(t, s.dev.Connect(tgt, local, peer, transport.ConnectOptions{Access: mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic, PathMTU: qp.MTU1024}))
 	}
 	connect(f)
 
@@ -124,9 +125,9 @@ func FuzzXRCTarget(f *testing.F) {
 		dg := sealed(r.addr, s.addr, roce)
 		memA = append(memA[:0], backing[guard:guard+size]...)
 		before := s.dev.Counters().List()
-		var b burst
-		s.dev.input(nic.Frame{B: dg}, &b)
-		b.flush()
+		var b transport.Burst
+		s.dev.Input(nic.Frame{B: dg}, &b)
+		b.Flush()
 		if !bytes.Equal(backing[:guard], frozen[:guard]) || !bytes.Equal(backing[guard+size:], frozen[guard+size:]) {
 			t.Fatalf("%v wrote outside region A", bth.OpCode(roce[0]))
 		}

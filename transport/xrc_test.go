@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -15,13 +15,14 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 const xrcAccess = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
 
 // xrcNode is a device with a PD, a registered buffer and a CQ.
 type xrcNode struct {
-	dev *Device
+	dev *transport.Device
 	pd  *mr.PD
 	buf []byte
 	mr  *mr.MR
@@ -36,7 +37,7 @@ func newXRCNode(t testing.TB, net *mem.Net, addr string) *xrcNode {
 	l, err := net.Attach(netip.MustParseAddr(addr), mem.Options{})
 	must(t, err)
 	n := &xrcNode{}
-	n.dev, err = Open(l, Options{Trace: func(out bool, d []byte) {
+	n.dev, err = transport.Open(l, transport.Options{Trace: func(out bool, d []byte) {
 		if !out {
 			return
 		}
@@ -101,13 +102,13 @@ func newXRCSetup(t testing.TB) *xrcSetup {
 }
 
 // connectXRC brings an initiator and a target QP to RTS towards each other.
-func connectXRC(t testing.TB, idev *Device, ini *qp.QP, tdev *Device, tgt *qp.QP) {
+func connectXRC(t testing.TB, idev *transport.Device, ini *qp.QP, tdev *transport.Device, tgt *qp.QP) {
 	t.Helper()
 	ei, err := idev.LocalEndpoint(ini)
 	must(t, err)
 	et, err := tdev.LocalEndpoint(tgt)
 	must(t, err)
-	o := ConnectOptions{Access: xrcAccess, Timeout: 18}
+	o := transport.ConnectOptions{Access: xrcAccess, Timeout: 18}
 	must(t, idev.Connect(ini, ei, et, o))
 	must(t, tdev.Connect(tgt, et, ei, o))
 }
@@ -130,13 +131,13 @@ func TestXRCOperations(t *testing.T) {
 		t.Helper()
 		wr.Flags |= qp.Signaled
 		must(t, s.iniQP.PostSend(&wr))
-		if wc := wait(t, ini.cq, timeoutShort); wc.Status != cq.Success || wc.WRID != wr.WRID || wc.Opcode != op || wc.QPNum != s.iniQP.QPN() {
+		if wc := waitWC(t, ini.cq, timeoutShort); wc.Status != cq.Success || wc.WRID != wr.WRID || wc.Opcode != op || wc.QPNum != s.iniQP.QPN() {
 			t.Fatalf("%v: initiator completion %+v", wr.Opcode, wc)
 		}
 	}
 	recv := func(k int, want cq.WC) {
 		t.Helper()
-		wc := wait(t, s.srqCQ[k], timeoutShort)
+		wc := waitWC(t, s.srqCQ[k], timeoutShort)
 		want.Status, want.QPNum, want.SrcQP = cq.Success, s.tgQ.QPN(), s.iniQP.QPN()
 		if wc != want {
 			t.Fatalf("SRQ %d completion %+v\nwant %+v", k, wc, want)
@@ -224,7 +225,7 @@ func TestXRCOperations(t *testing.T) {
 	if a, b, w := binary.LittleEndian.Uint64(ini.buf[8:]), binary.LittleEndian.Uint64(ini.buf[16:]), binary.LittleEndian.Uint64(tgt.buf[64:]); a != 40 || b != 42 || w != 99 {
 		t.Fatalf("atomics returned %d and %d, word now %d; want 40, 42, 99", a, b, w)
 	}
-	for _, d := range []*Device{ini.dev, tgt.dev} {
+	for _, d := range []*transport.Device{ini.dev, tgt.dev} {
 		c := d.Counters()
 		if n := c.Malformed.Load() + c.XRCBadSRQN.Load() + c.XRCDomainViolation.Load() + c.XRCMisdirected.Load() + c.SentNAKs.Load(); n != 0 {
 			t.Errorf("drops or NAKs on a clean link: %v", c.List())
@@ -260,7 +261,7 @@ func TestXRCETHValidation(t *testing.T) {
 			before := s.tgt.dev.Counters().List()
 			must(t, s.iniQP.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRSend, Flags: qp.Signaled,
 				SGL: []mr.SGE{s.ini.mr.SGE(0, 10)}, RemoteSRQN: tc.srqn(s, other)}))
-			if wc := wait(t, s.ini.cq, timeoutShort); wc.Status != cq.RemInvReqErr || wc.WRID != 9 {
+			if wc := waitWC(t, s.ini.cq, timeoutShort); wc.Status != cq.RemInvReqErr || wc.WRID != 9 {
 				t.Fatalf("initiator completion %+v, want REM_INV_REQ_ERR", wc)
 			}
 			ev := waitEventType(t, s.tgt.dev, qp.EventQPFatal)
@@ -285,7 +286,7 @@ func TestXRCETHValidation(t *testing.T) {
 
 // waitEventType returns the next asynchronous event of type want,
 // failing the test if none comes within the deadline.
-func waitEventType(t testing.TB, d *Device, want qp.EventType) qp.Event {
+func waitEventType(t testing.TB, d *transport.Device, want qp.EventType) qp.Event {
 	t.Helper()
 	deadline := time.After(timeoutShort)
 	for {
@@ -405,7 +406,7 @@ func TestXRCCreateRules(t *testing.T) {
 		t.Fatalf("target QP in a closed XRCD: %v, want ErrInvalid", err)
 	}
 	d.Close()
-	if _, err := d.OpenXRCD(); !errors.Is(err, ErrClosed) {
+	if _, err := d.OpenXRCD(); !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("OpenXRCD after Close: %v", err)
 	}
 }
