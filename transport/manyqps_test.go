@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/rdmatest"
+
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
@@ -21,11 +23,11 @@ func TestManyQPs(t *testing.T) {
 	if testing.Short() {
 		n = 5_000
 	}
-	a, b, _ := newPair(t, pairOpts{})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
 	qs := make([]*qp.QP, n)
-	c := a.dev.CreateCQ(2 * 1000) // the traffic below completes here
+	c := a.Dev.CreateCQ(2 * 1000) // the traffic below completes here
 	for i := range qs {
-		q, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
+		q, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
 			Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			t.Fatalf("QP %d: %v", i, err)
@@ -33,7 +35,7 @@ func TestManyQPs(t *testing.T) {
 		qs[i] = q
 	}
 	for i, q := range qs {
-		if a.dev.LookupQP(q.QPN()) != q {
+		if a.Dev.LookupQP(q.QPN()) != q {
 			t.Fatalf("QP %d (%#x) not found", i, q.QPN())
 		}
 	}
@@ -41,33 +43,33 @@ func TestManyQPs(t *testing.T) {
 	// Destroy every other one: the rest are still found, the destroyed
 	// ones are gone, and new ones take numbers after the last.
 	for i := 0; i < n; i += 2 {
-		if err := a.dev.DestroyQP(qs[i]); err != nil {
+		if err := a.Dev.DestroyQP(qs[i]); err != nil {
 			t.Fatal(err)
 		}
-		if a.dev.LookupQP(qs[i].QPN()) != nil {
+		if a.Dev.LookupQP(qs[i].QPN()) != nil {
 			t.Fatalf("destroyed QP %#x still found", qs[i].QPN())
 		}
 	}
-	if err := a.dev.DestroyQP(qs[0]); err == nil {
+	if err := a.Dev.DestroyQP(qs[0]); err == nil {
 		t.Fatal("a QP destroyed twice")
 	}
-	if err := b.dev.DestroyQP(qs[1]); err == nil || a.dev.LookupQP(qs[1].QPN()) != qs[1] {
+	if err := b.Dev.DestroyQP(qs[1]); err == nil || a.Dev.LookupQP(qs[1].QPN()) != qs[1] {
 		t.Fatalf("another device destroyed a QP: %v", err)
 	}
 	for i := 1; i < n; i += 2 {
-		if a.dev.LookupQP(qs[i].QPN()) != qs[i] {
+		if a.Dev.LookupQP(qs[i].QPN()) != qs[i] {
 			t.Fatalf("QP %#x lost", qs[i].QPN())
 		}
 	}
-	q, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
+	q, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil || q.QPN() != qs[n-1].QPN()+1 {
 		t.Fatalf("after the destroys: %v, QPN %#x after %#x", err, q.QPN(), qs[n-1].QPN())
 	}
 	// The pair's own QPs, created first, still carry traffic among them.
-	must(t, a.qp.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 64)},
-		RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
-	if wc := waitWC(t, a.scq, 10*time.Second); wc.WRID != 7 || wc.Status != cq.Success {
+	must(t, a.QP.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)},
+		RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}))
+	if wc := rdmatest.Wait(t, a.SCQ, 10*time.Second); wc.WRID != 7 || wc.Status != cq.Success {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -76,33 +78,33 @@ func TestManyQPs(t *testing.T) {
 // 50 with -short) each to a new QP on b and sends one message each way on
 // every pair, each delivered to its own slot and checked: a device full of
 // QPs must still deliver by QPN. The chosen QPs complete on c.
-func manyQPsTraffic(t *testing.T, a, b *side, qs []*qp.QP, c *cq.CQ) {
+func manyQPsTraffic(t *testing.T, a, b *rdmatest.Peer, qs []*qp.QP, c *cq.CQ) {
 	t.Helper()
 	k := 1000
 	if testing.Short() {
 		k = 50
 	}
 	rng := rand.New(rand.NewPCG(13, uint64(len(qs))))
-	cb := b.dev.CreateCQ(2 * k)
+	cb := b.Dev.CreateCQ(2 * k)
 	type pair struct{ qa, qb *qp.QP }
 	pairs := make([]pair, 0, k)
 	for _, i := range rng.Perm(len(qs))[:k] {
-		qb, err := b.dev.CreateQP(b.pd, qp.InitAttr{Type: qp.RC, SendCQ: cb, RecvCQ: cb,
+		qb, err := b.Dev.CreateQP(b.PD, qp.InitAttr{Type: qp.RC, SendCQ: cb, RecvCQ: cb,
 			Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := pair{qs[i], qb}
-		ea, err := a.dev.LocalEndpoint(p.qa)
+		ea, err := a.Dev.LocalEndpoint(p.qa)
 		if err != nil {
 			t.Fatal(err)
 		}
-		eb, err := b.dev.LocalEndpoint(p.qb)
+		eb, err := b.Dev.LocalEndpoint(p.qb)
 		if err != nil {
 			t.Fatal(err)
 		}
-		must(t, a.dev.Connect(p.qa, ea, eb, transport.ConnectOptions{}))
-		must(t, b.dev.Connect(p.qb, eb, ea, transport.ConnectOptions{}))
+		must(t, a.Dev.Connect(p.qa, ea, eb, transport.ConnectOptions{}))
+		must(t, b.Dev.Connect(p.qb, eb, ea, transport.ConnectOptions{}))
 		pairs = append(pairs, p)
 	}
 	// Slot j of each side's region: [j*8, j*8+8) receives, and the k slots
@@ -110,27 +112,27 @@ func manyQPsTraffic(t *testing.T, a, b *side, qs []*qp.QP, c *cq.CQ) {
 	// any send, so no message meets an RNR.
 	const w = 8
 	for j, p := range pairs {
-		binary.LittleEndian.PutUint64(a.buf[(k+j)*w:], uint64(j)<<32|0xa)
-		binary.LittleEndian.PutUint64(b.buf[(k+j)*w:], uint64(j)<<32|0xb)
-		must(t, p.qa.PostRecv(&qp.RecvWR{WRID: uint64(j), SGL: []mr.SGE{a.mr.SGE(j*w, w)}}))
-		must(t, p.qb.PostRecv(&qp.RecvWR{WRID: uint64(j), SGL: []mr.SGE{b.mr.SGE(j*w, w)}}))
+		binary.LittleEndian.PutUint64(a.Buf[(k+j)*w:], uint64(j)<<32|0xa)
+		binary.LittleEndian.PutUint64(b.Buf[(k+j)*w:], uint64(j)<<32|0xb)
+		must(t, p.qa.PostRecv(&qp.RecvWR{WRID: uint64(j), SGL: []mr.SGE{a.MR.SGE(j*w, w)}}))
+		must(t, p.qb.PostRecv(&qp.RecvWR{WRID: uint64(j), SGL: []mr.SGE{b.MR.SGE(j*w, w)}}))
 	}
 	for j, p := range pairs {
-		must(t, p.qa.PostSend(&qp.SendWR{WRID: uint64(j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE((k+j)*w, w)}}))
-		must(t, p.qb.PostSend(&qp.SendWR{WRID: uint64(j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.mr.SGE((k+j)*w, w)}}))
+		must(t, p.qa.PostSend(&qp.SendWR{WRID: uint64(j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE((k+j)*w, w)}}))
+		must(t, p.qb.PostSend(&qp.SendWR{WRID: uint64(j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.MR.SGE((k+j)*w, w)}}))
 	}
 	for _, c := range []*cq.CQ{c, cb} {
 		for range 2 * k {
-			if wc := waitWC(t, c, 10*time.Second); wc.Status != cq.Success {
+			if wc := rdmatest.Wait(t, c, 10*time.Second); wc.Status != cq.Success {
 				t.Fatalf("%+v", wc)
 			}
 		}
 	}
 	for j := range pairs {
-		if got := binary.LittleEndian.Uint64(a.buf[j*w:]); got != uint64(j)<<32|0xb {
+		if got := binary.LittleEndian.Uint64(a.Buf[j*w:]); got != uint64(j)<<32|0xb {
 			t.Fatalf("pair %d: a received %#x", j, got)
 		}
-		if got := binary.LittleEndian.Uint64(b.buf[j*w:]); got != uint64(j)<<32|0xa {
+		if got := binary.LittleEndian.Uint64(b.Buf[j*w:]); got != uint64(j)<<32|0xa {
 			t.Fatalf("pair %d: b received %#x", j, got)
 		}
 	}
@@ -141,15 +143,15 @@ func manyQPsTraffic(t *testing.T, a, b *side, qs []*qp.QP, c *cq.CQ) {
 // means ns/op stays flat as b.N grows. Run with -benchtime=100000x for the
 // issue's 100k QPs.
 func BenchmarkCreateQP(b *testing.B) {
-	a, _, _ := newPair(b, pairOpts{noConnect: true})
-	c := a.dev.CreateCQ(16)
+	a, _, _ := rdmatest.MemPair(b, rdmatest.Options{NoConnect: true})
+	c := a.Dev.CreateCQ(16)
 	qs := make([]*qp.QP, 0, b.N)
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
 	for range b.N {
-		q, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
+		q, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
 			Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			b.Fatal(err)

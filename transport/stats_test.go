@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/goroce/goroce/internal/rdmatest"
+
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
@@ -15,16 +17,16 @@ import (
 // engine's and the link's figures under their names, in a stable order,
 // and every nic.Stats field has a name.
 func TestStats(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
 	for range 3 {
-		must(t, b.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, 4096)}}))
+		must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 4096)}}))
 	}
 	sendN(t, a, 3, 2000) // two packets each at MTU 1024
 	for range 3 {
-		if wc := waitWC(t, a.scq, timeoutShort); wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, a.SCQ, timeoutShort); wc.Status != cq.Success {
 			t.Fatalf("send %+v", wc)
 		}
-		if wc := waitWC(t, b.rcq, timeoutShort); wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, b.RCQ, timeoutShort); wc.Status != cq.Success {
 			t.Fatalf("receive %+v", wc)
 		}
 	}
@@ -38,7 +40,7 @@ func TestStats(t *testing.T) {
 		}
 		return m
 	}
-	sa, sb := get(a.dev), get(b.dev)
+	sa, sb := get(a.Dev), get(b.Dev)
 	for _, c := range []struct {
 		name string
 		m    map[string]uint64
@@ -51,10 +53,10 @@ func TestStats(t *testing.T) {
 			t.Errorf("%s = %d, want %d", c.name, got, c.want)
 		}
 	}
-	if sa["link_tx_bytes"] != a.link.Stats().TxBytes || sa["link_tx_bytes"] == 0 {
-		t.Errorf("link_tx_bytes %d, link says %d", sa["link_tx_bytes"], a.link.Stats().TxBytes)
+	if sa["link_tx_bytes"] != a.Mem.Stats().TxBytes || sa["link_tx_bytes"] == 0 {
+		t.Errorf("link_tx_bytes %d, link says %d", sa["link_tx_bytes"], a.Mem.Stats().TxBytes)
 	}
-	if got := a.dev.Stats()[0].Name; got != "sent_pkts" {
+	if got := a.Dev.Stats()[0].Name; got != "sent_pkts" {
 		t.Errorf("first counter %s: rxe's order starts with sent_pkts", got)
 	}
 	if n := reflect.TypeOf(nic.Stats{}).NumField(); len(transport.LinkCounters(nic.Stats{})) != n {

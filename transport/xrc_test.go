@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/rdmatest"
+
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
@@ -131,13 +133,13 @@ func TestXRCOperations(t *testing.T) {
 		t.Helper()
 		wr.Flags |= qp.Signaled
 		must(t, s.iniQP.PostSend(&wr))
-		if wc := waitWC(t, ini.cq, timeoutShort); wc.Status != cq.Success || wc.WRID != wr.WRID || wc.Opcode != op || wc.QPNum != s.iniQP.QPN() {
+		if wc := rdmatest.Wait(t, ini.cq, timeoutShort); wc.Status != cq.Success || wc.WRID != wr.WRID || wc.Opcode != op || wc.QPNum != s.iniQP.QPN() {
 			t.Fatalf("%v: initiator completion %+v", wr.Opcode, wc)
 		}
 	}
 	recv := func(k int, want cq.WC) {
 		t.Helper()
-		wc := waitWC(t, s.srqCQ[k], timeoutShort)
+		wc := rdmatest.Wait(t, s.srqCQ[k], timeoutShort)
 		want.Status, want.QPNum, want.SrcQP = cq.Success, s.tgQ.QPN(), s.iniQP.QPN()
 		if wc != want {
 			t.Fatalf("SRQ %d completion %+v\nwant %+v", k, wc, want)
@@ -261,7 +263,7 @@ func TestXRCETHValidation(t *testing.T) {
 			before := s.tgt.dev.Counters().List()
 			must(t, s.iniQP.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRSend, Flags: qp.Signaled,
 				SGL: []mr.SGE{s.ini.mr.SGE(0, 10)}, RemoteSRQN: tc.srqn(s, other)}))
-			if wc := waitWC(t, s.ini.cq, timeoutShort); wc.Status != cq.RemInvReqErr || wc.WRID != 9 {
+			if wc := rdmatest.Wait(t, s.ini.cq, timeoutShort); wc.Status != cq.RemInvReqErr || wc.WRID != 9 {
 				t.Fatalf("initiator completion %+v, want REM_INV_REQ_ERR", wc)
 			}
 			ev := waitEventType(t, s.tgt.dev, qp.EventQPFatal)
@@ -419,7 +421,7 @@ func TestXRCCreateRules(t *testing.T) {
 // round trip of two packets).
 func TestXRCAllocs(t *testing.T) {
 	s := newXRCSetup(t)
-	a, b, _ := newPair(t, pairOpts{})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
 	round := func(q *qp.QP, c *cq.CQ, wr *qp.SendWR) func() {
 		wc := make([]cq.WC, 1)
 		return func() {
@@ -438,10 +440,10 @@ func TestXRCAllocs(t *testing.T) {
 		}
 	}
 	var xsgl, rsgl [1]mr.SGE
-	xsgl[0], rsgl[0] = s.ini.mr.SGE(0, 256), a.mr.SGE(0, 256)
+	xsgl[0], rsgl[0] = s.ini.mr.SGE(0, 256), a.MR.SGE(0, 256)
 	xwr := qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: xsgl[:], RemoteAddr: s.tgt.mr.Addr(), RKey: s.tgt.mr.RKey(), RemoteSRQN: s.srq[0].SRQN()}
-	rwr := qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: rsgl[:], RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
-	xf, rf := round(s.iniQP, s.ini.cq, &xwr), round(a.qp, a.scq, &rwr)
+	rwr := qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: rsgl[:], RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}
+	xf, rf := round(s.iniQP, s.ini.cq, &xwr), round(a.QP, a.SCQ, &rwr)
 	xf()
 	rf() // warm the pools
 	x, r := testing.AllocsPerRun(200, xf), testing.AllocsPerRun(200, rf)
