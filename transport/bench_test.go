@@ -1,7 +1,9 @@
-package transport
+package transport_test
 
 import (
 	"net/netip"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 
 	"context"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"github.com/goroce/goroce/internal/rawudp"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
+	"github.com/goroce/goroce/transport"
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
@@ -37,22 +40,22 @@ func BenchmarkEngine(b *testing.B) {
 
 func benchOp(b *testing.B, op qp.WROpcode, size int) {
 	const depth = 64
-	a, p, _ := newPair(b, pairOpts{mtu: qp.MTU4096, bufSize: depth * size, sqDepth: depth, rqDepth: depth,
-		cqDepth: 4 * depth, window: 512})
+	a, p, _ := rdmatest.MemPair(b, rdmatest.Options{MTU: qp.MTU4096, BufSize: depth * size, SQDepth: depth, RQDepth: depth,
+		CQDepth: 4 * depth, Window: 512})
 	// The requests are reused, as a program's would be (Post copies them),
 	// so that allocs/op is the engine's own.
 	var sendSGL, recvSGL [1]mr.SGE
-	swr := qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: sendSGL[:], RKey: p.mr.RKey()}
+	swr := qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: sendSGL[:], RKey: p.MR.RKey()}
 	rwr := qp.RecvWR{SGL: recvSGL[:]}
 	post := func(i int) {
 		slot := (i % depth) * size
 		if op == qp.WRSend {
-			recvSGL[0] = p.mr.SGE(slot, size)
-			must(b, p.qp.PostRecv(&rwr))
+			recvSGL[0] = p.MR.SGE(slot, size)
+			must(b, p.QP.PostRecv(&rwr))
 		}
-		sendSGL[0] = a.mr.SGE(slot, size)
-		swr.RemoteAddr = p.mr.Addr() + uint64(slot)
-		must(b, a.qp.PostSend(&swr))
+		sendSGL[0] = a.MR.SGE(slot, size)
+		swr.RemoteAddr = p.MR.Addr() + uint64(slot)
+		must(b, a.QP.PostSend(&swr))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -67,7 +70,7 @@ func benchOp(b *testing.B, op qp.WROpcode, size int) {
 			posted++
 			inflight++
 		}
-		n, err := a.scq.PollWait(ctx, wc)
+		n, err := a.SCQ.PollWait(ctx, wc)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -78,7 +81,7 @@ func benchOp(b *testing.B, op qp.WROpcode, size int) {
 		}
 		if op == qp.WRSend {
 			for got := 0; got < n; {
-				m, err := p.rcq.PollWait(ctx, wc[:n-got])
+				m, err := p.RCQ.PollWait(ctx, wc[:n-got])
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -130,20 +133,20 @@ func BenchmarkPingPong(b *testing.B) {
 	for _, link := range []string{"mem", "mem-busy", "udp", "udp-busy"} {
 		b.Run(link, func(b *testing.B) {
 			busy := strings.HasSuffix(link, "-busy")
-			o := pairOpts{}
+			o := rdmatest.Options{}
 			if busy {
-				o.busy = busyPoll
+				o.BusyPoll = busyPoll
 			}
-			o.defaults()
-			var x, y *side
+			o.MemDefaults()
+			var x, y *rdmatest.Peer
 			if strings.HasPrefix(link, "mem") {
 				net := mem.NewNet(1)
-				x, y = newSide(b, net, "10.0.0.1", &o), newSide(b, net, "10.0.0.2", &o)
+				x, y = rdmatest.NewMemPeer(b, net, "10.0.0.1", o), rdmatest.NewMemPeer(b, net, "10.0.0.2", o)
 			} else {
 				x, y = udpSide(b, xAddr, &o), udpSide(b, yAddr, &o)
 			}
-			connect(b, x, y, &o, 1, 2)
-			connect(b, y, x, &o, 2, 1)
+			rdmatest.ConnectQP(b, x, y, o, 1, 2)
+			rdmatest.ConnectQP(b, y, x, o, 2, 1)
 			ctx := context.Background()
 			wait1 := func(c *cq.CQ) {
 				var wc [1]cq.WC
@@ -164,25 +167,25 @@ func BenchmarkPingPong(b *testing.B) {
 			}
 			// Each side's requests are built once and reused (Post copies
 			// them), so that allocs/op is the engine's own.
-			xr := &qp.RecvWR{SGL: []mr.SGE{x.mr.SGE(0, 64)}}
-			yr := &qp.RecvWR{SGL: []mr.SGE{y.mr.SGE(0, 64)}}
-			sends := map[*side]*qp.SendWR{
-				x: {Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{x.mr.SGE(0, 64)}},
-				y: {Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{y.mr.SGE(0, 64)}},
+			xr := &qp.RecvWR{SGL: []mr.SGE{x.MR.SGE(0, 64)}}
+			yr := &qp.RecvWR{SGL: []mr.SGE{y.MR.SGE(0, 64)}}
+			sends := map[*rdmatest.Peer]*qp.SendWR{
+				x: {Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{x.MR.SGE(0, 64)}},
+				y: {Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{y.MR.SGE(0, 64)}},
 			}
 			for range 8 {
-				must(b, x.qp.PostRecv(xr))
-				must(b, y.qp.PostRecv(yr))
+				must(b, x.QP.PostRecv(xr))
+				must(b, y.QP.PostRecv(yr))
 			}
-			send := func(s *side) { must(b, s.qp.PostSend(sends[s])) }
+			send := func(s *rdmatest.Peer) { must(b, s.QP.PostSend(sends[s])) }
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				for range b.N {
-					wait1(y.rcq)
-					must(b, y.qp.PostRecv(yr))
+					wait1(y.RCQ)
+					must(b, y.QP.PostRecv(yr))
 					send(y)
-					wait1(y.scq)
+					wait1(y.SCQ)
 				}
 			}()
 			rtt := make(latency.Sample, 0, b.N)
@@ -190,10 +193,10 @@ func BenchmarkPingPong(b *testing.B) {
 			for range b.N {
 				t0 := time.Now()
 				send(x)
-				wait1(x.scq)
-				wait1(x.rcq)
+				wait1(x.SCQ)
+				wait1(x.RCQ)
 				rtt = append(rtt, time.Since(t0))
-				must(b, x.qp.PostRecv(xr))
+				must(b, x.QP.PostRecv(xr))
 			}
 			<-done
 			b.StopTimer()
@@ -210,17 +213,17 @@ func BenchmarkPingPong(b *testing.B) {
 }
 
 // udpSide opens one end over the UDP link on a loopback address.
-func udpSide(t testing.TB, addr string, o *pairOpts) *side {
+func udpSide(t testing.TB, addr string, o *rdmatest.Options) *rdmatest.Peer {
 	ad := netip.MustParseAddr(addr)
-	l, err := udp.Open(udp.Config{Addr: ad, BusyPoll: o.busy})
+	l, err := udp.Open(udp.Config{Addr: ad, BusyPoll: o.BusyPoll})
 	must(t, err)
-	d, err := Open(l, Options{})
+	d, err := transport.Open(l, transport.Options{})
 	must(t, err)
 	t.Cleanup(func() { d.Close() })
-	s := &side{dev: d, addr: ad, pd: d.AllocPD(), scq: d.CreateCQ(64), rcq: d.CreateCQ(64), buf: make([]byte, 4096)}
-	s.mr, err = s.pd.Register(s.buf, o.access)
+	s := &rdmatest.Peer{Dev: d, Addr: ad, PD: d.AllocPD(), SCQ: d.CreateCQ(64), RCQ: d.CreateCQ(64), Buf: make([]byte, 4096)}
+	s.MR, err = s.PD.Register(s.Buf, o.Access)
 	must(t, err)
-	s.qp, err = d.CreateQP(s.pd, qp.InitAttr{Type: qp.RC, SendCQ: s.scq, RecvCQ: s.rcq,
+	s.QP, err = d.CreateQP(s.PD, qp.InitAttr{Type: qp.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ,
 		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(t, err)
 	return s

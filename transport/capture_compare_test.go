@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/rdmatest"
+
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/goroce/goroce/bth"
@@ -18,6 +20,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // sig is what two packets of the same operation must share on the wire:
@@ -141,12 +144,20 @@ func (r *recorder) get() []sig {
 	return append([]sig(nil), r.sigs...)
 }
 
+// capSide is one end of a scenario: a peer, and the SRQ it receives
+// through and its address handle to the other end (UD), when it has them.
+type capSide struct {
+	*rdmatest.Peer
+	srq *qp.SRQ
+	ah  *qp.AH
+}
+
 // scenario replays, with goroce on both ends, what a capture's tools did.
 type scenario struct {
 	capture string
 	typ     qp.Type
 	srq     bool
-	run     func(t *testing.T, c, s *side, ah *qp.AH)
+	run     func(t *testing.T, c, s *capSide, ah *qp.AH)
 	// countsVary: the tool's message count depends on timing
 	// (ibv_srq_pingpong posts one send per QP before its loop), so only the
 	// kinds of packet are compared, not how many.
@@ -155,51 +166,51 @@ type scenario struct {
 
 // pingpong plays rdma-core's *_pingpong: the client sends, the server
 // answers with the same size, n times.
-func pingpong(size, n int) func(t *testing.T, c, s *side, ah *qp.AH) {
-	return func(t *testing.T, c, s *side, ah *qp.AH) {
+func pingpong(size, n int) func(t *testing.T, c, s *capSide, ah *qp.AH) {
+	return func(t *testing.T, c, s *capSide, ah *qp.AH) {
 		extra := 0
-		if c.qp.Type() == qp.UD {
+		if c.QP.Type() == qp.UD {
 			extra = 40
 		}
 		for range n {
-			for _, x := range []*side{c, s} {
-				post := x.qp.PostRecv
+			for _, x := range []*capSide{c, s} {
+				post := x.QP.PostRecv
 				if x.srq != nil {
 					post = x.srq.PostRecv
 				}
-				must(t, post(&qp.RecvWR{SGL: []mr.SGE{x.mr.SGE(0, size+extra)}}))
+				must(t, post(&qp.RecvWR{SGL: []mr.SGE{x.MR.SGE(0, size+extra)}}))
 			}
-			for _, dir := range [][2]*side{{c, s}, {s, c}} {
+			for _, dir := range [][2]*capSide{{c, s}, {s, c}} {
 				from, to := dir[0], dir[1]
-				wr := qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{from.mr.SGE(0, size)},
-					RemoteQPN: to.qp.QPN(), RemoteQKey: 0x11111111}
+				wr := qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{from.MR.SGE(0, size)},
+					RemoteQPN: to.QP.QPN(), RemoteQKey: 0x11111111}
 				if ah != nil {
 					wr.AH = from.ah
 				}
-				must(t, from.qp.PostSend(&wr))
-				wait(t, to.rcq, 5*time.Second)
-				wait(t, from.scq, 5*time.Second)
+				must(t, from.QP.PostSend(&wr))
+				rdmatest.Wait(t, to.RCQ, 5*time.Second)
+				rdmatest.Wait(t, from.SCQ, 5*time.Second)
 			}
 		}
 	}
 }
 
 // stream plays perftest's _bw tests: the client posts n operations.
-func stream(op qp.WROpcode, size, n int) func(t *testing.T, c, s *side, ah *qp.AH) {
-	return func(t *testing.T, c, s *side, ah *qp.AH) {
+func stream(op qp.WROpcode, size, n int) func(t *testing.T, c, s *capSide, ah *qp.AH) {
+	return func(t *testing.T, c, s *capSide, ah *qp.AH) {
 		for i := range n {
 			if op == qp.WRSend {
-				must(t, s.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{s.mr.SGE(0, size+40)}}))
+				must(t, s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{s.MR.SGE(0, size+40)}}))
 			}
-			wr := qp.SendWR{WRID: uint64(i), Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{c.mr.SGE(0, size)},
-				RemoteAddr: s.mr.Addr(), RKey: s.mr.RKey(), CompareAdd: 1, AH: c.ah,
-				RemoteQPN: s.qp.QPN(), RemoteQKey: 0x11111111}
-			must(t, c.qp.PostSend(&wr))
-			wait(t, c.scq, 5*time.Second)
+			wr := qp.SendWR{WRID: uint64(i), Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{c.MR.SGE(0, size)},
+				RemoteAddr: s.MR.Addr(), RKey: s.MR.RKey(), CompareAdd: 1, AH: c.ah,
+				RemoteQPN: s.QP.QPN(), RemoteQKey: 0x11111111}
+			must(t, c.QP.PostSend(&wr))
+			rdmatest.Wait(t, c.SCQ, 5*time.Second)
 		}
 		if op == qp.WRSend {
 			for range n {
-				wait(t, s.rcq, 5*time.Second)
+				rdmatest.Wait(t, s.RCQ, 5*time.Second)
 			}
 		}
 	}
@@ -231,27 +242,27 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 		t.Run(sc.capture, func(t *testing.T) {
 			wantC, wantS := captureSigs(t, sc.capture)
 			var recC, recS recorder
-			o := pairOpts{typ: sc.typ, mtu: qp.MTU1024, rdAtomic: 1}
-			o.defaults()
+			o := rdmatest.Options{Type: sc.typ, MTU: qp.MTU1024, RdAtomic: 1}
+			o.MemDefaults()
 			// rxe's lab runs over a 1500-byte link: active MTU 1024.
 			net := mem.NewNet(1)
 			c := newTracedSide(t, net, "198.51.100.1", &o, recC.trace)
 			s := newTracedSide(t, net, "198.51.100.2", &o, recS.trace)
 			if sc.srq {
 				var err error
-				s.srq, err = s.dev.CreateSRQ(s.pd, qp.SRQAttr{MaxWR: 64, MaxSGE: 1})
+				s.srq, err = s.Dev.CreateSRQ(s.PD, qp.SRQAttr{MaxWR: 64, MaxSGE: 1})
 				must(t, err)
-				must(t, s.dev.DestroyQP(s.qp))
-				s.qp, err = s.dev.CreateQP(s.pd, qp.InitAttr{Type: qp.RC, SendCQ: s.scq, RecvCQ: s.rcq, SRQ: s.srq,
+				must(t, s.Dev.DestroyQP(s.QP))
+				s.QP, err = s.Dev.CreateQP(s.PD, qp.InitAttr{Type: qp.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ, SRQ: s.srq,
 					Cap: qp.Cap{MaxSendWR: 64, MaxSendSGE: 1}})
 				must(t, err)
 			}
-			connect(t, c, s, &o, 1, 2)
-			connect(t, s, c, &o, 2, 1)
+			rdmatest.ConnectQP(t, c.Peer, s.Peer, o, 1, 2)
+			rdmatest.ConnectQP(t, s.Peer, c.Peer, o, 2, 1)
 			if sc.typ == qp.UD {
-				for _, x := range [][2]*side{{c, s}, {s, c}} {
-					g, _ := x[1].dev.GID(1)
-					ah, err := x[0].dev.CreateAH(x[0].pd, qp.AHAttr{DGID: g, SGIDIndex: 1})
+				for _, x := range [][2]*capSide{{c, s}, {s, c}} {
+					g, _ := x[1].Dev.GID(1)
+					ah, err := x[0].Dev.CreateAH(x[0].PD, qp.AHAttr{DGID: g, SGIDIndex: 1})
 					must(t, err)
 					x[0].ah = ah
 				}
@@ -268,20 +279,20 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 	}
 }
 
-func newTracedSide(t *testing.T, net *mem.Net, addr string, o *pairOpts, trace func(bool, []byte)) *side {
+func newTracedSide(t *testing.T, net *mem.Net, addr string, o *rdmatest.Options, trace func(bool, []byte)) *capSide {
 	a := netip.MustParseAddr(addr)
 	l, err := net.Attach(a, mem.Options{MTU: 1500})
 	must(t, err)
 	// A clock that never moves: on a lossless link a retransmission would
 	// only be the machine being slow, and would add a request rxe never
 	// sent.
-	d, err := Open(l, Options{Trace: trace, Clock: fakeclock.New()})
+	d, err := transport.Open(l, transport.Options{Trace: trace, Clock: fakeclock.New()})
 	must(t, err)
 	t.Cleanup(func() { d.Close() })
-	s := &side{dev: d, link: l, addr: a, pd: d.AllocPD(), scq: d.CreateCQ(512), rcq: d.CreateCQ(512), buf: make([]byte, 1<<16)}
-	s.mr, err = s.pd.Register(s.buf, o.access)
+	s := &capSide{Peer: &rdmatest.Peer{Dev: d, Mem: l, Addr: a, PD: d.AllocPD(), SCQ: d.CreateCQ(512), RCQ: d.CreateCQ(512), Buf: make([]byte, 1<<16)}}
+	s.MR, err = s.PD.Register(s.Buf, o.Access)
 	must(t, err)
-	s.qp, err = d.CreateQP(s.pd, qp.InitAttr{Type: o.typ, SendCQ: s.scq, RecvCQ: s.rcq,
+	s.QP, err = d.CreateQP(s.PD, qp.InitAttr{Type: o.Type, SendCQ: s.SCQ, RecvCQ: s.RCQ,
 		Cap: qp.Cap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(t, err)
 	return s

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"context"
@@ -9,45 +9,48 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/rdmatest"
+
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestCloseFlushesAndWakes is issue 14 item 1: Close with work
 // outstanding flushes every work request, wakes every waiter, and leaves
 // a completion queued before it to be polled.
 func TestCloseFlushesAndWakes(t *testing.T) {
-	a, b, net := newPair(t, pairOpts{})
+	a, b, net := rdmatest.MemPair(t, rdmatest.Options{})
 	// One SEND completes before Close and stays queued, unpolled.
-	must(t, b.qp.PostRecv(&qp.RecvWR{WRID: 50, SGL: []mr.SGE{b.mr.SGE(0, 64)}}))
-	must(t, a.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+	must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 50, SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
+	must(t, a.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	must(t, a.scq.Wait(ctx))
+	must(t, a.SCQ.Wait(ctx))
 	// Then the link to b loses everything: three sends stay outstanding.
-	net.SetFilter(a.addr, b.addr, func([]byte) mem.Verdict { return mem.Drop })
+	net.SetFilter(a.Addr, b.Addr, func([]byte) mem.Verdict { return mem.Drop })
 	for i := range 3 {
-		must(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(2 + i), Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+		must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(2 + i), Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	}
 	for i := range 2 {
-		must(t, a.qp.PostRecv(&qp.RecvWR{WRID: uint64(100 + i), SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+		must(t, a.QP.PostRecv(&qp.RecvWR{WRID: uint64(100 + i), SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	}
-	idle := a.dev.CreateCQ(4) // no QP uses it: only Close can wake its waiters
+	idle := a.Dev.CreateCQ(4) // no QP uses it: only Close can wake its waiters
 	idle.ReqNotify(false)
 	woke := make(chan string, 3)
 	go func() {
 		var wc [1]cq.WC
 		_, err := idle.PollWait(context.Background(), wc[:])
-		if errors.Is(err, ErrClosed) {
+		if errors.Is(err, transport.ErrClosed) {
 			woke <- "PollWait"
 		} else {
 			woke <- "PollWait returned " + fmtErr(err)
 		}
 	}()
 	go func() {
-		for range a.dev.Events() { // an SRQ-less QP raises none on the way
+		for range a.Dev.Events() { // an SRQ-less QP raises none on the way
 		}
 		woke <- "Events"
 	}()
@@ -60,7 +63,7 @@ func TestCloseFlushesAndWakes(t *testing.T) {
 		}
 	}()
 
-	must(t, a.dev.Close())
+	must(t, a.Dev.Close())
 
 	for range 3 {
 		select {
@@ -76,9 +79,9 @@ func TestCloseFlushesAndWakes(t *testing.T) {
 	// ErrClosed (libibverbs: a CQ drains until destroyed).
 	want := []cq.WC{{WRID: 1, Status: cq.Success}, {WRID: 2, Status: cq.WRFlushErr},
 		{WRID: 3, Status: cq.WRFlushErr}, {WRID: 4, Status: cq.WRFlushErr}}
-	drain(t, a.scq, want)
-	drain(t, a.rcq, []cq.WC{{WRID: 100, Status: cq.WRFlushErr}, {WRID: 101, Status: cq.WRFlushErr}})
-	if st := a.qp.State(); st != qp.Err {
+	drain(t, a.SCQ, want)
+	drain(t, a.RCQ, []cq.WC{{WRID: 100, Status: cq.WRFlushErr}, {WRID: 101, Status: cq.WRFlushErr}})
+	if st := a.QP.State(); st != qp.Err {
 		t.Errorf("QP state %v after Close, want ERR", st)
 	}
 }
@@ -94,10 +97,10 @@ func drain(t *testing.T, c *cq.CQ, want []cq.WC) {
 			t.Fatalf("completion %d: n=%d err=%v %+v, want WRID %d %v", i, n, err, wc[0], w.WRID, w.Status)
 		}
 	}
-	if n, err := c.Poll(wc[:]); n != 0 || !errors.Is(err, ErrClosed) {
+	if n, err := c.Poll(wc[:]); n != 0 || !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("Poll after the last completion: n=%d err=%v, want ErrClosed", n, err)
 	}
-	if n, err := c.PollWait(context.Background(), wc[:]); n != 0 || !errors.Is(err, ErrClosed) {
+	if n, err := c.PollWait(context.Background(), wc[:]); n != 0 || !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("PollWait after the last completion: n=%d err=%v, want ErrClosed", n, err)
 	}
 }
@@ -105,25 +108,25 @@ func drain(t *testing.T, c *cq.CQ, want []cq.WC) {
 // TestCallsAfterClose: every call that creates, posts, modifies,
 // registers, destroys or waits returns an error wrapping ErrClosed.
 func TestCallsAfterClose(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{})
-	d := a.dev
-	srq, err := d.CreateSRQ(a.pd, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
+	d := a.Dev
+	srq, err := d.CreateSRQ(a.PD, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
 	must(t, err)
-	g, _ := b.dev.GID(1)
-	ah, err := d.CreateAH(a.pd, qp.AHAttr{DGID: g, SGIDIndex: 1, PortNum: 1})
+	g, _ := b.Dev.GID(1)
+	ah, err := d.CreateAH(a.PD, qp.AHAttr{DGID: g, SGIDIndex: 1, PortNum: 1})
 	must(t, err)
-	spare, err := d.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq,
+	spare, err := d.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
 	must(t, err)
-	gone, err := d.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq,
+	gone, err := d.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
 	must(t, err)
 	must(t, d.DestroyQP(gone)) // destroyed before Close: Close never sees it
 	must(t, d.Close())
 	must(t, d.Close()) // idempotent
 
-	send := qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 8)}}
-	recv := qp.RecvWR{SGL: []mr.SGE{a.mr.SGE(0, 8)}}
+	send := qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}
+	recv := qp.RecvWR{SGL: []mr.SGE{a.MR.SGE(0, 8)}}
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	var wc [1]cq.WC
@@ -131,47 +134,47 @@ func TestCallsAfterClose(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"PostSend", func() error { return a.qp.PostSend(&send) }},
-		{"PostSendList", func() error { return a.qp.PostSendList([]qp.SendWR{send}) }},
-		{"PostRecv", func() error { return a.qp.PostRecv(&recv) }},
-		{"PostRecvList", func() error { return a.qp.PostRecvList([]qp.RecvWR{recv}) }},
-		{"Modify", func() error { at := qp.Attr{State: qp.Reset}; return a.qp.Modify(&at, qp.AttrState) }},
-		{"the QP's own destroy", func() error { return destroyQP(spare) }},
+		{"PostSend", func() error { return a.QP.PostSend(&send) }},
+		{"PostSendList", func() error { return a.QP.PostSendList([]qp.SendWR{send}) }},
+		{"PostRecv", func() error { return a.QP.PostRecv(&recv) }},
+		{"PostRecvList", func() error { return a.QP.PostRecvList([]qp.RecvWR{recv}) }},
+		{"Modify", func() error { at := qp.Attr{State: qp.Reset}; return a.QP.Modify(&at, qp.AttrState) }},
+		{"the QP's own destroy", func() error { return transport.DestroyQP(spare) }},
 		{"PostSend to a QP destroyed before Close", func() error { return gone.PostSend(&send) }},
-		{"DestroyQP", func() error { return d.DestroyQP(a.qp) }},
-		{"DestroyCQ", func() error { return d.DestroyCQ(a.scq) }},
+		{"DestroyQP", func() error { return d.DestroyQP(a.QP) }},
+		{"DestroyCQ", func() error { return d.DestroyCQ(a.SCQ) }},
 		{"CreateQP", func() error {
-			_, err := d.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
+			_, err := d.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
 			return err
 		}},
-		{"Register", func() error { _, err := a.pd.Register(make([]byte, 64), mr.LocalWrite); return err }},
-		{"RegisterIOVA", func() error { _, err := a.pd.RegisterIOVA(make([]byte, 64), 0, mr.LocalWrite); return err }},
+		{"Register", func() error { _, err := a.PD.Register(make([]byte, 64), mr.LocalWrite); return err }},
+		{"RegisterIOVA", func() error { _, err := a.PD.RegisterIOVA(make([]byte, 64), 0, mr.LocalWrite); return err }},
 		{"Register in a PD allocated after Close", func() error {
 			_, err := d.AllocPD().Register(make([]byte, 64), mr.LocalWrite)
 			return err
 		}},
-		{"Dereg", a.mr.Dereg},
-		{"Dealloc", a.pd.Dealloc},
-		{"Poll", func() error { _, err := a.scq.Poll(wc[:]); return err }},
-		{"PollWait", func() error { _, err := a.rcq.PollWait(ctx, wc[:]); return err }},
-		{"Wait", func() error { return a.scq.Wait(ctx) }},
-		{"Resize", func() error { return a.scq.Resize(64) }},
+		{"Dereg", a.MR.Dereg},
+		{"Dealloc", a.PD.Dealloc},
+		{"Poll", func() error { _, err := a.SCQ.Poll(wc[:]); return err }},
+		{"PollWait", func() error { _, err := a.RCQ.PollWait(ctx, wc[:]); return err }},
+		{"Wait", func() error { return a.SCQ.Wait(ctx) }},
+		{"Resize", func() error { return a.SCQ.Resize(64) }},
 		{"Poll of a CQ created after Close", func() error { _, err := d.CreateCQ(4).Poll(wc[:]); return err }},
-		{"CreateSRQ", func() error { _, err := d.CreateSRQ(a.pd, qp.SRQAttr{MaxWR: 4}); return err }},
+		{"CreateSRQ", func() error { _, err := d.CreateSRQ(a.PD, qp.SRQAttr{MaxWR: 4}); return err }},
 		{"SRQ.PostRecv", func() error { return srq.PostRecv(&recv) }},
 		{"SRQ.PostRecvList", func() error { return srq.PostRecvList([]qp.RecvWR{recv}) }},
 		{"SRQ.Modify", func() error { return srq.Modify(qp.SRQAttr{SRQLimit: 1}, qp.SRQLimit) }},
 		{"SRQ.Destroy", srq.Destroy},
-		{"CreateAH", func() error { _, err := d.CreateAH(a.pd, qp.AHAttr{DGID: g, SGIDIndex: 1, PortNum: 1}); return err }},
+		{"CreateAH", func() error { _, err := d.CreateAH(a.PD, qp.AHAttr{DGID: g, SGIDIndex: 1, PortNum: 1}); return err }},
 		{"AH.Destroy", ah.Destroy},
 	}
 	for _, c := range calls {
-		if err := c.call(); !errors.Is(err, ErrClosed) {
+		if err := c.call(); !errors.Is(err, transport.ErrClosed) {
 			t.Errorf("%s after Close: %v, want an error wrapping ErrClosed", c.name, err)
 		}
 	}
 	// The other device is untouched.
-	must(t, b.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, 8)}}))
+	must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
 }
 
 // TestCloseRacesPostsAndPolls closes a device while goroutines post
@@ -179,7 +182,7 @@ func TestCallsAfterClose(t *testing.T) {
 // a post accepted completed exactly once (success or flush) and that
 // every goroutine ended with ErrClosed. Run it under -race.
 func TestCloseRacesPostsAndPolls(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
 	var posted, completed [2]atomic.Int64 // [0] sends, [1] receives
 	started := make(chan struct{})
 	var startOnce sync.Once
@@ -197,7 +200,7 @@ func TestCloseRacesPostsAndPolls(t *testing.T) {
 			case errors.Is(err, qp.ErrNoMem):
 				// Queue full: wait for the pollers, as a program would.
 				runtime.Gosched()
-			case errors.Is(err, ErrClosed):
+			case errors.Is(err, transport.ErrClosed):
 				return
 			default:
 				fail <- "post: " + err.Error()
@@ -208,12 +211,12 @@ func TestCloseRacesPostsAndPolls(t *testing.T) {
 	for range 2 {
 		wg.Add(2)
 		go post(0, func() error {
-			return a.qp.PostSend(&qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-				SGL: []mr.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+			return a.QP.PostSend(&qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+				SGL: []mr.SGE{a.MR.SGE(0, 64)}, RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()})
 		})
-		go post(1, func() error { return a.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{a.mr.SGE(0, 64)}}) })
+		go post(1, func() error { return a.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{a.MR.SGE(0, 64)}}) })
 	}
-	for i, c := range []*cq.CQ{a.scq, a.rcq} {
+	for i, c := range []*cq.CQ{a.SCQ, a.RCQ} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -227,7 +230,7 @@ func TestCloseRacesPostsAndPolls(t *testing.T) {
 				}
 				completed[i].Add(int64(n))
 				if err != nil {
-					if !errors.Is(err, ErrClosed) {
+					if !errors.Is(err, transport.ErrClosed) {
 						fail <- "poll: " + err.Error()
 					}
 					return
@@ -240,7 +243,7 @@ func TestCloseRacesPostsAndPolls(t *testing.T) {
 	case <-time.After(waitBound):
 		t.Fatal("posts did not get going")
 	}
-	must(t, a.dev.Close())
+	must(t, a.Dev.Close())
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {

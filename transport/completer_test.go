@@ -1,9 +1,11 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
@@ -30,10 +32,10 @@ func (r *rawPeer) ackTo(syn bth.Syndrome, psn uint32, msn uint32) {
 	r.send(bth.RCAcknowledge, psn, false, nil, aeth(syn, msn))
 }
 
-func sendN(t *testing.T, s *side, n int, size int) {
+func sendN(t *testing.T, s *rdmatest.Peer, n int, size int) {
 	for i := range n {
-		must(t, s.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
-			SGL: []mr.SGE{s.mr.SGE(0, size)}}))
+		must(t, s.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
+			SGL: []mr.SGE{s.MR.SGE(0, size)}}))
 	}
 }
 
@@ -42,14 +44,14 @@ func sendN(t *testing.T, s *side, n int, size int) {
 // and r.quiet proves that nothing was sent, without waiting for silence.
 
 func TestCompleterCoalescedACK(t *testing.T) {
-	s, r, _ := newRaw(t, pairOpts{timeout: 16})
+	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
 	sendN(t, s, 3, 10)
 	for i := range 3 {
 		r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
 	}
 	r.ackTo(ack, sPSN+2, 3) // one ACK for all three
 	for i := range 3 {
-		if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i) || wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) || wc.Status != cq.Success {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}
@@ -59,16 +61,16 @@ func TestCompleterCoalescedACK(t *testing.T) {
 	sendN(t, s, 1, 10)
 	r.expectReq(bth.RCSendOnly, sPSN+3)
 	r.quiet()
-	if s.scq.Len() != 0 {
+	if s.SCQ.Len() != 0 {
 		t.Fatal("completed without an ACK")
 	}
-	if g := s.dev.Counters().GhostResponses.Load(); g != 1 {
+	if g := s.Dev.Counters().GhostResponses.Load(); g != 1 {
 		t.Fatalf("ghost responses %d", g)
 	}
 }
 
 func TestCompleterSequenceNAK(t *testing.T) {
-	s, r, _ := newRaw(t, pairOpts{})
+	s, r, _ := newRaw(t, rdmatest.Options{})
 	sendN(t, s, 4, 10)
 	for i := range 4 {
 		r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
@@ -78,14 +80,14 @@ func TestCompleterSequenceNAK(t *testing.T) {
 	r.expectReq(bth.RCSendOnly, sPSN+2)
 	r.expectReq(bth.RCSendOnly, sPSN+3)
 	for i := range 2 {
-		if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i) {
+		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) {
 			t.Fatalf("completion %+v", wc)
 		}
 	}
 	r.ackTo(ack, sPSN+3, 4)
-	wait(t, s.scq, time.Second)
-	wait(t, s.scq, time.Second)
-	c := s.dev.Counters()
+	rdmatest.Wait(t, s.SCQ, time.Second)
+	rdmatest.Wait(t, s.SCQ, time.Second)
+	c := s.Dev.Counters()
 	if c.RcvdSeqErr.Load() != 1 || c.RetransmittedPkts.Load() != 2 {
 		t.Fatalf("rcvd_seq_err %d retransmitted %d", c.RcvdSeqErr.Load(), c.RetransmittedPkts.Load())
 	}
@@ -102,7 +104,7 @@ func TestCompleterErrorNAKs(t *testing.T) {
 		{nakOp, cq.RemOpErr, 0x89},
 	} {
 		t.Run(c.want.String(), func(t *testing.T) {
-			s, r, _ := newRaw(t, pairOpts{})
+			s, r, _ := newRaw(t, rdmatest.Options{})
 			sendN(t, s, 3, 10)
 			for i := range 3 {
 				r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
@@ -111,7 +113,7 @@ func TestCompleterErrorNAKs(t *testing.T) {
 			// The first is acknowledged by the NAK; the second failed; the
 			// third is flushed; the QP is in ERR (IBA 9.9.3.1).
 			for i, st := range []cq.Status{cq.Success, c.want, cq.WRFlushErr} {
-				wc := wait(t, s.scq, time.Second)
+				wc := rdmatest.Wait(t, s.SCQ, time.Second)
 				if wc.WRID != uint64(i) || wc.Status != st {
 					t.Fatalf("completion %d: %+v, want %v", i, wc, st)
 				}
@@ -119,7 +121,7 @@ func TestCompleterErrorNAKs(t *testing.T) {
 					t.Fatalf("completion %d: vendor_err 0x%x, want 0x%x", i, wc.VendorErr, want)
 				}
 			}
-			if s.qp.State() != qp.Err {
+			if s.QP.State() != qp.Err {
 				t.Fatal("QP not in ERR")
 			}
 		})
@@ -139,7 +141,7 @@ func TestCompleterRNR(t *testing.T) {
 		{"rnr_retry 7 retries for ever", 7, 25, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, r, _ := newRaw(t, pairOpts{rnrRetry: c.rnrRetry, rnrZero: c.rnrRetry == 0, timeout: 16})
+			s, r, _ := newRaw(t, rdmatest.Options{RNRRetry: c.rnrRetry, NoRNRRetry: c.rnrRetry == 0, Timeout: 16})
 			sendN(t, s, 1, 10)
 			r.expectReq(bth.RCSendOnly, sPSN)
 			for i := range c.naks {
@@ -153,15 +155,15 @@ func TestCompleterRNR(t *testing.T) {
 			}
 			if c.ok {
 				r.ackTo(ack, sPSN, 1)
-				if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success {
+				if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != cq.Success {
 					t.Fatalf("completion %+v", wc)
 				}
 				return
 			}
-			if wc := wait(t, s.scq, time.Second); wc.Status != cq.RNRRetryExcErr {
+			if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != cq.RNRRetryExcErr {
 				t.Fatalf("completion %+v, want RNR retry exceeded", wc)
 			}
-			if s.qp.State() != qp.Err {
+			if s.QP.State() != qp.Err {
 				t.Fatal("QP not in ERR")
 			}
 		})
@@ -169,7 +171,7 @@ func TestCompleterRNR(t *testing.T) {
 }
 
 func TestCompleterRNRTimer(t *testing.T) {
-	s, r, _ := newRaw(t, pairOpts{})
+	s, r, _ := newRaw(t, rdmatest.Options{})
 	sendN(t, s, 1, 10)
 	r.expectReq(bth.RCSendOnly, sPSN)
 	r.ackTo(bth.RNRNAKSyndrome(18), sPSN, 0) // 5.12 ms
@@ -183,7 +185,7 @@ func TestCompleterRNRTimer(t *testing.T) {
 func TestCompleterRetryExhaustion(t *testing.T) {
 	// timeout 10 = 4.19 ms; retry_cnt 3: the first transmission and three
 	// retries, then RETRY_EXC_ERR.
-	o := pairOpts{timeout: 10, retry: 3}
+	o := rdmatest.Options{Timeout: 10, Retry: 3}
 	const rto = 4096 << 10 * time.Nanosecond
 	s, r, _ := newRaw(t, o)
 	sendN(t, s, 2, 10)
@@ -197,16 +199,16 @@ func TestCompleterRetryExhaustion(t *testing.T) {
 		r.quiet() // no retry a nanosecond before the timeout
 		r.clk.Advance(time.Nanosecond)
 	}
-	wc := wait(t, s.scq, time.Second)
+	wc := rdmatest.Wait(t, s.SCQ, time.Second)
 	if wc.Status != cq.RetryExcErr || wc.WRID != 0 || wc.VendorErr != cq.VendorRetryExceeded {
 		t.Fatalf("completion %+v, want retry exceeded with mlx5's vendor_err 0x81", wc)
 	}
-	if wc := wait(t, s.scq, time.Second); wc.Status != cq.WRFlushErr {
+	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != cq.WRFlushErr {
 		t.Fatalf("completion %+v", wc)
 	}
 	r.clk.Advance(time.Hour) // no timer is left to send anything
 	r.sentNoMore()
-	if c := s.dev.Counters(); c.Timeouts.Load() != 4 || c.RetryExceededErr.Load() != 1 {
+	if c := s.Dev.Counters(); c.Timeouts.Load() != 4 || c.RetryExceededErr.Load() != 1 {
 		t.Fatalf("timeouts %d retry_exceeded %d", c.Timeouts.Load(), c.RetryExceededErr.Load())
 	}
 }
@@ -225,7 +227,7 @@ func expectProbe(r *rawPeer, psn uint32) {
 func TestCompleterProgressResetsRetries(t *testing.T) {
 	// With retry_cnt 1, two losses in a row fail, but a loss, progress, and
 	// a loss again does not: the count is of consecutive retries.
-	s, r, _ := newRaw(t, pairOpts{timeout: 8, retry: 1})
+	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 8, Retry: 1})
 	const rto = 4096 << 8 * time.Nanosecond
 	sendN(t, s, 2, 10)
 	r.expectReq(bth.RCSendOnly, sPSN)
@@ -239,16 +241,16 @@ func TestCompleterProgressResetsRetries(t *testing.T) {
 	expectProbe(r, sPSN+1) // timed out again, after progress
 	r.ackTo(ack, sPSN+1, 2)
 	for range 2 {
-		if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != cq.Success {
 			t.Fatalf("completion %+v", wc)
 		}
 	}
 }
 
 func TestCompleterReadResponses(t *testing.T) {
-	s, r, _ := newRaw(t, pairOpts{timeout: 16})
-	must(t, s.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-		SGL: []mr.SGE{s.mr.SGE(0, 4000)}, RemoteAddr: 0x10000, RKey: 0x77}))
+	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
+	must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		SGL: []mr.SGE{s.MR.SGE(0, 4000)}, RemoteAddr: 0x10000, RKey: 0x77}))
 	p := r.expectReq(bth.RCReadRequest, sPSN)
 	if rh := p.RETH(); rh.VA() != 0x10000 || rh.DMALen() != 4000 || !p.BTH().AckReq() {
 		t.Fatalf("READ request va %#x len %d", rh.VA(), rh.DMALen())
@@ -268,16 +270,16 @@ func TestCompleterReadResponses(t *testing.T) {
 	r.send(bth.RCReadResponseFirst, sPSN+1, false, data[1024:2048], aeth(ack, 1))
 	r.send(bth.RCReadResponseMiddle, sPSN+2, false, data[2048:3072])
 	r.send(bth.RCReadResponseLast, sPSN+3, false, data[3072:], aeth(ack, 1))
-	if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success || wc.Opcode != cq.OpRDMARead {
+	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != cq.Success || wc.Opcode != cq.OpRDMARead {
 		t.Fatalf("completion %+v", wc)
 	}
-	if !bytes.Equal(s.buf[:4000], data) {
+	if !bytes.Equal(s.Buf[:4000], data) {
 		t.Fatal("READ data differs")
 	}
 	// An ACK past a READ whose responses never came means they were lost.
-	must(t, s.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-		SGL: []mr.SGE{s.mr.SGE(0, 10)}, RemoteAddr: 0x20000, RKey: 0x77}))
-	must(t, s.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.mr.SGE(0, 10)}}))
+	must(t, s.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		SGL: []mr.SGE{s.MR.SGE(0, 10)}, RemoteAddr: 0x20000, RKey: 0x77}))
+	must(t, s.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.MR.SGE(0, 10)}}))
 	r.expectReq(bth.RCReadRequest, sPSN+4)
 	r.expectReq(bth.RCSendOnly, sPSN+5)
 	r.ackTo(ack, sPSN+5, 3)
@@ -285,10 +287,10 @@ func TestCompleterReadResponses(t *testing.T) {
 }
 
 func TestCompleterMaxRdAtomic(t *testing.T) {
-	s, r, _ := newRaw(t, pairOpts{rdAtomic: 2, timeout: 16})
+	s, r, _ := newRaw(t, rdmatest.Options{RdAtomic: 2, Timeout: 16})
 	for i := range 4 {
-		must(t, s.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-			SGL: []mr.SGE{s.mr.SGE(i*8, 8)}, RemoteAddr: 0x1000, RKey: 1}))
+		must(t, s.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+			SGL: []mr.SGE{s.MR.SGE(i*8, 8)}, RemoteAddr: 0x1000, RKey: 1}))
 	}
 	// Only two READs go out until one completes.
 	r.expectReq(bth.RCReadRequest, sPSN)
@@ -300,9 +302,9 @@ func TestCompleterMaxRdAtomic(t *testing.T) {
 }
 
 func TestCompleterFence(t *testing.T) {
-	s, r, _ := newRaw(t, pairOpts{timeout: 16})
-	must(t, s.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, SGL: []mr.SGE{s.mr.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1}))
-	must(t, s.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Fence, SGL: []mr.SGE{s.mr.SGE(0, 8)}}))
+	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
+	must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, SGL: []mr.SGE{s.MR.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1}))
+	must(t, s.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Fence, SGL: []mr.SGE{s.MR.SGE(0, 8)}}))
 	r.expectReq(bth.RCReadRequest, sPSN)
 	r.quiet() // the fenced SEND waits for the READ
 	r.send(bth.RCReadResponseOnly, sPSN, false, make([]byte, 8), aeth(ack, 1))
@@ -317,7 +319,7 @@ func TestCompleterReorderedNAKPair(t *testing.T) {
 	// them again (qp.reorderEcho). Any other NAK still goes back at once, and
 	// if the resent packet was lost too the local ACK timer recovers it.
 	const rto = 4096 << 14 * time.Nanosecond
-	s, r, _ := newRaw(t, pairOpts{timeout: 14, retry: 7, window: 8})
+	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 14, Retry: 7, Window: 8})
 	expect := func(from, to int) {
 		t.Helper()
 		for i := from; i <= to; i++ {
@@ -349,11 +351,11 @@ func TestCompleterReorderedNAKPair(t *testing.T) {
 	expect(12, 15)
 	r.ackTo(ack, sPSN+15, 16)
 	for i := range 16 {
-		if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i%8) || wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i%8) || wc.Status != cq.Success {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}
-	c := s.dev.Counters()
+	c := s.Dev.Counters()
 	if c.RcvdSeqErr.Load() != 5 || c.CompleterRetryErr.Load() != 3 || c.Timeouts.Load() != 1 || c.RetransmittedPkts.Load() != 6+4+6+5 {
 		t.Fatalf("rcvd_seq_err %d completer_retry_err %d timeouts %d retransmitted %d",
 			c.RcvdSeqErr.Load(), c.CompleterRetryErr.Load(), c.Timeouts.Load(), c.RetransmittedPkts.Load())
@@ -367,7 +369,7 @@ func TestCompleterTimeoutResendsOldestAlone(t *testing.T) {
 	// again at the first response that shows progress. Before, each
 	// timeout resent the whole window, lengthening that queue.
 	const rto = 4096 << 14 * time.Nanosecond
-	s, r, _ := newRaw(t, pairOpts{timeout: 14, retry: 7, window: 8})
+	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 14, Retry: 7, Window: 8})
 	sendN(t, s, 8, 10)
 	for i := range 8 {
 		r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
@@ -384,11 +386,11 @@ func TestCompleterTimeoutResendsOldestAlone(t *testing.T) {
 	}
 	r.ackTo(ack, sPSN+7, 8)
 	for i := range 8 {
-		if wc := wait(t, s.scq, time.Second); wc.WRID != uint64(i) || wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) || wc.Status != cq.Success {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}
-	if c := s.dev.Counters(); c.Timeouts.Load() != 2 || c.RetransmittedPkts.Load() != 2+4 {
+	if c := s.Dev.Counters(); c.Timeouts.Load() != 2 || c.RetransmittedPkts.Load() != 2+4 {
 		t.Fatalf("timeouts %d retransmitted %d", c.Timeouts.Load(), c.RetransmittedPkts.Load())
 	}
 }
@@ -408,10 +410,10 @@ func TestCompleterReadReorderedResponse(t *testing.T) {
 		burstEnd int // the old burst goes on from 3 to this one
 	}{{"echo only", 5, 3}, {"long burst", 7, 5}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, r, _ := newRaw(t, pairOpts{timeout: 16})
+			s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
 			size := tc.packets*1024 - 120
-			must(t, s.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-				SGL: []mr.SGE{s.mr.SGE(0, size)}, RemoteAddr: 0x10000, RKey: 0x77}))
+			must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+				SGL: []mr.SGE{s.MR.SGE(0, size)}, RemoteAddr: 0x10000, RKey: 0x77}))
 			r.expectReq(bth.RCReadRequest, sPSN)
 			data := make([]byte, size)
 			fill(data, 5)
@@ -433,13 +435,13 @@ func TestCompleterReadReorderedResponse(t *testing.T) {
 				r.send(bth.RCReadResponseMiddle, sPSN+uint32(i), false, chunk(i))
 			}
 			r.send(bth.RCReadResponseLast, sPSN+uint32(last), false, chunk(last), aeth(ack, 1))
-			if wc := wait(t, s.scq, time.Second); wc.Status != cq.Success || wc.Opcode != cq.OpRDMARead {
+			if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != cq.Success || wc.Opcode != cq.OpRDMARead {
 				t.Fatalf("completion %+v", wc)
 			}
-			if !bytes.Equal(s.buf[:size], data) {
+			if !bytes.Equal(s.Buf[:size], data) {
 				t.Fatal("READ data differs")
 			}
-			if c := s.dev.Counters(); c.CompleterRetryErr.Load() != 1 {
+			if c := s.Dev.Counters(); c.CompleterRetryErr.Load() != 1 {
 				t.Fatalf("completer_retry_err %d", c.CompleterRetryErr.Load())
 			}
 		})

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -11,22 +11,23 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 func TestEndpointText(t *testing.T) {
-	e := Endpoint{QPN: 0x11, PSN: 0x3a5c21, GID: bth.GIDFromAddr(netip.MustParseAddr("192.0.2.1")), MTU: qp.MTU1024}
+	e := transport.Endpoint{QPN: 0x11, PSN: 0x3a5c21, GID: bth.GIDFromAddr(netip.MustParseAddr("192.0.2.1")), MTU: qp.MTU1024}
 	const want = "lid=0 qpn=0x000011 psn=0x3a5c21 gid=::ffff:192.0.2.1 mtu=1024"
 	if s := e.String(); s != want {
 		t.Fatalf("String = %q, want %q", s, want)
 	}
-	if x, err := ParseEndpoint(want); err != nil || x != e {
+	if x, err := transport.ParseEndpoint(want); err != nil || x != e {
 		t.Fatalf("ParseEndpoint = %+v, %v", x, err)
 	}
 	// Decimal numbers and a bare IPv4 address read as the same endpoint.
-	if x, err := ParseEndpoint("lid=0 qpn=17 psn=3824673 gid=192.0.2.1 mtu=1024"); err != nil || x != e {
+	if x, err := transport.ParseEndpoint("lid=0 qpn=17 psn=3824673 gid=192.0.2.1 mtu=1024"); err != nil || x != e {
 		t.Fatalf("decimal form = %+v, %v", x, err)
 	}
-	var u Endpoint
+	var u transport.Endpoint
 	if err := u.UnmarshalText([]byte(want)); err != nil || u != e {
 		t.Fatalf("UnmarshalText = %+v, %v", u, err)
 	}
@@ -43,7 +44,7 @@ func TestEndpointText(t *testing.T) {
 		"lid=0 qpn=1 psn=0 gid=::1 mtu=1024 extra=1":  "6 fields",
 		"lid=0 qpn=1 psn=0 gid=::1 mtu":               "field 5",
 	} {
-		_, err := ParseEndpoint(in)
+		_, err := transport.ParseEndpoint(in)
 		if err == nil || !strings.Contains(err.Error(), why) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("ParseEndpoint(%q) = %v, want an error saying %q", in, err, why)
 		}
@@ -51,17 +52,17 @@ func TestEndpointText(t *testing.T) {
 }
 
 func TestEndpointBinary(t *testing.T) {
-	e := Endpoint{QPN: 0xabcdef, PSN: 0xffffff, LID: 7, GID: bth.GIDFromAddr(netip.MustParseAddr("2001:db8::5")), MTU: qp.MTU4096}
+	e := transport.Endpoint{QPN: 0xabcdef, PSN: 0xffffff, LID: 7, GID: bth.GIDFromAddr(netip.MustParseAddr("2001:db8::5")), MTU: qp.MTU4096}
 	b, err := e.MarshalBinary()
-	if err != nil || len(b) != EndpointLen {
+	if err != nil || len(b) != transport.EndpointLen {
 		t.Fatalf("MarshalBinary = %x, %v", b, err)
 	}
-	var x Endpoint
+	var x transport.Endpoint
 	if err := x.UnmarshalBinary(b); err != nil || x != e {
 		t.Fatalf("UnmarshalBinary = %+v, %v", x, err)
 	}
 	for _, bad := range []func([]byte) []byte{
-		func(b []byte) []byte { return b[:EndpointLen-1] },
+		func(b []byte) []byte { return b[:transport.EndpointLen-1] },
 		func(b []byte) []byte { return append(b, 0) },
 		func(b []byte) []byte { b[0] = 2; return b },
 		func(b []byte) []byte { b[1] = 6; return b },
@@ -83,7 +84,7 @@ func FuzzParseEndpoint(f *testing.F) {
 	f.Add("lid=0x10 qpn=0o7 psn=0b1 gid=2001:db8::1 mtu=256")
 	f.Add("lid=0 qpn=1 psn=0 gid=::1 mtu=1500")
 	f.Fuzz(func(t *testing.T, s string) {
-		e, err := ParseEndpoint(s)
+		e, err := transport.ParseEndpoint(s)
 		if err != nil {
 			// The input is quoted into the message, so even a newline
 			// in it leaves the message one line.
@@ -95,7 +96,7 @@ func FuzzParseEndpoint(f *testing.F) {
 		if !e.MTU.Valid() || e.QPN > bth.PSNMask || e.PSN > bth.PSNMask {
 			t.Fatalf("%q parsed to an invalid %+v", s, e)
 		}
-		x, err := ParseEndpoint(e.String())
+		x, err := transport.ParseEndpoint(e.String())
 		if err != nil || x != e {
 			t.Fatalf("%q: %+v -> %q -> %+v, %v", s, e, e.String(), x, err)
 		}
@@ -109,11 +110,11 @@ func FuzzParseEndpoint(f *testing.F) {
 // FuzzEndpointBinary: any bytes either fail or are exactly the binary form
 // of the endpoint they parse to.
 func FuzzEndpointBinary(f *testing.F) {
-	b, _ := Endpoint{QPN: 0x11, PSN: 1, MTU: qp.MTU1024}.MarshalBinary()
+	b, _ := transport.Endpoint{QPN: 0x11, PSN: 1, MTU: qp.MTU1024}.MarshalBinary()
 	f.Add(b)
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var e Endpoint
+		var e transport.Endpoint
 		if err := e.UnmarshalBinary(b); err != nil {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error %q", err)
@@ -123,7 +124,7 @@ func FuzzEndpointBinary(f *testing.F) {
 		if out, _ := e.MarshalBinary(); !bytes.Equal(out, b) {
 			t.Fatalf("%x -> %+v -> %x", b, e, out)
 		}
-		if x, err := ParseEndpoint(e.String()); err != nil || x != e {
+		if x, err := transport.ParseEndpoint(e.String()); err != nil || x != e {
 			t.Fatalf("%+v: text %q -> %+v, %v", e, e.String(), x, err)
 		}
 	})
@@ -144,7 +145,7 @@ func TestDefaultGIDIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := Open(l, Options{GIDs: c.table})
+		d, err := transport.Open(l, transport.Options{GIDs: c.table})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,19 +159,19 @@ func TestDefaultGIDIndex(t *testing.T) {
 // connectSides opens two devices on one in-memory net, with one QP each
 // of type typ, and returns them with their local endpoints. ipMTU is the
 // links' IP MTU (0: the in-memory default, which carries MTU 4096).
-func connectSides(t *testing.T, typ qp.Type, ipMTU ...int) (da, db *Device, a, b *qp.QP, ea, eb Endpoint) {
+func connectSides(t *testing.T, typ qp.Type, ipMTU ...int) (da, db *transport.Device, a, b *qp.QP, ea, eb transport.Endpoint) {
 	t.Helper()
 	n := mem.NewNet(1)
 	var mo mem.Options
 	if len(ipMTU) > 0 {
 		mo.MTU = ipMTU[0]
 	}
-	open := func(addr string) (*Device, *qp.QP, Endpoint) {
+	open := func(addr string) (*transport.Device, *qp.QP, transport.Endpoint) {
 		l, err := n.Attach(netip.MustParseAddr(addr), mo)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := Open(l, Options{})
+		d, err := transport.Open(l, transport.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,21 +203,21 @@ func TestConnectRC(t *testing.T) {
 	}
 	eb.MTU = qp.MTU512
 	access := mr.LocalWrite | mr.RemoteRead
-	if err := da.Connect(a, ea, eb, ConnectOptions{Access: access}); err != nil {
+	if err := da.Connect(a, ea, eb, transport.ConnectOptions{Access: access}); err != nil {
 		t.Fatal(err)
 	}
 	at, _ := a.Query()
 	want := qp.Attr{State: qp.RTS, CurState: qp.RTS, PathMTU: qp.MTU512, RQPSN: eb.PSN, SQPSN: ea.PSN,
-		DestQPN: eb.QPN, AccessFlags: access, Cap: at.Cap, QKey: DefaultQKey,
+		DestQPN: eb.QPN, AccessFlags: access, Cap: at.Cap, QKey: transport.DefaultQKey,
 		AH:          qp.AHAttr{DGID: eb.GID, SGIDIndex: da.DefaultGIDIndex(), PortNum: 1},
 		MaxRdAtomic: qp.MaxRdAtomic, MaxDestRdAtomic: qp.MaxRdAtomic, MinRNRTimer: 12, PortNum: 1,
 		Timeout: 14, RetryCnt: 7, RNRRetry: 7}
-	at.QKey = DefaultQKey // an RC QP has no Q_Key; the options' default stays unused
+	at.QKey = transport.DefaultQKey // an RC QP has no Q_Key; the options' default stays unused
 	if at != want {
 		t.Fatalf("attributes\n%+v, want\n%+v", at, want)
 	}
 	// A second Connect finds the QP in RTS: Modify's own error, with the QP named.
-	if err := da.Connect(a, ea, eb, ConnectOptions{}); err == nil || !strings.HasPrefix(err.Error(), "transport: connect RC QP 0x") {
+	if err := da.Connect(a, ea, eb, transport.ConnectOptions{}); err == nil || !strings.HasPrefix(err.Error(), "transport: connect RC QP 0x") {
 		t.Fatalf("second Connect: %v", err)
 	}
 }
@@ -224,18 +225,18 @@ func TestConnectRC(t *testing.T) {
 func TestConnectErrors(t *testing.T) {
 	da, db, a, b, ea, eb := connectSides(t, qp.RC)
 	for name, c := range map[string]struct {
-		d          *Device
+		d          *transport.Device
 		q          *qp.QP
-		local, rem Endpoint
-		o          ConnectOptions
+		local, rem transport.Endpoint
+		o          transport.ConnectOptions
 		want       string
 	}{
-		"other device's QP":   {da, b, eb, ea, ConnectOptions{}, "is not a QP of this device"},
-		"local of another QP": {da, a, Endpoint{QPN: ea.QPN + 1, GID: ea.GID, MTU: ea.MTU}, eb, ConnectOptions{}, "the local endpoint is QP"},
-		"no remote GID":       {da, a, ea, Endpoint{QPN: 1, MTU: qp.MTU1024}, ConnectOptions{}, "the remote endpoint has no GID"},
-		"foreign local GID":   {da, a, Endpoint{QPN: ea.QPN, GID: eb.GID, MTU: ea.MTU}, eb, ConnectOptions{}, "is not in the device's GID table"},
-		"no MTU":              {da, a, ea, Endpoint{QPN: eb.QPN, GID: eb.GID}, ConnectOptions{}, "no valid path MTU"},
-		"QPN over 24 bits":    {da, a, ea, Endpoint{QPN: 1 << 24, GID: eb.GID, MTU: qp.MTU1024}, ConnectOptions{}, "exceeds 24 bits"},
+		"other device's QP":   {da, b, eb, ea, transport.ConnectOptions{}, "is not a QP of this device"},
+		"local of another QP": {da, a, transport.Endpoint{QPN: ea.QPN + 1, GID: ea.GID, MTU: ea.MTU}, eb, transport.ConnectOptions{}, "the local endpoint is QP"},
+		"no remote GID":       {da, a, ea, transport.Endpoint{QPN: 1, MTU: qp.MTU1024}, transport.ConnectOptions{}, "the remote endpoint has no GID"},
+		"foreign local GID":   {da, a, transport.Endpoint{QPN: ea.QPN, GID: eb.GID, MTU: ea.MTU}, eb, transport.ConnectOptions{}, "is not in the device's GID table"},
+		"no MTU":              {da, a, ea, transport.Endpoint{QPN: eb.QPN, GID: eb.GID}, transport.ConnectOptions{}, "no valid path MTU"},
+		"QPN over 24 bits":    {da, a, ea, transport.Endpoint{QPN: 1 << 24, GID: eb.GID, MTU: qp.MTU1024}, transport.ConnectOptions{}, "exceeds 24 bits"},
 	} {
 		err := c.d.Connect(c.q, c.local, c.rem, c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -246,14 +247,14 @@ func TestConnectErrors(t *testing.T) {
 		}
 	}
 	db.Close()
-	if _, err := db.LocalEndpoint(b); !errors.Is(err, ErrClosed) {
+	if _, err := db.LocalEndpoint(b); !errors.Is(err, transport.ErrClosed) {
 		t.Errorf("LocalEndpoint after Close: %v", err)
 	}
 }
 
 func TestConnectUD(t *testing.T) {
 	da, _, a, _, ea, eb := connectSides(t, qp.UD)
-	if err := da.Connect(a, ea, Endpoint{}, ConnectOptions{QKey: 0x1234}); err != nil {
+	if err := da.Connect(a, ea, transport.Endpoint{}, transport.ConnectOptions{QKey: 0x1234}); err != nil {
 		t.Fatal(err)
 	}
 	at, _ := a.Query()
@@ -272,15 +273,15 @@ func TestConnectUD(t *testing.T) {
 func TestConnectFailsBack(t *testing.T) {
 	da, _, a, _, ea, eb := connectSides(t, qp.RC, 1500) // active MTU 1024
 	ea.MTU, eb.MTU = qp.MTU4096, qp.MTU4096
-	err := da.Connect(a, ea, eb, ConnectOptions{})
+	err := da.Connect(a, ea, eb, transport.ConnectOptions{})
 	if err == nil || !strings.Contains(err.Error(), "to RTR: ") || a.State() != qp.Reset {
 		t.Fatalf("Connect with MTU 4096 over %v: %v, QP in %v", da.ActiveMTU(), err, a.State())
 	}
 	ea.MTU = da.ActiveMTU()
-	if err := da.Connect(a, ea, eb, ConnectOptions{}); err != nil || a.State() != qp.RTS {
+	if err := da.Connect(a, ea, eb, transport.ConnectOptions{}); err != nil || a.State() != qp.RTS {
 		t.Fatalf("second Connect: %v, QP in %v", err, a.State())
 	}
-	if err := da.Connect(a, ea, eb, ConnectOptions{}); err == nil || a.State() != qp.RTS {
+	if err := da.Connect(a, ea, eb, transport.ConnectOptions{}); err == nil || a.State() != qp.RTS {
 		t.Fatalf("Connect in RTS: %v, QP in %v", err, a.State())
 	}
 }

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"context"
@@ -6,19 +6,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goroce/goroce/internal/rdmatest"
+
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestForeignObjects: a PD or CQ of another device is refused where it is
 // passed, with an error that says so and wraps qp.ErrInvalid, and nothing
 // is created; the device's own objects still work.
 func TestForeignObjects(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{noConnect: true})
-	ok := qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq,
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{NoConnect: true})
+	ok := qp.InitAttr{Type: qp.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
 	withCQs := func(s, r *cq.CQ) qp.InitAttr { ia := ok; ia.SendCQ, ia.RecvCQ = s, r; return ia }
-	srq, err := b.dev.CreateSRQ(b.pd, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
+	srq, err := b.Dev.CreateSRQ(b.PD, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
 	must(t, err)
 	withSRQ := ok
 	withSRQ.SRQ = srq
@@ -27,24 +30,24 @@ func TestForeignObjects(t *testing.T) {
 		call func() error
 		want string
 	}{
-		{"CreateQP, another device's PD", func() error { _, err := a.dev.CreateQP(b.pd, ok); return err },
-			"transport: create_qp: " + b.pd.String() + " belongs to another device: qp: invalid argument"},
-		{"CreateQP, no PD", func() error { _, err := a.dev.CreateQP(nil, ok); return err },
+		{"CreateQP, another device's PD", func() error { _, err := a.Dev.CreateQP(b.PD, ok); return err },
+			"transport: create_qp: " + b.PD.String() + " belongs to another device: qp: invalid argument"},
+		{"CreateQP, no PD", func() error { _, err := a.Dev.CreateQP(nil, ok); return err },
 			"transport: create_qp: no protection domain: qp: invalid argument"},
-		{"CreateQP, another device's send CQ", func() error { _, err := a.dev.CreateQP(a.pd, withCQs(b.scq, a.rcq)); return err },
+		{"CreateQP, another device's send CQ", func() error { _, err := a.Dev.CreateQP(a.PD, withCQs(b.SCQ, a.RCQ)); return err },
 			"transport: create_qp: completion queue belongs to another device, or was destroyed: qp: invalid argument"},
-		{"CreateQP, another device's receive CQ", func() error { _, err := a.dev.CreateQP(a.pd, withCQs(a.scq, b.rcq)); return err },
+		{"CreateQP, another device's receive CQ", func() error { _, err := a.Dev.CreateQP(a.PD, withCQs(a.SCQ, b.RCQ)); return err },
 			"transport: create_qp: completion queue belongs to another device, or was destroyed: qp: invalid argument"},
-		{"CreateQP, another device's SRQ", func() error { _, err := a.dev.CreateQP(a.pd, withSRQ); return err },
+		{"CreateQP, another device's SRQ", func() error { _, err := a.Dev.CreateQP(a.PD, withSRQ); return err },
 			"qp: invalid argument: SRQ belongs to another protection domain"},
 		{"CreateSRQ, another device's PD", func() error {
-			_, err := a.dev.CreateSRQ(b.pd, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
+			_, err := a.Dev.CreateSRQ(b.PD, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
 			return err
-		}, "transport: create_srq: " + b.pd.String() + " belongs to another device: qp: invalid argument"},
+		}, "transport: create_srq: " + b.PD.String() + " belongs to another device: qp: invalid argument"},
 		{"CreateAH, another device's PD", func() error {
-			_, err := a.dev.CreateAH(b.pd, qp.AHAttr{DGID: a.dev.GIDs()[a.dev.DefaultGIDIndex()], PortNum: 1})
+			_, err := a.Dev.CreateAH(b.PD, qp.AHAttr{DGID: a.Dev.GIDs()[a.Dev.DefaultGIDIndex()], PortNum: 1})
 			return err
-		}, "transport: create_ah: " + b.pd.String() + " belongs to another device: qp: invalid argument"},
+		}, "transport: create_ah: " + b.PD.String() + " belongs to another device: qp: invalid argument"},
 	} {
 		err := c.call()
 		if !errors.Is(err, qp.ErrInvalid) || err.Error() != c.want {
@@ -52,9 +55,9 @@ func TestForeignObjects(t *testing.T) {
 		}
 	}
 	// The device's own objects still make a QP.
-	q, err := a.dev.CreateQP(a.pd, ok)
+	q, err := a.Dev.CreateQP(a.PD, ok)
 	must(t, err)
-	if a.dev.LookupQP(q.QPN()) != q {
+	if a.Dev.LookupQP(q.QPN()) != q {
 		t.Fatal("the device's own QP is not found")
 	}
 }
@@ -63,48 +66,48 @@ func TestForeignObjects(t *testing.T) {
 // (ErrInvalid) and releases nothing twice; a destroyed QP is no longer
 // found, a destroyed SRQ takes no new QP and a destroyed AH no send.
 func TestDestroyTwice(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{typ: qp.UD})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Type: qp.UD})
 
-	qpn := a.qp.QPN()
-	must(t, b.dev.DestroyQP(b.qp))
-	if a.dev.DestroyQP(b.qp) == nil {
+	qpn := a.QP.QPN()
+	must(t, b.Dev.DestroyQP(b.QP))
+	if a.Dev.DestroyQP(b.QP) == nil {
 		t.Fatal("another device destroyed a QP")
 	}
-	must(t, a.dev.DestroyQP(a.qp))
-	if a.dev.LookupQP(qpn) != nil {
+	must(t, a.Dev.DestroyQP(a.QP))
+	if a.Dev.LookupQP(qpn) != nil {
 		t.Fatal("a destroyed QP is still found")
 	}
-	if err := a.dev.DestroyQP(a.qp); !errors.Is(err, qp.ErrInvalid) {
+	if err := a.Dev.DestroyQP(a.QP); !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("QP destroyed twice: %v", err)
 	}
 
-	pd := a.dev.AllocPD()
-	srq, err := a.dev.CreateSRQ(pd, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
+	pd := a.Dev.AllocPD()
+	srq, err := a.Dev.CreateSRQ(pd, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
 	must(t, err)
 	must(t, srq.Destroy())
 	if err := srq.Destroy(); !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("SRQ destroyed twice: %v", err)
 	}
-	_, err = a.dev.CreateQP(pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq, SRQ: srq,
+	_, err = a.Dev.CreateQP(pd, qp.InitAttr{Type: qp.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ, SRQ: srq,
 		Cap: qp.Cap{MaxSendWR: 1, MaxSendSGE: 1}})
 	if !errors.Is(err, qp.ErrInvalid) || err.Error() != "qp: invalid argument: SRQ destroyed" {
 		t.Fatalf("QP over a destroyed SRQ: %v", err)
 	}
 	must(t, pd.Dealloc()) // the SRQ released its PD once, and the refused QP held nothing
 
-	ud, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.UD, SendCQ: a.scq, RecvCQ: a.rcq,
+	ud, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.UD, SendCQ: a.SCQ, RecvCQ: a.RCQ,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(t, err)
-	ep, err := a.dev.LocalEndpoint(ud)
+	ep, err := a.Dev.LocalEndpoint(ud)
 	must(t, err)
-	must(t, a.dev.Connect(ud, ep, ep, ConnectOptions{}))
-	ah, err := a.dev.CreateAH(a.pd, qp.AHAttr{DGID: ep.GID, SGIDIndex: a.dev.DefaultGIDIndex(), PortNum: 1})
+	must(t, a.Dev.Connect(ud, ep, ep, transport.ConnectOptions{}))
+	ah, err := a.Dev.CreateAH(a.PD, qp.AHAttr{DGID: ep.GID, SGIDIndex: a.Dev.DefaultGIDIndex(), PortNum: 1})
 	must(t, err)
 	must(t, ah.Destroy())
 	if err := ah.Destroy(); !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("AH destroyed twice: %v", err)
 	}
-	err = ud.PostSend(&qp.SendWR{Opcode: qp.WRSend, AH: ah, RemoteQPN: ud.QPN(), RemoteQKey: DefaultQKey})
+	err = ud.PostSend(&qp.SendWR{Opcode: qp.WRSend, AH: ah, RemoteQPN: ud.QPN(), RemoteQKey: transport.DefaultQKey})
 	if !errors.Is(err, qp.ErrInvalid) || err.Error() != "qp: invalid argument: address handle destroyed" {
 		t.Fatalf("send with a destroyed AH: %v", err)
 	}
@@ -115,38 +118,38 @@ func TestDestroyTwice(t *testing.T) {
 // polls with ErrInvalid, cannot be destroyed twice or given to a new QP;
 // another device's CQ is refused.
 func TestDestroyCQ(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{noConnect: true})
-	c := a.dev.CreateCQ(4)
-	q, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{NoConnect: true})
+	c := a.Dev.CreateCQ(4)
+	q, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(t, err)
-	if err := a.dev.DestroyCQ(c); !errors.Is(err, qp.ErrBusy) || !strings.Contains(err.Error(), "2 QP queues") {
+	if err := a.Dev.DestroyCQ(c); !errors.Is(err, qp.ErrBusy) || !strings.Contains(err.Error(), "2 QP queues") {
 		t.Fatalf("CQ of a live QP: %v", err)
 	}
-	if err := b.dev.DestroyCQ(c); !errors.Is(err, qp.ErrInvalid) {
+	if err := b.Dev.DestroyCQ(c); !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("another device's CQ: %v", err)
 	}
 	waited := make(chan error, 1)
 	go func() { _, err := c.PollWait(context.Background(), make([]cq.WC, 1)); waited <- err }()
-	must(t, a.dev.DestroyQP(q))
-	must(t, a.dev.DestroyCQ(c))
+	must(t, a.Dev.DestroyQP(q))
+	must(t, a.Dev.DestroyCQ(c))
 	if err := <-waited; !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("a wait on the destroyed CQ: %v", err)
 	}
 	if _, err := c.Poll(make([]cq.WC, 1)); !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("Poll of the destroyed CQ: %v", err)
 	}
-	if err := a.dev.DestroyCQ(c); !errors.Is(err, qp.ErrInvalid) {
+	if err := a.Dev.DestroyCQ(c); !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("destroyed twice: %v", err)
 	}
-	if _, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: c,
+	if _, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: a.SCQ, RecvCQ: c,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}); !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("a QP on a destroyed CQ: %v", err)
 	}
 	// A failed CreateQP counted nothing: a.scq is not held by it.
-	d := a.dev.CreateCQ(4)
-	if _, err := a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: d, RecvCQ: d}); err == nil {
+	d := a.Dev.CreateCQ(4)
+	if _, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: d, RecvCQ: d}); err == nil {
 		t.Fatal("a QP with no capabilities")
 	}
-	must(t, a.dev.DestroyCQ(d))
+	must(t, a.Dev.DestroyCQ(d))
 }

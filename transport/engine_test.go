@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/fakeclock"
@@ -21,77 +23,77 @@ func TestLargeMessages(t *testing.T) {
 		t.Skip("64 MiB messages: run without -short")
 	}
 	const n = 64 << 20
-	a, b, _ := newPair(t, pairOpts{mtu: qp.MTU4096, bufSize: n + 4096, psnA: 0xffff00, psnB: 0xfff800, window: 256})
-	fill(a.buf[:n], 1)
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{MTU: qp.MTU4096, BufSize: n + 4096, PSN: 0xffff00, PSNB: 0xfff800, Window: 256})
+	fill(a.Buf[:n], 1)
 	for _, op := range []qp.WROpcode{qp.WRSend, qp.WRRDMAWrite, qp.WRRDMARead} {
-		clear(b.buf)
+		clear(b.Buf)
 		src, dst := a, b
 		if op == qp.WRRDMARead {
-			fill(b.buf[:n], 2)
-			clear(a.buf)
+			fill(b.Buf[:n], 2)
+			clear(a.Buf)
 			src, dst = b, a
 		} else {
-			fill(a.buf[:n], 1)
+			fill(a.Buf[:n], 1)
 		}
 		if op == qp.WRSend {
-			must(t, b.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, n)}}))
+			must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, n)}}))
 		}
-		must(t, a.qp.PostSend(&qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, n)},
-			RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
-		if wc := wait(t, a.scq, 60*time.Second); wc.Status != cq.Success || wc.ByteLen != n {
+		must(t, a.QP.PostSend(&qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, n)},
+			RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}))
+		if wc := rdmatest.Wait(t, a.SCQ, 60*time.Second); wc.Status != cq.Success || wc.ByteLen != n {
 			t.Fatalf("%v: %+v", op, wc)
 		}
-		if !bytes.Equal(src.buf[:n], dst.buf[:n]) {
+		if !bytes.Equal(src.Buf[:n], dst.Buf[:n]) {
 			t.Fatalf("%v of 64 MiB: data differs", op)
 		}
 	}
 }
 
 func TestCQOverrun(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{cqDepth: 4})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{CQDepth: 4})
 	for i := range 6 {
-		must(t, b.qp.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.mr.SGE(0, 8)}}))
+		must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
 	}
 	for i := range 6 {
-		must(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+		must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	}
 	// The fifth receive completion finds the CQ full: an asynchronous CQ
 	// error, never a silent loss.
 	var sawCQ, sawQP bool
 	for !(sawCQ && sawQP) {
 		select {
-		case e := <-b.dev.Events():
+		case e := <-b.Dev.Events():
 			switch e.Type {
 			case qp.EventCQErr:
-				sawCQ = e.CQ == b.rcq && errors.Is(e.Err, cq.ErrOverrun)
+				sawCQ = e.CQ == b.RCQ && errors.Is(e.Err, cq.ErrOverrun)
 			case qp.EventQPFatal:
-				sawQP = e.QP == b.qp
+				sawQP = e.QP == b.QP
 			}
 		case <-time.After(2 * time.Second):
 			t.Fatalf("events: CQ error %v, QP fatal %v", sawCQ, sawQP)
 		}
 	}
 	var wc [8]cq.WC
-	n, err := b.rcq.Poll(wc[:])
+	n, err := b.RCQ.Poll(wc[:])
 	if n != 4 || err != nil {
 		t.Fatalf("poll: %d %v", n, err)
 	}
-	if _, err := b.rcq.Poll(wc[:]); !errors.Is(err, cq.ErrOverrun) {
+	if _, err := b.RCQ.Poll(wc[:]); !errors.Is(err, cq.ErrOverrun) {
 		t.Fatalf("poll after the held completions: %v", err)
 	}
-	if b.rcq.Lost() == 0 {
+	if b.RCQ.Lost() == 0 {
 		t.Fatal("lost completions not counted")
 	}
 }
 
 func TestDeregRevokes(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{timeout: 16})
-	target, err := b.pd.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Timeout: 16})
+	target, err := b.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
 	must(t, err)
 	write := func(id uint64) cq.WC {
-		must(t, a.qp.PostSend(&qp.SendWR{WRID: id, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-			SGL: []mr.SGE{a.mr.SGE(0, 100)}, RemoteAddr: target.Addr(), RKey: target.RKey()}))
-		return wait(t, a.scq, 2*time.Second)
+		must(t, a.QP.PostSend(&qp.SendWR{WRID: id, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+			SGL: []mr.SGE{a.MR.SGE(0, 100)}, RemoteAddr: target.Addr(), RKey: target.RKey()}))
+		return rdmatest.Wait(t, a.SCQ, 2*time.Second)
 	}
 	if wc := write(1); wc.Status != cq.Success {
 		t.Fatalf("before dereg: %+v", wc)
@@ -101,7 +103,7 @@ func TestDeregRevokes(t *testing.T) {
 		t.Fatalf("after dereg: %+v", wc)
 	}
 	// A re-registration gets a different key: the old one stays dead.
-	again, err := b.pd.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite)
+	again, err := b.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite)
 	must(t, err)
 	if again.RKey() == target.RKey() {
 		t.Fatal("rkey reused at once")
@@ -112,10 +114,10 @@ func TestSQDrain(t *testing.T) {
 	// The ACKs held back are lost: the message completes through a
 	// retransmission, which happens when the test moves the clock.
 	clk := fakeclock.New()
-	a, b, net := newPair(t, pairOpts{timeout: 16, clock: clk})
+	a, b, net := rdmatest.MemPair(t, rdmatest.Options{Timeout: 16, Clock: clk})
 	var hold sync.Mutex
 	held := true
-	net.SetFilter(b.addr, a.addr, func([]byte) mem.Verdict { // hold back ACKs
+	net.SetFilter(b.Addr, a.Addr, func([]byte) mem.Verdict { // hold back ACKs
 		hold.Lock()
 		defer hold.Unlock()
 		if held {
@@ -124,38 +126,38 @@ func TestSQDrain(t *testing.T) {
 		return mem.Pass
 	})
 	for i := range 3 {
-		must(t, b.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, 8)}}))
+		must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
 		_ = i
 	}
-	must(t, a.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+	must(t, a.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	sqd := qp.Attr{State: qp.SQD, EnSQDAsyncNotify: true}
-	must(t, a.qp.Modify(&sqd, qp.AttrState|qp.AttrEnSQDAsyncNotify))
+	must(t, a.QP.Modify(&sqd, qp.AttrState|qp.AttrEnSQDAsyncNotify))
 	// In SQD, new work waits; the message in flight still completes.
-	must(t, a.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
-	if attr, _ := a.qp.Query(); !attr.SQDraining {
+	must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+	if attr, _ := a.QP.Query(); !attr.SQDraining {
 		t.Fatal("not draining with a message in flight")
 	}
 	hold.Lock()
 	held = false
 	hold.Unlock()
 	clk.Advance(4096 << 16 * time.Nanosecond) // timeout 16
-	if wc := wait(t, a.scq, 2*time.Second); wc.WRID != 1 {
+	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.WRID != 1 {
 		t.Fatalf("%+v", wc)
 	}
 	select {
-	case e := <-a.dev.Events():
+	case e := <-a.Dev.Events():
 		if e.Type != qp.EventSQDrained {
 			t.Fatalf("event %v", e)
 		}
 	case <-time.After(time.Second):
 		t.Fatal("no SQ drained event")
 	}
-	if a.scq.Len() != 0 {
+	if a.SCQ.Len() != 0 {
 		t.Fatal("new work ran in SQD")
 	}
 	rts := qp.Attr{State: qp.RTS}
-	must(t, a.qp.Modify(&rts, qp.AttrState))
-	if wc := wait(t, a.scq, 2*time.Second); wc.WRID != 2 || wc.Status != cq.Success {
+	must(t, a.QP.Modify(&rts, qp.AttrState))
+	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.WRID != 2 || wc.Status != cq.Success {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -166,27 +168,27 @@ func TestConcurrentPosting(t *testing.T) {
 	// The link loses nothing, so no timer need ever fire: on the real
 	// clock a machine too busy to run the receive path for 8 x 16.8 ms
 	// ended a QP with retry exceeded, which is not what this tests.
-	o := pairOpts{sqDepth: 1024, rqDepth: 1024, cqDepth: 4096, clock: fakeclock.New()}
-	o.defaults()
+	o := rdmatest.Options{SQDepth: 1024, RQDepth: 1024, CQDepth: 4096, Clock: fakeclock.New()}
+	o.MemDefaults()
 	net := mem.NewNet(3)
-	a := newSide(t, net, "10.0.0.1", &o)
-	b := newSide(t, net, "10.0.0.2", &o)
+	a := rdmatest.NewMemPeer(t, net, "10.0.0.1", o)
+	b := rdmatest.NewMemPeer(t, net, "10.0.0.2", o)
 	var wg sync.WaitGroup
 	for p := range pairs {
-		qa, qb := a.qp, b.qp
+		qa, qb := a.QP, b.QP
 		if p > 0 {
 			var err error
-			qa, err = a.dev.CreateQP(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.scq, RecvCQ: a.rcq, Cap: qp.Cap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			qa, err = a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ, Cap: qp.Cap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
 			must(t, err)
-			qb, err = b.dev.CreateQP(b.pd, qp.InitAttr{Type: qp.RC, SendCQ: b.scq, RecvCQ: b.rcq, Cap: qp.Cap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			qb, err = b.Dev.CreateQP(b.PD, qp.InitAttr{Type: qp.RC, SendCQ: b.SCQ, RecvCQ: b.RCQ, Cap: qp.Cap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
 			must(t, err)
 		}
 		sa, sb := *a, *b
-		sa.qp, sb.qp = qa, qb
-		connect(t, &sa, &sb, &o, 10, 20)
-		connect(t, &sb, &sa, &o, 20, 10)
+		sa.QP, sb.QP = qa, qb
+		rdmatest.ConnectQP(t, &sa, &sb, o, 10, 20)
+		rdmatest.ConnectQP(t, &sb, &sa, o, 20, 10)
 		for range workers * msgs {
-			must(t, qb.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, 64)}}))
+			must(t, qb.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
 		}
 		for w := range workers {
 			wg.Add(1)
@@ -195,7 +197,7 @@ func TestConcurrentPosting(t *testing.T) {
 				for i := range msgs {
 					for {
 						err := qa.PostSend(&qp.SendWR{WRID: uint64(w*msgs + i), Opcode: qp.WRSend, Flags: qp.Signaled,
-							SGL: []mr.SGE{a.mr.SGE(0, 64)}})
+							SGL: []mr.SGE{a.MR.SGE(0, 64)}})
 						if err == nil {
 							break
 						}
@@ -230,8 +232,8 @@ func TestConcurrentPosting(t *testing.T) {
 		}
 	}
 	wg.Add(2)
-	go count(a.scq, pairs*workers*msgs)
-	go count(b.rcq, pairs*workers*msgs)
+	go count(a.SCQ, pairs*workers*msgs)
+	go count(b.RCQ, pairs*workers*msgs)
 	wg.Wait()
 }
 
@@ -239,28 +241,28 @@ func TestConcurrentPosting(t *testing.T) {
 // the communication-established event (IBA 11.6.3.1), once; the QP
 // receives and acknowledges as RTR allows.
 func TestCommEstablished(t *testing.T) {
-	o := pairOpts{noConnect: true}
-	o.defaults()
-	a, b, _ := newPair(t, o)
-	connect(t, a, b, &o, o.psnA, o.psnB)
-	connectTo(t, b, a, &o, o.psnB, o.psnA, qp.RTR)
+	o := rdmatest.Options{NoConnect: true}
+	o.MemDefaults()
+	a, b, _ := rdmatest.MemPair(t, o)
+	rdmatest.ConnectQP(t, a, b, o, o.PSN, o.PSNB)
+	rdmatest.ConnectQPTo(t, b, a, o, o.PSNB, o.PSN, qp.RTR)
 	for i := range 2 {
-		must(t, b.qp.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.mr.SGE(0, 8)}}))
-		must(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
-			SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
-		if wc := wait(t, b.rcq, 5*time.Second); wc.Status != cq.Success {
+		must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
+		must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
+			SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+		if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.Status != cq.Success {
 			t.Fatalf("receive %d: %+v", i, wc)
 		}
-		if wc := wait(t, a.scq, 5*time.Second); wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, a.SCQ, 5*time.Second); wc.Status != cq.Success {
 			t.Fatalf("send %d: %+v", i, wc)
 		}
 	}
 	// The event is raised before the request is executed, so the receive
 	// completions above come after every event the requests caused.
 	est := 0
-	for len(b.dev.Events()) > 0 {
-		e := <-b.dev.Events()
-		if e.Type != qp.EventCommEst || e.QP != b.qp {
+	for len(b.Dev.Events()) > 0 {
+		e := <-b.Dev.Events()
+		if e.Type != qp.EventCommEst || e.QP != b.QP {
 			t.Fatalf("unexpected event %+v", e)
 		}
 		est++
@@ -268,7 +270,7 @@ func TestCommEstablished(t *testing.T) {
 	if est != 1 {
 		t.Fatalf("%d communication-established events, want 1", est)
 	}
-	if st := b.qp.State(); st != qp.RTR {
+	if st := b.QP.State(); st != qp.RTR {
 		t.Fatalf("state %v, want RTR", st)
 	}
 }

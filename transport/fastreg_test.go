@@ -1,10 +1,12 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
@@ -16,12 +18,12 @@ const regAccess = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead
 
 // register posts a signaled fast registration of n bytes at off of f's
 // allocation, addressed from iova, under f's next key, and waits for it.
-func register(t *testing.T, s *side, f *mr.MR, wrID, off, n, iova uint64) uint32 {
+func register(t *testing.T, s *rdmatest.Peer, f *mr.MR, wrID, off, n, iova uint64) uint32 {
 	t.Helper()
 	key := mr.IncRKey(f.RKey())
-	must(t, s.qp.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRRegMR, Flags: qp.Signaled,
+	must(t, s.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRRegMR, Flags: qp.Signaled,
 		Reg: qp.RegMR{MR: f, Info: mr.RegInfo{Key: key, Offset: off, Length: n, IOVA: iova, Access: regAccess}}}))
-	waitOp(t, s.scq, wrID, cq.OpRegMR, cq.Success)
+	waitOp(t, s.SCQ, wrID, cq.OpRegMR, cq.Success)
 	return key
 }
 
@@ -29,9 +31,9 @@ func register(t *testing.T, s *side, f *mr.MR, wrID, off, n, iova uint64) uint32
 // the peer WRITE and READ it under the new key at the chosen address,
 // and invalidates it locally: the key then gets a remote access error.
 func TestFastReg(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{access: mwAccess, rdAtomic: 4})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4})
 	backing := make([]byte, 64<<10)
-	f, err := b.pd.AllocFastMR(backing)
+	f, err := b.PD.AllocFastMR(backing)
 	must(t, err)
 	if !f.Fast() || f.Len() != 0 {
 		t.Fatalf("a new fast region: fast %v, %d bytes reachable", f.Fast(), f.Len())
@@ -44,18 +46,18 @@ func TestFastReg(t *testing.T) {
 	if st := remoteWrite(t, a, key, iova, 8192, 7); st != cq.Success {
 		t.Fatalf("write under the new key: %v", st)
 	}
-	if !bytes.Equal(backing[4096:4096+8192], a.buf[:8192]) || !bytes.Equal(backing[:4096], make([]byte, 4096)) {
+	if !bytes.Equal(backing[4096:4096+8192], a.Buf[:8192]) || !bytes.Equal(backing[:4096], make([]byte, 4096)) {
 		t.Fatal("the write did not land at the registered range of the allocation")
 	}
-	clear(a.buf[:8192])
-	must(t, a.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.mr.SGE(0, 8192)}, RemoteAddr: iova, RKey: key}))
-	waitOp(t, a.scq, 2, cq.OpRDMARead, cq.Success)
-	if !bytes.Equal(a.buf[:8192], backing[4096:4096+8192]) {
+	clear(a.Buf[:8192])
+	must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.MR.SGE(0, 8192)}, RemoteAddr: iova, RKey: key}))
+	waitOp(t, a.SCQ, 2, cq.OpRDMARead, cq.Success)
+	if !bytes.Equal(a.Buf[:8192], backing[4096:4096+8192]) {
 		t.Fatal("read: bytes differ")
 	}
-	must(t, b.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: key}))
-	waitOp(t, b.scq, 3, cq.OpLocalInv, cq.Success)
+	must(t, b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: key}))
+	waitOp(t, b.SCQ, 3, cq.OpLocalInv, cq.Success)
 	if st := remoteWrite(t, a, key, iova, 8, 1); st != cq.RemAccessErr {
 		t.Fatalf("write under an invalidated key: %v", st)
 	}
@@ -66,9 +68,9 @@ func TestFastReg(t *testing.T) {
 // the next key (all 256 variants come round), and at the end a key the
 // peer kept from the previous I/O gets a remote access error.
 func TestFastRegRekeyPerIO(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{access: mwAccess, rdAtomic: 4})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4})
 	backing := make([]byte, 16<<10)
-	f, err := b.pd.AllocFastMR(backing)
+	f, err := b.PD.AllocFastMR(backing)
 	must(t, err)
 	seen := map[uint32]bool{}
 	var first uint32
@@ -82,13 +84,13 @@ func TestFastRegRekeyPerIO(t *testing.T) {
 		if st := remoteWrite(t, a, key, 0x1000+8, 64, byte(i)); st != cq.Success {
 			t.Fatalf("I/O %d: write: %v", i, st)
 		}
-		if !bytes.Equal(backing[off+8:off+72], a.buf[:64]) {
+		if !bytes.Equal(backing[off+8:off+72], a.Buf[:64]) {
 			t.Fatalf("I/O %d: bytes differ", i)
 		}
-		must(t, b.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.mr.SGE(0, 64)}}))
-		must(t, a.qp.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRSendWithInv, Flags: qp.Signaled, InvRKey: key}))
-		waitOp(t, a.scq, 5, cq.OpSend, cq.Success)
-		if wc := wait(t, b.rcq, 5*time.Second); wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != key {
+		must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
+		must(t, a.QP.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRSendWithInv, Flags: qp.Signaled, InvRKey: key}))
+		waitOp(t, a.SCQ, 5, cq.OpSend, cq.Success)
+		if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != key {
 			t.Fatalf("I/O %d: receive %+v", i, wc)
 		}
 	}
@@ -114,12 +116,12 @@ func TestFastRegErrors(t *testing.T) {
 	cases := []struct {
 		name string
 		info func(f *mr.MR) mr.RegInfo
-		pre  func(t *testing.T, b *side, f *mr.MR) // before the registration
-		pd   bool                                  // the region is of another PD
+		pre  func(t *testing.T, b *rdmatest.Peer, f *mr.MR) // before the registration
+		pd   bool                                           // the region is of another PD
 	}{
 		{name: "registered already", info: func(f *mr.MR) mr.RegInfo {
 			return mr.RegInfo{Key: mr.IncRKey(f.RKey()), Length: 64, Access: regAccess}
-		}, pre: func(t *testing.T, b *side, f *mr.MR) { register(t, b, f, 9, 0, 64, 0) }},
+		}, pre: func(t *testing.T, b *rdmatest.Peer, f *mr.MR) { register(t, b, f, 9, 0, 64, 0) }},
 		{name: "key of another index", info: func(f *mr.MR) mr.RegInfo {
 			return mr.RegInfo{Key: f.RKey() + 0x100, Length: 64, Access: regAccess}
 		}},
@@ -138,34 +140,34 @@ func TestFastRegErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, b, _ := newPair(t, pairOpts{access: mwAccess})
-			pd := b.pd
+			_, b, _ := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess})
+			pd := b.PD
 			if c.pd {
-				pd = b.dev.AllocPD()
+				pd = b.Dev.AllocPD()
 			}
 			f, err := pd.AllocFastMR(make([]byte, 4096))
 			must(t, err)
 			if c.pre != nil {
 				c.pre(t, b, f)
 			}
-			must(t, b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRegMR, Flags: qp.Signaled, Reg: qp.RegMR{MR: f, Info: c.info(f)}}))
-			must(t, b.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled}))
-			waitOp(t, b.scq, 1, cq.OpRegMR, cq.LocQPOpErr)
-			waitOp(t, b.scq, 2, cq.OpSend, cq.WRFlushErr)
+			must(t, b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRegMR, Flags: qp.Signaled, Reg: qp.RegMR{MR: f, Info: c.info(f)}}))
+			must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled}))
+			waitOp(t, b.SCQ, 1, cq.OpRegMR, cq.LocQPOpErr)
+			waitOp(t, b.SCQ, 2, cq.OpSend, cq.WRFlushErr)
 		})
 	}
 	t.Run("post checks", func(t *testing.T) {
-		_, b, _ := newPair(t, pairOpts{access: mwAccess})
-		if err := b.qp.PostSend(&qp.SendWR{Opcode: qp.WRRegMR, Reg: qp.RegMR{MR: b.mr}}); !errors.Is(err, qp.ErrInvalid) {
+		_, b, _ := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess})
+		if err := b.QP.PostSend(&qp.SendWR{Opcode: qp.WRRegMR, Reg: qp.RegMR{MR: b.MR}}); !errors.Is(err, qp.ErrInvalid) {
 			t.Errorf("REG_MR of a registered region: %v", err)
 		}
-		if err := b.qp.PostSend(&qp.SendWR{Opcode: qp.WRRegMR}); !errors.Is(err, qp.ErrInvalid) {
+		if err := b.QP.PostSend(&qp.SendWR{Opcode: qp.WRRegMR}); !errors.Is(err, qp.ErrInvalid) {
 			t.Errorf("REG_MR without a region: %v", err)
 		}
-		if _, err := b.pd.AllocFastMR(nil); !errors.Is(err, mr.ErrEmpty) {
+		if _, err := b.PD.AllocFastMR(nil); !errors.Is(err, mr.ErrEmpty) {
 			t.Errorf("AllocFastMR(nil): %v", err)
 		}
-		if st := b.qp.State(); st != qp.RTS {
+		if st := b.QP.State(); st != qp.RTS {
 			t.Errorf("QP in %v", st)
 		}
 	})

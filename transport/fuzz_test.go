@@ -1,9 +1,11 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
@@ -11,6 +13,7 @@ import (
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // FuzzReceive feeds packets that pass every framing check and carry a
@@ -57,11 +60,11 @@ func FuzzReceive(f *testing.F) {
 			f.Add(sel, uint16(0), s)
 		}
 	}
-	o := pairOpts{timeout: 16}
-	o.defaults()
+	o := rdmatest.Options{Timeout: 16}
+	o.MemDefaults()
 	net := mem.NewNet(1)
-	s := newSide(f, net, "10.0.0.1", &o)
-	must(f, s.mr.Dereg()) // only the guarded regions below are reachable
+	s := rdmatest.NewMemPeer(f, net, "10.0.0.1", o)
+	must(f, s.MR.Dereg()) // only the guarded regions below are reachable
 	r := newRawPeer(f, net, "10.0.0.9")
 	connectRaw(f, s, r, o, 5000, 0)
 
@@ -83,7 +86,7 @@ func FuzzReceive(f *testing.F) {
 	for i := range regions {
 		var err error
 		starts[i] = off
-		regions[i], err = s.pd.Register(backing[off:off+sizes[i]], access[i]) // capacity runs on: a bounds slip would write the guard, not panic
+		regions[i], err = s.PD.Register(backing[off:off+sizes[i]], access[i]) // capacity runs on: a bounds slip would write the guard, not panic
 		must(f, err)
 		off += sizes[i] + guard
 	}
@@ -92,19 +95,19 @@ func FuzzReceive(f *testing.F) {
 	recvSGE := regions[0].SGE(0, 4096)
 
 	var qps [3]*qp.QP
-	qps[0] = s.qp
+	qps[0] = s.QP
 	for i, typ := range []qp.Type{qp.UC, qp.UD} {
 		x := *s
 		var err error
-		x.qp, err = s.dev.CreateQP(s.pd, qp.InitAttr{Type: typ, SendCQ: s.scq, RecvCQ: s.rcq,
+		x.QP, err = s.Dev.CreateQP(s.PD, qp.InitAttr{Type: typ, SendCQ: s.SCQ, RecvCQ: s.RCQ,
 			Cap: qp.Cap{MaxSendWR: 8, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			f.Fatal(err)
 		}
 		oo := o
-		oo.typ = typ
+		oo.Type = typ
 		connectRaw(f, &x, r, oo, 5000, 0)
-		qps[i+1] = x.qp
+		qps[i+1] = x.QP
 	}
 	types := []qp.Type{qp.RC, qp.UC, qp.UD}
 	var posted, completed uint64 // receives, over the whole run
@@ -113,7 +116,7 @@ func FuzzReceive(f *testing.F) {
 	// is ever posted) and returns how many successful SEND receives it saw.
 	drain := func(t testing.TB) (recvs uint64) {
 		t.Helper()
-		for n, _ := s.rcq.Poll(wc[:]); n > 0; n, _ = s.rcq.Poll(wc[:]) {
+		for n, _ := s.RCQ.Poll(wc[:]); n > 0; n, _ = s.RCQ.Poll(wc[:]) {
 			completed += uint64(n)
 			for _, w := range wc[:n] {
 				if w.Status == cq.Success && w.Opcode == cq.OpRecv {
@@ -124,7 +127,7 @@ func FuzzReceive(f *testing.F) {
 		if completed > posted {
 			t.Fatalf("%d receive completions for %d receives posted", completed, posted)
 		}
-		if n, _ := s.scq.Poll(wc[:]); n != 0 {
+		if n, _ := s.SCQ.Poll(wc[:]); n != 0 {
 			t.Fatalf("send completion %+v, but no send was ever posted", wc[0])
 		}
 		return recvs
@@ -138,9 +141,9 @@ func FuzzReceive(f *testing.F) {
 			drain(t) // the flushed receives
 			must(t, q.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
 			x := *s
-			x.qp = q
+			x.QP = q
 			oo := o
-			oo.typ = types[i]
+			oo.Type = types[i]
 			connectRaw(t, &x, r, oo, 5000, 0)
 		}
 		for range 4 {
@@ -183,14 +186,14 @@ func FuzzReceive(f *testing.F) {
 			binary.BigEndian.PutUint64(roce[bth.BTHLen:], m.Addr()+uint64(int64(at)))
 			binary.BigEndian.PutUint32(roce[bth.BTHLen+8:], m.RKey())
 		}
-		dg := sealed(r.addr, s.addr, roce)
+		dg := sealed(r.addr, s.Addr, roce)
 
 		memA = append(memA[:0], backing[starts[0]:starts[0]+sizes[0]]...)
-		before := s.dev.Counters().List()
+		before := s.Dev.Counters().List()
 		a0, _ := q.Query()
-		var b burst
-		s.dev.input(nic.Frame{B: dg}, &b)
-		b.flush()
+		var b transport.Burst
+		s.Dev.Input(nic.Frame{B: dg}, &b)
+		b.Flush()
 		a1, _ := q.Query()
 
 		// Memory outside A never changes; A only when the packet got past
@@ -200,7 +203,7 @@ func FuzzReceive(f *testing.F) {
 			!bytes.Equal(backing[starts[0]+sizes[0]:], frozen[starts[0]+sizes[0]:]) {
 			t.Fatalf("%v wrote outside region A (a guard, or region B or C)", bth.OpCode(roce[0]))
 		}
-		delta := counterDelta(before, s.dev.Counters().List())
+		delta := counterDelta(before, s.Dev.Counters().List())
 		if delta["rcvd_pkts"] != 1 {
 			t.Fatalf("rcvd_pkts moved by %d for one packet", delta["rcvd_pkts"])
 		}

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/rdmatest"
+
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/transport"
 )
 
 type gotMAD struct {
@@ -17,9 +20,9 @@ type gotMAD struct {
 }
 
 // attachChan attaches a QP1 handler that copies each MAD into a channel.
-func attachChan(t *testing.T, d *Device) chan gotMAD {
+func attachChan(t *testing.T, d *transport.Device) chan gotMAD {
 	ch := make(chan gotMAD, 16)
-	detach, err := d.attachGSI(func(src, dst netip.Addr, m []byte) {
+	detach, err := d.AttachGSI(func(src, dst netip.Addr, m []byte) {
 		ch <- gotMAD{src, dst, append([]byte(nil), m...)}
 	})
 	if err != nil {
@@ -36,27 +39,27 @@ func attachChan(t *testing.T, d *Device) chan gotMAD {
 func TestGSISendReceive(t *testing.T) {
 	net := mem.NewNet(1)
 	var sent [][]byte
-	o := pairOpts{}
-	o.defaults()
-	a := newSide(t, net, "192.0.2.1", &o)
-	b := newSide(t, net, "192.0.2.2", &o)
-	a.dev.trace = func(out bool, dg []byte) {
+	o := rdmatest.Options{}
+	o.MemDefaults()
+	a := rdmatest.NewMemPeer(t, net, "192.0.2.1", o)
+	b := rdmatest.NewMemPeer(t, net, "192.0.2.2", o)
+	a.Dev.SetTrace(func(out bool, dg []byte) {
 		if out {
 			sent = append(sent, append([]byte(nil), dg...))
 		}
-	}
-	ch := attachChan(t, b.dev)
-	if _, err := b.dev.attachGSI(func(netip.Addr, netip.Addr, []byte) {}); err == nil {
+	})
+	ch := attachChan(t, b.Dev)
+	if _, err := b.Dev.AttachGSI(func(netip.Addr, netip.Addr, []byte) {}); err == nil {
 		t.Fatal("a second handler attached")
 	}
 	for i := range 2 {
-		m := bytes.Repeat([]byte{byte(i + 1)}, madLen)
-		if err := a.dev.sendMAD(a.addr, b.addr, m); err != nil {
+		m := bytes.Repeat([]byte{byte(i + 1)}, transport.MADLen)
+		if err := a.Dev.SendMAD(a.Addr, b.Addr, m); err != nil {
 			t.Fatal(err)
 		}
 		select {
 		case g := <-ch:
-			if g.src != a.addr || g.dst != b.addr || !bytes.Equal(g.mad, m) {
+			if g.src != a.Addr || g.dst != b.Addr || !bytes.Equal(g.mad, m) {
 				t.Fatalf("got %v -> %v %x", g.src, g.dst, g.mad[:4])
 			}
 		case <-time.After(10 * time.Second):
@@ -82,13 +85,13 @@ func TestGSISendReceive(t *testing.T) {
 				bh.DestQP(), bh.AckReq(), bh.PSN(), p.DETH().SrcQP(), p.DETH().QKey(), p.PayloadLen())
 		}
 	}
-	if s := a.dev.MADStats(); s.Sent != 2 {
+	if s := a.Dev.MADStats(); s.Sent != 2 {
 		t.Errorf("sender %+v", s)
 	}
-	if s := b.dev.MADStats(); s.Received != 2 || s.Dropped != 0 {
+	if s := b.Dev.MADStats(); s.Received != 2 || s.Dropped != 0 {
 		t.Errorf("receiver %+v", s)
 	}
-	if err := a.dev.sendMAD(a.addr, b.addr, make([]byte, 255)); err == nil {
+	if err := a.Dev.SendMAD(a.Addr, b.Addr, make([]byte, 255)); err == nil {
 		t.Error("a 255-byte MAD was sent")
 	}
 }
@@ -98,13 +101,13 @@ func TestGSISendReceive(t *testing.T) {
 // no handler attached is counted as unclaimed.
 func TestGSIMalformed(t *testing.T) {
 	net := mem.NewNet(1)
-	o := pairOpts{}
-	o.defaults()
-	b := newSide(t, net, "192.0.2.2", &o)
+	o := rdmatest.Options{}
+	o.MemDefaults()
+	b := rdmatest.NewMemPeer(t, net, "192.0.2.2", o)
 	r := newRawPeer(t, net, "192.0.2.9")
 	r.dst = b
 	send := func(op bth.OpCode, pkey uint16, qkey uint32, n int) {
-		ob := bth.Outer{Src: r.addr, Dst: b.addr, SrcPort: 0xc000}
+		ob := bth.Outer{Src: r.addr, Dst: b.Addr, SrcPort: 0xc000}
 		buf := make([]byte, nic.Headroom+bth.DraftLen(&ob, op, n))
 		d := bth.NewDraft(buf[nic.Headroom:], &ob, bth.BTHFields{OpCode: op, PKey: pkey, DestQP: 1}, n)
 		if d.Info().Headers.Has(bth.ExtDETH) {
@@ -116,26 +119,26 @@ func TestGSIMalformed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	send(bth.UDSendOnly, 0xffff, GSIQKey, 256) // unclaimed: no handler yet
-	waitCount(t, "unclaimed", func() uint64 { return b.dev.MADStats().Unclaimed }, 1)
-	ch := attachChan(t, b.dev)
+	send(bth.UDSendOnly, 0xffff, transport.GSIQKey, 256) // unclaimed: no handler yet
+	waitCount(t, "unclaimed", func() uint64 { return b.Dev.MADStats().Unclaimed }, 1)
+	ch := attachChan(t, b.Dev)
 	send(bth.UDSendOnly, 0xffff, 0x11111111, 256)
-	send(bth.UDSendOnly, 0x1234, GSIQKey, 256)
-	send(bth.UDSendOnly, 0xffff, GSIQKey, 255)
-	send(bth.UDSendOnly, 0xffff, GSIQKey, 0)
+	send(bth.UDSendOnly, 0x1234, transport.GSIQKey, 256)
+	send(bth.UDSendOnly, 0xffff, transport.GSIQKey, 255)
+	send(bth.UDSendOnly, 0xffff, transport.GSIQKey, 0)
 	send(bth.RCSendOnly, 0xffff, 0, 256)
-	waitCount(t, "dropped", func() uint64 { return b.dev.MADStats().Dropped }, 5)
-	send(bth.UDSendOnly, 0x7fff, GSIQKey, 256) // a limited-member P_Key is the same partition
+	waitCount(t, "dropped", func() uint64 { return b.Dev.MADStats().Dropped }, 5)
+	send(bth.UDSendOnly, 0x7fff, transport.GSIQKey, 256) // a limited-member P_Key is the same partition
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the good MAD did not arrive")
 	}
-	if s := b.dev.MADStats(); s.Received != 1 || s.Dropped != 5 || s.Unclaimed != 1 {
+	if s := b.Dev.MADStats(); s.Received != 1 || s.Dropped != 5 || s.Unclaimed != 1 {
 		t.Errorf("%+v", s)
 	}
 	stats := map[string]uint64{}
-	for _, c := range b.dev.Stats() {
+	for _, c := range b.Dev.Stats() {
 		stats[c.Name] = c.Value
 	}
 	if stats["gsi_rcvd_mads"] != 1 || stats["gsi_dropped"] != 5 || stats["gsi_unclaimed"] != 1 || stats["gsi_sent_mads"] != 0 {

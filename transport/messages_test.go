@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ func TestCapMessages(t *testing.T) {
 		{qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 33}, "max_send_sge 33 exceeds the device's max_sge 32"},
 		{qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxInlineData: 4096}, "max_inline_data 4096 exceeds the device's max_inline 512"},
 	} {
-		_, err := d.CreateQP(s.pd, qp.InitAttr{Type: qp.RC, SendCQ: s.scq, RecvCQ: s.rcq, Cap: c.cap})
+		_, err := d.CreateQP(s.PD, qp.InitAttr{Type: qp.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ, Cap: c.cap})
 		if !errors.Is(err, qp.ErrInvalid) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "{") {
 			t.Errorf("Cap %+v: %v, want ErrInvalid saying %q", c.cap, err, c.want)
 		}
@@ -34,11 +34,11 @@ func TestCapMessages(t *testing.T) {
 func TestPostToDestroyedQP(t *testing.T) {
 	s, d := modifySide(t, qp.RC)
 	walk(t, s, qp.RC, qp.RTS)
-	must(t, d.DestroyQP(s.qp))
+	must(t, d.DestroyQP(s.QP))
 	a := qp.Attr{State: qp.Err}
-	merr := s.qp.Modify(&a, qp.AttrState)
-	serr := s.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.mr.SGE(0, 8)}})
-	rerr := s.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{s.mr.SGE(0, 8)}})
+	merr := s.QP.Modify(&a, qp.AttrState)
+	serr := s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.MR.SGE(0, 8)}})
+	rerr := s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{s.MR.SGE(0, 8)}})
 	for _, err := range []error{merr, serr, rerr} {
 		if !errors.Is(err, qp.ErrState) || !strings.Contains(fmtErr(err), "QP destroyed") {
 			t.Errorf("after destroy: %v, want \"QP destroyed\"", err)
@@ -59,14 +59,14 @@ func fmtErr(err error) string {
 func TestSGECheckedAtPost(t *testing.T) {
 	s, d := modifySide(t, qp.RC)
 	walk(t, s, qp.RC, qp.RTS)
-	small, err := s.pd.Register(make([]byte, 4096), mr.LocalWrite)
+	small, err := s.PD.Register(make([]byte, 4096), mr.LocalWrite)
 	must(t, err)
-	ro, err := s.pd.Register(make([]byte, 4096), 0)
+	ro, err := s.PD.Register(make([]byte, 4096), 0)
 	must(t, err)
 	other, err := d.AllocPD().Register(make([]byte, 4096), mr.LocalWrite)
 	must(t, err)
 	bad := mr.SGE{Addr: small.Addr(), Length: 8, LKey: small.LKey() ^ 0x80} // same index, another tag: no region
-	srq, err := d.CreateSRQ(s.pd, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
+	srq, err := d.CreateSRQ(s.PD, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
 	must(t, err)
 	for _, c := range []struct {
 		name string
@@ -74,25 +74,25 @@ func TestSGECheckedAtPost(t *testing.T) {
 		want error
 	}{
 		{"send beyond the region", func() error {
-			return s.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{small.SGE(5000, 10)}})
+			return s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{small.SGE(5000, 10)}})
 		}, mr.ErrBounds},
 		{"send straddling the end", func() error {
-			return s.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{small.SGE(0, 8), small.SGE(4090, 10)}})
+			return s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{small.SGE(0, 8), small.SGE(4090, 10)}})
 		}, mr.ErrBounds},
 		{"send with a wrong lkey", func() error {
-			return s.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{bad}})
+			return s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{bad}})
 		}, mr.ErrInvalidKey},
 		{"send from another PD's region", func() error {
-			return s.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{other.SGE(0, 8)}})
+			return s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{other.SGE(0, 8)}})
 		}, mr.ErrPD},
 		{"READ into a region without local write", func() error {
-			return s.qp.PostSend(&qp.SendWR{Opcode: qp.WRRDMARead, SGL: []mr.SGE{ro.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1})
+			return s.QP.PostSend(&qp.SendWR{Opcode: qp.WRRDMARead, SGL: []mr.SGE{ro.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1})
 		}, mr.ErrAccess},
 		{"receive beyond the region", func() error {
-			return s.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{small.SGE(5000, 10)}})
+			return s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{small.SGE(5000, 10)}})
 		}, mr.ErrBounds},
 		{"receive into a region without local write", func() error {
-			return s.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{ro.SGE(0, 8)}})
+			return s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{ro.SGE(0, 8)}})
 		}, mr.ErrAccess},
 		{"SRQ receive beyond the region", func() error {
 			return srq.PostRecv(&qp.RecvWR{SGL: []mr.SGE{small.SGE(5000, 10)}})
@@ -103,11 +103,11 @@ func TestSGECheckedAtPost(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalid wrapping %v", c.name, err, c.want)
 		}
 	}
-	if n := s.scq.Len() + s.rcq.Len() + srq.Len(); n != 0 {
+	if n := s.SCQ.Len() + s.RCQ.Len() + srq.Len(); n != 0 {
 		t.Errorf("%d completions or WQEs from rejected posts", n)
 	}
 	// The same SGEs inside the region post (a send from a read-only region
 	// is fine: sending only reads it).
-	must(t, s.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{ro.SGE(0, 8), small.SGE(4088, 8)}}))
-	must(t, s.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{small.SGE(0, 4096)}}))
+	must(t, s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{ro.SGE(0, 8), small.SGE(4088, 8)}}))
+	must(t, s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{small.SGE(0, 4096)}}))
 }

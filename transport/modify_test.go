@@ -1,13 +1,16 @@
-package transport
+package transport_test
 
 import (
 	"errors"
 	"testing"
 
+	"github.com/goroce/goroce/internal/rdmatest"
+
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // The required attributes of each forward transition, written out from the
@@ -29,36 +32,36 @@ var required = []struct {
 	{qp.UD, qp.RTR, qp.RTS, qp.AttrSQPSN},
 }
 
-func modifySide(t *testing.T, typ qp.Type) (*side, *Device) {
-	o := pairOpts{typ: typ}
-	o.defaults()
-	s := newSide(t, mem.NewNet(1), "10.0.0.1", &o)
-	return s, s.dev
+func modifySide(t *testing.T, typ qp.Type) (*rdmatest.Peer, *transport.Device) {
+	o := rdmatest.Options{Type: typ}
+	o.MemDefaults()
+	s := rdmatest.NewMemPeer(t, mem.NewNet(1), "10.0.0.1", o)
+	return s, s.Dev
 }
 
-func fullAttr(s *side, to qp.State) qp.Attr {
-	g, _ := s.dev.GID(1)
+func fullAttr(s *rdmatest.Peer, to qp.State) qp.Attr {
+	g, _ := s.Dev.GID(1)
 	return qp.Attr{State: to, PortNum: 1, AccessFlags: mr.LocalWrite, QKey: 1, PathMTU: qp.MTU1024,
 		DestQPN: 0x42, RQPSN: 1, SQPSN: 2, MaxDestRdAtomic: 1, MinRNRTimer: 12, Timeout: 14,
 		RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1, AH: qp.AHAttr{DGID: g, SGIDIndex: 1}}
 }
 
 // walk moves a fresh QP of type typ to state via the required masks.
-func walk(t *testing.T, s *side, typ qp.Type, to qp.State) {
+func walk(t *testing.T, s *rdmatest.Peer, typ qp.Type, to qp.State) {
 	for _, r := range required {
-		if r.typ != typ || s.qp.State() == to {
+		if r.typ != typ || s.QP.State() == to {
 			continue
 		}
-		if r.from != s.qp.State() {
+		if r.from != s.QP.State() {
 			continue
 		}
 		a := fullAttr(s, r.to)
-		if err := s.qp.Modify(&a, r.mask|qp.AttrState); err != nil {
+		if err := s.QP.Modify(&a, r.mask|qp.AttrState); err != nil {
 			t.Fatalf("%v %v->%v: %v", typ, r.from, r.to, err)
 		}
 	}
-	if s.qp.State() != to {
-		t.Fatalf("reached %v, want %v", s.qp.State(), to)
+	if s.QP.State() != to {
+		t.Fatalf("reached %v, want %v", s.QP.State(), to)
 	}
 }
 
@@ -73,12 +76,12 @@ func TestModifyRequiredAttributes(t *testing.T) {
 				s, _ := modifySide(t, r.typ)
 				walk(t, s, r.typ, r.from)
 				a := fullAttr(s, r.to)
-				err := s.qp.Modify(&a, (r.mask&^bit)|qp.AttrState)
+				err := s.QP.Modify(&a, (r.mask&^bit)|qp.AttrState)
 				var ae *qp.AttrError
 				if !errors.As(err, &ae) || ae.Missing != bit || !errors.Is(err, qp.ErrInvalid) {
 					t.Fatalf("without %v: %v", bit, err)
 				}
-				if s.qp.State() != r.from {
+				if s.QP.State() != r.from {
 					t.Fatal("a failed Modify changed the state")
 				}
 			}
@@ -87,11 +90,11 @@ func TestModifyRequiredAttributes(t *testing.T) {
 			walk(t, s, r.typ, r.from)
 			a := fullAttr(s, r.to)
 			extra := qp.AttrCap
-			if err := s.qp.Modify(&a, r.mask|qp.AttrState|extra); err == nil {
+			if err := s.QP.Modify(&a, r.mask|qp.AttrState|extra); err == nil {
 				t.Fatal("CAP accepted")
 			}
 			// The exact mask works.
-			if err := s.qp.Modify(&a, r.mask|qp.AttrState); err != nil {
+			if err := s.QP.Modify(&a, r.mask|qp.AttrState); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -121,11 +124,11 @@ func TestModifyTransitions(t *testing.T) {
 				case qp.SQD:
 					walk(t, s, typ, qp.RTS)
 					a := qp.Attr{State: qp.SQD}
-					must(t, s.qp.Modify(&a, qp.AttrState))
+					must(t, s.QP.Modify(&a, qp.AttrState))
 				case qp.Err:
 					walk(t, s, typ, qp.Init)
 					a := qp.Attr{State: qp.Err}
-					must(t, s.qp.Modify(&a, qp.AttrState))
+					must(t, s.QP.Modify(&a, qp.AttrState))
 				default:
 					walk(t, s, typ, from)
 				}
@@ -137,7 +140,7 @@ func TestModifyTransitions(t *testing.T) {
 					}
 				}
 				a := fullAttr(s, to)
-				err := s.qp.Modify(&a, mask|qp.AttrState)
+				err := s.QP.Modify(&a, mask|qp.AttrState)
 				if ok := allowed[[2]qp.State{from, to}]; ok != (err == nil) {
 					t.Errorf("%v %v->%v: allowed %v, got %v", typ, from, to, ok, err)
 				}
@@ -161,25 +164,25 @@ func TestModifyValues(t *testing.T) {
 	} {
 		a := fullAttr(s, qp.RTR)
 		mod(&a)
-		if err := s.qp.Modify(&a, rtr); !errors.Is(err, qp.ErrInvalid) {
+		if err := s.QP.Modify(&a, rtr); !errors.Is(err, qp.ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	a := fullAttr(s, qp.RTR)
-	must(t, s.qp.Modify(&a, rtr))
+	must(t, s.QP.Modify(&a, rtr))
 	rts := fullAttr(s, qp.RTS)
 	rts.RetryCnt = 8
-	if err := s.qp.Modify(&rts, qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic); err == nil {
+	if err := s.QP.Modify(&rts, qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic); err == nil {
 		t.Error("retry_cnt 8 accepted")
 	}
 	// CUR_STATE must name the current state.
 	rts.RetryCnt, rts.CurState = 7, qp.RTS
-	if err := s.qp.Modify(&rts, qp.AttrState|qp.AttrCurState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic); err == nil {
+	if err := s.QP.Modify(&rts, qp.AttrState|qp.AttrCurState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic); err == nil {
 		t.Error("wrong CUR_STATE accepted")
 	}
 	rts.CurState = qp.RTR
-	must(t, s.qp.Modify(&rts, qp.AttrState|qp.AttrCurState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic))
-	got, ia := s.qp.Query()
+	must(t, s.QP.Modify(&rts, qp.AttrState|qp.AttrCurState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic))
+	got, ia := s.QP.Query()
 	if got.State != qp.RTS || got.PathMTU != qp.MTU1024 || got.DestQPN != 0x42 || got.Timeout != 14 ||
 		got.SQPSN != 2 || got.RQPSN != 1 || ia.Type != qp.RC || got.MinRNRTimer != 12 {
 		t.Fatalf("Query %+v", got)
@@ -188,52 +191,52 @@ func TestModifyValues(t *testing.T) {
 
 func TestPostingByState(t *testing.T) {
 	s, _ := modifySide(t, qp.RC)
-	recv := &qp.RecvWR{SGL: []mr.SGE{s.mr.SGE(0, 8)}}
-	send := &qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.mr.SGE(0, 8)}}
-	if err := s.qp.PostRecv(recv); !errors.Is(err, qp.ErrState) {
+	recv := &qp.RecvWR{SGL: []mr.SGE{s.MR.SGE(0, 8)}}
+	send := &qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.MR.SGE(0, 8)}}
+	if err := s.QP.PostRecv(recv); !errors.Is(err, qp.ErrState) {
 		t.Errorf("post_recv in RESET: %v", err)
 	}
 	for _, st := range []qp.State{qp.Reset, qp.Init, qp.RTR} {
 		walk(t, s, qp.RC, st)
-		if err := s.qp.PostSend(send); !errors.Is(err, qp.ErrState) {
+		if err := s.QP.PostSend(send); !errors.Is(err, qp.ErrState) {
 			t.Errorf("post_send in %v: %v", st, err)
 		}
 	}
-	must(t, s.qp.PostRecv(recv)) // INIT onwards
+	must(t, s.QP.PostRecv(recv)) // INIT onwards
 }
 
 func TestErrorFlushesEverything(t *testing.T) {
-	a, b, net := newPair(t, pairOpts{timeout: 16})
-	net.SetFilter(a.addr, b.addr, func([]byte) mem.Verdict { return mem.Drop })
+	a, b, net := rdmatest.MemPair(t, rdmatest.Options{Timeout: 16})
+	net.SetFilter(a.Addr, b.Addr, func([]byte) mem.Verdict { return mem.Drop })
 	for i := range 5 {
-		must(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
-		must(t, a.qp.PostRecv(&qp.RecvWR{WRID: 100 + uint64(i), SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
+		must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+		must(t, a.QP.PostRecv(&qp.RecvWR{WRID: 100 + uint64(i), SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	}
 	e := qp.Attr{State: qp.Err}
-	must(t, a.qp.Modify(&e, qp.AttrState))
+	must(t, a.QP.Modify(&e, qp.AttrState))
 	// Every outstanding WR, signaled or not, completes with a flush error,
 	// in order (IBA 10.3.1.7).
 	for i := range 5 {
-		if wc := wait(t, a.scq, timeoutShort); wc.WRID != uint64(i) || wc.Status != cq.WRFlushErr {
+		if wc := rdmatest.Wait(t, a.SCQ, timeoutShort); wc.WRID != uint64(i) || wc.Status != cq.WRFlushErr {
 			t.Fatalf("send %d: %+v", i, wc)
 		}
-		if wc := wait(t, a.rcq, timeoutShort); wc.WRID != 100+uint64(i) || wc.Status != cq.WRFlushErr {
+		if wc := rdmatest.Wait(t, a.RCQ, timeoutShort); wc.WRID != 100+uint64(i) || wc.Status != cq.WRFlushErr {
 			t.Fatalf("recv %d: %+v", i, wc)
 		}
 	}
 	// Posting in ERR flushes at once.
-	must(t, a.qp.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
-	if wc := wait(t, a.scq, timeoutShort); wc.WRID != 9 || wc.Status != cq.WRFlushErr {
+	must(t, a.QP.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+	if wc := rdmatest.Wait(t, a.SCQ, timeoutShort); wc.WRID != 9 || wc.Status != cq.WRFlushErr {
 		t.Fatalf("post in ERR: %+v", wc)
 	}
-	must(t, a.qp.PostRecv(&qp.RecvWR{WRID: 10, SGL: []mr.SGE{a.mr.SGE(0, 8)}}))
-	if wc := wait(t, a.rcq, timeoutShort); wc.WRID != 10 || wc.Status != cq.WRFlushErr {
+	must(t, a.QP.PostRecv(&qp.RecvWR{WRID: 10, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+	if wc := rdmatest.Wait(t, a.RCQ, timeoutShort); wc.WRID != 10 || wc.Status != cq.WRFlushErr {
 		t.Fatalf("post_recv in ERR: %+v", wc)
 	}
 	// RESET empties the queues without completions; the QP can start over.
 	r := qp.Attr{State: qp.Reset}
-	must(t, a.qp.Modify(&r, qp.AttrState))
-	if a.scq.Len()+a.rcq.Len() != 0 {
+	must(t, a.QP.Modify(&r, qp.AttrState))
+	if a.SCQ.Len()+a.RCQ.Len() != 0 {
 		t.Fatal("completions after RESET")
 	}
 }

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -7,11 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/rdmatest"
+
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // mwAccess is what the pair's QPs and regions allow in these tests; each
@@ -20,10 +23,10 @@ const mwAccess = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomi
 
 // mwPair connects two RC QPs and registers on b a 64 KiB target region
 // with the bind right.
-func mwPair(t *testing.T) (a, b *side, target *mr.MR) {
+func mwPair(t *testing.T) (a, b *rdmatest.Peer, target *mr.MR) {
 	t.Helper()
-	a, b, _ = newPair(t, pairOpts{access: mwAccess, rdAtomic: 4})
-	target, err := b.pd.Register(make([]byte, 64<<10), mr.LocalWrite|mr.MWBind)
+	a, b, _ = rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4})
+	target, err := b.PD.Register(make([]byte, 64<<10), mr.LocalWrite|mr.MWBind)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +37,7 @@ func mwPair(t *testing.T) (a, b *side, target *mr.MR) {
 // opcode.
 func waitOp(t *testing.T, c *cq.CQ, wrID uint64, op cq.Opcode, st cq.Status) {
 	t.Helper()
-	wc := wait(t, c, 5*time.Second)
+	wc := rdmatest.Wait(t, c, 5*time.Second)
 	if wc.WRID != wrID || wc.Opcode != op || wc.Status != st {
 		t.Fatalf("completion %+v, want wr_id %d %v %v", wc, wrID, op, st)
 	}
@@ -42,12 +45,12 @@ func waitOp(t *testing.T, c *cq.CQ, wrID uint64, op cq.Opcode, st cq.Status) {
 
 // remoteWrite WRITEs n bytes of a's region (filled with seed) to addr
 // through rkey and returns the completion's status.
-func remoteWrite(t *testing.T, a *side, rkey uint32, addr uint64, n int, seed byte) cq.Status {
+func remoteWrite(t *testing.T, a *rdmatest.Peer, rkey uint32, addr uint64, n int, seed byte) cq.Status {
 	t.Helper()
-	fill(a.buf[:n], seed)
-	must(t, a.qp.PostSend(&qp.SendWR{WRID: 77, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.mr.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}))
-	wc := wait(t, a.scq, 5*time.Second)
+	fill(a.Buf[:n], seed)
+	must(t, a.QP.PostSend(&qp.SendWR{WRID: 77, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.MR.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}))
+	wc := rdmatest.Wait(t, a.SCQ, 5*time.Second)
 	if wc.WRID != 77 {
 		t.Fatalf("write completion %+v", wc)
 	}
@@ -59,20 +62,20 @@ func remoteWrite(t *testing.T, a *side, rkey uint32, addr uint64, n int, seed by
 // region's) bound the peer, and revokes it by binding again.
 func TestMWType1(t *testing.T) {
 	a, b, target := mwPair(t)
-	w, err := b.pd.AllocMW(mr.MWType1)
+	w, err := b.PD.AllocMW(mr.MWType1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	old := w.RKey()
 	win := mr.BindInfo{MR: target, Addr: target.Addr() + 4096, Length: 8192, Access: mr.RemoteWrite}
-	key, err := b.qp.BindMW(w, win, 1, qp.Signaled)
+	key, err := b.QP.BindMW(w, win, 1, qp.Signaled)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if key == old || key>>8 != old>>8 {
 		t.Fatalf("bind gave rkey 0x%x from 0x%x: want the same index, a new variant", key, old)
 	}
-	waitOp(t, b.scq, 1, cq.OpBindMW, cq.Success)
+	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
 	if w.RKey() != key {
 		t.Fatalf("RKey 0x%x after the bind, want 0x%x", w.RKey(), key)
 	}
@@ -83,24 +86,24 @@ func TestMWType1(t *testing.T) {
 	if st := remoteWrite(t, a, key, win.Addr, 8192, 3); st != cq.Success {
 		t.Fatalf("write through the window: %v", st)
 	}
-	if !bytes.Equal(target.Bytes()[4096:4096+8192], a.buf[:8192]) {
+	if !bytes.Equal(target.Bytes()[4096:4096+8192], a.Buf[:8192]) {
 		t.Fatal("write through the window: bytes differ")
 	}
 	if !bytes.Equal(target.Bytes()[:4096], make([]byte, 4096)) || !bytes.Equal(target.Bytes()[12288:16384], make([]byte, 4096)) {
 		t.Fatal("write through the window changed bytes outside it")
 	}
 	// The window grants no READ, though the QP does.
-	must(t, a.qp.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.mr.SGE(0, 8)}, RemoteAddr: win.Addr, RKey: key}))
-	waitOp(t, a.scq, 5, cq.OpRDMARead, cq.RemAccessErr)
-	ev := waitEvent(t, b.dev)
+	must(t, a.QP.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.MR.SGE(0, 8)}, RemoteAddr: win.Addr, RKey: key}))
+	waitOp(t, a.SCQ, 5, cq.OpRDMARead, cq.RemAccessErr)
+	ev := waitEvent(t, b.Dev)
 	if ev.Type != qp.EventQPAccessErr || !errors.Is(ev.Err, mr.ErrAccess) {
 		t.Fatalf("event %v: %v", ev.Type, ev.Err)
 	}
 }
 
 // waitEvent returns the device's next asynchronous event.
-func waitEvent(t *testing.T, d *Device) qp.Event {
+func waitEvent(t *testing.T, d *transport.Device) qp.Event {
 	t.Helper()
 	select {
 	case ev := <-d.Events():
@@ -115,17 +118,17 @@ func waitEvent(t *testing.T, d *Device) qp.Event {
 // remote access error (the window's range bounds the access).
 func TestMWType1Range(t *testing.T) {
 	a, b, target := mwPair(t)
-	w, err := b.pd.AllocMW(mr.MWType1)
+	w, err := b.PD.AllocMW(mr.MWType1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := b.qp.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr() + 4096, Length: 4096, Access: mr.RemoteWrite}, 1, qp.Signaled)
+	key, err := b.QP.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr() + 4096, Length: 4096, Access: mr.RemoteWrite}, 1, qp.Signaled)
 	must(t, err)
-	waitOp(t, b.scq, 1, cq.OpBindMW, cq.Success)
+	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
 	if st := remoteWrite(t, a, key, target.Addr()+4097, 4096, 1); st != cq.RemAccessErr {
 		t.Fatalf("write one byte past the window: %v", st)
 	}
-	if ev := waitEvent(t, b.dev); !errors.Is(ev.Err, mr.ErrBounds) {
+	if ev := waitEvent(t, b.Dev); !errors.Is(ev.Err, mr.ErrBounds) {
 		t.Fatalf("event %v: %v", ev.Type, ev.Err)
 	}
 }
@@ -134,23 +137,23 @@ func TestMWType1Range(t *testing.T) {
 // key; a bind of length 0 unbinds it.
 func TestMWType1Rebind(t *testing.T) {
 	a, b, target := mwPair(t)
-	w, err := b.pd.AllocMW(mr.MWType1)
+	w, err := b.PD.AllocMW(mr.MWType1)
 	must(t, err)
-	k1, err := b.qp.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}, 1, qp.Signaled)
+	k1, err := b.QP.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}, 1, qp.Signaled)
 	must(t, err)
-	k2, err := b.qp.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr() + 8192, Length: 4096, Access: mr.RemoteWrite}, 2, qp.Signaled)
+	k2, err := b.QP.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr() + 8192, Length: 4096, Access: mr.RemoteWrite}, 2, qp.Signaled)
 	must(t, err)
 	if k2 != mr.IncRKey(k1) {
 		t.Fatalf("second bind's key 0x%x, want 0x%x", k2, mr.IncRKey(k1))
 	}
-	waitOp(t, b.scq, 1, cq.OpBindMW, cq.Success)
-	waitOp(t, b.scq, 2, cq.OpBindMW, cq.Success)
+	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
+	waitOp(t, b.SCQ, 2, cq.OpBindMW, cq.Success)
 	if st := remoteWrite(t, a, k2, target.Addr()+8192, 4096, 9); st != cq.Success {
 		t.Fatalf("write through the moved window: %v", st)
 	}
-	k3, err := b.qp.BindMW(w, mr.BindInfo{}, 3, qp.Signaled)
+	k3, err := b.QP.BindMW(w, mr.BindInfo{}, 3, qp.Signaled)
 	must(t, err)
-	waitOp(t, b.scq, 3, cq.OpBindMW, cq.Success)
+	waitOp(t, b.SCQ, 3, cq.OpBindMW, cq.Success)
 	if _, ok := w.Bound(); ok || w.RKey() != k3 {
 		t.Fatalf("after unbinding: bound %v, rkey 0x%x want 0x%x", ok, w.RKey(), k3)
 	}
@@ -166,15 +169,15 @@ func TestMWType1Rebind(t *testing.T) {
 // SEND with Invalidate.
 func TestMWType2(t *testing.T) {
 	a, b, target := mwPair(t)
-	w, err := b.pd.AllocMW(mr.MWType2)
+	w, err := b.PD.AllocMW(mr.MWType2)
 	must(t, err)
 	bind := func(wrID uint64, off uint64) uint32 {
 		t.Helper()
 		key := mr.IncRKey(w.RKey())
-		must(t, b.qp.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+		must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRBindMW, Flags: qp.Signaled,
 			Bind: qp.MWBind{MW: w, RKey: key, Info: mr.BindInfo{MR: target, Addr: target.Addr() + off, Length: 1024,
 				Access: mr.RemoteRead | mr.RemoteWrite | mr.RemoteAtomic}}}))
-		waitOp(t, b.scq, wrID, cq.OpBindMW, cq.Success)
+		waitOp(t, b.SCQ, wrID, cq.OpBindMW, cq.Success)
 		return key
 	}
 	k1 := bind(1, 0)
@@ -182,13 +185,13 @@ func TestMWType2(t *testing.T) {
 		t.Fatalf("write through the type 2 window: %v", st)
 	}
 	// An atomic through it.
-	must(t, a.qp.PostSend(&qp.SendWR{WRID: 6, Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.mr.SGE(4096, 8)}, RemoteAddr: target.Addr() + 8, RKey: k1, CompareAdd: 1}))
-	waitOp(t, a.scq, 6, cq.OpFetchAdd, cq.Success)
+	must(t, a.QP.PostSend(&qp.SendWR{WRID: 6, Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.MR.SGE(4096, 8)}, RemoteAddr: target.Addr() + 8, RKey: k1, CompareAdd: 1}))
+	waitOp(t, a.SCQ, 6, cq.OpFetchAdd, cq.Success)
 
 	// LOCAL_INV: the window is free, its key dead.
-	must(t, b.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: k1}))
-	waitOp(t, b.scq, 2, cq.OpLocalInv, cq.Success)
+	must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: k1}))
+	waitOp(t, b.SCQ, 2, cq.OpLocalInv, cq.Success)
 	if _, ok := w.Bound(); ok {
 		t.Fatal("bound after LOCAL_INV")
 	}
@@ -199,11 +202,11 @@ func TestMWType2(t *testing.T) {
 	if k2 == k1 {
 		t.Fatal("the same key twice")
 	}
-	must(t, b.qp.PostRecv(&qp.RecvWR{WRID: 4, SGL: []mr.SGE{b.mr.SGE(0, 64)}}))
-	must(t, a.qp.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRSendWithInv, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.mr.SGE(0, 8)}, InvRKey: k2}))
-	waitOp(t, a.scq, 7, cq.OpSend, cq.Success)
-	rc := wait(t, b.rcq, 5*time.Second)
+	must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 4, SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
+	must(t, a.QP.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRSendWithInv, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.MR.SGE(0, 8)}, InvRKey: k2}))
+	waitOp(t, a.SCQ, 7, cq.OpSend, cq.Success)
+	rc := rdmatest.Wait(t, b.RCQ, 5*time.Second)
 	if rc.Status != cq.Success || rc.Flags&cq.WithInv == 0 || rc.InvalidatedRKey != k2 {
 		t.Fatalf("receive %+v", rc)
 	}
@@ -218,35 +221,35 @@ func TestMWType2(t *testing.T) {
 // TestMWType2OtherQP: a type 2 window is bound to the QP that bound it;
 // a peer of another QP of the same PD gets a remote access error.
 func TestMWType2OtherQP(t *testing.T) {
-	o := pairOpts{access: mwAccess, rdAtomic: 4}
-	o.defaults()
+	o := rdmatest.Options{Access: mwAccess, RdAtomic: 4}
+	o.MemDefaults()
 	net := mem.NewNet(1)
-	a := newSide(t, net, "10.0.0.1", &o)
-	b := newSide(t, net, "10.0.0.2", &o)
-	connect(t, a, b, &o, 0, 0)
-	connect(t, b, a, &o, 0, 0)
+	a := rdmatest.NewMemPeer(t, net, "10.0.0.1", o)
+	b := rdmatest.NewMemPeer(t, net, "10.0.0.2", o)
+	rdmatest.ConnectQP(t, a, b, o, 0, 0)
+	rdmatest.ConnectQP(t, b, a, o, 0, 0)
 	// A second QP on b, in the same PD, connected to c.
-	c := newSide(t, net, "10.0.0.3", &o)
+	c := rdmatest.NewMemPeer(t, net, "10.0.0.3", o)
 	b2 := *b
 	var err error
-	b2.qp, err = b.dev.CreateQP(b.pd, qp.InitAttr{Type: qp.RC, SendCQ: b.scq, RecvCQ: b.rcq,
+	b2.QP, err = b.Dev.CreateQP(b.PD, qp.InitAttr{Type: qp.RC, SendCQ: b.SCQ, RecvCQ: b.RCQ,
 		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(t, err)
-	connect(t, &b2, c, &o, 0, 0)
-	connect(t, c, &b2, &o, 0, 0)
+	rdmatest.ConnectQP(t, &b2, c, o, 0, 0)
+	rdmatest.ConnectQP(t, c, &b2, o, 0, 0)
 
-	target, err := b.pd.Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
+	target, err := b.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
 	must(t, err)
-	w, err := b.pd.AllocMW(mr.MWType2)
+	w, err := b.PD.AllocMW(mr.MWType2)
 	must(t, err)
 	key := mr.IncRKey(w.RKey())
-	must(t, b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+	must(t, b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
 		Bind: qp.MWBind{MW: w, RKey: key, Info: mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}}}))
-	waitOp(t, b.scq, 1, cq.OpBindMW, cq.Success)
+	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
 	if st := remoteWrite(t, c, key, target.Addr(), 64, 2); st != cq.RemAccessErr {
 		t.Fatalf("write from another QP's peer: %v", st)
 	}
-	if ev := waitEvent(t, b.dev); !errors.Is(ev.Err, mr.ErrMWQP) {
+	if ev := waitEvent(t, b.Dev); !errors.Is(ev.Err, mr.ErrMWQP) {
 		t.Fatalf("event %v: %v", ev.Type, ev.Err)
 	}
 	if st := remoteWrite(t, a, key, target.Addr(), 64, 2); st != cq.Success {
@@ -260,7 +263,7 @@ func TestMWType2OtherQP(t *testing.T) {
 // fails the post.
 func TestMWBindErrors(t *testing.T) {
 	type env struct {
-		b      *side
+		b      *rdmatest.Peer
 		target *mr.MR // LocalWrite|MWBind
 		w1, w2 *mr.MW
 	}
@@ -271,7 +274,7 @@ func TestMWBindErrors(t *testing.T) {
 		st   cq.Status
 	}{
 		{"region without the bind right", func(e *env) error {
-			m, err := e.b.pd.Register(make([]byte, 4096), mr.LocalWrite)
+			m, err := e.b.PD.Register(make([]byte, 4096), mr.LocalWrite)
 			must(t, err)
 			return bind2(e.b, e.w2, mr.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: mr.RemoteRead})
 		}, cq.OpBindMW, cq.MWBindErr},
@@ -282,12 +285,12 @@ func TestMWBindErrors(t *testing.T) {
 			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr() - 1, Length: 8, Access: mr.RemoteRead})
 		}, cq.OpBindMW, cq.MWBindErr},
 		{"region of another PD", func(e *env) error {
-			m, err := e.b.dev.AllocPD().Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
+			m, err := e.b.Dev.AllocPD().Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
 			must(t, err)
 			return bind2(e.b, e.w2, mr.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: mr.RemoteRead})
 		}, cq.OpBindMW, cq.MWBindErr},
 		{"remote write on a region without local write", func(e *env) error {
-			m, err := e.b.pd.Register(make([]byte, 4096), mr.MWBind)
+			m, err := e.b.PD.Register(make([]byte, 4096), mr.MWBind)
 			must(t, err)
 			return bind2(e.b, e.w2, mr.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: mr.RemoteWrite})
 		}, cq.OpBindMW, cq.MWBindErr},
@@ -295,50 +298,50 @@ func TestMWBindErrors(t *testing.T) {
 			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 0, Access: mr.RemoteRead})
 		}, cq.OpBindMW, cq.MWBindErr},
 		{"type 2 bound twice", func(e *env) error {
-			must(t, e.b.qp.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRBindMW,
+			must(t, e.b.QP.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRBindMW,
 				Bind: qp.MWBind{MW: e.w2, RKey: mr.IncRKey(e.w2.RKey()), Info: mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: mr.RemoteRead}}}))
 			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: mr.RemoteRead})
 		}, cq.OpBindMW, cq.MWBindErr},
 		{"rkey of another index", func(e *env) error {
-			return e.b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+			return e.b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
 				Bind: qp.MWBind{MW: e.w2, RKey: e.w2.RKey() + 0x100, Info: mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64}}})
 		}, cq.OpBindMW, cq.MWBindErr},
 		{"zero-based type 1", func(e *env) error {
-			_, err := e.b.qp.BindMW(e.w1, mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: mr.RemoteRead | mr.ZeroBased}, 1, qp.Signaled)
+			_, err := e.b.QP.BindMW(e.w1, mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: mr.RemoteRead | mr.ZeroBased}, 1, qp.Signaled)
 			return err
 		}, cq.OpBindMW, cq.MWBindErr},
 		{"LOCAL_INV of a type 1 window", func(e *env) error {
-			return e.b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: e.w1.RKey()})
+			return e.b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: e.w1.RKey()})
 		}, cq.OpLocalInv, cq.LocQPOpErr},
 		{"LOCAL_INV of a free type 2 window", func(e *env) error {
-			return e.b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: e.w2.RKey()})
+			return e.b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: e.w2.RKey()})
 		}, cq.OpLocalInv, cq.LocQPOpErr},
 		{"LOCAL_INV of no key", func(e *env) error {
-			return e.b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: 0x7fff00})
+			return e.b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: 0x7fff00})
 		}, cq.OpLocalInv, cq.LocQPOpErr},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, b, target := mwPair(t)
-			w1, err := b.pd.AllocMW(mr.MWType1)
+			w1, err := b.PD.AllocMW(mr.MWType1)
 			must(t, err)
-			w2, err := b.pd.AllocMW(mr.MWType2)
+			w2, err := b.PD.AllocMW(mr.MWType2)
 			must(t, err)
 			e := &env{b: b, target: target, w1: w1, w2: w2}
 			must(t, c.post(e))
 			// A SEND behind it is flushed once the QP is in error.
-			must(t, b.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled}))
-			wc := wait(t, b.scq, 5*time.Second)
+			must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled}))
+			wc := rdmatest.Wait(t, b.SCQ, 5*time.Second)
 			if wc.WRID == 9 { // the case's first, good bind
-				wc = wait(t, b.scq, 5*time.Second)
+				wc = rdmatest.Wait(t, b.SCQ, 5*time.Second)
 			}
 			if wc.WRID != 1 || wc.Opcode != c.op || wc.Status != c.st {
 				t.Fatalf("completion %+v, want %v %v", wc, c.op, c.st)
 			}
-			if wc := wait(t, b.scq, 5*time.Second); wc.WRID != 2 || wc.Status != cq.WRFlushErr {
+			if wc := rdmatest.Wait(t, b.SCQ, 5*time.Second); wc.WRID != 2 || wc.Status != cq.WRFlushErr {
 				t.Fatalf("next completion %+v, want a flush", wc)
 			}
-			if st := b.qp.State(); st != qp.Err {
+			if st := b.QP.State(); st != qp.Err {
 				t.Fatalf("QP in %v", st)
 			}
 		})
@@ -346,36 +349,36 @@ func TestMWBindErrors(t *testing.T) {
 }
 
 // bind2 posts a signaled bind of the type 2 window w with wr_id 1.
-func bind2(b *side, w *mr.MW, info mr.BindInfo) error {
-	return b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+func bind2(b *rdmatest.Peer, w *mr.MW, info mr.BindInfo) error {
+	return b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
 		Bind: qp.MWBind{MW: w, RKey: mr.IncRKey(w.RKey()), Info: info}})
 }
 
 // TestMWPostChecks: what ibv_post_send refuses at once.
 func TestMWPostChecks(t *testing.T) {
 	_, b, target := mwPair(t)
-	w1, err := b.pd.AllocMW(mr.MWType1)
+	w1, err := b.PD.AllocMW(mr.MWType1)
 	must(t, err)
-	w2, err := b.pd.AllocMW(mr.MWType2)
+	w2, err := b.PD.AllocMW(mr.MWType2)
 	must(t, err)
 	info := mr.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: mr.RemoteRead}
-	if err := b.qp.PostSend(&qp.SendWR{Opcode: qp.WRBindMW, Bind: qp.MWBind{MW: w1, RKey: mr.IncRKey(w1.RKey()), Info: info}}); !errors.Is(err, qp.ErrInvalid) {
+	if err := b.QP.PostSend(&qp.SendWR{Opcode: qp.WRBindMW, Bind: qp.MWBind{MW: w1, RKey: mr.IncRKey(w1.RKey()), Info: info}}); !errors.Is(err, qp.ErrInvalid) {
 		t.Errorf("BIND_MW work request of a type 1 window: %v", err)
 	}
-	if _, err := b.qp.BindMW(w2, info, 0, 0); !errors.Is(err, qp.ErrInvalid) || !errors.Is(err, mr.ErrMWType) {
+	if _, err := b.QP.BindMW(w2, info, 0, 0); !errors.Is(err, qp.ErrInvalid) || !errors.Is(err, mr.ErrMWType) {
 		t.Errorf("BindMW of a type 2 window: %v", err)
 	}
-	if err := b.qp.PostSend(&qp.SendWR{Opcode: qp.WRBindMW}); !errors.Is(err, qp.ErrInvalid) {
+	if err := b.QP.PostSend(&qp.SendWR{Opcode: qp.WRBindMW}); !errors.Is(err, qp.ErrInvalid) {
 		t.Errorf("BIND_MW without a window: %v", err)
 	}
 	if _, err := mr.MWType(3), error(nil); mr.MWType(3).String() != "MWType(3)" {
 		t.Error(err)
 	}
-	if _, err := b.pd.AllocMW(3); !errors.Is(err, mr.ErrMWType) {
+	if _, err := b.PD.AllocMW(3); !errors.Is(err, mr.ErrMWType) {
 		t.Errorf("AllocMW(3): %v", err)
 	}
 	// Nothing was posted: the QP still works.
-	if st := b.qp.State(); st != qp.RTS {
+	if st := b.QP.State(); st != qp.RTS {
 		t.Fatalf("QP in %v", st)
 	}
 }
@@ -385,15 +388,15 @@ func TestMWPostChecks(t *testing.T) {
 // second Dealloc fails.
 func TestMWDeregAndDealloc(t *testing.T) {
 	a, b, target := mwPair(t)
-	w, err := b.pd.AllocMW(mr.MWType1)
+	w, err := b.PD.AllocMW(mr.MWType1)
 	must(t, err)
-	key, err := b.qp.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: mr.RemoteWrite}, 1, qp.Signaled)
+	key, err := b.QP.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: mr.RemoteWrite}, 1, qp.Signaled)
 	must(t, err)
-	waitOp(t, b.scq, 1, cq.OpBindMW, cq.Success)
+	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
 	if err := target.Dereg(); !errors.Is(err, mr.ErrMWBound) {
 		t.Fatalf("Dereg with a bound window: %v", err)
 	}
-	if err := b.pd.Dealloc(); !errors.Is(err, mr.ErrBusy) {
+	if err := b.PD.Dealloc(); !errors.Is(err, mr.ErrBusy) {
 		t.Fatalf("PD dealloc with a window: %v", err)
 	}
 	must(t, w.Dealloc())
@@ -410,15 +413,15 @@ func TestMWDeregAndDealloc(t *testing.T) {
 // order, and completes after the WRITE before it, though that WRITE's
 // packets are lost and sent again after the bind has executed.
 func TestMWOrderAndRetransmission(t *testing.T) {
-	o := pairOpts{access: mwAccess, rdAtomic: 4, timeout: 10}
-	a, b, net := newPair(t, o)
-	target, err := a.pd.Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
+	o := rdmatest.Options{Access: mwAccess, RdAtomic: 4, Timeout: 10}
+	a, b, net := rdmatest.MemPair(t, o)
+	target, err := a.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
 	must(t, err)
-	w, err := a.pd.AllocMW(mr.MWType2)
+	w, err := a.PD.AllocMW(mr.MWType2)
 	must(t, err)
 	// Lose a's first two WRITE packets once.
 	var lost atomic.Int32
-	net.SetFilter(a.addr, b.addr, func(d []byte) mem.Verdict {
+	net.SetFilter(a.Addr, b.Addr, func(d []byte) mem.Verdict {
 		// IPv4 and UDP headers, then the BTH's opcode: RC WRITE FIRST..ONLY.
 		if op := bth.OpCode(d[28]); op >= bth.RCWriteFirst && op <= bth.RCWriteOnlyImm && lost.Load() < 2 {
 			lost.Add(1)
@@ -426,29 +429,29 @@ func TestMWOrderAndRetransmission(t *testing.T) {
 		}
 		return mem.Pass
 	})
-	fill(a.buf[:8192], 5)
+	fill(a.Buf[:8192], 5)
 	key := mr.IncRKey(w.RKey())
-	must(t, a.qp.PostSendList([]qp.SendWR{
-		{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 8192)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()},
+	must(t, a.QP.PostSendList([]qp.SendWR{
+		{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8192)}, RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()},
 		{WRID: 2, Opcode: qp.WRBindMW, Flags: qp.Signaled, Bind: qp.MWBind{MW: w, RKey: key,
 			Info: mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteRead}}},
-		{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 100)}, RemoteAddr: b.mr.Addr() + 8192, RKey: b.mr.RKey()},
+		{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 100)}, RemoteAddr: b.MR.Addr() + 8192, RKey: b.MR.RKey()},
 	}))
-	waitOp(t, a.scq, 1, cq.OpRDMAWrite, cq.Success)
-	waitOp(t, a.scq, 2, cq.OpBindMW, cq.Success)
-	waitOp(t, a.scq, 3, cq.OpRDMAWrite, cq.Success)
+	waitOp(t, a.SCQ, 1, cq.OpRDMAWrite, cq.Success)
+	waitOp(t, a.SCQ, 2, cq.OpBindMW, cq.Success)
+	waitOp(t, a.SCQ, 3, cq.OpRDMAWrite, cq.Success)
 	if lost.Load() != 2 {
 		t.Fatalf("%d packets lost, want 2", lost.Load())
 	}
-	if !bytes.Equal(b.buf[:8192], a.buf[:8192]) || !bytes.Equal(b.buf[8192:8292], a.buf[:100]) {
+	if !bytes.Equal(b.Buf[:8192], a.Buf[:8192]) || !bytes.Equal(b.Buf[8192:8292], a.Buf[:100]) {
 		t.Fatal("data differs")
 	}
 	// b reads through the window a bound once.
 	fill(target.Bytes(), 8)
-	must(t, b.qp.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-		SGL: []mr.SGE{b.mr.SGE(0, 4096)}, RemoteAddr: target.Addr(), RKey: key}))
-	waitOp(t, b.scq, 4, cq.OpRDMARead, cq.Success)
-	if !bytes.Equal(b.buf[:4096], target.Bytes()) {
+	must(t, b.QP.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		SGL: []mr.SGE{b.MR.SGE(0, 4096)}, RemoteAddr: target.Addr(), RKey: key}))
+	waitOp(t, b.SCQ, 4, cq.OpRDMARead, cq.Success)
+	if !bytes.Equal(b.Buf[:4096], target.Bytes()) {
 		t.Fatal("read through the window: bytes differ")
 	}
 }
@@ -475,12 +478,12 @@ func FuzzLocalWR(f *testing.F) {
 	f.Add([]byte{0, 2, 1, 3, 4, 0, 5, 20, 4, 0, 6, 20})
 	// The same through a fast registration of 64 bytes at 128.
 	f.Add([]byte{3, 0, 2, 1, 3, 4, 2, 1, 20, 4, 2, 2, 20})
-	o := pairOpts{access: mwAccess, rdAtomic: 4}
-	o.defaults()
+	o := rdmatest.Options{Access: mwAccess, RdAtomic: 4}
+	o.MemDefaults()
 	net := mem.NewNet(1)
-	a := newSide(f, net, "10.0.0.1", &o)
-	b := newSide(f, net, "10.0.0.2", &o)
-	target, err := b.pd.Register(make([]byte, 16<<10), mr.LocalWrite|mr.MWBind)
+	a := rdmatest.NewMemPeer(f, net, "10.0.0.1", o)
+	b := rdmatest.NewMemPeer(f, net, "10.0.0.2", o)
+	target, err := b.PD.Register(make([]byte, 16<<10), mr.LocalWrite|mr.MWBind)
 	must(f, err)
 	backing := make([]byte, 16<<10)
 	var fast *mr.MR
@@ -494,22 +497,22 @@ func FuzzLocalWR(f *testing.F) {
 			must(t, fast.Dereg())
 		}
 		var err error
-		w1, err = b.pd.AllocMW(mr.MWType1)
+		w1, err = b.PD.AllocMW(mr.MWType1)
 		must(t, err)
-		w2, err = b.pd.AllocMW(mr.MWType2)
+		w2, err = b.PD.AllocMW(mr.MWType2)
 		must(t, err)
-		fast, err = b.pd.AllocFastMR(backing)
+		fast, err = b.PD.AllocFastMR(backing)
 		must(t, err)
-		for _, s := range []*side{a, b} {
-			must(t, s.qp.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
-			for _, c := range []*cq.CQ{s.scq, s.rcq} {
+		for _, s := range []*rdmatest.Peer{a, b} {
+			must(t, s.QP.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
+			for _, c := range []*cq.CQ{s.SCQ, s.RCQ} {
 				var wc [16]cq.WC
 				for n, _ := c.Poll(wc[:]); n > 0; n, _ = c.Poll(wc[:]) {
 				}
 			}
 		}
-		connect(t, a, b, &o, 0, 0)
-		connect(t, b, a, &o, 0, 0)
+		rdmatest.ConnectQP(t, a, b, o, 0, 0)
+		rdmatest.ConnectQP(t, b, a, o, 0, 0)
 	}
 	type span struct{ lo, hi int } // granted bytes of target (0) or the fast allocation (1)
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -529,7 +532,7 @@ func FuzzLocalWR(f *testing.F) {
 		// waitB checks the completion of b's work request wrID.
 		waitB := func(op cq.Opcode, ok ...cq.Status) cq.Status {
 			t.Helper()
-			wc := wait(t, b.scq, 10*time.Second)
+			wc := rdmatest.Wait(t, b.SCQ, 10*time.Second)
 			if wc.WRID != wrID || wc.Opcode != op && wc.Status == cq.Success {
 				t.Fatalf("completion %+v, want wr_id %d %v", wc, wrID, op)
 			}
@@ -550,7 +553,7 @@ func FuzzLocalWR(f *testing.F) {
 			case 0: // bind the type 1 window
 				off, n, acc := next()*64, next()*64, access(next())
 				info := mr.BindInfo{MR: target, Addr: target.Addr() + uint64(off), Length: uint64(n), Access: acc}
-				if _, err := b.qp.BindMW(w1, info, wrID, qp.Signaled); err != nil {
+				if _, err := b.QP.BindMW(w1, info, wrID, qp.Signaled); err != nil {
 					t.Fatal(err)
 				}
 				if waitB(cq.OpBindMW, cq.Success, cq.MWBindErr) != cq.Success {
@@ -566,14 +569,14 @@ func FuzzLocalWR(f *testing.F) {
 				}
 				off, n, acc := next()*64, next()*64, access(next())
 				info := mr.BindInfo{MR: target, Addr: target.Addr() + uint64(off), Length: uint64(n), Access: acc}
-				must(t, b.qp.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRBindMW, Flags: qp.Signaled, Bind: qp.MWBind{MW: w2, RKey: key, Info: info}}))
+				must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRBindMW, Flags: qp.Signaled, Bind: qp.MWBind{MW: w2, RKey: key, Info: info}}))
 				if waitB(cq.OpBindMW, cq.Success, cq.MWBindErr) != cq.Success {
 					return
 				}
 				granted[0] = append(granted[0], span{off, off + n})
 			case 2: // local invalidate of one of the keys
 				keys := []uint32{w1.RKey(), w2.RKey(), fast.RKey(), target.RKey(), uint32(next()) << 8}
-				must(t, b.qp.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: keys[next()%len(keys)]}))
+				must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: keys[next()%len(keys)]}))
 				if waitB(cq.OpLocalInv, cq.Success, cq.LocQPOpErr) != cq.Success {
 					return
 				}
@@ -583,7 +586,7 @@ func FuzzLocalWR(f *testing.F) {
 					key = fast.RKey()&^0xff | uint32(v)
 				}
 				off, n, acc := next()*64, next()*64, access(next())
-				must(t, b.qp.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRRegMR, Flags: qp.Signaled, Reg: qp.RegMR{MR: fast,
+				must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRRegMR, Flags: qp.Signaled, Reg: qp.RegMR{MR: fast,
 					Info: mr.RegInfo{Key: key, Offset: uint64(off), Length: uint64(n), IOVA: 0x100000, Access: acc}}}))
 				if waitB(cq.OpRegMR, cq.Success, cq.LocQPOpErr) != cq.Success {
 					return
@@ -631,41 +634,41 @@ func FuzzLocalWR(f *testing.F) {
 // before the LOCAL_INV, landed; the rest, sent again after it, get a
 // remote access error, and not a byte of them reaches the region.
 func TestMWInvalidateWhileInUse(t *testing.T) {
-	a, b, net := newPair(t, pairOpts{access: mwAccess, rdAtomic: 4, timeout: 10})
-	target, err := b.pd.Register(make([]byte, 8192), mr.LocalWrite|mr.MWBind)
+	a, b, net := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4, Timeout: 10})
+	target, err := b.PD.Register(make([]byte, 8192), mr.LocalWrite|mr.MWBind)
 	must(t, err)
-	w, err := b.pd.AllocMW(mr.MWType2)
+	w, err := b.PD.AllocMW(mr.MWType2)
 	must(t, err)
 	key := mr.IncRKey(w.RKey())
-	must(t, b.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+	must(t, b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
 		Bind: qp.MWBind{MW: w, RKey: key, Info: mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}}}))
-	waitOp(t, b.scq, 1, cq.OpBindMW, cq.Success)
+	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
 	// Only the WRITE's FIRST packet gets through until the window is gone.
 	var hold atomic.Bool
 	hold.Store(true)
-	net.SetFilter(a.addr, b.addr, func(d []byte) mem.Verdict {
+	net.SetFilter(a.Addr, b.Addr, func(d []byte) mem.Verdict {
 		if op := bth.OpCode(d[28]); hold.Load() && (op == bth.RCWriteMiddle || op == bth.RCWriteLast) {
 			return mem.Drop
 		}
 		return mem.Pass
 	})
-	before := b.dev.Counters().RcvdPkts.Load()
-	fill(a.buf[:3072], 9)
-	must(t, a.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.mr.SGE(0, 3072)}, RemoteAddr: target.Addr(), RKey: key}))
+	before := b.Dev.Counters().RcvdPkts.Load()
+	fill(a.Buf[:3072], 9)
+	must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.MR.SGE(0, 3072)}, RemoteAddr: target.Addr(), RKey: key}))
 	// The FIRST has been taken once b has counted it.
 	deadline := time.Now().Add(5 * time.Second)
-	for b.dev.Counters().RcvdPkts.Load() == before {
+	for b.Dev.Counters().RcvdPkts.Load() == before {
 		if time.Now().After(deadline) {
 			t.Fatal("the WRITE's first packet never arrived")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	must(t, b.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: key}))
-	waitOp(t, b.scq, 3, cq.OpLocalInv, cq.Success)
+	must(t, b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: key}))
+	waitOp(t, b.SCQ, 3, cq.OpLocalInv, cq.Success)
 	hold.Store(false)
-	waitOp(t, a.scq, 2, cq.OpRDMAWrite, cq.RemAccessErr)
-	if !bytes.Equal(target.Bytes()[:1024], a.buf[:1024]) {
+	waitOp(t, a.SCQ, 2, cq.OpRDMAWrite, cq.RemAccessErr)
+	if !bytes.Equal(target.Bytes()[:1024], a.Buf[:1024]) {
 		t.Fatal("the first packet, taken before the invalidation, did not land")
 	}
 	if !bytes.Equal(target.Bytes()[1024:], make([]byte, 8192-1024)) {

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
@@ -37,7 +39,7 @@ func TestOperations(t *testing.T) {
 	sizes := []int{0, 1, 1023, 1024, 1025, 4096, 65536, 300001}
 	ops := []qp.WROpcode{qp.WRSend, qp.WRSendWithImm, qp.WRRDMAWrite, qp.WRRDMAWriteWithImm, qp.WRRDMARead}
 	for _, mtu := range []qp.MTU{qp.MTU256, qp.MTU1024, qp.MTU4096} {
-		a, b, _ := newPair(t, pairOpts{mtu: mtu, psnA: 0xffff00, psnB: 0x123456})
+		a, b, _ := rdmatest.MemPair(t, rdmatest.Options{MTU: mtu, PSN: 0xffff00, PSNB: 0x123456})
 		for _, op := range ops {
 			for _, n := range sizes {
 				for _, k := range []int{1, 3} {
@@ -51,36 +53,36 @@ func TestOperations(t *testing.T) {
 }
 
 // checkOp runs one operation from a to b and checks data and completions.
-func checkOp(t *testing.T, a, b *side, op qp.WROpcode, n, k int) {
+func checkOp(t *testing.T, a, b *rdmatest.Peer, op qp.WROpcode, n, k int) {
 	const srcOff, dstOff = 1000, 400000
-	fill(a.buf[srcOff:srcOff+n], byte(n+int(op)))
-	fill(b.buf[dstOff:dstOff+n], byte(n+int(op)+1))
-	clear(b.buf[dstOff+n : dstOff+n+64])
+	fill(a.Buf[srcOff:srcOff+n], byte(n+int(op)))
+	fill(b.Buf[dstOff:dstOff+n], byte(n+int(op)+1))
+	clear(b.Buf[dstOff+n : dstOff+n+64])
 	wr := qp.SendWR{WRID: uint64(n)<<8 | uint64(op), Opcode: op, Flags: qp.Signaled, Imm: 0xdeadbeef}
 	recv := op == qp.WRSend || op == qp.WRSendWithImm || op == qp.WRRDMAWriteWithImm
 	if recv {
-		if err := b.qp.PostRecv(&qp.RecvWR{WRID: 77, SGL: sgl(b.mr, dstOff, n+64, k)}); err != nil {
+		if err := b.QP.PostRecv(&qp.RecvWR{WRID: 77, SGL: sgl(b.MR, dstOff, n+64, k)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	switch op {
 	case qp.WRRDMARead:
 		// a reads b's bytes into its own buffer.
-		wr.SGL = sgl(a.mr, srcOff, n, k)
-		wr.RemoteAddr, wr.RKey = b.mr.Addr()+dstOff, b.mr.RKey()
+		wr.SGL = sgl(a.MR, srcOff, n, k)
+		wr.RemoteAddr, wr.RKey = b.MR.Addr()+dstOff, b.MR.RKey()
 	default:
-		wr.SGL = sgl(a.mr, srcOff, n, k)
-		wr.RemoteAddr, wr.RKey = b.mr.Addr()+dstOff, b.mr.RKey()
+		wr.SGL = sgl(a.MR, srcOff, n, k)
+		wr.RemoteAddr, wr.RKey = b.MR.Addr()+dstOff, b.MR.RKey()
 	}
-	if err := a.qp.PostSend(&wr); err != nil {
+	if err := a.QP.PostSend(&wr); err != nil {
 		t.Fatal(err)
 	}
-	wc := wait(t, a.scq, 5*time.Second)
+	wc := rdmatest.Wait(t, a.SCQ, 5*time.Second)
 	if wc.Status != cq.Success || wc.WRID != wr.WRID {
 		t.Fatalf("send completion %+v", wc)
 	}
 	if recv {
-		rc := wait(t, b.rcq, 5*time.Second)
+		rc := rdmatest.Wait(t, b.RCQ, 5*time.Second)
 		wantOp := cq.OpRecv
 		if op == qp.WRRDMAWriteWithImm {
 			wantOp = cq.OpRecvRDMAWithImm
@@ -92,57 +94,57 @@ func checkOp(t *testing.T, a, b *side, op qp.WROpcode, n, k int) {
 			t.Fatalf("immediate: %+v", rc)
 		}
 	}
-	if op == qp.WRRDMAWrite && a.qp.Type() == qp.UC {
+	if op == qp.WRRDMAWrite && a.QP.Type() == qp.UC {
 		// UC completes a WRITE once it is on the wire: a SEND after it on
 		// the same QP arrives after it, so its receive shows the WRITE landed.
 		waitPlaced(t, a, b)
 	}
-	if !bytes.Equal(a.buf[srcOff:srcOff+n], b.buf[dstOff:dstOff+n]) {
+	if !bytes.Equal(a.Buf[srcOff:srcOff+n], b.Buf[dstOff:dstOff+n]) {
 		t.Fatalf("%v of %d bytes: data differs", op, n)
 	}
-	if op != qp.WRRDMARead && !bytes.Equal(b.buf[dstOff+n:dstOff+n+64], make([]byte, 64)) {
+	if op != qp.WRRDMARead && !bytes.Equal(b.Buf[dstOff+n:dstOff+n+64], make([]byte, 64)) {
 		t.Fatalf("%v wrote past its end", op)
 	}
 }
 
 // waitPlaced sends an empty SEND from a to b and waits for its receive.
-func waitPlaced(t testing.TB, a, b *side) {
+func waitPlaced(t testing.TB, a, b *rdmatest.Peer) {
 	t.Helper()
-	must(t, b.qp.PostRecv(&qp.RecvWR{WRID: 0xfe}))
-	must(t, a.qp.PostSend(&qp.SendWR{WRID: 0xfe, Opcode: qp.WRSend}))
-	if wc := wait(t, b.rcq, 5*time.Second); wc.WRID != 0xfe {
+	must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 0xfe}))
+	must(t, a.QP.PostSend(&qp.SendWR{WRID: 0xfe, Opcode: qp.WRSend}))
+	if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.WRID != 0xfe {
 		t.Fatalf("marker receive %+v", wc)
 	}
 }
 
 func TestSendWithInvalidate(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{})
-	target, err := b.pd.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite)
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
+	target, err := b.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.mr.SGE(0, 100)}})
-	a.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSendWithInv, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.mr.SGE(0, 10)}, InvRKey: target.RKey()})
-	rc := wait(t, b.rcq, 2*time.Second)
+	b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 100)}})
+	a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSendWithInv, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.MR.SGE(0, 10)}, InvRKey: target.RKey()})
+	rc := rdmatest.Wait(t, b.RCQ, 2*time.Second)
 	if rc.Status != cq.Success || rc.Flags&cq.WithInv == 0 || rc.InvalidatedRKey != target.RKey() {
 		t.Fatalf("recv %+v", rc)
 	}
-	if wc := wait(t, a.scq, 2*time.Second); wc.Status != cq.Success {
+	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.Status != cq.Success {
 		t.Fatalf("send %+v", wc)
 	}
 	// The invalidated rkey no longer reaches the memory: the WRITE is NAKed.
-	a.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.mr.SGE(0, 10)}, RemoteAddr: target.Addr(), RKey: target.RKey()})
-	if wc := wait(t, a.scq, 2*time.Second); wc.Status != cq.RemAccessErr {
+	a.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+		SGL: []mr.SGE{a.MR.SGE(0, 10)}, RemoteAddr: target.Addr(), RKey: target.RKey()})
+	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.Status != cq.RemAccessErr {
 		t.Fatalf("write through invalidated rkey: %+v", wc)
 	}
 }
 
 func TestAtomics(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{})
-	word := func() uint64 { return binary.LittleEndian.Uint64(b.buf[128:]) }
-	binary.LittleEndian.PutUint64(b.buf[128:], 1000)
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
+	word := func() uint64 { return binary.LittleEndian.Uint64(b.Buf[128:]) }
+	binary.LittleEndian.PutUint64(b.Buf[128:], 1000)
 	cases := []struct {
 		op          qp.WROpcode
 		cmpAdd, swp uint64
@@ -154,16 +156,16 @@ func TestAtomics(t *testing.T) {
 		{qp.WRAtomicFetchAndAdd, ^uint64(6), 0, 7, 0}, // wraps
 	}
 	for i, c := range cases {
-		err := a.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: c.op, Flags: qp.Signaled,
-			SGL: []mr.SGE{a.mr.SGE(8*i, 8)}, RemoteAddr: b.mr.Addr() + 128, RKey: b.mr.RKey(),
+		err := a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: c.op, Flags: qp.Signaled,
+			SGL: []mr.SGE{a.MR.SGE(8*i, 8)}, RemoteAddr: b.MR.Addr() + 128, RKey: b.MR.RKey(),
 			CompareAdd: c.cmpAdd, Swap: c.swp})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if wc := wait(t, a.scq, 2*time.Second); wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.Status != cq.Success {
 			t.Fatalf("case %d: %+v", i, wc)
 		}
-		if got := binary.LittleEndian.Uint64(a.buf[8*i:]); got != c.orig {
+		if got := binary.LittleEndian.Uint64(a.Buf[8*i:]); got != c.orig {
 			t.Errorf("case %d: original %d, want %d", i, got, c.orig)
 		}
 		if word() != c.after {
@@ -171,53 +173,53 @@ func TestAtomics(t *testing.T) {
 		}
 	}
 	// An unaligned address or a buffer other than 8 bytes is refused at post.
-	if err := a.qp.PostSend(&qp.SendWR{Opcode: qp.WRAtomicFetchAndAdd, SGL: []mr.SGE{a.mr.SGE(0, 8)},
-		RemoteAddr: b.mr.Addr() + 129, RKey: b.mr.RKey()}); err == nil {
+	if err := a.QP.PostSend(&qp.SendWR{Opcode: qp.WRAtomicFetchAndAdd, SGL: []mr.SGE{a.MR.SGE(0, 8)},
+		RemoteAddr: b.MR.Addr() + 129, RKey: b.MR.RKey()}); err == nil {
 		t.Error("unaligned atomic accepted")
 	}
-	if err := a.qp.PostSend(&qp.SendWR{Opcode: qp.WRAtomicFetchAndAdd, SGL: []mr.SGE{a.mr.SGE(0, 4)},
-		RemoteAddr: b.mr.Addr() + 128, RKey: b.mr.RKey()}); err == nil {
+	if err := a.QP.PostSend(&qp.SendWR{Opcode: qp.WRAtomicFetchAndAdd, SGL: []mr.SGE{a.MR.SGE(0, 4)},
+		RemoteAddr: b.MR.Addr() + 128, RKey: b.MR.RKey()}); err == nil {
 		t.Error("4-byte atomic accepted")
 	}
 }
 
 func TestInlineAndUnsignaled(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{inline: 256})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Inline: 256})
 	for i := range 10 {
-		b.qp.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.mr.SGE(i*300, 300)}})
+		b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(i*300, 300)}})
 	}
 	for i := range 10 {
-		fill(a.buf[:200], byte(i))
+		fill(a.Buf[:200], byte(i))
 		flags := qp.Inline
 		if i == 9 {
 			flags |= qp.Signaled
 		}
-		if err := a.qp.PostSend(&qp.SendWR{WRID: uint64(100 + i), Opcode: qp.WRSend, Flags: flags,
-			SGL: []mr.SGE{a.mr.SGE(0, 200)}}); err != nil {
+		if err := a.QP.PostSend(&qp.SendWR{WRID: uint64(100 + i), Opcode: qp.WRSend, Flags: flags,
+			SGL: []mr.SGE{a.MR.SGE(0, 200)}}); err != nil {
 			t.Fatal(err)
 		}
 		// Inline data is copied at post: changing the buffer now must not matter.
-		clear(a.buf[:200])
+		clear(a.Buf[:200])
 	}
 	// Only the signaled one completes on the send side.
-	if wc := wait(t, a.scq, 2*time.Second); wc.WRID != 109 || wc.Status != cq.Success {
+	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.WRID != 109 || wc.Status != cq.Success {
 		t.Fatalf("send %+v", wc)
 	}
-	if a.scq.Len() != 0 {
-		t.Fatalf("%d unsignaled completions reported", a.scq.Len())
+	if a.SCQ.Len() != 0 {
+		t.Fatalf("%d unsignaled completions reported", a.SCQ.Len())
 	}
 	want := make([]byte, 200)
 	for i := range 10 {
-		wc := wait(t, b.rcq, 2*time.Second)
+		wc := rdmatest.Wait(t, b.RCQ, 2*time.Second)
 		if wc.WRID != uint64(i) || wc.ByteLen != 200 {
 			t.Fatalf("recv %d: %+v", i, wc)
 		}
 		fill(want, byte(i))
-		if !bytes.Equal(b.buf[i*300:i*300+200], want) {
+		if !bytes.Equal(b.Buf[i*300:i*300+200], want) {
 			t.Fatalf("inline message %d differs", i)
 		}
 	}
-	if err := a.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, Flags: qp.Inline, SGL: []mr.SGE{a.mr.SGE(0, 257)}}); err == nil {
+	if err := a.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, Flags: qp.Inline, SGL: []mr.SGE{a.MR.SGE(0, 257)}}); err == nil {
 		t.Error("inline beyond max_inline_data accepted")
 	}
 }

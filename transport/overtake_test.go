@@ -1,10 +1,12 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
@@ -99,16 +101,16 @@ func (b *burstLink) release(t *testing.T, n int) {
 // retries (or, worse, answered it with the wrong READ's data).
 func TestCompleterReadResponseOvertakesRewind(t *testing.T) {
 	var bl *burstLink
-	s, r, _ := newRaw(t, pairOpts{timeout: 16, wrap: func(l *mem.Link) nic.Link {
+	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16, Wrap: func(l *mem.Link) nic.Link {
 		bl = newBurstLink(l)
 		return bl
 	}})
 	data := make([]byte, 4096)
 	fill(data, 3)
-	must(t, s.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-		SGL: []mr.SGE{s.mr.SGE(0, 3072)}, RemoteAddr: 0x10000, RKey: 0x77}))
-	must(t, s.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-		SGL: []mr.SGE{s.mr.SGE(8192, 1024)}, RemoteAddr: 0x20000, RKey: 0x77}))
+	must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		SGL: []mr.SGE{s.MR.SGE(0, 3072)}, RemoteAddr: 0x10000, RKey: 0x77}))
+	must(t, s.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		SGL: []mr.SGE{s.MR.SGE(8192, 1024)}, RemoteAddr: 0x20000, RKey: 0x77}))
 	r.expectReq(bth.RCReadRequest, sPSN)   // the first READ: sPSN..sPSN+2
 	r.expectReq(bth.RCReadRequest, sPSN+3) // the second: sPSN+3
 	bl.hold()
@@ -117,10 +119,10 @@ func TestCompleterReadResponseOvertakesRewind(t *testing.T) {
 	r.send(bth.RCReadResponseMiddle, sPSN+1, false, data[1024:2048])             // ...it was only late
 	r.send(bth.RCReadResponseLast, sPSN+2, false, data[2048:3072], aeth(ack, 1))
 	bl.release(t, 4)
-	if wc := wait(t, s.scq, time.Second); wc.WRID != 1 || wc.Status != cq.Success {
+	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != 1 || wc.Status != cq.Success {
 		t.Fatalf("first READ: %+v", wc)
 	}
-	if !bytes.Equal(s.buf[:3072], data[:3072]) {
+	if !bytes.Equal(s.Buf[:3072], data[:3072]) {
 		t.Fatal("first READ's data differs")
 	}
 	// Go-back-N resends the second READ, with its own PSN.
@@ -129,10 +131,10 @@ func TestCompleterReadResponseOvertakesRewind(t *testing.T) {
 		t.Fatalf("second READ resent for va %#x len %d", rh.VA(), rh.DMALen())
 	}
 	r.send(bth.RCReadResponseOnly, sPSN+3, false, data[3072:], aeth(ack, 2))
-	if wc := wait(t, s.scq, time.Second); wc.WRID != 2 || wc.Status != cq.Success {
+	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != 2 || wc.Status != cq.Success {
 		t.Fatalf("second READ: %+v", wc)
 	}
-	if !bytes.Equal(s.buf[8192:9216], data[3072:]) {
+	if !bytes.Equal(s.Buf[8192:9216], data[3072:]) {
 		t.Fatal("second READ's data differs")
 	}
 	// A later message starts after every PSN used so far.

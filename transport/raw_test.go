@@ -1,10 +1,12 @@
-package transport
+package transport_test
 
 import (
 	"fmt"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/fakeclock"
@@ -20,7 +22,7 @@ type rawPeer struct {
 	link *mem.Link
 	addr netip.Addr
 	qpn  uint32
-	dst  *side
+	dst  *rdmatest.Peer
 	rx   chan []byte
 	clk  *fakeclock.Clock // the device's clock (newRaw)
 	read uint64           // packets taken from rx
@@ -51,34 +53,10 @@ func newRawPeer(t testing.TB, net *mem.Net, addr string) *rawPeer {
 }
 
 // connectRaw moves s to RTS towards the raw peer.
-func connectRaw(t testing.TB, s *side, r *rawPeer, o pairOpts, sPSN, rPSN uint32) {
-	o.defaults()
+func connectRaw(t testing.TB, s *rdmatest.Peer, r *rawPeer, o rdmatest.Options, sPSN, rPSN uint32) {
 	r.dst = s
-	init := qp.Attr{State: qp.Init, PortNum: 1, AccessFlags: o.access, QKey: 0x11111111}
-	mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
-	if o.typ == qp.UD {
-		mask |= qp.AttrQKey
-	} else {
-		mask |= qp.AttrAccessFlags
-	}
-	must(t, s.qp.Modify(&init, mask))
-	sIdx, _ := s.dev.GIDIndex(s.addr)
-	rtr := qp.Attr{State: qp.RTR, PathMTU: o.mtu, DestQPN: r.qpn, RQPSN: rPSN, MaxDestRdAtomic: o.rdAtomic,
-		MinRNRTimer: o.minRNR, AH: qp.AHAttr{DGID: bth.GIDFromAddr(r.addr), SGIDIndex: sIdx}}
-	mask = qp.AttrState
-	switch o.typ {
-	case qp.RC:
-		mask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
-	case qp.UC:
-		mask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
-	}
-	must(t, s.qp.Modify(&rtr, mask))
-	rts := qp.Attr{State: qp.RTS, SQPSN: sPSN, Timeout: o.timeout, RetryCnt: o.retry, RNRRetry: o.rnrRetry, MaxRdAtomic: o.rdAtomic}
-	mask = qp.AttrState | qp.AttrSQPSN
-	if o.typ == qp.RC {
-		mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
-	}
-	must(t, s.qp.Modify(&rts, mask))
+	sIdx, _ := s.Dev.GIDIndex(s.Addr)
+	rdmatest.ModifyToRTS(t, s, o, r.qpn, qp.AHAttr{DGID: bth.GIDFromAddr(r.addr), SGIDIndex: sIdx}, sPSN, rPSN, qp.RTS)
 }
 
 func must(t testing.TB, err error) {
@@ -123,10 +101,10 @@ func (r *rawPeer) send(op bth.OpCode, psn uint32, ackReq bool, payload []byte, h
 // build returns one sealed packet to the connected QP, its datagram at
 // nic.Headroom.
 func (r *rawPeer) build(op bth.OpCode, psn uint32, ackReq bool, payload []byte, hs ...hdr) []byte {
-	o := bth.Outer{Src: r.addr, Dst: r.dst.addr, SrcPort: 0xc123}
+	o := bth.Outer{Src: r.addr, Dst: r.dst.Addr, SrcPort: 0xc123}
 	buf := make([]byte, nic.Headroom+bth.DraftLen(&o, op, len(payload)))
 	d := bth.NewDraft(buf[nic.Headroom:], &o, bth.BTHFields{OpCode: op, PKey: 0xffff,
-		DestQP: r.dst.qp.QPN(), AckReq: ackReq, PSN: bth.PSN(psn)}, len(payload))
+		DestQP: r.dst.QP.QPN(), AckReq: ackReq, PSN: bth.PSN(psn)}, len(payload))
 	for _, h := range hs {
 		h(d.RoCE(), d.Info())
 	}
@@ -202,7 +180,7 @@ func (r *rawPeer) quiet() {
 // caller has made sure the engine has handled what it was sent.
 func (r *rawPeer) sentNoMore() {
 	r.t.Helper()
-	if sent := r.dst.link.Stats().TxPackets; sent != r.read {
+	if sent := r.dst.Mem.Stats().TxPackets; sent != r.read {
 		var extra []string
 		for len(r.rx) > 0 {
 			dg := <-r.rx

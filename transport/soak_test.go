@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
@@ -38,10 +40,10 @@ func TestSoak(t *testing.T) {
 					t.Logf("last packets:\n%s", ring)
 				}
 			}()
-			a, b, net := newPair(t, pairOpts{mtu: qp.MTU4096, bufSize: 2 * inFlight * msgMax, timeout: 12,
-				window: 64, seed: uint64(op) + 42, psnA: 0xfff000, psnB: 0xffff00, trace: ring})
-			net.SetFaults(a.addr, b.addr, faults)
-			net.SetFaults(b.addr, a.addr, faults)
+			a, b, net := rdmatest.MemPair(t, rdmatest.Options{MTU: qp.MTU4096, BufSize: 2 * inFlight * msgMax, Timeout: 12,
+				Window: 64, Seed: uint64(op) + 42, PSN: 0xfff000, PSNB: 0xffff00, Trace: ring.hook})
+			net.SetFaults(a.Addr, b.Addr, faults)
+			net.SetFaults(b.Addr, a.Addr, faults)
 			rng := rand.New(rand.NewPCG(7, uint64(op)))
 			total := int64(*soakMiB) << 20
 			start := time.Now()
@@ -59,7 +61,7 @@ func TestSoak(t *testing.T) {
 				// request reaches the responder after the responses it
 				// asked for again), and b may not rewrite what such a
 				// replay reads. Each message reads a different stretch.
-				noise(b.buf[:inFlight*msgMax])
+				noise(b.Buf[:inFlight*msgMax])
 			}
 			for moved < total {
 				// Post up to inFlight messages, each in its own region.
@@ -78,29 +80,29 @@ func TestSoak(t *testing.T) {
 					wr := qp.SendWR{WRID: uint64(k), Opcode: op, Flags: qp.Signaled}
 					switch op {
 					case qp.WRRDMARead: // a reads from b's source area into its destination area
-						clear(a.buf[dst : dst+n])
-						wr.SGL = []mr.SGE{a.mr.SGE(dst, n)}
-						wr.RemoteAddr, wr.RKey = b.mr.Addr()+uint64(src), b.mr.RKey()
+						clear(a.Buf[dst : dst+n])
+						wr.SGL = []mr.SGE{a.MR.SGE(dst, n)}
+						wr.RemoteAddr, wr.RKey = b.MR.Addr()+uint64(src), b.MR.RKey()
 					case qp.WRRDMAWrite:
-						fill(a.buf[src:src+n], seed)
-						wr.SGL = []mr.SGE{a.mr.SGE(src, n)}
-						wr.RemoteAddr, wr.RKey = b.mr.Addr()+uint64(dst), b.mr.RKey()
+						fill(a.Buf[src:src+n], seed)
+						wr.SGL = []mr.SGE{a.MR.SGE(src, n)}
+						wr.RemoteAddr, wr.RKey = b.MR.Addr()+uint64(dst), b.MR.RKey()
 					default:
-						fill(a.buf[src:src+n], seed)
-						must(t, b.qp.PostRecv(&qp.RecvWR{WRID: uint64(k), SGL: []mr.SGE{b.mr.SGE(dst, msgMax)}}))
-						wr.SGL = []mr.SGE{a.mr.SGE(src, n)}
+						fill(a.Buf[src:src+n], seed)
+						must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(k), SGL: []mr.SGE{b.MR.SGE(dst, msgMax)}}))
+						wr.SGL = []mr.SGE{a.MR.SGE(src, n)}
 					}
-					must(t, a.qp.PostSend(&wr))
+					must(t, a.QP.PostSend(&wr))
 					moved += int64(n)
 				}
 				// Every message completes, in order, and its bytes are right.
 				for i := range k {
-					wc := wait(t, a.scq, 60*time.Second)
+					wc := rdmatest.Wait(t, a.SCQ, 60*time.Second)
 					if wc.Status != cq.Success || wc.WRID != uint64(i) {
-						t.Fatalf("round %d message %d: %+v\nA %v\nB %v", round, i, wc, a.dev.Counters().List(), b.dev.Counters().List())
+						t.Fatalf("round %d message %d: %+v\nA %v\nB %v", round, i, wc, a.Dev.Counters().List(), b.Dev.Counters().List())
 					}
 					if op == qp.WRSend {
-						rc := wait(t, b.rcq, 60*time.Second)
+						rc := rdmatest.Wait(t, b.RCQ, 60*time.Second)
 						if rc.Status != cq.Success || rc.WRID != uint64(i) || rc.ByteLen != uint32(slots[i].n) {
 							t.Fatalf("round %d receive %d: %+v", round, i, rc)
 						}
@@ -108,9 +110,9 @@ func TestSoak(t *testing.T) {
 					n, dst := slots[i].n, inFlight*msgMax+i*msgMax
 					want := make([]byte, n)
 					fill(want, slots[i].seed)
-					got := b.buf[dst : dst+n]
+					got := b.Buf[dst : dst+n]
 					if op == qp.WRRDMARead {
-						got, want = a.buf[dst:dst+n], b.buf[slots[i].src:slots[i].src+n]
+						got, want = a.Buf[dst:dst+n], b.Buf[slots[i].src:slots[i].src+n]
 					}
 					if !bytes.Equal(got, want) {
 						t.Fatalf("round %d message %d (%d bytes): data differs", round, i, n)
@@ -119,13 +121,13 @@ func TestSoak(t *testing.T) {
 				}
 				round++
 			}
-			if a.scq.Len()+b.rcq.Len()+a.rcq.Len()+b.scq.Len() != 0 {
+			if a.SCQ.Len()+b.RCQ.Len()+a.RCQ.Len()+b.SCQ.Len() != 0 {
 				t.Fatal("completions left over")
 			}
 			el := time.Since(start)
-			ca, cb := a.dev.Counters(), b.dev.Counters()
-			la, _, _, _ := a.link.Injected()
-			lb, _, _, _ := b.link.Injected()
+			ca, cb := a.Dev.Counters(), b.Dev.Counters()
+			la, _, _, _ := a.Mem.Injected()
+			lb, _, _, _ := b.Mem.Injected()
 			t.Logf("%v: %d MiB in %d messages, %.1fs (%.1f MB/s); lost %d+%d, icrc_err %d+%d, retransmitted %d+%d, timeouts %d+%d, seq NAKs %d",
 				op, total>>20, msgs, el.Seconds(), float64(total)/el.Seconds()/1e6, la, lb,
 				ca.ICRCErr.Load(), cb.ICRCErr.Load(), ca.RetransmittedPkts.Load(), cb.RetransmittedPkts.Load(),

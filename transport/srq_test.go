@@ -1,9 +1,11 @@
-package transport
+package transport_test
 
 import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
@@ -15,7 +17,7 @@ import (
 // srqSetup builds a receiver with one SRQ shared by two RC QPs and a UD QP,
 // and a sender with a matching RC QP for each RC QP and a UD QP.
 type srqSetup struct {
-	a, b     *side
+	a, b     *rdmatest.Peer
 	srq      *qp.SRQ
 	rc       [2][2]*qp.QP // [sender, receiver]
 	udA, udB *qp.QP
@@ -24,47 +26,47 @@ type srqSetup struct {
 }
 
 func newSRQSetup(t *testing.T, limit uint32) *srqSetup {
-	o := pairOpts{}
-	o.defaults()
+	o := rdmatest.Options{}
+	o.MemDefaults()
 	s := &srqSetup{net: mem.NewNet(9)}
-	s.a = newSide(t, s.net, "10.0.0.1", &o)
-	s.b = newSide(t, s.net, "10.0.0.2", &o)
+	s.a = rdmatest.NewMemPeer(t, s.net, "10.0.0.1", o)
+	s.b = rdmatest.NewMemPeer(t, s.net, "10.0.0.2", o)
 	var err error
-	s.srq, err = s.b.dev.CreateSRQ(s.b.pd, qp.SRQAttr{MaxWR: 16, MaxSGE: 1, SRQLimit: limit})
+	s.srq, err = s.b.Dev.CreateSRQ(s.b.PD, qp.SRQAttr{MaxWR: 16, MaxSGE: 1, SRQLimit: limit})
 	must(t, err)
-	mk := func(sd *side, typ qp.Type, srq *qp.SRQ) *qp.QP {
-		ia := qp.InitAttr{Type: typ, SendCQ: sd.scq, RecvCQ: sd.rcq, SRQ: srq, Cap: qp.Cap{MaxSendWR: 16, MaxSendSGE: 1}}
+	mk := func(sd *rdmatest.Peer, typ qp.Type, srq *qp.SRQ) *qp.QP {
+		ia := qp.InitAttr{Type: typ, SendCQ: sd.SCQ, RecvCQ: sd.RCQ, SRQ: srq, Cap: qp.Cap{MaxSendWR: 16, MaxSendSGE: 1}}
 		if srq == nil {
 			ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = 16, 1
 		}
-		q, err := sd.dev.CreateQP(sd.pd, ia)
+		q, err := sd.Dev.CreateQP(sd.PD, ia)
 		must(t, err)
 		return q
 	}
 	for i := range 2 {
 		qa, qb := mk(s.a, qp.RC, nil), mk(s.b, qp.RC, s.srq)
 		sa, sb := *s.a, *s.b
-		sa.qp, sb.qp = qa, qb
-		connect(t, &sa, &sb, &o, 100, 200)
-		connect(t, &sb, &sa, &o, 200, 100)
+		sa.QP, sb.QP = qa, qb
+		rdmatest.ConnectQP(t, &sa, &sb, o, 100, 200)
+		rdmatest.ConnectQP(t, &sb, &sa, o, 200, 100)
 		s.rc[i] = [2]*qp.QP{qa, qb}
 	}
 	ud := o
-	ud.typ = qp.UD
+	ud.Type = qp.UD
 	s.udA, s.udB = mk(s.a, qp.UD, nil), mk(s.b, qp.UD, s.srq)
 	sa, sb := *s.a, *s.b
-	sa.qp, sb.qp = s.udA, s.udB
-	connect(t, &sa, &sb, &ud, 1, 1)
-	connect(t, &sb, &sa, &ud, 1, 1)
-	g, _ := s.b.dev.GID(1)
-	s.ah, err = s.a.dev.CreateAH(s.a.pd, qp.AHAttr{DGID: g, SGIDIndex: 1})
+	sa.QP, sb.QP = s.udA, s.udB
+	rdmatest.ConnectQP(t, &sa, &sb, ud, 1, 1)
+	rdmatest.ConnectQP(t, &sb, &sa, ud, 1, 1)
+	g, _ := s.b.Dev.GID(1)
+	s.ah, err = s.a.Dev.CreateAH(s.a.PD, qp.AHAttr{DGID: g, SGIDIndex: 1})
 	must(t, err)
 	return s
 }
 
 func (s *srqSetup) post(t *testing.T, ids ...uint64) {
 	for _, id := range ids {
-		must(t, s.srq.PostRecv(&qp.RecvWR{WRID: id, SGL: []mr.SGE{s.b.mr.SGE(int(id)*256, 256)}}))
+		must(t, s.srq.PostRecv(&qp.RecvWR{WRID: id, SGL: []mr.SGE{s.b.MR.SGE(int(id)*256, 256)}}))
 	}
 }
 
@@ -72,17 +74,17 @@ func TestSRQShared(t *testing.T) {
 	s := newSRQSetup(t, 0)
 	s.post(t, 1, 2, 3)
 	// Three messages on three QPs take the WQEs in the order they were posted.
-	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
-	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 1 || wc.QPNum != s.rc[1][1].QPN() {
+	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 1 || wc.QPNum != s.rc[1][1].QPN() {
 		t.Fatalf("%+v", wc)
 	}
-	must(t, s.udA.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}, AH: s.ah,
+	must(t, s.udA.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}, AH: s.ah,
 		RemoteQPN: s.udB.QPN(), RemoteQKey: 0x11111111}))
-	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 2 || wc.QPNum != s.udB.QPN() || wc.ByteLen != 50 {
+	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 2 || wc.QPNum != s.udB.QPN() || wc.ByteLen != 50 {
 		t.Fatalf("%+v", wc)
 	}
-	must(t, s.rc[0][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
-	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 3 || wc.QPNum != s.rc[0][1].QPN() {
+	must(t, s.rc[0][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 3 || wc.QPNum != s.rc[0][1].QPN() {
 		t.Fatalf("%+v", wc)
 	}
 	// Receives go to the SRQ, not the QP; an SRQ in use cannot be destroyed.
@@ -97,21 +99,21 @@ func TestSRQShared(t *testing.T) {
 func TestSRQEmpty(t *testing.T) {
 	s := newSRQSetup(t, 0)
 	// Empty: RC gets an RNR NAK and retries (rnr_retry 7); UD is dropped.
-	must(t, s.udA.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}, AH: s.ah,
+	must(t, s.udA.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}, AH: s.ah,
 		RemoteQPN: s.udB.QPN(), RemoteQKey: 0x11111111}))
-	must(t, s.rc[0][0].PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
+	must(t, s.rc[0][0].PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
 	// The UD message went first on the same link: once the RC one has been
 	// refused, the UD one has been dropped. (RC may be refused again on
 	// its retries, so only the first refusal is waited for.)
-	waitCount(t, "send_rnr_err", func() uint64 { return min(s.b.dev.Counters().SendRNRErr.Load(), 1) }, 1)
-	if got := s.b.dev.Counters().NoRecvWQE.Load(); got != 1 {
+	waitCount(t, "send_rnr_err", func() uint64 { return min(s.b.Dev.Counters().SendRNRErr.Load(), 1) }, 1)
+	if got := s.b.Dev.Counters().NoRecvWQE.Load(); got != 1 {
 		t.Fatalf("no_recv_wqe %d", got)
 	}
 	s.post(t, 9)
-	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 9 || wc.QPNum != s.rc[0][1].QPN() {
+	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 9 || wc.QPNum != s.rc[0][1].QPN() {
 		t.Fatalf("%+v", wc)
 	}
-	if wc := wait(t, s.a.scq, time.Second); wc.WRID != 5 || wc.Status != cq.Success {
+	if wc := rdmatest.Wait(t, s.a.SCQ, time.Second); wc.WRID != 5 || wc.Status != cq.Success {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -128,7 +130,7 @@ func TestSRQLimit(t *testing.T) {
 	events := func() (n int) {
 		for {
 			select {
-			case e := <-s.b.dev.Events():
+			case e := <-s.b.Dev.Events():
 				if e.Type == qp.EventSRQLimitReached && e.SRQ == s.srq {
 					n++
 				}
@@ -138,8 +140,8 @@ func TestSRQLimit(t *testing.T) {
 		}
 	}
 	for i := range 4 { // 5 -> 1 WQEs: crossing below 3 fires once
-		must(t, s.rc[0][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
-		wait(t, s.b.rcq, time.Second)
+		must(t, s.rc[0][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+		rdmatest.Wait(t, s.b.RCQ, time.Second)
 		_ = i
 	}
 	if n := events(); n != 1 {
@@ -150,8 +152,8 @@ func TestSRQLimit(t *testing.T) {
 	}
 	// Re-armed, it fires again on the next crossing.
 	must(t, s.srq.Modify(qp.SRQAttr{SRQLimit: 2}, qp.SRQLimit))
-	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
-	wait(t, s.b.rcq, time.Second)
+	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+	rdmatest.Wait(t, s.b.RCQ, time.Second)
 	if n := events(); n != 1 {
 		t.Fatalf("%d events after re-arming", n)
 	}
@@ -161,8 +163,8 @@ func TestSRQLimit(t *testing.T) {
 	if a := s.srq.Query(); a.MaxWR != 64 || s.srq.Len() != 2 {
 		t.Fatalf("after resize: %+v, %d held", a, s.srq.Len())
 	}
-	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
-	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 6 {
+	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 6 {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -174,18 +176,18 @@ func TestSRQQPErrorLeavesSRQ(t *testing.T) {
 	must(t, s.rc[0][1].Modify(&e, qp.AttrState))
 	// The SRQ's WQEs stay for the other QPs; the QP reports its last WQE.
 	select {
-	case ev := <-s.b.dev.Events():
+	case ev := <-s.b.Dev.Events():
 		if ev.Type != qp.EventQPLastWQEReached || ev.QP != s.rc[0][1] {
 			t.Fatalf("%v", ev)
 		}
 	case <-time.After(time.Second):
 		t.Fatal("no last-WQE-reached event")
 	}
-	if s.srq.Len() != 2 || s.b.rcq.Len() != 0 {
-		t.Fatalf("SRQ holds %d, %d completions", s.srq.Len(), s.b.rcq.Len())
+	if s.srq.Len() != 2 || s.b.RCQ.Len() != 0 {
+		t.Fatalf("SRQ holds %d, %d completions", s.srq.Len(), s.b.RCQ.Len())
 	}
-	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.mr.SGE(0, 10)}}))
-	if wc := wait(t, s.b.rcq, time.Second); wc.WRID != 1 || wc.Status != cq.Success {
+	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 1 || wc.Status != cq.Success {
 		t.Fatalf("%+v", wc)
 	}
 	_ = bth.GRHLen

@@ -1,33 +1,36 @@
-package transport
+package transport_test
 
 import (
 	"reflect"
 	"testing"
 
+	"github.com/goroce/goroce/internal/rdmatest"
+
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestStats: after a SEND both ways, the device's counters carry the
 // engine's and the link's figures under their names, in a stable order,
 // and every nic.Stats field has a name.
 func TestStats(t *testing.T) {
-	a, b, _ := newPair(t, pairOpts{})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
 	for range 3 {
-		must(t, b.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, 4096)}}))
+		must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 4096)}}))
 	}
 	sendN(t, a, 3, 2000) // two packets each at MTU 1024
 	for range 3 {
-		if wc := wait(t, a.scq, timeoutShort); wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, a.SCQ, timeoutShort); wc.Status != cq.Success {
 			t.Fatalf("send %+v", wc)
 		}
-		if wc := wait(t, b.rcq, timeoutShort); wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, b.RCQ, timeoutShort); wc.Status != cq.Success {
 			t.Fatalf("receive %+v", wc)
 		}
 	}
-	get := func(d *Device) map[string]uint64 {
+	get := func(d *transport.Device) map[string]uint64 {
 		m := map[string]uint64{}
 		for _, c := range d.Stats() {
 			if _, dup := m[c.Name]; dup {
@@ -37,7 +40,7 @@ func TestStats(t *testing.T) {
 		}
 		return m
 	}
-	sa, sb := get(a.dev), get(b.dev)
+	sa, sb := get(a.Dev), get(b.Dev)
 	for _, c := range []struct {
 		name string
 		m    map[string]uint64
@@ -50,13 +53,13 @@ func TestStats(t *testing.T) {
 			t.Errorf("%s = %d, want %d", c.name, got, c.want)
 		}
 	}
-	if sa["link_tx_bytes"] != a.link.Stats().TxBytes || sa["link_tx_bytes"] == 0 {
-		t.Errorf("link_tx_bytes %d, link says %d", sa["link_tx_bytes"], a.link.Stats().TxBytes)
+	if sa["link_tx_bytes"] != a.Mem.Stats().TxBytes || sa["link_tx_bytes"] == 0 {
+		t.Errorf("link_tx_bytes %d, link says %d", sa["link_tx_bytes"], a.Mem.Stats().TxBytes)
 	}
-	if got := a.dev.Stats()[0].Name; got != "sent_pkts" {
+	if got := a.Dev.Stats()[0].Name; got != "sent_pkts" {
 		t.Errorf("first counter %s: rxe's order starts with sent_pkts", got)
 	}
-	if n := reflect.TypeOf(nic.Stats{}).NumField(); len(linkCounters(nic.Stats{})) != n {
-		t.Errorf("%d link counters named, nic.Stats has %d fields", len(linkCounters(nic.Stats{})), n)
+	if n := reflect.TypeOf(nic.Stats{}).NumField(); len(transport.LinkCounters(nic.Stats{})) != n {
+		t.Errorf("%d link counters named, nic.Stats has %d fields", len(transport.LinkCounters(nic.Stats{})), n)
 	}
 }

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -7,12 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/rdmatest"
+
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // waitBound bounds the wait for an event the test has caused; it is never
@@ -24,9 +27,9 @@ const waitBound = 10 * time.Second
 // and acknowledged (IBA 9.6 header validation; rxe's check_type_state).
 // The RC SEND that follows it on the same link is the one that lands.
 func TestForeignTransportDropped(t *testing.T) {
-	s, r, _ := newRaw(t, pairOpts{})
-	must(t, s.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.mr.SGE(0, 64)}}))
-	c := s.dev.Counters()
+	s, r, _ := newRaw(t, rdmatest.Options{})
+	must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 64)}}))
+	c := s.Dev.Counters()
 	r.send(bth.UCSendOnly, rPSN, true, []byte("uc!!"))
 	r.send(bth.RCSendOnly, rPSN, true, []byte("rc!!"))
 	// The link delivers in order, so this ACK comes after both were handled.
@@ -34,20 +37,20 @@ func TestForeignTransportDropped(t *testing.T) {
 	if msn := p.AETH().MSN(); msn != 1 {
 		t.Errorf("ACK MSN %d, want 1", msn)
 	}
-	wc := wait(t, s.rcq, waitBound)
-	if wc.Status != cq.Success || wc.WRID != 1 || wc.ByteLen != 4 || string(s.buf[:4]) != "rc!!" {
-		t.Errorf("receive %+v with %q, want the RC SEND's 4 bytes \"rc!!\"", wc, s.buf[:4])
+	wc := rdmatest.Wait(t, s.RCQ, waitBound)
+	if wc.Status != cq.Success || wc.WRID != 1 || wc.ByteLen != 4 || string(s.Buf[:4]) != "rc!!" {
+		t.Errorf("receive %+v with %q, want the RC SEND's 4 bytes \"rc!!\"", wc, s.Buf[:4])
 	}
 	if c.Malformed.Load() != 1 || c.DuplicateRequest.Load() != 0 || c.RDMARecvs.Load() != 1 {
 		t.Errorf("malformed %d duplicate_request %d rdma_recvs %d, want 1 0 1",
 			c.Malformed.Load(), c.DuplicateRequest.Load(), c.RDMARecvs.Load())
 	}
-	if n := statValue(s.dev, "malformed"); n != 1 {
+	if n := statValue(s.Dev, "malformed"); n != 1 {
 		t.Errorf("Stats (what roced stats prints) malformed = %d, want 1", n)
 	}
 }
 
-func statValue(d *Device, name string) uint64 {
+func statValue(d *transport.Device, name string) uint64 {
 	for _, c := range d.Stats() {
 		if c.Name == name {
 			return c.Value
@@ -60,21 +63,21 @@ func statValue(d *Device, name string) uint64 {
 // way. An XRC or RD Acknowledge for the PSN an RC WRITE is waiting on does
 // not complete it; the RC ACK does.
 func TestForeignTransportResponse(t *testing.T) {
-	s, r, _ := newRaw(t, pairOpts{})
-	must(t, s.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-		SGL: []mr.SGE{s.mr.SGE(0, 16)}, RemoteAddr: 0x1000, RKey: 0x77}))
+	s, r, _ := newRaw(t, rdmatest.Options{})
+	must(t, s.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+		SGL: []mr.SGE{s.MR.SGE(0, 16)}, RemoteAddr: 0x1000, RKey: 0x77}))
 	r.expectReq(bth.RCWriteOnly, 5000)
-	c := s.dev.Counters()
+	c := s.Dev.Counters()
 	xrcAck := bth.OpCode(bth.TransportXRC)<<5 | bth.Acknowledge
 	rdAck := bth.OpCode(bth.TransportRD)<<5 | bth.Acknowledge
 	for _, op := range []bth.OpCode{xrcAck, rdAck} {
 		// Straight into the device's receive path, so the drop is done
 		// when input returns.
-		var b burst
-		s.dev.input(nic.Frame{B: r.build(op, 5000, false, nil, aeth(ack, 1)), Off: nic.Headroom}, &b)
-		b.flush()
+		var b transport.Burst
+		s.Dev.Input(nic.Frame{B: r.build(op, 5000, false, nil, aeth(ack, 1)), Off: nic.Headroom}, &b)
+		b.Flush()
 		var wc [1]cq.WC
-		if n, _ := s.scq.Poll(wc[:]); n != 0 {
+		if n, _ := s.SCQ.Poll(wc[:]); n != 0 {
 			t.Fatalf("%v completed the WRITE: %+v", op, wc[0])
 		}
 	}
@@ -82,7 +85,7 @@ func TestForeignTransportResponse(t *testing.T) {
 		t.Fatalf("malformed %d, want 2", c.Malformed.Load())
 	}
 	r.ackTo(ack, 5000, 1)
-	if wc := wait(t, s.scq, waitBound); wc.Status != cq.Success || wc.WRID != 3 {
+	if wc := rdmatest.Wait(t, s.SCQ, waitBound); wc.Status != cq.Success || wc.WRID != 3 {
 		t.Fatalf("WRITE %+v", wc)
 	}
 }
@@ -121,15 +124,15 @@ var validationTable = map[bth.Transport][3]verdict{
 // changes nothing but the counter: no memory, no PSN, no state, no reply,
 // no completion.
 func TestOpcodeValidation(t *testing.T) {
-	o := pairOpts{bufSize: 1 << 16}
-	o.defaults()
+	o := rdmatest.Options{BufSize: 1 << 16}
+	o.MemDefaults()
 	net := mem.NewNet(1)
-	s := newSide(t, net, "10.0.0.1", &o)
+	s := rdmatest.NewMemPeer(t, net, "10.0.0.1", o)
 	r := newRawPeer(t, net, "10.0.0.9")
 	types := []qp.Type{qp.RC, qp.UC, qp.UD}
-	qps := []*qp.QP{s.qp}
+	qps := []*qp.QP{s.QP}
 	for _, typ := range types[1:] {
-		q, err := s.dev.CreateQP(s.pd, qp.InitAttr{Type: typ, SendCQ: s.scq, RecvCQ: s.rcq,
+		q, err := s.Dev.CreateQP(s.PD, qp.InitAttr{Type: typ, SendCQ: s.SCQ, RecvCQ: s.RCQ,
 			Cap: qp.Cap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		must(t, err)
 		qps = append(qps, q)
@@ -165,28 +168,28 @@ func TestOpcodeValidation(t *testing.T) {
 }
 
 // checkVerdict resets q to RTS, sends it op and checks what happened.
-func checkVerdict(t *testing.T, s *side, r *rawPeer, q *qp.QP, typ qp.Type, op bth.OpCode, want verdict) {
+func checkVerdict(t *testing.T, s *rdmatest.Peer, r *rawPeer, q *qp.QP, typ qp.Type, op bth.OpCode, want verdict) {
 	must(t, q.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
 	x := *s
-	x.qp = q
-	connectRaw(t, &x, r, pairOpts{typ: typ}, 5000, rPSN)
-	must(t, q.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.mr.SGE(0, 4096)}}))
+	x.QP = q
+	connectRaw(t, &x, r, rdmatest.Options{Type: typ}, 5000, rPSN)
+	must(t, q.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
 	var wc [16]cq.WC
-	for n, _ := s.rcq.Poll(wc[:]); n > 0; n, _ = s.rcq.Poll(wc[:]) {
+	for n, _ := s.RCQ.Poll(wc[:]); n > 0; n, _ = s.RCQ.Poll(wc[:]) {
 	}
-	for i := range s.buf {
-		s.buf[i] = byte(i)
+	for i := range s.Buf {
+		s.Buf[i] = byte(i)
 	}
-	mem := append([]byte(nil), s.buf...)
-	before := s.dev.Counters().List()
+	mem := append([]byte(nil), s.Buf...)
+	before := s.Dev.Counters().List()
 	a0, _ := q.Query()
 
-	var b burst
-	s.dev.input(nic.Frame{B: validationPacket(s, r, q, op)}, &b)
-	b.flush()
+	var b transport.Burst
+	s.Dev.Input(nic.Frame{B: validationPacket(s, r, q, op)}, &b)
+	b.Flush()
 
 	a1, _ := q.Query()
-	delta := counterDelta(before, s.dev.Counters().List())
+	delta := counterDelta(before, s.Dev.Counters().List())
 	if delta["rcvd_pkts"] != 1 {
 		t.Fatalf("rcvd_pkts +%d", delta["rcvd_pkts"])
 	}
@@ -200,10 +203,10 @@ func checkVerdict(t *testing.T, s *side, r *rawPeer, q *qp.QP, typ qp.Type, op b
 			t.Errorf("%v at a %v QP: state %v->%v, rq_psn %d->%d, sq_psn %d->%d",
 				op, typ, a0.State, a1.State, a0.RQPSN, a1.RQPSN, a0.SQPSN, a1.SQPSN)
 		}
-		if !bytes.Equal(mem, s.buf) {
+		if !bytes.Equal(mem, s.Buf) {
 			t.Errorf("%v at a %v QP changed memory", op, typ)
 		}
-		if n, _ := s.rcq.Poll(wc[:]); n != 0 {
+		if n, _ := s.RCQ.Poll(wc[:]); n != 0 {
 			t.Errorf("%v at a %v QP completed %+v", op, typ, wc[0])
 		}
 	}
@@ -228,7 +231,7 @@ func checkVerdict(t *testing.T, s *side, r *rawPeer, q *qp.QP, typ qp.Type, op b
 		if delta["sent_naks"] != 1 || a1.State != qp.Err || delta["malformed"] != 0 {
 			t.Errorf("%v at an RC QP: counters %v, state %v: want a NAK and ERR", op, delta, a1.State)
 		}
-		if !bytes.Equal(mem, s.buf) {
+		if !bytes.Equal(mem, s.Buf) {
 			t.Errorf("%v changed memory", op)
 		}
 	}
@@ -238,7 +241,7 @@ func checkVerdict(t *testing.T, s *side, r *rawPeer, q *qp.QP, typ qp.Type, op b
 // the opcode's own passes at q: its PSN, P_Key and Q_Key, a key and
 // address inside the registered region, and a payload of the length the
 // opcode's position allows at MTU 1024.
-func validationPacket(s *side, r *rawPeer, q *qp.QP, op bth.OpCode) []byte {
+func validationPacket(s *rdmatest.Peer, r *rawPeer, q *qp.QP, op bth.OpCode) []byte {
 	a, _ := q.Query()
 	info, ok := bth.Lookup(op)
 	pay := 16 // a reserved opcode: some zero bytes after the BTH
@@ -252,7 +255,7 @@ func validationPacket(s *side, r *rawPeer, q *qp.QP, op bth.OpCode) []byte {
 			pay = 1024
 		}
 	}
-	o := bth.Outer{Src: r.addr, Dst: s.addr, SrcPort: 0xc000}
+	o := bth.Outer{Src: r.addr, Dst: s.Addr, SrcPort: 0xc000}
 	d := bth.NewDraft(make([]byte, bth.DraftLen(&o, op, pay)), &o, bth.BTHFields{OpCode: op, PKey: 0xffff,
 		DestQP: q.QPN(), AckReq: true, PSN: bth.PSN(a.RQPSN)}, pay)
 	if !ok {
@@ -261,16 +264,16 @@ func validationPacket(s *side, r *rawPeer, q *qp.QP, op bth.OpCode) []byte {
 	for i := range d.Payload() {
 		d.Payload()[i] = 0xa5
 	}
-	va := s.mr.Addr() + 256
+	va := s.MR.Addr() + 256
 	if info.Headers.Has(bth.ExtRETH) {
 		n := uint32(pay)
 		if info.Pos == bth.PosFirst || info.Kind == bth.KindReadRequest {
 			n = 2048
 		}
-		bth.RETH(d.Ext(bth.ExtRETH)).Encode(va, s.mr.RKey(), n)
+		bth.RETH(d.Ext(bth.ExtRETH)).Encode(va, s.MR.RKey(), n)
 	}
 	if info.Headers.Has(bth.ExtAtomicETH) {
-		bth.AtomicETH(d.Ext(bth.ExtAtomicETH)).Encode(va, s.mr.RKey(), 1, 0)
+		bth.AtomicETH(d.Ext(bth.ExtAtomicETH)).Encode(va, s.MR.RKey(), 1, 0)
 	}
 	if info.Headers.Has(bth.ExtDETH) {
 		bth.DETH(d.Ext(bth.ExtDETH)).SetQKey(0x11111111)

@@ -1,9 +1,11 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
@@ -11,6 +13,7 @@ import (
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // FuzzXRCTarget feeds packets with a valid ICRC and arbitrary transport
@@ -40,11 +43,11 @@ func FuzzXRCTarget(f *testing.F) {
 			}
 		}
 	}
-	o := pairOpts{}
-	o.defaults()
+	o := rdmatest.Options{}
+	o.MemDefaults()
 	net := mem.NewNet(1)
-	s := newSide(f, net, "10.0.0.1", &o)
-	must(f, s.mr.Dereg())
+	s := rdmatest.NewMemPeer(f, net, "10.0.0.1", o)
+	must(f, s.MR.Dereg())
 	r := newRawPeer(f, net, "10.0.0.9")
 
 	const guard, size = 64, 8192
@@ -52,37 +55,37 @@ func FuzzXRCTarget(f *testing.F) {
 	for i := range backing {
 		backing[i] = byte(i*31 + 7)
 	}
-	regA, err := s.pd.Register(backing[guard:guard+size], mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic)
+	regA, err := s.PD.Register(backing[guard:guard+size], mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic)
 	must(f, err)
-	regB, err := s.pd.Register(backing[2*guard+size:2*guard+2*size], mr.LocalWrite)
+	regB, err := s.PD.Register(backing[2*guard+size:2*guard+2*size], mr.LocalWrite)
 	must(f, err)
 	frozen := append([]byte(nil), backing...)
 
-	xrcd, err := s.dev.OpenXRCD()
+	xrcd, err := s.Dev.OpenXRCD()
 	must(f, err)
-	other, err := s.dev.OpenXRCD()
+	other, err := s.Dev.OpenXRCD()
 	must(f, err)
-	srq, err := s.dev.CreateSRQEx(s.pd, qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: xrcd, CQ: s.rcq, Attr: qp.SRQAttr{MaxWR: 64}})
+	srq, err := s.Dev.CreateSRQEx(s.PD, qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: xrcd, CQ: s.RCQ, Attr: qp.SRQAttr{MaxWR: 64}})
 	must(f, err)
-	otherSRQ, err := s.dev.CreateSRQEx(s.pd, qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: other, CQ: s.rcq, Attr: qp.SRQAttr{MaxWR: 4}})
+	otherSRQ, err := s.Dev.CreateSRQEx(s.PD, qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: other, CQ: s.RCQ, Attr: qp.SRQAttr{MaxWR: 4}})
 	must(f, err)
 	must(f, otherSRQ.PostRecv(&qp.RecvWR{SGL: []mr.SGE{regB.SGE(0, 64)}}))
-	tgt, err := s.dev.CreateQP(nil, qp.InitAttr{Type: qp.XRCTgt, XRCD: xrcd})
+	tgt, err := s.Dev.CreateQP(nil, qp.InitAttr{Type: qp.XRCTgt, XRCD: xrcd})
 	must(f, err)
-	peer := Endpoint{QPN: r.qpn, GID: bth.GIDFromAddr(r.addr), MTU: qp.MTU1024}
-	r.dst = &side{dev: s.dev, addr: s.addr, qp: tgt}
+	peer := transport.Endpoint{QPN: r.qpn, GID: bth.GIDFromAddr(r.addr), MTU: qp.MTU1024}
+	r.dst = &rdmatest.Peer{Dev: s.Dev, Addr: s.Addr, QP: tgt}
 	connect := func(t testing.TB) {
-		local, err := s.dev.LocalEndpoint(tgt)
+		local, err := s.Dev.LocalEndpoint(tgt)
 		must(t, err)
 		local.PSN = 5000
-		must(t, s.dev.Connect(tgt, local, peer, ConnectOptions{Access: mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic, PathMTU: qp.MTU1024}))
+		must(t, s.Dev.Connect(tgt, local, peer, transport.ConnectOptions{Access: mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic, PathMTU: qp.MTU1024}))
 	}
 	connect(f)
 
 	var posted, completed uint64
 	var wc [64]cq.WC
 	drain := func(t testing.TB) {
-		for n, _ := s.rcq.Poll(wc[:]); n > 0; n, _ = s.rcq.Poll(wc[:]) {
+		for n, _ := s.RCQ.Poll(wc[:]); n > 0; n, _ = s.RCQ.Poll(wc[:]) {
 			completed += uint64(n)
 		}
 		if completed > posted {
@@ -121,16 +124,16 @@ func FuzzXRCTarget(f *testing.F) {
 				binary.BigEndian.PutUint32(roce[o+8:], regA.RKey())
 			}
 		}
-		dg := sealed(r.addr, s.addr, roce)
+		dg := sealed(r.addr, s.Addr, roce)
 		memA = append(memA[:0], backing[guard:guard+size]...)
-		before := s.dev.Counters().List()
-		var b burst
-		s.dev.input(nic.Frame{B: dg}, &b)
-		b.flush()
+		before := s.Dev.Counters().List()
+		var b transport.Burst
+		s.Dev.Input(nic.Frame{B: dg}, &b)
+		b.Flush()
 		if !bytes.Equal(backing[:guard], frozen[:guard]) || !bytes.Equal(backing[guard+size:], frozen[guard+size:]) {
 			t.Fatalf("%v wrote outside region A", bth.OpCode(roce[0]))
 		}
-		delta := counterDelta(before, s.dev.Counters().List())
+		delta := counterDelta(before, s.Dev.Counters().List())
 		if delta["rcvd_pkts"] != 1 {
 			t.Fatalf("rcvd_pkts moved by %d for one packet", delta["rcvd_pkts"])
 		}

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"net/netip"
@@ -10,6 +10,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestXRCScaling measures, with real objects in RTS, what one node of a
@@ -31,14 +32,14 @@ func TestXRCScaling(t *testing.T) {
 	net := mem.NewNet(1)
 	l, err := net.Attach(netip.MustParseAddr("10.0.0.1"), mem.Options{})
 	must(t, err)
-	d, err := Open(l, Options{})
+	d, err := transport.Open(l, transport.Options{})
 	must(t, err)
 	defer d.Close()
-	remote := Endpoint{QPN: 0x77, GID: bth.GIDFromAddr(netip.MustParseAddr("10.0.0.2")), MTU: qp.MTU1024}
+	remote := transport.Endpoint{QPN: 0x77, GID: bth.GIDFromAddr(netip.MustParseAddr("10.0.0.2")), MTU: qp.MTU1024}
 	connect := func(q *qp.QP) {
 		local, err := d.LocalEndpoint(q)
 		must(t, err)
-		must(t, d.Connect(q, local, remote, ConnectOptions{Access: mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic}))
+		must(t, d.Connect(q, local, remote, transport.ConnectOptions{Access: mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic}))
 	}
 	heap := func() uint64 {
 		var m runtime.MemStats

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -10,18 +10,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/rdmatest"
+
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 const xrcAccess = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
 
 // xrcNode is a device with a PD, a registered buffer and a CQ.
 type xrcNode struct {
-	dev *Device
+	dev *transport.Device
 	pd  *mr.PD
 	buf []byte
 	mr  *mr.MR
@@ -36,7 +39,7 @@ func newXRCNode(t testing.TB, net *mem.Net, addr string) *xrcNode {
 	l, err := net.Attach(netip.MustParseAddr(addr), mem.Options{})
 	must(t, err)
 	n := &xrcNode{}
-	n.dev, err = Open(l, Options{Trace: func(out bool, d []byte) {
+	n.dev, err = transport.Open(l, transport.Options{Trace: func(out bool, d []byte) {
 		if !out {
 			return
 		}
@@ -101,13 +104,13 @@ func newXRCSetup(t testing.TB) *xrcSetup {
 }
 
 // connectXRC brings an initiator and a target QP to RTS towards each other.
-func connectXRC(t testing.TB, idev *Device, ini *qp.QP, tdev *Device, tgt *qp.QP) {
+func connectXRC(t testing.TB, idev *transport.Device, ini *qp.QP, tdev *transport.Device, tgt *qp.QP) {
 	t.Helper()
 	ei, err := idev.LocalEndpoint(ini)
 	must(t, err)
 	et, err := tdev.LocalEndpoint(tgt)
 	must(t, err)
-	o := ConnectOptions{Access: xrcAccess, Timeout: 18}
+	o := transport.ConnectOptions{Access: xrcAccess, Timeout: 18}
 	must(t, idev.Connect(ini, ei, et, o))
 	must(t, tdev.Connect(tgt, et, ei, o))
 }
@@ -130,13 +133,13 @@ func TestXRCOperations(t *testing.T) {
 		t.Helper()
 		wr.Flags |= qp.Signaled
 		must(t, s.iniQP.PostSend(&wr))
-		if wc := wait(t, ini.cq, timeoutShort); wc.Status != cq.Success || wc.WRID != wr.WRID || wc.Opcode != op || wc.QPNum != s.iniQP.QPN() {
+		if wc := rdmatest.Wait(t, ini.cq, timeoutShort); wc.Status != cq.Success || wc.WRID != wr.WRID || wc.Opcode != op || wc.QPNum != s.iniQP.QPN() {
 			t.Fatalf("%v: initiator completion %+v", wr.Opcode, wc)
 		}
 	}
 	recv := func(k int, want cq.WC) {
 		t.Helper()
-		wc := wait(t, s.srqCQ[k], timeoutShort)
+		wc := rdmatest.Wait(t, s.srqCQ[k], timeoutShort)
 		want.Status, want.QPNum, want.SrcQP = cq.Success, s.tgQ.QPN(), s.iniQP.QPN()
 		if wc != want {
 			t.Fatalf("SRQ %d completion %+v\nwant %+v", k, wc, want)
@@ -224,7 +227,7 @@ func TestXRCOperations(t *testing.T) {
 	if a, b, w := binary.LittleEndian.Uint64(ini.buf[8:]), binary.LittleEndian.Uint64(ini.buf[16:]), binary.LittleEndian.Uint64(tgt.buf[64:]); a != 40 || b != 42 || w != 99 {
 		t.Fatalf("atomics returned %d and %d, word now %d; want 40, 42, 99", a, b, w)
 	}
-	for _, d := range []*Device{ini.dev, tgt.dev} {
+	for _, d := range []*transport.Device{ini.dev, tgt.dev} {
 		c := d.Counters()
 		if n := c.Malformed.Load() + c.XRCBadSRQN.Load() + c.XRCDomainViolation.Load() + c.XRCMisdirected.Load() + c.SentNAKs.Load(); n != 0 {
 			t.Errorf("drops or NAKs on a clean link: %v", c.List())
@@ -260,7 +263,7 @@ func TestXRCETHValidation(t *testing.T) {
 			before := s.tgt.dev.Counters().List()
 			must(t, s.iniQP.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRSend, Flags: qp.Signaled,
 				SGL: []mr.SGE{s.ini.mr.SGE(0, 10)}, RemoteSRQN: tc.srqn(s, other)}))
-			if wc := wait(t, s.ini.cq, timeoutShort); wc.Status != cq.RemInvReqErr || wc.WRID != 9 {
+			if wc := rdmatest.Wait(t, s.ini.cq, timeoutShort); wc.Status != cq.RemInvReqErr || wc.WRID != 9 {
 				t.Fatalf("initiator completion %+v, want REM_INV_REQ_ERR", wc)
 			}
 			ev := waitEventType(t, s.tgt.dev, qp.EventQPFatal)
@@ -285,7 +288,7 @@ func TestXRCETHValidation(t *testing.T) {
 
 // waitEventType returns the next asynchronous event of type want,
 // failing the test if none comes within the deadline.
-func waitEventType(t testing.TB, d *Device, want qp.EventType) qp.Event {
+func waitEventType(t testing.TB, d *transport.Device, want qp.EventType) qp.Event {
 	t.Helper()
 	deadline := time.After(timeoutShort)
 	for {
@@ -405,7 +408,7 @@ func TestXRCCreateRules(t *testing.T) {
 		t.Fatalf("target QP in a closed XRCD: %v, want ErrInvalid", err)
 	}
 	d.Close()
-	if _, err := d.OpenXRCD(); !errors.Is(err, ErrClosed) {
+	if _, err := d.OpenXRCD(); !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("OpenXRCD after Close: %v", err)
 	}
 }
@@ -418,7 +421,7 @@ func TestXRCCreateRules(t *testing.T) {
 // round trip of two packets).
 func TestXRCAllocs(t *testing.T) {
 	s := newXRCSetup(t)
-	a, b, _ := newPair(t, pairOpts{})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
 	round := func(q *qp.QP, c *cq.CQ, wr *qp.SendWR) func() {
 		wc := make([]cq.WC, 1)
 		return func() {
@@ -437,10 +440,10 @@ func TestXRCAllocs(t *testing.T) {
 		}
 	}
 	var xsgl, rsgl [1]mr.SGE
-	xsgl[0], rsgl[0] = s.ini.mr.SGE(0, 256), a.mr.SGE(0, 256)
+	xsgl[0], rsgl[0] = s.ini.mr.SGE(0, 256), a.MR.SGE(0, 256)
 	xwr := qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: xsgl[:], RemoteAddr: s.tgt.mr.Addr(), RKey: s.tgt.mr.RKey(), RemoteSRQN: s.srq[0].SRQN()}
-	rwr := qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: rsgl[:], RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
-	xf, rf := round(s.iniQP, s.ini.cq, &xwr), round(a.qp, a.scq, &rwr)
+	rwr := qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: rsgl[:], RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}
+	xf, rf := round(s.iniQP, s.ini.cq, &xwr), round(a.QP, a.SCQ, &rwr)
 	xf()
 	rf() // warm the pools
 	x, r := testing.AllocsPerRun(200, xf), testing.AllocsPerRun(200, rf)

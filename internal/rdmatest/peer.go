@@ -11,11 +11,13 @@ import (
 	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/transport"
 )
 
-// Options describe a peer's device and queue pair.
+// Options describe a peer's device and queue pair. The zero values are
+// defaults, which differ for in-memory peers (MemDefaults).
 type Options struct {
 	Type    qp.Type // RC when zero
 	MTU     qp.MTU  // path MTU; 0: the device's active MTU
@@ -26,47 +28,82 @@ type Options struct {
 	// Timeout is the local ACK timeout exponent (0: 14, 67 ms, as
 	// perftest's default); Retry and RNRRetry 0 mean 7.
 	Timeout, Retry, RNRRetry uint8
-	RdAtomic                 uint8 // max_rd_atomic both ways; 0: 16
-	Window                   int   // RC packets in flight; 0: the engine's default
+	// NoRNRRetry makes RNRRetry really 0 (0 otherwise means the default).
+	NoRNRRetry bool
+	// MinRNR is the minimum RNR NAK timer the QPs ask for; 0 means 1
+	// (0.01 ms) rather than the default 12: RNR tests wait for retries on
+	// the real clock.
+	MinRNR   uint8
+	RdAtomic uint8     // max_rd_atomic both ways; 0: 16
+	Window   int       // RC packets in flight; 0: the engine's default
+	Inline   uint32    // the QP's max_inline_data
+	Access   mr.Access // what the memory and the QPs allow; 0: Access
 	// PSN is the first send PSN; 0 means 0xfffff0 so that every exchange
-	// crosses the 24-bit wrap.
-	PSN uint32
+	// crosses the 24-bit wrap. In-memory peers take it as given, 0
+	// included, and MemPair starts B at PSNB.
+	PSN, PSNB uint32
+	// Clock, if set, drives the device's timers (transport.Options.Clock).
+	Clock qp.Clock
+	// Trace, if set, makes the trace hook of the device at address who
+	// (transport.Options.Trace).
+	Trace func(who string) func(out bool, datagram []byte)
+
+	// What only in-memory peers (NewMemPeer, MemPair) have.
+
+	Seed      uint64        // MemPair's net's seed
+	NoConnect bool          // MemPair leaves the QPs in RESET
+	BusyPoll  time.Duration // how long the in-memory links busy-poll (mem.Options)
+	// Wrap, if set, puts a link between the device and its in-memory link.
+	Wrap func(*mem.Link) nic.Link
 }
 
-func (o *Options) defaults() {
-	if o.Type == 0 {
-		o.Type = qp.RC
+// linkDefaults are the defaults of peers over real links; memDefaults
+// those of in-memory peers, what the transport package's tests have always
+// run with: MTU 1024, 1 MiB of memory, queues of 128 and CQs of 512, the
+// PSNs as given, and timeout 18.
+var (
+	linkDefaults = Options{BufSize: 4 << 20, SQDepth: 256, RQDepth: 256, CQDepth: 1024, Timeout: 14, PSN: 0xfffff0}
+	memDefaults  = Options{MTU: qp.MTU1024, BufSize: 1 << 20, SQDepth: 128, RQDepth: 128, CQDepth: 512,
+		// 1.07 s: the in-memory link loses nothing unless a test says so,
+		// and at 16.8 ms a machine too busy to run a receive path for
+		// eight timeouts in a row failed a lossless test with retry
+		// exceeded. Tests that lose packets set their own.
+		Timeout: 18}
+)
+
+func (o *Options) defaults() { o.fill(&linkDefaults) }
+
+// MemDefaults fills in the defaults of in-memory peers (memDefaults).
+func (o *Options) MemDefaults() { o.fill(&memDefaults) }
+
+// fill sets the fields left zero to d's, and to what every peer shares.
+func (o *Options) fill(d *Options) {
+	def(&o.MTU, d.MTU)
+	def(&o.BufSize, d.BufSize)
+	def(&o.SQDepth, d.SQDepth)
+	def(&o.RQDepth, d.RQDepth)
+	def(&o.CQDepth, d.CQDepth)
+	def(&o.Timeout, d.Timeout)
+	def(&o.PSN, d.PSN)
+	def(&o.Type, qp.RC)
+	def(&o.Retry, 7)
+	if !o.NoRNRRetry {
+		def(&o.RNRRetry, 7)
 	}
-	if o.BufSize == 0 {
-		o.BufSize = 4 << 20
-	}
-	if o.SQDepth == 0 {
-		o.SQDepth = 256
-	}
-	if o.RQDepth == 0 {
-		o.RQDepth = 256
-	}
-	if o.CQDepth == 0 {
-		o.CQDepth = 1024
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 14
-	}
-	if o.Retry == 0 {
-		o.Retry = 7
-	}
-	if o.RNRRetry == 0 {
-		o.RNRRetry = 7
-	}
-	if o.RdAtomic == 0 {
-		o.RdAtomic = 16
-	}
-	if o.PSN == 0 {
-		o.PSN = 0xfffff0
+	def(&o.MinRNR, 1) // 10 µs
+	def(&o.RdAtomic, 16)
+	def(&o.Access, Access)
+}
+
+// def sets *v to d if it is zero.
+func def[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
 	}
 }
 
-// Access is what the peers' memory and QPs allow.
+// Access is what the peers' memory and QPs allow by default.
 const Access = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
 
 // Peer is one end: a device over a link, and one queue pair with its
@@ -74,12 +111,13 @@ const Access = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
 type Peer struct {
 	Dev      *transport.Device // the device, closed when the test ends
 	Link     nic.Link          // the link the device owns
+	Mem      *mem.Link         // in-memory peers: the link under Link
 	Addr     netip.Addr        // the peer's address
 	GIDIndex uint8             // the index of Addr's GID
 	PD       *mr.PD            // the protection domain of everything below
 	SCQ, RCQ *cq.CQ            // the send and receive completion queues
 	QP       *qp.QP            // the queue pair
-	Buf      []byte            // registered memory, Access
+	Buf      []byte            // registered memory, Opt.Access
 	MR       *mr.MR            // Buf's region
 	// RO is what READs read: written once, when the peer is made, and
 	// never again. A duplicate READ can be replayed after the requester
@@ -97,24 +135,35 @@ type Peer struct {
 func NewPeer(t testing.TB, link nic.Link, addr netip.Addr, o Options) *Peer {
 	t.Helper()
 	o.defaults()
-	d, err := transport.Open(link, transport.Options{Window: o.Window})
+	d, err := transport.Open(link, o.device(addr))
 	if err != nil {
 		link.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	return newQP(t, d, link, addr, o)
+	return newQP(t, d, link, addr, o, true)
+}
+
+// device returns the options of the device at addr.
+func (o *Options) device(addr netip.Addr) transport.Options {
+	opt := transport.Options{Window: o.Window, Clock: o.Clock}
+	if o.Trace != nil {
+		opt.Trace = o.Trace(addr.String())
+	}
+	return opt
 }
 
 // NewQP makes another peer on p's device: its own PD, CQs, registered
 // buffers and queue pair, with p's options.
 func (p *Peer) NewQP(t testing.TB) *Peer {
 	t.Helper()
-	return newQP(t, p.Dev, p.Link, p.Addr, p.Opt)
+	q := newQP(t, p.Dev, p.Link, p.Addr, p.Opt, p.RO != nil)
+	q.Mem = p.Mem
+	return q
 }
 
-// newQP makes the verbs objects of a peer on device d.
-func newQP(t testing.TB, d *transport.Device, link nic.Link, addr netip.Addr, o Options) *Peer {
+// newQP makes the verbs objects of a peer on device d, with RO if ro.
+func newQP(t testing.TB, d *transport.Device, link nic.Link, addr netip.Addr, o Options, ro bool) *Peer {
 	t.Helper()
 	var err error
 	p := &Peer{Dev: d, Link: link, Addr: addr.WithZone(""), Opt: o}
@@ -125,16 +174,18 @@ func newQP(t testing.TB, d *transport.Device, link nic.Link, addr netip.Addr, o 
 	p.PD = d.AllocPD()
 	p.SCQ, p.RCQ = d.CreateCQ(o.CQDepth), d.CreateCQ(o.CQDepth)
 	p.Buf = make([]byte, o.BufSize)
-	if p.MR, err = p.PD.Register(p.Buf, Access); err != nil {
+	if p.MR, err = p.PD.Register(p.Buf, o.Access); err != nil {
 		t.Fatal(err)
 	}
-	p.RO = make([]byte, o.BufSize/2)
-	Fill(p.RO, 0x5eed)
-	if p.ROMR, err = p.PD.Register(p.RO, mr.RemoteRead); err != nil {
-		t.Fatal(err)
+	if ro {
+		p.RO = make([]byte, o.BufSize/2)
+		Fill(p.RO, 0x5eed)
+		if p.ROMR, err = p.PD.Register(p.RO, mr.RemoteRead); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p.QP, err = d.CreateQP(p.PD, qp.InitAttr{Type: o.Type, SendCQ: p.SCQ, RecvCQ: p.RCQ,
-		Cap: qp.Cap{MaxSendWR: o.SQDepth, MaxRecvWR: o.RQDepth, MaxSendSGE: 4, MaxRecvSGE: 4}})
+		Cap: qp.Cap{MaxSendWR: o.SQDepth, MaxRecvWR: o.RQDepth, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: o.Inline}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +218,9 @@ func Connect(t testing.TB, a, b *Peer) {
 func connect(t testing.TB, p, peer *Peer) {
 	t.Helper()
 	o := p.Opt
-	// MinRNRTimer 1 (0.01 ms) rather than the default 12: RNR tests wait
-	// for retries on the real clock.
 	err := p.Dev.Connect(p.QP, p.Endpoint(), peer.Endpoint(), transport.ConnectOptions{
-		Access: Access, QKey: QKey, Timeout: o.Timeout, RetryCnt: o.Retry, RNRRetry: o.RNRRetry,
-		MinRNRTimer: 1, MaxRdAtomic: o.RdAtomic, MaxDestRdAtomic: o.RdAtomic})
+		Access: o.Access, QKey: QKey, Timeout: o.Timeout, RetryCnt: o.Retry, RNRRetry: o.RNRRetry,
+		MinRNRTimer: o.MinRNR, MaxRdAtomic: o.RdAtomic, MaxDestRdAtomic: o.RdAtomic})
 	if err != nil {
 		t.Fatal(err)
 	}
