@@ -76,7 +76,8 @@ type Link interface {
 
 	// Recv blocks until at least one frame has arrived and fills frames
 	// with up to len(frames) of them. The frames' bytes belong to the link
-	// and stay valid until the next call to Recv.
+	// and stay valid until the next call to Recv (which is also how long
+	// the receiver holds the queue; see Poller).
 	Recv(frames []Frame) (int, error)
 
 	// Info describes the link.
@@ -106,6 +107,29 @@ type MultiQueue interface {
 	// RecvQueue is Recv on queue i, 0 <= i < RxQueues(). Each queue may
 	// be received from by its own goroutine, one at a time per queue.
 	RecvQueue(i int, frames []Frame) (int, error)
+}
+
+// Poller is a link whose receive queues can also be polled by a goroutine
+// that is not the queue's receiver. A device uses it to let a goroutine
+// that polls an empty completion queue receive and handle what has
+// arrived itself, on its own core (run to completion, an HCA driver's
+// poll mode), rather than wait for the receive goroutine to wake, handle
+// the packet and wake it in turn.
+//
+// A queue's frames are handled by one goroutine at a time, in the order
+// they arrived: whoever holds the queue. The receiver holds it from
+// Recv's (or RecvQueue's) return until its next call, and waits for the
+// socket without it; a poller holds it from a PollQueue that returned
+// frames until EndPoll.
+type Poller interface {
+	// PollQueue receives what has arrived on queue i without blocking
+	// (RecvQueue for a link without queues: i is 0). It returns 0 when
+	// nothing has, or when another goroutine holds the queue (what
+	// arrives goes to that one). n > 0 leaves the caller holding queue i,
+	// the frames valid, until EndPoll(i).
+	PollQueue(i int, frames []Frame) int
+	// EndPoll releases queue i after a PollQueue that returned frames.
+	EndPoll(i int)
 }
 
 // MaxRxQueues bounds a link's receive queues.

@@ -192,10 +192,16 @@ type Link struct {
 	qmax int
 	busy time.Duration // Options.BusyPoll
 
+	// hold is held by whoever handles the frames handed out (nic.Poller):
+	// the receiver from Recv's return to its next call, a poller from
+	// PollQueue to EndPoll. It is taken before mu.
+	hold sync.Mutex
+	held bool        // the receiver holds hold (the receiver's only)
+	lent []memPacket // handed out to hold's holder (under hold)
+
 	mu     sync.Mutex
 	cond   *sync.Cond
 	queue  []memPacket
-	lent   []memPacket // handed out by the last Recv
 	closed bool
 
 	txPackets, txBytes, rxPackets, rxBytes, txDropped, rxDropped atomic.Uint64
@@ -293,31 +299,77 @@ func (l *Link) deliver(dst netip.Addr, pk memPacket) {
 	r.cond.Signal()
 }
 
-// Recv implements nic.Link.
+// Recv implements nic.Link. The receiver holds the link's frames from its
+// return to the next call (nic.Poller).
 func (l *Link) Recv(frames []nic.Frame) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, pk := range l.lent {
+	if l.held {
+		l.held = false
+		l.release()
+	}
+	var since time.Time
+	for {
+		// Wait for a packet without the hold, so that a poller can take
+		// it meanwhile; then take the hold and see whether one is left.
+		l.mu.Lock()
+		for len(l.queue) == 0 && !l.closed {
+			if l.busy > 0 {
+				if since.IsZero() {
+					since = time.Now()
+				}
+				if time.Since(since) < l.busy {
+					l.mu.Unlock()
+					runtime.Gosched()
+					l.mu.Lock()
+					continue
+				}
+			}
+			l.cond.Wait()
+		}
+		closed := l.closed
+		l.mu.Unlock()
+		if closed {
+			return 0, nic.ErrClosed
+		}
+		l.hold.Lock()
+		if n := l.take(frames); n > 0 {
+			l.held = true
+			return n, nil
+		}
+		l.hold.Unlock()
+	}
+}
+
+// PollQueue implements nic.Poller: the link has one queue, 0.
+func (l *Link) PollQueue(i int, frames []nic.Frame) int {
+	if i != 0 || len(frames) == 0 || !l.hold.TryLock() {
+		return 0
+	}
+	n := l.take(frames)
+	if n == 0 {
+		l.hold.Unlock()
+	}
+	return n
+}
+
+// EndPoll implements nic.Poller.
+func (l *Link) EndPoll(int) { l.release() }
+
+// release returns the buffers lent to hold's holder and releases hold.
+func (l *Link) release() {
+	for i, pk := range l.lent {
 		memBufs.Put(pk.buf)
+		l.lent[i] = memPacket{}
 	}
 	l.lent = l.lent[:0]
-	var since time.Time
-	for len(l.queue) == 0 && !l.closed {
-		if l.busy > 0 {
-			if since.IsZero() {
-				since = time.Now()
-			}
-			if time.Since(since) < l.busy {
-				l.mu.Unlock()
-				runtime.Gosched()
-				l.mu.Lock()
-				continue
-			}
-		}
-		l.cond.Wait()
-	}
+	l.hold.Unlock()
+}
+
+// take hands out up to len(frames) queued packets (under hold).
+func (l *Link) take(frames []nic.Frame) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.closed {
-		return 0, nic.ErrClosed
+		return 0
 	}
 	n := min(len(frames), len(l.queue))
 	for i := range n {
@@ -330,7 +382,7 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 	rest := copy(l.queue, l.queue[n:])
 	clear(l.queue[rest:])
 	l.queue = l.queue[:rest]
-	return n, nil
+	return n
 }
 
 // Info implements nic.Link.

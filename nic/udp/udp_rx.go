@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -33,6 +34,15 @@ const (
 )
 
 type udpRx struct {
+	// hold is held by whoever handles this queue's frames (nic.Poller):
+	// the receiver from RecvQueue's return to its next call, a poller
+	// from PollQueue to EndPoll. Every field below is the holder's.
+	hold   sync.Mutex
+	held   bool             // the receiver holds hold (the receiver's only)
+	rwant  int              // messages the receiver asks for (the receiver's only)
+	pwant  int              // messages a poller asks for
+	pollFn func(fd uintptr) // a poller's recvmmsg, made once so that a poll does not allocate
+
 	l        *Link
 	raw      syscall.RawConn
 	slot     int // bytes per slot
@@ -85,11 +95,25 @@ func (r *udpRx) init(l *Link, raw syscall.RawConn) {
 		h.Control = &r.ctrl[i][0]
 	}
 	budget := l.cfg.BusyPoll
+	// fn takes the queue before each recvmmsg and keeps it only when
+	// something came: the receiver waits for the socket without it, so a
+	// poller can take what arrives meanwhile. It blocks for the queue
+	// rather than give up and wait for the socket again: a packet a
+	// poller left behind has signalled readiness already, and would wait
+	// for the next one.
 	r.fn = func(fd uintptr) bool {
 		var since time.Time
 		for {
+			r.hold.Lock()
+			if r.msg < r.got {
+				// A poller received more than it took: those first.
+				r.n, r.errno = -1, 0
+				return true
+			}
+			r.prep(r.rwant)
 			n, e := linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
 			if e == unix.EAGAIN || e == unix.EINTR {
+				r.hold.Unlock()
 				// Busy polling asks again until its budget is spent or the
 				// link closes (Close waits for this function to return).
 				if budget > 0 && !l.closing.IsClosed() {
@@ -107,6 +131,10 @@ func (r *udpRx) init(l *Link, raw syscall.RawConn) {
 			return true
 		}
 	}
+	r.pollFn = func(fd uintptr) {
+		r.prep(r.pwant)
+		r.n, r.errno = linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
+	}
 	// SO_RXQ_OVFL reports the socket's drop count with every packet.
 	_ = raw.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) })
 }
@@ -116,11 +144,16 @@ func (r *udpRx) init(l *Link, raw syscall.RawConn) {
 func (l *Link) Recv(frames []nic.Frame) (int, error) { return l.RecvQueue(0, frames) }
 
 // RecvQueue blocks until frames arrive on receive queue i; see nic.MultiQueue.
+// It holds the queue from its return until the next call (nic.Poller).
 func (l *Link) RecvQueue(i int, frames []nic.Frame) (int, error) {
 	if i < 0 || i >= len(l.rxq) {
 		return 0, fmt.Errorf("nic: udp link %v: no receive queue %d of %d", l.cfg.Addr, i, len(l.rxq))
 	}
 	r := &l.rxq[i].r
+	if r.held {
+		r.held = false
+		r.hold.Unlock()
+	}
 	if len(frames) == 0 {
 		return 0, nil
 	}
@@ -128,32 +161,79 @@ func (l *Link) RecvQueue(i int, frames []nic.Frame) (int, error) {
 		if l.closing.IsClosed() {
 			return 0, nic.ErrClosed
 		}
+		r.hold.Lock()
 		if r.msg >= r.got {
-			if err := r.receive(len(frames)); err != nil {
+			r.hold.Unlock()
+			r.rwant = len(frames)
+			if err := r.receive(); err != nil {
 				return 0, err
 			}
 		}
 		if n := r.deliver(frames); n > 0 {
+			r.held = true
 			return n, nil
 		}
+		r.hold.Unlock()
 	}
 }
 
-// receive runs one recvmmsg for up to want messages.
-func (r *udpRx) receive(want int) error {
-	r.want = min(want, len(r.msgs))
+// PollQueue receives what has arrived on queue i without waiting; see
+// nic.Poller.
+func (l *Link) PollQueue(i int, frames []nic.Frame) int {
+	if i < 0 || i >= len(l.rxq) || len(frames) == 0 || l.closing.IsClosed() {
+		return 0
+	}
+	r := &l.rxq[i].r
+	if !r.hold.TryLock() {
+		return 0
+	}
+	if r.msg >= r.got {
+		r.pwant = len(frames)
+		err := r.raw.Control(r.pollFn)
+		n, e := r.n, r.errno
+		if err != nil || e != 0 || n <= 0 {
+			// Nothing (EAGAIN), or an error the receiver meets and reports.
+			r.hold.Unlock()
+			return 0
+		}
+		r.got, r.msg, r.seg = n, 0, 0
+		r.l.ctr.RxBatches.Add(1)
+	}
+	n := r.deliver(frames)
+	if n == 0 {
+		r.hold.Unlock()
+	}
+	return n
+}
+
+// EndPoll releases queue i after a PollQueue that returned frames.
+func (l *Link) EndPoll(i int) { l.rxq[i].r.hold.Unlock() }
+
+// prep readies the message headers for a recvmmsg of up to want (under
+// hold).
+func (r *udpRx) prep(want int) {
+	r.want = min(max(want, 1), len(r.msgs))
 	for i := range r.want {
 		h := &r.msgs[i].Hdr
 		h.Namelen = linkio.SockaddrLen
 		h.SetControllen(udpCtrlLen)
 		h.Flags = 0
 	}
+}
+
+// receive waits for the socket and runs one recvmmsg for up to want
+// messages. It returns holding the queue, or an error without it.
+func (r *udpRx) receive() error {
 	if err := r.raw.Read(r.fn); err != nil {
 		return nic.ErrClosed
 	}
 	if r.errno != 0 {
 		r.got, r.msg = 0, 0
+		r.hold.Unlock()
 		return fmt.Errorf("nic: udp link %v: recvmmsg: %w", r.l.cfg.Addr, r.errno)
+	}
+	if r.n < 0 {
+		return nil // fn found messages a poller left
 	}
 	r.got, r.msg, r.seg = r.n, 0, 0
 	r.l.ctr.RxBatches.Add(1)

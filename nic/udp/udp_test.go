@@ -252,3 +252,21 @@ func TestUDPSteering(t *testing.T) {
 		t.Fatal("too many queues accepted")
 	}
 }
+
+// TestUDPPoller checks the link's nic.Poller: the receiver and a poller
+// share a queue, one holder at a time, with and without GRO, and with busy
+// polling (whose receiver asks the socket again and again without waiting).
+func TestUDPPoller(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{{"gro", Config{}}, {"plain", Config{NoGRO: true}}, {"busy", Config{BusyPoll: 50 * time.Microsecond}}} {
+		t.Run(c.name, func(t *testing.T) {
+			a := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.20.1")})
+			cfg := c.cfg
+			cfg.Addr = netip.MustParseAddr("127.0.20.2")
+			b := openUDP(t, cfg)
+			linktest.PollHold(t, a, b, linktest.Outer(a, cfg.Addr, 5), 3000)
+		})
+	}
+}

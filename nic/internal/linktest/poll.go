@@ -1,0 +1,142 @@
+package linktest
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/nic"
+)
+
+// PollHold checks nic.Poller's contract on b, fed by a: frames go to
+// whoever holds the queue, one holder at a time, each frame once and in
+// the order sent; a frame that arrives while a poller holds the queue is
+// the receiver's once the poller lets go (it must not wait for another
+// frame to wake the receiver); and a receiver and a poller taking from
+// the queue at once hand over count frames without a loss, a repeat or a
+// reordering. b's queue 0 is used; b is closed at the end.
+//
+// The frames are recorded in one slice without a lock of the test's own:
+// only the queue's hold orders the holders, so a hold that let two in at
+// once is a data race the race detector reports.
+func PollHold(t *testing.T, a, b nic.Link, o bth.Outer, count int) {
+	t.Helper()
+	p := b.(nic.Poller)
+	frames := Frames(o, 10+count, 16)
+	var seen []int // PSNs in the order their holders took them
+	take := func(fs []nic.Frame) error {
+		for _, f := range fs {
+			psn, err := CheckFrame(f, o, 16)
+			if err != nil {
+				return err
+			}
+			if psn != len(seen) {
+				return fmt.Errorf("frame %d handled after %d frames: out of order, lost or repeated", psn, len(seen))
+			}
+			seen = append(seen, psn)
+		}
+		return nil
+	}
+	send := func(from, to int) {
+		if n, err := a.Send(frames[from:to]); n != to-from || err != nil {
+			t.Fatalf("send %d..%d: %d, %v", from, to, n, err)
+		}
+	}
+	// A frame that never comes fails the test rather than hang it.
+	guard := time.AfterFunc(60*time.Second, func() { b.Close() })
+	defer guard.Stop()
+	buf := make([]nic.Frame, 64)
+	pollUntil := func(want int, end bool) {
+		for len(seen) < want {
+			n := p.PollQueue(0, buf)
+			if n == 0 {
+				if guard.Stop() {
+					guard.Reset(60 * time.Second)
+				} else {
+					t.Fatalf("%d of %d frames came to the poller", len(seen), want)
+				}
+				runtime.Gosched()
+				continue
+			}
+			if err := take(buf[:n]); err != nil {
+				t.Fatal(err)
+			}
+			if end || len(seen) < want {
+				p.EndPoll(0)
+			}
+		}
+	}
+
+	// 1. No receiver: the poller alone takes the first five.
+	send(0, 5)
+	pollUntil(5, true)
+
+	// 2. The poller holds the queue while frames 6..9 arrive and the
+	// receiver starts; they are the receiver's when the poller lets go.
+	send(5, 6)
+	pollUntil(6, false) // holding
+	var byRecv, byPoll atomic.Int64
+	byPoll.Store(6)
+	errs := make(chan error, 2)
+	go func() {
+		rb := make([]nic.Frame, 64)
+		for {
+			n, err := b.Recv(rb)
+			if err == nil {
+				err = take(rb[:n])
+			}
+			if err != nil {
+				errs <- fmt.Errorf("receiver: %w", err)
+				return
+			}
+			byRecv.Add(int64(n))
+		}
+	}()
+	send(6, 10)
+	p.EndPoll(0)
+	wait := func(want int64) {
+		for byRecv.Load()+byPoll.Load() < want {
+			select {
+			case err := <-errs:
+				t.Fatalf("%d of %d frames handled: %v (tx %+v rx %+v)", byRecv.Load()+byPoll.Load(), want, err, a.Stats(), b.Stats())
+			default:
+			}
+			runtime.Gosched()
+		}
+	}
+	wait(10)
+	if byRecv.Load() != 4 {
+		t.Fatalf("the receiver took %d frames, want the 4 that came while the poller held the queue", byRecv.Load())
+	}
+
+	// 3. Both at once: the receiver keeps receiving, the poller polls, and
+	// the sender stays at most a window ahead of what was handled (nothing
+	// in a path has flow control).
+	total := int64(10 + count)
+	go func() {
+		for byRecv.Load()+byPoll.Load() < total {
+			n := p.PollQueue(0, buf)
+			if n == 0 {
+				runtime.Gosched()
+				continue
+			}
+			err := take(buf[:n])
+			byPoll.Add(int64(n))
+			p.EndPoll(0)
+			if err != nil {
+				errs <- fmt.Errorf("poller: %w", err)
+				return
+			}
+		}
+	}()
+	for i := 10; i < 10+count; i += 16 {
+		wait(int64(i - 256))
+		send(i, min(i+16, 10+count))
+	}
+	wait(total)
+	b.Close()
+	t.Logf("%d frames: %d by the receiver, %d by the poller", total, byRecv.Load(), byPoll.Load())
+}
