@@ -172,6 +172,10 @@ type CQ struct {
 	// to ^0 once err is set, so that a C poller can see an empty queue
 	// without calling into Go.
 	mirror *uint32
+	// progress, when set (the device's poll mode), is what an empty Poll
+	// calls to receive and handle what has arrived on the caller's own
+	// goroutine; set before the queue is handed out, then only read.
+	progress func() bool
 }
 
 // newCQ returns a completion queue holding up to depth completions.
@@ -254,8 +258,22 @@ func (c *CQ) shutdown(err error) {
 // Poll moves up to len(wc) completions, oldest first, into wc and returns
 // how many. It never blocks. After an overrun it returns the completions
 // held and then ErrOverrun; after its device closed, the completions held
-// and then an error wrapping transport.ErrClosed.
+// and then an error wrapping transport.ErrClosed. On a device in poll mode
+// (transport.Options.PollProgress) a Poll that finds the queue empty first
+// receives and handles what has arrived, on the calling goroutine.
 func (c *CQ) Poll(wc []WC) (int, error) {
+	n, err := c.take(wc)
+	if n == 0 && err == nil && len(wc) > 0 && c.progress != nil && c.progress() {
+		n, err = c.take(wc)
+	}
+	return n, err
+}
+
+// setProgress sets what an empty Poll calls (before the queue is used).
+func (c *CQ) setProgress(f func() bool) { c.progress = f }
+
+// take moves up to len(wc) completions into wc.
+func (c *CQ) take(wc []WC) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := min(len(wc), c.n)

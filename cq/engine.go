@@ -11,4 +11,5 @@ func init() {
 	hook.PushCQ = (*CQ).push
 	hook.ShutdownCQ = (*CQ).shutdown
 	hook.MirrorCQ = (*CQ).setMirror
+	hook.ProgressCQ = (*CQ).setProgress
 }

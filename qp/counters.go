@@ -40,6 +40,7 @@ type Counters struct {
 	XRCBadSRQN         atomic.Uint64 // XRC requests whose XRCETH names no XRC SRQ (NAKed)
 	XRCDomainViolation atomic.Uint64 // XRC requests naming an XRC SRQ of another domain (NAKed)
 	XRCMisdirected     atomic.Uint64 // XRC requests to an initiator QP or responses to a target QP, dropped
+	PolledPkts         atomic.Uint64 // received packets a poller handled (poll mode), of rcvd_pkts
 }
 
 // Counter is one named counter value.
@@ -84,5 +85,6 @@ func (c *Counters) List() []Counter {
 		{"xrc_bad_srqn", c.XRCBadSRQN.Load()},
 		{"xrc_domain_violation", c.XRCDomainViolation.Load()},
 		{"xrc_misdirected", c.XRCMisdirected.Load()},
+		{"polled_pkts", c.PolledPkts.Load()},
 	}
 }

@@ -43,6 +43,7 @@ var (
 	newKeys = hook.NewKeys.(func() (allocPD func() *mr.PD, owns func(*mr.PD) bool, closeKeys func()))
 
 	newCQ      = hook.NewCQ.(func(depth int, onError func(*cq.CQ, error)) *cq.CQ)
+	progressCQ = hook.ProgressCQ.(func(c *cq.CQ, progress func() bool))
 	shutdownCQ = hook.ShutdownCQ.(func(c *cq.CQ, err error))
 )
 
@@ -65,6 +66,16 @@ type Options struct {
 	// Clock drives the QPs' timers (default qp.RealClock); tests pass one
 	// they advance by hand.
 	Clock qp.Clock
+	// PollProgress is poll mode: a CQ.Poll that finds its queue empty
+	// receives and handles what has arrived itself, on the polling
+	// goroutine, as an HCA driver's poll mode makes the poller drive the
+	// device. A packet that completes a request is then handled on the
+	// core that waits for it, instead of waking the device's receive
+	// goroutine, which would wake the poller in turn (run to completion).
+	// The receive goroutine still handles what arrives while nobody
+	// polls. It needs a link that can be polled (nic.Poller: the udp and
+	// in-memory links); pair it with the link's BusyPoll.
+	PollProgress bool
 }
 
 // Device is an open RDMA device over a link. Its methods are safe for
@@ -86,6 +97,8 @@ type Device struct {
 	qps  qpTable    // the receive path reads it without a lock
 
 	runqs      []runQueue   // one per receive queue of the link: a QP's deferred work runs on its queue's worker
+	poller     nic.Poller   // the link, in poll mode (Options.PollProgress); else nil
+	polls      []pollState  // one per receive queue, used by whoever polls it
 	evMu       sync.RWMutex // held shared to post an event, exclusively to close events
 	events     chan qp.Event
 	evClosed   bool // under evMu
@@ -143,6 +156,17 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	nq := 1
 	if mq, ok := link.(nic.MultiQueue); ok {
 		nq = max(1, mq.RxQueues())
+	}
+	if opt.PollProgress {
+		p, ok := link.(nic.Poller)
+		if !ok {
+			return nil, fmt.Errorf("transport: poll mode needs a link that can be polled (the udp or in-memory link, not wrapped in a tap or faults); %s cannot", info.Name)
+		}
+		d.poller = p
+		d.polls = make([]pollState, nq)
+		for i := range d.polls {
+			d.polls[i].frames = make([]nic.Frame, 64)
+		}
 	}
 	d.runqs = make([]runQueue, nq)
 	for i := range d.runqs {
@@ -222,6 +246,9 @@ func (d *Device) Close() error {
 	})
 	return nil
 }
+
+// PollMode reports whether the device is in poll mode (Options.PollProgress).
+func (d *Device) PollMode() bool { return d.poller != nil }
 
 // closedNow reports whether Close has begun.
 func (d *Device) closedNow() bool {
@@ -307,6 +334,9 @@ func (d *Device) CreateCQ(depth int) *cq.CQ {
 	c := newCQ(depth, func(c *cq.CQ, err error) {
 		d.post(qp.Event{Type: qp.EventCQErr, CQ: c, Err: err})
 	})
+	if d.poller != nil {
+		progressCQ(c, d.progress)
+	}
 	d.cqMu.Lock()
 	defer d.cqMu.Unlock()
 	if d.cqsClosed {
@@ -501,6 +531,49 @@ func (d *Device) rxLoop(i int) {
 	}
 }
 
+// pollState is what a goroutine polling a receive queue uses: the link
+// lets one at a time hold the queue (nic.Poller), and so this state.
+type pollState struct {
+	frames []nic.Frame
+	b      burst
+}
+
+// progress is poll mode (Options.PollProgress): an empty CQ.Poll receives
+// and handles what has arrived on each receive queue that nobody else is
+// handling, as the receive goroutine would, and reports whether anything
+// came.
+func (d *Device) progress() bool {
+	if d.closedNow() {
+		return false
+	}
+	got := false
+	for i := range d.polls {
+		s := &d.polls[i]
+		n := d.poller.PollQueue(i, s.frames)
+		if n == 0 {
+			continue
+		}
+		d.counters.PolledPkts.Add(uint64(n))
+		for j := range n {
+			d.input(s.frames[j], &s.b)
+			s.frames[j] = nic.Frame{}
+		}
+		// The burst is ended by the queue's worker, not here: the
+		// completions reach the poller first, and an acknowledgement still
+		// queued when the application posts its reply leaves with the
+		// reply, in one batch (one sendmmsg, one recvmmsg at the peer);
+		// the worker sends whatever the application did not take along.
+		if len(s.b.qps) > 0 {
+			d.runqs[i].pushEnds(s.b.qps)
+			clear(s.b.qps)
+			s.b.qps = s.b.qps[:0]
+		}
+		d.poller.EndPoll(i) // s is the next holder's from here
+		got = true
+	}
+	return got
+}
+
 // burst collects the QPs a burst of received packets reached, so that each
 // sends one coalesced acknowledgement and one batch of frames at the end
 // of the burst rather than one per packet.
@@ -572,12 +645,17 @@ func (d *Device) worker(r *runQueue) {
 		case <-r.wake:
 		}
 		for {
-			batch = r.take(batch[:0])
+			var ends int
+			batch, ends = r.take(batch[:0])
 			if len(batch) == 0 {
 				break
 			}
 			for i, q := range batch {
-				runQP(q)
+				if i < ends {
+					endBurst(q)
+				} else {
+					runQP(q)
+				}
 				batch[i] = nil
 			}
 		}
@@ -585,10 +663,12 @@ func (d *Device) worker(r *runQueue) {
 }
 
 // runQueue is an unbounded queue of QPs with work, so that Schedule never
-// blocks while its caller holds a QP lock.
+// blocks while its caller holds a QP lock; and, in poll mode, of the QPs
+// whose receive burst a poller left for the worker to end.
 type runQueue struct {
 	mu   sync.Mutex
 	q    []*qp.QP
+	ends []*qp.QP
 	wake chan struct{}
 }
 
@@ -596,17 +676,35 @@ func (r *runQueue) push(q *qp.QP) {
 	r.mu.Lock()
 	r.q = append(r.q, q)
 	r.mu.Unlock()
+	r.signal()
+}
+
+// pushEnds queues the end of a burst for each of qps.
+func (r *runQueue) pushEnds(qps []*qp.QP) {
+	r.mu.Lock()
+	r.ends = append(r.ends, qps...)
+	r.mu.Unlock()
+	r.signal()
+}
+
+func (r *runQueue) signal() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (r *runQueue) take(into []*qp.QP) []*qp.QP {
+// take appends the bursts to end and then the QPs to run to into, and
+// says how many of them are ends.
+func (r *runQueue) take(into []*qp.QP) ([]*qp.QP, int) {
 	r.mu.Lock()
+	into = append(into, r.ends...)
+	ends := len(r.ends)
 	into = append(into, r.q...)
+	clear(r.ends)
+	r.ends = r.ends[:0]
 	clear(r.q)
 	r.q = r.q[:0]
 	r.mu.Unlock()
-	return into
+	return into, ends
 }

@@ -73,6 +73,10 @@ var (
 	// error) until called with nil: libgoroce's C poll reads it to answer
 	// an empty queue without a call into Go.
 	MirrorCQ any // func(c *cq.CQ, p *uint32)
+	// ProgressCQ gives a new queue, before anyone polls it, what an empty
+	// Poll calls to receive and handle what has arrived (the device's
+	// poll mode); it returns whether it handled anything.
+	ProgressCQ any // func(c *cq.CQ, progress func() bool)
 )
 
 // Set by package qp.

@@ -47,6 +47,9 @@ type Options struct {
 	// Trace, if set, makes the trace hook of the device at address who
 	// (transport.Options.Trace).
 	Trace func(who string) func(out bool, datagram []byte)
+	// PollProgress puts the devices in poll mode
+	// (transport.Options.PollProgress).
+	PollProgress bool
 
 	// What only in-memory peers (NewMemPeer, MemPair) have.
 
@@ -146,7 +149,7 @@ func NewPeer(t testing.TB, link nic.Link, addr netip.Addr, o Options) *Peer {
 
 // device returns the options of the device at addr.
 func (o *Options) device(addr netip.Addr) transport.Options {
-	opt := transport.Options{Window: o.Window, Clock: o.Clock}
+	opt := transport.Options{Window: o.Window, Clock: o.Clock, PollProgress: o.PollProgress}
 	if o.Trace != nil {
 		opt.Trace = o.Trace(addr.String())
 	}

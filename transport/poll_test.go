@@ -1,0 +1,164 @@
+package transport_test
+
+import (
+	"net/netip"
+	"sync"
+	"testing"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/nic/udp"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
+)
+
+// pollOnly is an in-memory link whose receive goroutine never gets a
+// frame: everything reaches its device through the device's pollers.
+type pollOnly struct {
+	*mem.Link
+	once   sync.Once
+	closed chan struct{}
+}
+
+func newPollOnly(l *mem.Link) nic.Link { return &pollOnly{Link: l, closed: make(chan struct{})} }
+
+func (l *pollOnly) Recv([]nic.Frame) (int, error) {
+	<-l.closed
+	return 0, nic.ErrClosed
+}
+
+func (l *pollOnly) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Link.Close()
+}
+
+// progressLoop polls an empty CQ of d until the test ends: a progress
+// thread, which in poll mode receives and handles what arrives.
+func progressLoop(t *testing.T, d *transport.Device) {
+	c := d.CreateCQ(1)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wc [1]cq.WC
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := c.Poll(wc[:]); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+}
+
+// TestPollMode runs every RC operation, at every size, the atomics and a
+// burst of mixed operations, on devices in poll mode: alone (the receive
+// goroutines get nothing, so every packet is a poller's), sharing the
+// in-memory link's queue with the receive goroutine, and over the udp
+// link on loopback.
+func TestPollMode(t *testing.T) {
+	o := rdmatest.Options{PollProgress: true}
+	pair := func(t *testing.T, a, b nic.Link, aa, ba string) (*rdmatest.Peer, *rdmatest.Peer) {
+		pa := rdmatest.NewPeer(t, a, netip.MustParseAddr(aa), o)
+		pb := rdmatest.NewPeer(t, b, netip.MustParseAddr(ba), o)
+		rdmatest.ConnectQP(t, pa, pb, pa.Opt, pa.Opt.PSN, pb.Opt.PSN)
+		rdmatest.ConnectQP(t, pb, pa, pb.Opt, pb.Opt.PSN, pa.Opt.PSN)
+		progressLoop(t, pa.Dev)
+		progressLoop(t, pb.Dev)
+		return pa, pb
+	}
+	memPair := func(t *testing.T, wrap func(*mem.Link) nic.Link) (*rdmatest.Peer, *rdmatest.Peer) {
+		n := mem.NewNet(1)
+		link := func(addr string) nic.Link {
+			l, err := n.Attach(netip.MustParseAddr(addr), mem.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return wrap(l)
+		}
+		return pair(t, link("10.0.0.1"), link("10.0.0.2"), "10.0.0.1", "10.0.0.2")
+	}
+	report := func(t *testing.T, ps ...*rdmatest.Peer) {
+		for _, p := range ps {
+			c := p.Dev.Counters()
+			t.Logf("%v: %d of %d packets handled by pollers", p.Addr, c.PolledPkts.Load(), c.RcvdPkts.Load())
+		}
+	}
+	t.Run("alone", func(t *testing.T) {
+		a, b := memPair(t, newPollOnly)
+		rdmatest.CheckRC(t, a, b)
+		for _, p := range []*rdmatest.Peer{a, b} {
+			c := p.Dev.Counters()
+			if polled, rcvd := c.PolledPkts.Load(), c.RcvdPkts.Load(); polled != rcvd || rcvd == 0 {
+				t.Errorf("%v: %d packets received, %d of them by pollers; want all", p.Addr, rcvd, polled)
+			}
+		}
+	})
+	t.Run("shared", func(t *testing.T) {
+		a, b := memPair(t, func(l *mem.Link) nic.Link { return l })
+		rdmatest.CheckRC(t, a, b)
+		report(t, a, b)
+	})
+	t.Run("udp", func(t *testing.T) {
+		link := func(addr string) nic.Link {
+			l, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(addr)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}
+		a, b := pair(t, link("127.0.21.1"), link("127.0.21.2"), "127.0.21.1", "127.0.21.2")
+		rdmatest.CheckRC(t, a, b)
+		report(t, a, b)
+	})
+}
+
+// TestPollModeAckWithoutPoller checks that a poller's burst is ended even
+// when the application stops polling: the responder polls until its
+// receive completes, and then never again, and the requester's SEND
+// completes all the same, acknowledged by the responder's worker. The
+// clock never moves, so no timer resends the SEND: without that ACK the
+// requester would wait for ever.
+func TestPollModeAckWithoutPoller(t *testing.T) {
+	o := rdmatest.Options{PollProgress: true, Wrap: newPollOnly, Clock: fakeclock.New()}
+	a, b, _ := rdmatest.MemPair(t, o)
+	if err := b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	spin := func(c *cq.CQ) cq.WC {
+		var wc [1]cq.WC
+		for {
+			n, err := c.Poll(wc[:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 1 {
+				return wc[0]
+			}
+		}
+	}
+	if wc := spin(b.RCQ); wc.Status != cq.Success || wc.WRID != 1 {
+		t.Fatalf("receive: %+v", wc)
+	}
+	// b polls no more.
+	if wc := spin(a.SCQ); wc.Status != cq.Success || wc.WRID != 2 {
+		t.Fatalf("send: %+v", wc)
+	}
+	if n := a.Dev.Counters().RetransmittedPkts.Load(); n != 0 {
+		t.Fatalf("%d packets sent again", n)
+	}
+	if n := b.Dev.Counters().SentACKs.Load(); n != 1 {
+		t.Fatalf("the responder sent %d ACKs, want 1", n)
+	}
+}
