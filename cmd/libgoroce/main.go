@@ -430,6 +430,9 @@ func goroce_create_cq(ctx C.uintptr_t, cqe C.int, ch *C.struct_gq_channel, ccq *
 	d.element(c.cq, uintptr(unsafe.Pointer(ccq)))
 	// ccq is the start of its gq_cq, whose pending the queue keeps.
 	mirrorCQ(c.cq, (*uint32)(unsafe.Pointer(&(*C.struct_gq_cq)(unsafe.Pointer(ccq)).pending)))
+	if d.dev.PollMode() {
+		(*C.struct_gq_cq)(unsafe.Pointer(ccq)).poll_mode = 1
+	}
 	if ch != nil {
 		// Each event the CQ sends (one per ReqNotify that fired) becomes
 		// one entry of the channel and one count on its eventfd.

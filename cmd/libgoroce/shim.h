@@ -59,6 +59,10 @@ struct gq_cq {
 	 * written by Go: an empty poll is answered here, without a call into
 	 * Go, which costs a busy-polling program a crossing every time. */
 	uint32_t pending;
+	/* Set by Go when the device is in poll mode (GOROCE_POLL_MODE=1):
+	 * an empty poll then calls into Go, whose poll receives and handles
+	 * what has arrived on this thread. */
+	uint8_t poll_mode;
 	/* The ibv_cq_ex poll API: lock is held from a start_poll that found
 	 * a completion to end_poll; cur is the completion the read_* see. */
 	pthread_spinlock_t lock;

@@ -121,7 +121,9 @@ static inline int empty(struct gq_cq *c)
 		empty_polls = 0;
 		sched_yield();
 	}
-	return 1;
+	/* In poll mode the empty poll goes on into Go, whose poll receives
+	 * and handles what has arrived, on this thread. */
+	return !c->poll_mode;
 }
 
 static int gq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)

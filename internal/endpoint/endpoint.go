@@ -81,15 +81,19 @@ type Config struct {
 // steered by QPN, each received on its own goroutine (udp.Config.RxQueues);
 // GOROCE_BUSY_POLL=N makes its receives busy-poll for up to N microseconds
 // before sleeping (udp.Config.BusyPoll), as the net.core.busy_poll
-// sysctl counts.
+// sysctl counts; GOROCE_POLL_MODE=1 puts the device in poll mode, where a
+// goroutine polling an empty CQ handles what has arrived itself
+// (transport.Options.PollProgress).
 const (
 	EnvRxQueues = "GOROCE_RX_QUEUES"
 	EnvBusyPoll = "GOROCE_BUSY_POLL"
+	EnvPollMode = "GOROCE_POLL_MODE"
 )
 
 type tuning struct {
 	rxQueues int
 	busyPoll time.Duration
+	pollMode bool
 }
 
 // tuningFromEnv reads the tuning variables; a bad value is a usage error.
@@ -108,6 +112,13 @@ func tuningFromEnv(getenv func(string) string) (tuning, error) {
 			return t, tagf(ErrUsage, "%s=%q: want microseconds of busy polling, 0 to 1000000", EnvBusyPoll, v)
 		}
 		t.busyPoll = time.Duration(us) * time.Microsecond
+	}
+	switch v := getenv(EnvPollMode); v {
+	case "", "0":
+	case "1":
+		t.pollMode = true
+	default:
+		return t, tagf(ErrUsage, "%s=%q: want 1 (poll mode) or 0", EnvPollMode, v)
 	}
 	return t, nil
 }
@@ -196,7 +207,7 @@ func Open(cfg Config) (*Endpoint, error) {
 		e.Faults = fault.Wrap(e.Link, fc)
 		e.Link = e.Faults
 	}
-	e.Device, err = transport.Open(e.Link, transport.Options{GIDs: table, Window: cfg.Window})
+	e.Device, err = transport.Open(e.Link, transport.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode})
 	if err != nil {
 		e.Link.Close()
 		return nil, err

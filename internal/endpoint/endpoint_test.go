@@ -138,29 +138,32 @@ func TestUnbindableGID(t *testing.T) {
 // error for each bad value.
 func TestTuningFromEnv(t *testing.T) {
 	for _, c := range []struct {
-		q, b string
-		want tuning
-		bad  bool
+		q, b, p string
+		want    tuning
+		bad     bool
 	}{
-		{"", "", tuning{}, false},
-		{"4", "50", tuning{rxQueues: 4, busyPoll: 50 * time.Microsecond}, false},
-		{"1", "0", tuning{rxQueues: 1}, false},
-		{"", "-1", tuning{}, true},
-		{"0", "", tuning{}, true},
-		{"65", "", tuning{}, true},
-		{"two", "", tuning{}, true},
-		{"", "yes", tuning{}, true},
+		{"", "", "", tuning{}, false},
+		{"4", "50", "", tuning{rxQueues: 4, busyPoll: 50 * time.Microsecond}, false},
+		{"1", "0", "0", tuning{rxQueues: 1}, false},
+		{"", "50", "1", tuning{busyPoll: 50 * time.Microsecond, pollMode: true}, false},
+		{"", "-1", "", tuning{}, true},
+		{"0", "", "", tuning{}, true},
+		{"65", "", "", tuning{}, true},
+		{"two", "", "", tuning{}, true},
+		{"", "yes", "", tuning{}, true},
+		{"", "", "yes", tuning{}, true},
+		{"", "", "2", tuning{}, true},
 	} {
-		env := map[string]string{EnvRxQueues: c.q, EnvBusyPoll: c.b}
+		env := map[string]string{EnvRxQueues: c.q, EnvBusyPoll: c.b, EnvPollMode: c.p}
 		got, err := tuningFromEnv(func(k string) string { return env[k] })
 		if c.bad {
 			if err == nil || !errors.Is(err, ErrUsage) || strings.Contains(err.Error(), "\n") {
-				t.Errorf("%q %q: error %v, want a one-line usage error", c.q, c.b, err)
+				t.Errorf("%q %q %q: error %v, want a one-line usage error", c.q, c.b, c.p, err)
 			}
 			continue
 		}
 		if err != nil || got != c.want {
-			t.Errorf("%q %q: %+v %v, want %+v", c.q, c.b, got, err, c.want)
+			t.Errorf("%q %q %q: %+v %v, want %+v", c.q, c.b, c.p, got, err, c.want)
 		}
 	}
 	// Through Open: two queues on loopback.
@@ -172,5 +175,22 @@ func TestTuningFromEnv(t *testing.T) {
 	defer e.Close()
 	if mq, ok := e.Link.(nic.MultiQueue); !ok || mq.RxQueues() != 2 {
 		t.Fatalf("link %T has not 2 queues", e.Link)
+	}
+	if e.Device.PollMode() {
+		t.Fatal("poll mode without GOROCE_POLL_MODE")
+	}
+	e.Close()
+	t.Setenv(EnvPollMode, "1")
+	if e, err = Open(Config{Dev: "127.0.0.1", GID: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if !e.Device.PollMode() {
+		t.Fatal("GOROCE_POLL_MODE=1: the device is not in poll mode")
+	}
+	e.Close()
+	// A link that cannot be polled: a one-line error naming the cause.
+	_, err = Open(Config{Dev: "127.0.0.1", GID: -1, Pcap: t.TempDir() + "/x.pcap"})
+	if err == nil || !strings.Contains(err.Error(), "poll mode") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("poll mode over a tap: %v", err)
 	}
 }
