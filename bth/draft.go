@@ -23,11 +23,11 @@ type Draft struct {
 // outer headers, the opcode's transport headers (the BTH alone for a
 // reserved opcode), payLen bytes, their pad and the ICRC.
 func DraftLen(o *Outer, op OpCode, payLen int) int {
-	return o.Len() + draftHdrLen(op) + payLen + PadFor(payLen) + ICRCLen
+	return o.Len() + draftHdrLen(op.Info()) + payLen + PadFor(payLen) + ICRCLen
 }
 
-func draftHdrLen(op OpCode) int {
-	if info, ok := Lookup(op); ok {
+func draftHdrLen(info *Info) int {
+	if info.valid {
 		return info.HdrLen
 	}
 	return BTHLen
@@ -40,7 +40,7 @@ func draftHdrLen(op OpCode) int {
 // Seal. A reserved opcode gets the BTH alone, so a test can send one.
 func NewDraft(b []byte, o *Outer, f BTHFields, payLen int) Draft {
 	info := f.OpCode.Info()
-	hl, hdr := o.Len(), draftHdrLen(f.OpCode)
+	hl, hdr := o.Len(), draftHdrLen(info)
 	pad := PadFor(payLen)
 	n := hl + hdr + payLen + pad + ICRCLen
 	dg := b[:n]
