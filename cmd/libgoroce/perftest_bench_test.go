@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/netip"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/conformance"
+	"github.com/goroce/goroce/internal/rawudp"
 )
 
 // BenchmarkPerftest runs Debian's real perftest through libgoroce.so beside
@@ -21,16 +24,22 @@ import (
 // native, so that a change in the machine's load falls on both; the
 // figures are the medians. x-native is the library's figure over roced's
 // for bandwidth and roced's over the library's for latency (above 1: the
-// library is the faster). Issue 17 asks for at least 0.9.
+// library is the faster). Issue 17 asks for at least 0.9. The poll rows
+// run both sides in poll mode (GOROCE_POLL_MODE=1, GOROCE_BUSY_POLL=50):
+// the tools' busy-polling threads then handle the packets they wait for.
 //
 //	go test -run '^$' -bench Perftest -benchtime 1x ./cmd/libgoroce
 func BenchmarkPerftest(b *testing.B) {
+	poll := []string{"GOROCE_POLL_MODE=1", "GOROCE_BUSY_POLL=50"}
 	for _, c := range []struct {
 		name, real, native string
 		args               []string
+		env                []string
 	}{
-		{"write_bw/65536", "ib_write_bw", "write_bw", []string{"-s", "65536", "-n", "5000", "-F"}},
-		{"send_lat/64", "ib_send_lat", "send_lat", []string{"-s", "64", "-n", "5000", "-F"}},
+		{"write_bw/65536", "ib_write_bw", "write_bw", []string{"-s", "65536", "-n", "5000", "-F"}, nil},
+		{"send_lat/64", "ib_send_lat", "send_lat", []string{"-s", "64", "-n", "5000", "-F"}, nil},
+		{"write_bw/65536/poll", "ib_write_bw", "write_bw", []string{"-s", "65536", "-n", "5000", "-F"}, poll},
+		{"send_lat/64/poll", "ib_send_lat", "send_lat", []string{"-s", "64", "-n", "5000", "-F"}, poll},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			real, err := exec.LookPath(c.real)
@@ -42,7 +51,7 @@ func BenchmarkPerftest(b *testing.B) {
 			var lat bool
 			for range rounds {
 				for _, native := range []bool{false, true} {
-					row := perftestPair(b, real, c.native, native, c.args)
+					row := perftestPair(b, real, c.native, native, c.args, c.env)
 					lat = row.Latency
 					v, _ := row.Figure()
 					if native {
@@ -62,6 +71,20 @@ func BenchmarkPerftest(b *testing.B) {
 			b.ReportMetric(ratio, "x-native")
 			b.ReportMetric(0, "ns/op")
 			b.Logf("library %v, roced %v (%s, %d rounds each)", libs, natives, unit, rounds)
+			if lat {
+				// The kernel's UDP round trip between the same addresses in
+				// the same run, with a datagram the size of the SEND's RoCE
+				// payload (BTH, 64 bytes, ICRC); t_typical is half a round
+				// trip, as perftest prints it.
+				s, err := rawudp.PingPong(netip.MustParseAddr(addrA), netip.MustParseAddr(addrB), 12+64+4, 5000, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				raw := float64(s.Quantile(0.5)) / float64(time.Microsecond)
+				b.ReportMetric(raw, "raw-rtt-p50-usec")
+				b.ReportMetric(2*nat-raw, "roced-rtt-over-raw-usec")
+				b.ReportMetric(2*lib-raw, "lib-rtt-over-raw-usec")
+			}
 		})
 	}
 }
@@ -75,7 +98,7 @@ func median(v []float64) float64 {
 // perftestPair runs one server and one client of a perftest test between
 // addrA (server) and addrB: the real tool through the library, or roced's
 // tool (native), and returns the client's result row.
-func perftestPair(b *testing.B, real, tool string, native bool, args []string) conformance.PerftestRow {
+func perftestPair(b *testing.B, real, tool string, native bool, args, env []string) conformance.PerftestRow {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -87,10 +110,15 @@ func perftestPair(b *testing.B, real, tool string, native bool, args []string) c
 	l.Close()
 	side := func(addr string, extra ...string) *exec.Cmd {
 		a := append(append([]string{}, args...), "-p", strconv.Itoa(port))
+		var cmd *exec.Cmd
 		if native {
-			return exec.CommandContext(ctx, roced, append(append([]string{tool, "-d", addr, "-x", "1"}, a...), extra...)...)
+			cmd = exec.CommandContext(ctx, roced, append(append([]string{tool, "-d", addr, "-x", "1"}, a...), extra...)...)
+			cmd.Env = os.Environ()
+		} else {
+			cmd = preloaded(ctx, addr, real, append(append([]string{"-d", "goroce0", "-x", "1"}, a...), extra...)...)
 		}
-		return preloaded(ctx, addr, real, append(append([]string{"-d", "goroce0", "-x", "1"}, a...), extra...)...)
+		cmd.Env = append(cmd.Env, env...)
+		return cmd
 	}
 	var srvOut, cliOut bytes.Buffer
 	srv := side(addrA)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/latency"
+	"github.com/goroce/goroce/internal/netns"
 )
 
 // PingPong times count round trips of a size-byte datagram between a
@@ -16,12 +17,28 @@ import (
 // in the Go runtime's poller, as goroce's receive goroutines wait for
 // their sockets. start, if set, is called just before the first send.
 func PingPong(a, b netip.Addr, size, count int, start func()) (latency.Sample, error) {
-	ca, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
+	return PingPongIn(nil, nil, a, b, size, count, start)
+}
+
+// PingPongIn is PingPong with a's socket opened in namespace ea and b's
+// in eb (nil: the caller's), as across a veth pair.
+func PingPongIn(ea, eb *netns.End, a, b netip.Addr, size, count int, start func()) (latency.Sample, error) {
+	listen := func(e *netns.End, addr netip.Addr) (c *net.UDPConn, err error) {
+		open := func() error {
+			c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
+			return err
+		}
+		if e == nil {
+			return c, open()
+		}
+		return c, e.Do(open)
+	}
+	ca, err := listen(ea, a)
 	if err != nil {
 		return nil, err
 	}
 	defer ca.Close()
-	cb, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(b, 0)))
+	cb, err := listen(eb, b)
 	if err != nil {
 		return nil, err
 	}
