@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Status is a work completion status, with the values of enum ibv_wc_status.
@@ -346,12 +348,35 @@ func (c *CQ) Wait(ctx context.Context) error {
 	}
 }
 
-// PollWait polls, waiting while the queue is empty.
+// pollSpin is how long PollWait on a device in poll mode goes on polling
+// an empty queue, each poll handling what has arrived, before it sleeps
+// until the device's receive goroutine delivers a completion: longer than
+// the round trips poll mode serves, short enough that an idle program
+// gives its core back.
+const pollSpin = 200 * time.Microsecond
+
+// PollWait polls, waiting while the queue is empty. On a device in poll
+// mode it polls in a loop for up to 200 µs of finding nothing, and then
+// sleeps.
 func (c *CQ) PollWait(ctx context.Context, wc []WC) (int, error) {
+	var since time.Time
 	for {
 		n, err := c.Poll(wc)
 		if n > 0 || err != nil {
 			return n, err
+		}
+		if c.progress != nil {
+			if now := time.Now(); since.IsZero() || now.Sub(since) < pollSpin {
+				if since.IsZero() {
+					since = now
+				}
+				if err := ctx.Err(); err != nil {
+					return 0, err
+				}
+				runtime.Gosched()
+				continue
+			}
+			since = time.Time{} // spin again once woken
 		}
 		if err := c.Wait(ctx); err != nil {
 			return 0, err

@@ -180,3 +180,48 @@ func TestMirror(t *testing.T) {
 		t.Fatal("an unmirrored queue wrote the word")
 	}
 }
+
+// TestPollProgress: on a device in poll mode an empty Poll calls the
+// device's progress, and a completion it makes is returned by that same
+// Poll; PollWait keeps polling (no wake-up needed) until one comes; a
+// queue with completions does not call progress; and a full wc of zero
+// length asks for nothing.
+func TestPollProgress(t *testing.T) {
+	c := newCQ(4, nil)
+	calls := 0
+	c.setProgress(func() bool {
+		calls++
+		if calls%3 == 0 {
+			c.push(WC{WRID: uint64(calls)}, false)
+			return true
+		}
+		return false
+	})
+	wc := make([]WC, 1)
+	if n, err := c.Poll(wc); n != 0 || err != nil || calls != 1 {
+		t.Fatalf("first poll: %d %v, progress called %d times", n, err, calls)
+	}
+	if n, err := c.Poll(wc); n != 0 || err != nil || calls != 2 {
+		t.Fatalf("second poll: %d %v, progress called %d times", n, err, calls)
+	}
+	if n, err := c.Poll(wc); n != 1 || err != nil || wc[0].WRID != 3 {
+		t.Fatalf("third poll: %d %v %+v; want the completion progress made", n, err, wc[0])
+	}
+	if n, err := c.PollWait(context.Background(), wc); n != 1 || err != nil || wc[0].WRID != 6 || calls != 6 {
+		t.Fatalf("PollWait: %d %v %+v after %d calls; want the completion of call 6", n, err, wc[0], calls)
+	}
+	c.push(WC{WRID: 100}, false)
+	if n, _ := c.Poll(wc); n != 1 || wc[0].WRID != 100 || calls != 6 {
+		t.Fatalf("a queue holding a completion: %d %+v, progress called %d times; want 6", n, wc[0], calls)
+	}
+	if n, _ := c.Poll(nil); n != 0 || calls != 6 {
+		t.Fatalf("Poll(nil) called progress")
+	}
+	// A cancelled context ends a PollWait that finds nothing.
+	c.setProgress(func() bool { return false })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.PollWait(ctx, wc); !errors.Is(err, context.Canceled) {
+		t.Fatalf("PollWait with a cancelled context: %v", err)
+	}
+}
