@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"errors"
 	"net/netip"
 	"sync"
 	"testing"
@@ -160,5 +161,33 @@ func TestPollModeAckWithoutPoller(t *testing.T) {
 	}
 	if n := b.Dev.Counters().SentACKs.Load(); n != 1 {
 		t.Fatalf("the responder sent %d ACKs, want 1", n)
+	}
+}
+
+// TestPollModeClose closes a device in poll mode while a goroutine polls
+// it and traffic flows: the poll ends with the device's closed error, and
+// nothing races (under -race) or panics.
+func TestPollModeClose(t *testing.T) {
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{PollProgress: true})
+	polled := make(chan error, 1)
+	go func() {
+		var wc [4]cq.WC
+		for {
+			if _, err := a.SCQ.Poll(wc[:]); err != nil {
+				polled <- err
+				return
+			}
+		}
+	}()
+	for i := range 64 {
+		if err := a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMAWrite, SGL: []mr.SGE{a.MR.SGE(0, 4096)},
+			RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey(), Flags: qp.Signaled}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Dev.Close()
+	a.Dev.Close()
+	if err := <-polled; !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("poll after Close: %v", err)
 	}
 }
