@@ -306,6 +306,9 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 		l.held = false
 		l.release()
 	}
+	if len(frames) == 0 {
+		return 0, nil
+	}
 	var since time.Time
 	for {
 		// Wait for a packet without the hold, so that a poller can take
