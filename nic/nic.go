@@ -130,6 +130,11 @@ type Poller interface {
 	PollQueue(i int, frames []Frame) int
 	// EndPoll releases queue i after a PollQueue that returned frames.
 	EndPoll(i int)
+	// EndRecv releases queue i when the receiver holds it (its last Recv
+	// returned frames), for a receiver that will not call Recv again for
+	// a while: until then the pollers could not take the queue. Only the
+	// receiver calls it.
+	EndRecv(i int)
 }
 
 // MaxRxQueues bounds a link's receive queues.

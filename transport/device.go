@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
@@ -72,9 +73,15 @@ type Options struct {
 	// device. A packet that completes a request is then handled on the
 	// core that waits for it, instead of waking the device's receive
 	// goroutine, which would wake the poller in turn (run to completion).
-	// The receive goroutine still handles what arrives while nobody
-	// polls. It needs a link that can be polled (nic.Poller: the udp and
-	// in-memory links); pair it with the link's BusyPoll.
+	// CQ.PollWait polls for up to 200 µs before it sleeps. The receive
+	// goroutine stands aside while pollers are active and handles what
+	// arrives once none has polled for 200 µs. An acknowledgement of a
+	// packet a poller handled leaves with the application's next post on
+	// the QP, or at the next poll, and at the latest 200 µs later. It
+	// needs a link that can be polled (nic.Poller: the udp and in-memory
+	// links); the link's own BusyPoll is not needed. On cores the host
+	// oversubscribes a spinning poller slows everything else down, as
+	// any busy polling.
 	PollProgress bool
 }
 
@@ -99,6 +106,7 @@ type Device struct {
 	runqs      []runQueue   // one per receive queue of the link: a QP's deferred work runs on its queue's worker
 	poller     nic.Poller   // the link, in poll mode (Options.PollProgress); else nil
 	polls      []pollState  // one per receive queue, used by whoever polls it
+	lastPoll   atomic.Int64 // when a poller last polled (monotonic ns since epoch)
 	evMu       sync.RWMutex // held shared to post an event, exclusively to close events
 	events     chan qp.Event
 	evClosed   bool // under evMu
@@ -165,7 +173,10 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		d.poller = p
 		d.polls = make([]pollState, nq)
 		for i := range d.polls {
-			d.polls[i].frames = make([]nic.Frame, 64)
+			s := &d.polls[i]
+			s.frames = make([]nic.Frame, 64)
+			s.late = time.AfterFunc(time.Hour, func() { endOpen(s) })
+			s.late.Stop()
 		}
 	}
 	d.runqs = make([]runQueue, nq)
@@ -508,7 +519,31 @@ func (d *Device) rxLoop(i int) {
 		recv = func(f []nic.Frame) (int, error) { return mq.RecvQueue(i, f) }
 	}
 	var b burst
+	var aside *time.Timer
 	for {
+		// In poll mode the receive goroutine stands aside while pollers
+		// are active (one polled in the last pollActive): the packets are
+		// theirs, and waking for each one only to find it taken, or to
+		// take it from them, costs the cores they spin on. It takes over
+		// at most pollActive after the last poll.
+		if d.poller != nil {
+			if idle := time.Since(epoch) - time.Duration(d.lastPoll.Load()); idle < pollActive {
+				// The queue is the receiver's from its last Recv to the
+				// next: let go of it, or no poller could take it.
+				d.poller.EndRecv(i)
+				if aside == nil {
+					aside = time.NewTimer(pollActive - idle)
+				} else {
+					aside.Reset(pollActive - idle)
+				}
+				select {
+				case <-d.done:
+					return
+				case <-aside.C:
+				}
+				continue
+			}
+		}
 		n, err := recv(frames)
 		if err != nil {
 			select {
@@ -531,11 +566,43 @@ func (d *Device) rxLoop(i int) {
 	}
 }
 
+// epoch is the origin of Device.lastPoll's monotonic clock.
+var epoch = time.Now()
+
+// pollActive is how long after a poll the receive goroutine of a device in
+// poll mode leaves the packets to the pollers.
+const pollActive = 200 * time.Microsecond
+
 // pollState is what a goroutine polling a receive queue uses: the link
 // lets one at a time hold the queue (nic.Poller), and so this state.
 type pollState struct {
 	frames []nic.Frame
 	b      burst
+
+	// The QPs whose burst a poller left open: their ends wait for the
+	// next poll, or for late, which fires pollActive after the first was
+	// left, should no poll come (endMu, which endOpen holds while it
+	// takes the QPs' locks; pending says some are).
+	endMu   sync.Mutex
+	ends    []*qp.QP
+	pending atomic.Bool
+	late    *time.Timer
+}
+
+// endOpen ends the bursts pollers left open on s: it sends the
+// acknowledgements the application did not take along.
+func endOpen(s *pollState) {
+	if !s.pending.Load() {
+		return
+	}
+	s.endMu.Lock()
+	for i, q := range s.ends {
+		endBurst(q)
+		s.ends[i] = nil
+	}
+	s.ends = s.ends[:0]
+	s.pending.Store(false)
+	s.endMu.Unlock()
 }
 
 // progress is poll mode (Options.PollProgress): an empty CQ.Poll receives
@@ -546,9 +613,13 @@ func (d *Device) progress() bool {
 	if d.closedNow() {
 		return false
 	}
+	d.lastPoll.Store(int64(time.Since(epoch)))
 	got := false
 	for i := range d.polls {
 		s := &d.polls[i]
+		// Bursts the last poll left open: the application has had its
+		// chance to take their acknowledgements along.
+		endOpen(s)
 		n := d.poller.PollQueue(i, s.frames)
 		if n == 0 {
 			continue
@@ -558,13 +629,19 @@ func (d *Device) progress() bool {
 			d.input(s.frames[j], &s.b)
 			s.frames[j] = nic.Frame{}
 		}
-		// The burst is ended by the queue's worker, not here: the
-		// completions reach the poller first, and an acknowledgement still
-		// queued when the application posts its reply leaves with the
-		// reply, in one batch (one sendmmsg, one recvmmsg at the peer);
-		// the worker sends whatever the application did not take along.
+		// The burst is left open rather than ended here: the completions
+		// reach the poller first, and an acknowledgement still queued
+		// when the application posts its reply leaves with the reply, in
+		// one batch (one sendmmsg, one recvmmsg at the peer). The next
+		// poll ends it, sending what the application did not take along,
+		// or, should none come, the timer late does, pollActive later.
 		if len(s.b.qps) > 0 {
-			d.runqs[i].pushEnds(s.b.qps)
+			s.endMu.Lock()
+			s.ends = append(s.ends, s.b.qps...)
+			if !s.pending.Swap(true) {
+				s.late.Reset(pollActive)
+			}
+			s.endMu.Unlock()
 			clear(s.b.qps)
 			s.b.qps = s.b.qps[:0]
 		}
@@ -645,17 +722,12 @@ func (d *Device) worker(r *runQueue) {
 		case <-r.wake:
 		}
 		for {
-			var ends int
-			batch, ends = r.take(batch[:0])
+			batch = r.take(batch[:0])
 			if len(batch) == 0 {
 				break
 			}
 			for i, q := range batch {
-				if i < ends {
-					endBurst(q)
-				} else {
-					runQP(q)
-				}
+				runQP(q)
 				batch[i] = nil
 			}
 		}
@@ -663,12 +735,10 @@ func (d *Device) worker(r *runQueue) {
 }
 
 // runQueue is an unbounded queue of QPs with work, so that Schedule never
-// blocks while its caller holds a QP lock; and, in poll mode, of the QPs
-// whose receive burst a poller left for the worker to end.
+// blocks while its caller holds a QP lock.
 type runQueue struct {
 	mu   sync.Mutex
 	q    []*qp.QP
-	ends []*qp.QP
 	wake chan struct{}
 }
 
@@ -676,35 +746,17 @@ func (r *runQueue) push(q *qp.QP) {
 	r.mu.Lock()
 	r.q = append(r.q, q)
 	r.mu.Unlock()
-	r.signal()
-}
-
-// pushEnds queues the end of a burst for each of qps.
-func (r *runQueue) pushEnds(qps []*qp.QP) {
-	r.mu.Lock()
-	r.ends = append(r.ends, qps...)
-	r.mu.Unlock()
-	r.signal()
-}
-
-func (r *runQueue) signal() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
 }
 
-// take appends the bursts to end and then the QPs to run to into, and
-// says how many of them are ends.
-func (r *runQueue) take(into []*qp.QP) ([]*qp.QP, int) {
+func (r *runQueue) take(into []*qp.QP) []*qp.QP {
 	r.mu.Lock()
-	into = append(into, r.ends...)
-	ends := len(r.ends)
 	into = append(into, r.q...)
-	clear(r.ends)
-	r.ends = r.ends[:0]
 	clear(r.q)
 	r.q = r.q[:0]
 	r.mu.Unlock()
-	return into, ends
+	return into
 }

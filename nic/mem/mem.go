@@ -357,6 +357,14 @@ func (l *Link) PollQueue(i int, frames []nic.Frame) int {
 // EndPoll implements nic.Poller.
 func (l *Link) EndPoll(int) { l.release() }
 
+// EndRecv implements nic.Poller.
+func (l *Link) EndRecv(int) {
+	if l.held {
+		l.held = false
+		l.release()
+	}
+}
+
 // release returns the buffers lent to hold's holder and releases hold.
 func (l *Link) release() {
 	for i, pk := range l.lent {

@@ -209,6 +209,17 @@ func (l *Link) PollQueue(i int, frames []nic.Frame) int {
 // EndPoll releases queue i after a PollQueue that returned frames.
 func (l *Link) EndPoll(i int) { l.rxq[i].r.hold.Unlock() }
 
+// EndRecv releases queue i if the receiver holds it; see nic.Poller.
+func (l *Link) EndRecv(i int) {
+	if i < 0 || i >= len(l.rxq) {
+		return
+	}
+	if r := &l.rxq[i].r; r.held {
+		r.held = false
+		r.hold.Unlock()
+	}
+}
+
 // prep readies the message headers for a recvmmsg of up to want (under
 // hold).
 func (r *udpRx) prep(want int) {

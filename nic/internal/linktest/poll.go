@@ -25,7 +25,7 @@ import (
 func PollHold(t *testing.T, a, b nic.Link, o bth.Outer, count int) {
 	t.Helper()
 	p := b.(nic.Poller)
-	frames := Frames(o, 10+count, 16)
+	frames := Frames(o, 11+count, 16)
 	var seen []int // PSNs in the order their holders took them
 	take := func(fs []nic.Frame) error {
 		for _, f := range fs {
@@ -70,15 +70,30 @@ func PollHold(t *testing.T, a, b nic.Link, o bth.Outer, count int) {
 		}
 	}
 
-	// 1. No receiver: the poller alone takes the first five.
-	send(0, 5)
-	pollUntil(5, true)
+	// 0. The receiver holds the queue from Recv's return: a poller gets
+	// nothing until the receiver calls Recv again, or lets go (EndRecv).
+	send(0, 1)
+	if n, err := b.Recv(buf); err != nil || n != 1 {
+		t.Fatalf("receiver: %d frames, %v", n, err)
+	} else if err := take(buf[:1]); err != nil {
+		t.Fatal(err)
+	}
+	send(1, 2)
+	if n := p.PollQueue(0, make([]nic.Frame, 4)); n != 0 {
+		t.Fatalf("a poller took %d frames from a queue the receiver holds", n)
+	}
+	p.EndRecv(0)
 
-	// 2. The poller holds the queue while frames 6..9 arrive and the
+	// 1. No receiver: the poller alone takes the next five.
+	send(2, 6)
+	pollUntil(6, true)
+
+	// 2. The poller holds the queue while frames 7..10 arrive and the
 	// receiver starts; they are the receiver's when the poller lets go.
-	send(5, 6)
-	pollUntil(6, false) // holding
+	send(6, 7)
+	pollUntil(7, false) // holding
 	var byRecv, byPoll atomic.Int64
+	byRecv.Store(1) // frame 0
 	byPoll.Store(6)
 	errs := make(chan error, 2)
 	go func() {
@@ -95,7 +110,7 @@ func PollHold(t *testing.T, a, b nic.Link, o bth.Outer, count int) {
 			byRecv.Add(int64(n))
 		}
 	}()
-	send(6, 10)
+	send(7, 11)
 	p.EndPoll(0)
 	wait := func(want int64) {
 		for byRecv.Load()+byPoll.Load() < want {
@@ -107,15 +122,15 @@ func PollHold(t *testing.T, a, b nic.Link, o bth.Outer, count int) {
 			runtime.Gosched()
 		}
 	}
-	wait(10)
-	if byRecv.Load() != 4 {
-		t.Fatalf("the receiver took %d frames, want the 4 that came while the poller held the queue", byRecv.Load())
+	wait(11)
+	if byRecv.Load() != 5 {
+		t.Fatalf("the receiver took %d frames, want frame 0 and the 4 that came while the poller held the queue", byRecv.Load())
 	}
 
 	// 3. Both at once: the receiver keeps receiving, the poller polls, and
 	// the sender stays at most a window ahead of what was handled (nothing
 	// in a path has flow control).
-	total := int64(10 + count)
+	total := int64(11 + count)
 	go func() {
 		for byRecv.Load()+byPoll.Load() < total {
 			n := p.PollQueue(0, buf)
@@ -132,9 +147,9 @@ func PollHold(t *testing.T, a, b nic.Link, o bth.Outer, count int) {
 			}
 		}
 	}()
-	for i := 10; i < 10+count; i += 16 {
+	for i := 11; i < 11+count; i += 16 {
 		wait(int64(i - 256))
-		send(i, min(i+16, 10+count))
+		send(i, min(i+16, 11+count))
 	}
 	wait(total)
 	b.Close()
