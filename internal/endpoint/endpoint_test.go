@@ -188,6 +188,28 @@ func TestTuningFromEnv(t *testing.T) {
 		t.Fatal("GOROCE_POLL_MODE=1: the device is not in poll mode")
 	}
 	e.Close()
+	// Every GID of the table, as libgoroce.so opens its devices, on an
+	// interface with IPv4, IPv6 and link-local addresses: without poll
+	// mode a socket each (nic.Multi), in poll mode one, on the GID
+	// opened, since a Multi cannot be polled.
+	p := netns.New(t, netns.Config{})
+	for _, poll := range []string{"0", "1"} {
+		t.Setenv(EnvPollMode, poll)
+		err := p.A.Do(func() error {
+			e, err := Open(Config{Dev: p.A.Link, GID: -1, AllGIDs: true})
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if _, multi := e.Link.(*nic.Multi); multi == (poll == "1") || e.Device.PollMode() != (poll == "1") {
+				return fmt.Errorf("link %T, poll mode %v", e.Link, e.Device.PollMode())
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s=%s, every GID of %s: %v", EnvPollMode, poll, p.A.Link, err)
+		}
+	}
 	// A link that cannot be polled: a one-line error naming the cause.
 	_, err = Open(Config{Dev: "127.0.0.1", GID: -1, Pcap: t.TempDir() + "/x.pcap"})
 	if err == nil || !strings.Contains(err.Error(), "poll mode") || strings.Contains(err.Error(), "\n") {
