@@ -171,3 +171,24 @@ func TestTuningReadme(t *testing.T) {
 		t.Setenv(bad[0], env[bad[0]])
 	}
 }
+
+// TestPollModeReadme runs the README's poll-mode example as written (the
+// harness adds its own TCP port) and checks both sides' data, and that a
+// bad value of the variable is a one-line error.
+func TestPollModeReadme(t *testing.T) {
+	srvArgs, cli, env := readmePingpongPair(t, "### Poll mode: the polling thread handles its packets")
+	if env["GOROCE_POLL_MODE"] != "1" {
+		t.Fatalf("the example sets %v, not GOROCE_POLL_MODE=1", env)
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	srv, c := ppPairOn(t, RC, readmeSrv, readmeCli, srvArgs, cli)
+	ppCheckOn(t, RC, readmeSrv, readmeCli, 64, 2000, 1, srv, c)
+
+	t.Setenv("GOROCE_POLL_MODE", "on")
+	o := ppExec(context.Background(), RC, []string{"-d", "127.0.19.1", "-g", "1"})
+	if o.code != 1 || strings.Count(strings.TrimSpace(o.stderr), "\n") != 0 || !strings.Contains(o.stderr, "GOROCE_POLL_MODE") {
+		t.Errorf("GOROCE_POLL_MODE=on: exit %d, stderr %q; want 1 and one line naming it", o.code, o.stderr)
+	}
+}
