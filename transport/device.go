@@ -627,7 +627,6 @@ func (d *Device) progress() bool {
 		d.counters.PolledPkts.Add(uint64(n))
 		for j := range n {
 			d.input(s.frames[j], &s.b)
-			s.frames[j] = nic.Frame{}
 		}
 		// The burst is left open rather than ended here: the completions
 		// reach the poller first, and an acknowledgement still queued

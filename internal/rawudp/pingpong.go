@@ -23,22 +23,12 @@ func PingPong(a, b netip.Addr, size, count int, start func()) (latency.Sample, e
 // PingPongIn is PingPong with a's socket opened in namespace ea and b's
 // in eb (nil: the caller's), as across a veth pair.
 func PingPongIn(ea, eb *netns.End, a, b netip.Addr, size, count int, start func()) (latency.Sample, error) {
-	listen := func(e *netns.End, addr netip.Addr) (c *net.UDPConn, err error) {
-		open := func() error {
-			c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
-			return err
-		}
-		if e == nil {
-			return c, open()
-		}
-		return c, e.Do(open)
-	}
-	ca, err := listen(ea, a)
+	ca, err := listenIn(ea, netip.AddrPortFrom(a, 0))
 	if err != nil {
 		return nil, err
 	}
 	defer ca.Close()
-	cb, err := listen(eb, b)
+	cb, err := listenIn(eb, netip.AddrPortFrom(b, 0))
 	if err != nil {
 		return nil, err
 	}

@@ -69,24 +69,32 @@ func (r Result) PPS() float64 { return float64(r.Datagrams) / r.Elapsed.Seconds(
 // Gbps returns goodput in Gbit/s counting payload bytes per datagram.
 func (r Result) Gbps(payload int) float64 { return r.PPS() * float64(payload) * 8 / 1e9 }
 
+// listenIn opens a UDP socket on ap inside namespace e (nil: the
+// caller's); the socket stays in that namespace afterwards.
+func listenIn(e *netns.End, ap netip.AddrPort) (c *net.UDPConn, err error) {
+	open := func() error {
+		c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+		return err
+	}
+	if e == nil {
+		return c, open()
+	}
+	return c, e.Do(open)
+}
+
 // Measure sends count datagrams of size bytes from a (address src) to b
 // (address dst, port 4791) the way mode says, and returns how many arrived
 // in how long. start, if set, is called just before the first send (a
 // benchmark resets its timer there).
 func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, mode Mode, start func()) (Result, error) {
 	gso := mode == GSO
-	var tx, rx *net.UDPConn
-	if err := a.Do(func() (err error) {
-		tx, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)))
-		return
-	}); err != nil {
+	tx, err := listenIn(a, netip.AddrPortFrom(src, 0))
+	if err != nil {
 		return Result{}, err
 	}
 	defer tx.Close()
-	if err := b.Do(func() (err error) {
-		rx, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 4791)))
-		return
-	}); err != nil {
+	rx, err := listenIn(b, netip.AddrPortFrom(dst, 4791))
+	if err != nil {
 		return Result{}, fmt.Errorf("rawudp: port 4791 on %v: %w", dst, err)
 	}
 	defer rx.Close()
