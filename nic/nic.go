@@ -120,7 +120,10 @@ type MultiQueue interface {
 // they arrived: whoever holds the queue. The receiver holds it from
 // Recv's (or RecvQueue's) return until its next call, and waits for the
 // socket without it; a poller holds it from a PollQueue that returned
-// frames until EndPoll.
+// frames until EndPoll. Recv returns no frames and no error, rather than
+// wait, when it finds none and pollers took frames since its last return:
+// they are active, and a receiver that stands aside while they are does
+// not wake, only to find nothing, for every packet they take.
 type Poller interface {
 	// PollQueue receives what has arrived on queue i without blocking
 	// (RecvQueue for a link without queues: i is 0). It returns 0 when

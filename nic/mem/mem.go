@@ -195,9 +195,11 @@ type Link struct {
 	// hold is held by whoever handles the frames handed out (nic.Poller):
 	// the receiver from Recv's return to its next call, a poller from
 	// PollQueue to EndPoll. It is taken before mu.
-	hold sync.Mutex
-	held bool        // the receiver holds hold (the receiver's only)
-	lent []memPacket // handed out to hold's holder (under hold)
+	hold  sync.Mutex
+	held  bool          // the receiver holds hold (the receiver's only)
+	polls atomic.Uint64 // PollQueue calls that took frames
+	mark  uint64        // polls at the receiver's last return (the receiver's only)
+	lent  []memPacket   // handed out to hold's holder (under hold)
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -315,6 +317,14 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 		// it meanwhile; then take the hold and see whether one is left.
 		l.mu.Lock()
 		for len(l.queue) == 0 && !l.closed {
+			if p := l.polls.Load(); p != l.mark {
+				// Pollers took frames since the receiver's last return:
+				// no frames, so that the caller can stand aside
+				// (nic.Poller).
+				l.mu.Unlock()
+				l.mark = p
+				return 0, nil
+			}
 			if l.busy > 0 {
 				if since.IsZero() {
 					since = time.Now()
@@ -336,6 +346,7 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 		l.hold.Lock()
 		if n := l.take(frames); n > 0 {
 			l.held = true
+			l.mark = l.polls.Load()
 			return n, nil
 		}
 		l.hold.Unlock()
@@ -350,7 +361,9 @@ func (l *Link) PollQueue(i int, frames []nic.Frame) int {
 	n := l.take(frames)
 	if n == 0 {
 		l.hold.Unlock()
+		return 0
 	}
+	l.polls.Add(1)
 	return n
 }
 

@@ -1,6 +1,7 @@
 package udp
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"runtime"
@@ -42,6 +43,9 @@ type udpRx struct {
 	rwant  int              // messages the receiver asks for (the receiver's only)
 	pwant  int              // messages a poller asks for
 	pollFn func(fd uintptr) // a poller's recvmmsg, made once so that a poll does not allocate
+	polls  atomic.Uint64    // recvmmsg calls of pollers that received something
+	mark   uint64           // polls at the receiver's last return (the receiver's only)
+	aside  bool             // pollers took frames since then (the receiver's only)
 
 	l        *Link
 	raw      syscall.RawConn
@@ -114,6 +118,14 @@ func (r *udpRx) init(l *Link, raw syscall.RawConn) {
 			n, e := linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
 			if e == unix.EAGAIN || e == unix.EINTR {
 				r.hold.Unlock()
+				if r.polls.Load() != r.mark {
+					// Pollers took frames since the receiver's last
+					// return: they are active, and Recv returns no frames
+					// so that its caller can stand aside (nic.Poller)
+					// rather than wake, and spin, for every one they take.
+					r.aside = true
+					return true
+				}
 				// Busy polling asks again until its budget is spent or the
 				// link closes (Close waits for this function to return).
 				if budget > 0 && !l.closing.IsClosed() {
@@ -166,11 +178,16 @@ func (l *Link) RecvQueue(i int, frames []nic.Frame) (int, error) {
 			r.hold.Unlock()
 			r.rwant = len(frames)
 			if err := r.receive(); err != nil {
+				if err == errAside {
+					r.mark = r.polls.Load()
+					return 0, nil
+				}
 				return 0, err
 			}
 		}
 		if n := r.deliver(frames); n > 0 {
 			r.held = true
+			r.mark = r.polls.Load()
 			return n, nil
 		}
 		r.hold.Unlock()
@@ -198,6 +215,7 @@ func (l *Link) PollQueue(i int, frames []nic.Frame) int {
 		}
 		r.got, r.msg, r.seg = n, 0, 0
 		r.l.ctr.RxBatches.Add(1)
+		r.polls.Add(1)
 	}
 	n := r.deliver(frames)
 	if n == 0 {
@@ -232,11 +250,20 @@ func (r *udpRx) prep(want int) {
 	}
 }
 
+// errAside is receive's answer when it found nothing and pollers took
+// frames since the receiver's last return: RecvQueue returns no frames,
+// the queue not held.
+var errAside = errors.New("nic: udp link: a poller took the packets")
+
 // receive waits for the socket and runs one recvmmsg for up to want
 // messages. It returns holding the queue, or an error without it.
 func (r *udpRx) receive() error {
+	r.aside = false
 	if err := r.raw.Read(r.fn); err != nil {
 		return nic.ErrClosed
+	}
+	if r.aside {
+		return errAside
 	}
 	if r.errno != 0 {
 		r.got, r.msg = 0, 0

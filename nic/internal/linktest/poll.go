@@ -17,7 +17,9 @@ import (
 // the receiver's once the poller lets go (it must not wait for another
 // frame to wake the receiver); and a receiver and a poller taking from
 // the queue at once hand over count frames without a loss, a repeat or a
-// reordering. b's queue 0 is used; b is closed at the end.
+// reordering; and a receive that finds nothing after pollers took frames
+// since the receiver's last return returns none at once, so that its
+// caller can stand aside. b's queue 0 is used; b is closed at the end.
 //
 // The frames are recorded in one slice without a lock of the test's own:
 // only the queue's hold orders the holders, so a hold that let two in at
@@ -25,7 +27,7 @@ import (
 func PollHold(t *testing.T, a, b nic.Link, o bth.Outer, count int) {
 	t.Helper()
 	p := b.(nic.Poller)
-	frames := Frames(o, 11+count, 16)
+	frames := Frames(o, 12+count, 16)
 	var seen []int // PSNs in the order their holders took them
 	take := func(fs []nic.Frame) error {
 		for _, f := range fs {
@@ -88,13 +90,28 @@ func PollHold(t *testing.T, a, b nic.Link, o bth.Outer, count int) {
 	send(2, 6)
 	pollUntil(6, true)
 
-	// 2. The poller holds the queue while frames 7..10 arrive and the
-	// receiver starts; they are the receiver's when the poller lets go.
+	// 1b. Pollers took frames since the receiver's last return, and none
+	// is waiting: Recv returns none at once, so that its caller can stand
+	// aside (should it wait, the guard closes b and Recv fails).
+	if n, err := b.Recv(buf); n != 0 || err != nil {
+		t.Fatalf("receive after pollers took frames, none waiting: %d frames, %v; want none at once", n, err)
+	}
+	// No poll since that return: the next Recv waits for a frame.
 	send(6, 7)
-	pollUntil(7, false) // holding
-	var byRecv, byPoll atomic.Int64
-	byRecv.Store(1) // frame 0
-	byPoll.Store(6)
+	if n, err := b.Recv(buf); n != 1 || err != nil {
+		t.Fatalf("receive with no poll since the last: %d frames, %v; want frame 6", n, err)
+	} else if err := take(buf[:1]); err != nil {
+		t.Fatal(err)
+	}
+	p.EndRecv(0)
+
+	// 2. The poller holds the queue while frames 8..11 arrive and the
+	// receiver starts; they are the receiver's when the poller lets go.
+	send(7, 8)
+	pollUntil(8, false) // holding
+	var byRecv, byPoll, empty atomic.Int64
+	byRecv.Store(2) // frames 0 and 6
+	byPoll.Store(6) // frames 1..5 and 7
 	errs := make(chan error, 2)
 	go func() {
 		rb := make([]nic.Frame, 64)
@@ -107,10 +124,13 @@ func PollHold(t *testing.T, a, b nic.Link, o bth.Outer, count int) {
 				errs <- fmt.Errorf("receiver: %w", err)
 				return
 			}
+			if n == 0 {
+				empty.Add(1)
+			}
 			byRecv.Add(int64(n))
 		}
 	}()
-	send(7, 11)
+	send(8, 12)
 	p.EndPoll(0)
 	wait := func(want int64) {
 		for byRecv.Load()+byPoll.Load() < want {
@@ -122,16 +142,18 @@ func PollHold(t *testing.T, a, b nic.Link, o bth.Outer, count int) {
 			runtime.Gosched()
 		}
 	}
-	wait(11)
-	if byRecv.Load() != 5 {
-		t.Fatalf("the receiver took %d frames, want frame 0 and the 4 that came while the poller held the queue", byRecv.Load())
+	wait(12)
+	if byRecv.Load() != 6 {
+		t.Fatalf("the receiver took %d frames, want frames 0 and 6 and the 4 that came while the poller held the queue", byRecv.Load())
 	}
 
 	// 3. Both at once: the receiver keeps receiving, the poller polls, and
 	// the sender stays at most a window ahead of what was handled (nothing
 	// in a path has flow control).
-	total := int64(11 + count)
+	total := int64(12 + count)
+	polled := make(chan struct{})
 	go func() {
+		defer close(polled)
 		for byRecv.Load()+byPoll.Load() < total {
 			n := p.PollQueue(0, buf)
 			if n == 0 {
@@ -147,11 +169,13 @@ func PollHold(t *testing.T, a, b nic.Link, o bth.Outer, count int) {
 			}
 		}
 	}()
-	for i := 11; i < 11+count; i += 16 {
+	for i := 12; i < 12+count; i += 16 {
 		wait(int64(i - 256))
-		send(i, min(i+16, 11+count))
+		send(i, min(i+16, 12+count))
 	}
 	wait(total)
+	<-polled
+	t.Logf("%d frames: %d by the receiver, %d by the poller; %d receives returned none", total, byRecv.Load(), byPoll.Load(), empty.Load())
+
 	b.Close()
-	t.Logf("%d frames: %d by the receiver, %d by the poller", total, byRecv.Load(), byPoll.Load())
 }
