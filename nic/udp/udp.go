@@ -5,6 +5,7 @@ package udp
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -51,6 +52,14 @@ type Config struct {
 	// receive sleeps again. 0 never busy-polls. Pair it with polling the
 	// CQ (cq.CQ.Poll in a loop) rather than waiting on it.
 	BusyPoll time.Duration
+	// NoNetpoll keeps the link's sockets out of the Go runtime's network
+	// poller (linkio.FD): a receive or send that must wait blocks its
+	// thread in ppoll. The runtime's poller thread wakes for every event
+	// on a socket it watches, even one no goroutine waits for, so where
+	// threads poll the link themselves (a device in poll mode, whose
+	// receive goroutine stands aside) each packet they take, and each
+	// send, would wake it and take a core they spin on.
+	NoNetpoll bool
 }
 
 // Link is a link through kernel UDP sockets: no privilege needed.
@@ -83,13 +92,13 @@ type Link struct {
 
 // udpQueue is one receive socket and its state (one Recv at a time).
 type udpQueue struct {
-	conn *net.UDPConn
+	conn io.Closer
 	r    udpRx
 }
 
 type udpSock struct {
 	port uint16
-	conn *net.UDPConn
+	conn io.Closer
 	raw  syscall.RawConn
 }
 
@@ -148,15 +157,11 @@ func (l *Link) openRx() error {
 	// Allocated once: each queue's receive state is referred to by address.
 	l.rxq = make([]udpQueue, 0, l.cfg.RxQueues)
 	for i := range l.cfg.RxQueues {
-		c, err := l.listen(4791, false, l.cfg.RxQueues > 1)
+		c, raw, err := l.listen(4791, false, l.cfg.RxQueues > 1)
 		if err != nil {
 			return err
 		}
 		l.rxq = append(l.rxq, udpQueue{conn: c})
-		raw, err := c.SyscallConn()
-		if err != nil {
-			return err
-		}
 		if i == 0 && l.cfg.RxQueues > 1 {
 			var serr error
 			if err := raw.Control(func(fd uintptr) { serr = linkio.AttachSteering(int(fd), l.cfg.RxQueues) }); err != nil {
@@ -173,7 +178,8 @@ func (l *Link) openRx() error {
 
 // listen opens a socket bound to the link address and port with the
 // options both kinds of socket need; tx sockets drop whatever they receive.
-func (l *Link) listen(port uint16, tx, reuse bool) (*net.UDPConn, error) {
+// It returns the socket's closer and its raw access.
+func (l *Link) listen(port uint16, tx, reuse bool) (io.Closer, syscall.RawConn, error) {
 	var serr error
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		err := c.Control(func(fd uintptr) {
@@ -192,9 +198,22 @@ func (l *Link) listen(port uint16, tx, reuse bool) (*net.UDPConn, error) {
 	}
 	pc, err := lc.ListenPacket(nil, network, netip.AddrPortFrom(l.cfg.Addr, port).String())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return pc.(*net.UDPConn), nil
+	c := pc.(*net.UDPConn)
+	if l.cfg.NoNetpoll {
+		fd, err := linkio.Detach(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return fd, fd, nil
+	}
+	raw, err := c.SyscallConn()
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, raw, nil
 }
 
 func (l *Link) sockopts(fd int, tx bool) error {
@@ -263,12 +282,11 @@ func (l *Link) openTx() error {
 			continue
 		}
 		seen[p] = true
-		c, err := l.listen(p, true, false)
+		c, raw, err := l.listen(p, true, false)
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		raw, _ := c.SyscallConn()
 		l.txPort[len(l.tx)] = p
 		l.tx = append(l.tx, udpSock{port: p, conn: c, raw: raw})
 	}

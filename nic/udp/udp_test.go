@@ -52,6 +52,19 @@ func TestUDPLoopbackTwoInstances(t *testing.T) {
 	}
 }
 
+// TestUDPNoNetpoll exchanges frames both ways between two links whose
+// sockets are out of the network poller (their waits are ppoll calls),
+// without an allocation per packet.
+func TestUDPNoNetpoll(t *testing.T) {
+	a := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.20.3"), NoNetpoll: true})
+	b := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.20.4"), NoNetpoll: true})
+	for _, size := range []int{0, 1024, 4096} {
+		linktest.Exchange(t, a, b, linktest.Outer(a, netip.MustParseAddr("127.0.20.4"), 7), 500, size, 64)
+		linktest.Exchange(t, b, a, linktest.Outer(b, netip.MustParseAddr("127.0.20.3"), 9), 500, size, 17)
+	}
+	linktest.AssertNoAllocs(t, a, b, linktest.Frames(linktest.Outer(a, netip.MustParseAddr("127.0.20.4"), 1), 32, 1024))
+}
+
 func TestUDPLoopbackIPv6(t *testing.T) {
 	a := openUDP(t, Config{Addr: netip.MustParseAddr("::1")})
 	// One IPv6 loopback address: the link talks to itself.
@@ -254,13 +267,15 @@ func TestUDPSteering(t *testing.T) {
 }
 
 // TestUDPPoller checks the link's nic.Poller: the receiver and a poller
-// share a queue, one holder at a time, with and without GRO, and with busy
-// polling (whose receiver asks the socket again and again without waiting).
+// share a queue, one holder at a time, with and without GRO, with busy
+// polling (whose receiver asks the socket again and again without
+// waiting), and with the sockets out of the network poller (NoNetpoll).
 func TestUDPPoller(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		cfg  Config
-	}{{"gro", Config{}}, {"plain", Config{NoGRO: true}}, {"busy", Config{BusyPoll: 50 * time.Microsecond}}} {
+	}{{"gro", Config{}}, {"plain", Config{NoGRO: true}}, {"busy", Config{BusyPoll: 50 * time.Microsecond}},
+		{"nonetpoll", Config{NoNetpoll: true}}, {"nonetpoll-busy", Config{NoNetpoll: true, BusyPoll: 50 * time.Microsecond}}} {
 		t.Run(c.name, func(t *testing.T) {
 			a := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.20.1")})
 			cfg := c.cfg

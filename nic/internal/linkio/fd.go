@@ -1,0 +1,114 @@
+package linkio
+
+import (
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// FD is a socket kept out of the Go runtime's network poller, used through
+// the syscall.RawConn methods a net.UDPConn's SyscallConn offers. Every
+// socket in the network poller wakes the runtime's poller thread for
+// each event on it, whether or not a goroutine waits: each packet a
+// polling thread takes off the socket itself, each send's freed buffer
+// space. Where threads busy-poll the sockets (a device in poll mode),
+// those wake-ups take the cores they spin on. A goroutine that must wait
+// for an FD blocks its thread in ppoll instead, until the socket is ready
+// or Close wakes it.
+type FD struct {
+	fd   int
+	wake int // an eventfd Close makes readable: it ends every wait
+	// mu is held shared by each Control, Read and Write, and by Close
+	// alone, so that the descriptor is not closed (and its number reused)
+	// under a call that is using it.
+	mu     sync.RWMutex
+	closed atomic.Bool
+}
+
+// ErrFDClosed is what an FD's methods return once it is closed.
+var ErrFDClosed = errors.New("linkio: socket closed")
+
+// Detach takes the socket of c out of the network poller: it duplicates
+// the descriptor, closes c (whose close removes it from the poller) and
+// returns the duplicate as an FD. The socket keeps its options, binding
+// and non-blocking mode.
+func Detach(c interface {
+	SyscallConn() (syscall.RawConn, error)
+	io.Closer
+}) (*FD, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	fd, derr := -1, error(nil)
+	if err := raw.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		derr = err
+	}
+	c.Close()
+	if derr != nil {
+		return nil, derr
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &FD{fd: fd, wake: wake}, nil
+}
+
+// Control runs f on the descriptor; see syscall.RawConn.
+func (s *FD) Control(f func(fd uintptr)) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return ErrFDClosed
+	}
+	f(uintptr(s.fd))
+	return nil
+}
+
+// Read runs f until it returns true, waiting for the socket to be readable
+// between calls; see syscall.RawConn.
+func (s *FD) Read(f func(fd uintptr) bool) error { return s.until(f, unix.POLLIN) }
+
+// Write runs f until it returns true, waiting for the socket to be
+// writable between calls; see syscall.RawConn.
+func (s *FD) Write(f func(fd uintptr) bool) error { return s.until(f, unix.POLLOUT) }
+
+func (s *FD) until(f func(fd uintptr) bool, events int16) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for {
+		if s.closed.Load() {
+			return ErrFDClosed
+		}
+		if f(uintptr(s.fd)) {
+			return nil
+		}
+		p := [2]unix.PollFd{{Fd: int32(s.fd), Events: events}, {Fd: int32(s.wake), Events: unix.POLLIN}}
+		if _, err := unix.Ppoll(p[:], nil, nil); err != nil && err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// Close wakes every goroutine waiting on the socket, waits for the calls
+// in progress to return and closes it. Later calls return ErrFDClosed.
+func (s *FD) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	// The eventfd is never read: it stays readable, so a wait that starts
+	// after this write ends at once too.
+	one := [8]byte{1}
+	_, _ = unix.Write(s.wake, one[:])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	unix.Close(s.wake)
+	return unix.Close(s.fd)
+}
