@@ -79,7 +79,9 @@ type Options struct {
 	// packet a poller handled leaves with the application's next post on
 	// the QP, or at the next poll, and at the latest 200 µs later. It
 	// needs a link that can be polled (nic.Poller: the udp and in-memory
-	// links); the link's own BusyPoll is not needed. On cores the host
+	// links); the link's own BusyPoll is not needed, and a udp link's
+	// NoNetpoll keeps the runtime's poller thread from waking for each
+	// packet the pollers take. On cores the host
 	// oversubscribes a spinning poller slows everything else down, as
 	// any busy polling.
 	PollProgress bool

@@ -64,7 +64,7 @@ func progressLoop(t *testing.T, d *transport.Device) {
 // burst of mixed operations, on devices in poll mode: alone (the receive
 // goroutines get nothing, so every packet is a poller's), sharing the
 // in-memory link's queue with the receive goroutine, and over the udp
-// link on loopback.
+// link on loopback, its sockets in the network poller or not (NoNetpoll).
 func TestPollMode(t *testing.T) {
 	o := rdmatest.Options{PollProgress: true}
 	pair := func(t *testing.T, a, b nic.Link, aa, ba string) (*rdmatest.Peer, *rdmatest.Peer) {
@@ -108,18 +108,23 @@ func TestPollMode(t *testing.T) {
 		rdmatest.CheckRC(t, a, b)
 		report(t, a, b)
 	})
-	t.Run("udp", func(t *testing.T) {
-		link := func(addr string) nic.Link {
-			l, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(addr)})
-			if err != nil {
-				t.Fatal(err)
+	for _, c := range []struct {
+		name      string
+		noNetpoll bool
+	}{{"udp", false}, {"udp-nonetpoll", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			link := func(addr string) nic.Link {
+				l, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(addr), NoNetpoll: c.noNetpoll})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
 			}
-			return l
-		}
-		a, b := pair(t, link("127.0.21.1"), link("127.0.21.2"), "127.0.21.1", "127.0.21.2")
-		rdmatest.CheckRC(t, a, b)
-		report(t, a, b)
-	})
+			a, b := pair(t, link("127.0.21.1"), link("127.0.21.2"), "127.0.21.1", "127.0.21.2")
+			rdmatest.CheckRC(t, a, b)
+			report(t, a, b)
+		})
+	}
 }
 
 // TestPollModeAckWithoutPoller checks that a poller's burst is ended even
