@@ -77,7 +77,8 @@ type Options struct {
 	// goroutine stands aside while pollers are active and handles what
 	// arrives once none has polled for 200 µs. An acknowledgement of a
 	// packet a poller handled leaves with the application's next post on
-	// the QP, or at the next poll, and at the latest 200 µs later. It
+	// the QP, or at the next poll, or when a runtime timer set for 200 µs
+	// fires (about a millisecond later on an idle process). It
 	// needs a link that can be polled (nic.Poller: the udp and in-memory
 	// links); the link's own BusyPoll is not needed, and a udp link's
 	// NoNetpoll keeps the runtime's poller thread from waking for each
