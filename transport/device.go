@@ -64,8 +64,8 @@ type Options struct {
 	Trace func(out bool, datagram []byte)
 	// Events is the depth of the asynchronous event queue (default 256).
 	Events int
-	// Clock drives the QPs' timers (default qp.RealClock); tests pass one
-	// they advance by hand.
+	// Clock drives the QPs' timers and poll mode's (default
+	// qp.RealClock); tests pass one they advance by hand.
 	Clock qp.Clock
 	// PollProgress is poll mode: a CQ.Poll that finds its queue empty
 	// receives and handles what has arrived itself, on the polling
@@ -175,10 +175,16 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		}
 		d.poller = p
 		d.polls = make([]pollState, nq)
+		// The device's clock, as the QPs' timers: a test decides when
+		// late fires.
+		var clock qp.Clock = qp.RealClock{}
+		if opt.Clock != nil {
+			clock = opt.Clock
+		}
 		for i := range d.polls {
 			s := &d.polls[i]
 			s.frames = make([]nic.Frame, 64)
-			s.late = time.AfterFunc(time.Hour, func() { endOpen(s) })
+			s.late = clock.AfterFunc(time.Hour, func() { endOpen(s) })
 			s.late.Stop()
 		}
 	}
@@ -589,7 +595,7 @@ type pollState struct {
 	endMu   sync.Mutex
 	ends    []*qp.QP
 	pending atomic.Bool
-	late    *time.Timer
+	late    qp.Timer
 }
 
 // endOpen ends the bursts pollers left open on s: it sends the

@@ -3,8 +3,10 @@ package transport_test
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/fakeclock"
@@ -18,11 +20,31 @@ import (
 )
 
 // pollOnly is an in-memory link whose receive goroutine never gets a
-// frame: everything reaches its device through the device's pollers.
+// frame: everything reaches its device through the device's pollers. It
+// records how many frames each Send carried.
 type pollOnly struct {
 	*mem.Link
 	once   sync.Once
 	closed chan struct{}
+
+	mu    sync.Mutex
+	sends []int
+}
+
+func (l *pollOnly) Send(frames []nic.Frame) (int, error) {
+	l.mu.Lock()
+	l.sends = append(l.sends, len(frames))
+	l.mu.Unlock()
+	return l.Link.Send(frames)
+}
+
+// sent returns the frame counts of the Sends so far and forgets them.
+func (l *pollOnly) sent() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.sends
+	l.sends = nil
+	return s
 }
 
 func newPollOnly(l *mem.Link) nic.Link { return &pollOnly{Link: l, closed: make(chan struct{})} }
@@ -127,45 +149,114 @@ func TestPollMode(t *testing.T) {
 	}
 }
 
-// TestPollModeAckWithoutPoller checks that a poller's burst is ended even
-// when the application stops polling: the responder polls until its
-// receive completes, and then never again, and the requester's SEND
-// completes all the same, acknowledged by the responder's worker. The
-// clock never moves, so no timer resends the SEND: without that ACK the
-// requester would wait for ever.
+// TestPollModeAckWithoutPoller checks that a poller leaves its burst
+// open, and that the burst ends all the same when the application stops
+// polling: the responder polls until its receive completes, and then
+// never again. Its ACK waits (no poll, no post, and the device's clock,
+// which the test moves, has not moved), and leaves when the clock passes
+// the 200 µs the device gives the application; the requester's SEND then
+// completes. The clock moves no further, so no timer resends the SEND.
 func TestPollModeAckWithoutPoller(t *testing.T) {
-	o := rdmatest.Options{PollProgress: true, Wrap: newPollOnly, Clock: fakeclock.New()}
-	a, b, _ := rdmatest.MemPair(t, o)
+	clock := fakeclock.New()
+	var bl *pollOnly
+	wrap := func(l *mem.Link) nic.Link {
+		p := newPollOnly(l).(*pollOnly)
+		bl = p // the second link made is b's
+		return p
+	}
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{PollProgress: true, Wrap: wrap, Clock: clock})
 	if err := b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 64)}}); err != nil {
 		t.Fatal(err)
 	}
+	bl.sent()
 	if err := a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)}}); err != nil {
 		t.Fatal(err)
 	}
-	spin := func(c *cq.CQ) cq.WC {
-		var wc [1]cq.WC
-		for {
-			n, err := c.Poll(wc[:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n == 1 {
-				return wc[0]
-			}
-		}
-	}
-	if wc := spin(b.RCQ); wc.Status != cq.Success || wc.WRID != 1 {
+	if wc := spinPoll(t, b.RCQ); wc.Status != cq.Success || wc.WRID != 1 {
 		t.Fatalf("receive: %+v", wc)
 	}
 	// b polls no more.
-	if wc := spin(a.SCQ); wc.Status != cq.Success || wc.WRID != 2 {
+	if n, s := b.Dev.Counters().SentACKs.Load(), bl.sent(); n != 0 || len(s) != 0 {
+		t.Fatalf("with the burst open and the clock still, the responder sent %d ACKs (sends %v)", n, s)
+	}
+	clock.Advance(200 * time.Microsecond)
+	if wc := spinPoll(t, a.SCQ); wc.Status != cq.Success || wc.WRID != 2 {
 		t.Fatalf("send: %+v", wc)
 	}
 	if n := a.Dev.Counters().RetransmittedPkts.Load(); n != 0 {
 		t.Fatalf("%d packets sent again", n)
 	}
+	if n, s := b.Dev.Counters().SentACKs.Load(), bl.sent(); n != 1 || !slices.Equal(s, []int{1}) {
+		t.Fatalf("the responder sent %d ACKs in sends of %v frames, want 1 in one", n, s)
+	}
+}
+
+// TestPollModeAckRidesWithReply checks the point of leaving the burst
+// open: the application posts its reply before the next poll, and the
+// ACK still queued leaves with it, in one Send of the link (one sendmmsg
+// on the udp link), as the reply's only companion; and the next poll of
+// an empty queue ends a burst left open. The clock never moves.
+func TestPollModeAckRidesWithReply(t *testing.T) {
+	var bl *pollOnly
+	wrap := func(l *mem.Link) nic.Link {
+		p := newPollOnly(l).(*pollOnly)
+		bl = p
+		return p
+	}
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{PollProgress: true, Wrap: wrap, Clock: fakeclock.New()})
+	for _, p := range []*rdmatest.Peer{a, b} {
+		if err := p.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{p.MR.SGE(0, 64)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bl.sent()
+	if err := a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := spinPoll(t, b.RCQ); wc.Status != cq.Success || wc.WRID != 1 {
+		t.Fatalf("receive: %+v", wc)
+	}
+	if err := b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := bl.sent(); !slices.Equal(s, []int{2}) {
+		t.Fatalf("the responder's sends carried %v frames, want the ACK and the reply in one", s)
+	}
 	if n := b.Dev.Counters().SentACKs.Load(); n != 1 {
 		t.Fatalf("the responder sent %d ACKs, want 1", n)
+	}
+	for _, c := range []struct {
+		cq   *cq.CQ
+		wrID uint64
+	}{{a.SCQ, 2}, {a.RCQ, 1}} {
+		if wc := spinPoll(t, c.cq); wc.Status != cq.Success || wc.WRID != c.wrID {
+			t.Fatalf("completion %d: %+v", c.wrID, wc)
+		}
+	}
+	// a's poll that received the reply left its ACK open too; a's next
+	// poll, of an empty queue, ends it, and b's SEND completes.
+	var wc [1]cq.WC
+	if n, err := a.RCQ.Poll(wc[:]); n != 0 || err != nil {
+		t.Fatalf("a's empty poll: %d, %v", n, err)
+	}
+	if wc := spinPoll(t, b.SCQ); wc.Status != cq.Success || wc.WRID != 3 {
+		t.Fatalf("reply's completion: %+v", wc)
+	}
+}
+
+// spinPoll polls c until it returns a completion: in poll mode the polls
+// receive and handle what arrives.
+func spinPoll(t *testing.T, c *cq.CQ) cq.WC {
+	t.Helper()
+	var wc [1]cq.WC
+	for {
+		n, err := c.Poll(wc[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			return wc[0]
+		}
 	}
 }
 
