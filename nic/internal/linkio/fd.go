@@ -22,11 +22,16 @@ import (
 type FD struct {
 	fd   int
 	wake int // an eventfd Close makes readable: it ends every wait
-	// mu is held shared by each Control, Read and Write, and by Close
-	// alone, so that the descriptor is not closed (and its number reused)
-	// under a call that is using it.
-	mu     sync.RWMutex
+	// refs counts the Control, Read and Write calls in progress: Close
+	// waits for them (on cond) before it closes the descriptor, so that
+	// its number is not reused under a call using it. A call that starts
+	// once Close has begun fails at once rather than wait for it: a
+	// poller holding a link's queue may call Control while the queue's
+	// receiver, inside Read, waits for that queue.
+	refs   atomic.Int64
 	closed atomic.Bool
+	mu     sync.Mutex
+	cond   sync.Cond
 }
 
 // ErrFDClosed is what an FD's methods return once it is closed.
@@ -58,16 +63,36 @@ func Detach(c interface {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &FD{fd: fd, wake: wake}, nil
+	s := &FD{fd: fd, wake: wake}
+	s.cond.L = &s.mu
+	return s, nil
+}
+
+// acquire counts a call in, unless Close has begun.
+func (s *FD) acquire() bool {
+	s.refs.Add(1)
+	if s.closed.Load() {
+		s.release()
+		return false
+	}
+	return true
+}
+
+// release counts a call out, waking Close after the last.
+func (s *FD) release() {
+	if s.refs.Add(-1) == 0 && s.closed.Load() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
 }
 
 // Control runs f on the descriptor; see syscall.RawConn.
 func (s *FD) Control(f func(fd uintptr)) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed.Load() {
+	if !s.acquire() {
 		return ErrFDClosed
 	}
+	defer s.release()
 	f(uintptr(s.fd))
 	return nil
 }
@@ -81,8 +106,10 @@ func (s *FD) Read(f func(fd uintptr) bool) error { return s.until(f, unix.POLLIN
 func (s *FD) Write(f func(fd uintptr) bool) error { return s.until(f, unix.POLLOUT) }
 
 func (s *FD) until(f func(fd uintptr) bool, events int16) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	if !s.acquire() {
+		return ErrFDClosed
+	}
+	defer s.release()
 	for {
 		if s.closed.Load() {
 			return ErrFDClosed
@@ -108,7 +135,10 @@ func (s *FD) Close() error {
 	one := [8]byte{1}
 	_, _ = unix.Write(s.wake, one[:])
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	for s.refs.Load() != 0 {
+		s.cond.Wait()
+	}
+	s.mu.Unlock()
 	unix.Close(s.wake)
 	return unix.Close(s.fd)
 }

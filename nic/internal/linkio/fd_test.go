@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -95,5 +96,50 @@ func TestFD(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// TestFDCloseDoesNotBlockCalls checks that a call made while Close waits
+// for a call in progress fails at once rather than wait behind Close: a
+// poller holding a link's queue calls Control while the queue's receiver,
+// inside Read, waits for that queue, and Close waits for the receiver.
+func TestFDCloseDoesNotBlockCalls(t *testing.T) {
+	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.22.3:0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Detach(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside, queue := make(chan struct{}), make(chan struct{})
+	read := make(chan error, 1)
+	go func() {
+		read <- s.Read(func(uintptr) bool {
+			close(inside)
+			<-queue // the receiver waits for the queue the poller holds
+			return true
+		})
+	}()
+	<-inside
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	for !s.closed.Load() { // Close has begun, and waits for the Read
+		runtime.Gosched()
+	}
+	if err := s.Control(func(uintptr) { t.Error("Control ran after Close began") }); !errors.Is(err, ErrFDClosed) {
+		t.Fatalf("Control while Close waits: %v", err)
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a Read was in progress", err)
+	default:
+	}
+	close(queue) // the poller lets go of the queue
+	if err := <-read; err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
 	}
 }
