@@ -136,6 +136,13 @@ func Judge(sc Scenario, server, client SideRun) Verdict {
 
 const stoppedReason = "was stopped by the harness: still running when the case was over"
 
+// RpingTeardownRace is rpingTeardownRace for a real rping in role
+// ("server" or "client") that exited with exit and wrote stderr, for the
+// tests that run rping outside a case: they judge it as the matrix does.
+func RpingTeardownRace(role string, exit int, stderr string) bool {
+	return rpingTeardownRace(SideRun{Role: role, Out: Output{Exit: exit, Stderr: stderr}})
+}
+
 // rpingTeardownRace reports whether a real rping ended in its own
 // teardown race: after "DISCONNECT EVENT..." (the connection was over),
 // its CM thread's rdma_get_cm_event on the event channel the main thread
