@@ -158,23 +158,7 @@ func TestPollMode(t *testing.T) {
 // completes. The clock moves no further, so no timer resends the SEND.
 func TestPollModeAckWithoutPoller(t *testing.T) {
 	clock := fakeclock.New()
-	var bl *pollOnly
-	wrap := func(l *mem.Link) nic.Link {
-		p := newPollOnly(l).(*pollOnly)
-		bl = p // the second link made is b's
-		return p
-	}
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{PollProgress: true, Wrap: wrap, Clock: clock})
-	if err := b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 64)}}); err != nil {
-		t.Fatal(err)
-	}
-	bl.sent()
-	if err := a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)}}); err != nil {
-		t.Fatal(err)
-	}
-	if wc := spinPoll(t, b.RCQ); wc.Status != cq.Success || wc.WRID != 1 {
-		t.Fatalf("receive: %+v", wc)
-	}
+	a, b, bl := sendPolled(t, clock, false)
 	// b polls no more.
 	if n, s := b.Dev.Counters().SentACKs.Load(), bl.sent(); n != 0 || len(s) != 0 {
 		t.Fatalf("with the burst open and the clock still, the responder sent %d ACKs (sends %v)", n, s)
@@ -197,25 +181,7 @@ func TestPollModeAckWithoutPoller(t *testing.T) {
 // on the udp link), as the reply's only companion; and the next poll of
 // an empty queue ends a burst left open. The clock never moves.
 func TestPollModeAckRidesWithReply(t *testing.T) {
-	var bl *pollOnly
-	wrap := func(l *mem.Link) nic.Link {
-		p := newPollOnly(l).(*pollOnly)
-		bl = p
-		return p
-	}
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{PollProgress: true, Wrap: wrap, Clock: fakeclock.New()})
-	for _, p := range []*rdmatest.Peer{a, b} {
-		if err := p.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{p.MR.SGE(0, 64)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bl.sent()
-	if err := a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)}}); err != nil {
-		t.Fatal(err)
-	}
-	if wc := spinPoll(t, b.RCQ); wc.Status != cq.Success || wc.WRID != 1 {
-		t.Fatalf("receive: %+v", wc)
-	}
+	a, b, bl := sendPolled(t, fakeclock.New(), true)
 	if err := b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.MR.SGE(0, 64)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -242,6 +208,37 @@ func TestPollModeAckRidesWithReply(t *testing.T) {
 	if wc := spinPoll(t, b.SCQ); wc.Status != cq.Success || wc.WRID != 3 {
 		t.Fatalf("reply's completion: %+v", wc)
 	}
+}
+
+// sendPolled connects two devices in poll mode over pollOnly links on
+// clock, posts a receive on b (and on a, with replies), and sends one
+// SEND from a, which b's poll receives (b's link's sends forgotten
+// before): the start of the open burst tests.
+func sendPolled(t *testing.T, clock *fakeclock.Clock, replies bool) (a, b *rdmatest.Peer, bl *pollOnly) {
+	t.Helper()
+	wrap := func(l *mem.Link) nic.Link {
+		p := newPollOnly(l).(*pollOnly)
+		bl = p // the second link made is b's
+		return p
+	}
+	a, b, _ = rdmatest.MemPair(t, rdmatest.Options{PollProgress: true, Wrap: wrap, Clock: clock})
+	recv := []*rdmatest.Peer{b}
+	if replies {
+		recv = append(recv, a)
+	}
+	for _, p := range recv {
+		if err := p.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{p.MR.SGE(0, 64)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bl.sent()
+	if err := a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := spinPoll(t, b.RCQ); wc.Status != cq.Success || wc.WRID != 1 {
+		t.Fatalf("receive: %+v", wc)
+	}
+	return a, b, bl
 }
 
 // spinPoll polls c until it returns a completion: in poll mode the polls
