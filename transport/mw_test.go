@@ -652,13 +652,19 @@ func TestMWInvalidateWhileInUse(t *testing.T) {
 		}
 		return mem.Pass
 	})
-	before := b.Dev.Counters().RcvdPkts.Load()
+	at, _ := b.QP.Query()
 	fill(a.Buf[:3072], 9)
 	must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.MR.SGE(0, 3072)}, RemoteAddr: target.Addr(), RKey: key}))
-	// The FIRST has been taken once b has counted it.
+	// The FIRST has been taken once b's responder expects the next PSN:
+	// it places the data and moves on under the QP's lock, which Query
+	// takes. (Counted by the device, rcvd_pkts, it may not have reached
+	// the QP yet: under load the invalidation then came first.)
 	deadline := time.Now().Add(5 * time.Second)
-	for b.Dev.Counters().RcvdPkts.Load() == before {
+	for {
+		if now, _ := b.QP.Query(); now.RQPSN != at.RQPSN {
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("the WRITE's first packet never arrived")
 		}
