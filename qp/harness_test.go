@@ -45,16 +45,19 @@ const (
 	peerQPN  = 0x42
 )
 
-// capLink is the harness's link: it keeps a copy of every datagram sent.
+// capLink is the harness's link: it keeps a copy of every datagram sent,
+// and how many each call to Send handed it.
 type capLink struct {
 	mu     sync.Mutex
 	sent   [][]byte
+	calls  []int
 	closed chan struct{}
 }
 
 func (l *capLink) Send(frames []nic.Frame) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.calls = append(l.calls, len(frames))
 	for _, f := range frames {
 		l.sent = append(l.sent, append([]byte(nil), f.Datagram()...))
 	}
@@ -94,12 +97,16 @@ type harnessOpts struct {
 	timeout, retry, rnr uint8 // RTS attributes; 0: 14, 7, 7
 	minRNR              uint8 // RTR's min RNR timer code; 0 means 12
 	sendPSN, recvPSN    uint32
+	sqDepth             uint32 // max_send_wr; 0 means 16
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
 	if o.typ == 0 {
 		o.typ = qp.RC
+	}
+	if o.sqDepth == 0 {
+		o.sqDepth = 16
 	}
 	for _, d := range []struct {
 		p *uint8
@@ -134,20 +141,26 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	if h.q, err = newQP(env, pd, localQPN, qp.InitAttr{Type: o.typ, SendCQ: h.scq, RecvCQ: h.rcq,
-		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		Cap: qp.Cap{MaxSendWR: o.sqDepth, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	init := qp.Attr{State: qp.Init, PortNum: 1, AccessFlags: mr.RemoteWrite | mr.RemoteRead}
 	rtr := qp.Attr{State: qp.RTR, PathMTU: qp.MTU1024, DestQPN: peerQPN, RQPSN: o.recvPSN,
 		MaxDestRdAtomic: 4, MinRNRTimer: o.minRNR, AH: qp.AHAttr{DGID: bth.GIDFromAddr(peerAddr), PortNum: 1}}
 	rts := qp.Attr{State: qp.RTS, SQPSN: o.sendPSN, Timeout: o.timeout, RetryCnt: o.retry, RNRRetry: o.rnr, MaxRdAtomic: 4}
+	rtrMask := qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
+	rtsMask := qp.AttrState | qp.AttrSQPSN
+	if o.typ == qp.RC {
+		rtrMask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+		rtsMask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
+	}
 	for _, s := range []struct {
 		a *qp.Attr
 		m qp.AttrMask
 	}{
 		{&init, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
-		{&rtr, qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
-		{&rts, qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
+		{&rtr, rtrMask},
+		{&rts, rtsMask},
 	} {
 		if err := h.q.Modify(s.a, s.m); err != nil {
 			t.Fatalf("to %v: %v", s.a.State, err)
@@ -204,6 +217,16 @@ func (h *harness) sent() []bth.Packet {
 		ps = append(ps, p)
 	}
 	return ps
+}
+
+// sendCalls returns how many frames each call to the link's Send carried
+// since the last call.
+func (h *harness) sendCalls() []int {
+	h.link.mu.Lock()
+	defer h.link.mu.Unlock()
+	c := h.link.calls
+	h.link.calls = nil
+	return c
 }
 
 // run does the work the QP deferred, as the device's worker would.
