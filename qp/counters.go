@@ -41,6 +41,7 @@ type Counters struct {
 	XRCDomainViolation atomic.Uint64 // XRC requests naming an XRC SRQ of another domain (NAKed)
 	XRCMisdirected     atomic.Uint64 // XRC requests to an initiator QP or responses to a target QP, dropped
 	PolledPkts         atomic.Uint64 // received packets a poller handled (poll mode), of rcvd_pkts
+	ClockedPosts       atomic.Uint64 // posts left for the next acknowledgement to send (doorbell)
 }
 
 // Counter is one named counter value.
@@ -86,5 +87,6 @@ func (c *Counters) List() []Counter {
 		{"xrc_domain_violation", c.XRCDomainViolation.Load()},
 		{"xrc_misdirected", c.XRCMisdirected.Load()},
 		{"polled_pkts", c.PolledPkts.Load()},
+		{"clocked_posts", c.ClockedPosts.Load()},
 	}
 }

@@ -117,7 +117,7 @@ func (q *QP) PostSend(wr *SendWR) error {
 	if err := q.postSend(wr, false); err != nil {
 		return err
 	}
-	q.run()
+	q.doorbell()
 	return nil
 }
 
@@ -162,7 +162,7 @@ func (q *QP) PostSendList(wrs []SendWR) error {
 			break
 		}
 	}
-	q.run()
+	q.doorbell()
 	return err
 }
 
@@ -417,3 +417,26 @@ func (q *QP) scatter(sgl []mr.SGE, off uint32, src []byte) error {
 }
 
 var errSGLShort = fmt.Errorf("%w: receive buffer too small", ErrInvalid)
+
+// ackClock is how many messages in flight make a post wait for the next
+// acknowledgement to send it.
+const ackClock = 16
+
+// doorbell starts what a post queued. A requester with ackClock messages
+// or more sent and not yet acknowledged is streaming: acknowledgements
+// are on their way (each message's last packet asks for one), and the
+// run each one triggers (endBurst) sends everything posted since in one
+// batch, which the link sends in one system call and, for equal packets,
+// one GSO message, where sending at each post costs a system call per
+// packet. The wait adds nothing to a stream's rate: the messages queue
+// behind ackClock others. A post with fewer in flight, the latency case,
+// sends at once. After a timeout the requester has gone back to the
+// oldest message (cur is sqHead again), so a post runs and the probe
+// rule (canSend) decides.
+func (q *QP) doorbell() {
+	if q.typ == RC && q.state == RTS && q.req.cur-q.sqHead >= ackClock && q.req.hiPSN != q.comp.psn {
+		q.env.Counters.ClockedPosts.Add(1)
+		return
+	}
+	q.run()
+}
