@@ -33,6 +33,10 @@ const (
 	// the device receives and runs QPs on two goroutines. Not in Kinds:
 	// its own tests run it.
 	UDPQueues
+	// UDPNoGSO is the UDP link with GSO and GRO off: one datagram per
+	// packet each way, the path raw sendmmsg/recvmmsg measures. Not in
+	// Kinds: a benchmark compares it with that path.
+	UDPNoGSO
 )
 
 // Kinds lists every kind.
@@ -51,6 +55,8 @@ func (k Kind) String() string {
 		return "afxdp-native"
 	case UDPQueues:
 		return "udp-2queues"
+	case UDPNoGSO:
+		return "udp-nogso"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -68,13 +74,16 @@ func openLink(k Kind, e *netns.End, addr netip.Addr, pollMode bool) (nic.Link, e
 	var l nic.Link
 	err := e.Do(func() (err error) {
 		switch k {
-		case UDP, UDPQueues:
+		case UDP, UDPQueues, UDPNoGSO:
 			if addr.IsLinkLocalUnicast() {
 				addr = addr.WithZone(e.Link)
 			}
 			cfg := udp.Config{Addr: addr, NoNetpoll: pollMode}
-			if k == UDPQueues {
+			switch k {
+			case UDPQueues:
 				cfg.RxQueues = 2
+			case UDPNoGSO:
+				cfg.NoGSO, cfg.NoGRO = true, true
 			}
 			l, err = udp.Open(cfg)
 		case AFPacket:
