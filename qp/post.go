@@ -419,7 +419,8 @@ func (q *QP) scatter(sgl []mr.SGE, off uint32, src []byte) error {
 var errSGLShort = fmt.Errorf("%w: receive buffer too small", ErrInvalid)
 
 // ackClock is how many messages in flight make a post wait for the next
-// acknowledgement to send it.
+// acknowledgement to send it, and how many waiting posts are sent
+// without waiting longer.
 const ackClock = 16
 
 // doorbell starts what a post queued. A requester with ackClock messages
@@ -429,12 +430,15 @@ const ackClock = 16
 // batch, which the link sends in one system call and, for equal packets,
 // one GSO message, where sending at each post costs a system call per
 // packet. The wait adds nothing to a stream's rate: the messages queue
-// behind ackClock others. A post with fewer in flight, the latency case,
-// sends at once. After a timeout the requester has gone back to the
-// oldest message (cur is sqHead again), so a post runs and the probe
-// rule (canSend) decides.
+// behind ackClock others. Once ackClock posts wait, the last one sends
+// them all, so that one batch is in flight while the next gathers. A
+// post with fewer in flight, the latency case, sends at once, and UC and
+// UD, which have no acknowledgements, always do. After a timeout the
+// requester has gone back to the oldest message (cur is sqHead again),
+// so a post runs and the probe rule (canSend) decides.
 func (q *QP) doorbell() {
-	if q.typ == RC && q.state == RTS && q.req.cur-q.sqHead >= ackClock && q.req.hiPSN != q.comp.psn {
+	if q.typ.reliable() && q.state == RTS && q.req.cur-q.sqHead >= ackClock &&
+		q.sqTail-q.req.cur < ackClock && q.req.hiPSN != q.comp.psn {
 		q.env.Counters.ClockedPosts.Add(1)
 		return
 	}

@@ -26,7 +26,8 @@ func (h *harness) postOne(id uint64) {
 // A post sends at once while fewer than ackClock messages are in flight:
 // one call to the link each, the latency case. From ackClock on, the QP
 // is streaming and a post waits: the acknowledgement that comes next
-// sends every waiting message in one call, in order.
+// sends every waiting message in one call, in order, and so does the
+// post that makes ackClock wait.
 func TestPostsClockedByACKs(t *testing.T) {
 	h := newHarness(t, harnessOpts{sqDepth: 64, sendPSN: 100})
 	for i := range ackClock {
@@ -55,12 +56,33 @@ func TestPostsClockedByACKs(t *testing.T) {
 	if got := psns(h.sent()); len(got) != 8 || got[0] != 100+ackClock || got[7] != 100+ackClock+7 {
 		t.Fatalf("sent PSNs %v, want %d..%d", got, 100+ackClock, 100+ackClock+7)
 	}
-	// Everything acknowledged: the next post is the latency case again.
-	h.deliver(bth.RCAcknowledge, 100+ackClock+7, nil, aeth(bth.ACKSyndrome(0x1f), ackClock+8))
-	if wc := polls(h.scq); len(wc) != 16 {
-		t.Fatalf("%d completions polled of 16 (the CQ holds 64)", len(wc))
+	// 23 in flight: ackClock-1 posts wait, the next sends all ackClock.
+	for i := range ackClock - 1 {
+		h.postOne(uint64(100 + i))
 	}
-	polls(h.scq)
+	if c := h.sendCalls(); len(c) != 0 {
+		t.Fatalf("%d waiting posts sent: %v", ackClock-1, c)
+	}
+	h.postOne(200)
+	if c := h.sendCalls(); !slices.Equal(c, []int{ackClock}) {
+		t.Fatalf("the post that made %d wait: sends %v, want one of %d frames", ackClock, c, ackClock)
+	}
+	last := uint32(100 + 2*ackClock + 8 - 1)
+	if got := psns(h.sent()); len(got) != ackClock || got[0] != 100+ackClock+8 || got[ackClock-1] != last {
+		t.Fatalf("sent PSNs %v, want %d..%d", got, 100+ackClock+8, last)
+	}
+	// Everything acknowledged: the next post is the latency case again.
+	h.deliver(bth.RCAcknowledge, last, nil, aeth(bth.ACKSyndrome(0x1f), 2*ackClock+8))
+	if c := h.sendCalls(); len(c) != 0 {
+		t.Fatalf("after the last ACK, with nothing waiting: sends %v", c)
+	}
+	for n := 0; n < 2*ackClock+8; {
+		wc := polls(h.scq)
+		if len(wc) == 0 {
+			t.Fatalf("%d completions of %d", n, 2*ackClock+8)
+		}
+		n += len(wc)
+	}
 	h.postOne(99)
 	if c := h.sendCalls(); !slices.Equal(c, []int{1}) {
 		t.Fatalf("a post with nothing in flight: sends %v, want one of one frame", c)
