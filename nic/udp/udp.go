@@ -58,7 +58,8 @@ type Config struct {
 	// on a socket it watches, even one no goroutine waits for, so where
 	// threads poll the link themselves (a device in poll mode, whose
 	// receive goroutine stands aside) each packet they take, and each
-	// send, would wake it and take a core they spin on.
+	// send, would wake it and take a core they spin on. A device in poll
+	// mode takes an open link's sockets out itself (LeaveNetpoll).
 	NoNetpoll bool
 }
 
@@ -343,6 +344,40 @@ func (l *Link) RxQueuePackets(i int) uint64 {
 
 // Stats returns the link's counters.
 func (l *Link) Stats() nic.Stats { return l.ctr.Snapshot() }
+
+// LeaveNetpoll takes the link's sockets out of the Go runtime's network
+// poller, as NoNetpoll opens them (nic.NetpollLeaver): a device in poll
+// mode asks for it when it opens. The sockets stay the same (each is
+// duplicated and its net.UDPConn closed), with their options, steering
+// and bound ports. Call it before the link is first used.
+func (l *Link) LeaveNetpoll() error {
+	if l.cfg.NoNetpoll {
+		return nil
+	}
+	detach := func(c io.Closer) (*linkio.FD, error) {
+		u, ok := c.(*net.UDPConn)
+		if !ok {
+			return nil, fmt.Errorf("nic: udp link: a socket of type %T cannot leave the network poller", c)
+		}
+		return linkio.Detach(u)
+	}
+	for i := range l.rxq {
+		fd, err := detach(l.rxq[i].conn)
+		if err != nil {
+			return err
+		}
+		l.rxq[i].conn, l.rxq[i].r.raw = fd, fd
+	}
+	for i := range l.tx {
+		fd, err := detach(l.tx[i].conn)
+		if err != nil {
+			return err
+		}
+		l.tx[i].conn, l.tx[i].raw = fd, fd
+	}
+	l.cfg.NoNetpoll = true
+	return nil
+}
 
 // Close closes every socket; a blocked Recv returns nic.ErrClosed.
 func (l *Link) Close() error {

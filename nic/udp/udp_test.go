@@ -1,6 +1,7 @@
 package udp
 
 import (
+	"io"
 	"net"
 	"net/netip"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/internal/linkio"
 	"github.com/goroce/goroce/nic/internal/linktest"
 )
 
@@ -63,6 +65,29 @@ func TestUDPNoNetpoll(t *testing.T) {
 		linktest.Exchange(t, b, a, linktest.Outer(b, netip.MustParseAddr("127.0.20.3"), 9), 500, size, 17)
 	}
 	linktest.AssertNoAllocs(t, a, b, linktest.Frames(linktest.Outer(a, netip.MustParseAddr("127.0.20.4"), 1), 32, 1024))
+}
+
+// TestUDPLeaveNetpoll opens two links in the network poller, takes them
+// out (what a device in poll mode asks when it opens), and exchanges
+// frames both ways on the same sockets, still without an allocation.
+func TestUDPLeaveNetpoll(t *testing.T) {
+	a := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.20.5")})
+	b := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.20.6")})
+	for _, l := range []*Link{a, b, a} { // the second call on a does nothing
+		if err := l.LeaveNetpoll(); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []io.Closer{l.rxq[0].conn, l.tx[0].conn, l.tx[len(l.tx)-1].conn} {
+			if _, ok := c.(*linkio.FD); !ok {
+				t.Fatalf("after LeaveNetpoll a socket is a %T, not a linkio.FD", c)
+			}
+		}
+	}
+	for _, size := range []int{0, 1024, 4096} {
+		linktest.Exchange(t, a, b, linktest.Outer(a, netip.MustParseAddr("127.0.20.6"), 7), 500, size, 64)
+		linktest.Exchange(t, b, a, linktest.Outer(b, netip.MustParseAddr("127.0.20.5"), 9), 500, size, 17)
+	}
+	linktest.AssertNoAllocs(t, a, b, linktest.Frames(linktest.Outer(a, netip.MustParseAddr("127.0.20.6"), 1), 32, 1024))
 }
 
 func TestUDPLoopbackIPv6(t *testing.T) {
