@@ -247,7 +247,7 @@ func BenchmarkPingPong(b *testing.B) {
 // udpSide opens one end over the UDP link on a loopback address.
 func udpSide(t testing.TB, addr string, o *rdmatest.Options) *rdmatest.Peer {
 	ad := netip.MustParseAddr(addr)
-	l, err := udp.Open(udp.Config{Addr: ad, BusyPoll: o.BusyPoll, NoNetpoll: o.PollProgress})
+	l, err := udp.Open(udp.Config{Addr: ad, BusyPoll: o.BusyPoll})
 	must(t, err)
 	d, err := transport.Open(l, transport.Options{PollProgress: o.PollProgress})
 	must(t, err)

@@ -80,9 +80,10 @@ type Options struct {
 	// the QP, or at the next poll, or when a runtime timer set for 200 µs
 	// fires (about a millisecond later on an idle process). It
 	// needs a link that can be polled (nic.Poller: the udp and in-memory
-	// links); the link's own BusyPoll is not needed, and a udp link's
-	// NoNetpoll keeps the runtime's poller thread from waking for each
-	// packet the pollers take. On cores the host
+	// links); the link's own BusyPoll is not needed, and Open takes a
+	// udp link's sockets out of the runtime's network poller
+	// (nic.NetpollLeaver), whose thread would wake for each packet the
+	// pollers take. On cores the host
 	// oversubscribes a spinning poller slows everything else down, as
 	// any busy polling.
 	PollProgress bool
@@ -172,6 +173,13 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		p, ok := link.(nic.Poller)
 		if !ok {
 			return nil, fmt.Errorf("transport: poll mode needs a link that can be polled (the udp or in-memory link, not wrapped in a tap or faults); %s cannot", info.Name)
+		}
+		// Its sockets leave the network poller, whose thread would
+		// otherwise wake for each packet the pollers take.
+		if nl, ok := link.(nic.NetpollLeaver); ok {
+			if err := nl.LeaveNetpoll(); err != nil {
+				return nil, fmt.Errorf("transport: poll mode: %w", err)
+			}
 		}
 		d.poller = p
 		d.polls = make([]pollState, nq)

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,7 +87,9 @@ func progressLoop(t *testing.T, d *transport.Device) {
 // burst of mixed operations, on devices in poll mode: alone (the receive
 // goroutines get nothing, so every packet is a poller's), sharing the
 // in-memory link's queue with the receive goroutine, and over the udp
-// link on loopback, its sockets in the network poller or not (NoNetpoll).
+// link on loopback, opened in the network poller (which the device in
+// poll mode has its sockets leave: nic.NetpollLeaver) or out of it
+// (NoNetpoll).
 func TestPollMode(t *testing.T) {
 	o := rdmatest.Options{PollProgress: true}
 	pair := func(t *testing.T, a, b nic.Link, aa, ba string) (*rdmatest.Peer, *rdmatest.Peer) {
@@ -135,14 +138,21 @@ func TestPollMode(t *testing.T) {
 		noNetpoll bool
 	}{{"udp", false}, {"udp-nonetpoll", true}} {
 		t.Run(c.name, func(t *testing.T) {
+			var links []*leaveCounter
 			link := func(addr string) nic.Link {
 				l, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(addr), NoNetpoll: c.noNetpoll})
 				if err != nil {
 					t.Fatal(err)
 				}
-				return l
+				links = append(links, &leaveCounter{Link: l})
+				return links[len(links)-1]
 			}
 			a, b := pair(t, link("127.0.21.1"), link("127.0.21.2"), "127.0.21.1", "127.0.21.2")
+			for _, l := range links {
+				if l.n.Load() != 1 {
+					t.Fatalf("%s: the device in poll mode asked its link to leave the network poller %d times, want once", l.Info().Name, l.n.Load())
+				}
+			}
 			rdmatest.CheckRC(t, a, b)
 			report(t, a, b)
 		})
@@ -283,4 +293,16 @@ func TestPollModeClose(t *testing.T) {
 	if err := <-polled; !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("poll after Close: %v", err)
 	}
+}
+
+// leaveCounter is a udp link that counts the device's requests to leave
+// the network poller (nic.NetpollLeaver).
+type leaveCounter struct {
+	*udp.Link
+	n atomic.Int32
+}
+
+func (l *leaveCounter) LeaveNetpoll() error {
+	l.n.Add(1)
+	return l.Link.LeaveNetpoll()
 }

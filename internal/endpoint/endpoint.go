@@ -163,10 +163,7 @@ func Open(cfg Config) (*Endpoint, error) {
 	var link nic.Link
 	switch cfg.Link {
 	case "", LinkUDP:
-		// In poll mode the polling threads take the packets: the sockets
-		// stay out of the runtime's network poller, which would wake for
-		// each one.
-		ucfg := udp.Config{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll, NoNetpoll: tune.pollMode}
+		ucfg := udp.Config{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll}
 		link, err = udp.Open(ucfg)
 		// The other GIDs' sockets would make a nic.Multi, which cannot be
 		// polled yet: in poll mode the device answers on its own GID.

@@ -65,12 +65,6 @@ func (k Kind) String() string {
 // answering for addr alone (so the device's GID table is the link-local
 // GID, if the link has a MAC, and addr).
 func OpenLink(k Kind, e *netns.End, addr netip.Addr) (nic.Link, error) {
-	return openLink(k, e, addr, false)
-}
-
-// openLink is OpenLink; pollMode keeps a udp link's sockets out of the
-// network poller, as poll mode wants (udp.Config.NoNetpoll).
-func openLink(k Kind, e *netns.End, addr netip.Addr, pollMode bool) (nic.Link, error) {
 	var l nic.Link
 	err := e.Do(func() (err error) {
 		switch k {
@@ -78,7 +72,7 @@ func openLink(k Kind, e *netns.End, addr netip.Addr, pollMode bool) (nic.Link, e
 			if addr.IsLinkLocalUnicast() {
 				addr = addr.WithZone(e.Link)
 			}
-			cfg := udp.Config{Addr: addr, NoNetpoll: pollMode}
+			cfg := udp.Config{Addr: addr}
 			switch k {
 			case UDPQueues:
 				cfg.RxQueues = 2

@@ -269,7 +269,7 @@ func PairOf(t testing.TB, n *Net, ka, kb Kind, f Family, o Options) (a, b *Peer)
 		if i == 1 {
 			k = kb
 		}
-		l, err := openLink(k, e, f.Addr(e), o.PollProgress)
+		l, err := OpenLink(k, e, f.Addr(e))
 		if err != nil {
 			t.Fatal(err)
 		}
