@@ -110,7 +110,12 @@ func (q *QP) postRecv(wr *RecvWR) error {
 	return nil
 }
 
-// PostSend posts a send work request (ibv_post_send).
+// PostSend posts a send work request (ibv_post_send). What the window
+// allows leaves at once, on the caller's goroutine; on an RC QP with 16
+// messages or more in flight the request waits instead for the next
+// acknowledgement, which sends it with the others posted meanwhile, or
+// for 15 more posts (the clocked_posts counter; README, "Posting into a
+// stream").
 func (q *QP) PostSend(wr *SendWR) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
