@@ -77,18 +77,20 @@ type Config struct {
 // gives them identifications 0..n-1 (inet_gso_segment increments per
 // segment). Both are checked on the wire by the tests.
 type Link struct {
-	cfg     Config
-	v6      bool
-	scope   uint32 // interface index for a link-local address
-	info    nic.Info
-	rxq     []udpQueue // receive sockets, one per queue
-	tx      []udpSock
-	txPort  [64]uint16  // SrcPort answers from here; len(tx) entries used
-	gso     atomic.Bool // cleared if the kernel refuses a GSO send
-	gro     bool
-	ctr     linkio.Counters
-	txPool  sync.Pool
-	closing linkio.Closing
+	cfg    Config
+	v6     bool
+	scope  uint32 // interface index for a link-local address
+	info   nic.Info
+	rxq    []udpQueue // receive sockets, one per queue
+	tx     []udpSock
+	txPort [64]uint16  // SrcPort answers from here; len(tx) entries used
+	gso    atomic.Bool // cleared if the kernel refuses a GSO send
+	gro    bool
+	// detached: the sockets are out of the network poller (LeaveNetpoll)
+	detached bool
+	ctr      linkio.Counters
+	txPool   sync.Pool
+	closing  linkio.Closing
 }
 
 // udpQueue is one receive socket and its state (one Recv at a time).
@@ -147,6 +149,12 @@ func Open(cfg Config) (*Link, error) {
 		l.Close()
 		return nil, err
 	}
+	if cfg.NoNetpoll {
+		if err := l.LeaveNetpoll(); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
 	l.txPool.New = func() any { return newUDPTx(l) }
 	return l, nil
 }
@@ -202,13 +210,6 @@ func (l *Link) listen(port uint16, tx, reuse bool) (io.Closer, syscall.RawConn, 
 		return nil, nil, err
 	}
 	c := pc.(*net.UDPConn)
-	if l.cfg.NoNetpoll {
-		fd, err := linkio.Detach(c)
-		if err != nil {
-			return nil, nil, err
-		}
-		return fd, fd, nil
-	}
 	raw, err := c.SyscallConn()
 	if err != nil {
 		c.Close()
@@ -349,33 +350,46 @@ func (l *Link) Stats() nic.Stats { return l.ctr.Snapshot() }
 // poller, as NoNetpoll opens them (nic.NetpollLeaver): a device in poll
 // mode asks for it when it opens. The sockets stay the same (each is
 // duplicated and its net.UDPConn closed), with their options, steering
-// and bound ports. Call it before the link is first used.
+// and bound ports. Call it before the link is first used. It is all or
+// nothing: if a socket cannot be duplicated (out of descriptors), the
+// link keeps every socket as it was, still usable, and says why.
 func (l *Link) LeaveNetpoll() error {
-	if l.cfg.NoNetpoll {
+	if l.detached {
 		return nil
 	}
-	detach := func(c io.Closer) (*linkio.FD, error) {
-		u, ok := c.(*net.UDPConn)
-		if !ok {
-			return nil, fmt.Errorf("nic: udp link: a socket of type %T cannot leave the network poller", c)
-		}
-		return linkio.Detach(u)
-	}
+	socks := make([]*io.Closer, 0, len(l.rxq)+len(l.tx))
 	for i := range l.rxq {
-		fd, err := detach(l.rxq[i].conn)
-		if err != nil {
-			return err
-		}
-		l.rxq[i].conn, l.rxq[i].r.raw = fd, fd
+		socks = append(socks, &l.rxq[i].conn)
 	}
 	for i := range l.tx {
-		fd, err := detach(l.tx[i].conn)
-		if err != nil {
-			return err
-		}
-		l.tx[i].conn, l.tx[i].raw = fd, fd
+		socks = append(socks, &l.tx[i].conn)
 	}
-	l.cfg.NoNetpoll = true
+	fds := make([]*linkio.FD, 0, len(socks))
+	for _, c := range socks {
+		u, ok := (*c).(*net.UDPConn)
+		if !ok {
+			return fmt.Errorf("nic: udp link: a socket of type %T cannot leave the network poller", *c)
+		}
+		fd, err := linkio.Dup(u)
+		if err != nil {
+			for _, d := range fds {
+				d.Close()
+			}
+			return fmt.Errorf("nic: udp link on %v: taking its sockets out of the network poller: %w", l.cfg.Addr, err)
+		}
+		fds = append(fds, fd)
+	}
+	for i, c := range socks {
+		(*c).Close()
+		*c = fds[i]
+	}
+	for i := range l.rxq {
+		l.rxq[i].r.raw = fds[i]
+	}
+	for i := range l.tx {
+		l.tx[i].raw = fds[len(l.rxq)+i]
+	}
+	l.detached = true
 	return nil
 }
 

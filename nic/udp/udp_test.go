@@ -4,6 +4,10 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/internal/linkio"
 	"github.com/goroce/goroce/nic/internal/linktest"
+	"golang.org/x/sys/unix"
 )
 
 func openUDP(t *testing.T, cfg Config) *Link {
@@ -88,6 +93,78 @@ func TestUDPLeaveNetpoll(t *testing.T) {
 		linktest.Exchange(t, b, a, linktest.Outer(b, netip.MustParseAddr("127.0.20.5"), 9), 500, size, 17)
 	}
 	linktest.AssertNoAllocs(t, a, b, linktest.Frames(linktest.Outer(a, netip.MustParseAddr("127.0.20.6"), 1), 32, 1024))
+}
+
+// TestUDPLeaveNetpollAllOrNothing runs LeaveNetpoll out of descriptors:
+// the receive socket's duplicate fits, the first send socket's does not.
+// The call fails and says why, and the link keeps every socket it had, in
+// the network poller, still carrying frames; with descriptors back, the
+// same call takes them all out.
+func TestUDPLeaveNetpollAllOrNothing(t *testing.T) {
+	a := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.20.7"), SrcPorts: 2})
+	b := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.20.8"), SrcPorts: 2})
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	// Fill every free descriptor number below the highest in use, so that
+	// the next ones are handed out in order from n.
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	high := 0
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > high {
+			high = n
+		}
+	}
+	var fill []int
+	n := -1
+	for n <= high {
+		if n, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			t.Fatal(err)
+		}
+		fill = append(fill, n)
+	}
+	unix.Close(n)
+	defer func() {
+		for _, f := range fill[:len(fill)-1] {
+			unix.Close(f)
+		}
+	}()
+	// n, n+1: the receive socket's duplicate and its eventfd; n+2: the
+	// first send socket's duplicate; its eventfd finds no number left.
+	low := lim
+	low.Cur = uint64(n + 3)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	err = a.LeaveNetpoll()
+	if rerr := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil || !strings.Contains(err.Error(), "network poller") {
+		t.Fatalf("LeaveNetpoll out of descriptors: %v, want an error that says what failed", err)
+	}
+	t.Log(err)
+	for _, c := range []io.Closer{a.rxq[0].conn, a.tx[0].conn, a.tx[1].conn} {
+		if _, ok := c.(*net.UDPConn); !ok {
+			t.Fatalf("after a failed LeaveNetpoll a socket is a %T, not the net.UDPConn it was", c)
+		}
+	}
+	linktest.Exchange(t, a, b, linktest.Outer(a, netip.MustParseAddr("127.0.20.8"), 7), 200, 1024, 16)
+	linktest.Exchange(t, b, a, linktest.Outer(b, netip.MustParseAddr("127.0.20.7"), 9), 200, 1024, 16)
+	if err := a.LeaveNetpoll(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []io.Closer{a.rxq[0].conn, a.tx[0].conn, a.tx[1].conn} {
+		if _, ok := c.(*linkio.FD); !ok {
+			t.Fatalf("after LeaveNetpoll a socket is a %T, not a linkio.FD", c)
+		}
+	}
+	linktest.Exchange(t, a, b, linktest.Outer(a, netip.MustParseAddr("127.0.20.8"), 7), 200, 1024, 16)
+	linktest.Exchange(t, b, a, linktest.Outer(b, netip.MustParseAddr("127.0.20.7"), 9), 200, 1024, 16)
 }
 
 func TestUDPLoopbackIPv6(t *testing.T) {

@@ -2,7 +2,6 @@ package linkio
 
 import (
 	"errors"
-	"io"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,24 +36,21 @@ type FD struct {
 // ErrFDClosed is what an FD's methods return once it is closed.
 var ErrFDClosed = errors.New("linkio: socket closed")
 
-// Detach takes the socket of c out of the network poller: it duplicates
-// the descriptor, closes c (whose close removes it from the poller) and
-// returns the duplicate as an FD. The socket keeps its options, binding
-// and non-blocking mode.
-func Detach(c interface {
-	SyscallConn() (syscall.RawConn, error)
-	io.Closer
-}) (*FD, error) {
+// Dup returns a duplicate of c's socket as an FD, out of the network
+// poller: the duplicate was never registered with it. The socket keeps
+// its options, binding and non-blocking mode. c stays open; the caller
+// closes it (Go's close removes it from the poller) once it no longer
+// needs the original, so that a caller taking several sockets out can
+// give up halfway with every original intact.
+func Dup(c syscall.Conn) (*FD, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		c.Close()
 		return nil, err
 	}
 	fd, derr := -1, error(nil)
 	if err := raw.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
 		derr = err
 	}
-	c.Close()
 	if derr != nil {
 		return nil, derr
 	}

@@ -20,13 +20,14 @@ func TestFD(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := c.LocalAddr().(*net.UDPAddr).AddrPort()
-	s, err := Detach(c)
+	s, err := Dup(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetReadDeadline(time.Time{}); err == nil {
-		t.Fatal("the net.UDPConn is still open after Detach")
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatalf("Dup closed the net.UDPConn: %v", err)
 	}
+	c.Close() // the duplicate keeps the socket and its binding
 	peer, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.22.2:0")))
 	if err != nil {
 		t.Fatal(err)
@@ -108,10 +109,11 @@ func TestFDCloseDoesNotBlockCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Detach(c)
+	s, err := Dup(c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.Close()
 	inside, queue := make(chan struct{}), make(chan struct{})
 	read := make(chan error, 1)
 	go func() {
