@@ -51,11 +51,11 @@ func benchOp(b *testing.B, op qp.WROpcode, size int) {
 		slot := (i % depth) * size
 		if op == qp.WRSend {
 			recvSGL[0] = p.MR.SGE(slot, size)
-			must(b, p.QP.PostRecv(&rwr))
+			rdmatest.Must(b, p.QP.PostRecv(&rwr))
 		}
 		sendSGL[0] = a.MR.SGE(slot, size)
 		swr.RemoteAddr = p.MR.Addr() + uint64(slot)
-		must(b, a.QP.PostSend(&swr))
+		rdmatest.Must(b, a.QP.PostSend(&swr))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -203,16 +203,16 @@ func BenchmarkPingPong(b *testing.B) {
 				y: {Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{y.MR.SGE(0, 64)}},
 			}
 			for range 8 {
-				must(b, x.QP.PostRecv(xr))
-				must(b, y.QP.PostRecv(yr))
+				rdmatest.Must(b, x.QP.PostRecv(xr))
+				rdmatest.Must(b, y.QP.PostRecv(yr))
 			}
-			send := func(s *rdmatest.Peer) { must(b, s.QP.PostSend(sends[s])) }
+			send := func(s *rdmatest.Peer) { rdmatest.Must(b, s.QP.PostSend(sends[s])) }
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				for range b.N {
 					wait1(y.RCQ)
-					must(b, y.QP.PostRecv(yr))
+					rdmatest.Must(b, y.QP.PostRecv(yr))
 					send(y)
 					wait1(y.SCQ)
 				}
@@ -225,7 +225,7 @@ func BenchmarkPingPong(b *testing.B) {
 				wait1(x.SCQ)
 				wait1(x.RCQ)
 				rtt = append(rtt, time.Since(t0))
-				must(b, x.QP.PostRecv(xr))
+				rdmatest.Must(b, x.QP.PostRecv(xr))
 			}
 			<-done
 			b.StopTimer()
@@ -248,15 +248,15 @@ func BenchmarkPingPong(b *testing.B) {
 func udpSide(t testing.TB, addr string, o *rdmatest.Options) *rdmatest.Peer {
 	ad := netip.MustParseAddr(addr)
 	l, err := udp.Open(udp.Config{Addr: ad, BusyPoll: o.BusyPoll})
-	must(t, err)
+	rdmatest.Must(t, err)
 	d, err := transport.Open(l, transport.Options{PollProgress: o.PollProgress})
-	must(t, err)
+	rdmatest.Must(t, err)
 	t.Cleanup(func() { d.Close() })
 	s := &rdmatest.Peer{Dev: d, Addr: ad, PD: d.AllocPD(), SCQ: d.CreateCQ(64), RCQ: d.CreateCQ(64), Buf: make([]byte, 4096)}
 	s.MR, err = s.PD.Register(s.Buf, o.Access)
-	must(t, err)
+	rdmatest.Must(t, err)
 	s.QP, err = d.CreateQP(s.PD, qp.InitAttr{Type: qp.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ,
 		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	must(t, err)
+	rdmatest.Must(t, err)
 	return s
 }

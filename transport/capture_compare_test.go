@@ -178,7 +178,7 @@ func pingpong(size, n int) func(t *testing.T, c, s *capSide, ah *qp.AH) {
 				if x.srq != nil {
 					post = x.srq.PostRecv
 				}
-				must(t, post(&qp.RecvWR{SGL: []mr.SGE{x.MR.SGE(0, size+extra)}}))
+				rdmatest.Must(t, post(&qp.RecvWR{SGL: []mr.SGE{x.MR.SGE(0, size+extra)}}))
 			}
 			for _, dir := range [][2]*capSide{{c, s}, {s, c}} {
 				from, to := dir[0], dir[1]
@@ -187,7 +187,7 @@ func pingpong(size, n int) func(t *testing.T, c, s *capSide, ah *qp.AH) {
 				if ah != nil {
 					wr.AH = from.ah
 				}
-				must(t, from.QP.PostSend(&wr))
+				rdmatest.Must(t, from.QP.PostSend(&wr))
 				rdmatest.Wait(t, to.RCQ, 5*time.Second)
 				rdmatest.Wait(t, from.SCQ, 5*time.Second)
 			}
@@ -200,12 +200,12 @@ func stream(op qp.WROpcode, size, n int) func(t *testing.T, c, s *capSide, ah *q
 	return func(t *testing.T, c, s *capSide, ah *qp.AH) {
 		for i := range n {
 			if op == qp.WRSend {
-				must(t, s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{s.MR.SGE(0, size+40)}}))
+				rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{s.MR.SGE(0, size+40)}}))
 			}
 			wr := qp.SendWR{WRID: uint64(i), Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{c.MR.SGE(0, size)},
 				RemoteAddr: s.MR.Addr(), RKey: s.MR.RKey(), CompareAdd: 1, AH: c.ah,
 				RemoteQPN: s.QP.QPN(), RemoteQKey: 0x11111111}
-			must(t, c.QP.PostSend(&wr))
+			rdmatest.Must(t, c.QP.PostSend(&wr))
 			rdmatest.Wait(t, c.SCQ, 5*time.Second)
 		}
 		if op == qp.WRSend {
@@ -251,11 +251,11 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 			if sc.srq {
 				var err error
 				s.srq, err = s.Dev.CreateSRQ(s.PD, qp.SRQAttr{MaxWR: 64, MaxSGE: 1})
-				must(t, err)
-				must(t, s.Dev.DestroyQP(s.QP))
+				rdmatest.Must(t, err)
+				rdmatest.Must(t, s.Dev.DestroyQP(s.QP))
 				s.QP, err = s.Dev.CreateQP(s.PD, qp.InitAttr{Type: qp.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ, SRQ: s.srq,
 					Cap: qp.Cap{MaxSendWR: 64, MaxSendSGE: 1}})
-				must(t, err)
+				rdmatest.Must(t, err)
 			}
 			rdmatest.ConnectQP(t, c.Peer, s.Peer, o, 1, 2)
 			rdmatest.ConnectQP(t, s.Peer, c.Peer, o, 2, 1)
@@ -263,7 +263,7 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 				for _, x := range [][2]*capSide{{c, s}, {s, c}} {
 					g, _ := x[1].Dev.GID(1)
 					ah, err := x[0].Dev.CreateAH(x[0].PD, qp.AHAttr{DGID: g, SGIDIndex: 1})
-					must(t, err)
+					rdmatest.Must(t, err)
 					x[0].ah = ah
 				}
 			}
@@ -282,19 +282,19 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 func newTracedSide(t *testing.T, net *mem.Net, addr string, o *rdmatest.Options, trace func(bool, []byte)) *capSide {
 	a := netip.MustParseAddr(addr)
 	l, err := net.Attach(a, mem.Options{MTU: 1500})
-	must(t, err)
+	rdmatest.Must(t, err)
 	// A clock that never moves: on a lossless link a retransmission would
 	// only be the machine being slow, and would add a request rxe never
 	// sent.
 	d, err := transport.Open(l, transport.Options{Trace: trace, Clock: fakeclock.New()})
-	must(t, err)
+	rdmatest.Must(t, err)
 	t.Cleanup(func() { d.Close() })
 	s := &capSide{Peer: &rdmatest.Peer{Dev: d, Mem: l, Addr: a, PD: d.AllocPD(), SCQ: d.CreateCQ(512), RCQ: d.CreateCQ(512), Buf: make([]byte, 1<<16)}}
 	s.MR, err = s.PD.Register(s.Buf, o.Access)
-	must(t, err)
+	rdmatest.Must(t, err)
 	s.QP, err = d.CreateQP(s.PD, qp.InitAttr{Type: o.Type, SendCQ: s.SCQ, RecvCQ: s.RCQ,
 		Cap: qp.Cap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	must(t, err)
+	rdmatest.Must(t, err)
 	return s
 }
 

@@ -24,18 +24,18 @@ import (
 func TestCloseFlushesAndWakes(t *testing.T) {
 	a, b, net := rdmatest.MemPair(t, rdmatest.Options{})
 	// One SEND completes before Close and stays queued, unpolled.
-	must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 50, SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+	rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 50, SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	must(t, a.SCQ.Wait(ctx))
+	rdmatest.Must(t, a.SCQ.Wait(ctx))
 	// Then the link to b loses everything: three sends stay outstanding.
 	net.SetFilter(a.Addr, b.Addr, func([]byte) mem.Verdict { return mem.Drop })
 	for i := range 3 {
-		must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(2 + i), Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(2 + i), Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	}
 	for i := range 2 {
-		must(t, a.QP.PostRecv(&qp.RecvWR{WRID: uint64(100 + i), SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+		rdmatest.Must(t, a.QP.PostRecv(&qp.RecvWR{WRID: uint64(100 + i), SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	}
 	idle := a.Dev.CreateCQ(4) // no QP uses it: only Close can wake its waiters
 	idle.ReqNotify(false)
@@ -63,7 +63,7 @@ func TestCloseFlushesAndWakes(t *testing.T) {
 		}
 	}()
 
-	must(t, a.Dev.Close())
+	rdmatest.Must(t, a.Dev.Close())
 
 	for range 3 {
 		select {
@@ -111,19 +111,19 @@ func TestCallsAfterClose(t *testing.T) {
 	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
 	d := a.Dev
 	srq, err := d.CreateSRQ(a.PD, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
-	must(t, err)
+	rdmatest.Must(t, err)
 	g, _ := b.Dev.GID(1)
 	ah, err := d.CreateAH(a.PD, qp.AHAttr{DGID: g, SGIDIndex: 1, PortNum: 1})
-	must(t, err)
+	rdmatest.Must(t, err)
 	spare, err := d.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
-	must(t, err)
+	rdmatest.Must(t, err)
 	gone, err := d.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
-	must(t, err)
-	must(t, d.DestroyQP(gone)) // destroyed before Close: Close never sees it
-	must(t, d.Close())
-	must(t, d.Close()) // idempotent
+	rdmatest.Must(t, err)
+	rdmatest.Must(t, d.DestroyQP(gone)) // destroyed before Close: Close never sees it
+	rdmatest.Must(t, d.Close())
+	rdmatest.Must(t, d.Close()) // idempotent
 
 	send := qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}
 	recv := qp.RecvWR{SGL: []mr.SGE{a.MR.SGE(0, 8)}}
@@ -174,7 +174,7 @@ func TestCallsAfterClose(t *testing.T) {
 		}
 	}
 	// The other device is untouched.
-	must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
+	rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
 }
 
 // TestCloseRacesPostsAndPolls closes a device while goroutines post
@@ -243,7 +243,7 @@ func TestCloseRacesPostsAndPolls(t *testing.T) {
 	case <-time.After(waitBound):
 		t.Fatal("posts did not get going")
 	}
-	must(t, a.Dev.Close())
+	rdmatest.Must(t, a.Dev.Close())
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {

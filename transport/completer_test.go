@@ -34,7 +34,7 @@ func (r *rawPeer) ackTo(syn bth.Syndrome, psn uint32, msn uint32) {
 
 func sendN(t *testing.T, s *rdmatest.Peer, n int, size int) {
 	for i := range n {
-		must(t, s.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
+		rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
 			SGL: []mr.SGE{s.MR.SGE(0, size)}}))
 	}
 }
@@ -249,7 +249,7 @@ func TestCompleterProgressResetsRetries(t *testing.T) {
 
 func TestCompleterReadResponses(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
-	must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
 		SGL: []mr.SGE{s.MR.SGE(0, 4000)}, RemoteAddr: 0x10000, RKey: 0x77}))
 	p := r.expectReq(bth.RCReadRequest, sPSN)
 	if rh := p.RETH(); rh.VA() != 0x10000 || rh.DMALen() != 4000 || !p.BTH().AckReq() {
@@ -277,9 +277,9 @@ func TestCompleterReadResponses(t *testing.T) {
 		t.Fatal("READ data differs")
 	}
 	// An ACK past a READ whose responses never came means they were lost.
-	must(t, s.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
 		SGL: []mr.SGE{s.MR.SGE(0, 10)}, RemoteAddr: 0x20000, RKey: 0x77}))
-	must(t, s.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.MR.SGE(0, 10)}}))
+	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.MR.SGE(0, 10)}}))
 	r.expectReq(bth.RCReadRequest, sPSN+4)
 	r.expectReq(bth.RCSendOnly, sPSN+5)
 	r.ackTo(ack, sPSN+5, 3)
@@ -289,7 +289,7 @@ func TestCompleterReadResponses(t *testing.T) {
 func TestCompleterMaxRdAtomic(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{RdAtomic: 2, Timeout: 16})
 	for i := range 4 {
-		must(t, s.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+		rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMARead, Flags: qp.Signaled,
 			SGL: []mr.SGE{s.MR.SGE(i*8, 8)}, RemoteAddr: 0x1000, RKey: 1}))
 	}
 	// Only two READs go out until one completes.
@@ -303,8 +303,8 @@ func TestCompleterMaxRdAtomic(t *testing.T) {
 
 func TestCompleterFence(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
-	must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, SGL: []mr.SGE{s.MR.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1}))
-	must(t, s.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Fence, SGL: []mr.SGE{s.MR.SGE(0, 8)}}))
+	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, SGL: []mr.SGE{s.MR.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1}))
+	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Fence, SGL: []mr.SGE{s.MR.SGE(0, 8)}}))
 	r.expectReq(bth.RCReadRequest, sPSN)
 	r.quiet() // the fenced SEND waits for the READ
 	r.send(bth.RCReadResponseOnly, sPSN, false, make([]byte, 8), aeth(ack, 1))
@@ -412,7 +412,7 @@ func TestCompleterReadReorderedResponse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
 			size := tc.packets*1024 - 120
-			must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+			rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
 				SGL: []mr.SGE{s.MR.SGE(0, size)}, RemoteAddr: 0x10000, RKey: 0x77}))
 			r.expectReq(bth.RCReadRequest, sPSN)
 			data := make([]byte, size)

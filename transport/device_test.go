@@ -22,7 +22,7 @@ func TestForeignObjects(t *testing.T) {
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
 	withCQs := func(s, r *cq.CQ) qp.InitAttr { ia := ok; ia.SendCQ, ia.RecvCQ = s, r; return ia }
 	srq, err := b.Dev.CreateSRQ(b.PD, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
-	must(t, err)
+	rdmatest.Must(t, err)
 	withSRQ := ok
 	withSRQ.SRQ = srq
 	for _, c := range []struct {
@@ -56,7 +56,7 @@ func TestForeignObjects(t *testing.T) {
 	}
 	// The device's own objects still make a QP.
 	q, err := a.Dev.CreateQP(a.PD, ok)
-	must(t, err)
+	rdmatest.Must(t, err)
 	if a.Dev.LookupQP(q.QPN()) != q {
 		t.Fatal("the device's own QP is not found")
 	}
@@ -69,11 +69,11 @@ func TestDestroyTwice(t *testing.T) {
 	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Type: qp.UD})
 
 	qpn := a.QP.QPN()
-	must(t, b.Dev.DestroyQP(b.QP))
+	rdmatest.Must(t, b.Dev.DestroyQP(b.QP))
 	if a.Dev.DestroyQP(b.QP) == nil {
 		t.Fatal("another device destroyed a QP")
 	}
-	must(t, a.Dev.DestroyQP(a.QP))
+	rdmatest.Must(t, a.Dev.DestroyQP(a.QP))
 	if a.Dev.LookupQP(qpn) != nil {
 		t.Fatal("a destroyed QP is still found")
 	}
@@ -83,8 +83,8 @@ func TestDestroyTwice(t *testing.T) {
 
 	pd := a.Dev.AllocPD()
 	srq, err := a.Dev.CreateSRQ(pd, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
-	must(t, err)
-	must(t, srq.Destroy())
+	rdmatest.Must(t, err)
+	rdmatest.Must(t, srq.Destroy())
 	if err := srq.Destroy(); !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("SRQ destroyed twice: %v", err)
 	}
@@ -93,17 +93,17 @@ func TestDestroyTwice(t *testing.T) {
 	if !errors.Is(err, qp.ErrInvalid) || err.Error() != "qp: invalid argument: SRQ destroyed" {
 		t.Fatalf("QP over a destroyed SRQ: %v", err)
 	}
-	must(t, pd.Dealloc()) // the SRQ released its PD once, and the refused QP held nothing
+	rdmatest.Must(t, pd.Dealloc()) // the SRQ released its PD once, and the refused QP held nothing
 
 	ud, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.UD, SendCQ: a.SCQ, RecvCQ: a.RCQ,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	must(t, err)
+	rdmatest.Must(t, err)
 	ep, err := a.Dev.LocalEndpoint(ud)
-	must(t, err)
-	must(t, a.Dev.Connect(ud, ep, ep, transport.ConnectOptions{}))
+	rdmatest.Must(t, err)
+	rdmatest.Must(t, a.Dev.Connect(ud, ep, ep, transport.ConnectOptions{}))
 	ah, err := a.Dev.CreateAH(a.PD, qp.AHAttr{DGID: ep.GID, SGIDIndex: a.Dev.DefaultGIDIndex(), PortNum: 1})
-	must(t, err)
-	must(t, ah.Destroy())
+	rdmatest.Must(t, err)
+	rdmatest.Must(t, ah.Destroy())
 	if err := ah.Destroy(); !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("AH destroyed twice: %v", err)
 	}
@@ -122,7 +122,7 @@ func TestDestroyCQ(t *testing.T) {
 	c := a.Dev.CreateCQ(4)
 	q, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
 		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	must(t, err)
+	rdmatest.Must(t, err)
 	if err := a.Dev.DestroyCQ(c); !errors.Is(err, qp.ErrBusy) || !strings.Contains(err.Error(), "2 QP queues") {
 		t.Fatalf("CQ of a live QP: %v", err)
 	}
@@ -131,8 +131,8 @@ func TestDestroyCQ(t *testing.T) {
 	}
 	waited := make(chan error, 1)
 	go func() { _, err := c.PollWait(context.Background(), make([]cq.WC, 1)); waited <- err }()
-	must(t, a.Dev.DestroyQP(q))
-	must(t, a.Dev.DestroyCQ(c))
+	rdmatest.Must(t, a.Dev.DestroyQP(q))
+	rdmatest.Must(t, a.Dev.DestroyCQ(c))
 	if err := <-waited; !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("a wait on the destroyed CQ: %v", err)
 	}
@@ -151,5 +151,5 @@ func TestDestroyCQ(t *testing.T) {
 	if _, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: d, RecvCQ: d}); err == nil {
 		t.Fatal("a QP with no capabilities")
 	}
-	must(t, a.Dev.DestroyCQ(d))
+	rdmatest.Must(t, a.Dev.DestroyCQ(d))
 }

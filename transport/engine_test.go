@@ -36,9 +36,9 @@ func TestLargeMessages(t *testing.T) {
 			fill(a.Buf[:n], 1)
 		}
 		if op == qp.WRSend {
-			must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, n)}}))
+			rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, n)}}))
 		}
-		must(t, a.QP.PostSend(&qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, n)},
+		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, n)},
 			RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}))
 		if wc := rdmatest.Wait(t, a.SCQ, 60*time.Second); wc.Status != cq.Success || wc.ByteLen != n {
 			t.Fatalf("%v: %+v", op, wc)
@@ -52,10 +52,10 @@ func TestLargeMessages(t *testing.T) {
 func TestCQOverrun(t *testing.T) {
 	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{CQDepth: 4})
 	for i := range 6 {
-		must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
+		rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
 	}
 	for i := range 6 {
-		must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	}
 	// The fifth receive completion finds the CQ full: an asynchronous CQ
 	// error, never a silent loss.
@@ -89,22 +89,22 @@ func TestCQOverrun(t *testing.T) {
 func TestDeregRevokes(t *testing.T) {
 	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Timeout: 16})
 	target, err := b.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
-	must(t, err)
+	rdmatest.Must(t, err)
 	write := func(id uint64) cq.WC {
-		must(t, a.QP.PostSend(&qp.SendWR{WRID: id, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: id, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
 			SGL: []mr.SGE{a.MR.SGE(0, 100)}, RemoteAddr: target.Addr(), RKey: target.RKey()}))
 		return rdmatest.Wait(t, a.SCQ, 2*time.Second)
 	}
 	if wc := write(1); wc.Status != cq.Success {
 		t.Fatalf("before dereg: %+v", wc)
 	}
-	must(t, target.Dereg())
+	rdmatest.Must(t, target.Dereg())
 	if wc := write(2); wc.Status != cq.RemAccessErr {
 		t.Fatalf("after dereg: %+v", wc)
 	}
 	// A re-registration gets a different key: the old one stays dead.
 	again, err := b.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite)
-	must(t, err)
+	rdmatest.Must(t, err)
 	if again.RKey() == target.RKey() {
 		t.Fatal("rkey reused at once")
 	}
@@ -126,14 +126,14 @@ func TestSQDrain(t *testing.T) {
 		return mem.Pass
 	})
 	for i := range 3 {
-		must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
+		rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
 		_ = i
 	}
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	sqd := qp.Attr{State: qp.SQD, EnSQDAsyncNotify: true}
-	must(t, a.QP.Modify(&sqd, qp.AttrState|qp.AttrEnSQDAsyncNotify))
+	rdmatest.Must(t, a.QP.Modify(&sqd, qp.AttrState|qp.AttrEnSQDAsyncNotify))
 	// In SQD, new work waits; the message in flight still completes.
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	if attr, _ := a.QP.Query(); !attr.SQDraining {
 		t.Fatal("not draining with a message in flight")
 	}
@@ -156,7 +156,7 @@ func TestSQDrain(t *testing.T) {
 		t.Fatal("new work ran in SQD")
 	}
 	rts := qp.Attr{State: qp.RTS}
-	must(t, a.QP.Modify(&rts, qp.AttrState))
+	rdmatest.Must(t, a.QP.Modify(&rts, qp.AttrState))
 	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.WRID != 2 || wc.Status != cq.Success {
 		t.Fatalf("%+v", wc)
 	}
@@ -179,16 +179,16 @@ func TestConcurrentPosting(t *testing.T) {
 		if p > 0 {
 			var err error
 			qa, err = a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ, Cap: qp.Cap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
-			must(t, err)
+			rdmatest.Must(t, err)
 			qb, err = b.Dev.CreateQP(b.PD, qp.InitAttr{Type: qp.RC, SendCQ: b.SCQ, RecvCQ: b.RCQ, Cap: qp.Cap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
-			must(t, err)
+			rdmatest.Must(t, err)
 		}
 		sa, sb := *a, *b
 		sa.QP, sb.QP = qa, qb
 		rdmatest.ConnectQP(t, &sa, &sb, o, 10, 20)
 		rdmatest.ConnectQP(t, &sb, &sa, o, 20, 10)
 		for range workers * msgs {
-			must(t, qb.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
+			rdmatest.Must(t, qb.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
 		}
 		for w := range workers {
 			wg.Add(1)
@@ -247,8 +247,8 @@ func TestCommEstablished(t *testing.T) {
 	rdmatest.ConnectQP(t, a, b, o, o.PSN, o.PSNB)
 	rdmatest.ConnectQPTo(t, b, a, o, o.PSNB, o.PSN, qp.RTR)
 	for i := range 2 {
-		must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
-		must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
+		rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
+		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
 			SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 		if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.Status != cq.Success {
 			t.Fatalf("receive %d: %+v", i, wc)

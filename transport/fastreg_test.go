@@ -21,7 +21,7 @@ const regAccess = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead
 func register(t *testing.T, s *rdmatest.Peer, f *mr.MR, wrID, off, n, iova uint64) uint32 {
 	t.Helper()
 	key := mr.IncRKey(f.RKey())
-	must(t, s.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRRegMR, Flags: qp.Signaled,
+	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRRegMR, Flags: qp.Signaled,
 		Reg: qp.RegMR{MR: f, Info: mr.RegInfo{Key: key, Offset: off, Length: n, IOVA: iova, Access: regAccess}}}))
 	waitOp(t, s.SCQ, wrID, cq.OpRegMR, cq.Success)
 	return key
@@ -34,7 +34,7 @@ func TestFastReg(t *testing.T) {
 	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4})
 	backing := make([]byte, 64<<10)
 	f, err := b.PD.AllocFastMR(backing)
-	must(t, err)
+	rdmatest.Must(t, err)
 	if !f.Fast() || f.Len() != 0 {
 		t.Fatalf("a new fast region: fast %v, %d bytes reachable", f.Fast(), f.Len())
 	}
@@ -50,13 +50,13 @@ func TestFastReg(t *testing.T) {
 		t.Fatal("the write did not land at the registered range of the allocation")
 	}
 	clear(a.Buf[:8192])
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.MR.SGE(0, 8192)}, RemoteAddr: iova, RKey: key}))
 	waitOp(t, a.SCQ, 2, cq.OpRDMARead, cq.Success)
 	if !bytes.Equal(a.Buf[:8192], backing[4096:4096+8192]) {
 		t.Fatal("read: bytes differ")
 	}
-	must(t, b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: key}))
+	rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: key}))
 	waitOp(t, b.SCQ, 3, cq.OpLocalInv, cq.Success)
 	if st := remoteWrite(t, a, key, iova, 8, 1); st != cq.RemAccessErr {
 		t.Fatalf("write under an invalidated key: %v", st)
@@ -71,7 +71,7 @@ func TestFastRegRekeyPerIO(t *testing.T) {
 	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4})
 	backing := make([]byte, 16<<10)
 	f, err := b.PD.AllocFastMR(backing)
-	must(t, err)
+	rdmatest.Must(t, err)
 	seen := map[uint32]bool{}
 	var first uint32
 	for i := range 300 {
@@ -87,8 +87,8 @@ func TestFastRegRekeyPerIO(t *testing.T) {
 		if !bytes.Equal(backing[off+8:off+72], a.Buf[:64]) {
 			t.Fatalf("I/O %d: bytes differ", i)
 		}
-		must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
-		must(t, a.QP.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRSendWithInv, Flags: qp.Signaled, InvRKey: key}))
+		rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
+		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRSendWithInv, Flags: qp.Signaled, InvRKey: key}))
 		waitOp(t, a.SCQ, 5, cq.OpSend, cq.Success)
 		if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != key {
 			t.Fatalf("I/O %d: receive %+v", i, wc)
@@ -146,12 +146,12 @@ func TestFastRegErrors(t *testing.T) {
 				pd = b.Dev.AllocPD()
 			}
 			f, err := pd.AllocFastMR(make([]byte, 4096))
-			must(t, err)
+			rdmatest.Must(t, err)
 			if c.pre != nil {
 				c.pre(t, b, f)
 			}
-			must(t, b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRegMR, Flags: qp.Signaled, Reg: qp.RegMR{MR: f, Info: c.info(f)}}))
-			must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled}))
+			rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRegMR, Flags: qp.Signaled, Reg: qp.RegMR{MR: f, Info: c.info(f)}}))
+			rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled}))
 			waitOp(t, b.SCQ, 1, cq.OpRegMR, cq.LocQPOpErr)
 			waitOp(t, b.SCQ, 2, cq.OpSend, cq.WRFlushErr)
 		})

@@ -64,7 +64,7 @@ func FuzzReceive(f *testing.F) {
 	o.MemDefaults()
 	net := mem.NewNet(1)
 	s := rdmatest.NewMemPeer(f, net, "10.0.0.1", o)
-	must(f, s.MR.Dereg()) // only the guarded regions below are reachable
+	rdmatest.Must(f, s.MR.Dereg()) // only the guarded regions below are reachable
 	r := newRawPeer(f, net, "10.0.0.9")
 	connectRaw(f, s, r, o, 5000, 0)
 
@@ -87,7 +87,7 @@ func FuzzReceive(f *testing.F) {
 		var err error
 		starts[i] = off
 		regions[i], err = s.PD.Register(backing[off:off+sizes[i]], access[i]) // capacity runs on: a bounds slip would write the guard, not panic
-		must(f, err)
+		rdmatest.Must(f, err)
 		off += sizes[i] + guard
 	}
 	// Everything but region A must keep these bytes for ever.
@@ -139,7 +139,7 @@ func FuzzReceive(f *testing.F) {
 		q := qps[i]
 		if q.State() == qp.Err {
 			drain(t) // the flushed receives
-			must(t, q.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
+			rdmatest.Must(t, q.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
 			x := *s
 			x.QP = q
 			oo := o

@@ -67,7 +67,7 @@ func TestManyQPs(t *testing.T) {
 		t.Fatalf("after the destroys: %v, QPN %#x after %#x", err, q.QPN(), qs[n-1].QPN())
 	}
 	// The pair's own QPs, created first, still carry traffic among them.
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)},
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)},
 		RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}))
 	if wc := rdmatest.Wait(t, a.SCQ, 10*time.Second); wc.WRID != 7 || wc.Status != cq.Success {
 		t.Fatalf("%+v", wc)
@@ -103,8 +103,8 @@ func manyQPsTraffic(t *testing.T, a, b *rdmatest.Peer, qs []*qp.QP, c *cq.CQ) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		must(t, a.Dev.Connect(p.qa, ea, eb, transport.ConnectOptions{}))
-		must(t, b.Dev.Connect(p.qb, eb, ea, transport.ConnectOptions{}))
+		rdmatest.Must(t, a.Dev.Connect(p.qa, ea, eb, transport.ConnectOptions{}))
+		rdmatest.Must(t, b.Dev.Connect(p.qb, eb, ea, transport.ConnectOptions{}))
 		pairs = append(pairs, p)
 	}
 	// Slot j of each side's region: [j*8, j*8+8) receives, and the k slots
@@ -114,12 +114,12 @@ func manyQPsTraffic(t *testing.T, a, b *rdmatest.Peer, qs []*qp.QP, c *cq.CQ) {
 	for j, p := range pairs {
 		binary.LittleEndian.PutUint64(a.Buf[(k+j)*w:], uint64(j)<<32|0xa)
 		binary.LittleEndian.PutUint64(b.Buf[(k+j)*w:], uint64(j)<<32|0xb)
-		must(t, p.qa.PostRecv(&qp.RecvWR{WRID: uint64(j), SGL: []mr.SGE{a.MR.SGE(j*w, w)}}))
-		must(t, p.qb.PostRecv(&qp.RecvWR{WRID: uint64(j), SGL: []mr.SGE{b.MR.SGE(j*w, w)}}))
+		rdmatest.Must(t, p.qa.PostRecv(&qp.RecvWR{WRID: uint64(j), SGL: []mr.SGE{a.MR.SGE(j*w, w)}}))
+		rdmatest.Must(t, p.qb.PostRecv(&qp.RecvWR{WRID: uint64(j), SGL: []mr.SGE{b.MR.SGE(j*w, w)}}))
 	}
 	for j, p := range pairs {
-		must(t, p.qa.PostSend(&qp.SendWR{WRID: uint64(j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE((k+j)*w, w)}}))
-		must(t, p.qb.PostSend(&qp.SendWR{WRID: uint64(j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.MR.SGE((k+j)*w, w)}}))
+		rdmatest.Must(t, p.qa.PostSend(&qp.SendWR{WRID: uint64(j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE((k+j)*w, w)}}))
+		rdmatest.Must(t, p.qb.PostSend(&qp.SendWR{WRID: uint64(j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.MR.SGE((k+j)*w, w)}}))
 	}
 	for _, c := range []*cq.CQ{c, cb} {
 		for range 2 * k {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goroce/goroce/internal/rdmatest"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 )
@@ -34,7 +35,7 @@ func TestCapMessages(t *testing.T) {
 func TestPostToDestroyedQP(t *testing.T) {
 	s, d := modifySide(t, qp.RC)
 	walk(t, s, qp.RC, qp.RTS)
-	must(t, d.DestroyQP(s.QP))
+	rdmatest.Must(t, d.DestroyQP(s.QP))
 	a := qp.Attr{State: qp.Err}
 	merr := s.QP.Modify(&a, qp.AttrState)
 	serr := s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.MR.SGE(0, 8)}})
@@ -60,14 +61,14 @@ func TestSGECheckedAtPost(t *testing.T) {
 	s, d := modifySide(t, qp.RC)
 	walk(t, s, qp.RC, qp.RTS)
 	small, err := s.PD.Register(make([]byte, 4096), mr.LocalWrite)
-	must(t, err)
+	rdmatest.Must(t, err)
 	ro, err := s.PD.Register(make([]byte, 4096), 0)
-	must(t, err)
+	rdmatest.Must(t, err)
 	other, err := d.AllocPD().Register(make([]byte, 4096), mr.LocalWrite)
-	must(t, err)
+	rdmatest.Must(t, err)
 	bad := mr.SGE{Addr: small.Addr(), Length: 8, LKey: small.LKey() ^ 0x80} // same index, another tag: no region
 	srq, err := d.CreateSRQ(s.PD, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
-	must(t, err)
+	rdmatest.Must(t, err)
 	for _, c := range []struct {
 		name string
 		post func() error
@@ -108,6 +109,6 @@ func TestSGECheckedAtPost(t *testing.T) {
 	}
 	// The same SGEs inside the region post (a send from a read-only region
 	// is fine: sending only reads it).
-	must(t, s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{ro.SGE(0, 8), small.SGE(4088, 8)}}))
-	must(t, s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{small.SGE(0, 4096)}}))
+	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{ro.SGE(0, 8), small.SGE(4088, 8)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{small.SGE(0, 4096)}}))
 }

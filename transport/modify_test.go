@@ -124,11 +124,11 @@ func TestModifyTransitions(t *testing.T) {
 				case qp.SQD:
 					walk(t, s, typ, qp.RTS)
 					a := qp.Attr{State: qp.SQD}
-					must(t, s.QP.Modify(&a, qp.AttrState))
+					rdmatest.Must(t, s.QP.Modify(&a, qp.AttrState))
 				case qp.Err:
 					walk(t, s, typ, qp.Init)
 					a := qp.Attr{State: qp.Err}
-					must(t, s.QP.Modify(&a, qp.AttrState))
+					rdmatest.Must(t, s.QP.Modify(&a, qp.AttrState))
 				default:
 					walk(t, s, typ, from)
 				}
@@ -169,7 +169,7 @@ func TestModifyValues(t *testing.T) {
 		}
 	}
 	a := fullAttr(s, qp.RTR)
-	must(t, s.QP.Modify(&a, rtr))
+	rdmatest.Must(t, s.QP.Modify(&a, rtr))
 	rts := fullAttr(s, qp.RTS)
 	rts.RetryCnt = 8
 	if err := s.QP.Modify(&rts, qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic); err == nil {
@@ -181,7 +181,7 @@ func TestModifyValues(t *testing.T) {
 		t.Error("wrong CUR_STATE accepted")
 	}
 	rts.CurState = qp.RTR
-	must(t, s.QP.Modify(&rts, qp.AttrState|qp.AttrCurState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic))
+	rdmatest.Must(t, s.QP.Modify(&rts, qp.AttrState|qp.AttrCurState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic))
 	got, ia := s.QP.Query()
 	if got.State != qp.RTS || got.PathMTU != qp.MTU1024 || got.DestQPN != 0x42 || got.Timeout != 14 ||
 		got.SQPSN != 2 || got.RQPSN != 1 || ia.Type != qp.RC || got.MinRNRTimer != 12 {
@@ -202,18 +202,18 @@ func TestPostingByState(t *testing.T) {
 			t.Errorf("post_send in %v: %v", st, err)
 		}
 	}
-	must(t, s.QP.PostRecv(recv)) // INIT onwards
+	rdmatest.Must(t, s.QP.PostRecv(recv)) // INIT onwards
 }
 
 func TestErrorFlushesEverything(t *testing.T) {
 	a, b, net := rdmatest.MemPair(t, rdmatest.Options{Timeout: 16})
 	net.SetFilter(a.Addr, b.Addr, func([]byte) mem.Verdict { return mem.Drop })
 	for i := range 5 {
-		must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
-		must(t, a.QP.PostRecv(&qp.RecvWR{WRID: 100 + uint64(i), SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+		rdmatest.Must(t, a.QP.PostRecv(&qp.RecvWR{WRID: 100 + uint64(i), SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	}
 	e := qp.Attr{State: qp.Err}
-	must(t, a.QP.Modify(&e, qp.AttrState))
+	rdmatest.Must(t, a.QP.Modify(&e, qp.AttrState))
 	// Every outstanding WR, signaled or not, completes with a flush error,
 	// in order (IBA 10.3.1.7).
 	for i := range 5 {
@@ -225,17 +225,17 @@ func TestErrorFlushesEverything(t *testing.T) {
 		}
 	}
 	// Posting in ERR flushes at once.
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	if wc := rdmatest.Wait(t, a.SCQ, timeoutShort); wc.WRID != 9 || wc.Status != cq.WRFlushErr {
 		t.Fatalf("post in ERR: %+v", wc)
 	}
-	must(t, a.QP.PostRecv(&qp.RecvWR{WRID: 10, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+	rdmatest.Must(t, a.QP.PostRecv(&qp.RecvWR{WRID: 10, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
 	if wc := rdmatest.Wait(t, a.RCQ, timeoutShort); wc.WRID != 10 || wc.Status != cq.WRFlushErr {
 		t.Fatalf("post_recv in ERR: %+v", wc)
 	}
 	// RESET empties the queues without completions; the QP can start over.
 	r := qp.Attr{State: qp.Reset}
-	must(t, a.QP.Modify(&r, qp.AttrState))
+	rdmatest.Must(t, a.QP.Modify(&r, qp.AttrState))
 	if a.SCQ.Len()+a.RCQ.Len() != 0 {
 		t.Fatal("completions after RESET")
 	}

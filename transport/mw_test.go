@@ -48,7 +48,7 @@ func waitOp(t *testing.T, c *cq.CQ, wrID uint64, op cq.Opcode, st cq.Status) {
 func remoteWrite(t *testing.T, a *rdmatest.Peer, rkey uint32, addr uint64, n int, seed byte) cq.Status {
 	t.Helper()
 	fill(a.Buf[:n], seed)
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 77, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 77, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.MR.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}))
 	wc := rdmatest.Wait(t, a.SCQ, 5*time.Second)
 	if wc.WRID != 77 {
@@ -93,7 +93,7 @@ func TestMWType1(t *testing.T) {
 		t.Fatal("write through the window changed bytes outside it")
 	}
 	// The window grants no READ, though the QP does.
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.MR.SGE(0, 8)}, RemoteAddr: win.Addr, RKey: key}))
 	waitOp(t, a.SCQ, 5, cq.OpRDMARead, cq.RemAccessErr)
 	ev := waitEvent(t, b.Dev)
@@ -123,7 +123,7 @@ func TestMWType1Range(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, err := b.QP.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr() + 4096, Length: 4096, Access: mr.RemoteWrite}, 1, qp.Signaled)
-	must(t, err)
+	rdmatest.Must(t, err)
 	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
 	if st := remoteWrite(t, a, key, target.Addr()+4097, 4096, 1); st != cq.RemAccessErr {
 		t.Fatalf("write one byte past the window: %v", st)
@@ -138,11 +138,11 @@ func TestMWType1Range(t *testing.T) {
 func TestMWType1Rebind(t *testing.T) {
 	a, b, target := mwPair(t)
 	w, err := b.PD.AllocMW(mr.MWType1)
-	must(t, err)
+	rdmatest.Must(t, err)
 	k1, err := b.QP.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}, 1, qp.Signaled)
-	must(t, err)
+	rdmatest.Must(t, err)
 	k2, err := b.QP.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr() + 8192, Length: 4096, Access: mr.RemoteWrite}, 2, qp.Signaled)
-	must(t, err)
+	rdmatest.Must(t, err)
 	if k2 != mr.IncRKey(k1) {
 		t.Fatalf("second bind's key 0x%x, want 0x%x", k2, mr.IncRKey(k1))
 	}
@@ -152,13 +152,13 @@ func TestMWType1Rebind(t *testing.T) {
 		t.Fatalf("write through the moved window: %v", st)
 	}
 	k3, err := b.QP.BindMW(w, mr.BindInfo{}, 3, qp.Signaled)
-	must(t, err)
+	rdmatest.Must(t, err)
 	waitOp(t, b.SCQ, 3, cq.OpBindMW, cq.Success)
 	if _, ok := w.Bound(); ok || w.RKey() != k3 {
 		t.Fatalf("after unbinding: bound %v, rkey 0x%x want 0x%x", ok, w.RKey(), k3)
 	}
 	// The region can go once no window is bound to it.
-	must(t, target.Dereg())
+	rdmatest.Must(t, target.Dereg())
 	if st := remoteWrite(t, a, k2, target.Addr()+8192, 16, 9); st != cq.RemAccessErr {
 		t.Fatalf("write through the old key: %v", st)
 	}
@@ -170,11 +170,11 @@ func TestMWType1Rebind(t *testing.T) {
 func TestMWType2(t *testing.T) {
 	a, b, target := mwPair(t)
 	w, err := b.PD.AllocMW(mr.MWType2)
-	must(t, err)
+	rdmatest.Must(t, err)
 	bind := func(wrID uint64, off uint64) uint32 {
 		t.Helper()
 		key := mr.IncRKey(w.RKey())
-		must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+		rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRBindMW, Flags: qp.Signaled,
 			Bind: qp.MWBind{MW: w, RKey: key, Info: mr.BindInfo{MR: target, Addr: target.Addr() + off, Length: 1024,
 				Access: mr.RemoteRead | mr.RemoteWrite | mr.RemoteAtomic}}}))
 		waitOp(t, b.SCQ, wrID, cq.OpBindMW, cq.Success)
@@ -185,12 +185,12 @@ func TestMWType2(t *testing.T) {
 		t.Fatalf("write through the type 2 window: %v", st)
 	}
 	// An atomic through it.
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 6, Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.Signaled,
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 6, Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.MR.SGE(4096, 8)}, RemoteAddr: target.Addr() + 8, RKey: k1, CompareAdd: 1}))
 	waitOp(t, a.SCQ, 6, cq.OpFetchAdd, cq.Success)
 
 	// LOCAL_INV: the window is free, its key dead.
-	must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: k1}))
+	rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: k1}))
 	waitOp(t, b.SCQ, 2, cq.OpLocalInv, cq.Success)
 	if _, ok := w.Bound(); ok {
 		t.Fatal("bound after LOCAL_INV")
@@ -202,8 +202,8 @@ func TestMWType2(t *testing.T) {
 	if k2 == k1 {
 		t.Fatal("the same key twice")
 	}
-	must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 4, SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRSendWithInv, Flags: qp.Signaled,
+	rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 4, SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRSendWithInv, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.MR.SGE(0, 8)}, InvRKey: k2}))
 	waitOp(t, a.SCQ, 7, cq.OpSend, cq.Success)
 	rc := rdmatest.Wait(t, b.RCQ, 5*time.Second)
@@ -234,16 +234,16 @@ func TestMWType2OtherQP(t *testing.T) {
 	var err error
 	b2.QP, err = b.Dev.CreateQP(b.PD, qp.InitAttr{Type: qp.RC, SendCQ: b.SCQ, RecvCQ: b.RCQ,
 		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	must(t, err)
+	rdmatest.Must(t, err)
 	rdmatest.ConnectQP(t, &b2, c, o, 0, 0)
 	rdmatest.ConnectQP(t, c, &b2, o, 0, 0)
 
 	target, err := b.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
-	must(t, err)
+	rdmatest.Must(t, err)
 	w, err := b.PD.AllocMW(mr.MWType2)
-	must(t, err)
+	rdmatest.Must(t, err)
 	key := mr.IncRKey(w.RKey())
-	must(t, b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+	rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
 		Bind: qp.MWBind{MW: w, RKey: key, Info: mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}}}))
 	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
 	if st := remoteWrite(t, c, key, target.Addr(), 64, 2); st != cq.RemAccessErr {
@@ -275,7 +275,7 @@ func TestMWBindErrors(t *testing.T) {
 	}{
 		{"region without the bind right", func(e *env) error {
 			m, err := e.b.PD.Register(make([]byte, 4096), mr.LocalWrite)
-			must(t, err)
+			rdmatest.Must(t, err)
 			return bind2(e.b, e.w2, mr.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: mr.RemoteRead})
 		}, cq.OpBindMW, cq.MWBindErr},
 		{"past the region's end", func(e *env) error {
@@ -286,19 +286,19 @@ func TestMWBindErrors(t *testing.T) {
 		}, cq.OpBindMW, cq.MWBindErr},
 		{"region of another PD", func(e *env) error {
 			m, err := e.b.Dev.AllocPD().Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
-			must(t, err)
+			rdmatest.Must(t, err)
 			return bind2(e.b, e.w2, mr.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: mr.RemoteRead})
 		}, cq.OpBindMW, cq.MWBindErr},
 		{"remote write on a region without local write", func(e *env) error {
 			m, err := e.b.PD.Register(make([]byte, 4096), mr.MWBind)
-			must(t, err)
+			rdmatest.Must(t, err)
 			return bind2(e.b, e.w2, mr.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: mr.RemoteWrite})
 		}, cq.OpBindMW, cq.MWBindErr},
 		{"type 2 of length 0", func(e *env) error {
 			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 0, Access: mr.RemoteRead})
 		}, cq.OpBindMW, cq.MWBindErr},
 		{"type 2 bound twice", func(e *env) error {
-			must(t, e.b.QP.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRBindMW,
+			rdmatest.Must(t, e.b.QP.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRBindMW,
 				Bind: qp.MWBind{MW: e.w2, RKey: mr.IncRKey(e.w2.RKey()), Info: mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: mr.RemoteRead}}}))
 			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: mr.RemoteRead})
 		}, cq.OpBindMW, cq.MWBindErr},
@@ -324,13 +324,13 @@ func TestMWBindErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			_, b, target := mwPair(t)
 			w1, err := b.PD.AllocMW(mr.MWType1)
-			must(t, err)
+			rdmatest.Must(t, err)
 			w2, err := b.PD.AllocMW(mr.MWType2)
-			must(t, err)
+			rdmatest.Must(t, err)
 			e := &env{b: b, target: target, w1: w1, w2: w2}
-			must(t, c.post(e))
+			rdmatest.Must(t, c.post(e))
 			// A SEND behind it is flushed once the QP is in error.
-			must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled}))
+			rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled}))
 			wc := rdmatest.Wait(t, b.SCQ, 5*time.Second)
 			if wc.WRID == 9 { // the case's first, good bind
 				wc = rdmatest.Wait(t, b.SCQ, 5*time.Second)
@@ -358,9 +358,9 @@ func bind2(b *rdmatest.Peer, w *mr.MW, info mr.BindInfo) error {
 func TestMWPostChecks(t *testing.T) {
 	_, b, target := mwPair(t)
 	w1, err := b.PD.AllocMW(mr.MWType1)
-	must(t, err)
+	rdmatest.Must(t, err)
 	w2, err := b.PD.AllocMW(mr.MWType2)
-	must(t, err)
+	rdmatest.Must(t, err)
 	info := mr.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: mr.RemoteRead}
 	if err := b.QP.PostSend(&qp.SendWR{Opcode: qp.WRBindMW, Bind: qp.MWBind{MW: w1, RKey: mr.IncRKey(w1.RKey()), Info: info}}); !errors.Is(err, qp.ErrInvalid) {
 		t.Errorf("BIND_MW work request of a type 1 window: %v", err)
@@ -389,9 +389,9 @@ func TestMWPostChecks(t *testing.T) {
 func TestMWDeregAndDealloc(t *testing.T) {
 	a, b, target := mwPair(t)
 	w, err := b.PD.AllocMW(mr.MWType1)
-	must(t, err)
+	rdmatest.Must(t, err)
 	key, err := b.QP.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: mr.RemoteWrite}, 1, qp.Signaled)
-	must(t, err)
+	rdmatest.Must(t, err)
 	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
 	if err := target.Dereg(); !errors.Is(err, mr.ErrMWBound) {
 		t.Fatalf("Dereg with a bound window: %v", err)
@@ -399,11 +399,11 @@ func TestMWDeregAndDealloc(t *testing.T) {
 	if err := b.PD.Dealloc(); !errors.Is(err, mr.ErrBusy) {
 		t.Fatalf("PD dealloc with a window: %v", err)
 	}
-	must(t, w.Dealloc())
+	rdmatest.Must(t, w.Dealloc())
 	if err := w.Dealloc(); !errors.Is(err, mr.ErrInvalidKey) {
 		t.Fatalf("second Dealloc: %v", err)
 	}
-	must(t, target.Dereg())
+	rdmatest.Must(t, target.Dereg())
 	if st := remoteWrite(t, a, key, target.Addr(), 8, 1); st != cq.RemAccessErr {
 		t.Fatalf("write through a deallocated window: %v", st)
 	}
@@ -416,9 +416,9 @@ func TestMWOrderAndRetransmission(t *testing.T) {
 	o := rdmatest.Options{Access: mwAccess, RdAtomic: 4, Timeout: 10}
 	a, b, net := rdmatest.MemPair(t, o)
 	target, err := a.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
-	must(t, err)
+	rdmatest.Must(t, err)
 	w, err := a.PD.AllocMW(mr.MWType2)
-	must(t, err)
+	rdmatest.Must(t, err)
 	// Lose a's first two WRITE packets once.
 	var lost atomic.Int32
 	net.SetFilter(a.Addr, b.Addr, func(d []byte) mem.Verdict {
@@ -431,7 +431,7 @@ func TestMWOrderAndRetransmission(t *testing.T) {
 	})
 	fill(a.Buf[:8192], 5)
 	key := mr.IncRKey(w.RKey())
-	must(t, a.QP.PostSendList([]qp.SendWR{
+	rdmatest.Must(t, a.QP.PostSendList([]qp.SendWR{
 		{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8192)}, RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()},
 		{WRID: 2, Opcode: qp.WRBindMW, Flags: qp.Signaled, Bind: qp.MWBind{MW: w, RKey: key,
 			Info: mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteRead}}},
@@ -448,7 +448,7 @@ func TestMWOrderAndRetransmission(t *testing.T) {
 	}
 	// b reads through the window a bound once.
 	fill(target.Bytes(), 8)
-	must(t, b.QP.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+	rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
 		SGL: []mr.SGE{b.MR.SGE(0, 4096)}, RemoteAddr: target.Addr(), RKey: key}))
 	waitOp(t, b.SCQ, 4, cq.OpRDMARead, cq.Success)
 	if !bytes.Equal(b.Buf[:4096], target.Bytes()) {
@@ -484,7 +484,7 @@ func FuzzLocalWR(f *testing.F) {
 	a := rdmatest.NewMemPeer(f, net, "10.0.0.1", o)
 	b := rdmatest.NewMemPeer(f, net, "10.0.0.2", o)
 	target, err := b.PD.Register(make([]byte, 16<<10), mr.LocalWrite|mr.MWBind)
-	must(f, err)
+	rdmatest.Must(f, err)
 	backing := make([]byte, 16<<10)
 	var fast *mr.MR
 	var w1, w2 *mr.MW
@@ -492,19 +492,19 @@ func FuzzLocalWR(f *testing.F) {
 		// Fresh windows and a fresh fast region: what an earlier input
 		// bound or registered must not reach this one's memory.
 		if fast != nil {
-			must(t, w1.Dealloc())
-			must(t, w2.Dealloc())
-			must(t, fast.Dereg())
+			rdmatest.Must(t, w1.Dealloc())
+			rdmatest.Must(t, w2.Dealloc())
+			rdmatest.Must(t, fast.Dereg())
 		}
 		var err error
 		w1, err = b.PD.AllocMW(mr.MWType1)
-		must(t, err)
+		rdmatest.Must(t, err)
 		w2, err = b.PD.AllocMW(mr.MWType2)
-		must(t, err)
+		rdmatest.Must(t, err)
 		fast, err = b.PD.AllocFastMR(backing)
-		must(t, err)
+		rdmatest.Must(t, err)
 		for _, s := range []*rdmatest.Peer{a, b} {
-			must(t, s.QP.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
+			rdmatest.Must(t, s.QP.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
 			for _, c := range []*cq.CQ{s.SCQ, s.RCQ} {
 				var wc [16]cq.WC
 				for n, _ := c.Poll(wc[:]); n > 0; n, _ = c.Poll(wc[:]) {
@@ -569,14 +569,14 @@ func FuzzLocalWR(f *testing.F) {
 				}
 				off, n, acc := next()*64, next()*64, access(next())
 				info := mr.BindInfo{MR: target, Addr: target.Addr() + uint64(off), Length: uint64(n), Access: acc}
-				must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRBindMW, Flags: qp.Signaled, Bind: qp.MWBind{MW: w2, RKey: key, Info: info}}))
+				rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRBindMW, Flags: qp.Signaled, Bind: qp.MWBind{MW: w2, RKey: key, Info: info}}))
 				if waitB(cq.OpBindMW, cq.Success, cq.MWBindErr) != cq.Success {
 					return
 				}
 				granted[0] = append(granted[0], span{off, off + n})
 			case 2: // local invalidate of one of the keys
 				keys := []uint32{w1.RKey(), w2.RKey(), fast.RKey(), target.RKey(), uint32(next()) << 8}
-				must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: keys[next()%len(keys)]}))
+				rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: keys[next()%len(keys)]}))
 				if waitB(cq.OpLocalInv, cq.Success, cq.LocQPOpErr) != cq.Success {
 					return
 				}
@@ -586,7 +586,7 @@ func FuzzLocalWR(f *testing.F) {
 					key = fast.RKey()&^0xff | uint32(v)
 				}
 				off, n, acc := next()*64, next()*64, access(next())
-				must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRRegMR, Flags: qp.Signaled, Reg: qp.RegMR{MR: fast,
+				rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRRegMR, Flags: qp.Signaled, Reg: qp.RegMR{MR: fast,
 					Info: mr.RegInfo{Key: key, Offset: uint64(off), Length: uint64(n), IOVA: 0x100000, Access: acc}}}))
 				if waitB(cq.OpRegMR, cq.Success, cq.LocQPOpErr) != cq.Success {
 					return
@@ -636,11 +636,11 @@ func FuzzLocalWR(f *testing.F) {
 func TestMWInvalidateWhileInUse(t *testing.T) {
 	a, b, net := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4, Timeout: 10})
 	target, err := b.PD.Register(make([]byte, 8192), mr.LocalWrite|mr.MWBind)
-	must(t, err)
+	rdmatest.Must(t, err)
 	w, err := b.PD.AllocMW(mr.MWType2)
-	must(t, err)
+	rdmatest.Must(t, err)
 	key := mr.IncRKey(w.RKey())
-	must(t, b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
+	rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
 		Bind: qp.MWBind{MW: w, RKey: key, Info: mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}}}))
 	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
 	// Only the WRITE's FIRST packet gets through until the window is gone.
@@ -654,7 +654,7 @@ func TestMWInvalidateWhileInUse(t *testing.T) {
 	})
 	at, _ := b.QP.Query()
 	fill(a.Buf[:3072], 9)
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.MR.SGE(0, 3072)}, RemoteAddr: target.Addr(), RKey: key}))
 	// The FIRST has been taken once b's responder expects the next PSN:
 	// it places the data and moves on under the QP's lock, which Query
@@ -670,7 +670,7 @@ func TestMWInvalidateWhileInUse(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	must(t, b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: key}))
+	rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: key}))
 	waitOp(t, b.SCQ, 3, cq.OpLocalInv, cq.Success)
 	hold.Store(false)
 	waitOp(t, a.SCQ, 2, cq.OpRDMAWrite, cq.RemAccessErr)

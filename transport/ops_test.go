@@ -110,8 +110,8 @@ func checkOp(t *testing.T, a, b *rdmatest.Peer, op qp.WROpcode, n, k int) {
 // waitPlaced sends an empty SEND from a to b and waits for its receive.
 func waitPlaced(t testing.TB, a, b *rdmatest.Peer) {
 	t.Helper()
-	must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 0xfe}))
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 0xfe, Opcode: qp.WRSend}))
+	rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 0xfe}))
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 0xfe, Opcode: qp.WRSend}))
 	if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.WRID != 0xfe {
 		t.Fatalf("marker receive %+v", wc)
 	}

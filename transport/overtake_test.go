@@ -107,9 +107,9 @@ func TestCompleterReadResponseOvertakesRewind(t *testing.T) {
 	}})
 	data := make([]byte, 4096)
 	fill(data, 3)
-	must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
 		SGL: []mr.SGE{s.MR.SGE(0, 3072)}, RemoteAddr: 0x10000, RKey: 0x77}))
-	must(t, s.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
 		SGL: []mr.SGE{s.MR.SGE(8192, 1024)}, RemoteAddr: 0x20000, RKey: 0x77}))
 	r.expectReq(bth.RCReadRequest, sPSN)   // the first READ: sPSN..sPSN+2
 	r.expectReq(bth.RCReadRequest, sPSN+3) // the second: sPSN+3

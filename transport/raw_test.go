@@ -59,15 +59,6 @@ func connectRaw(t testing.TB, s *rdmatest.Peer, r *rawPeer, o rdmatest.Options, 
 	rdmatest.ModifyToRTS(t, s, o, r.qpn, qp.AHAttr{DGID: bth.GIDFromAddr(r.addr), SGIDIndex: sIdx}, sPSN, rPSN, qp.RTS)
 }
 
-// must fails t if err is set. It marks itself a helper only then:
-// Helper walks the stack, and benchmarks call must for every post.
-func must(t testing.TB, err error) {
-	if err != nil {
-		t.Helper()
-		t.Fatal(err)
-	}
-}
-
 // hdr sets a packet's extended headers before it is sealed.
 type hdr func(p []byte, info *bth.Info)
 

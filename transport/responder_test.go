@@ -155,13 +155,13 @@ func TestResponderNAKs(t *testing.T) {
 			s, r, _ := newRaw(t, o)
 			switch {
 			case c.recv == nil:
-				must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 9, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
+				rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 9, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
 			case len(c.recv) > 0:
 				sg := c.recv
 				if sg[0].LKey == 0 {
 					sg = []mr.SGE{s.MR.SGE(0, int(sg[0].Length))}
 				}
-				must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 9, SGL: sg}))
+				rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 9, SGL: sg}))
 			}
 			c.run(s, r)
 			r.expectAck(c.syn, rPSN)
@@ -193,7 +193,7 @@ func TestResponderNAKs(t *testing.T) {
 func TestResponderSequence(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{})
 	for i := range 4 {
-		must(t, s.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{s.MR.SGE(i*4096, 4096)}}))
+		rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{s.MR.SGE(i*4096, 4096)}}))
 	}
 	// A gap: one NAK for the expected PSN (IBA 9.7.5.2.1); further packets
 	// of the same gap are dropped without another NAK.
@@ -249,7 +249,7 @@ func TestResponderRNR(t *testing.T) {
 	r.send(bth.RCSendOnly, rPSN+1, true, []byte("y"))
 	r.quiet()
 	// The PSN was not consumed: after a receive is posted the retry lands.
-	must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 64)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 64)}}))
 	r.send(bth.RCSendOnly, rPSN, true, []byte("x"))
 	r.expectAck(ack, rPSN)
 	// WRITE with immediate needs a receive WQE too; no memory is touched
@@ -283,7 +283,7 @@ func TestResponderReadReplay(t *testing.T) {
 		t.Fatal("READ data differs")
 	}
 	// The next request's PSN is past the READ's five.
-	must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(8192, 64)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(8192, 64)}}))
 	r.send(bth.RCSendOnly, rPSN+5, true, []byte("after"))
 	r.expectAck(ack, rPSN+5)
 	// A retried READ for its last three packets is answered from the
@@ -322,7 +322,7 @@ func TestResponderAtomicReplay(t *testing.T) {
 
 func TestResponderDropsForeignPackets(t *testing.T) {
 	s, r, net := newRaw(t, rdmatest.Options{})
-	must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 64)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 64)}}))
 	// From an address other than the QP's peer: dropped.
 	stranger := newRawPeer(t, net, "10.0.0.77")
 	stranger.dst = s
@@ -353,7 +353,7 @@ func TestResponderDropsForeignPackets(t *testing.T) {
 // go out, or the peer's send never completes.
 func TestDestroyAfterLastReceiveAcks(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{})
-	must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
 	dg := r.build(bth.RCSendOnly, rPSN, true, bytes.Repeat([]byte{1}, 64))[nic.Headroom:]
 	// The device's receive path, driven by hand so that the burst stays open.
 	var b transport.Burst
@@ -361,7 +361,7 @@ func TestDestroyAfterLastReceiveAcks(t *testing.T) {
 	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != cq.Success || wc.WRID != 7 {
 		t.Fatalf("receive %+v", wc)
 	}
-	must(t, s.Dev.DestroyQP(s.QP))
+	rdmatest.Must(t, s.Dev.DestroyQP(s.QP))
 	b.Flush()
 	r.expectAck(ack, rPSN)
 	r.sentNoMore()
@@ -374,14 +374,14 @@ func TestDestroyAfterLastReceiveAcks(t *testing.T) {
 // completes (rxe retries it for ever).
 func TestErrAfterLastReceiveAcks(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{})
-	must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
 	dg := r.build(bth.RCSendOnly, rPSN, true, bytes.Repeat([]byte{1}, 64))[nic.Headroom:]
 	var b transport.Burst
 	s.Dev.Input(nic.Frame{B: dg}, &b)
 	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != cq.Success || wc.WRID != 7 {
 		t.Fatalf("receive %+v", wc)
 	}
-	must(t, s.QP.Modify(&qp.Attr{State: qp.Err}, qp.AttrState))
+	rdmatest.Must(t, s.QP.Modify(&qp.Attr{State: qp.Err}, qp.AttrState))
 	b.Flush()
 	r.expectAck(ack, rPSN)
 	r.sentNoMore()
@@ -403,7 +403,7 @@ func TestResponderPartialRetransmission(t *testing.T) {
 	const n = 4 // packets in the peer's message
 	mtu := qp.MTU1024.Bytes()
 	for i := range 2 {
-		must(t, s.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{s.MR.SGE(i*n*mtu, n*mtu)}}))
+		rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{s.MR.SGE(i*n*mtu, n*mtu)}}))
 	}
 	msg := func(psn uint32, first, count int) {
 		for i := first; i < first+count; i++ {
@@ -447,7 +447,7 @@ func TestResponderPartialRetransmission(t *testing.T) {
 		}
 	}
 	// This side's own message goes out and is acknowledged.
-	must(t, s.QP.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.MR.SGE(3*n*mtu, 64)}}))
+	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.MR.SGE(3*n*mtu, 64)}}))
 	next(func(p bth.Packet) bool { return p.OpCode() == bth.RCSendOnly && uint32(p.BTH().PSN()) == sPSN })
 	r.send(bth.RCAcknowledge, sPSN, false, nil, aeth(ack, 1))
 	// The peer's next message is taken at LAST+1.

@@ -39,8 +39,8 @@ func TestSmokeRC(t *testing.T) {
 		}
 	}
 	// SEND 10000 bytes (10 packets at MTU 1024) into a 16 KiB receive.
-	must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 16384)}}))
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 10000)}}))
+	rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 16384)}}))
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 10000)}}))
 	wc := rdmatest.Wait(t, b.RCQ, timeoutShort)
 	if want := (cq.WC{WRID: 1, Status: cq.Success, Opcode: cq.OpRecv, ByteLen: 10000,
 		QPNum: b.QP.QPN(), SrcQP: a.QP.QPN()}); wc != want {
@@ -49,13 +49,13 @@ func TestSmokeRC(t *testing.T) {
 	sendWC(2, cq.OpSend, 10000)
 	copy(wantB[:10000], wantA[:10000])
 	// WRITE 5000 bytes to b at offset 20000.
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.MR.SGE(100, 5000)}, RemoteAddr: b.MR.Addr() + 20000, RKey: b.MR.RKey()}))
 	sendWC(3, cq.OpRDMAWrite, 5000)
 	copy(wantB[20000:25000], wantA[100:5100])
 	// READ 7000 bytes from b at 20000 (the 5000 written and 2000 beyond)
 	// into a at offset 50000.
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
+	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
 		SGL: []mr.SGE{a.MR.SGE(50000, 7000)}, RemoteAddr: b.MR.Addr() + 20000, RKey: b.MR.RKey()}))
 	sendWC(4, cq.OpRDMARead, 7000)
 	copy(wantA[50000:57000], wantB[20000:27000])
@@ -78,7 +78,7 @@ func TestSmokeRC(t *testing.T) {
 		off := 8 * (i + 1)
 		wr.Flags, wr.SGL = qp.Signaled, []mr.SGE{a.MR.SGE(off, 8)}
 		wr.RemoteAddr, wr.RKey = b.MR.Addr()+64, b.MR.RKey()
-		must(t, a.QP.PostSend(&wr))
+		rdmatest.Must(t, a.QP.PostSend(&wr))
 		sendWC(wr.WRID, x.op, 8)
 		binary.LittleEndian.PutUint64(wantA[off:], x.orig)
 		binary.LittleEndian.PutUint64(wantB[64:], x.now)

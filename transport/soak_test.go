@@ -89,10 +89,10 @@ func TestSoak(t *testing.T) {
 						wr.RemoteAddr, wr.RKey = b.MR.Addr()+uint64(dst), b.MR.RKey()
 					default:
 						fill(a.Buf[src:src+n], seed)
-						must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(k), SGL: []mr.SGE{b.MR.SGE(dst, msgMax)}}))
+						rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(k), SGL: []mr.SGE{b.MR.SGE(dst, msgMax)}}))
 						wr.SGL = []mr.SGE{a.MR.SGE(src, n)}
 					}
-					must(t, a.QP.PostSend(&wr))
+					rdmatest.Must(t, a.QP.PostSend(&wr))
 					moved += int64(n)
 				}
 				// Every message completes, in order, and its bytes are right.

@@ -33,14 +33,14 @@ func newSRQSetup(t *testing.T, limit uint32) *srqSetup {
 	s.b = rdmatest.NewMemPeer(t, s.net, "10.0.0.2", o)
 	var err error
 	s.srq, err = s.b.Dev.CreateSRQ(s.b.PD, qp.SRQAttr{MaxWR: 16, MaxSGE: 1, SRQLimit: limit})
-	must(t, err)
+	rdmatest.Must(t, err)
 	mk := func(sd *rdmatest.Peer, typ qp.Type, srq *qp.SRQ) *qp.QP {
 		ia := qp.InitAttr{Type: typ, SendCQ: sd.SCQ, RecvCQ: sd.RCQ, SRQ: srq, Cap: qp.Cap{MaxSendWR: 16, MaxSendSGE: 1}}
 		if srq == nil {
 			ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = 16, 1
 		}
 		q, err := sd.Dev.CreateQP(sd.PD, ia)
-		must(t, err)
+		rdmatest.Must(t, err)
 		return q
 	}
 	for i := range 2 {
@@ -60,13 +60,13 @@ func newSRQSetup(t *testing.T, limit uint32) *srqSetup {
 	rdmatest.ConnectQP(t, &sb, &sa, ud, 1, 1)
 	g, _ := s.b.Dev.GID(1)
 	s.ah, err = s.a.Dev.CreateAH(s.a.PD, qp.AHAttr{DGID: g, SGIDIndex: 1})
-	must(t, err)
+	rdmatest.Must(t, err)
 	return s
 }
 
 func (s *srqSetup) post(t *testing.T, ids ...uint64) {
 	for _, id := range ids {
-		must(t, s.srq.PostRecv(&qp.RecvWR{WRID: id, SGL: []mr.SGE{s.b.MR.SGE(int(id)*256, 256)}}))
+		rdmatest.Must(t, s.srq.PostRecv(&qp.RecvWR{WRID: id, SGL: []mr.SGE{s.b.MR.SGE(int(id)*256, 256)}}))
 	}
 }
 
@@ -74,16 +74,16 @@ func TestSRQShared(t *testing.T) {
 	s := newSRQSetup(t, 0)
 	s.post(t, 1, 2, 3)
 	// Three messages on three QPs take the WQEs in the order they were posted.
-	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+	rdmatest.Must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
 	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 1 || wc.QPNum != s.rc[1][1].QPN() {
 		t.Fatalf("%+v", wc)
 	}
-	must(t, s.udA.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}, AH: s.ah,
+	rdmatest.Must(t, s.udA.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}, AH: s.ah,
 		RemoteQPN: s.udB.QPN(), RemoteQKey: 0x11111111}))
 	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 2 || wc.QPNum != s.udB.QPN() || wc.ByteLen != 50 {
 		t.Fatalf("%+v", wc)
 	}
-	must(t, s.rc[0][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+	rdmatest.Must(t, s.rc[0][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
 	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 3 || wc.QPNum != s.rc[0][1].QPN() {
 		t.Fatalf("%+v", wc)
 	}
@@ -99,9 +99,9 @@ func TestSRQShared(t *testing.T) {
 func TestSRQEmpty(t *testing.T) {
 	s := newSRQSetup(t, 0)
 	// Empty: RC gets an RNR NAK and retries (rnr_retry 7); UD is dropped.
-	must(t, s.udA.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}, AH: s.ah,
+	rdmatest.Must(t, s.udA.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}, AH: s.ah,
 		RemoteQPN: s.udB.QPN(), RemoteQKey: 0x11111111}))
-	must(t, s.rc[0][0].PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+	rdmatest.Must(t, s.rc[0][0].PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
 	// The UD message went first on the same link: once the RC one has been
 	// refused, the UD one has been dropped. (RC may be refused again on
 	// its retries, so only the first refusal is waited for.)
@@ -140,7 +140,7 @@ func TestSRQLimit(t *testing.T) {
 		}
 	}
 	for i := range 4 { // 5 -> 1 WQEs: crossing below 3 fires once
-		must(t, s.rc[0][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+		rdmatest.Must(t, s.rc[0][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
 		rdmatest.Wait(t, s.b.RCQ, time.Second)
 		_ = i
 	}
@@ -151,19 +151,19 @@ func TestSRQLimit(t *testing.T) {
 		t.Fatalf("limit still armed (%d) after firing", got)
 	}
 	// Re-armed, it fires again on the next crossing.
-	must(t, s.srq.Modify(qp.SRQAttr{SRQLimit: 2}, qp.SRQLimit))
-	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+	rdmatest.Must(t, s.srq.Modify(qp.SRQAttr{SRQLimit: 2}, qp.SRQLimit))
+	rdmatest.Must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
 	rdmatest.Wait(t, s.b.RCQ, time.Second)
 	if n := events(); n != 1 {
 		t.Fatalf("%d events after re-arming", n)
 	}
 	// Resizing keeps what is queued.
 	s.post(t, 6, 7)
-	must(t, s.srq.Modify(qp.SRQAttr{MaxWR: 64}, qp.SRQMaxWR))
+	rdmatest.Must(t, s.srq.Modify(qp.SRQAttr{MaxWR: 64}, qp.SRQMaxWR))
 	if a := s.srq.Query(); a.MaxWR != 64 || s.srq.Len() != 2 {
 		t.Fatalf("after resize: %+v, %d held", a, s.srq.Len())
 	}
-	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+	rdmatest.Must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
 	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 6 {
 		t.Fatalf("%+v", wc)
 	}
@@ -173,7 +173,7 @@ func TestSRQQPErrorLeavesSRQ(t *testing.T) {
 	s := newSRQSetup(t, 0)
 	s.post(t, 1, 2)
 	e := qp.Attr{State: qp.Err}
-	must(t, s.rc[0][1].Modify(&e, qp.AttrState))
+	rdmatest.Must(t, s.rc[0][1].Modify(&e, qp.AttrState))
 	// The SRQ's WQEs stay for the other QPs; the QP reports its last WQE.
 	select {
 	case ev := <-s.b.Dev.Events():
@@ -186,7 +186,7 @@ func TestSRQQPErrorLeavesSRQ(t *testing.T) {
 	if s.srq.Len() != 2 || s.b.RCQ.Len() != 0 {
 		t.Fatalf("SRQ holds %d, %d completions", s.srq.Len(), s.b.RCQ.Len())
 	}
-	must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
+	rdmatest.Must(t, s.rc[1][0].PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.a.MR.SGE(0, 10)}}))
 	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 1 || wc.Status != cq.Success {
 		t.Fatalf("%+v", wc)
 	}

@@ -19,7 +19,7 @@ import (
 func TestStats(t *testing.T) {
 	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
 	for range 3 {
-		must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 4096)}}))
+		rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 4096)}}))
 	}
 	sendN(t, a, 3, 2000) // two packets each at MTU 1024
 	for range 3 {

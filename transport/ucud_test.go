@@ -45,11 +45,11 @@ func TestUCDropUntilNextMessage(t *testing.T) {
 		return mem.Pass
 	})
 	for i := range 3 {
-		must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(i*8192, 8192)}}))
+		rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(i*8192, 8192)}}))
 	}
 	for i := range 3 {
 		fill(a.Buf[i*4000:(i+1)*4000], byte(i))
-		must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
+		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
 			SGL: []mr.SGE{a.MR.SGE(i*4000, 4000)}}))
 	}
 	// The sender completes all three locally: UC has no ACKs.
@@ -86,7 +86,7 @@ func udPair(t *testing.T, addrA, addrB string) (*rdmatest.Peer, *rdmatest.Peer, 
 	g, _ := b.Dev.GID(gi)
 	si, _ := a.Dev.GIDIndex(a.Addr)
 	ah, err := a.Dev.CreateAH(a.PD, qp.AHAttr{DGID: g, SGIDIndex: si, PortNum: 1, HopLimit: 7, TrafficClass: 0x28})
-	must(t, err)
+	rdmatest.Must(t, err)
 	return a, b, ah, net
 }
 
@@ -95,8 +95,8 @@ func TestUD(t *testing.T) {
 		t.Run(fam.name, func(t *testing.T) {
 			a, b, ah, _ := udPair(t, fam.a, fam.b)
 			fill(a.Buf[:1024], 5)
-			must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 40+1024)}}))
-			must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSendWithImm, Flags: qp.Signaled, Imm: 0x01020304,
+			rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 40+1024)}}))
+			rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSendWithImm, Flags: qp.Signaled, Imm: 0x01020304,
 				SGL: []mr.SGE{a.MR.SGE(0, 1024)}, AH: ah, RemoteQPN: b.QP.QPN(), RemoteQKey: 0x11111111}))
 			if wc := rdmatest.Wait(t, a.SCQ, time.Second); wc.Status != cq.Success {
 				t.Fatalf("send %+v", wc)
@@ -134,10 +134,10 @@ func TestUD(t *testing.T) {
 func TestUDQKey(t *testing.T) {
 	a, b, ah, _ := udPair(t, "10.0.0.1", "10.0.0.2")
 	send := func(qkey uint32, n int) {
-		must(t, a.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, n)}, AH: ah,
+		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, n)}, AH: ah,
 			RemoteQPN: b.QP.QPN(), RemoteQKey: qkey}))
 	}
-	must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 100)}}))
+	rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 100)}}))
 	send(0x22222222, 8) // wrong Q_Key: dropped and counted
 	// A Q_Key with its high bit set means the sending QP's own (IBA 10.2.5),
 	// 0x11111111 here, which matches. It arrives after the wrong one, so
@@ -165,9 +165,9 @@ func TestUDLimits(t *testing.T) {
 	}
 	// A receive without room for GRH and payload completes with a local
 	// length error; without a receive the message is dropped and counted.
-	must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{b.MR.SGE(0, 40+10)}}))
+	rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{b.MR.SGE(0, 40+10)}}))
 	for range 2 {
-		must(t, a.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 11)}, AH: ah,
+		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 11)}, AH: ah,
 			RemoteQPN: b.QP.QPN(), RemoteQKey: 0x11111111}))
 	}
 	if wc := rdmatest.Wait(t, b.RCQ, time.Second); wc.Status != cq.LocLenErr || wc.WRID != 7 {
@@ -185,7 +185,7 @@ func TestGSIReserved(t *testing.T) {
 	s := rdmatest.NewMemPeer(t, mem.NewNet(1), "10.0.0.1", o)
 	for range 5 {
 		q, err := s.Dev.CreateQP(s.PD, qp.InitAttr{Type: qp.UD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1}})
-		must(t, err)
+		rdmatest.Must(t, err)
 		if q.QPN() <= 1 {
 			t.Fatalf("QPN %d: 0 and 1 are the SMI and GSI (connection manager) QPs", q.QPN())
 		}

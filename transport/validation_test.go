@@ -28,7 +28,7 @@ const waitBound = 10 * time.Second
 // The RC SEND that follows it on the same link is the one that lands.
 func TestForeignTransportDropped(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{})
-	must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 64)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 64)}}))
 	c := s.Dev.Counters()
 	r.send(bth.UCSendOnly, rPSN, true, []byte("uc!!"))
 	r.send(bth.RCSendOnly, rPSN, true, []byte("rc!!"))
@@ -64,7 +64,7 @@ func statValue(d *transport.Device, name string) uint64 {
 // not complete it; the RC ACK does.
 func TestForeignTransportResponse(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{})
-	must(t, s.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
 		SGL: []mr.SGE{s.MR.SGE(0, 16)}, RemoteAddr: 0x1000, RKey: 0x77}))
 	r.expectReq(bth.RCWriteOnly, 5000)
 	c := s.Dev.Counters()
@@ -134,7 +134,7 @@ func TestOpcodeValidation(t *testing.T) {
 	for _, typ := range types[1:] {
 		q, err := s.Dev.CreateQP(s.PD, qp.InitAttr{Type: typ, SendCQ: s.SCQ, RecvCQ: s.RCQ,
 			Cap: qp.Cap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		must(t, err)
+		rdmatest.Must(t, err)
 		qps = append(qps, q)
 	}
 	// Undefined opcodes of defined transports, e.g. RC 0x18..0x1b: the
@@ -169,11 +169,11 @@ func TestOpcodeValidation(t *testing.T) {
 
 // checkVerdict resets q to RTS, sends it op and checks what happened.
 func checkVerdict(t *testing.T, s *rdmatest.Peer, r *rawPeer, q *qp.QP, typ qp.Type, op bth.OpCode, want verdict) {
-	must(t, q.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
+	rdmatest.Must(t, q.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
 	x := *s
 	x.QP = q
 	connectRaw(t, &x, r, rdmatest.Options{Type: typ}, 5000, rPSN)
-	must(t, q.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
+	rdmatest.Must(t, q.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
 	var wc [16]cq.WC
 	for n, _ := s.RCQ.Poll(wc[:]); n > 0; n, _ = s.RCQ.Poll(wc[:]) {
 	}

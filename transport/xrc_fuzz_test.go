@@ -47,7 +47,7 @@ func FuzzXRCTarget(f *testing.F) {
 	o.MemDefaults()
 	net := mem.NewNet(1)
 	s := rdmatest.NewMemPeer(f, net, "10.0.0.1", o)
-	must(f, s.MR.Dereg())
+	rdmatest.Must(f, s.MR.Dereg())
 	r := newRawPeer(f, net, "10.0.0.9")
 
 	const guard, size = 64, 8192
@@ -56,29 +56,29 @@ func FuzzXRCTarget(f *testing.F) {
 		backing[i] = byte(i*31 + 7)
 	}
 	regA, err := s.PD.Register(backing[guard:guard+size], mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic)
-	must(f, err)
+	rdmatest.Must(f, err)
 	regB, err := s.PD.Register(backing[2*guard+size:2*guard+2*size], mr.LocalWrite)
-	must(f, err)
+	rdmatest.Must(f, err)
 	frozen := append([]byte(nil), backing...)
 
 	xrcd, err := s.Dev.OpenXRCD()
-	must(f, err)
+	rdmatest.Must(f, err)
 	other, err := s.Dev.OpenXRCD()
-	must(f, err)
+	rdmatest.Must(f, err)
 	srq, err := s.Dev.CreateSRQEx(s.PD, qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: xrcd, CQ: s.RCQ, Attr: qp.SRQAttr{MaxWR: 64}})
-	must(f, err)
+	rdmatest.Must(f, err)
 	otherSRQ, err := s.Dev.CreateSRQEx(s.PD, qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: other, CQ: s.RCQ, Attr: qp.SRQAttr{MaxWR: 4}})
-	must(f, err)
-	must(f, otherSRQ.PostRecv(&qp.RecvWR{SGL: []mr.SGE{regB.SGE(0, 64)}}))
+	rdmatest.Must(f, err)
+	rdmatest.Must(f, otherSRQ.PostRecv(&qp.RecvWR{SGL: []mr.SGE{regB.SGE(0, 64)}}))
 	tgt, err := s.Dev.CreateQP(nil, qp.InitAttr{Type: qp.XRCTgt, XRCD: xrcd})
-	must(f, err)
+	rdmatest.Must(f, err)
 	peer := transport.Endpoint{QPN: r.qpn, GID: bth.GIDFromAddr(r.addr), MTU: qp.MTU1024}
 	r.dst = &rdmatest.Peer{Dev: s.Dev, Addr: s.Addr, QP: tgt}
 	connect := func(t testing.TB) {
 		local, err := s.Dev.LocalEndpoint(tgt)
-		must(t, err)
+		rdmatest.Must(t, err)
 		local.PSN = 5000
-		must(t, s.Dev.Connect(tgt, local, peer, transport.ConnectOptions{Access: mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic, PathMTU: qp.MTU1024}))
+		rdmatest.Must(t, s.Dev.Connect(tgt, local, peer, transport.ConnectOptions{Access: mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic, PathMTU: qp.MTU1024}))
 	}
 	connect(f)
 
@@ -99,11 +99,11 @@ func FuzzXRCTarget(f *testing.F) {
 			return
 		}
 		if tgt.State() == qp.Err {
-			must(t, tgt.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
+			rdmatest.Must(t, tgt.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
 			connect(t)
 		}
 		for srq.Len() < 4 {
-			must(t, srq.PostRecv(&qp.RecvWR{SGL: []mr.SGE{regA.SGE(0, 4096)}}))
+			rdmatest.Must(t, srq.PostRecv(&qp.RecvWR{SGL: []mr.SGE{regA.SGE(0, 4096)}}))
 			posted++
 		}
 		roce = append([]byte(nil), roce...)

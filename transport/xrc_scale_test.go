@@ -7,6 +7,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/rdmatest"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
@@ -31,15 +32,15 @@ func TestXRCScaling(t *testing.T) {
 	const N, P, depth = 4, 8, 16
 	net := mem.NewNet(1)
 	l, err := net.Attach(netip.MustParseAddr("10.0.0.1"), mem.Options{})
-	must(t, err)
+	rdmatest.Must(t, err)
 	d, err := transport.Open(l, transport.Options{})
-	must(t, err)
+	rdmatest.Must(t, err)
 	defer d.Close()
 	remote := transport.Endpoint{QPN: 0x77, GID: bth.GIDFromAddr(netip.MustParseAddr("10.0.0.2")), MTU: qp.MTU1024}
 	connect := func(q *qp.QP) {
 		local, err := d.LocalEndpoint(q)
-		must(t, err)
-		must(t, d.Connect(q, local, remote, transport.ConnectOptions{Access: mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic}))
+		rdmatest.Must(t, err)
+		rdmatest.Must(t, d.Connect(q, local, remote, transport.ConnectOptions{Access: mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic}))
 	}
 	heap := func() uint64 {
 		var m runtime.MemStats
@@ -61,38 +62,38 @@ func TestXRCScaling(t *testing.T) {
 		for range (N - 1) * P {
 			q, err := d.CreateQP(pds[p], qp.InitAttr{Type: qp.RC, SendCQ: cqs[p], RecvCQ: cqs[p],
 				Cap: qp.Cap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}})
-			must(t, err)
+			rdmatest.Must(t, err)
 			connect(q)
 			rc = append(rc, q)
 		}
 	}
 	rcHeap := heap() - base
 	for _, q := range rc {
-		must(t, d.DestroyQP(q))
+		rdmatest.Must(t, d.DestroyQP(q))
 	}
 	rcQPs := len(rc)
 	rc = nil
 
 	base = heap()
 	xrcd, err := d.OpenXRCD()
-	must(t, err)
+	rdmatest.Must(t, err)
 	var inis, tgts []*qp.QP
 	var srqs []*qp.SRQ
 	for p := range P {
 		s, err := d.CreateSRQEx(pds[p], qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: xrcd, CQ: cqs[p],
 			Attr: qp.SRQAttr{MaxWR: depth * (N - 1), MaxSGE: 1}})
-		must(t, err)
+		rdmatest.Must(t, err)
 		srqs = append(srqs, s)
 		for range N - 1 {
 			q, err := d.CreateQP(pds[p], qp.InitAttr{Type: qp.XRCIni, SendCQ: cqs[p], Cap: qp.Cap{MaxSendWR: depth, MaxSendSGE: 1}})
-			must(t, err)
+			rdmatest.Must(t, err)
 			connect(q)
 			inis = append(inis, q)
 		}
 	}
 	for range (N - 1) * P {
 		q, err := d.CreateQP(nil, qp.InitAttr{Type: qp.XRCTgt, XRCD: xrcd})
-		must(t, err)
+		rdmatest.Must(t, err)
 		connect(q)
 		tgts = append(tgts, q)
 	}

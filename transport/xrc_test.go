@@ -37,7 +37,7 @@ type xrcNode struct {
 func newXRCNode(t testing.TB, net *mem.Net, addr string) *xrcNode {
 	t.Helper()
 	l, err := net.Attach(netip.MustParseAddr(addr), mem.Options{})
-	must(t, err)
+	rdmatest.Must(t, err)
 	n := &xrcNode{}
 	n.dev, err = transport.Open(l, transport.Options{Trace: func(out bool, d []byte) {
 		if !out {
@@ -51,12 +51,12 @@ func newXRCNode(t testing.TB, net *mem.Net, addr string) *xrcNode {
 			}
 		}
 	}})
-	must(t, err)
+	rdmatest.Must(t, err)
 	t.Cleanup(func() { n.dev.Close() })
 	n.pd = n.dev.AllocPD()
 	n.buf = make([]byte, 1<<16)
 	n.mr, err = n.pd.Register(n.buf, xrcAccess)
-	must(t, err)
+	rdmatest.Must(t, err)
 	n.cq = n.dev.CreateCQ(256)
 	return n
 }
@@ -87,18 +87,18 @@ func newXRCSetup(t testing.TB) *xrcSetup {
 	s := &xrcSetup{ini: newXRCNode(t, net, "10.0.0.1"), tgt: newXRCNode(t, net, "10.0.0.2")}
 	var err error
 	s.xrcd, err = s.tgt.dev.OpenXRCD()
-	must(t, err)
+	rdmatest.Must(t, err)
 	for i := range s.srq {
 		s.srqCQ[i] = s.tgt.dev.CreateCQ(64)
 		s.srq[i], err = s.tgt.dev.CreateSRQEx(s.tgt.pd, qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: s.xrcd, CQ: s.srqCQ[i],
 			Attr: qp.SRQAttr{MaxWR: 16, MaxSGE: 2}})
-		must(t, err)
+		rdmatest.Must(t, err)
 	}
 	s.iniQP, err = s.ini.dev.CreateQP(s.ini.pd, qp.InitAttr{Type: qp.XRCIni, SendCQ: s.ini.cq,
 		Cap: qp.Cap{MaxSendWR: 32, MaxSendSGE: 2}})
-	must(t, err)
+	rdmatest.Must(t, err)
 	s.tgQ, err = s.tgt.dev.CreateQP(nil, qp.InitAttr{Type: qp.XRCTgt, XRCD: s.xrcd})
-	must(t, err)
+	rdmatest.Must(t, err)
 	connectXRC(t, s.ini.dev, s.iniQP, s.tgt.dev, s.tgQ)
 	return s
 }
@@ -107,12 +107,12 @@ func newXRCSetup(t testing.TB) *xrcSetup {
 func connectXRC(t testing.TB, idev *transport.Device, ini *qp.QP, tdev *transport.Device, tgt *qp.QP) {
 	t.Helper()
 	ei, err := idev.LocalEndpoint(ini)
-	must(t, err)
+	rdmatest.Must(t, err)
 	et, err := tdev.LocalEndpoint(tgt)
-	must(t, err)
+	rdmatest.Must(t, err)
 	o := transport.ConnectOptions{Access: xrcAccess, Timeout: 18}
-	must(t, idev.Connect(ini, ei, et, o))
-	must(t, tdev.Connect(tgt, et, ei, o))
+	rdmatest.Must(t, idev.Connect(ini, ei, et, o))
+	rdmatest.Must(t, tdev.Connect(tgt, et, ei, o))
 }
 
 // TestXRCOperations runs every operation through one XRC initiator and
@@ -132,7 +132,7 @@ func TestXRCOperations(t *testing.T) {
 	send := func(wr qp.SendWR, op cq.Opcode) {
 		t.Helper()
 		wr.Flags |= qp.Signaled
-		must(t, s.iniQP.PostSend(&wr))
+		rdmatest.Must(t, s.iniQP.PostSend(&wr))
 		if wc := rdmatest.Wait(t, ini.cq, timeoutShort); wc.Status != cq.Success || wc.WRID != wr.WRID || wc.Opcode != op || wc.QPNum != s.iniQP.QPN() {
 			t.Fatalf("%v: initiator completion %+v", wr.Opcode, wc)
 		}
@@ -169,7 +169,7 @@ func TestXRCOperations(t *testing.T) {
 
 	// SEND of one packet to SRQ 1, three packets to SRQ 0 (two SGEs).
 	for k := range 2 {
-		must(t, s.srq[k].PostRecv(&qp.RecvWR{WRID: uint64(10 + k), SGL: []mr.SGE{tgt.mr.SGE(0, 2*mtu), tgt.mr.SGE(8192, 2*mtu)}}))
+		rdmatest.Must(t, s.srq[k].PostRecv(&qp.RecvWR{WRID: uint64(10 + k), SGL: []mr.SGE{tgt.mr.SGE(0, 2*mtu), tgt.mr.SGE(8192, 2*mtu)}}))
 	}
 	send(qp.SendWR{WRID: 1, Opcode: qp.WRSend, SGL: []mr.SGE{ini.mr.SGE(0, 100)}, RemoteSRQN: s.srq[1].SRQN()}, cq.OpSend)
 	recv(1, cq.WC{WRID: 11, Opcode: cq.OpRecv, ByteLen: 100})
@@ -185,7 +185,7 @@ func TestXRCOperations(t *testing.T) {
 	}
 
 	// SEND with immediate.
-	must(t, s.srq[0].PostRecv(&qp.RecvWR{WRID: 12, SGL: []mr.SGE{tgt.mr.SGE(0, 64)}}))
+	rdmatest.Must(t, s.srq[0].PostRecv(&qp.RecvWR{WRID: 12, SGL: []mr.SGE{tgt.mr.SGE(0, 64)}}))
 	send(qp.SendWR{WRID: 3, Opcode: qp.WRSendWithImm, Imm: 0xabcd, SGL: []mr.SGE{ini.mr.SGE(500, 64)}, RemoteSRQN: s.srq[0].SRQN()}, cq.OpSend)
 	recv(0, cq.WC{WRID: 12, Opcode: cq.OpRecv, ByteLen: 64, Flags: cq.WithImm, ImmData: 0xabcd})
 	checkOps("SEND with immediate", xrc(bth.SendOnlyImm))
@@ -197,7 +197,7 @@ func TestXRCOperations(t *testing.T) {
 	if !bytes.Equal(tgt.buf[20000:20000+mtu+500], ini.buf[1000:1000+mtu+500]) {
 		t.Fatal("WRITE: data differs")
 	}
-	must(t, s.srq[1].PostRecv(&qp.RecvWR{WRID: 13}))
+	rdmatest.Must(t, s.srq[1].PostRecv(&qp.RecvWR{WRID: 13}))
 	send(qp.SendWR{WRID: 5, Opcode: qp.WRRDMAWriteWithImm, Imm: 77, SGL: []mr.SGE{ini.mr.SGE(3000, 300)},
 		RemoteAddr: tgt.mr.Addr() + 30000, RKey: tgt.mr.RKey(), RemoteSRQN: s.srq[1].SRQN()}, cq.OpRDMAWrite)
 	recv(1, cq.WC{WRID: 13, Opcode: cq.OpRecvRDMAWithImm, ByteLen: 300, Flags: cq.WithImm, ImmData: 77})
@@ -253,15 +253,15 @@ func TestXRCETHValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newXRCSetup(t)
 			x2, err := s.tgt.dev.OpenXRCD()
-			must(t, err)
+			rdmatest.Must(t, err)
 			other, err := s.tgt.dev.CreateSRQEx(s.tgt.pd, qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: x2, CQ: s.srqCQ[0],
 				Attr: qp.SRQAttr{MaxWR: 4}})
-			must(t, err)
+			rdmatest.Must(t, err)
 			for _, q := range []*qp.SRQ{s.srq[0], s.srq[1], other} {
-				must(t, q.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.tgt.mr.SGE(0, 64)}}))
+				rdmatest.Must(t, q.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.tgt.mr.SGE(0, 64)}}))
 			}
 			before := s.tgt.dev.Counters().List()
-			must(t, s.iniQP.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRSend, Flags: qp.Signaled,
+			rdmatest.Must(t, s.iniQP.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRSend, Flags: qp.Signaled,
 				SGL: []mr.SGE{s.ini.mr.SGE(0, 10)}, RemoteSRQN: tc.srqn(s, other)}))
 			if wc := rdmatest.Wait(t, s.ini.cq, timeoutShort); wc.Status != cq.RemInvReqErr || wc.WRID != 9 {
 				t.Fatalf("initiator completion %+v, want REM_INV_REQ_ERR", wc)
@@ -312,15 +312,15 @@ func TestXRCCreateRules(t *testing.T) {
 	n := newXRCNode(t, net, "10.0.0.1")
 	d := n.dev
 	x, err := d.OpenXRCD()
-	must(t, err)
+	rdmatest.Must(t, err)
 	srqCQ := d.CreateCQ(8)
 	srq, err := d.CreateSRQEx(n.pd, qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: x, CQ: srqCQ, Attr: qp.SRQAttr{MaxWR: 4}})
-	must(t, err)
+	rdmatest.Must(t, err)
 	if srq.SRQN() == 0 || srq.XRCD() != x || srq.CQ() != srqCQ {
 		t.Fatalf("XRC SRQ: SRQN %d, XRCD %p, CQ %p", srq.SRQN(), srq.XRCD(), srq.CQ())
 	}
 	basic, err := d.CreateSRQ(n.pd, qp.SRQAttr{MaxWR: 4})
-	must(t, err)
+	rdmatest.Must(t, err)
 	if basic.SRQN() != 0 {
 		t.Fatalf("basic SRQ numbered %d", basic.SRQN())
 	}
@@ -361,9 +361,9 @@ func TestXRCCreateRules(t *testing.T) {
 	}
 
 	ini, err := d.CreateQP(n.pd, qp.InitAttr{Type: qp.XRCIni, SendCQ: n.cq, Cap: send})
-	must(t, err)
+	rdmatest.Must(t, err)
 	tgt, err := d.CreateQP(nil, qp.InitAttr{Type: qp.XRCTgt, XRCD: x})
-	must(t, err)
+	rdmatest.Must(t, err)
 	if _, ia := tgt.Query(); ia.Type != qp.XRCTgt || ia.XRCD != x || ia.SendCQ != nil {
 		t.Fatalf("target QP's init attributes %+v", ia)
 	}
@@ -378,7 +378,7 @@ func TestXRCCreateRules(t *testing.T) {
 	// The initiator refuses a send naming no SRQ, once in RTS (before, the
 	// state refuses it).
 	peer, err := d.CreateQP(nil, qp.InitAttr{Type: qp.XRCTgt, XRCD: x})
-	must(t, err)
+	rdmatest.Must(t, err)
 	connectXRC(t, d, ini, d, peer)
 	for _, srqn := range []uint32{0, 1 << 24} {
 		if err := ini.PostSend(&qp.SendWR{Opcode: qp.WRSend, RemoteSRQN: srqn}); !errors.Is(err, qp.ErrInvalid) {
@@ -393,14 +393,14 @@ func TestXRCCreateRules(t *testing.T) {
 	if err := d.DestroyCQ(srqCQ); !errors.Is(err, qp.ErrBusy) {
 		t.Fatalf("DestroyCQ of an XRC SRQ's CQ: %v, want ErrBusy", err)
 	}
-	must(t, d.DestroyQP(tgt))
-	must(t, d.DestroyQP(peer))
+	rdmatest.Must(t, d.DestroyQP(tgt))
+	rdmatest.Must(t, d.DestroyQP(peer))
 	if err := x.Close(); !errors.Is(err, qp.ErrBusy) {
 		t.Fatalf("XRCD Close with an SRQ: %v, want ErrBusy", err)
 	}
-	must(t, srq.Destroy())
-	must(t, d.DestroyCQ(srqCQ))
-	must(t, x.Close())
+	rdmatest.Must(t, srq.Destroy())
+	rdmatest.Must(t, d.DestroyCQ(srqCQ))
+	rdmatest.Must(t, x.Close())
 	if err := x.Close(); !errors.Is(err, qp.ErrInvalid) {
 		t.Fatalf("second XRCD Close: %v, want ErrInvalid", err)
 	}

@@ -21,7 +21,7 @@ func Bandwidth(tb testing.TB, a, b *Peer, op qp.WROpcode, size, depth, count int
 	recv := qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, size)}}
 	if send {
 		for range min(int(b.Opt.RQDepth), count) {
-			must(tb, b.QP.PostRecv(&recv))
+			Must(tb, b.QP.PostRecv(&recv))
 		}
 	}
 	wr := qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, size)},
@@ -37,7 +37,7 @@ func Bandwidth(tb testing.TB, a, b *Peer, op qp.WROpcode, size, depth, count int
 	posted, done, reposted := 0, 0, min(int(b.Opt.RQDepth), count)
 	for done < count {
 		for ; posted < count && posted-done < depth; posted++ {
-			must(tb, a.QP.PostSend(&wr))
+			Must(tb, a.QP.PostSend(&wr))
 		}
 		n, err := a.SCQ.PollWait(ctx, wcs)
 		if err != nil {
@@ -57,7 +57,7 @@ func Bandwidth(tb testing.TB, a, b *Peer, op qp.WROpcode, size, depth, count int
 				}
 			}
 			for ; m > 0 && reposted < count; m-- {
-				must(tb, b.QP.PostRecv(&recv))
+				Must(tb, b.QP.PostRecv(&recv))
 				reposted++
 			}
 		}

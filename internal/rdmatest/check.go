@@ -66,7 +66,7 @@ func Op(t testing.TB, a, b *Peer, op qp.WROpcode, n, sge int, seed uint32) {
 	imm := seed | 1
 	recv := op == qp.WRSend || op == qp.WRSendWithImm || op == qp.WRRDMAWriteWithImm
 	if recv {
-		must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(seed), SGL: sgl(b.MR, do, n+guard, sge)}))
+		Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(seed), SGL: sgl(b.MR, do, n+guard, sge)}))
 	}
 	wr := qp.SendWR{WRID: uint64(seed), Opcode: op, Flags: qp.Signaled, Imm: imm}
 	if op == qp.WRRDMARead {
@@ -76,7 +76,7 @@ func Op(t testing.TB, a, b *Peer, op qp.WROpcode, n, sge int, seed uint32) {
 		wr.SGL = sgl(a.MR, so, n, sge)
 		wr.RemoteAddr, wr.RKey = b.MR.Addr()+uint64(do), b.MR.RKey()
 	}
-	must(t, a.QP.PostSend(&wr))
+	Must(t, a.QP.PostSend(&wr))
 	if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.WRID != wr.WRID || wc.Opcode != sendOpcode(op) {
 		t.Fatalf("%v %d bytes: send completion %+v", op, n, wc)
 	}
@@ -132,8 +132,8 @@ func firstDiff(a, b []byte) int {
 // marker sends an empty SEND from a to b and waits for its receive.
 func marker(t testing.TB, a, b *Peer) {
 	t.Helper()
-	must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 0xfeed}))
-	must(t, a.QP.PostSend(&qp.SendWR{WRID: 0xfeed, Opcode: qp.WRSend}))
+	Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 0xfeed}))
+	Must(t, a.QP.PostSend(&qp.SendWR{WRID: 0xfeed, Opcode: qp.WRSend}))
 	if wc := Wait(t, b.RCQ, completionWait); wc.WRID != 0xfeed || wc.Status != cq.Success {
 		t.Fatalf("marker receive %+v", wc)
 	}
@@ -151,9 +151,9 @@ func sgl(m *mr.MR, off, n, k int) []mr.SGE {
 	return s
 }
 
-// must fails t if err is set. It marks itself a helper only then:
-// Helper walks the stack, and benchmarks call must for every post.
-func must(t testing.TB, err error) {
+// Must fails t if err is set. It marks itself a helper only then:
+// Helper walks the stack, and benchmarks call Must for every post.
+func Must(t testing.TB, err error) {
 	if err != nil {
 		t.Helper()
 		t.Fatal(err)
@@ -198,7 +198,7 @@ func Atomics(t testing.TB, a, b *Peer) {
 		{qp.WRAtomicFetchAndAdd, 1 << 63, 0, 7, 7 + 1<<63},
 	}
 	for i, s := range steps {
-		must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: s.op, Flags: qp.Signaled,
+		Must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: s.op, Flags: qp.Signaled,
 			SGL: []mr.SGE{a.MR.SGE(res, 8)}, RemoteAddr: b.MR.Addr() + at, RKey: b.MR.RKey(),
 			CompareAdd: s.compareAdd, Swap: s.swap}))
 		if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.Opcode != sendOpcode(s.op) || wc.ByteLen != 8 {
@@ -247,10 +247,10 @@ func Burst(t testing.TB, a, b *Peer, count int, seed uint64) {
 			wr.RemoteAddr = b.MR.Addr() + uint64(do)
 		}
 		if op == qp.WRSend || op == qp.WRSendWithImm || op == qp.WRRDMAWriteWithImm {
-			must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(do, slot)}}))
+			Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(do, slot)}}))
 		}
 		Settle(a, b)
-		must(t, a.QP.PostSend(&wr))
+		Must(t, a.QP.PostSend(&wr))
 	}
 	for i, m := range msgs {
 		if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.WRID != uint64(i) {
@@ -315,8 +315,8 @@ func CheckUD(t *testing.T, a, b *Peer) {
 			Fill(b.Buf[:bth.GRHLen+n+guard], ^seed)
 			clear(b.Buf[bth.GRHLen+n : bth.GRHLen+n+guard])
 			Settle(a, b)
-			must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(seed), SGL: []mr.SGE{b.MR.SGE(0, bth.GRHLen+n+guard)}}))
-			must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(seed), Opcode: op, Flags: qp.Signaled, Imm: seed,
+			Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(seed), SGL: []mr.SGE{b.MR.SGE(0, bth.GRHLen+n+guard)}}))
+			Must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(seed), Opcode: op, Flags: qp.Signaled, Imm: seed,
 				SGL: []mr.SGE{a.MR.SGE(0, n)}, AH: ah, RemoteQPN: b.QP.QPN(), RemoteQKey: QKey}))
 			if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.WRID != uint64(seed) {
 				t.Fatalf("UD %v %d bytes: send completion %+v", op, n, wc)
@@ -343,13 +343,13 @@ func CheckUD(t *testing.T, a, b *Peer) {
 	}
 	// b answers through an AH built from the last completion and its GRH.
 	attr, err := qp.AHAttrFromWC(&last, lastGRH[:], b.GIDIndex)
-	must(t, err)
+	Must(t, err)
 	back, err := b.Dev.CreateAH(b.PD, attr)
-	must(t, err)
+	Must(t, err)
 	Fill(b.Buf[:100], seed)
 	Settle(a, b)
-	must(t, a.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{a.MR.SGE(a.half(), bth.GRHLen+100)}}))
-	must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.MR.SGE(0, 100)},
+	Must(t, a.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{a.MR.SGE(a.half(), bth.GRHLen+100)}}))
+	Must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.MR.SGE(0, 100)},
 		AH: back, RemoteQPN: last.SrcQP, RemoteQKey: QKey}))
 	if wc := Wait(t, b.SCQ, completionWait); wc.Status != cq.Success {
 		t.Fatalf("UD answer: send completion %+v", wc)

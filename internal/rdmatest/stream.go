@@ -53,11 +53,11 @@ func Stream(t testing.TB, a, b *Peer, op qp.WROpcode, total int64, msgMax, inFli
 			default:
 				Fill(a.Buf[src:src+n], round<<8|uint32(k))
 				clear(b.Buf[dst : dst+n])
-				must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(k), SGL: []mr.SGE{b.MR.SGE(dst, msgMax)}}))
+				Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(k), SGL: []mr.SGE{b.MR.SGE(dst, msgMax)}}))
 				wr.SGL = []mr.SGE{a.MR.SGE(src, n)}
 			}
 			Settle(a, b)
-			must(t, a.QP.PostSend(&wr))
+			Must(t, a.QP.PostSend(&wr))
 			moved += int64(n)
 		}
 		for i := range k {
@@ -111,7 +111,7 @@ func Counting(t testing.TB, a, b *Peer, count int) {
 					// order: each expects the value the one before made.
 					wr.CompareAdd, wr.Swap = v, v+1
 				}
-				must(t, a.QP.PostSend(&wr))
+				Must(t, a.QP.PostSend(&wr))
 			}
 			for j := range k {
 				if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.WRID != uint64(j) {
@@ -150,7 +150,7 @@ func Datagrams(t testing.TB, a, b *Peer, count, size, burst int) (got, repeats i
 		t.Fatal("buffers too small for the receive queue")
 	}
 	for i := range slots {
-		must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(i*slot, slot)}}))
+		Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(i*slot, slot)}}))
 	}
 	seen := make([]int, count)
 	want := make([]byte, size)
@@ -178,7 +178,7 @@ func Datagrams(t testing.TB, a, b *Peer, count, size, burst int) (got, repeats i
 					t.Fatalf("message %d: data differs at byte %d", num, firstDiff(m, want))
 				}
 				seen[num]++
-				must(t, b.QP.PostRecv(&qp.RecvWR{WRID: wc.WRID, SGL: []mr.SGE{b.MR.SGE(int(wc.WRID)*slot, slot)}}))
+				Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: wc.WRID, SGL: []mr.SGE{b.MR.SGE(int(wc.WRID)*slot, slot)}}))
 			}
 		}
 	}
@@ -193,7 +193,7 @@ func Datagrams(t testing.TB, a, b *Peer, count, size, burst int) (got, repeats i
 			if ud {
 				wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, b.QP.QPN(), QKey
 			}
-			must(t, a.QP.PostSend(&wr))
+			Must(t, a.QP.PostSend(&wr))
 		}
 		for j := range k {
 			if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.WRID != uint64(i+j) {
