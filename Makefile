@@ -85,8 +85,8 @@ offheap:
 	$(BIN)/offheap -link udp
 
 # Namespace and raw-socket tests run as root (CI is root) and fail, not
-# skip, without the privilege: the links across veth pairs, then the engine
-# across them per link kind and MTU (TestVeth*, with loss, duplication and
+# skip, without the privilege: the engine across veth pairs per link kind
+# and MTU (TestVeth*, with loss, duplication and
 # reordering from nic/impair), the soak (256 MiB of each of SEND, WRITE and
 # READ through 5% loss), the 64 MiB messages and 100,000 QPs on one device
 # (1,000 of them, chosen at random, carrying traffic); then roced's long tests
@@ -95,10 +95,13 @@ offheap:
 # skips above;
 # then the README's libgoroce.so lines, run as written across a veth pair.
 # These run without -race, which would make them ten times slower; the
-# short tests above run with it.
+# short tests above run with it. The links' own tests across veth pairs
+# (nic/...) are unit tests: the unit stage runs them as root under -race,
+# and -short skips nothing in nic/... and internal/... but doclint's
+# TestExit (it builds the command), run here.
 system:
 	@mkdir -p $(BIN)
-	$(GO) test -exec 'flock $(UNITLOCK)' -race -count=1 ./nic/... ./internal/...
+	$(GO) test -count=1 -run '^TestExit$$' ./internal/doclint
 	$(GO) test -count=1 -run 'TestVeth|TestSoak|TestLargeMessages|TestManyQPs' -v ./transport 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
 	$(GO) test -exec 'flock $(UNITLOCK)' -count=1 ./cmd/roced ./oob/pingpong ./oob/perftest
 	$(GO) test -count=1 -run TestVethReadme ./cmd/libgoroce
