@@ -88,7 +88,8 @@ offheap:
 # skip, without the privilege: the engine across veth pairs per link kind
 # and MTU (TestVeth*, with loss, duplication and
 # reordering from nic/impair), the soak (256 MiB of each of SEND, WRITE and
-# READ through 5% loss), the 64 MiB messages and 100,000 QPs on one device
+# READ through 5% loss, the three side by side: -parallel 3, since the
+# default is one per core), the 64 MiB messages and 100,000 QPs on one device
 # (1,000 of them, chosen at random, carrying traffic); then roced's long tests
 # (every -a size, the tools as real processes: cmd/roced and the packages that
 # run its tools, one at a time, as when they were one package), which -short
@@ -102,7 +103,7 @@ offheap:
 system:
 	@mkdir -p $(BIN)
 	$(GO) test -count=1 -run '^TestExit$$' ./internal/doclint
-	$(GO) test -count=1 -run 'TestVeth|TestSoak|TestLargeMessages|TestManyQPs' -v ./transport 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
+	$(GO) test -count=1 -parallel 3 -run 'TestVeth|TestSoak|TestLargeMessages|TestManyQPs' -v ./transport 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
 	$(GO) test -exec 'flock $(UNITLOCK)' -count=1 ./cmd/roced ./oob/pingpong ./oob/perftest
 	$(GO) test -count=1 -run TestVethReadme ./cmd/libgoroce
 
