@@ -29,54 +29,59 @@ var vethMiB = flag.Int("veth-mib", 4, "MiB each RC operation of TestVethImpaired
 //     right, and at least half must arrive.
 func TestVethImpaired(t *testing.T) {
 	rdmatest.NoLeaks(t)
+	// The two MTUs run side by side, each on its own namespaces: a lossy
+	// RC stream spends most of its time waiting out timeouts.
 	for _, mtu := range []qp.MTU{qp.MTU1024, qp.MTU4096} {
-		n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(mtu),
-			Impair: &impair.Config{AtoB: lossy, BtoA: lossy, Seed: uint64(mtu)}})
-		for _, k := range rdmatest.Kinds {
-			families := []rdmatest.Family{rdmatest.IPv4}
-			if k == rdmatest.UDP {
-				families = append(families, rdmatest.IPv6)
-			}
-			for _, f := range families {
-				t.Run(fmt.Sprintf("%v/mtu%d/%v", k, mtu.Bytes(), f), func(t *testing.T) {
-					t.Run("rc", func(t *testing.T) {
-						before, _ := n.Fwd.Stats()
-						a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{BufSize: 2 << 20})
-						for _, op := range []qp.WROpcode{qp.WRSend, qp.WRRDMAWrite, qp.WRRDMARead} {
-							el := rdmatest.Stream(t, a, b, op, int64(*vethMiB)<<20, 256<<10, 4, uint64(mtu))
-							t.Logf("%v: %d MiB in %v", op, *vethMiB, el.Round(1e6))
-						}
-						rdmatest.Counting(t, a, b, 400)
-						after, _ := n.Fwd.Stats()
-						ca, cb := a.Dev.Counters(), b.Dev.Counters()
-						t.Logf("forwarder A->B lost %d, duplicated %d, reordered %d, corrupted %d; retransmitted %d+%d, icrc_err %d+%d, duplicate_request %d, out_of_seq %d, timeouts %d",
-							after.Lost-before.Lost, after.Duplicated-before.Duplicated, after.Reordered-before.Reordered, after.Corrupted-before.Corrupted,
-							ca.RetransmittedPkts.Load(), cb.RetransmittedPkts.Load(), ca.ICRCErr.Load(), cb.ICRCErr.Load(),
-							cb.DuplicateRequest.Load(), cb.OutOfSeqRequest.Load(), ca.Timeouts.Load())
-						if after.Lost == before.Lost || ca.RetransmittedPkts.Load() == 0 || cb.DuplicateRequest.Load() == 0 {
-							t.Fatal("the path did not impair the run: nothing was lost, retransmitted or duplicated")
-						}
-					})
-					for _, typ := range []qp.Type{qp.UC, qp.UD} {
-						t.Run(typ.String(), func(t *testing.T) {
-							a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{Type: typ})
-							size := 3*mtu.Bytes() + 100 // four packets
-							if typ == qp.UD {
-								size = mtu.Bytes()
+		t.Run(fmt.Sprintf("mtu%d", mtu.Bytes()), func(t *testing.T) {
+			t.Parallel()
+			n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(mtu),
+				Impair: &impair.Config{AtoB: lossy, BtoA: lossy, Seed: uint64(mtu)}})
+			for _, k := range rdmatest.Kinds {
+				families := []rdmatest.Family{rdmatest.IPv4}
+				if k == rdmatest.UDP {
+					families = append(families, rdmatest.IPv6)
+				}
+				for _, f := range families {
+					t.Run(fmt.Sprintf("%v/%v", k, f), func(t *testing.T) {
+						t.Run("rc", func(t *testing.T) {
+							before, _ := n.Fwd.Stats()
+							a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{BufSize: 2 << 20})
+							for _, op := range []qp.WROpcode{qp.WRSend, qp.WRRDMAWrite, qp.WRRDMARead} {
+								el := rdmatest.Stream(t, a, b, op, int64(*vethMiB)<<20, 256<<10, 4, uint64(mtu))
+								t.Logf("%v: %d MiB in %v", op, *vethMiB, el.Round(1e6))
 							}
-							const count = 2000
-							got, repeats := rdmatest.Datagrams(t, a, b, count, size, 32)
-							t.Logf("%d of %d messages arrived whole, %d twice", got, count, repeats)
-							// About 80% of four-packet UC messages survive 3% loss and
-							// 2% reordering; a loaded receiver (-race) drops more.
-							if got < count/2 || got == count && repeats == 0 {
-								t.Fatalf("%d of %d messages arrived, %d repeated: not what a 3%%-loss, 1%%-duplication path does", got, count, repeats)
+							rdmatest.Counting(t, a, b, 400)
+							after, _ := n.Fwd.Stats()
+							ca, cb := a.Dev.Counters(), b.Dev.Counters()
+							t.Logf("forwarder A->B lost %d, duplicated %d, reordered %d, corrupted %d; retransmitted %d+%d, icrc_err %d+%d, duplicate_request %d, out_of_seq %d, timeouts %d",
+								after.Lost-before.Lost, after.Duplicated-before.Duplicated, after.Reordered-before.Reordered, after.Corrupted-before.Corrupted,
+								ca.RetransmittedPkts.Load(), cb.RetransmittedPkts.Load(), ca.ICRCErr.Load(), cb.ICRCErr.Load(),
+								cb.DuplicateRequest.Load(), cb.OutOfSeqRequest.Load(), ca.Timeouts.Load())
+							if after.Lost == before.Lost || ca.RetransmittedPkts.Load() == 0 || cb.DuplicateRequest.Load() == 0 {
+								t.Fatal("the path did not impair the run: nothing was lost, retransmitted or duplicated")
 							}
 						})
-					}
-				})
+						for _, typ := range []qp.Type{qp.UC, qp.UD} {
+							t.Run(typ.String(), func(t *testing.T) {
+								a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{Type: typ})
+								size := 3*mtu.Bytes() + 100 // four packets
+								if typ == qp.UD {
+									size = mtu.Bytes()
+								}
+								const count = 2000
+								got, repeats := rdmatest.Datagrams(t, a, b, count, size, 32)
+								t.Logf("%d of %d messages arrived whole, %d twice", got, count, repeats)
+								// About 80% of four-packet UC messages survive 3% loss and
+								// 2% reordering; a loaded receiver (-race) drops more.
+								if got < count/2 || got == count && repeats == 0 {
+									t.Fatalf("%d of %d messages arrived, %d repeated: not what a 3%%-loss, 1%%-duplication path does", got, count, repeats)
+								}
+							})
+						}
+					})
+				}
 			}
-		}
+		})
 	}
 }
 
