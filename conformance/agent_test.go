@@ -90,6 +90,27 @@ func TestGuestAgent(t *testing.T) {
 	if _, _, err := a.snap(ctx, 1<<53); err != nil {
 		t.Errorf("after a cancelled wait: %v", err)
 	}
+	// Commands run through it while the session's connection is open:
+	// output and exit status, timeout(1)'s 124, and Stop.
+	g := guestRunner{lab: l, ShellRunner: &ShellRunner{Name: "guest test", Backstop: 10 * time.Second}}
+	o := g.Start(ctx, []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, 10*time.Second).Wait()
+	if o.Exit != 3 || o.Stdout != "out\n" || o.Stderr != "err\n" || o.StartErr != "" || o.TimedOut || o.Where != "guest test" {
+		t.Errorf("run: %+v", o)
+	}
+	if o := g.Start(ctx, []string{"sleep", "30"}, time.Second).Wait(); o.Exit != 124 || !o.TimedOut {
+		t.Errorf("run past its timeout: %+v", o)
+	}
+	sp := g.Start(ctx, []string{"sh", "-c", "trap 'echo term; exit 5' TERM; while :; do sleep 0.05; done"}, time.Minute)
+	if _, _, err := a.snap(ctx, 1<<53); err != nil { // the session's connection still answers
+		t.Errorf("snap beside a run: %v", err)
+	}
+	sp.Stop()
+	if o := sp.Wait(); !o.Stopped || o.TimedOut || o.Exit == 0 || o.Seconds > 30 {
+		t.Errorf("stopped run: %+v", o)
+	}
+	if o := g.Start(ctx, []string{"/nonexistent/tool"}, 5*time.Second).Wait(); o.Exit != 127 {
+		t.Errorf("a missing tool: %+v (timeout(1) says 127)", o)
+	}
 	a.close()
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("agent after quit: %v", err)

@@ -12,16 +12,26 @@ way:
   {"op": "cmlisten", "port": P, "timeout": S}  the same for an rdma_cm ID
       in state LISTEN on port P (rdma resource show cm_id): rping's server
       listens on QP1, not on a TCP socket
+  {"op": "run", "argv": [...], "timeout": S}  starts argv (under
+      timeout(1), as rxe-peer.sh exec would run it, without its 9p round
+      trips and bash) and answers {"ok": true, "pid": N}; a second answer
+      {"ok": true, "exit": E, "stdout": ..., "stderr": ...} comes when it
+      ends. {"op": "stop"} on that connection sends it SIGTERM (timeout(1)
+      passes it on); the connection closing kills its process group.
   {"op": "quit"}
 Answers: {"ok": true, ...} or {"ok": false, "error": "..."}.
+Each connection is served by its own thread: a run holds its connection
+until the command ends, beside the session's.
 """
 import errno
 import json
 import os
 import select
 import socket
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 HW = os.environ.get("GOROCE_AGENT_HW", "/sys/class/infiniband/rxe0/ports/1/hw_counters")
@@ -115,38 +125,95 @@ def answer(req, conn):
     return {"ok": False, "error": "unknown op %r" % op}
 
 
+def run(req, conn, rf):
+    """Runs req's argv and answers twice: started, then ended."""
+    secs = str(max(1, int(float(req["timeout"]) + 0.999)))
+    try:
+        p = subprocess.Popen(["timeout", "--foreground", "-k", "3", secs] + [str(a) for a in req["argv"]],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             cwd="/root" if os.path.isdir("/root") else None, start_new_session=True)
+    except OSError as e:
+        conn.sendall((json.dumps({"ok": False, "error": "%s: %s" % (type(e).__name__, e)}) + "\n").encode())
+        return
+    conn.sendall((json.dumps({"ok": True, "pid": p.pid}) + "\n").encode())
+    out = {}
+
+    def collect():
+        out["stdout"], out["stderr"] = p.communicate()
+
+    t = threading.Thread(target=collect, daemon=True)
+    t.start()
+
+    def watch():
+        # "stop": SIGTERM to timeout(1), which passes it to the tool; the
+        # harness gone (EOF): the whole group, at once.
+        for line in rf:
+            if line.strip() and json.loads(line).get("op") == "stop":
+                try:
+                    os.kill(p.pid, signal.SIGTERM)
+                except OSError:
+                    pass
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    threading.Thread(target=watch, daemon=True).start()
+    t.join()
+    rc = p.returncode
+    a = {"ok": True, "exit": rc if rc >= 0 else 128 - rc,
+         "stdout": out["stdout"].decode("utf-8", "replace"), "stderr": out["stderr"].decode("utf-8", "replace")}
+    try:
+        conn.sendall((json.dumps(a) + "\n").encode())
+    except OSError:
+        pass
+
+
+def serve(conn, srv):
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    rf = conn.makefile("r")
+    for line in rf:
+        try:
+            req = json.loads(line)
+        except ValueError:
+            req = {"op": None}
+        if req.get("op") == "quit":
+            # A pid file left behind would have the next run kill
+            # whatever process reuses the pid.
+            os.remove(sys.argv[3])
+            conn.close()
+            os._exit(0)
+        if req.get("op") == "run":
+            try:
+                run(req, conn, rf)
+            except Exception as e:
+                try:
+                    conn.sendall((json.dumps({"ok": False, "error": "%s: %s" % (type(e).__name__, e)}) + "\n").encode())
+                except OSError:
+                    pass
+            break
+        try:
+            a = answer(req, conn)
+        except Exception as e:  # the harness reports it with the case
+            a = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+        try:
+            conn.sendall((json.dumps(a) + "\n").encode())
+        except OSError:
+            break
+    conn.close()
+
+
 def main():
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind((sys.argv[1], int(sys.argv[2])))
-    srv.listen(1)
+    srv.listen(16)
     with open(sys.argv[3], "w") as f:
         f.write("%d\n" % os.getpid())
     print("listening", flush=True)
     while True:
         conn, _ = srv.accept()
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        rf = conn.makefile("r")
-        for line in rf:
-            try:
-                req = json.loads(line)
-            except ValueError:
-                req = {"op": None}
-            if req.get("op") == "quit":
-                # A pid file left behind would have the next run kill
-                # whatever process reuses the pid.
-                os.remove(sys.argv[3])
-                conn.close()
-                return
-            try:
-                a = answer(req, conn)
-            except Exception as e:  # the harness reports it with the case
-                a = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
-            try:
-                conn.sendall((json.dumps(a) + "\n").encode())
-            except OSError:
-                break
-        conn.close()
+        threading.Thread(target=serve, args=(conn, srv), daemon=True).start()
 
 
 main()
