@@ -123,10 +123,7 @@ func (p *agentProc) wait(ctx context.Context) {
 func (p *agentProc) end(ctx context.Context) {
 	elapsed := time.Since(p.start)
 	p.out.Seconds = elapsed.Seconds()
-	// 124 is timeout(1)'s own status; 137 its -k SIGKILL, or the backstop.
-	if p.out.Exit == 124 || (p.out.Exit == 137 && elapsed >= p.limit) || ctx.Err() == context.DeadlineExceeded {
-		p.out.TimedOut = true
-	}
+	p.out.TimedOut = timedOut(ctx, p.out.Exit, elapsed, p.limit)
 	p.out.Stopped = p.stopped.Load()
 	p.cancel()
 	close(p.done)

@@ -153,12 +153,7 @@ func (p *shellProc) wait(ctx context.Context) {
 	if err != nil && !errors.As(err, &ee) {
 		p.out.StartErr = err.Error()
 	}
-	// 124 is timeout(1)'s own status; 137 is its -k SIGKILL; a context
-	// kill is the host-side backstop.
-	elapsed := time.Since(p.start)
-	if p.out.Exit == 124 || (p.out.Exit == 137 && elapsed >= p.limit) || ctx.Err() == context.DeadlineExceeded {
-		p.out.TimedOut = true
-	}
+	p.out.TimedOut = timedOut(ctx, p.out.Exit, time.Since(p.start), p.limit)
 	p.out.Stopped = p.stopped.Load()
 	p.cancel()
 	if p.pidFile != "" && !p.runner.Scratch {
@@ -167,6 +162,13 @@ func (p *shellProc) wait(ctx context.Context) {
 		exec.Command(rm[0], rm[1:]...).Run()
 	}
 	close(p.done)
+}
+
+// timedOut says whether a command run under timeout(1) with limit ended
+// by it: 124 is timeout(1)'s own status, 137 its -k SIGKILL (or a kill
+// once the limit passed); ctx's deadline is the host-side backstop.
+func timedOut(ctx context.Context, exit int, elapsed, limit time.Duration) bool {
+	return exit == 124 || (exit == 137 && elapsed >= limit) || ctx.Err() == context.DeadlineExceeded
 }
 
 func (p *shellProc) Done() <-chan struct{} { return p.done }
