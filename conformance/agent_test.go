@@ -111,6 +111,12 @@ func TestGuestAgent(t *testing.T) {
 	if o := g.Start(ctx, []string{"/nonexistent/tool"}, 5*time.Second).Wait(); o.Exit != 127 {
 		t.Errorf("a missing tool: %+v (timeout(1) says 127)", o)
 	}
+	// roced conform's --peer-exec in the lab (interop -peer lab-exec): the
+	// agent answers, so it is used as it is.
+	var gout, gerr strings.Builder
+	if x := GuestExec(ctx, l, []string{"sh", "-c", "echo exchanged; echo failed >&2; exit 1"}, 10*time.Second, &gout, &gerr); x != 1 || gout.String() != "exchanged\n" || gerr.String() != "failed\n" {
+		t.Errorf("GuestExec: exit %d, stdout %q, stderr %q", x, gout.String(), gerr.String())
+	}
 	a.close()
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("agent after quit: %v", err)

@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -22,17 +26,67 @@ func (g guestRunner) Start(ctx context.Context, argv []string, timeout time.Dura
 	if g.lab.session == nil {
 		return g.ShellRunner.Start(ctx, argv, timeout)
 	}
-	p := &agentProc{out: Output{Where: g.Name, Argv: argv}, done: make(chan struct{}), limit: timeout, start: time.Now()}
-	cctx, cancel := context.WithTimeout(ctx, timeout+g.Backstop)
+	return g.lab.agentRun(ctx, g.Name, argv, timeout, g.Backstop)
+}
+
+// agentRun has the agent run argv under timeout; the host side gives up
+// backstop later.
+func (l *Lab) agentRun(ctx context.Context, where string, argv []string, timeout, backstop time.Duration) *agentProc {
+	p := &agentProc{out: Output{Where: where, Argv: argv}, done: make(chan struct{}), limit: timeout, start: time.Now()}
+	cctx, cancel := context.WithTimeout(ctx, timeout+backstop)
 	p.cancel = cancel
-	if err := p.begin(cctx, g.lab, argv, timeout); err != nil {
-		p.out.StartErr = fmt.Sprintf("%s: %v", g.Name, err)
+	if err := p.begin(cctx, l, argv, timeout); err != nil {
+		p.out.StartErr = fmt.Sprintf("%s: %v", where, err)
 		p.out.Exit = -1
 		p.end(cctx)
 		return p
 	}
 	go p.wait(cctx)
 	return p
+}
+
+// GuestExec runs argv in the lab's guest through the harness's agent,
+// starting the agent first when none answers, and copies its output to
+// stdout and stderr once it ends; it returns its exit status (-1 when it
+// could not run). It is roced conform's --peer-exec in the lab (interop
+// -peer lab-exec): a tool's start without rxe-peer.sh exec's 9p round
+// trips and bash. Ending the calling process ends the command (the
+// agent kills it when the connection closes). The command's own timeout
+// is argv's (roced conform gives one); limit is the agent's backstop.
+func GuestExec(ctx context.Context, l *Lab, argv []string, limit time.Duration, stdout, stderr io.Writer) int {
+	if conn, err := l.dialGuest(ctx, guestAgentPort); err == nil {
+		conn.Close()
+	} else if err := l.startAgent(ctx); err != nil {
+		fmt.Fprintf(stderr, "interop: starting the guest agent: %v\n", err)
+		return -1
+	}
+	o := l.agentRun(ctx, "guest "+l.Suite, argv, limit, 30*time.Second).Wait()
+	io.WriteString(stdout, o.Stdout)
+	io.WriteString(stderr, o.Stderr)
+	if o.StartErr != "" {
+		fmt.Fprintf(stderr, "interop: %s\n", o.StartErr)
+	}
+	return o.Exit
+}
+
+// startAgent starts the guest's agent, one caller at a time (a lock file
+// per guest address in the temporary directory): a caller that waited
+// finds it running.
+func (l *Lab) startAgent(ctx context.Context) error {
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "goroce-agent-"+l.GuestAddr+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	if conn, err := l.dialGuest(ctx, guestAgentPort); err == nil {
+		conn.Close()
+		return nil
+	}
+	_, err = l.run(ctx, "exec", l.agentStart())
+	return err
 }
 
 // agentProc is a command the agent runs. Its connection carries the

@@ -60,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("interop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		peer       = fs.String("peer", "self", "self, lab, lab-libgoroce (the host's real tools over -libgoroce against the lab), lab-pyverbs (memory windows and invalidation against rxe's verbs through pyverbs), lab-pair, lab-guestbench (roced against itself beside rxe against itself inside the guest) or remote")
+		peer       = fs.String("peer", "self", "self, lab, lab-libgoroce (the host's real tools over -libgoroce against the lab), lab-pyverbs (memory windows and invalidation against rxe's verbs through pyverbs), lab-pair, lab-guestbench (roced against itself beside rxe against itself inside the guest), remote, or lab-exec (run the command after the flags in the lab's guest through the harness's agent: roced conform's --peer-exec in the lab)")
 		roced      = fs.String("roced", "bin/roced", "the roced binary; lab-guestbench: a static one (default: built with CGO_ENABLED=0)")
 		libgoroce  = fs.String("libgoroce", "bin/libgoroce.so", "lab-libgoroce: the preloaded library; lab-pyverbs: the library the host's pyverbs runs over in the pair cases ('' leaves them out)")
 		link       = fs.String("link", "", "roced's --link (udp, afpacket, afxdp); empty: its default")
@@ -107,6 +107,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&rocedEnv, "roced-env", "lab-guestbench: NAME=VALUE in every roced's environment (repeatable), e.g. GOROCE_BUSY_POLL=5000")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *peer == "lab-exec" {
+		if fs.NArg() == 0 {
+			fmt.Fprintln(stderr, "interop: -peer lab-exec needs the command to run in the guest after the flags")
+			return 2
+		}
+		dir, err := conformance.FindLabDir(*labDir)
+		if err != nil {
+			fmt.Fprintf(stderr, "interop: %v\n", err)
+			return 2
+		}
+		// The command carries its own timeout (roced conform's words do):
+		// without -timeout, the agent's is only a backstop.
+		limit := time.Hour
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "timeout" {
+				limit = *timeout
+			}
+		})
+		exit := conformance.GuestExec(context.Background(), conformance.NewLab(dir), fs.Args(), limit, stdout, stderr)
+		if exit < 0 {
+			return 125 // as env(1) and timeout(1) say it: the command did not run
+		}
+		return exit
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "interop: unexpected arguments %q\n", fs.Args())
