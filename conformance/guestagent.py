@@ -143,23 +143,27 @@ def run(req, conn, rf):
 
     t = threading.Thread(target=collect, daemon=True)
     t.start()
+    ended = threading.Event()
 
     def watch():
         # "stop": SIGTERM to timeout(1), which passes it to the tool; the
-        # harness gone (EOF): the whole group, at once.
+        # harness gone (EOF): the whole group, at once. Never once the
+        # command has ended: its pid may be another's by then.
         for line in rf:
-            if line.strip() and json.loads(line).get("op") == "stop":
+            if line.strip() and json.loads(line).get("op") == "stop" and not ended.is_set():
                 try:
                     os.kill(p.pid, signal.SIGTERM)
                 except OSError:
                     pass
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        if not ended.is_set():
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     threading.Thread(target=watch, daemon=True).start()
     t.join()
+    ended.set()
     rc = p.returncode
     a = {"ok": True, "exit": rc if rc >= 0 else 128 - rc,
          "stdout": out["stdout"].decode("utf-8", "replace"), "stderr": out["stderr"].decode("utf-8", "replace")}
