@@ -326,8 +326,7 @@ func TestRunPerftestCM(t *testing.T) {
 // with the fake tool in mode on both sides, and returns its result.
 func runOne(t *testing.T, mode string, pick func(Case) bool, tool string) Result {
 	t.Helper()
-	t.Setenv(fakeEnv, mode)
-	rep := Run(context.Background(), fakePeer(t), casesFor(t, pick, tool), Options{
+	rep := Run(context.Background(), fakePeer(t, mode), casesFor(t, pick, tool), Options{
 		Port: freePort(t), Timeout: 8 * time.Second, ListenTimeout: 3 * time.Second, Grace: 500 * time.Millisecond,
 	})
 	if len(rep.Results) != 1 {
@@ -336,15 +335,29 @@ func runOne(t *testing.T, mode string, pick func(Case) bool, tool string) Result
 	return rep.Results[0]
 }
 
+var (
+	portMu   sync.Mutex
+	portNext int // the next span's base; 0: none drawn yet
+)
+
 // freePort returns the base of a run of 1000 TCP ports (Run gives case i
 // the port base+i%1000) that are free now and lie below the kernel's
 // ephemeral range (32768 up): a port from the ephemeral range could be
 // taken between cases by the source port of some client's connection.
+//
+// Each call takes the span after the last one's (from a random start),
+// so that tests running in parallel never share a port.
 func freePort(t *testing.T) int {
 	t.Helper()
 	const span = 1000
+	portMu.Lock()
+	defer portMu.Unlock()
 	for try := 0; try < 50; try++ {
-		base := 10000 + mrand.IntN(32768-10000-span)
+		if portNext == 0 || portNext+span > 32768 {
+			portNext = 10000 + mrand.IntN(32768-10000-span)
+		}
+		base := portNext
+		portNext += span
 		ok := true
 		for p := base; p < base+span && ok; p += 97 { // a sample: a busy run fails fast
 			ln, err := net.Listen("tcp", fmt.Sprintf(":%d", p))
@@ -362,14 +375,24 @@ func freePort(t *testing.T) int {
 	return 0
 }
 
-func fakePeer(t *testing.T) *Peer {
+// fakePeer is SelfPeer with this test binary as roced, each side's
+// commands run with the fake's mode and the test's mark directory in
+// their environment (env(1) in the runner's wrap, not t.Setenv, so that
+// tests with fakes can run in parallel).
+func fakePeer(t *testing.T, mode string) *Peer {
 	t.Helper()
-	t.Setenv("GOROCE_FAKE_MARKS", t.TempDir()) // the fakes it starts inherit it
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return SelfPeer(exe, "127.0.0.1", "127.0.0.2", nil)
+	p := SelfPeer(exe, "127.0.0.1", "127.0.0.2", nil)
+	env := []string{"env", fakeEnv + "=" + mode, "GOROCE_FAKE_MARKS=" + t.TempDir()}
+	for _, s := range []*Side{&p.Subject, &p.Ref} {
+		r := LocalRunner()
+		r.Wrap = func(script string) []string { return append(append([]string(nil), env...), "sh", "-c", script) }
+		s.Runner = r
+	}
+	return p
 }
 
 func casesFor(t *testing.T, re func(Case) bool, tools ...string) []Case {
@@ -388,6 +411,9 @@ func casesFor(t *testing.T, re func(Case) bool, tools ...string) []Case {
 }
 
 func TestRunFake(t *testing.T) {
+	// Side by side with TestSelfMatrix and with each other: most of their
+	// time is processes starting and timeouts expiring on purpose.
+	t.Parallel()
 	small := func(c Case) bool {
 		return c.Transport == RC && (c.Size <= 1 || c.Tool.Atomic && strings.Contains(c.Name(), "FETCH"))
 	}
@@ -433,7 +459,7 @@ func TestRunFake(t *testing.T) {
 			reasons: map[int][]string{0: {"server (roced): data check (-c) failed: invalid data in page(s) [0]"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(fakeEnv, tc.mode)
+			t.Parallel()
 			cases := casesFor(t, small, tc.tools...)
 			if tc.timeout == 0 {
 				tc.timeout = 8 * time.Second
@@ -445,7 +471,7 @@ func TestRunFake(t *testing.T) {
 			}
 			art := t.TempDir()
 			var progress strings.Builder
-			rep := Run(context.Background(), fakePeer(t), cases, Options{
+			rep := Run(context.Background(), fakePeer(t, tc.mode), cases, Options{
 				Port: freePort(t), Timeout: tc.timeout, ListenTimeout: tc.listen, Grace: 500 * time.Millisecond,
 				Artifacts: art, Progress: &progress,
 			})
@@ -499,9 +525,8 @@ func TestRunFake(t *testing.T) {
 }
 
 func TestRunBudget(t *testing.T) {
-	t.Setenv(fakeEnv, "")
 	cases := casesFor(t, func(c Case) bool { return c.Size == 1 }, "rc_pingpong")
-	rep := Run(context.Background(), fakePeer(t), cases, Options{Port: freePort(t), Budget: time.Nanosecond})
+	rep := Run(context.Background(), fakePeer(t, ""), cases, Options{Port: freePort(t), Budget: time.Nanosecond})
 	if rep.NotRun != len(cases) || rep.OK() {
 		t.Fatalf("not run %d of %d, OK %v", rep.NotRun, len(cases), rep.OK())
 	}
@@ -509,7 +534,7 @@ func TestRunBudget(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	rep = Run(ctx, fakePeer(t), cases, Options{Port: freePort(t)})
+	rep = Run(ctx, fakePeer(t, ""), cases, Options{Port: freePort(t)})
 	if rep.NotRun != len(cases) {
 		t.Fatalf("interrupted run: %d not run of %d", rep.NotRun, len(cases))
 	}

@@ -18,6 +18,7 @@ import (
 // the same judge as the lab run (both ends strict). $ROCED names a built
 // binary; otherwise the test builds cmd/roced.
 func TestSelfMatrix(t *testing.T) {
+	t.Parallel() // beside TestRunFake: both mostly wait on processes
 	roced := os.Getenv("ROCED")
 	if roced == "" {
 		roced = filepath.Join(t.TempDir(), "roced")
