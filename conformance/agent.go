@@ -89,7 +89,8 @@ func (l *Lab) inNetNS(fn func() error) error {
 	return netns.Do(h, fn)
 }
 
-// agentReply is every answer's shape.
+// agentReply is every answer's shape: a snapshot's fields, and op run's
+// (first the pid, then, with Exit set, how the command ended).
 type agentReply struct {
 	OK       bool             `json:"ok"`
 	Error    string           `json:"error"`
@@ -97,6 +98,23 @@ type agentReply struct {
 	Counters map[string]int64 `json:"counters"`
 	Next     int64            `json:"next"`
 	Dmesg    []string         `json:"dmesg"`
+	PID      *int             `json:"pid"`
+	Exit     *int             `json:"exit"`
+	Stdout   string           `json:"stdout"`
+	Stderr   string           `json:"stderr"`
+}
+
+// readReply reads one answer, well formed whether or not it says ok.
+func readReply(br *bufio.Reader) (*agentReply, error) {
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		return nil, fmt.Errorf("guest agent: %w", err)
+	}
+	var r agentReply
+	if err := json.Unmarshal(line, &r); err != nil {
+		return nil, fmt.Errorf("guest agent: %q: %w", line, err)
+	}
+	return &r, nil
 }
 
 // call sends one request and reads its answer within timeout.
@@ -115,19 +133,15 @@ func (a *guestAgent) call(ctx context.Context, req map[string]any, timeout time.
 	if _, err := a.conn.Write(append(b, '\n')); err != nil {
 		return nil, fmt.Errorf("guest agent: %w", err)
 	}
-	line, err := a.r.ReadBytes('\n')
+	r, err := readReply(a.r)
 	if err != nil {
-		return nil, fmt.Errorf("guest agent: %w", err)
-	}
-	var r agentReply
-	if err := json.Unmarshal(line, &r); err != nil {
-		return nil, fmt.Errorf("guest agent: %q: %w", line, err)
+		return nil, err
 	}
 	a.broken = false
 	if !r.OK {
-		return &r, errors.New("guest agent: " + r.Error)
+		return r, errors.New("guest agent: " + r.Error)
 	}
-	return &r, nil
+	return r, nil
 }
 
 // snap is one snapshot, with the kernel log's records from seq on.

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -98,20 +97,8 @@ type agentProc struct {
 	start   time.Time
 	limit   time.Duration
 	stopped atomic.Bool
-	wmu     sync.Mutex
 	done    chan struct{}
 	out     Output
-}
-
-// agentRunReply is the agent's answer to op "run": first the pid, then
-// (with Exit set) how it ended.
-type agentRunReply struct {
-	OK     bool   `json:"ok"`
-	Error  string `json:"error"`
-	PID    *int   `json:"pid"`
-	Exit   *int   `json:"exit"`
-	Stdout string `json:"stdout"`
-	Stderr string `json:"stderr"`
 }
 
 // begin dials the agent, asks it to run argv and reads its first answer.
@@ -140,20 +127,13 @@ func (p *agentProc) begin(ctx context.Context, l *Lab, argv []string, timeout ti
 	return nil
 }
 
-// read reads one answer.
-func (p *agentProc) read() (*agentRunReply, error) {
-	line, err := p.r.ReadBytes('\n')
-	if err != nil {
-		return nil, fmt.Errorf("guest agent: %w", err)
+// read reads one answer; one that says ok false is an error.
+func (p *agentProc) read() (*agentReply, error) {
+	r, err := readReply(p.r)
+	if err == nil && !r.OK {
+		err = errors.New("guest agent: " + r.Error)
 	}
-	var r agentRunReply
-	if err := json.Unmarshal(line, &r); err != nil {
-		return nil, fmt.Errorf("guest agent: %q: %w", line, err)
-	}
-	if !r.OK {
-		return nil, errors.New("guest agent: " + r.Error)
-	}
-	return &r, nil
+	return r, err
 }
 
 func (p *agentProc) wait(ctx context.Context) {
@@ -200,10 +180,8 @@ func (p *agentProc) Stop() {
 	default:
 	}
 	p.stopped.Store(true)
-	p.wmu.Lock()
 	p.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	p.conn.Write([]byte(`{"op":"stop"}` + "\n"))
-	p.wmu.Unlock()
 	select {
 	case <-p.done:
 		return
