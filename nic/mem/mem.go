@@ -205,9 +205,32 @@ type Link struct {
 	cond   *sync.Cond
 	queue  []memPacket
 	closed bool
+	shut   atomic.Bool // closed, for Send, which should not take mu (deliveries to l do)
+
+	// route is the path and the link of the last destination sent to, so
+	// that a send takes no lock of the Net's, which every link's sends
+	// share. Paths live as long as the Net; a link found closed is looked
+	// up again.
+	route atomic.Pointer[route]
 
 	txPackets, txBytes, rxPackets, rxBytes, txDropped, rxDropped atomic.Uint64
 	injected                                                     [4]atomic.Uint64 // loss, dup, reorder, corrupt
+}
+
+type route struct {
+	dst  netip.Addr
+	path *memPath
+	peer *Link // nil: nobody at dst when it was looked up (looked up again at the next send)
+}
+
+// routeTo returns the route to dst, from l's cache when it is dst's.
+func (l *Link) routeTo(dst netip.Addr) *route {
+	if r := l.route.Load(); r != nil && r.dst == dst && r.peer != nil && !r.peer.shut.Load() {
+		return r
+	}
+	r := &route{dst: dst, path: l.net.path(l.addr, dst), peer: l.net.lookup(dst)}
+	l.route.Store(r)
+	return r
 }
 
 // Send implements nic.Link.
@@ -235,7 +258,8 @@ func (l *Link) Send(frames []nic.Frame) (int, error) {
 
 // transmit applies the path's faults and delivers.
 func (l *Link) transmit(dst netip.Addr, d []byte) {
-	p := l.net.path(l.addr, dst)
+	rt := l.routeTo(dst)
+	p := rt.path
 	p.mu.Lock()
 	f := p.faults
 	v := Pass
@@ -269,9 +293,9 @@ func (l *Link) transmit(dst netip.Addr, d []byte) {
 			delay += rd
 		}
 		if delay > 0 {
-			time.AfterFunc(delay, func() { l.deliver(dst, pk) })
+			time.AfterFunc(delay, func() { l.deliver(l.net.lookup(dst), pk) })
 		} else {
-			l.deliver(dst, pk)
+			l.deliver(rt.peer, pk)
 		}
 	}
 	if corrupt {
@@ -282,8 +306,9 @@ func (l *Link) transmit(dst netip.Addr, d []byte) {
 	}
 }
 
-func (l *Link) deliver(dst netip.Addr, pk memPacket) {
-	r := l.net.lookup(dst)
+// deliver queues pk on r, the link at its destination when it was sent
+// (nil: none).
+func (l *Link) deliver(r *Link, pk memPacket) {
 	if r == nil {
 		l.txDropped.Add(1)
 		memBufs.Put(pk.buf)
@@ -438,6 +463,7 @@ func (l *Link) Close() error {
 		return nil
 	}
 	l.closed = true
+	l.shut.Store(true)
 	for _, pk := range l.queue {
 		memBufs.Put(pk.buf)
 	}
@@ -448,11 +474,7 @@ func (l *Link) Close() error {
 	return nil
 }
 
-func (l *Link) isClosed() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.closed
-}
+func (l *Link) isClosed() bool { return l.shut.Load() }
 
 // dstAddr reads the destination address of an IP datagram.
 func dstAddr(d []byte) (netip.Addr, bool) {
