@@ -172,6 +172,14 @@ type Info struct {
 	MTU   int              // largest IP datagram the path carries
 	Addrs []netip.Addr     // local addresses, in the order the GID table lists them
 	MAC   net.HardwareAddr // for the link-local GID; nil when the link has none
+
+	// DirectSend says that Send hands frames over by a function call: no
+	// system call, ring kick or wire whose cost a batch would share (the
+	// in-memory link). A device in poll mode then sends a burst's
+	// acknowledgements when the poll that received the burst ends,
+	// rather than hold them for the application's reply to carry, which
+	// would save nothing and delay the peer's completion.
+	DirectSend bool
 }
 
 // Stats are a link's counters. Packets and bytes count IP datagrams (IP

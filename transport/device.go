@@ -110,6 +110,7 @@ type Device struct {
 	runqs      []runQueue   // one per receive queue of the link: a QP's deferred work runs on its queue's worker
 	poller     nic.Poller   // the link, in poll mode (Options.PollProgress); else nil
 	polls      []pollState  // one per receive queue, used by whoever polls it
+	endAtOnce  bool         // a poll ends its burst before it returns: the link's sends are calls (nic.Info.DirectSend)
 	lastPoll   atomic.Int64 // when a poller last polled (monotonic ns since epoch)
 	evMu       sync.RWMutex // held shared to post an event, exclusively to close events
 	events     chan qp.Event
@@ -183,6 +184,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		}
 		d.poller = p
 		d.polls = make([]pollState, nq)
+		d.endAtOnce = info.DirectSend
 		// The device's clock, as the QPs' timers: a test decides when
 		// late fires.
 		var clock qp.Clock = qp.RealClock{}
@@ -651,7 +653,12 @@ func (d *Device) progress() bool {
 		// one batch (one sendmmsg, one recvmmsg at the peer). The next
 		// poll ends it, sending what the application did not take along,
 		// or, should none come, the timer late does, pollActive later.
-		if len(s.b.qps) > 0 {
+		// Over a link whose send is a function call a batch saves
+		// nothing, and the peer would wait for the reply to learn of its
+		// delivery: the burst ends here.
+		if d.endAtOnce {
+			s.b.flush()
+		} else if len(s.b.qps) > 0 {
 			s.endMu.Lock()
 			s.ends = append(s.ends, s.b.qps...)
 			if !s.pending.Swap(true) {

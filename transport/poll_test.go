@@ -25,6 +25,7 @@ import (
 // records how many frames each Send carried.
 type pollOnly struct {
 	*mem.Link
+	direct bool // keep the in-memory link's DirectSend
 	once   sync.Once
 	closed chan struct{}
 
@@ -49,6 +50,15 @@ func (l *pollOnly) sent() []int {
 }
 
 func newPollOnly(l *mem.Link) nic.Link { return &pollOnly{Link: l, closed: make(chan struct{})} }
+
+// Info is the in-memory link's, but for DirectSend unless direct:
+// pollOnly stands for a link whose sends cost a system call, as the udp
+// link's do.
+func (l *pollOnly) Info() nic.Info {
+	inf := l.Link.Info()
+	inf.DirectSend = l.direct
+	return inf
+}
 
 func (l *pollOnly) Recv([]nic.Frame) (int, error) {
 	<-l.closed
@@ -168,7 +178,7 @@ func TestPollMode(t *testing.T) {
 // completes. The clock moves no further, so no timer resends the SEND.
 func TestPollModeAckWithoutPoller(t *testing.T) {
 	clock := fakeclock.New()
-	a, b, bl := sendPolled(t, clock, false)
+	a, b, bl := sendPolled(t, clock, false, false)
 	// b polls no more.
 	if n, s := b.Dev.Counters().SentACKs.Load(), bl.sent(); n != 0 || len(s) != 0 {
 		t.Fatalf("with the burst open and the clock still, the responder sent %d ACKs (sends %v)", n, s)
@@ -191,7 +201,7 @@ func TestPollModeAckWithoutPoller(t *testing.T) {
 // on the udp link), as the reply's only companion; and the next poll of
 // an empty queue ends a burst left open. The clock never moves.
 func TestPollModeAckRidesWithReply(t *testing.T) {
-	a, b, bl := sendPolled(t, fakeclock.New(), true)
+	a, b, bl := sendPolled(t, fakeclock.New(), true, false)
 	if err := b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.MR.SGE(0, 64)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -220,14 +230,30 @@ func TestPollModeAckRidesWithReply(t *testing.T) {
 	}
 }
 
+// TestPollModeAckAtOnceOverDirectSend: over a link whose sends are
+// function calls (nic.Info.DirectSend, the in-memory link's) a poll ends
+// its burst before it returns. The responder's ACK has left, alone, by
+// the time its receive completes, before the application replies or
+// polls again; the clock never moves.
+func TestPollModeAckAtOnceOverDirectSend(t *testing.T) {
+	a, b, bl := sendPolled(t, fakeclock.New(), false, true)
+	if n, s := b.Dev.Counters().SentACKs.Load(), bl.sent(); n != 1 || !slices.Equal(s, []int{1}) {
+		t.Fatalf("after the poll that received the SEND the responder had sent %d ACKs (sends %v), want 1 in one", n, s)
+	}
+	if wc := spinPoll(t, a.SCQ); wc.Status != cq.Success || wc.WRID != 2 {
+		t.Fatalf("send: %+v", wc)
+	}
+}
+
 // sendPolled connects two devices in poll mode over pollOnly links on
 // clock, posts a receive on b (and on a, with replies), and sends one
 // SEND from a, which b's poll receives (b's link's sends forgotten
 // before): the start of the open burst tests.
-func sendPolled(t *testing.T, clock *fakeclock.Clock, replies bool) (a, b *rdmatest.Peer, bl *pollOnly) {
+func sendPolled(t *testing.T, clock *fakeclock.Clock, replies, direct bool) (a, b *rdmatest.Peer, bl *pollOnly) {
 	t.Helper()
 	wrap := func(l *mem.Link) nic.Link {
 		p := newPollOnly(l).(*pollOnly)
+		p.direct = direct
 		bl = p // the second link made is b's
 		return p
 	}
