@@ -105,12 +105,21 @@ const ptSpins = 64
 // waitCQ returns at least one completion of q in wc, spinning first
 // unless -e asked for completion events.
 func (t *ptTraffic) waitCQ(q *cq.CQ, wc []cq.WC) (int, error) {
+	// In poll mode the polls are what moves the device, and the tool
+	// spins as perftest does on an HCA, never sleeping without -e: after
+	// ptSpins polls it would sleep through every round trip longer than
+	// they take (in the lab's emulated guest, all of them).
+	spinOn := t.c.dev.PollMode() && !t.cfg.Events
 	for spin := 0; ; spin++ {
 		n, err := q.Poll(wc)
 		if n > 0 || err != nil {
 			return n, err
 		}
-		if t.cfg.Events || spin >= ptSpins {
+		if spinOn {
+			if spin%ptSpins == ptSpins-1 && t.ctx.Err() != nil {
+				return 0, t.err()
+			}
+		} else if t.cfg.Events || spin >= ptSpins {
 			if err := q.Wait(t.ctx); err != nil {
 				return 0, t.err()
 			}
