@@ -111,7 +111,6 @@ type Device struct {
 	poller     nic.Poller   // the link, in poll mode (Options.PollProgress); else nil
 	polls      []pollState  // one per receive queue, used by whoever polls it
 	endAtOnce  bool         // a poll ends its burst before it returns: the link's sends are calls (nic.Info.DirectSend)
-	lastPoll   atomic.Int64 // when a poller last polled (monotonic ns since epoch)
 	evMu       sync.RWMutex // held shared to post an event, exclusively to close events
 	events     chan qp.Event
 	evClosed   bool // under evMu
@@ -543,17 +542,20 @@ func (d *Device) rxLoop(i int) {
 		// In poll mode the receive goroutine stands aside while pollers
 		// are active (one polled in the last pollActive): the packets are
 		// theirs, and waking for each one only to find it taken, or to
-		// take it from them, costs the cores they spin on. It takes over
-		// at most pollActive after the last poll.
+		// take it from them, costs the cores they spin on. It looks again
+		// pollActive later, and takes over once none has polled since: at
+		// most twice pollActive after the last poll. (A flag rather than
+		// the time of each poll: a poll reads no clock, which in an
+		// emulated guest costs more than the poll.)
 		if d.poller != nil {
-			if idle := time.Since(epoch) - time.Duration(d.lastPoll.Load()); idle < pollActive {
+			if d.polls[i].polled.Swap(false) {
 				// The queue is the receiver's from its last Recv to the
 				// next: let go of it, or no poller could take it.
 				d.poller.EndRecv(i)
 				if aside == nil {
-					aside = time.NewTimer(pollActive - idle)
+					aside = time.NewTimer(pollActive)
 				} else {
-					aside.Reset(pollActive - idle)
+					aside.Reset(pollActive)
 				}
 				select {
 				case <-d.done:
@@ -585,9 +587,6 @@ func (d *Device) rxLoop(i int) {
 	}
 }
 
-// epoch is the origin of Device.lastPoll's monotonic clock.
-var epoch = time.Now()
-
 // pollActive is how long after a poll the receive goroutine of a device in
 // poll mode leaves the packets to the pollers.
 const pollActive = 200 * time.Microsecond
@@ -597,6 +596,7 @@ const pollActive = 200 * time.Microsecond
 type pollState struct {
 	frames []nic.Frame
 	b      burst
+	polled atomic.Bool // polled since the queue's receive goroutine last looked
 
 	// The QPs whose burst a poller left open: their ends wait for the
 	// next poll, or for late, which fires pollActive after the first was
@@ -632,10 +632,12 @@ func (d *Device) progress() bool {
 	if d.closedNow() {
 		return false
 	}
-	d.lastPoll.Store(int64(time.Since(epoch)))
 	got := false
 	for i := range d.polls {
 		s := &d.polls[i]
+		if !s.polled.Load() { // no store while it is set: the line stays shared
+			s.polled.Store(true)
+		}
 		// Bursts the last poll left open: the application has had its
 		// chance to take their acknowledgements along.
 		endOpen(s)

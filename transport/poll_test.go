@@ -245,6 +245,71 @@ func TestPollModeAckAtOnceOverDirectSend(t *testing.T) {
 	}
 }
 
+// TestPollModeReceiverTakesOver: once the application stops polling, the
+// receive goroutine, which stands aside while polls come, handles what
+// arrives: a device whose only poll found nothing still receives the
+// SENDs its application waits for without polling (CQ.Wait), over the
+// in-memory link and over the udp link with two receive queues, on QPs
+// of each queue. No poller handles any of them.
+func TestPollModeReceiverTakesOver(t *testing.T) {
+	o := rdmatest.Options{PollProgress: true}
+	for _, link := range []string{"mem", "udp"} {
+		t.Run(link, func(t *testing.T) {
+			var a, b *rdmatest.Peer
+			if link == "mem" {
+				a, b, _ = rdmatest.MemPair(t, o)
+			} else {
+				open := func(addr string) *rdmatest.Peer {
+					l, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(addr), RxQueues: 2})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return rdmatest.NewPeer(t, l, netip.MustParseAddr(addr), o)
+				}
+				a, b = open("127.0.22.1"), open("127.0.22.2")
+				rdmatest.Connect(t, a, b)
+			}
+			pairs := [][2]*rdmatest.Peer{{a, b}}
+			if link == "udp" { // a second pair, on b's other queue
+				x, y := a.NewQP(t), b.NewQP(t)
+				for nic.QueueOf(y.QP.QPN(), 2) == nic.QueueOf(b.QP.QPN(), 2) {
+					x, y = a.NewQP(t), b.NewQP(t)
+				}
+				rdmatest.Connect(t, x, y)
+				pairs = append(pairs, [2]*rdmatest.Peer{x, y})
+			}
+			var wc [1]cq.WC
+			if n, err := b.RCQ.Poll(wc[:]); n != 0 || err != nil {
+				t.Fatalf("b's first poll: %d, %v", n, err)
+			}
+			// Three messages one after the other on each pair: after
+			// each, the receive goroutine looks whether pollers are
+			// active, and must find them gone.
+			for i, p := range pairs {
+				s, r := p[0], p[1]
+				for k := range uint64(3) {
+					if err := r.QP.PostRecv(&qp.RecvWR{WRID: k, SGL: []mr.SGE{r.MR.SGE(0, 64)}}); err != nil {
+						t.Fatal(err)
+					}
+					if err := s.QP.PostSend(&qp.SendWR{WRID: k, Opcode: qp.WRSend, SGL: []mr.SGE{s.MR.SGE(0, 64)}}); err != nil {
+						t.Fatal(err)
+					}
+					if err := r.RCQ.Wait(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+					n, err := r.RCQ.Poll(wc[:])
+					if n != 1 || err != nil || wc[0].Status != cq.Success || wc[0].WRID != k {
+						t.Fatalf("pair %d, message %d: the receive: %d, %v, %+v", i, k, n, err, wc[0])
+					}
+				}
+			}
+			if n := b.Dev.Counters().PolledPkts.Load(); n != 0 {
+				t.Fatalf("pollers handled %d of b's packets, want none", n)
+			}
+		})
+	}
+}
+
 // sendPolled connects two devices in poll mode over pollOnly links on
 // clock, posts a receive on b (and on a, with replies), and sends one
 // SEND from a, which b's poll receives (b's link's sends forgotten
