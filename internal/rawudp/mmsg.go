@@ -3,6 +3,7 @@ package rawudp
 import (
 	"net"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
@@ -54,7 +55,7 @@ func (w batchWriter) write(k int) error {
 }
 
 // recvBatches counts datagrams read with recvmmsg until rx is closed.
-func recvBatches(rx *net.UDPConn, size int, got *atomic.Int64) {
+func recvBatches(rx *net.UDPConn, size int, got, last *atomic.Int64) {
 	c := batchOf(rx)
 	ms := messages(batch, size, nil)
 	for {
@@ -63,5 +64,6 @@ func recvBatches(rx *net.UDPConn, size int, got *atomic.Int64) {
 			return
 		}
 		got.Add(int64(n))
+		last.Store(time.Now().UnixNano())
 	}
 }
