@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/goroce/goroce/inet"
 )
@@ -20,6 +21,14 @@ import (
 // QP's packets stay on the one queue QueueOf gives, whichever address
 // they came to. Otherwise it has one queue that returns what any queue of
 // any link received. Each queue hands out one link queue's batch at a time.
+//
+// Multi is a Poller: a poll of queue i takes what its links' queues hold
+// (those of links that are Pollers, through their own PollQueue) or a
+// batch its receive goroutines already received, and one goroutine at a
+// time holds each queue, as the nic.Poller contract asks; so a device in
+// poll mode can answer on every address of its GID table. Its receive
+// goroutines still wait on each link, so a packet a poller takes may also
+// wake one of them for nothing.
 type Multi struct {
 	links  []Link
 	bySrc  map[netip.Addr]int // source address (no zone): index in links
@@ -28,6 +37,8 @@ type Multi struct {
 	quit   chan struct{}  // closed by Close: the receivers stop
 	wg     sync.WaitGroup // the receivers
 	once   sync.Once
+	begin  sync.Once // starts the receivers, at the first receive or poll
+	recvs  []func()  // the receivers to start
 
 	dropped uint64 // frames of no link's source address (under mu)
 	mu      sync.Mutex
@@ -35,8 +46,26 @@ type Multi struct {
 
 // multiQueue is one receive queue of the joined link.
 type multiQueue struct {
-	in  chan *multiBatch // batches the links' receivers hand over
-	cur *multiBatch      // the batch being handed out (one Recv at a time)
+	in chan *multiBatch // batches the links' receivers hand over
+
+	// hold is held by whoever handles the queue's frames: the receiver
+	// from RecvQueue's return to its next call (held), a poller from a
+	// PollQueue that returned frames to EndPoll.
+	hold  sync.Mutex
+	cur   *multiBatch   // the batch being handed out (under hold)
+	pend  *multiBatch   // a batch the receiver took while a poller held cur (under hold)
+	inner int           // the polls entry whose link queue a poller holds (under hold); -1: none
+	held  bool          // the receiver holds hold (the receiver's only)
+	polls atomic.Uint64 // PollQueue calls that took frames
+	mark  uint64        // polls at the receiver's last return (the receiver's only)
+	srcs  []pollSrc     // the link queues that feed this queue and can be polled
+	next  int           // where the next poll starts in srcs (under hold)
+}
+
+// pollSrc is one link queue a Multi queue polls.
+type pollSrc struct {
+	p Poller
+	i int
 }
 
 // multiBatch is what one Recv of a link returned. Its frames stay valid
@@ -83,25 +112,55 @@ func NewMulti(links ...Link) (*Multi, error) {
 	}
 	m.info.Name = strings.Join(names, " + ")
 	nq := commonQueues(links)
+	m.info.DirectSend = true
+	for _, l := range links {
+		m.info.DirectSend = m.info.DirectSend && l.Info().DirectSend
+	}
 	m.queues = make([]multiQueue, nq)
 	for i := range m.queues {
 		m.queues[i].in = make(chan *multiBatch)
+		m.queues[i].inner = -1
 	}
 	// A receiver per receive queue of each link, so that none is left
 	// unread: queue i of each link feeds queue i, or all feed the one.
+	// They start with the first receive or poll, so that the links are
+	// not in use before the device asks them to leave the network
+	// poller (NetpollLeaver), which it does when it opens.
 	for _, l := range links {
+		p, canPoll := l.(Poller)
 		mq, ok := l.(MultiQueue)
 		if !ok || mq.RxQueues() <= 1 {
-			m.wg.Add(1)
-			go m.receive(l.Recv, &m.queues[0])
+			if canPoll {
+				m.queues[0].srcs = append(m.queues[0].srcs, pollSrc{p, 0})
+			}
+			m.recvs = append(m.recvs, func() { m.receive(l.Recv, &m.queues[0]) })
 			continue
 		}
 		for i := range mq.RxQueues() {
-			m.wg.Add(1)
-			go m.receive(func(f []Frame) (int, error) { return mq.RecvQueue(i, f) }, &m.queues[i%nq])
+			if canPoll {
+				m.queues[i%nq].srcs = append(m.queues[i%nq].srcs, pollSrc{p, i})
+			}
+			m.recvs = append(m.recvs, func() {
+				m.receive(func(f []Frame) (int, error) { return mq.RecvQueue(i, f) }, &m.queues[i%nq])
+			})
 		}
 	}
 	return m, nil
+}
+
+// start starts the receivers, unless Close came first.
+func (m *Multi) start() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-m.quit:
+		return
+	default:
+	}
+	for _, r := range m.recvs {
+		m.wg.Add(1)
+		go r()
+	}
 }
 
 // commonQueues is the number of receive queues every link has, or 1 when
@@ -130,6 +189,9 @@ func (m *Multi) receive(recv func([]Frame) (int, error), q *multiQueue) {
 	b := &multiBatch{done: make(chan struct{}, 1)}
 	for {
 		n, err := recv(buf)
+		if n == 0 && err == nil {
+			continue // pollers took what came (Poller): receive again
+		}
 		b.frames, b.off, b.err = buf[:n], 0, err
 		select {
 		case q.in <- b:
@@ -203,31 +265,142 @@ func (m *Multi) Recv(frames []Frame) (int, error) { return m.RecvQueue(0, frames
 func (m *Multi) RxQueues() int { return len(m.queues) }
 
 // RecvQueue returns frames of one link queue's batch from queue i; the
-// previous call's frames are given back to their link first.
+// previous call's frames are given back to their link first. It returns
+// none, rather than wait, when pollers took frames since its last return
+// and none is left (Poller).
 func (m *Multi) RecvQueue(i int, frames []Frame) (int, error) {
+	q := &m.queues[i]
+	if q.held {
+		q.held = false
+		q.release()
+	}
 	if len(frames) == 0 {
 		return 0, nil
 	}
-	q := &m.queues[i]
-	if b := q.cur; b != nil && b.off >= len(b.frames) {
+	m.begin.Do(m.start)
+	for {
+		q.hold.Lock()
+		if q.cur != nil {
+			if b := q.cur; b.off >= len(b.frames) && b.err != nil {
+				q.hold.Unlock()
+				return 0, b.err
+			}
+			n := q.take(frames)
+			q.held = true
+			q.mark = q.polls.Load()
+			return n, nil
+		}
+		q.hold.Unlock()
+		// Wait for a batch without the hold, so that pollers may take
+		// what comes meanwhile.
+		if p := q.polls.Load(); p != q.mark {
+			q.mark = p
+			return 0, nil
+		}
+		select {
+		case b := <-q.in:
+			// A poller may have taken another batch meanwhile: this
+			// one waits behind it (batches of different link queues,
+			// whose order does not matter).
+			q.hold.Lock()
+			if q.cur == nil {
+				q.cur = b
+			} else {
+				q.pend = b
+			}
+			q.hold.Unlock()
+		case <-m.quit:
+			return 0, ErrClosed
+		}
+	}
+}
+
+// take hands out frames of cur, which holds some or an error (under hold).
+func (q *multiQueue) take(frames []Frame) int {
+	b := q.cur
+	n := copy(frames, b.frames[b.off:])
+	b.off += n
+	return n
+}
+
+// release gives back what the holder took and releases hold: an emptied
+// batch to its link's receiver, a link queue to its link.
+func (q *multiQueue) release() {
+	if b := q.cur; b != nil && b.off >= len(b.frames) && b.err == nil {
+		q.cur, q.pend = q.pend, nil
 		b.done <- struct{}{}
-		q.cur = nil
+	}
+	if q.inner >= 0 {
+		s := q.srcs[q.inner]
+		q.inner = -1
+		s.p.EndPoll(s.i)
+	}
+	q.hold.Unlock()
+}
+
+// PollQueue implements Poller: the rest of the batch being handed out,
+// or a batch a link's receiver has ready, or what a link queue that can
+// be polled holds, taking the link queues in turn.
+func (m *Multi) PollQueue(i int, frames []Frame) int {
+	if i < 0 || i >= len(m.queues) || len(frames) == 0 {
+		return 0
+	}
+	m.begin.Do(m.start)
+	q := &m.queues[i]
+	if !q.hold.TryLock() {
+		return 0
 	}
 	if q.cur == nil {
 		select {
 		case b := <-q.in:
 			q.cur = b
-		case <-m.quit:
-			return 0, ErrClosed
+		default:
 		}
 	}
-	b := q.cur
-	if b.off >= len(b.frames) && b.err != nil {
-		return 0, b.err
+	n := 0
+	switch {
+	case q.cur != nil && q.cur.off < len(q.cur.frames):
+		n = q.take(frames)
+	case q.cur != nil: // an error: the receiver's to report
+	default:
+		for k := range q.srcs {
+			j := (q.next + k) % len(q.srcs)
+			s := q.srcs[j]
+			if n = s.p.PollQueue(s.i, frames); n > 0 {
+				q.inner, q.next = j, j+1
+				break
+			}
+		}
 	}
-	n := copy(frames, b.frames[b.off:])
-	b.off += n
-	return n, nil
+	if n == 0 {
+		q.hold.Unlock()
+		return 0
+	}
+	q.polls.Add(1)
+	return n
+}
+
+// EndPoll implements Poller.
+func (m *Multi) EndPoll(i int) { m.queues[i].release() }
+
+// EndRecv implements Poller.
+func (m *Multi) EndRecv(i int) {
+	if q := &m.queues[i]; q.held {
+		q.held = false
+		q.release()
+	}
+}
+
+// LeaveNetpoll implements NetpollLeaver: each link that can leaves.
+func (m *Multi) LeaveNetpoll() error {
+	for _, l := range m.links {
+		if nl, ok := l.(NetpollLeaver); ok {
+			if err := nl.LeaveNetpoll(); err != nil {
+				return fmt.Errorf("%s: %w", l.Info().Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // Info describes the joined link: every link's addresses, in the order
@@ -253,7 +426,9 @@ func (m *Multi) Stats() Stats {
 func (m *Multi) Close() error {
 	var err error
 	m.once.Do(func() {
+		m.mu.Lock() // start sees quit closed, or has added its receivers
 		close(m.quit)
+		m.mu.Unlock()
 		for _, l := range m.links {
 			if e := l.Close(); e != nil && err == nil {
 				err = e

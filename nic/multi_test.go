@@ -240,3 +240,39 @@ func TestMultiQueues(t *testing.T) {
 		})
 	}
 }
+
+// hidePoller is a link without its Poller methods: a Multi over it gets
+// its frames only through its receive goroutines.
+type hidePoller struct{ nic.Link }
+
+// TestMultiPoller checks nic.Poller's contract on a Multi (linktest's
+// PollHold: one holder at a time, each frame once and in order, the
+// receiver's hold and its standing aside): over in-memory links, which
+// a Multi's poll polls itself, and over the same links with their
+// Poller hidden, whose frames reach a poll through the Multi's receive
+// goroutines. The sender's frames go to the second link of each Multi.
+func TestMultiPoller(t *testing.T) {
+	for _, hide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hidden=%v", hide), func(t *testing.T) {
+			n := mem.NewNet(1)
+			attach := func(a string) *mem.Link {
+				l, err := n.Attach(netip.MustParseAddr(a), mem.Options{RxQueue: 4096})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			a, b1, b2 := attach("192.0.2.1"), attach("192.0.2.2"), attach("192.0.2.3")
+			defer a.Close()
+			links := []nic.Link{b1, b2}
+			if hide {
+				links = []nic.Link{hidePoller{b1}, hidePoller{b2}}
+			}
+			m, err := nic.NewMulti(links...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			linktest.PollHold(t, a, m, linktest.Outer(a, netip.MustParseAddr("192.0.2.3"), 5), 3000)
+		})
+	}
+}

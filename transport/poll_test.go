@@ -99,7 +99,7 @@ func progressLoop(t *testing.T, d *transport.Device) {
 // in-memory link's queue with the receive goroutine, and over the udp
 // link on loopback, opened in the network poller (which the device in
 // poll mode has its sockets leave: nic.NetpollLeaver) or out of it
-// (NoNetpoll).
+// (NoNetpoll), and over two udp links joined by nic.Multi.
 func TestPollMode(t *testing.T) {
 	o := rdmatest.Options{PollProgress: true}
 	pair := func(t *testing.T, a, b nic.Link, aa, ba string) (*rdmatest.Peer, *rdmatest.Peer) {
@@ -167,6 +167,28 @@ func TestPollMode(t *testing.T) {
 			report(t, a, b)
 		})
 	}
+	// A device on two addresses, a udp link each joined by nic.Multi (as
+	// libgoroce.so binds every GID): the Multi's poll polls them.
+	t.Run("udp-multi", func(t *testing.T) {
+		link := func(addrs ...string) nic.Link {
+			var ls []nic.Link
+			for _, a := range addrs {
+				l, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(a)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ls = append(ls, l)
+			}
+			m, err := nic.NewMulti(ls...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		a, b := pair(t, link("127.0.24.1", "127.0.24.3"), link("127.0.24.2", "127.0.24.4"), "127.0.24.1", "127.0.24.2")
+		rdmatest.CheckRC(t, a, b)
+		report(t, a, b)
+	})
 }
 
 // TestPollModeAckWithoutPoller checks that a poller leaves its burst
