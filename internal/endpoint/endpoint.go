@@ -165,9 +165,7 @@ func Open(cfg Config) (*Endpoint, error) {
 	case "", LinkUDP:
 		ucfg := udp.Config{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll}
 		link, err = udp.Open(ucfg)
-		// The other GIDs' sockets would make a nic.Multi, which cannot be
-		// polled yet: in poll mode the device answers on its own GID.
-		if err == nil && cfg.AllGIDs && !tune.pollMode {
+		if err == nil && cfg.AllGIDs {
 			link, err = joinUDP(link, d, idx, ucfg)
 		}
 	case LinkAFPacket:
