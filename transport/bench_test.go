@@ -15,6 +15,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/latency"
 	"github.com/goroce/goroce/internal/rawudp"
+	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/transport"
@@ -140,7 +141,7 @@ func BenchmarkPingPong(b *testing.B) {
 	var veth *rdmatest.Net // made once, for the veth rows, and kept until the end
 	var vethRawP50 time.Duration
 	outer := b
-	for _, link := range []string{"mem", "mem-busy", "mem-poll", "udp", "udp-busy", "udp-poll", "veth", "veth-poll"} {
+	for _, link := range []string{"mem", "mem-busy", "mem-poll", "udp", "udp-busy", "udp-poll", "udp-multi-poll", "veth", "veth-poll"} {
 		b.Run(link, func(b *testing.B) {
 			// -busy: the links busy-poll and the CQs are polled in a loop;
 			// -poll: the CQs polled in a loop by devices in poll mode, so
@@ -158,6 +159,10 @@ func BenchmarkPingPong(b *testing.B) {
 			case strings.HasPrefix(link, "mem"):
 				net := mem.NewNet(1)
 				x, y = rdmatest.NewMemPeer(b, net, "10.0.0.1", o), rdmatest.NewMemPeer(b, net, "10.0.0.2", o)
+			case strings.HasPrefix(link, "udp-multi"):
+				// Each device on two addresses (nic.Multi), as
+				// libgoroce.so binds every GID; the traffic on the first.
+				x, y = udpSide(b, xAddr, &o, "127.0.7.3"), udpSide(b, yAddr, &o, "127.0.7.4")
 			case strings.HasPrefix(link, "udp"):
 				x, y = udpSide(b, xAddr, &o), udpSide(b, yAddr, &o)
 			default: // across a veth pair between two namespaces
@@ -244,11 +249,24 @@ func BenchmarkPingPong(b *testing.B) {
 	}
 }
 
-// udpSide opens one end over the UDP link on a loopback address.
-func udpSide(t testing.TB, addr string, o *rdmatest.Options) *rdmatest.Peer {
+// udpSide opens one end over the UDP link on a loopback address, and on
+// more addresses joined by nic.Multi.
+func udpSide(t testing.TB, addr string, o *rdmatest.Options, more ...string) *rdmatest.Peer {
 	ad := netip.MustParseAddr(addr)
-	l, err := udp.Open(udp.Config{Addr: ad, BusyPoll: o.BusyPoll})
+	var l nic.Link
+	var err error
+	l, err = udp.Open(udp.Config{Addr: ad, BusyPoll: o.BusyPoll})
 	rdmatest.Must(t, err)
+	if len(more) > 0 {
+		links := []nic.Link{l}
+		for _, a := range more {
+			m, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(a), BusyPoll: o.BusyPoll})
+			rdmatest.Must(t, err)
+			links = append(links, m)
+		}
+		l, err = nic.NewMulti(links...)
+		rdmatest.Must(t, err)
+	}
 	d, err := transport.Open(l, transport.Options{PollProgress: o.PollProgress})
 	rdmatest.Must(t, err)
 	t.Cleanup(func() { d.Close() })
