@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goroce/goroce/inet"
 )
@@ -27,8 +28,7 @@ import (
 // batch its receive goroutines already received, and one goroutine at a
 // time holds each queue, as the nic.Poller contract asks; so a device in
 // poll mode can answer on every address of its GID table. Its receive
-// goroutines still wait on each link, so a packet a poller takes may also
-// wake one of them for nothing.
+// goroutines stand aside while pollers take frames, as a device's does.
 type Multi struct {
 	links  []Link
 	bySrc  map[netip.Addr]int // source address (no zone): index in links
@@ -130,18 +130,22 @@ func NewMulti(links ...Link) (*Multi, error) {
 		p, canPoll := l.(Poller)
 		mq, ok := l.(MultiQueue)
 		if !ok || mq.RxQueues() <= 1 {
+			var end func()
 			if canPoll {
 				m.queues[0].srcs = append(m.queues[0].srcs, pollSrc{p, 0})
+				end = func() { p.EndRecv(0) }
 			}
-			m.recvs = append(m.recvs, func() { m.receive(l.Recv, &m.queues[0]) })
+			m.recvs = append(m.recvs, func() { m.receive(l.Recv, end, &m.queues[0]) })
 			continue
 		}
 		for i := range mq.RxQueues() {
+			var end func()
 			if canPoll {
 				m.queues[i%nq].srcs = append(m.queues[i%nq].srcs, pollSrc{p, i})
+				end = func() { p.EndRecv(i) }
 			}
 			m.recvs = append(m.recvs, func() {
-				m.receive(func(f []Frame) (int, error) { return mq.RecvQueue(i, f) }, &m.queues[i%nq])
+				m.receive(func(f []Frame) (int, error) { return mq.RecvQueue(i, f) }, end, &m.queues[i%nq])
 			})
 		}
 	}
@@ -181,13 +185,42 @@ func commonQueues(links []Link) int {
 	return n
 }
 
+// multiAside is how long a Multi's receive goroutine stands aside once
+// pollers took frames from its queue, as a device's receive goroutine
+// does in poll mode (transport's pollActive).
+const multiAside = 200 * time.Microsecond
+
 // receive hands the batches recv returns to queue q, one at a time,
-// until recv fails or the link closes.
-func (m *Multi) receive(recv func([]Frame) (int, error), q *multiQueue) {
+// until recv fails or the link closes. While pollers take frames from q
+// it stands aside, its link queue let go (endRecv, for a link that can
+// be polled): a receiver woken for each packet, only to find it taken
+// or to take it from the pollers, would cost the cores they spin on, and
+// one the scheduler left waiting while it held its link queue would
+// stall them.
+func (m *Multi) receive(recv func([]Frame) (int, error), endRecv func(), q *multiQueue) {
 	defer m.wg.Done()
 	buf := make([]Frame, multiBatchLen)
 	b := &multiBatch{done: make(chan struct{}, 1)}
+	var seen uint64
+	var aside *time.Timer
 	for {
+		if p := q.polls.Load(); p != seen {
+			seen = p
+			if endRecv != nil {
+				endRecv()
+			}
+			if aside == nil {
+				aside = time.NewTimer(multiAside)
+			} else {
+				aside.Reset(multiAside)
+			}
+			select {
+			case <-aside.C:
+			case <-m.quit:
+				return
+			}
+			continue
+		}
 		n, err := recv(buf)
 		if n == 0 && err == nil {
 			continue // pollers took what came (Poller): receive again
