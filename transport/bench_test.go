@@ -129,35 +129,33 @@ const busyPoll = 200 * time.Microsecond
 func BenchmarkPingPong(b *testing.B) {
 	const roceSend64 = bth.BTHLen + 64 + bth.ICRCLen
 	xAddr, yAddr := "127.0.7.1", "127.0.7.2"
-	var rawP50 time.Duration
-	raw := func(b *testing.B, count int, start func()) latency.Sample {
-		s, err := rawudp.PingPong(netip.MustParseAddr(xAddr), netip.MustParseAddr(yAddr), roceSend64, count, start)
-		if err != nil {
-			b.Fatal(err)
-		}
-		rawP50 = s.Quantile(0.5)
-		return s
-	}
-	b.Run("raw-udp", func(b *testing.B) {
-		s := raw(b, b.N, b.ResetTimer)
-		b.StopTimer()
-		s.Report(b)
-	})
+	// The raw round trips: plain (ack 0), and with an ACK-sized datagram
+	// after each payload (raw-udp-acked).
 	const roceAck = bth.BTHLen + bth.AETHLen + bth.ICRCLen
-	var ackedP50 time.Duration
-	acked := func(b *testing.B, count int, start func()) latency.Sample {
-		s, err := rawudp.PingPongAcked(netip.MustParseAddr(xAddr), netip.MustParseAddr(yAddr), roceSend64, roceAck, count, start)
+	var rawP50, ackedP50 time.Duration
+	raw := func(b *testing.B, ack, count int, start func()) latency.Sample {
+		s, err := rawudp.PingPongAcked(netip.MustParseAddr(xAddr), netip.MustParseAddr(yAddr), roceSend64, ack, count, start)
 		if err != nil {
 			b.Fatal(err)
 		}
-		ackedP50 = s.Quantile(0.5)
+		if ack == 0 {
+			rawP50 = s.Quantile(0.5)
+		} else {
+			ackedP50 = s.Quantile(0.5)
+		}
 		return s
 	}
-	b.Run("raw-udp-acked", func(b *testing.B) {
-		s := acked(b, b.N, b.ResetTimer)
-		b.StopTimer()
-		s.Report(b)
-	})
+	for _, ack := range []int{0, roceAck} {
+		name := "raw-udp"
+		if ack > 0 {
+			name = "raw-udp-acked"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := raw(b, ack, b.N, b.ResetTimer)
+			b.StopTimer()
+			s.Report(b)
+		})
+	}
 	var veth *rdmatest.Net // made once, for the veth rows, and kept until the end
 	var vethRawP50 time.Duration
 	outer := b
@@ -259,10 +257,10 @@ func BenchmarkPingPong(b *testing.B) {
 			switch {
 			case strings.HasPrefix(link, "udp"):
 				if rawP50 == 0 { // raw-udp was not selected: measure it now
-					raw(b, 2000, nil)
+					raw(b, 0, 2000, nil)
 				}
 				if ackedP50 == 0 {
-					acked(b, 2000, nil)
+					raw(b, roceAck, 2000, nil)
 				}
 				b.ReportMetric(float64(rtt.Quantile(0.5)-rawP50)/float64(time.Microsecond), "p50-over-raw-usec")
 				b.ReportMetric(float64(rtt.Quantile(0.5)-ackedP50)/float64(time.Microsecond), "p50-over-raw-acked-usec")

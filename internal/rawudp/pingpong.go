@@ -27,7 +27,8 @@ func PingPongIn(ea, eb *netns.End, a, b netip.Addr, size, count int, start func(
 }
 
 // PingPongAcked is PingPong with a second, ack-byte datagram after each
-// size-byte one, both ways, each side reading both before it answers:
+// size-byte one (none if ack is 0), both ways, each side reading both
+// before it answers:
 // the datagrams an RC ping-pong moves (each SEND travels with the ACK of
 // the one before it, the reply with the ACK of the SEND), through the
 // same kernel path, without the engine.
