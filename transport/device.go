@@ -540,7 +540,7 @@ func (d *Device) rxLoop(i int) {
 	var aside *time.Timer
 	for {
 		// In poll mode the receive goroutine stands aside while pollers
-		// are active (one polled in the last pollActive): the packets are
+		// are active (one polled since it last looked): the packets are
 		// theirs, and waking for each one only to find it taken, or to
 		// take it from them, costs the cores they spin on. It looks again
 		// pollActive later, and takes over once none has polled since: at
@@ -587,8 +587,8 @@ func (d *Device) rxLoop(i int) {
 	}
 }
 
-// pollActive is how long after a poll the receive goroutine of a device in
-// poll mode leaves the packets to the pollers.
+// pollActive is how long the receive goroutine of a device in poll mode
+// leaves the packets to the pollers once it saw a poll.
 const pollActive = 200 * time.Microsecond
 
 // pollState is what a goroutine polling a receive queue uses: the link
