@@ -207,29 +207,31 @@ type Link struct {
 	closed bool
 	shut   atomic.Bool // closed, for Send, which should not take mu (deliveries to l do)
 
-	// route is the path and the link of the last destination sent to, so
-	// that a send takes no lock of the Net's, which every link's sends
-	// share. Paths live as long as the Net; a link found closed is looked
-	// up again.
-	route atomic.Pointer[route]
+	// routes holds the path and the link of each destination sent to
+	// (netip.Addr to *route), so that a send takes no lock of the Net's,
+	// which every link's sends share, and allocates nothing however the
+	// destinations alternate. Paths live as long as the Net; a link found
+	// closed, or none, is looked up again.
+	routes sync.Map
 
 	txPackets, txBytes, rxPackets, rxBytes, txDropped, rxDropped atomic.Uint64
 	injected                                                     [4]atomic.Uint64 // loss, dup, reorder, corrupt
 }
 
 type route struct {
-	dst  netip.Addr
 	path *memPath
 	peer *Link // nil: nobody at dst when it was looked up (looked up again at the next send)
 }
 
-// routeTo returns the route to dst, from l's cache when it is dst's.
+// routeTo returns the route to dst, from l's cache while its link is open.
 func (l *Link) routeTo(dst netip.Addr) *route {
-	if r := l.route.Load(); r != nil && r.dst == dst && r.peer != nil && !r.peer.shut.Load() {
-		return r
+	if v, ok := l.routes.Load(dst); ok {
+		if r := v.(*route); r.peer != nil && !r.peer.shut.Load() {
+			return r
+		}
 	}
-	r := &route{dst: dst, path: l.net.path(l.addr, dst), peer: l.net.lookup(dst)}
-	l.route.Store(r)
+	r := &route{path: l.net.path(l.addr, dst), peer: l.net.lookup(dst)}
+	l.routes.Store(dst, r)
 	return r
 }
 

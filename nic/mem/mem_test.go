@@ -79,3 +79,37 @@ func TestSendFollowsAttach(t *testing.T) {
 		t.Fatalf("the closed link received %d frames, want 1", s.RxPackets)
 	}
 }
+
+// TestSendAllocs: sends to destinations that alternate, each received,
+// allocate nothing once each destination has been sent to (the link
+// keeps a route for each).
+func TestSendAllocs(t *testing.T) {
+	n := NewNet(1)
+	var links []*Link
+	for _, a := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
+		l, err := n.Attach(netip.MustParseAddr(a), Options{RxQueue: 1 << 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		links = append(links, l)
+	}
+	to2 := linktest.Frames(linktest.Outer(links[0], netip.MustParseAddr("10.0.0.2"), 5), 1, 64)
+	to3 := linktest.Frames(linktest.Outer(links[0], netip.MustParseAddr("10.0.0.3"), 5), 1, 64)
+	got := make([]nic.Frame, 4)
+	send := func() {
+		for i, f := range [][]nic.Frame{to2, to3} {
+			if _, err := links[0].Send(f); err != nil {
+				t.Fatal(err)
+			}
+			// Received, so that the buffers go back to the pool.
+			if k, err := links[1+i].Recv(got); k != 1 || err != nil {
+				t.Fatalf("receive: %d, %v", k, err)
+			}
+		}
+	}
+	send()
+	if a := testing.AllocsPerRun(100, send); a != 0 {
+		t.Fatalf("%v allocations per pair of sends to alternating destinations, want 0", a)
+	}
+}
