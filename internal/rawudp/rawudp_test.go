@@ -39,3 +39,15 @@ func TestPingPong(t *testing.T) {
 		t.Fatalf("%d round trips, shortest %v", len(s), s.Quantile(0))
 	}
 }
+
+// TestPingPongAcked: each round trip moves the payload and the ACK-sized
+// datagram both ways, and checks both came back.
+func TestPingPongAcked(t *testing.T) {
+	s, err := PingPongAcked(netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.1"), 80, 20, 50, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 50 || s.Quantile(0) <= 0 {
+		t.Fatalf("%d round trips, shortest %v", len(s), s.Quantile(0))
+	}
+}
