@@ -189,6 +189,15 @@ func TestPollMode(t *testing.T) {
 		rdmatest.CheckRC(t, a, b)
 		report(t, a, b)
 	})
+	// AF_XDP across a veth pair: a poll reads the rx ring, no system call.
+	t.Run("afxdp", func(t *testing.T) {
+		n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(qp.MTU1024)})
+		a, b := rdmatest.Pair(t, n, rdmatest.AFXDPGeneric, rdmatest.IPv4, o)
+		progressLoop(t, a.Dev)
+		progressLoop(t, b.Dev)
+		rdmatest.CheckRC(t, a, b)
+		report(t, a, b)
+	})
 }
 
 // TestPollModeAckWithoutPoller checks that a poller leaves its burst

@@ -78,6 +78,9 @@ type Link struct {
 	frags   bool
 	closing linkio.Closing
 	statsMu sync.Mutex
+	// unmapOnce: the rings and UMEM are unmapped by Close or by the
+	// holder of the rx ring that lets go after it (see Close).
+	unmapOnce sync.Once
 }
 
 const xdpChunk = 4096
@@ -287,22 +290,25 @@ func (l *Link) Stats() nic.Stats {
 	return s
 }
 
-// Close detaches the program and frees the socket, rings and UMEM.
+// Close detaches the program and frees the socket, rings and UMEM. The
+// rings and UMEM are unmapped once nobody holds the rx ring: frames a
+// receiver or a poller holds stay readable until it lets go (its next
+// Recv, EndPoll or EndRecv), which then unmaps them.
 func (l *Link) Close() error {
 	l.closing.CloseOnce(func() {
 		if l.xlink != nil {
 			l.xlink.Close()
 		}
+		// Closing the file waits for a receiver inside Read's function,
+		// which reads the ring's indexes without the hold.
 		if l.file != nil {
 			l.file.Close()
 		} else if l.fd >= 0 {
 			unix.Close(l.fd)
 		}
-		for _, r := range []*xskRing{&l.fill, &l.comp, &l.rx, &l.tx} {
-			r.unmap()
-		}
-		if l.umem != nil {
-			unix.Munmap(l.umem)
+		if l.xr.hold.TryLock() {
+			l.unmap()
+			l.xr.hold.Unlock()
 		}
 		if l.prog != nil {
 			l.prog.Close()
@@ -313,4 +319,20 @@ func (l *Link) Close() error {
 		l.eth.Close()
 	})
 	return nil
+}
+
+// unmap frees the rings and the UMEM, once (under the rx ring's hold; it
+// takes txMu, which a Send holds while it uses the tx rings).
+func (l *Link) unmap() {
+	l.unmapOnce.Do(func() {
+		l.txMu.Lock()
+		defer l.txMu.Unlock()
+		for _, r := range []*xskRing{&l.fill, &l.comp, &l.rx, &l.tx} {
+			r.unmap()
+		}
+		if l.umem != nil {
+			unix.Munmap(l.umem)
+			l.umem = nil
+		}
+	})
 }

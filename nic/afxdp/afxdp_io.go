@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"encoding/binary"
+	"sync"
 	"sync/atomic"
 
 	"github.com/goroce/goroce/bth"
@@ -10,9 +11,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// xdpRx is the receive state: chunks lent to the caller until the next
-// Recv, and buffers for frames that arrived over two chunks.
+// xdpRx is the receive state: chunks lent to the holder until it lets the
+// queue go, and buffers for frames that arrived over two chunks.
 type xdpRx struct {
+	// hold is held by whoever handles the rx ring's frames (nic.Poller):
+	// the receiver from Recv's return to its next call, a poller from
+	// PollQueue to EndPoll. The fields below it are the holder's.
+	hold   sync.Mutex
+	held   bool          // the receiver holds hold (the receiver's only)
+	polls  atomic.Uint64 // polls that took frames
+	mark   uint64        // polls at the receiver's last return (the receiver's only)
+	aside  bool          // pollers took frames since then (the receiver's only)
 	l      *Link
 	lent   []uint64
 	copies []byte
@@ -25,35 +34,116 @@ func (r *xdpRx) init(l *Link) {
 	r.l = l
 	r.lent = make([]uint64, 0, l.rx.size)
 	r.copies = make([]byte, xdpCopies*nic.BufSize)
-	r.fn = func(uintptr) bool { return l.rx.avail() > 0 }
+	// fn ends the wait for the socket when the ring has frames, or when
+	// pollers took frames since the receiver's last return: they are
+	// active, and Recv returns none so that its caller can stand aside
+	// rather than wake for every frame they take.
+	r.fn = func(uintptr) bool {
+		if l.rx.pending() {
+			return true
+		}
+		if r.polls.Load() != r.mark {
+			r.aside = true
+			return true
+		}
+		return false
+	}
 }
 
 // Recv blocks until RoCEv2 frames for us arrive; see nic.Link. B starts at the
-// Ethernet header and Off is the IP header's offset.
+// Ethernet header and Off is the IP header's offset. It holds the ring
+// from its return until the next call (nic.Poller).
 func (l *Link) Recv(frames []nic.Frame) (int, error) {
 	r := &l.xr
+	if r.held {
+		r.held = false
+		r.release()
+	}
 	if len(frames) == 0 {
 		return 0, nil
 	}
 	for {
+		r.hold.Lock()
 		if l.closing.IsClosed() {
+			r.release()
 			return 0, nic.ErrClosed
 		}
 		r.refill()
-		if l.rx.avail() == 0 {
-			if err := l.raw.Read(r.fn); err != nil {
-				return 0, nic.ErrClosed
+		if l.rx.avail() > 0 {
+			if n := r.consume(frames); n > 0 {
+				r.held = true
+				r.mark = r.polls.Load()
+				return n, nil
 			}
+			r.release()
+			continue
 		}
-		if n := r.consume(frames); n > 0 {
-			return n, nil
+		r.release()
+		// The ring is read without the hold here: a frame a poller takes
+		// meanwhile only makes the next round find none.
+		r.aside = false
+		if err := l.raw.Read(r.fn); err != nil {
+			return 0, nic.ErrClosed
+		}
+		if r.aside {
+			r.mark = r.polls.Load()
+			return 0, nil
 		}
 	}
 }
 
+// PollQueue takes what the rx ring holds without a system call; see
+// nic.Poller. The link has one queue, 0.
+func (l *Link) PollQueue(i int, frames []nic.Frame) int {
+	r := &l.xr
+	if i != 0 || len(frames) == 0 || !r.hold.TryLock() {
+		return 0
+	}
+	// Under the hold: Close unmaps the ring only when nobody holds it.
+	if l.closing.IsClosed() || !l.rx.pending() {
+		r.release()
+		return 0
+	}
+	r.refill()
+	n := r.consume(frames)
+	if n == 0 {
+		r.release()
+		return 0
+	}
+	r.polls.Add(1)
+	return n
+}
+
+// EndPoll releases the ring after a PollQueue that returned frames.
+func (l *Link) EndPoll(int) { l.xr.release() }
+
+// EndRecv releases the ring if the receiver holds it; see nic.Poller.
+func (l *Link) EndRecv(int) {
+	if r := &l.xr; r.held {
+		r.held = false
+		r.release()
+	}
+}
+
+// release lets go of the hold. After Close, the last holder unmaps the
+// rings: Close could not while it held them. Checked after the unlock
+// too, so that a Close between the check and the unlock, whose TryLock
+// failed, is not missed.
+func (r *xdpRx) release() {
+	l := r.l
+	if l.closing.IsClosed() {
+		l.unmap()
+	}
+	r.hold.Unlock()
+	if l.closing.IsClosed() && r.hold.TryLock() {
+		l.unmap()
+		r.hold.Unlock()
+	}
+}
+
 // refill gives the chunks of the frames handed out last time back to the
-// kernel. The fill ring has room for every receive chunk, so this never
-// waits.
+// kernel (under hold: the last holder is done with them). The fill ring
+// has room for every receive chunk, so this never waits.
 func (r *xdpRx) refill() {
 	f := &r.l.fill
 	if len(r.lent) == 0 {
@@ -151,6 +241,9 @@ func (l *Link) Send(frames []nic.Frame) (int, error) {
 	}
 	l.txMu.Lock()
 	defer l.txMu.Unlock()
+	if l.closing.IsClosed() { // the rings may be unmapped (under txMu)
+		return 0, nic.ErrClosed
+	}
 	l.reclaim()
 	tx := &l.tx
 	var pk, by, dropped, noNeigh uint64

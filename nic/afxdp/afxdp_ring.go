@@ -62,3 +62,7 @@ func (r *xskRing) produce(n uint32) { atomic.StoreUint32(r.prod, *r.prod+n) }
 // For rings we consume from (rx, completion): available entries and release.
 func (r *xskRing) avail() uint32    { return atomic.LoadUint32(r.prod) - *r.cons }
 func (r *xskRing) release(n uint32) { atomic.StoreUint32(r.cons, *r.cons+n) }
+
+// pending reports whether a ring we consume from has entries, for a
+// reader that is not its consumer (both indexes loaded atomically).
+func (r *xskRing) pending() bool { return atomic.LoadUint32(r.prod) != atomic.LoadUint32(r.cons) }

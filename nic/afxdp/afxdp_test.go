@@ -1,6 +1,9 @@
 package afxdp
 
 import (
+	"runtime"
+
+	"github.com/goroce/goroce/nic"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -139,4 +142,63 @@ func TestAFXDPAllocs(t *testing.T) {
 	a.eth.StopResolver()
 	b.eth.StopResolver()
 	linktest.AssertNoAllocs(t, a, b, frames)
+}
+
+// TestAFXDPPoller: the link is a nic.Poller whose polls read the rx ring
+// without a system call; the contract's checks (linktest.PollHold), in
+// generic mode, where a poll and the receiver share the one ring.
+func TestAFXDPPoller(t *testing.T) {
+	p := linktest.VethPair(t, 1500)
+	a := openXDP(t, p.A, Config{})
+	b := openXDP(t, p.B, Config{})
+	a.Send(linktest.Warmup(linktest.Outer(a, p.B.IPv4, 1)))
+	waitNH(t, a.eth.Hops, p.B.IPv4)
+	// (The warm-up frame went nowhere: it only had the next hop resolved.)
+	linktest.PollHold(t, a, b, linktest.Outer(a, p.B.IPv4, 7), 4000)
+}
+
+// TestAFXDPCloseWhileHeld: Close while a poller holds frames leaves them
+// readable until it lets go, which then frees the rings.
+func TestAFXDPCloseWhileHeld(t *testing.T) {
+	p := linktest.VethPair(t, 1500)
+	a := openXDP(t, p.A, Config{})
+	b := openXDP(t, p.B, Config{})
+	a.Send(linktest.Warmup(linktest.Outer(a, p.B.IPv4, 1)))
+	waitNH(t, a.eth.Hops, p.B.IPv4)
+	o := linktest.Outer(a, p.B.IPv4, 7)
+	if n, err := a.Send(linktest.Frames(o, 4, 16)); n != 4 || err != nil {
+		t.Fatal(n, err)
+	}
+	buf := make([]nic.Frame, 8)
+	got := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for got == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing came to the poller in 30 s")
+		}
+		if got = b.PollQueue(0, buf); got == 0 {
+			runtime.Gosched()
+		}
+	}
+	b.Close()
+	if b.umem == nil {
+		t.Fatal("Close unmapped the UMEM while a poller held frames")
+	}
+	for _, f := range buf[:got] {
+		if !linktest.IsWarmup(f) {
+			if _, err := linktest.CheckFrame(f, o, 16); err != nil {
+				t.Fatalf("a held frame after Close: %v", err)
+			}
+		}
+	}
+	b.EndPoll(0)
+	if b.umem != nil {
+		t.Fatal("the poller let go after Close and the UMEM is still mapped")
+	}
+	if n := b.PollQueue(0, buf); n != 0 {
+		t.Fatalf("a poll after Close took %d frames", n)
+	}
+	if _, err := b.Recv(buf); err == nil {
+		t.Fatal("Recv after Close: no error")
+	}
 }
