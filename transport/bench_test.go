@@ -115,6 +115,9 @@ func benchOp(b *testing.B, op qp.WROpcode, size int) {
 // same kernel path without the engine; the udp rows also report their p50
 // over it (p50-over-raw-acked-usec): the engine's own share.
 //
+// The afxdp rows run across the same veth pair over AF_XDP links (XDP in
+// generic mode), whose polls read the rx ring without a system call.
+//
 // The -busy rows busy-poll the links and poll the CQs in a loop; the
 // -poll rows poll the CQs in a loop on devices in poll mode
 // (Options.PollProgress), whose receive goroutines sleep while the
@@ -159,7 +162,7 @@ func BenchmarkPingPong(b *testing.B) {
 	var veth *rdmatest.Net // made once, for the veth rows, and kept until the end
 	var vethRawP50 time.Duration
 	outer := b
-	for _, link := range []string{"mem", "mem-busy", "mem-poll", "udp", "udp-busy", "udp-poll", "udp-multi-poll", "veth", "veth-poll"} {
+	for _, link := range []string{"mem", "mem-busy", "mem-poll", "udp", "udp-busy", "udp-poll", "udp-multi-poll", "veth", "veth-poll", "afxdp", "afxdp-poll"} {
 		b.Run(link, func(b *testing.B) {
 			// -busy: the links busy-poll and the CQs are polled in a loop;
 			// -poll: the CQs polled in a loop by devices in poll mode, so
@@ -193,9 +196,13 @@ func BenchmarkPingPong(b *testing.B) {
 					vethRawP50 = s.Quantile(0.5)
 					b.Logf("raw UDP across the veth: p50 %v p99 %v", s.Quantile(0.5), s.Quantile(0.99))
 				}
-				x, y = rdmatest.Pair(b, veth, rdmatest.UDP, rdmatest.IPv4, o)
+				k := rdmatest.UDP
+				if strings.HasPrefix(link, "afxdp") {
+					k = rdmatest.AFXDPGeneric
+				}
+				x, y = rdmatest.Pair(b, veth, k, rdmatest.IPv4, o)
 			}
-			if !strings.HasPrefix(link, "veth") {
+			if !strings.HasPrefix(link, "veth") && !strings.HasPrefix(link, "afxdp") {
 				rdmatest.ConnectQP(b, x, y, o, 1, 2)
 				rdmatest.ConnectQP(b, y, x, o, 2, 1)
 			}
@@ -264,7 +271,7 @@ func BenchmarkPingPong(b *testing.B) {
 				}
 				b.ReportMetric(float64(rtt.Quantile(0.5)-rawP50)/float64(time.Microsecond), "p50-over-raw-usec")
 				b.ReportMetric(float64(rtt.Quantile(0.5)-ackedP50)/float64(time.Microsecond), "p50-over-raw-acked-usec")
-			case strings.HasPrefix(link, "veth"):
+			case strings.HasPrefix(link, "veth"), strings.HasPrefix(link, "afxdp"):
 				b.ReportMetric(float64(rtt.Quantile(0.5)-vethRawP50)/float64(time.Microsecond), "p50-over-raw-usec")
 			}
 		})
