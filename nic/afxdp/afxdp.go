@@ -36,6 +36,8 @@ type Config struct {
 	// Frames is the number of 4 KiB UMEM chunks, half for receiving and
 	// half for sending; 0 means 4096 (16 MiB).
 	Frames int
+
+	noSG bool // bind without XDP_USE_SG, as on a kernel before 6.6 (tests)
 }
 
 // Link is a link through an AF_XDP socket on one queue of an interface.
@@ -47,7 +49,12 @@ type Config struct {
 // over two chunks (XDP_USE_SG multi-buffer) and are copied into one buffer
 // per frame. Send copies each frame, behind its Ethernet header, into
 // UMEM chunks (two for a long frame, the first marked XDP_PKT_CONTD) and
-// kicks the kernel once per batch.
+// kicks the kernel once per batch. Before Linux 6.6 a socket has no
+// multi-buffer frames: the link's MTU is then what one chunk holds (3826
+// bytes of IP packet), and a path's MTU at most 2048.
+//
+// The link is a nic.Poller: a poll reads the rx ring's indexes, and makes
+// no system call unless frames are there.
 //
 // Next hops are resolved as for afpacket.Link. Frames the program steers
 // to us never reach the stack, so they draw no ICMP; but a frame arriving
@@ -75,7 +82,8 @@ type Link struct {
 	txMu    sync.Mutex
 	txFree  []uint64 // free tx chunk addresses
 	xr      xdpRx
-	frags   bool
+	frags   bool // the XDP program is frags-aware
+	sg      bool // the socket takes frames over several chunks (XDP_USE_SG)
 	closing linkio.Closing
 	statsMu sync.Mutex
 	// unmapOnce: the rings and UMEM are unmapped by Close or by the
@@ -84,6 +92,11 @@ type Link struct {
 }
 
 const xdpChunk = 4096
+
+// maxSingleChunkMTU is the largest IP packet a socket without XDP_USE_SG
+// receives: copy mode writes a frame XDP_PACKET_HEADROOM (256) bytes into
+// its chunk, behind which its Ethernet header takes 14.
+const maxSingleChunkMTU = xdpChunk - 256 - 14
 
 // Queues returns how many receive queues an interface has: netlink's
 // IFLA_NUM_RX_QUEUES, else the rx-N entries of /sys/class/net/IF/queues.
@@ -224,16 +237,32 @@ func (l *Link) open(nq int) error {
 	if l.cfg.ZeroCopy {
 		flags = unix.XDP_ZEROCOPY
 	}
-	if l.frags {
+	l.sg = l.frags && !l.cfg.noSG
+	if l.sg {
 		flags |= unix.XDP_USE_SG
 	}
-	// A socket closed on this queue a moment ago releases it from a kernel
-	// work queue (the buffer pool's deferred release): EBUSY until then.
 	sa := &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(l.ifindex), QueueID: uint32(l.cfg.Queue)}
-	err = unix.Bind(l.fd, sa)
-	for deadline := time.Now().Add(2 * time.Second); errors.Is(err, unix.EBUSY) && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-		err = unix.Bind(l.fd, sa)
+	bind := func() error {
+		// A socket closed on this queue a moment ago releases it from a
+		// kernel work queue (the buffer pool's deferred release): EBUSY
+		// until then.
+		err := unix.Bind(l.fd, sa)
+		for deadline := time.Now().Add(2 * time.Second); errors.Is(err, unix.EBUSY) && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+			err = unix.Bind(l.fd, sa)
+		}
+		return err
+	}
+	err = bind()
+	if errors.Is(err, unix.EINVAL) && l.sg {
+		// Multi-buffer AF_XDP sockets came in Linux 6.6 (6.1 answers
+		// EINVAL): without, a frame must fit one chunk.
+		l.sg = false
+		sa.Flags &^= unix.XDP_USE_SG
+		err = bind()
+	}
+	if !l.sg {
+		l.info.MTU = min(l.info.MTU, maxSingleChunkMTU)
 	}
 	if err != nil {
 		hint := ""

@@ -257,7 +257,7 @@ func (l *Link) Send(frames []nic.Frame) (int, error) {
 		dst, tot, et, ok := linkio.IPDst(dg)
 		need := bth.EthHeaderLen + tot
 		chunks := (need + xdpChunk - 1) / xdpChunk
-		if !ok || tot > l.info.MTU || chunks > 2 || (chunks > 1 && !l.frags) {
+		if !ok || tot > l.info.MTU || chunks > 2 || (chunks > 1 && !l.sg) {
 			dropped++
 			continue
 		}

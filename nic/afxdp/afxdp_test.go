@@ -202,3 +202,18 @@ func TestAFXDPCloseWhileHeld(t *testing.T) {
 		t.Fatal("Recv after Close: no error")
 	}
 }
+
+// TestAFXDPSingleChunk: a socket without multi-buffer frames (kernels
+// before 6.6, which refuse XDP_USE_SG) has the MTU one chunk holds, and
+// carries the frames that fit.
+func TestAFXDPSingleChunk(t *testing.T) {
+	p := linktest.VethPair(t, 4200)
+	a := openXDP(t, p.A, Config{noSG: true})
+	b := openXDP(t, p.B, Config{noSG: true})
+	if a.sg || a.Info().MTU != maxSingleChunkMTU {
+		t.Fatalf("without XDP_USE_SG: sg %v, MTU %d; want MTU %d", a.sg, a.Info().MTU, maxSingleChunkMTU)
+	}
+	a.Send(linktest.Warmup(linktest.Outer(a, p.B.IPv4, 1)))
+	waitNH(t, a.eth.Hops, p.B.IPv4)
+	linktest.Exchange(t, a, b, linktest.Outer(a, p.B.IPv4, 5), 1000, 2048, 64)
+}
