@@ -212,8 +212,11 @@ type GuestBenchReport struct {
 	Rounds int `json:"rounds"`
 	// RocedEnv is what every roced command had in its environment
 	// (GuestBenchOptions.RocedEnv).
-	RocedEnv []string    `json:"roced_env,omitempty"`
-	Rows     []*BenchRow `json:"rows"` // one per test
+	RocedEnv []string `json:"roced_env,omitempty"`
+	// RocedLink is every roced's --link (GuestBenchOptions.Link; empty:
+	// its default, udp).
+	RocedLink string      `json:"roced_link,omitempty"`
+	Rows      []*BenchRow `json:"rows"` // one per test
 }
 
 // BenchPairs are the pairs of the table's columns, in order.
@@ -242,8 +245,12 @@ func (r *GuestBenchReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "guest %s (kernel %s, perftest %s), %s; host load %s -> %s, guest load %s -> %s\n\n",
 		r.Suite, orDash(r.Info["guest_kernel"]), orDash(r.Info["perftest"]), r.Started.UTC().Format("2006-01-02 15:04 MST"),
 		orDash(r.HostLoad[0]), orDash(r.HostLoad[1]), orDash(r.GuestLoad[0]), orDash(r.GuestLoad[1]))
-	if len(r.RocedEnv) > 0 {
-		fmt.Fprintf(w, "every roced with %s\n\n", strings.Join(r.RocedEnv, " "))
+	if len(r.RocedEnv) > 0 || r.RocedLink != "" {
+		with := r.RocedEnv
+		if r.RocedLink != "" {
+			with = append(with[:len(with):len(with)], "--link "+r.RocedLink)
+		}
+		fmt.Fprintf(w, "every roced with %s\n\n", strings.Join(with, " "))
 	}
 	fmt.Fprintln(w, "| test | size | iters | rxe | roced | roced GOMAXPROCS=1 | roced / rxe | roced GOMAXPROCS=1 / rxe |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
@@ -343,6 +350,9 @@ type GuestBenchOptions struct {
 	// RocedEnv are NAME=VALUE settings every roced command gets
 	// (GOROCE_BUSY_POLL=5000, say).
 	RocedEnv []string
+	// Link is every roced's --link (udp, afpacket, afxdp; empty: its
+	// default).
+	Link string
 	// Rounds is how many times every pair runs every test (default 1):
 	// rxe's runs, then roced's, in each round.
 	Rounds int
@@ -410,7 +420,7 @@ func RunGuestBench(ctx context.Context, l *Lab, o GuestBenchOptions) (rep *Guest
 			return nil, fmt.Errorf("roced environment %q: want NAME=VALUE", e)
 		}
 	}
-	rep = &GuestBenchReport{Suite: l.Suite, Started: time.Now(), RocedEnv: o.RocedEnv}
+	rep = &GuestBenchReport{Suite: l.Suite, Started: time.Now(), RocedEnv: o.RocedEnv, RocedLink: o.Link}
 	rep.HostLoad[0], rep.GuestLoad[0] = l.loads(ctx)
 	defer func() {
 		if rep == nil { // a set-up error: no report
@@ -451,8 +461,8 @@ func RunGuestBench(ctx context.Context, l *Lab, o GuestBenchOptions) (rep *Guest
 	for round := 1; round <= o.Rounds && ctx.Err() == nil; round++ {
 		runAll(round, BenchRxe, pair)
 		if err := l.rocedRound(ctx, func() {
-			runAll(round, BenchRoced, guestRocedPeer(l, o.RocedEnv, false))
-			runAll(round, BenchRocedOneCPU, guestRocedPeer(l, o.RocedEnv, true))
+			runAll(round, BenchRoced, guestRocedPeer(l, o, false))
+			runAll(round, BenchRocedOneCPU, guestRocedPeer(l, o, true))
 		}); err != nil {
 			return rep, err
 		}
@@ -493,7 +503,7 @@ func GuestBenchList(w io.Writer, l *Lab, o GuestBenchOptions) error {
 	for _, np := range []struct {
 		name string
 		p    *Peer
-	}{{BenchRxe, pairPeer(l)}, {BenchRoced, guestRocedPeer(l, o.RocedEnv, false)}, {BenchRocedOneCPU, guestRocedPeer(l, o.RocedEnv, true)}} {
+	}{{BenchRxe, pairPeer(l)}, {BenchRoced, guestRocedPeer(l, o, false)}, {BenchRocedOneCPU, guestRocedPeer(l, o, true)}} {
 		for _, t := range o.Tests {
 			c, err := t.Case(o.MTU, o.ItersScale)
 			if err != nil {
@@ -508,9 +518,14 @@ func GuestBenchList(w io.Writer, l *Lab, o GuestBenchOptions) error {
 }
 
 // guestRocedPeer is roced on vethA (the client) against roced on vethB
-// (the server), both in the guest, each with env in its environment and,
-// if oneCPU, GOMAXPROCS=1.
-func guestRocedPeer(l *Lab, env []string, oneCPU bool) *Peer {
+// (the server), both in the guest, each with o.RocedEnv in its
+// environment, o.Link its --link and, if oneCPU, GOMAXPROCS=1.
+func guestRocedPeer(l *Lab, o GuestBenchOptions, oneCPU bool) *Peer {
+	env := o.RocedEnv
+	var extra []string
+	if o.Link != "" {
+		extra = []string{"--link", o.Link}
+	}
 	var prefix []string
 	if len(env) > 0 || oneCPU {
 		prefix = append([]string{"env"}, env...)
@@ -520,7 +535,7 @@ func guestRocedPeer(l *Lab, env []string, oneCPU bool) *Peer {
 	}
 	g := l.Guest()
 	mk := func(who, addr string) Side {
-		return Side{Who: who, Runner: g, Roced: benchGuestBin, Dev: addr, GID: 1, Addr: addr, Strict: true, Prefix: prefix}
+		return Side{Who: who, Runner: g, Roced: benchGuestBin, Dev: addr, GID: 1, Addr: addr, Strict: true, Prefix: prefix, Extra: extra}
 	}
 	return &Peer{Name: "guest-roced-" + l.Suite, Subject: mk("roced "+pairAddrA, pairAddrA), Ref: mk("roced "+pairAddrB, pairAddrB)}
 }

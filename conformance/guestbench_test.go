@@ -121,6 +121,16 @@ func TestGuestBenchTable(t *testing.T) {
 	if rep.OK() {
 		t.Error("a report with a failed run is OK")
 	}
+	if strings.Contains(out, "every roced") {
+		t.Errorf("a run with no roced settings names some:\n%s", out)
+	}
+	rep.RocedEnv, rep.RocedLink = []string{"GOROCE_POLL_MODE=1"}, "afxdp"
+	b.Reset()
+	rep.WriteTable(&b)
+	if want := "every roced with GOROCE_POLL_MODE=1 --link afxdp\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, b.String())
+	}
+	rep.RocedEnv, rep.RocedLink = nil, ""
 	path := filepath.Join(t.TempDir(), "bench.json")
 	if err := rep.WriteJSON(path); err != nil {
 		t.Fatal(err)
@@ -173,13 +183,13 @@ func TestBenchTestCase(t *testing.T) {
 
 func TestGuestBenchList(t *testing.T) {
 	var b strings.Builder
-	o := GuestBenchOptions{Tests: []BenchTest{{Tool: "send_lat", Size: 64, Iters: 1000}}, RocedEnv: []string{"GOROCE_BUSY_POLL=5000"}}
+	o := GuestBenchOptions{Tests: []BenchTest{{Tool: "send_lat", Size: 64, Iters: 1000}}, RocedEnv: []string{"GOROCE_BUSY_POLL=5000"}, Link: "afxdp"}
 	if err := GuestBenchList(&b, NewLab(t.TempDir()), o); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
 		"server: ib_send_lat -d rxeB -x 1 -s 64 -n 1000 -m 1024 -F -u 17\n",
-		"client: env GOROCE_BUSY_POLL=5000 " + benchGuestBin + " send_lat -d 198.51.100.1 -x 1 -s 64 -n 1000 -m 1024 -F -u 17 -p 18516 198.51.100.2\n",
+		"client: env GOROCE_BUSY_POLL=5000 " + benchGuestBin + " send_lat -d 198.51.100.1 -x 1 -s 64 -n 1000 -m 1024 -F -u 17 -p 18516 --link afxdp 198.51.100.2\n",
 		"server: env GOROCE_BUSY_POLL=5000 GOMAXPROCS=1 " + benchGuestBin + " send_lat -d 198.51.100.2 ",
 	} {
 		if !strings.Contains(b.String(), want) {

@@ -19,6 +19,7 @@ import (
 // guestBenchArgs are the flags -peer lab-guestbench takes.
 type guestBenchArgs struct {
 	labDir, runRe, roced, jsonFile, artifacts string
+	link                                      string   // every roced's --link
 	rocedEnv                                  []string // NAME=VALUE for every roced
 	mtu, port, rounds                         int
 	scale                                     float64
@@ -33,7 +34,12 @@ func runGuestBench(a guestBenchArgs, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "interop: "+format+"\n", v...)
 		return 2
 	}
-	o := conformance.GuestBenchOptions{MTU: a.mtu, ItersScale: a.scale, Timeout: a.timeout, Port: a.port, Rounds: a.rounds, RocedEnv: a.rocedEnv, Progress: stderr}
+	o := conformance.GuestBenchOptions{MTU: a.mtu, ItersScale: a.scale, Timeout: a.timeout, Port: a.port, Rounds: a.rounds, RocedEnv: a.rocedEnv, Link: a.link, Progress: stderr}
+	switch a.link {
+	case "", "udp", "afpacket", "afxdp":
+	default:
+		return fail("-link %q: want udp, afpacket or afxdp", a.link)
+	}
 	if !conformance.ValidMTU(a.mtu) {
 		return fail("-mtu %d: want 256, 512, 1024, 2048 or 4096", a.mtu)
 	}

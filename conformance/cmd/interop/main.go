@@ -148,7 +148,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		o := guestBenchArgs{labDir: *labDir, runRe: *runRe, mtu: *mtu, scale: *scale, port: *port, rounds: *count,
-			jsonFile: *jsonFile, artifacts: *artifacts, labDown: *labDown, list: *list, rocedEnv: rocedEnv}
+			jsonFile: *jsonFile, artifacts: *artifacts, labDown: *labDown, list: *list, rocedEnv: rocedEnv, link: *link}
 		if set["roced"] {
 			o.roced = *roced
 		}
