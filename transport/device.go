@@ -79,8 +79,8 @@ type Options struct {
 	// packet a poller handled leaves with the application's next post on
 	// the QP, or at the next poll, or when a runtime timer set for 200 µs
 	// fires (about a millisecond later on an idle process). It
-	// needs a link that can be polled (nic.Poller: the udp, afxdp and
-	// in-memory links); the link's own BusyPoll is not needed, and Open takes a
+	// needs a link that can be polled (nic.Poller: the udp, afpacket,
+	// afxdp and in-memory links); the link's own BusyPoll is not needed, and Open takes a
 	// udp link's sockets out of the runtime's network poller
 	// (nic.NetpollLeaver), whose thread would wake for each packet the
 	// pollers take. On cores the host
@@ -172,7 +172,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	if opt.PollProgress {
 		p, ok := link.(nic.Poller)
 		if !ok {
-			return nil, fmt.Errorf("transport: poll mode needs a link that can be polled (the udp, afxdp or in-memory link, not wrapped in a tap or faults); %s cannot", info.Name)
+			return nil, fmt.Errorf("transport: poll mode needs a link that can be polled (the udp, afpacket, afxdp or in-memory link, not wrapped in a tap or faults); %s cannot", info.Name)
 		}
 		// Its sockets leave the network poller, whose thread would
 		// otherwise wake for each packet the pollers take.

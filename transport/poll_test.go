@@ -189,15 +189,18 @@ func TestPollMode(t *testing.T) {
 		rdmatest.CheckRC(t, a, b)
 		report(t, a, b)
 	})
-	// AF_XDP across a veth pair: a poll reads the rx ring, no system call.
-	t.Run("afxdp", func(t *testing.T) {
-		n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(qp.MTU1024)})
-		a, b := rdmatest.Pair(t, n, rdmatest.AFXDPGeneric, rdmatest.IPv4, o)
-		progressLoop(t, a.Dev)
-		progressLoop(t, b.Dev)
-		rdmatest.CheckRC(t, a, b)
-		report(t, a, b)
-	})
+	// Across a veth pair over AF_XDP (a poll reads the rx ring, no system
+	// call) and over AF_PACKET (a recvmmsg a poll).
+	for _, k := range []rdmatest.Kind{rdmatest.AFXDPGeneric, rdmatest.AFPacket} {
+		t.Run(k.String(), func(t *testing.T) {
+			n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(qp.MTU1024)})
+			a, b := rdmatest.Pair(t, n, k, rdmatest.IPv4, o)
+			progressLoop(t, a.Dev)
+			progressLoop(t, b.Dev)
+			rdmatest.CheckRC(t, a, b)
+			report(t, a, b)
+		})
+	}
 }
 
 // TestPollModeAckWithoutPoller checks that a poller leaves its burst

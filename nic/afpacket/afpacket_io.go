@@ -3,6 +3,8 @@ package afpacket
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
@@ -129,6 +131,16 @@ func (tx *afpTx) flush() error {
 // the unsegmented send) is cut into its datagrams, as the wire would have
 // carried them (nic/vnet); the rest are handed over in place.
 type afpRx struct {
+	// hold is held by whoever handles the socket's frames (nic.Poller):
+	// the receiver from Recv's return to its next call, a poller from
+	// PollQueue to EndPoll. Every field below it is the holder's.
+	hold   sync.Mutex
+	held   bool          // the receiver holds hold (the receiver's only)
+	polls  atomic.Uint64 // polls that received something
+	mark   uint64        // polls at the receiver's last return (the receiver's only)
+	aside  bool          // pollers took frames since then (the receiver's only)
+	pollFn func(fd uintptr)
+
 	l     *Link
 	slot  int
 	buf   []byte
@@ -165,20 +177,53 @@ func (r *afpRx) init(l *Link) {
 		r.msgs[i].Hdr.Iov = &r.iov[i]
 		r.msgs[i].Hdr.SetIovlen(1)
 	}
+	// fn takes the socket before each recvmmsg and keeps it only when
+	// something came: the receiver waits for the socket without it, so a
+	// poller can take what arrives meanwhile (as the udp link's).
 	r.fn = func(fd uintptr) bool {
-		n, e := linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
+		r.hold.Lock()
+		if r.next < r.n {
+			// A poller received more than it took: those first.
+			r.errno = 0
+			return true
+		}
+		n, e := linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.prep()], 0)
 		if e == unix.EAGAIN || e == unix.EINTR {
+			r.hold.Unlock()
+			if r.polls.Load() != r.mark {
+				// Pollers took frames since the receiver's last return:
+				// Recv returns none so that its caller can stand aside.
+				r.aside = true
+				return true
+			}
 			return false
 		}
-		r.n, r.errno = n, e
+		r.n, r.next, r.seg, r.errno = n, 0, 0, e
 		return true
+	}
+	r.pollFn = func(fd uintptr) {
+		r.n, r.errno = linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.prep()], 0)
+		r.next, r.seg = 0, 0
 	}
 }
 
+// prep readies the message headers for a recvmmsg of r.want (under hold).
+func (r *afpRx) prep() int {
+	for i := range r.want {
+		r.msgs[i].Hdr.Flags = 0
+	}
+	return r.want
+}
+
 // Recv blocks until RoCEv2 frames for us arrive; see nic.Link. A frame's B
-// starts at its Ethernet header and Off is where the IP header starts.
+// starts at its Ethernet header and Off is where the IP header starts. It
+// holds the socket from its return until the next call (nic.Poller).
 func (l *Link) Recv(frames []nic.Frame) (int, error) {
 	r := &l.r
+	if r.held {
+		r.held = false
+		r.hold.Unlock()
+	}
 	if len(frames) == 0 {
 		return 0, nil
 	}
@@ -186,73 +231,127 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 		if l.closing.IsClosed() {
 			return 0, nic.ErrClosed
 		}
+		r.hold.Lock()
 		if r.next >= r.n {
+			r.hold.Unlock()
+			r.aside = false
 			r.want = min(len(frames), len(r.msgs))
-			for i := range r.want {
-				r.msgs[i].Hdr.Flags = 0
-			}
-			r.n, r.next, r.seg = 0, 0, 0
 			if err := l.rxRaw.Read(r.fn); err != nil {
 				return 0, nic.ErrClosed
 			}
+			if r.aside {
+				r.mark = r.polls.Load()
+				return 0, nil
+			}
+			// fn returns holding the socket.
 			if r.errno != 0 {
-				return 0, fmt.Errorf("nic: afpacket %s: recvmmsg: %w", l.cfg.Interface, r.errno)
+				e := r.errno
+				r.n, r.next = 0, 0
+				r.hold.Unlock()
+				return 0, fmt.Errorf("nic: afpacket %s: recvmmsg: %w", l.cfg.Interface, e)
 			}
 			l.ctr.RxBatches.Add(1)
 		}
-		n, cut := 0, 0
-		var by, dropped uint64
-		take := func(b []byte) { // lend an Ethernet frame holding RoCEv2
-			f, err := bth.DecodeEthernet(b)
-			if err != nil {
-				dropped++
-				return
-			}
-			off := len(f.Ethernet())
-			frames[n] = nic.Frame{B: b[:off+len(f.L3())], Off: off}
-			by += uint64(len(f.L3()))
-			n++
-		}
-		for r.next < r.n && n < len(frames) && cut < afpSegs {
-			m := &r.msgs[r.next]
-			b := r.buf[r.next*r.slot : r.next*r.slot+int(m.Len)]
-			if m.Hdr.Flags&unix.MSG_TRUNC != 0 || len(b) < vnet.HdrLen {
-				dropped++
-				r.next++
-				continue
-			}
-			h, fr := vnet.Parse(b), b[vnet.HdrLen:]
-			if !h.IsUDPGSO() {
-				r.next++
-				take(fr)
-				continue
-			}
-			total, _, err := vnet.UDPSegments(fr, h)
-			if err != nil {
-				dropped++
-				r.next++
-				continue
-			}
-			for ; r.seg < total && n < len(frames) && cut < afpSegs; r.seg++ {
-				dst := r.segs[cut*nic.BufSize : (cut+1)*nic.BufSize]
-				cut++
-				if k, err := vnet.UDPSegment(dst, fr, h, r.seg); err == nil {
-					take(dst[:k])
-				} else {
-					dropped++
-				}
-			}
-			if r.seg == total {
-				r.next++
-				r.seg = 0
-				linkio.AddIf(&l.ctr.RxGROSegments, uint64(total))
-			}
-		}
-		linkio.AddIf(&l.ctr.RxPackets, uint64(n))
-		linkio.AddIf(&l.ctr.RxBytes, by)
-		linkio.AddIf(&l.ctr.RxDropped, dropped)
-		if n > 0 {
+		if n := r.deliver(frames); n > 0 {
+			r.held = true
+			r.mark = r.polls.Load()
 			return n, nil
 		}
+		r.hold.Unlock()
 	}
+}
+
+// PollQueue receives what has arrived without waiting; see nic.Poller.
+// The link has one queue, 0.
+func (l *Link) PollQueue(i int, frames []nic.Frame) int {
+	r := &l.r
+	if i != 0 || len(frames) == 0 || l.closing.IsClosed() || !r.hold.TryLock() {
+		return 0
+	}
+	if r.next >= r.n {
+		r.want = min(len(frames), len(r.msgs))
+		err := l.rxRaw.Control(r.pollFn)
+		if err != nil || r.errno != 0 || r.n <= 0 {
+			// Nothing (EAGAIN), or an error the receiver meets and reports.
+			r.n, r.next = 0, 0
+			r.hold.Unlock()
+			return 0
+		}
+		l.ctr.RxBatches.Add(1)
+		r.polls.Add(1)
+	}
+	n := r.deliver(frames)
+	if n == 0 {
+		r.hold.Unlock()
+	}
+	return n
+}
+
+// EndPoll releases the socket after a PollQueue that returned frames.
+func (l *Link) EndPoll(int) { l.r.hold.Unlock() }
+
+// EndRecv releases the socket if the receiver holds it; see nic.Poller.
+func (l *Link) EndRecv(int) {
+	if r := &l.r; r.held {
+		r.held = false
+		r.hold.Unlock()
+	}
+}
+
+// deliver hands out frames of the batch received last, cutting GSO
+// super-frames into datagrams (under hold).
+func (r *afpRx) deliver(frames []nic.Frame) int {
+	l := r.l
+	n, cut := 0, 0
+	var by, dropped uint64
+	take := func(b []byte) { // lend an Ethernet frame holding RoCEv2
+		f, err := bth.DecodeEthernet(b)
+		if err != nil {
+			dropped++
+			return
+		}
+		off := len(f.Ethernet())
+		frames[n] = nic.Frame{B: b[:off+len(f.L3())], Off: off}
+		by += uint64(len(f.L3()))
+		n++
+	}
+	for r.next < r.n && n < len(frames) && cut < afpSegs {
+		m := &r.msgs[r.next]
+		b := r.buf[r.next*r.slot : r.next*r.slot+int(m.Len)]
+		if m.Hdr.Flags&unix.MSG_TRUNC != 0 || len(b) < vnet.HdrLen {
+			dropped++
+			r.next++
+			continue
+		}
+		h, fr := vnet.Parse(b), b[vnet.HdrLen:]
+		if !h.IsUDPGSO() {
+			r.next++
+			take(fr)
+			continue
+		}
+		total, _, err := vnet.UDPSegments(fr, h)
+		if err != nil {
+			dropped++
+			r.next++
+			continue
+		}
+		for ; r.seg < total && n < len(frames) && cut < afpSegs; r.seg++ {
+			dst := r.segs[cut*nic.BufSize : (cut+1)*nic.BufSize]
+			cut++
+			if k, err := vnet.UDPSegment(dst, fr, h, r.seg); err == nil {
+				take(dst[:k])
+			} else {
+				dropped++
+			}
+		}
+		if r.seg == total {
+			r.next++
+			r.seg = 0
+			linkio.AddIf(&l.ctr.RxGROSegments, uint64(total))
+		}
+	}
+	linkio.AddIf(&l.ctr.RxPackets, uint64(n))
+	linkio.AddIf(&l.ctr.RxBytes, by)
+	linkio.AddIf(&l.ctr.RxDropped, dropped)
+	return n
 }

@@ -284,3 +284,15 @@ func TestAFPacketCutsGSO(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestAFPacketPoller: the link is a nic.Poller (a non-blocking recvmmsg
+// per poll); the contract's checks (linktest.PollHold).
+func TestAFPacketPoller(t *testing.T) {
+	p := linktest.VethPair(t, 1500)
+	a := openAFP(t, p.A, Config{})
+	b := openAFP(t, p.B, Config{})
+	// (The warm-up frame went nowhere: it only had the next hop resolved.)
+	a.Send(linktest.Warmup(linktest.Outer(a, p.B.IPv4, 1)))
+	waitNeighbour(t, a, p.B.IPv4)
+	linktest.PollHold(t, a, b, linktest.Outer(a, p.B.IPv4, 7), 4000)
+}
