@@ -260,10 +260,12 @@ type peerRunner struct {
 }
 
 type peerCmd struct {
-	line string
-	cmd  *exec.Cmd
-	out  bytes.Buffer
-	done chan error
+	line    string
+	cmd     *exec.Cmd
+	out     bytes.Buffer
+	started chan struct{} // closed once the process started
+	done    chan error    // the process's end
+	ended   chan struct{} // closed after done was sent
 }
 
 func (r *peerRunner) Write(b []byte) (int, error) {
@@ -282,17 +284,33 @@ func (r *peerRunner) Write(b []byte) (int, error) {
 		if !ok {
 			continue
 		}
-		c := &peerCmd{line: cmdline, done: make(chan error, 1)}
+		c := &peerCmd{line: cmdline, started: make(chan struct{}), done: make(chan error, 1), ended: make(chan struct{})}
 		c.cmd = exec.Command("sh", "-c", cmdline)
 		c.cmd.Env = r.env
 		c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
 		c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := c.cmd.Start(); err != nil {
-			r.t.Errorf("%q: %v", cmdline, err)
-			continue
+		var prev *peerCmd
+		if len(r.cmds) > 0 {
+			prev = r.cmds[len(r.cmds)-1]
 		}
-		go func() { c.done <- c.cmd.Wait() }()
 		r.cmds = append(r.cmds, c)
+		// A person runs a printed command once the one before it has
+		// ended: the two would share the peer's address and UDP port
+		// 4791, and a loaded host can leave the first exiting while the
+		// suite prints the second.
+		go func() {
+			defer close(c.ended)
+			if prev != nil {
+				<-prev.ended
+			}
+			if err := c.cmd.Start(); err != nil {
+				r.t.Errorf("%q: %v", cmdline, err)
+				c.done <- err
+				return
+			}
+			close(c.started)
+			c.done <- c.cmd.Wait()
+		}()
 	}
 }
 
@@ -306,6 +324,7 @@ func (r *peerRunner) wait() {
 		select {
 		case <-c.done:
 		case <-time.After(30 * time.Second):
+			<-c.started
 			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 			<-c.done
 			r.t.Errorf("the printed command %q did not end by itself:\n%s", c.line, c.out.String())
@@ -344,6 +363,7 @@ func TestConformPrinted(t *testing.T) {
 	if errb.Len() != 0 {
 		t.Fatalf("exit %d, stderr: %s", rc, errb.String())
 	}
+	observed := map[string]string{} // the printed run's, for a failure's message
 	verdicts := func(f string, printed bool) map[string]string {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -358,6 +378,9 @@ func TestConformPrinted(t *testing.T) {
 		m := map[string]string{}
 		for _, c := range d.Cases {
 			m[c.ID] = c.Verdict
+			if printed {
+				observed[c.ID] = c.Observed
+			}
 			if printed && c.Role == "requester" && !strings.Contains(c.Observed, "printed commands") {
 				t.Errorf("%s: %s", c.ID, c.Observed)
 			}
@@ -373,7 +396,7 @@ func TestConformPrinted(t *testing.T) {
 			v = "pass" // printed commands cannot judge it
 		}
 		if v != want[id] {
-			t.Errorf("%s: %s (--self: %s)", id, v, want[id])
+			t.Errorf("%s: %s (--self: %s); observed: %s", id, v, want[id], observed[id])
 		}
 	}
 	// Each of the five responder cases printed its tool's command and
