@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/goroce/goroce/cq"
@@ -386,6 +387,8 @@ func (r *ppRun) loop(ctx context.Context) error {
 			}
 			r.cq.ReqNotify(false)
 			n, err = r.cq.Poll(r.wc)
+		} else if r.dev.PollMode() {
+			n, err = r.spin(ctx)
 		} else {
 			// The tools spin on ibv_poll_cq; waiting for the CQ returns the
 			// same completions in the same order without burning a core.
@@ -404,6 +407,29 @@ func (r *ppRun) loop(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// ppSpins is how many empty polls spin passes between looks at the
+// context.
+const ppSpins = 64
+
+// spin polls the CQ until it has completions, as the tools spin on
+// ibv_poll_cq: in poll mode the polls are what moves the device, and
+// PollWait, which sleeps after 200 µs, would sleep through every round
+// trip longer than that (in the lab's emulated guest, all of them).
+func (r *ppRun) spin(ctx context.Context) (int, error) {
+	for i := 1; ; i++ {
+		n, err := r.cq.Poll(r.wc)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		if i%ppSpins == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+		}
+		runtime.Gosched()
+	}
 }
 
 // parseWC is the body of the tools' completion loop (rc's
