@@ -140,6 +140,8 @@ type afpRx struct {
 	mark   uint64        // polls at the receiver's last return (the receiver's only)
 	aside  bool          // pollers took frames since then (the receiver's only)
 	pollFn func(fd uintptr)
+	rwant  int // messages the receiver asks for (the receiver's only)
+	pwant  int // messages a poller asks for
 
 	l     *Link
 	slot  int
@@ -187,7 +189,7 @@ func (r *afpRx) init(l *Link) {
 			r.errno = 0
 			return true
 		}
-		n, e := linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.prep()], 0)
+		n, e := linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.prep(r.rwant)], 0)
 		if e == unix.EAGAIN || e == unix.EINTR {
 			r.hold.Unlock()
 			if r.polls.Load() != r.mark {
@@ -202,13 +204,15 @@ func (r *afpRx) init(l *Link) {
 		return true
 	}
 	r.pollFn = func(fd uintptr) {
-		r.n, r.errno = linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.prep()], 0)
+		r.n, r.errno = linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.prep(r.pwant)], 0)
 		r.next, r.seg = 0, 0
 	}
 }
 
-// prep readies the message headers for a recvmmsg of r.want (under hold).
-func (r *afpRx) prep() int {
+// prep readies the message headers for a recvmmsg of up to want (under
+// hold).
+func (r *afpRx) prep(want int) int {
+	r.want = min(max(want, 1), len(r.msgs))
 	for i := range r.want {
 		r.msgs[i].Hdr.Flags = 0
 	}
@@ -235,7 +239,7 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 		if r.next >= r.n {
 			r.hold.Unlock()
 			r.aside = false
-			r.want = min(len(frames), len(r.msgs))
+			r.rwant = len(frames)
 			if err := l.rxRaw.Read(r.fn); err != nil {
 				return 0, nic.ErrClosed
 			}
@@ -269,7 +273,7 @@ func (l *Link) PollQueue(i int, frames []nic.Frame) int {
 		return 0
 	}
 	if r.next >= r.n {
-		r.want = min(len(frames), len(r.msgs))
+		r.pwant = len(frames)
 		err := l.rxRaw.Control(r.pollFn)
 		if err != nil || r.errno != 0 || r.n <= 0 {
 			// Nothing (EAGAIN), or an error the receiver meets and reports.

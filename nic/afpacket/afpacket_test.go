@@ -291,8 +291,6 @@ func TestAFPacketPoller(t *testing.T) {
 	p := linktest.VethPair(t, 1500)
 	a := openAFP(t, p.A, Config{})
 	b := openAFP(t, p.B, Config{})
-	// (The warm-up frame went nowhere: it only had the next hop resolved.)
-	a.Send(linktest.Warmup(linktest.Outer(a, p.B.IPv4, 1)))
-	waitNeighbour(t, a, p.B.IPv4)
+	linktest.Resolve(t, a, b, linktest.Outer(a, p.B.IPv4, 1), func() { waitNeighbour(t, a, p.B.IPv4) })
 	linktest.PollHold(t, a, b, linktest.Outer(a, p.B.IPv4, 7), 4000)
 }

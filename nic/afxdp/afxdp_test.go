@@ -151,9 +151,7 @@ func TestAFXDPPoller(t *testing.T) {
 	p := linktest.VethPair(t, 1500)
 	a := openXDP(t, p.A, Config{})
 	b := openXDP(t, p.B, Config{})
-	a.Send(linktest.Warmup(linktest.Outer(a, p.B.IPv4, 1)))
-	waitNH(t, a.eth.Hops, p.B.IPv4)
-	// (The warm-up frame went nowhere: it only had the next hop resolved.)
+	linktest.Resolve(t, a, b, linktest.Outer(a, p.B.IPv4, 1), func() { waitNH(t, a.eth.Hops, p.B.IPv4) })
 	linktest.PollHold(t, a, b, linktest.Outer(a, p.B.IPv4, 7), 4000)
 }
 

@@ -186,6 +186,37 @@ func IsWarmup(f nic.Frame) bool {
 	return err == nil && bth.BTH(fr.RoCE()).DestQP() == warmupQP
 }
 
+// Resolve sends a Warmup frame from a to o's destination, on b, so that a
+// resolves the next hop (resolved waits for it), and takes the frame off
+// b if it went out: when the kernel knew the MAC already, it did, and a
+// test that counts every frame b receives (PollHold) would meet it. The
+// link's own count says which happened (Stats.TxNoNeighbour), so nothing
+// waits for a frame that never comes.
+func Resolve(t *testing.T, a, b nic.Link, o bth.Outer, resolved func()) {
+	t.Helper()
+	before := a.Stats().TxNoNeighbour
+	a.Send(Warmup(o))
+	sent := a.Stats().TxNoNeighbour == before
+	resolved()
+	if !sent {
+		return
+	}
+	buf := make([]nic.Frame, 4)
+	for {
+		n, err := b.Recv(buf)
+		if err != nil {
+			t.Fatalf("waiting for the warm-up frame: %v", err)
+		}
+		if n > 1 || n == 1 && !IsWarmup(buf[0]) {
+			t.Fatalf("%d frames came before the warm-up frame", n)
+		}
+		if n == 1 {
+			break
+		}
+	}
+	b.(nic.Poller).EndRecv(0)
+}
+
 // AssertNoAllocs checks that sending 32 frames from a and receiving them
 // on b allocates nothing once warm. AllocsPerRun counts the whole process,
 // and a next-hop resolver's refresh of the neighbour table, once a second,
