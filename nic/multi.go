@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/goroce/goroce/inet"
@@ -48,18 +47,12 @@ type Multi struct {
 type multiQueue struct {
 	in chan *multiBatch // batches the links' receivers hand over
 
-	// hold is held by whoever handles the queue's frames: the receiver
-	// from RecvQueue's return to its next call (held), a poller from a
-	// PollQueue that returned frames to EndPoll.
-	hold  sync.Mutex
-	cur   *multiBatch   // the batch being handed out (under hold)
-	pend  *multiBatch   // a batch the receiver took while a poller held cur (under hold)
-	inner int           // the polls entry whose link queue a poller holds (under hold); -1: none
-	held  bool          // the receiver holds hold (the receiver's only)
-	polls atomic.Uint64 // PollQueue calls that took frames
-	mark  uint64        // polls at the receiver's last return (the receiver's only)
-	srcs  []pollSrc     // the link queues that feed this queue and can be polled
-	next  int           // where the next poll starts in srcs (under hold)
+	hold  QueueHold   // the queue's (Poller)
+	cur   *multiBatch // the batch being handed out (under hold)
+	pend  *multiBatch // a batch the receiver took while a poller held cur (under hold)
+	inner int         // the polls entry whose link queue a poller holds (under hold); -1: none
+	srcs  []pollSrc   // the link queues that feed this queue and can be polled
+	next  int         // where the next poll starts in srcs (under hold)
 }
 
 // pollSrc is one link queue a Multi queue polls.
@@ -204,7 +197,7 @@ func (m *Multi) receive(recv func([]Frame) (int, error), endRecv func(), q *mult
 	var seen uint64
 	var aside *time.Timer
 	for {
-		if p := q.polls.Load(); p != seen {
+		if p := q.hold.Polls(); p != seen {
 			seen = p
 			if endRecv != nil {
 				endRecv()
@@ -303,8 +296,7 @@ func (m *Multi) RxQueues() int { return len(m.queues) }
 // and none is left (Poller).
 func (m *Multi) RecvQueue(i int, frames []Frame) (int, error) {
 	q := &m.queues[i]
-	if q.held {
-		q.held = false
+	if q.hold.ReceiverLetsGo() {
 		q.release()
 	}
 	if len(frames) == 0 {
@@ -319,15 +311,14 @@ func (m *Multi) RecvQueue(i int, frames []Frame) (int, error) {
 				return 0, b.err
 			}
 			n := q.take(frames)
-			q.held = true
-			q.mark = q.polls.Load()
+			q.hold.ReceiverKeeps()
 			return n, nil
 		}
 		q.hold.Unlock()
 		// Wait for a batch without the hold, so that pollers may take
 		// what comes meanwhile.
-		if p := q.polls.Load(); p != q.mark {
-			q.mark = p
+		if q.hold.PollersTook() {
+			q.hold.StandAside()
 			return 0, nil
 		}
 		select {
@@ -409,7 +400,7 @@ func (m *Multi) PollQueue(i int, frames []Frame) int {
 		q.hold.Unlock()
 		return 0
 	}
-	q.polls.Add(1)
+	q.hold.PollTook()
 	return n
 }
 
@@ -418,8 +409,7 @@ func (m *Multi) EndPoll(i int) { m.queues[i].release() }
 
 // EndRecv implements Poller.
 func (m *Multi) EndRecv(i int) {
-	if q := &m.queues[i]; q.held {
-		q.held = false
+	if q := &m.queues[i]; q.hold.ReceiverLetsGo() {
 		q.release()
 	}
 }

@@ -3,8 +3,6 @@ package afpacket
 import (
 	"encoding/binary"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
@@ -131,14 +129,10 @@ func (tx *afpTx) flush() error {
 // the unsegmented send) is cut into its datagrams, as the wire would have
 // carried them (nic/vnet); the rest are handed over in place.
 type afpRx struct {
-	// hold is held by whoever handles the socket's frames (nic.Poller):
-	// the receiver from Recv's return to its next call, a poller from
-	// PollQueue to EndPoll. Every field below it is the holder's.
-	hold   sync.Mutex
-	held   bool          // the receiver holds hold (the receiver's only)
-	polls  atomic.Uint64 // polls that received something
-	mark   uint64        // polls at the receiver's last return (the receiver's only)
-	aside  bool          // pollers took frames since then (the receiver's only)
+	// hold is the socket's (nic.Poller): every field below aside is its
+	// holder's.
+	hold   nic.QueueHold
+	aside  bool // Read's function saw pollers active (the receiver's only)
 	pollFn func(fd uintptr)
 	rwant  int // messages the receiver asks for (the receiver's only)
 	pwant  int // messages a poller asks for
@@ -192,7 +186,7 @@ func (r *afpRx) init(l *Link) {
 		n, e := linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.prep(r.rwant)], 0)
 		if e == unix.EAGAIN || e == unix.EINTR {
 			r.hold.Unlock()
-			if r.polls.Load() != r.mark {
+			if r.hold.PollersTook() {
 				// Pollers took frames since the receiver's last return:
 				// Recv returns none so that its caller can stand aside.
 				r.aside = true
@@ -224,8 +218,7 @@ func (r *afpRx) prep(want int) int {
 // holds the socket from its return until the next call (nic.Poller).
 func (l *Link) Recv(frames []nic.Frame) (int, error) {
 	r := &l.r
-	if r.held {
-		r.held = false
+	if r.hold.ReceiverLetsGo() {
 		r.hold.Unlock()
 	}
 	if len(frames) == 0 {
@@ -244,7 +237,7 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 				return 0, nic.ErrClosed
 			}
 			if r.aside {
-				r.mark = r.polls.Load()
+				r.hold.StandAside()
 				return 0, nil
 			}
 			// fn returns holding the socket.
@@ -257,8 +250,7 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 			l.ctr.RxBatches.Add(1)
 		}
 		if n := r.deliver(frames); n > 0 {
-			r.held = true
-			r.mark = r.polls.Load()
+			r.hold.ReceiverKeeps()
 			return n, nil
 		}
 		r.hold.Unlock()
@@ -282,7 +274,7 @@ func (l *Link) PollQueue(i int, frames []nic.Frame) int {
 			return 0
 		}
 		l.ctr.RxBatches.Add(1)
-		r.polls.Add(1)
+		r.hold.PollTook()
 	}
 	n := r.deliver(frames)
 	if n == 0 {
@@ -296,8 +288,7 @@ func (l *Link) EndPoll(int) { l.r.hold.Unlock() }
 
 // EndRecv releases the socket if the receiver holds it; see nic.Poller.
 func (l *Link) EndRecv(int) {
-	if r := &l.r; r.held {
-		r.held = false
+	if r := &l.r; r.hold.ReceiverLetsGo() {
 		r.hold.Unlock()
 	}
 }

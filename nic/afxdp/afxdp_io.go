@@ -2,7 +2,6 @@ package afxdp
 
 import (
 	"encoding/binary"
-	"sync"
 	"sync/atomic"
 
 	"github.com/goroce/goroce/bth"
@@ -14,14 +13,10 @@ import (
 // xdpRx is the receive state: chunks lent to the holder until it lets the
 // queue go, and buffers for frames that arrived over two chunks.
 type xdpRx struct {
-	// hold is held by whoever handles the rx ring's frames (nic.Poller):
-	// the receiver from Recv's return to its next call, a poller from
-	// PollQueue to EndPoll. The fields below it are the holder's.
-	hold   sync.Mutex
-	held   bool          // the receiver holds hold (the receiver's only)
-	polls  atomic.Uint64 // polls that took frames
-	mark   uint64        // polls at the receiver's last return (the receiver's only)
-	aside  bool          // pollers took frames since then (the receiver's only)
+	// hold is the rx ring's (nic.Poller): the fields below aside are its
+	// holder's.
+	hold   nic.QueueHold
+	aside  bool // Read's function saw pollers active (the receiver's only)
 	l      *Link
 	lent   []uint64
 	copies []byte
@@ -42,7 +37,7 @@ func (r *xdpRx) init(l *Link) {
 		if l.rx.pending() {
 			return true
 		}
-		if r.polls.Load() != r.mark {
+		if r.hold.PollersTook() {
 			r.aside = true
 			return true
 		}
@@ -55,8 +50,7 @@ func (r *xdpRx) init(l *Link) {
 // from its return until the next call (nic.Poller).
 func (l *Link) Recv(frames []nic.Frame) (int, error) {
 	r := &l.xr
-	if r.held {
-		r.held = false
+	if r.hold.ReceiverLetsGo() {
 		r.release()
 	}
 	if len(frames) == 0 {
@@ -71,8 +65,7 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 		r.refill()
 		if l.rx.avail() > 0 {
 			if n := r.consume(frames); n > 0 {
-				r.held = true
-				r.mark = r.polls.Load()
+				r.hold.ReceiverKeeps()
 				return n, nil
 			}
 			r.release()
@@ -86,7 +79,7 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 			return 0, nic.ErrClosed
 		}
 		if r.aside {
-			r.mark = r.polls.Load()
+			r.hold.StandAside()
 			return 0, nil
 		}
 	}
@@ -110,7 +103,7 @@ func (l *Link) PollQueue(i int, frames []nic.Frame) int {
 		r.release()
 		return 0
 	}
-	r.polls.Add(1)
+	r.hold.PollTook()
 	return n
 }
 
@@ -119,8 +112,7 @@ func (l *Link) EndPoll(int) { l.xr.release() }
 
 // EndRecv releases the ring if the receiver holds it; see nic.Poller.
 func (l *Link) EndRecv(int) {
-	if r := &l.xr; r.held {
-		r.held = false
+	if r := &l.xr; r.hold.ReceiverLetsGo() {
 		r.release()
 	}
 }

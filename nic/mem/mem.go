@@ -192,14 +192,9 @@ type Link struct {
 	qmax int
 	busy time.Duration // Options.BusyPoll
 
-	// hold is held by whoever handles the frames handed out (nic.Poller):
-	// the receiver from Recv's return to its next call, a poller from
-	// PollQueue to EndPoll. It is taken before mu.
-	hold  sync.Mutex
-	held  bool          // the receiver holds hold (the receiver's only)
-	polls atomic.Uint64 // PollQueue calls that took frames
-	mark  uint64        // polls at the receiver's last return (the receiver's only)
-	lent  []memPacket   // handed out to hold's holder (under hold)
+	// hold is the queue's (nic.Poller), taken before mu.
+	hold nic.QueueHold
+	lent []memPacket // handed out to hold's holder (under hold)
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -331,8 +326,7 @@ func (l *Link) deliver(r *Link, pk memPacket) {
 // Recv implements nic.Link. The receiver holds the link's frames from its
 // return to the next call (nic.Poller).
 func (l *Link) Recv(frames []nic.Frame) (int, error) {
-	if l.held {
-		l.held = false
+	if l.hold.ReceiverLetsGo() {
 		l.release()
 	}
 	if len(frames) == 0 {
@@ -344,12 +338,12 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 		// it meanwhile; then take the hold and see whether one is left.
 		l.mu.Lock()
 		for len(l.queue) == 0 && !l.closed {
-			if p := l.polls.Load(); p != l.mark {
+			if l.hold.PollersTook() {
 				// Pollers took frames since the receiver's last return:
 				// no frames, so that the caller can stand aside
 				// (nic.Poller).
 				l.mu.Unlock()
-				l.mark = p
+				l.hold.StandAside()
 				return 0, nil
 			}
 			if l.busy > 0 {
@@ -372,8 +366,7 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 		}
 		l.hold.Lock()
 		if n := l.take(frames); n > 0 {
-			l.held = true
-			l.mark = l.polls.Load()
+			l.hold.ReceiverKeeps()
 			return n, nil
 		}
 		l.hold.Unlock()
@@ -390,7 +383,7 @@ func (l *Link) PollQueue(i int, frames []nic.Frame) int {
 		l.hold.Unlock()
 		return 0
 	}
-	l.polls.Add(1)
+	l.hold.PollTook()
 	return n
 }
 
@@ -399,8 +392,7 @@ func (l *Link) EndPoll(int) { l.release() }
 
 // EndRecv implements nic.Poller.
 func (l *Link) EndRecv(int) {
-	if l.held {
-		l.held = false
+	if l.hold.ReceiverLetsGo() {
 		l.release()
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,17 +34,13 @@ const (
 )
 
 type udpRx struct {
-	// hold is held by whoever handles this queue's frames (nic.Poller):
-	// the receiver from RecvQueue's return to its next call, a poller
-	// from PollQueue to EndPoll. Every field below is the holder's.
-	hold   sync.Mutex
-	held   bool             // the receiver holds hold (the receiver's only)
+	// hold is this queue's (nic.Poller): every field below aside is its
+	// holder's.
+	hold   nic.QueueHold
 	rwant  int              // messages the receiver asks for (the receiver's only)
 	pwant  int              // messages a poller asks for
 	pollFn func(fd uintptr) // a poller's recvmmsg, made once so that a poll does not allocate
-	polls  atomic.Uint64    // recvmmsg calls of pollers that received something
-	mark   uint64           // polls at the receiver's last return (the receiver's only)
-	aside  bool             // pollers took frames since then (the receiver's only)
+	aside  bool             // Read's function saw pollers active (the receiver's only)
 
 	l        *Link
 	raw      syscall.RawConn
@@ -118,7 +113,7 @@ func (r *udpRx) init(l *Link, raw syscall.RawConn) {
 			n, e := linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
 			if e == unix.EAGAIN || e == unix.EINTR {
 				r.hold.Unlock()
-				if r.polls.Load() != r.mark {
+				if r.hold.PollersTook() {
 					// Pollers took frames since the receiver's last
 					// return: they are active, and Recv returns no frames
 					// so that its caller can stand aside (nic.Poller)
@@ -162,8 +157,7 @@ func (l *Link) RecvQueue(i int, frames []nic.Frame) (int, error) {
 		return 0, fmt.Errorf("nic: udp link %v: no receive queue %d of %d", l.cfg.Addr, i, len(l.rxq))
 	}
 	r := &l.rxq[i].r
-	if r.held {
-		r.held = false
+	if r.hold.ReceiverLetsGo() {
 		r.hold.Unlock()
 	}
 	if len(frames) == 0 {
@@ -179,15 +173,14 @@ func (l *Link) RecvQueue(i int, frames []nic.Frame) (int, error) {
 			r.rwant = len(frames)
 			if err := r.receive(); err != nil {
 				if err == errAside {
-					r.mark = r.polls.Load()
+					r.hold.StandAside()
 					return 0, nil
 				}
 				return 0, err
 			}
 		}
 		if n := r.deliver(frames); n > 0 {
-			r.held = true
-			r.mark = r.polls.Load()
+			r.hold.ReceiverKeeps()
 			return n, nil
 		}
 		r.hold.Unlock()
@@ -215,7 +208,7 @@ func (l *Link) PollQueue(i int, frames []nic.Frame) int {
 		}
 		r.got, r.msg, r.seg = n, 0, 0
 		r.l.ctr.RxBatches.Add(1)
-		r.polls.Add(1)
+		r.hold.PollTook()
 	}
 	n := r.deliver(frames)
 	if n == 0 {
@@ -232,8 +225,7 @@ func (l *Link) EndRecv(i int) {
 	if i < 0 || i >= len(l.rxq) {
 		return
 	}
-	if r := &l.rxq[i].r; r.held {
-		r.held = false
+	if r := &l.rxq[i].r; r.hold.ReceiverLetsGo() {
 		r.hold.Unlock()
 	}
 }
