@@ -5,7 +5,6 @@ package afxdp
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -67,31 +66,26 @@ type Link struct {
 	ifindex int
 	mac     [6]byte
 	info    nic.Info
-	fd      int // the socket while open sets it up; afterwards through raw
+	fd      int
 	file    *os.File
-	conn    io.Closer       // the socket: file, or the linkio.FD out of the network poller
-	raw     syscall.RawConn // conn's
-	// detached: the socket is out of the network poller (LeaveNetpoll)
-	detached bool
-	kickFn   func(fd uintptr) // kick's sendto, made once (under txMu)
-	kickErr  unix.Errno
-	umem     []byte
-	fill     xskRing
-	comp     xskRing
-	rx       xskRing
-	tx       xskRing
-	xsks     *ebpf.Map
-	prog     *ebpf.Program
-	xlink    link.Link
-	eth      netdev.EthPath
-	ctr      linkio.Counters
-	txMu     sync.Mutex
-	txFree   []uint64 // free tx chunk addresses
-	xr       xdpRx
-	frags    bool // the XDP program is frags-aware
-	sg       bool // the socket takes frames over several chunks (XDP_USE_SG)
-	closing  linkio.Closing
-	statsMu  sync.Mutex
+	raw     syscall.RawConn
+	umem    []byte
+	fill    xskRing
+	comp    xskRing
+	rx      xskRing
+	tx      xskRing
+	xsks    *ebpf.Map
+	prog    *ebpf.Program
+	xlink   link.Link
+	eth     netdev.EthPath
+	ctr     linkio.Counters
+	txMu    sync.Mutex
+	txFree  []uint64 // free tx chunk addresses
+	xr      xdpRx
+	frags   bool // the XDP program is frags-aware
+	sg      bool // the socket takes frames over several chunks (XDP_USE_SG)
+	closing linkio.Closing
+	statsMu sync.Mutex
 	// unmapOnce: the rings and UMEM are unmapped by Close or by the
 	// holder of the rx ring that lets go after it (see Close).
 	unmapOnce sync.Once
@@ -295,33 +289,9 @@ func (l *Link) open(nq int) error {
 		return err
 	}
 	l.file = os.NewFile(uintptr(l.fd), "afxdp")
-	l.conn = l.file
-	l.kickFn = func(fd uintptr) {
-		_, _, l.kickErr = unix.Syscall6(unix.SYS_SENDTO, fd, 0, 0, unix.MSG_DONTWAIT, 0, 0)
-	}
 	l.raw, err = l.file.SyscallConn()
 	l.xr.init(l)
 	return err
-}
-
-// LeaveNetpoll implements nic.NetpollLeaver: the socket leaves the Go
-// runtime's network poller, whose thread would otherwise wake for each
-// frame arriving on a ring that pollers read themselves; a receive that
-// must wait blocks its thread in ppoll instead. A device in poll mode
-// calls it when it opens, before the link is used.
-func (l *Link) LeaveNetpoll() error {
-	if l.detached {
-		return nil
-	}
-	fd, err := linkio.Dup(l.file)
-	if err != nil {
-		return fmt.Errorf("nic: afxdp %s: taking the socket out of the network poller: %w", l.cfg.Interface, err)
-	}
-	// The duplicate is the same socket: the XSKMAP's entry and the
-	// rings' mappings hold it, not the descriptor.
-	l.file.Close()
-	l.file, l.conn, l.raw, l.detached = nil, fd, fd, true
-	return nil
 }
 
 // Info describes the link.
@@ -358,10 +328,10 @@ func (l *Link) Close() error {
 		if l.xlink != nil {
 			l.xlink.Close()
 		}
-		// Closing the socket waits for a receiver inside Read's function,
+		// Closing the file waits for a receiver inside Read's function,
 		// which reads the ring's indexes without the hold.
-		if l.conn != nil {
-			l.conn.Close()
+		if l.file != nil {
+			l.file.Close()
 		} else if l.fd >= 0 {
 			unix.Close(l.fd)
 		}

@@ -312,12 +312,7 @@ func (l *Link) Send(frames []nic.Frame) (int, error) {
 func (l *Link) kick() {
 	tx := &l.tx
 	for tries := 0; *tx.prod != atomic.LoadUint32(tx.cons) && tries < 10000; tries++ {
-		// Through raw, which keeps the descriptor from being closed (and
-		// its number reused) under the call.
-		if l.raw.Control(l.kickFn) != nil {
-			return
-		}
-		e := l.kickErr
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(l.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		if e != 0 && e != unix.EAGAIN && e != unix.EBUSY && e != unix.ENOBUFS && e != unix.EINTR {
 			return
 		}

@@ -1,7 +1,6 @@
 package afxdp
 
 import (
-	"github.com/goroce/goroce/nic/internal/linkio"
 	"runtime"
 
 	"github.com/goroce/goroce/nic"
@@ -215,38 +214,4 @@ func TestAFXDPSingleChunk(t *testing.T) {
 	a.Send(linktest.Warmup(linktest.Outer(a, p.B.IPv4, 1)))
 	waitNH(t, a.eth.Hops, p.B.IPv4)
 	linktest.Exchange(t, a, b, linktest.Outer(a, p.B.IPv4, 5), 1000, 2048, 64)
-}
-
-// TestAFXDPLeaveNetpoll: out of the network poller (as a device in poll
-// mode takes it) the link carries frames both ways, polled and received,
-// allocates nothing, and Close wakes a receiver waiting in ppoll.
-func TestAFXDPLeaveNetpoll(t *testing.T) {
-	p := linktest.VethPair(t, 1500)
-	a := openXDP(t, p.A, Config{})
-	b := openXDP(t, p.B, Config{})
-	for _, l := range []*Link{a, b, a} { // the second call on a does nothing
-		if err := l.LeaveNetpoll(); err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := l.conn.(*linkio.FD); !ok || l.file != nil {
-			t.Fatalf("after LeaveNetpoll the socket is a %T", l.conn)
-		}
-	}
-	linktest.Resolve(t, a, b, linktest.Outer(a, p.B.IPv4, 1), func() { waitNH(t, a.eth.Hops, p.B.IPv4) })
-	linktest.Resolve(t, b, a, linktest.Outer(b, p.A.IPv4, 1), func() { waitNH(t, b.eth.Hops, p.A.IPv4) })
-	linktest.Exchange(t, a, b, linktest.Outer(a, p.B.IPv4, 5), 1000, 1024, 64)
-	linktest.Exchange(t, b, a, linktest.Outer(b, p.A.IPv4, 6), 1000, 1024, 64)
-	a.eth.StopResolver()
-	b.eth.StopResolver()
-	linktest.AssertNoAllocs(t, a, b, linktest.Frames(linktest.Outer(a, p.B.IPv4, 1), 32, 1024))
-	linktest.PollHold(t, a, b, linktest.Outer(a, p.B.IPv4, 7), 2000) // closes b
-	got := make(chan error, 1)
-	go func() {
-		_, err := a.Recv(make([]nic.Frame, 4))
-		got <- err
-	}()
-	a.Close()
-	if err := <-got; err == nil {
-		t.Fatal("a receiver waiting when the link closed: no error")
-	}
 }
