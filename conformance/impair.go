@@ -157,6 +157,27 @@ func (p *ImpairedPath) Teardown(ctx context.Context) {
 	p.Lab.run(ctx, "exec", "ip route del "+impairSubnet+" 2>/dev/null; true")
 }
 
+// Left says what a run that was killed left of this path (nothing: nil):
+// its namespaces, its veth end in the lab's namespace. Left there, that
+// veth is a second addressed interface beside the tap, and roced run
+// without -d, as the README's lines run it, refuses to choose between them
+// (CI once failed the README's cases so, after a run killed in its
+// impaired stage). Call it, and Teardown, only under the lab's lock.
+func (p *ImpairedPath) Left(ctx context.Context) []string {
+	var left []string
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "list").Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && (f[0] == p.RocedNS || f[0] == p.MiddleNS) {
+				left = append(left, "namespace "+f[0])
+			}
+		}
+	}
+	if p.Lab.NetNS != "" && exec.CommandContext(ctx, "ip", "-n", p.Lab.NetNS, "link", "show", impairLabLink).Run() == nil {
+		left = append(left, impairLabLink+" in namespace "+p.Lab.NetNS)
+	}
+	return left
+}
+
 // ImpairStats is what the forwarder did during one case, per direction.
 type ImpairStats struct {
 	Seed    uint64       `json:"seed"`     // the case's own seed

@@ -1,6 +1,12 @@
 package conformance
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/goroce/goroce/nic/impair"
@@ -44,4 +50,43 @@ func TestRepeat(t *testing.T) {
 	if rep[0].ID() != "rc_pingpong/RC/s1@peer-server#1" || Repeat(cases, 1)[0].ID() != "rc_pingpong/RC/s1@peer-server" {
 		t.Fatalf("IDs %q, %q", rep[0].ID(), Repeat(cases, 1)[0].ID())
 	}
+}
+
+// What a killed run left of the impaired path is found and removed, and
+// nothing else in the lab's namespace is touched: left there, its veth
+// end made roced refuse the README's lines (no -d, two interfaces).
+func TestImpairedPathLeft(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces)")
+	}
+	ctx := context.Background()
+	lab := &Lab{NetNS: fmt.Sprintf("goroceleft%d", os.Getpid()), Script: "true"}
+	p := NewImpairedPath(lab, impair.Faults{}, 0)
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	ip("netns", "add", lab.NetNS)
+	t.Cleanup(func() {
+		for _, ns := range []string{lab.NetNS, p.RocedNS, p.MiddleNS} {
+			exec.Command("ip", "netns", "del", ns).Run()
+		}
+	})
+	ip("-n", lab.NetNS, "link", "add", "tapkeep", "type", "veth", "peer", "name", "tapkeep1")
+	if left := p.Left(ctx); left != nil {
+		t.Fatalf("a clean lab namespace: %q left", left)
+	}
+	ip("netns", "add", p.RocedNS)
+	ip("-n", lab.NetNS, "link", "add", impairLabLink, "type", "veth", "peer", "name", "mt")
+	want := []string{"namespace " + p.RocedNS, impairLabLink + " in namespace " + lab.NetNS}
+	if left := p.Left(ctx); !slices.Equal(left, want) {
+		t.Fatalf("left %q, want %q", left, want)
+	}
+	p.Teardown(ctx)
+	if left := p.Left(ctx); left != nil {
+		t.Fatalf("after Teardown: %q left", left)
+	}
+	ip("-n", lab.NetNS, "link", "show", "tapkeep")
 }

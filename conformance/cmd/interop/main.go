@@ -296,6 +296,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return fail("lab VM: %v", err)
 			}
 			fmt.Fprintf(stderr, "interop: lab %s ready (%.1fs)\n", lab.Suite, time.Since(t).Seconds())
+			// Setup clears it on the impaired path; every other run shares
+			// the lab's namespace with what it left.
+			if stale := conformance.NewImpairedPath(lab, impair.Faults{}, 0); !*impaired {
+				if left := stale.Left(ctx); left != nil {
+					fmt.Fprintf(stderr, "interop: removing the impaired path a killed run left: %s\n", strings.Join(left, ", "))
+					stale.Teardown(ctx)
+				}
+			}
 			if *tapQLen > 0 {
 				if err := lab.SetTapQueueLen(ctx, *tapQLen); err != nil {
 					return fail("lab tap: %v", err)
