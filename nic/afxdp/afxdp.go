@@ -85,6 +85,7 @@ type Link struct {
 	frags   bool // the XDP program is frags-aware
 	sg      bool // the socket takes frames over several chunks (XDP_USE_SG)
 	closing linkio.Closing
+	kickFn  func(fd uintptr) // l.kickFD (kick)
 	statsMu sync.Mutex
 	// unmapOnce: the rings and UMEM are unmapped by Close or by the
 	// holder of the rx ring that lets go after it (see Close).
@@ -290,6 +291,7 @@ func (l *Link) open(nq int) error {
 	}
 	l.file = os.NewFile(uintptr(l.fd), "afxdp")
 	l.raw, err = l.file.SyscallConn()
+	l.kickFn = l.kickFD
 	l.xr.init(l)
 	return err
 }

@@ -309,10 +309,18 @@ func (l *Link) Send(frames []nic.Frame) (int, error) {
 
 // kick makes the kernel send what the tx ring holds. In copy mode each
 // sendto sends a bounded batch and answers EAGAIN while more is left.
-func (l *Link) kick() {
+// The socket is reached through the file, which holds it open meanwhile:
+// Close closes it without txMu, and a Send past its check for Close
+// would otherwise kick a descriptor number closed, or reused by then
+// for another socket, which would send that socket an empty datagram.
+func (l *Link) kick() { _ = l.raw.Control(l.kickFn) }
+
+// kickFD is kick's loop on the socket's descriptor; l.kickFn, made once
+// when the link opens, calls it, so that a kick allocates no closure.
+func (l *Link) kickFD(fd uintptr) {
 	tx := &l.tx
 	for tries := 0; *tx.prod != atomic.LoadUint32(tx.cons) && tries < 10000; tries++ {
-		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(l.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, fd, 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		if e != 0 && e != unix.EAGAIN && e != unix.EBUSY && e != unix.ENOBUFS && e != unix.EINTR {
 			return
 		}

@@ -1,19 +1,20 @@
 package afxdp
 
 import (
-	"runtime"
-
-	"github.com/goroce/goroce/nic"
+	"net"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/internal/netns"
+	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/internal/linktest"
 	"github.com/goroce/goroce/nic/netdev"
 	"github.com/goroce/goroce/nic/udp"
+	"golang.org/x/sys/unix"
 )
 
 func openXDP(t *testing.T, e *netns.End, cfg Config) *Link {
@@ -214,4 +215,65 @@ func TestAFXDPSingleChunk(t *testing.T) {
 	a.Send(linktest.Warmup(linktest.Outer(a, p.B.IPv4, 1)))
 	waitNH(t, a.eth.Hops, p.B.IPv4)
 	linktest.Exchange(t, a, b, linktest.Outer(a, p.B.IPv4, 5), 1000, 2048, 64)
+}
+
+// TestAFXDPKickAfterClose: a Send that passed its check for Close before
+// Close closed the socket (it holds txMu; Close does not take it to close
+// the socket) kicks nothing: by then the descriptor's number may be
+// another socket's, here a connected UDP socket put there with dup2, which
+// a sendto on the bare number would send an empty datagram.
+func TestAFXDPKickAfterClose(t *testing.T) {
+	p := linktest.VethPair(t, 1500)
+	l := openXDP(t, p.A, Config{})
+	fd := l.fd
+	// The sockets exist before the number is freed, so neither takes it.
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	tx, err := net.DialUDP("udp4", nil, rx.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	l.txMu.Lock() // a Send, past its check for Close
+	closed := make(chan struct{})
+	go func() { l.Close(); close(closed) }()
+	// Close closes the socket, then waits for txMu to unmap the rings.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == unix.EBADF {
+			break
+		}
+		if time.Now().After(deadline) {
+			l.txMu.Unlock()
+			t.Fatal("Close did not close the socket in 30 s")
+		}
+		runtime.Gosched()
+	}
+	raw, _ := tx.SyscallConn()
+	raw.Control(func(u uintptr) { err = unix.Dup2(int(u), fd) })
+	if err != nil {
+		l.txMu.Unlock()
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	prod := *l.tx.prod
+	*l.tx.prod = *l.tx.cons + 1 // something to send, as the Send queued
+	l.kick()
+	*l.tx.prod = prod
+	l.txMu.Unlock()
+	<-closed
+	// Loopback keeps one socket's datagrams in order: the marker comes
+	// first unless the kick sent an empty one before it.
+	if _, err := tx.Write([]byte("marker")); err != nil {
+		t.Fatal(err)
+	}
+	rx.SetReadDeadline(time.Now().Add(30 * time.Second))
+	b := make([]byte, 64)
+	n, err := rx.Read(b)
+	if err != nil || string(b[:n]) != "marker" {
+		t.Fatalf("the socket that took the closed descriptor's number received %q (%v) first: the kick reached it", b[:n], err)
+	}
 }
