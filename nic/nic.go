@@ -142,10 +142,12 @@ type Poller interface {
 
 // NetpollLeaver is a link whose sockets can leave the Go runtime's
 // network poller. The poller's thread wakes for every event on a socket
-// it watches, whether or not a goroutine waits there: for each packet
-// that poll mode's pollers take themselves, a wake-up of a third thread
-// on the cores the pollers spin on. A device in poll mode asks for it
-// when it opens (transport.Open), before anything else uses the link.
+// it watches, whether or not a goroutine waits there, when the runtime
+// has a P to spare: for each packet that poll mode's pollers take
+// themselves, when they are C threads (libgoroce.so), a wake-up of a
+// third thread on the cores they spin on. A device in poll mode asks
+// for it when it opens (transport.Open) if told to
+// (transport.Options.LeaveNetpoll), before anything else uses the link.
 type NetpollLeaver interface {
 	// LeaveNetpoll takes the link's sockets out of the network poller;
 	// a wait then blocks its thread in the kernel instead. Called before

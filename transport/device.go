@@ -80,13 +80,22 @@ type Options struct {
 	// the QP, or at the next poll, or when a runtime timer set for 200 µs
 	// fires (about a millisecond later on an idle process). It
 	// needs a link that can be polled (nic.Poller: the udp, afpacket,
-	// afxdp and in-memory links); the link's own BusyPoll is not needed, and Open takes a
-	// udp link's sockets out of the runtime's network poller
-	// (nic.NetpollLeaver), whose thread would wake for each packet the
-	// pollers take. On cores the host
-	// oversubscribes a spinning poller slows everything else down, as
-	// any busy polling.
+	// afxdp and in-memory links); the link's own BusyPoll is not needed.
+	// On cores the host oversubscribes a spinning poller slows
+	// everything else down, as any busy polling.
 	PollProgress bool
+	// LeaveNetpoll, in poll mode, has Open take the link's sockets out
+	// of the Go runtime's network poller (nic.NetpollLeaver: the udp
+	// link). It is for pollers the runtime does not schedule, a C
+	// program's threads through libgoroce.so: between their polls the
+	// runtime's Ps sit idle, a thread of its waits in the network
+	// poller, and that thread wakes for every packet the pollers take
+	// (ib_send_lat 3x slower). Goroutines that poll keep the Ps busy and
+	// nothing waits there, so the sockets stay: out of it, a receive
+	// that must wait blocks its thread in the kernel, which in the lab's
+	// emulated guest made roced's send_lat up to 1.7x slower and its 99th
+	// percentile 2-5x longer.
+	LeaveNetpoll bool
 }
 
 // Device is an open RDMA device over a link. Its methods are safe for
@@ -175,8 +184,9 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 			return nil, fmt.Errorf("transport: poll mode needs a link that can be polled (the udp, afpacket, afxdp or in-memory link, not wrapped in a tap or faults); %s cannot", info.Name)
 		}
 		// Its sockets leave the network poller, whose thread would
-		// otherwise wake for each packet the pollers take.
-		if nl, ok := link.(nic.NetpollLeaver); ok {
+		// otherwise wake for each packet pollers the runtime does not
+		// schedule take (Options.LeaveNetpoll).
+		if nl, ok := link.(nic.NetpollLeaver); ok && opt.LeaveNetpoll {
 			if err := nl.LeaveNetpoll(); err != nil {
 				return nil, fmt.Errorf("transport: poll mode: %w", err)
 			}

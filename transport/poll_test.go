@@ -97,12 +97,13 @@ func progressLoop(t *testing.T, d *transport.Device) {
 // burst of mixed operations, on devices in poll mode: alone (the receive
 // goroutines get nothing, so every packet is a poller's), sharing the
 // in-memory link's queue with the receive goroutine, and over the udp
-// link on loopback, opened in the network poller (which the device in
-// poll mode has its sockets leave: nic.NetpollLeaver) or out of it
-// (NoNetpoll), and over two udp links joined by nic.Multi.
+// link on loopback, opened in the network poller (where the sockets stay,
+// or which they leave when the device is asked to: Options.LeaveNetpoll,
+// nic.NetpollLeaver) or out of it (NoNetpoll), and over two udp links
+// joined by nic.Multi.
 func TestPollMode(t *testing.T) {
 	o := rdmatest.Options{PollProgress: true}
-	pair := func(t *testing.T, a, b nic.Link, aa, ba string) (*rdmatest.Peer, *rdmatest.Peer) {
+	pairWith := func(t *testing.T, o rdmatest.Options, a, b nic.Link, aa, ba string) (*rdmatest.Peer, *rdmatest.Peer) {
 		pa := rdmatest.NewPeer(t, a, netip.MustParseAddr(aa), o)
 		pb := rdmatest.NewPeer(t, b, netip.MustParseAddr(ba), o)
 		rdmatest.ConnectQP(t, pa, pb, pa.Opt, pa.Opt.PSN, pb.Opt.PSN)
@@ -110,6 +111,9 @@ func TestPollMode(t *testing.T) {
 		progressLoop(t, pa.Dev)
 		progressLoop(t, pb.Dev)
 		return pa, pb
+	}
+	pair := func(t *testing.T, a, b nic.Link, aa, ba string) (*rdmatest.Peer, *rdmatest.Peer) {
+		return pairWith(t, o, a, b, aa, ba)
 	}
 	memPair := func(t *testing.T, wrap func(*mem.Link) nic.Link) (*rdmatest.Peer, *rdmatest.Peer) {
 		n := mem.NewNet(1)
@@ -144,9 +148,10 @@ func TestPollMode(t *testing.T) {
 		report(t, a, b)
 	})
 	for _, c := range []struct {
-		name      string
-		noNetpoll bool
-	}{{"udp", false}, {"udp-nonetpoll", true}} {
+		name             string
+		noNetpoll, leave bool
+		asks             int32 // the device's requests to leave the network poller
+	}{{"udp", false, false, 0}, {"udp-leave", false, true, 1}, {"udp-nonetpoll", true, false, 0}} {
 		t.Run(c.name, func(t *testing.T) {
 			var links []*leaveCounter
 			link := func(addr string) nic.Link {
@@ -157,10 +162,12 @@ func TestPollMode(t *testing.T) {
 				links = append(links, &leaveCounter{Link: l})
 				return links[len(links)-1]
 			}
-			a, b := pair(t, link("127.0.21.1"), link("127.0.21.2"), "127.0.21.1", "127.0.21.2")
+			lo := o
+			lo.LeaveNetpoll = c.leave
+			a, b := pairWith(t, lo, link("127.0.21.1"), link("127.0.21.2"), "127.0.21.1", "127.0.21.2")
 			for _, l := range links {
-				if l.n.Load() != 1 {
-					t.Fatalf("%s: the device in poll mode asked its link to leave the network poller %d times, want once", l.Info().Name, l.n.Load())
+				if l.n.Load() != c.asks {
+					t.Fatalf("%s: the device in poll mode asked its link to leave the network poller %d times, want %d", l.Info().Name, l.n.Load(), c.asks)
 				}
 			}
 			rdmatest.CheckRC(t, a, b)

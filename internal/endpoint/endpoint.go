@@ -60,6 +60,9 @@ type Config struct {
 	XDPQueue int
 	// Window bounds each RC QP's unacknowledged packets (0: the default).
 	Window int
+	// LeaveNetpoll is transport.Options.LeaveNetpoll, for a program whose
+	// CQs C threads poll (libgoroce.so).
+	LeaveNetpoll bool
 	// AllGIDs makes the device answer on every address of its GID table,
 	// as an rxe device does (the IPv6 ones beside the IPv4 one): the UDP
 	// link then binds each address (nic.Multi). The GID the options chose
@@ -207,7 +210,8 @@ func Open(cfg Config) (*Endpoint, error) {
 		e.Faults = fault.Wrap(e.Link, fc)
 		e.Link = e.Faults
 	}
-	e.Device, err = transport.Open(e.Link, transport.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode})
+	e.Device, err = transport.Open(e.Link, transport.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode,
+		LeaveNetpoll: cfg.LeaveNetpoll})
 	if err != nil {
 		e.Link.Close()
 		return nil, err

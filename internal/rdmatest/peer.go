@@ -50,6 +50,8 @@ type Options struct {
 	// PollProgress puts the devices in poll mode
 	// (transport.Options.PollProgress).
 	PollProgress bool
+	// LeaveNetpoll is transport.Options.LeaveNetpoll.
+	LeaveNetpoll bool
 
 	// What only in-memory peers (NewMemPeer, MemPair) have.
 
@@ -149,7 +151,7 @@ func NewPeer(t testing.TB, link nic.Link, addr netip.Addr, o Options) *Peer {
 
 // device returns the options of the device at addr.
 func (o *Options) device(addr netip.Addr) transport.Options {
-	opt := transport.Options{Window: o.Window, Clock: o.Clock, PollProgress: o.PollProgress}
+	opt := transport.Options{Window: o.Window, Clock: o.Clock, PollProgress: o.PollProgress, LeaveNetpoll: o.LeaveNetpoll}
 	if o.Trace != nil {
 		opt.Trace = o.Trace(addr.String())
 	}

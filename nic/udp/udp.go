@@ -58,8 +58,10 @@ type Config struct {
 	// on a socket it watches, even one no goroutine waits for, so where
 	// threads poll the link themselves (a device in poll mode, whose
 	// receive goroutine stands aside) each packet they take, and each
-	// send, would wake it and take a core they spin on. A device in poll
-	// mode takes an open link's sockets out itself (LeaveNetpoll).
+	// send, would wake it and take a core they spin on, when the runtime
+	// has idle Ps (C threads poll: libgoroce.so). A device in poll mode
+	// takes an open link's sockets out itself when asked to
+	// (transport.Options.LeaveNetpoll, LeaveNetpoll).
 	NoNetpoll bool
 }
 
