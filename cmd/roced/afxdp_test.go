@@ -27,28 +27,23 @@ func TestSendLatAFXDPPollMode(t *testing.T) {
 	args := func(dev string, more ...string) []string {
 		return append([]string{"send_lat", "-d", dev, "--link", "afxdp", "-s", "64", "-n", "2000", "-p", "19950"}, more...)
 	}
-	var srvOut syncBuffer
+	// The client connects once the server listens (perftest's client
+	// does not retry): its banner says so.
+	srvOut := &startWriter{line: "Waiting for client to connect", started: make(chan struct{})}
 	srv := exec.Command(exe, args(p.B.IPv4.String())...)
-	srv.Env, srv.Stdout, srv.Stderr = env, &srvOut, &srvOut
+	srv.Env, srv.Stdout, srv.Stderr = env, srvOut, srvOut
 	if err := p.B.Do(srv.Start); err != nil { // the child inherits the namespace
 		t.Fatal(err)
 	}
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Wait() }()
 	t.Cleanup(func() { srv.Process.Kill() })
-	// The client connects once the server listens (perftest's client
-	// does not retry): its banner says so.
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(srvOut.String(), "Waiting for client to connect") {
-		select {
-		case err := <-srvDone:
-			t.Fatalf("the server ended before it listened: %v\n%s", err, srvOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not listen in 60 s:\n%s", srvOut.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-srvOut.started:
+	case err := <-srvDone:
+		t.Fatalf("the server ended before it listened: %v\n%s", err, srvOut.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the server did not listen in 60 s:\n%s", srvOut.String())
 	}
 	var cliOut []byte
 	err = p.A.Do(func() error {
