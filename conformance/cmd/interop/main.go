@@ -296,9 +296,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return fail("lab VM: %v", err)
 			}
 			fmt.Fprintf(stderr, "interop: lab %s ready (%.1fs)\n", lab.Suite, time.Since(t).Seconds())
-			// Setup clears it on the impaired path; every other run shares
-			// the lab's namespace with what it left.
-			if stale := conformance.NewImpairedPath(lab, impair.Faults{}, 0); !*impaired {
+			// A run killed on the impaired path leaves rximp0 in the lab's
+			// namespace, a second addressed interface there that makes
+			// roced without -d refuse to choose. The impaired path's own
+			// Setup removes it; every other run removes it here.
+			if !*impaired {
+				stale := conformance.NewImpairedPath(lab, impair.Faults{}, 0)
 				if left := stale.Left(ctx); left != nil {
 					fmt.Fprintf(stderr, "interop: removing the impaired path a killed run left: %s\n", strings.Join(left, ", "))
 					stale.Teardown(ctx)
