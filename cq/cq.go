@@ -174,6 +174,12 @@ type CQ struct {
 	// to ^0 once err is set, so that a C poller can see an empty queue
 	// without calling into Go.
 	mirror *uint32
+	// ready is n, or ^0 with err set, as mirrorN publishes it: a Poll
+	// reads it before it takes mu, so that polling an empty queue in a
+	// loop takes no lock, which would otherwise bounce between the
+	// poller's core and the core of the device pushing the completion
+	// the poller waits for.
+	ready atomic.Uint32
 	// progress, when set (the device's poll mode), is what an empty Poll
 	// calls to receive and handle what has arrived on the caller's own
 	// goroutine; set before the queue is handed out, then only read.
@@ -264,11 +270,12 @@ func (c *CQ) shutdown(err error) {
 // (transport.Options.PollProgress) a Poll that finds the queue empty first
 // receives and handles what has arrived, on the calling goroutine.
 func (c *CQ) Poll(wc []WC) (int, error) {
-	n, err := c.take(wc)
-	if n == 0 && err == nil && len(wc) > 0 && c.progress != nil && c.progress() {
-		n, err = c.take(wc)
+	if c.ready.Load() == 0 { // empty: a push after this load is the next Poll's
+		if len(wc) == 0 || c.progress == nil || !c.progress() {
+			return 0, nil
+		}
 	}
-	return n, err
+	return c.take(wc)
 }
 
 // setProgress sets what an empty Poll calls (before the queue is used).
@@ -292,16 +299,17 @@ func (c *CQ) take(wc []WC) (int, error) {
 }
 
 // mirrorN publishes n (or, with an error set, a value a poller never
-// takes for empty, so that it comes for the error). Called with mu held.
+// takes for empty, so that it comes for the error) to ready and to the
+// mirror. Called with mu held.
 func (c *CQ) mirrorN() {
-	if c.mirror == nil {
-		return
-	}
 	v := uint32(c.n)
 	if c.err != nil {
 		v = ^uint32(0)
 	}
-	atomic.StoreUint32(c.mirror, v)
+	c.ready.Store(v)
+	if c.mirror != nil {
+		atomic.StoreUint32(c.mirror, v)
+	}
 }
 
 // setMirror starts (p set) or stops (nil) mirroring the queue's length

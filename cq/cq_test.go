@@ -225,3 +225,45 @@ func TestPollProgress(t *testing.T) {
 		t.Fatalf("PollWait with a cancelled context: %v", err)
 	}
 }
+
+// TestPollEmptyTakesNoLock: polling an empty queue reads ready and takes no
+// lock, so that a poller spinning on it does not contend with the pushes
+// it waits for. The test holds the lock while it polls: a Poll that took
+// it would block until the lock is let go, which the test does only after
+// Poll returned or a bound that fails the test.
+func TestPollEmptyTakesNoLock(t *testing.T) {
+	c := newCQ(2, nil)
+	progressed := 0
+	c.setProgress(func() bool { progressed++; return false })
+	c.mu.Lock()
+	done := make(chan struct{})
+	var n int
+	var err error
+	go func() {
+		defer close(done)
+		n, err = c.Poll(make([]WC, 1))
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		c.mu.Unlock()
+		<-done
+		t.Fatal("Poll of an empty queue waited for the queue's lock")
+	}
+	c.mu.Unlock()
+	if n != 0 || err != nil || progressed != 1 {
+		t.Fatalf("Poll of an empty queue: %d %v, progress called %d times; want 0, nil, once", n, err, progressed)
+	}
+	// ready follows n and err: a push, a poll, an error.
+	c.push(WC{WRID: 1}, false)
+	if got := c.ready.Load(); got != 1 {
+		t.Fatalf("ready %d after a push", got)
+	}
+	if n, _ := c.Poll(make([]WC, 1)); n != 1 || c.ready.Load() != 0 {
+		t.Fatalf("poll took %d, ready %d after", n, c.ready.Load())
+	}
+	c.shutdown(errors.New("closed"))
+	if n, err := c.Poll(make([]WC, 1)); n != 0 || err == nil {
+		t.Fatalf("poll after shutdown: %d %v, want the error", n, err)
+	}
+}
