@@ -173,6 +173,16 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 // (each hdr fills an extended header), as a burst of one.
 func (h *harness) deliver(op bth.OpCode, psn uint32, payload []byte, hs ...func(p []byte, info *bth.Info)) {
 	h.t.Helper()
+	f, p := h.packet(op, psn, payload, hs...)
+	if receive(h.q, p, f) {
+		endBurst(h.q)
+	}
+}
+
+// packet builds a packet from the peer as deliver does, for a test that
+// hands it over itself (a burst left open).
+func (h *harness) packet(op bth.OpCode, psn uint32, payload []byte, hs ...func(p []byte, info *bth.Info)) (bth.Frame, bth.Packet) {
+	h.t.Helper()
 	o := bth.Outer{Src: peerAddr, Dst: localAddr, SrcPort: 0xc123}
 	d := bth.NewDraft(make([]byte, bth.DraftLen(&o, op, len(payload))), &o, bth.BTHFields{OpCode: op,
 		PKey: bth.DefaultPKey, DestQP: h.q.QPN(), AckReq: true, PSN: bth.PSN(psn)}, len(payload))
@@ -189,9 +199,7 @@ func (h *harness) deliver(op bth.OpCode, psn uint32, payload []byte, hs ...func(
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if receive(h.q, p, f) {
-		endBurst(h.q)
-	}
+	return f, p
 }
 
 // sent returns the packets the QP sent since the last call.

@@ -65,6 +65,7 @@ type QP struct {
 	comp completer
 
 	tx        *txBatch // frames queued for the link; nil when none (txPool)
+	txEpoch   uint32   // counts the batches given back (dropTx), so that run knows whether its batch is still queued
 	scheduled bool     // queued on the device worker
 	inBatch   bool     // touched by the receive burst in progress
 	clock     Clock
@@ -319,18 +320,23 @@ func (q *QP) run() {
 	}
 	budget := runBudget
 	more := false
+	mark := q.txMark()
 	if n, m := q.respond(budget); m {
 		more = true
 		budget -= n
 	} else {
 		budget -= n
 	}
+	ack := q.loneAck(mark)
 	if budget > 0 {
 		if _, m := q.request(budget); m {
 			more = true
 		}
 	} else if q.requestReady() {
 		more = true
+	}
+	if ack.i >= 0 {
+		q.ackBehind(ack)
 	}
 	q.flushTx()
 	if more && !q.scheduled && q.env.Schedule != nil {

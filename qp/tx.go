@@ -23,6 +23,7 @@ var txPool = sync.Pool{New: func() any { return new(txBatch) }}
 type txBatch struct {
 	frames [txBatchMax]nic.Frame
 	bufs   [txBatchMax]*[nic.BufSize]byte
+	ack    [txBatchMax]bool // the frame is an acknowledgement (ackBehind)
 	n      int
 }
 
@@ -31,8 +32,56 @@ func (t *txBatch) drop() {
 		bufPool.Put(t.bufs[i])
 		t.bufs[i] = nil
 		t.frames[i] = nic.Frame{}
+		t.ack[i] = false
 	}
 	t.n = 0
+}
+
+// txPos is a position in a QP's queued frames: the batch (txEpoch) and
+// the index in it; i < 0 is none.
+type txPos struct {
+	epoch uint32
+	i     int
+}
+
+// txMark returns where the next queued frame will go.
+func (q *QP) txMark() txPos {
+	if q.tx == nil {
+		return txPos{q.txEpoch, 0}
+	}
+	return txPos{q.txEpoch, q.tx.n}
+}
+
+// loneAck returns the position of the frame queued since mark if it is
+// the only one and an acknowledgement, else i -1.
+func (q *QP) loneAck(mark txPos) txPos {
+	if q.tx == nil || q.txEpoch != mark.epoch || q.tx.n != mark.i+1 || !q.tx.ack[mark.i] {
+		return txPos{i: -1}
+	}
+	return mark
+}
+
+// ackBehind moves the acknowledgement at a, if it is still queued, behind
+// the frames queued after it. A run's responder goes first, and in poll
+// mode the acknowledgement a burst left open leaves with the reply the
+// application posts; behind the reply it can join the reply's UDP GSO
+// message as its shorter last segment (nic/udp: a segment no longer than
+// the first closes the message), one pass through the kernel on each
+// side rather than two. Acknowledgements and requests are separate
+// streams with no order between them on the wire (IBA 9.7: the requester
+// and responder of a QP are independent), so only the packets' order in
+// the batch changes; the acknowledgement goes in the same call to the
+// link.
+func (q *QP) ackBehind(a txPos) {
+	t := q.tx
+	if t == nil || q.txEpoch != a.epoch || a.i >= t.n-1 {
+		return // sent already (the batch filled), or nothing came after it
+	}
+	f, b := t.frames[a.i], t.bufs[a.i]
+	copy(t.frames[a.i:t.n-1], t.frames[a.i+1:t.n])
+	copy(t.bufs[a.i:t.n-1], t.bufs[a.i+1:t.n])
+	copy(t.ack[a.i:t.n-1], t.ack[a.i+1:t.n])
+	t.frames[t.n-1], t.bufs[t.n-1], t.ack[t.n-1] = f, b, true
 }
 
 // packet is a packet being built in a pooled buffer: a bth.Draft after
@@ -63,11 +112,9 @@ func (q *QP) send(p *packet) {
 	t := q.tx
 	t.bufs[t.n] = p.buf
 	t.frames[t.n] = nic.Frame{B: p.buf[:end], Off: nic.Headroom}
+	t.ack[t.n] = p.Info().Kind == bth.KindAcknowledge
 	t.n++
 	q.env.Counters.SentPkts.Add(1)
-	if q.env.Trace != nil {
-		q.env.Trace(true, dg)
-	}
 	if t.n == txBatchMax {
 		q.flushTx()
 	}
@@ -80,6 +127,11 @@ func (q *QP) flushTx() {
 		return
 	}
 	if t.n > 0 {
+		if q.env.Trace != nil { // in the order the link gets them (ackBehind)
+			for _, f := range t.frames[:t.n] {
+				q.env.Trace(true, f.Datagram())
+			}
+		}
 		if _, err := q.env.Link.Send(t.frames[:t.n]); err != nil {
 			// The link failed as a whole: the packets are lost like any lost
 			// packet, and RC recovers them by retransmission.
@@ -97,4 +149,5 @@ func (q *QP) dropTx() {
 	q.tx.drop()
 	txPool.Put(q.tx)
 	q.tx = nil
+	q.txEpoch++
 }
