@@ -67,11 +67,11 @@ func (q *QP) loneAck(mark txPos) txPos {
 // application posts; behind the reply it can join the reply's UDP GSO
 // message as its shorter last segment (nic/udp: a segment no longer than
 // the first closes the message), one pass through the kernel on each
-// side rather than two. Acknowledgements and requests are separate
-// streams with no order between them on the wire (IBA 9.7: the requester
-// and responder of a QP are independent), so only the packets' order in
-// the batch changes; the acknowledgement goes in the same call to the
-// link.
+// side rather than two. A QP's requests are ordered among themselves by
+// PSN, and its responses among themselves; nothing orders one stream
+// against the other (rxe's requester and responder tasks interleave them
+// freely), so only the packets' order in the batch changes, and the
+// acknowledgement goes in the same call to the link.
 func (q *QP) ackBehind(a txPos) {
 	t := q.tx
 	if t == nil || q.txEpoch != a.epoch || a.i >= t.n-1 {
