@@ -392,3 +392,51 @@ func TestUDPPoller(t *testing.T) {
 		})
 	}
 }
+
+// TestUDPShortLastSegmentJoins: a frame no longer than the one before it
+// to the same destination joins that frame's GSO message as its last
+// segment (what lets the qp package's acknowledgement, moved behind a
+// request, cross the kernel with it), and a longer one after a shorter
+// does not; either way both arrive whole.
+func TestUDPShortLastSegmentJoins(t *testing.T) {
+	a := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.23.1")})
+	b := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.23.2")})
+	if !a.GSO() {
+		t.Fatal("no GSO on loopback; the kernel (4.18+) has it")
+	}
+	o := linktest.Outer(a, netip.MustParseAddr("127.0.23.2"), 5)
+	long, short := linktest.Frames(o, 1, 64)[0], linktest.Frames(o, 1, 4)[0]
+	got := make([]nic.Frame, 4)
+	for _, c := range []struct {
+		name  string
+		sizes [2]int
+		gso   uint64 // GSO segments the pair adds
+	}{{"long then short", [2]int{64, 4}, 2}, {"short then long", [2]int{4, 64}, 0}} {
+		frames := []nic.Frame{long, short}
+		if c.sizes[0] == 4 {
+			frames = []nic.Frame{short, long}
+		}
+		before := a.Stats().TxGSOSegments
+		if n, err := a.Send(frames); n != 2 || err != nil {
+			t.Fatalf("%s: sent %d, %v", c.name, n, err)
+		}
+		if d := a.Stats().TxGSOSegments - before; d != c.gso {
+			t.Fatalf("%s: %d GSO segments, want %d", c.name, d, c.gso)
+		}
+		for i := 0; i < 2; {
+			n, err := b.Recv(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range got[:n] {
+				if i == 2 {
+					t.Fatalf("%s: more than the two frames sent arrived", c.name)
+				}
+				if _, err := linktest.CheckFrame(f, o, c.sizes[i]); err != nil {
+					t.Fatalf("%s: frame %d: %v", c.name, i, err)
+				}
+				i++
+			}
+		}
+	}
+}
