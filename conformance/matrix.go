@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,6 +106,11 @@ type Tool struct {
 	// CMUD runs the tool's UD scenarios once more with -R: the QPs of the
 	// UDP port space, resolved through SIDR (perftest's send programs).
 	CMUD bool
+	// BidirSizes are the sizes at which the tool's RC scenario runs once
+	// more with -b: both sides post and complete at once (perftest's
+	// run_iter_bi), so each QP's acknowledgements and its own requests
+	// share the link, which one-way runs never make them do.
+	BidirSizes []int
 	// IPv6Sizes are the sizes at which a CM tool runs once more over IPv6
 	// (MatrixOptions.IPv6): rdma_cm's IPv6 header in the CM's MADs, and
 	// RoCEv2 over IPv6 with GIDs that are the addresses themselves.
@@ -178,7 +184,7 @@ var Tools = []*Tool{
 
 	{Name: "write_bw", Binary: "ib_write_bw", Family: Perftest, Transports: []Transport{RC, UC},
 		Iters: 100, ItersLarge: 16, ServerRow: CountsRow, ClientRow: FullRow,
-		CMSizes: []int{LargeSize}},
+		CMSizes: []int{LargeSize}, BidirSizes: []int{LargeSize}},
 	{Name: "write_lat", Binary: "ib_write_lat", Family: Perftest, Transports: []Transport{RC, UC}, Latency: true,
 		Iters: 100, ItersLarge: 16, ServerRow: FullRow, ClientRow: FullRow},
 	{Name: "read_bw", Binary: "ib_read_bw", Family: Perftest, Transports: []Transport{RC},
@@ -188,7 +194,7 @@ var Tools = []*Tool{
 		Iters: 100, ItersLarge: 16, ServerRow: NoRow, ClientRow: FullRow},
 	{Name: "send_bw", Binary: "ib_send_bw", Family: Perftest, Transports: []Transport{RC, UC, UD},
 		Iters: 100, ItersLarge: 16, ServerRow: CountsRow, ClientRow: FullRow,
-		CMSizes: []int{LargeSize}, CMUD: true},
+		CMSizes: []int{LargeSize}, CMUD: true, BidirSizes: []int{LargeSize}},
 	{Name: "send_lat", Binary: "ib_send_lat", Family: Perftest, Transports: []Transport{RC, UC, UD}, Latency: true,
 		Iters: 100, ItersLarge: 16, ServerRow: FullRow, ClientRow: FullRow, CMUD: true},
 	{Name: "atomic_bw", Binary: "ib_atomic_bw", Family: Perftest, Transports: []Transport{RC}, Atomic: true,
@@ -294,6 +300,10 @@ func (s Scenario) ViaCM() bool {
 	return false
 }
 
+// Bidir reports whether the scenario is perftest's -b: both sides send,
+// and both measure.
+func (s Scenario) Bidir() bool { return slices.Contains(s.Flags, "-b") }
+
 // variantLabel names the flags that are not the tool's defaults for every
 // scenario (-c, -q 4 are in every name of the tool, so they are left out).
 func variantLabel(flags []string) string {
@@ -306,6 +316,8 @@ func variantLabel(flags []string) string {
 			i++
 		case f == "-R":
 			parts = append(parts, "R")
+		case f == "-b":
+			parts = append(parts, "b")
 		}
 	}
 	return strings.Join(parts, ",")
@@ -512,6 +524,17 @@ func Matrix(o MatrixOptions) ([]Case, error) {
 				sc := Scenario{Tool: t, Transport: tr, Size: size, MTU: o.MTU,
 					Iters: iters(t, size, o.MTU, o.ItersScale),
 					Flags: append(append([]string(nil), t.Extra...), "-R")}
+				for _, d := range dirs {
+					cases = append(cases, Case{Scenario: sc, Dir: d})
+				}
+			}
+			for _, size := range t.BidirSizes {
+				if tr != RC {
+					break
+				}
+				sc := Scenario{Tool: t, Transport: tr, Size: size, MTU: o.MTU,
+					Iters: iters(t, size, o.MTU, o.ItersScale),
+					Flags: append(append([]string(nil), t.Extra...), "-b")}
 				for _, d := range dirs {
 					cases = append(cases, Case{Scenario: sc, Dir: d})
 				}

@@ -20,8 +20,9 @@ func TestMatrixShape(t *testing.T) {
 	// rdma_server/rdma_client's one exchange; ucmatose's 50 connections;
 	// write_bw, read_bw and send_bw at 64 KiB through the RDMA CM (-R),
 	// send_bw and send_lat over UD through it at 1 B and the MTU;
-	// udaddy's 10 UD services; cmtime's 50. Each in two directions.
-	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 4 + 1 + 1 + 3 + 2*2 + 1 + 1
+	// udaddy's 10 UD services; cmtime's 50; write_bw and send_bw at 64 KiB
+	// both ways at once (-b). Each in two directions.
+	const scenarios = 3*4 + 2 + 6*4 + 2*2 + 4*4 + 2*2 + 4 + 1 + 1 + 3 + 2*2 + 1 + 1 + 2
 	if len(cases) != 2*scenarios {
 		t.Fatalf("%d cases, want %d", len(cases), 2*scenarios)
 	}
@@ -67,6 +68,14 @@ func TestMatrixShape(t *testing.T) {
 				t.Errorf("%s: size %d is not 1, MTU, MTU+1 or 64 KiB", c.ID(), c.Size)
 			}
 		}
+		if c.Bidir() {
+			if c.Tool.Name != "write_bw" && c.Tool.Name != "send_bw" || c.Transport != RC || c.Size != LargeSize {
+				t.Errorf("%s: -b runs write_bw and send_bw over RC at 64 KiB", c.ID())
+			}
+			if got := strings.Join(c.Args(), " "); got != "-s 65536 -n 16 -m 1024 -F -b" {
+				t.Errorf("%s: shared flags %q", c.ID(), got)
+			}
+		}
 		switch {
 		case c.Tool.Family != Perftest || !c.ViaCM():
 		case c.Transport == UD:
@@ -104,6 +113,7 @@ func TestMatrixShape(t *testing.T) {
 		"rping/RC/s64@roced-server", "rping/RC/s65535@peer-server",
 		"write_bw/RC/s65536/R@roced-server", "read_bw/RC/s65536/R@peer-server",
 		"send_bw/RC/s65536/R@peer-server", "send_bw/UD/s1/R@roced-server", "send_lat/UD/s1024/R@peer-server",
+		"write_bw/RC/s65536/b@roced-server", "send_bw/RC/s65536/b@peer-server",
 	} {
 		if !seen[id] {
 			t.Errorf("missing case %s", id)
@@ -123,7 +133,7 @@ func TestMatrixOptions(t *testing.T) {
 	want := []string{
 		"ud_pingpong/UD/s1@peer-server", "ud_pingpong/UD/s4096@peer-server",
 		"send_bw/RC/s1@peer-server", "send_bw/RC/s4096@peer-server", "send_bw/RC/s4097@peer-server", "send_bw/RC/s65536@peer-server",
-		"send_bw/RC/s65536/R@peer-server",
+		"send_bw/RC/s65536/R@peer-server", "send_bw/RC/s65536/b@peer-server",
 		"send_bw/UC/s1@peer-server", "send_bw/UC/s4096@peer-server", "send_bw/UC/s4097@peer-server", "send_bw/UC/s65536@peer-server",
 		"send_bw/UD/s1@peer-server", "send_bw/UD/s4096@peer-server",
 		"send_bw/UD/s1/R@peer-server", "send_bw/UD/s4096/R@peer-server",
@@ -336,7 +346,7 @@ func TestParseDirections(t *testing.T) {
 }
 
 // TestLibgoroceCases: the libgoroce stage runs every pingpong case,
-// perftest over RC at 64 KiB (atomics: fetch-and-add) but not with -R,
+// perftest over RC at 64 KiB (atomics: fetch-and-add), -b too, but not with -R,
 // and every librdmacm tool's case, IPv6 ones too; cmtime only where the
 // host's rdma-core and the guest's are one release (LibgoroceSkip).
 func TestLibgoroceCases(t *testing.T) {
@@ -357,8 +367,8 @@ func TestLibgoroceCases(t *testing.T) {
 		}
 		ids = append(ids, c.Name())
 	}
-	want := []string{"write_bw/RC/s65536", "write_lat/RC/s65536", "read_bw/RC/s65536", "send_bw/RC/s65536",
-		"send_lat/RC/s65536", "atomic_bw/RC/s8/A=FETCH_AND_ADD",
+	want := []string{"write_bw/RC/s65536", "write_bw/RC/s65536/b", "write_lat/RC/s65536", "read_bw/RC/s65536",
+		"send_bw/RC/s65536", "send_bw/RC/s65536/b", "send_lat/RC/s65536", "atomic_bw/RC/s8/A=FETCH_AND_ADD",
 		"rping/RC/s64", "rping/RC/s1024", "rping/RC/s4096", "rping/RC/s65535", "rping/RC/s65535/ipv6", "rdma_server/RC/s16", "rdma_server/RC/s16/ipv6",
 		"ucmatose/RC/s100", "ucmatose/RC/s100/ipv6", "udaddy/UD/s100", "udaddy/UD/s100/ipv6", "cmtime/RC/s0"}
 	var got []string
@@ -367,8 +377,8 @@ func TestLibgoroceCases(t *testing.T) {
 			got = append(got, id)
 		}
 	}
-	if pingpongs != 28 || picked != 64 || !reflect.DeepEqual(got, want) {
-		t.Errorf("%d cases, %d pingpong ones, the others %q; want 64, 28 and %q", picked, pingpongs, got, want)
+	if pingpongs != 28 || picked != 68 || !reflect.DeepEqual(got, want) {
+		t.Errorf("%d cases, %d pingpong ones, the others %q; want 68, 28 and %q", picked, pingpongs, got, want)
 	}
 
 	mk := func(subject, ref string) *Peer {

@@ -351,7 +351,7 @@ func judgeRping(sc Scenario, s SideRun) (reasons []string, figs []Figure) {
 func judgePerftest(sc Scenario, s SideRun) (reasons, notes []string, figs []Figure) {
 	tag := s.Role + " (" + s.Who + ")"
 	want := sc.Tool.ClientRow
-	if s.Role == "server" {
+	if s.Role == "server" && !sc.Bidir() { // with -b both sides measure
 		want = sc.Tool.ServerRow
 	}
 	row, ok, err := ParsePerftest(s.Out.Stdout)
@@ -362,6 +362,11 @@ func judgePerftest(sc Scenario, s SideRun) (reasons, notes []string, figs []Figu
 	// side that ignored -R and used TCP would otherwise pass.
 	if sc.ViaCM() && !rdmaCMBanner(s.Out.Stdout) {
 		reasons = append(reasons, tag+": no \" Data ex. method : rdma_cm\" line: the run did not go through the RDMA CM")
+	}
+	// With -b, the title must say so: a side that ignored -b would
+	// otherwise pass on the other side's traffic alone.
+	if sc.Bidir() && !bidirBanner(s.Out.Stdout) {
+		reasons = append(reasons, tag+": no \"Bidirectional\" in the test's title: the side did not run -b")
 	}
 	if !ok {
 		if want != NoRow {
@@ -409,6 +414,17 @@ func judgePerftest(sc Scenario, s SideRun) (reasons, notes []string, figs []Figu
 		figs = append(figs, Figure{Value: row.MsgRate, Unit: "Mpps", Side: s.Role})
 	}
 	return reasons, notes, figs
+}
+
+// bidirBanner reports whether perftest's title line says the test is
+// bidirectional ("RDMA_Write Bidirectional BW Test").
+func bidirBanner(stdout string) bool {
+	for _, l := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[len(f)-1] == "Test" && slices.Contains(f, "Bidirectional") {
+			return true
+		}
+	}
+	return false
 }
 
 // rdmaCMBanner reports whether perftest's banner names rdma_cm as the data

@@ -51,6 +51,12 @@ func TestJudge(t *testing.T) {
 	viaCM := func(s string) string {
 		return strings.Replace(s, " Data ex. method : Ethernet", " Data ex. method : rdma_cm", 1)
 	}
+	wb64b := wb64
+	wb64b.Flags = []string{"-b"}
+	bidir := func(s string) string {
+		return strings.Replace(s, "RDMA_Write BW Test", "RDMA_Write Bidirectional BW Test", 1)
+	}
+	const bidirTitle = "                    RDMA_Write Bidirectional BW Test\n"
 	wl8k := scenario(t, "write_lat", RC, 8192, 20)
 	rl64 := scenario(t, "read_lat", RC, 64, 20)
 	acas := scenario(t, "atomic_bw", RC, AtomicSize, 100)
@@ -106,6 +112,13 @@ func TestJudge(t *testing.T) {
 			reasons: []string{`client (C): no " Data ex. method : rdma_cm" line`}},
 		{name: "perftest -R no banner nor row", sc: wb64R, srv: out(viaCM(wbSrv)), cli: out("---\n"),
 			reasons: []string{`client (C): no " Data ex. method : rdma_cm" line`, "client (C): no result row"}},
+		{name: "perftest -b pass", sc: wb64b, srv: out(bidir(wbSrv)), cli: out(bidir(wbCli)), srvStrict: true, cliStrict: true,
+			figure: "0.61 MiB/sec BW average, 0.009939 Mpps (client)"},
+		{name: "perftest -b server one way", sc: wb64b, srv: out(wbSrv), cli: out(bidir(wbCli)), srvStrict: true, cliStrict: true,
+			reasons: []string{`server (S): no "Bidirectional" in the test's title`}},
+		{name: "perftest -b server measures", sc: wb64b, srvStrict: true, cliStrict: true,
+			srv: out(bidirTitle + bwRow(64, 100, "0.00", "0.00", "0.000000")), cli: out(bidir(wbCli)),
+			reasons: []string{"server (S): MsgRate[Mpps] is 0, want a positive number"}},
 		{name: "perftest bw wrong iterations", sc: scenario(t, "write_bw", RC, 64, 50), srv: out(wbSrv), cli: out(wbCli),
 			reasons: []string{"server (S): #iterations 100, want 50", "client (C): #iterations 100, want 50"}},
 		{name: "perftest bw client row missing", sc: wb64, srv: out(wbSrv), cli: out("---\n"),
