@@ -206,9 +206,13 @@ type Link struct {
 	hold nic.QueueHold
 	lent []memPacket // handed out to hold's holder (under hold)
 
-	mu     sync.Mutex
-	cond   *sync.Cond
-	queue  []memPacket
+	mu    sync.Mutex
+	cond  *sync.Cond
+	queue []memPacket
+	// queued is len(queue), published (under mu) for what looks without
+	// mu: a poll of an empty link and a busy-polling receiver, which would
+	// otherwise take mu on every look, the lock every delivery needs.
+	queued atomic.Int32
 	closed bool
 	shut   atomic.Bool // closed, for Send, which should not take mu (deliveries to l do)
 
@@ -342,6 +346,7 @@ func (l *Link) deliver(r *Link, pk memPacket) {
 		return
 	}
 	r.queue = append(r.queue, pk)
+	r.queued.Store(int32(len(r.queue)))
 	r.mu.Unlock()
 	r.cond.Signal()
 }
@@ -370,13 +375,10 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 				return 0, nil
 			}
 			if l.busy > 0 {
-				if since.IsZero() {
-					since = time.Now()
-				}
-				if time.Since(since) < l.busy {
-					l.mu.Unlock()
-					runtime.Gosched()
-					l.mu.Lock()
+				l.mu.Unlock()
+				again := l.spin(&since)
+				l.mu.Lock()
+				if again {
 					continue
 				}
 			}
@@ -396,9 +398,30 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 	}
 }
 
+// spin busy-polls for the receiver, without mu, until a packet is queued,
+// the link closes or pollers take frames (it then reports true: look
+// again), or the budget that began at since is spent (false: wait). It
+// reads the clock every 64 looks, not at each: a look is a few
+// nanoseconds, and the clock was 5% of a polling receiver's time.
+func (l *Link) spin(since *time.Time) bool {
+	if since.IsZero() {
+		*since = time.Now()
+	}
+	for i := 1; ; i++ {
+		if l.queued.Load() > 0 || l.shut.Load() || l.hold.PollersTook() {
+			return true
+		}
+		if i%64 == 0 && time.Since(*since) >= l.busy {
+			return false
+		}
+		runtime.Gosched()
+	}
+}
+
 // PollQueue implements nic.Poller: the link has one queue, 0.
 func (l *Link) PollQueue(i int, frames []nic.Frame) int {
-	if i != 0 || len(frames) == 0 || !l.hold.TryLock() {
+	// An empty link answers without its locks, which deliveries need.
+	if i != 0 || len(frames) == 0 || l.queued.Load() == 0 || !l.hold.TryLock() {
 		return 0
 	}
 	n := l.take(frames)
@@ -448,6 +471,7 @@ func (l *Link) take(frames []nic.Frame) int {
 	rest := copy(l.queue, l.queue[n:])
 	clear(l.queue[rest:])
 	l.queue = l.queue[:rest]
+	l.queued.Store(int32(rest))
 	return n
 }
 
@@ -485,6 +509,7 @@ func (l *Link) Close() error {
 		memBufs.Put(pk.buf)
 	}
 	l.queue = nil
+	l.queued.Store(0)
 	l.mu.Unlock()
 	l.cond.Broadcast()
 	l.net.detach(l)

@@ -171,3 +171,63 @@ func TestCleanPathDrawsNothing(t *testing.T) {
 		t.Fatalf("%d of %d lost at 50%% loss", n, len(want))
 	}
 }
+
+// TestPollEmptyTakesNoLock: a poll of an empty link and a busy-polling
+// receiver's spin read the queue's published length and take no lock, so
+// that neither holds up the deliveries they wait for (each takes the
+// queue's lock); once a packet is queued the spin ends and the poll takes
+// it.
+func TestPollEmptyTakesNoLock(t *testing.T) {
+	n := NewNet(1)
+	bAddr := netip.MustParseAddr("10.0.0.2")
+	a, err := n.Attach(netip.MustParseAddr("10.0.0.1"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := n.Attach(bAddr, Options{BusyPoll: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got := make([]nic.Frame, 4)
+	b.mu.Lock()
+	done := make(chan struct{})
+	var polled int
+	var again bool
+	go func() {
+		defer close(done)
+		polled = b.PollQueue(0, got)
+		var since time.Time
+		again = b.spin(&since) // the budget runs out: false
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		b.mu.Unlock()
+		<-done
+		t.Fatal("a poll or a busy wait of an empty link waited for the queue's lock")
+	}
+	b.mu.Unlock()
+	if polled != 0 || again {
+		t.Fatalf("empty link: poll took %d, spin says look again %v; want 0, false", polled, again)
+	}
+	o := linktest.Outer(a, bAddr, 5)
+	if _, err := a.Send(linktest.Frames(o, 1, 64)); err != nil {
+		t.Fatal(err)
+	}
+	var since time.Time
+	if !b.spin(&since) {
+		t.Fatal("spin ended without the queued packet")
+	}
+	if k := b.PollQueue(0, got); k != 1 {
+		t.Fatalf("poll took %d frames, want 1", k)
+	}
+	if _, err := linktest.CheckFrame(got[0], o, 64); err != nil {
+		t.Fatal(err)
+	}
+	b.EndPoll(0)
+	if q := b.queued.Load(); q != 0 {
+		t.Fatalf("queued %d after the poll took the packet", q)
+	}
+}
