@@ -490,25 +490,24 @@ func Matrix(o MatrixOptions) ([]Case, error) {
 			variants = [][]string{nil}
 		}
 		for _, tr := range t.Transports {
-			for _, size := range Sizes(t, tr, o.MTU) {
-				for _, v := range variants {
-					sc := Scenario{Tool: t, Transport: tr, Size: size, MTU: o.MTU,
-						Iters: iters(t, size, o.MTU, o.ItersScale),
-						Flags: append(append([]string(nil), t.Extra...), v...)}
-					for _, d := range dirs {
-						cases = append(cases, Case{Scenario: sc, Dir: d})
-					}
-				}
-			}
-			for _, size := range t.IPv6Sizes {
-				if !o.IPv6 {
-					break
-				}
+			// add makes the scenario of one size with the tool's extra
+			// flags and more, in every direction.
+			add := func(size int, ipv6 bool, more ...string) {
 				sc := Scenario{Tool: t, Transport: tr, Size: size, MTU: o.MTU,
-					Iters: iters(t, size, o.MTU, o.ItersScale), IPv6: true,
-					Flags: append([]string(nil), t.Extra...)}
+					Iters: iters(t, size, o.MTU, o.ItersScale), IPv6: ipv6,
+					Flags: append(append([]string(nil), t.Extra...), more...)}
 				for _, d := range dirs {
 					cases = append(cases, Case{Scenario: sc, Dir: d})
+				}
+			}
+			for _, size := range Sizes(t, tr, o.MTU) {
+				for _, v := range variants {
+					add(size, false, v...)
+				}
+			}
+			if o.IPv6 {
+				for _, size := range t.IPv6Sizes {
+					add(size, true)
 				}
 			}
 			// perftest's -R: RC at the tool's CMSizes, UD at its sizes
@@ -521,22 +520,11 @@ func Matrix(o MatrixOptions) ([]Case, error) {
 				cmSizes = nil
 			}
 			for _, size := range cmSizes {
-				sc := Scenario{Tool: t, Transport: tr, Size: size, MTU: o.MTU,
-					Iters: iters(t, size, o.MTU, o.ItersScale),
-					Flags: append(append([]string(nil), t.Extra...), "-R")}
-				for _, d := range dirs {
-					cases = append(cases, Case{Scenario: sc, Dir: d})
-				}
+				add(size, false, "-R")
 			}
-			for _, size := range t.BidirSizes {
-				if tr != RC {
-					break
-				}
-				sc := Scenario{Tool: t, Transport: tr, Size: size, MTU: o.MTU,
-					Iters: iters(t, size, o.MTU, o.ItersScale),
-					Flags: append(append([]string(nil), t.Extra...), "-b")}
-				for _, d := range dirs {
-					cases = append(cases, Case{Scenario: sc, Dir: d})
+			if tr == RC {
+				for _, size := range t.BidirSizes {
+					add(size, false, "-b")
 				}
 			}
 		}
