@@ -405,17 +405,13 @@ func TestUDPShortLastSegmentJoins(t *testing.T) {
 		t.Fatal("no GSO on loopback; the kernel (4.18+) has it")
 	}
 	o := linktest.Outer(a, netip.MustParseAddr("127.0.23.2"), 5)
-	long, short := linktest.Frames(o, 1, 64)[0], linktest.Frames(o, 1, 4)[0]
 	got := make([]nic.Frame, 4)
 	for _, c := range []struct {
 		name  string
 		sizes [2]int
 		gso   uint64 // GSO segments the pair adds
 	}{{"long then short", [2]int{64, 4}, 2}, {"short then long", [2]int{4, 64}, 0}} {
-		frames := []nic.Frame{long, short}
-		if c.sizes[0] == 4 {
-			frames = []nic.Frame{short, long}
-		}
+		frames := []nic.Frame{linktest.Frames(o, 1, c.sizes[0])[0], linktest.Frames(o, 1, c.sizes[1])[0]}
 		before := a.Stats().TxGSOSegments
 		if n, err := a.Send(frames); n != 2 || err != nil {
 			t.Fatalf("%s: sent %d, %v", c.name, n, err)
