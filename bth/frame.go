@@ -123,13 +123,20 @@ func DecodeEthernet(b []byte) (Frame, error) {
 }
 
 // DecodeIP decodes an IP datagram (IPv4 or IPv6) carrying RoCEv2.
-func DecodeIP(b []byte) (Frame, error) { return decodeIP(b, 0) }
+func DecodeIP(b []byte) (Frame, error) { return decodeIP(b, 0, true) }
+
+// DecodeSealed decodes an IP datagram that this process's engine built and
+// sealed (nic.Frame.Sealed) and that reached the caller through memory
+// alone: the checks of DecodeIP but for the IPv4 header checksum, which
+// the sealer computed and nothing has since changed. Malformed bytes are
+// still an error, never a panic.
+func DecodeSealed(b []byte) (Frame, error) { return decodeIP(b, 0, false) }
 
 // decodeIP checks what the datagram is (version, protocol, UDP destination
 // port) before whether it is whole (lengths, checksum), so that a packet of
 // another protocol cut short by a capture's snap length is reported as not
 // RoCEv2 rather than as a broken RoCEv2 packet.
-func decodeIP(b []byte, off int) (Frame, error) {
+func decodeIP(b []byte, off int, sum bool) (Frame, error) {
 	if len(b) < off+1 {
 		return Frame{}, ErrTruncated
 	}
@@ -180,7 +187,7 @@ func decodeIP(b []byte, off int) (Frame, error) {
 	}
 	// The ICRC leaves the header checksum out, so check it here as the
 	// kernel's IP layer would before handing the datagram on.
-	if ip[0]>>4 == 4 && !inet.IPv4(ip).IsChecksumValid() {
+	if sum && ip[0]>>4 == 4 && !inet.IPv4(ip).IsChecksumValid() {
 		return Frame{}, ErrIPChecksum
 	}
 	if l3len-hl < inet.UDPHeaderLen {

@@ -96,6 +96,36 @@ func FuzzDecodeFrame(f *testing.F) {
 	})
 }
 
+// FuzzDecodeSealed: DecodeSealed answers what DecodeIP answers for the
+// same datagram with its IPv4 header checksum made right, and views it the
+// same way.
+func FuzzDecodeSealed(f *testing.F) {
+	addCaptureSeeds(f, func(c capPkt) {
+		if fr, err := DecodeLink(c.link, c.data); err == nil {
+			f.Add(fr.L3())
+		}
+	})
+	f.Add([]byte{0x45})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sealed, serr := DecodeSealed(b)
+		fixed := bytes.Clone(b)
+		if len(b) >= inet.IPv4HeaderLen && b[0]>>4 == 4 {
+			if h := inet.IPv4(fixed); h.HeaderLen() >= inet.IPv4HeaderLen && h.HeaderLen() <= len(fixed) {
+				h = h[:h.HeaderLen()]
+				h.SetChecksum(h.CalculateChecksum())
+			}
+		}
+		full, ferr := DecodeIP(fixed)
+		if serr != ferr {
+			t.Fatalf("DecodeSealed: %v; DecodeIP with the checksum made right: %v", serr, ferr)
+		}
+		if serr == nil && (len(sealed.IP()) != len(full.IP()) || !bytes.Equal(sealed.RoCE(), full.RoCE()) ||
+			len(sealed.Bytes()) != len(full.Bytes()) || &sealed.Bytes()[0] != &b[0]) {
+			t.Fatal("DecodeSealed and DecodeIP view the datagram differently")
+		}
+	})
+}
+
 // FuzzFields: decoding every field of a frame and encoding them raw gives
 // the frame back; encoding them with lengths, checksum and ICRC computed
 // gives a frame that decodes to the same fields, and the same bytes when

@@ -67,7 +67,7 @@ func decodeTyped(b []byte, off int, et uint16) (Frame, error) {
 	if et != EtherTypeIPv4 && et != EtherTypeIPv6 {
 		return Frame{}, ErrNotIP
 	}
-	f, err := decodeIP(b, off)
+	f, err := decodeIP(b, off, true)
 	if err == nil && (et == EtherTypeIPv6) != f.IsIPv6() {
 		return Frame{}, ErrIPVersion
 	}
