@@ -57,6 +57,16 @@ type Frame struct {
 	// Only received frames carry it.
 	Verified bool
 	Decoded  bth.Frame // valid when Verified
+
+	// Sealed says, on a frame handed to Send, that this process's engine
+	// built the datagram and sealed it (IPv4 header checksum and ICRC
+	// computed over the bytes as they are). A link that hands exactly
+	// these bytes to a receiver without them leaving memory (nic/mem) may
+	// hand them up Verified, as gVisor's loopback marks what the stack
+	// sent it (TXChecksumOffload, RXChecksumValidated): nothing can have
+	// changed them. Frames built by anything else (a test's scripted peer,
+	// a fault that changed bytes) leave it false and are checked.
+	Sealed bool
 }
 
 // Datagram returns the IP datagram.

@@ -111,7 +111,7 @@ func (q *QP) send(p *packet) {
 	}
 	t := q.tx
 	t.bufs[t.n] = p.buf
-	t.frames[t.n] = nic.Frame{B: p.buf[:end], Off: nic.Headroom}
+	t.frames[t.n] = nic.Frame{B: p.buf[:end], Off: nic.Headroom, Sealed: true}
 	t.ack[t.n] = p.Info().Kind == bth.KindAcknowledge
 	t.n++
 	q.env.Counters.SentPkts.Add(1)
