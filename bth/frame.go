@@ -125,11 +125,12 @@ func DecodeEthernet(b []byte) (Frame, error) {
 // DecodeIP decodes an IP datagram (IPv4 or IPv6) carrying RoCEv2.
 func DecodeIP(b []byte) (Frame, error) { return decodeIP(b, 0, true) }
 
-// DecodeSealed decodes an IP datagram that this process's engine built and
-// sealed (nic.Frame.Sealed) and that reached the caller through memory
-// alone: the checks of DecodeIP but for the IPv4 header checksum, which
-// the sealer computed and nothing has since changed. Malformed bytes are
-// still an error, never a panic.
+// DecodeSealed decodes an IP datagram whose IP header this process wrote
+// and nothing has since changed: one the engine sealed (nic.Frame.Sealed)
+// that reached the caller through memory alone, or one whose headers a
+// link rebuilt from what the kernel handed it. It makes the checks of
+// DecodeIP but for the IPv4 header checksum, which the writer computed.
+// Malformed bytes are still an error, never a panic.
 func DecodeSealed(b []byte) (Frame, error) { return decodeIP(b, 0, false) }
 
 // decodeIP checks what the datagram is (version, protocol, UDP destination
