@@ -239,16 +239,7 @@ func TestPollEmptyTakesNoLock(t *testing.T) {
 func TestSealedGoesUpVerified(t *testing.T) {
 	n := NewNet(1)
 	aAddr, bAddr := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	a, err := n.Attach(aAddr, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := n.Attach(bAddr, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := attach(t, n, aAddr), attach(t, n, bAddr)
 	o := linktest.Outer(a, bAddr, 5)
 	for _, c := range []struct {
 		name     string
@@ -283,4 +274,15 @@ func TestSealedGoesUpVerified(t *testing.T) {
 		}
 		b.EndRecv(0)
 	}
+}
+
+// attach attaches a link at addr to n, closed when t ends.
+func attach(t *testing.T, n *Net, addr netip.Addr) *Link {
+	t.Helper()
+	l, err := n.Attach(addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }
