@@ -180,6 +180,10 @@ type CQ struct {
 	// poller's core and the core of the device pushing the completion
 	// the poller waits for.
 	ready atomic.Uint32
+	// waiting counts the goroutines in Wait, asleep or about to be, so
+	// that a push signals wake only when one may be waiting: a channel
+	// send takes the channel's own lock, a cost every completion paid.
+	waiting int
 	// progress, when set (the device's poll mode), is what an empty Poll
 	// calls to receive and handle what has arrived on the caller's own
 	// goroutine; set before the queue is handed out, then only read.
@@ -223,17 +227,20 @@ func (c *CQ) push(wc WC, solicited bool) bool {
 		}
 		return false
 	}
-	c.ring[(c.head+c.n)%len(c.ring)] = wc
+	c.ring[c.at(c.n)] = wc
 	c.n++
 	c.mirrorN()
 	notify := c.armed && (!c.solOnly || solicited || wc.Status != Success)
 	if notify {
 		c.armed = false
 	}
-	// Signalled under the lock, which shutdown holds to close the channels.
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	// Signalled under the lock, which shutdown holds to close the channels
+	// and Wait holds to count itself in before it sleeps.
+	if c.waiting > 0 {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
 	}
 	if notify {
 		select {
@@ -288,7 +295,7 @@ func (c *CQ) take(wc []WC) (int, error) {
 	k := min(len(wc), c.n)
 	for i := range k {
 		wc[i] = c.ring[c.head]
-		c.head = (c.head + 1) % len(c.ring)
+		c.head = c.at(1)
 	}
 	c.n -= k
 	c.mirrorN()
@@ -296,6 +303,17 @@ func (c *CQ) take(wc []WC) (int, error) {
 		return 0, c.err
 	}
 	return k, nil
+}
+
+// at returns the ring index i entries after head (i <= len(ring)): a
+// compare rather than a division, which costs more than the rest of a
+// push.
+func (c *CQ) at(i int) int {
+	j := c.head + i
+	if j >= len(c.ring) {
+		j -= len(c.ring)
+	}
+	return j
 }
 
 // mirrorN publishes n (or, with an error set, a value a poller never
@@ -341,6 +359,9 @@ func (c *CQ) Wait(ctx context.Context) error {
 	for {
 		c.mu.Lock()
 		n, err := c.n, c.err
+		if n == 0 && err == nil {
+			c.waiting++
+		}
 		c.mu.Unlock()
 		if n > 0 {
 			return nil
@@ -348,9 +369,16 @@ func (c *CQ) Wait(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		woke := true
 		select {
 		case <-c.wake:
 		case <-ctx.Done():
+			woke = false
+		}
+		c.mu.Lock()
+		c.waiting--
+		c.mu.Unlock()
+		if !woke {
 			return ctx.Err()
 		}
 	}
@@ -418,7 +446,7 @@ func (c *CQ) Resize(depth int) error {
 	}
 	ring := make([]WC, depth)
 	for i := range c.n {
-		ring[i] = c.ring[(c.head+i)%len(c.ring)]
+		ring[i] = c.ring[c.at(i)]
 	}
 	c.ring, c.head = ring, 0
 	return nil

@@ -3,6 +3,7 @@ package cq
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -62,13 +63,70 @@ func TestWaitAndContext(t *testing.T) {
 		t.Fatalf("wait on empty: %v", err)
 	}
 	go func() {
-		time.Sleep(10 * time.Millisecond)
+		waitForWaiters(c, 1)
 		c.push(WC{WRID: 9}, false)
 	}()
 	out := make([]WC, 1)
 	n, err := c.PollWait(context.Background(), out)
 	if n != 1 || err != nil || out[0].WRID != 9 {
 		t.Fatalf("%d %v", n, err)
+	}
+}
+
+// waitForWaiters returns once n goroutines are counted in c's Wait.
+func waitForWaiters(c *CQ, n int) {
+	for {
+		c.mu.Lock()
+		w := c.waiting
+		c.mu.Unlock()
+		if w == n {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestPushSignalsOnlyWaiters: a push with nobody in Wait leaves no wake-up
+// behind (its channel send was a lock every completion paid), while one
+// with a goroutine in Wait wakes it, and a Wait that leaves on its
+// context is no longer counted.
+func TestPushSignalsOnlyWaiters(t *testing.T) {
+	c := newCQ(4, nil)
+	c.push(WC{WRID: 1}, false)
+	if len(c.wake) != 0 {
+		t.Fatal("a push with no waiter signalled wake")
+	}
+	out := make([]WC, 4)
+	if n, _ := c.Poll(out); n != 1 {
+		t.Fatalf("polled %d", n)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- c.Wait(context.Background()) }()
+	waitForWaiters(c, 1)
+	c.push(WC{WRID: 2}, false)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait not woken by a push")
+	}
+	waitForWaiters(c, 0)
+	c.Poll(out)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- c.Wait(ctx) }()
+	waitForWaiters(c, 1)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Wait: %v", err)
+	}
+	waitForWaiters(c, 0)
+	c.push(WC{WRID: 3}, false)
+	if len(c.wake) != 0 {
+		t.Fatal("a push after the waiter left signalled wake")
 	}
 }
 
