@@ -34,7 +34,7 @@ func (q *QP) toError(failed *sendWQE, status cq.Status) {
 		q.resp.haveWQE = false
 	}
 	for {
-		w, ok := q.rq.pop()
+		w, ok := q.rq.pop(nil)
 		if !ok {
 			break
 		}

@@ -12,55 +12,6 @@ import (
 // checks ibv_post_send and ibv_post_recv make, and the copies between
 // messages and scatter/gather lists.
 
-// rqueue is a QP's own receive queue.
-type rqueue struct {
-	ring       []recvWQE
-	sges       []mr.SGE
-	maxSGE     uint32
-	head, tail uint32
-}
-
-func (r *rqueue) init(depth, maxSGE uint32) {
-	r.ring = make([]recvWQE, depth)
-	r.sges = make([]mr.SGE, depth*maxSGE)
-	r.maxSGE = maxSGE
-}
-
-func (r *rqueue) reset() { r.head, r.tail = 0, 0 }
-
-func (r *rqueue) len() uint32 { return r.tail - r.head }
-
-func (r *rqueue) push(wr *RecvWR) error {
-	if len(r.ring) == 0 {
-		return invalid("QP has no receive queue")
-	}
-	if r.len() == uint32(len(r.ring)) {
-		return fmt.Errorf("%w: receive queue holds %d WRs", ErrNoMem, len(r.ring))
-	}
-	if uint32(len(wr.SGL)) > r.maxSGE {
-		return invalid("%d SGEs exceed max_recv_sge %d", len(wr.SGL), r.maxSGE)
-	}
-	total, ok := sgeTotal(wr.SGL)
-	if !ok {
-		return invalid("receive buffers exceed 2^31 bytes")
-	}
-	slot := r.tail % uint32(len(r.ring))
-	sgl := r.sges[slot*r.maxSGE : slot*r.maxSGE+uint32(len(wr.SGL))]
-	copy(sgl, wr.SGL)
-	r.ring[slot] = recvWQE{wrID: wr.WRID, sgl: sgl, length: total}
-	r.tail++
-	return nil
-}
-
-func (r *rqueue) pop() (recvWQE, bool) {
-	if r.head == r.tail {
-		return recvWQE{}, false
-	}
-	w := r.ring[r.head%uint32(len(r.ring))]
-	r.head++
-	return w, true
-}
-
 // PostRecv posts a receive work request (ibv_post_recv).
 func (q *QP) PostRecv(wr *RecvWR) error {
 	q.mu.Lock()
@@ -100,11 +51,13 @@ func (q *QP) postRecv(wr *RecvWR) error {
 	if err := checkSGL(q.pd, wr.SGL, mr.LocalWrite); err != nil {
 		return err
 	}
-	if err := q.rq.push(wr); err != nil {
+	total, err := q.rq.check(wr, "receive queue")
+	if err != nil {
 		return err
 	}
+	q.rq.put(wr, total)
 	if q.state == Err {
-		w, _ := q.rq.pop()
+		w, _ := q.rq.pop(nil)
 		q.completeRecv(&w, cq.WRFlushErr, 0, 0, 0, false)
 	}
 	return nil

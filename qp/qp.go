@@ -58,7 +58,7 @@ type QP struct {
 	recvSGE []mr.SGE
 
 	// Receive queue, when the QP has no SRQ.
-	rq rqueue
+	rq recvRing
 
 	req  requester
 	resp responder
@@ -118,13 +118,13 @@ func newQP(env *env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	switch {
 	case ia.Type == XRCIni: // no receive queue
 	case ia.SRQ == nil:
-		q.rq.init(c.MaxRecvWR, c.MaxRecvSGE)
+		q.rq = newRecvRing(c.MaxRecvWR, c.MaxRecvSGE)
 		q.recvSGE = make([]mr.SGE, c.MaxRecvSGE)
 	default:
 		if err := ia.SRQ.attach(); err != nil {
 			return nil, err // nothing else failed or holds anything yet
 		}
-		q.recvSGE = make([]mr.SGE, max(ia.SRQ.maxSGE, 1))
+		q.recvSGE = make([]mr.SGE, max(ia.SRQ.rq.maxSGE, 1))
 	}
 	q.initCommon(env)
 	holdPD(pd)

@@ -191,11 +191,7 @@ func (q *QP) takeRecvWQE() bool {
 	if q.srq != nil {
 		w, ok = q.srq.pop(q.recvSGE)
 	} else {
-		w, ok = q.rq.pop()
-		if ok {
-			n := copy(q.recvSGE, w.sgl)
-			w.sgl = q.recvSGE[:n]
-		}
+		w, ok = q.rq.pop(q.recvSGE)
 	}
 	if !ok {
 		return false

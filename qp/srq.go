@@ -40,14 +40,11 @@ type SRQ struct {
 	cq         *cq.CQ
 	unregister func()
 
-	mu         sync.Mutex
-	ring       []recvWQE
-	sges       []mr.SGE
-	maxSGE     uint32
-	head, tail uint32
-	limit      uint32
-	armed      bool
-	destroyed  bool
+	mu        sync.Mutex
+	rq        recvRing
+	limit     uint32
+	armed     bool
+	destroyed bool
 }
 
 // newSRQ creates a shared receive queue in pd; event receives its limit
@@ -59,9 +56,7 @@ func newSRQ(pd *mr.PD, attr SRQAttr, event func(Event)) (*SRQ, error) {
 	if attr.SRQLimit > attr.MaxWR {
 		return nil, invalid("srq_limit %d exceeds max_wr %d", attr.SRQLimit, attr.MaxWR)
 	}
-	s := &SRQ{pd: pd, event: event, maxSGE: max(attr.MaxSGE, 1)}
-	s.ring = make([]recvWQE, attr.MaxWR)
-	s.sges = make([]mr.SGE, attr.MaxWR*s.maxSGE)
+	s := &SRQ{pd: pd, event: event, rq: newRecvRing(attr.MaxWR, max(attr.MaxSGE, 1))}
 	if attr.SRQLimit > 0 {
 		s.limit, s.armed = attr.SRQLimit, true
 	}
@@ -95,24 +90,14 @@ func (s *SRQ) post(wr *RecvWR) error {
 	if s.destroyed {
 		return fmt.Errorf("%w: SRQ destroyed", ErrState)
 	}
-	if s.tail-s.head == uint32(len(s.ring)) {
-		return fmt.Errorf("%w: SRQ holds %d WRs", ErrNoMem, len(s.ring))
-	}
-	if uint32(len(wr.SGL)) > s.maxSGE {
-		return invalid("%d SGEs exceed the SRQ's max_sge %d", len(wr.SGL), s.maxSGE)
-	}
-	total, ok := sgeTotal(wr.SGL)
-	if !ok {
-		return invalid("receive buffers exceed 2^31 bytes")
+	total, err := s.rq.check(wr, "SRQ")
+	if err != nil {
+		return err
 	}
 	if err := checkSGL(s.pd, wr.SGL, mr.LocalWrite); err != nil {
 		return err
 	}
-	slot := s.tail % uint32(len(s.ring))
-	sgl := s.sges[slot*s.maxSGE : slot*s.maxSGE+uint32(len(wr.SGL))]
-	copy(sgl, wr.SGL)
-	s.ring[slot] = recvWQE{wrID: wr.WRID, sgl: sgl, length: total}
-	s.tail++
+	s.rq.put(wr, total)
 	return nil
 }
 
@@ -120,15 +105,12 @@ func (s *SRQ) post(wr *RecvWR) error {
 // below an armed limit, the limit event fires once and disarms (IBA 11.5.2.4).
 func (s *SRQ) pop(into []mr.SGE) (recvWQE, bool) {
 	s.mu.Lock()
-	if s.head == s.tail {
+	w, ok := s.rq.pop(into)
+	if !ok {
 		s.mu.Unlock()
 		return recvWQE{}, false
 	}
-	w := s.ring[s.head%uint32(len(s.ring))]
-	n := copy(into, w.sgl)
-	w.sgl = into[:n]
-	s.head++
-	fire := s.armed && s.tail-s.head < s.limit
+	fire := s.armed && s.rq.len() < s.limit
 	if fire {
 		s.armed = false
 	}
@@ -143,7 +125,7 @@ func (s *SRQ) pop(into []mr.SGE) (recvWQE, bool) {
 func (s *SRQ) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return int(s.tail - s.head)
+	return int(s.rq.len())
 }
 
 // Modify resizes the SRQ or arms its limit (ibv_modify_srq).
@@ -154,24 +136,14 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 		return errClosed("modify_srq")
 	}
 	if mask&SRQMaxWR != 0 {
-		if attr.MaxWR == 0 || attr.MaxWR > MaxWR || attr.MaxWR < s.tail-s.head {
-			return invalid("SRQ max_wr %d: below the %d WRs held or beyond %d", attr.MaxWR, s.tail-s.head, MaxWR)
+		if attr.MaxWR == 0 || attr.MaxWR > MaxWR || attr.MaxWR < s.rq.len() {
+			return invalid("SRQ max_wr %d: below the %d WRs held or beyond %d", attr.MaxWR, s.rq.len(), MaxWR)
 		}
-		ring := make([]recvWQE, attr.MaxWR)
-		sges := make([]mr.SGE, attr.MaxWR*s.maxSGE)
-		n := s.tail - s.head
-		for i := range n {
-			w := s.ring[(s.head+i)%uint32(len(s.ring))]
-			sgl := sges[i*s.maxSGE : i*s.maxSGE+uint32(len(w.sgl))]
-			copy(sgl, w.sgl)
-			w.sgl = sgl
-			ring[i] = w
-		}
-		s.ring, s.sges, s.head, s.tail = ring, sges, 0, n
+		s.rq.resize(attr.MaxWR)
 	}
 	if mask&SRQLimit != 0 {
-		if attr.SRQLimit > uint32(len(s.ring)) {
-			return invalid("srq_limit %d exceeds max_wr %d", attr.SRQLimit, len(s.ring))
+		if attr.SRQLimit > s.rq.depth {
+			return invalid("srq_limit %d exceeds max_wr %d", attr.SRQLimit, s.rq.depth)
 		}
 		s.limit = attr.SRQLimit
 		s.armed = attr.SRQLimit > 0
@@ -183,7 +155,7 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 func (s *SRQ) Query() SRQAttr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := SRQAttr{MaxWR: uint32(len(s.ring)), MaxSGE: s.maxSGE}
+	a := SRQAttr{MaxWR: s.rq.depth, MaxSGE: s.rq.maxSGE}
 	if s.armed {
 		a.SRQLimit = s.limit
 	}

@@ -1,0 +1,92 @@
+package qp
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/goroce/goroce/mr"
+)
+
+func recvWR(id uint64) *RecvWR {
+	return &RecvWR{WRID: id, SGL: []mr.SGE{{Addr: 0x1000 * id, Length: uint32(id%7 + 1), LKey: uint32(id)}}}
+}
+
+func mustPut(t *testing.T, r *recvRing, id uint64) {
+	t.Helper()
+	wr := recvWR(id)
+	total, err := r.check(wr, "receive queue")
+	if err != nil {
+		t.Fatalf("WR %d: %v", id, err)
+	}
+	r.put(wr, total)
+}
+
+// popWant pops one WQE and checks it is WR id, SGL and length whole, its
+// SGL copied into into.
+func popWant(t *testing.T, r *recvRing, id uint64, into []mr.SGE) {
+	t.Helper()
+	w, ok := r.pop(into)
+	want := recvWR(id)
+	if !ok || w.wrID != id || len(w.sgl) != 1 || w.sgl[0] != want.SGL[0] || w.length != want.SGL[0].Length {
+		t.Fatalf("popped %v %+v, want WR %d %+v", ok, w, id, want.SGL[0])
+	}
+	if &w.sgl[0] != &into[0] {
+		t.Fatal("the popped SGL is not in the caller's array")
+	}
+}
+
+func TestRecvRingChecks(t *testing.T) {
+	r := newRecvRing(3, 2)
+	for id := range uint64(3) {
+		mustPut(t, &r, id)
+	}
+	if _, err := r.check(recvWR(3), "SRQ"); !errors.Is(err, ErrNoMem) || err.Error() != "qp: queue full: SRQ holds 3 WRs" {
+		t.Fatalf("a fourth WR in a queue of 3: %v", err)
+	}
+	r.pop(nil)
+	three := &RecvWR{SGL: make([]mr.SGE, 3)}
+	if _, err := r.check(three, "receive queue"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("3 SGEs, max 2: %v", err)
+	}
+	big := &RecvWR{SGL: []mr.SGE{{Length: 1 << 31}, {Length: 1 << 31}}}
+	if _, err := r.check(big, "receive queue"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("4 GiB of buffers: %v", err)
+	}
+	var none recvRing
+	if _, err := none.check(recvWR(1), "receive queue"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("no receive queue: %v", err)
+	}
+	if w, ok := none.pop(nil); ok {
+		t.Fatalf("popped %+v from no queue", w)
+	}
+}
+
+// TestRecvRingResize: the WQEs held keep their order
+// and SGLs through growing and shrinking, and the new depth is the limit.
+func TestRecvRingResize(t *testing.T) {
+	r := newRecvRing(3, 1)
+	for id := range uint64(3) {
+		mustPut(t, &r, id)
+	}
+	r.resize(6)
+	if r.depth != 6 || r.len() != 3 {
+		t.Fatalf("after resize to 6: depth %d held %d", r.depth, r.len())
+	}
+	for id := uint64(3); id < 6; id++ {
+		mustPut(t, &r, id)
+	}
+	if _, err := r.check(recvWR(6), "SRQ"); !errors.Is(err, ErrNoMem) {
+		t.Fatalf("a seventh WR: %v", err)
+	}
+	into := make([]mr.SGE, 1)
+	for id := range uint64(4) {
+		popWant(t, &r, id, into)
+	}
+	r.resize(2)
+	for id := uint64(4); id < 6; id++ {
+		popWant(t, &r, id, into)
+	}
+	if _, ok := r.pop(into); ok {
+		t.Fatal("a WQE left after all were taken")
+	}
+}
