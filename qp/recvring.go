@@ -2,6 +2,7 @@ package qp
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/goroce/goroce/mr"
 )
@@ -9,6 +10,13 @@ import (
 // recvRing holds receive WQEs in the order they were posted: a QP's own
 // receive queue and an SRQ are both one (the SRQ adds its lock and its
 // limit event).
+//
+// head and tail count WQEs and run freely, wrapping at 2^32. The ring's
+// length is a power of two at least depth, so that a count maps to its
+// slot by a mask and every slot follows from the one before across the
+// wrap; with any other length, counts on both sides of 2^32 fall on the
+// same slot (2^32-1 and 0 mod 3 are both 0), and a queue held across the
+// wrap would lose a WQE to the next. rxe's queues are powers of two too.
 type recvRing struct {
 	ring       []recvWQE
 	sges       []mr.SGE // maxSGE per slot
@@ -17,12 +25,24 @@ type recvRing struct {
 	head, tail uint32
 }
 
+// ringLen is the length of a ring holding depth entries: the power of two
+// at or above it.
+func ringLen(depth uint32) uint32 {
+	if depth <= 1 {
+		return depth
+	}
+	return 1 << bits.Len32(depth-1)
+}
+
 func newRecvRing(depth, maxSGE uint32) recvRing {
-	return recvRing{ring: make([]recvWQE, depth), sges: make([]mr.SGE, depth*maxSGE),
+	n := ringLen(depth)
+	return recvRing{ring: make([]recvWQE, n), sges: make([]mr.SGE, n*maxSGE),
 		maxSGE: maxSGE, depth: depth}
 }
 
 func (r *recvRing) len() uint32 { return r.tail - r.head }
+
+func (r *recvRing) mask() uint32 { return uint32(len(r.ring)) - 1 }
 
 // check says whether wr may be queued, and its length: room, its SGE
 // count and its total. It does not check the SGL's keys (checkSGL). what
@@ -46,7 +66,7 @@ func (r *recvRing) check(wr *RecvWR, what string) (uint32, error) {
 
 // put queues wr, which check passed with total.
 func (r *recvRing) put(wr *RecvWR, total uint32) {
-	slot := r.tail % uint32(len(r.ring))
+	slot := r.tail & r.mask()
 	sgl := r.sges[slot*r.maxSGE : slot*r.maxSGE+uint32(len(wr.SGL))]
 	copy(sgl, wr.SGL)
 	r.ring[slot] = recvWQE{wrID: wr.WRID, sgl: sgl, length: total}
@@ -60,7 +80,7 @@ func (r *recvRing) pop(into []mr.SGE) (recvWQE, bool) {
 	if r.head == r.tail {
 		return recvWQE{}, false
 	}
-	w := r.ring[r.head%uint32(len(r.ring))]
+	w := r.ring[r.head&r.mask()]
 	n := copy(into, w.sgl)
 	w.sgl = into[:n]
 	r.head++
@@ -72,7 +92,7 @@ func (r *recvRing) pop(into []mr.SGE) (recvWQE, bool) {
 func (r *recvRing) resize(depth uint32) {
 	nr := newRecvRing(depth, r.maxSGE)
 	for r.head != r.tail {
-		w := r.ring[r.head%uint32(len(r.ring))]
+		w := r.ring[r.head&r.mask()]
 		nr.put(&RecvWR{WRID: w.wrID, SGL: w.sgl}, w.length)
 		r.head++
 	}

@@ -35,8 +35,43 @@ func popWant(t *testing.T, r *recvRing, id uint64, into []mr.SGE) {
 	}
 }
 
+// TestRecvRingAcrossWrap holds a full queue of a depth that is not a
+// power of two while its counts wrap past 2^32: every WQE comes out once,
+// in order, with its own SGL. With the slot taken as the count modulo the
+// depth, the WQEs posted at counts 2^32-1 and 0 shared a slot and one of
+// them was lost (rc_pingpong's default rx_depth is 500, held full).
+func TestRecvRingAcrossWrap(t *testing.T) {
+	for _, depth := range []uint32{1, 3, 5, 500} {
+		r := newRecvRing(depth, 1)
+		start := uint32(1<<32 - uint64(depth) - 2)
+		r.head, r.tail = start, start
+		into := make([]mr.SGE, 1)
+		next, want := uint64(0), uint64(0)
+		for range depth {
+			mustPut(t, &r, next)
+			next++
+		}
+		for range 3 * depth {
+			popWant(t, &r, want, into)
+			want++
+			mustPut(t, &r, next)
+			next++
+		}
+		for r.len() > 0 {
+			popWant(t, &r, want, into)
+			want++
+		}
+		if want != next || r.head == start {
+			t.Fatalf("depth %d: %d of %d out; head %#x", depth, want, next, r.head)
+		}
+	}
+}
+
 func TestRecvRingChecks(t *testing.T) {
 	r := newRecvRing(3, 2)
+	if len(r.ring) != 4 || len(r.sges) != 8 {
+		t.Fatalf("ring %d, sges %d", len(r.ring), len(r.sges))
+	}
 	for id := range uint64(3) {
 		mustPut(t, &r, id)
 	}
@@ -61,16 +96,17 @@ func TestRecvRingChecks(t *testing.T) {
 	}
 }
 
-// TestRecvRingResize: the WQEs held keep their order
+// TestRecvRingResize: the WQEs held, across the wrap, keep their order
 // and SGLs through growing and shrinking, and the new depth is the limit.
 func TestRecvRingResize(t *testing.T) {
 	r := newRecvRing(3, 1)
+	r.head, r.tail = 1<<32-1, 1<<32-1
 	for id := range uint64(3) {
 		mustPut(t, &r, id)
 	}
 	r.resize(6)
-	if r.depth != 6 || r.len() != 3 {
-		t.Fatalf("after resize to 6: depth %d held %d", r.depth, r.len())
+	if r.depth != 6 || len(r.ring) != 8 || r.len() != 3 {
+		t.Fatalf("after resize to 6: depth %d ring %d held %d", r.depth, len(r.ring), r.len())
 	}
 	for id := uint64(3); id < 6; id++ {
 		mustPut(t, &r, id)
@@ -88,5 +124,13 @@ func TestRecvRingResize(t *testing.T) {
 	}
 	if _, ok := r.pop(into); ok {
 		t.Fatal("a WQE left after all were taken")
+	}
+}
+
+func TestRingLen(t *testing.T) {
+	for depth, want := range map[uint32]uint32{0: 0, 1: 1, 2: 2, 3: 4, 4: 4, 5: 8, 500: 512, 1 << 15: 1 << 15, 1<<15 + 1: 1 << 16} {
+		if got := ringLen(depth); got != want {
+			t.Errorf("ringLen(%d) = %d, want %d", depth, got, want)
+		}
 	}
 }
