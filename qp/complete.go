@@ -55,8 +55,11 @@ func (q *QP) fatal(ev EventType, err error) {
 	}
 }
 
-// sqAt returns the send WQE at ring counter i.
-func (q *QP) sqAt(i uint32) *sendWQE { return &q.sq[i%uint32(len(q.sq))] }
+// sqSlot returns the slot of the send WQE at ring count i (initSQ).
+func (q *QP) sqSlot(i uint32) uint32 { return i & uint32(len(q.sq)-1) }
+
+// sqAt returns the send WQE at ring count i.
+func (q *QP) sqAt(i uint32) *sendWQE { return &q.sq[q.sqSlot(i)] }
 
 // retire completes the WQE at the head of the send queue.
 func (q *QP) retire(st cq.Status) {

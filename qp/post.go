@@ -140,8 +140,8 @@ func (q *QP) canPostSend() error {
 	default:
 		return fmt.Errorf("%w: post_send in %v", ErrState, q.state)
 	}
-	if q.sqTail-q.sqHead == uint32(len(q.sq)) {
-		return fmt.Errorf("%w: send queue holds %d WRs", ErrNoMem, len(q.sq))
+	if q.sqTail-q.sqHead == q.cap.MaxSendWR {
+		return fmt.Errorf("%w: send queue holds %d WRs", ErrNoMem, q.cap.MaxSendWR)
 	}
 	return nil
 }
@@ -154,7 +154,7 @@ func (q *QP) postSend(wr *SendWR, type1 bool) error {
 	if err := q.checkWR(wr, type1); err != nil {
 		return err
 	}
-	slot := q.sqTail % uint32(len(q.sq))
+	slot := q.sqSlot(q.sqTail)
 	w := &q.sq[slot]
 	*w = sendWQE{wr: *wr, signaled: q.sigAll || wr.Flags&Signaled != 0, type1: type1}
 	n := uint32(len(wr.SGL))

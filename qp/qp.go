@@ -110,11 +110,7 @@ func newQP(env *env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	}
 	q := &QP{env: env, pd: pd, typ: ia.Type, qpn: qpn, sendCQ: ia.SendCQ, recvCQ: ia.RecvCQ,
 		srq: ia.SRQ, sigAll: ia.SigAll, cap: c, pkey: bth.DefaultPKey}
-	q.sq = make([]sendWQE, c.MaxSendWR)
-	q.sgeStore = make([]mr.SGE, c.MaxSendWR*c.MaxSendSGE)
-	if c.MaxInlineData > 0 {
-		q.inlineStore = make([]byte, c.MaxSendWR*c.MaxInlineData)
-	}
+	q.initSQ()
 	switch {
 	case ia.Type == XRCIni: // no receive queue
 	case ia.SRQ == nil:
@@ -142,6 +138,18 @@ func newXRCTgt(env *env, qpn uint32, x *XRCD) (*QP, error) {
 	q.recvSGE = make([]mr.SGE, MaxSGE)
 	q.initCommon(env)
 	return q, nil
+}
+
+// initSQ allocates the send queue for q.cap: a power of two long for the
+// same reason as recvRing, since sqHead and sqTail are free-running counts
+// and a slot is a count masked (sqSlot).
+func (q *QP) initSQ() {
+	n := ringLen(q.cap.MaxSendWR)
+	q.sq = make([]sendWQE, n)
+	q.sgeStore = make([]mr.SGE, n*q.cap.MaxSendSGE)
+	if q.cap.MaxInlineData > 0 {
+		q.inlineStore = make([]byte, n*q.cap.MaxInlineData)
+	}
 }
 
 // initCommon sets up what every QP has: its UDP source port and timers.
