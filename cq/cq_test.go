@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -281,6 +282,39 @@ func TestPollProgress(t *testing.T) {
 	cancel()
 	if _, err := c.PollWait(ctx, wc); !errors.Is(err, context.Canceled) {
 		t.Fatalf("PollWait with a cancelled context: %v", err)
+	}
+}
+
+// TestPollWaitSleepsAfterSpin: on a device in poll mode, a PollWait that
+// finds nothing polls (calling progress) for pollSpin, then sleeps in Wait
+// rather than spinning on, and a push wakes it with the completion.
+func TestPollWaitSleepsAfterSpin(t *testing.T) {
+	c := newCQ(4, nil)
+	var calls atomic.Int64
+	c.setProgress(func() bool { calls.Add(1); return false })
+	type result struct {
+		n   int
+		err error
+		wc  WC
+	}
+	done := make(chan result, 1)
+	go func() {
+		wc := make([]WC, 1)
+		n, err := c.PollWait(context.Background(), wc)
+		done <- result{n, err, wc[0]}
+	}()
+	waitForWaiters(c, 1)
+	if calls.Load() < pollClock {
+		t.Fatalf("slept after %d polls", calls.Load())
+	}
+	c.push(WC{WRID: 7}, false)
+	select {
+	case r := <-done:
+		if r.n != 1 || r.err != nil || r.wc.WRID != 7 {
+			t.Fatalf("woken with %d %v %+v", r.n, r.err, r.wc)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a sleeping PollWait was not woken by a push")
 	}
 }
 
