@@ -460,16 +460,25 @@ func (l *Link) release() {
 	l.hold.Unlock()
 }
 
-// take hands out up to len(frames) queued packets (under hold).
+// take hands out up to len(frames) queued packets (under hold). It holds
+// mu, which every delivery to the link needs, only to move the packets to
+// lent: a sender on another core waits on it meanwhile.
 func (l *Link) take(frames []nic.Frame) int {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return 0
 	}
 	n := min(len(frames), len(l.queue))
-	for i := range n {
-		pk := l.queue[i]
+	first := len(l.lent)
+	l.lent = append(l.lent, l.queue[:n]...)
+	rest := copy(l.queue, l.queue[n:])
+	clear(l.queue[rest:])
+	l.queue = l.queue[:rest]
+	l.queued.Store(int32(rest))
+	l.mu.Unlock()
+	var bytes uint64
+	for i, pk := range l.lent[first : first+n] {
 		frames[i] = nic.Frame{B: pk.buf[:pk.n], Off: 0}
 		if pk.sealed {
 			// Decoded here, the one time, without the checks the sealer
@@ -478,14 +487,10 @@ func (l *Link) take(frames []nic.Frame) int {
 				frames[i].Verified, frames[i].Decoded = true, f
 			}
 		}
-		l.rxPackets.Add(1)
-		l.rxBytes.Add(uint64(pk.n))
-		l.lent = append(l.lent, pk)
+		bytes += uint64(pk.n)
 	}
-	rest := copy(l.queue, l.queue[n:])
-	clear(l.queue[rest:])
-	l.queue = l.queue[:rest]
-	l.queued.Store(int32(rest))
+	l.rxPackets.Add(uint64(n))
+	l.rxBytes.Add(bytes)
 	return n
 }
 
