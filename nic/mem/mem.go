@@ -257,11 +257,17 @@ func (l *Link) routeTo(dst netip.Addr) *route {
 	return r
 }
 
-// Send implements nic.Link.
+// Send implements nic.Link. Consecutive frames on a clean path to one
+// peer are queued there together, under one hold of its lock: that lock
+// is also the one its receiver takes them under, on another core.
 func (l *Link) Send(frames []nic.Frame) (int, error) {
 	if l.isClosed() {
 		return 0, nic.ErrClosed
 	}
+	var run [sendRun]memPacket
+	var to *Link
+	k := 0
+	var pkts, bytes uint64
 	for _, f := range frames {
 		d := f.Datagram()
 		if len(d) > l.mtu {
@@ -273,23 +279,37 @@ func (l *Link) Send(frames []nic.Frame) (int, error) {
 			l.txDropped.Add(1)
 			continue
 		}
-		l.txPackets.Add(1)
-		l.txBytes.Add(uint64(len(d)))
-		l.transmit(dst, d, f.Sealed)
+		pkts++
+		bytes += uint64(len(d))
+		rt := l.routeTo(dst)
+		clean := rt.path.clean.Load()
+		if k > 0 && (rt.peer != to || k == len(run) || !clean) {
+			l.deliver(to, run[:k])
+			k = 0
+		}
+		if !clean {
+			l.transmit(rt, dst, d, f.Sealed)
+			continue
+		}
+		to = rt.peer
+		run[k] = memPacket{buf: memBufs.Get().(*[nic.MaxFrame]byte), n: len(d), sealed: f.Sealed}
+		copy(run[k].buf[:], d)
+		k++
 	}
+	if k > 0 {
+		l.deliver(to, run[:k])
+	}
+	l.txPackets.Add(pkts)
+	l.txBytes.Add(bytes)
 	return len(frames), nil
 }
 
-// transmit applies the path's faults and delivers.
-func (l *Link) transmit(dst netip.Addr, d []byte, sealed bool) {
-	rt := l.routeTo(dst)
+// sendRun is how many packets Send queues at a peer at once.
+const sendRun = 32
+
+// transmit applies the faults and filter of rt's path and delivers.
+func (l *Link) transmit(rt *route, dst netip.Addr, d []byte, sealed bool) {
 	p := rt.path
-	if p.clean.Load() {
-		pk := memPacket{buf: memBufs.Get().(*[nic.MaxFrame]byte), n: len(d), sealed: sealed}
-		copy(pk.buf[:], d)
-		l.deliver(rt.peer, pk)
-		return
-	}
 	p.mu.Lock()
 	f := p.faults
 	v := Pass
@@ -324,9 +344,9 @@ func (l *Link) transmit(dst netip.Addr, d []byte, sealed bool) {
 			delay += rd
 		}
 		if delay > 0 {
-			time.AfterFunc(delay, func() { l.deliver(l.net.lookup(dst), pk) })
+			time.AfterFunc(delay, func() { l.deliver(l.net.lookup(dst), []memPacket{pk}) })
 		} else {
-			l.deliver(rt.peer, pk)
+			l.deliver(rt.peer, []memPacket{pk})
 		}
 	}
 	if corrupt {
@@ -337,25 +357,35 @@ func (l *Link) transmit(dst netip.Addr, d []byte, sealed bool) {
 	}
 }
 
-// deliver queues pk on r, the link at its destination when it was sent
-// (nil: none).
-func (l *Link) deliver(r *Link, pk memPacket) {
+// deliver queues pks on r, the link at their destination when they were
+// sent (nil: none), as far as its queue has room.
+func (l *Link) deliver(r *Link, pks []memPacket) {
 	if r == nil {
-		l.txDropped.Add(1)
-		memBufs.Put(pk.buf)
+		l.txDropped.Add(uint64(len(pks)))
+		putAll(pks)
 		return
 	}
 	r.mu.Lock()
-	if r.closed || len(r.queue) >= r.qmax {
-		r.mu.Unlock()
-		r.rxDropped.Add(1)
-		memBufs.Put(pk.buf)
-		return
+	room := 0
+	if !r.closed {
+		room = min(len(pks), r.qmax-len(r.queue))
+		r.queue = append(r.queue, pks[:room]...)
+		r.queued.Store(int32(len(r.queue)))
 	}
-	r.queue = append(r.queue, pk)
-	r.queued.Store(int32(len(r.queue)))
 	r.mu.Unlock()
-	r.cond.Signal()
+	if lost := pks[room:]; len(lost) > 0 {
+		r.rxDropped.Add(uint64(len(lost)))
+		putAll(lost)
+	}
+	if room > 0 {
+		r.cond.Signal()
+	}
+}
+
+func putAll(pks []memPacket) {
+	for _, pk := range pks {
+		memBufs.Put(pk.buf)
+	}
 }
 
 // Recv implements nic.Link. The receiver holds the link's frames from its

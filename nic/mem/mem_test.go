@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/internal/linktest"
 )
@@ -285,4 +286,90 @@ func attach(t *testing.T, n *Net, addr netip.Addr) *Link {
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// TestSendQueuesRuns: one Send of frames to three peers (a run longer
+// than sendRun to one, then runs of a few to each of two on clean paths,
+// and now and then a frame to one on a filtered path, which draws and
+// copies frame by frame) delivers each peer's frames whole and in the
+// order sent; a peer whose queue has room for only part of a run takes
+// the first frames and counts the rest as dropped.
+func TestSendQueuesRuns(t *testing.T) {
+	n := NewNet(1)
+	aAddr, bAddr, cAddr, dAddr, eAddr := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"),
+		netip.MustParseAddr("10.0.0.3"), netip.MustParseAddr("10.0.0.4"), netip.MustParseAddr("10.0.0.5")
+	a, b, c, e := attach(t, n, aAddr), attach(t, n, bAddr), attach(t, n, cAddr), attach(t, n, eAddr)
+	n.SetFilter(aAddr, eAddr, func([]byte) Verdict { return Pass })
+	peers := []struct {
+		l    *Link
+		o    bth.Outer
+		want int
+	}{{l: b, o: linktest.Outer(a, bAddr, 5)}, {l: c, o: linktest.Outer(a, cAddr, 5)}, {l: e, o: linktest.Outer(a, eAddr, 5)}}
+	const count = 3*sendRun + 5
+	all := make([][]nic.Frame, len(peers))
+	for i := range peers {
+		all[i] = linktest.Frames(peers[i].o, count, 64)
+	}
+	var frames []nic.Frame
+	for j := range count {
+		// b up to sendRun+10, then b and c by threes, and e at every 7th.
+		p := 0
+		switch {
+		case j <= sendRun+10:
+		case j%7 == 3:
+			p = 2
+		case j/3%2 == 1:
+			p = 1
+		}
+		frames = append(frames, all[p][j])
+		peers[p].want++
+	}
+	if _, err := a.Send(frames); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.Stats(); s.TxPackets != uint64(len(frames)) || s.TxDropped != 0 {
+		t.Fatalf("sender's stats %+v for %d frames", s, len(frames))
+	}
+	for _, p := range peers {
+		got := make([]nic.Frame, 4*sendRun)
+		k, err := p.l.Recv(got)
+		if err != nil || k != p.want {
+			t.Fatalf("%v received %d frames (%v), want %d", p.o.Dst, k, err, p.want)
+		}
+		last := -1
+		for _, f := range got[:k] {
+			psn, err := linktest.CheckFrame(f, p.o, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if psn <= last {
+				t.Fatalf("%v: PSN %d after %d", p.o.Dst, psn, last)
+			}
+			last = psn
+		}
+		p.l.EndRecv(0)
+	}
+
+	d, err := n.Attach(dAddr, Options{RxQueue: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	od := linktest.Outer(a, dAddr, 5)
+	if _, err := a.Send(linktest.Frames(od, 12, 64)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]nic.Frame, 12)
+	k, err := d.Recv(got)
+	if err != nil || k != 5 {
+		t.Fatalf("a queue of 5 received %d frames (%v)", k, err)
+	}
+	for i, f := range got[:k] {
+		if psn, err := linktest.CheckFrame(f, od, 64); err != nil || psn != i {
+			t.Fatalf("frame %d: PSN %d, %v", i, psn, err)
+		}
+	}
+	if s := d.Stats(); s.RxDropped != 7 || s.RxPackets != 5 {
+		t.Fatalf("a queue of 5 sent 12: stats %+v, want 7 dropped", s)
+	}
 }
