@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/nic/mem"
 )
 
@@ -16,7 +16,7 @@ import (
 // ends, and the count of dropped MADs says why.
 func TestDialBurst(t *testing.T) {
 	const n = 1000
-	clk := fakeclock.New()
+	clk := manualclock.New()
 	net := mem.NewNet(1)
 	a, b := memNode(t, net, "192.0.2.1", clk), memNode(t, net, "192.0.2.2", clk)
 	ma, mb := newManager(t, a, clk), newManager(t, b, clk)

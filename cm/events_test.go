@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/nic/mem"
 )
@@ -34,7 +34,7 @@ func nextEvent(t *testing.T, m *Manager) Event {
 // REJECTED with reason 8; nothing else is in the streams, and Close closes
 // them.
 func TestEvents(t *testing.T) {
-	clk := fakeclock.New()
+	clk := manualclock.New()
 	net := mem.NewNet(1)
 	a, b := memNode(t, net, "192.0.2.1", nil), memNode(t, net, "192.0.2.2", nil)
 	ma, mb := newManager(t, a, clk), newManager(t, b, clk)

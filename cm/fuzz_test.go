@@ -6,7 +6,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/bth/pcapfile"
-	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/transport"
@@ -85,7 +85,7 @@ func FuzzHandle(f *testing.F) {
 	f.Add(append(append(sidr(7174, 1), sidr(7174, 1)...), sidr(9, 2)...))
 
 	net := mem.NewNet(1)
-	clk := fakeclock.New()
+	clk := manualclock.New()
 	link, err := net.Attach(fuzzLocal, mem.Options{})
 	if err != nil {
 		f.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
@@ -27,7 +27,7 @@ type script struct {
 	rx    chan mad.MAD
 	m     *Manager // the manager under test
 	n     *node    // its device
-	clk   *fakeclock.Clock
+	clk   *manualclock.Clock
 	fed   uint64 // MADs sent to the manager
 	guid  uint64
 	qpn   uint32
@@ -39,7 +39,7 @@ type script struct {
 
 func newScript(t *testing.T) *script {
 	net := mem.NewNet(1)
-	clk := fakeclock.New()
+	clk := manualclock.New()
 	s := &script{t: t, clk: clk, rx: make(chan mad.MAD, 64), guid: 0x5054_00ff_fe52_7865,
 		qpn: 0x11, psn: 0xabcdef, comm: 0x3e986ae9, tid: 0x00000004e96a983e, sport: 0x869f}
 	s.n = memNode(t, net, "192.0.2.1", clk)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/ladder"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
@@ -56,7 +56,7 @@ type conn struct {
 // session is one case's run against a goroce peer: a device over the
 // in-memory link, its clock, and the suite's endpoint.
 type session struct {
-	clk *fakeclock.Clock
+	clk *manualclock.Clock
 	dev *transport.Device
 	pd  *mr.PD
 	mr  *mr.MR
@@ -139,7 +139,7 @@ func newSelfSession(set setup) (*session, error) {
 		pl.Close()
 		return nil, err
 	}
-	clk := fakeclock.New()
+	clk := manualclock.New()
 	dev, err := transport.Open(pl, transport.Options{Clock: clk})
 	if err != nil {
 		pl.Close()

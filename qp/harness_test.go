@@ -9,8 +9,8 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/internal/fakeclock"
 	"github.com/goroce/goroce/internal/hook"
+	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/qp"
@@ -79,7 +79,7 @@ func (l *capLink) Close() error          { close(l.closed); return nil }
 // harness is one connected QP and what a test needs to play its peer.
 type harness struct {
 	t        *testing.T
-	clock    *fakeclock.Clock
+	clock    *manualclock.Clock
 	link     *capLink
 	ctr      qp.Counters
 	q        *qp.QP
@@ -116,7 +116,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 			*d.p = d.v
 		}
 	}
-	h := &harness{t: t, clock: fakeclock.New(), link: &capLink{closed: make(chan struct{})}}
+	h := &harness{t: t, clock: manualclock.New(), link: &capLink{closed: make(chan struct{})}}
 	env := &qpEnv{
 		Link: h.link, Counters: &h.ctr,
 		GID: func(i uint8) (bth.GID, bool) {

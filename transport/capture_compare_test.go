@@ -16,7 +16,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
@@ -286,7 +286,7 @@ func newTracedSide(t *testing.T, net *mem.Net, addr string, o *rdmatest.Options,
 	// A clock that never moves: on a lossless link a retransmission would
 	// only be the machine being slow, and would add a request rxe never
 	// sent.
-	d, err := transport.Open(l, transport.Options{Trace: trace, Clock: fakeclock.New()})
+	d, err := transport.Open(l, transport.Options{Trace: trace, Clock: manualclock.New()})
 	rdmatest.Must(t, err)
 	t.Cleanup(func() { d.Close() })
 	s := &capSide{Peer: &rdmatest.Peer{Dev: d, Mem: l, Addr: a, PD: d.AllocPD(), SCQ: d.CreateCQ(512), RCQ: d.CreateCQ(512), Buf: make([]byte, 1<<16)}}

@@ -11,7 +11,7 @@ import (
 	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
@@ -113,7 +113,7 @@ func TestDeregRevokes(t *testing.T) {
 func TestSQDrain(t *testing.T) {
 	// The ACKs held back are lost: the message completes through a
 	// retransmission, which happens when the test moves the clock.
-	clk := fakeclock.New()
+	clk := manualclock.New()
 	a, b, net := rdmatest.MemPair(t, rdmatest.Options{Timeout: 16, Clock: clk})
 	var hold sync.Mutex
 	held := true
@@ -168,7 +168,7 @@ func TestConcurrentPosting(t *testing.T) {
 	// The link loses nothing, so no timer need ever fire: on the real
 	// clock a machine too busy to run the receive path for 8 x 16.8 ms
 	// ended a QP with retry exceeded, which is not what this tests.
-	o := rdmatest.Options{SQDepth: 1024, RQDepth: 1024, CQDepth: 4096, Clock: fakeclock.New()}
+	o := rdmatest.Options{SQDepth: 1024, RQDepth: 1024, CQDepth: 4096, Clock: manualclock.New()}
 	o.MemDefaults()
 	net := mem.NewNet(3)
 	a := rdmatest.NewMemPeer(t, net, "10.0.0.1", o)

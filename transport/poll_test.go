@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/internal/rdmatest"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
@@ -218,7 +218,7 @@ func TestPollMode(t *testing.T) {
 // the 200 µs the device gives the application; the requester's SEND then
 // completes. The clock moves no further, so no timer resends the SEND.
 func TestPollModeAckWithoutPoller(t *testing.T) {
-	clock := fakeclock.New()
+	clock := manualclock.New()
 	a, b, bl := sendPolled(t, clock, false, false)
 	// b polls no more.
 	if n, s := b.Dev.Counters().SentACKs.Load(), bl.sent(); n != 0 || len(s) != 0 {
@@ -242,7 +242,7 @@ func TestPollModeAckWithoutPoller(t *testing.T) {
 // on the udp link), as the reply's only companion; and the next poll of
 // an empty queue ends a burst left open. The clock never moves.
 func TestPollModeAckRidesWithReply(t *testing.T) {
-	a, b, bl := sendPolled(t, fakeclock.New(), true, false)
+	a, b, bl := sendPolled(t, manualclock.New(), true, false)
 	if err := b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.MR.SGE(0, 64)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestPollModeAckRidesWithReply(t *testing.T) {
 // the time its receive completes, before the application replies or
 // polls again; the clock never moves.
 func TestPollModeAckAtOnceOverDirectSend(t *testing.T) {
-	a, b, bl := sendPolled(t, fakeclock.New(), false, true)
+	a, b, bl := sendPolled(t, manualclock.New(), false, true)
 	if n, s := b.Dev.Counters().SentACKs.Load(), bl.sent(); n != 1 || !slices.Equal(s, []int{1}) {
 		t.Fatalf("after the poll that received the SEND the responder had sent %d ACKs (sends %v), want 1 in one", n, s)
 	}
@@ -355,7 +355,7 @@ func TestPollModeReceiverTakesOver(t *testing.T) {
 // clock, posts a receive on b (and on a, with replies), and sends one
 // SEND from a, which b's poll receives (b's link's sends forgotten
 // before): the start of the open burst tests.
-func sendPolled(t *testing.T, clock *fakeclock.Clock, replies, direct bool) (a, b *rdmatest.Peer, bl *pollOnly) {
+func sendPolled(t *testing.T, clock *manualclock.Clock, replies, direct bool) (a, b *rdmatest.Peer, bl *pollOnly) {
 	t.Helper()
 	wrap := func(l *mem.Link) nic.Link {
 		p := newPollOnly(l).(*pollOnly)

@@ -9,7 +9,7 @@ import (
 	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
@@ -24,8 +24,8 @@ type rawPeer struct {
 	qpn  uint32
 	dst  *rdmatest.Peer
 	rx   chan []byte
-	clk  *fakeclock.Clock // the device's clock (newRaw)
-	read uint64           // packets taken from rx
+	clk  *manualclock.Clock // the device's clock (newRaw)
+	read uint64             // packets taken from rx
 }
 
 func newRawPeer(t testing.TB, net *mem.Net, addr string) *rawPeer {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
@@ -28,7 +28,7 @@ const rPSN = 1000 // the PSN the raw peer starts its requests at
 func newRaw(t *testing.T, o rdmatest.Options) (*rdmatest.Peer, *rawPeer, *mem.Net) {
 	t.Helper()
 	o.MemDefaults()
-	clk := fakeclock.New()
+	clk := manualclock.New()
 	o.Clock = clk
 	net := mem.NewNet(1)
 	s := rdmatest.NewMemPeer(t, net, "10.0.0.1", o)

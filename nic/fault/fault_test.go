@@ -14,7 +14,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/bth/pcapfile"
 	"github.com/goroce/goroce/inet"
-	"github.com/goroce/goroce/internal/fakeclock"
+	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/tap"
@@ -214,7 +214,7 @@ func TestRuleActions(t *testing.T) {
 
 // TestDelayOnClock holds a packet until the test's clock says so.
 func TestDelayOnClock(t *testing.T) {
-	clk := fakeclock.New()
+	clk := manualclock.New()
 	p := newPipe()
 	f := Wrap(p, Config{Clock: clk, Rules: []Rule{mustRule(t, "tx psn=+0 delay=5ms")}})
 	a, b := mk(writeFirst, 1, 10, 8), mk(writeLast, 1, 11, 8)
@@ -238,7 +238,7 @@ func TestDelayOnClock(t *testing.T) {
 // TestRxFaults runs rules on received packets, a delayed one delivered by
 // the clock with nothing else arriving.
 func TestRxFaults(t *testing.T) {
-	clk := fakeclock.New()
+	clk := manualclock.New()
 	p := newPipe()
 	f := Wrap(p, Config{Clock: clk, Rules: []Rule{
 		mustRule(t, "rx opcode=ACKNOWLEDGE nth=1 drop"),

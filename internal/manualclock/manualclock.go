@@ -1,7 +1,9 @@
-// Package fakeclock is a qp.Clock that moves only when a test advances it,
-// so a test decides exactly when a QP's local ACK timeout or RNR timer
-// fires, and can prove one did not, however slowly the machine runs.
-package fakeclock
+// Package manualclock is a qp.Clock that moves only when told to: a test
+// decides exactly when a QP's local ACK timeout or RNR timer fires, and
+// can prove one did not, however slowly the machine runs; roced conform
+// steps its own goroce peer's timers with it the same way, so a case's
+// timings are the suite's, not the machine's.
+package manualclock
 
 import (
 	"sync"

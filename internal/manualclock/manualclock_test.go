@@ -1,4 +1,4 @@
-package fakeclock
+package manualclock
 
 import (
 	"slices"
