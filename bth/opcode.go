@@ -176,6 +176,22 @@ const (
 
 var posNames = [...]string{"", "FIRST", "MIDDLE", "LAST", "ONLY"}
 
+const numPositions = PosOnly + 1
+
+// MessagePosition returns the position of a packet that is, or is not, the
+// first and the last of its message.
+func MessagePosition(first, last bool) Position {
+	switch {
+	case first && last:
+		return PosOnly
+	case first:
+		return PosFirst
+	case last:
+		return PosLast
+	}
+	return PosMiddle
+}
+
 // String returns FIRST, MIDDLE, LAST or ONLY ("" for none).
 func (p Position) String() string { return posNames[p] }
 
@@ -197,6 +213,7 @@ const (
 	KindFlush
 	KindAtomicWrite
 	KindCNP
+	numKinds
 )
 
 var kindNames = [...]string{"invalid", "SEND", "RDMA WRITE", "RDMA READ request",
@@ -259,6 +276,31 @@ func (o OpCode) String() string {
 	return fmt.Sprintf("reserved opcode 0x%02x", uint8(o))
 }
 
+// Find returns the opcode of transport t for operation k at position p of
+// its message, carrying ImmDt (imm) or an IETH (inv): the opcode table read
+// backwards, so that a sender picks its opcodes from the table rather than
+// from switches of its own. ok is false where table 38 defines none (a UC
+// SEND with Invalidate, a MIDDLE packet with immediate data).
+func Find(t Transport, k Kind, p Position, imm, inv bool) (op OpCode, ok bool) {
+	if k >= numKinds || p >= numPositions {
+		return 0, false
+	}
+	v := opIndex[t&7][k][p][b2i(imm)][b2i(inv)]
+	return OpCode(v), v&opFound != 0
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// opIndex is Find's table: the opcode with opFound set, or 0 for none.
+var opIndex [8][numKinds][numPositions][2][2]uint16
+
+const opFound = 0x100
+
 // opTable is the opcode table of IBA vol 1 table 38 (plus FLUSH and ATOMIC
 // WRITE of IBA 1.5 and the RoCEv2 CNP of Annex A17), built once from the
 // per-operation rows below.
@@ -318,6 +360,7 @@ func init() {
 		}
 		i.HdrLen = off
 		opTable[o] = i
+		opIndex[t][r.kind][r.pos][b2i(r.imm)][b2i(r.inv)] = opFound | uint16(o)
 	}
 	for _, r := range connectedOps {
 		// RC: every operation.
@@ -352,6 +395,7 @@ func init() {
 	opTable[CNP] = Info{Name: "CNP", Transport: TransportCNP, Kind: KindCNP, Headers: exts(ExtCNPPad),
 		HdrLen: BTHLen + CNPPadLen, valid: true}
 	opTable[CNP].offsets[ExtCNPPad] = BTHLen
+	opIndex[TransportCNP][KindCNP][PosNone][0][0] = opFound | uint16(CNP)
 }
 
 func isRequestKind(k Kind) bool {

@@ -200,3 +200,53 @@ func TestPacketLen(t *testing.T) {
 		}
 	}
 }
+
+// TestFind reads the table backwards: every defined opcode is found from
+// its own description, and nothing is found where table 38 defines no
+// opcode.
+func TestFind(t *testing.T) {
+	found := 0
+	for o := range 256 {
+		info, ok := Lookup(OpCode(o))
+		if !ok {
+			continue
+		}
+		found++
+		got, ok := Find(info.Transport, info.Kind, info.Pos, info.Imm, info.Inv)
+		if !ok || got != OpCode(o) {
+			t.Errorf("Find(%v, %v, %q, imm %v, inv %v) = %v, %v; want %v", info.Transport, info.Kind, info.Pos,
+				info.Imm, info.Inv, got, ok, OpCode(o))
+		}
+	}
+	if found == 0 {
+		t.Fatal("no opcode defined")
+	}
+	for _, c := range []struct {
+		t        Transport
+		k        Kind
+		p        Position
+		imm, inv bool
+	}{
+		{TransportUC, KindSend, PosOnly, false, true}, // UC has no SEND with Invalidate
+		{TransportUC, KindReadRequest, PosNone, false, false},
+		{TransportUD, KindSend, PosFirst, false, false}, // UD messages are one packet
+		{TransportRC, KindSend, PosMiddle, true, false}, // immediate data only at the end
+		{TransportRC, KindWrite, PosLast, false, true},  // no WRITE with Invalidate
+		{TransportRC, KindReadRequest, PosOnly, false, false},
+		{TransportXRC, KindFlush, PosNone, false, false},
+		{TransportRC, numKinds, PosNone, false, false},
+		{TransportRC, KindSend, numPositions, false, false},
+	} {
+		if op, ok := Find(c.t, c.k, c.p, c.imm, c.inv); ok {
+			t.Errorf("Find(%v, %v, %q, imm %v, inv %v) = %v; want none", c.t, c.k, c.p, c.imm, c.inv, op)
+		}
+	}
+	for _, c := range []struct {
+		first, last bool
+		want        Position
+	}{{true, true, PosOnly}, {true, false, PosFirst}, {false, false, PosMiddle}, {false, true, PosLast}} {
+		if got := MessagePosition(c.first, c.last); got != c.want {
+			t.Errorf("MessagePosition(%v, %v) = %v, want %v", c.first, c.last, got, c.want)
+		}
+	}
+}
