@@ -1,6 +1,7 @@
 package qp
 
 import (
+	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/hook"
 )
@@ -72,11 +73,8 @@ func (q *QP) retire(st cq.Status) {
 			VendorErr: sendVendorErr(st)}
 		q.pushCQ(q.sendCQ, &wc, false)
 	}
-	if st == cq.Success {
-		switch w.wr.Opcode {
-		case WRSend, WRSendWithImm, WRSendWithInv:
-			q.env.Counters.RDMASends.Add(1)
-		}
+	if st == cq.Success && w.op().kind == bth.KindSend {
+		q.env.Counters.RDMASends.Add(1)
 	}
 	w.state = wqeDone
 	w.wr.SGL, w.inline = nil, nil

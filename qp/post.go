@@ -191,7 +191,8 @@ func (q *QP) postSend(wr *SendWR, type1 bool) error {
 
 // checkWR validates a send work request against the QP (ibv_post_send's EINVAL).
 func (q *QP) checkWR(wr *SendWR, type1 bool) error {
-	if wr.Opcode == WRBindMW || wr.Opcode == WRLocalInv || wr.Opcode == WRRegMR {
+	d := wrOpOf(wr.Opcode)
+	if d != nil && d.local {
 		return q.checkLocalWR(wr, type1)
 	}
 	if uint32(len(wr.SGL)) > q.cap.MaxSendSGE {
@@ -201,11 +202,13 @@ func (q *QP) checkWR(wr *SendWR, type1 bool) error {
 	if !ok {
 		return invalid("message exceeds 2^31 bytes")
 	}
+	if d == nil || !d.sentOn(q.typ.transport()) {
+		// What each transport carries is table 38's: UD has SENDs only, UC
+		// no READ, atomic or invalidate.
+		return invalid("%v is not an operation of %v", wr.Opcode, q.typ.transport())
+	}
 	switch q.typ {
 	case UD:
-		if wr.Opcode != WRSend && wr.Opcode != WRSendWithImm {
-			return invalid("%v is not a UD operation", wr.Opcode)
-		}
 		if wr.AH == nil {
 			return invalid("UD send without an address handle")
 		}
@@ -218,18 +221,11 @@ func (q *QP) checkWR(wr *SendWR, type1 bool) error {
 		if int(total) > q.mtu {
 			return invalid("UD message of %d bytes exceeds the MTU %d", total, q.mtu)
 		}
-	case UC:
-		switch wr.Opcode {
-		case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm:
-		default:
-			return invalid("%v is not a UC operation", wr.Opcode)
-		}
 	case RC, XRCIni:
 		if q.typ == XRCIni && (wr.RemoteSRQN == 0 || wr.RemoteSRQN > bth.PSNMask) {
 			return invalid("XRC send with remote SRQN 0x%x: it must name the target's XRC SRQ (1..2^24-1)", wr.RemoteSRQN)
 		}
 		switch wr.Opcode {
-		case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm:
 		case WRRDMARead:
 			if q.attr.MaxRdAtomic == 0 {
 				return invalid("RDMA READ on a QP with max_rd_atomic 0")
@@ -244,12 +240,10 @@ func (q *QP) checkWR(wr *SendWR, type1 bool) error {
 			if wr.RemoteAddr&7 != 0 {
 				return invalid("atomic remote address 0x%x is not 8-byte aligned", wr.RemoteAddr)
 			}
-		default:
-			return invalid("%v is not supported", wr.Opcode)
 		}
 	}
 	need := mr.Access(0)
-	if wr.Opcode == WRRDMARead || wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd {
+	if d.readsBack() {
 		need = mr.LocalWrite // the response lands in the local buffer
 	}
 	if err := checkSGL(q.pd, wr.SGL, need); err != nil {
@@ -259,7 +253,7 @@ func (q *QP) checkWR(wr *SendWR, type1 bool) error {
 		if total > q.cap.MaxInlineData {
 			return invalid("inline data of %d bytes exceeds max_inline_data %d", total, q.cap.MaxInlineData)
 		}
-		if wr.Opcode == WRRDMARead || wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd {
+		if d.readsBack() {
 			return invalid("%v cannot be inline", wr.Opcode)
 		}
 	}

@@ -142,21 +142,31 @@ func (q *QP) sendNext(w *sendWQE) bool {
 	var p packet
 	last := true
 	ackReq := true // READ and atomic requests always ask for their response
-	switch w.wr.Opcode {
-	case WRRDMARead:
+	d := w.op()
+	var n uint32
+	if d.segmented() {
+		n = min(mtu, w.length-r.off)
+		last = r.off+n >= w.length
+	}
+	op, ok := d.opcode(q.typ.transport(), r.off == 0, last)
+	if !ok { // checkWR lets no such operation through; never send a wrong opcode
+		q.localError(w, cq.LocQPOpErr)
+		return false
+	}
+	switch d.kind {
+	case bth.KindReadRequest:
 		// A READ request names the rest of the data from r.off: a first
 		// request asks for all of it, a retried one for what is missing
 		// (IBA 9.7.5.1.3).
-		p = q.newRequest(w, bth.RCReadRequest, 0, psn)
+		p = q.newRequest(w, op, 0, psn)
 		bth.RETH(p.Ext(bth.ExtRETH)).Encode(w.wr.RemoteAddr+uint64(r.off), w.wr.RKey, w.length-r.off)
 		p.BTH().SetAckReq(true)
 		q.send(&p)
 		r.psn = w.lastPSN.Next()
-	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
-		op := bth.RCFetchAdd
+	case bth.KindCompareSwap, bth.KindFetchAdd:
 		swapAdd, compare := w.wr.CompareAdd, uint64(0)
-		if w.wr.Opcode == WRAtomicCmpAndSwp {
-			op, swapAdd, compare = bth.RCCompareSwap, w.wr.Swap, w.wr.CompareAdd
+		if d.kind == bth.KindCompareSwap {
+			swapAdd, compare = w.wr.Swap, w.wr.CompareAdd
 		}
 		p = q.newRequest(w, op, 0, psn)
 		bth.AtomicETH(p.Ext(bth.ExtAtomicETH)).Encode(w.wr.RemoteAddr, w.wr.RKey, swapAdd, compare)
@@ -164,12 +174,8 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		q.send(&p)
 		r.psn = psn.Next()
 	default:
-		n := min(mtu, w.length-r.off)
-		first := r.off == 0
-		last = r.off+n >= w.length
-		op := q.opcodeFor(w, first, last)
 		if q.typ == UD {
-			p = q.newPacket(&w.outer, q.typ.opcode(op), int(n), psn, w.dqpn)
+			p = q.newPacket(&w.outer, op, int(n), psn, w.dqpn)
 		} else {
 			p = q.newRequest(w, op, int(n), psn)
 		}
@@ -264,54 +270,11 @@ func (q *QP) retireLocal() {
 	}
 }
 
-// opcodeFor picks the SEND or WRITE operation of a packet of w (as RC's
-// opcode: the caller puts it in the QP's transport).
-func (q *QP) opcodeFor(w *sendWQE, first, last bool) bth.OpCode {
-	var op bth.OpCode
-	switch w.wr.Opcode {
-	case WRSend, WRSendWithImm, WRSendWithInv:
-		switch {
-		case first && last:
-			op = bth.SendOnly
-		case first:
-			op = bth.SendFirst
-		case last:
-			op = bth.SendLast
-		default:
-			op = bth.SendMiddle
-		}
-		if last && w.wr.Opcode == WRSendWithImm {
-			op++ // SendLastImm, SendOnlyImm follow SendLast, SendOnly
-		}
-		if last && w.wr.Opcode == WRSendWithInv {
-			op = bth.SendLastInv
-			if first {
-				op = bth.SendOnlyInv
-			}
-		}
-	default: // RDMA WRITE
-		switch {
-		case first && last:
-			op = bth.WriteOnly
-		case first:
-			op = bth.WriteFirst
-		case last:
-			op = bth.WriteLast
-		default:
-			op = bth.WriteMiddle
-		}
-		if last && w.wr.Opcode == WRRDMAWriteWithImm {
-			op++ // WriteLastImm, WriteOnlyImm follow WriteLast, WriteOnly
-		}
-	}
-	return op
-}
-
-// newRequest starts a request packet of w to the connected peer: op in
-// the QP's transport (op is given as RC's), with the XRCETH an XRC
-// request carries after the BTH naming the target's XRC SRQ (IBA 9.2.5).
+// newRequest starts a request packet of w to the connected peer, with
+// the XRCETH an XRC request carries after the BTH naming the target's XRC
+// SRQ (IBA 9.2.5).
 func (q *QP) newRequest(w *sendWQE, op bth.OpCode, payLen int, psn bth.PSN) packet {
-	p := q.newPacket(&q.outer, q.typ.opcode(op), payLen, psn, q.attr.DestQPN)
+	p := q.newPacket(&q.outer, op, payLen, psn, q.attr.DestQPN)
 	if q.typ == XRCIni {
 		bth.XRCETH(p.Ext(bth.ExtXRCETH)).SetXRCSRQ(w.wr.RemoteSRQN)
 	}

@@ -641,18 +641,9 @@ func (q *QP) sendReadResponse(it *respItem) bool {
 	mtu := uint32(q.mtu)
 	n := min(mtu, it.remain)
 	last := it.remain <= mtu
-	var op bth.OpCode
-	switch {
-	case it.first && last:
-		op = bth.RCReadResponseOnly
-	case it.first:
-		op = bth.RCReadResponseFirst
-	case last:
-		op = bth.RCReadResponseLast
-	default:
-		op = bth.RCReadResponseMiddle
-	}
-	p := q.newPacket(&q.outer, q.typ.opcode(op), int(n), it.psn, q.attr.DestQPN)
+	// Every transport that has READ requests has the four responses.
+	op, _ := bth.Find(q.typ.transport(), bth.KindReadResponse, bth.MessagePosition(it.first, last), false, false)
+	p := q.newPacket(&q.outer, op, int(n), it.psn, q.attr.DestQPN)
 	if p.Info().Headers.Has(bth.ExtAETH) {
 		bth.AETH(p.Ext(bth.ExtAETH)).Encode(bth.ACKSyndrome(bth.CreditsInvalid), it.msn)
 	}

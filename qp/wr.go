@@ -210,45 +210,97 @@ type sendWQE struct {
 	dqpn  uint32
 }
 
-// isReadOrAtomic reports whether the WQE waits for a response carrying data.
-func (w *sendWQE) isReadOrAtomic() bool {
-	switch w.wr.Opcode {
-	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+// wrOp is a row of the work-request opcode table: what a posted operation
+// is on the wire and in its completion. The requester finds each packet's
+// opcode in bth's table from the row (kind, position, imm, inv), so that
+// no switch of its own says which operation sends which opcode.
+type wrOp struct {
+	kind  bth.Kind  // the operation its packets carry; KindInvalid: none (local)
+	imm   bool      // its last packet carries ImmDt
+	inv   bool      // its last packet carries an IETH
+	wc    cq.Opcode // its completion's opcode
+	local bool      // executed by the QP itself: no packet, completes in send-queue order
+}
+
+// wrOps is the work-request opcode table, by ibv_wr_opcode.
+var wrOps = [WRRegMR + 1]wrOp{
+	WRRDMAWrite:         {kind: bth.KindWrite, wc: cq.OpRDMAWrite},
+	WRRDMAWriteWithImm:  {kind: bth.KindWrite, imm: true, wc: cq.OpRDMAWrite},
+	WRSend:              {kind: bth.KindSend, wc: cq.OpSend},
+	WRSendWithImm:       {kind: bth.KindSend, imm: true, wc: cq.OpSend},
+	WRSendWithInv:       {kind: bth.KindSend, inv: true, wc: cq.OpSend},
+	WRRDMARead:          {kind: bth.KindReadRequest, wc: cq.OpRDMARead},
+	WRAtomicCmpAndSwp:   {kind: bth.KindCompareSwap, wc: cq.OpCompSwap},
+	WRAtomicFetchAndAdd: {kind: bth.KindFetchAdd, wc: cq.OpFetchAdd},
+	WRLocalInv:          {wc: cq.OpLocalInv, local: true},
+	WRBindMW:            {wc: cq.OpBindMW, local: true},
+	WRRegMR:             {wc: cq.OpRegMR, local: true},
+}
+
+// wrOpOf returns o's row of the opcode table, or nil for an opcode
+// goroce does not know.
+func wrOpOf(o WROpcode) *wrOp {
+	if int(o) >= len(wrOps) || (wrOps[o].kind == bth.KindInvalid && !wrOps[o].local) {
+		return nil
+	}
+	return &wrOps[o]
+}
+
+// segmented reports whether the operation's message is cut into packets
+// of the path MTU: SENDs and WRITEs. A READ or an atomic is one request.
+func (d *wrOp) segmented() bool { return d.kind == bth.KindSend || d.kind == bth.KindWrite }
+
+// position returns where a packet that is, or is not, the first and the
+// last of the operation's message sits.
+func (d *wrOp) position(first, last bool) bth.Position {
+	if d.segmented() {
+		return bth.MessagePosition(first, last)
+	}
+	return bth.PosNone
+}
+
+// opcode returns the opcode of the operation's packet at first/last in
+// transport t, from the opcode table; ok is false where t has no such
+// operation.
+func (d *wrOp) opcode(t bth.Transport, first, last bool) (bth.OpCode, bool) {
+	return bth.Find(t, d.kind, d.position(first, last), last && d.imm, last && d.inv)
+}
+
+// sentOn reports whether transport t carries the operation (a local one
+// needs no packet and goes on any): whether table 38 defines its single
+// packet there.
+func (d *wrOp) sentOn(t bth.Transport) bool {
+	if d.local {
 		return true
 	}
-	return false
+	_, ok := d.opcode(t, true, true)
+	return ok
 }
+
+// op returns the WQE's row of the opcode table (post accepts only
+// opcodes that have one).
+func (w *sendWQE) op() *wrOp { return &wrOps[w.wr.Opcode] }
+
+// readsBack reports whether the operation's response carries data into
+// the local SGL: a READ or an atomic.
+func (d *wrOp) readsBack() bool {
+	return d.kind == bth.KindReadRequest || d.kind == bth.KindCompareSwap || d.kind == bth.KindFetchAdd
+}
+
+// isReadOrAtomic reports whether the WQE waits for a response carrying data.
+func (w *sendWQE) isReadOrAtomic() bool { return w.op().readsBack() }
 
 // isLocal reports whether the WQE is a local operation: it sends no
 // packet and completes once executed, in send-queue order.
-func (w *sendWQE) isLocal() bool {
-	return w.wr.Opcode == WRBindMW || w.wr.Opcode == WRLocalInv || w.wr.Opcode == WRRegMR
-}
+func (w *sendWQE) isLocal() bool { return w.op().local }
 
 func (w *sendWQE) isAtomic() bool {
-	return w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd
+	k := w.op().kind
+	return k == bth.KindCompareSwap || k == bth.KindFetchAdd
 }
 
 // wcOpcode returns the completion opcode of the WQE.
-func (w *sendWQE) wcOpcode() cq.Opcode {
-	switch w.wr.Opcode {
-	case WRRDMAWrite, WRRDMAWriteWithImm:
-		return cq.OpRDMAWrite
-	case WRRDMARead:
-		return cq.OpRDMARead
-	case WRAtomicCmpAndSwp:
-		return cq.OpCompSwap
-	case WRAtomicFetchAndAdd:
-		return cq.OpFetchAdd
-	case WRLocalInv:
-		return cq.OpLocalInv
-	case WRBindMW:
-		return cq.OpBindMW
-	case WRRegMR:
-		return cq.OpRegMR
-	}
-	return cq.OpSend
-}
+func (w *sendWQE) wcOpcode() cq.Opcode { return w.op().wc }
 
 // recvWQE is a receive queue entry.
 type recvWQE struct {
