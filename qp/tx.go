@@ -7,8 +7,12 @@ import (
 	"github.com/goroce/goroce/nic"
 )
 
-// txBatchMax is how many frames a QP hands the link in one call.
-const txBatchMax = 32
+// txBatchMax is how many frames a QP hands the link in one call. An
+// acknowledgement into a stream of 64 KiB messages releases two or three
+// of them (about 40 packets at MTU 4096): 64 sends them in one system
+// call instead of two, which moved 3-6% more across a veth; 128 moved no
+// more.
+const txBatchMax = 64
 
 // bufPool recycles frame buffers, so a packet costs no allocation.
 var bufPool = sync.Pool{New: func() any { return new([nic.BufSize]byte) }}
