@@ -373,3 +373,36 @@ func TestSendQueuesRuns(t *testing.T) {
 		t.Fatalf("a queue of 5 sent 12: stats %+v, want 7 dropped", s)
 	}
 }
+
+// TestSendCountsBeforeDelivering: a packet is counted as sent before its
+// receiver can take it, so a reader that has taken n packets never finds
+// fewer than n sent (the engine's tests compare the two). The receiver's
+// queue lock, held here, stops Send at the moment of delivery; the count
+// must already be there.
+func TestSendCountsBeforeDelivering(t *testing.T) {
+	n := NewNet(1)
+	aAddr, bAddr := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	a, b := attach(t, n, aAddr), attach(t, n, bAddr)
+	frames := linktest.Frames(linktest.Outer(a, bAddr, 5), 3, 64)
+	b.mu.Lock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := a.Send(frames); err != nil {
+			t.Error(err)
+		}
+	}()
+	// The bound is not the event: Send counts, then blocks on the lock.
+	for deadline := time.Now().Add(10 * time.Second); a.Stats().TxPackets < 3 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Microsecond)
+	}
+	got := a.Stats().TxPackets
+	b.mu.Unlock()
+	<-done
+	if got != 3 {
+		t.Fatalf("%d packets counted while their delivery waited, want 3", got)
+	}
+	if got := b.queued.Load(); got != 3 {
+		t.Fatalf("%d queued at the receiver, want 3", got)
+	}
+}
