@@ -259,3 +259,103 @@ func BenchmarkRecoverIPv4ID(b *testing.B) {
 func crc32Of(b []byte) uint32 { return crc32Update(0, b) }
 
 func crc32Update(c uint32, b []byte) uint32 { return crc32.Update(c, crc32.IEEETable, b) }
+
+// crcMulBits is crcMul a bit at a time, as the definition reads.
+func crcMulBits(a, b uint32) uint32 {
+	var p uint32
+	for m := uint32(1) << 31; m != 0; m >>= 1 {
+		if a&m != 0 {
+			p ^= b
+		}
+		b = crcMulX(b)
+	}
+	return p
+}
+
+func TestCRCMulAgreesWithBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for i := range 200000 {
+		a, b := rng.Uint32(), rng.Uint32()
+		if i < 64 { // single bits of a, and a's zero and ones
+			a = 1 << (i & 31)
+			if i >= 32 {
+				a = [2]uint32{0, 0xffffffff}[i&1]
+			}
+		}
+		if got, want := crcMul(a, b), crcMulBits(a, b); got != want {
+			t.Fatalf("crcMul(%#x, %#x) = %#x, want %#x", a, b, got, want)
+		}
+	}
+}
+
+// BenchmarkSolveIPv4ID solves, and BenchmarkIPv4IDDiff makes, the
+// differences of 256 random identifications and DF flags, as a UDP link
+// meets them per packet (one repeated value would let the branch
+// predictor learn it).
+func BenchmarkSolveIPv4ID(b *testing.B) {
+	const tot = 4140 // a 4096-byte payload
+	diffs := randomIDDiffs(tot)
+	b.ResetTimer()
+	for i := range b.N {
+		if _, _, ok := SolveIPv4ID(tot, diffs[i&255]); !ok {
+			b.Fatal("no solution")
+		}
+	}
+}
+
+func BenchmarkIPv4IDDiff(b *testing.B) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	var ids [256]uint16
+	for i := range ids {
+		ids[i] = uint16(rng.Uint32())
+	}
+	b.ResetTimer()
+	var sink uint32
+	for i := range b.N {
+		sink ^= IPv4IDDiff(4140, ids[i&255], i&256 != 0)
+	}
+	_ = sink
+}
+
+func randomIDDiffs(tot int) (d [256]uint32) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for i := range d {
+		d[i] = IPv4IDDiff(tot, uint16(rng.Uint32()), rng.IntN(2) == 0)
+	}
+	return
+}
+
+// FuzzSolveIPv4ID holds the table-driven solve to the definition: the
+// bit-at-a-time multiply and elimination give the same answer for any
+// length and difference, and an answer found makes exactly that
+// difference.
+func FuzzSolveIPv4ID(f *testing.F) {
+	diffs := randomIDDiffs(4140)
+	for _, d := range diffs[:8] {
+		f.Add(uint16(4140), d)
+	}
+	f.Add(uint16(0), uint32(0))
+	f.Add(uint16(60), uint32(0xffffffff))
+	f.Fuzz(func(t *testing.T, tot uint16, diff uint32) {
+		id, df, ok := SolveIPv4ID(int(tot), diff)
+		r := idTail(int(tot))
+		wantOK := r >= 0
+		var e uint64
+		if wantOK {
+			e = eliminate(crcMulBits(diff, idShifts.inv[r]))
+			wantOK = uint32(e) == 0
+		}
+		if ok != wantOK {
+			t.Fatalf("SolveIPv4ID(%d, %#x) ok %v, the definition says %v", tot, diff, ok, wantOK)
+		}
+		if !ok {
+			return
+		}
+		if bits := uint32(e >> 32); uint16(bits) != id || (bits&(1<<16) != 0) != df {
+			t.Fatalf("SolveIPv4ID(%d, %#x) = %#x, %v; the definition says %#x", tot, diff, id, df, bits)
+		}
+		if got := IPv4IDDiff(int(tot), id, df); got != diff {
+			t.Fatalf("IPv4IDDiff(%d, %#x, %v) = %#x, want %#x", tot, id, df, got, diff)
+		}
+	})
+}
