@@ -43,16 +43,16 @@ func (q *QP) toError(failed *sendWQE, status cq.Status) {
 	}
 	if q.srq != nil && q.env.Event != nil {
 		// IBA 11.6.3.2: a QP with an SRQ reports the last WQE it will take.
-		q.env.Event(Event{Type: EventQPLastWQEReached, QP: q})
+		q.env.Event(q, hook.QPLastWQEReached, nil)
 	}
 }
 
 // fatal moves the QP to ERR for a reason no work request reports, raising
 // an affiliated asynchronous event.
-func (q *QP) fatal(ev EventType, err error) {
+func (q *QP) fatal(ev hook.QPEvent, err error) {
 	q.toError(nil, cq.WRFlushErr)
 	if q.env.Event != nil {
-		q.env.Event(Event{Type: ev, QP: q, Err: err})
+		q.env.Event(q, ev, err)
 	}
 }
 
@@ -95,7 +95,7 @@ func (q *QP) pushCQ(c *cq.CQ, wc *cq.WC, solicited bool) {
 		q.rtoTimer.Stop()
 		q.rnrTimer.Stop()
 		if q.env.Event != nil {
-			q.env.Event(Event{Type: EventQPFatal, QP: q, Err: cq.ErrOverrun})
+			q.env.Event(q, hook.QPFatal, cq.ErrOverrun)
 		}
 	}
 }
@@ -120,7 +120,7 @@ func (q *QP) checkDrained() {
 	if q.state == SQD && q.req.drainNotify && !q.outstanding() {
 		q.req.drainNotify = false
 		if q.env.Event != nil {
-			q.env.Event(Event{Type: EventSQDrained, QP: q})
+			q.env.Event(q, hook.SQDrained, nil)
 		}
 	}
 }

@@ -24,7 +24,7 @@ import (
 // test plays the peer packet by packet and sees every reaction, with no
 // goroutine, socket or real time between the two.
 
-type qpEnv = hook.Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock]
+type qpEnv = hook.Env[qp.QP, qp.MTU, qp.Clock]
 
 var (
 	newKeys  = hook.NewKeys.(func() (allocPD func() *mr.PD, owns func(*mr.PD) bool, closeKeys func()))
@@ -81,15 +81,22 @@ type harness struct {
 	t        *testing.T
 	clock    *manualclock.Clock
 	link     *capLink
-	ctr      qp.Counters
+	ctr      hook.Counters
 	q        *qp.QP
 	scq, rcq *cq.CQ
 	buf      []byte
 	mr       *mr.MR
 
 	mu        sync.Mutex
-	events    []qp.Event
+	events    []qpEvent
 	scheduled bool
+}
+
+// qpEvent is an asynchronous event the QP raised.
+type qpEvent struct {
+	q   *qp.QP
+	e   hook.QPEvent
+	err error
 }
 
 type harnessOpts struct {
@@ -116,9 +123,9 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 			*d.p = d.v
 		}
 	}
-	h := &harness{t: t, clock: manualclock.New(), link: &capLink{closed: make(chan struct{})}}
+	h := &harness{t: t, clock: manualclock.New(), link: &capLink{closed: make(chan struct{})}, ctr: hook.NewCounters()}
 	env := &qpEnv{
-		Link: h.link, Counters: &h.ctr,
+		Link: h.link, Counters: h.ctr,
 		GID: func(i uint8) (bth.GID, bool) {
 			if i == 0 {
 				return bth.GIDFromAddr(localAddr), true
@@ -128,8 +135,12 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		// Called with the QP's lock held: the work runs when the test
 		// calls run, as the device's worker would run it later.
 		Schedule: func(*qp.QP) { h.mu.Lock(); h.scheduled = true; h.mu.Unlock() },
-		Event:    func(e qp.Event) { h.mu.Lock(); h.events = append(h.events, e); h.mu.Unlock() },
-		Atomic:   &sync.Mutex{}, MaxMTU: qp.MTU4096, Clock: h.clock,
+		Event: func(q *qp.QP, e hook.QPEvent, err error) {
+			h.mu.Lock()
+			h.events = append(h.events, qpEvent{q, e, err})
+			h.mu.Unlock()
+		},
+		Atomic: &sync.Mutex{}, MaxMTU: qp.MTU4096, Clock: h.clock,
 	}
 	allocPD, _, closeKeys := newKeys()
 	t.Cleanup(closeKeys)

@@ -14,7 +14,7 @@ import (
 
 // env is what a QP needs from the device it lives on (internal/hook.Env
 // with qp's types), filled in by the device.
-type env = hook.Env[QP, Event, Counters, MTU, Clock]
+type env = hook.Env[QP, MTU, Clock]
 
 // runBudget bounds the packets one run of a QP builds before it yields, so
 // that a long message does not hold a goroutine (and the QP lock) for long.
@@ -370,7 +370,7 @@ func (q *QP) endBurst() {
 func (q *QP) receive(p bth.Packet, f bth.Frame) (joined bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	c := q.env.Counters
+	c := &q.env.Counters
 	// Header validation (IBA 9.6; for UC and UD, C9-165: a packet with an
 	// invalid header field is dropped silently): the opcode's transport
 	// must be the QP's service, checked before anything else as rxe's

@@ -6,6 +6,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/mr"
 )
 
@@ -95,7 +96,7 @@ func (q *QP) handleRequest(p bth.Packet, f bth.Frame) {
 	if !q.resp.established {
 		q.resp.established = true
 		if q.state == RTR && q.env.Event != nil {
-			q.env.Event(Event{Type: EventCommEst, QP: q}) // IBA 11.6.3.1
+			q.env.Event(q, hook.CommEst, nil) // IBA 11.6.3.1
 		}
 	}
 	switch q.typ {
@@ -112,7 +113,7 @@ func (q *QP) handleRequest(p bth.Packet, f bth.Frame) {
 // PSN (9.7.5.1.1), opcode sequence (9.7.5.1.2), then length and resources.
 func (q *QP) receiveRC(p bth.Packet) {
 	r := &q.resp
-	c := q.env.Counters
+	c := &q.env.Counters
 	psn := p.BTH().PSN()
 	switch d := psn.Diff(r.epsn); {
 	case d > 0:
@@ -135,7 +136,7 @@ func (q *QP) receiveRC(p bth.Packet) {
 	}
 	info := p.Info()
 	if !q.sequenceOK(info) {
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr,
 			badRequest("%v out of sequence (IBA 9.7.5.1.2)", p.OpCode()))
 		return
 	}
@@ -150,7 +151,7 @@ func (q *QP) receiveRC(p bth.Packet) {
 		q.execAtomic(p)
 	default:
 		// FLUSH, ATOMIC WRITE and RD opcodes are not supported here.
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr,
 			badRequest("%v not supported", p.OpCode()))
 	}
 }
@@ -220,7 +221,7 @@ func (q *QP) execSend(p bth.Packet) {
 		return
 	}
 	if !q.lengthOK(p) {
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr, q.lengthError(p))
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr, q.lengthError(p))
 		return
 	}
 	pay := p.Payload()
@@ -251,7 +252,7 @@ func (q *QP) execSend(p bth.Packet) {
 			rkey := p.IETH().RKey()
 			if err := invalidateRKey(q.pd, q, rkey, true); err != nil {
 				r.epsn = r.epsn.Add(-1)
-				q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
+				q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr,
 					badRequest("SEND with Invalidate: rkey 0x%x: %w", rkey, err))
 				return
 			}
@@ -286,7 +287,7 @@ func (q *QP) execWrite(p bth.Packet) {
 		// A zero-length WRITE checks no R_Key (IBA 9.7.5.2.2).
 		if r.wLen > 0 {
 			if _, err := q.remote(r.wRKey, r.wVA, r.wLen, mr.RemoteWrite, false); err != nil {
-				q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, r.wLen, err))
+				q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, r.wLen, err))
 				return
 			}
 		}
@@ -298,18 +299,18 @@ func (q *QP) execWrite(p bth.Packet) {
 		return
 	}
 	if !q.lengthOK(p) {
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr, q.lengthError(p))
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr, q.lengthError(p))
 		return
 	}
 	if uint32(p.PayloadLen()) > r.wRemain {
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr,
 			badRequest("WRITE longer than its DMA length %d", r.wLen))
 		return
 	}
 	if n := uint32(p.PayloadLen()); n > 0 {
 		span, err := q.remote(r.wRKey, r.wVA, n, mr.RemoteWrite, true)
 		if err != nil {
-			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, n, err))
+			q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, n, err))
 			return
 		}
 		copy(span.b, p.Payload())
@@ -320,7 +321,7 @@ func (q *QP) execWrite(p bth.Packet) {
 	last := info.Pos == bth.PosLast || info.Pos == bth.PosOnly
 	if last && r.wRemain != 0 {
 		// The message was shorter than its RETH said (IBA 9.7.5.2.2).
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
+		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr,
 			badRequest("WRITE ends %d bytes short of its DMA length %d", r.wRemain, r.wLen))
 		return
 	}
@@ -374,17 +375,17 @@ func (q *QP) execRead(p bth.Packet) {
 		return
 	}
 	if q.attr.MaxDestRdAtomic == 0 {
-		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr, badRequest("READ to a QP with max_dest_rd_atomic 0"))
+		q.classC(bth.NAKInvalidRequest, 0, hook.QPReqErr, badRequest("READ to a QP with max_dest_rd_atomic 0"))
 		return
 	}
 	va, rkey, n := reth.VA(), reth.RKey(), reth.DMALen()
 	if n > MaxMsgSize {
-		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr, badRequest("READ of %d bytes exceeds 2^31", n))
+		q.classC(bth.NAKInvalidRequest, 0, hook.QPReqErr, badRequest("READ of %d bytes exceeds 2^31", n))
 		return
 	}
 	if n > 0 {
 		if _, err := q.remote(rkey, va, n, mr.RemoteRead, false); err != nil {
-			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("READ", rkey, va, n, err))
+			q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("READ", rkey, va, n, err))
 			return
 		}
 	}
@@ -408,17 +409,17 @@ func (q *QP) execAtomic(p bth.Packet) {
 		return
 	}
 	if q.attr.MaxDestRdAtomic == 0 {
-		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr, badRequest("atomic to a QP with max_dest_rd_atomic 0"))
+		q.classC(bth.NAKInvalidRequest, 0, hook.QPReqErr, badRequest("atomic to a QP with max_dest_rd_atomic 0"))
 		return
 	}
 	if a.VA()&7 != 0 {
 		// An atomic on an unaligned address is an invalid request (IBA 9.4.5).
-		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr, badRequest("atomic address 0x%x is not 8-byte aligned", a.VA()))
+		q.classC(bth.NAKInvalidRequest, 0, hook.QPReqErr, badRequest("atomic address 0x%x is not 8-byte aligned", a.VA()))
 		return
 	}
 	span, err := q.remote(a.RKey(), a.VA(), 8, mr.RemoteAtomic, true)
 	if err != nil {
-		q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("atomic", a.RKey(), a.VA(), 8, err))
+		q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("atomic", a.RKey(), a.VA(), 8, err))
 		return
 	}
 	q.env.Atomic.Lock()
@@ -517,7 +518,7 @@ func (r *responder) find(psn bth.PSN, atomic bool) *rdResource {
 // NAK goes out, a receive WQE in use completes with st (if st != 0), and
 // the QP enters ERR with an affiliated event (IBA 9.9.3.1, 10.3.1.7)
 // whose Err is why.
-func (q *QP) classC(code bth.NAKCode, st cq.Status, ev EventType, why error) {
+func (q *QP) classC(code bth.NAKCode, st cq.Status, ev hook.QPEvent, why error) {
 	r := &q.resp
 	q.queueNAK(bth.NAKSyndrome(code), r.epsn)
 	q.respond(1 << 30) // what was queued before the error goes first
@@ -537,7 +538,7 @@ func (q *QP) classC(code bth.NAKCode, st cq.Status, ev EventType, why error) {
 // answers it (RESPST_ERR_UNSUPPORTED_OPCODE: NAK invalid request,
 // IBV_WC_REM_INV_REQ_ERR at the requester).
 func (q *QP) qpAccessError(op, flag string) {
-	q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPReqErr,
+	q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr,
 		fmt.Errorf("%w: %s to a QP without %s", ErrQPAccess, op, flag))
 }
 
@@ -655,7 +656,7 @@ func (q *QP) sendReadResponse(it *respItem) bool {
 			p.release()
 			q.resp.outq = q.resp.outq[:q.resp.outHead]
 			q.resp.epsn = it.psn
-			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("READ response", it.rkey, it.va, n, err))
+			q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("READ response", it.rkey, it.va, n, err))
 			return false
 		}
 		copy(p.Payload(), span.b)

@@ -29,9 +29,10 @@ const (
 // from, in the order they were posted (IBA 10.2.9). It is safe for
 // concurrent use.
 type SRQ struct {
-	pd    *mr.PD
-	event func(Event)
-	users atomic.Int32 // QPs attached
+	pd *mr.PD
+	// limitReached reports IBV_EVENT_SRQ_LIMIT_REACHED to the device.
+	limitReached func(*SRQ)
+	users        atomic.Int32 // QPs attached
 
 	// An XRC SRQ's number, domain and CQ (xrc.go), and what takes it out
 	// of its device's tables when destroyed.
@@ -47,16 +48,16 @@ type SRQ struct {
 	destroyed bool
 }
 
-// newSRQ creates a shared receive queue in pd; event receives its limit
-// event (IBV_EVENT_SRQ_LIMIT_REACHED).
-func newSRQ(pd *mr.PD, attr SRQAttr, event func(Event)) (*SRQ, error) {
+// newSRQ creates a shared receive queue in pd; limitReached reports its
+// limit event (IBV_EVENT_SRQ_LIMIT_REACHED).
+func newSRQ(pd *mr.PD, attr SRQAttr, limitReached func(*SRQ)) (*SRQ, error) {
 	if attr.MaxWR == 0 || attr.MaxWR > MaxWR || attr.MaxSGE > MaxSGE {
 		return nil, invalid("SRQ max_wr %d / max_sge %d beyond the device's (%d, %d)", attr.MaxWR, attr.MaxSGE, MaxWR, MaxSGE)
 	}
 	if attr.SRQLimit > attr.MaxWR {
 		return nil, invalid("srq_limit %d exceeds max_wr %d", attr.SRQLimit, attr.MaxWR)
 	}
-	s := &SRQ{pd: pd, event: event, rq: newRecvRing(attr.MaxWR, max(attr.MaxSGE, 1))}
+	s := &SRQ{pd: pd, limitReached: limitReached, rq: newRecvRing(attr.MaxWR, max(attr.MaxSGE, 1))}
 	if attr.SRQLimit > 0 {
 		s.limit, s.armed = attr.SRQLimit, true
 	}
@@ -115,8 +116,8 @@ func (s *SRQ) pop(into []mr.SGE) (recvWQE, bool) {
 		s.armed = false
 	}
 	s.mu.Unlock()
-	if fire && s.event != nil {
-		s.event(Event{Type: EventSRQLimitReached, SRQ: s})
+	if fire && s.limitReached != nil {
+		s.limitReached(s)
 	}
 	return w, true
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/mr"
 )
 
@@ -92,7 +93,7 @@ type SRQInitAttr struct {
 
 // newXRCSRQ creates an XRC SRQ numbered srqn in pd; unregister, called
 // once when it is destroyed, takes it out of the device's tables.
-func newXRCSRQ(pd *mr.PD, ia SRQInitAttr, srqn uint32, event func(Event), unregister func()) (*SRQ, error) {
+func newXRCSRQ(pd *mr.PD, ia SRQInitAttr, srqn uint32, limitReached func(*SRQ), unregister func()) (*SRQ, error) {
 	if ia.Type != SRQXRC {
 		return nil, invalid("SRQ type %d is not SRQXRC", ia.Type)
 	}
@@ -102,7 +103,7 @@ func newXRCSRQ(pd *mr.PD, ia SRQInitAttr, srqn uint32, event func(Event), unregi
 	if srqn == 0 || srqn > bth.PSNMask {
 		return nil, invalid("XRC SRQ number 0x%x outside 1..2^24-1", srqn)
 	}
-	s, err := newSRQ(pd, ia.Attr, event)
+	s, err := newSRQ(pd, ia.Attr, limitReached)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +161,7 @@ func (ia *InitAttr) checkXRC(pd *mr.PD) error {
 // NAK is invalid request, as for any request a responder cannot execute
 // (9.7.5.2). A message keeps the SRQ its first packet named.
 func (q *QP) xrcTarget(p bth.Packet) bool {
-	c := q.env.Counters
+	c := &q.env.Counters
 	n := p.XRCETH().XRCSRQ()
 	s := q.xrcd.lookup(n)
 	var why error
@@ -177,6 +178,6 @@ func (q *QP) xrcTarget(p bth.Packet) bool {
 		q.srq, q.pd, q.recvCQ = s, s.pd, s.cq
 		return true
 	}
-	q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, EventQPFatal, why)
+	q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPFatal, why)
 	return false
 }

@@ -33,7 +33,7 @@ import (
 // converted once here, so the receive path calls typed function values.
 var (
 	newQP      = hook.NewQP.(func(env *qpEnv, pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error))
-	newSRQ     = hook.NewSRQ.(func(pd *mr.PD, attr qp.SRQAttr, event func(qp.Event)) (*qp.SRQ, error))
+	newSRQ     = hook.NewSRQ.(func(pd *mr.PD, attr qp.SRQAttr, limitReached func(*qp.SRQ)) (*qp.SRQ, error))
 	newAH      = hook.NewAH.(func(env *qpEnv, pd *mr.PD, attr qp.AHAttr) (*qp.AH, error))
 	destroyQP  = hook.DestroyQP.(func(*qp.QP) error)
 	shutdownQP = hook.ShutdownQP.(func(*qp.QP))
@@ -50,7 +50,7 @@ var (
 
 // qpEnv is what the device gives its QPs (qp's environment, which qp does
 // not export).
-type qpEnv = hook.Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock]
+type qpEnv = hook.Env[qp.QP, qp.MTU, qp.Clock]
 
 // Options configure a device.
 type Options struct {
@@ -212,8 +212,8 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		d.runqs[i].wake = make(chan struct{}, 1)
 	}
 	d.env = qpEnv{
-		Link: link, Counters: &d.counters, GID: d.GID,
-		Schedule: d.schedule, Event: d.post, Atomic: &d.atomicMu,
+		Link: link, Counters: hook.BindCounters(&d.counters), GID: d.GID,
+		Schedule: d.schedule, Event: d.qpEvent, Atomic: &d.atomicMu,
 		MaxMTU: d.mtu, Window: opt.Window, Trace: opt.Trace, Clock: opt.Clock,
 	}
 	d.wg.Add(2 * nq)
@@ -350,6 +350,16 @@ func (d *Device) Events() <-chan qp.Event { return d.events }
 
 // EventsLost returns how many events found the queue full.
 func (d *Device) EventsLost() uint64 { return d.eventsLost.Load() }
+
+// qpEvent reports an event a QP raised.
+func (d *Device) qpEvent(q *qp.QP, e hook.QPEvent, err error) {
+	d.post(qp.Event{Type: qp.EventType(e), QP: q, Err: err})
+}
+
+// srqLimitReached reports an SRQ's limit event.
+func (d *Device) srqLimitReached(s *qp.SRQ) {
+	d.post(qp.Event{Type: qp.EventSRQLimitReached, SRQ: s})
+}
 
 func (d *Device) post(e qp.Event) {
 	d.evMu.RLock()
@@ -521,7 +531,7 @@ func (d *Device) CreateSRQ(pd *mr.PD, attr qp.SRQAttr) (*qp.SRQ, error) {
 	if err := d.foreign("create_srq", pd); err != nil {
 		return nil, err
 	}
-	return newSRQ(pd, attr, d.post)
+	return newSRQ(pd, attr, d.srqLimitReached)
 }
 
 // CreateAH creates an address handle for UD sends (ibv_create_ah) in pd,

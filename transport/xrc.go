@@ -15,7 +15,7 @@ import (
 
 var (
 	newXRCD   = hook.NewXRCD.(func(closed func() bool, lookup func(srqn uint32) *qp.SRQ) *qp.XRCD)
-	newXRCSRQ = hook.NewXRCSRQ.(func(pd *mr.PD, ia qp.SRQInitAttr, srqn uint32, event func(qp.Event), unregister func()) (*qp.SRQ, error))
+	newXRCSRQ = hook.NewXRCSRQ.(func(pd *mr.PD, ia qp.SRQInitAttr, srqn uint32, limitReached func(*qp.SRQ), unregister func()) (*qp.SRQ, error))
 )
 
 // xrcSRQs numbers the device's XRC SRQs. The receive path reads it for
@@ -99,7 +99,7 @@ func (d *Device) CreateSRQEx(pd *mr.PD, ia qp.SRQInitAttr) (*qp.SRQ, error) {
 		d.useCQs("create_srq_ex", -1, ia.CQ)
 		return nil, fmt.Errorf("%w: out of XRC SRQ numbers", qp.ErrNoMem)
 	}
-	s, err := newXRCSRQ(pd, ia, n, d.post, func() {
+	s, err := newXRCSRQ(pd, ia, n, d.srqLimitReached, func() {
 		d.xrc.drop(n)
 		d.useCQs("destroy_srq", -1, ia.CQ)
 	})

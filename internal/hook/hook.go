@@ -22,19 +22,21 @@ import (
 
 // Env is what a QP needs from the device it lives on; the device fills it
 // in and passes it to NewQP and NewAH. Its type parameters are package
-// qp's QP, Event, Counters, MTU and Clock: qp and transport both name it
-// as Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock], so its fields
-// are typed where they are used, as when it was qp.Env.
-type Env[QP, Event, Counters, MTU, Clock any] struct {
-	Link     nic.Link  // where packets go
-	Counters *Counters // the device's protocol counters
+// qp's QP, MTU and Clock: qp and transport both name it as
+// Env[qp.QP, qp.MTU, qp.Clock], so its fields are typed where they are
+// used, as when it was qp.Env. What it reports (counts, events) it
+// reports in its own types, so that they are the device's, not qp's.
+type Env[QP, MTU, Clock any] struct {
+	Link     nic.Link // where packets go
+	Counters Counters // the device's protocol counters that a QP counts
 	// GID returns the local GID at a GID-table index.
 	GID func(index uint8) (bth.GID, bool)
 	// Schedule asks the device to run the QP later, from its worker: the
 	// QP has more to send than one run may do at once.
 	Schedule func(*QP)
-	// Event delivers an asynchronous event.
-	Event func(Event)
+	// Event delivers an asynchronous event affiliated with a QP, and its
+	// cause when known (nil: not reported).
+	Event func(q *QP, e QPEvent, err error)
 	// Atomic serializes atomic operations on the device's memory, which
 	// must be atomic with respect to each other across all QPs (IBA 9.4.5).
 	Atomic *sync.Mutex
@@ -81,11 +83,11 @@ var (
 
 // Set by package qp.
 var (
-	NewQP      any // func(env *Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock], pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error)
-	NewSRQ     any // func(pd *mr.PD, attr qp.SRQAttr, event func(qp.Event)) (*qp.SRQ, error)
+	NewQP      any // func(env *Env[qp.QP, qp.MTU, qp.Clock], pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error)
+	NewSRQ     any // func(pd *mr.PD, attr qp.SRQAttr, limitReached func(*qp.SRQ)) (*qp.SRQ, error)
 	NewXRCD    any // func(closed func() bool, lookup func(srqn uint32) *qp.SRQ) *qp.XRCD
-	NewXRCSRQ  any // func(pd *mr.PD, ia qp.SRQInitAttr, srqn uint32, event func(qp.Event), unregister func()) (*qp.SRQ, error)
-	NewAH      any // func(env *Env[qp.QP, qp.Event, qp.Counters, qp.MTU, qp.Clock], pd *mr.PD, attr qp.AHAttr) (*qp.AH, error)
+	NewXRCSRQ  any // func(pd *mr.PD, ia qp.SRQInitAttr, srqn uint32, limitReached func(*qp.SRQ), unregister func()) (*qp.SRQ, error)
+	NewAH      any // func(env *Env[qp.QP, qp.MTU, qp.Clock], pd *mr.PD, attr qp.AHAttr) (*qp.AH, error)
 	DestroyQP  any // func(*qp.QP) error
 	ShutdownQP any // func(*qp.QP)
 	RunQP      any // func(*qp.QP)
