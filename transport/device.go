@@ -107,7 +107,7 @@ type Device struct {
 	allocPD   func() *mr.PD
 	ownsPD    func(*mr.PD) bool
 	closeKeys func()
-	counters  qp.Counters
+	counters  Counters
 	env       qpEnv
 	gids      []bth.GID
 	mtu       qp.MTU
@@ -121,7 +121,7 @@ type Device struct {
 	polls      []pollState  // one per receive queue, used by whoever polls it
 	endAtOnce  bool         // a poll ends its burst before it returns: the link's sends are calls (nic.Info.DirectSend)
 	evMu       sync.RWMutex // held shared to post an event, exclusively to close events
-	events     chan qp.Event
+	events     chan Event
 	evClosed   bool // under evMu
 	eventsLost atomic.Uint64
 	atomicMu   sync.Mutex
@@ -168,7 +168,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	if n <= 0 {
 		n = 256
 	}
-	d.events = make(chan qp.Event, n)
+	d.events = make(chan Event, n)
 	// One receive goroutine and one worker per receive queue of the link.
 	// The link hands every packet of a QP to one queue (nic.QueueOf) and
 	// the QP's deferred work runs on the same queue's worker, so QPs on
@@ -342,26 +342,26 @@ func (d *Device) GIDIndex(addr netip.Addr) (uint8, bool) {
 func (d *Device) ActiveMTU() qp.MTU { return d.mtu }
 
 // Counters returns the protocol counters.
-func (d *Device) Counters() *qp.Counters { return &d.counters }
+func (d *Device) Counters() *Counters { return &d.counters }
 
 // Events delivers asynchronous events (ibv_get_async_event). If nobody
 // reads them, the oldest are kept and newer ones counted as lost.
-func (d *Device) Events() <-chan qp.Event { return d.events }
+func (d *Device) Events() <-chan Event { return d.events }
 
 // EventsLost returns how many events found the queue full.
 func (d *Device) EventsLost() uint64 { return d.eventsLost.Load() }
 
 // qpEvent reports an event a QP raised.
 func (d *Device) qpEvent(q *qp.QP, e hook.QPEvent, err error) {
-	d.post(qp.Event{Type: qp.EventType(e), QP: q, Err: err})
+	d.post(Event{Type: EventType(e), QP: q, Err: err})
 }
 
 // srqLimitReached reports an SRQ's limit event.
 func (d *Device) srqLimitReached(s *qp.SRQ) {
-	d.post(qp.Event{Type: qp.EventSRQLimitReached, SRQ: s})
+	d.post(Event{Type: EventSRQLimitReached, SRQ: s})
 }
 
-func (d *Device) post(e qp.Event) {
+func (d *Device) post(e Event) {
 	d.evMu.RLock()
 	defer d.evMu.RUnlock()
 	if d.evClosed {
@@ -381,7 +381,7 @@ func (d *Device) AllocPD() *mr.PD { return d.allocPD() }
 // An overrun is reported as an EventCQErr.
 func (d *Device) CreateCQ(depth int) *cq.CQ {
 	c := newCQ(depth, func(c *cq.CQ, err error) {
-		d.post(qp.Event{Type: qp.EventCQErr, CQ: c, Err: err})
+		d.post(Event{Type: EventCQErr, CQ: c, Err: err})
 	})
 	if d.poller != nil {
 		progressCQ(c, d.progress)
@@ -594,7 +594,7 @@ func (d *Device) rxLoop(i int) {
 			}
 			if errors.Is(err, nic.ErrClosed) {
 				// One event for the device, whichever queue saw it first.
-				d.fatalOnce.Do(func() { d.post(qp.Event{Type: qp.EventDeviceFatal, Err: err}) })
+				d.fatalOnce.Do(func() { d.post(Event{Type: EventDeviceFatal, Err: err}) })
 				return
 			}
 			d.counters.Malformed.Add(1)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/transport"
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/manualclock"
@@ -64,9 +65,9 @@ func TestCQOverrun(t *testing.T) {
 		select {
 		case e := <-b.Dev.Events():
 			switch e.Type {
-			case qp.EventCQErr:
+			case transport.EventCQErr:
 				sawCQ = e.CQ == b.RCQ && errors.Is(e.Err, cq.ErrOverrun)
-			case qp.EventQPFatal:
+			case transport.EventQPFatal:
 				sawQP = e.QP == b.QP
 			}
 		case <-time.After(2 * time.Second):
@@ -146,7 +147,7 @@ func TestSQDrain(t *testing.T) {
 	}
 	select {
 	case e := <-a.Dev.Events():
-		if e.Type != qp.EventSQDrained {
+		if e.Type != transport.EventSQDrained {
 			t.Fatalf("event %v", e)
 		}
 	case <-time.After(time.Second):
@@ -262,7 +263,7 @@ func TestCommEstablished(t *testing.T) {
 	est := 0
 	for len(b.Dev.Events()) > 0 {
 		e := <-b.Dev.Events()
-		if e.Type != qp.EventCommEst || e.QP != b.QP {
+		if e.Type != transport.EventCommEst || e.QP != b.QP {
 			t.Fatalf("unexpected event %+v", e)
 		}
 		est++

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/internal/hook"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // The device reports a QP's event with the value qp raised it with, so
@@ -12,13 +12,13 @@ import (
 func TestQPEventValues(t *testing.T) {
 	for _, c := range []struct {
 		raised hook.QPEvent
-		want   qp.EventType
+		want   transport.EventType
 	}{
-		{hook.QPFatal, qp.EventQPFatal}, {hook.QPReqErr, qp.EventQPReqErr},
-		{hook.QPAccessErr, qp.EventQPAccessErr}, {hook.CommEst, qp.EventCommEst},
-		{hook.SQDrained, qp.EventSQDrained}, {hook.QPLastWQEReached, qp.EventQPLastWQEReached},
+		{hook.QPFatal, transport.EventQPFatal}, {hook.QPReqErr, transport.EventQPReqErr},
+		{hook.QPAccessErr, transport.EventQPAccessErr}, {hook.CommEst, transport.EventCommEst},
+		{hook.SQDrained, transport.EventSQDrained}, {hook.QPLastWQEReached, transport.EventQPLastWQEReached},
 	} {
-		if qp.EventType(c.raised) != c.want {
+		if transport.EventType(c.raised) != c.want {
 			t.Errorf("qp raises %v as %d, the device's value is %d", c.want, c.raised, c.want)
 		}
 	}

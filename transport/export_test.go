@@ -4,7 +4,6 @@ import (
 	"net/netip"
 
 	"github.com/goroce/goroce/nic"
-	"github.com/goroce/goroce/qp"
 )
 
 // What the external tests (package transport_test) reach of the package's
@@ -17,7 +16,7 @@ const MADLen = madLen
 var DestroyQP = destroyQP
 
 // LinkCounters names a link's statistics as Device.Stats lists them.
-func LinkCounters(s nic.Stats) []qp.Counter { return linkCounters(s) }
+func LinkCounters(s nic.Stats) []nic.Counter { return linkCounters(s) }
 
 // AttachGSI attaches h as the device's GSI (QP1) consumer.
 func (d *Device) AttachGSI(h func(src, dst netip.Addr, mad []byte)) (detach func(), err error) {

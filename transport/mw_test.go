@@ -97,13 +97,13 @@ func TestMWType1(t *testing.T) {
 		SGL: []mr.SGE{a.MR.SGE(0, 8)}, RemoteAddr: win.Addr, RKey: key}))
 	waitOp(t, a.SCQ, 5, cq.OpRDMARead, cq.RemAccessErr)
 	ev := waitEvent(t, b.Dev)
-	if ev.Type != qp.EventQPAccessErr || !errors.Is(ev.Err, mr.ErrAccess) {
+	if ev.Type != transport.EventQPAccessErr || !errors.Is(ev.Err, mr.ErrAccess) {
 		t.Fatalf("event %v: %v", ev.Type, ev.Err)
 	}
 }
 
 // waitEvent returns the device's next asynchronous event.
-func waitEvent(t *testing.T, d *transport.Device) qp.Event {
+func waitEvent(t *testing.T, d *transport.Device) transport.Event {
 	t.Helper()
 	select {
 	case ev := <-d.Events():
@@ -111,7 +111,7 @@ func waitEvent(t *testing.T, d *transport.Device) qp.Event {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no asynchronous event")
 	}
-	return qp.Event{}
+	return transport.Event{}
 }
 
 // TestMWType1Range: one byte past the window, inside the region, is a

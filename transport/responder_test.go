@@ -57,14 +57,14 @@ func TestResponderNAKs(t *testing.T) {
 		run    func(s *rdmatest.Peer, r *rawPeer)
 		syn    bth.Syndrome
 		state  qp.State
-		event  qp.EventType
+		event  transport.EventType
 		why    error     // what the event's Err wraps (with event)
 		msg    string    // what the event's Err says, if set
 		rstat  cq.Status // receive completion status, if one is expected
 	}{
-		{name: "SEND MIDDLE without FIRST", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrInvalidRequest,
+		{name: "SEND MIDDLE without FIRST", syn: nakInvalid, state: qp.Err, event: transport.EventQPReqErr, why: qp.ErrInvalidRequest,
 			run: func(s *rdmatest.Peer, r *rawPeer) { r.send(bth.RCSendMiddle, rPSN, true, pay(1024)) }},
-		{name: "SEND FIRST shorter than the MTU", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrInvalidRequest, rstat: cq.RemInvReqErr,
+		{name: "SEND FIRST shorter than the MTU", syn: nakInvalid, state: qp.Err, event: transport.EventQPReqErr, why: qp.ErrInvalidRequest, rstat: cq.RemInvReqErr,
 			run: func(s *rdmatest.Peer, r *rawPeer) { r.send(bth.RCSendFirst, rPSN, true, pay(1000)) }},
 		{name: "SEND beyond the receive buffer", recv: []mr.SGE{{Length: 10}}, syn: nakInvalid, state: qp.Err, rstat: cq.LocLenErr,
 			run: func(s *rdmatest.Peer, r *rawPeer) { r.send(bth.RCSendOnly, rPSN, true, pay(64)) }},
@@ -82,38 +82,38 @@ func TestResponderNAKs(t *testing.T) {
 				m.Dereg()
 				r.send(bth.RCSendOnly, rPSN, true, pay(64))
 			}},
-		{name: "WRITE with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrInvalidKey,
+		{name: "WRITE with a bad rkey", syn: nakAccess, state: qp.Err, event: transport.EventQPAccessErr, why: mr.ErrInvalidKey,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr(), s.MR.RKey()^0x100, 64))
 			}},
-		{name: "WRITE beyond the region", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrBounds,
+		{name: "WRITE beyond the region", syn: nakAccess, state: qp.Err, event: transport.EventQPAccessErr, why: mr.ErrBounds,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr()+uint64(len(s.Buf))-32, s.MR.RKey(), 64))
 			}},
-		{name: "WRITE below the region", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrBounds,
+		{name: "WRITE below the region", syn: nakAccess, state: qp.Err, event: transport.EventQPAccessErr, why: mr.ErrBounds,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr()-8, s.MR.RKey(), 64))
 			}},
 		// The QP's access flags lacking the operation is an invalid request,
 		// as rxe's check_op_valid answers it, not a remote access error.
-		{name: "WRITE to a QP without remote write", access: mr.LocalWrite | mr.RemoteRead, syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrQPAccess,
+		{name: "WRITE to a QP without remote write", access: mr.LocalWrite | mr.RemoteRead, syn: nakInvalid, state: qp.Err, event: transport.EventQPReqErr, why: qp.ErrQPAccess,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr(), s.MR.RKey(), 64))
 			}},
-		{name: "WRITE shorter than its DMA length", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrInvalidRequest,
+		{name: "WRITE shorter than its DMA length", syn: nakInvalid, state: qp.Err, event: transport.EventQPReqErr, why: qp.ErrInvalidRequest,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr(), s.MR.RKey(), 100))
 			}},
-		{name: "READ from a QP without remote read", access: mr.LocalWrite | mr.RemoteWrite, syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrQPAccess,
+		{name: "READ from a QP without remote read", access: mr.LocalWrite | mr.RemoteWrite, syn: nakInvalid, state: qp.Err, event: transport.EventQPReqErr, why: qp.ErrQPAccess,
 			msg: "READ to a QP without REMOTE_READ",
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.MR.Addr(), s.MR.RKey(), 64))
 			}},
-		{name: "atomic to a QP without remote atomic", access: mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead, syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrQPAccess,
+		{name: "atomic to a QP without remote atomic", access: mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead, syn: nakInvalid, state: qp.Err, event: transport.EventQPReqErr, why: qp.ErrQPAccess,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCFetchAdd, rPSN, true, nil, atomicETH(s.MR.Addr(), s.MR.RKey(), 1, 0))
 			}},
-		{name: "WRITE to a region without remote write", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrAccess,
+		{name: "WRITE to a region without remote write", syn: nakAccess, state: qp.Err, event: transport.EventQPAccessErr, why: mr.ErrAccess,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				m, err := s.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteRead)
 				if err != nil {
@@ -121,7 +121,7 @@ func TestResponderNAKs(t *testing.T) {
 				}
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(m.Addr(), m.RKey(), 64))
 			}},
-		{name: "WRITE to a region of another PD", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrPD,
+		{name: "WRITE to a region of another PD", syn: nakAccess, state: qp.Err, event: transport.EventQPAccessErr, why: mr.ErrPD,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				m, err := s.Dev.AllocPD().Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite)
 				if err != nil {
@@ -129,20 +129,20 @@ func TestResponderNAKs(t *testing.T) {
 				}
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(m.Addr(), m.RKey(), 64))
 			}},
-		{name: "READ with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrInvalidKey,
+		{name: "READ with a bad rkey", syn: nakAccess, state: qp.Err, event: transport.EventQPAccessErr, why: mr.ErrInvalidKey,
 			msg: "READ rkey 0xdead00",
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.MR.Addr(), 0xdead00, 64))
 			}},
-		{name: "atomic on an unaligned address", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrInvalidRequest,
+		{name: "atomic on an unaligned address", syn: nakInvalid, state: qp.Err, event: transport.EventQPReqErr, why: qp.ErrInvalidRequest,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCFetchAdd, rPSN, true, nil, atomicETH(s.MR.Addr()+4, s.MR.RKey(), 1, 0))
 			}},
-		{name: "atomic with a bad rkey", syn: nakAccess, state: qp.Err, event: qp.EventQPAccessErr, why: mr.ErrInvalidKey,
+		{name: "atomic with a bad rkey", syn: nakAccess, state: qp.Err, event: transport.EventQPAccessErr, why: mr.ErrInvalidKey,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCCompareSwap, rPSN, true, nil, atomicETH(s.MR.Addr(), s.MR.RKey()+1, 1, 0))
 			}},
-		{name: "unsupported FLUSH", syn: nakInvalid, state: qp.Err, event: qp.EventQPReqErr, why: qp.ErrInvalidRequest,
+		{name: "unsupported FLUSH", syn: nakInvalid, state: qp.Err, event: transport.EventQPReqErr, why: qp.ErrInvalidRequest,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCFlush, rPSN, true, nil, reth(s.MR.Addr(), s.MR.RKey(), 64))
 			}},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/transport"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
@@ -131,7 +132,7 @@ func TestSRQLimit(t *testing.T) {
 		for {
 			select {
 			case e := <-s.b.Dev.Events():
-				if e.Type == qp.EventSRQLimitReached && e.SRQ == s.srq {
+				if e.Type == transport.EventSRQLimitReached && e.SRQ == s.srq {
 					n++
 				}
 			default:
@@ -177,7 +178,7 @@ func TestSRQQPErrorLeavesSRQ(t *testing.T) {
 	// The SRQ's WQEs stay for the other QPs; the QP reports its last WQE.
 	select {
 	case ev := <-s.b.Dev.Events():
-		if ev.Type != qp.EventQPLastWQEReached || ev.QP != s.rc[0][1] {
+		if ev.Type != transport.EventQPLastWQEReached || ev.QP != s.rc[0][1] {
 			t.Fatalf("%v", ev)
 		}
 	case <-time.After(time.Second):

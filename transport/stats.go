@@ -2,27 +2,26 @@ package transport
 
 import (
 	"github.com/goroce/goroce/nic"
-	"github.com/goroce/goroce/qp"
 )
 
 // Stats returns the device's counters as rdma-core and the kernel report
 // them for a port (rdma statistic show link DEV/1): the engine's protocol
 // counters first, named as Linux rxe's hw_counters and then goroce's own
-// (qp.Counters.List), then the link's, prefixed "link_", with packets and
+// (Counters.List), then the link's, prefixed "link_", with packets and
 // bytes counting IP datagrams as the engine sends and receives them, then
 // QP1's MADs (MADStats), prefixed "gsi_".
-func (d *Device) Stats() []qp.Counter {
+func (d *Device) Stats() []nic.Counter {
 	c := d.counters.List()
 	c = append(c, linkCounters(d.link.Stats())...)
-	c = append(c, qp.Counter{Name: "async_events_lost", Value: d.EventsLost()})
+	c = append(c, nic.Counter{Name: "async_events_lost", Value: d.EventsLost()})
 	m := d.MADStats()
-	return append(c, qp.Counter{Name: "gsi_rcvd_mads", Value: m.Received}, qp.Counter{Name: "gsi_sent_mads", Value: m.Sent},
-		qp.Counter{Name: "gsi_dropped", Value: m.Dropped}, qp.Counter{Name: "gsi_unclaimed", Value: m.Unclaimed})
+	return append(c, nic.Counter{Name: "gsi_rcvd_mads", Value: m.Received}, nic.Counter{Name: "gsi_sent_mads", Value: m.Sent},
+		nic.Counter{Name: "gsi_dropped", Value: m.Dropped}, nic.Counter{Name: "gsi_unclaimed", Value: m.Unclaimed})
 }
 
 // linkCounters names a link's counters.
-func linkCounters(s nic.Stats) []qp.Counter {
-	return []qp.Counter{
+func linkCounters(s nic.Stats) []nic.Counter {
+	return []nic.Counter{
 		{Name: "link_tx_packets", Value: s.TxPackets},
 		{Name: "link_tx_bytes", Value: s.TxBytes},
 		{Name: "link_rx_packets", Value: s.RxPackets},

@@ -296,8 +296,8 @@ func sealed(src, dst netip.Addr, roce []byte) []byte {
 }
 
 // counterDelta returns the counters that moved from before to now (two
-// qp.Counters.List results), by name.
-func counterDelta(before, now []qp.Counter) map[string]uint64 {
+// transport.Counters.List results), by name.
+func counterDelta(before, now []nic.Counter) map[string]uint64 {
 	delta := map[string]uint64{}
 	for i, c := range now {
 		if d := c.Value - before[i].Value; d != 0 {

@@ -266,7 +266,7 @@ func TestXRCETHValidation(t *testing.T) {
 			if wc := rdmatest.Wait(t, s.ini.cq, timeoutShort); wc.Status != cq.RemInvReqErr || wc.WRID != 9 {
 				t.Fatalf("initiator completion %+v, want REM_INV_REQ_ERR", wc)
 			}
-			ev := waitEventType(t, s.tgt.dev, qp.EventQPFatal)
+			ev := waitEventType(t, s.tgt.dev, transport.EventQPFatal)
 			if ev.QP != s.tgQ || !errors.Is(ev.Err, tc.err) || !errors.Is(ev.Err, qp.ErrInvalidRequest) {
 				t.Fatalf("event %v, want QP fatal on the target wrapping %v", ev, tc.err)
 			}
@@ -288,7 +288,7 @@ func TestXRCETHValidation(t *testing.T) {
 
 // waitEventType returns the next asynchronous event of type want,
 // failing the test if none comes within the deadline.
-func waitEventType(t testing.TB, d *transport.Device, want qp.EventType) qp.Event {
+func waitEventType(t testing.TB, d *transport.Device, want transport.EventType) transport.Event {
 	t.Helper()
 	deadline := time.After(timeoutShort)
 	for {

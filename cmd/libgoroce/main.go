@@ -107,7 +107,7 @@ type srqueue struct {
 }
 
 type asyncEvent struct {
-	typ  qp.EventType
+	typ  transport.EventType
 	elem uintptr
 }
 
@@ -151,7 +151,7 @@ func (od *openDev) forwardEvents() {
 
 // queueEvent queues e for ibv_get_async_event if it is c's. Called with
 // c.od.mu held, so that a closed context's fd is never written.
-func (c *devctx) queueEvent(e qp.Event) {
+func (c *devctx) queueEvent(e transport.Event) {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
 	c.mu.Lock()

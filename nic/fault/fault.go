@@ -88,8 +88,8 @@ func (s Stats) String() string {
 
 // List names the counters, for a stats socket (roced stats): fault_tx_lost
 // and the like, then fault_ruleN.
-func (s Stats) List() []qp.Counter {
-	var out []qp.Counter
+func (s Stats) List() []nic.Counter {
+	var out []nic.Counter
 	for _, d := range []struct {
 		name string
 		s    DirStats
@@ -100,11 +100,11 @@ func (s Stats) List() []qp.Counter {
 		}{{"lost", d.s.Lost}, {"duplicated", d.s.Duplicated}, {"reordered", d.s.Reordered},
 			{"delayed", d.s.Delayed}, {"corrupted", d.s.Corrupted}, {"rewritten", d.s.Rewritten},
 			{"badicrc", d.s.BadICRC}, {"truncated", d.s.Truncated}} {
-			out = append(out, qp.Counter{Name: "fault_" + d.name + "_" + c.name, Value: c.v})
+			out = append(out, nic.Counter{Name: "fault_" + d.name + "_" + c.name, Value: c.v})
 		}
 	}
 	for i, v := range s.Rules {
-		out = append(out, qp.Counter{Name: fmt.Sprintf("fault_rule%d", i+1), Value: v})
+		out = append(out, nic.Counter{Name: fmt.Sprintf("fault_rule%d", i+1), Value: v})
 	}
 	return out
 }

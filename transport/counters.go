@@ -1,6 +1,10 @@
-package qp
+package transport
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/goroce/goroce/nic"
+)
 
 // Counters are a device's protocol counters. The first group carries the
 // names of Linux rxe's hw_counters (/sys/class/infiniband/DEV/ports/1/
@@ -44,49 +48,43 @@ type Counters struct {
 	ClockedPosts       atomic.Uint64 // posts left for the next acknowledgement to send (doorbell)
 }
 
-// Counter is one named counter value.
-type Counter struct {
-	Name  string // as rxe names it in hw_counters, where it has one
-	Value uint64 // events counted since the device opened
-}
-
 // List returns every counter with its name, in a stable order.
-func (c *Counters) List() []Counter {
-	return []Counter{
-		{"sent_pkts", c.SentPkts.Load()},
-		{"rcvd_pkts", c.RcvdPkts.Load()},
-		{"duplicate_request", c.DuplicateRequest.Load()},
-		{"out_of_seq_request", c.OutOfSeqRequest.Load()},
-		{"rcvd_rnr_err", c.RcvdRNRErr.Load()},
-		{"send_rnr_err", c.SendRNRErr.Load()},
-		{"rcvd_seq_err", c.RcvdSeqErr.Load()},
-		{"ack_deferred", c.AckDeferred.Load()},
-		{"retry_exceeded_err", c.RetryExceededErr.Load()},
-		{"retry_rnr_exceeded_err", c.RetryRNRExceededErr.Load()},
-		{"completer_retry_err", c.CompleterRetryErr.Load()},
-		{"send_err", c.SendErr.Load()},
-		{"rdma_sends", c.RDMASends.Load()},
-		{"rdma_recvs", c.RDMARecvs.Load()},
-		{"icrc_err", c.ICRCErr.Load()},
-		{"malformed", c.Malformed.Load()},
-		{"unknown_qp", c.UnknownQP.Load()},
-		{"bad_state", c.BadState.Load()},
-		{"bad_source", c.BadSource.Load()},
-		{"bad_pkey", c.BadPKey.Load()},
-		{"bad_qkey", c.BadQKey.Load()},
-		{"no_recv_wqe", c.NoRecvWQE.Load()},
-		{"uc_dropped", c.UCDropped.Load()},
-		{"sent_naks", c.SentNAKs.Load()},
-		{"sent_acks", c.SentACKs.Load()},
-		{"timeouts", c.Timeouts.Load()},
-		{"retransmitted_pkts", c.RetransmittedPkts.Load()},
-		{"ghost_responses", c.GhostResponses.Load()},
-		{"duplicate_responses", c.DuplicateResponses.Load()},
-		{"cnps", c.CNPs.Load()},
-		{"xrc_bad_srqn", c.XRCBadSRQN.Load()},
-		{"xrc_domain_violation", c.XRCDomainViolation.Load()},
-		{"xrc_misdirected", c.XRCMisdirected.Load()},
-		{"polled_pkts", c.PolledPkts.Load()},
-		{"clocked_posts", c.ClockedPosts.Load()},
+func (c *Counters) List() []nic.Counter {
+	return []nic.Counter{
+		{Name: "sent_pkts", Value: c.SentPkts.Load()},
+		{Name: "rcvd_pkts", Value: c.RcvdPkts.Load()},
+		{Name: "duplicate_request", Value: c.DuplicateRequest.Load()},
+		{Name: "out_of_seq_request", Value: c.OutOfSeqRequest.Load()},
+		{Name: "rcvd_rnr_err", Value: c.RcvdRNRErr.Load()},
+		{Name: "send_rnr_err", Value: c.SendRNRErr.Load()},
+		{Name: "rcvd_seq_err", Value: c.RcvdSeqErr.Load()},
+		{Name: "ack_deferred", Value: c.AckDeferred.Load()},
+		{Name: "retry_exceeded_err", Value: c.RetryExceededErr.Load()},
+		{Name: "retry_rnr_exceeded_err", Value: c.RetryRNRExceededErr.Load()},
+		{Name: "completer_retry_err", Value: c.CompleterRetryErr.Load()},
+		{Name: "send_err", Value: c.SendErr.Load()},
+		{Name: "rdma_sends", Value: c.RDMASends.Load()},
+		{Name: "rdma_recvs", Value: c.RDMARecvs.Load()},
+		{Name: "icrc_err", Value: c.ICRCErr.Load()},
+		{Name: "malformed", Value: c.Malformed.Load()},
+		{Name: "unknown_qp", Value: c.UnknownQP.Load()},
+		{Name: "bad_state", Value: c.BadState.Load()},
+		{Name: "bad_source", Value: c.BadSource.Load()},
+		{Name: "bad_pkey", Value: c.BadPKey.Load()},
+		{Name: "bad_qkey", Value: c.BadQKey.Load()},
+		{Name: "no_recv_wqe", Value: c.NoRecvWQE.Load()},
+		{Name: "uc_dropped", Value: c.UCDropped.Load()},
+		{Name: "sent_naks", Value: c.SentNAKs.Load()},
+		{Name: "sent_acks", Value: c.SentACKs.Load()},
+		{Name: "timeouts", Value: c.Timeouts.Load()},
+		{Name: "retransmitted_pkts", Value: c.RetransmittedPkts.Load()},
+		{Name: "ghost_responses", Value: c.GhostResponses.Load()},
+		{Name: "duplicate_responses", Value: c.DuplicateResponses.Load()},
+		{Name: "cnps", Value: c.CNPs.Load()},
+		{Name: "xrc_bad_srqn", Value: c.XRCBadSRQN.Load()},
+		{Name: "xrc_domain_violation", Value: c.XRCDomainViolation.Load()},
+		{Name: "xrc_misdirected", Value: c.XRCMisdirected.Load()},
+		{Name: "polled_pkts", Value: c.PolledPkts.Load()},
+		{Name: "clocked_posts", Value: c.ClockedPosts.Load()},
 	}
 }
