@@ -8,17 +8,17 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // node is one device with what a connection needs.
 type node struct {
-	dev  *transport.Device
+	dev  *device.Device
 	addr netip.Addr
 	pd   *mr.PD
 	cq   *cq.CQ
@@ -28,7 +28,7 @@ type node struct {
 
 func openNode(t testing.TB, link nic.Link, addr netip.Addr, clk qp.Clock) *node {
 	t.Helper()
-	dev, err := transport.Open(link, transport.Options{Clock: clk})
+	dev, err := device.Open(link, device.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // state is a connection's CM state (IBA 12.9.6, the kernel's ib_cm_state).
@@ -131,7 +131,7 @@ type Conn struct {
 	private  []byte // the peer's private data (REQ: after rdma_cm's header; REP)
 	active   bool
 	p        peer
-	lep      transport.Endpoint // this side's endpoint (QPN, first PSN, GID, MTU)
+	lep      device.Endpoint // this side's endpoint (QPN, first PSN, GID, MTU)
 	params   ConnParams
 	ackTO    uint8 // the path's local ACK timeout: the QP's, and time wait's measure
 	qcAccess mr.Access
@@ -527,7 +527,7 @@ func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPCo
 		ServiceID: mad.ServiceID(ps, raddr.Port()), LocalCAGUID: m.guid,
 		LocalQPN: c.qp.QPN(), ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
 		RemoteCMResponseTimeout: cmResponseTimeout, StartingPSN: c.lep.PSN,
-		LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount, PKey: transport.GSIPKey,
+		LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount, PKey: device.GSIPKey,
 		PathMTU: uint8(c.lep.MTU), RNRRetryCount: p.RNRRetryCount, MaxCMRetries: maxCMRetries,
 		Primary: mad.PathFields{LocalLID: permissiveLID, RemoteLID: permissiveLID, LocalGID: c.lep.GID,
 			RemoteGID: bth.GIDFromAddr(ra), HopLimit: hopLimit, LocalACKTimeout: c.ackTO},
@@ -620,14 +620,14 @@ func (m *Manager) newConn(qc QPConfig, p ConnParams, la netip.Addr) (*Conn, erro
 // side's message names the PSN it expects to receive. Called with m.mu
 // held.
 func (m *Manager) connect(c *Conn, qpn, sendPSN uint32, mtu qp.MTU, retry, rnr uint8) error {
-	remote := transport.Endpoint{QPN: qpn, PSN: c.lep.PSN, GID: bth.GIDFromAddr(c.p.remote), MTU: mtu}
+	remote := device.Endpoint{QPN: qpn, PSN: c.lep.PSN, GID: bth.GIDFromAddr(c.p.remote), MTU: mtu}
 	local := c.lep
 	local.PSN = sendPSN
 	timeout := c.ackTO
 	if c.params.ACKTimeout != 0 {
 		timeout = c.params.ACKTimeout
 	}
-	err := m.dev.Connect(c.qp, local, remote, transport.ConnectOptions{
+	err := m.dev.Connect(c.qp, local, remote, device.ConnectOptions{
 		Access: c.qcAccess, Timeout: timeout, RetryCnt: retry, RNRRetry: rnr,
 		MaxRdAtomic: c.params.InitiatorDepth, MaxDestRdAtomic: c.params.ResponderResources,
 	})

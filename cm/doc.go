@@ -3,7 +3,7 @@
 // program built on librdmacm (rping, and in time every rdma_cm
 // application) can connect to goroce and goroce to it.
 //
-// A Manager runs the connection manager of one transport.Device: it owns
+// A Manager runs the connection manager of one device.Device: it owns
 // the device's QP1 and keeps the state of every connection (communication
 // IDs, transaction IDs, the CM state machine of IBA 12.9: idle, REQ sent,
 // REP sent, established, DREQ sent, time wait), retries a MAD that gets no

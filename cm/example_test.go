@@ -9,11 +9,11 @@ import (
 
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // Example connects two devices through the connection manager, as an
@@ -152,7 +152,7 @@ func ExampleManager_ResolveUD() {
 // exampleSide is one device of the examples: its connection manager, a
 // CQ, a registered region and the QPConfig of its QPs.
 type exampleSide struct {
-	dev    *transport.Device
+	dev    *device.Device
 	mgr    *cm.Manager
 	cq     *cq.CQ
 	region *mr.MR
@@ -166,7 +166,7 @@ func openExampleSide(network *mem.Net, addr string) exampleSide {
 	if err != nil {
 		log.Fatal(err)
 	}
-	dev, err := transport.Open(link, transport.Options{})
+	dev, err := device.Open(link, device.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

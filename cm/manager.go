@@ -11,17 +11,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
-// The device's QP1, which transport hands the connection manager through
+// The device's QP1, which the device package hands the connection manager through
 // internal/hook rather than its public API.
 var (
-	attachGSI = hook.AttachGSI.(func(d *transport.Device, h func(src, dst netip.Addr, mad []byte)) (func(), error))
-	sendGSI   = hook.SendGSI.(func(d *transport.Device, src, dst netip.Addr, mad []byte) error)
+	attachGSI = hook.AttachGSI.(func(d *device.Device, h func(src, dst netip.Addr, mad []byte)) (func(), error))
+	sendGSI   = hook.SendGSI.(func(d *device.Device, src, dst netip.Addr, mad []byte) error)
 )
 
 // The values Linux's rdma_cm puts in a REQ (cma.c; the captured rping REQ
@@ -108,7 +108,7 @@ type inMAD struct {
 // Manager is the connection manager of one device. Its methods are safe
 // for concurrent use.
 type Manager struct {
-	dev    *transport.Device
+	dev    *device.Device
 	clock  qp.Clock
 	guid   uint64
 	hiTID  uint64
@@ -142,7 +142,7 @@ var ErrClosed = errors.New("cm: closed")
 
 // New starts the connection manager of dev: it takes over dev's QP1. One
 // device has at most one Manager at a time.
-func New(dev *transport.Device, o Options) (*Manager, error) {
+func New(dev *device.Device, o Options) (*Manager, error) {
 	m := &Manager{
 		dev: dev, clock: o.Clock, guid: nodeGUID(dev), hiTID: uint64(rand.Uint32()) << 32,
 		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[psPort]*Listener{},
@@ -167,7 +167,7 @@ func New(dev *transport.Device, o Options) (*Manager, error) {
 // nodeGUID returns the CA GUID the manager's MADs carry: the EUI-64 of the
 // device's link-local GID, as rxe's node GUID is, or else one made from
 // its first GID.
-func nodeGUID(dev *transport.Device) uint64 {
+func nodeGUID(dev *device.Device) uint64 {
 	if g, ok := dev.GID(0); ok && g.Addr().IsLinkLocalUnicast() {
 		return binary.BigEndian.Uint64(g[8:])
 	}

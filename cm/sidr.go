@@ -8,9 +8,9 @@ import (
 	"net/netip"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // The UDP port space: UD services resolved with SIDR_REQ and SIDR_REP
@@ -303,7 +303,7 @@ func (m *Manager) CreateUDQP(qc QPConfig) (*qp.QP, error) {
 	}
 	ep, err := m.dev.LocalEndpoint(q)
 	if err == nil {
-		err = m.dev.Connect(q, ep, transport.Endpoint{}, transport.ConnectOptions{QKey: UDPQKey})
+		err = m.dev.Connect(q, ep, device.Endpoint{}, device.ConnectOptions{QKey: UDPQKey})
 	}
 	if err == nil && qc.Prepare != nil {
 		err = qc.Prepare(q)
@@ -369,7 +369,7 @@ func (m *Manager) ResolveUDIn(ctx context.Context, ps mad.PortSpace, laddr, radd
 		return nil, fmt.Errorf("cm: resolve: %w", err)
 	}
 	ra := raddr.Addr().Unmap()
-	ah, err := m.dev.AHAttr(transport.Endpoint{GID: bth.GIDFromAddr(local.Addr())}, transport.Endpoint{GID: bth.GIDFromAddr(ra)})
+	ah, err := m.dev.AHAttr(device.Endpoint{GID: bth.GIDFromAddr(local.Addr())}, device.Endpoint{GID: bth.GIDFromAddr(ra)})
 	if err != nil {
 		return nil, fmt.Errorf("cm: resolve: %w", err)
 	}
@@ -389,7 +389,7 @@ func (m *Manager) ResolveUDIn(ctx context.Context, ps mad.PortSpace, laddr, radd
 		q.id = m.ids()
 	}
 	q.msg = newMAD(mad.AttrSIDRREQ, m.hiTID|uint64(q.id))
-	q.msg.SIDRREQ().Put(mad.SIDRREQFields{RequestID: q.id, PKey: transport.GSIPKey,
+	q.msg.SIDRREQ().Put(mad.SIDRREQFields{RequestID: q.id, PKey: device.GSIPKey,
 		ServiceID: mad.ServiceID(ps, raddr.Port()), PrivateData: priv})
 	m.sidrOut[q.id] = q
 	m.armSIDR(q)

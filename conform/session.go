@@ -8,12 +8,12 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/ladder"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // setup is what a case changes in the peer's QP and resources.
@@ -57,7 +57,7 @@ type conn struct {
 // in-memory link, its clock, and the suite's endpoint.
 type session struct {
 	clk *manualclock.Clock
-	dev *transport.Device
+	dev *device.Device
 	pd  *mr.PD
 	mr  *mr.MR
 	raw *rawEnd
@@ -140,7 +140,7 @@ func newSelfSession(set setup) (*session, error) {
 		return nil, err
 	}
 	clk := manualclock.New()
-	dev, err := transport.Open(pl, transport.Options{Clock: clk})
+	dev, err := device.Open(pl, device.Options{Clock: clk})
 	if err != nil {
 		pl.Close()
 		rl.Close()
@@ -177,8 +177,8 @@ func (s *session) connect(rqpn uint32, set setup) (*conn, error) {
 		return nil, err
 	}
 	c.peerPSN = local.PSN
-	remote := transport.Endpoint{QPN: rqpn, PSN: rawPSN, GID: bth.GIDFromAddr(rawAddr), MTU: qp.MTU1024}
-	o := transport.ConnectOptions{Access: set.access, Timeout: timeout, RetryCnt: set.retry, RNRRetry: set.rnrRetry,
+	remote := device.Endpoint{QPN: rqpn, PSN: rawPSN, GID: bth.GIDFromAddr(rawAddr), MTU: qp.MTU1024}
+	o := device.ConnectOptions{Access: set.access, Timeout: timeout, RetryCnt: set.retry, RNRRetry: set.rnrRetry,
 		MinRNRTimer: set.minRNR, PathMTU: qp.MTU1024}
 	if o.Access == 0 {
 		o.Access = allAccess

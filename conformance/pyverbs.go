@@ -22,10 +22,10 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // The verbs stage (-peer lab-pyverbs): what no tool exercises, memory
@@ -70,7 +70,7 @@ type verbsServer struct {
 // rxe's behind the guest's verbs server, or (a pair case) the QPs of the
 // host's verbs server, over libgoroce.so, and the guest's.
 type verbsConn struct {
-	dev    *transport.Device
+	dev    *device.Device
 	pd     *mr.PD
 	cq     *cq.CQ
 	qp     *qp.QP
@@ -725,7 +725,7 @@ func RunVerbs(ctx context.Context, l *Lab, o VerbsOptions) *Report {
 	// goroce's own device for the API cases, opened at the first and
 	// closed before the pair cases: libgoroce.so then binds the same
 	// address's port 4791.
-	var dev *transport.Device
+	var dev *device.Device
 	defer func() {
 		if dev != nil {
 			dev.Close()
@@ -782,14 +782,14 @@ func RunVerbs(ctx context.Context, l *Lab, o VerbsOptions) *Report {
 }
 
 // openGoroce opens goroce on the UDP link at the tap's host address.
-func (l *Lab) openGoroce() (*transport.Device, error) {
-	var dev *transport.Device
+func (l *Lab) openGoroce() (*device.Device, error) {
+	var dev *device.Device
 	err := l.inNetNS(func() error {
 		link, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(l.HostAddr)})
 		if err != nil {
 			return err
 		}
-		dev, err = transport.Open(link, transport.Options{})
+		dev, err = device.Open(link, device.Options{})
 		if err != nil {
 			link.Close()
 		}
@@ -901,7 +901,7 @@ func (l *Lab) startHostVerbs(ctx context.Context, lib string) (string, func(), e
 
 // verbsConnect opens a case's connection: a goroce RC QP and rxe's,
 // connected to each other through the verbs server.
-func (l *Lab) verbsConnect(ctx context.Context, dev *transport.Device) (*verbsConn, error) {
+func (l *Lab) verbsConnect(ctx context.Context, dev *device.Device) (*verbsConn, error) {
 	v := &verbsConn{dev: dev}
 	var err error
 	if v.guest, err = l.dialVerbs(ctx, "rxe", net.JoinHostPort(l.GuestAddr, strconv.Itoa(guestVerbsPort)), &v.log); err != nil {
@@ -933,8 +933,8 @@ func (l *Lab) verbsConnect(ctx context.Context, dev *transport.Device) (*verbsCo
 	if err != nil {
 		return v, fmt.Errorf("rxe's GID %q: %w", r.GID, err)
 	}
-	remote := transport.Endpoint{QPN: r.QPN, PSN: r.PSN, GID: bth.GIDFromAddr(gid), MTU: qp.MTU1024}
-	if err := dev.Connect(v.qp, local, remote, transport.ConnectOptions{Access: winRW | mr.RemoteAtomic, MaxRdAtomic: 4, MaxDestRdAtomic: 4}); err != nil {
+	remote := device.Endpoint{QPN: r.QPN, PSN: r.PSN, GID: bth.GIDFromAddr(gid), MTU: qp.MTU1024}
+	if err := dev.Connect(v.qp, local, remote, device.ConnectOptions{Access: winRW | mr.RemoteAtomic, MaxRdAtomic: 4, MaxDestRdAtomic: 4}); err != nil {
 		return v, err
 	}
 	_, err = v.call(ctx, map[string]any{"op": "connect", "qpn": local.QPN, "psn": local.PSN, "gid": local.GID.String()})

@@ -253,7 +253,7 @@ func (c *CQ) push(wc WC, solicited bool) bool {
 }
 
 // shutdown ends the queue when its device closes; err wraps
-// transport.ErrClosed. Completions already held stay: Poll returns them,
+// device.ErrClosed. Completions already held stay: Poll returns them,
 // oldest first, as libibverbs lets a CQ be drained until it is destroyed,
 // and then err. Every Wait and PollWait returns, and Events is closed, so
 // a completion-channel reader wakes too. Later completions are lost.
@@ -273,8 +273,8 @@ func (c *CQ) shutdown(err error) {
 // Poll moves up to len(wc) completions, oldest first, into wc and returns
 // how many. It never blocks. After an overrun it returns the completions
 // held and then ErrOverrun; after its device closed, the completions held
-// and then an error wrapping transport.ErrClosed. On a device in poll mode
-// (transport.Options.PollProgress) a Poll that finds the queue empty first
+// and then an error wrapping device.ErrClosed. On a device in poll mode
+// (device.Options.PollProgress) a Poll that finds the queue empty first
 // receives and handles what has arrived, on the calling goroutine.
 func (c *CQ) Poll(wc []WC) (int, error) {
 	if c.ready.Load() == 0 { // empty: a push after this load is the next Poll's

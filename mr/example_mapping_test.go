@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // A peer writes into memory mapped outside the Go heap: each side maps a
@@ -22,12 +22,12 @@ import (
 func ExampleMapAnonymous() {
 	network := mem.NewNet(1)
 	type side struct {
-		dev     *transport.Device
+		dev     *device.Device
 		mapping *mr.Mapping
 		region  *mr.MR
 		cq      *cq.CQ
 		qp      *qp.QP
-		ep      transport.Endpoint
+		ep      device.Endpoint
 	}
 	var sides [2]side
 	for i, addr := range []string{"192.0.2.1", "192.0.2.2"} {
@@ -35,7 +35,7 @@ func ExampleMapAnonymous() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		dev, err := transport.Open(link, transport.Options{})
+		dev, err := device.Open(link, device.Options{})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func ExampleMapAnonymous() {
 		sides[i] = side{dev, mapping, region, c, q, ep}
 	}
 	a, b := &sides[0], &sides[1]
-	conn := transport.ConnectOptions{Access: mr.RemoteWrite}
+	conn := device.ConnectOptions{Access: mr.RemoteWrite}
 	if err := a.dev.Connect(a.qp, a.ep, b.ep, conn); err != nil {
 		log.Fatal(err)
 	}

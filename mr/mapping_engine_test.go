@@ -12,15 +12,15 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // end is one side of a connected RC pair over the in-memory link.
 type end struct {
-	dev *transport.Device
+	dev *device.Device
 	pd  *mr.PD
 	cq  *cq.CQ
 	qp  *qp.QP
@@ -33,13 +33,13 @@ func connected(tb testing.TB) (a, b *end) {
 	tb.Helper()
 	network := mem.NewNet(1)
 	var ends [2]*end
-	var eps [2]transport.Endpoint
+	var eps [2]device.Endpoint
 	for i, addr := range []string{"192.0.2.1", "192.0.2.2"} {
 		link, err := network.Attach(netip.MustParseAddr(addr), mem.Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}
-		dev, err := transport.Open(link, transport.Options{})
+		dev, err := device.Open(link, device.Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func connected(tb testing.TB) (a, b *end) {
 		ends[i] = &end{dev, pd, c, q}
 	}
 	for i, e := range ends {
-		err := e.dev.Connect(e.qp, eps[i], eps[1-i], transport.ConnectOptions{Access: mr.RemoteRead | mr.RemoteWrite})
+		err := e.dev.Connect(e.qp, eps[i], eps[1-i], device.ConnectOptions{Access: mr.RemoteRead | mr.RemoteWrite})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestMappingRDMA(t *testing.T) {
 		t.Fatalf("Close of the file mapping while registered: %v", err)
 	}
 	b.dev.Close()
-	if err := fileMR.Dereg(); !errors.Is(err, transport.ErrClosed) {
+	if err := fileMR.Dereg(); !errors.Is(err, device.ErrClosed) {
 		t.Fatalf("Dereg after Device.Close: %v", err)
 	}
 	if err := file.Close(); err != nil {

@@ -97,7 +97,7 @@ type slot struct {
 
 // close marks the table's device closed: from then on registering,
 // deregistering and deallocating fail with an error wrapping
-// transport.ErrClosed. The device calls it on Close.
+// device.ErrClosed. The device calls it on Close.
 func (t *table) close() { t.closed.Store(true) }
 
 // isClosed reports whether the table's device is closed.

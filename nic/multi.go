@@ -180,7 +180,7 @@ func commonQueues(links []Link) int {
 
 // multiAside is how long a Multi's receive goroutine stands aside once
 // pollers took frames from its queue, as a device's receive goroutine
-// does in poll mode (transport's pollActive).
+// does in poll mode (the device's pollActive).
 const multiAside = 200 * time.Microsecond
 
 // receive hands the batches recv returns to queue q, one at a time,

@@ -266,7 +266,7 @@ func (q *QP) destroy() error {
 // shutdown ends the QP when its device closes, as if it entered ERR: every
 // outstanding work request completes with a flush error (IBA 10.3.1.7),
 // then the QP stops, in ERR, and every later call returns an error
-// wrapping transport.ErrClosed. The device calls it once its receive path
+// wrapping device.ErrClosed. The device calls it once its receive path
 // and worker have stopped, so nothing is sent.
 func (q *QP) shutdown() {
 	q.mu.Lock()

@@ -248,7 +248,7 @@ type Attr struct {
 	Cap              Cap       // Query only: the queue sizes
 	AH               AHAttr    // RC, UC: the path to the peer (AttrAV)
 	PKeyIndex        uint16    // always 0: the P_Key table has one entry
-	EnSQDAsyncNotify bool      // on the move to SQD, report transport.EventSQDrained once drained
+	EnSQDAsyncNotify bool      // on the move to SQD, report device.EventSQDrained once drained
 	SQDraining       bool      // Query only
 	MaxRdAtomic      uint8     // RC: READs and atomics this QP keeps outstanding
 	MaxDestRdAtomic  uint8     // RC: READs and atomics from the peer it holds resources for
@@ -269,7 +269,7 @@ var (
 )
 
 // Why a responder ended the connection: the rule a request broke, carried
-// by the affiliated event (transport.Event.Err) on the side that detected it. A
+// by the affiliated event (device.Event.Err) on the side that detected it. A
 // memory-key rule is one of mr's errors (mr.ErrInvalidKey, ErrBounds,
 // ErrAccess, ErrPD) wrapped with the request's rkey and range.
 var (

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // BenchmarkVerbs measures what a verb costs from C through libgoroce.so
@@ -95,7 +95,7 @@ func goVerbs(b *testing.B, n int) map[string]float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dev, err := transport.Open(link, transport.Options{})
+	dev, err := device.Open(link, device.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

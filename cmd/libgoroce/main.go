@@ -36,11 +36,11 @@ import (
 	"unsafe"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,8 +49,8 @@ func main() {}
 // GQ_MAX_INLINE (shim.h) is qp.MaxInline: this does not compile otherwise.
 var _ = [1]struct{}{}[C.GQ_MAX_INLINE-qp.MaxInline]
 
-// device is one entry of GOROCE_NETDEV.
-type device struct {
+// netdevEntry is one entry of GOROCE_NETDEV.
+type netdevEntry struct {
 	name string  // the interface or address as GOROCE_NETDEV gives it
 	guid [8]byte // the node GUID: the EUI-64 of the interface's MAC, as rxe's
 	err  error   // why the interface could not be looked up
@@ -58,18 +58,18 @@ type device struct {
 
 var (
 	devsOnce sync.Once
-	devs     []device
+	devs     []netdevEntry
 )
 
 // devices parses GOROCE_NETDEV once.
-func devices() []device {
+func devices() []netdevEntry {
 	devsOnce.Do(func() {
 		for _, n := range strings.Split(os.Getenv("GOROCE_NETDEV"), ",") {
 			n = strings.TrimSpace(n)
 			if n == "" {
 				continue
 			}
-			d := device{name: n}
+			d := netdevEntry{name: n}
 			if ld, err := endpoint.LookupDev(n); err != nil {
 				d.err = err
 			} else if len(ld.GIDs) > 0 && !ld.GIDs[0].Empty() {
@@ -84,7 +84,7 @@ func devices() []device {
 // devctx is an open device (ibv_context).
 type devctx struct {
 	ep  *endpoint.Endpoint
-	dev *transport.Device
+	dev *device.Device
 
 	mu  sync.Mutex
 	cqs map[*cqueue]struct{} // the CQs with a completion channel
@@ -107,7 +107,7 @@ type srqueue struct {
 }
 
 type asyncEvent struct {
-	typ  transport.EventType
+	typ  device.EventType
 	elem uintptr
 }
 
@@ -151,7 +151,7 @@ func (od *openDev) forwardEvents() {
 
 // queueEvent queues e for ibv_get_async_event if it is c's. Called with
 // c.od.mu held, so that a closed context's fd is never written.
-func (c *devctx) queueEvent(e transport.Event) {
+func (c *devctx) queueEvent(e device.Event) {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
 	c.mu.Lock()
@@ -246,7 +246,7 @@ func errno(err error) C.int {
 		return C.int(syscall.ENOMEM)
 	case errors.Is(err, qp.ErrBusy), errors.Is(err, mr.ErrBusy):
 		return C.int(syscall.EBUSY)
-	case errors.Is(err, transport.ErrClosed):
+	case errors.Is(err, device.ErrClosed):
 		return C.int(syscall.EIO)
 	}
 	return C.int(syscall.EINVAL)

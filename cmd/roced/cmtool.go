@@ -11,8 +11,8 @@ import (
 	"syscall"
 
 	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/endpoint"
-	"github.com/goroce/goroce/transport"
 )
 
 // untilSignal makes a command of run: its context ends with SIGINT or
@@ -69,7 +69,7 @@ type cmToolConfig interface {
 
 // cmToolEnv is what such a tool runs with besides its command line.
 type cmToolEnv struct {
-	dev            *transport.Device
+	dev            *device.Device
 	cm             *cm.Manager
 	stdout, stderr io.Writer
 }

@@ -1,5 +1,5 @@
 // Command newcomer is a program a goroce user could write from the
-// documentation alone: it imports only the public packages (transport,
+// documentation alone: it imports only the public packages (device,
 // nic and its links nic/mem and nic/udp, mr, cq, qp), lives in a module of
 // its own that reaches goroce through a replace directive, as a user's
 // module would, and runs every operation between two devices: RC SEND,
@@ -28,12 +28,12 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // wait bounds every wait for a completion: an upper bound on a hang, never
@@ -55,7 +55,7 @@ func main() {
 // node is one side: a device, a protection domain, a 4 KiB region and one
 // completion queue for everything.
 type node struct {
-	dev *transport.Device
+	dev *device.Device
 	pd  *mr.PD
 	mr  *mr.MR
 	cq  *cq.CQ
@@ -84,7 +84,7 @@ func openLinks(kind string) (a, b nic.Link, err error) {
 }
 
 func newNode(l nic.Link) (*node, error) {
-	dev, err := transport.Open(l, transport.Options{})
+	dev, err := device.Open(l, device.Options{})
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -105,7 +105,7 @@ func (n *node) qp(typ qp.Type, srq *qp.SRQ) (*qp.QP, error) {
 
 // connect creates a QP of typ on each side and connects them; the
 // endpoints cross as bytes (MarshalBinary), as over a socket.
-func connect(a, b *node, typ qp.Type, srqB *qp.SRQ) (qa, qb *qp.QP, ea, eb transport.Endpoint, err error) {
+func connect(a, b *node, typ qp.Type, srqB *qp.SRQ) (qa, qb *qp.QP, ea, eb device.Endpoint, err error) {
 	if qa, err = a.qp(typ, nil); err != nil {
 		return
 	}
@@ -118,7 +118,7 @@ func connect(a, b *node, typ qp.Type, srqB *qp.SRQ) (qa, qb *qp.QP, ea, eb trans
 	if eb, err = b.dev.LocalEndpoint(qb); err != nil {
 		return
 	}
-	var fromA, fromB transport.Endpoint
+	var fromA, fromB device.Endpoint
 	wa, _ := ea.MarshalBinary()
 	wb, _ := eb.MarshalBinary()
 	if err = fromA.UnmarshalBinary(wa); err != nil {
@@ -131,10 +131,10 @@ func connect(a, b *node, typ qp.Type, srqB *qp.SRQ) (qa, qb *qp.QP, ea, eb trans
 	if typ == qp.RC {
 		access = all
 	}
-	if err = a.dev.Connect(qa, ea, fromB, transport.ConnectOptions{Access: access}); err != nil {
+	if err = a.dev.Connect(qa, ea, fromB, device.ConnectOptions{Access: access}); err != nil {
 		return
 	}
-	err = b.dev.Connect(qb, eb, fromA, transport.ConnectOptions{Access: access})
+	err = b.dev.Connect(qb, eb, fromA, device.ConnectOptions{Access: access})
 	return
 }
 
@@ -397,7 +397,7 @@ func ud(a, b *node) (string, error) {
 	msg := []byte("a datagram")
 	copy(a.mr.Bytes(), msg)
 	if err := qa.PostSend(&qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, len(msg))},
-		AH: ah, RemoteQPN: eb.QPN, RemoteQKey: transport.DefaultQKey}); err != nil {
+		AH: ah, RemoteQPN: eb.QPN, RemoteQKey: device.DefaultQKey}); err != nil {
 		return "", err
 	}
 	wc, err := next(b.cq)

@@ -33,12 +33,12 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // wait bounds every wait for a completion: an upper bound on a hang, never
@@ -63,11 +63,11 @@ func main() {
 // node is one side: a device, a protection domain, a completion queue and
 // an RC QP.
 type node struct {
-	dev *transport.Device
+	dev *device.Device
 	pd  *mr.PD
 	cq  *cq.CQ
 	qp  *qp.QP
-	ep  transport.Endpoint
+	ep  device.Endpoint
 }
 
 func openLinks(kind string) (a, b nic.Link, err error) {
@@ -93,7 +93,7 @@ func openLinks(kind string) (a, b nic.Link, err error) {
 }
 
 func newNode(l nic.Link) (*node, error) {
-	dev, err := transport.Open(l, transport.Options{})
+	dev, err := device.Open(l, device.Options{})
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -103,7 +103,7 @@ func newNode(l nic.Link) (*node, error) {
 	q, err := dev.CreateQP(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
 		Cap: qp.Cap{MaxSendWR: chunks, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err == nil {
-		var ep transport.Endpoint
+		var ep device.Endpoint
 		if ep, err = dev.LocalEndpoint(q); err == nil {
 			return &node{dev: dev, pd: pd, cq: c, qp: q, ep: ep}, nil
 		}
@@ -147,7 +147,7 @@ func run(kind string, size int, huge bool) error {
 	}
 	defer b.dev.Close()
 	// Each side lets the other READ and WRITE its regions that allow it.
-	access := transport.ConnectOptions{Access: mr.RemoteRead | mr.RemoteWrite}
+	access := device.ConnectOptions{Access: mr.RemoteRead | mr.RemoteWrite}
 	if err := a.dev.Connect(a.qp, a.ep, b.ep, access); err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/afpacket"
 	"github.com/goroce/goroce/nic/afxdp"
@@ -29,7 +30,6 @@ import (
 	"github.com/goroce/goroce/nic/netdev"
 	"github.com/goroce/goroce/nic/tap"
 	"github.com/goroce/goroce/nic/udp"
-	"github.com/goroce/goroce/transport"
 )
 
 // Links roced can open, by the --link value.
@@ -60,7 +60,7 @@ type Config struct {
 	XDPQueue int
 	// Window bounds each RC QP's unacknowledged packets (0: the default).
 	Window int
-	// LeaveNetpoll is transport.Options.LeaveNetpoll, for a program whose
+	// LeaveNetpoll is device.Options.LeaveNetpoll, for a program whose
 	// CQs C threads poll (libgoroce.so).
 	LeaveNetpoll bool
 	// AllGIDs makes the device answer on every address of its GID table,
@@ -86,7 +86,7 @@ type Config struct {
 // before sleeping (udp.Config.BusyPoll), as the net.core.busy_poll
 // sysctl counts; GOROCE_POLL_MODE=1 puts the device in poll mode, where a
 // goroutine polling an empty CQ handles what has arrived itself
-// (transport.Options.PollProgress).
+// (device.Options.PollProgress).
 const (
 	EnvRxQueues = "GOROCE_RX_QUEUES"
 	EnvBusyPoll = "GOROCE_BUSY_POLL"
@@ -128,13 +128,13 @@ func tuningFromEnv(getenv func(string) string) (tuning, error) {
 
 // Endpoint is an open device and what was chosen to open it.
 type Endpoint struct {
-	Device   *transport.Device // the engine, owning Link
-	Link     nic.Link          // the data path (behind a pcap tap with --pcap)
-	Netdev   string            // the interface the device is on
-	GIDs     []bth.GID         // the device's GID table
-	GIDIndex uint8             // the index -g/-x chose (or the default)
-	GID      bth.GID           // the GID at GIDIndex
-	Addr     netip.Addr        // the local address the GID stands for
+	Device   *device.Device // the engine, owning Link
+	Link     nic.Link       // the data path (behind a pcap tap with --pcap)
+	Netdev   string         // the interface the device is on
+	GIDs     []bth.GID      // the device's GID table
+	GIDIndex uint8          // the index -g/-x chose (or the default)
+	GID      bth.GID        // the GID at GIDIndex
+	Addr     netip.Addr     // the local address the GID stands for
 	// StatsSocket is the unix socket serving this process's counters
 	// (roced stats); empty if it could not be opened (StatsErr says why).
 	StatsSocket string
@@ -210,7 +210,7 @@ func Open(cfg Config) (*Endpoint, error) {
 		e.Faults = fault.Wrap(e.Link, fc)
 		e.Link = e.Faults
 	}
-	e.Device, err = transport.Open(e.Link, transport.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode,
+	e.Device, err = device.Open(e.Link, device.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode,
 		LeaveNetpoll: cfg.LeaveNetpoll})
 	if err != nil {
 		e.Link.Close()

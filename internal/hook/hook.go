@@ -5,7 +5,7 @@
 // destroy one behind its device's back.
 //
 // Each verbs package stores its engine-only functions here in an init
-// function. Each package that calls them (qp and transport) converts each,
+// function. Each package that calls them (qp and device) converts each,
 // once, to the function type its comment gives, in a package-level
 // variable, and calls that: a direct call through a typed function value,
 // with no interface or allocation on the data path. The slots are untyped
@@ -22,7 +22,7 @@ import (
 
 // Env is what a QP needs from the device it lives on; the device fills it
 // in and passes it to NewQP and NewAH. Its type parameters are package
-// qp's QP, MTU and Clock: qp and transport both name it as
+// qp's QP, MTU and Clock: qp and device both name it as
 // Env[qp.QP, qp.MTU, qp.Clock], so its fields are typed where they are
 // used, as when it was qp.Env. What it reports (counts, events) it
 // reports in its own types, so that they are the device's, not qp's.
@@ -95,13 +95,13 @@ var (
 	EndBurstQP any // func(*qp.QP)
 )
 
-// Set by package transport, for package cm: the device's QP1, the General
+// Set by package device, for package cm: the device's QP1, the General
 // Services Interface the connection manager sends and receives its MADs
 // through.
 var (
 	// AttachGSI installs the one handler of a device's QP1 MADs; it is
 	// called from the receive path with a MAD valid only during the call.
-	AttachGSI any // func(d *transport.Device, h func(src, dst netip.Addr, mad []byte)) (detach func(), err error)
+	AttachGSI any // func(d *device.Device, h func(src, dst netip.Addr, mad []byte)) (detach func(), err error)
 	// SendGSI sends a 256-byte MAD from QP1 at src to QP1 at dst.
-	SendGSI any // func(d *transport.Device, src, dst netip.Addr, mad []byte) error
+	SendGSI any // func(d *device.Device, src, dst netip.Addr, mad []byte) error
 )

@@ -4,10 +4,10 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // NewMemPeer attaches addr to the in-memory net n and makes a peer over
@@ -25,7 +25,7 @@ func NewMemPeer(t testing.TB, n *mem.Net, addr string, o Options) *Peer {
 	if o.Wrap != nil {
 		link = o.Wrap(l)
 	}
-	d, err := transport.Open(link, o.device(a))
+	d, err := device.Open(link, o.device(a))
 	if err != nil {
 		t.Fatal(err)
 	}

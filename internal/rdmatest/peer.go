@@ -8,12 +8,12 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // Options describe a peer's device and queue pair. The zero values are
@@ -42,15 +42,15 @@ type Options struct {
 	// crosses the 24-bit wrap. In-memory peers take it as given, 0
 	// included, and MemPair starts B at PSNB.
 	PSN, PSNB uint32
-	// Clock, if set, drives the device's timers (transport.Options.Clock).
+	// Clock, if set, drives the device's timers (device.Options.Clock).
 	Clock qp.Clock
 	// Trace, if set, makes the trace hook of the device at address who
-	// (transport.Options.Trace).
+	// (device.Options.Trace).
 	Trace func(who string) func(out bool, datagram []byte)
 	// PollProgress puts the devices in poll mode
-	// (transport.Options.PollProgress).
+	// (device.Options.PollProgress).
 	PollProgress bool
-	// LeaveNetpoll is transport.Options.LeaveNetpoll.
+	// LeaveNetpoll is device.Options.LeaveNetpoll.
 	LeaveNetpoll bool
 
 	// What only in-memory peers (NewMemPeer, MemPair) have.
@@ -63,7 +63,7 @@ type Options struct {
 }
 
 // linkDefaults are the defaults of peers over real links; memDefaults
-// those of in-memory peers, what the transport package's tests have always
+// those of in-memory peers, what the device package's tests have always
 // run with: MTU 1024, 1 MiB of memory, queues of 128 and CQs of 512, the
 // PSNs as given, and timeout 18.
 var (
@@ -114,16 +114,16 @@ const Access = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
 // Peer is one end: a device over a link, and one queue pair with its
 // completion queues and registered buffer.
 type Peer struct {
-	Dev      *transport.Device // the device, closed when the test ends
-	Link     nic.Link          // the link the device owns
-	Mem      *mem.Link         // in-memory peers: the link under Link
-	Addr     netip.Addr        // the peer's address
-	GIDIndex uint8             // the index of Addr's GID
-	PD       *mr.PD            // the protection domain of everything below
-	SCQ, RCQ *cq.CQ            // the send and receive completion queues
-	QP       *qp.QP            // the queue pair
-	Buf      []byte            // registered memory, Opt.Access
-	MR       *mr.MR            // Buf's region
+	Dev      *device.Device // the device, closed when the test ends
+	Link     nic.Link       // the link the device owns
+	Mem      *mem.Link      // in-memory peers: the link under Link
+	Addr     netip.Addr     // the peer's address
+	GIDIndex uint8          // the index of Addr's GID
+	PD       *mr.PD         // the protection domain of everything below
+	SCQ, RCQ *cq.CQ         // the send and receive completion queues
+	QP       *qp.QP         // the queue pair
+	Buf      []byte         // registered memory, Opt.Access
+	MR       *mr.MR         // Buf's region
 	// RO is what READs read: written once, when the peer is made, and
 	// never again. A duplicate READ can be replayed after the requester
 	// completed it (its late request reaches the responder after the
@@ -140,7 +140,7 @@ type Peer struct {
 func NewPeer(t testing.TB, link nic.Link, addr netip.Addr, o Options) *Peer {
 	t.Helper()
 	o.defaults()
-	d, err := transport.Open(link, o.device(addr))
+	d, err := device.Open(link, o.device(addr))
 	if err != nil {
 		link.Close()
 		t.Fatal(err)
@@ -150,8 +150,8 @@ func NewPeer(t testing.TB, link nic.Link, addr netip.Addr, o Options) *Peer {
 }
 
 // device returns the options of the device at addr.
-func (o *Options) device(addr netip.Addr) transport.Options {
-	opt := transport.Options{Window: o.Window, Clock: o.Clock, PollProgress: o.PollProgress, LeaveNetpoll: o.LeaveNetpoll}
+func (o *Options) device(addr netip.Addr) device.Options {
+	opt := device.Options{Window: o.Window, Clock: o.Clock, PollProgress: o.PollProgress, LeaveNetpoll: o.LeaveNetpoll}
 	if o.Trace != nil {
 		opt.Trace = o.Trace(addr.String())
 	}
@@ -168,7 +168,7 @@ func (p *Peer) NewQP(t testing.TB) *Peer {
 }
 
 // newQP makes the verbs objects of a peer on device d, with RO if ro.
-func newQP(t testing.TB, d *transport.Device, link nic.Link, addr netip.Addr, o Options, ro bool) *Peer {
+func newQP(t testing.TB, d *device.Device, link nic.Link, addr netip.Addr, o Options, ro bool) *Peer {
 	t.Helper()
 	var err error
 	p := &Peer{Dev: d, Link: link, Addr: addr.WithZone(""), Opt: o}
@@ -223,7 +223,7 @@ func Connect(t testing.TB, a, b *Peer) {
 func connect(t testing.TB, p, peer *Peer) {
 	t.Helper()
 	o := p.Opt
-	err := p.Dev.Connect(p.QP, p.Endpoint(), peer.Endpoint(), transport.ConnectOptions{
+	err := p.Dev.Connect(p.QP, p.Endpoint(), peer.Endpoint(), device.ConnectOptions{
 		Access: o.Access, QKey: QKey, Timeout: o.Timeout, RetryCnt: o.Retry, RNRRetry: o.RNRRetry,
 		MinRNRTimer: o.MinRNR, MaxRdAtomic: o.RdAtomic, MaxDestRdAtomic: o.RdAtomic})
 	if err != nil {
@@ -233,12 +233,12 @@ func connect(t testing.TB, p, peer *Peer) {
 
 // Endpoint is what p would send its peer: its QP, first PSN, the GID of
 // its address and its path MTU.
-func (p *Peer) Endpoint() transport.Endpoint {
-	return transport.Endpoint{QPN: p.QP.QPN(), PSN: p.Opt.PSN, GID: p.GID(), MTU: p.PathMTU()}
+func (p *Peer) Endpoint() device.Endpoint {
+	return device.Endpoint{QPN: p.QP.QPN(), PSN: p.Opt.PSN, GID: p.GID(), MTU: p.PathMTU()}
 }
 
 // QKey is the UD Q_Key, what ibv_ud_pingpong uses.
-const QKey = transport.DefaultQKey
+const QKey = device.DefaultQKey
 
 // AH creates an address handle from p to peer (UD).
 func (p *Peer) AH(t testing.TB, peer *Peer) *qp.AH {

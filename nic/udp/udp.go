@@ -61,7 +61,7 @@ type Config struct {
 	// send, would wake it and take a core they spin on, when the runtime
 	// has idle Ps (C threads poll: libgoroce.so). A device in poll mode
 	// takes an open link's sockets out itself when asked to
-	// (transport.Options.LeaveNetpoll, LeaveNetpoll).
+	// (device.Options.LeaveNetpoll, LeaveNetpoll).
 	NoNetpoll bool
 }
 

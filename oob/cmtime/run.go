@@ -14,17 +14,17 @@ import (
 
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // Env is what a run needs besides its flags.
 type Env struct {
-	Dev    *transport.Device // the device
-	CM     *cm.Manager       // its connection manager
-	Stdout io.Writer         // cmtime's printf lines: its progress, its tables
-	Stderr io.Writer         // its perror lines, and roced's own
+	Dev    *device.Device // the device
+	CM     *cm.Manager    // its connection manager
+	Stdout io.Writer      // cmtime's printf lines: its progress, its tables
+	Stderr io.Writer      // its perror lines, and roced's own
 	// Listen opens rdma-core 56's out-of-band TCP socket on a server
 	// (nil: package net's); tests give an in-memory one.
 	Listen func(network, address string) (net.Listener, error)

@@ -13,9 +13,9 @@ import (
 
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // commRecvLen is how much one receive of the exchange takes. perftest
@@ -33,7 +33,7 @@ const commRecvLen = NegotiateSize
 // Read returns the received messages' bytes in order.
 type CommConn struct {
 	conn       *cm.Conn
-	dev        *transport.Device
+	dev        *device.Device
 	pd         *mr.PD
 	scq, rcq   *cq.CQ
 	send, recv *mr.MR
@@ -59,7 +59,7 @@ func (p CommParams) conn() cm.ConnParams {
 	return cm.ConnParams{RetryCount: uint8(p.Retry), RNRRetryCount: 7, ACKTimeout: uint8(p.QPTimeout)}
 }
 
-func newCommConn(dev *transport.Device) (*CommConn, error) {
+func newCommConn(dev *device.Device) (*CommConn, error) {
 	c := &CommConn{dev: dev, pd: dev.AllocPD(), scq: dev.CreateCQ(1), rcq: dev.CreateCQ(1),
 		wc: make([]cq.WC, 1), changed: make(chan struct{}), closed: make(chan struct{})}
 	var err error
@@ -91,7 +91,7 @@ func (c *CommConn) postRecv(q *qp.QP) error {
 // (rdma_destroy_id of the listening ID), so that the QPs' own listener
 // can take the port next. listening, if set, is called once the listener
 // is up.
-func AcceptComm(ctx context.Context, m *cm.Manager, dev *transport.Device, port int, p CommParams, listening func()) (*CommConn, error) {
+func AcceptComm(ctx context.Context, m *cm.Manager, dev *device.Device, port int, p CommParams, listening func()) (*CommConn, error) {
 	c, err := newCommConn(dev)
 	if err != nil {
 		return nil, err
@@ -113,7 +113,7 @@ func AcceptComm(ctx context.Context, m *cm.Manager, dev *transport.Device, port 
 
 // DialComm is rdma_client_connect for the exchange: one attempt, as
 // establish_connection makes it (the server must be listening).
-func DialComm(ctx context.Context, m *cm.Manager, dev *transport.Device, laddr netip.Addr, raddr netip.AddrPort, p CommParams) (*CommConn, error) {
+func DialComm(ctx context.Context, m *cm.Manager, dev *device.Device, laddr netip.Addr, raddr netip.AddrPort, p CommParams) (*CommConn, error) {
 	c, err := newCommConn(dev)
 	if err != nil {
 		return nil, err

@@ -5,9 +5,9 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -134,7 +134,7 @@ func TestDeviceAttr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := transport.Open(link, transport.Options{})
+	dev, err := device.Open(link, device.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

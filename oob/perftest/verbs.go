@@ -9,9 +9,9 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // Constants of perftest's buffer layout and QPs (perftest_resources.h).
@@ -56,7 +56,7 @@ func ptCycleOffset(size, n uint64) uint64 {
 // negotiation. The limits are the engine's; counts goroce does not bound
 // (CQs, PDs, address handles: memory is the only limit) are the largest
 // int32, and the GUIDs are made from the link's MAC as rxe makes its own.
-func ptDeviceAttr(dev *transport.Device) DeviceAttr {
+func ptDeviceAttr(dev *device.Device) DeviceAttr {
 	var guid [8]byte
 	if mac := dev.Link().Info().MAC; len(mac) == 6 {
 		guid = [8]byte{mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}
@@ -87,7 +87,7 @@ func ptDeviceAttr(dev *transport.Device) DeviceAttr {
 // ptCtx is struct pingpong_context: the verbs resources of a run.
 type ptCtx struct {
 	cfg    *Config
-	dev    *transport.Device
+	dev    *device.Device
 	gidIdx uint8
 	pd     *mr.PD
 	buf    []byte // the registered buffer: q send areas, then q remote areas
@@ -127,7 +127,7 @@ func (c *ptCtx) sends() bool {
 
 // newPtCtx is ctx_init: buffer, PD, MR, CQs, SRQ, QPs moved to INIT, and
 // this side's records (set_up_connection).
-func newPtCtx(cfg *Config, dev *transport.Device, gidIdx uint8) (*ptCtx, error) {
+func newPtCtx(cfg *Config, dev *device.Device, gidIdx uint8) (*ptCtx, error) {
 	c := &ptCtx{cfg: cfg, dev: dev, gidIdx: gidIdx}
 	q := cfg.NumQPs
 	size := cfg.Size

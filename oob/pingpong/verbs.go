@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // The verbs side of the four tools: what their pp_init_ctx, pp_connect_ctx,
@@ -47,7 +47,7 @@ type ppRun struct {
 	stdout, stderr io.Writer
 
 	ep        *endpoint.Endpoint
-	dev       *transport.Device
+	dev       *device.Device
 	pd        *mr.PD
 	buf       []byte
 	mr        *mr.MR

@@ -10,17 +10,17 @@ import (
 
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // Env is what a run needs besides its flags.
 type Env struct {
-	Dev    *transport.Device // the device
-	CM     *cm.Manager       // its connection manager
-	Stdout io.Writer         // "NAME: start", "NAME: end STATUS"
-	Stderr io.Writer         // perror's lines
+	Dev    *device.Device // the device
+	CM     *cm.Manager    // its connection manager
+	Stdout io.Writer      // "NAME: start", "NAME: end STATUS"
+	Stderr io.Writer      // perror's lines
 	// Listening, if set, is called once the server listens: a caller
 	// that runs the client next starts it on this event.
 	Listening func(netip.AddrPort)

@@ -11,19 +11,19 @@ import (
 
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // Env is where a run happens: the device, its connection manager, the
 // local address, and the tool's standard output and error.
 type Env struct {
-	Dev    *transport.Device // the device
-	CM     *cm.Manager       // its connection manager
-	Local  netip.Addr        // the address the device serves
-	Stdout io.Writer         // the ping data (-v) and debug lines (-d)
-	Stderr io.Writer         // the events and errors, as rping prints them
+	Dev    *device.Device // the device
+	CM     *cm.Manager    // its connection manager
+	Local  netip.Addr     // the address the device serves
+	Stdout io.Writer      // the ping data (-v) and debug lines (-d)
+	Stderr io.Writer      // the events and errors, as rping prints them
 	// Listening, if set, is called once a server listens: a caller that
 	// runs the client next starts it on this event, not after a guess.
 	Listening func(netip.AddrPort)

@@ -10,18 +10,18 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/transport"
 )
 
 // Env is what a run needs besides its flags.
 type Env struct {
-	Dev    *transport.Device // the device
-	CM     *cm.Manager       // its connection manager
-	Stdout io.Writer         // udaddy's printf lines: its progress, a failed resolution's event
-	Stderr io.Writer         // its perror lines, and roced's own
+	Dev    *device.Device // the device
+	CM     *cm.Manager    // its connection manager
+	Stdout io.Writer      // udaddy's printf lines: its progress, a failed resolution's event
+	Stderr io.Writer      // its perror lines, and roced's own
 	// Listening, if set, is called once the server listens: a caller
 	// that runs the client next starts it on this event.
 	Listening func(netip.AddrPort)
