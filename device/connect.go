@@ -78,7 +78,7 @@ func (d *Device) owns(q *qp.QP) error {
 	default:
 	}
 	if q == nil || d.LookupQP(q.QPN()) != q {
-		return fmt.Errorf("transport: %v is not a QP of this device", q)
+		return fmt.Errorf("device: %v is not a QP of this device", q)
 	}
 	return nil
 }
@@ -156,7 +156,7 @@ func (d *Device) Connect(q *qp.QP, local, remote Endpoint, o ConnectOptions) err
 	}
 	o.defaults()
 	fail := func(err error) error {
-		return fmt.Errorf("transport: connect %v: %w", q, err)
+		return fmt.Errorf("device: connect %v: %w", q, err)
 	}
 	if local.QPN != q.QPN() {
 		return fail(fmt.Errorf("the local endpoint is QP 0x%06x's", local.QPN))
@@ -256,7 +256,7 @@ func (e *Endpoint) UnmarshalText(b []byte) error {
 // its IPv4-mapped GID), the MTU one of 256, 512, 1024, 2048, 4096.
 func ParseEndpoint(s string) (Endpoint, error) {
 	fail := func(format string, a ...any) (Endpoint, error) {
-		return Endpoint{}, fmt.Errorf("transport: endpoint %q: "+format, append([]any{s}, a...)...)
+		return Endpoint{}, fmt.Errorf("device: endpoint %q: "+format, append([]any{s}, a...)...)
 	}
 	fields := strings.Fields(s)
 	if len(fields) != len(endpointKeys) {
@@ -329,18 +329,18 @@ func (e Endpoint) MarshalBinary() ([]byte, error) {
 // and 24-bit QPN and PSN.
 func (e *Endpoint) UnmarshalBinary(b []byte) error {
 	if len(b) != EndpointLen {
-		return fmt.Errorf("transport: endpoint: %d bytes, want %d", len(b), EndpointLen)
+		return fmt.Errorf("device: endpoint: %d bytes, want %d", len(b), EndpointLen)
 	}
 	if b[0] != endpointVersion {
-		return fmt.Errorf("transport: endpoint: version %d, want %d", b[0], endpointVersion)
+		return fmt.Errorf("device: endpoint: version %d, want %d", b[0], endpointVersion)
 	}
 	x := Endpoint{MTU: qp.MTU(b[1]), LID: binary.BigEndian.Uint16(b[2:]),
 		QPN: binary.BigEndian.Uint32(b[4:]), PSN: binary.BigEndian.Uint32(b[8:]), GID: bth.GID(b[12:])}
 	if !x.MTU.Valid() {
-		return fmt.Errorf("transport: endpoint: MTU enum %d, want 1..5", b[1])
+		return fmt.Errorf("device: endpoint: MTU enum %d, want 1..5", b[1])
 	}
 	if x.QPN > bth.PSNMask || x.PSN > bth.PSNMask {
-		return fmt.Errorf("transport: endpoint: QPN 0x%x or PSN 0x%x exceeds 24 bits", x.QPN, x.PSN)
+		return fmt.Errorf("device: endpoint: QPN 0x%x or PSN 0x%x exceeds 24 bits", x.QPN, x.PSN)
 	}
 	*e = x
 	return nil

@@ -88,7 +88,7 @@ func FuzzParseEndpoint(f *testing.F) {
 		if err != nil {
 			// The input is quoted into the message, so even a newline
 			// in it leaves the message one line.
-			if msg := err.Error(); !strings.HasPrefix(msg, "transport: endpoint ") || strings.Contains(msg, "\n") {
+			if msg := err.Error(); !strings.HasPrefix(msg, "device: endpoint ") || strings.Contains(msg, "\n") {
 				t.Fatalf("error %q", msg)
 			}
 			return
@@ -217,7 +217,7 @@ func TestConnectRC(t *testing.T) {
 		t.Fatalf("attributes\n%+v, want\n%+v", at, want)
 	}
 	// A second Connect finds the QP in RTS: Modify's own error, with the QP named.
-	if err := da.Connect(a, ea, eb, device.ConnectOptions{}); err == nil || !strings.HasPrefix(err.Error(), "transport: connect RC QP 0x") {
+	if err := da.Connect(a, ea, eb, device.ConnectOptions{}); err == nil || !strings.HasPrefix(err.Error(), "device: connect RC QP 0x") {
 		t.Fatalf("second Connect: %v", err)
 	}
 }

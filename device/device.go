@@ -156,7 +156,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		d.gids = gidTable(info)
 	}
 	if !hasGID(d.gids) {
-		return nil, fmt.Errorf("transport: link %s has no address to make a GID from", info.Name)
+		return nil, fmt.Errorf("device: link %s has no address to make a GID from", info.Name)
 	}
 	v6only := true
 	for _, a := range info.Addrs {
@@ -182,14 +182,14 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	if opt.PollProgress {
 		p, ok := link.(nic.Poller)
 		if !ok {
-			return nil, fmt.Errorf("transport: poll mode needs a link that can be polled (the udp, afpacket, afxdp or in-memory link, not wrapped in a tap or faults); %s cannot", info.Name)
+			return nil, fmt.Errorf("device: poll mode needs a link that can be polled (the udp, afpacket, afxdp or in-memory link, not wrapped in a tap or faults); %s cannot", info.Name)
 		}
 		// Its sockets leave the network poller, whose thread would
 		// otherwise wake for each packet pollers the runtime does not
 		// schedule take (Options.LeaveNetpoll).
 		if nl, ok := link.(nic.NetpollLeaver); ok && opt.LeaveNetpoll {
 			if err := nl.LeaveNetpoll(); err != nil {
-				return nil, fmt.Errorf("transport: poll mode: %w", err)
+				return nil, fmt.Errorf("device: poll mode: %w", err)
 			}
 		}
 		d.poller = p
@@ -301,7 +301,7 @@ func (d *Device) closedNow() bool {
 }
 
 // errClosed wraps ErrClosed for call op.
-func errClosed(op string) error { return fmt.Errorf("transport: %s: %w", op, ErrClosed) }
+func errClosed(op string) error { return fmt.Errorf("device: %s: %w", op, ErrClosed) }
 
 // Link returns the device's link.
 func (d *Device) Link() nic.Link { return d.link }
@@ -414,15 +414,15 @@ func (d *Device) DestroyCQ(c *cq.CQ) error {
 	n, ok := d.cqs[c]
 	if c == nil || !ok {
 		d.cqMu.Unlock()
-		return fmt.Errorf("transport: destroy_cq: not a CQ of this device, or destroyed already: %w", qp.ErrInvalid)
+		return fmt.Errorf("device: destroy_cq: not a CQ of this device, or destroyed already: %w", qp.ErrInvalid)
 	}
 	if n > 0 {
 		d.cqMu.Unlock()
-		return fmt.Errorf("transport: destroy_cq: %d QP queues still complete on it: %w", n, qp.ErrBusy)
+		return fmt.Errorf("device: destroy_cq: %d QP queues still complete on it: %w", n, qp.ErrBusy)
 	}
 	delete(d.cqs, c)
 	d.cqMu.Unlock()
-	shutdownCQ(c, fmt.Errorf("transport: poll_cq: the CQ was destroyed: %w", qp.ErrInvalid))
+	shutdownCQ(c, fmt.Errorf("device: poll_cq: the CQ was destroyed: %w", qp.ErrInvalid))
 	return nil
 }
 
@@ -436,7 +436,7 @@ func (d *Device) useCQs(op string, n int, cqs ...*cq.CQ) error {
 	if n > 0 {
 		for _, c := range cqs {
 			if _, ok := d.cqs[c]; c != nil && !ok {
-				return fmt.Errorf("transport: %s: completion queue belongs to another device, or was destroyed: %w", op, qp.ErrInvalid)
+				return fmt.Errorf("device: %s: completion queue belongs to another device, or was destroyed: %w", op, qp.ErrInvalid)
 			}
 		}
 	}
@@ -456,10 +456,10 @@ func (d *Device) useCQs(op string, n int, cqs ...*cq.CQ) error {
 // carry their ibv_context); here it is EINVAL at creation.
 func (d *Device) foreign(op string, pd *mr.PD, cqs ...*cq.CQ) error {
 	if pd == nil {
-		return fmt.Errorf("transport: %s: no protection domain: %w", op, qp.ErrInvalid)
+		return fmt.Errorf("device: %s: no protection domain: %w", op, qp.ErrInvalid)
 	}
 	if !d.ownsPD(pd) {
-		return fmt.Errorf("transport: %s: %v belongs to another device: %w", op, pd, qp.ErrInvalid)
+		return fmt.Errorf("device: %s: %v belongs to another device: %w", op, pd, qp.ErrInvalid)
 	}
 	if len(cqs) > 0 {
 		return d.useCQs(op, 0, cqs...)
@@ -477,7 +477,7 @@ func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
 		return nil, errClosed("create_qp")
 	}
 	if ia.Type == qp.XRCTgt && pd != nil {
-		return nil, fmt.Errorf("transport: create_qp: an XRC target QP has no protection domain (its XRC SRQs have): %w", qp.ErrInvalid)
+		return nil, fmt.Errorf("device: create_qp: an XRC target QP has no protection domain (its XRC SRQs have): %w", qp.ErrInvalid)
 	}
 	if ia.Type != qp.XRCTgt {
 		if err := d.foreign("create_qp", pd); err != nil {
@@ -512,7 +512,7 @@ func (d *Device) DestroyQP(q *qp.QP) error {
 	}
 	if q == nil || !d.qps.remove(q.QPN(), q) {
 		d.qpMu.Unlock()
-		return fmt.Errorf("transport: destroy_qp: %v is not a QP of this device, or was destroyed already: %w", q, qp.ErrInvalid)
+		return fmt.Errorf("device: destroy_qp: %v is not a QP of this device, or was destroyed already: %w", q, qp.ErrInvalid)
 	}
 	d.qpMu.Unlock()
 	_, ia := q.Query()

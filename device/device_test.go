@@ -31,23 +31,23 @@ func TestForeignObjects(t *testing.T) {
 		want string
 	}{
 		{"CreateQP, another device's PD", func() error { _, err := a.Dev.CreateQP(b.PD, ok); return err },
-			"transport: create_qp: " + b.PD.String() + " belongs to another device: qp: invalid argument"},
+			"device: create_qp: " + b.PD.String() + " belongs to another device: qp: invalid argument"},
 		{"CreateQP, no PD", func() error { _, err := a.Dev.CreateQP(nil, ok); return err },
-			"transport: create_qp: no protection domain: qp: invalid argument"},
+			"device: create_qp: no protection domain: qp: invalid argument"},
 		{"CreateQP, another device's send CQ", func() error { _, err := a.Dev.CreateQP(a.PD, withCQs(b.SCQ, a.RCQ)); return err },
-			"transport: create_qp: completion queue belongs to another device, or was destroyed: qp: invalid argument"},
+			"device: create_qp: completion queue belongs to another device, or was destroyed: qp: invalid argument"},
 		{"CreateQP, another device's receive CQ", func() error { _, err := a.Dev.CreateQP(a.PD, withCQs(a.SCQ, b.RCQ)); return err },
-			"transport: create_qp: completion queue belongs to another device, or was destroyed: qp: invalid argument"},
+			"device: create_qp: completion queue belongs to another device, or was destroyed: qp: invalid argument"},
 		{"CreateQP, another device's SRQ", func() error { _, err := a.Dev.CreateQP(a.PD, withSRQ); return err },
 			"qp: invalid argument: SRQ belongs to another protection domain"},
 		{"CreateSRQ, another device's PD", func() error {
 			_, err := a.Dev.CreateSRQ(b.PD, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
 			return err
-		}, "transport: create_srq: " + b.PD.String() + " belongs to another device: qp: invalid argument"},
+		}, "device: create_srq: " + b.PD.String() + " belongs to another device: qp: invalid argument"},
 		{"CreateAH, another device's PD", func() error {
 			_, err := a.Dev.CreateAH(b.PD, qp.AHAttr{DGID: a.Dev.GIDs()[a.Dev.DefaultGIDIndex()], PortNum: 1})
 			return err
-		}, "transport: create_ah: " + b.PD.String() + " belongs to another device: qp: invalid argument"},
+		}, "device: create_ah: " + b.PD.String() + " belongs to another device: qp: invalid argument"},
 	} {
 		err := c.call()
 		if !errors.Is(err, qp.ErrInvalid) || err.Error() != c.want {

@@ -59,7 +59,7 @@ func (d *Device) MADStats() MADStats {
 }
 
 // errGSIBusy is attachGSI's answer when QP1 has a handler already.
-var errGSIBusy = errors.New("transport: QP1 has a handler already")
+var errGSIBusy = errors.New("device: QP1 has a handler already")
 
 // attachGSI installs h as the handler of the MADs QP1 receives. h runs on
 // the receive path: it must copy what it keeps and must not block.
@@ -104,10 +104,10 @@ func (d *Device) sendMAD(src, dst netip.Addr, mad []byte) error {
 		return errClosed("send_mad")
 	}
 	if len(mad) != madLen {
-		return fmt.Errorf("transport: send_mad: %d bytes, want %d", len(mad), madLen)
+		return fmt.Errorf("device: send_mad: %d bytes, want %d", len(mad), madLen)
 	}
 	if src.Unmap().Is4() != dst.Unmap().Is4() {
-		return fmt.Errorf("transport: send_mad: %v and %v are not of one family", src, dst)
+		return fmt.Errorf("device: send_mad: %v and %v are not of one family", src, dst)
 	}
 	o := bth.Outer{Src: src, Dst: dst, SrcPort: d.link.SrcPort(GSIQPN)}
 	buf := make([]byte, nic.Headroom+bth.DraftLen(&o, bth.UDSendOnly, madLen))
@@ -123,7 +123,7 @@ func (d *Device) sendMAD(src, dst netip.Addr, mad []byte) error {
 		d.trace(true, ip)
 	}
 	if _, err := d.link.Send([]nic.Frame{{B: buf, Off: nic.Headroom}}); err != nil {
-		return fmt.Errorf("transport: send_mad: %w", err)
+		return fmt.Errorf("device: send_mad: %w", err)
 	}
 	d.gsi.sent.Add(1)
 	d.counters.SentPkts.Add(1)

@@ -81,7 +81,7 @@ func (d *Device) OpenXRCD() (*qp.XRCD, error) {
 func (d *Device) CreateSRQEx(pd *mr.PD, ia qp.SRQInitAttr) (*qp.SRQ, error) {
 	if ia.Type == qp.SRQBasic {
 		if ia.XRCD != nil || ia.CQ != nil {
-			return nil, fmt.Errorf("transport: create_srq_ex: a basic SRQ has no XRC domain or CQ: %w", qp.ErrInvalid)
+			return nil, fmt.Errorf("device: create_srq_ex: a basic SRQ has no XRC domain or CQ: %w", qp.ErrInvalid)
 		}
 		return d.CreateSRQ(pd, ia.Attr)
 	}
