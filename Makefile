@@ -60,11 +60,13 @@ vet:
 # runs each test binary under one lock (flock, util-linux): one package's
 # tests at a time, the next one's build overlapping them, and each binary
 # linked once (a separate build pass linked every binary twice). The
-# time go test prints per package includes its wait for the lock.
+# time go test prints per package includes its wait for the lock. bth runs
+# again with the purego tag: its CRC without assembly, as on other CPUs.
 UNITLOCK := $(CURDIR)/$(BIN)/.unit.lock
 unit:
 	@mkdir -p $(BIN)
 	$(GO) test -exec 'flock $(UNITLOCK)' -race -short -count=1 ./...
+	$(GO) test -tags purego -count=1 ./bth
 
 # examples/newcomer is a user's program: its own module, reaching goroce
 # through a replace directive and its public packages only. Built from

@@ -57,7 +57,7 @@ func ICRC(ip, udp, roce []byte) uint32 {
 	n += copy(m[n:], roce[:BTHLen])
 	m[n-BTHLen+4] = 0xff // BTH FECN, BECN, reserved
 	crc := slicing8(icrcSeed, m[:n])
-	return crc32.Update(crc, crc32.IEEETable, roce[BTHLen:])
+	return crcUpdate(crc, roce[BTHLen:])
 }
 
 // crcTable8[k][b] is the CRC-32 (IEEE) state change of byte b followed by
