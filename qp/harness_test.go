@@ -88,15 +88,7 @@ type harness struct {
 	mr       *mr.MR
 
 	mu        sync.Mutex
-	events    []qpEvent
 	scheduled bool
-}
-
-// qpEvent is an asynchronous event the QP raised.
-type qpEvent struct {
-	q   *qp.QP
-	e   hook.QPEvent
-	err error
 }
 
 type harnessOpts struct {
@@ -135,12 +127,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		// Called with the QP's lock held: the work runs when the test
 		// calls run, as the device's worker would run it later.
 		Schedule: func(*qp.QP) { h.mu.Lock(); h.scheduled = true; h.mu.Unlock() },
-		Event: func(q *qp.QP, e hook.QPEvent, err error) {
-			h.mu.Lock()
-			h.events = append(h.events, qpEvent{q, e, err})
-			h.mu.Unlock()
-		},
-		Atomic: &sync.Mutex{}, MaxMTU: qp.MTU4096, Clock: h.clock,
+		Atomic:   &sync.Mutex{}, MaxMTU: qp.MTU4096, Clock: h.clock,
 	}
 	allocPD, _, closeKeys := newKeys()
 	t.Cleanup(closeKeys)
