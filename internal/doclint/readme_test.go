@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// goTestCmd finds each `go test ...` the README shows in backquotes,
+// across line breaks (Markdown lets a code span wrap).
+var goTestCmd = regexp.MustCompile("`(?:[A-Z_]+=\\S+\\s+)*(go\\s+test\\s[^`]*)`")
+
+// shellFields splits a command line as sh would for these commands:
+// blanks separate words, single quotes keep theirs.
+func shellFields(s string) []string {
+	var out []string
+	var w strings.Builder
+	in, quoted := false, false
+	for _, r := range s {
+		switch {
+		case r == '\'':
+			quoted = !quoted
+			in = true
+		case (r == ' ' || r == '\t' || r == '\n') && !quoted:
+			if in {
+				out = append(out, w.String())
+				w.Reset()
+				in = false
+			}
+		default:
+			w.WriteRune(r)
+			in = true
+		}
+	}
+	if in {
+		out = append(out, w.String())
+	}
+	return out
+}
+
+// testFuncs returns the names of the Test, Benchmark, Example and Fuzz
+// functions in the test files of the package in dir.
+func testFuncs(dir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no test files in %s", dir)
+	}
+	var names []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range af.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil {
+				names = append(names, fn.Name.Name)
+			}
+		}
+	}
+	return names, nil
+}
+
+// checkGoTests checks that each go test command line in text (the
+// README, from the module's root) names packages that exist and -run and
+// -bench patterns that select something in them: a renamed package or
+// benchmark leaves no command a reader copies that runs nothing.
+func checkGoTests(root, text string) (n int, errs []string) {
+	for _, m := range goTestCmd.FindAllStringSubmatch(text, -1) {
+		n++
+		cmd := strings.Join(strings.Fields(m[1]), " ")
+		var pkgs []string
+		pats := map[string]string{} // flag: pattern
+		args := shellFields(m[1])[2:]
+		for i := 0; i < len(args); i++ {
+			switch a := args[i]; {
+			case strings.HasPrefix(a, "./"):
+				pkgs = append(pkgs, a)
+			case (a == "-run" || a == "-bench") && i+1 < len(args):
+				pats[a] = args[i+1]
+				i++
+			}
+		}
+		if len(pkgs) == 0 {
+			errs = append(errs, fmt.Sprintf("%q names no package", cmd))
+		}
+		for _, p := range pkgs {
+			names, err := testFuncs(filepath.Join(root, p))
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%q: %v", cmd, err))
+				continue
+			}
+			for flag, pat := range pats {
+				if pat == "^$" {
+					continue
+				}
+				// go test matches a pattern's first element against the
+				// top-level names.
+				re, err := regexp.Compile(strings.SplitN(pat, "/", 2)[0])
+				if err != nil {
+					errs = append(errs, fmt.Sprintf("%q: %s %q: %v", cmd, flag, pat, err))
+					continue
+				}
+				found := false
+				for _, name := range names {
+					bench := strings.HasPrefix(name, "Benchmark")
+					if bench == (flag == "-bench") && re.MatchString(name) {
+						found = true
+						break
+					}
+				}
+				if !found {
+					errs = append(errs, fmt.Sprintf("%q: %s %q selects nothing in %s", cmd, flag, pat, p))
+				}
+			}
+		}
+	}
+	return n, errs
+}
+
+// TestReadmeGoTests: every go test command the README shows names a
+// package that exists and selects a test or benchmark in it.
+func TestReadmeGoTests(t *testing.T) {
+	root := filepath.Join("..", "..")
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, errs := checkGoTests(root, string(readme))
+	t.Logf("%d go test commands", n)
+	if n < 20 {
+		t.Fatalf("found %d go test commands in the README; the pattern no longer finds them", n)
+	}
+	for _, e := range errs {
+		t.Error(e)
+	}
+}
+
+// TestCheckGoTests: the check finds a package that does not exist and
+// patterns that select nothing, and passes a command that is right.
+func TestCheckGoTests(t *testing.T) {
+	root := filepath.Join("..", "..")
+	text := "`go test -run '^$' -bench 'CRCUpdate/crcUpdate' ./bth` `GOMAXPROCS=1 go test\n-bench NoSuchBench ./bth` " +
+		"`go test -run NoSuchTest ./bth` `go test -bench Engine ./transport` `go test -run Example ./device`"
+	n, errs := checkGoTests(root, text)
+	if n != 5 || len(errs) != 3 {
+		t.Fatalf("%d commands, errors %q; want 5 and three errors", n, errs)
+	}
+	for i, want := range []string{"NoSuchBench", "NoSuchTest", "./transport"} {
+		if !strings.Contains(errs[i], want) {
+			t.Errorf("error %d %q does not name %s", i, errs[i], want)
+		}
+	}
+}
