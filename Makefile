@@ -57,15 +57,17 @@ vet:
 # package at a time, and on a fresh machine building everything with -race
 # is most of this stage (from an empty cache under load: 1232 s at -p 1,
 # 724 s at -p 2). So go test builds and links on every core while -exec
-# runs each test binary under one lock (flock, util-linux): one package's
-# tests at a time, the next one's build overlapping them, and each binary
-# linked once (a separate build pass linked every binary twice). The
-# time go test prints per package includes its wait for the lock. bth runs
-# again with the purego tag: its CRC without assembly, as on other CPUs.
+# (scripts/unit-exec) runs each test binary under one lock (flock,
+# util-linux): one package's tests at a time, the next one's build
+# overlapping them, and each binary linked once (a separate build pass
+# linked every binary twice). conformance, whose tests have addresses and
+# ports of their own, runs beside the others (scripts/unit-exec says why).
+# The time go test prints per package includes its wait for the lock. bth
+# runs again with the purego tag: its CRC without assembly, as on other CPUs.
 UNITLOCK := $(CURDIR)/$(BIN)/.unit.lock
 unit:
 	@mkdir -p $(BIN)
-	$(GO) test -exec 'flock $(UNITLOCK)' -race -short -count=1 ./...
+	$(GO) test -exec '$(CURDIR)/scripts/unit-exec $(UNITLOCK)' -race -short -count=1 ./...
 	$(GO) test -tags purego -count=1 ./bth
 
 # examples/newcomer is a user's program: its own module, reaching goroce

@@ -306,7 +306,7 @@ func TestRunIPv6WithoutAddresses(t *testing.T) {
 			v6 = append(v6, c)
 		}
 	}
-	rep := Run(context.Background(), SelfPeer("/nonexistent/roced", "127.0.0.1", "127.0.0.2", nil), v6, Options{})
+	rep := Run(context.Background(), SelfPeer("/nonexistent/roced", testAddrA, testAddrB, nil), v6, Options{})
 	if rep.NotRun != 2 || rep.OK() || !strings.Contains(strings.Join(rep.Results[0].Reasons, ""), "no IPv6 address") {
 		t.Errorf("not run %d, OK %v, reasons %q", rep.NotRun, rep.OK(), rep.Results[0].Reasons)
 	}

@@ -335,10 +335,23 @@ func runOne(t *testing.T, mode string, pick func(Case) bool, tool string) Result
 	return rep.Results[0]
 }
 
+// The loopback pair this package's tests give roced: no other package's
+// tests use it, so that make unit can run this package beside the others
+// (its -exec, scripts/unit-exec), which share 127.0.0.1 and 127.0.0.2.
+const (
+	testAddrA = "127.0.40.1"
+	testAddrB = "127.0.40.2"
+)
+
 var (
 	portMu   sync.Mutex
 	portNext int // the next span's base; 0: none drawn yet
 )
+
+// freePort's spans lie in [portLow, 32768): other packages' tests use
+// fixed TCP ports below 20000 (perftest's 18515 and 19300 up, pingpong's
+// 18515, roced's 19600 to 19950), and this package runs beside them.
+const portLow = 21000
 
 // freePort returns the base of a run of 1000 TCP ports (Run gives case i
 // the port base+i%1000) that are free now and lie below the kernel's
@@ -354,7 +367,7 @@ func freePort(t *testing.T) int {
 	defer portMu.Unlock()
 	for try := 0; try < 50; try++ {
 		if portNext == 0 || portNext+span > 32768 {
-			portNext = 10000 + mrand.IntN(32768-10000-span)
+			portNext = portLow + mrand.IntN(32768-portLow-span)
 		}
 		base := portNext
 		portNext += span
@@ -385,7 +398,7 @@ func fakePeer(t *testing.T, mode string) *Peer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := SelfPeer(exe, "127.0.0.1", "127.0.0.2", nil)
+	p := SelfPeer(exe, testAddrA, testAddrB, nil)
 	env := []string{"env", fakeEnv + "=" + mode, "GOROCE_FAKE_MARKS=" + t.TempDir()}
 	for _, s := range []*Side{&p.Subject, &p.Ref} {
 		r := LocalRunner()
@@ -553,8 +566,8 @@ func TestRunPrinted(t *testing.T) {
 	outR, outW := io.Pipe()
 	inR, inW := io.Pipe()
 	pr := &PrintRunner{Out: outW, In: bufio.NewReader(inR)}
-	p, err := RemotePeer(exe, RemoteConfig{Host: "hca-host", Addr: "127.0.0.2", Dev: "127.0.0.2", GID: 1,
-		LocalDev: "127.0.0.1", Print: pr}, nil)
+	p, err := RemotePeer(exe, RemoteConfig{Host: "hca-host", Addr: testAddrB, Dev: testAddrB, GID: 1,
+		LocalDev: testAddrA, Print: pr}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -605,6 +618,6 @@ func TestRunPrinted(t *testing.T) {
 		if r.Direction == PeerServer.String() {
 			peerRole = "server"
 		}
-		match(t, "notes", r.Notes, []string{peerRole + " (127.0.0.2) was run by hand"})
+		match(t, "notes", r.Notes, []string{peerRole + " (" + testAddrB + ") was run by hand"})
 	}
 }

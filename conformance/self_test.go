@@ -12,7 +12,7 @@ import (
 )
 
 // TestSelfMatrix runs the whole matrix with roced on both ends: two roced
-// processes on 127.0.0.1 and 127.0.0.2, over kernel UDP on loopback. It
+// processes on testAddrA and testAddrB, over kernel UDP on loopback. It
 // needs no privilege and no VM, so every machine checks that goroce's
 // thirteen tools agree with themselves in both roles, at every size, with
 // the same judge as the lab run (both ends strict). $ROCED names a built
@@ -35,7 +35,7 @@ func TestSelfMatrix(t *testing.T) {
 	// Loopback is fast, so the real iteration counts cost little; the
 	// timeouts are generous for a loaded CI machine running -race builds
 	// of other packages beside this one.
-	rep := Run(context.Background(), SelfPeer(roced, "127.0.0.1", "127.0.0.2", nil), cases, Options{
+	rep := Run(context.Background(), SelfPeer(roced, testAddrA, testAddrB, nil), cases, Options{
 		Port: freePort(t), Timeout: 30 * time.Second, ListenTimeout: 15 * time.Second, Grace: 5 * time.Second,
 		Artifacts: t.TempDir(),
 	})
