@@ -18,7 +18,7 @@ LIBGOROCE_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/cmd/libgoroce/li
 # 50000 inputs is about a second for a parser and 10-20 s for FuzzReceive.
 FUZZTIME ?= 50000x
 
-.PHONY: all build roced libgoroce run test lab-images vet unit newcomer offheap system fuzz-smoke interop bench clean
+.PHONY: all build roced libgoroce run test lab-images vet unit newcomer offheap system system-device system-tools system-readme fuzz-smoke interop bench clean
 
 all: build
 
@@ -104,11 +104,22 @@ offheap:
 # (nic/...) are unit tests: the unit stage runs them as root under -race,
 # and -short skips nothing in nic/... and internal/... but doclint's
 # TestExit (it builds the command), run here.
+# The three parts run side by side (each mostly waits: on timeouts, on
+# processes): the veth tests in namespaces of their own, roced's tools on
+# loopback under the unit stage's lock, the README's lines on a veth pair
+# of their own. --output-sync keeps each part's lines together.
 system:
-	@mkdir -p $(BIN)
-	$(GO) test -count=1 -run '^TestExit$$' ./internal/doclint
+	@$(MAKE) --no-print-directory -j3 --output-sync=target system-device system-tools system-readme
+
+system-device:
 	$(GO) test -count=1 -parallel 3 -run 'TestVeth|TestSoak|TestLargeMessages|TestManyQPs' -v ./device 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
+
+system-tools:
+	@mkdir -p $(BIN)
 	$(GO) test -exec 'flock $(UNITLOCK)' -count=1 ./cmd/roced ./oob/pingpong ./oob/perftest
+
+system-readme:
+	$(GO) test -count=1 -run '^TestExit$$' ./internal/doclint
 	$(GO) test -count=1 -run TestVethReadme ./cmd/libgoroce
 
 # Every fuzz target for a bounded number of inputs: no panic, no
