@@ -18,7 +18,7 @@ LIBGOROCE_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/cmd/libgoroce/li
 # 50000 inputs is about a second for a parser and 10-20 s for FuzzReceive.
 FUZZTIME ?= 50000x
 
-.PHONY: all build roced libgoroce run test lab-images vet unit newcomer offheap system system-device system-tools system-readme fuzz-smoke interop bench clean
+.PHONY: all build roced libgoroce run test lab-images vet unit newcomer offheap system system-fuzz system-device system-tools system-readme fuzz-smoke interop bench clean
 
 all: build
 
@@ -37,12 +37,13 @@ run: roced
 
 # vet: gofmt, go vet, and internal/doclint (every exported identifier
 # outside package main has a doc comment).
-# The order matters: cheap checks first, then the unit tests, the tests
-# that need root (network namespaces, AF_PACKET, AF_XDP) and the long
-# in-memory runs, then the fuzz smoke, then interop against the lab VM.
+# The order matters: cheap checks first, then the unit tests, then the
+# tests that need root (network namespaces, AF_PACKET, AF_XDP) and the long
+# in-memory runs beside the fuzz smoke (system-fuzz: the one mostly waits,
+# the other computes), then interop against the lab VM.
 # lab-images first starts building the guest images (when not cached) in
 # the background, so that on a fresh machine they are ready by interop.
-test: lab-images vet unit newcomer offheap system fuzz-smoke interop
+test: lab-images vet unit newcomer offheap system-fuzz interop
 
 lab-images:
 	conformance/interop-lab.sh images
@@ -110,6 +111,9 @@ offheap:
 # of their own. --output-sync keeps each part's lines together.
 system:
 	@$(MAKE) --no-print-directory -j3 --output-sync=target system-device system-tools system-readme
+
+system-fuzz:
+	@$(MAKE) --no-print-directory -j4 --output-sync=target system-device system-tools system-readme fuzz-smoke
 
 system-device:
 	$(GO) test -count=1 -parallel 3 -run 'TestVeth|TestSoak|TestLargeMessages|TestManyQPs' -v ./device 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
