@@ -6,10 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/goroce/goroce/internal/spin"
 )
 
 // Status is a work completion status, with the values of enum ibv_wc_status.
@@ -188,6 +189,9 @@ type CQ struct {
 	// calls to receive and handle what has arrived on the caller's own
 	// goroutine; set before the queue is handed out, then only read.
 	progress func() bool
+	// yieldEvery is how many empty polls a busy-polling loop makes per
+	// yield (Yield; internal/spin): set with progress; 0 or 1, each poll.
+	yieldEvery int
 }
 
 // newCQ returns a completion queue holding up to depth completions.
@@ -285,8 +289,20 @@ func (c *CQ) Poll(wc []WC) (int, error) {
 	return c.take(wc)
 }
 
-// setProgress sets what an empty Poll calls (before the queue is used).
-func (c *CQ) setProgress(f func() bool) { c.progress = f }
+// setProgress sets what an empty Poll calls and the yield period of the
+// loops that poll it (before the queue is used).
+func (c *CQ) setProgress(f func() bool, yieldEvery int) {
+	c.progress, c.yieldEvery = f, yieldEvery
+}
+
+// Yield gives the processor back as a loop busy-polling this queue
+// should after its i-th empty poll (i counting up by one a poll): at every
+// poll, as runtime.Gosched, except on a device in poll mode whose link is
+// polled without a system call (the afxdp and in-memory links) in a
+// process whose clock reads are system calls (a virtual machine's HPET),
+// where it yields once in 64 polls: there the scheduler's clock read at
+// each yield cost more than the polls.
+func (c *CQ) Yield(i int) { spin.Yield(i, c.yieldEvery) }
 
 // take moves up to len(wc) completions into wc.
 func (c *CQ) take(wc []WC) (int, error) {
@@ -425,7 +441,7 @@ func (c *CQ) PollWait(ctx context.Context, wc []WC) (int, error) {
 				continue
 			}
 		}
-		runtime.Gosched()
+		c.Yield(empty)
 	}
 }
 

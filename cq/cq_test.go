@@ -255,7 +255,7 @@ func TestPollProgress(t *testing.T) {
 			return true
 		}
 		return false
-	})
+	}, 1)
 	wc := make([]WC, 1)
 	if n, err := c.Poll(wc); n != 0 || err != nil || calls != 1 {
 		t.Fatalf("first poll: %d %v, progress called %d times", n, err, calls)
@@ -277,7 +277,7 @@ func TestPollProgress(t *testing.T) {
 		t.Fatalf("Poll(nil) called progress")
 	}
 	// A cancelled context ends a PollWait that finds nothing.
-	c.setProgress(func() bool { return false })
+	c.setProgress(func() bool { return false }, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := c.PollWait(ctx, wc); !errors.Is(err, context.Canceled) {
@@ -291,7 +291,7 @@ func TestPollProgress(t *testing.T) {
 func TestPollWaitSleepsAfterSpin(t *testing.T) {
 	c := newCQ(4, nil)
 	var calls atomic.Int64
-	c.setProgress(func() bool { calls.Add(1); return false })
+	c.setProgress(func() bool { calls.Add(1); return false }, 1)
 	type result struct {
 		n   int
 		err error
@@ -326,7 +326,7 @@ func TestPollWaitSleepsAfterSpin(t *testing.T) {
 func TestPollEmptyTakesNoLock(t *testing.T) {
 	c := newCQ(2, nil)
 	progressed := 0
-	c.setProgress(func() bool { progressed++; return false })
+	c.setProgress(func() bool { progressed++; return false }, 1)
 	c.mu.Lock()
 	done := make(chan struct{})
 	var n int

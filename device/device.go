@@ -23,6 +23,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/closed"
 	"github.com/goroce/goroce/internal/hook"
+	"github.com/goroce/goroce/internal/spin"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/netdev"
@@ -45,7 +46,7 @@ var (
 	newKeys = hook.NewKeys.(func() (allocPD func() *mr.PD, owns func(*mr.PD) bool, closeKeys func()))
 
 	newCQ      = hook.NewCQ.(func(depth int, onError func(*cq.CQ, error)) *cq.CQ)
-	progressCQ = hook.ProgressCQ.(func(c *cq.CQ, progress func() bool))
+	progressCQ = hook.ProgressCQ.(func(c *cq.CQ, progress func() bool, yieldEvery int))
 	shutdownCQ = hook.ShutdownCQ.(func(c *cq.CQ, err error))
 )
 
@@ -121,6 +122,7 @@ type Device struct {
 	poller     nic.Poller   // the link, in poll mode (Options.PollProgress); else nil
 	polls      []pollState  // one per receive queue, used by whoever polls it
 	endAtOnce  bool         // a poll ends its burst before it returns: the link's sends are calls (nic.Info.DirectSend)
+	yieldEvery int          // empty polls per yield of a loop polling its CQs (cq.CQ.Yield; nic.Info.PollNoSyscall)
 	evMu       sync.RWMutex // held shared to post an event, exclusively to close events
 	events     chan Event
 	evClosed   bool // under evMu
@@ -195,6 +197,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		d.poller = p
 		d.polls = make([]pollState, nq)
 		d.endAtOnce = info.DirectSend
+		d.yieldEvery = spin.Every(info.PollNoSyscall)
 		// The device's clock, as the QPs' timers: a test decides when
 		// late fires.
 		var clock qp.Clock = qp.RealClock{}
@@ -385,7 +388,7 @@ func (d *Device) CreateCQ(depth int) *cq.CQ {
 		d.post(Event{Type: EventCQErr, CQ: c, Err: err})
 	})
 	if d.poller != nil {
-		progressCQ(c, d.progress)
+		progressCQ(c, d.progress, d.yieldEvery)
 	}
 	d.cqMu.Lock()
 	defer d.cqMu.Unlock()

@@ -106,8 +106,10 @@ func NewMulti(links ...Link) (*Multi, error) {
 	m.info.Name = strings.Join(names, " + ")
 	nq := commonQueues(links)
 	m.info.DirectSend = true
+	m.info.PollNoSyscall = true
 	for _, l := range links {
 		m.info.DirectSend = m.info.DirectSend && l.Info().DirectSend
+		m.info.PollNoSyscall = m.info.PollNoSyscall && l.Info().PollNoSyscall
 	}
 	m.queues = make([]multiQueue, nq)
 	for i := range m.queues {

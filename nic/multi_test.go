@@ -61,6 +61,11 @@ func TestMulti(t *testing.T) {
 	if got := m.Info().Addrs; len(got) != 2 || got[0] != a4 || got[1] != a6 {
 		t.Errorf("addresses %v, want [%v %v]", got, a4, a6)
 	}
+	// What every link declares, the multi link declares: the in-memory
+	// links' sends are calls and their polls read memory.
+	if inf := m.Info(); !inf.DirectSend || !inf.PollNoSyscall || !h4.Info().PollNoSyscall {
+		t.Errorf("DirectSend %v, PollNoSyscall %v (mem's %v), want true", inf.DirectSend, inf.PollNoSyscall, h4.Info().PollNoSyscall)
+	}
 	frames := []nic.Frame{datagram(a4, b4, "v4-1"), datagram(a6, b6, "v6-1"), datagram(b4, a4, "nobody's"), datagram(a4, b4, "v4-2")}
 	if sent, err := m.Send(frames); err != nil || sent != len(frames) {
 		t.Fatalf("Send: %d, %v", sent, err)

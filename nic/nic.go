@@ -192,6 +192,14 @@ type Info struct {
 	// rather than hold them for the application's reply to carry, which
 	// would save nothing and delay the peer's completion.
 	DirectSend bool
+
+	// PollNoSyscall says that a poll of an empty queue (Poller.PollQueue)
+	// reads memory and makes no system call (afxdp's rx ring indexes, the
+	// in-memory link's queue). A goroutine busy-polling such a link yields
+	// the processor less often where each yield costs a system call
+	// (internal/spin); one whose every poll is a system call already pays
+	// as much per poll.
+	PollNoSyscall bool
 }
 
 // Stats are a link's counters. Packets and bytes count IP datagrams (IP

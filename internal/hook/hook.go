@@ -77,8 +77,9 @@ var (
 	MirrorCQ any // func(c *cq.CQ, p *uint32)
 	// ProgressCQ gives a new queue, before anyone polls it, what an empty
 	// Poll calls to receive and handle what has arrived (the device's
-	// poll mode); it returns whether it handled anything.
-	ProgressCQ any // func(c *cq.CQ, progress func() bool)
+	// poll mode; it returns whether it handled anything), and the yield
+	// period of the loops that poll it (CQ.Yield).
+	ProgressCQ any // func(c *cq.CQ, progress func() bool, yieldEvery int)
 )
 
 // Set by package qp.

@@ -149,7 +149,8 @@ func Open(cfg Config) (*Link, error) {
 	if cfg.Native {
 		mode = "native"
 	}
-	l.info = nic.Info{Name: fmt.Sprintf("afxdp %s/%d %s", cfg.Interface, cfg.Queue, mode), MTU: ifc.MTU, Addrs: cfg.Addrs, MAC: ifc.HardwareAddr}
+	l.info = nic.Info{Name: fmt.Sprintf("afxdp %s/%d %s", cfg.Interface, cfg.Queue, mode), MTU: ifc.MTU, Addrs: cfg.Addrs, MAC: ifc.HardwareAddr,
+		PollNoSyscall: true} // a poll reads the rx ring's indexes
 	if err := l.open(nq); err != nil {
 		l.Close()
 		return nil, err

@@ -533,7 +533,7 @@ func (l *Link) take(frames []nic.Frame) int {
 
 // Info implements nic.Link.
 func (l *Link) Info() nic.Info {
-	return nic.Info{Name: "mem " + l.addr.String(), MTU: l.mtu, Addrs: []netip.Addr{l.addr}, MAC: l.mac, DirectSend: true}
+	return nic.Info{Name: "mem " + l.addr.String(), MTU: l.mtu, Addrs: []netip.Addr{l.addr}, MAC: l.mac, DirectSend: true, PollNoSyscall: true}
 }
 
 // SrcPort implements nic.Link: the hash HCAs use.

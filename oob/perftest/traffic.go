@@ -126,7 +126,7 @@ func (t *ptTraffic) waitCQ(q *cq.CQ, wc []cq.WC) (int, error) {
 			spin = 0
 			continue
 		}
-		runtime.Gosched()
+		q.Yield(spin)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"time"
 
 	"github.com/goroce/goroce/cq"
@@ -428,7 +427,7 @@ func (r *ppRun) spin(ctx context.Context) (int, error) {
 				return 0, err
 			}
 		}
-		runtime.Gosched()
+		r.cq.Yield(i)
 	}
 }
 
