@@ -30,9 +30,10 @@ const SlowClock = time.Microsecond
 // clock is slow.
 const SlowEvery = 64
 
-// slow records whether this process's clock is slow: 0 not yet measured,
-// 1 fast, 2 slow. Two first calls at once both measure, and agree.
-var slow atomic.Int32
+// cheapPeriod is the yield period of loops whose polls make no system
+// call, measured at the first Every(true); 0: not yet. Two first calls at
+// once both measure, and agree.
+var cheapPeriod atomic.Int32
 
 // Every returns the yield period for a loop whose polls make no system
 // call (cheapPolls) or do: 1, or SlowEvery when the polls are cheap and
@@ -44,18 +45,12 @@ func Every(cheapPolls bool) int {
 	if !cheapPolls {
 		return 1
 	}
-	s := slow.Load()
-	if s == 0 {
-		s = 1
-		if Period(time.Now) > 1 {
-			s = 2
-		}
-		slow.Store(s)
+	n := cheapPeriod.Load()
+	if n == 0 {
+		n = int32(period(time.Now))
+		cheapPeriod.Store(n)
 	}
-	if s == 2 {
-		return SlowEvery
-	}
-	return 1
+	return int(n)
 }
 
 // Yield is called by a busy-wait loop after its i-th empty poll (i counting
@@ -70,11 +65,11 @@ func Yield(i, every int) {
 // yields says whether the i-th empty poll yields at period n.
 func yields(i, n int) bool { return n <= 1 || i%n == n-1 }
 
-// Period measures now and returns the yield period it calls for: 1, or
+// period measures now and returns the yield period it calls for: 1, or
 // SlowEvery when a read costs SlowClock or more. The cost is the fastest of
 // eight runs of 16 reads, so that a run the scheduler interrupts does not
 // count.
-func Period(now func() time.Time) int {
+func period(now func() time.Time) int {
 	const runs, reads = 8, 16
 	best := time.Duration(1<<63 - 1)
 	for range runs {
