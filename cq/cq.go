@@ -370,7 +370,10 @@ func (c *CQ) Lost() uint64 {
 }
 
 // Wait blocks until the queue holds a completion, the queue is in error
-// (overrun, or its device closed), or ctx is done.
+// (overrun, or its device closed), or ctx is done. A completion that is
+// in the queue when ctx ends wins: a wait ended by a connection's end
+// still sees what came before it (the flushes its QP's move to ERR put
+// in, or the last message).
 func (c *CQ) Wait(ctx context.Context) error {
 	for {
 		c.mu.Lock()
@@ -393,8 +396,9 @@ func (c *CQ) Wait(ctx context.Context) error {
 		}
 		c.mu.Lock()
 		c.waiting--
+		n = c.n
 		c.mu.Unlock()
-		if !woke {
+		if !woke && n == 0 {
 			return ctx.Err()
 		}
 	}
@@ -424,6 +428,10 @@ func (c *CQ) PollWait(ctx context.Context, wc []WC) (int, error) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
+			// What came in since the poll above still wins (as in Wait).
+			if n, perr := c.Poll(wc); n > 0 || perr != nil {
+				return n, perr
+			}
 			return 0, err
 		}
 		// The clock is read at the first empty poll and at every 16th

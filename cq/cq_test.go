@@ -131,6 +131,60 @@ func TestPushSignalsOnlyWaiters(t *testing.T) {
 	}
 }
 
+// pushingCtx is a context already done whose Done pushes a completion
+// into c first: the completion comes while Wait is waiting, in the same
+// instant as the context's end, which Wait sees together.
+type pushingCtx struct {
+	context.Context
+	c    *CQ
+	done chan struct{}
+}
+
+func (p pushingCtx) Done() <-chan struct{} {
+	p.c.push(WC{WRID: 5}, false)
+	return p.done
+}
+
+// TestWaitCompletionBeatsContext: a completion that is in the queue when
+// the context ends is what Wait and PollWait return (a connection's end
+// cancels a wait after its QP's flushes, or the last message, went in),
+// in both modes: a wait that found the queue empty and then sees the
+// context done and the completion together, and a poll-mode PollWait
+// whose context ended while a completion came in beside its poll.
+func TestWaitCompletionBeatsContext(t *testing.T) {
+	c := newCQ(4, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	closed := make(chan struct{})
+	close(closed)
+	if err := c.Wait(pushingCtx{ctx, c, closed}); err != nil {
+		t.Fatalf("Wait with a completion in at the context's end: %v", err)
+	}
+	wc := make([]WC, 1)
+	if n, _ := c.Poll(wc); n != 1 || wc[0].WRID != 5 {
+		t.Fatalf("polled %d %+v", n, wc[0])
+	}
+
+	// Poll mode: the completion arrives (another goroutine's push, here
+	// the progress call itself, which reports nothing made) as the
+	// context ends; PollWait returns it, not the context's error.
+	pctx, pcancel := context.WithCancel(context.Background())
+	c.setProgress(func() bool {
+		if pctx.Err() == nil {
+			pcancel()
+			c.push(WC{WRID: 6}, false)
+		}
+		return false
+	}, 1)
+	if n, err := c.PollWait(pctx, wc); n != 1 || err != nil || wc[0].WRID != 6 {
+		t.Fatalf("poll-mode PollWait: %d %v %+v; want the completion", n, err, wc[0])
+	}
+	// With nothing in, the context's end is still the answer.
+	if _, err := c.PollWait(pctx, wc); !errors.Is(err, context.Canceled) {
+		t.Fatalf("poll-mode PollWait on an empty queue: %v", err)
+	}
+}
+
 func TestReqNotify(t *testing.T) {
 	c := newCQ(8, nil)
 	c.push(WC{}, false) // not armed: no event

@@ -437,8 +437,19 @@ func (r *run) poll(ctx context.Context, c *cq.CQ, nodes []*node, op cq.Opcode) e
 			stop()
 			wctx = nil
 		}
-		// Take what is there. A connection's end moved its QP to ERR
-		// first, so its flushed work requests are in c by now.
+		// Which connections had ended before the CQ is drained: a
+		// connection's end moves its QP to ERR, which puts its flushed
+		// work requests in c, before Done closes, so the drain below
+		// takes all of theirs. One that ends during the drain is
+		// judged at the next pass, after another drain.
+		ended := make([]bool, len(waiting))
+		for i, n := range waiting {
+			select {
+			case <-n.conn.Done():
+				ended[i] = true
+			default:
+			}
+		}
 		for {
 			k, err := c.Poll(wc)
 			if err != nil {
@@ -474,14 +485,12 @@ func (r *run) poll(ctx context.Context, c *cq.CQ, nodes []*node, op cq.Opcode) e
 			}
 		}
 		still := waiting[:0]
-		for _, n := range waiting {
+		for i, n := range waiting {
 			if *n.done(op) == r.count {
 				continue
 			}
-			select {
-			case <-n.conn.Done():
+			if ended[i] {
 				return fmt.Errorf("connection %d ended after %d of %d %s completions: %v", n.id, *n.done(op), r.count, what, endReason(n.conn))
-			default:
 			}
 			still = append(still, n)
 		}
