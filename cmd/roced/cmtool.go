@@ -72,7 +72,16 @@ type cmToolEnv struct {
 	dev            *device.Device
 	cm             *cm.Manager
 	stdout, stderr io.Writer
+	// listening is called once the tool's server listens.
+	listening func(netip.AddrPort)
 }
+
+// cmListening is called once a CM tool's server (ucmatose, udaddy,
+// rdma_server) listens, with what stops it as SIGINT would: the loopback
+// tests start their client only then (a client of several connections
+// whose REQs straddle the listen would leave the server some of them),
+// and stop a server whose client failed rather than wait for it forever.
+var cmListening = func(netip.AddrPort, context.CancelFunc) {}
 
 // registerCMTool registers roced's NAME, a librdmacm example: parse
 // reads its command line (an error wrapping usage is one line on stderr
@@ -86,6 +95,8 @@ func registerCMTool[C cmToolConfig](name, summary string, usage error, parse fun
 	register(name, summary, func(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		who := "roced " + name
 		cfg, err := parse(args)
 		if err != nil {
@@ -100,6 +111,6 @@ func registerCMTool[C cmToolConfig](name, summary string, usage error, parse fun
 		}
 		defer ep.Close()
 		defer m.Close()
-		return run(ctx, cfg, cmToolEnv{ep.Device, m, stdout, stderr})
+		return run(ctx, cfg, cmToolEnv{ep.Device, m, stdout, stderr, func(a netip.AddrPort) { cmListening(a, cancel) }})
 	})
 }

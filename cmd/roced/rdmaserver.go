@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -53,6 +54,8 @@ func runRdmaServer(ctx context.Context, server bool, args []string, stdout, stde
 	case ec.Dev == "" && cfg.Addr.IsValid() && !cfg.Addr.IsUnspecified():
 		ec.Dev = cfg.Addr.String()
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	ep, m, err := openCM(ec, stderr, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
@@ -60,5 +63,6 @@ func runRdmaServer(ctx context.Context, server bool, args []string, stdout, stde
 	}
 	defer ep.Close()
 	defer m.Close()
-	return rdmaserver.Run(ctx, cfg, rdmaserver.Env{Dev: ep.Device, CM: m, Stdout: stdout, Stderr: stderr})
+	return rdmaserver.Run(ctx, cfg, rdmaserver.Env{Dev: ep.Device, CM: m, Stdout: stdout, Stderr: stderr,
+		Listening: func(a netip.AddrPort) { cmListening(a, cancel) }})
 }

@@ -77,35 +77,11 @@ func (s *syncBuffer) String() string {
 // whole commands, over UDP on loopback (127.0.15.5 and .6, addresses no
 // other test uses): both print the examples' two lines and exit 0.
 func TestRdmaServerLoopback(t *testing.T) {
-	var serr syncBuffer
-	sout := &startWriter{line: "rdma_server: start\n", started: make(chan struct{})}
-	done := make(chan int, 1)
-	go func() {
-		done <- run([]string{"rdma_server", "-s", "127.0.15.5", "-p", "7191"}, sout, &serr)
-	}()
-	// Its first line comes once its device is open: a REQ sent before
-	// would find no socket and wait for its retry, 6.4 s later.
-	select {
-	case <-sout.started:
-	case scode := <-done:
-		t.Fatalf("the server exited %d:\n%s%s", scode, sout.String(), serr.String())
-	}
-	var cout, cerr bytes.Buffer
-	var code int
-	// A REQ that comes before the server listens is rejected (REJ 8,
-	// "Connection refused"): try again until it is not.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		cout.Reset()
-		cerr.Reset()
-		code = run([]string{"rdma_client", "-s", "127.0.15.5", "--dev", "127.0.15.6", "-p", "7191"}, &cout, &cerr)
-		if !strings.Contains(cerr.String(), "Connection refused") || time.Now().After(deadline) {
-			break
-		}
-	}
-	scode := <-done
-	if code != 0 || scode != 0 || cout.String() != "rdma_client: start\nrdma_client: end 0\n" ||
-		sout.String() != "rdma_server: start\nrdma_server: end 0\n" {
-		t.Fatalf("client %d:\n%s%s\nserver %d:\n%s%s", code, cout.String(), cerr.String(), scode, sout.String(), serr.String())
+	srv, cli := loopbackCMPair(t, []string{"rdma_server", "-s", "127.0.15.5", "-p", "7191"},
+		[]string{"rdma_client", "-s", "127.0.15.5", "--dev", "127.0.15.6", "-p", "7191"})
+	if cli.code != 0 || srv.code != 0 || cli.out != "rdma_client: start\nrdma_client: end 0\n" ||
+		srv.out != "rdma_server: start\nrdma_server: end 0\n" {
+		t.Fatalf("client %d:\n%s%s\nserver %d:\n%s%s", cli.code, cli.out, cli.stderr, srv.code, srv.out, srv.stderr)
 	}
 }
 

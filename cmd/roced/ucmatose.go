@@ -13,6 +13,7 @@ import (
 func init() {
 	registerCMTool("ucmatose", "librdmacm's ucmatose: -c RDMA CM connections, -C SENDs of -S bytes each way on each (-s ADDR client, else server)",
 		ucmatose.ErrUsage, ucmatose.ParseFlags, func(ctx context.Context, cfg ucmatose.Config, e cmToolEnv) int {
-			return ucmatose.Run(ctx, cfg, ucmatose.Env{Dev: e.dev, CM: e.cm, Stdout: e.stdout, Stderr: e.stderr})
+			return ucmatose.Run(ctx, cfg, ucmatose.Env{Dev: e.dev, CM: e.cm, Stdout: e.stdout, Stderr: e.stderr,
+				Listening: e.listening})
 		})
 }

@@ -6,12 +6,11 @@ import "testing"
 // client (-s 127.0.15.7 -b 127.0.15.8), the whole command (flags, device,
 // connection manager, transfers), over UDP on loopback with addresses no
 // other test uses: four connections of ten messages each way, both print
-// cmatose's lines and exit 0. A REQ that comes before the server listens
-// is rejected (REJ 8): the client is started again then.
+// cmatose's lines and exit 0.
 func TestUcmatoseLoopback(t *testing.T) {
 	args := []string{"-p", "7192", "-c", "4", "-C", "10", "-S", "3000"}
-	srv, cli := loopbackCMPair(t, append([]string{"ucmatose", "-b", "127.0.15.7"}, args...), "cmatose: starting server\n",
-		append([]string{"ucmatose", "-s", "127.0.15.7", "-b", "127.0.15.8"}, args...), 8, "RDMA_CM_EVENT_REJECTED, error: 8")
+	srv, cli := loopbackCMPair(t, append([]string{"ucmatose", "-b", "127.0.15.7"}, args...),
+		append([]string{"ucmatose", "-s", "127.0.15.7", "-b", "127.0.15.8"}, args...))
 	wantS := "cmatose: starting server\ninitiating data transfers\ncompleting sends\nreceiving data transfers\n" +
 		"data transfers complete\ncmatose: disconnecting\ndisconnected\ntest complete\nreturn status 0\n"
 	wantC := "cmatose: starting client\ncmatose: connecting\nreceiving data transfers\nsending replies\n" +
