@@ -316,6 +316,14 @@ func (r *udpRx) deliver(frames []nic.Frame) int {
 		m := &r.cur
 		start := r.seg * m.segLen
 		end := min(start+m.segLen, m.len)
+		if hl+end-start > nic.MaxFrame {
+			// Longer than any RoCE frame (a jumbo datagram, or GRO
+			// segments of them): dropped, and never copied into a
+			// buffer of one frame's size.
+			dropped++
+			r.next(m)
+			continue
+		}
 		slot := r.buf[r.msg*r.slot : (r.msg+1)*r.slot]
 		var b []byte
 		if r.seg == 0 {
@@ -331,10 +339,7 @@ func (r *udpRx) deliver(frames []nic.Frame) int {
 		if m.nseg > 1 {
 			gro++
 		}
-		if r.seg++; r.seg >= m.nseg {
-			r.msg++
-			r.seg = 0
-		}
+		r.next(m)
 		dg := b[nic.Headroom:]
 		l.rebuild(dg, m)
 		// The kernel checked the real IP header; rebuild wrote this one
@@ -364,6 +369,14 @@ func (r *udpRx) deliver(frames []nic.Frame) int {
 	linkio.AddIf(&l.ctr.RxDropped, dropped)
 	linkio.AddIf(&l.ctr.RxIDUnsolved, unsolved)
 	return n
+}
+
+// next moves on to the next segment of m, or to the next message.
+func (r *udpRx) next(m *udpRxMsg) {
+	if r.seg++; r.seg >= m.nseg {
+		r.msg++
+		r.seg = 0
+	}
 }
 
 // rebuild writes the IP and UDP headers the kernel stripped in front of a

@@ -1,6 +1,7 @@
 package udp
 
 import (
+	"encoding/binary"
 	"io"
 	"net"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
@@ -434,5 +436,53 @@ func TestUDPShortLastSegmentJoins(t *testing.T) {
 				i++
 			}
 		}
+	}
+}
+
+// TestUDPDropsOversize: datagrams longer than any RoCE frame, a plain
+// one and two GRO segments of one GSO send, are dropped and counted
+// (never copied into a buffer of one frame's size, nor handed up); the
+// frame sent after them arrives intact.
+func TestUDPDropsOversize(t *testing.T) {
+	a := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.24.1")})
+	b := openUDP(t, Config{Addr: netip.MustParseAddr("127.0.24.2")})
+	if !b.GRO() {
+		t.Fatal("no GRO on loopback; the kernel (5.0+) has it")
+	}
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.24.2:4791")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(make([]byte, 9000)); err != nil {
+		t.Fatal(err)
+	}
+	// One send of two 5000-byte segments, which the GRO socket receives
+	// as one message of two.
+	seg := make([]byte, unix.CmsgSpace(2))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&seg[0]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	binary.NativeEndian.PutUint16(seg[unix.CmsgLen(0):], 5000)
+	if _, _, err := c.WriteMsgUDP(make([]byte, 10000), seg, nil); err != nil {
+		t.Fatal(err)
+	}
+	o := linktest.Outer(a, netip.MustParseAddr("127.0.24.2"), 5)
+	if n, err := a.Send(linktest.Frames(o, 1, 64)); n != 1 || err != nil {
+		t.Fatalf("sent %d, %v", n, err)
+	}
+	got := make([]nic.Frame, 8)
+	n, err := b.Recv(got)
+	for err == nil && n == 0 {
+		n, err = b.Recv(got)
+	}
+	if err != nil || n != 1 {
+		t.Fatalf("received %d frames, %v; want the one frame", n, err)
+	}
+	if _, err := linktest.CheckFrame(got[0], o, 64); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Stats(); s.RxDropped != 3 {
+		t.Fatalf("%d dropped, want 3: %+v", s.RxDropped, s)
 	}
 }
