@@ -41,8 +41,9 @@ func cmToolEndpoint(link, pcap, dev string, server, bind netip.Addr) endpoint.Co
 }
 
 // openCM opens the device a tool of librdmacm's runs on and starts its
-// connection manager (QP1). The caller closes the manager, then the
-// endpoint.
+// connection manager (QP1), whose listeners the stats socket lists (roced
+// stats, as rdma(8) lists the kernel's cm_ids). The caller closes the
+// manager, then the endpoint.
 func openCM(ec endpoint.Config, stderr io.Writer, name string) (*endpoint.Endpoint, *cm.Manager, error) {
 	ep, err := endpoint.Open(ec)
 	if err != nil {
@@ -54,6 +55,7 @@ func openCM(ec endpoint.Config, stderr io.Writer, name string) (*endpoint.Endpoi
 		ep.Close()
 		return nil, nil, err
 	}
+	ep.ServeCM(m)
 	return ep, m, nil
 }
 

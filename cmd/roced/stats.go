@@ -66,8 +66,8 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 			b.WriteByte('\n')
 			stdout.Write(b.Bytes())
 		}
-		// A program's listening CM IDs (on libgoroce.so), as "rdma
-		// resource show cm_id" prints the kernel's.
+		// The listening CM IDs of a program on libgoroce.so or of a
+		// roced tool, as "rdma resource show cm_id" prints the kernel's.
 		for _, c := range r.CMIDs {
 			fmt.Fprintf(stdout, "link %s/1 cm_id state %s ps %s pid %d netdev %s src-addr %s\n",
 				c.Dev, c.State, c.PS, r.PID, c.Netdev, c.Src)

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/afpacket"
@@ -142,6 +143,7 @@ type Endpoint struct {
 	// Faults is the fault injector when Config.Faults is active, else nil.
 	Faults *fault.Link
 	tap    *tap.Tap
+	cm     *cm.Manager // its listeners are the stats socket's cm_ids (ServeCM); under statsServer.mu
 }
 
 // Open resolves cfg and opens the device.

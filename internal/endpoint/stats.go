@@ -15,6 +15,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/mad"
 )
 
 // Every process that opens devices through Open serves their counters on
@@ -34,8 +37,9 @@ type StatsReply struct {
 	Command string        `json:"command"` // its roced command (write_bw, rc_pingpong)
 	Devices []DeviceStats `json:"devices"` // its open devices
 	// CMIDs are the process's listening connection manager IDs (those of
-	// a program on libgoroce.so), as "rdma resource show cm_id" lists the
-	// kernel's: a CM listener inside a process is seen from outside here.
+	// a program on libgoroce.so, and of roced's tools: ServeCM), as "rdma
+	// resource show cm_id" lists the kernel's: a CM listener inside a
+	// process is seen from outside here.
 	CMIDs []CMID `json:"cm_ids,omitempty"`
 }
 
@@ -60,6 +64,31 @@ func SetCMIDs(list func() []CMID) {
 	cmIDs.Lock()
 	cmIDs.list = list
 	cmIDs.Unlock()
+}
+
+// ServeCM makes the stats socket list the listeners of m, the connection
+// manager of e's device, as cm_ids of e's device (what SetCMIDs does for
+// a program on libgoroce.so): a roced tool's server is then seen to listen
+// from outside, as rdma(8) sees the kernel's.
+func (e *Endpoint) ServeCM(m *cm.Manager) {
+	statsServer.mu.Lock()
+	e.cm = m
+	statsServer.mu.Unlock()
+}
+
+// portSpaceName is rdma(8)'s name of an rdma_cm port space.
+func portSpaceName(ps mad.PortSpace) string {
+	switch ps {
+	case mad.PortSpaceTCP:
+		return "TCP"
+	case mad.PortSpaceUDP:
+		return "UDP"
+	case mad.PortSpaceIPoIB:
+		return "IPOIB"
+	case mad.PortSpaceIB:
+		return "IB"
+	}
+	return fmt.Sprintf("%#04x", uint16(ps))
 }
 
 // DeviceStats are one open device's counters.
@@ -233,6 +262,12 @@ func statsSnapshot() StatsReply {
 	for _, e := range es {
 		d := DeviceStats{Name: "goroce" + strconv.Itoa(s.endpoints[e]), Port: 1, Netdev: e.Netdev,
 			Link: e.Link.Info().Name, GID: e.GID.String()}
+		if e.cm != nil {
+			for _, l := range e.cm.Listening() {
+				r.CMIDs = append(r.CMIDs, CMID{Dev: d.Name, Netdev: e.Netdev, PS: portSpaceName(l.PortSpace),
+					State: "LISTEN", Src: l.Addr.String()})
+			}
+		}
 		cs := e.Device.Stats()
 		if e.Faults != nil {
 			cs = append(cs, e.Faults.Faults().List()...)

@@ -52,6 +52,7 @@ func (r *ptRun) openComm(ctx context.Context) error {
 	if err != nil {
 		return failWith(" "+err.Error(), " Unable to create RDMA_CM resources")
 	}
+	r.ep.ServeCM(m) // roced stats lists its listener, as rdma(8) would perftest's
 	r.cmr = &ptCM{m: m}
 	p := CommParams{Retry: c.Retry, QPTimeout: c.QPTimeout}
 	var comm *CommConn

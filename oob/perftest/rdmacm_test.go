@@ -3,10 +3,13 @@ package perftest
 import (
 	"bytes"
 	"context"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/internal/endpoint"
 )
 
 // -R runs, server and client in-process over the UDP link on loopback,
@@ -87,5 +90,31 @@ func TestPerftestRDMACMRefused(t *testing.T) {
 		if code := Main(context.Background(), SendBW, strings.Fields(tc.args), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%s: exit %d, stderr %q", tc.args, code, errOut.String())
 		}
+	}
+}
+
+// TestRDMACMListenerInStats: a -R server's exchange listener is listed
+// on the process's stats socket (roced stats) as a cm_id in state LISTEN
+// on its port, as rdma(8) lists a real perftest's, once it listens; the
+// run then goes on as any other.
+func TestRDMACMListenerInStats(t *testing.T) {
+	const port = 18869
+	common := []string{"-R", "-x", "1", "-p", strconv.Itoa(port), "-n", "5", "-s", "64"}
+	done := serveLine(t, SendBW, port, append([]string{"-d", "127.0.16.5"}, common...))
+	all, err := endpoint.AllStats(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []endpoint.CMID
+	for _, r := range all {
+		found = append(found, r.CMIDs...)
+	}
+	want := endpoint.CMID{Dev: "goroce0", Netdev: "lo", PS: "TCP", State: "LISTEN", Src: "0.0.0.0:" + strconv.Itoa(port)}
+	if len(found) != 1 || found[0] != want {
+		t.Errorf("cm_ids %+v, want %+v", found, want)
+	}
+	cli := runMain(SendBW, append(append([]string{"-d", "127.0.16.6"}, common...), "127.0.16.5"))
+	if srv := awaitServer(t, done, cli); srv.code != 0 || cli.code != 0 {
+		t.Fatalf("server %+v\nclient %+v", srv, cli)
 	}
 }
