@@ -301,12 +301,18 @@ func HostRdmaCore() string {
 	return v
 }
 
-// StatsCMWaiter sees the CM listeners of the programs on libgoroce.so on
-// Netdev: each such process lists its listening cm_ids on its stats
-// socket (endpoint.CMID, what "roced stats" prints), as rdma(8) lists the
-// kernel's.
+// StatsCMWaiter sees the CM listeners of roced's tools and of the
+// programs on libgoroce.so on Netdev: each such process lists its
+// listening cm_ids on its stats socket (endpoint.CMID, what "roced stats"
+// prints), as rdma(8) lists the kernel's.
 type StatsCMWaiter struct {
-	Netdev string // the interface the library's device is on (GOROCE_NETDEV)
+	// Netdev is the interface the device is on (the library's
+	// GOROCE_NETDEV); empty: any.
+	Netdev string
+	// Addrs, if any, are the server's addresses: a listener bound to
+	// another (another process's on the same port) is not the one.
+	// One bound to the unspecified address is anyone's.
+	Addrs []string
 }
 
 // WaitCMListen returns once a process lists a LISTEN cm_id on port of a
@@ -317,23 +323,47 @@ func (w StatsCMWaiter) WaitCMListen(ctx context.Context, port int, timeout time.
 	t := time.NewTicker(50 * time.Millisecond) // the poll interval
 	defer t.Stop()
 	for {
-		if all, err := endpoint.AllStats(0); err == nil && listensOn(all, w.Netdev, port) {
+		if all, err := endpoint.AllStats(0); err == nil && w.listensOn(all, port) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("no program on libgoroce.so listened on %s port %d within %v (roced stats)", w.Netdev, port, timeout)
+			on := "port " + strconv.Itoa(port)
+			if w.Netdev != "" {
+				on = w.Netdev + " " + on
+			}
+			return fmt.Errorf("nothing listened on %s within %v (roced stats)", on, timeout)
 		case <-t.C:
 		}
 	}
 }
 
-// listensOn reports whether a process lists a LISTEN cm_id on netdev and port.
-func listensOn(all []endpoint.StatsReply, netdev string, port int) bool {
+// boundTo reports whether addr is one of w.Addrs, or w names none (empty
+// entries, a side with no address of that family, do not count).
+func (w StatsCMWaiter) boundTo(addr netip.Addr) bool {
+	named := false
+	for _, a := range w.Addrs {
+		if a == "" {
+			continue
+		}
+		named = true
+		if want, err := netip.ParseAddr(a); err == nil && want.Unmap() == addr.Unmap() {
+			return true
+		}
+	}
+	return !named
+}
+
+// listensOn reports whether a process lists a LISTEN cm_id on port, of
+// a device on w.Netdev, bound to one of w.Addrs or to any address.
+func (w StatsCMWaiter) listensOn(all []endpoint.StatsReply, port int) bool {
 	for _, r := range all {
 		for _, c := range r.CMIDs {
 			ap, err := netip.ParseAddrPort(c.Src)
-			if err == nil && c.State == "LISTEN" && c.Netdev == netdev && int(ap.Port()) == port {
+			if err != nil || c.State != "LISTEN" || w.Netdev != "" && c.Netdev != w.Netdev || int(ap.Port()) != port {
+				continue
+			}
+			if ap.Addr().IsUnspecified() || w.boundTo(ap.Addr()) {
 				return true
 			}
 		}

@@ -343,8 +343,8 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 	srv := srvRun.Start(ctx, srvArgv, o.Timeout)
 	listening := time.Now()
 	var cliOut Output
-	// srvStrict: the server is roced, whose CM listener nothing outside
-	// the process sees.
+	// srvStrict: the server is roced, whose CM listener its stats socket
+	// lists (waitServer).
 	rc := suiteRdmaCore[l.Suite]
 	srvSide := Side{Runner: srvRun, RdmaCore: rc}
 	if srvStrict {

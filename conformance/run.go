@@ -343,10 +343,11 @@ type CMListenWaiter interface {
 
 // waitServer waits until the server can take its client: its TCP socket,
 // or for the CM family its LISTEN cm_id where the kernel's rdma_cm runs
-// the server. A roced server's listener lives inside the process, where
-// nothing outside can see it; for it the client's start is retried while
-// it is rejected for want of a listener (runClient). A side with a
-// CMWaiter (the real tools on libgoroce.so) is seen through it. cmtime's server
+// the server. A roced server's listener and those of the real tools on
+// libgoroce.so live inside their processes, which list them on their
+// stats sockets (StatsCMWaiter; a side's CMWaiter, if set, is asked
+// rather than its Runner). The client's start is still retried while it
+// is rejected for want of a listener (runClient). cmtime's server
 // listens on its TCP socket (rdma-core 56's, once its cm_id listens; a
 // roced server's whatever its client's release) but for 44's, which has
 // only its cm_id.
@@ -363,7 +364,8 @@ func waitServer(ctx context.Context, sc Scenario, side Side, srv Proc, port int,
 	case side.CMWaiter != nil:
 		w, ok = side.CMWaiter, true
 	case roced:
-		return nil
+		// roced runs here, and lists its listeners on its stats socket.
+		w, ok = StatsCMWaiter{Addrs: []string{side.Addr, side.Addr6}}, true
 	}
 	if !ok {
 		return nil

@@ -255,7 +255,8 @@ func waitRejected(port string) {
 	os.Remove(rejectedMark(port))
 }
 
-// TestRunRping: an rping case through the harness with a fake rping. A
+// TestRunRping: an rping case through the harness with a fake rping,
+// whose server lists no listener on a stats socket (fakePeer). A
 // client rejected for want of a listener (REJ 8) is started again until
 // the server listens (a start-up wait: the case passes, with a note); a
 // client rejected for any other reason fails the case at once; a server
@@ -295,9 +296,9 @@ func TestRunRping(t *testing.T) {
 }
 
 // TestRunPerftestCM: a perftest -R case through the harness with a fake
-// perftest. Its server listens where nothing outside sees it (a roced
-// server's CM listener), so a client rejected for want of a listener is
-// started again until the server listens; a side that ignores -R fails.
+// perftest. Its server lists no listener on a stats socket (fakePeer), so
+// a client rejected for want of a listener is started again until the
+// server listens; a side that ignores -R fails.
 func TestRunPerftestCM(t *testing.T) {
 	one := func(c Case) bool { return c.ViaCM() && c.Dir == RocedServer }
 	for _, tc := range []struct {
@@ -404,9 +405,18 @@ func fakePeer(t *testing.T, mode string) *Peer {
 		r := LocalRunner()
 		r.Wrap = func(script string) []string { return append(append([]string(nil), env...), "sh", "-c", script) }
 		s.Runner = r
+		// The fake tools list no listener on a stats socket: their
+		// client starts at once, and the REJ 8 start-up retry behind the
+		// wait on the listing is what their cases exercise.
+		s.CMWaiter = startAtOnce{}
 	}
 	return p
 }
+
+// startAtOnce is a CMListenWaiter that does not wait.
+type startAtOnce struct{}
+
+func (startAtOnce) WaitCMListen(context.Context, int, time.Duration) error { return nil }
 
 func casesFor(t *testing.T, re func(Case) bool, tools ...string) []Case {
 	t.Helper()
