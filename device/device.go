@@ -207,7 +207,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		for i := range d.polls {
 			s := &d.polls[i]
 			s.frames = make([]nic.Frame, 64)
-			s.late = clock.AfterFunc(time.Hour, func() { endOpen(s) })
+			s.late = clock.AfterFunc(time.Hour, func() { lateFired(s) })
 			s.late.Stop()
 		}
 	}
@@ -623,13 +623,51 @@ type pollState struct {
 	polled atomic.Bool // polled since the queue's receive goroutine last looked
 
 	// The QPs whose burst a poller left open: their ends wait for the
-	// next poll, or for late, which fires pollActive after the first was
-	// left, should no poll come (endMu, which endOpen holds while it
-	// takes the QPs' locks; pending says some are).
+	// next poll, or for late, should no poll come (endMu, which endOpen
+	// holds while it takes the QPs' locks; pending says some are).
 	endMu   sync.Mutex
 	ends    []*qp.QP
 	pending atomic.Bool
 	late    qp.Timer
+	// late is set when a poll leaves bursts open while it is not set
+	// (lateSet), not at each such poll: setting a timer reads the clock,
+	// a system call in the lab's TCG guests (a Reset took 1.6-1.9 µs
+	// there), and a ping-pong leaves a burst open at every message it
+	// receives. So late may find bursts left after it was set (opens
+	// counts the times some were left, lateAt is opens when it was set),
+	// and gives them pollActive more: a burst ends at the next poll, or
+	// between pollActive and twice that after it was left. (endMu.)
+	lateSet       bool
+	opens, lateAt uint64
+}
+
+// leaveOpen records that a poll left the bursts of qps open.
+func (s *pollState) leaveOpen(qps []*qp.QP) {
+	s.endMu.Lock()
+	s.ends = append(s.ends, qps...)
+	if !s.pending.Swap(true) {
+		s.opens++
+		if !s.lateSet {
+			s.lateSet, s.lateAt = true, s.opens
+			s.late.Reset(pollActive)
+		}
+	}
+	s.endMu.Unlock()
+}
+
+// lateFired is late's function: it ends the bursts left open since before
+// late was set, or gives younger ones their time.
+func lateFired(s *pollState) {
+	s.endMu.Lock()
+	if s.pending.Load() && s.opens != s.lateAt {
+		s.lateAt = s.opens
+		s.late.Reset(pollActive)
+		s.endMu.Unlock()
+		return
+	}
+	s.lateSet = false
+	s.endMu.Unlock()
+	endOpen(s)
 }
 
 // endOpen ends the bursts pollers left open on s: it sends the
@@ -678,19 +716,14 @@ func (d *Device) progress() bool {
 		// when the application posts its reply leaves with the reply, in
 		// one batch (one sendmmsg, one recvmmsg at the peer). The next
 		// poll ends it, sending what the application did not take along,
-		// or, should none come, the timer late does, pollActive later.
-		// Over a link whose send is a function call a batch saves
-		// nothing, and the peer would wait for the reply to learn of its
-		// delivery: the burst ends here.
+		// or, should none come, the timer late does, pollActive to twice
+		// that later. Over a link whose send is a function call a batch
+		// saves nothing, and the peer would wait for the reply to learn of
+		// its delivery: the burst ends here.
 		if d.endAtOnce {
 			s.b.flush()
 		} else if len(s.b.qps) > 0 {
-			s.endMu.Lock()
-			s.ends = append(s.ends, s.b.qps...)
-			if !s.pending.Swap(true) {
-				s.late.Reset(pollActive)
-			}
-			s.endMu.Unlock()
+			s.leaveOpen(s.b.qps)
 			clear(s.b.qps)
 			s.b.qps = s.b.qps[:0]
 		}

@@ -236,6 +236,54 @@ func TestPollModeAckWithoutPoller(t *testing.T) {
 	}
 }
 
+// TestPollModeLateSetOnce: the timer that ends bursts no poll ends is set
+// when a poll leaves one open while it is idle, not at each such poll
+// (setting it reads the clock); a burst left while it is set is judged
+// when it fires and given pollActive more. The responder's first burst
+// sets the timer at 0 and its next poll ends it; a second SEND's burst,
+// left at 150 µs, is not ended at 200 µs, when the timer fires, but at
+// 400, and not before.
+func TestPollModeLateSetOnce(t *testing.T) {
+	clock := manualclock.New()
+	a, b, bl := sendPolled(t, clock, false, false)
+	var wc [1]cq.WC
+	if n, err := b.RCQ.Poll(wc[:]); n != 0 || err != nil { // ends the first burst
+		t.Fatalf("b's empty poll: %d, %v", n, err)
+	}
+	if n := b.Dev.Counters().SentACKs.Load(); n != 1 {
+		t.Fatalf("after b's next poll, %d ACKs, want 1", n)
+	}
+	if wc := spinPoll(t, a.SCQ); wc.Status != cq.Success || wc.WRID != 2 {
+		t.Fatalf("first send: %+v", wc)
+	}
+	clock.Advance(150 * time.Microsecond)
+	if err := b.QP.PostRecv(&qp.RecvWR{WRID: 3, SGL: []mr.SGE{b.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.QP.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := spinPoll(t, b.RCQ); wc.Status != cq.Success || wc.WRID != 3 {
+		t.Fatalf("second receive: %+v", wc)
+	}
+	bl.sent()
+	for _, step := range []struct {
+		by   time.Duration
+		acks uint64
+	}{{50 * time.Microsecond, 1}, {199 * time.Microsecond, 1}, {time.Microsecond, 2}} {
+		clock.Advance(step.by)
+		if n := b.Dev.Counters().SentACKs.Load(); n != step.acks {
+			t.Fatalf("%v later: %d ACKs, want %d (sends %v)", step.by, n, step.acks, bl.sent())
+		}
+	}
+	if s := bl.sent(); !slices.Equal(s, []int{1}) {
+		t.Fatalf("the late ACK went in sends of %v frames, want one of one", s)
+	}
+	if wc := spinPoll(t, a.SCQ); wc.Status != cq.Success || wc.WRID != 4 {
+		t.Fatalf("second send: %+v", wc)
+	}
+}
+
 // TestPollModeAckRidesWithReply checks the point of leaving the burst
 // open: the application posts its reply before the next poll, and the
 // ACK still queued leaves with it, in one Send of the link (one sendmmsg
