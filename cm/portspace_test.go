@@ -34,11 +34,11 @@ func TestPortSpacesRC(t *testing.T) {
 	for _, ps := range []mad.PortSpace{mad.PortSpaceUDP, mad.PortSpaceIPoIB, 0x0107} {
 		_, err := s.m.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7175), ListenConfig{QP: s.n.qpConfig(), PortSpace: ps})
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "RC connections are in the TCP") {
-			t.Errorf("Listen in space %#x: %v", ps, err)
+			t.Errorf("Listen in space %#x: %v", uint16(ps), err)
 		}
 		_, err = s.m.Dial(ctx10(t), netip.AddrPort{}, netip.AddrPortFrom(s.peer.addr, 7174), s.n.qpConfig(), ConnParams{PortSpace: ps})
 		if err == nil || !strings.Contains(err.Error(), "RC connections are in the TCP") {
-			t.Errorf("Dial in space %#x: %v", ps, err)
+			t.Errorf("Dial in space %#x: %v", uint16(ps), err)
 		}
 	}
 
@@ -58,13 +58,13 @@ func TestPortSpacesRC(t *testing.T) {
 			t.Fatal(err)
 		}
 		if c.remoteKey.comm != s.comm {
-			t.Errorf("space %#x: the listener got the connection of comm ID %#x, want %#x", ps, c.remoteKey.comm, s.comm)
+			t.Errorf("space %#x: the listener got the connection of comm ID %#x, want %#x", uint16(ps), c.remoteKey.comm, s.comm)
 		}
 	}
 	for _, ps := range []mad.PortSpace{mad.PortSpaceIPoIB, mad.PortSpaceUDP} {
 		s.send(req(ps))
 		if rej := s.expect(mad.AttrREJ).REJ(); rej.Reason() != mad.RejInvalidServiceID || rej.RemoteCommID() != s.comm {
-			t.Errorf("space %#x: REJ %+v", ps, rej.Fields())
+			t.Errorf("space %#x: REJ %+v", uint16(ps), rej.Fields())
 		}
 	}
 	lib.Close()
@@ -122,10 +122,10 @@ func TestPortSpacesUD(t *testing.T) {
 		}()
 		u, err := ma.ResolveUDIn(ctx10(t), ps, netip.AddrPort{}, raddr, nil)
 		if err != nil {
-			t.Fatalf("space %#x: %v", ps, err)
+			t.Fatalf("space %#x: %v", uint16(ps), err)
 		}
 		if u.QPN != qb.QPN() || u.PrivateData[0] != byte(ps) {
-			t.Errorf("space %#x: resolved QPN %#x, private data %#x: another listener answered", ps, u.QPN, u.PrivateData[0])
+			t.Errorf("space %#x: resolved QPN %#x, private data %#x: another listener answered", uint16(ps), u.QPN, u.PrivateData[0])
 		}
 		l.Close()
 	}
@@ -139,15 +139,15 @@ func TestPortSpacesUD(t *testing.T) {
 		_, err := ma.ResolveUDIn(ctx10(t), ps, netip.AddrPort{}, netip.AddrPortFrom(b.addr, 7175), nil)
 		var se *SIDRError
 		if !errors.As(err, &se) || se.Status != mad.SIDRUnsupported {
-			t.Errorf("space %#x, port of the UDP space: %v", ps, err)
+			t.Errorf("space %#x, port of the UDP space: %v", uint16(ps), err)
 		}
 	}
 	for _, ps := range []mad.PortSpace{mad.PortSpaceTCP, 0x0112} {
 		if _, err := mb.ListenUDIn(ps, raddr, 0); err == nil || !strings.Contains(err.Error(), "UD services are in the UDP") {
-			t.Errorf("ListenUDIn space %#x: %v", ps, err)
+			t.Errorf("ListenUDIn space %#x: %v", uint16(ps), err)
 		}
 		if _, err := ma.ResolveUDIn(ctx10(t), ps, netip.AddrPort{}, raddr, nil); err == nil || !strings.Contains(err.Error(), "UD services are in the UDP") {
-			t.Errorf("ResolveUDIn space %#x: %v", ps, err)
+			t.Errorf("ResolveUDIn space %#x: %v", uint16(ps), err)
 		}
 	}
 }

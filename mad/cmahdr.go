@@ -116,6 +116,23 @@ const (
 	PortSpaceIB    PortSpace = 0x013f
 )
 
+// String returns the port space's name in rdma_cma.h without its RDMA_PS_
+// prefix ("TCP", "UDP", "IPOIB", "IB"; rdma(8) prints TCP and UDP so), or
+// its value in hex.
+func (ps PortSpace) String() string {
+	switch ps {
+	case PortSpaceTCP:
+		return "TCP"
+	case PortSpaceUDP:
+		return "UDP"
+	case PortSpaceIPoIB:
+		return "IPOIB"
+	case PortSpaceIB:
+		return "IB"
+	}
+	return fmt.Sprintf("%#04x", uint16(ps))
+}
+
 // ServiceID returns rdma_cm's service ID for a port in a port space:
 // (port space << 16) | port (cma.c's cma_get_service_id).
 func ServiceID(ps PortSpace, port uint16) uint64 { return uint64(ps)<<16 | uint64(port) }

@@ -75,15 +75,25 @@ func TestServiceID(t *testing.T) {
 		{PortSpaceIPoIB, 0xffff, 0x000000000002ffff},
 	} {
 		if got := ServiceID(c.ps, c.port); got != c.id {
-			t.Errorf("ServiceID(%#x, %d) = %#x, want %#x", c.ps, c.port, got, c.id)
+			t.Errorf("ServiceID(%#x, %d) = %#x, want %#x", uint16(c.ps), c.port, got, c.id)
 		}
 		if ps, port, ok := SplitServiceID(c.id); !ok || ps != c.ps || port != c.port {
-			t.Errorf("SplitServiceID(%#x) = %#x %d %v", c.id, ps, port, ok)
+			t.Errorf("SplitServiceID(%#x) = %#x %d %v", c.id, uint16(ps), port, ok)
 		}
 	}
 	for _, id := range []uint64{0x0000000001071c06, 0x1000000001061c06, 0} {
 		if _, _, ok := SplitServiceID(id); ok {
 			t.Errorf("%#x split as an rdma_cm service ID", id)
+		}
+	}
+}
+
+// TestPortSpaceString: each port space by its rdma_cma.h name, any other
+// value in hex.
+func TestPortSpaceString(t *testing.T) {
+	for ps, want := range map[PortSpace]string{PortSpaceTCP: "TCP", PortSpaceUDP: "UDP", PortSpaceIPoIB: "IPOIB", PortSpaceIB: "IB", 0x0107: "0x0107"} {
+		if got := ps.String(); got != want {
+			t.Errorf("PortSpace(%#04x).String() = %q, want %q", uint16(ps), got, want)
 		}
 	}
 }

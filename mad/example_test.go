@@ -41,7 +41,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Printf("%v comm %#x QPN %#x PSN %#x, port space %#x port %d\n", got.AttrID(), r.LocalCommID(), r.LocalQPN(), r.StartingPSN(), ps, port)
+	fmt.Printf("%v comm %#x QPN %#x PSN %#x, port space %#x port %d\n", got.AttrID(), r.LocalCommID(), r.LocalQPN(), r.StartingPSN(), uint16(ps), port)
 	fmt.Printf("from %v:%d to %v\n", h.SrcAddr(), h.Port(), h.DstAddr())
 
 	_, err = mad.ParseCM(m[:100])

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/mad"
 )
 
 // Every process that opens devices through Open serves their counters on
@@ -74,21 +73,6 @@ func (e *Endpoint) ServeCM(m *cm.Manager) {
 	statsServer.mu.Lock()
 	e.cm = m
 	statsServer.mu.Unlock()
-}
-
-// portSpaceName is rdma(8)'s name of an rdma_cm port space.
-func portSpaceName(ps mad.PortSpace) string {
-	switch ps {
-	case mad.PortSpaceTCP:
-		return "TCP"
-	case mad.PortSpaceUDP:
-		return "UDP"
-	case mad.PortSpaceIPoIB:
-		return "IPOIB"
-	case mad.PortSpaceIB:
-		return "IB"
-	}
-	return fmt.Sprintf("%#04x", uint16(ps))
 }
 
 // DeviceStats are one open device's counters.
@@ -264,7 +248,7 @@ func statsSnapshot() StatsReply {
 			Link: e.Link.Info().Name, GID: e.GID.String()}
 		if e.cm != nil {
 			for _, l := range e.cm.Listening() {
-				r.CMIDs = append(r.CMIDs, CMID{Dev: d.Name, Netdev: e.Netdev, PS: portSpaceName(l.PortSpace),
+				r.CMIDs = append(r.CMIDs, CMID{Dev: d.Name, Netdev: e.Netdev, PS: l.PortSpace.String(),
 					State: "LISTEN", Src: l.Addr.String()})
 			}
 		}
