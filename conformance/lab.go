@@ -192,8 +192,14 @@ func (l *Lab) Status(ctx context.Context) (map[string]string, bool) {
 }
 
 // Up boots the VM unless it is ready (building the image when absent).
+// A VM already up must be the suite asked for: rxe-peer.sh up only warns
+// when it is not, and a run on the other guest would carry this suite's
+// name and expectations (its rdma-core, its published verdicts).
 func (l *Lab) Up(ctx context.Context) error {
-	if _, ok := l.Status(ctx); ok {
+	if kv, ok := l.Status(ctx); ok {
+		if g := kv["guest_os"]; g != "" && g != l.Suite {
+			return fmt.Errorf("the lab's running guest is %s, not %s (RXE_PEER_SUITE): bring it down (%s down) or set RXE_PEER_SUITE=%s", g, l.Suite, l.Script, g)
+		}
 		return nil
 	}
 	_, err := l.run(ctx, "up")

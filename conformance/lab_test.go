@@ -134,3 +134,49 @@ func TestCutPcap(t *testing.T) {
 		t.Error("no file: no error")
 	}
 }
+
+// TestLabUpSuite: a VM already up is used only if it is the suite asked
+// for; one that is not up is booted.
+func TestLabUpSuite(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "calls")
+	script := `#!/bin/sh
+echo "$1" >> ` + log + `
+case "$1" in
+status) [ -e ` + filepath.Join(dir, "running") + ` ] && printf 'state=ready\nguest_os=trixie\n' || echo state=down ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(dir, "rxe-peer.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	calls := func() string {
+		b, _ := os.ReadFile(log)
+		os.Remove(log)
+		return strings.Join(strings.Fields(string(b)), " ")
+	}
+	for _, c := range []struct {
+		running bool
+		suite   string
+		err     string // "" for none
+		calls   string
+	}{
+		{true, "bookworm", "the lab's running guest is trixie, not bookworm (RXE_PEER_SUITE)", "status"},
+		{true, "trixie", "", "status"},
+		{false, "bookworm", "", "status up"},
+	} {
+		os.Remove(filepath.Join(dir, "running"))
+		if c.running {
+			if err := os.WriteFile(filepath.Join(dir, "running"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Setenv("RXE_PEER_SUITE", c.suite)
+		err := NewLab(dir).Up(t.Context())
+		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("running %v, suite %s: Up = %v, want %q", c.running, c.suite, err, c.err)
+		}
+		if got := calls(); got != c.calls {
+			t.Errorf("running %v, suite %s: the script was called for %q, want %q", c.running, c.suite, got, c.calls)
+		}
+	}
+}
