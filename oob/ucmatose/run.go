@@ -418,6 +418,7 @@ func (r *run) poll(ctx context.Context, c *cq.CQ, nodes []*node, op cq.Opcode) e
 		}
 	}
 	wc := make([]cq.WC, pollBatch)
+	ended := make([]bool, len(waiting))
 	var wctx context.Context
 	stop := func() {}
 	defer func() { stop() }()
@@ -442,12 +443,13 @@ func (r *run) poll(ctx context.Context, c *cq.CQ, nodes []*node, op cq.Opcode) e
 		// work requests in c, before Done closes, so the drain below
 		// takes all of theirs. One that ends during the drain is
 		// judged at the next pass, after another drain.
-		ended := make([]bool, len(waiting))
+		ended = ended[:len(waiting)] // waiting only shrinks
 		for i, n := range waiting {
 			select {
 			case <-n.conn.Done():
 				ended[i] = true
 			default:
+				ended[i] = false
 			}
 		}
 		for {
