@@ -66,6 +66,11 @@ type Options struct {
 	Trace func(out bool, datagram []byte)
 	// Events is the depth of the asynchronous event queue (default 256).
 	Events int
+	// Died, if set, is called when a QP of the device enters ERR, with
+	// why (qp.Death): on the goroutine that moved it there, under the
+	// QP's lock, so it must not call the QP's methods. The device keeps
+	// the last few deaths whether or not it is set (Deaths).
+	Died func(*qp.Death)
 	// Clock drives the QPs' timers and poll mode's (default
 	// qp.RealClock); tests pass one they advance by hand.
 	Clock qp.Clock
@@ -134,6 +139,8 @@ type Device struct {
 	cqsClosed bool
 
 	gsi gsi // QP1: the connection manager's MADs
+
+	deaths deaths // the last QPs that entered ERR, and why
 
 	xrc xrcSRQs // XRC SRQs by number (xrc.go)
 
@@ -215,9 +222,10 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	for i := range d.runqs {
 		d.runqs[i].wake = make(chan struct{}, 1)
 	}
+	d.deaths.notify = opt.Died
 	d.env = qpEnv{
 		Link: link, Counters: hook.BindCounters(&d.counters), GID: d.GID,
-		Schedule: d.schedule, Event: d.qpEvent, Atomic: &d.atomicMu,
+		Schedule: d.schedule, Event: d.qpEvent, Died: d.deaths.add, Atomic: &d.atomicMu,
 		MaxMTU: d.mtu, Window: opt.Window, Trace: opt.Trace, Clock: opt.Clock,
 	}
 	d.wg.Add(2 * nq)

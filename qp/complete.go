@@ -11,11 +11,12 @@ import (
 
 // toError moves the QP to ERR: the failed WQE (if any) completes with
 // status, every other outstanding work request completes with a flush
-// error (IBA 10.3.1.7).
-func (q *QP) toError(failed *sendWQE, status cq.Status) {
+// error (IBA 10.3.1.7). w says why; Death keeps it.
+func (q *QP) toError(failed *sendWQE, status cq.Status, w why) {
 	if q.state == Err {
 		return
 	}
+	q.die(failed, status, w)
 	q.state = Err
 	q.rtoTimer.Stop()
 	q.rnrTimer.Stop()
@@ -49,8 +50,8 @@ func (q *QP) toError(failed *sendWQE, status cq.Status) {
 
 // fatal moves the QP to ERR for a reason no work request reports, raising
 // an affiliated asynchronous event.
-func (q *QP) fatal(ev hook.QPEvent, err error) {
-	q.toError(nil, cq.WRFlushErr)
+func (q *QP) fatal(ev hook.QPEvent, err error, w why) {
+	q.toError(nil, cq.WRFlushErr, w)
 	if q.env.Event != nil {
 		q.env.Event(q, ev, err)
 	}

@@ -2,6 +2,7 @@ package qp
 
 import (
 	"encoding/binary"
+	"fmt"
 	"time"
 
 	"github.com/goroce/goroce/bth"
@@ -69,7 +70,7 @@ func (q *QP) onRTO() {
 		return
 	}
 	q.env.Counters.Timeouts.Add(1)
-	if q.retry(q.comp.psn) {
+	if q.retry(q.comp.psn, "the local ACK timer expired") {
 		q.req.probe = true
 		q.run()
 	}
@@ -87,10 +88,12 @@ func (q *QP) onRNRTimer() {
 
 // retry goes back to psn (go-back-N) if retries are left, else completes
 // the oldest WQE with a retry-exceeded error. It reports whether it retried.
-func (q *QP) retry(psn bth.PSN) bool {
+// trigger says what asked for the retry, for the QP's Death.
+func (q *QP) retry(psn bth.PSN, trigger string) bool {
 	if q.comp.retryCnt == 0 {
 		q.env.Counters.RetryExceededErr.Add(1)
-		q.toError(q.sqAt(q.sqHead), cq.RetryExcErr)
+		q.toError(q.sqAt(q.sqHead), cq.RetryExcErr, why{cause: CauseRetryExceeded, psn: psn, hasPSN: true,
+			detail: fmt.Sprintf("%s with no retry left (retry_cnt %d, local ACK timeout %d: %v)", trigger, q.attr.RetryCnt, q.attr.Timeout, q.rto())})
 		return false
 	}
 	q.comp.retryCnt--
@@ -189,16 +192,16 @@ func (q *QP) handleResponse(p bth.Packet) {
 				c.RcvdSeqErr.Add(1)
 				if psn == q.comp.psn && q.outstanding() && !q.reorderEcho(psn) {
 					c.CompleterRetryErr.Add(1)
-					q.retry(psn)
+					q.retry(psn, "a PSN sequence error NAK came back")
 				}
 			case bth.NAKInvalidRequest:
-				q.remoteError(psn, cq.RemInvReqErr)
+				q.remoteError(psn, cq.RemInvReqErr, code)
 			case bth.NAKRemoteAccessError:
-				q.remoteError(psn, cq.RemAccessErr)
+				q.remoteError(psn, cq.RemAccessErr, code)
 			case bth.NAKRemoteOperational:
-				q.remoteError(psn, cq.RemOpErr)
+				q.remoteError(psn, cq.RemOpErr, code)
 			default:
-				q.remoteError(psn, cq.RemInvRDReqErr)
+				q.remoteError(psn, cq.RemInvRDReqErr, code)
 			}
 		default:
 			c.Malformed.Add(1)
@@ -264,7 +267,7 @@ func (q *QP) ackThrough(psn bth.PSN) bool {
 				q.comp.gapRetry, q.comp.gapPSN = true, q.comp.psn
 				if !echo {
 					q.env.Counters.CompleterRetryErr.Add(1)
-					q.retry(q.comp.psn)
+					q.retry(q.comp.psn, "a READ response skipped PSNs")
 				}
 			}
 			return false
@@ -318,7 +321,8 @@ func (q *QP) readResponse(p bth.Packet, psn bth.PSN) {
 		return
 	}
 	if err := q.scatter(w.wr.SGL, off, p.Payload()); err != nil {
-		q.toError(w, cq.LocProtErr)
+		q.toError(w, cq.LocProtErr, why{cause: CauseLocalError, psn: psn, hasPSN: true,
+			detail: "the READ response's data could not be written to the work request's SGL", err: err})
 		return
 	}
 	q.comp.psn = psn.Next()
@@ -347,7 +351,8 @@ func (q *QP) atomicAck(p bth.Packet, psn bth.PSN) {
 	var v [8]byte
 	binary.LittleEndian.PutUint64(v[:], p.AtomicAckETH().OrigData())
 	if err := q.scatter(w.wr.SGL, 0, v[:]); err != nil {
-		q.toError(w, cq.LocProtErr)
+		q.toError(w, cq.LocProtErr, why{cause: CauseLocalError, psn: psn, hasPSN: true,
+			detail: "the atomic's original value could not be written to the work request's SGL", err: err})
 		return
 	}
 	q.comp.psn = psn.Next()
@@ -364,7 +369,8 @@ func (q *QP) rnrNAK(psn bth.PSN, timer uint8) {
 	}
 	if q.comp.rnrRetry == 0 {
 		q.env.Counters.RetryRNRExceededErr.Add(1)
-		q.toError(q.sqAt(q.sqHead), cq.RNRRetryExcErr)
+		q.toError(q.sqAt(q.sqHead), cq.RNRRetryExcErr, why{cause: CauseRNRRetryExceeded, psn: psn, hasPSN: true,
+			detail: fmt.Sprintf("an RNR NAK (timer %d: %v) with no RNR retry left (rnr_retry %d): the responder had no receive WQE posted", timer, bth.RNRTimer(timer), q.attr.RNRRetry)})
 		return
 	}
 	if q.comp.rnrRetry != 7 {
@@ -377,9 +383,10 @@ func (q *QP) rnrNAK(psn bth.PSN, timer uint8) {
 
 // remoteError completes the WQE holding psn with the error the NAK names
 // and moves the QP to ERR (IBA 9.9.3: class C errors end the connection).
-func (q *QP) remoteError(psn bth.PSN, st cq.Status) {
+func (q *QP) remoteError(psn bth.PSN, st cq.Status, code bth.NAKCode) {
 	if q.sqHead == q.sqTail {
 		return
 	}
-	q.toError(q.sqAt(q.sqHead), st)
+	q.toError(q.sqAt(q.sqHead), st, why{cause: nakCause(code), psn: psn, hasPSN: true,
+		detail: fmt.Sprintf("the responder answered PSN 0x%06x with %v", uint32(psn), bth.NAKSyndrome(code))})
 }

@@ -89,6 +89,7 @@ type harness struct {
 
 	mu        sync.Mutex
 	scheduled bool
+	died      []error // what the QP's environment was told of its death (Died)
 }
 
 type harnessOpts struct {
@@ -127,6 +128,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		// Called with the QP's lock held: the work runs when the test
 		// calls run, as the device's worker would run it later.
 		Schedule: func(*qp.QP) { h.mu.Lock(); h.scheduled = true; h.mu.Unlock() },
+		Died:     func(_ *qp.QP, why error) { h.mu.Lock(); h.died = append(h.died, why); h.mu.Unlock() },
 		Atomic:   &sync.Mutex{}, MaxMTU: qp.MTU4096, Clock: h.clock,
 	}
 	allocPD, _, closeKeys := newKeys()

@@ -47,7 +47,7 @@ func (q *QP) Modify(a *Attr, mask AttrMask) error {
 		if q.typ.reliable() && (cur == RTR || cur == RTS || cur == SQD || cur == SQE) {
 			q.sendQueuedAcks()
 		}
-		q.toError(nil, cq.WRFlushErr)
+		q.toError(nil, cq.WRFlushErr, why{cause: CauseModified})
 	case next == RTR && cur == Init:
 		q.resp.epsn = bth.PSN(q.attr.RQPSN & bth.PSNMask)
 		q.resp.init(q.attr.MaxDestRdAtomic)

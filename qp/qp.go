@@ -73,6 +73,9 @@ type QP struct {
 	rnrTimer  Timer
 	destroyed bool
 	closed    bool // the device closed (shutdown); destroyed is set too
+
+	trace *traceRing // the last packets, for death; nil until the first
+	death *Death     // why the QP entered ERR; nil while it has not
 }
 
 // newQP creates a QP in the RESET state. The device chooses qpn.
@@ -277,7 +280,7 @@ func (q *QP) shutdown() {
 	q.dropTx()
 	q.resp.outq = q.resp.outq[:0]
 	q.resp.outHead = 0
-	q.toError(nil, cq.WRFlushErr)
+	q.toError(nil, cq.WRFlushErr, why{cause: CauseDeviceClosed})
 	q.closed, q.destroyed = true, true
 }
 
@@ -306,6 +309,7 @@ func (q *QP) reset() {
 	q.attr = Attr{}
 	q.mtu = 0
 	q.state = Reset
+	q.trace, q.death = nil, nil
 	if q.typ == XRCTgt {
 		q.srq, q.pd, q.recvCQ = nil, nil, nil
 	}
@@ -370,6 +374,7 @@ func (q *QP) endBurst() {
 func (q *QP) receive(p bth.Packet, f bth.Frame) (joined bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.record(false, f.L3())
 	c := &q.env.Counters
 	// Header validation (IBA 9.6; for UC and UD, C9-165: a packet with an
 	// invalid header field is dropped silently): the opcode's transport

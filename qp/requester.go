@@ -150,7 +150,7 @@ func (q *QP) sendNext(w *sendWQE) bool {
 	}
 	op, ok := d.opcode(q.typ.transport(), r.off == 0, last)
 	if !ok { // checkWR lets no such operation through; never send a wrong opcode
-		q.localError(w, cq.LocQPOpErr)
+		q.localError(w, cq.LocQPOpErr, "the QP's transport has no opcode for the work request", nil)
 		return false
 	}
 	switch d.kind {
@@ -196,7 +196,7 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		}
 		if err := q.gather(w.wr.SGL, w.inline, r.off, p.Payload()); err != nil {
 			p.release()
-			q.localError(w, cq.LocProtErr)
+			q.localError(w, cq.LocProtErr, "the work request's data could not be read from its SGL", err)
 			return false
 		}
 		h := p.BTH()
@@ -250,7 +250,7 @@ func (q *QP) execLocal(w *sendWQE) bool {
 		err = regFast(q.pd, w.wr.Reg.MR, w.wr.Reg.Info)
 	}
 	if err != nil {
-		q.localError(w, st)
+		q.localError(w, st, "the local operation failed", err)
 		return false
 	}
 	w.state = wqeDone
@@ -284,9 +284,9 @@ func (q *QP) newRequest(w *sendWQE, op bth.OpCode, payLen int, psn bth.PSN) pack
 // localError completes a WQE that failed before reaching the wire. RC goes
 // to ERR; UC and UD go to SQE, whose receive side keeps working (IBA
 // 10.3.1.6).
-func (q *QP) localError(w *sendWQE, st cq.Status) {
+func (q *QP) localError(w *sendWQE, st cq.Status, detail string, err error) {
 	if q.typ.reliable() {
-		q.toError(w, st)
+		q.toError(w, st, why{cause: CauseLocalError, detail: detail, err: err})
 		return
 	}
 	q.state = SQE

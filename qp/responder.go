@@ -517,19 +517,22 @@ func (r *responder) find(psn bth.PSN, atomic bool) *rdResource {
 // classC handles an error that ends the connection at the responder: a
 // NAK goes out, a receive WQE in use completes with st (if st != 0), and
 // the QP enters ERR with an affiliated event (IBA 9.9.3.1, 10.3.1.7)
-// whose Err is why.
-func (q *QP) classC(code bth.NAKCode, st cq.Status, ev hook.QPEvent, why error) {
+// whose Err is reason.
+func (q *QP) classC(code bth.NAKCode, st cq.Status, ev hook.QPEvent, reason error) {
 	r := &q.resp
-	q.queueNAK(bth.NAKSyndrome(code), r.epsn)
+	psn := r.epsn
+	q.queueNAK(bth.NAKSyndrome(code), psn)
 	q.respond(1 << 30) // what was queued before the error goes first
 	if r.haveWQE && st != 0 {
 		q.completeRecv(&r.rwqe, st, cq.OpRecv, r.rOff, 0, false)
 		r.haveWQE = false
 	}
+	w := why{cause: CauseResponderError, psn: psn, hasPSN: true, err: reason,
+		detail: fmt.Sprintf("this QP answered the request at PSN 0x%06x with %v", uint32(psn), bth.NAKSyndrome(code))}
 	if ev != 0 {
-		q.fatal(ev, why)
+		q.fatal(ev, reason, w)
 	} else {
-		q.toError(nil, cq.WRFlushErr)
+		q.toError(nil, cq.WRFlushErr, w)
 	}
 }
 

@@ -109,6 +109,7 @@ func (p *packet) release() { bufPool.Put(p.buf) }
 // send seals the packet (IP and UDP headers, ICRC) and queues it for the link.
 func (q *QP) send(p *packet) {
 	dg := p.Seal()
+	q.record(true, dg)
 	end := nic.Headroom + len(dg)
 	if q.tx == nil {
 		q.tx = txPool.Get().(*txBatch)

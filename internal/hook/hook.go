@@ -37,6 +37,10 @@ type Env[QP, MTU, Clock any] struct {
 	// Event delivers an asynchronous event affiliated with a QP, and its
 	// cause when known (nil: not reported).
 	Event func(q *QP, e QPEvent, err error)
+	// Died, if set, learns that a QP entered ERR and why: why is the QP's
+	// *qp.Death, called under the QP's lock (so it must not call back
+	// into the QP).
+	Died func(q *QP, why error)
 	// Atomic serializes atomic operations on the device's memory, which
 	// must be atomic with respect to each other across all QPs (IBA 9.4.5).
 	Atomic *sync.Mutex
