@@ -109,6 +109,13 @@ type Death struct {
 	Opcode WROpcode
 	// HasWR says the cause ended a work request (WRID, Opcode, Status).
 	HasWR bool
+	// Length is that work request's length in bytes.
+	Length uint32
+	// RemoteAddr is its remote buffer's address, for an RDMA READ or
+	// WRITE or an atomic.
+	RemoteAddr uint64
+	// RKey is its remote buffer's key, for the same operations.
+	RKey uint32
 	// PSN is the packet sequence number concerned, when HasPSN: the
 	// request a NAK or a timeout was about, or the one refused.
 	PSN bth.PSN
@@ -164,7 +171,11 @@ func (d *Death) Error() string {
 		b.WriteString(d.Detail)
 	}
 	if d.HasWR {
-		fmt.Fprintf(&b, "; work request %d (%v) completed with %v", d.WRID, d.Opcode, d.Status)
+		fmt.Fprintf(&b, "; work request %d (%v of %d bytes", d.WRID, d.Opcode, d.Length)
+		if d.RKey != 0 || d.RemoteAddr != 0 {
+			fmt.Fprintf(&b, " at va 0x%x rkey 0x%x", d.RemoteAddr, d.RKey)
+		}
+		fmt.Fprintf(&b, ") completed with %v", d.Status)
 	}
 	return b.String()
 }
@@ -266,6 +277,10 @@ func (q *QP) die(failed *sendWQE, status cq.Status, w why) {
 		PSN: w.psn, HasPSN: w.hasPSN, Detail: w.detail, Err: w.err, At: q.clock.Now(), Trace: q.trace.snapshot()}
 	if failed != nil {
 		d.Status, d.WRID, d.Opcode, d.HasWR = status, failed.wr.WRID, failed.wr.Opcode, true
+		d.Length = failed.length
+		if k := failed.op().kind; k == bth.KindWrite || k == bth.KindReadRequest || k == bth.KindCompareSwap || k == bth.KindFetchAdd {
+			d.RemoteAddr, d.RKey = failed.wr.RemoteAddr, failed.wr.RKey
+		}
 	}
 	q.death = d
 	if q.env.Died != nil {

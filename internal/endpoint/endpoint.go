@@ -31,6 +31,7 @@ import (
 	"github.com/goroce/goroce/nic/netdev"
 	"github.com/goroce/goroce/nic/tap"
 	"github.com/goroce/goroce/nic/udp"
+	"github.com/goroce/goroce/qp"
 )
 
 // Links roced can open, by the --link value.
@@ -87,17 +88,22 @@ type Config struct {
 // before sleeping (udp.Config.BusyPoll), as the net.core.busy_poll
 // sysctl counts; GOROCE_POLL_MODE=1 puts the device in poll mode, where a
 // goroutine polling an empty CQ handles what has arrived itself
-// (device.Options.PollProgress).
+// (device.Options.PollProgress). GOROCE_EXPLAIN=1 writes to standard
+// error why each QP that fails enters ERR (a NAK, retries run out, a local
+// error: qp.Death, with its last packets); GOROCE_EXPLAIN=all also the
+// QPs the program moves there itself or leaves at close.
 const (
 	EnvRxQueues = "GOROCE_RX_QUEUES"
 	EnvBusyPoll = "GOROCE_BUSY_POLL"
 	EnvPollMode = "GOROCE_POLL_MODE"
+	EnvExplain  = "GOROCE_EXPLAIN"
 )
 
 type tuning struct {
 	rxQueues int
 	busyPoll time.Duration
 	pollMode bool
+	explain  int // 0: quiet; 1: failures; 2: every death
 }
 
 // tuningFromEnv reads the tuning variables; a bad value is a usage error.
@@ -124,7 +130,30 @@ func tuningFromEnv(getenv func(string) string) (tuning, error) {
 	default:
 		return t, tagf(ErrUsage, "%s=%q: want 1 (poll mode) or 0", EnvPollMode, v)
 	}
+	switch v := getenv(EnvExplain); v {
+	case "", "0":
+	case "1":
+		t.explain = 1
+	case "all":
+		t.explain = 2
+	default:
+		return t, tagf(ErrUsage, "%s=%q: want 1 (why failing QPs enter ERR), all (every QP that does) or 0", EnvExplain, v)
+	}
 	return t, nil
+}
+
+// explainer returns the device's Died for the explain level: a QP's death
+// written to w as qp.Death.Explain puts it, or nil to write none.
+func explainer(level int, w io.Writer) func(*qp.Death) {
+	if level == 0 {
+		return nil
+	}
+	return func(d *qp.Death) {
+		if level == 1 && (d.Cause == qp.CauseModified || d.Cause == qp.CauseDeviceClosed) {
+			return // the program's own doing: no failure to explain
+		}
+		fmt.Fprintf(w, "goroce: %s", d.Explain())
+	}
 }
 
 // Endpoint is an open device and what was chosen to open it.
@@ -213,7 +242,7 @@ func Open(cfg Config) (*Endpoint, error) {
 		e.Link = e.Faults
 	}
 	e.Device, err = device.Open(e.Link, device.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode,
-		LeaveNetpoll: cfg.LeaveNetpoll})
+		LeaveNetpoll: cfg.LeaveNetpoll, Died: explainer(tune.explain, os.Stderr)})
 	if err != nil {
 		e.Link.Close()
 		return nil, err

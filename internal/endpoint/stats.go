@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/qp"
 )
 
 // Every process that opens devices through Open serves their counters on
@@ -83,6 +84,46 @@ type DeviceStats struct {
 	Link     string         `json:"link"`     // the link's name (nic.Info.Name)
 	GID      string         `json:"gid"`      // the GID in use
 	Counters []StatsCounter `json:"counters"` // the protocol and link counters
+	// Deaths are the device's last QPs to enter ERR and why (at most 16,
+	// oldest first: device.Device.Deaths).
+	Deaths []QPDeath `json:"qp_deaths,omitempty"`
+	// DeathsTotal counts every QP of the device that entered ERR.
+	DeathsTotal uint64 `json:"qp_deaths_total"`
+}
+
+// QPDeath is why one QP entered ERR (qp.Death), for roced explain.
+type QPDeath struct {
+	QPN     uint32         `json:"qpn"`           // the QP's number
+	Type    string         `json:"type"`          // RC, UC, ...
+	Cause   string         `json:"cause"`         // qp.Cause in words
+	Rule    string         `json:"rule"`          // the rule that makes it fatal
+	Summary string         `json:"summary"`       // qp.Death.Error: the one line
+	Err     string         `json:"err,omitempty"` // the error behind the cause
+	Trace   []TracedPacket `json:"trace"`         // the QP's last packets, oldest first
+}
+
+// TracedPacket is one packet of a QPDeath's trace (qp.TracedPacket): the
+// datagram's first bytes from its IP header, and its whole length.
+type TracedPacket struct {
+	Out  bool   `json:"out"`  // sent, not received
+	Len  int    `json:"len"`  // the datagram's length
+	Head []byte `json:"head"` // its first bytes (qp.TraceSnap at most)
+}
+
+// deathsOf converts a device's deaths for the stats socket.
+func deathsOf(ds []*qp.Death) []QPDeath {
+	out := make([]QPDeath, 0, len(ds))
+	for _, d := range ds {
+		j := QPDeath{QPN: d.QPN, Type: d.Type.String(), Cause: d.Cause.String(), Rule: d.Rule, Summary: d.Error()}
+		if d.Err != nil {
+			j.Err = d.Err.Error()
+		}
+		for _, t := range d.Trace {
+			j.Trace = append(j.Trace, TracedPacket{Out: t.Out, Len: t.Len, Head: t.Head})
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 // StatsCounter is one named counter.
@@ -259,6 +300,8 @@ func statsSnapshot() StatsReply {
 		for _, c := range cs {
 			d.Counters = append(d.Counters, StatsCounter{c.Name, c.Value})
 		}
+		ds, total := e.Device.Deaths()
+		d.Deaths, d.DeathsTotal = deathsOf(ds), total
 		r.Devices = append(r.Devices, d)
 	}
 	return r
