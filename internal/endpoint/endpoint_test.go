@@ -3,6 +3,7 @@ package endpoint
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/qp"
 )
 
 func TestLoopbackByAddress(t *testing.T) {
@@ -131,6 +133,43 @@ func TestUnbindableGID(t *testing.T) {
 	want := fmt.Sprintf("GID index 0 (%v) on %s: ", p.A.LL, p.A.Link)
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "does not hold") {
 		t.Fatalf("link-local GID with IPv6 off: %v, want %q...", err, want)
+	}
+}
+
+// TestExplainEnv: GOROCE_EXPLAIN's values, and what each writes of a
+// QP's death: a failure at 1 and all, the program's own doing only at all.
+func TestExplainEnv(t *testing.T) {
+	for v, want := range map[string]int{"": 0, "0": 0, "1": 1, "all": 2} {
+		got, err := tuningFromEnv(func(k string) string { return map[string]string{EnvExplain: v}[k] })
+		if err != nil || got.explain != want {
+			t.Errorf("%s=%q: level %d, %v; want %d", EnvExplain, v, got.explain, err, want)
+		}
+	}
+	for _, v := range []string{"yes", "2", "ALL"} {
+		_, err := tuningFromEnv(func(k string) string { return map[string]string{EnvExplain: v}[k] })
+		if err == nil || !errors.Is(err, ErrUsage) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s=%q: %v, want a one-line usage error", EnvExplain, v, err)
+		}
+	}
+	if explainer(0, io.Discard) != nil {
+		t.Error("level 0 explains")
+	}
+	failed := &qp.Death{QPN: 0x11, Type: qp.RC, Cause: qp.CauseRetryExceeded, Rule: qp.CauseRetryExceeded.Rule()}
+	closed := &qp.Death{QPN: 0x12, Type: qp.RC, Cause: qp.CauseModified, Rule: qp.CauseModified.Rule()}
+	for level, want := range map[int][]string{1: {"0x000011"}, 2: {"0x000011", "0x000012"}} {
+		var b strings.Builder
+		f := explainer(level, &b)
+		f(failed)
+		f(closed)
+		out := b.String()
+		if n := strings.Count(out, "goroce: RC QP "); n != len(want) {
+			t.Errorf("level %d wrote %d deaths:\n%s", level, n, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) || !strings.Contains(out, "rule: IBA") {
+				t.Errorf("level %d: %q lacks %s or its rule", level, out, w)
+			}
+		}
 	}
 }
 
