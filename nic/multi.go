@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/goroce/goroce/inet"
 )
 
 // Multi is one link over several, each holding some of a device's local
@@ -272,14 +270,8 @@ func (m *Multi) Send(frames []Frame) (int, error) {
 
 // linkOf finds the link holding the frame's source address.
 func (m *Multi) linkOf(f Frame) (int, bool) {
-	dg := f.Datagram()
-	var src netip.Addr
-	switch {
-	case len(dg) >= inet.IPv4HeaderLen && inet.IPv4(dg).Version() == 4:
-		src = inet.IPv4(dg).Src()
-	case len(dg) >= inet.IPv6HeaderLen && inet.IPv6(dg).Version() == 6:
-		src = inet.IPv6(dg).Src().Unmap()
-	default:
+	src, ok := f.Src()
+	if !ok {
 		return 0, false
 	}
 	i, ok := m.bySrc[src]

@@ -29,6 +29,7 @@ import (
 	"net/netip"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/inet"
 )
 
 // Headroom is the free space every transmit buffer keeps before the IP
@@ -71,6 +72,19 @@ type Frame struct {
 
 // Datagram returns the IP datagram.
 func (f Frame) Datagram() []byte { return f.B[f.Off:] }
+
+// Src returns the datagram's IP source address (IPv4-mapped ones
+// unmapped), or false when it holds no IP header.
+func (f Frame) Src() (netip.Addr, bool) {
+	dg := f.Datagram()
+	switch {
+	case len(dg) >= inet.IPv4HeaderLen && inet.IPv4(dg).Version() == 4:
+		return inet.IPv4(dg).Src(), true
+	case len(dg) >= inet.IPv6HeaderLen && inet.IPv6(dg).Version() == 6:
+		return inet.IPv6(dg).Src().Unmap(), true
+	}
+	return netip.Addr{}, false
+}
 
 // Link is a network path for RoCEv2 packets.
 //
