@@ -42,6 +42,10 @@ type Config struct {
 	// to bind; with several, another program of the same user could join
 	// the group, but the steering never hands it a packet.
 	RxQueues int
+	// NoRx makes a link that only sends: its receive half is another's
+	// (package share's, which hands the process its packets from the
+	// server of a shared port). It has no receive queue.
+	NoRx bool
 	// BusyPoll is how long a receive that finds nothing keeps asking the
 	// socket (yielding to other goroutines between tries) before it
 	// sleeps in the runtime's poller until the kernel signals a packet:
@@ -143,7 +147,9 @@ func Open(cfg Config) (*Link, error) {
 			l.info.MAC = ifc.HardwareAddr
 		}
 	}
-	if err := l.openRx(); err != nil {
+	if cfg.NoRx {
+		cfg.RxQueues = 0
+	} else if err := l.openRx(); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("nic: udp link on %v port 4791: %w", cfg.Addr, err)
 	}
