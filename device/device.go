@@ -66,6 +66,12 @@ type Options struct {
 	Trace func(out bool, datagram []byte)
 	// Events is the depth of the asynchronous event queue (default 256).
 	Events int
+	// Share, if set, is the port this device shares with other processes
+	// of the host (package share's Member): its QPs are numbered in the
+	// block the port's server gave this process, so that the server can
+	// hand each process the packets of its own QPs, and the connection
+	// manager (package cm) numbers its connections in the same block.
+	Share Sharer
 	// Died, if set, is called when a QP of the device enters ERR, with
 	// why (qp.Death): on the goroutine that moved it there, under the
 	// QP's lock, so it must not call the QP's methods. The device keeps
@@ -141,6 +147,8 @@ type Device struct {
 	gsi gsi // QP1: the connection manager's MADs
 
 	deaths deaths // the last QPs that entered ERR, and why
+
+	share Sharer // Options.Share
 
 	xrc xrcSRQs // XRC SRQs by number (xrc.go)
 
@@ -223,6 +231,15 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		d.runqs[i].wake = make(chan struct{}, 1)
 	}
 	d.deaths.notify = opt.Died
+	if s := opt.Share; s != nil {
+		b := s.Block()
+		if b == 0 || b >= qpChunks {
+			return nil, fmt.Errorf("device: shared port block %d: want 1 to %d", b, qpChunks-1)
+		}
+		d.share = s
+		// The block's QPN 0 is left out: no QP is numbered 0.
+		d.qps.lo, d.qps.hi = b<<qpChunkBits|1, b<<qpChunkBits|(1<<qpChunkBits-1)
+	}
 	d.env = qpEnv{
 		Link: link, Counters: hook.BindCounters(&d.counters), GID: d.GID,
 		Schedule: d.schedule, Event: d.qpEvent, Died: d.deaths.add, Atomic: &d.atomicMu,

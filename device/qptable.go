@@ -17,6 +17,17 @@ type qpTable struct {
 	dir  [qpChunks]atomic.Pointer[qpChunk]
 	n    int    // live QPs (writers only)
 	next uint32 // where the search for a free QPN starts (writers only)
+	// lo and hi bound the QPNs the table hands out when hi is not 0: the
+	// block of a port several processes share (Options.Share).
+	lo, hi uint32
+}
+
+// bounds returns the lowest and highest QPN the table hands out.
+func (t *qpTable) bounds() (uint32, uint32) {
+	if t.hi == 0 {
+		return firstQPN, lastQPN
+	}
+	return t.lo, t.hi
 }
 
 const (
@@ -48,16 +59,17 @@ func (t *qpTable) get(qpn uint32) *qp.QP {
 // firstQPN, as rxe hands them out: numbers are not reused until the space
 // wraps, so a late packet for a destroyed QP finds no new owner soon.
 func (t *qpTable) free() (uint32, bool) {
-	if t.n >= lastQPN-firstQPN+1 {
+	lo, hi := t.bounds()
+	if t.n >= int(hi-lo+1) {
 		return 0, false
 	}
 	qpn := t.next
-	if qpn < firstQPN || qpn > lastQPN {
-		qpn = firstQPN
+	if qpn < lo || qpn > hi {
+		qpn = lo
 	}
 	for t.get(qpn) != nil {
-		if qpn++; qpn > lastQPN {
-			qpn = firstQPN
+		if qpn++; qpn > hi {
+			qpn = lo
 		}
 	}
 	return qpn, true
