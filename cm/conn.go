@@ -432,6 +432,9 @@ func (m *Manager) Listen(addr netip.AddrPort, cfg ListenConfig) (*Listener, erro
 	if _, used := m.listeners[key]; used {
 		return nil, fmt.Errorf("cm: listen: port %d of port space %#04x is in use", addr.Port(), uint16(ps))
 	}
+	if err := m.shareListen(ps, addr.Port()); err != nil {
+		return nil, err
+	}
 	l := &Listener{m: m, addr: netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()), cfg: cfg,
 		ch: make(chan *Conn, cfg.Backlog), reqs: make(chan *ConnRequest, cfg.Backlog), closed: make(chan struct{})}
 	m.listeners[key] = l
@@ -461,6 +464,7 @@ func (l *Listener) Close() error {
 	l.m.mu.Lock()
 	if key := (psPort{l.cfg.PortSpace, l.addr.Port()}); l.m.listeners[key] == l {
 		delete(l.m.listeners, key)
+		l.m.shareUnlisten(key)
 	}
 	waiting := l.shut()
 	l.m.rejectRequests(l)

@@ -154,6 +154,12 @@ func New(dev *device.Device, o Options) (*Manager, error) {
 	if m.clock == nil {
 		m.clock = qp.RealClock{}
 	}
+	if s := dev.Share(); s != nil {
+		// On a shared port the server hands this process the MADs
+		// naming its communication IDs: they carry its block.
+		b := s.Block()
+		m.ids = func() uint32 { return b<<20 | rand.Uint32()&0xfffff }
+	}
 	detach, err := attachGSI(dev, m.receive)
 	if err != nil {
 		return nil, fmt.Errorf("cm: %w", err)
@@ -202,11 +208,13 @@ func (m *Manager) Close() error {
 		c.stopTimer()
 		c.finish(ErrClosed)
 	}
-	for _, l := range m.listeners {
+	for k, l := range m.listeners {
 		l.shut() // the connections it held end with the others above
+		m.shareUnlisten(k)
 	}
-	for _, l := range m.udListeners {
+	for k, l := range m.udListeners {
 		close(l.closed)
+		m.shareUnlisten(k)
 	}
 	for _, q := range m.sidrOut {
 		m.endSIDR(q, ErrClosed)
@@ -358,5 +366,25 @@ func (m *Manager) newCommID() uint32 {
 		if _, used := m.conns[id]; id != 0 && !used && !m.held[id] {
 			return id
 		}
+	}
+}
+
+// shareListen asks the server of a shared port (device.Sharer) for the
+// requests to a service this manager listens on. Called with m.mu held.
+func (m *Manager) shareListen(ps mad.PortSpace, port uint16) error {
+	s := m.dev.Share()
+	if s == nil {
+		return nil
+	}
+	if err := s.Listen(mad.ServiceID(ps, port)); err != nil {
+		return fmt.Errorf("cm: listen: port %d of port space %#04x: %w", port, uint16(ps), err)
+	}
+	return nil
+}
+
+// shareUnlisten gives a service back to the shared port's server.
+func (m *Manager) shareUnlisten(k psPort) {
+	if s := m.dev.Share(); s != nil {
+		s.Unlisten(mad.ServiceID(k.ps, k.port))
 	}
 }

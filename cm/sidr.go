@@ -183,6 +183,9 @@ func (m *Manager) ListenUDIn(ps mad.PortSpace, addr netip.AddrPort, backlog int)
 	if _, used := m.udListeners[key]; used {
 		return nil, fmt.Errorf("cm: listen: port %d of port space %#04x is in use", addr.Port(), uint16(ps))
 	}
+	if err := m.shareListen(ps, addr.Port()); err != nil {
+		return nil, err
+	}
 	l := &UDListener{m: m, ps: ps, addr: netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()),
 		ch: make(chan *SIDRRequest, backlog), closed: make(chan struct{})}
 	m.udListeners[key] = l
@@ -214,6 +217,7 @@ func (l *UDListener) Close() error {
 	defer m.mu.Unlock()
 	if key := (psPort{l.ps, l.addr.Port()}); m.udListeners[key] == l {
 		delete(m.udListeners, key)
+		m.shareUnlisten(key)
 	}
 	select {
 	case <-l.closed:
