@@ -1,0 +1,389 @@
+package share
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/mad"
+	"github.com/goroce/goroce/nic"
+)
+
+// Server owns port 4791 on the addresses its members join on and relays
+// to each member what is addressed to it.
+type Server struct {
+	ln   *net.UnixListener
+	open func(netip.Addr) (nic.Link, error)
+
+	mu       sync.Mutex
+	ports    map[netip.Addr]nic.Link
+	blocks   [Blocks]*member
+	next     uint32 // where the search for a free block starts
+	services map[uint64]*member
+	closed   bool
+	wg       sync.WaitGroup
+
+	st stats
+}
+
+// Stats counts what a server relayed and dropped.
+type Stats struct {
+	Members   int    // members now
+	Joined    uint64 // members that joined since the start
+	Relayed   uint64 // packets handed to a member
+	MADs      uint64 // of those, connection manager MADs
+	NoMember  uint64 // packets for a QP of no member's block: dropped
+	Unclaimed uint64 // MADs for no member's service or communication ID: dropped
+	Malformed uint64 // packets too short or not RoCEv2, MADs that do not parse: dropped
+	Overflow  uint64 // packets dropped because the member's queue was full
+}
+
+type stats struct {
+	joined, relayed, mads, noMember, unclaimed, malformed, overflow atomic.Uint64
+}
+
+// member is one process on the server's ports.
+type member struct {
+	s        *Server
+	ctl      *net.UnixConn // its control connection: its end is its end
+	data     *os.File      // the server's end of its socket pair
+	raw      syscall.RawConn
+	block    uint32
+	services map[uint64]bool // under s.mu
+}
+
+// NewServer serves members on the unix socket ln, opening port 4791 on an
+// address with open the first time a member joins on it (the udp link:
+// udp.Open). Serve runs it.
+func NewServer(ln *net.UnixListener, open func(netip.Addr) (nic.Link, error)) *Server {
+	return &Server{ln: ln, open: open, ports: map[netip.Addr]nic.Link{}, services: map[uint64]*member{}, next: 1}
+}
+
+// Serve accepts members until Close; it returns nil then.
+func (s *Server) Serve() error {
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			return err
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.member(c)
+		}()
+	}
+}
+
+// Close stops serving: the members' connections and the ports close.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.ln.Close()
+	for _, m := range s.blocks {
+		if m != nil {
+			m.ctl.Close()
+		}
+	}
+	for _, l := range s.ports {
+		l.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	n := 0
+	for _, m := range s.blocks {
+		if m != nil {
+			n++
+		}
+	}
+	s.mu.Unlock()
+	return Stats{Members: n, Joined: s.st.joined.Load(), Relayed: s.st.relayed.Load(), MADs: s.st.mads.Load(),
+		NoMember: s.st.noMember.Load(), Unclaimed: s.st.unclaimed.Load(), Malformed: s.st.malformed.Load(),
+		Overflow: s.st.overflow.Load()}
+}
+
+// member serves one member's control connection: its join, then its
+// listens, until it closes (or its process ends, which closes it).
+func (s *Server) member(c *net.UnixConn) {
+	defer c.Close()
+	m, err := s.join(c)
+	if err != nil {
+		reply(c, msgErr, []byte(err.Error()))
+		return
+	}
+	defer s.leave(m)
+	buf := make([]byte, maxMsg)
+	for {
+		n, err := c.Read(buf)
+		if err != nil || n == 0 {
+			return // closed: the member is gone
+		}
+		msg := buf[:n]
+		if (msg[0] != msgListen && msg[0] != msgUnlisten) || len(msg) != 9 {
+			reply(c, msgErr, []byte("share: an unknown request"))
+			return
+		}
+		id := binary.BigEndian.Uint64(msg[1:])
+		if msg[0] == msgUnlisten {
+			s.mu.Lock()
+			if s.services[id] == m {
+				delete(s.services, id)
+				delete(m.services, id)
+			}
+			s.mu.Unlock()
+			continue
+		}
+		s.mu.Lock()
+		owner := s.services[id]
+		if owner == nil {
+			s.services[id] = m
+			m.services[id] = true
+		}
+		s.mu.Unlock()
+		if owner != nil && owner != m {
+			reply(c, msgErr, []byte(fmt.Sprintf("service ID %#x is listened on by another process", id)))
+			continue
+		}
+		reply(c, msgOK, nil)
+	}
+}
+
+func reply(c *net.UnixConn, kind byte, body []byte) {
+	c.Write(append([]byte{kind}, body...))
+}
+
+// join reads a member's join and its data socket, gives it a block and
+// opens the ports it names.
+func (s *Server) join(c *net.UnixConn) (*member, error) {
+	buf := make([]byte, maxMsg)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return nil, err
+	}
+	var data *os.File
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
+			unix.SetNonblock(fds[0], true) // into the runtime's poller
+			data = os.NewFile(uintptr(fds[0]), "share data")
+		}
+	}
+	if data == nil {
+		return nil, errors.New("share: a join must carry the member's data socket")
+	}
+	fail := func(err error) (*member, error) { data.Close(); return nil, err }
+	if t, err := unix.GetsockoptInt(int(data.Fd()), unix.SOL_SOCKET, unix.SO_TYPE); err != nil || t != unix.SOCK_SEQPACKET {
+		return fail(errors.New("share: the data socket is no SOCK_SEQPACKET socket"))
+	}
+	addrs, err := decodeJoin(buf[:n])
+	if err != nil {
+		return fail(fmt.Errorf("share: %v", err))
+	}
+	raw, err := data.SyscallConn()
+	if err != nil {
+		return fail(err)
+	}
+	// Room for bursts: a member that falls behind loses what overflows,
+	// as a receive queue of an HCA does, and the RC requester resends.
+	raw.Control(func(fd uintptr) {
+		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20) != nil {
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
+		}
+	})
+	m := &member{s: s, ctl: c, data: data, raw: raw, services: map[uint64]bool{}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fail(errors.New("share: the server is closing"))
+	}
+	for _, a := range addrs {
+		if _, ok := s.ports[a]; ok {
+			continue
+		}
+		l, err := s.open(a)
+		if err != nil {
+			return fail(fmt.Errorf("share: port 4791 on %v: %w", a, err))
+		}
+		s.ports[a] = l
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.relay(l)
+		}()
+	}
+	for i := range Blocks - 1 {
+		b := (s.next+uint32(i)-1)%(Blocks-1) + 1 // 1..Blocks-1
+		if s.blocks[b] == nil {
+			m.block = b
+			break
+		}
+	}
+	if m.block == 0 {
+		return fail(fmt.Errorf("share: all %d blocks are taken", Blocks-1))
+	}
+	// Blocks are not reused at once: a late packet for a member that left
+	// finds no new owner soon, as QPNs are not reused soon (rxe).
+	s.next = m.block%(Blocks-1) + 1
+	s.blocks[m.block] = m
+	s.st.joined.Add(1)
+	reply(c, msgOK, binary.BigEndian.AppendUint16(nil, uint16(m.block)))
+	return m, nil
+}
+
+// leave forgets a member that closed its control connection.
+func (s *Server) leave(m *member) {
+	s.mu.Lock()
+	if s.blocks[m.block] == m {
+		s.blocks[m.block] = nil
+	}
+	for id := range m.services {
+		if s.services[id] == m {
+			delete(s.services, id)
+		}
+	}
+	s.mu.Unlock()
+	m.data.Close()
+}
+
+// relay hands each packet a port receives to the member it is for.
+func (s *Server) relay(l nic.Link) {
+	frames := make([]nic.Frame, 64)
+	for {
+		n, err := l.Recv(frames)
+		if err != nil {
+			return // closed
+		}
+		for _, f := range frames[:n] {
+			m := s.route(f)
+			if m == nil {
+				continue
+			}
+			m.send(f.Datagram())
+		}
+	}
+}
+
+// route picks the member a received packet is for: by its destination
+// QP's block, or, for a MAD to QP1, by the service a request names or the
+// communication ID a reply carries. nil: the packet is dropped (counted).
+func (s *Server) route(f nic.Frame) *member {
+	fr := f.Decoded
+	if !f.Verified {
+		var err error
+		if fr, err = bth.DecodeIP(f.Datagram()); err != nil {
+			s.st.malformed.Add(1)
+			return nil
+		}
+	}
+	roce := fr.RoCE()
+	if len(roce) < bth.BTHLen {
+		s.st.malformed.Add(1)
+		return nil
+	}
+	qpn := bth.BTH(roce[:bth.BTHLen]).DestQP()
+	if qpn != 1 {
+		s.mu.Lock()
+		m := s.blocks[qpn>>BlockShift]
+		s.mu.Unlock()
+		if m == nil {
+			s.st.noMember.Add(1)
+		}
+		return m
+	}
+	p, err := bth.Parse(roce)
+	if err != nil || p.OpCode() != bth.UDSendOnly {
+		s.st.malformed.Add(1)
+		return nil
+	}
+	msg, err := mad.ParseCM(p.Payload())
+	if err != nil {
+		s.st.malformed.Add(1)
+		return nil
+	}
+	var m *member
+	s.mu.Lock()
+	switch msg.AttrID() {
+	case mad.AttrREQ:
+		m = s.services[msg.REQ().ServiceID()]
+	case mad.AttrSIDRREQ:
+		m = s.services[msg.SIDRREQ().ServiceID()]
+	default:
+		if id, ok := remoteID(msg); ok {
+			m = s.blocks[id>>CommIDShift]
+		}
+	}
+	s.mu.Unlock()
+	if m == nil {
+		s.st.unclaimed.Add(1)
+		return nil
+	}
+	s.st.mads.Add(1)
+	return m
+}
+
+// remoteID is the ID a CM message names of the side that receives it:
+// the communication ID that side chose, or a SIDR request's ID.
+func remoteID(m mad.MAD) (uint32, bool) {
+	switch m.AttrID() {
+	case mad.AttrMRA:
+		return m.MRA().RemoteCommID(), true
+	case mad.AttrREJ:
+		return m.REJ().RemoteCommID(), true
+	case mad.AttrREP:
+		return m.REP().RemoteCommID(), true
+	case mad.AttrRTU:
+		return m.RTU().RemoteCommID(), true
+	case mad.AttrDREQ:
+		return m.DREQ().RemoteCommID(), true
+	case mad.AttrDREP:
+		return m.DREP().RemoteCommID(), true
+	case mad.AttrLAP:
+		return m.LAP().RemoteCommID(), true
+	case mad.AttrAPR:
+		return m.APR().RemoteCommID(), true
+	case mad.AttrSIDRREP:
+		return m.SIDRREP().RequestID(), true
+	}
+	return 0, false
+}
+
+// send hands the member one datagram without waiting: a member whose
+// queue is full loses it.
+func (m *member) send(dg []byte) {
+	var err error
+	cerr := m.raw.Write(func(fd uintptr) bool {
+		err = unix.Send(int(fd), dg, unix.MSG_DONTWAIT)
+		return true
+	})
+	switch {
+	case cerr != nil:
+	case err == nil:
+		m.s.st.relayed.Add(1)
+	case errors.Is(err, unix.EAGAIN):
+		m.s.st.overflow.Add(1)
+	}
+}

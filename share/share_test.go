@@ -1,0 +1,252 @@
+package share_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/device"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/udp"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/share"
+)
+
+// Addresses of this package's own: other packages' tests bind 127.0.0.1
+// and .2 as these run.
+var (
+	sharedAddr = netip.MustParseAddr("127.0.21.1")
+	remoteAddr = netip.MustParseAddr("127.0.21.2")
+)
+
+// startServer runs a server on a socket in a temporary directory.
+func startServer(t *testing.T) (*share.Server, string) {
+	t.Helper()
+	path := share.Path(t.TempDir())
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := share.NewServer(ln, func(a netip.Addr) (nic.Link, error) { return udp.Open(udp.Config{Addr: a}) })
+	done := make(chan error, 1)
+	go func() { done <- s.Serve() }()
+	t.Cleanup(func() {
+		s.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return s, path
+}
+
+// node is a device with its connection manager.
+type node struct {
+	dev *device.Device
+	m   *cm.Manager
+	mem *share.Member // nil: the node binds port 4791 itself
+}
+
+// joinNode opens a device on the shared address through the server.
+func joinNode(t *testing.T, path string) *node {
+	t.Helper()
+	mem, err := share.Join(path, []netip.Addr{sharedAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := udp.Open(udp.Config{Addr: sharedAddr, NoRx: true})
+	if err != nil {
+		mem.Close()
+		t.Fatal(err)
+	}
+	return openNode(t, share.NewLink(mem, tx), mem)
+}
+
+func openNode(t *testing.T, l nic.Link, mem *share.Member) *node {
+	t.Helper()
+	dev, err := device.Open(l, device.Options{Share: sharerOf(mem)})
+	if err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	m, err := cm.New(dev, cm.Options{})
+	if err != nil {
+		dev.Close()
+		t.Fatal(err)
+	}
+	n := &node{dev: dev, m: m, mem: mem}
+	t.Cleanup(n.close)
+	return n
+}
+
+// sharerOf keeps a nil *Member from becoming a non-nil interface.
+func sharerOf(m *share.Member) device.Sharer {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+func (n *node) close() {
+	n.m.Close()
+	n.dev.Close()
+}
+
+// conn is one side of an RC connection with a registered buffer.
+type conn struct {
+	c   *cm.Conn
+	cq  *cq.CQ
+	buf *mr.MR
+}
+
+func (n *node) qpConfig(t *testing.T) (cm.QPConfig, *cq.CQ, *mr.MR) {
+	pd := n.dev.AllocPD()
+	buf, err := pd.Register(make([]byte, 64<<10), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := n.dev.CreateCQ(64)
+	return cm.QPConfig{PD: pd, Init: qp.InitAttr{SendCQ: c, RecvCQ: c,
+		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}}, c, buf
+}
+
+// connect makes an RC connection from client to the server node's port.
+func connect(t *testing.T, ctx context.Context, client, server *node, port uint16) (cli, srv conn) {
+	t.Helper()
+	sqc, scq, sbuf := server.qpConfig(t)
+	l, err := server.m.Listen(netip.AddrPortFrom(sharedAddr, port), cm.ListenConfig{QP: sqc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	cqc, ccq, cbuf := client.qpConfig(t)
+	accepted := make(chan *cm.Conn, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			t.Errorf("accept on port %d: %v", port, err)
+		}
+		accepted <- c
+	}()
+	c, err := client.m.Dial(ctx, netip.AddrPortFrom(remoteAddr, 0), netip.AddrPortFrom(sharedAddr, port), cqc,
+		cm.ConnParams{ACKTimeout: 14}) // 67 ms: a WRITE to a member that left gives up within a second
+	if err != nil {
+		t.Fatalf("dial port %d: %v", port, err)
+	}
+	s := <-accepted
+	if s == nil {
+		t.FailNow()
+	}
+	return conn{c, ccq, cbuf}, conn{s, scq, sbuf}
+}
+
+// write writes n bytes of pattern from cli into srv's buffer and checks
+// them there.
+func write(t *testing.T, ctx context.Context, cli, srv conn, n int, pattern byte) {
+	t.Helper()
+	b := cli.buf.Bytes()[:n]
+	for i := range b {
+		b[i] = pattern + byte(i)
+	}
+	err := cli.c.QP().PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+		SGL: []mr.SGE{cli.buf.SGE(0, n)}, RemoteAddr: srv.buf.Addr(), RKey: srv.buf.RKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := make([]cq.WC, 1)
+	if k, err := cli.cq.PollWait(ctx, wc); k != 1 || err != nil || wc[0].Status != cq.Success {
+		t.Fatalf("WRITE completion %+v (%d, %v)", wc, k, err)
+	}
+	got := srv.buf.Bytes()[:n]
+	for i := range got {
+		if got[i] != pattern+byte(i) {
+			t.Fatalf("byte %d: %#x, want %#x", i, got[i], pattern+byte(i))
+		}
+	}
+}
+
+// TestSharedPort: two members on one address, each with its own device,
+// QPs and CM, both connected to by a remote device through the RDMA CM
+// and written to (64 KiB, several MTUs); then one leaves, and the other
+// still works while the left one's block is forgotten.
+func TestSharedPort(t *testing.T) {
+	s, path := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, b := joinNode(t, path), joinNode(t, path)
+	if a.mem.Block() == b.mem.Block() || a.mem.Block() == 0 || b.mem.Block() == 0 {
+		t.Fatalf("blocks %d and %d", a.mem.Block(), b.mem.Block())
+	}
+	rl, err := udp.Open(udp.Config{Addr: remoteAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := openNode(t, rl, nil)
+
+	ca, sa := connect(t, ctx, remote, a, 7001)
+	cb, sb := connect(t, ctx, remote, b, 7002)
+	for i, c := range []conn{sa, sb} {
+		mem := []*share.Member{a.mem, b.mem}[i]
+		if got := c.c.QP().QPN() >> share.BlockShift; got != mem.Block() {
+			t.Fatalf("member %d's QP 0x%06x is outside its block %d", i, c.c.QP().QPN(), mem.Block())
+		}
+	}
+	write(t, ctx, ca, sa, 64<<10, 1)
+	write(t, ctx, cb, sb, 64<<10, 2)
+
+	// A second listener on a port one member listens on is refused.
+	qc, _, _ := b.qpConfig(t)
+	if _, err := b.m.Listen(netip.AddrPortFrom(sharedAddr, 7001), cm.ListenConfig{QP: qc}); err == nil {
+		t.Fatal("a second process listened on a port another listens on")
+	}
+
+	// a leaves as a process that exits leaves: its device and member
+	// close. b's connection still carries data.
+	blockA := a.mem.Block()
+	a.close()
+	a.mem.Close()
+	write(t, ctx, cb, sb, 4096, 3)
+	// What comes for a's QP now is dropped by the server, not handed
+	// to anyone: a WRITE to it exhausts its retries.
+	before := s.Stats().NoMember
+	err = ca.c.QP().PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+		SGL: []mr.SGE{ca.buf.SGE(0, 8)}, RemoteAddr: sa.buf.Addr(), RKey: sa.buf.RKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := make([]cq.WC, 1)
+	if k, err := ca.cq.PollWait(ctx, wc); k != 1 || err != nil || wc[0].Status == cq.Success {
+		t.Fatalf("a WRITE to a member that left: %+v (%d, %v)", wc, k, err)
+	}
+	if st := s.Stats(); st.NoMember <= before || st.Members != 1 {
+		t.Fatalf("after a left (block %d): %+v", blockA, st)
+	}
+	// A new member gets a block, and not the one just left.
+	c := joinNode(t, path)
+	if c.mem.Block() == blockA {
+		t.Fatalf("block %d reused at once", blockA)
+	}
+}
+
+// TestJoinRefusals: no server, a join naming no address, and a device
+// whose block is out of range are refused with an error that says so.
+func TestJoinRefusals(t *testing.T) {
+	if _, err := share.Join(filepath.Join(t.TempDir(), "none.sock"), []netip.Addr{sharedAddr}); !errors.Is(err, share.ErrNoServer) {
+		t.Fatalf("no server: %v", err)
+	}
+	_, path := startServer(t)
+	if _, err := share.Join(path, nil); err == nil {
+		t.Fatal("a join of no address was taken")
+	}
+	if _, err := share.Join(path, []netip.Addr{netip.MustParseAddr("192.0.2.77")}); err == nil {
+		t.Fatal("a join on an address of no interface was taken")
+	} else {
+		t.Log(err)
+	}
+}
