@@ -32,6 +32,7 @@ import (
 	"github.com/goroce/goroce/nic/tap"
 	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/share"
 )
 
 // Links roced can open, by the --link value.
@@ -195,12 +196,21 @@ func Open(cfg Config) (*Endpoint, error) {
 		return nil, err
 	}
 	var link nic.Link
+	var member *share.Member
 	switch cfg.Link {
 	case "", LinkUDP:
+		// A running share server (roced serve) hands this process its
+		// packets on the GID it opened; otherwise it binds port 4791.
+		if link, member, err = openShared(local); link != nil || err != nil {
+			break
+		}
 		ucfg := udp.Config{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll}
 		link, err = udp.Open(ucfg)
 		if err == nil && cfg.AllGIDs {
 			link, err = joinUDP(link, d, idx, ucfg)
+		}
+		if errors.Is(err, syscall.EADDRINUSE) {
+			err = fmt.Errorf("%w: another process holds port 4791 there; run roced serve to share it", err)
 		}
 	case LinkAFPacket:
 		link, err = afpacket.Open(afpacket.Config{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr}})
@@ -242,13 +252,21 @@ func Open(cfg Config) (*Endpoint, error) {
 		e.Link = e.Faults
 	}
 	e.Device, err = device.Open(e.Link, device.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode,
-		LeaveNetpoll: cfg.LeaveNetpoll, Died: explainer(tune.explain, os.Stderr)})
+		LeaveNetpoll: cfg.LeaveNetpoll, Died: explainer(tune.explain, os.Stderr), Share: sharer(member)})
 	if err != nil {
 		e.Link.Close()
 		return nil, err
 	}
 	e.StatsErr = e.serveStats()
 	return e, nil
+}
+
+// sharer is m as a device.Sharer: nil when m is (not a typed nil).
+func sharer(m *share.Member) device.Sharer {
+	if m == nil {
+		return nil
+	}
+	return m
 }
 
 // joinUDP adds to first (the UDP link on GID idx) a UDP link on each
