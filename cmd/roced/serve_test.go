@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/internal/endpoint"
+)
+
+// proc is a roced command started as a process of its own (TestMain).
+type proc struct {
+	cmd  *exec.Cmd
+	out  strings.Builder
+	done chan error
+}
+
+// startRoced starts this test binary as roced with args; ready, if not
+// empty, is a line prefix the process prints once it is ready, waited for.
+func startRoced(t *testing.T, ctx context.Context, ready string, args ...string) *proc {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: exec.CommandContext(ctx, exe, args...), done: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), "ROCED_TEST_MAIN=1")
+	pr, pw := io.Pipe()
+	p.cmd.Stdout, p.cmd.Stderr = pw, pw
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.out.WriteString(line + "\n")
+			if ready != "" && strings.Contains(line, ready) {
+				close(seen)
+				ready = ""
+			}
+		}
+	}()
+	go func() { err := p.cmd.Wait(); pw.Close(); p.done <- err }()
+	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done; p.done <- nil })
+	if ready != "" {
+		select {
+		case <-seen:
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("%v ended before it was ready (%v):\n%s", args, err, p.out.String())
+		case <-ctx.Done():
+			t.Fatalf("%v: not ready: %s", args, p.out.String())
+		}
+	}
+	return p
+}
+
+func (p *proc) wait(t *testing.T) error {
+	t.Helper()
+	err := <-p.done
+	p.done <- err
+	return err
+}
+
+// TestServeShared: with roced serve running, three rc_pingpong servers use
+// one address and three clients another, at once, each pair checking its
+// data (-c). One server is killed (SIGKILL) while its pair runs: its client
+// fails, the other two pairs finish with their data right, and the server
+// saw every process join.
+func TestServeShared(t *testing.T) {
+	if testing.Short() {
+		t.Skip("roced's tools as real processes: make system runs it, without -race")
+	}
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv := startRoced(t, ctx, "roced serve: ready", "serve")
+	// Addresses of this test's own (other packages' tests use 127.0.0.x).
+	const sAddr, cAddr = "127.0.18.7", "127.0.18.8"
+	var servers, clients [3]*proc
+	for i := range servers {
+		port := fmt.Sprint(18711 + i)
+		servers[i] = startRoced(t, ctx, "", "rc_pingpong", "-g", "1", "-d", sAddr, "-p", port, "-n", "20000", "-s", "4096", "-c")
+		// The client waits for its server's TCP port, as rc_pingpong's
+		// retries do not: dial until it answers.
+		waitTCP(t, ctx, sAddr+":"+port)
+		clients[i] = startRoced(t, ctx, "", "rc_pingpong", "-g", "1", "-d", cAddr, "-p", port, "-n", "20000", "-s", "4096", "-c", sAddr)
+	}
+	// Kill server 0 once its client has sent a thousand packets.
+	for {
+		if r, err := endpoint.AllStats(clients[0].cmd.Process.Pid); err == nil && sent(r) > 1000 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("client 0 never got going:\n" + clients[0].out.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	servers[0].cmd.Process.Signal(syscall.SIGKILL)
+	if err := clients[0].wait(t); err == nil {
+		t.Fatalf("client 0 finished though its server was killed:\n%s", clients[0].out.String())
+	}
+	for i := 1; i < 3; i++ {
+		for _, p := range []*proc{servers[i], clients[i]} {
+			if err := p.wait(t); err != nil || !strings.Contains(p.out.String(), "20000 iters in") {
+				t.Fatalf("pair %d: %v\n%s", i, err, p.out.String())
+			}
+		}
+	}
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	if err := srv.wait(t); err != nil {
+		t.Fatalf("roced serve: %v\n%s", err, srv.out.String())
+	}
+	if !strings.Contains(srv.out.String(), "6 members joined") {
+		t.Fatalf("roced serve:\n%s", srv.out.String())
+	}
+	t.Log(srv.out.String())
+}
+
+// sent is the sent_pkts counter of a process's first device.
+func sent(r []endpoint.StatsReply) uint64 {
+	for _, x := range r {
+		for _, d := range x.Devices {
+			for _, c := range d.Counters {
+				if c.Name == "sent_pkts" {
+					return c.Value
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// waitTCP waits until a socket listens on addr:port (IPv4) or the port of
+// every address, read from
+// /proc/net/tcp so that no connection is made: a pingpong server takes
+// the first connection as its client's.
+func waitTCP(t *testing.T, ctx context.Context, addrPort string) {
+	t.Helper()
+	ap := netip.MustParseAddrPort(addrPort)
+	a := ap.Addr().As4()
+	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", a[3], a[2], a[1], a[0], ap.Port())
+	// The tools listen on every address: "0.0.0.0" or a dual-stack "::".
+	any4, any6 := fmt.Sprintf("00000000:%04X", ap.Port()), fmt.Sprintf("%032X:%04X", 0, ap.Port())
+	for {
+		b, err := os.ReadFile("/proc/net/tcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b6, _ := os.ReadFile("/proc/net/tcp6") // a dual-stack wildcard listener is there
+		for _, line := range strings.Split(string(b)+string(b6), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 3 && (f[1] == want || f[1] == any4 || f[1] == any6) && f[3] == "0A" { // TCP_LISTEN
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("nothing listens on %s", addrPort)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// TestServeSharedCM: with roced serve running, two rping servers and
+// their two clients all on one address connect through the RDMA CM: the
+// server hands each REQ to the process listening on its port and each
+// reply to the process whose communication ID it names.
+func TestServeSharedCM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("roced's tools as real processes: make system runs it, without -race")
+	}
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv := startRoced(t, ctx, "roced serve: ready", "serve")
+	const addr = "127.0.18.9"
+	var servers, clients [2]*proc
+	for i := range servers {
+		port := fmt.Sprint(18731 + i)
+		servers[i] = startRoced(t, ctx, "", "rping", "-s", "-a", addr, "-p", port, "-C", "20")
+		waitListening(t, ctx, servers[i], addr+":"+port)
+		clients[i] = startRoced(t, ctx, "", "rping", "-c", "-a", addr, "-p", port, "-C", "20", "-v")
+	}
+	for i := range clients {
+		for _, p := range []*proc{clients[i], servers[i]} {
+			if err := p.wait(t); err != nil {
+				t.Fatalf("pair %d: %v\n%s", i, err, p.out.String())
+			}
+		}
+		if n := strings.Count(clients[i].out.String(), "ping data: rdma-ping-"); n != 20 {
+			t.Fatalf("client %d printed %d pings:\n%s", i, n, clients[i].out.String())
+		}
+	}
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	if err := srv.wait(t); err != nil || !strings.Contains(srv.out.String(), "4 members joined") || strings.Contains(srv.out.String(), "(0 MADs)") {
+		t.Fatalf("roced serve: %v\n%s", err, srv.out.String())
+	}
+}
+
+// waitListening waits until p's stats socket lists a CM listener on
+// addrPort (as rdma resource show cm_id lists the kernel's).
+func waitListening(t *testing.T, ctx context.Context, p *proc, addrPort string) {
+	t.Helper()
+	for {
+		if r, err := endpoint.AllStats(p.cmd.Process.Pid); err == nil {
+			for _, x := range r {
+				for _, c := range x.CMIDs {
+					if c.Src == addrPort {
+						return
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no listener on %s:\n%s", addrPort, p.out.String())
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("ended before it listened on %s (%v):\n%s", addrPort, err, p.out.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
