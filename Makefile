@@ -148,7 +148,8 @@ fuzz-smoke:
 	done
 
 # The interop matrix against the rxe lab VM, bookworm then trixie guest
-# (needs root and ../shared/rxe-peer; see conformance/README.md).
+# (needs root and the lab's host packages, make deps; the lab is lab/,
+# RXE_PEER_DIR another; see conformance/README.md).
 interop: build
 	GO=$(GO) conformance/interop-lab.sh
 

@@ -17,7 +17,8 @@
 # Its logs: INTEROP_OUT/images-SUITE.log.
 #
 # Environment:
-#   RXE_PEER_DIR     the lab (default ../shared/rxe-peer beside the repository)
+#   RXE_PEER_DIR     the lab (default lab/ in the repository; any directory
+#                    holding an rxe-peer.sh with the same commands will do)
 #   INTEROP_SUITES   guests to run, in order (default "bookworm trixie")
 #   INTEROP_BUDGET   time budget of each guest's matrix (default 20m); cases
 #                    left when it runs out are reported NOT-RUN and fail
@@ -71,7 +72,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GO=${GO:-go}
-LAB=${RXE_PEER_DIR:-$ROOT/../shared/rxe-peer}
+LAB=${RXE_PEER_DIR:-$ROOT/lab}
 SUITES=${INTEROP_SUITES:-bookworm trixie}
 BUDGET=${INTEROP_BUDGET:-20m}
 IMPAIR=${INTEROP_IMPAIR:-1}
@@ -87,8 +88,7 @@ die() { echo "interop: $*" >&2; exit 1; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 
-[ -f "$LAB/rxe-peer.sh" ] || die "the rxe lab is missing: no rxe-peer.sh in $LAB
-  (the lab lives in ../shared/rxe-peer next to the repository; set RXE_PEER_DIR to use another place)"
+[ -f "$LAB/rxe-peer.sh" ] || die "the rxe lab is missing: no rxe-peer.sh in $LAB (RXE_PEER_DIR; the repository's own is lab/)"
 LAB=$(cd "$LAB" && pwd)
 [ "$(id -u)" = 0 ] || die "the lab needs root (qemu on a tap device in a network namespace)"
 mkdir -p "$OUT" || die "cannot create $OUT"
