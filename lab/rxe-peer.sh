@@ -124,8 +124,9 @@ build_image() {
     [ -n "$k" ] && [ -n "$i" ] || die "no kernel or initrd in $root/boot"
     cp "$k" "$CACHE/vmlinuz" && cp "$i" "$CACHE/initrd.img" || die "cannot copy the kernel and initrd"
     rm -f "$CACHE/rootfs.img" "$CACHE/image.stamp"
-    # mke2fs -d fills the file system from the directory: no loop mount.
-    mke2fs -q -t ext4 -L goroce-lab -d "$root" "$CACHE/rootfs.img" 2G || die "mke2fs -d failed"
+    # mke2fs -d fills the file system from the directory: no loop mount
+    # (the file made first, else mke2fs says it creates it, -q or not).
+    truncate -s 2G "$CACHE/rootfs.img" && mke2fs -q -F -t ext4 -L goroce-lab -d "$root" "$CACHE/rootfs.img" || die "mke2fs -d failed"
     echo "$stamp" >"$CACHE/image.stamp"
     say "image built in $(secs_since "$t")s: $CACHE/rootfs.img"
 }
