@@ -330,7 +330,9 @@ rm -f \$p.pid" || return 1
             pid=$(cat "$d/$name.pid" 2>/dev/null) && kill -0 "$pid" 2>/dev/null && die "host capture $name is already running"
             # exec: the pid recorded is tcpdump's own, so stop signals it
             # and not a shell that would ignore SIGINT.
-            (exec ns tcpdump -i "$TAP" -n -s "$snap" -B 16384 -U --immediate-mode -w "$d/$name.pcap" "$filter" >"$d/$name.log" 2>&1) &
+            local argv=(tcpdump -i "$TAP" -n -s "$snap" -B 16384 -U --immediate-mode -w "$d/$name.pcap" "$filter")
+            [ -n "$NETNS" ] && argv=(ip netns exec "$NETNS" "${argv[@]}")
+            (exec "${argv[@]}" >"$d/$name.log" 2>&1) &
             pid=$!
             echo "$pid" >"$d/$name.pid"
             for _ in $(seq 200); do
