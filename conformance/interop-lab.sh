@@ -11,8 +11,8 @@
 # `interop-lab.sh images` only starts building the guest images that are
 # not cached, one after the other, in the background (nice), and returns:
 # `make test` calls it first, so that on a fresh machine the builds
-# (lab/rxe-peer.sh build: debootstrap, mostly downloads and dpkg; 2.3 min
-# for bookworm and 1.9 for trixie under load on 2 cores) overlap
+# (lab/rxe-peer.sh build: debootstrap, mostly downloads and dpkg; 1.5-2.3
+# min for bookworm and 1.1-1.9 for trixie on 2 loaded cores) overlap
 # the stages before interop. The run then waits for that build, shows its
 # log if it failed, and builds in the foreground what is still missing.
 # Its logs: INTEROP_OUT/images-SUITE.log.
