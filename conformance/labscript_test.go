@@ -249,3 +249,15 @@ func TestDepsScript(t *testing.T) {
 		}
 	}
 }
+
+// Without -lab or RXE_PEER_DIR the harness uses the repository's own lab.
+func TestFindLabDirDefault(t *testing.T) {
+	t.Setenv("RXE_PEER_DIR", "")
+	want, err := filepath.Abs("../lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := FindLabDir(""); err != nil || got != want {
+		t.Errorf("FindLabDir(\"\") = %q, %v; want %s", got, err, want)
+	}
+}
