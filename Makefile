@@ -1,4 +1,4 @@
-# goroce: two commands on a fresh machine.
+# goroce: two commands on a fresh machine (after make deps, as root).
 #   make run   the main job: an RC ping-pong between two roced processes
 #   make test  every test CI runs (.ci/run calls exactly this)
 SHELL    := /bin/bash
@@ -18,9 +18,14 @@ LIBGOROCE_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/cmd/libgoroce/li
 # 50000 inputs is about a second for a parser and 10-20 s for FuzzReceive.
 FUZZTIME ?= 50000x
 
-.PHONY: all build roced libgoroce run test lab-images vet unit newcomer offheap system system-fuzz system-device system-tools system-readme fuzz-smoke interop bench clean
+.PHONY: all deps build roced libgoroce run test lab-images vet unit newcomer offheap system system-fuzz system-device system-tools system-readme fuzz-smoke interop bench clean
 
 all: build
+
+# The Debian packages every target needs, those missing only (as root;
+# scripts/deps --list prints them for an apt-get line).
+deps:
+	scripts/deps
 
 # build makes both; make run needs only roced, so that it works on a
 # machine without libibverbs-dev (libgoroce.so's headers).
@@ -148,7 +153,8 @@ fuzz-smoke:
 	done
 
 # The interop matrix against the rxe lab VM, bookworm then trixie guest
-# (needs root and ../shared/rxe-peer; see conformance/README.md).
+# (needs root and the lab's host packages, make deps; the lab is lab/,
+# RXE_PEER_DIR another; see conformance/README.md).
 interop: build
 	GO=$(GO) conformance/interop-lab.sh
 

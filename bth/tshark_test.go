@@ -318,7 +318,7 @@ func tsharkPath(t *testing.T) string {
 	path, err := exec.LookPath("tshark")
 	if err != nil {
 		t.Fatalf("tshark is needed as the independent decoder for this test and is not installed "+
-			"(apt-get install tshark; .ci/run installs it): %v", err)
+			"(apt-get install tshark; make deps installs it): %v", err)
 	}
 	return path
 }

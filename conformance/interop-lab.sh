@@ -11,13 +11,15 @@
 # `interop-lab.sh images` only starts building the guest images that are
 # not cached, one after the other, in the background (nice), and returns:
 # `make test` calls it first, so that on a fresh machine the builds
-# (debootstrap: mostly downloads and dpkg, about 3 min for both) overlap
+# (lab/rxe-peer.sh build: debootstrap, mostly downloads and dpkg; 1.5-2.3
+# min for bookworm and 1.1-1.9 for trixie on 2 loaded cores) overlap
 # the stages before interop. The run then waits for that build, shows its
 # log if it failed, and builds in the foreground what is still missing.
 # Its logs: INTEROP_OUT/images-SUITE.log.
 #
 # Environment:
-#   RXE_PEER_DIR     the lab (default ../shared/rxe-peer beside the repository)
+#   RXE_PEER_DIR     the lab (default lab/ in the repository; any directory
+#                    holding an rxe-peer.sh with the same commands will do)
 #   INTEROP_SUITES   guests to run, in order (default "bookworm trixie")
 #   INTEROP_BUDGET   time budget of each guest's matrix (default 20m); cases
 #                    left when it runs out are reported NOT-RUN and fail
@@ -71,7 +73,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GO=${GO:-go}
-LAB=${RXE_PEER_DIR:-$ROOT/../shared/rxe-peer}
+LAB=${RXE_PEER_DIR:-$ROOT/lab}
 SUITES=${INTEROP_SUITES:-bookworm trixie}
 BUDGET=${INTEROP_BUDGET:-20m}
 IMPAIR=${INTEROP_IMPAIR:-1}
@@ -87,8 +89,7 @@ die() { echo "interop: $*" >&2; exit 1; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 
-[ -f "$LAB/rxe-peer.sh" ] || die "the rxe lab is missing: no rxe-peer.sh in $LAB
-  (the lab lives in ../shared/rxe-peer next to the repository; set RXE_PEER_DIR to use another place)"
+[ -f "$LAB/rxe-peer.sh" ] || die "the rxe lab is missing: no rxe-peer.sh in $LAB (RXE_PEER_DIR; the repository's own is lab/)"
 LAB=$(cd "$LAB" && pwd)
 [ "$(id -u)" = 0 ] || die "the lab needs root (qemu on a tap device in a network namespace)"
 mkdir -p "$OUT" || die "cannot create $OUT"

@@ -21,7 +21,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 )
 
-// Lab drives the rxe lab (shared/rxe-peer/rxe-peer.sh): a qemu guest with
+// Lab drives the rxe lab (lab/rxe-peer.sh, or RXE_PEER_DIR's): a qemu guest with
 // rxe0 and the real tools, linked by a tap whose host side lives in a
 // network namespace. Every setting comes from the same RXE_PEER_*
 // environment the script reads, so the two agree on the instance.
@@ -47,7 +47,7 @@ type Lab struct {
 }
 
 // FindLabDir returns the lab directory: dir if set, else $RXE_PEER_DIR,
-// else ../shared/rxe-peer beside the module root above the working
+// else the repository's own, lab/ under the module root above the working
 // directory. It fails with a message saying where it looked.
 func FindLabDir(dir string) (string, error) {
 	var tried []string
@@ -68,14 +68,14 @@ func FindLabDir(dir string) (string, error) {
 			return d, nil
 		}
 	} else if root, err := moduleRoot(); err == nil {
-		if d, ok := check(filepath.Join(root, "..", "shared", "rxe-peer")); ok {
+		if d, ok := check(filepath.Join(root, "lab")); ok {
 			return d, nil
 		}
 	}
 	if len(tried) == 0 {
 		return "", errors.New("rxe lab not found: no -lab, no RXE_PEER_DIR and no module root above the working directory")
 	}
-	return "", fmt.Errorf("rxe lab not found: no rxe-peer.sh in %s (set RXE_PEER_DIR to the rxe-peer directory)", strings.Join(tried, ", "))
+	return "", fmt.Errorf("rxe lab not found: no rxe-peer.sh in %s (set RXE_PEER_DIR to a directory holding one)", strings.Join(tried, ", "))
 }
 
 // moduleRoot walks up from the working directory to the go.mod.

@@ -371,8 +371,8 @@ func (w StatsCMWaiter) listensOn(all []endpoint.StatsReply, port int) bool {
 	return false
 }
 
-// suiteRdmaCore is the rdma-core release of each lab guest (../shared/
-// rxe-peer/README.md, "trixie variant").
+// suiteRdmaCore is the rdma-core release of each lab guest: Debian's in
+// that suite (bookworm 44.0, trixie 56.1), which lab/rxe-peer.sh installs.
 var suiteRdmaCore = map[string]string{"bookworm": "44", "trixie": "56"}
 
 // ImpairedLabPeer is LabPeer with roced behind path (built already):

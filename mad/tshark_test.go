@@ -35,7 +35,7 @@ type tsharkCase struct {
 func TestTsharkBuilt(t *testing.T) {
 	tshark, err := exec.LookPath("tshark")
 	if err != nil {
-		t.Fatalf("tshark is the independent decoder for this test and is not installed (apt-get install tshark; .ci/run installs it): %v", err)
+		t.Fatalf("tshark is the independent decoder for this test and is not installed (apt-get install tshark; make deps installs it): %v", err)
 	}
 	gid6 := func(s string) bth.GID { return bth.GIDFromAddr(netip.MustParseAddr(s)) }
 	ari := bytes.Repeat([]byte{0xa5}, REJARILen)

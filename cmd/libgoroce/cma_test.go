@@ -130,7 +130,7 @@ func toolCM(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("%s is not installed (Debian's rdmacm-utils; .ci/run installs it): %v", name, err)
+		t.Skipf("%s is not installed (Debian's rdmacm-utils; make deps installs it): %v", name, err)
 	}
 	return p
 }

@@ -6,7 +6,7 @@ package main
 // uses, into a temporary directory: the tests always exercise this
 // source, and `go test ./cmd/libgoroce` needs no `make build` first. They
 // skip only when the binaries are missing (ibverbs-utils not installed;
-// .ci/run installs it), and say so.
+// make deps installs it), and say so.
 //
 // The devices are loopback addresses of their own (127.0.77.1 and .2;
 // loopback answers all of 127/8), so that they meet no other test's
@@ -87,7 +87,7 @@ func tool(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("%s is not installed (Debian's ibverbs-utils; .ci/run installs it): %v", name, err)
+		t.Skipf("%s is not installed (Debian's ibverbs-utils; make deps installs it): %v", name, err)
 	}
 	return p
 }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # perftest_interop.sh - roced's perftest commands against the real perftest
-# tools on the lab's Linux rxe guest (shared/rxe-peer), in both directions.
+# tools on the lab's Linux rxe guest (lab/), in both directions.
 #
 # Usage: perftest_interop.sh [CASES_FILE]
 #
@@ -26,7 +26,7 @@
 #
 # Environment:
 #   ROCED         roced binary (required)
-#   RXE_PEER_DIR  the lab directory (default: /work/shared/rxe-peer)
+#   RXE_PEER_DIR  the lab directory (default: lab/ in the repository)
 #   DIRS          directions to run (default "roced-client roced-server")
 #   FILTER        extended regex; only cases whose "TEST CONN SIZE EXTRA"
 #                 line matches run
@@ -52,7 +52,7 @@ set -u
 set -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-LAB=${RXE_PEER_DIR:-/work/shared/rxe-peer}
+LAB=${RXE_PEER_DIR:-$(cd "$HERE/../.." && pwd)/lab}
 RXE="$LAB/rxe-peer.sh"
 CASES=${1:-$HERE/perftest_interop.cases}
 DIRS=${DIRS:-"roced-client roced-server"}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pingpong_interop.sh: roced's rc/uc/ud/srq_pingpong against rdma-core's
-# ibv_*_pingpong on Linux rxe, both directions, in the rxe-peer lab
-# (shared/rxe-peer, read its README first).
+# ibv_*_pingpong on Linux rxe, both directions, in the rxe lab (lab/,
+# or LAB / RXE_PEER_DIR for another).
 #
 # Usage (root):
 #   conformance/lab/pingpong_interop.sh [bookworm|trixie] [CASE...]
@@ -39,8 +39,7 @@ SUITE=${1:-bookworm}
 [ $# -gt 0 ] && shift
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-LAB=${LAB:-$repo/../shared/rxe-peer}
-[ -x "$LAB/rxe-peer.sh" ] || LAB=/work/shared/rxe-peer
+LAB=${LAB:-${RXE_PEER_DIR:-$repo/lab}}
 ITERS=${ITERS:-20}
 OUT=${OUT:-/tmp/pingpong-interop}
 EXTRA=${EXTRA:-}

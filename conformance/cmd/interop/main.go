@@ -78,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		artifacts  = fs.String("artifacts", "", "directory for each case's outputs and failed cases' pcaps (default: a new temporary directory)")
 		list       = fs.Bool("list", false, "print the cases and their command lines, run nothing")
 		count      = fs.Int("count", 1, "run each selected case this many times in a row (each run judged alone); lab-guestbench: rounds, each cell the median")
-		labDir     = fs.String("lab", "", "the rxe-peer lab directory (default $RXE_PEER_DIR, else ../shared/rxe-peer beside the module root)")
+		labDir     = fs.String("lab", "", "the rxe lab directory, holding rxe-peer.sh (default $RXE_PEER_DIR, else lab/ under the module root)")
 		labDown    = fs.Bool("lab-down", false, "power the lab VM off at the end")
 		tapQLen    = fs.Int("tap-qlen", conformance.DefaultTapQueueLen, "transmit queue length set on the lab tap (0: leave it); qemu under TCG drains it slowly")
 		pcap       = fs.Bool("pcap", true, "lab: capture the tap around each case, keep it for failed cases")
