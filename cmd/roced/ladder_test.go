@@ -47,7 +47,7 @@ func TestDecodeLadder(t *testing.T) {
 // written (from the repository's root) and compares its output with the
 // block the README shows after it.
 func TestLadderReadme(t *testing.T) {
-	block, after := rdmatest.ReadmeShBlock(t, "../../README.md", "### Reading an exchange: `roced decode --ladder`")
+	block, after := rdmatest.ReadmeShBlock(t, "../../docs/tools.md", "## Reading an exchange: `roced decode --ladder`")
 	w := rdmatest.ShellWords(t, strings.TrimSpace(block))
 	if len(w) < 3 || w[0] != "roced" || w[1] != "decode" {
 		t.Fatalf("README's ladder command %q is not roced decode", block)

@@ -124,21 +124,40 @@ func checkGoTests(root, text string) (n int, errs []string) {
 	return n, errs
 }
 
-// TestReadmeGoTests: every go test command the README shows names a
-// package that exists and selects a test or benchmark in it.
+// docFiles are the user's documents, from the module's root: the README
+// and every page of docs/.
+func docFiles(tb testing.TB, root string) []string {
+	tb.Helper()
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(pages) == 0 {
+		tb.Fatal("no docs/*.md")
+	}
+	return append([]string{filepath.Join(root, "README.md")}, pages...)
+}
+
+// TestReadmeGoTests: every go test command the README and the pages of
+// docs/ show names a package that exists and selects a test or benchmark
+// in it.
 func TestReadmeGoTests(t *testing.T) {
 	root := filepath.Join("..", "..")
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	total := 0
+	for _, f := range docFiles(t, root) {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, errs := checkGoTests(root, string(text))
+		t.Logf("%s: %d go test commands", f, n)
+		total += n
+		for _, e := range errs {
+			t.Errorf("%s: %s", f, e)
+		}
 	}
-	n, errs := checkGoTests(root, string(readme))
-	t.Logf("%d go test commands", n)
-	if n < 20 {
-		t.Fatalf("found %d go test commands in the README; the pattern no longer finds them", n)
-	}
-	for _, e := range errs {
-		t.Error(e)
+	if total < 20 {
+		t.Fatalf("found %d go test commands in the README and docs/; the pattern no longer finds them", total)
 	}
 }
 
