@@ -173,6 +173,18 @@ func TestTuningReadme(t *testing.T) {
 	}
 }
 
+// TestTourReadme runs the ping-pong of the README's tour as written (the
+// harness adds its own TCP port, and starts the client once the server
+// listens, as the README tells a reader to) and checks both sides' data.
+func TestTourReadme(t *testing.T) {
+	srvArgs, cli, env := readmePingpongPair(t, "README.md", "### A ping-pong")
+	if len(env) != 0 {
+		t.Fatalf("the tour's lines set %v", env)
+	}
+	srv, c := ppPairOn(t, RC, readmeSrv, readmeCli, srvArgs, cli)
+	ppCheckOn(t, RC, readmeSrv, readmeCli, 64, 2000, 1, srv, c)
+}
+
 // TestPollModeReadme runs the README's poll-mode example as written (the
 // harness adds its own TCP port) and checks both sides' data, and that a
 // bad value of the variable is a one-line error.
