@@ -153,7 +153,7 @@ func TestFaultFlagErrors(t *testing.T) {
 // sides exchange their checked messages as a plain run does. A bad value
 // of either variable is a one-line error and exit status 1.
 func TestTuningReadme(t *testing.T) {
-	srvArgs, cli, env := readmePingpongPair(t, "docs/performance.md", "## Several cores: receive queues")
+	srvArgs, cli, env := readmePingpongPair(t, "docs/performance.md", "### Several cores: receive queues")
 	if env["GOROCE_RX_QUEUES"] == "" || env["GOROCE_BUSY_POLL"] == "" {
 		t.Fatalf("the example sets %v, not both variables", env)
 	}
@@ -189,7 +189,7 @@ func TestTourReadme(t *testing.T) {
 // harness adds its own TCP port) and checks both sides' data, and that a
 // bad value of the variable is a one-line error.
 func TestPollModeReadme(t *testing.T) {
-	srvArgs, cli, env := readmePingpongPair(t, "docs/performance.md", "## Poll mode: the polling thread handles its packets")
+	srvArgs, cli, env := readmePingpongPair(t, "docs/performance.md", "### Poll mode: the polling thread handles its packets")
 	if env["GOROCE_POLL_MODE"] != "1" {
 		t.Fatalf("the example sets %v, not GOROCE_POLL_MODE=1", env)
 	}
