@@ -218,7 +218,7 @@ for suite in $SUITES; do
         t=$(now)
         # shellcheck disable=SC2086
         "$OUT/interop" -peer lab -lab "$LAB" -roced "$ROCED" -budget "$BUDGET" \
-            -readme "$ROOT/README.md" -json "$OUT/$suite.json" -artifacts "$OUT/$suite" ${INTEROP_ARGS:-} | tee "$OUT/$suite.txt"
+            -readme "$ROOT/docs/tools.md" -json "$OUT/$suite.json" -artifacts "$OUT/$suite" ${INTEROP_ARGS:-} | tee "$OUT/$suite.txt"
         x=${PIPESTATUS[0]}
         echo "interop[$suite]: matrix in $(since "$t")s, exit status $x"
         [ "$x" = 0 ] || m=1

@@ -19,7 +19,8 @@ import (
 	"github.com/goroce/goroce/oob/udaddy"
 )
 
-// The README's "Talking to an rxe or HCA host" section shows the command
+// The "Talking to an rxe or HCA host" section of docs/tools.md (the page
+// the README sends a user to for the tools) shows the command
 // lines a new user types first, one pair per code block: the server's
 // line, then the client's, each behind a prompt naming its host (hca$,
 // goroce$). They are run here as written against rxe in the lab, so that
@@ -33,19 +34,24 @@ import (
 // messages of 64 KiB), which takes seconds under TCG.
 const ReadmeTimeout = 60 * time.Second
 
+// ReadmePairsFile is the page that holds the pairs, from the repository's
+// root: interop-lab.sh passes it to interop -readme, and TestReadmePairs
+// reads it.
+const ReadmePairsFile = "docs/tools.md"
+
 // ReadmeSection is the heading whose code blocks hold the pairs.
-const ReadmeSection = "### Talking to an rxe or HCA host"
+const ReadmeSection = "## Talking to an rxe or HCA host"
 
 // ReadmeCMSections are the headings of the pairs of tools that connect
 // through the RDMA CM. The README shows both directions itself, so they
 // are run as written and not reversed (their server address is a flag,
 // not a trailing operand to drop).
 var ReadmeCMSections = []string{
-	"### Connecting through the RDMA connection manager: `roced rping`",
-	"### librdmacm's smallest example: `roced rdma_server` and `roced rdma_client`",
-	"### Many connections at once: `roced ucmatose`",
-	"### UD through SIDR: `roced udaddy`",
-	"### Timing connection setup: `roced cmtime`",
+	"## Connecting through the RDMA connection manager: `roced rping`",
+	"## librdmacm's smallest example: `roced rdma_server` and `roced rdma_client`",
+	"## Many connections at once: `roced ucmatose`",
+	"## UD through SIDR: `roced udaddy`",
+	"## Timing connection setup: `roced cmtime`",
 }
 
 // ReadmeLine is one prompted command line of the README.

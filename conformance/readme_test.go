@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// TestReadmePairs reads the repository's README as the lab run does: an
+// TestReadmePairs reads the pairs from docs/tools.md, the page the lab
+// run reads them from (interop -readme, conformance/interop-lab.sh): an
 // edit that breaks a pair's form, names no tool or gives flags roced
 // refuses fails here, without the lab.
 func TestReadmePairs(t *testing.T) {
@@ -16,7 +17,7 @@ func TestReadmePairs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := os.ReadFile(filepath.Join(root, "README.md"))
+	text, err := os.ReadFile(filepath.Join(root, ReadmePairsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

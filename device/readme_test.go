@@ -9,9 +9,10 @@ import (
 	"testing"
 )
 
-// TestReadmeExample: the README's Go code block is Example's body (its
-// statements, one tab of indentation less, without the Output comment),
-// so the copy a newcomer pastes is the one go test runs.
+// TestReadmeExample: the Go code block of the README's tour ("A Go
+// program") is Example's body (its statements, one tab of indentation
+// less, without the Output comment), so the copy a newcomer pastes is the
+// one go test runs.
 func TestReadmeExample(t *testing.T) {
 	src, err := os.ReadFile("example_test.go")
 	if err != nil {
@@ -44,13 +45,13 @@ func TestReadmeExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(readme), "## Using the Go API\n")
+	_, after, ok := strings.Cut(string(readme), "### A Go program\n")
 	if !ok {
-		t.Fatal("README has no \"## Using the Go API\" section")
+		t.Fatal("README has no \"### A Go program\" section")
 	}
 	_, block, ok := strings.Cut(after, "```go\n")
 	if !ok {
-		t.Fatal("README's Go API section has no ```go block")
+		t.Fatal("README's \"A Go program\" section has no ```go block")
 	}
 	block, _, ok = strings.Cut(block, "```\n")
 	if !ok {

@@ -371,7 +371,8 @@ func listening(f, want string) bool {
 	return false
 }
 
-// TestVethReadme runs the README's lines as written, on two hosts: two
+// TestVethReadme runs the README's lines (and docs/libgoroce.md's, the
+// same) as written, on two hosts: two
 // network namespaces joined by a veth pair, each side's interface renamed
 // eth0 and given the README's address only (192.0.2.2 the server,
 // 192.0.2.1 the client). It needs root and is skipped by -short (make test runs it
@@ -412,11 +413,9 @@ func TestVethReadme(t *testing.T) {
 	if err := waitListening(ctx, srv.Process.Pid, port, srvDone); err != nil {
 		t.Fatalf("server: %v\n%s", err, srvOut.String())
 	}
-	// The README's block, as a shell runs it, but for the port.
-	script := "export LD_PRELOAD=" + lib + " GOROCE_NETDEV=eth0\n" +
-		"ibv_devices\n" +
-		"ibv_devinfo -v\n" +
-		"ibv_rc_pingpong -d goroce0 -g 1 -p " + strconv.Itoa(port) + " 192.0.2.2\n"
+	// The README's block, as a shell runs it, but for the library's path
+	// and the port (readmeScript).
+	script := readmeScript(t, strconv.Itoa(port))
 	var out []byte
 	err := p.B.Do(func() error {
 		var err error

@@ -95,7 +95,7 @@ func TestConformBadInput(t *testing.T) {
 // temporary directory, for the JSON file) and checks what the README says
 // of the run: its counts and its exit status.
 func TestConformReadme(t *testing.T) {
-	block, after := rdmatest.ReadmeShBlock(t, "../../README.md", "### roced conform:")
+	block, after := rdmatest.ReadmeShBlock(t, "../../docs/conformance.md", "## roced conform:")
 	t.Chdir(t.TempDir())
 	var summary string
 	var selfRC int

@@ -43,14 +43,25 @@ func TestDecodeLadder(t *testing.T) {
 	}
 }
 
-// TestLadderReadme runs the README's roced decode --ladder command as
-// written (from the repository's root) and compares its output with the
-// block the README shows after it.
+// TestLadderReadme runs the roced decode --ladder command of the README's
+// tour and of docs/tools.md as written (from the repository's root) and
+// compares its output with the block each shows after it.
 func TestLadderReadme(t *testing.T) {
-	block, after := rdmatest.ReadmeShBlock(t, "../../README.md", "### Reading an exchange: `roced decode --ladder`")
+	for _, doc := range []struct{ file, heading string }{
+		{"README.md", "### A capture decoded as a ladder"},
+		{"docs/tools.md", "## Reading an exchange: `roced decode --ladder`"},
+	} {
+		t.Run(doc.file, func(t *testing.T) { checkLadderDoc(t, "../../"+doc.file, doc.heading) })
+	}
+}
+
+// checkLadderDoc runs the sh block after heading in file and compares
+// its output with the block file shows after it.
+func checkLadderDoc(t *testing.T, file, heading string) {
+	block, after := rdmatest.ReadmeShBlock(t, file, heading)
 	w := rdmatest.ShellWords(t, strings.TrimSpace(block))
 	if len(w) < 3 || w[0] != "roced" || w[1] != "decode" {
-		t.Fatalf("README's ladder command %q is not roced decode", block)
+		t.Fatalf("%s's ladder command %q is not roced decode", file, block)
 	}
 	args := w[2:]
 	args[len(args)-1] = "../../" + args[len(args)-1]
@@ -61,9 +72,9 @@ func TestLadderReadme(t *testing.T) {
 	_, shown, ok := strings.Cut(after, "```\n")
 	shown, _, ok2 := strings.Cut(shown, "```")
 	if !ok || !ok2 {
-		t.Fatal("README shows no output after the ladder command")
+		t.Fatalf("%s shows no output after the ladder command", file)
 	}
 	if out != shown {
-		t.Fatalf("README shows\n%s\nthe command prints\n%s", shown, out)
+		t.Fatalf("%s shows\n%s\nthe command prints\n%s", file, shown, out)
 	}
 }

@@ -124,21 +124,40 @@ func checkGoTests(root, text string) (n int, errs []string) {
 	return n, errs
 }
 
-// TestReadmeGoTests: every go test command the README shows names a
-// package that exists and selects a test or benchmark in it.
+// docFiles are the user's documents, from the module's root: the README
+// and every page of docs/.
+func docFiles(tb testing.TB, root string) []string {
+	tb.Helper()
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(pages) == 0 {
+		tb.Fatal("no docs/*.md")
+	}
+	return append([]string{filepath.Join(root, "README.md")}, pages...)
+}
+
+// TestReadmeGoTests: every go test command the README and the pages of
+// docs/ show names a package that exists and selects a test or benchmark
+// in it.
 func TestReadmeGoTests(t *testing.T) {
 	root := filepath.Join("..", "..")
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	total := 0
+	for _, f := range docFiles(t, root) {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, errs := checkGoTests(root, string(text))
+		t.Logf("%s: %d go test commands", f, n)
+		total += n
+		for _, e := range errs {
+			t.Errorf("%s: %s", f, e)
+		}
 	}
-	n, errs := checkGoTests(root, string(readme))
-	t.Logf("%d go test commands", n)
-	if n < 20 {
-		t.Fatalf("found %d go test commands in the README; the pattern no longer finds them", n)
-	}
-	for _, e := range errs {
-		t.Error(e)
+	if total < 20 {
+		t.Fatalf("found %d go test commands in the README and docs/; the pattern no longer finds them", total)
 	}
 }
 
@@ -155,6 +174,107 @@ func TestCheckGoTests(t *testing.T) {
 	for i, want := range []string{"NoSuchBench", "NoSuchTest", "./transport"} {
 		if !strings.Contains(errs[i], want) {
 			t.Errorf("error %d %q does not name %s", i, errs[i], want)
+		}
+	}
+}
+
+// TestReadmeShape: the README stays a page a newcomer reads in minutes
+// (issue 45): at most 400 lines, none over 300 characters; the rest
+// belongs in docs/.
+func TestReadmeShape(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(text), "\n"), "\n")
+	if len(lines) > 400 {
+		t.Errorf("README.md has %d lines; at most 400, the rest in docs/", len(lines))
+	}
+	for i, l := range lines {
+		if n := len([]rune(l)); n > 300 {
+			t.Errorf("README.md:%d: %d characters; at most 300", i+1, n)
+		}
+	}
+}
+
+// testLink is a link to a test in the README's feature table:
+// [`TestName`](path/to/file_test.go).
+var testLink = regexp.MustCompile("\\[`((?:Test|Fuzz|Example)\\w*)`\\]\\(([^)#]+)\\)")
+
+// checkFeatureTable checks each row of the table under "## What it
+// supports" in text: it links at least one test, and each linked file
+// (from root) declares the test it names.
+func checkFeatureTable(root, text string) (rows int, errs []string) {
+	_, sec, ok := strings.Cut(text, "\n## What it supports\n")
+	if !ok {
+		return 0, []string{"no \"## What it supports\" section"}
+	}
+	if i := strings.Index(sec, "\n## "); i >= 0 {
+		sec = sec[:i]
+	}
+	for _, line := range strings.Split(sec, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| area ") {
+			continue
+		}
+		rows++
+		links := testLink.FindAllStringSubmatch(line, -1)
+		if len(links) == 0 {
+			errs = append(errs, fmt.Sprintf("row %q links no test", line))
+		}
+		for _, l := range links {
+			src, err := os.ReadFile(filepath.Join(root, l[2]))
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", l[1], err))
+				continue
+			}
+			if !regexp.MustCompile(`(?m)^func ` + l[1] + `\(`).Match(src) {
+				errs = append(errs, fmt.Sprintf("%s declares no %s", l[2], l[1]))
+			}
+		}
+	}
+	if rows == 0 {
+		errs = append(errs, "the feature table has no rows")
+	}
+	return rows, errs
+}
+
+// TestReadmeFeatureTable: every row of the README's feature table links
+// a test that exists where the link points.
+func TestReadmeFeatureTable(t *testing.T) {
+	root := filepath.Join("..", "..")
+	text, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, errs := checkFeatureTable(root, string(text))
+	t.Logf("%d rows", rows)
+	for _, e := range errs {
+		t.Error(e)
+	}
+	// The check fails a moved test, a renamed one and a row without one.
+	bad := "\n## What it supports\n\n| area | supported | proven by |\n|---|---|---|\n" +
+		"| a | b | [`TestSmokeRC`](device/ops_test.go) |\n| c | d | [`TestNoSuchTest`](device/smoke_test.go) |\n| e | f | none |\n"
+	if _, errs := checkFeatureTable(root, bad); len(errs) != 3 {
+		t.Errorf("a table with three bad rows: errors %q", errs)
+	}
+}
+
+// localLink is a Markdown link to a file of the repository.
+var localLink = regexp.MustCompile(`\]\(([^)#:]+)(#[^)]*)?\)`)
+
+// TestDocLinks: every link of the README and of docs/ to a file of the
+// repository names one that exists.
+func TestDocLinks(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for _, f := range docFiles(t, root) {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range localLink.FindAllStringSubmatch(string(text), -1) {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(f), m[1])); err != nil {
+				t.Errorf("%s: link to %s: %v", f, m[1], err)
+			}
 		}
 	}
 }

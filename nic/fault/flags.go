@@ -21,7 +21,7 @@ const Usage = `      --loss=P              Lose RoCEv2 packets with probability 
       --delay=DURATION      Delay every packet (e.g. 200us, or tx:1ms,rx:0)
       --seed=N              Seed of the random faults: the same seed, the same faults
       --fault-rule=RULE     Act on chosen packets (repeatable), e.g.
-                            'tx opcode=RDMA_WRITE_MIDDLE nth=1 drop'; see README "Faults"
+                            'tx opcode=RDMA_WRITE_MIDDLE nth=1 drop'; see docs/tools.md, "Faults"
 `
 
 // SetFlag applies one of Flags to c, with a one-line error for a bad value.

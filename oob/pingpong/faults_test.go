@@ -21,14 +21,15 @@ import (
 // packages run one at a time, as make does (flock).
 const readmeSrv, readmeCli = "127.0.0.1", "127.0.0.2"
 
-// readmePingpongPair reads the README's two-line sh block after heading:
+// readmePingpongPair reads the two-line sh block after heading in file
+// (README.md or a page of docs/, from the repository's root):
 // a roced rc_pingpong server and a client that ends with the server's
 // address 127.0.0.1. It returns each line's arguments after the tool's
 // name (the client's without the address, which ppPair adds) and the
 // environment the lines set before roced (both must set the same).
-func readmePingpongPair(t *testing.T, heading string) (srv, cli []string, env map[string]string) {
+func readmePingpongPair(t *testing.T, file, heading string) (srv, cli []string, env map[string]string) {
 	t.Helper()
-	block, _ := rdmatest.ReadmeShBlock(t, "../../README.md", heading)
+	block, _ := rdmatest.ReadmeShBlock(t, "../../"+file, heading)
 	lines := strings.Split(strings.TrimSpace(block), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("README's %q has no two-line sh block", heading)
@@ -62,7 +63,7 @@ func readmePingpongPair(t *testing.T, heading string) (srv, cli []string, env ma
 // the client's last line counts the rule's one drop, and the capture
 // shows a retransmission.
 func TestFaultsReadme(t *testing.T) {
-	srvArgs, cli, env := readmePingpongPair(t, "### Faults: a peer that misbehaves on purpose")
+	srvArgs, cli, env := readmePingpongPair(t, "docs/tools.md", "## Faults: a peer that misbehaves on purpose")
 	if len(env) != 0 {
 		t.Fatalf("the Faults example sets %v", env)
 	}
@@ -152,7 +153,7 @@ func TestFaultFlagErrors(t *testing.T) {
 // sides exchange their checked messages as a plain run does. A bad value
 // of either variable is a one-line error and exit status 1.
 func TestTuningReadme(t *testing.T) {
-	srvArgs, cli, env := readmePingpongPair(t, "### Several cores: receive queues")
+	srvArgs, cli, env := readmePingpongPair(t, "docs/performance.md", "### Several cores: receive queues")
 	if env["GOROCE_RX_QUEUES"] == "" || env["GOROCE_BUSY_POLL"] == "" {
 		t.Fatalf("the example sets %v, not both variables", env)
 	}
@@ -172,11 +173,23 @@ func TestTuningReadme(t *testing.T) {
 	}
 }
 
+// TestTourReadme runs the ping-pong of the README's tour as written (the
+// harness adds its own TCP port, and starts the client once the server
+// listens, as the README tells a reader to) and checks both sides' data.
+func TestTourReadme(t *testing.T) {
+	srvArgs, cli, env := readmePingpongPair(t, "README.md", "### A ping-pong")
+	if len(env) != 0 {
+		t.Fatalf("the tour's lines set %v", env)
+	}
+	srv, c := ppPairOn(t, RC, readmeSrv, readmeCli, srvArgs, cli)
+	ppCheckOn(t, RC, readmeSrv, readmeCli, 64, 2000, 1, srv, c)
+}
+
 // TestPollModeReadme runs the README's poll-mode example as written (the
 // harness adds its own TCP port) and checks both sides' data, and that a
 // bad value of the variable is a one-line error.
 func TestPollModeReadme(t *testing.T) {
-	srvArgs, cli, env := readmePingpongPair(t, "### Poll mode: the polling thread handles its packets")
+	srvArgs, cli, env := readmePingpongPair(t, "docs/performance.md", "### Poll mode: the polling thread handles its packets")
 	if env["GOROCE_POLL_MODE"] != "1" {
 		t.Fatalf("the example sets %v, not GOROCE_POLL_MODE=1", env)
 	}

@@ -91,7 +91,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		peerGID    = fs.Int("peer-gid", -1, "remote: the peer tools' GID index (-g/-x); -1: not given")
 		rocedDev   = fs.String("roced-dev", "", "roced's -d (default: lab: the tap's address, or the tap with a raw -link; remote: the local address routing to the peer)")
 		printCmds  = fs.Bool("print", false, "remote: print the peer's commands to run by hand instead of ssh")
-		readme     = fs.String("readme", "", "lab: also run the command pairs of this README's \""+conformance.ReadmeSection+"\" section, as written")
+		readme     = fs.String("readme", "", "lab: also run the command pairs of this page's \""+conformance.ReadmeSection+"\" section and its CM tools' sections, as written (the repository's "+conformance.ReadmePairsFile+")")
 		impaired   = fs.Bool("impair", false, "lab: put nic/impair between roced and the tap (roced in a namespace of its own, see README)")
 		impLoss    = fs.Float64("impair-loss", 0.01, "with -impair: probability a RoCEv2 packet is lost, each direction")
 		impReorder = fs.Float64("impair-reorder", 0.02, "with -impair: probability a RoCEv2 packet is held back so later ones overtake it")
