@@ -1700,3 +1700,171 @@ EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_
 	FAIL(EOPNOTSUPP, EOPNOTSUPP);
 }
 
+/* ---- the rest of libibverbs' public ABI over goroce's objects ----
+ *
+ * Every public function of libibverbs 44 that takes or returns a verbs
+ * object is defined here (TestABICoverage reads the real library's
+ * dynamic symbols and checks it), so that none reaches libibverbs' own
+ * code, which would read goroce's objects as its providers' and crash.
+ * What goroce has is answered; what it lacks fails as libibverbs fails
+ * for a provider without the op (dummy_ops.c: EOPNOTSUPP), errno set. */
+
+/* A GID entry as the kernel's query ioctl fills it: every entry RoCE v2,
+ * on the device's interface. An empty slot is ENODATA (libibverbs' answer
+ * for a zero GID). */
+static int gid_entry(struct ibv_context *ctx, uint32_t port, uint32_t index, struct ibv_gid_entry *e)
+{
+	static const uint8_t zero[16];
+
+	memset(e, 0, sizeof(*e));
+	if (port != 1 || goroce_gid(CTX(ctx)->h, index, e->gid.raw))
+		return EINVAL;
+	if (!memcmp(e->gid.raw, zero, 16))
+		return ENODATA;
+	e->gid_index = index;
+	e->port_num = port;
+	e->gid_type = IBV_GID_TYPE_ROCE_V2;
+	e->ndev_ifindex = goroce_dev_ifindex(CTX(ctx)->h);
+	return 0;
+}
+
+/* ibv_query_gid_ex (verbs.h's inline passes sizeof(struct
+ * ibv_gid_entry)): 0, else the error number, errno set. No flags are
+ * defined; any is EOPNOTSUPP, as libibverbs' fallback answers. */
+EXPORT int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port, uint32_t index,
+			     struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size)
+{
+	struct ibv_gid_entry e;
+	int rc;
+
+	if (flags)
+		FAIL(EOPNOTSUPP, EOPNOTSUPP);
+	if (entry_size < sizeof(e))
+		FAIL(EINVAL, EINVAL);
+	rc = gid_entry(ctx, port, index, &e);
+	if (rc)
+		FAIL(rc, rc);
+	memset(entry, 0, entry_size);
+	memcpy(entry, &e, sizeof(e));
+	return 0;
+}
+
+/* ibv_query_gid_table: the table's valid entries, packed, entry_size
+ * apart; their count, else minus the error number (EINVAL when they do
+ * not fit in max_entries, as libibverbs). */
+EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entries,
+				    size_t max_entries, uint32_t flags, size_t entry_size)
+{
+	int mtu, ngids;
+	size_t n = 0;
+
+	if (flags)
+		FAIL(EOPNOTSUPP, -EOPNOTSUPP);
+	if (entry_size < sizeof(struct ibv_gid_entry))
+		FAIL(EINVAL, -EINVAL);
+	goroce_port(CTX(ctx)->h, &mtu, &ngids);
+	for (int i = 0; i < ngids; i++) {
+		struct ibv_gid_entry e;
+
+		if (gid_entry(ctx, 1, i, &e))
+			continue; /* an empty slot is not listed */
+		if (n == max_entries)
+			FAIL(EINVAL, -EINVAL);
+		memset((char *)entries + n * entry_size, 0, entry_size);
+		memcpy((char *)entries + n * entry_size, &e, sizeof(e));
+		n++;
+	}
+	return n;
+}
+
+/* The index of pkey in the port's table (one entry, the default P_Key),
+ * else -1 with errno, as libibverbs' walk of ibv_query_pkey ends. */
+EXPORT int ibv_get_pkey_index(struct ibv_context *ctx, uint8_t port, __be16 pkey)
+{
+	__be16 p;
+
+	for (int i = 0;; i++) {
+		if (ibv_query_pkey(ctx, port, i, &p))
+			return -1;
+		if (p == pkey)
+			return i;
+	}
+}
+
+/* 0: no promise that a message's data lands in order, so a reader must
+ * poll for the completion (libibverbs' answer for a provider without the
+ * op, and rxe's). goroce writes each packet as it arrives, and a
+ * retransmission may rewrite bytes already seen. */
+EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
+{
+	return 0;
+}
+
+/* Enhanced Connection Establishment: vendor options goroce has none of
+ * (rxe neither: libibverbs' EOPNOTSUPP, which pyverbs' tests skip on). */
+EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	FAIL(EOPNOTSUPP, EOPNOTSUPP);
+}
+
+EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	FAIL(EOPNOTSUPP, EOPNOTSUPP);
+}
+
+/* Importing another process's objects through a shared command fd: the
+ * engine's objects live in the process that made them, and cmd_fd is not
+ * a kernel verbs file, so there is nothing to import (libibverbs:
+ * EOPNOTSUPP for a provider without import). Nothing can have been
+ * imported, so the unimports have nothing to undo. */
+EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *ctx, uint32_t pd_handle)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *ctx, uint32_t dm_handle)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+EXPORT void ibv_unimport_pd(struct ibv_pd *pd)
+{
+}
+
+EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
+{
+}
+
+EXPORT void ibv_unimport_dm(struct ibv_dm *dm)
+{
+}
+
+/* dma-buf regions are device memory a GPU exports: a NIC reads them by
+ * DMA, goroce's engine only through the CPU's mappings (EOPNOTSUPP, as
+ * rxe before its dma-buf support). */
+EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+					uint64_t iova, int fd, int access)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+/* libibverbs' own resolves the peer's MAC through the kernel's neighbour
+ * table for providers that build Ethernet headers themselves; goroce's
+ * packets go through UDP sockets, which the kernel addresses. Not
+ * provided: minus EOPNOTSUPP (the function returns minus an error
+ * number), errno set. */
+EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *ctx, struct ibv_ah_attr *attr,
+				       uint8_t eth_mac[6], uint16_t *vid)
+{
+	FAIL(EOPNOTSUPP, -EOPNOTSUPP);
+}
