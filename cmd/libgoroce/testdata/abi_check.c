@@ -2,7 +2,7 @@
  * abi_check.c: run with libgoroce.so preloaded over one device; checks
  * the entry points that used to fall through to the real libibverbs and
  * librdmacm (the GID entry queries, P_Key index, data-in-order, ECE,
- * import, dma-buf), the errno of failing verbs (the return
+ * import, dma-buf, rsockets), the errno of failing verbs (the return
  * value and errno agree, as libibverbs' do), and the kernel's leniency
  * programs rely on (a flow label past 20 bits, phys_port_cnt_ex, a real
  * cmd_fd). Prints "abi_check: ok" when every check holds.
@@ -12,7 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <sys/socket.h>
 #include <infiniband/verbs.h>
+#include <rdma/rsocket.h>
 
 static const char *prog = "abi_check";
 
@@ -164,6 +166,12 @@ int main(void)
 	CHECK(!ibv_query_qp(qp, &qa, IBV_QP_AV, &ia), "query_qp: %s", strerror(errno));
 	CHECK(qa.ah_attr.grh.flow_label == 0xfffff, "flow label read back %#x, want 0xfffff",
 	      qa.ah_attr.grh.flow_label);
+
+	/* rsockets: refused cleanly, no RDMA socket made. */
+	errno = 0;
+	CHECK(rsocket(AF_INET, SOCK_STREAM, 0) == -1 && errno == ENOSYS, "rsocket: errno %d", errno);
+	errno = 0;
+	CHECK(rclose(3) == -1 && errno == EBADF, "rclose: errno %d", errno);
 
 	CHECK(!ibv_destroy_qp(qp), "destroy_qp");
 	CHECK(!ibv_destroy_cq(cq), "destroy_cq");
