@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <poll.h>
 #include <arpa/inet.h>
+#include <sys/select.h>
+#include <rdma/rsocket.h>
 #include <sys/eventfd.h>
 
 #include "cma.h"
@@ -481,6 +484,9 @@ EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *
 		FAIL(EINVAL, -1);
 	if ((attr->qp_type == IBV_QPT_UD) != (id->ps == RDMA_PS_UDP))
 		FAIL(EINVAL, -1);
+	/* The id's SRQ (rdma_create_srq) serves its QP, as in librdmacm. */
+	if (!attr->srq && id->srq)
+		attr->srq = id->srq;
 	if (!attr->send_cq && attr->cap.max_send_wr) {
 		attr->send_cq = id->send_cq = make_cq(id, attr->cap.max_send_wr, &id->send_cq_channel);
 		if (!attr->send_cq)
@@ -832,6 +838,11 @@ EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
 	FAIL(ENOSYS, -1);
 }
 
+EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *attr, void *context)
+{
+	FAIL(ENOSYS, -1);
+}
+
 /* rdma_get_request waits for a connection request to a synchronous
  * listener and returns its id, synchronous too, with its QP made as the
  * listener's rdma_create_ep asked and the CONNECT_REQUEST in id->event. */
@@ -967,4 +978,149 @@ EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 		free(res);
 		res = next;
 	}
+}
+
+/* ---- SRQs on an id (librdmacm's rdma_create_srq, _ex, rdma_destroy_srq) ----
+ *
+ * A basic SRQ through the library's ibv_create_srq, on the PD given, else
+ * the device's default one, kept in id->srq for the QP rdma_create_qp
+ * makes next. XRC SRQs (and tag matching) need XRC, which goroce lacks:
+ * EOPNOTSUPP. */
+EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
+{
+	struct ibv_srq_init_attr a = {};
+	struct ibv_pd *pd;
+	struct ibv_srq *srq;
+
+	if (!id || !attr || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE))
+		FAIL(EINVAL, -1); /* librdmacm: the type must be given */
+	if (!id->verbs || id->srq)
+		FAIL(EINVAL, -1);
+	if (attr->srq_type != IBV_SRQT_BASIC)
+		FAIL(EOPNOTSUPP, -1);
+	pd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) && attr->pd ? attr->pd : id->pd;
+	if (!pd)
+		pd = default_pd(id->verbs);
+	if (!pd)
+		return -1;
+	if (pd->context != id->verbs)
+		FAIL(EINVAL, -1);
+	a.srq_context = attr->srq_context;
+	a.attr = attr->attr;
+	srq = ibv_create_srq(pd, &a);
+	if (!srq)
+		return -1;
+	attr->attr = a.attr;
+	attr->pd = pd;
+	attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+	if (!id->pd)
+		id->pd = pd;
+	id->srq = srq;
+	return 0;
+}
+
+EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	struct ibv_srq_init_attr_ex x = {};
+
+	if (!attr)
+		FAIL(EINVAL, -1);
+	x.srq_context = attr->srq_context;
+	x.attr = attr->attr;
+	x.srq_type = IBV_SRQT_BASIC;
+	x.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+	x.pd = pd;
+	if (rdma_create_srq_ex(id, &x))
+		return -1;
+	attr->attr = x.attr;
+	return 0;
+}
+
+EXPORT void rdma_destroy_srq(struct rdma_cm_id *id)
+{
+	if (id->srq)
+		ibv_destroy_srq(id->srq);
+	id->srq = NULL;
+}
+
+/* ---- ECE on an id ----
+ *
+ * librdmacm's checks first (EINVAL). goroce's REQ and REP carry no ECE
+ * options: rdma_set_local_ece, which asks the CM to send some for an
+ * external QP, is EOPNOTSUPP; the remote options read as none (vendor 0,
+ * what an rxe peer sends, whose verbs have no ECE either). */
+EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
+{
+	if (!id || id->qp || !ece || !ece->vendor_id || ece->comp_mask)
+		FAIL(EINVAL, -1);
+	FAIL(EOPNOTSUPP, -1);
+}
+
+EXPORT int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
+{
+	if (!id || id->qp || !ece)
+		FAIL(EINVAL, -1);
+	memset(ece, 0, sizeof(*ece));
+	return 0;
+}
+
+/* ---- rsockets ----
+ *
+ * librdmacm's rsockets run their own connections over its private id
+ * structures, which goroce's ids are not (the real rconnect segfaulted
+ * on them). Until they are served over goroce, each call fails cleanly:
+ * rsocket() -1 with ENOSYS, so that a program sees no RDMA socket, and
+ * librspreload.so, whose socket() falls back to the kernel's when
+ * rsocket() fails, runs the program over TCP. The calls on an rsocket
+ * are EBADF: no descriptor can name one. */
+#define NO_RSOCKET(ret) FAIL(EBADF, ret)
+
+EXPORT int rsocket(int domain, int type, int protocol)
+{
+	FAIL(ENOSYS, -1);
+}
+
+EXPORT int rbind(int s, const struct sockaddr *addr, socklen_t len) { NO_RSOCKET(-1); }
+EXPORT int rlisten(int s, int backlog) { NO_RSOCKET(-1); }
+EXPORT int raccept(int s, struct sockaddr *addr, socklen_t *len) { NO_RSOCKET(-1); }
+EXPORT int rconnect(int s, const struct sockaddr *addr, socklen_t len) { NO_RSOCKET(-1); }
+EXPORT int rshutdown(int s, int how) { NO_RSOCKET(-1); }
+EXPORT int rclose(int s) { NO_RSOCKET(-1); }
+EXPORT ssize_t rrecv(int s, void *buf, size_t len, int flags) { NO_RSOCKET(-1); }
+EXPORT ssize_t rrecvfrom(int s, void *buf, size_t len, int flags, struct sockaddr *src, socklen_t *slen)
+{
+	NO_RSOCKET(-1);
+}
+EXPORT ssize_t rrecvmsg(int s, struct msghdr *msg, int flags) { NO_RSOCKET(-1); }
+EXPORT ssize_t rsend(int s, const void *buf, size_t len, int flags) { NO_RSOCKET(-1); }
+EXPORT ssize_t rsendto(int s, const void *buf, size_t len, int flags, const struct sockaddr *dst, socklen_t dlen)
+{
+	NO_RSOCKET(-1);
+}
+EXPORT ssize_t rsendmsg(int s, const struct msghdr *msg, int flags) { NO_RSOCKET(-1); }
+EXPORT ssize_t rread(int s, void *buf, size_t n) { NO_RSOCKET(-1); }
+EXPORT ssize_t rreadv(int s, const struct iovec *iov, int n) { NO_RSOCKET(-1); }
+EXPORT ssize_t rwrite(int s, const void *buf, size_t n) { NO_RSOCKET(-1); }
+EXPORT ssize_t rwritev(int s, const struct iovec *iov, int n) { NO_RSOCKET(-1); }
+EXPORT int rgetpeername(int s, struct sockaddr *addr, socklen_t *len) { NO_RSOCKET(-1); }
+EXPORT int rgetsockname(int s, struct sockaddr *addr, socklen_t *len) { NO_RSOCKET(-1); }
+EXPORT int rsetsockopt(int s, int level, int name, const void *val, socklen_t len) { NO_RSOCKET(-1); }
+EXPORT int rgetsockopt(int s, int level, int name, void *val, socklen_t *len) { NO_RSOCKET(-1); }
+EXPORT int rfcntl(int s, int cmd, ...) { NO_RSOCKET(-1); }
+EXPORT off_t riomap(int s, void *buf, size_t len, int prot, int flags, off_t offset) { NO_RSOCKET(-1); }
+EXPORT int riounmap(int s, void *buf, size_t len) { NO_RSOCKET(-1); }
+/* riowrite returns size_t: -1 cast, as librdmacm's own error return. */
+EXPORT size_t riowrite(int s, const void *buf, size_t n, off_t offset, int flags) { NO_RSOCKET((size_t)-1); }
+
+/* rpoll and rselect take ordinary descriptors as well as rsockets (the
+ * real ones poll those as poll() does); with no rsocket possible, every
+ * descriptor is an ordinary one. */
+EXPORT int rpoll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	return poll(fds, n, timeout);
+}
+
+EXPORT int rselect(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *timeout)
+{
+	return select(n, r, w, x, timeout);
 }

@@ -330,8 +330,24 @@ func deviceOf(a netip.Addr) *cmDev {
 // bind binds id to local (an unspecified address binds no device).
 // Called with id.mu held.
 func (id *cmID) bind(local netip.AddrPort) C.int {
+	sa := toSA(local)
 	if !local.Addr().IsUnspecified() {
 		d := deviceOf(local.Addr())
+		if d == nil && local.Addr().IsLoopback() {
+			// The kernel's rdma_cm binds a loopback address to an RDMA
+			// device all the same (cma_bind_loopback: the first device
+			// with an active port, its first GID): here the device on
+			// loopback if there is one, else the first, the id speaking
+			// from that device's address of the family while it shows
+			// the address it was given.
+			var a netip.Addr
+			if a = sourceOn(local.Addr()); !a.IsValid() {
+				a = firstAddr(local.Addr().Is4())
+			}
+			if a.IsValid() {
+				d, local = deviceOf(a), netip.AddrPortFrom(a, local.Port())
+			}
+		}
 		if d == nil {
 			return C.int(syscall.EADDRNOTAVAIL)
 		}
@@ -339,9 +355,22 @@ func (id *cmID) bind(local netip.AddrPort) C.int {
 		C.gq_cm_set_dev(id.cid, C.int(d.index))
 	}
 	id.local = local
-	sa := toSA(local)
 	C.gq_cm_set_addr(id.cid, 0, &sa)
 	return 0
+}
+
+// firstAddr is the first device's first address of the family (IPv4 if
+// v4), passing over link-local ones, else none.
+func firstAddr(v4 bool) netip.Addr {
+	for _, d := range cmDevs {
+		for _, g := range d.ctx.ep.GIDs {
+			a := netip.AddrFrom16(g).Unmap()
+			if a.Is4() == v4 && !a.IsUnspecified() && !a.IsLinkLocalUnicast() {
+				return a
+			}
+		}
+	}
+	return netip.Addr{}
 }
 
 //export goroce_cm_bind
@@ -380,17 +409,33 @@ func goroce_cm_resolve_addr(h C.uintptr_t, src, dst *C.struct_gq_sa) C.int {
 	if err != nil {
 		return errno(err)
 	}
+	// A loopback destination with no device of this process on the
+	// loopback interface is the id's own device, as the kernel's
+	// cma_resolve_loopback binds an unbound id to the first device
+	// (cma_bind_loopback) and makes the destination GID the source's:
+	// the CM speaks to that device's address, the id shows the address
+	// it was given. Where a device is on loopback (GOROCE_NETDEV=
+	// 127.0.0.2 and the like: programs of one host on addresses of
+	// 127/8), a loopback destination is another program's device.
+	self := remote.Addr().IsLoopback() && deviceOf(remote.Addr()) == nil && !sourceOn(local).IsValid()
 	if id.dev == nil {
-		if local = sourceOn(local); !local.IsValid() {
+		a := sourceOn(local)
+		if self {
+			a = firstAddr(remote.Addr().Is4())
+		}
+		if !a.IsValid() {
 			id.ch.push(cmEvent{typ: C.RDMA_CM_EVENT_ADDR_ERROR, status: -int32(syscall.ENODEV), id: id.cid})
 			return 0
 		}
-		if rc := id.bind(netip.AddrPortFrom(local, id.local.Port())); rc != 0 {
+		if rc := id.bind(netip.AddrPortFrom(a, id.local.Port())); rc != 0 {
 			return rc
 		}
 	}
 	id.remote = remote
 	sa := toSA(remote)
+	if self {
+		id.remote = netip.AddrPortFrom(id.local.Addr(), remote.Port())
+	}
 	C.gq_cm_set_addr(id.cid, 1, &sa)
 	id.resolved = true
 	id.ch.push(cmEvent{typ: C.RDMA_CM_EVENT_ADDR_RESOLVED, id: id.cid})
@@ -610,7 +655,10 @@ func (id *cmID) params(p *C.struct_gq_conn) cm.ConnParams {
 	cp := cm.ConnParams{ACKTimeout: id.ackTimeout}
 	if p.given != 0 {
 		cp.ResponderResources, cp.InitiatorDepth = uint8(p.responder_resources), uint8(p.initiator_depth)
-		cp.RetryCount, cp.RNRRetryCount = uint8(p.retry_count), uint8(p.rnr_retry_count)
+		// Three bits each in the REQ and REP: the kernel's rdma_cm takes
+		// min(7, n) (cma_connect_ib, cma_accept_ib), and programs pass
+		// more (retry_count = 10) expecting it.
+		cp.RetryCount, cp.RNRRetryCount = min(uint8(p.retry_count), 7), min(uint8(p.rnr_retry_count), 7)
 		if p.priv != nil && p.priv_len > 0 {
 			cp.PrivateData = C.GoBytes(p.priv, C.int(p.priv_len))
 		}

@@ -298,6 +298,7 @@ func TestCMACheck(t *testing.T) {
 	ip("-n", ns, "link", "set", "lo", "up")
 	ip("-n", ns, "link", "add", "d0", "type", "veth", "peer", "name", "d1")
 	ip("-n", ns, "addr", "add", "198.51.100.1/24", "dev", "d0")
+	ip("-n", ns, "addr", "add", "2001:db8:42::1/64", "dev", "d0", "nodad")
 	ip("-n", ns, "link", "set", "d0", "up")
 	ip("-n", ns, "link", "set", "d1", "up")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -307,6 +308,14 @@ func TestCMACheck(t *testing.T) {
 		bin, addrA, addrB, "198.51.100.2", "203.0.113.1", strconv.Itoa(cmPort)).CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("cma_check: ok")) {
 		t.Fatalf("cma_check: %v\n%s", err, out)
+	}
+	// 127.0.0.1 and ::1 with the device on d0, off loopback, as a host's
+	// rxe is on its Ethernet interface.
+	cmPort += 2
+	out, err = exec.CommandContext(ctx, "ip", "netns", "exec", ns, "env", "LD_PRELOAD="+lib, "GOROCE_NETDEV=d0",
+		bin, "loopback", strconv.Itoa(cmPort)).CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("cma_check: ok")) {
+		t.Fatalf("cma_check loopback: %v\n%s", err, out)
 	}
 }
 

@@ -11,6 +11,7 @@
  * the ibv_wr_* API) are answered by the ops of the context and the QP.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,10 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define FAIL(e, ret) do { errno = (e); return ret; } while (0)
+/* An int-returning verb's result: libibverbs returns the error number and
+ * errno holds it too (the kernel's write() or ioctl() set it; UCX prints
+ * strerror(errno) after a failed ibv_modify_qp). */
+#define RETERR(rc) do { int rc_ = (rc); if (rc_) errno = rc_; return rc_; } while (0)
 
 #define CTX(c) ((struct gq_context *)((char *)(c) - offsetof(struct gq_context, vctx.context)))
 #define QPH(q) (((struct gq_qp *)(q))->h)
@@ -169,7 +174,7 @@ static int gq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 
 static int gq_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
-	return goroce_req_notify_cq(((struct gq_cq *)cq)->h, solicited_only);
+	RETERR(goroce_req_notify_cq(((struct gq_cq *)cq)->h, solicited_only));
 }
 
 /* A bind of mw to bind_info's range under rkey (IBV_WR_BIND_MW). */
@@ -194,7 +199,7 @@ static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 
 		if (wr->num_sge < 0) {
 			*bad = wr;
-			return EINVAL;
+			FAIL(EINVAL, EINVAL);
 		}
 		switch (wr->opcode) {
 		case IBV_WR_RDMA_WRITE:
@@ -217,7 +222,7 @@ static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 		case IBV_WR_BIND_MW:
 			if (!wr->bind_mw.mw) {
 				*bad = wr;
-				return EINVAL;
+				FAIL(EINVAL, EINVAL);
 			}
 			set_bind(&s, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info);
 			break;
@@ -226,7 +231,7 @@ static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 			if (qp->qp_type == IBV_QPT_UD) {
 				if (!wr->wr.ud.ah) {
 					*bad = wr;
-					return EINVAL;
+					FAIL(EINVAL, EINVAL);
 				}
 				s.ah = ((struct gq_ah *)wr->wr.ud.ah)->h;
 				s.remote_qpn = wr->wr.ud.remote_qpn;
@@ -235,7 +240,7 @@ static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 			break;
 		default:
 			*bad = wr;
-			return EINVAL;
+			FAIL(EINVAL, EINVAL);
 		}
 		/* Inline data is the bytes at the SGEs' addresses, whatever
 		 * their lkeys (librdmacm's rdma_post_send passes 0 when it has
@@ -249,7 +254,7 @@ static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 			for (int i = 0; i < wr->num_sge; i++) {
 				if (wr->sg_list[i].length > sizeof(inl) - total) {
 					*bad = wr;
-					return EINVAL;
+					FAIL(EINVAL, EINVAL);
 				}
 				memcpy(&inl[total], (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
 				total += wr->sg_list[i].length;
@@ -262,7 +267,7 @@ static int gq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 		rc = goroce_post_send(QPH(qp), &s);
 		if (rc) {
 			*bad = wr;
-			return rc;
+			FAIL(rc, rc);
 		}
 	}
 	return 0;
@@ -276,7 +281,7 @@ static int gq_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_re
 
 		if (rc) {
 			*bad = wr;
-			return rc;
+			FAIL(rc, rc);
 		}
 	}
 	return 0;
@@ -290,7 +295,7 @@ static int gq_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct 
 
 		if (rc) {
 			*bad = wr;
-			return rc;
+			FAIL(rc, rc);
 		}
 	}
 	return 0;
@@ -337,7 +342,12 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->vctx.create_qp_ex = gq_create_qp_ex;
 	c->vctx.create_cq_ex = gq_create_cq_ex;
 	c->vctx.context.device = device;
-	c->vctx.context.cmd_fd = -1;
+	/* A real descriptor, as rxe's /dev/infiniband/uverbsN is: programs
+	 * dup() it to share the context (pyverbs' shared-PD tests), and
+	 * ibv_import_device() of it refuses with EOPNOTSUPP, which they
+	 * take as "not supported". /dev/null answers any command ioctl with
+	 * ENOTTY. */
+	c->vctx.context.cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	c->vctx.context.num_comp_vectors = 1;
 	c->vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
 	pthread_mutex_init(&c->vctx.context.mutex, NULL);
@@ -359,6 +369,8 @@ EXPORT int ibv_close_device(struct ibv_context *ctx)
 	goroce_close(c->h);
 	if (ctx->async_fd >= 0)
 		close(ctx->async_fd);
+	if (ctx->cmd_fd >= 0)
+		close(ctx->cmd_fd);
 	pthread_mutex_destroy(&ctx->mutex);
 	free(c);
 	return 0;
@@ -413,11 +425,17 @@ static int gq_query_device_ex(struct ibv_context *ctx, const struct ibv_query_de
 			      struct ibv_device_attr_ex *attr, size_t len)
 {
 	if (in && in->comp_mask)
-		return EINVAL;
+		FAIL(EINVAL, EINVAL);
 	if (len < sizeof(attr->orig_attr))
-		return EINVAL;
+		FAIL(EINVAL, EINVAL);
 	memset(attr, 0, len);
-	return ibv_query_device(ctx, &attr->orig_attr);
+	ibv_query_device(ctx, &attr->orig_attr);
+	/* One port, as rxe reports it (libibverbs fills phys_port_cnt_ex
+	 * from sysfs' port count; a program that reads only the _ex field,
+	 * as pyverbs' tests do, finds no port at 0). */
+	if (len >= offsetof(struct ibv_device_attr_ex, phys_port_cnt_ex) + sizeof(attr->phys_port_cnt_ex))
+		attr->phys_port_cnt_ex = 1;
+	return 0;
 }
 
 static int gq_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr, size_t len)
@@ -426,7 +444,7 @@ static int gq_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_
 	int mtu, ngids;
 
 	if (port != 1)
-		return EINVAL;
+		FAIL(EINVAL, EINVAL);
 	goroce_port(CTX(ctx)->h, &mtu, &ngids);
 	a.state = IBV_PORT_ACTIVE;
 	a.max_mtu = IBV_MTU_4096;
@@ -454,8 +472,10 @@ EXPORT int (ibv_query_port)(struct ibv_context *ctx, uint8_t port, struct _compa
 
 EXPORT int ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
 {
+	/* libibverbs: -1 when the entry cannot be read, with errno set (by
+	 * the sysfs read or the query ioctl). */
 	if (port != 1 || goroce_gid(CTX(ctx)->h, index, gid->raw))
-		return -1;
+		FAIL(EINVAL, -1);
 	return 0;
 }
 
@@ -474,7 +494,7 @@ EXPORT int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port, unsigned in
 EXPORT int ibv_query_pkey(struct ibv_context *ctx, uint8_t port, int index, __be16 *pkey)
 {
 	if (port != 1 || index != 0)
-		return -1;
+		FAIL(EINVAL, -1);
 	*pkey = htobe16(0xffff);
 	return 0;
 }
@@ -498,7 +518,7 @@ EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 
 	if (!rc)
 		free(pd);
-	return rc;
+	RETERR(rc);
 }
 
 static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned access)
@@ -543,7 +563,7 @@ EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 
 	if (!rc)
 		free(mr);
-	return rc;
+	RETERR(rc);
 }
 
 /* ---- completion channels and CQs ---- */
@@ -569,7 +589,7 @@ EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
 	struct gq_channel *c = (struct gq_channel *)ch;
 
 	if (ch->refcnt)
-		return EBUSY;
+		FAIL(EBUSY, EBUSY);
 	close(ch->fd);
 	pthread_mutex_destroy(&c->mu);
 	free(c->ring);
@@ -703,7 +723,7 @@ static int cqx_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 	int rc;
 
 	if (attr && attr->comp_mask)
-		return EINVAL;
+		FAIL(EINVAL, EINVAL);
 	pthread_spin_lock(&CQX(cqx)->lock);
 	rc = take(cqx);
 	if (rc)
@@ -816,7 +836,7 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	int rc = goroce_destroy_cq(((struct gq_cq *)cq)->h);
 
 	if (rc)
-		return rc;
+		FAIL(rc, rc);
 	if (ch) {
 		pthread_mutex_lock(&cq->context->mutex);
 		ch->refcnt--;
@@ -831,7 +851,7 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 
 EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
-	return EOPNOTSUPP;
+	FAIL(EOPNOTSUPP, EOPNOTSUPP);
 }
 
 /* ---- QPs ---- */
@@ -894,7 +914,9 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 		.state = attr->qp_state, .cur_state = attr->cur_qp_state, .path_mtu = attr->path_mtu,
 		.qkey = attr->qkey, .rq_psn = attr->rq_psn, .sq_psn = attr->sq_psn,
 		.dest_qp_num = attr->dest_qp_num, .access = attr->qp_access_flags,
-		.flow_label = attr->ah_attr.grh.flow_label, .sgid_index = attr->ah_attr.grh.sgid_index,
+		/* The GRH's flow label is 20 bits: the kernel and rxe keep the
+		 * low 20 of what the program gives (UCX passes 0xffffffff). */
+		.flow_label = attr->ah_attr.grh.flow_label & 0xfffff, .sgid_index = attr->ah_attr.grh.sgid_index,
 		.hop_limit = attr->ah_attr.grh.hop_limit, .traffic_class = attr->ah_attr.grh.traffic_class,
 		.sl = attr->ah_attr.sl, .port_num = attr->port_num, .pkey_index = attr->pkey_index,
 		.en_sqd_async_notify = attr->en_sqd_async_notify,
@@ -907,14 +929,14 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 	/* RoCE addresses by GID: an address vector without a GRH names no
 	 * peer (rxe refuses it the same way). */
 	if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global)
-		return EINVAL;
+		FAIL(EINVAL, EINVAL);
 	if (mask & (IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE))
-		return EOPNOTSUPP;
+		FAIL(EOPNOTSUPP, EOPNOTSUPP);
 	memcpy(a.dgid, attr->ah_attr.grh.dgid.raw, 16);
 	rc = goroce_modify_qp(((struct gq_qp *)qp)->h, &a, mask);
 	if (!rc && (mask & IBV_QP_STATE))
 		qp->state = attr->qp_state;
-	return rc;
+	RETERR(rc);
 }
 
 EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
@@ -983,7 +1005,7 @@ EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	int rc = goroce_destroy_qp(QPH(qp));
 
 	if (rc)
-		return rc;
+		FAIL(rc, rc);
 	free_batch(((struct gq_qp *)qp)->batch);
 	pthread_mutex_destroy(&qp->mutex);
 	pthread_cond_destroy(&qp->cond);
@@ -1142,7 +1164,7 @@ static int wr_complete(struct ibv_qp_ex *qpx)
 	b->n = 0;
 	b->err = 0;
 	pthread_spin_unlock(&b->lock);
-	return rc;
+	RETERR(rc);
 }
 
 static void wr_abort(struct ibv_qp_ex *qpx)
@@ -1444,7 +1466,7 @@ static int gq_dealloc_mw(struct ibv_mw *mw)
 	int rc = goroce_dealloc_mw(((struct gq_mw *)mw)->h);
 
 	if (rc)
-		return rc;
+		FAIL(rc, rc);
 	free(mw);
 	return 0;
 }
@@ -1498,7 +1520,7 @@ EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_att
 
 EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
 {
-	return goroce_modify_srq(((struct gq_srq *)srq)->h, attr->max_wr, attr->srq_limit, mask);
+	RETERR(goroce_modify_srq(((struct gq_srq *)srq)->h, attr->max_wr, attr->srq_limit, mask));
 }
 
 EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
@@ -1517,7 +1539,7 @@ EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	int rc = goroce_destroy_srq(((struct gq_srq *)srq)->h);
 
 	if (rc)
-		return rc;
+		FAIL(rc, rc);
 	pthread_mutex_destroy(&srq->mutex);
 	pthread_cond_destroy(&srq->cond);
 	free(srq);
@@ -1529,7 +1551,8 @@ EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
 	struct gq_ah_attr a = {
-		.flow_label = attr->grh.flow_label, .sgid_index = attr->grh.sgid_index,
+		/* 20 bits, the rest dropped, as by the kernel and rxe. */
+		.flow_label = attr->grh.flow_label & 0xfffff, .sgid_index = attr->grh.sgid_index,
 		.hop_limit = attr->grh.hop_limit, .traffic_class = attr->grh.traffic_class,
 		.sl = attr->sl, .port_num = attr->port_num,
 	};
@@ -1559,7 +1582,7 @@ EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 	int rc = goroce_destroy_ah(((struct gq_ah *)ah)->h);
 
 	if (rc)
-		return rc;
+		FAIL(rc, rc);
 	free(ah);
 	return 0;
 }
@@ -1669,10 +1692,179 @@ EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *a
 
 EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	return EOPNOTSUPP;
+	FAIL(EOPNOTSUPP, EOPNOTSUPP);
 }
 
 EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	return EOPNOTSUPP;
+	FAIL(EOPNOTSUPP, EOPNOTSUPP);
+}
+
+/* ---- the rest of libibverbs' public ABI over goroce's objects ----
+ *
+ * Every public function of libibverbs 44 that takes or returns a verbs
+ * object is defined here (TestABICoverage reads the real library's
+ * dynamic symbols and checks it), so that none reaches libibverbs' own
+ * code, which would read goroce's objects as its providers' and crash.
+ * What goroce has is answered; what it lacks fails as libibverbs fails
+ * for a provider without the op (dummy_ops.c: EOPNOTSUPP), errno set. */
+
+/* A GID entry as the kernel's query ioctl fills it: every entry RoCE v2,
+ * on the device's interface. An empty slot is ENODATA (libibverbs' answer
+ * for a zero GID). */
+static int gid_entry(struct ibv_context *ctx, uint32_t port, uint32_t index, struct ibv_gid_entry *e)
+{
+	static const uint8_t zero[16];
+
+	memset(e, 0, sizeof(*e));
+	if (port != 1 || goroce_gid(CTX(ctx)->h, index, e->gid.raw))
+		return EINVAL;
+	if (!memcmp(e->gid.raw, zero, 16))
+		return ENODATA;
+	e->gid_index = index;
+	e->port_num = port;
+	e->gid_type = IBV_GID_TYPE_ROCE_V2;
+	e->ndev_ifindex = goroce_dev_ifindex(CTX(ctx)->h);
+	return 0;
+}
+
+/* ibv_query_gid_ex (verbs.h's inline passes sizeof(struct
+ * ibv_gid_entry)): 0, else the error number, errno set. No flags are
+ * defined; any is EOPNOTSUPP, as libibverbs' fallback answers. */
+EXPORT int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port, uint32_t index,
+			     struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size)
+{
+	struct ibv_gid_entry e;
+	int rc;
+
+	if (flags)
+		FAIL(EOPNOTSUPP, EOPNOTSUPP);
+	if (entry_size < sizeof(e))
+		FAIL(EINVAL, EINVAL);
+	rc = gid_entry(ctx, port, index, &e);
+	if (rc)
+		FAIL(rc, rc);
+	memset(entry, 0, entry_size);
+	memcpy(entry, &e, sizeof(e));
+	return 0;
+}
+
+/* ibv_query_gid_table: the table's valid entries, packed, entry_size
+ * apart; their count, else minus the error number (EINVAL when they do
+ * not fit in max_entries, as libibverbs). */
+EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entries,
+				    size_t max_entries, uint32_t flags, size_t entry_size)
+{
+	int mtu, ngids;
+	size_t n = 0;
+
+	if (flags)
+		FAIL(EOPNOTSUPP, -EOPNOTSUPP);
+	if (entry_size < sizeof(struct ibv_gid_entry))
+		FAIL(EINVAL, -EINVAL);
+	goroce_port(CTX(ctx)->h, &mtu, &ngids);
+	for (int i = 0; i < ngids; i++) {
+		struct ibv_gid_entry e;
+
+		if (gid_entry(ctx, 1, i, &e))
+			continue; /* an empty slot is not listed */
+		if (n == max_entries)
+			FAIL(EINVAL, -EINVAL);
+		memset((char *)entries + n * entry_size, 0, entry_size);
+		memcpy((char *)entries + n * entry_size, &e, sizeof(e));
+		n++;
+	}
+	return n;
+}
+
+/* The index of pkey in the port's table (one entry, the default P_Key),
+ * else -1 with errno, as libibverbs' walk of ibv_query_pkey ends. */
+EXPORT int ibv_get_pkey_index(struct ibv_context *ctx, uint8_t port, __be16 pkey)
+{
+	__be16 p;
+
+	for (int i = 0;; i++) {
+		if (ibv_query_pkey(ctx, port, i, &p))
+			return -1;
+		if (p == pkey)
+			return i;
+	}
+}
+
+/* 0: no promise that a message's data lands in order, so a reader must
+ * poll for the completion (libibverbs' answer for a provider without the
+ * op, and rxe's). goroce writes each packet as it arrives, and a
+ * retransmission may rewrite bytes already seen. */
+EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
+{
+	return 0;
+}
+
+/* Enhanced Connection Establishment: vendor options goroce has none of
+ * (rxe neither: libibverbs' EOPNOTSUPP, which pyverbs' tests skip on). */
+EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	FAIL(EOPNOTSUPP, EOPNOTSUPP);
+}
+
+EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	FAIL(EOPNOTSUPP, EOPNOTSUPP);
+}
+
+/* Importing another process's objects through a shared command fd: the
+ * engine's objects live in the process that made them, and cmd_fd is not
+ * a kernel verbs file, so there is nothing to import (libibverbs:
+ * EOPNOTSUPP for a provider without import). Nothing can have been
+ * imported, so the unimports have nothing to undo. */
+EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *ctx, uint32_t pd_handle)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *ctx, uint32_t dm_handle)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+EXPORT void ibv_unimport_pd(struct ibv_pd *pd)
+{
+}
+
+EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
+{
+}
+
+EXPORT void ibv_unimport_dm(struct ibv_dm *dm)
+{
+}
+
+/* dma-buf regions are device memory a GPU exports: a NIC reads them by
+ * DMA, goroce's engine only through the CPU's mappings (EOPNOTSUPP, as
+ * rxe before its dma-buf support). */
+EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+					uint64_t iova, int fd, int access)
+{
+	FAIL(EOPNOTSUPP, NULL);
+}
+
+/* libibverbs' own resolves the peer's MAC through the kernel's neighbour
+ * table for providers that build Ethernet headers themselves; goroce's
+ * packets go through UDP sockets, which the kernel addresses. Not
+ * provided: minus EOPNOTSUPP (the function returns minus an error
+ * number), errno set. */
+EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *ctx, struct ibv_ah_attr *attr,
+				       uint8_t eth_mac[6], uint16_t *vid)
+{
+	FAIL(EOPNOTSUPP, -EOPNOTSUPP);
 }

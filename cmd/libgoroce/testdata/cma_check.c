@@ -63,7 +63,15 @@ static void sockaddr_of(const char *addr, int port, struct sockaddr_storage *ss)
 {
 	struct sockaddr_in *in = (struct sockaddr_in *)ss;
 
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
 	memset(ss, 0, sizeof(*ss));
+	if (strchr(addr, ':')) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(port);
+		CHECK(inet_pton(AF_INET6, addr, &in6->sin6_addr) == 1, "bad address %s", addr);
+		return;
+	}
 	in->sin_family = AF_INET;
 	in->sin_port = htons(port);
 	CHECK(inet_pton(AF_INET, addr, &in->sin_addr) == 1, "bad address %s", addr);
@@ -134,6 +142,67 @@ static void send_one(struct rdma_cm_id *a, struct rdma_cm_id *b, const char *msg
 	rdma_dereg_mr(mr);
 }
 
+/* loopback: as the kernel's rdma_cm takes it on a host whose RDMA device
+ * is not on the loopback interface, a bind to addr (127.0.0.1 or ::1)
+ * takes a device (cma_bind_loopback) and shows the address given, and a
+ * connection to it reaches that device (cma_resolve_loopback): a SEND
+ * crosses it. */
+static void loopback(struct rdma_event_channel *ch, const char *addr, int port)
+{
+	struct sockaddr_storage lo;
+	struct sockaddr *la;
+	struct rdma_cm_id *ll, *lc, *ls;
+	struct rdma_conn_param cp = {0};
+	struct rdma_cm_event *e;
+	size_t alen;
+	int est;
+
+	sockaddr_of(addr, port, &lo);
+	alen = lo.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	CHECK(!rdma_create_id(ch, &ll, NULL, RDMA_PS_TCP), "rdma_create_id: %s", strerror(errno));
+	CHECK(!rdma_bind_addr(ll, (struct sockaddr *)&lo), "rdma_bind_addr(%s): %s", addr, strerror(errno));
+	la = rdma_get_local_addr(ll);
+	CHECK(ll->verbs && !memcmp(la, &lo, alen), "bound to %s: device %p, another address shown", addr,
+	      (void *)ll->verbs);
+	CHECK(!rdma_listen(ll, 0), "rdma_listen on %s: %s", addr, strerror(errno));
+	CHECK(!rdma_create_id(ch, &lc, NULL, RDMA_PS_TCP), "rdma_create_id: %s", strerror(errno));
+	CHECK(!rdma_resolve_addr(lc, NULL, (struct sockaddr *)&lo, 2000), "rdma_resolve_addr(%s): %s", addr,
+	      strerror(errno));
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, lc, 0));
+	CHECK(lc->verbs == ll->verbs, "resolving %s chose another device than binding it", addr);
+	CHECK(!memcmp(rdma_get_peer_addr(lc), &lo, alen), "resolved %s: another destination shown", addr);
+	CHECK(!rdma_resolve_route(lc, 2000), "rdma_resolve_route: %s", strerror(errno));
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, lc, 0));
+	make_qp(lc);
+	cp.responder_resources = cp.initiator_depth = 1;
+	cp.retry_count = cp.rnr_retry_count = 7;
+	CHECK(!rdma_connect(lc, &cp), "rdma_connect to %s: %s", addr, strerror(errno));
+	e = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL, 0);
+	ls = e->id;
+	rdma_ack_cm_event(e);
+	make_qp(ls);
+	CHECK(!rdma_accept(ls, &cp), "rdma_accept over %s: %s", addr, strerror(errno));
+	for (est = 0; est < 2; est++) {
+		e = next(ch, "ESTABLISHED over loopback");
+		CHECK(e->event == RDMA_CM_EVENT_ESTABLISHED && (e->id == lc || e->id == ls),
+		      "got %s (status %d) waiting for ESTABLISHED over %s", rdma_event_str(e->event), e->status, addr);
+		rdma_ack_cm_event(e);
+	}
+	send_one(lc, ls, "ping over loopback");
+	CHECK(!rdma_disconnect(lc), "rdma_disconnect: %s", strerror(errno));
+	for (est = 0; est < 2; est++) {
+		e = next(ch, "DISCONNECTED over loopback");
+		CHECK(e->event == RDMA_CM_EVENT_DISCONNECTED, "got %s waiting for DISCONNECTED",
+		      rdma_event_str(e->event));
+		rdma_ack_cm_event(e);
+	}
+	rdma_destroy_qp(lc);
+	rdma_destroy_qp(ls);
+	rdma_destroy_id(lc);
+	rdma_destroy_id(ls);
+	rdma_destroy_id(ll);
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_storage a0, a1, off, unroutable;
@@ -146,7 +215,17 @@ int main(int argc, char **argv)
 	char portstr[16];
 	int port, est = 0;
 
-	CHECK(argc == 6, "usage: cma_check ADDR0 ADDR1 OFFDEV_DST UNROUTABLE_DST PORT");
+	if (argc == 3 && !strcmp(argv[1], "loopback")) {
+		/* Run with the device off the loopback interface. */
+		ch = rdma_create_event_channel();
+		CHECK(ch, "rdma_create_event_channel: %s", strerror(errno));
+		loopback(ch, "127.0.0.1", atoi(argv[2]));
+		loopback(ch, "::1", atoi(argv[2]) + 1);
+		rdma_destroy_event_channel(ch);
+		printf("cma_check: ok\n");
+		return 0;
+	}
+	CHECK(argc == 6, "usage: cma_check ADDR0 ADDR1 OFFDEV_DST UNROUTABLE_DST PORT | loopback PORT");
 	port = atoi(argv[5]);
 	sockaddr_of(argv[1], port, &a0);
 	sockaddr_of(argv[2], 0, &a1);
@@ -180,8 +259,10 @@ int main(int argc, char **argv)
 	CHECK(rdma_establish(cid) == -1 && errno == EINVAL, "rdma_establish with the CM's QP: want EINVAL, got %s",
 	      strerror(errno));
 	cp.responder_resources = cp.initiator_depth = 1;
-	cp.retry_count = 7;
-	cp.rnr_retry_count = 7;
+	/* Beyond the 3 bits the REQ has: the kernel's rdma_cm takes 7 for
+	 * them (cma_connect_ib, cma_accept_ib), checked in RTS below. */
+	cp.retry_count = 10;
+	cp.rnr_retry_count = 255;
 	CHECK(!rdma_connect(cid, &cp), "rdma_connect: %s", strerror(errno));
 
 	/* The request: INIT grants WRITE, READ and ATOMIC (responder
