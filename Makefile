@@ -7,11 +7,11 @@ BIN      := bin
 ROCED    := $(BIN)/roced
 # libgoroce.so, the libibverbs-compatible library (LD_PRELOAD): built
 # against <infiniband/verbs.h> (libibverbs-dev), its ibv_* symbols given
-# libibverbs' versions by the version script (cmd/libgoroce/libibverbs.map;
-# go's cgo refuses the flag in a #cgo LDFLAGS line, so it goes to the
-# external linker here, and TestPreload builds with the same flag).
+# libibverbs' versions by the version script (cmd/libgoroce/libibverbs.map).
+# It is plain C and loads the Go engine, libgoroce-engine.so beside it, at
+# its first call that needs it, so that a program may fork() before then
+# (scripts/build-libgoroce.sh builds both; TestMain builds with it too).
 LIBGOROCE := $(BIN)/libgoroce.so
-LIBGOROCE_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/cmd/libgoroce/libibverbs.map
 # An execution count, not a duration: go1.26's fuzz coordinator can fail a
 # duration-bounded run with a bare "context deadline exceeded" at the
 # deadline (golang/go#75804, fixed in go1.27), which load makes likelier.
@@ -30,7 +30,7 @@ roced:
 	$(GO) build -o $(ROCED) ./cmd/roced
 
 libgoroce:
-	$(GO) build -buildmode=c-shared -ldflags=$(LIBGOROCE_LDFLAGS) -o $(LIBGOROCE) ./cmd/libgoroce
+	GO=$(GO) scripts/build-libgoroce.sh $(BIN)
 
 run: roced
 	ROCED=$(ROCED) scripts/run-pingpong.sh
