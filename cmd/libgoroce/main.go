@@ -1,6 +1,6 @@
-// Command libgoroce is built with -buildmode=c-shared into
-// bin/libgoroce.so, a library that answers libibverbs' calls with goroce's
-// engine, so that unmodified RDMA programs run on a host with no RDMA NIC:
+// Command libgoroce is goroce's engine behind bin/libgoroce.so, a library
+// that answers libibverbs' calls with it, so that unmodified RDMA programs
+// run on a host with no RDMA NIC:
 //
 //	export LD_PRELOAD=$PWD/bin/libgoroce.so GOROCE_NETDEV=eth0
 //	ibv_devinfo -v
@@ -12,7 +12,12 @@
 // verbs.c defines the ibv_* functions against the system's
 // <infiniband/verbs.h>, with the symbol versions of libibverbs.map, and
 // calls the goroce_* functions below; this is the only package of goroce
-// that uses cgo. Every object a program holds is C memory; the Go objects
+// that uses cgo. scripts/build-libgoroce.sh builds verbs.c and cma.c, with
+// front.c, into libgoroce.so as plain C, and this package with the
+// goroce_engine tag (engine.c in their place) into libgoroce-engine.so
+// beside it, which libgoroce.so loads at its first goroce_* call: loading
+// libgoroce.so starts no Go runtime, so a program may fork() first
+// (front.c says what a child forked later gets). Every object a program holds is C memory; the Go objects
 // behind it are named by cgo handles, so C memory never holds a Go pointer.
 // Work requests and completions cross as flat records (shim.h).
 package main
