@@ -19,6 +19,9 @@
  *                      copy of the parent's registered buffer do not reach
  *                      what the child READs of the parent's region. The
  *                      parent then moves data between its devices again.
+ *   fork_check nested  a parent, child, grandchild and great-grandchild,
+ *                      each forked after its parent used and closed both
+ *                      devices, each moving data between its own two.
  *
  * Both check ibv_fork_init and ibv_is_fork_initialized (IBV_FORK_UNNEEDED:
  * goroce's registered memory is the process's own).
@@ -293,13 +296,40 @@ static void after(void)
 	close_side(&a);
 }
 
+/* nested moves data between the process's two devices, closes them and
+ * forks a child that does the same, depth times over: each generation
+ * after the first loads an engine of its own, the one before it having
+ * run its own before the fork. The parent moves data again at the end. */
+static void nested(int depth)
+{
+	struct side a = {0};
+	pid_t pid;
+
+	open_dev(&a, 0);
+	local(&a, depth);
+	close_side(&a);
+	if (depth == 0)
+		return;
+	pid = fork();
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		nested(depth - 1);
+		exit(0);
+	}
+	reap(pid, "child");
+	printf("fork_check: generation %d moved data\n", depth);
+	open_dev(&a, 0);
+	local(&a, 100 + depth);
+	close_side(&a);
+}
+
 int main(int argc, char **argv)
 {
 	prog = "fork_check";
 	/* Unbuffered: a child must not inherit, and print again, what the
 	 * parent had not yet written. */
 	setvbuf(stdout, NULL, _IONBF, 0);
-	CHECK(argc == 2, "usage: fork_check before|after");
+	CHECK(argc == 2, "usage: fork_check before|after|nested");
 	CHECK(ibv_fork_init() == 0, "ibv_fork_init: %s", strerror(errno));
 	CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED, "ibv_is_fork_initialized: %d",
 	      ibv_is_fork_initialized());
@@ -307,8 +337,10 @@ int main(int argc, char **argv)
 		before();
 	else if (!strcmp(argv[1], "after"))
 		after();
+	else if (!strcmp(argv[1], "nested"))
+		nested(3);
 	else
-		CHECK(0, "usage: fork_check before|after");
+		CHECK(0, "usage: fork_check before|after|nested");
 	printf("fork_check: ok\n");
 	return 0;
 }
