@@ -7,11 +7,11 @@ BIN      := bin
 ROCED    := $(BIN)/roced
 # libgoroce.so, the libibverbs-compatible library (LD_PRELOAD): built
 # against <infiniband/verbs.h> (libibverbs-dev), its ibv_* symbols given
-# libibverbs' versions by the version script (cmd/libgoroce/libibverbs.map;
-# go's cgo refuses the flag in a #cgo LDFLAGS line, so it goes to the
-# external linker here, and TestPreload builds with the same flag).
+# libibverbs' versions by the version script (cmd/libgoroce/libibverbs.map).
+# It is plain C and loads the Go engine, libgoroce-engine.so beside it, at
+# its first call that needs it, so that a program may fork() before then
+# (scripts/build-libgoroce.sh builds both; TestMain builds with it too).
 LIBGOROCE := $(BIN)/libgoroce.so
-LIBGOROCE_LDFLAGS := -extldflags=-Wl,--version-script=$(CURDIR)/cmd/libgoroce/libibverbs.map
 # An execution count, not a duration: go1.26's fuzz coordinator can fail a
 # duration-bounded run with a bare "context deadline exceeded" at the
 # deadline (golang/go#75804, fixed in go1.27), which load makes likelier.
@@ -35,7 +35,7 @@ roced:
 	$(GO) build -o $(ROCED) ./cmd/roced
 
 libgoroce:
-	$(GO) build -buildmode=c-shared -ldflags=$(LIBGOROCE_LDFLAGS) -o $(LIBGOROCE) ./cmd/libgoroce
+	GO=$(GO) scripts/build-libgoroce.sh $(BIN)
 
 run: roced
 	ROCED=$(ROCED) scripts/run-pingpong.sh
@@ -104,7 +104,8 @@ offheap:
 # (every -a size, the tools as real processes: cmd/roced and the packages that
 # run its tools, one at a time, as when they were one package), which -short
 # skips above;
-# then the README's libgoroce.so lines, run as written across a veth pair.
+# then the README's libgoroce.so lines, run as written across a veth pair,
+# and qperf (whose server forks a child per test) across another.
 # These run without -race, which would make them ten times slower; the
 # short tests above run with it. The links' own tests across veth pairs
 # (nic/...) are unit tests: the unit stage runs them as root under -race,
@@ -129,7 +130,7 @@ system-tools:
 
 system-readme:
 	$(GO) test -count=1 -run '^TestExit$$' ./internal/doclint
-	$(GO) test -count=1 -run TestVethReadme ./cmd/libgoroce
+	$(GO) test -count=1 -run 'TestVethReadme|TestQperf' ./cmd/libgoroce
 
 # Every fuzz target for a bounded number of inputs: no panic, no
 # out-of-range read, and each target's own invariants.

@@ -58,7 +58,7 @@ func (e *RejectError) Error() string { return fmt.Sprintf("cm: rejected: %v", e.
 type QPConfig struct {
 	PD     *mr.PD      // the device's
 	Init   qp.InitAttr // Type is set to RC
-	Access mr.Access   // 0: mr.RemoteRead | mr.RemoteWrite, as rdma_cm grants
+	Access mr.Access   // 0: mr.RemoteRead | mr.RemoteWrite | mr.RemoteAtomic, as rdma_cm grants
 	// Prepare, if set, is called with the QP once it is in RTS and before
 	// the peer learns it (before the REP goes, or the RTU), so that the
 	// program can post its first receives in time, as an rdma_cm program
@@ -581,7 +581,11 @@ func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPCo
 // newConn makes a connection's QP and endpoint, from local address la.
 func (m *Manager) newConn(qc QPConfig, p ConnParams, la netip.Addr) (*Conn, error) {
 	if qc.Access == 0 {
-		qc.Access = mr.RemoteRead | mr.RemoteWrite
+		// The kernel's rdma_cm grants remote write, and read and atomics
+		// with responder resources, which a connection here always has
+		// (ConnParams' 0 takes the default): qperf's rc_compare_swap_mr
+		// on an rdma_cm connection relies on the atomics.
+		qc.Access = mr.RemoteRead | mr.RemoteWrite | mr.RemoteAtomic
 	}
 	qc.Init.Type = qp.RC
 	q := qc.QP

@@ -1,3 +1,5 @@
+//go:build !goroce_engine
+
 /*
  * cma.c: the librdmacm entry points libgoroce defines (rdma_*), over the
  * goroce_cm_* functions of cma.go, which run package cm on the devices

@@ -327,7 +327,10 @@ func deviceOf(a netip.Addr) *cmDev {
 	return nil
 }
 
-// bind binds id to local (an unspecified address binds no device).
+// bind binds id to local (an unspecified address binds no device). Port
+// 0 is a port from the kernel's default ephemeral range, chosen here as
+// rdma_bind_addr chooses it: a program may read it with rdma_get_src_port
+// before rdma_listen and hand it to its peer (qperf's server does).
 // Called with id.mu held.
 func (id *cmID) bind(local netip.AddrPort) C.int {
 	sa := toSA(local)
@@ -353,6 +356,9 @@ func (id *cmID) bind(local netip.AddrPort) C.int {
 		}
 		id.dev = d
 		C.gq_cm_set_dev(id.cid, C.int(d.index))
+	}
+	if local.Port() == 0 {
+		local = netip.AddrPortFrom(local.Addr(), uint16(32768+rand.IntN(28232)))
 	}
 	id.local = local
 	C.gq_cm_set_addr(id.cid, 0, &sa)
@@ -551,11 +557,6 @@ func goroce_cm_listen(h C.uintptr_t, backlog C.int) C.int {
 	}
 	if len(id.listeners)+len(id.udls) > 0 {
 		return 0
-	}
-	if id.local.Port() == 0 {
-		id.local = netip.AddrPortFrom(id.local.Addr(), uint16(32768+rand.IntN(28232)))
-		sa := toSA(id.local)
-		C.gq_cm_set_addr(id.cid, 0, &sa)
 	}
 	devs := cmDevs
 	if id.dev != nil {

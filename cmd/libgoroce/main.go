@@ -1,6 +1,6 @@
-// Command libgoroce is built with -buildmode=c-shared into
-// bin/libgoroce.so, a library that answers libibverbs' calls with goroce's
-// engine, so that unmodified RDMA programs run on a host with no RDMA NIC:
+// Command libgoroce is goroce's engine behind bin/libgoroce.so, a library
+// that answers libibverbs' calls with it, so that unmodified RDMA programs
+// run on a host with no RDMA NIC:
 //
 //	export LD_PRELOAD=$PWD/bin/libgoroce.so GOROCE_NETDEV=eth0
 //	ibv_devinfo -v
@@ -12,7 +12,12 @@
 // verbs.c defines the ibv_* functions against the system's
 // <infiniband/verbs.h>, with the symbol versions of libibverbs.map, and
 // calls the goroce_* functions below; this is the only package of goroce
-// that uses cgo. Every object a program holds is C memory; the Go objects
+// that uses cgo. scripts/build-libgoroce.sh builds verbs.c and cma.c, with
+// front.c, into libgoroce.so as plain C, and this package with the
+// goroce_engine tag (engine.c in their place) into libgoroce-engine.so
+// beside it, which libgoroce.so loads at its first goroce_* call: loading
+// libgoroce.so starts no Go runtime, so a program may fork() first
+// (front.c says what a child forked later gets). Every object a program holds is C memory; the Go objects
 // behind it are named by cgo handles, so C memory never holds a Go pointer.
 // Work requests and completions cross as flat records (shim.h).
 package main
@@ -229,6 +234,12 @@ type qpair struct {
 	// an inline send at post time, so one post's worth is enough. Made at
 	// the first such post, under sendMu.
 	staged *mr.MR
+	// noSend and noRecv: the program asked for a queue of 0 work requests
+	// (qperf's bandwidth tests: the client receives nothing, the server
+	// sends nothing). rxe and mlx5 accept that and refuse every post to
+	// the queue (ENOMEM: full); the engine wants room for one, which it
+	// gets, and which these keep out of reach.
+	noSend, noRecv bool
 }
 
 func handle[T any](h C.uintptr_t) T { return cgo.Handle(h).Value().(T) }
@@ -532,17 +543,25 @@ func goroce_create_qp(h C.uintptr_t, in *C.struct_gq_qp_init, cqp C.uintptr_t, o
 	if ia.Type != qp.RC && ia.Type != qp.UC && ia.Type != qp.UD {
 		return C.int(syscall.EOPNOTSUPP)
 	}
+	noSend, noRecv := ia.Cap.MaxSendWR == 0, ia.Cap.MaxRecvWR == 0 && ia.SRQ == nil
+	ia.Cap.MaxSendWR, ia.Cap.MaxRecvWR = max(ia.Cap.MaxSendWR, 1), max(ia.Cap.MaxRecvWR, 1)
 	q, err := p.ctx.dev.CreateQP(p.pd, ia)
 	if err != nil {
 		return errno(err)
 	}
 	_, got := q.Query()
 	in.max_send_wr, in.max_recv_wr = C.uint32_t(got.Cap.MaxSendWR), C.uint32_t(got.Cap.MaxRecvWR)
+	if noSend {
+		in.max_send_wr = 0
+	}
+	if noRecv {
+		in.max_recv_wr = 0
+	}
 	in.max_send_sge, in.max_recv_sge = C.uint32_t(got.Cap.MaxSendSGE), C.uint32_t(got.Cap.MaxRecvSGE)
 	in.max_inline = C.uint32_t(got.Cap.MaxInlineData)
 	p.ctx.element(q, uintptr(cqp))
 	*qpn = C.uint32_t(q.QPN())
-	*out = C.uintptr_t(cgo.NewHandle(&qpair{ctx: p.ctx, pd: p.pd, qp: q}))
+	*out = C.uintptr_t(cgo.NewHandle(&qpair{ctx: p.ctx, pd: p.pd, qp: q, noSend: noSend, noRecv: noRecv}))
 	return 0
 }
 
@@ -580,7 +599,14 @@ func goroce_modify_qp(h C.uintptr_t, in *C.struct_gq_qp_attr, mask C.int) C.int 
 
 //export goroce_query_qp
 func goroce_query_qp(h C.uintptr_t, out *C.struct_gq_qp_attr, init *C.struct_gq_qp_init) {
-	a, ia := handle[*qpair](h).qp.Query()
+	q := handle[*qpair](h)
+	a, ia := q.qp.Query()
+	if q.noSend {
+		ia.Cap.MaxSendWR = 0
+	}
+	if q.noRecv {
+		ia.Cap.MaxRecvWR = 0
+	}
 	*out = C.struct_gq_qp_attr{
 		state: C.uint32_t(a.State), cur_state: C.uint32_t(a.State), path_mtu: C.uint32_t(a.PathMTU),
 		qkey: C.uint32_t(a.QKey), rq_psn: C.uint32_t(a.RQPSN), sq_psn: C.uint32_t(a.SQPSN),
@@ -654,6 +680,9 @@ func goroce_post_batch(h C.uintptr_t, list *C.struct_gq_send, n C.uint32_t) C.in
 
 // post posts one work request; q.sendMu is held.
 func (q *qpair) post(w *C.struct_gq_send) C.int {
+	if q.noSend {
+		return C.int(syscall.ENOMEM)
+	}
 	var list []mr.SGE
 	if w.copy != 0 {
 		// Inline bytes in C memory no region covers: through the staging
@@ -821,10 +850,14 @@ func goroce_destroy_ah(h C.uintptr_t) C.int {
 
 //export goroce_post_recv
 func goroce_post_recv(h C.uintptr_t, wrID C.uint64_t, list *C.struct_ibv_sge, n C.uint32_t) C.int {
+	q := handle[*qpair](h)
+	if q.noRecv {
+		return C.int(syscall.ENOMEM)
+	}
 	var store [qp.MaxSGE]mr.SGE
 	sg, ok := sgl(store[:], list, n)
 	if !ok {
 		return C.int(syscall.EINVAL)
 	}
-	return errno(handle[*qpair](h).qp.PostRecv(&qp.RecvWR{WRID: uint64(wrID), SGL: sg}))
+	return errno(q.qp.PostRecv(&qp.RecvWR{WRID: uint64(wrID), SGL: sg}))
 }

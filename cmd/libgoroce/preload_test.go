@@ -47,21 +47,16 @@ func TestMain(m *testing.M) {
 	}
 	code := func() int {
 		defer os.RemoveAll(dir)
-		script, err := filepath.Abs("libibverbs.map")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
 		lib = filepath.Join(dir, "libgoroce.so")
 		roced = filepath.Join(dir, "roced")
-		for _, args := range [][]string{
-			{"build", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,--version-script=" + script, "-o", lib, "."},
-			{"build", "-o", roced, "../roced"},
-		} {
-			cmd := exec.Command(goTool(), args...)
+		// The library as the Makefile builds it: libgoroce.so and, beside
+		// it, the engine it loads.
+		build := exec.Command("../../scripts/build-libgoroce.sh", dir)
+		build.Env = append(os.Environ(), "GO="+goTool())
+		for _, cmd := range []*exec.Cmd{build, exec.Command(goTool(), "build", "-o", roced, "../roced")} {
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 			if err := cmd.Run(); err != nil {
-				fmt.Fprintf(os.Stderr, "go %s: %v\n", strings.Join(args, " "), err)
+				fmt.Fprintf(os.Stderr, "%s: %v\n", strings.Join(cmd.Args, " "), err)
 				return 1
 			}
 		}

@@ -1,3 +1,5 @@
+//go:build !goroce_engine
+
 /*
  * verbs.c: the libibverbs entry points libgoroce defines, over the
  * goroce_* functions of main.go. The structs are the system's
