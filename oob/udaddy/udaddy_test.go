@@ -24,6 +24,7 @@ var tool = rdmatest.CMTool[Config]{Name: "udaddy", Parse: ParseFlags,
 // "unsupported": udaddy prints the event with the SIDR status and returns
 // it, 1.
 func TestClientRefused(t *testing.T) {
+	t.Setenv("GOROCE_SERVER_WAIT", "0") // no server ever comes: one try, as the real tool
 	net := mem.NewNet(1)
 	rdmatest.NewCMSide(t, net, rdmatest.CMServerAddr)
 	cli := rdmatest.NewCMSide(t, net, rdmatest.CMClientAddr)
