@@ -51,7 +51,12 @@ func TestClientBeforeServer(t *testing.T) {
 			append([]string{pt, "-d", lateServer}, extra...),
 			append(append([]string{pt, "-d", earlyCli}, extra...), lateServer), ""})
 	}
+	// -R: the parameters go over an RDMA CM connection too, no TCP.
 	p := next()
+	cases = append(cases, pair{"send_bw -R",
+		[]string{"send_bw", "-R", "-d", lateServer, "-x", "1", "-n", "5", "-p", p},
+		[]string{"send_bw", "-R", "-d", earlyCli, "-x", "1", "-n", "5", "-p", p, lateServer}, ""})
+	p = next()
 	cases = append(cases,
 		pair{"rping", []string{"rping", "-s", "-a", lateServer, "-p", p, "-C", "2"},
 			[]string{"rping", "-c", "-a", lateServer, "-I", earlyCli, "-p", p, "-C", "2"}, ""},
