@@ -160,3 +160,46 @@ func RunCMPair(tb testing.TB, srv, cli *CMSide, server func(ctx context.Context,
 	cli.Code = client(ctx)
 	<-served
 }
+
+// CheckLateServer: a client started before its server, whose first
+// request the server's side refuses for want of a listener (REJ 8, or a
+// SIDR_REP "unsupported"), waits for the server (GOROCE_SERVER_WAIT) and
+// runs with it once it listens; both end 0. The server starts when the
+// first refusal is on its way to the client (a filter on the in-memory
+// path sees it), so the order is certain without a sleep.
+func (tl CMTool[C]) CheckLateServer(t *testing.T, sargs, cargs []string) {
+	t.Helper()
+	t.Setenv("GOROCE_SERVER_WAIT", "1m")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	net := mem.NewNet(1)
+	srv, cli := NewCMSide(t, net, CMServerAddr), NewCMSide(t, net, CMClientAddr)
+	scfg, ccfg := tl.MustParse(t, sargs...), tl.MustParse(t, append([]string{"-s", CMServerAddr}, cargs...)...)
+	refused := make(chan struct{})
+	var once sync.Once
+	net.SetFilter(netip.MustParseAddr(CMServerAddr), netip.MustParseAddr(CMClientAddr), func([]byte) mem.Verdict {
+		once.Do(func() { close(refused) })
+		return mem.Pass
+	})
+	clientDone := make(chan struct{})
+	go func() { defer close(clientDone); cli.Code = tl.Run(ctx, ccfg, cli, nil) }()
+	select {
+	case <-refused:
+	case <-clientDone:
+		t.Fatalf("the client exited %d before its server was refused:\n%s", cli.Code, cli)
+	}
+	// A client that failed leaves its server waiting for it: stopped, as
+	// a person would stop it.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Code = tl.Run(sctx, scfg, srv, nil) }()
+	<-clientDone
+	if cli.Code != 0 {
+		stop()
+	}
+	<-served
+	if srv.Code != 0 || cli.Code != 0 {
+		t.Fatalf("server exit %d:\n%s\nclient exit %d:\n%s", srv.Code, srv, cli.Code, cli)
+	}
+}

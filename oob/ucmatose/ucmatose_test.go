@@ -67,6 +67,12 @@ func TestSizeMismatch(t *testing.T) {
 // says so and ends -1; nothing hangs.
 func TestServerCanceled(t *testing.T) { tool.CheckServerCanceled(t) }
 
+// TestLateServer: three connections' client started before its server
+// waits for it (GOROCE_SERVER_WAIT) where cmatose fails at the first refusal.
+func TestLateServer(t *testing.T) {
+	tool.CheckLateServer(t, []string{"-c", "3", "-C", "2"}, []string{"-c", "3", "-C", "2"})
+}
+
 // TestBindElsewhere: -b an address the device does not have fails as
 // rdma_bind_addr (server) and rdma_resolve_addr (client) do.
 func TestBindElsewhere(t *testing.T) { tool.CheckBindElsewhere(t) }
