@@ -170,6 +170,23 @@ func TestClientRefused(t *testing.T) {
 	}
 }
 
+// TestLateServer: rdma_client started before rdma_server waits for it
+// (GOROCE_SERVER_WAIT) where the example fails at the REJ 8.
+func TestLateServer(t *testing.T) {
+	net := mem.NewNet(1)
+	var sout, serr, cout, cerr bytes.Buffer
+	senv := env(t, net, "198.51.100.2", &sout, &serr)
+	cenv := env(t, net, "198.51.100.1", &cout, &cerr)
+	scode, ccode := rdmatest.LateServer(t, net, netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.1"),
+		func(ctx context.Context) int { return Run(ctx, parse(t, true, "-p", "7471"), senv) },
+		func(ctx context.Context) int {
+			return Run(ctx, parse(t, false, "-s", "198.51.100.2", "-p", "7471"), cenv)
+		})
+	if scode != 0 || ccode != 0 {
+		t.Fatalf("exit %d %d\nserver: %s%s\nclient: %s%s", scode, ccode, sout.String(), serr.String(), cout.String(), cerr.String())
+	}
+}
+
 // TestServerCanceled: a server whose context ends before a client came
 // says so (rdma_get_request) and exits 255; nothing hangs.
 func TestServerCanceled(t *testing.T) {
