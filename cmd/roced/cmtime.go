@@ -26,6 +26,9 @@ func runCmtime(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cfg, err := cmtime.ParseFlags(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %s\n", name, strings.TrimPrefix(err.Error(), cmtime.ErrUsage.Error()+": "))
+		if showsUsage(err) {
+			cmtime.Usage(stdout, name)
+		}
 		return exitUsage
 	}
 	if cfg.Socket {

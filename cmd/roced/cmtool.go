@@ -87,13 +87,14 @@ var cmListening = func(netip.AddrPort, context.CancelFunc) {}
 
 // registerCMTool registers roced's NAME, a librdmacm example: parse
 // reads its command line (an error wrapping usage is one line on stderr
-// and exit status 1, as the tool's usage exit); then its warnings are
+// and exit status 1, as the tool's usage exit; a getopt complaint, such
+// as -h, adds the tool's usage text, printUsage's, on stdout); then its warnings are
 // printed, the device opened and its connection manager started, and
 // run's status is the command's. A device that cannot be opened is -1
 // (255), as the tool's failed rdma_bind_addr or rdma_resolve_addr. SIGINT
 // and SIGTERM end run's context.
-func registerCMTool[C cmToolConfig](name, summary string, usage error, parse func([]string) (C, error),
-	run func(context.Context, C, cmToolEnv) int) {
+func registerCMTool[C cmToolConfig](name, summary string, usage error, printUsage func(io.Writer, string),
+	parse func([]string) (C, error), run func(context.Context, C, cmToolEnv) int) {
 	register(name, summary, func(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -103,6 +104,9 @@ func registerCMTool[C cmToolConfig](name, summary string, usage error, parse fun
 		cfg, err := parse(args)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %s\n", who, strings.TrimPrefix(err.Error(), usage.Error()+": "))
+			if showsUsage(err) {
+				printUsage(stdout, who)
+			}
 			return exitUsage
 		}
 		cfg.PrintWarnings(stderr)

@@ -63,7 +63,8 @@ func loopbackCMPair(t *testing.T, server, client []string) (srv, cli cmToolRun) 
 
 // checkBadFlags checks that each bad command line of tool is one line on
 // stderr, prefixed "roced TOOL: ", and the usage status 1, with nothing
-// opened.
+// opened. (getopt's complaints, -h among them, add the tool's usage text
+// on stdout: TestHelp.)
 func checkBadFlags(t *testing.T, tool string, bad [][]string) {
 	t.Helper()
 	for _, args := range bad {

@@ -86,8 +86,10 @@ usage.
 
 func runDecode(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, decodeUsage) }
+	fs.SetOutput(io.Discard)
+	// -h is the usage on stdout; a bad flag is its one line, then the
+	// usage, on stderr.
+	fs.Usage = func() {}
 	verbose := fs.Bool("v", false, "print every field of every header")
 	var lo ladderOptions
 	fs.BoolVar(&lo.on, "ladder", false, "draw a ladder diagram")
@@ -96,8 +98,10 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&lo.count, "count", 0, "with --ladder: at most `N` packets")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, decodeUsage)
 			return 0
 		}
+		fmt.Fprintf(stderr, "roced decode: %v\n%s", err, decodeUsage)
 		return 2
 	}
 	if fs.NArg() == 0 {

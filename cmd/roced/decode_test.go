@@ -249,8 +249,9 @@ func TestDecodeBadInput(t *testing.T) {
 	if _, _, status := decodeOut(t); status != 2 {
 		t.Errorf("no file: exit %d", status)
 	}
-	if _, stderr, status := decodeOut(t, "-h"); status != 0 || !strings.Contains(stderr, "icrc=ok|BAD") {
-		t.Errorf("-h: exit %d, %q", status, stderr)
+	// -h: the usage on stdout, as every roced command prints it.
+	if out, stderr, status := decodeOut(t, "-h"); status != 0 || !strings.Contains(out, "icrc=ok|BAD") || stderr != "" {
+		t.Errorf("-h: exit %d, stdout %q, stderr %q", status, out, stderr)
 	}
 
 	// One bad ICRC, one bad IPv4 checksum, one truncated capture of a

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -8,6 +9,9 @@ import (
 
 	"github.com/goroce/goroce/internal/endpoint"
 )
+
+// gidsUsage is the first line of roced gids -h.
+const gidsUsage = "usage: roced gids [-d IFACE|ADDR]\nLists the GID table of each Ethernet interface (or of -d's) as ibv_devinfo -v does,\nindexed as Linux rxe indexes it: the -g/-x index the tools take."
 
 func init() {
 	register("gids", "list GID tables, indexed as Linux rxe indexes them", runGIDs)
@@ -20,13 +24,21 @@ func init() {
 // GID of an interface without a MAC).
 func runGIDs(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gids", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dev := fs.String("d", "", "interface name or local address, as the tools' -d (default: every Ethernet interface)")
+	fs.SetOutput(io.Discard)
+	dev := fs.String("d", "", "interface name or local `address`, as the tools' -d (default: every Ethernet interface)")
+	fs.Usage = func() {} // an error is one line; -h prints the usage below
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, gidsUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(stderr, "roced gids: %v (roced gids -h lists the flags)\n", err)
 		return 2
 	}
 	if fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: roced gids [-d IFACE|ADDR]")
+		fmt.Fprintf(stderr, "roced gids: unexpected argument %q\n%s\n", fs.Arg(0), gidsUsage)
 		return 2
 	}
 	names := []string{*dev}

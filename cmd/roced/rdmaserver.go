@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -33,6 +34,15 @@ func init() {
 	}
 }
 
+// showsUsage reports whether err is one of getopt's complaints (an
+// unknown option such as -h, a missing argument), which the librdmacm
+// tools answer with their usage text on stdout; their other refusals are
+// one line. (oob/internal/getopt's Error says so; cmd/ cannot name it.)
+func showsUsage(err error) bool {
+	var u interface{ ShowsUsage() bool }
+	return errors.As(err, &u) && u.ShowsUsage()
+}
+
 // The examples' exit statuses: 1 for a bad command line (exit(1) after
 // the usage), -1 for a failure (run()'s ret).
 const (
@@ -45,6 +55,9 @@ func runRdmaServer(ctx context.Context, server bool, args []string, stdout, stde
 	name := "roced " + cfg.Name()
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %s\n", name, strings.TrimPrefix(err.Error(), rdmaserver.ErrUsage.Error()+": "))
+		if showsUsage(err) {
+			rdmaserver.Usage(stdout, server, name)
+		}
 		return exitUsage
 	}
 	ec := endpoint.Config{Link: cfg.Link, GID: -1, Pcap: cfg.Pcap, Dev: cfg.Dev}

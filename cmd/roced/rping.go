@@ -33,7 +33,13 @@ const exitEINVAL = 22
 func runRping(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := rping.ParseFlags(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "roced rping: %s\n", strings.TrimPrefix(err.Error(), rping.ErrUsage.Error()+": "))
+		if showsUsage(err) {
+			// rping answers getopt's complaints (-h, an unknown option, a
+			// missing argument) with its usage alone: it sets opterr 0.
+			rping.Usage(stdout, "roced rping")
+		} else {
+			fmt.Fprintf(stderr, "roced rping: %s\n", strings.TrimPrefix(err.Error(), rping.ErrUsage.Error()+": "))
+		}
 		return exitEINVAL
 	}
 	ec := endpoint.Config{Link: cfg.Link, GID: -1, Pcap: cfg.Pcap}

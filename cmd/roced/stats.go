@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,14 +24,21 @@ func init() {
 // -j prints rdma -j's JSON, one object per device.
 func runStats(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	js := fs.Bool("j", false, "JSON output")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: roced stats [-j] [PID]")
-		fmt.Fprintln(stderr, "Reads the stats sockets in", endpoint.StatsDir())
+	fs.SetOutput(io.Discard)
+	js := fs.Bool("j", false, "JSON output, as rdma -j prints it")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "usage: roced stats [-j] [PID]")
+		fmt.Fprintln(w, "Reads the stats sockets in", endpoint.StatsDir())
+		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
+	fs.Usage = func() {} // an error is one line; -h prints the usage
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return 0
+		}
+		fmt.Fprintf(stderr, "roced stats: %v (roced stats -h lists the flags)\n", err)
 		return 2
 	}
 	pid := 0
@@ -44,7 +52,7 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 		}
 		pid = n
 	default:
-		fs.Usage()
+		usage(stderr)
 		return 2
 	}
 	all, err := endpoint.AllStats(pid)

@@ -12,7 +12,7 @@ import (
 // bad command line, else its return status.
 func init() {
 	registerCMTool("ucmatose", "librdmacm's ucmatose: -c RDMA CM connections, -C SENDs of -S bytes each way on each (-s ADDR client, else server)",
-		ucmatose.ErrUsage, ucmatose.ParseFlags, func(ctx context.Context, cfg ucmatose.Config, e cmToolEnv) int {
+		ucmatose.ErrUsage, ucmatose.Usage, ucmatose.ParseFlags, func(ctx context.Context, cfg ucmatose.Config, e cmToolEnv) int {
 			return ucmatose.Run(ctx, cfg, ucmatose.Env{Dev: e.dev, CM: e.cm, Stdout: e.stdout, Stderr: e.stderr,
 				Listening: e.listening})
 		})

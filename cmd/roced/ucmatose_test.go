@@ -25,6 +25,6 @@ func TestUcmatoseLoopback(t *testing.T) {
 func TestUcmatoseBadFlags(t *testing.T) {
 	checkBadFlags(t, "ucmatose", [][]string{
 		{"-P", "udp"}, {"-P", "ib"}, {"-t", "32"}, {"-a", "14"}, {"-f", "gid"}, {"-c", "-2"},
-		{"-s", "nohost"}, {"-p", "0"}, {"extra"}, {"--link", "tcp"}, {"-q"},
+		{"-s", "nohost"}, {"-p", "0"}, {"extra"}, {"--link", "tcp"},
 	})
 }

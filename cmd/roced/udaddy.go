@@ -12,7 +12,7 @@ import (
 // does: 1 for a bad command line, else its return status.
 func init() {
 	registerCMTool("udaddy", "librdmacm's udaddy: -c UD services resolved through the RDMA CM (SIDR), -C SENDs of -S bytes each way on each (-s ADDR client, else server)",
-		udaddy.ErrUsage, udaddy.ParseFlags, func(ctx context.Context, cfg udaddy.Config, e cmToolEnv) int {
+		udaddy.ErrUsage, udaddy.Usage, udaddy.ParseFlags, func(ctx context.Context, cfg udaddy.Config, e cmToolEnv) int {
 			return udaddy.Run(ctx, cfg, udaddy.Env{Dev: e.dev, CM: e.cm, Stdout: e.stdout, Stderr: e.stderr,
 				Listening: e.listening})
 		})

@@ -24,6 +24,6 @@ func TestUdaddyLoopback(t *testing.T) {
 func TestUdaddyBadFlags(t *testing.T) {
 	checkBadFlags(t, "udaddy", [][]string{
 		{"-P", "ipoib"}, {"-p", "2"}, {"-t", "32"}, {"-f", "gid"}, {"-c", "-2"},
-		{"-s", "nohost"}, {"--port", "0"}, {"extra"}, {"--link", "tcp"}, {"-q"},
+		{"-s", "nohost"}, {"--port", "0"}, {"extra"}, {"--link", "tcp"},
 	})
 }

@@ -160,3 +160,58 @@ func RunCMPair(tb testing.TB, srv, cli *CMSide, server func(ctx context.Context,
 	cli.Code = client(ctx)
 	<-served
 }
+
+// CheckLateServer: a client started before its server, whose first
+// request the server's side refuses for want of a listener (REJ 8, or a
+// SIDR_REP "unsupported"), waits for the server (GOROCE_SERVER_WAIT) and
+// runs with it once it listens; both end 0 (LateServer).
+func (tl CMTool[C]) CheckLateServer(t *testing.T, sargs, cargs []string) {
+	t.Helper()
+	net := mem.NewNet(1)
+	srv, cli := NewCMSide(t, net, CMServerAddr), NewCMSide(t, net, CMClientAddr)
+	scfg, ccfg := tl.MustParse(t, sargs...), tl.MustParse(t, append([]string{"-s", CMServerAddr}, cargs...)...)
+	scode, ccode := LateServer(t, net, netip.MustParseAddr(CMServerAddr), netip.MustParseAddr(CMClientAddr),
+		func(ctx context.Context) int { return tl.Run(ctx, scfg, srv, nil) },
+		func(ctx context.Context) int { return tl.Run(ctx, ccfg, cli, nil) })
+	if scode != 0 || ccode != 0 {
+		t.Fatalf("server exit %d:\n%s\nclient exit %d:\n%s", scode, srv, ccode, cli)
+	}
+}
+
+// LateServer runs client, then server, on net, where the server's side at
+// saddr is attached already and the client's at caddr, with
+// GOROCE_SERVER_WAIT a minute, and returns their exit statuses. The
+// server starts once the first datagram from its side to the client is
+// on its way: the refusal of the client's first request (no listener
+// yet), seen by a filter on the in-memory path, so the order is certain
+// without a sleep. A client that failed has its server stopped, as a
+// person would stop it.
+func LateServer(t *testing.T, net *mem.Net, saddr, caddr netip.Addr, server, client func(context.Context) int) (scode, ccode int) {
+	t.Helper()
+	t.Setenv("GOROCE_SERVER_WAIT", "1m")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	refused := make(chan struct{})
+	var once sync.Once
+	net.SetFilter(saddr, caddr, func([]byte) mem.Verdict {
+		once.Do(func() { close(refused) })
+		return mem.Pass
+	})
+	clientDone := make(chan struct{})
+	go func() { defer close(clientDone); ccode = client(ctx) }()
+	select {
+	case <-refused:
+	case <-clientDone:
+		t.Fatalf("the client exited %d before its server was refused", ccode)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	served := make(chan struct{})
+	go func() { defer close(served); scode = server(sctx) }()
+	<-clientDone
+	if ccode != 0 {
+		stop()
+	}
+	<-served
+	return scode, ccode
+}

@@ -127,7 +127,7 @@ func ParseFlags(args []string) (Config, error) {
 	}
 	found, operands, err := getopt.Parse(args, options)
 	if err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	}
 	if len(operands) > 0 {
 		return fail("unexpected argument %q", operands[0])

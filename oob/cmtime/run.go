@@ -16,6 +16,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/oob/internal/serverwait"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -289,7 +290,16 @@ func (r *run) client(ctx context.Context) int {
 	var sock net.Conn
 	if v != V44 {
 		var err error
-		sock, err = r.env.Dial(ctx, "tcp", hostport)
+		dial := func(ctx context.Context) (net.Conn, error) { return r.env.Dial(ctx, "tcp", hostport) }
+		if v == V56 {
+			// 56's server listens on its socket before anything else: a
+			// refusal means it does not run yet, and it is waited for
+			// (serverwait). Under auto a refusal is how a 44 server is
+			// told apart, so it is taken at once.
+			sock, err = serverwait.Retry(ctx, dial, serverwait.Refused)
+		} else {
+			sock, err = dial(ctx)
+		}
 		switch {
 		case err == nil:
 			defer sock.Close()

@@ -15,6 +15,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/oob/internal/serverwait"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -111,14 +112,19 @@ func AcceptComm(ctx context.Context, m *cm.Manager, dev *device.Device, port int
 	return c, nil
 }
 
-// DialComm is rdma_client_connect for the exchange: one attempt, as
-// establish_connection makes it (the server must be listening).
+// DialComm is rdma_client_connect for the exchange. establish_connection
+// makes one attempt, so the server must be listening; roced retries a
+// REJ 8 (nothing listens yet) for as long as serverwait allows
+// (GOROCE_SERVER_WAIT), as its other clients do.
 func DialComm(ctx context.Context, m *cm.Manager, dev *device.Device, laddr netip.Addr, raddr netip.AddrPort, p CommParams) (*CommConn, error) {
 	c, err := newCommConn(dev)
 	if err != nil {
 		return nil, err
 	}
-	if c.conn, err = m.Dial(ctx, netip.AddrPortFrom(laddr, 0), raddr, c.qpConfig(), p.conn()); err != nil {
+	c.conn, err = serverwait.Retry(ctx, func(ctx context.Context) (*cm.Conn, error) {
+		return m.Dial(ctx, netip.AddrPortFrom(laddr, 0), raddr, c.qpConfig(), p.conn())
+	}, serverwait.NoListener)
+	if err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/device"
+	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/nic/mem"
 )
 
@@ -109,4 +110,49 @@ func TestCommConn(t *testing.T) {
 		t.Errorf("read after the peer disconnected: %v", err)
 	}
 	cli.Close()
+}
+
+// TestDialCommWaitsForListener: perftest -R's client started before its
+// server meets no listener, and the server's CM rejects its REQ (reason
+// 8); roced's client tries again (GOROCE_SERVER_WAIT) and reaches the
+// server that listens once that REJ has been seen, where perftest's
+// client would have failed. The order is the CM's events', not a sleep's.
+func TestDialCommWaitsForListener(t *testing.T) {
+	t.Setenv("GOROCE_SERVER_WAIT", "1m")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	memnet := mem.NewNet(1)
+	ds, ms := memCM(t, memnet, "192.0.2.1")
+	dc, mc := memCM(t, memnet, "192.0.2.2")
+	type res struct {
+		c   *CommConn
+		err error
+	}
+	dial := make(chan res, 1)
+	go func() {
+		c, err := DialComm(ctx, mc, dc, netip.MustParseAddr("192.0.2.2"), netip.MustParseAddrPort("192.0.2.1:18515"), CommParams{Retry: 7, QPTimeout: 14})
+		dial <- res{c, err}
+	}()
+	for rejected := false; !rejected; {
+		select {
+		case ev := <-mc.Events():
+			var rej *cm.RejectError
+			rejected = ev.Type == cm.EventRejected && errors.As(ev.Err, &rej) && rej.Reason == mad.RejInvalidServiceID
+		case r := <-dial:
+			t.Fatalf("DialComm returned before any REJ: %v", r.err)
+		case <-ctx.Done():
+			t.Fatal("no REJ for the REQ nobody listens for")
+		}
+	}
+	acc := make(chan res, 1)
+	go func() {
+		c, err := AcceptComm(ctx, ms, ds, 18515, CommParams{Retry: 7, QPTimeout: 14}, nil)
+		acc <- res{c, err}
+	}()
+	if r := <-dial; r.err != nil {
+		t.Fatalf("the client, its server listening now: %v", r.err)
+	}
+	if r := <-acc; r.err != nil {
+		t.Fatalf("the server: %v", r.err)
+	}
 }

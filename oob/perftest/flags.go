@@ -220,7 +220,9 @@ func ParseFlags(t Test, args []string) (Config, error) {
 		n, ok := getopt.Strtol(m.Value)
 		num := func(lo, hi int64, what string) (int, error) {
 			if m.HasValue && !ok {
-				return 0, fmt.Errorf("%s: invalid %s %q", t.Binary(), what, m.Value)
+				// perftest's words for the field, and the flag as typed,
+				// which its words do not name.
+				return 0, fmt.Errorf("%s: invalid %s %q (%s)", t.Binary(), what, m.Value, m.Spelling)
 			}
 			if n < lo || n > hi {
 				return 0, fmt.Errorf("%s: %s should be between %d and %d", t.Binary(), what, lo, hi)
@@ -368,7 +370,7 @@ func ParseFlags(t Test, args []string) (Config, error) {
 		case "limit_bw", "limit_msgrate":
 			f, err := strconv.ParseFloat(m.Value, 64)
 			if err != nil || f < 0 {
-				return fail("Invalid %s value %q", name, m.Value)
+				return fail("Invalid %s value %q (%s)", name, m.Value, m.Spelling)
 			}
 			if name == "limit_bw" {
 				c.LimitBW = f
@@ -458,7 +460,11 @@ func parseSize(s string) (uint64, error) {
 	case strings.HasSuffix(s, "M"):
 		s, factor = s[:len(s)-1], 1024*1024
 	}
-	v, _ := getopt.Strtol(s)
+	v, ok := getopt.Strtol(s)
+	if !ok {
+		// strtol's 0 would be refused below in words that hide the typo.
+		return 0, fmt.Errorf("invalid Message Size %q (-s)", s)
+	}
 	if v > (1<<32-1)/2 { // before the K/M factor, which could wrap it into range
 		v = 0
 	}

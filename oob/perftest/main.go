@@ -15,6 +15,7 @@ import (
 
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/nic/fault"
+	"github.com/goroce/goroce/oob/internal/serverwait"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -641,4 +642,5 @@ goroce's own:
                             layout of the output (6.29; 6.06 and 6.24 too)
       --pcap=FILE           Write every RoCEv2 frame to a pcap/pcapng file
 `+fault.Usage)
+	fmt.Fprintln(w, serverwait.Usage)
 }

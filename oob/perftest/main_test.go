@@ -598,6 +598,7 @@ func TestPerftestCommandLine(t *testing.T) {
 		// -d: the route to a loopback address is from 127.0.0.1.
 		{WriteBW, "-d " + ptClientAddr + " -p 1 127.0.0.1", 1, "Couldn't connect to 127.0.0.1:1"},
 	}
+	t.Setenv("GOROCE_SERVER_WAIT", "0") // the refused connection's case: one try, as the tools
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
 		code := Main(context.Background(), tt.test, strings.Fields(tt.args), &out, &errOut)

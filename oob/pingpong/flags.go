@@ -160,7 +160,13 @@ func ParseFlags(tool Tool, args []string) (Config, error) {
 		return c, fmt.Errorf("%s: %w: %s", tool.Binary(), ErrUsage, why)
 	}
 	for _, m := range found {
-		n, _ := getopt.Strtol(m.Value)
+		n, ok := getopt.Strtol(m.Value)
+		// strtol reads "abc" as 0, which the C tools take silently (-n abc
+		// left a server waiting forever): a number flag with no digit is
+		// refused instead.
+		if m.Option.Short != 0 && m.Option.Short != 'd' && m.Option.Arg == getopt.RequiredArg && !ok {
+			return usage(fmt.Sprintf("-%c %q: not a number", m.Option.Short, m.Value))
+		}
 		// The C tools keep these in unsigned ints, where strtol's value
 		// wraps silently (-s 99999999999 became 1215752191 bytes): refuse
 		// what does not fit instead.

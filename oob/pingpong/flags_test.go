@@ -108,6 +108,11 @@ func TestParseFlagsErrors(t *testing.T) {
 		{UD, "-n 4294967296", true, "-n 4294967296 out of range"},
 		{RC, "-r 4294967297", true, "-r 4294967297 out of range"},
 		{SRQ, "-q 4294967297", true, "-q 4294967297 out of range"},
+		// No digit at all: strtol's silent 0 would have left a server
+		// waiting forever (-n abc), so it is refused.
+		{RC, "-n abc", true, `-n "abc": not a number`},
+		{SRQ, "-q x", true, `-q "x": not a number`},
+		{UD, "--port=", true, `-p "": not a number`},
 	}
 	for _, tt := range tests {
 		_, err := ParseFlags(tt.tool, strings.Fields(tt.args))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/nic/fault"
+	"github.com/goroce/goroce/oob/internal/serverwait"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -269,6 +270,7 @@ var ppUsageLines = []struct {
 	{ppAll, "      --pcap=<file>      write every RoCEv2 frame sent and received to <file>"},
 	{ppAll &^ ppUD, "      --qp-timeout=<t>   RC local ACK timeout, 4.096 us * 2^t (14, as the tools)"},
 	{ppAll, strings.TrimSuffix(fault.Usage, "\n")},
+	{ppAll, serverwait.Usage},
 	{ppAll, "  -g 1 selects the IPv4 GID as on rxe; without -g the tools exchange no GID and"},
 	{ppAll, "  RoCE cannot connect, as with the real tools."},
 	{ppRC, "  -o, -O, -t and -j are refused with rxe's words: goroce has no ODP, completion"},

@@ -85,7 +85,7 @@ func ParseFlags(server bool, args []string) (Config, error) {
 	}
 	found, operands, err := getopt.Parse(args, opts)
 	if err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	}
 	if len(operands) > 0 {
 		return fail("unexpected argument %q", operands[0])

@@ -156,6 +156,7 @@ func TestClientReplyBeforeACK(t *testing.T) {
 // rdma_connect does (ECONNREFUSED, here with the REJ's reason) and ends
 // with "end -1", status 255.
 func TestClientRefused(t *testing.T) {
+	t.Setenv("GOROCE_SERVER_WAIT", "0") // no server ever comes: one try, as the real tool
 	net := mem.NewNet(1)
 	var sout, serr, cout, cerr bytes.Buffer
 	env(t, net, "198.51.100.2", &sout, &serr)
@@ -166,6 +167,23 @@ func TestClientRefused(t *testing.T) {
 	if code != 255 || cout.String() != "rdma_client: start\nrdma_client: end -1\n" ||
 		!strings.HasPrefix(cerr.String(), "rdma_connect: Connection refused (") {
 		t.Fatalf("exit %d\n%s%s", code, cout.String(), cerr.String())
+	}
+}
+
+// TestLateServer: rdma_client started before rdma_server waits for it
+// (GOROCE_SERVER_WAIT) where the example fails at the REJ 8.
+func TestLateServer(t *testing.T) {
+	net := mem.NewNet(1)
+	var sout, serr, cout, cerr bytes.Buffer
+	senv := env(t, net, "198.51.100.2", &sout, &serr)
+	cenv := env(t, net, "198.51.100.1", &cout, &cerr)
+	scode, ccode := rdmatest.LateServer(t, net, netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.1"),
+		func(ctx context.Context) int { return Run(ctx, parse(t, true, "-p", "7471"), senv) },
+		func(ctx context.Context) int {
+			return Run(ctx, parse(t, false, "-s", "198.51.100.2", "-p", "7471"), cenv)
+		})
+	if scode != 0 || ccode != 0 {
+		t.Fatalf("exit %d %d\nserver: %s%s\nclient: %s%s", scode, ccode, sout.String(), serr.String(), cout.String(), cerr.String())
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/oob/internal/serverwait"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -157,7 +158,11 @@ var errFlushedByPeer = errors.New("flushed: the peer disconnected")
 // client: connect, send 16 bytes, receive 16 back.
 func (r *run) client(ctx context.Context, qc cm.QPConfig) error {
 	var err error
-	r.conn, err = r.env.CM.Dial(ctx, netip.AddrPort{}, netip.AddrPortFrom(r.cfg.Addr, r.cfg.Port), qc, cm.ConnParams{})
+	// A server not listening yet is waited for (serverwait), where
+	// rdma_connect would fail at once.
+	r.conn, err = serverwait.Retry(ctx, func(ctx context.Context) (*cm.Conn, error) {
+		return r.env.CM.Dial(ctx, netip.AddrPort{}, netip.AddrPortFrom(r.cfg.Addr, r.cfg.Port), qc, cm.ConnParams{})
+	}, serverwait.NoListener)
 	if err != nil {
 		return r.perror("rdma_connect", connectErr(err))
 	}

@@ -72,7 +72,7 @@ func ParseFlags(args []string) (Config, error) {
 	}
 	found, operands, err := getopt.Parse(args, options)
 	if err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	}
 	if len(operands) > 0 {
 		return fail("unexpected argument %q", operands[0])
@@ -98,19 +98,19 @@ func ParseFlags(args []string) (Config, error) {
 		case "p":
 			n, ok := num(m)
 			if !ok || n < 0 || n > 65535 {
-				return fail("invalid port %s", m.Value)
+				return fail("invalid port %s (-p)", m.Value)
 			}
 			c.Port = uint16(n)
 		case "C":
 			n, ok := num(m)
 			if !ok || n < 0 {
-				return fail("Invalid count %s", m.Value)
+				return fail("Invalid count %s (-C)", m.Value)
 			}
 			c.Count = n
 		case "S":
 			n, ok := num(m)
 			if !ok || n < MinSize || n > MaxSize {
-				return fail("Invalid size %s (valid range is %d to %d)", m.Value, MinSize, MaxSize+1)
+				return fail("Invalid size %s (-S; valid range is %d to %d)", m.Value, MinSize, MaxSize+1)
 			}
 			c.Size = n
 		case "s":

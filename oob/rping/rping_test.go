@@ -29,6 +29,29 @@ func lines(s string) []string {
 	return l
 }
 
+// TestLateServer: rping -c started before rping -s waits for it
+// (GOROCE_SERVER_WAIT) where rping fails at the REJ 8.
+func TestLateServer(t *testing.T) {
+	net := mem.NewNet(1)
+	var sout, serr, cout, cerr bytes.Buffer
+	senv := env(t, net, "198.51.100.2", &sout, &serr)
+	cenv := env(t, net, "198.51.100.1", &cout, &cerr)
+	scfg, err := ParseFlags([]string{"-s", "-a", "198.51.100.2", "-C", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccfg, err := ParseFlags([]string{"-c", "-a", "198.51.100.2", "-V", "-C", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scode, ccode := rdmatest.LateServer(t, net, netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.1"),
+		func(ctx context.Context) int { return Run(ctx, scfg, senv) },
+		func(ctx context.Context) int { return Run(ctx, ccfg, cenv) })
+	if scode != 0 || ccode != 0 {
+		t.Fatalf("exit %d %d\nserver: %s%s\nclient: %s%s", scode, ccode, sout.String(), serr.String(), cout.String(), cerr.String())
+	}
+}
+
 // TestRpingPair: roced rping -s and roced rping -c -v -V -C 5 over the
 // in-memory link print what rxe's rping printed in the rping_c5 capture
 // (captures/rping_c5.*.txt), line for line, and both exit 0.

@@ -13,6 +13,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/oob/internal/serverwait"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -336,7 +337,11 @@ func (r *run) client(ctx context.Context) int {
 	raddr := netip.AddrPortFrom(r.cfg.Addr, r.cfg.Port)
 	laddr := netip.AddrPortFrom(r.env.Local, 0)
 	var err error
-	r.conn, err = r.env.CM.Dial(ctx, laddr, raddr, r.qpConfig(), params)
+	// A server not listening yet is waited for (serverwait), where rping
+	// would report the REJ at once.
+	r.conn, err = serverwait.Retry(ctx, func(ctx context.Context) (*cm.Conn, error) {
+		return r.env.CM.Dial(ctx, laddr, raddr, r.qpConfig(), params)
+	}, serverwait.NoListener)
 	var rej *cm.RejectError
 	switch {
 	case errors.As(err, &rej):

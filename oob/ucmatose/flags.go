@@ -93,7 +93,7 @@ func ParseFlags(args []string) (Config, error) {
 		return nil
 	})
 	if err != nil {
-		return c, fmt.Errorf("%w: %v", ErrUsage, err)
+		return c, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	return c, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/oob/internal/serverwait"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -301,7 +302,11 @@ func (r *run) client(ctx context.Context) int {
 		qc := cm.QPConfig{PD: r.pd, Init: r.qpInit(n.sendCQ, n.recvCQ),
 			Prepare: func(q *qp.QP) error { return r.prepare(n, q) }}
 		go func() {
-			conn, err := r.env.CM.Dial(dctx, laddr, raddr, qc, params)
+			// A server not listening yet is waited for (serverwait),
+			// each connection on its own, where cmatose would fail.
+			conn, err := serverwait.Retry(dctx, func(ctx context.Context) (*cm.Conn, error) {
+				return r.env.CM.Dial(ctx, laddr, raddr, qc, params)
+			}, serverwait.NoListener)
 			results <- dialed{n, conn, err}
 		}()
 	}

@@ -24,6 +24,7 @@ var tool = rdmatest.CMTool[Config]{Name: "cmatose", Parse: ParseFlags,
 // returns its status, 8; the other connections are withdrawn, their
 // events never printed.
 func TestClientRefused(t *testing.T) {
+	t.Setenv("GOROCE_SERVER_WAIT", "0") // no server ever comes: one try, as the real tool
 	net := mem.NewNet(1)
 	rdmatest.NewCMSide(t, net, rdmatest.CMServerAddr)
 	cli := rdmatest.NewCMSide(t, net, rdmatest.CMClientAddr)
@@ -65,6 +66,12 @@ func TestSizeMismatch(t *testing.T) {
 // TestServerCanceled: a server whose context ends before its clients came
 // says so and ends -1; nothing hangs.
 func TestServerCanceled(t *testing.T) { tool.CheckServerCanceled(t) }
+
+// TestLateServer: three connections' client started before its server
+// waits for it (GOROCE_SERVER_WAIT) where cmatose fails at the first refusal.
+func TestLateServer(t *testing.T) {
+	tool.CheckLateServer(t, []string{"-c", "3", "-C", "2"}, []string{"-c", "3", "-C", "2"})
+}
 
 // TestBindElsewhere: -b an address the device does not have fails as
 // rdma_bind_addr (server) and rdma_resolve_addr (client) do.

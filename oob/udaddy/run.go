@@ -13,6 +13,7 @@ import (
 	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/oob/internal/serverwait"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -282,7 +283,11 @@ func (r *run) client(ctx context.Context) int {
 		go func() {
 			// rdma_connect: the SIDR_REQ carries rdma_cm's header and no
 			// private data (rdma_getaddrinfo gives none for IP addresses).
-			u, err := r.env.CM.ResolveUD(rctx, laddr, raddr, nil)
+			// A server not listening yet is waited for (serverwait),
+			// each service on its own, where udaddy would fail.
+			u, err := serverwait.Retry(rctx, func(ctx context.Context) (*cm.UDPeer, error) {
+				return r.env.CM.ResolveUD(ctx, laddr, raddr, nil)
+			}, serverwait.NoListener)
 			results <- resolved{n, u, err}
 		}()
 	}

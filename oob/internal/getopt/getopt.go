@@ -59,6 +59,12 @@ type Error struct {
 // Error returns Msg.
 func (e *Error) Error() string { return e.Msg }
 
+// ShowsUsage reports true: the tools answer getopt's complaints (an
+// unknown option such as -h, a missing argument) with their usage text,
+// and a caller outside oob/ finds that out through this method
+// (errors.As with an interface{ ShowsUsage() bool }).
+func (e *Error) ShowsUsage() bool { return true }
+
 func errorf(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }
 
 // Parse splits args (without the program name) into options and operands.

@@ -11,6 +11,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/goroce/goroce/oob/internal/serverwait"
 )
 
 // Do runs fn with conn's deadline tied to ctx: ctx's deadline becomes the
@@ -95,11 +97,17 @@ func Read(conn net.Conn, n int, what string) ([]byte, error) {
 	return buf, nil
 }
 
-// Dial connects to host:port the way both tool families do: each resolved
-// address once, no retry, so the server must already be listening.
+// Dial connects to host:port. The tools try each resolved address once,
+// so their server must already listen; roced retries a refused connection
+// for as long as serverwait.Bound allows (GOROCE_SERVER_WAIT), so that a
+// client started in the same breath as its server still finds it. The
+// server sees one connection either way: a refused try never reached it.
 func Dial(ctx context.Context, host string, port int) (net.Conn, error) {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	c, err := serverwait.Retry(ctx, func(ctx context.Context) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", addr)
+	}, serverwait.Refused)
 	if err != nil {
 		return nil, fmt.Errorf("couldn't connect to %s:%d: %w", host, port, err)
 	}
