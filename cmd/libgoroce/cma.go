@@ -333,7 +333,7 @@ func deviceOf(a netip.Addr) *cmDev {
 // before rdma_listen and hand it to its peer (qperf's server does).
 // Called with id.mu held.
 func (id *cmID) bind(local netip.AddrPort) C.int {
-	sa := toSA(local)
+	shown := local.Addr() // the address given, which the id shows
 	if !local.Addr().IsUnspecified() {
 		d := deviceOf(local.Addr())
 		if d == nil && local.Addr().IsLoopback() {
@@ -361,6 +361,7 @@ func (id *cmID) bind(local netip.AddrPort) C.int {
 		local = netip.AddrPortFrom(local.Addr(), uint16(32768+rand.IntN(28232)))
 	}
 	id.local = local
+	sa := toSA(netip.AddrPortFrom(shown, local.Port()))
 	C.gq_cm_set_addr(id.cid, 0, &sa)
 	return 0
 }
