@@ -32,6 +32,11 @@ type Member struct {
 // ErrNoServer is Join's error when no server answers at the path.
 var ErrNoServer = errors.New("share: no server (roced serve) is running")
 
+// ErrRefused is Join's error when the server answers but cannot serve
+// the addresses (it cannot bind one: it runs in another network
+// namespace, or the address is not the host's).
+var ErrRefused = errors.New("share: join refused")
+
 // Join joins the server at path on addrs: the server opens port 4791 on
 // each (if it has not yet) and relays to this process the packets for
 // its block. It returns ErrNoServer (wrapped) when no server answers.
@@ -66,7 +71,7 @@ func Join(path string, addrs []netip.Addr) (*Member, error) {
 	case err != nil:
 		return fail(fmt.Errorf("share: join: %w", err))
 	case n >= 1 && ans[0] == msgErr:
-		return fail(fmt.Errorf("share: join refused: %s", ans[1:n]))
+		return fail(fmt.Errorf("%w: %s", ErrRefused, ans[1:n]))
 	case n != 3 || ans[0] != msgOK:
 		return fail(errors.New("share: join: the server's answer does not parse"))
 	}

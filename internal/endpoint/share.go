@@ -40,13 +40,16 @@ func ListenShare() (*net.UnixListener, error) {
 // openShared opens a udp link on addr through the share server, when one
 // runs (and GOROCE_SHARE is not 0): the server relays this process the
 // packets of its QPs, and the link sends from sockets of its own. It
-// returns a nil link, and no error, when no server answers.
+// returns a nil link, and no error, when no server answers or the server
+// cannot open the address.
 func openShared(addr netip.Addr) (nic.Link, *share.Member, error) {
 	if os.Getenv(EnvShare) == "0" {
 		return nil, nil, nil
 	}
 	m, err := share.Join(SharePath(), []netip.Addr{addr})
-	if errors.Is(err, share.ErrNoServer) {
+	if errors.Is(err, share.ErrNoServer) || errors.Is(err, share.ErrRefused) {
+		// No server, or one that cannot bind this address (it runs in
+		// another network namespace): bind port 4791 here.
 		return nil, nil, nil
 	}
 	if err != nil {
