@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,17 +26,21 @@ func init() {
 // itself (a disconnect) or left to the device's close are left out.
 func runExplain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	all := fs.Bool("a", false, "also the QPs the program moved to ERR itself or closed")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: roced explain [-a] [PID]")
-		fmt.Fprintln(stderr, "Why the QPs of running goroce programs entered ERR, read from the stats sockets in", endpoint.StatsDir())
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "usage: roced explain [-a] [PID]")
+		fmt.Fprintln(w, "Why the QPs of running goroce programs entered ERR, read from the stats sockets in", endpoint.StatsDir())
+		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
+	fs.Usage = func() {} // an error is one line; -h prints the usage
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
 			return 0
 		}
+		fmt.Fprintf(stderr, "roced explain: %v (roced explain -h lists the flags)\n", err)
 		return 2
 	}
 	pid := 0
@@ -49,7 +54,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		}
 		pid = n
 	default:
-		fs.Usage()
+		usage(stderr)
 		return 2
 	}
 	replies, err := endpoint.AllStats(pid)

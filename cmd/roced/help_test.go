@@ -15,7 +15,7 @@ var helpStatus = map[string]int{
 	"send_bw": 1, "send_lat": 1, "write_bw": 1, "write_lat": 1,
 	"read_bw": 1, "read_lat": 1, "atomic_bw": 1, "atomic_lat": 1,
 	"rping": 22, "rdma_server": 1, "rdma_client": 1, "ucmatose": 1, "udaddy": 1, "cmtime": 1,
-	"conform": 0, "decode": 0, "gids": 0, "stats": 0,
+	"conform": 0, "decode": 0, "gids": 0, "stats": 0, "explain": 0, "serve": 0,
 }
 
 // twoSided are the commands with a server and a client: their usage must

@@ -65,8 +65,10 @@ func init() {
 	numberFlags["cmtime"] = [][]string{{"-c"}, {"-r"}, {"-t"}, {"-q"}, {"-m"}, {"-n"}, {"-p"}}
 	numberFlags["conform"] = [][]string{{"-g"}, {"--port"}, {"--peer-gid"}, {"--dead-wait"}, {"--peer-start"}}
 	numberFlags["decode"] = [][]string{{"--ladder", "--qp"}, {"--ladder", "--packets"}, {"--ladder", "--count"}}
-	numberFlags["stats"] = [][]string{{}} // its PID operand
-	numberFlags["gids"] = nil             // no number flag
+	numberFlags["stats"] = [][]string{{}}   // its PID operand
+	numberFlags["gids"] = nil               // no number flag
+	numberFlags["explain"] = [][]string{{}} // its PID operand
+	numberFlags["serve"] = nil              // no number flag
 }
 
 // TestNumberFlags: a number flag given what is no number is refused: a

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,22 +28,25 @@ func init() {
 // stops.
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: roced serve")
-		fmt.Fprintln(stderr, "Shares UDP port 4791 among this user's goroce programs: each has its own QPs")
-		fmt.Fprintln(stderr, "on the same address, and the server relays each the packets of its QPs.")
-		fmt.Fprintln(stderr, "Programs started while it runs use it; GOROCE_SHARE=0 keeps one off it.")
-		fmt.Fprintln(stderr, "Its socket:", endpoint.SharePath())
+	fs.SetOutput(io.Discard)
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "usage: roced serve")
+		fmt.Fprintln(w, "Shares UDP port 4791 among this user's goroce programs: each has its own QPs")
+		fmt.Fprintln(w, "on the same address, and the server relays each the packets of its QPs.")
+		fmt.Fprintln(w, "Programs started while it runs use it; GOROCE_SHARE=0 keeps one off it.")
+		fmt.Fprintln(w, "Its socket:", endpoint.SharePath())
 	}
+	fs.Usage = func() {} // an error is one line; -h prints the usage
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
 			return 0
 		}
+		fmt.Fprintf(stderr, "roced serve: %v (roced serve -h lists the flags)\n", err)
 		return 2
 	}
 	if fs.NArg() != 0 {
-		fs.Usage()
+		fmt.Fprintf(stderr, "roced serve: takes no operand, not %q\n", fs.Arg(0))
 		return 2
 	}
 	ln, err := endpoint.ListenShare()
