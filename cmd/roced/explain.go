@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/goroce/goroce/bth"
@@ -25,42 +23,13 @@ func init() {
 // packets drawn as a ladder. Without -a the QPs the program moved to ERR
 // itself (a disconnect) or left to the device's close are left out.
 func runExplain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	all := fs.Bool("a", false, "also the QPs the program moved to ERR itself or closed")
-	usage := func(w io.Writer) {
-		fmt.Fprintln(w, "usage: roced explain [-a] [PID]")
-		fmt.Fprintln(w, "Why the QPs of running goroce programs entered ERR, read from the stats sockets in", endpoint.StatsDir())
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-	}
-	fs.Usage = func() {} // an error is one line; -h prints the usage
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return 0
-		}
-		fmt.Fprintf(stderr, "roced explain: %v (roced explain -h lists the flags)\n", err)
-		return 2
-	}
-	pid := 0
-	switch fs.NArg() {
-	case 0:
-	case 1:
-		n, err := strconv.Atoi(fs.Arg(0))
-		if err != nil || n <= 0 {
-			fmt.Fprintf(stderr, "roced explain: %q is not a PID\n", fs.Arg(0))
-			return 2
-		}
-		pid = n
-	default:
-		usage(stderr)
-		return 2
-	}
-	replies, err := endpoint.AllStats(pid)
-	if err != nil {
-		fmt.Fprintln(stderr, "roced explain:", err)
-		return 1
+	var all *bool
+	replies, rc := readStats("explain", "[-a] [PID]", "Why the QPs of running goroce programs entered ERR, read from the stats sockets in "+endpoint.StatsDir(),
+		args, stdout, stderr, func(fs *flag.FlagSet) {
+			all = fs.Bool("a", false, "also the QPs the program moved to ERR itself or closed")
+		})
+	if replies == nil {
+		return rc
 	}
 	shown := 0
 	for _, r := range replies {

@@ -97,16 +97,10 @@ func TestServeShared(t *testing.T) {
 		clients[i] = startRoced(t, ctx, "", "rc_pingpong", "-g", "1", "-d", cAddr, "-p", port, "-n", "20000", "-s", "4096", "-c", sAddr)
 	}
 	// Kill server 0 once its client has sent a thousand packets.
-	for {
-		if r, err := endpoint.AllStats(clients[0].cmd.Process.Pid); err == nil && sent(r) > 1000 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("client 0 never got going:\n" + clients[0].out.String())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	pollUntil(t, ctx, "client 0 to get going", clients[0], func() bool {
+		r, err := endpoint.AllStats(clients[0].cmd.Process.Pid)
+		return err == nil && sent(r) > 1000
+	})
 	servers[0].cmd.Process.Signal(syscall.SIGKILL)
 	if err := clients[0].wait(t); err == nil {
 		t.Fatalf("client 0 finished though its server was killed:\n%s", clients[0].out.String())
@@ -153,7 +147,7 @@ func waitTCP(t *testing.T, ctx context.Context, addrPort string) {
 	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", a[3], a[2], a[1], a[0], ap.Port())
 	// The tools listen on every address: "0.0.0.0" or a dual-stack "::".
 	any4, any6 := fmt.Sprintf("00000000:%04X", ap.Port()), fmt.Sprintf("%032X:%04X", 0, ap.Port())
-	for {
+	pollUntil(t, ctx, "a listener on "+addrPort, nil, func() bool {
 		b, err := os.ReadFile("/proc/net/tcp")
 		if err != nil {
 			t.Fatal(err)
@@ -162,15 +156,11 @@ func waitTCP(t *testing.T, ctx context.Context, addrPort string) {
 		for _, line := range strings.Split(string(b)+string(b6), "\n") {
 			f := strings.Fields(line)
 			if len(f) > 3 && (f[1] == want || f[1] == any4 || f[1] == any6) && f[3] == "0A" { // TCP_LISTEN
-				return
+				return true
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("nothing listens on %s", addrPort)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+		return false
+	})
 }
 
 // TestServeSharedCM: with roced serve running, two rping servers and
@@ -213,22 +203,39 @@ func TestServeSharedCM(t *testing.T) {
 // addrPort (as rdma resource show cm_id lists the kernel's).
 func waitListening(t *testing.T, ctx context.Context, p *proc, addrPort string) {
 	t.Helper()
-	for {
-		if r, err := endpoint.AllStats(p.cmd.Process.Pid); err == nil {
-			for _, x := range r {
-				for _, c := range x.CMIDs {
-					if c.Src == addrPort {
-						return
-					}
+	pollUntil(t, ctx, "a CM listener on "+addrPort, p, func() bool {
+		r, err := endpoint.AllStats(p.cmd.Process.Pid)
+		if err != nil {
+			return false
+		}
+		for _, x := range r {
+			for _, c := range x.CMIDs {
+				if c.Src == addrPort {
+					return true
 				}
 			}
 		}
+		return false
+	})
+}
+
+// pollUntil checks cond every few milliseconds until it holds, failing
+// the test when ctx ends first, or when p (if not nil) ends first: each
+// wait of these tests is for an event a process shows, with a generous
+// bound, never for a fixed time.
+func pollUntil(t *testing.T, ctx context.Context, what string, p *proc, cond func() bool) {
+	t.Helper()
+	var done chan error
+	if p != nil {
+		done = p.done
+	}
+	for !cond() {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("no listener on %s:\n%s", addrPort, p.out.String())
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("ended before it listened on %s (%v):\n%s", addrPort, err, p.out.String())
+			t.Fatalf("waited in vain for %s", what)
+		case err := <-done:
+			done <- err
+			t.Fatalf("waiting for %s, the process ended (%v):\n%s", what, err, p.out.String())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

@@ -23,42 +23,11 @@ func init() {
 // them, then a line per listening CM ID of a program on libgoroce.so;
 // -j prints rdma -j's JSON, one object per device.
 func runStats(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	js := fs.Bool("j", false, "JSON output, as rdma -j prints it")
-	usage := func(w io.Writer) {
-		fmt.Fprintln(w, "usage: roced stats [-j] [PID]")
-		fmt.Fprintln(w, "Reads the stats sockets in", endpoint.StatsDir())
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-	}
-	fs.Usage = func() {} // an error is one line; -h prints the usage
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return 0
-		}
-		fmt.Fprintf(stderr, "roced stats: %v (roced stats -h lists the flags)\n", err)
-		return 2
-	}
-	pid := 0
-	switch fs.NArg() {
-	case 0:
-	case 1:
-		n, err := strconv.Atoi(fs.Arg(0))
-		if err != nil || n <= 0 {
-			fmt.Fprintf(stderr, "roced stats: %q is not a PID\n", fs.Arg(0))
-			return 2
-		}
-		pid = n
-	default:
-		usage(stderr)
-		return 2
-	}
-	all, err := endpoint.AllStats(pid)
-	if err != nil {
-		fmt.Fprintln(stderr, "roced stats:", err)
-		return 1
+	var js *bool
+	all, rc := readStats("stats", "[-j] [PID]", "Reads the stats sockets in "+endpoint.StatsDir(), args, stdout, stderr,
+		func(fs *flag.FlagSet) { js = fs.Bool("j", false, "JSON output, as rdma -j prints it") })
+	if all == nil {
+		return rc
 	}
 	if *js {
 		stdout.Write(statsJSON(all))
@@ -107,4 +76,53 @@ func statsJSON(all []endpoint.StatsReply) []byte {
 	}
 	b.WriteString("]\n")
 	return b.Bytes()
+}
+
+// readStats is what roced stats and roced explain begin with: their flags
+// (flags declares them), then at most one operand, a PID, then the stats
+// sockets of the running goroce programs (that PID's only). -h prints the
+// usage on stdout; a bad flag or operand is one line on stderr. It returns
+// nil and the exit status when the command is done.
+func readStats(name, synopsis, about string, args []string, stdout, stderr io.Writer, flags func(*flag.FlagSet)) ([]endpoint.StatsReply, int) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	flags(fs)
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: roced %s %s\n", name, synopsis)
+		fmt.Fprintln(w, about)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+	fs.Usage = func() {} // an error is one line; -h prints the usage
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return nil, 0
+		}
+		fmt.Fprintf(stderr, "roced %s: %v (roced %s -h lists the flags)\n", name, err, name)
+		return nil, 2
+	}
+	pid := 0
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		n, err := strconv.Atoi(fs.Arg(0))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(stderr, "roced %s: %q is not a PID\n", name, fs.Arg(0))
+			return nil, 2
+		}
+		pid = n
+	default:
+		usage(stderr)
+		return nil, 2
+	}
+	all, err := endpoint.AllStats(pid)
+	if err != nil {
+		fmt.Fprintf(stderr, "roced %s: %v\n", name, err)
+		return nil, 1
+	}
+	if all == nil {
+		all = []endpoint.StatsReply{} // none running: nothing to print, status 0
+	}
+	return all, 0
 }
