@@ -43,10 +43,9 @@ var ErrRefused = errors.New("share: join refused")
 func Join(path string, addrs []netip.Addr) (*Member, error) {
 	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
-			return nil, fmt.Errorf("%w at %s", ErrNoServer, path)
-		}
-		return nil, fmt.Errorf("share: %w", err)
+		// No socket, a stale one, a path that is no directory: whatever
+		// keeps the dial from a server, there is none to join.
+		return nil, fmt.Errorf("%w at %s: %v", ErrNoServer, path, err)
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {

@@ -147,14 +147,18 @@ func connect(t *testing.T, ctx context.Context, client, server *node, port uint1
 }
 
 // write writes n bytes of pattern from cli into srv's buffer and checks
-// them there.
+// them there, once the receive the WRITE's immediate data consumes has
+// completed at srv (which orders the check after the engine's copy).
 func write(t *testing.T, ctx context.Context, cli, srv conn, n int, pattern byte) {
 	t.Helper()
+	if err := srv.c.QP().PostRecv(&qp.RecvWR{WRID: 9}); err != nil {
+		t.Fatal(err)
+	}
 	b := cli.buf.Bytes()[:n]
 	for i := range b {
 		b[i] = pattern + byte(i)
 	}
-	err := cli.c.QP().PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
+	err := cli.c.QP().PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWriteWithImm, Flags: qp.Signaled,
 		SGL: []mr.SGE{cli.buf.SGE(0, n)}, RemoteAddr: srv.buf.Addr(), RKey: srv.buf.RKey()})
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +166,9 @@ func write(t *testing.T, ctx context.Context, cli, srv conn, n int, pattern byte
 	wc := make([]cq.WC, 1)
 	if k, err := cli.cq.PollWait(ctx, wc); k != 1 || err != nil || wc[0].Status != cq.Success {
 		t.Fatalf("WRITE completion %+v (%d, %v)", wc, k, err)
+	}
+	if k, err := srv.cq.PollWait(ctx, wc); k != 1 || err != nil || wc[0].Status != cq.Success || wc[0].WRID != 9 {
+		t.Fatalf("the responder's completion %+v (%d, %v)", wc, k, err)
 	}
 	got := srv.buf.Bytes()[:n]
 	for i := range got {
