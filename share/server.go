@@ -43,12 +43,14 @@ type Stats struct {
 	MADs      uint64 // of those, connection manager MADs
 	NoMember  uint64 // packets for a QP of no member's block: dropped
 	Unclaimed uint64 // MADs for no member's service or communication ID: dropped
+	Refused   uint64 // of those, requests for a service no member listens on: answered REJ 8 or SIDR_REP unsupported
 	Malformed uint64 // packets too short or not RoCEv2, MADs that do not parse: dropped
 	Overflow  uint64 // packets dropped because the member's queue was full
 }
 
 type stats struct {
-	joined, relayed, mads, noMember, unclaimed, malformed, overflow atomic.Uint64
+	joined, relayed, mads, noMember, unclaimed, refused, malformed, overflow atomic.Uint64
+	psn                                                                      atomic.Uint32 // QP1's, for the refusals
 }
 
 // member is one process on the server's ports.
@@ -122,7 +124,7 @@ func (s *Server) Stats() Stats {
 	}
 	s.mu.Unlock()
 	return Stats{Members: n, Joined: s.st.joined.Load(), Relayed: s.st.relayed.Load(), MADs: s.st.mads.Load(),
-		NoMember: s.st.noMember.Load(), Unclaimed: s.st.unclaimed.Load(), Malformed: s.st.malformed.Load(),
+		NoMember: s.st.noMember.Load(), Unclaimed: s.st.unclaimed.Load(), Refused: s.st.refused.Load(), Malformed: s.st.malformed.Load(),
 		Overflow: s.st.overflow.Load()}
 }
 
@@ -278,7 +280,10 @@ func (s *Server) relay(l nic.Link) {
 			return // closed
 		}
 		for _, f := range frames[:n] {
-			m := s.route(f)
+			m, refuse := s.route(f)
+			if refuse != nil {
+				s.refuse(l, f, refuse)
+			}
 			if m == nil {
 				continue
 			}
@@ -289,20 +294,22 @@ func (s *Server) relay(l nic.Link) {
 
 // route picks the member a received packet is for: by its destination
 // QP's block, or, for a MAD to QP1, by the service a request names or the
-// communication ID a reply carries. nil: the packet is dropped (counted).
-func (s *Server) route(f nic.Frame) *member {
+// communication ID a reply carries. nil: the packet is dropped (counted);
+// a request for a service no member listens on is also returned, to be
+// refused as the kernel's CM refuses it.
+func (s *Server) route(f nic.Frame) (*member, mad.MAD) {
 	fr := f.Decoded
 	if !f.Verified {
 		var err error
 		if fr, err = bth.DecodeIP(f.Datagram()); err != nil {
 			s.st.malformed.Add(1)
-			return nil
+			return nil, nil
 		}
 	}
 	roce := fr.RoCE()
 	if len(roce) < bth.BTHLen {
 		s.st.malformed.Add(1)
-		return nil
+		return nil, nil
 	}
 	qpn := bth.BTH(roce[:bth.BTHLen]).DestQP()
 	if qpn != 1 {
@@ -312,17 +319,17 @@ func (s *Server) route(f nic.Frame) *member {
 		if m == nil {
 			s.st.noMember.Add(1)
 		}
-		return m
+		return m, nil
 	}
 	p, err := bth.Parse(roce)
 	if err != nil || p.OpCode() != bth.UDSendOnly {
 		s.st.malformed.Add(1)
-		return nil
+		return nil, nil
 	}
 	msg, err := mad.ParseCM(p.Payload())
 	if err != nil {
 		s.st.malformed.Add(1)
-		return nil
+		return nil, nil
 	}
 	var m *member
 	s.mu.Lock()
@@ -339,10 +346,13 @@ func (s *Server) route(f nic.Frame) *member {
 	s.mu.Unlock()
 	if m == nil {
 		s.st.unclaimed.Add(1)
-		return nil
+		if a := msg.AttrID(); a == mad.AttrREQ || a == mad.AttrSIDRREQ {
+			return nil, msg
+		}
+		return nil, nil
 	}
 	s.st.mads.Add(1)
-	return m
+	return m, nil
 }
 
 // remoteID is the ID a CM message names of the side that receives it:
@@ -385,5 +395,50 @@ func (m *member) send(dg []byte) {
 		m.s.st.relayed.Add(1)
 	case errors.Is(err, unix.EAGAIN):
 		m.s.st.overflow.Add(1)
+	}
+}
+
+// refuse answers a request for a service no member listens on, as the
+// kernel's CM answers one for an unbound service ID: a REQ with REJ
+// reason 8 (invalid service ID), a SIDR_REQ with a SIDR_REP "unsupported";
+// a client that waits for a late server (GOROCE_SERVER_WAIT) retries on
+// either. The answer leaves QP1 on the address the request came to.
+func (s *Server) refuse(l nic.Link, f nic.Frame, req mad.MAD) {
+	fr := f.Decoded
+	if !f.Verified {
+		var err error
+		if fr, err = bth.DecodeIP(f.Datagram()); err != nil {
+			return
+		}
+	}
+	var ans mad.MAD
+	switch req.AttrID() {
+	case mad.AttrREQ:
+		ans = mad.NewCM(mad.AttrREJ)
+		r := ans.REJ()
+		r.SetRemoteCommID(req.REQ().LocalCommID())
+		r.SetMessageRejected(mad.MsgREQ)
+		r.SetReason(mad.RejInvalidServiceID)
+	case mad.AttrSIDRREQ:
+		ans = mad.NewCM(mad.AttrSIDRREP)
+		q := req.SIDRREQ()
+		if err := ans.SIDRREP().Put(mad.SIDRREPFields{RequestID: q.RequestID(), Status: mad.SIDRUnsupported, ServiceID: q.ServiceID()}); err != nil {
+			return
+		}
+	default:
+		return
+	}
+	ans.SetTID(req.TID())
+	o := bth.Outer{Src: fr.DstAddr(), Dst: fr.SrcAddr(), SrcPort: l.SrcPort(1)}
+	buf := make([]byte, nic.Headroom+bth.DraftLen(&o, bth.UDSendOnly, len(ans)))
+	d := bth.NewDraft(buf[nic.Headroom:], &o, bth.BTHFields{OpCode: bth.UDSendOnly, PKey: 0xffff, DestQP: 1, AckReq: true,
+		PSN: bth.PSN((s.st.psn.Add(1) - 1) & bth.PSNMask)}, len(ans))
+	deth := bth.DETH(d.Ext(bth.ExtDETH))
+	deth.SetQKey(0x80010000) // QP1's Q_Key (IBA 10.2.5)
+	deth.SetSrcQP(1)
+	copy(d.Payload(), ans)
+	d.Seal()
+	if _, err := l.Send([]nic.Frame{{B: buf, Off: nic.Headroom}}); err == nil {
+		s.st.refused.Add(1)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/device"
+	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/udp"
@@ -206,6 +207,15 @@ func TestSharedPort(t *testing.T) {
 	}
 	write(t, ctx, ca, sa, 64<<10, 1)
 	write(t, ctx, cb, sb, 64<<10, 2)
+
+	// A REQ for a port no member listens on is refused as the kernel's
+	// CM refuses it: REJ 8, invalid service ID, at once.
+	nqc, _, _ := remote.qpConfig(t)
+	_, err = remote.m.Dial(ctx, netip.AddrPortFrom(remoteAddr, 0), netip.AddrPortFrom(sharedAddr, 7099), nqc, cm.ConnParams{})
+	var rej *cm.RejectError
+	if !errors.As(err, &rej) || rej.Reason != mad.RejInvalidServiceID || s.Stats().Refused != 1 {
+		t.Fatalf("a REQ for no one's port: %v (refused %d); want REJ 8", err, s.Stats().Refused)
+	}
 
 	// A second listener on a port one member listens on is refused.
 	qc, _, _ := b.qpConfig(t)

@@ -68,8 +68,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	os.Remove(endpoint.SharePath())
 	st := s.Stats()
-	fmt.Fprintf(stdout, "roced serve: %d members joined, %d packets relayed (%d MADs); dropped: %d for no member, %d MADs unclaimed, %d malformed, %d overflow\n",
-		st.Joined, st.Relayed, st.MADs, st.NoMember, st.Unclaimed, st.Malformed, st.Overflow)
+	fmt.Fprintf(stdout, "roced serve: %d members joined, %d packets relayed (%d MADs); dropped: %d for no member, %d MADs unclaimed (%d requests refused), %d malformed, %d overflow\n",
+		st.Joined, st.Relayed, st.MADs, st.NoMember, st.Unclaimed, st.Refused, st.Malformed, st.Overflow)
 	if err != nil {
 		fmt.Fprintln(stderr, "roced serve:", err)
 		return 1
