@@ -26,8 +26,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	ports    map[netip.Addr]nic.Link
-	blocks   [Blocks]*member
-	next     uint32 // where the search for a free block starts
+	blocks   [Blocks]atomic.Pointer[member] // written under mu; read by the relays without it, once a packet
+	next     uint32                         // where the search for a free block starts
 	services map[uint64]*member
 	closed   bool
 	wg       sync.WaitGroup
@@ -100,8 +100,8 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	s.ln.Close()
-	for _, m := range s.blocks {
-		if m != nil {
+	for i := range s.blocks {
+		if m := s.blocks[i].Load(); m != nil {
 			m.ctl.Close()
 		}
 	}
@@ -117,8 +117,8 @@ func (s *Server) Close() error {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	n := 0
-	for _, m := range s.blocks {
-		if m != nil {
+	for i := range s.blocks {
+		if s.blocks[i].Load() != nil {
 			n++
 		}
 	}
@@ -239,7 +239,7 @@ func (s *Server) join(c *net.UnixConn) (*member, error) {
 	}
 	for i := range Blocks - 1 {
 		b := (s.next+uint32(i)-1)%(Blocks-1) + 1 // 1..Blocks-1
-		if s.blocks[b] == nil {
+		if s.blocks[b].Load() == nil {
 			m.block = b
 			break
 		}
@@ -250,7 +250,7 @@ func (s *Server) join(c *net.UnixConn) (*member, error) {
 	// Blocks are not reused at once: a late packet for a member that left
 	// finds no new owner soon, as QPNs are not reused soon (rxe).
 	s.next = m.block%(Blocks-1) + 1
-	s.blocks[m.block] = m
+	s.blocks[m.block].Store(m)
 	s.st.joined.Add(1)
 	reply(c, msgOK, binary.BigEndian.AppendUint16(nil, uint16(m.block)))
 	return m, nil
@@ -259,9 +259,7 @@ func (s *Server) join(c *net.UnixConn) (*member, error) {
 // leave forgets a member that closed its control connection.
 func (s *Server) leave(m *member) {
 	s.mu.Lock()
-	if s.blocks[m.block] == m {
-		s.blocks[m.block] = nil
-	}
+	s.blocks[m.block].CompareAndSwap(m, nil)
 	for id := range m.services {
 		if s.services[id] == m {
 			delete(s.services, id)
@@ -313,9 +311,7 @@ func (s *Server) route(f nic.Frame) (*member, mad.MAD) {
 	}
 	qpn := bth.BTH(roce[:bth.BTHLen]).DestQP()
 	if qpn != 1 {
-		s.mu.Lock()
-		m := s.blocks[qpn>>BlockShift]
-		s.mu.Unlock()
+		m := s.blocks[qpn>>BlockShift].Load()
 		if m == nil {
 			s.st.noMember.Add(1)
 		}
@@ -340,7 +336,7 @@ func (s *Server) route(f nic.Frame) (*member, mad.MAD) {
 		m = s.services[msg.SIDRREQ().ServiceID()]
 	default:
 		if id, ok := remoteID(msg); ok {
-			m = s.blocks[id>>CommIDShift]
+			m = s.blocks[id>>CommIDShift].Load()
 		}
 	}
 	s.mu.Unlock()
