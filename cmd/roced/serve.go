@@ -7,7 +7,10 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/goroce/goroce/internal/endpoint"
@@ -30,12 +33,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	usage := func(w io.Writer) {
-		fmt.Fprintln(w, "usage: roced serve")
+		fmt.Fprintln(w, "usage: roced serve [--background]")
 		fmt.Fprintln(w, "Shares UDP port 4791 among this user's goroce programs: each has its own QPs")
 		fmt.Fprintln(w, "on the same address, and the server relays each the packets of its QPs.")
 		fmt.Fprintln(w, "Programs started while it runs use it; GOROCE_SHARE=0 keeps one off it.")
 		fmt.Fprintln(w, "Its socket:", endpoint.SharePath())
+		fmt.Fprintln(w, "  --background  run detached; return once it listens, printing its PID (kill PID stops it)")
 	}
+	background := fs.Bool("background", false, "")
 	fs.Usage = func() {} // an error is one line; -h prints the usage
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -49,6 +54,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "roced serve: takes no operand, not %q\n", fs.Arg(0))
 		return 2
 	}
+	if *background {
+		return serveBackground(stdout, stderr)
+	}
 	ln, err := endpoint.ListenShare()
 	if err != nil {
 		fmt.Fprintln(stderr, "roced serve:", err)
@@ -59,7 +67,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve() }()
-	fmt.Fprintf(stdout, "roced serve: ready on %s\n", endpoint.SharePath())
+	ready := fmt.Sprintf("roced serve: ready on %s", endpoint.SharePath())
+	if f := readyFile(); f != nil {
+		// A --background parent waits for this line and prints it.
+		fmt.Fprintln(f, ready)
+		f.Close()
+	} else {
+		fmt.Fprintln(stdout, ready)
+	}
 	select {
 	case <-sig:
 		s.Close()
@@ -75,4 +90,63 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// readyEnv names the descriptor on which a server started by
+// --background tells its parent it is ready.
+const readyEnv = "ROCED_SERVE_READY_FD"
+
+// readyFile is the descriptor readyEnv names, taken once (a program the
+// server starts must not inherit it), or nil.
+func readyFile() *os.File {
+	v, ok := os.LookupEnv(readyEnv)
+	if !ok {
+		return nil
+	}
+	os.Unsetenv(readyEnv)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "ready")
+}
+
+// serveBackground starts the server as a process of its own, in a session
+// of its own (a terminal's ^C to the shell's job does not reach it), and
+// returns once it listens: a script's next line then finds it, where
+// "roced serve &" races the programs started after it, which bind the
+// port themselves when no server answers yet. The server keeps this
+// process's standard output and error (its counters at SIGTERM go
+// there).
+func serveBackground(stdout, stderr io.Writer) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "roced serve:", err)
+		return 1
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintln(stderr, "roced serve:", err)
+		return 1
+	}
+	cmd := exec.Command(exe, "serve")
+	cmd.Env = append(os.Environ(), readyEnv+"=3")
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(stderr, "roced serve:", err)
+		return 1
+	}
+	w.Close()
+	b, _ := io.ReadAll(r) // the ready line, or nothing when it ended first
+	r.Close()
+	if line := strings.TrimSpace(string(b)); strings.HasPrefix(line, "roced serve: ready") {
+		fmt.Fprintf(stdout, "%s (pid %d)\n", line, cmd.Process.Pid)
+		cmd.Process.Release()
+		return 0
+	}
+	err = cmd.Wait() // it said why on the standard error it shares
+	fmt.Fprintf(stderr, "roced serve: the server ended before it was ready (%v)\n", err)
+	return 1
 }

@@ -8,12 +8,16 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/internal/endpoint"
+	"github.com/goroce/goroce/internal/rdmatest"
 )
 
 // proc is a roced command started as a process of its own (TestMain).
@@ -238,5 +242,78 @@ func pollUntil(t *testing.T, ctx context.Context, what string, p *proc, cond fun
 			t.Fatalf("waiting for %s, the process ended (%v):\n%s", what, err, p.out.String())
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+}
+
+// TestServeRecipe runs the sh block of docs/tools.md's "roced serve"
+// section as written, roced being this test binary: the server started
+// with --background is listening when the next line runs, so the four
+// pingpongs all go through it; then the PID it printed stops it.
+func TestServeRecipe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("roced's tools as real processes: make system runs it, without -race")
+	}
+	block, _ := rdmatest.ReadmeShBlock(t, "../../docs/tools.md", "## Several programs on one address")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	wrapper := "#!/bin/sh\nROCED_TEST_MAIN=1 exec " + exe + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "roced"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	t.Setenv("GOROCE_SERVER_WAIT", "2m") // the clients' wait for their servers, on a loaded host
+	// A file, not a pipe: the detached server keeps the shell's output
+	// open after the shell ends.
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "sh", "-e", "-c", block+"wait\n")
+	sh.Stdout, sh.Stderr = out, out
+	runErr := sh.Run()
+	b, _ := os.ReadFile(out.Name())
+	m := regexp.MustCompile(`roced serve: ready on \S+ \(pid (\d+)\)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no ready line with a pid (%v):\n%s", runErr, b)
+	}
+	pid, _ := strconv.Atoi(string(m[1]))
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	if runErr != nil {
+		t.Fatalf("the recipe: %v\n%s", runErr, b)
+	}
+	if n := strings.Count(string(b), "1000 iters in"); n != 4 {
+		t.Fatalf("%d of the four pingpongs finished:\n%s", n, b)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Not our child: it has gone once the counters' line is out.
+	pollUntil(t, ctx, "the server's counters", nil, func() bool {
+		b, _ = os.ReadFile(out.Name())
+		return strings.Contains(string(b), "members joined")
+	})
+	if !strings.Contains(string(b), "roced serve: 4 members joined") {
+		t.Fatalf("not every pingpong went through the server:\n%s", b)
+	}
+}
+
+// TestServeBackgroundFails: a server that cannot start says why and
+// --background exits non-zero instead of waiting.
+func TestServeBackgroundFails(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	startRoced(t, ctx, "roced serve: ready", "serve")
+	t.Setenv("ROCED_TEST_MAIN", "1") // the server run() starts is this binary as roced
+	var o, e strings.Builder
+	if st := run([]string{"serve", "--background"}, &o, &e); st != 1 || !strings.Contains(e.String(), "ended before it was ready") {
+		t.Fatalf("exit %d, stdout %q stderr %q", st, o.String(), e.String())
 	}
 }
