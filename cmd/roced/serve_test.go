@@ -254,17 +254,8 @@ func TestServeRecipe(t *testing.T) {
 		t.Skip("roced's tools as real processes: make system runs it, without -race")
 	}
 	block, _ := rdmatest.ReadmeShBlock(t, "../../docs/tools.md", "## Several programs on one address")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	wrapper := "#!/bin/sh\nROCED_TEST_MAIN=1 exec " + exe + " \"$@\"\n"
-	if err := os.WriteFile(filepath.Join(dir, "roced"), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := rocedOnPath(t)
 	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
-	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
 	t.Setenv("GOROCE_SERVER_WAIT", "2m") // the clients' wait for their servers, on a loaded host
 	// A file, not a pipe: the detached server keeps the shell's output
 	// open after the shell ends.
@@ -316,4 +307,21 @@ func TestServeBackgroundFails(t *testing.T) {
 	if st := run([]string{"serve", "--background"}, &o, &e); st != 1 || !strings.Contains(e.String(), "ended before it was ready") {
 		t.Fatalf("exit %d, stdout %q stderr %q", st, o.String(), e.String())
 	}
+}
+
+// rocedOnPath puts a "roced" that runs this test binary as roced first on
+// PATH, for a document's lines run as written; it returns its directory.
+func rocedOnPath(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	wrapper := "#!/bin/sh\nROCED_TEST_MAIN=1 exec " + exe + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "roced"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	return dir
 }

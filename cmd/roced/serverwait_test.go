@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/rdmatest"
 )
 
 // Addresses no other test binds: the late server and its early client.
@@ -129,5 +133,36 @@ func TestClientBeforeServer(t *testing.T) {
 				t.Errorf("the client reported its server's absence although it reached it:\n%s", cerr.String())
 			}
 		})
+	}
+}
+
+// TestServerWaitLine runs docs/tools.md's GOROCE_SERVER_WAIT line as
+// written (a client for a server on 127.0.0.1), and its server once the
+// client has started: the client waited, and both finish.
+func TestServerWaitLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("roced's tools as real processes: make system runs it, without -race")
+	}
+	block, _ := rdmatest.ReadmeShBlock(t, "../../docs/tools.md", "A roced client waits for its server")
+	if !strings.HasPrefix(block, "GOROCE_SERVER_WAIT=1m roced rc_pingpong") {
+		t.Fatalf("docs/tools.md's line is %q", block)
+	}
+	rocedOnPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cli := &proc{cmd: exec.CommandContext(ctx, "sh", "-c", block), done: make(chan error, 1)}
+	var out rdmatest.SyncBuffer
+	cli.cmd.Stdout, cli.cmd.Stderr = &out, &out
+	if err := cli.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cli.done <- cli.cmd.Wait() }()
+	pollUntil(t, ctx, "the client's local address", cli, func() bool { return strings.Contains(out.String(), "local address") })
+	srv := startRoced(t, ctx, "", "rc_pingpong", "-d", "127.0.0.1", "-g", "1")
+	if err := cli.wait(t); err != nil || !strings.Contains(out.String(), "iters in") {
+		t.Fatalf("the client: %v\n%s", err, out.String())
+	}
+	if err := srv.wait(t); err != nil {
+		t.Fatalf("the server: %v\n%s", err, srv.out.String())
 	}
 }
