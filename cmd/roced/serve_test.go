@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,8 +24,27 @@ import (
 // proc is a roced command started as a process of its own (TestMain).
 type proc struct {
 	cmd  *exec.Cmd
-	out  strings.Builder
+	out  lockedText
 	done chan error
+}
+
+// lockedText is a process's output so far, read while the process still
+// writes it.
+type lockedText struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedText) WriteString(s string) {
+	l.mu.Lock()
+	l.b.WriteString(s)
+	l.mu.Unlock()
+}
+
+func (l *lockedText) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startRoced starts this test binary as roced with args; ready, if not
@@ -42,19 +62,22 @@ func startRoced(t *testing.T, ctx context.Context, ready string, args ...string)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	seen := make(chan struct{})
-	go func() {
+	seen, scanned := make(chan struct{}), make(chan struct{})
+	go func(want string) {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			line := sc.Text()
 			p.out.WriteString(line + "\n")
-			if ready != "" && strings.Contains(line, ready) {
+			if want != "" && strings.Contains(line, want) {
 				close(seen)
-				ready = ""
+				want = ""
 			}
 		}
-	}()
-	go func() { err := p.cmd.Wait(); pw.Close(); p.done <- err }()
+		io.Copy(io.Discard, pr) // a line too long for the scanner must not block the process
+	}(ready)
+	// done reports the end only once all the output is in p.out.
+	go func() { err := p.cmd.Wait(); pw.Close(); <-scanned; p.done <- err }()
 	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done; p.done <- nil })
 	if ready != "" {
 		select {
