@@ -47,6 +47,11 @@ type PeerConfig struct {
 	// (roced rc_pingpong, roced read_bw) stand in for rdma-core's and
 	// perftest's.
 	Roced string
+	// Python, if set, is the path on the peer of goroce's requester
+	// script (RequesterScript, which needs python3-pyverbs there): the
+	// requester cases no tool's client plays run it. Empty: those cases
+	// report error, saying so.
+	Python string
 	// Dev is the peer tools' -d (empty: their default device).
 	Dev string
 	// GID is the peer tools' GID index (-g, -x).
@@ -104,6 +109,10 @@ const (
 	toolWriteBW
 	toolReadBW
 	toolAtomicBW
+	// goroce's own requester (requester.py, through pyverbs) for the
+	// requester cases no tool's client plays: it speaks ibv_rc_pingpong's
+	// exchange as its client.
+	toolPyverbs
 )
 
 // minRNR is the RNR timer code the tools give their QPs (both use 12).
@@ -721,6 +730,11 @@ func (e *peerEnv) run(c *Case, i int) Result {
 	if need.tool == toolNone {
 		r := judge(c, Outcome{}, errors.New(need.why), false)
 		r.PeerTool = "none"
+		return r
+	}
+	if need.tool == toolPyverbs && e.cfg.Python == "" {
+		r := judge(c, Outcome{}, errors.New(whyNoPython), false)
+		r.PeerTool, r.PeerWhy = need.name(), need.why
 		return r
 	}
 	if need.req != nil && e.cfg.Exec == nil {

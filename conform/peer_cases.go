@@ -19,6 +19,8 @@ func (n peerNeed) name() string {
 		return "read_bw"
 	case toolAtomicBW:
 		return "atomic_bw"
+	case toolPyverbs:
+		return "requester.py"
 	}
 	return "none"
 }

@@ -99,6 +99,8 @@ type peerReq struct {
 	tool  peerTool
 	size  int // the client's -s
 	iters int // the client's -n
+	// mode is requester.py's MODE, for toolPyverbs.
+	mode string
 	// pongs is how many SENDs the suite sends rc_pingpong's client at
 	// once (its iterations end only when a SEND came each way); -1: the
 	// case sends them itself.
@@ -118,13 +120,16 @@ const (
 	whyReqRead        = "needs a READ from the peer's requester: ib_read_bw's client; the suite plays its server and answers the first READ as the case says"
 	whyReqAtomic      = "needs a FETCH_ADD from the peer's requester: ib_atomic_bw's client (-A FETCH_AND_ADD); the suite plays its server and answers each with an Atomic Acknowledge"
 	whyReqUnsolicited = "needs a requester with nothing outstanding, then a new request: ibv_rc_pingpong's client with -n 2 waits for the suite's SEND between its two; the suite plays its server"
+	whyReqSendRead    = "needs a SEND followed by a READ on one QP, which no tool's requester mixes (rc_pingpong sends only SENDs, ib_read_bw only READs): goroce's requester.py over pyverbs (--peer-python) posts both; the suite plays an rc_pingpong server"
+	whyReqRNRRetry    = "needs a requester with rnr_retry below 7, which no tool sets (ibv_rc_pingpong and perftest set 7, RNR retries without end): goroce's requester.py over pyverbs (--peer-python) sets 2; the suite plays an rc_pingpong server"
 )
 
-// Requester cases no tool can play, and why.
-var reqNoTool = map[string]string{
-	"req-implicit-ack-by-read-response": "needs a SEND followed by a READ on one QP: no tool's requester mixes them (rc_pingpong sends only SENDs, ib_read_bw only READs)",
-	"req-rnr-retry-exhausted":           "needs a requester with rnr_retry below 7: ibv_rc_pingpong and perftest set 7 (RNR retries without end), so no tool's QP ever exhausts its RNR retries",
-}
+// Requester cases no tool can play, and why (none today: requester.py
+// plays the two no tool's client could).
+var reqNoTool = map[string]string{}
+
+// whyNoPython is the error of a requester.py case run without the script.
+const whyNoPython = "needs goroce's requester script on the peer, run with python3 over pyverbs (python3-pyverbs): put it there (roced conform --requester-script > requester.py) and name it with --peer-python PATH"
 
 // retryExhausted is the end of a request nobody answers, with the tools'
 // retry_cnt.
@@ -205,6 +210,42 @@ var peerReqs = map[string]peerReq{
 		return s.peerSettle(psn, nil)
 	}},
 	"req-atomic-ack-completes": {tool: toolAtomicBW, size: 8, iters: 5, why: whyReqAtomic, play: (*session).peerAtomics},
+	// The SEND is not acknowledged; the READ response for the PSN after it
+	// acknowledges it (C9-138, IBA 9.7.5.1.3: a response implicitly
+	// acknowledges the requests before it): both complete, the SEND
+	// first, and nothing is sent again.
+	"req-implicit-ack-by-read-response": {tool: toolPyverbs, mode: "send-read", pongs: -1, why: whyReqSendRead,
+		play: func(s *session) (Outcome, error) {
+			psn, err := s.peerRequest()
+			if err != nil {
+				return Outcome{}, err
+			}
+			rd, err := s.peerRequest()
+			if err != nil {
+				return Outcome{}, err
+			}
+			if op := s.raw.lastOp; op != bth.RCReadRequest || rd != (psn+1)&bth.PSNMask {
+				return Outcome{}, fmt.Errorf("requester.py sent %v at psn %+d where its READ was due at +1", op, psnDiff(rd, psn))
+			}
+			if err := s.answer(bth.RCReadResponseOnly, rd, pay(64), withAETH(ackSyn, 2)); err != nil {
+				return Outcome{}, err
+			}
+			return s.peerSettle(psn, nil)
+		}},
+	// Every transmission of the SEND gets an RNR NAK; rnr_retry 2 allows
+	// two more (C9-151), then the work request ends in error.
+	"req-rnr-retry-exhausted": {tool: toolPyverbs, mode: "rnr-retry-2", pongs: -1, why: whyReqRNRRetry,
+		play: func(s *session) (Outcome, error) {
+			psn, err := s.peerRequest()
+			if err != nil {
+				return Outcome{}, err
+			}
+			rnr := func(psn uint32) error { return s.nak(psn, bth.RNRNAKSyndrome(1)) }
+			if err := rnr(psn); err != nil {
+				return Outcome{}, err
+			}
+			return s.peerSettle(psn, func(ev peerEvent) error { return rnr(ev.psn) })
+		}},
 }
 
 // nakReq answers rc_pingpong's SEND with syndrome syn and waits for the
@@ -237,6 +278,14 @@ func requesterNeeds(c *Case) peerNeed {
 // clientCommand is the peer's client command line for a requester case:
 // the tool connects to the suite's address.
 func (c *PeerConfig) clientCommand(r *peerReq, port int) []string {
+	if r.tool == toolPyverbs {
+		dev := c.Dev
+		if dev == "" {
+			dev = "-"
+		}
+		return []string{"timeout", strconv.Itoa(int(c.timeout().Seconds())), "python3", c.Python, r.mode,
+			c.Local.String(), strconv.Itoa(port), dev, strconv.Itoa(c.GID)}
+	}
 	w := c.command(r.tool, port, false)
 	// command gives the server's line: replace its sizes and add the
 	// suite's address as the tool's host operand.
@@ -306,7 +355,7 @@ func (e *peerEnv) newReqSession(c *Case, i int, need peerNeed) (*session, error)
 		return nil
 	}
 	switch need.tool {
-	case toolPingpong:
+	case toolPingpong, toolPyverbs:
 		_, err := pingpong.Server(ctx, conn, pingpong.RC, []pingpong.Dest{{QPN: s.c.qpn, PSN: s.c.ePSN, GID: local}},
 			func(rem []pingpong.Dest) error { return connect(rem[0].QPN, rem[0].PSN, rem[0].GID) })
 		conn.Close()

@@ -195,11 +195,14 @@ for suite in $SUITES; do
             t=$(now)
             guest=${RXE_PEER_GUEST_ADDR:-192.0.2.2/24}
             rm -f "$OUT/$suite-conform.json" "$OUT/$suite-conform-check.txt"
+            # goroce's requester script, for the requester cases no tool's
+            # client plays, where the guest reads it: its /mnt/host (9p).
+            "$ROCED" conform --requester-script >"${RXE_PEER_STATE:-/tmp/rxe-peer}/share/goroce-requester.py" || exit 1
             # The peer's tools start through the harness's agent in the
             # guest (interop -peer lab-exec): 134 starts, each about 0.3 s
             # quicker than through rxe-peer.sh exec's 9p spool.
             "$R" host-exec "$ROCED" conform --peer-exec "$OUT/interop -peer lab-exec -lab $LAB" --peer-dev rxe0 --peer-gid 1 \
-                --json "$OUT/$suite-conform.json" --html "$OUT/$suite-conform.html" "${guest%/*}" >"$OUT/$suite-conform.txt" 2>&1
+                --peer-python /mnt/host/goroce-requester.py --json "$OUT/$suite-conform.json" --html "$OUT/$suite-conform.html" "${guest%/*}" >"$OUT/$suite-conform.txt" 2>&1
             echo "interop[$suite]: roced conform in $(since "$t")s: $(tail -n 1 "$OUT/$suite-conform.txt")"
             "$OUT/conformcheck" -readme "$ROOT/conformance/README.md" -suite "$suite" "$OUT/$suite-conform.json" | tee "$OUT/$suite-conform-check.txt"
             [ "${PIPESTATUS[0]}" = 0 ] || m=1

@@ -42,19 +42,29 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 	peerDev := fs.String("peer-dev", "", "the peer tools' -d (default: none, their first device)")
 	peerGID := fs.Int("peer-gid", 1, "the peer tools' GID index (-g, -x): 1 is rxe's IPv4 GID")
 	peerRoced := fs.String("peer-roced", "", "run roced's tools from `PATH` on the peer instead of rdma-core's and perftest's")
+	peerPython := fs.String("peer-python", "", "goroce's requester script at `PATH` on the peer (--requester-script prints it; it needs python3-pyverbs there): the requester cases no tool's client plays run it")
+	script := fs.Bool("requester-script", false, "print goroce's requester script (for --peer-python) and run nothing")
 	port := fs.Int("port", 18515, "the first TCP port of the peer tools; case i uses PORT+2i and PORT+2i+1")
 	deadWait := fs.Duration("dead-wait", 2*time.Second, "how long the fence waits before a QP that answers nothing is taken to be in the error state")
 	peerStart := fs.Duration("peer-start", 0, "how long a peer tool may take to listen or connect (default 60s, and 10m for a person running printed commands)")
 	fs.Usage = func() {} // an error is one line; -h prints the flags below
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "usage: roced conform --self | [--peer-exec PREFIX] [-d DEV] [-g GIDX] HOST  [--run REGEXP] [--json FILE] [--html FILE] | --list")
+			fmt.Fprintln(stdout, "usage: roced conform --self | [--peer-exec PREFIX] [-d DEV] [-g GIDX] HOST  [--run REGEXP] [--json FILE] [--html FILE] | --list | --requester-script")
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 			return 0
 		}
 		fmt.Fprintf(stderr, "roced conform: %v (roced conform -h lists the flags)\n", err)
 		return 2
+	}
+	if *script {
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "roced conform: --requester-script takes no HOST (%s)\n", fs.Arg(0))
+			return 2
+		}
+		io.WriteString(stdout, conform.RequesterScript)
+		return 0
 	}
 	host := ""
 	switch {
@@ -141,7 +151,7 @@ func runConform(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		defer link.Close()
-		cfg := conform.PeerConfig{Link: link, Local: addr, Host: host, Prompt: stdout, Roced: *peerRoced,
+		cfg := conform.PeerConfig{Link: link, Local: addr, Host: host, Prompt: stdout, Roced: *peerRoced, Python: *peerPython,
 			Dev: *peerDev, GID: *peerGID, Port: *port, DeadWait: *deadWait, Start: *peerStart}
 		if peerExec != nil {
 			cfg.Exec = append([]string{}, strings.Fields(*peerExec)...)
