@@ -124,10 +124,6 @@ const (
 	whyReqRNRRetry    = "needs a requester with rnr_retry below 7, which no tool sets (ibv_rc_pingpong and perftest set 7, RNR retries without end): goroce's requester.py over pyverbs (--peer-python) sets 2; the suite plays an rc_pingpong server"
 )
 
-// Requester cases no tool can play, and why (none today: requester.py
-// plays the two no tool's client could).
-var reqNoTool = map[string]string{}
-
 // whyNoPython is the error of a requester.py case run without the script.
 const whyNoPython = "needs goroce's requester script on the peer, run with python3 over pyverbs (python3-pyverbs): put it there (roced conform --requester-script > requester.py) and name it with --peer-python PATH"
 
@@ -265,9 +261,6 @@ func nakReq(syn bth.Syndrome) peerReq {
 
 // requesterNeeds is peerNeeds for a requester case.
 func requesterNeeds(c *Case) peerNeed {
-	if why, ok := reqNoTool[c.ID]; ok {
-		return peerNeed{toolNone, why, nil}
-	}
 	r, ok := peerReqs[c.ID]
 	if !ok {
 		return peerNeed{toolNone, "needs a way to play it against a peer's tool: none written for this case", nil}

@@ -38,9 +38,8 @@ func TestPeerCommands(t *testing.T) {
 }
 
 // TestPeerNeeds: every responder case names a tool and why; every
-// requester case a tool, how it is played and why, except the ones in
-// reqNoTool, which say what they need; no entry names a case that is not
-// in the catalogue.
+// requester case a tool, how it is played and why; no entry names a case
+// that is not in the catalogue.
 func TestPeerNeeds(t *testing.T) {
 	cases := Catalogue()
 	ids := map[string]bool{}
@@ -48,15 +47,12 @@ func TestPeerNeeds(t *testing.T) {
 		c := &cases[i]
 		ids[c.ID] = true
 		n := peerNeeds(c)
-		_, noTool := reqNoTool[c.ID]
 		switch {
 		case n.why == "":
 			t.Errorf("%s: no reason", c.ID)
 		case c.Role == Responder && (n.tool == toolNone || n.req != nil):
 			t.Errorf("%s: a responder case without a tool, or played as a requester", c.ID)
-		case c.Role == Requester && noTool && (n.tool != toolNone || !strings.HasPrefix(n.why, "needs ")):
-			t.Errorf("%s: %v %q", c.ID, n.tool, n.why)
-		case c.Role == Requester && !noTool && (n.tool == toolNone || n.req == nil || n.req.play == nil || n.req.tool != n.tool):
+		case c.Role == Requester && (n.tool == toolNone || n.req == nil || n.req.play == nil || n.req.tool != n.tool):
 			t.Errorf("%s: a requester case without a tool to play it: %v %q", c.ID, n.tool, n.why)
 		}
 	}
@@ -65,17 +61,12 @@ func TestPeerNeeds(t *testing.T) {
 			t.Errorf("peerReqs names %s, not a case", id)
 		}
 	}
-	for id := range reqNoTool {
-		if !ids[id] || peerReqs[id].play != nil {
-			t.Errorf("reqNoTool names %s, not a case or one with a tool", id)
-		}
-	}
 }
 
 // TestClientCommands: the peer's client command lines of the requester
 // cases, ending with the suite's address as the tool's host operand.
 func TestClientCommands(t *testing.T) {
-	c := PeerConfig{Dev: "rxe0", GID: 1, Timeout: 30 * time.Second, Local: netip.MustParseAddr("192.0.2.1")}
+	c := PeerConfig{Dev: "rxe0", GID: 1, Timeout: 30 * time.Second, Local: netip.MustParseAddr("192.0.2.1"), Python: "/mnt/host/r.py"}
 	for _, tc := range []struct {
 		id, want string
 	}{
@@ -85,6 +76,8 @@ func TestClientCommands(t *testing.T) {
 		{"req-coalesced-ack", "timeout 30 ib_write_bw -d rxe0 -x 1 -p 18600 -F -s 64 -n 5 192.0.2.1"},
 		{"req-read-response-middle-first", "timeout 30 ib_read_bw -d rxe0 -x 1 -p 18600 -F -s 2048 -n 5 192.0.2.1"},
 		{"req-atomic-ack-completes", "timeout 30 ib_atomic_bw -d rxe0 -x 1 -p 18600 -F -s 8 -n 5 -A FETCH_AND_ADD 192.0.2.1"},
+		{"req-implicit-ack-by-read-response", "timeout 30 python3 /mnt/host/r.py send-read 192.0.2.1 18600 rxe0 1"},
+		{"req-rnr-retry-exhausted", "timeout 30 python3 /mnt/host/r.py rnr-retry-2 192.0.2.1 18600 rxe0 1"},
 	} {
 		r := peerReqs[tc.id]
 		if got := strings.Join(c.clientCommand(&r, 18600), " "); got != tc.want {
@@ -179,20 +172,24 @@ func TestReactionTimerPSN(t *testing.T) {
 	}
 }
 
-// TestPeerRunNoTool: a case no tool can play ends with the verdict error
-// and what it needs, at once, without starting anything.
-func TestPeerRunNoTool(t *testing.T) {
-	var req []Case
+// TestPeerRunNoPython: a case requester.py plays, run without the
+// script's path on the peer, ends with the verdict error and what it
+// needs, at once, without starting anything.
+func TestPeerRunNoPython(t *testing.T) {
+	n := 0
 	for _, c := range Catalogue() {
-		if _, ok := reqNoTool[c.ID]; ok {
-			req = append(req, c)
-			break
+		if peerNeeds(&c).tool != toolPyverbs {
+			continue
+		}
+		n++
+		e := &peerEnv{cfg: &PeerConfig{Exec: []string{"false"}}}
+		r := e.run(&c, 0)
+		if r.Verdict != Error || !strings.Contains(r.Observed, "--peer-python") || r.PeerTool != "requester.py" {
+			t.Errorf("%s: %+v", c.ID, r)
 		}
 	}
-	e := &peerEnv{cfg: &PeerConfig{}}
-	r := e.run(&req[0], 0)
-	if r.Verdict != Error || !strings.Contains(r.Observed, "needs") || r.PeerTool != "none" {
-		t.Errorf("%+v", r)
+	if n != 2 {
+		t.Errorf("%d cases played by requester.py, want 2", n)
 	}
 }
 
