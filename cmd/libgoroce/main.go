@@ -56,9 +56,10 @@ var _ = [1]struct{}{}[C.GQ_MAX_INLINE-qp.MaxInline]
 
 // netdevEntry is one entry of GOROCE_NETDEV.
 type netdevEntry struct {
-	name string  // the interface or address as GOROCE_NETDEV gives it
-	guid [8]byte // the node GUID: the EUI-64 of the interface's MAC, as rxe's
-	err  error   // why the interface could not be looked up
+	name string       // the interface or address as GOROCE_NETDEV gives it
+	guid [8]byte      // the node GUID: the EUI-64 of the interface's MAC, as rxe's
+	dev  endpoint.Dev // the interface and its GID table (sysfs.go's tree says them)
+	err  error        // why the interface could not be looked up
 }
 
 var (
@@ -77,8 +78,11 @@ func devices() []netdevEntry {
 			d := netdevEntry{name: n}
 			if ld, err := endpoint.LookupDev(n); err != nil {
 				d.err = err
-			} else if len(ld.GIDs) > 0 && !ld.GIDs[0].Empty() {
-				copy(d.guid[:], ld.GIDs[0].GID[8:])
+			} else {
+				d.dev = ld
+				if len(ld.GIDs) > 0 && !ld.GIDs[0].Empty() {
+					copy(d.guid[:], ld.GIDs[0].GID[8:])
+				}
 			}
 			devs = append(devs, d)
 		}

@@ -58,10 +58,13 @@ static void init_devices(void)
 		d->node_type = IBV_NODE_CA;
 		d->transport_type = IBV_TRANSPORT_IB;
 		snprintf(d->name, sizeof(d->name), "goroce%d", i);
-		snprintf(d->dev_name, sizeof(d->dev_name), "goroce%d", i);
-		/* No sysfs behind these: readers of it find nothing. */
-		snprintf(d->dev_path, sizeof(d->dev_path), "/nonexistent/goroce%d", i);
-		snprintf(d->ibdev_path, sizeof(d->ibdev_path), "/nonexistent/goroce%d", i);
+		/* As libibverbs names an rxe device: the uverbs node's name and
+		 * both sysfs directories, which sysfs.c answers (UCX stats
+		 * /dev/infiniband/<dev_name>; readers of ibdev_path find the
+		 * ports and GIDs). */
+		snprintf(d->dev_name, sizeof(d->dev_name), "uverbs%d", i);
+		snprintf(d->dev_path, sizeof(d->dev_path), "/sys/class/infiniband_verbs/uverbs%d", i);
+		snprintf(d->ibdev_path, sizeof(d->ibdev_path), "/sys/class/infiniband/goroce%d", i);
 	}
 	ndevs = n;
 }
