@@ -129,9 +129,24 @@ type WC struct {
 	Flags           Flags  // WithGRH, WithImm, WithInv
 	PKeyIndex       uint16 // the P_Key index the packet matched (always 0)
 	SLID            uint16 // the sender's LID: 0 on RoCE
-	SL              uint8  // the service level: 0 on RoCE
+	SL              uint8  // 0 on RoCE, but a UD receive's: its packet type (SLRoCEv2IPv4, SLRoCEv2IPv6)
 	DLIDPathBits    uint8  // 0 on RoCE
 }
+
+// The SL of a UD receive completion: RoCE has no service level, and an
+// mlx5 HCA reports in its place the packet type of its CQE (bit 3: the
+// frame had a UDP header, RoCE v2; bits 2:0: the L3 header, 1 IPv6, 2
+// IPv4), which ibv_wc.sl carries. UCX (1.11 to 1.17, Debian's 1.13
+// among them) reads it to find where the destination address lies in
+// the receive buffer's 40 bytes (an IPv4 header fills only the last 20)
+// and, by default (UD_VERBS_ETH_DGID_CHECK), drops a packet whose address
+// is not its own: with rxe's 0 it reads an IPv4 packet as IPv6 and drops
+// every one (UCX's PR 10209 names such drivers). So goroce reports what
+// mlx5 does (docs/departures-from-rxe.md).
+const (
+	SLRoCEv2IPv4 uint8 = 0x8 | 0x2
+	SLRoCEv2IPv6 uint8 = 0x8 | 0x1
+)
 
 // Vendor errors (WC.VendorErr) of the send completions a NAK or the
 // retry limit ended, with the values mlx5 puts in an error CQE's

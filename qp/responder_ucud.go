@@ -171,7 +171,10 @@ func (q *QP) receiveUD(p bth.Packet, f bth.Frame) {
 		q.completeRecv(w, cq.LocProtErr, cq.OpRecv, 0, 0, false)
 		return
 	}
-	wc := cq.WC{WRID: w.wrID, Opcode: cq.OpRecv, ByteLen: total, QPNum: q.qpn, SrcQP: d.SrcQP(), Flags: cq.WithGRH}
+	wc := cq.WC{WRID: w.wrID, Opcode: cq.OpRecv, ByteLen: total, QPNum: q.qpn, SrcQP: d.SrcQP(), Flags: cq.WithGRH, SL: cq.SLRoCEv2IPv4}
+	if f.IsIPv6() {
+		wc.SL = cq.SLRoCEv2IPv6
+	}
 	if p.Info().Imm {
 		wc.Flags |= cq.WithImm
 		wc.ImmData = p.ImmDt().Imm()

@@ -326,8 +326,13 @@ func CheckUD(t *testing.T, a, b *Peer) {
 			if op == qp.WRSendWithImm {
 				flags |= cq.WithImm
 			}
+			// The SL is the packet type, as mlx5 reports it (cq.SLRoCEv2IPv4).
+			sl := cq.SLRoCEv2IPv6
+			if a.Addr.Is4() {
+				sl = cq.SLRoCEv2IPv4
+			}
 			if wc.Status != cq.Success || wc.WRID != uint64(seed) || wc.ByteLen != uint32(bth.GRHLen+n) ||
-				wc.SrcQP != a.QP.QPN() || wc.Flags != flags || op == qp.WRSendWithImm && wc.ImmData != seed {
+				wc.SrcQP != a.QP.QPN() || wc.Flags != flags || wc.SL != sl || op == qp.WRSendWithImm && wc.ImmData != seed {
 				t.Fatalf("UD %v %d bytes: receive completion %+v", op, n, wc)
 			}
 			Settle(a, b)
