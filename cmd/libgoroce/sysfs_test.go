@@ -104,6 +104,14 @@ func TestSysfs(t *testing.T) {
 			t.Errorf("%s:\n%q\nwant\n%q", tc.script, got, tc.want)
 		}
 	}
+	// docs/libgoroce.md's lines, as written, on one device.
+	for _, c := range docSysfsLines(t) {
+		cmd := preloaded(ctx, addrA, "sh", "-c", c.cmd)
+		cmd.Env = append(cmd.Env, "XDG_RUNTIME_DIR="+runtime)
+		if out, err := cmd.CombinedOutput(); err != nil || string(out) != c.want {
+			t.Errorf("docs/libgoroce.md's %q: %v\n%q\nwant\n%q", c.cmd, err, out, c.want)
+		}
+	}
 	// Other paths are the real ones.
 	if got, want := sh("cat /proc/sys/kernel/ostype"), "Linux\n"; got != want {
 		t.Errorf("/proc/sys/kernel/ostype through the library: %q, want %q", got, want)
@@ -164,4 +172,34 @@ func ucxTool(t *testing.T, name string) string {
 		t.Skipf("%s is not installed (Debian's ucx-utils; make deps installs it): %v", name, err)
 	}
 	return filepath.Clean(p)
+}
+
+// docSysfsLines returns the commands docs/libgoroce.md shows under "## sysfs
+// and /dev/infiniband" ("$ " lines) with the output it shows for each.
+func docSysfsLines(t *testing.T) []struct{ cmd, want string } {
+	t.Helper()
+	text, err := os.ReadFile("../../docs/libgoroce.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(text), "## sysfs and /dev/infiniband\n")
+	_, block, ok2 := strings.Cut(sec, "```\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/libgoroce.md has no block under its sysfs heading")
+	}
+	var lines []struct{ cmd, want string }
+	for _, l := range strings.Split(strings.TrimSuffix(block, "\n"), "\n") {
+		if c, ok := strings.CutPrefix(l, "$ "); ok {
+			lines = append(lines, struct{ cmd, want string }{cmd: c})
+		} else if len(lines) > 0 {
+			lines[len(lines)-1].want += l + "\n"
+		} else {
+			t.Fatalf("docs/libgoroce.md's sysfs block starts with %q, not a command", l)
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatal("docs/libgoroce.md's sysfs block shows no command")
+	}
+	return lines
 }
