@@ -269,3 +269,35 @@ func TestOpenMPI(t *testing.T) {
 		t.Logf("output:\n%s", report)
 	}
 }
+
+// TestClusterScriptsRefuse: scripts/netns-hosts and scripts/netns-rsh
+// refuse what they cannot do with a one-line reason and a non-zero exit,
+// before they need root or touch a namespace.
+func TestClusterScriptsRefuse(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"netns-hosts"}, "", "usage: scripts/netns-hosts up [N] | down | list"},
+		{[]string{"netns-hosts", "up", "0"}, "", "the number of hosts must be 1..250, not '0'"},
+		{[]string{"netns-hosts", "up", "four"}, "", "the number of hosts must be 1..250, not 'four'"},
+		{[]string{"netns-hosts", "down", "now"}, "", "down takes no operand"},
+		{[]string{"netns-hosts", "list"}, "NETNS_HOSTS_PREFIX=mpi7", "NETNS_HOSTS_PREFIX must be lower-case letters"},
+		{[]string{"netns-rsh"}, "", "usage: netns-rsh [-x] [-l USER] HOST COMMAND..."},
+		{[]string{"netns-rsh", "-z", "mpi1", "true"}, "", "unknown option -z"},
+		{[]string{"netns-rsh", "mpi1/..", "true"}, "", "'mpi1/..' is not a host name"},
+		{[]string{"netns-rsh", "mpi-no-such-host", "true"}, "", "no host 'mpi-no-such-host'"},
+	} {
+		cmd := exec.Command(filepath.Join("../../scripts", c.args[0]), c.args[1:]...)
+		cmd.Env = os.Environ()
+		if c.env != "" {
+			cmd.Env = append(cmd.Env, c.env)
+		}
+		out, err := cmd.CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if err == nil || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+			t.Errorf("%s: %v, output %q; want a failure saying %q", strings.Join(c.args, " "), err, out, c.want)
+		}
+	}
+}
