@@ -314,7 +314,7 @@ func check(t *testing.T, who string, out []byte, err error) {
 }
 
 // freePort returns a TCP port nothing listens on now.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

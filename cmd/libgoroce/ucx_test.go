@@ -24,6 +24,7 @@ type ucxCase struct {
 	test     string
 	size, n  int
 	atClient bool
+	args     []string // more of the client's flags (-R 99: the percentile a latency row shows)
 }
 
 var ucxCases = []ucxCase{
@@ -71,13 +72,8 @@ func TestUCXPerftest(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				final := ""
-				for _, l := range strings.Split(out, "\n") {
-					if strings.HasPrefix(l, "Final:") {
-						final = l
-					}
-				}
-				if final == "" {
+				final := ucxFinal(out)
+				if final == nil {
 					t.Fatalf("no Final: line:\n%s", out)
 				}
 				c := counts.server
@@ -85,7 +81,7 @@ func TestUCXPerftest(t *testing.T) {
 					c = counts.client
 				}
 				t.Logf("%s; received %v payload bytes by transport, %d by TCP",
-					strings.Join(strings.Fields(final), " "), c.payload, c.tcp)
+					strings.Join(final, " "), c.payload, c.tcp)
 				moved := int64(tc.size * tc.n)
 				if got := c.payload[tr.transport]; got < moved {
 					t.Errorf("RoCE %v payload received: %d bytes, want at least the %d the test moved (by transport: %v)",
@@ -99,6 +95,20 @@ func TestUCXPerftest(t *testing.T) {
 	}
 }
 
+// ucxFinal returns the fields of ucx_perftest's "Final:" line: the
+// iterations, the latency's percentile (-R, 50 by default), average and
+// overall (usec), the bandwidth's average and overall (MB/s), the message
+// rate's average and overall; nil without one.
+func ucxFinal(out string) []string {
+	var final []string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 9 && f[0] == "Final:" {
+			final = f
+		}
+	}
+	return final
+}
+
 // sideCounts are the bytes one veth received during a run.
 type sideCounts struct {
 	payload map[bth.Transport]int64 // RoCEv2 payload bytes (BTH and its extensions, pad and ICRC left out), by transport
@@ -107,7 +117,7 @@ type sideCounts struct {
 
 // runUCXPerftest runs one server and one client of ucx_perftest, capturing
 // what each side's veth receives, and returns the client's output.
-func runUCXPerftest(ctx context.Context, t *testing.T, p *netns.Pair, perftest, tls string, tc ucxCase) (string, struct{ server, client sideCounts }, error) {
+func runUCXPerftest(ctx context.Context, t testing.TB, p *netns.Pair, perftest, tls string, tc ucxCase) (string, struct{ server, client sideCounts }, error) {
 	var counts struct{ server, client sideCounts }
 	capA, err := startCapture(p.A)
 	if err != nil {
@@ -138,8 +148,9 @@ func runUCXPerftest(ctx context.Context, t *testing.T, p *netns.Pair, perftest, 
 	if err == nil {
 		err = p.B.Do(func() error {
 			var err error
-			out, err = env(preloaded(ctx, p.B.Link, perftest, p.A.IPv4.String(), "-p", strconv.Itoa(port),
-				"-t", tc.test, "-s", strconv.Itoa(tc.size), "-n", strconv.Itoa(tc.n), "-w", "10")).CombinedOutput()
+			args := append([]string{p.A.IPv4.String(), "-p", strconv.Itoa(port),
+				"-t", tc.test, "-s", strconv.Itoa(tc.size), "-n", strconv.Itoa(tc.n), "-w", "10"}, tc.args...)
+			out, err = env(preloaded(ctx, p.B.Link, perftest, args...)).CombinedOutput()
 			return err
 		})
 		if err != nil {
