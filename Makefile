@@ -105,8 +105,10 @@ offheap:
 # run its tools, one at a time, as when they were one package), which -short
 # skips above;
 # then the README's libgoroce.so lines, run as written across a veth pair,
-# qperf (whose server forks a child per test) across another, and UCX
-# (ucx_info, ucx_perftest) across others.
+# qperf (whose server forks a child per test) across another, UCX
+# (ucx_info, ucx_perftest) across others, Open MPI across four network
+# namespaces acting as hosts (docs/cluster.md's lines as written), and
+# share's server socket per network namespace.
 # These run without -race, which would make them ten times slower; the
 # short tests above run with it. The links' own tests across veth pairs
 # (nic/...) are unit tests: the unit stage runs them as root under -race,
@@ -131,7 +133,8 @@ system-tools:
 
 system-readme:
 	$(GO) test -count=1 -run '^TestExit$$' ./internal/doclint
-	$(GO) test -count=1 -run 'TestVethReadme|TestQperf|TestUCX' ./cmd/libgoroce
+	$(GO) test -count=1 -run 'TestVethReadme|TestQperf|TestUCX|TestOpenMPI' ./cmd/libgoroce
+	$(GO) test -count=1 -run 'TestPathPerNamespace' ./share
 
 # Every fuzz target for a bounded number of inputs: no panic, no
 # out-of-range read, and each target's own invariants.

@@ -434,7 +434,10 @@ func (s *Server) refuse(l nic.Link, f nic.Frame, req mad.MAD) {
 	deth.SetSrcQP(1)
 	copy(d.Payload(), ans)
 	d.Seal()
-	if _, err := l.Send([]nic.Frame{{B: buf, Off: nic.Headroom}}); err == nil {
-		s.st.refused.Add(1)
+	// Counted before the answer leaves: the requester may read the
+	// counters as soon as the REJ reaches it (TestSharedPort does).
+	s.st.refused.Add(1)
+	if _, err := l.Send([]nic.Frame{{B: buf, Off: nic.Headroom}}); err != nil {
+		s.st.refused.Add(^uint64(0)) // not answered after all
 	}
 }

@@ -25,14 +25,29 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
-// SocketName is the server's socket in the directory both sides agree on
-// (the user's goroce runtime directory: internal/endpoint.StatsDir).
-const SocketName = "share.sock"
-
-// Path returns the server's socket path in dir.
-func Path(dir string) string { return filepath.Join(dir, SocketName) }
+// Path returns the server's socket in dir (the directory both sides
+// agree on: the user's goroce runtime directory, internal/endpoint's
+// StatsDir) for the network namespace of the calling thread:
+// share-INODE.sock, INODE that of the namespace (/proc/thread-self/ns/net).
+// A unix socket bound to a path is reached from every network namespace
+// that sees the file system, but a server can open port 4791 only on the
+// addresses of its own namespace: with one socket per namespace, each
+// namespace acting as a host (scripts/netns-hosts, a container) runs its
+// own server, and a program joins the server of the namespace it runs
+// in, never another's. The server keeps its namespace alive, so no other
+// namespace takes the inode while it runs; a socket left by one that died
+// is replaced as any stale socket is.
+func Path(dir string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		return "", fmt.Errorf("share: which network namespace this is: %w", err)
+	}
+	return filepath.Join(dir, fmt.Sprintf("share-%d.sock", st.Ino)), nil
+}
 
 // BlockShift is the width of a block of QP numbers: block b holds QPNs
 // b<<12 | 1..0xfff. Block 0 holds QP0, QP1 and nothing of a member's.

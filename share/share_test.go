@@ -6,12 +6,14 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/device"
+	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
@@ -30,7 +32,10 @@ var (
 // startServer runs a server on a socket in a temporary directory.
 func startServer(t *testing.T) (*share.Server, string) {
 	t.Helper()
-	path := share.Path(t.TempDir())
+	path, err := share.Path(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
 		t.Fatal(err)
@@ -265,5 +270,81 @@ func TestJoinRefusals(t *testing.T) {
 		t.Fatal("a join on an address of no interface was taken")
 	} else {
 		t.Log(err)
+	}
+}
+
+// TestPathPerNamespace: each network namespace has its own server socket
+// in the one directory, so two namespaces (two "hosts" of
+// scripts/netns-hosts) run a server each at once, and a program reaches
+// the server of its own namespace, which can open its address; a server
+// asked for another namespace's address refuses it, the reason a shared
+// socket could not serve them both. Needs root; skipped by -short (make
+// test runs it in its system stage).
+func TestPathPerNamespace(t *testing.T) {
+	p := netns.New(t, netns.Config{})
+	dir := t.TempDir()
+	here, err := share.Path(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := share.Path(dir); err != nil || again != here {
+		t.Fatalf("the same namespace gave %q then %q (%v)", here, again, err)
+	}
+	name := regexp.MustCompile(`^share-[0-9]+\.sock$`)
+	type host struct {
+		end  *netns.End
+		path string
+		s    *share.Server
+	}
+	hosts := []*host{{end: p.A}, {end: p.B}}
+	seen := map[string]bool{here: true}
+	for _, h := range hosts {
+		if err := h.end.Do(func() error { h.path, err = share.Path(dir); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Dir(h.path) != dir || !name.MatchString(filepath.Base(h.path)) || seen[h.path] {
+			t.Fatalf("namespace %s: path %q (others: %v)", h.end.Link, h.path, seen)
+		}
+		seen[h.path] = true
+		// The server runs in its namespace as roced serve would: the
+		// ports it opens for its members are opened there.
+		ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: h.path, Net: "unixpacket"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := h.end
+		h.s = share.NewServer(ln, func(a netip.Addr) (nic.Link, error) {
+			var l nic.Link
+			err := end.Do(func() error {
+				var err error
+				l, err = udp.Open(udp.Config{Addr: a})
+				return err
+			})
+			return l, err
+		})
+		done := make(chan error, 1)
+		go func() { done <- h.s.Serve() }()
+		t.Cleanup(func() {
+			h.s.Close()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	for _, h := range hosts {
+		m, err := share.Join(h.path, []netip.Addr{h.end.IPv4})
+		if err != nil {
+			t.Fatalf("joining the server of %s's namespace on %s: %v", h.end.Link, h.end.IPv4, err)
+		}
+		t.Cleanup(func() { m.Close() })
+	}
+	// The server of A's namespace cannot open B's address.
+	if _, err := share.Join(hosts[0].path, []netip.Addr{p.B.IPv4}); !errors.Is(err, share.ErrRefused) {
+		t.Fatalf("A's server asked for B's address %s: %v, want it refused", p.B.IPv4, err)
+	}
+	for _, h := range hosts {
+		if st := h.s.Stats(); st.Joined != 1 || st.Members != 1 {
+			t.Errorf("the server of %s's namespace: %+v, want the one member of its namespace", h.end.Link, st)
+		}
 	}
 }

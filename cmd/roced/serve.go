@@ -37,7 +37,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(w, "Shares UDP port 4791 among this user's goroce programs: each has its own QPs")
 		fmt.Fprintln(w, "on the same address, and the server relays each the packets of its QPs.")
 		fmt.Fprintln(w, "Programs started while it runs use it; GOROCE_SHARE=0 keeps one off it.")
-		fmt.Fprintln(w, "Its socket:", endpoint.SharePath())
+		if path, err := endpoint.SharePath(); err == nil {
+			fmt.Fprintln(w, "Its socket (one per network namespace):", path)
+		} else {
+			fmt.Fprintln(w, "Its socket: unknown here:", err)
+		}
 		fmt.Fprintln(w, "  --background  run detached; return once it listens, printing its PID (kill PID stops it)")
 	}
 	background := fs.Bool("background", false, "")
@@ -67,7 +71,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve() }()
-	ready := fmt.Sprintf("roced serve: ready on %s", endpoint.SharePath())
+	path := ln.Addr().String()
+	ready := fmt.Sprintf("roced serve: ready on %s", path)
 	if f := readyFile(); f != nil {
 		// A --background parent waits for this line and prints it.
 		fmt.Fprintln(f, ready)
@@ -81,7 +86,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		err = <-done
 	case err = <-done:
 	}
-	os.Remove(endpoint.SharePath())
+	os.Remove(path)
 	st := s.Stats()
 	fmt.Fprintf(stdout, "roced serve: %d members joined, %d packets relayed (%d MADs); dropped: %d for no member, %d MADs unclaimed (%d requests refused), %d malformed, %d overflow\n",
 		st.Joined, st.Relayed, st.MADs, st.NoMember, st.Unclaimed, st.Refused, st.Malformed, st.Overflow)

@@ -17,8 +17,10 @@ import (
 const EnvShare = "GOROCE_SHARE"
 
 // SharePath is where roced serve listens and devices look for it: the
-// user's goroce directory (StatsDir), so one user's programs share.
-func SharePath() string { return share.Path(StatsDir()) }
+// user's goroce directory (StatsDir), so one user's programs share, and a
+// socket per network namespace (share.Path), so each namespace has its
+// own server.
+func SharePath() (string, error) { return share.Path(StatsDir()) }
 
 // ListenShare opens the share server's socket for roced serve. A socket
 // left by a server that died is replaced; one a live server answers on
@@ -28,7 +30,10 @@ func ListenShare() (*net.UnixListener, error) {
 	if err := ownDir(dir); err != nil {
 		return nil, err
 	}
-	path := SharePath()
+	path, err := SharePath()
+	if err != nil {
+		return nil, err
+	}
 	if c, err := net.Dial("unixpacket", path); err == nil {
 		c.Close()
 		return nil, fmt.Errorf("a share server already answers at %s", path)
@@ -46,7 +51,11 @@ func openShared(addr netip.Addr) (nic.Link, *share.Member, error) {
 	if os.Getenv(EnvShare) == "0" {
 		return nil, nil, nil
 	}
-	m, err := share.Join(SharePath(), []netip.Addr{addr})
+	path, err := SharePath()
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := share.Join(path, []netip.Addr{addr})
 	if errors.Is(err, share.ErrNoServer) || errors.Is(err, share.ErrRefused) {
 		// No server, or one that cannot bind this address (it runs in
 		// another network namespace): bind port 4791 here.
