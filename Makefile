@@ -105,7 +105,9 @@ offheap:
 # run its tools, one at a time, as when they were one package), which -short
 # skips above;
 # then the README's libgoroce.so lines, run as written across a veth pair,
-# and qperf (whose server forks a child per test) across another.
+# and qperf (whose server forks a child per test) across another, and the
+# rsockets tests (rstream, librspreload.so, docs/libgoroce.md's lines) on
+# veth pairs of their own.
 # These run without -race, which would make them ten times slower; the
 # short tests above run with it. The links' own tests across veth pairs
 # (nic/...) are unit tests: the unit stage runs them as root under -race,
@@ -130,7 +132,7 @@ system-tools:
 
 system-readme:
 	$(GO) test -count=1 -run '^TestExit$$' ./internal/doclint
-	$(GO) test -count=1 -run 'TestVethReadme|TestQperf' ./cmd/libgoroce
+	$(GO) test -count=1 -run 'TestVethReadme|TestQperf|TestRstream|TestRspreload|TestRsocketDocs' ./cmd/libgoroce
 
 # Every fuzz target for a bounded number of inputs: no panic, no
 # out-of-range read, and each target's own invariants.

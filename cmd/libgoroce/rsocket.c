@@ -1239,7 +1239,14 @@ static short poll_rs(struct rsk *rs, short events, int nonblock, int (*test)(str
 				rev |= POLLIN;
 			if ((events & POLLOUT) && can_send(rs))
 				rev |= POLLOUT;
-			if (!(rs->state & RS_CONNECTED))
+			/* POLLHUP once the data that came before the peer's
+			 * disconnect has been read, as a kernel TCP socket (whose
+			 * peer's FIN gives POLLIN alone while data waits).
+			 * librdmacm's rs_poll_rs sets it at once, so that a
+			 * program taking POLLHUP as the end (rstream -T a: its
+			 * do_poll) loses the last transfer when it came in one
+			 * poll with the disconnect. */
+			if (!(rs->state & RS_CONNECTED) && !(rs->state == RS_DISCONNECTED && have_rdata(rs)))
 				rev |= rs->state == RS_DISCONNECTED ? POLLHUP : POLLERR;
 			pthread_mutex_unlock(&rs->cq_lock);
 			return rev;
