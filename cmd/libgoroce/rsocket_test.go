@@ -53,37 +53,40 @@ func startServer(t *testing.T, end *netns.End, cmd *exec.Cmd, ready string) func
 		pw.Close()
 		done <- err
 	}()
-	lines := make(chan string)
-	read := make(chan struct{})
+	// The reader alone touches out until read is closed; it closes seen
+	// at the ready line, so that no line is missed whatever the timing.
+	seen, read := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(read)
 		sc := bufio.NewScanner(pr)
+		found := false
 		for sc.Scan() {
 			out.WriteString(sc.Text() + "\n")
-			select {
-			case lines <- sc.Text():
-			default:
+			if !found && strings.Contains(sc.Text(), ready) {
+				found = true
+				close(seen)
 			}
 		}
-		close(lines)
+		io.Copy(io.Discard, pr) // a line too long for the scanner: keep the server writing
 	}()
-	for l := range lines {
-		if strings.Contains(l, ready) {
-			go func() {
-				for range lines {
-				}
-			}()
-			return func() ([]byte, error) {
-				err := <-done
-				<-read
-				return out.Bytes(), err
-			}
-		}
+	wait := func() ([]byte, error) {
+		err := <-done
+		<-read
+		return out.Bytes(), err
 	}
-	err := <-done
-	<-read
-	t.Fatalf("server %s ended before it listened: %v\n%s", strings.Join(cmd.Args, " "), err, out.String())
-	return nil
+	select {
+	case <-seen:
+		return wait
+	case <-read:
+		select {
+		case <-seen: // ready, then ended already: both were closed
+			return wait
+		default:
+		}
+		b, err := wait()
+		t.Fatalf("server %s ended before it listened: %v\n%s", strings.Join(cmd.Args, " "), err, b)
+		return nil
+	}
 }
 
 // TestRstream runs rdma-core's rstream, server and client both preloaded,
