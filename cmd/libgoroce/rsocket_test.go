@@ -185,9 +185,10 @@ func tcpCounters(t *testing.T, end *netns.End) map[string]int64 {
 }
 
 // TestRspreload runs testdata/tcp_echo.c, an ordinary TCP program (1 MiB
-// each way, every byte checked), in a namespace of its own: first as it
-// is, over the kernel's TCP, which the namespace's counters must show
-// (so that they are the right ones); then under librspreload.so and
+// each way, every byte checked, the way back after the client's
+// shutdown(SHUT_WR), each side's end seen as recv 0), in a namespace of
+// its own: first as it is, over the kernel's TCP, which the namespace's
+// counters must show (so that they are the right ones); then under librspreload.so and
 // libgoroce.so, where they must not move at all (no segment, no open)
 // while UDP carried the data (RoCEv2), and librspreload.so's rsocket
 // bound to libgoroce.so (LD_DEBUG).

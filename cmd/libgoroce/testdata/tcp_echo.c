@@ -2,8 +2,10 @@
  * tcp_echo.c: an ordinary TCP program (socket, bind, listen, accept,
  * connect, send, recv, poll on plain descriptors), one process, a client
  * thread against the main thread's listener on ADDR (argv[1], default
- * 127.0.0.1). The client sends 1 MiB of a pattern, the server reads it
- * all, checks it and sends it back, the client checks the echo. Run
+ * 127.0.0.1). The client sends 1 MiB of a pattern and shuts its sending
+ * side (shutdown SHUT_WR); the server reads it all, checks it, sees the
+ * end (recv 0) and sends it back over the half-open connection; the
+ * client checks the echo, then the server's end. Run
  * under librspreload.so, whose socket() makes an rsocket where it can.
  * Prints "tcp_echo: ok".
  */
@@ -54,6 +56,7 @@ static void *client(void *arg)
 		CHECK(n > 0, "send: %s", strerror(errno));
 		off += n;
 	}
+	CHECK(!shutdown(s, SHUT_WR), "shutdown: %s", strerror(errno));
 	memset(buf, 0, N);
 	p.fd = s;
 	while (got < N) {
@@ -65,6 +68,7 @@ static void *client(void *arg)
 		got += n;
 	}
 	check_data(buf, "echo");
+	CHECK(recv(s, buf, 1, 0) == 0, "recv after the echo: want the server's end (0): %s", strerror(errno));
 	close(s);
 	free(buf);
 	return NULL;
@@ -90,14 +94,15 @@ int main(int argc, char **argv)
 	CHECK(c >= 0, "accept: %s", strerror(errno));
 	CHECK(recv(c, buf, N, MSG_WAITALL) == N, "recv: %s", strerror(errno));
 	check_data(buf, "server");
+	CHECK(recv(c, buf, 1, 0) == 0, "recv after 1 MiB: want the client's end (0): %s", strerror(errno));
 	for (size_t off = 0; off < N;) {
 		ssize_t n = send(c, buf + off, N - off, 0);
 
 		CHECK(n > 0, "send back: %s", strerror(errno));
 		off += n;
 	}
-	pthread_join(t, NULL);
 	close(c);
+	pthread_join(t, NULL);
 	close(l);
 	free(buf);
 	printf("tcp_echo: ok\n");
