@@ -1559,7 +1559,6 @@ EXPORT int rsetsockopt(int s, int level, int name, const void *val, socklen_t le
 	GET(rs, s, -1);
 	if (!val || len < sizeof(int))
 		FAIL(EINVAL, -1);
-	errno = ENOPROTOOPT;
 	switch (level) {
 	case SOL_SOCKET:
 		opts = &rs->so_opts;
@@ -1653,13 +1652,15 @@ EXPORT int rsetsockopt(int s, int level, int name, const void *val, socklen_t le
 		}
 		break;
 	}
-	if (!ret && opts && name < 64) {
+	if (ret)
+		FAIL(ENOPROTOOPT, -1); /* an option rsockets do not know */
+	if (opts && name < 64) {
 		if (on)
 			*opts |= 1ULL << name;
 		else
 			*opts &= ~(1ULL << name);
 	}
-	return ret;
+	return 0;
 }
 
 EXPORT int rgetsockopt(int s, int level, int name, void *val, socklen_t *len)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <netinet/tcp.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <infiniband/verbs.h>
@@ -187,6 +188,17 @@ int main(void)
 		errno = 0;
 		CHECK(rsetsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) == -1 && errno == EOPNOTSUPP,
 		      "rsetsockopt(SO_KEEPALIVE): errno %d", errno);
+		errno = 0;
+		CHECK(rsetsockopt(s, SOL_SOCKET, SO_BROADCAST, &one, sizeof(one)) == -1 && errno == ENOPROTOOPT,
+		      "rsetsockopt(SO_BROADCAST): errno %d", errno);
+		{
+			int v = 0;
+			socklen_t vl = sizeof(v);
+
+			CHECK(!rsetsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), "rsetsockopt(TCP_NODELAY): %s",
+			      strerror(errno));
+			CHECK(!rgetsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, &vl) && v == 1, "rgetsockopt(TCP_NODELAY): %d", v);
+		}
 		errno = 0;
 		CHECK(rsend(s, &c, 1, 0) == -1 && errno == ENOTCONN, "rsend before connect: errno %d", errno);
 		CHECK(!rclose(s), "rclose: %s", strerror(errno));
