@@ -107,8 +107,9 @@ offheap:
 # then the README's libgoroce.so lines, run as written across a veth pair,
 # qperf (whose server forks a child per test) across another, UCX
 # (ucx_info, ucx_perftest) across others, Open MPI across four network
-# namespaces acting as hosts (docs/cluster.md's lines as written), and
-# share's server socket per network namespace.
+# namespaces acting as hosts (docs/cluster.md's lines as written), the
+# rsockets tests (rstream, librspreload.so, docs/libgoroce.md's lines) on
+# veth pairs of their own, and share's server socket per network namespace.
 # These run without -race, which would make them ten times slower; the
 # short tests above run with it. The links' own tests across veth pairs
 # (nic/...) are unit tests: the unit stage runs them as root under -race,
@@ -133,7 +134,7 @@ system-tools:
 
 system-readme:
 	$(GO) test -count=1 -run '^TestExit$$' ./internal/doclint
-	$(GO) test -count=1 -run 'TestVethReadme|TestQperf|TestUCX|TestOpenMPI' ./cmd/libgoroce
+	$(GO) test -count=1 -run 'TestVethReadme|TestQperf|TestUCX|TestOpenMPI|TestRstream|TestRspreload|TestRsocketDocs' ./cmd/libgoroce
 	$(GO) test -count=1 -run 'TestPathPerNamespace' ./share
 
 # Every fuzz target for a bounded number of inputs: no panic, no

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build-libgoroce.sh DIR: builds DIR/libgoroce.so and DIR/libgoroce-engine.so.
 #
-# libgoroce.so is plain C (cmd/libgoroce: verbs.c, cma.c, front.c, sysfs.c), so that
+# libgoroce.so is plain C (cmd/libgoroce: verbs.c, cma.c, rsocket.c, front.c, sysfs.c), so that
 # loading it starts no Go runtime, whose threads a fork() would not carry
 # into the child; it loads libgoroce-engine.so (the Go side, c-shared, built
 # with the goroce_engine tag that leaves verbs.c and cma.c out) from its own
@@ -86,7 +86,7 @@ END {
 }' "$gen/_cgo_export.h" > "$gen/stubs.c"
 
 "$CC" -shared -fPIC -O2 -Wall -pthread -I "$gen" -I "$src" -o "$gen/libgoroce.so" \
-	"$src/verbs.c" "$src/cma.c" "$src/front.c" "$src/sysfs.c" "$gen/stubs.c" \
+	"$src/verbs.c" "$src/cma.c" "$src/rsocket.c" "$src/front.c" "$src/sysfs.c" "$gen/stubs.c" \
 	-Wl,--version-script="$src/libibverbs.map" -Wl,-z,defs -ldl
 
 # Both or neither replace what DIR had: a front with an older engine

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
-	"errors"
 	"os"
-	"os/exec"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -133,7 +130,8 @@ func TestABICoverage(t *testing.T) {
 
 // TestABICheck builds testdata/abi_check.c and runs it preloaded: the
 // entry points that used to fall through to the real libraries (GID
-// entries, P_Key index, data-in-order, ECE, import, dma-buf, rsockets),
+// entries, P_Key index, data-in-order, ECE, import, dma-buf), what
+// rsockets refuse (datagram rsockets, riomap, keepalive: EOPNOTSUPP),
 // the errno of refused verbs (returned and in errno alike), a flow label
 // past 20 bits taken as its low 20, phys_port_cnt_ex and cmd_fd.
 func TestABICheck(t *testing.T) {
@@ -143,47 +141,5 @@ func TestABICheck(t *testing.T) {
 	out, err := preloaded(ctx, addrA, bin).CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("abi_check: ok")) {
 		t.Fatalf("abi_check: %v\n%s", err, out)
-	}
-}
-
-// rspreload is Debian's librspreload.so (librdmacm1), which makes an
-// ordinary socket program use rsockets.
-const rspreload = "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so"
-
-// TestRsockets: rsockets are refused cleanly. rstream, client and server,
-// exits with its error (status 255, "rsocket failed: Function not
-// implemented") where the real librdmacm's rconnect segfaulted on
-// goroce's ids; an ordinary TCP program under librspreload.so, whose
-// socket() tries rsocket() first (bound to libgoroce, LD_DEBUG shows it)
-// and falls back to the kernel's socket when it fails, runs to the end.
-func TestRsockets(t *testing.T) {
-	rstream := toolCM(t, "rstream")
-	for _, args := range [][]string{
-		{"-s", addrA, "-p", "7471"}, // client
-		{"-b", addrA, "-p", "7471"}, // server
-	} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		out, err := preloaded(ctx, addrA, rstream, args...).CombinedOutput()
-		cancel()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 255 ||
-			!bytes.Contains(out, []byte("rsocket failed: Function not implemented")) {
-			t.Errorf("rstream %s: %v (want exit status 255 and rsocket's ENOSYS)\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	if _, err := os.Stat(rspreload); err != nil {
-		t.Skipf("%s: %v (Debian's librdmacm1 has it)", rspreload, err)
-	}
-	bin := buildC(t, "tcp_echo", "-lpthread")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := preloaded(ctx, addrA, bin)
-	cmd.Env = append(cmd.Env, "LD_PRELOAD="+lib+" "+rspreload, "LD_DEBUG=bindings")
-	out, err := cmd.CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("tcp_echo: ok")) {
-		t.Fatalf("tcp_echo under librspreload.so: %v\n%s", err, out)
-	}
-	if !regexp.MustCompile("librspreload.so[^\n]* to [^\n]*libgoroce.so[^\n]*`rsocket'").Match(out) {
-		t.Errorf("librspreload.so's rsocket did not bind to libgoroce.so:\n%s", out)
 	}
 }

@@ -18,7 +18,6 @@
 #include <poll.h>
 #include <arpa/inet.h>
 #include <sys/select.h>
-#include <rdma/rsocket.h>
 #include <sys/eventfd.h>
 
 #include "cma.h"
@@ -238,6 +237,15 @@ static int sync_complete(struct rdma_cm_id *id)
 		FAIL(e->status < 0 ? -e->status : e->status, -1);
 	}
 	return 0;
+}
+
+/* gq_cm_complete is sync_complete for rsocket.c, which drives a
+ * synchronous id's connect step by step as librdmacm's rsockets do
+ * (ucma_complete): on an O_NONBLOCK channel it fails EAGAIN until the
+ * event is there. */
+int gq_cm_complete(struct rdma_cm_id *id)
+{
+	return sync_complete(id);
 }
 
 EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
@@ -1064,65 +1072,4 @@ EXPORT int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 		FAIL(EINVAL, -1);
 	memset(ece, 0, sizeof(*ece));
 	return 0;
-}
-
-/* ---- rsockets ----
- *
- * librdmacm's rsockets run their own connections over its private id
- * structures, which goroce's ids are not (the real rconnect segfaulted
- * on them). Until they are served over goroce, each call fails cleanly:
- * rsocket() -1 with ENOSYS, so that a program sees no RDMA socket, and
- * librspreload.so, whose socket() falls back to the kernel's when
- * rsocket() fails, runs the program over TCP. The calls on an rsocket
- * are EBADF: no descriptor can name one. */
-#define NO_RSOCKET(ret) FAIL(EBADF, ret)
-
-EXPORT int rsocket(int domain, int type, int protocol)
-{
-	FAIL(ENOSYS, -1);
-}
-
-EXPORT int rbind(int s, const struct sockaddr *addr, socklen_t len) { NO_RSOCKET(-1); }
-EXPORT int rlisten(int s, int backlog) { NO_RSOCKET(-1); }
-EXPORT int raccept(int s, struct sockaddr *addr, socklen_t *len) { NO_RSOCKET(-1); }
-EXPORT int rconnect(int s, const struct sockaddr *addr, socklen_t len) { NO_RSOCKET(-1); }
-EXPORT int rshutdown(int s, int how) { NO_RSOCKET(-1); }
-EXPORT int rclose(int s) { NO_RSOCKET(-1); }
-EXPORT ssize_t rrecv(int s, void *buf, size_t len, int flags) { NO_RSOCKET(-1); }
-EXPORT ssize_t rrecvfrom(int s, void *buf, size_t len, int flags, struct sockaddr *src, socklen_t *slen)
-{
-	NO_RSOCKET(-1);
-}
-EXPORT ssize_t rrecvmsg(int s, struct msghdr *msg, int flags) { NO_RSOCKET(-1); }
-EXPORT ssize_t rsend(int s, const void *buf, size_t len, int flags) { NO_RSOCKET(-1); }
-EXPORT ssize_t rsendto(int s, const void *buf, size_t len, int flags, const struct sockaddr *dst, socklen_t dlen)
-{
-	NO_RSOCKET(-1);
-}
-EXPORT ssize_t rsendmsg(int s, const struct msghdr *msg, int flags) { NO_RSOCKET(-1); }
-EXPORT ssize_t rread(int s, void *buf, size_t n) { NO_RSOCKET(-1); }
-EXPORT ssize_t rreadv(int s, const struct iovec *iov, int n) { NO_RSOCKET(-1); }
-EXPORT ssize_t rwrite(int s, const void *buf, size_t n) { NO_RSOCKET(-1); }
-EXPORT ssize_t rwritev(int s, const struct iovec *iov, int n) { NO_RSOCKET(-1); }
-EXPORT int rgetpeername(int s, struct sockaddr *addr, socklen_t *len) { NO_RSOCKET(-1); }
-EXPORT int rgetsockname(int s, struct sockaddr *addr, socklen_t *len) { NO_RSOCKET(-1); }
-EXPORT int rsetsockopt(int s, int level, int name, const void *val, socklen_t len) { NO_RSOCKET(-1); }
-EXPORT int rgetsockopt(int s, int level, int name, void *val, socklen_t *len) { NO_RSOCKET(-1); }
-EXPORT int rfcntl(int s, int cmd, ...) { NO_RSOCKET(-1); }
-EXPORT off_t riomap(int s, void *buf, size_t len, int prot, int flags, off_t offset) { NO_RSOCKET(-1); }
-EXPORT int riounmap(int s, void *buf, size_t len) { NO_RSOCKET(-1); }
-/* riowrite returns size_t: -1 cast, as librdmacm's own error return. */
-EXPORT size_t riowrite(int s, const void *buf, size_t n, off_t offset, int flags) { NO_RSOCKET((size_t)-1); }
-
-/* rpoll and rselect take ordinary descriptors as well as rsockets (the
- * real ones poll those as poll() does); with no rsocket possible, every
- * descriptor is an ordinary one. */
-EXPORT int rpoll(struct pollfd *fds, nfds_t n, int timeout)
-{
-	return poll(fds, n, timeout);
-}
-
-EXPORT int rselect(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *timeout)
-{
-	return select(n, r, w, x, timeout);
 }

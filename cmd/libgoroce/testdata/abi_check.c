@@ -2,7 +2,7 @@
  * abi_check.c: run with libgoroce.so preloaded over one device; checks
  * the entry points that used to fall through to the real libibverbs and
  * librdmacm (the GID entry queries, P_Key index, data-in-order, ECE,
- * import, dma-buf, rsockets), the errno of failing verbs (the return
+ * import, dma-buf) and what rsockets refuse, the errno of failing verbs (the return
  * value and errno agree, as libibverbs' do), and the kernel's leniency
  * programs rely on (a flow label past 20 bits, phys_port_cnt_ex, a real
  * cmd_fd). Prints "abi_check: ok" when every check holds.
@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <netinet/tcp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <infiniband/verbs.h>
 #include <rdma/rsocket.h>
@@ -167,11 +169,42 @@ int main(void)
 	CHECK(qa.ah_attr.grh.flow_label == 0xfffff, "flow label read back %#x, want 0xfffff",
 	      qa.ah_attr.grh.flow_label);
 
-	/* rsockets: refused cleanly, no RDMA socket made. */
-	errno = 0;
-	CHECK(rsocket(AF_INET, SOCK_STREAM, 0) == -1 && errno == ENOSYS, "rsocket: errno %d", errno);
-	errno = 0;
-	CHECK(rclose(3) == -1 && errno == EBADF, "rclose: errno %d", errno);
+	/* rsockets: a stream rsocket is made (rsocket.c); what goroce does
+	 * not serve (datagram rsockets, riomap/riowrite, the keepalive
+	 * service) is refused with EOPNOTSUPP in errno, a descriptor that is
+	 * no rsocket with EBADF. */
+	{
+		int s, one = 1;
+		char c = 0;
+
+		errno = 0;
+		CHECK(rsocket(AF_INET, SOCK_DGRAM, 0) == -1 && errno == EOPNOTSUPP, "rsocket(SOCK_DGRAM): errno %d", errno);
+		s = rsocket(AF_INET, SOCK_STREAM, 0);
+		CHECK(s >= 0, "rsocket(SOCK_STREAM): %s", strerror(errno));
+		errno = 0;
+		CHECK(riomap(s, &c, 1, PROT_WRITE, 0, -1) == -1 && errno == EOPNOTSUPP, "riomap: errno %d", errno);
+		errno = 0;
+		CHECK(riowrite(s, &c, 1, 0, 0) == (size_t)-1 && errno == EOPNOTSUPP, "riowrite: errno %d", errno);
+		errno = 0;
+		CHECK(rsetsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) == -1 && errno == EOPNOTSUPP,
+		      "rsetsockopt(SO_KEEPALIVE): errno %d", errno);
+		errno = 0;
+		CHECK(rsetsockopt(s, SOL_SOCKET, SO_BROADCAST, &one, sizeof(one)) == -1 && errno == ENOPROTOOPT,
+		      "rsetsockopt(SO_BROADCAST): errno %d", errno);
+		{
+			int v = 0;
+			socklen_t vl = sizeof(v);
+
+			CHECK(!rsetsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), "rsetsockopt(TCP_NODELAY): %s",
+			      strerror(errno));
+			CHECK(!rgetsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, &vl) && v == 1, "rgetsockopt(TCP_NODELAY): %d", v);
+		}
+		errno = 0;
+		CHECK(rsend(s, &c, 1, 0) == -1 && errno == ENOTCONN, "rsend before connect: errno %d", errno);
+		CHECK(!rclose(s), "rclose: %s", strerror(errno));
+		errno = 0;
+		CHECK(rclose(s) == -1 && errno == EBADF, "rclose twice: errno %d", errno);
+	}
 
 	CHECK(!ibv_destroy_qp(qp), "destroy_qp");
 	CHECK(!ibv_destroy_cq(cq), "destroy_cq");
