@@ -1,4 +1,4 @@
-package qp
+package clock
 
 import "time"
 
@@ -23,7 +23,7 @@ type Timer interface {
 }
 
 // RealClock is the system's clock.
-type RealClock struct{}
+type Real struct{}
 
 // realEpoch anchors RealClock's readings. A time derived from it by Add
 // carries its monotonic reading, so Now reads the monotonic clock alone,
@@ -35,7 +35,7 @@ var realEpoch = time.Now()
 
 // Now implements Clock. Its readings measure time; their wall-clock part
 // runs on from the process's start at the monotonic clock's rate.
-func (RealClock) Now() time.Time { return realEpoch.Add(time.Since(realEpoch)) }
+func (Real) Now() time.Time { return realEpoch.Add(time.Since(realEpoch)) }
 
 // AfterFunc implements Clock.
-func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }

@@ -1,4 +1,4 @@
-package qp
+package clock
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ import (
 // of time.Now's, so the bounds hold however long the machine takes
 // between them.
 func TestRealClockNow(t *testing.T) {
-	var c RealClock
+	var c Real
 	x0 := time.Now()
 	a := c.Now()
 	y0 := time.Now()

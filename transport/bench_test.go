@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"net/netip"
@@ -13,16 +13,12 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/latency"
 	"github.com/goroce/goroce/internal/rawudp"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
-
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // BenchmarkEngine measures the engine alone: two devices over the
@@ -30,7 +26,7 @@ import (
 // window of messages in flight. Gbit/s is payload goodput; pkt/s counts
 // request packets.
 func BenchmarkEngine(b *testing.B) {
-	for _, op := range []qp.WROpcode{qp.WRRDMAWrite, qp.WRSend, qp.WRRDMARead} {
+	for _, op := range []transport.WROpcode{transport.WRRDMAWrite, transport.WRSend, transport.WRRDMARead} {
 		for _, size := range []int{64, 4096, 65536} {
 			b.Run(fmt.Sprintf("%v/%d", op, size), func(b *testing.B) {
 				benchOp(b, op, size)
@@ -39,18 +35,18 @@ func BenchmarkEngine(b *testing.B) {
 	}
 }
 
-func benchOp(b *testing.B, op qp.WROpcode, size int) {
+func benchOp(b *testing.B, op transport.WROpcode, size int) {
 	const depth = 64
-	a, p, _ := rdmatest.MemPair(b, rdmatest.Options{MTU: qp.MTU4096, BufSize: depth * size, SQDepth: depth, RQDepth: depth,
+	a, p, _ := rdmatest.MemPair(b, rdmatest.Options{MTU: transport.MTU4096, BufSize: depth * size, SQDepth: depth, RQDepth: depth,
 		CQDepth: 4 * depth, Window: 512})
 	// The requests are reused, as a program's would be (Post copies them),
 	// so that allocs/op is the engine's own.
-	var sendSGL, recvSGL [1]mr.SGE
-	swr := qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: sendSGL[:], RKey: p.MR.RKey()}
-	rwr := qp.RecvWR{SGL: recvSGL[:]}
+	var sendSGL, recvSGL [1]transport.SGE
+	swr := transport.SendWR{Opcode: op, Flags: transport.Signaled, SGL: sendSGL[:], RKey: p.MR.RKey()}
+	rwr := transport.RecvWR{SGL: recvSGL[:]}
 	post := func(i int) {
 		slot := (i % depth) * size
-		if op == qp.WRSend {
+		if op == transport.WRSend {
 			recvSGL[0] = p.MR.SGE(slot, size)
 			rdmatest.Must(b, p.QP.PostRecv(&rwr))
 		}
@@ -60,7 +56,7 @@ func benchOp(b *testing.B, op qp.WROpcode, size int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	wc := make([]cq.WC, depth)
+	wc := make([]transport.WC, depth)
 	b.SetBytes(int64(size))
 	b.ResetTimer()
 	start := time.Now()
@@ -76,11 +72,11 @@ func benchOp(b *testing.B, op qp.WROpcode, size int) {
 			b.Fatal(err)
 		}
 		for _, w := range wc[:n] {
-			if w.Status != cq.Success {
+			if w.Status != transport.Success {
 				b.Fatal(w)
 			}
 		}
-		if op == qp.WRSend {
+		if op == transport.WRSend {
 			for got := 0; got < n; {
 				m, err := p.RCQ.PollWait(ctx, wc[:n-got])
 				if err != nil {
@@ -123,7 +119,7 @@ func benchOp(b *testing.B, op qp.WROpcode, size int) {
 // (Options.PollProgress), whose receive goroutines sleep while the
 // polling goroutines handle what arrives.
 //
-//	go test -run '^$' -bench PingPong -benchtime 20000x ./device
+//	go test -run '^$' -bench PingPong -benchtime 20000x ./transport
 //
 // busyPoll is the -busy rows' budget: longer than a round trip, so a
 // receive spins from one packet to the next.
@@ -188,7 +184,7 @@ func BenchmarkPingPong(b *testing.B) {
 				x, y = udpSide(b, xAddr, &o), udpSide(b, yAddr, &o)
 			default: // across a veth pair between two namespaces
 				if veth == nil {
-					veth = rdmatest.NewNet(outer, rdmatest.Config{MTU: rdmatest.VethMTU(qp.MTU1024), Offloads: true})
+					veth = rdmatest.NewNet(outer, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU1024), Offloads: true})
 					s, err := rawudp.PingPongIn(veth.A, veth.B, veth.A.IPv4, veth.B.IPv4, roceSend64, 5000, nil)
 					if err != nil {
 						b.Fatal(err)
@@ -207,8 +203,8 @@ func BenchmarkPingPong(b *testing.B) {
 				rdmatest.ConnectQP(b, y, x, o, 2, 1)
 			}
 			ctx := context.Background()
-			wait1 := func(c *cq.CQ) {
-				var wc [1]cq.WC
+			wait1 := func(c *transport.CQ) {
+				var wc [1]transport.WC
 				var err error
 				if busy {
 					n := 0
@@ -220,17 +216,17 @@ func BenchmarkPingPong(b *testing.B) {
 				} else {
 					_, err = c.PollWait(ctx, wc[:])
 				}
-				if err != nil || wc[0].Status != cq.Success {
+				if err != nil || wc[0].Status != transport.Success {
 					b.Fatal(err, wc[0])
 				}
 			}
 			// Each side's requests are built once and reused (Post copies
 			// them), so that allocs/op is the engine's own.
-			xr := &qp.RecvWR{SGL: []mr.SGE{x.MR.SGE(0, 64)}}
-			yr := &qp.RecvWR{SGL: []mr.SGE{y.MR.SGE(0, 64)}}
-			sends := map[*rdmatest.Peer]*qp.SendWR{
-				x: {Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{x.MR.SGE(0, 64)}},
-				y: {Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{y.MR.SGE(0, 64)}},
+			xr := &transport.RecvWR{SGL: []transport.SGE{x.MR.SGE(0, 64)}}
+			yr := &transport.RecvWR{SGL: []transport.SGE{y.MR.SGE(0, 64)}}
+			sends := map[*rdmatest.Peer]*transport.SendWR{
+				x: {Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{x.MR.SGE(0, 64)}},
+				y: {Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{y.MR.SGE(0, 64)}},
 			}
 			for range 8 {
 				rdmatest.Must(b, x.QP.PostRecv(xr))
@@ -296,14 +292,14 @@ func udpSide(t testing.TB, addr string, o *rdmatest.Options, more ...string) *rd
 		l, err = nic.NewMulti(links...)
 		rdmatest.Must(t, err)
 	}
-	d, err := device.Open(l, device.Options{PollProgress: o.PollProgress})
+	d, err := transport.Open(l, transport.Options{PollProgress: o.PollProgress})
 	rdmatest.Must(t, err)
 	t.Cleanup(func() { d.Close() })
 	s := &rdmatest.Peer{Dev: d, Addr: ad, PD: d.AllocPD(), SCQ: d.CreateCQ(64), RCQ: d.CreateCQ(64), Buf: make([]byte, 4096)}
 	s.MR, err = s.PD.Register(s.Buf, o.Access)
 	rdmatest.Must(t, err)
-	s.QP, err = d.CreateQP(s.PD, qp.InitAttr{Type: qp.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ,
-		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	s.QP, err = d.CreateQP(s.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ,
+		Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	rdmatest.Must(t, err)
 	return s
 }

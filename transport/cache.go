@@ -1,4 +1,4 @@
-package mr
+package transport
 
 import (
 	"container/list"
@@ -72,7 +72,7 @@ func NewCache(pd *PD, access Access, o CacheOptions) *Cache {
 }
 
 // span is the address range of b.
-func span(b []byte) (uintptr, uintptr) {
+func sliceSpan(b []byte) (uintptr, uintptr) {
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	return p, p + uintptr(len(b))
 }
@@ -84,7 +84,7 @@ func (c *Cache) Get(buf []byte) (*MR, error) {
 	if len(buf) == 0 {
 		return nil, ErrEmpty
 	}
-	start, end := span(buf)
+	start, end := sliceSpan(buf)
 	c.mu.Lock()
 	for _, e := range c.entries {
 		if e.start <= start && end <= e.end {
@@ -189,7 +189,7 @@ func (c *Cache) report(evicted []eviction) {
 // about to free or reuse that memory. A region in use fails it with
 // ErrCacheInUse, and none is evicted.
 func (c *Cache) Evict(buf []byte) error {
-	start, end := span(buf)
+	start, end := sliceSpan(buf)
 	c.mu.Lock()
 	var hit []*cacheEntry
 	for _, e := range c.entries {
@@ -247,9 +247,9 @@ func (c *Cache) Stats() CacheStats {
 // SGEOf returns the scatter/gather element for b, which must lie inside
 // m (a region whose address is its buffer's, as a Cache's are).
 func SGEOf(m *MR, b []byte) (SGE, error) {
-	start, end := span(b)
+	start, end := sliceSpan(b)
 	mb := m.Bytes()
-	ms, me := span(mb)
+	ms, me := sliceSpan(mb)
 	if len(b) == 0 || start < ms || end > me {
 		return SGE{}, fmt.Errorf("%w: buffer not inside the region", ErrBounds)
 	}

@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"errors"
@@ -16,11 +16,9 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/manualclock"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // sig is what two packets of the same operation must share on the wire:
@@ -148,16 +146,16 @@ func (r *recorder) get() []sig {
 // through and its address handle to the other end (UD), when it has them.
 type capSide struct {
 	*rdmatest.Peer
-	srq *qp.SRQ
-	ah  *qp.AH
+	srq *transport.SRQ
+	ah  *transport.AH
 }
 
 // scenario replays, with goroce on both ends, what a capture's tools did.
 type scenario struct {
 	capture string
-	typ     qp.Type
+	typ     transport.QPType
 	srq     bool
-	run     func(t *testing.T, c, s *capSide, ah *qp.AH)
+	run     func(t *testing.T, c, s *capSide, ah *transport.AH)
 	// countsVary: the tool's message count depends on timing
 	// (ibv_srq_pingpong posts one send per QP before its loop), so only the
 	// kinds of packet are compared, not how many.
@@ -166,10 +164,10 @@ type scenario struct {
 
 // pingpong plays rdma-core's *_pingpong: the client sends, the server
 // answers with the same size, n times.
-func pingpong(size, n int) func(t *testing.T, c, s *capSide, ah *qp.AH) {
-	return func(t *testing.T, c, s *capSide, ah *qp.AH) {
+func pingpong(size, n int) func(t *testing.T, c, s *capSide, ah *transport.AH) {
+	return func(t *testing.T, c, s *capSide, ah *transport.AH) {
 		extra := 0
-		if c.QP.Type() == qp.UD {
+		if c.QP.Type() == transport.UD {
 			extra = 40
 		}
 		for range n {
@@ -178,11 +176,11 @@ func pingpong(size, n int) func(t *testing.T, c, s *capSide, ah *qp.AH) {
 				if x.srq != nil {
 					post = x.srq.PostRecv
 				}
-				rdmatest.Must(t, post(&qp.RecvWR{SGL: []mr.SGE{x.MR.SGE(0, size+extra)}}))
+				rdmatest.Must(t, post(&transport.RecvWR{SGL: []transport.SGE{x.MR.SGE(0, size+extra)}}))
 			}
 			for _, dir := range [][2]*capSide{{c, s}, {s, c}} {
 				from, to := dir[0], dir[1]
-				wr := qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{from.MR.SGE(0, size)},
+				wr := transport.SendWR{Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{from.MR.SGE(0, size)},
 					RemoteQPN: to.QP.QPN(), RemoteQKey: 0x11111111}
 				if ah != nil {
 					wr.AH = from.ah
@@ -196,19 +194,19 @@ func pingpong(size, n int) func(t *testing.T, c, s *capSide, ah *qp.AH) {
 }
 
 // stream plays perftest's _bw tests: the client posts n operations.
-func stream(op qp.WROpcode, size, n int) func(t *testing.T, c, s *capSide, ah *qp.AH) {
-	return func(t *testing.T, c, s *capSide, ah *qp.AH) {
+func stream(op transport.WROpcode, size, n int) func(t *testing.T, c, s *capSide, ah *transport.AH) {
+	return func(t *testing.T, c, s *capSide, ah *transport.AH) {
 		for i := range n {
-			if op == qp.WRSend {
-				rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{s.MR.SGE(0, size+40)}}))
+			if op == transport.WRSend {
+				rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{s.MR.SGE(0, size+40)}}))
 			}
-			wr := qp.SendWR{WRID: uint64(i), Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{c.MR.SGE(0, size)},
+			wr := transport.SendWR{WRID: uint64(i), Opcode: op, Flags: transport.Signaled, SGL: []transport.SGE{c.MR.SGE(0, size)},
 				RemoteAddr: s.MR.Addr(), RKey: s.MR.RKey(), CompareAdd: 1, AH: c.ah,
 				RemoteQPN: s.QP.QPN(), RemoteQKey: 0x11111111}
 			rdmatest.Must(t, c.QP.PostSend(&wr))
 			rdmatest.Wait(t, c.SCQ, 5*time.Second)
 		}
-		if op == qp.WRSend {
+		if op == transport.WRSend {
 			for range n {
 				rdmatest.Wait(t, s.RCQ, 5*time.Second)
 			}
@@ -222,27 +220,27 @@ func stream(op qp.WROpcode, size, n int) func(t *testing.T, c, s *capSide, ah *q
 // ACKs that rxe sends one per AckReq, so it may send fewer).
 func TestEmitsWhatRxeEmits(t *testing.T) {
 	scenarios := []scenario{
-		{"rc_pingpong_s64", qp.RC, false, pingpong(64, 5), false},
-		{"rc_pingpong_s8192", qp.RC, false, pingpong(8192, 5), false},
-		{"uc_pingpong_s64", qp.UC, false, pingpong(64, 5), false},
-		{"uc_pingpong_s8192", qp.UC, false, pingpong(8192, 5), false},
-		{"ud_pingpong_s64", qp.UD, false, pingpong(64, 5), false},
-		{"ud_pingpong_s1024", qp.UD, false, pingpong(1024, 5), false},
-		{"srq_pingpong_s64", qp.RC, true, pingpong(64, 5), true},
-		{"srq_pingpong_s8192", qp.RC, true, pingpong(8192, 5), true},
-		{"write_bw_s8192", qp.RC, false, stream(qp.WRRDMAWrite, 8192, 20), false},
-		{"write_bw_uc_s8192", qp.UC, false, stream(qp.WRRDMAWrite, 8192, 20), false},
-		{"send_bw_s8192", qp.RC, false, stream(qp.WRSend, 8192, 20), false},
-		{"send_bw_ud_s64", qp.UD, false, stream(qp.WRSend, 64, 100), false},
-		{"read_bw_s8192", qp.RC, false, stream(qp.WRRDMARead, 8192, 20), false},
-		{"atomic_bw_fadd", qp.RC, false, stream(qp.WRAtomicFetchAndAdd, 8, 100), false},
-		{"atomic_bw_cas", qp.RC, false, stream(qp.WRAtomicCmpAndSwp, 8, 100), false},
+		{"rc_pingpong_s64", transport.RC, false, pingpong(64, 5), false},
+		{"rc_pingpong_s8192", transport.RC, false, pingpong(8192, 5), false},
+		{"uc_pingpong_s64", transport.UC, false, pingpong(64, 5), false},
+		{"uc_pingpong_s8192", transport.UC, false, pingpong(8192, 5), false},
+		{"ud_pingpong_s64", transport.UD, false, pingpong(64, 5), false},
+		{"ud_pingpong_s1024", transport.UD, false, pingpong(1024, 5), false},
+		{"srq_pingpong_s64", transport.RC, true, pingpong(64, 5), true},
+		{"srq_pingpong_s8192", transport.RC, true, pingpong(8192, 5), true},
+		{"write_bw_s8192", transport.RC, false, stream(transport.WRRDMAWrite, 8192, 20), false},
+		{"write_bw_uc_s8192", transport.UC, false, stream(transport.WRRDMAWrite, 8192, 20), false},
+		{"send_bw_s8192", transport.RC, false, stream(transport.WRSend, 8192, 20), false},
+		{"send_bw_ud_s64", transport.UD, false, stream(transport.WRSend, 64, 100), false},
+		{"read_bw_s8192", transport.RC, false, stream(transport.WRRDMARead, 8192, 20), false},
+		{"atomic_bw_fadd", transport.RC, false, stream(transport.WRAtomicFetchAndAdd, 8, 100), false},
+		{"atomic_bw_cas", transport.RC, false, stream(transport.WRAtomicCmpAndSwp, 8, 100), false},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.capture, func(t *testing.T) {
 			wantC, wantS := captureSigs(t, sc.capture)
 			var recC, recS recorder
-			o := rdmatest.Options{Type: sc.typ, MTU: qp.MTU1024, RdAtomic: 1}
+			o := rdmatest.Options{Type: sc.typ, MTU: transport.MTU1024, RdAtomic: 1}
 			o.MemDefaults()
 			// rxe's lab runs over a 1500-byte link: active MTU 1024.
 			net := mem.NewNet(1)
@@ -250,19 +248,19 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 			s := newTracedSide(t, net, "198.51.100.2", &o, recS.trace)
 			if sc.srq {
 				var err error
-				s.srq, err = s.Dev.CreateSRQ(s.PD, qp.SRQAttr{MaxWR: 64, MaxSGE: 1})
+				s.srq, err = s.Dev.CreateSRQ(s.PD, transport.SRQAttr{MaxWR: 64, MaxSGE: 1})
 				rdmatest.Must(t, err)
 				rdmatest.Must(t, s.Dev.DestroyQP(s.QP))
-				s.QP, err = s.Dev.CreateQP(s.PD, qp.InitAttr{Type: qp.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ, SRQ: s.srq,
-					Cap: qp.Cap{MaxSendWR: 64, MaxSendSGE: 1}})
+				s.QP, err = s.Dev.CreateQP(s.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ, SRQ: s.srq,
+					Cap: transport.QPCap{MaxSendWR: 64, MaxSendSGE: 1}})
 				rdmatest.Must(t, err)
 			}
 			rdmatest.ConnectQP(t, c.Peer, s.Peer, o, 1, 2)
 			rdmatest.ConnectQP(t, s.Peer, c.Peer, o, 2, 1)
-			if sc.typ == qp.UD {
+			if sc.typ == transport.UD {
 				for _, x := range [][2]*capSide{{c, s}, {s, c}} {
 					g, _ := x[1].Dev.GID(1)
-					ah, err := x[0].Dev.CreateAH(x[0].PD, qp.AHAttr{DGID: g, SGIDIndex: 1})
+					ah, err := x[0].Dev.CreateAH(x[0].PD, transport.AHAttr{DGID: g, SGIDIndex: 1})
 					rdmatest.Must(t, err)
 					x[0].ah = ah
 				}
@@ -286,14 +284,14 @@ func newTracedSide(t *testing.T, net *mem.Net, addr string, o *rdmatest.Options,
 	// A clock that never moves: on a lossless link a retransmission would
 	// only be the machine being slow, and would add a request rxe never
 	// sent.
-	d, err := device.Open(l, device.Options{Trace: trace, Clock: manualclock.New()})
+	d, err := transport.Open(l, transport.Options{Trace: trace, Clock: manualclock.New()})
 	rdmatest.Must(t, err)
 	t.Cleanup(func() { d.Close() })
 	s := &capSide{Peer: &rdmatest.Peer{Dev: d, Mem: l, Addr: a, PD: d.AllocPD(), SCQ: d.CreateCQ(512), RCQ: d.CreateCQ(512), Buf: make([]byte, 1<<16)}}
 	s.MR, err = s.PD.Register(s.Buf, o.Access)
 	rdmatest.Must(t, err)
-	s.QP, err = d.CreateQP(s.PD, qp.InitAttr{Type: o.Type, SendCQ: s.SCQ, RecvCQ: s.RCQ,
-		Cap: qp.Cap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	s.QP, err = d.CreateQP(s.PD, transport.QPInitAttr{Type: o.Type, SendCQ: s.SCQ, RecvCQ: s.RCQ,
+		Cap: transport.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	rdmatest.Must(t, err)
 	return s
 }

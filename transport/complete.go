@@ -1,8 +1,7 @@
-package qp
+package transport
 
 import (
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/hook"
 )
 
@@ -12,7 +11,7 @@ import (
 // toError moves the QP to ERR: the failed WQE (if any) completes with
 // status, every other outstanding work request completes with a flush
 // error (IBA 10.3.1.7). w says why; Death keeps it.
-func (q *QP) toError(failed *sendWQE, status cq.Status, w why) {
+func (q *QP) toError(failed *sendWQE, status WCStatus, w why) {
 	if q.state == Err {
 		return
 	}
@@ -25,14 +24,14 @@ func (q *QP) toError(failed *sendWQE, status cq.Status, w why) {
 	q.resp.outHead = 0
 	for q.sqHead != q.sqTail {
 		w := q.sqAt(q.sqHead)
-		st := cq.WRFlushErr
+		st := WRFlushErr
 		if w == failed {
 			st = status
 		}
 		q.retire(st)
 	}
 	if q.resp.haveWQE {
-		q.completeRecv(&q.resp.rwqe, cq.WRFlushErr, 0, 0, 0, false)
+		q.completeRecv(&q.resp.rwqe, WRFlushErr, 0, 0, 0, false)
 		q.resp.haveWQE = false
 	}
 	for {
@@ -40,7 +39,7 @@ func (q *QP) toError(failed *sendWQE, status cq.Status, w why) {
 		if !ok {
 			break
 		}
-		q.completeRecv(&w, cq.WRFlushErr, 0, 0, 0, false)
+		q.completeRecv(&w, WRFlushErr, 0, 0, 0, false)
 	}
 	if q.srq != nil && q.env.Event != nil {
 		// IBA 11.6.3.2: a QP with an SRQ reports the last WQE it will take.
@@ -51,7 +50,7 @@ func (q *QP) toError(failed *sendWQE, status cq.Status, w why) {
 // fatal moves the QP to ERR for a reason no work request reports, raising
 // an affiliated asynchronous event.
 func (q *QP) fatal(ev hook.QPEvent, err error, w why) {
-	q.toError(nil, cq.WRFlushErr, w)
+	q.toError(nil, WRFlushErr, w)
 	if q.env.Event != nil {
 		q.env.Event(q, ev, err)
 	}
@@ -64,17 +63,17 @@ func (q *QP) sqSlot(i uint32) uint32 { return i & uint32(len(q.sq)-1) }
 func (q *QP) sqAt(i uint32) *sendWQE { return &q.sq[q.sqSlot(i)] }
 
 // retire completes the WQE at the head of the send queue.
-func (q *QP) retire(st cq.Status) {
+func (q *QP) retire(st WCStatus) {
 	w := q.sqAt(q.sqHead)
 	if w.isReadOrAtomic() && w.state != wqePosted {
 		q.req.rdOut--
 	}
-	if w.signaled || st != cq.Success {
-		wc := cq.WC{WRID: w.wr.WRID, Status: st, Opcode: w.wcOpcode(), ByteLen: w.length, QPNum: q.qpn,
+	if w.signaled || st != Success {
+		wc := WC{WRID: w.wr.WRID, Status: st, Opcode: w.wcOpcode(), ByteLen: w.length, QPNum: q.qpn,
 			VendorErr: sendVendorErr(st)}
 		q.pushCQ(q.sendCQ, &wc, false)
 	}
-	if st == cq.Success && w.op().kind == bth.KindSend {
+	if st == Success && w.op().kind == bth.KindSend {
 		q.env.Counters.RDMASends.Add(1)
 	}
 	w.state = wqeDone
@@ -85,27 +84,24 @@ func (q *QP) retire(st cq.Status) {
 	}
 }
 
-// cqPush is cq's engine-only push (see internal/hook), typed once.
-var cqPush = hook.PushCQ.(func(c *cq.CQ, wc cq.WC, solicited bool) (ok bool))
-
 // pushCQ posts a completion; an overrun moves the QP to ERR (the device
 // reports the CQ error event).
-func (q *QP) pushCQ(c *cq.CQ, wc *cq.WC, solicited bool) {
-	if !cqPush(c, *wc, solicited) && q.state != Err {
+func (q *QP) pushCQ(c *CQ, wc *WC, solicited bool) {
+	if !c.push(*wc, solicited) && q.state != Err {
 		q.state = Err // flushing into a full CQ would only lose more
 		q.rtoTimer.Stop()
 		q.rnrTimer.Stop()
 		if q.env.Event != nil {
-			q.env.Event(q, hook.QPFatal, cq.ErrOverrun)
+			q.env.Event(q, hook.QPFatal, ErrOverrun)
 		}
 	}
 }
 
 // completeRecv posts a receive completion.
-func (q *QP) completeRecv(w *recvWQE, st cq.Status, op cq.Opcode, byteLen uint32, flags cq.Flags, solicited bool) {
-	wc := cq.WC{WRID: w.wrID, Status: st, Opcode: op, ByteLen: byteLen, QPNum: q.qpn, Flags: flags}
-	if st == cq.WRFlushErr {
-		wc.Opcode, wc.ByteLen, wc.Flags = cq.OpRecv, 0, 0
+func (q *QP) completeRecv(w *recvWQE, st WCStatus, op WCOpcode, byteLen uint32, flags WCFlags, solicited bool) {
+	wc := WC{WRID: w.wrID, Status: st, Opcode: op, ByteLen: byteLen, QPNum: q.qpn, Flags: flags}
+	if st == WRFlushErr {
+		wc.Opcode, wc.ByteLen, wc.Flags = OpRecv, 0, 0
 	}
 	q.pushCQ(q.recvCQ, &wc, solicited)
 }
@@ -129,16 +125,16 @@ func (q *QP) checkDrained() {
 // sendVendorErr is the vendor error of a send completion with status st.
 // On the send queue these statuses come only from a NAK (or, for
 // RetryExcErr, from the retry limit), so the status names the NAK.
-func sendVendorErr(st cq.Status) uint32 {
+func sendVendorErr(st WCStatus) uint32 {
 	switch st {
-	case cq.RemInvReqErr:
-		return cq.VendorNAKInvalidRequest
-	case cq.RemAccessErr:
-		return cq.VendorNAKRemoteAccess
-	case cq.RemOpErr:
-		return cq.VendorNAKRemoteOp
-	case cq.RetryExcErr:
-		return cq.VendorRetryExceeded
+	case RemInvReqErr:
+		return VendorNAKInvalidRequest
+	case RemAccessErr:
+		return VendorNAKRemoteAccess
+	case RemOpErr:
+		return VendorNAKRemoteOp
+	case RetryExcErr:
+		return VendorRetryExceeded
 	}
 	return 0
 }

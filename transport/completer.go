@@ -1,4 +1,4 @@
-package qp
+package transport
 
 import (
 	"encoding/binary"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
 )
 
 // The completer (IBA 9.7.5.1 and 9.9; rxe_comp.c) matches ACKs, NAKs, READ
@@ -28,7 +27,7 @@ type completer struct {
 	retryNew bool    // ... and no sign of loss has come since (reorderEcho)
 }
 
-func (c *completer) resetRetries(a *Attr) {
+func (c *completer) resetRetries(a *QPAttr) {
 	c.retryCnt = a.RetryCnt
 	c.rnrRetry = a.RNRRetry
 }
@@ -92,7 +91,7 @@ func (q *QP) onRNRTimer() {
 func (q *QP) retry(psn bth.PSN, trigger string) bool {
 	if q.comp.retryCnt == 0 {
 		q.env.Counters.RetryExceededErr.Add(1)
-		q.toError(q.sqAt(q.sqHead), cq.RetryExcErr, why{cause: CauseRetryExceeded, psn: psn, hasPSN: true,
+		q.toError(q.sqAt(q.sqHead), RetryExcErr, why{cause: CauseRetryExceeded, psn: psn, hasPSN: true,
 			detail: fmt.Sprintf("%s with no retry left (retry_cnt %d, local ACK timeout %d: %v)", trigger, q.attr.RetryCnt, q.attr.Timeout, q.rto())})
 		return false
 	}
@@ -195,13 +194,13 @@ func (q *QP) handleResponse(p bth.Packet) {
 					q.retry(psn, "a PSN sequence error NAK came back")
 				}
 			case bth.NAKInvalidRequest:
-				q.remoteError(psn, cq.RemInvReqErr, code)
+				q.remoteError(psn, RemInvReqErr, code)
 			case bth.NAKRemoteAccessError:
-				q.remoteError(psn, cq.RemAccessErr, code)
+				q.remoteError(psn, RemAccessErr, code)
 			case bth.NAKRemoteOperational:
-				q.remoteError(psn, cq.RemOpErr, code)
+				q.remoteError(psn, RemOpErr, code)
 			default:
-				q.remoteError(psn, cq.RemInvRDReqErr, code)
+				q.remoteError(psn, RemInvRDReqErr, code)
 			}
 		default:
 			c.Malformed.Add(1)
@@ -244,7 +243,7 @@ func (q *QP) ackThrough(psn bth.PSN) bool {
 	for q.sqHead != q.sqTail {
 		w := q.sqAt(q.sqHead)
 		if w.isLocal() && w.state == wqeDone {
-			q.retire(cq.Success) // executed; it waited for those before it
+			q.retire(Success) // executed; it waited for those before it
 			continue
 		}
 		if w.state != wqeStarted || psn.Before(w.firstPSN) {
@@ -275,7 +274,7 @@ func (q *QP) ackThrough(psn bth.PSN) bool {
 		if psn.Before(w.lastPSN) {
 			break // part of a long message
 		}
-		q.retire(cq.Success)
+		q.retire(Success)
 		advanced = true
 	}
 	if psn.Next().After(q.comp.psn) {
@@ -321,13 +320,13 @@ func (q *QP) readResponse(p bth.Packet, psn bth.PSN) {
 		return
 	}
 	if err := q.scatter(w.wr.SGL, off, p.Payload()); err != nil {
-		q.toError(w, cq.LocProtErr, why{cause: CauseLocalError, psn: psn, hasPSN: true,
+		q.toError(w, LocProtErr, why{cause: CauseLocalError, psn: psn, hasPSN: true,
 			detail: "the READ response's data could not be written to the work request's SGL", err: err})
 		return
 	}
 	q.comp.psn = psn.Next()
 	if isLast {
-		q.retire(cq.Success)
+		q.retire(Success)
 	}
 	q.progress()
 }
@@ -351,12 +350,12 @@ func (q *QP) atomicAck(p bth.Packet, psn bth.PSN) {
 	var v [8]byte
 	binary.LittleEndian.PutUint64(v[:], p.AtomicAckETH().OrigData())
 	if err := q.scatter(w.wr.SGL, 0, v[:]); err != nil {
-		q.toError(w, cq.LocProtErr, why{cause: CauseLocalError, psn: psn, hasPSN: true,
+		q.toError(w, LocProtErr, why{cause: CauseLocalError, psn: psn, hasPSN: true,
 			detail: "the atomic's original value could not be written to the work request's SGL", err: err})
 		return
 	}
 	q.comp.psn = psn.Next()
-	q.retire(cq.Success)
+	q.retire(Success)
 	q.progress()
 }
 
@@ -369,7 +368,7 @@ func (q *QP) rnrNAK(psn bth.PSN, timer uint8) {
 	}
 	if q.comp.rnrRetry == 0 {
 		q.env.Counters.RetryRNRExceededErr.Add(1)
-		q.toError(q.sqAt(q.sqHead), cq.RNRRetryExcErr, why{cause: CauseRNRRetryExceeded, psn: psn, hasPSN: true,
+		q.toError(q.sqAt(q.sqHead), RNRRetryExcErr, why{cause: CauseRNRRetryExceeded, psn: psn, hasPSN: true,
 			detail: fmt.Sprintf("an RNR NAK (timer %d: %v) with no RNR retry left (rnr_retry %d): the responder had no receive WQE posted", timer, bth.RNRTimer(timer), q.attr.RNRRetry)})
 		return
 	}
@@ -383,7 +382,7 @@ func (q *QP) rnrNAK(psn bth.PSN, timer uint8) {
 
 // remoteError completes the WQE holding psn with the error the NAK names
 // and moves the QP to ERR (IBA 9.9.3: class C errors end the connection).
-func (q *QP) remoteError(psn bth.PSN, st cq.Status, code bth.NAKCode) {
+func (q *QP) remoteError(psn bth.PSN, st WCStatus, code bth.NAKCode) {
 	if q.sqHead == q.sqTail {
 		return
 	}

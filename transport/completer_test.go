@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"bytes"
@@ -8,9 +8,7 @@ import (
 	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 const sPSN = 5000 // the goroce side's first send PSN (see newRaw)
@@ -34,8 +32,8 @@ func (r *rawPeer) ackTo(syn bth.Syndrome, psn uint32, msn uint32) {
 
 func sendN(t *testing.T, s *rdmatest.Peer, n int, size int) {
 	for i := range n {
-		rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
-			SGL: []mr.SGE{s.MR.SGE(0, size)}}))
+		rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, Flags: transport.Signaled,
+			SGL: []transport.SGE{s.MR.SGE(0, size)}}))
 	}
 }
 
@@ -51,7 +49,7 @@ func TestCompleterCoalescedACK(t *testing.T) {
 	}
 	r.ackTo(ack, sPSN+2, 3) // one ACK for all three
 	for i := range 3 {
-		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) || wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) || wc.Status != transport.Success {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}
@@ -96,12 +94,12 @@ func TestCompleterSequenceNAK(t *testing.T) {
 func TestCompleterErrorNAKs(t *testing.T) {
 	for _, c := range []struct {
 		syn    bth.Syndrome
-		want   cq.Status
+		want   transport.WCStatus
 		vendor uint32 // mlx5's vendor_err for the NAK
 	}{
-		{nakInvalid, cq.RemInvReqErr, 0x8a},
-		{nakAccess, cq.RemAccessErr, 0x88},
-		{nakOp, cq.RemOpErr, 0x89},
+		{nakInvalid, transport.RemInvReqErr, 0x8a},
+		{nakAccess, transport.RemAccessErr, 0x88},
+		{nakOp, transport.RemOpErr, 0x89},
 	} {
 		t.Run(c.want.String(), func(t *testing.T) {
 			s, r, _ := newRaw(t, rdmatest.Options{})
@@ -112,7 +110,7 @@ func TestCompleterErrorNAKs(t *testing.T) {
 			r.ackTo(c.syn, sPSN+1, 1)
 			// The first is acknowledged by the NAK; the second failed; the
 			// third is flushed; the QP is in ERR (IBA 9.9.3.1).
-			for i, st := range []cq.Status{cq.Success, c.want, cq.WRFlushErr} {
+			for i, st := range []transport.WCStatus{transport.Success, c.want, transport.WRFlushErr} {
 				wc := rdmatest.Wait(t, s.SCQ, time.Second)
 				if wc.WRID != uint64(i) || wc.Status != st {
 					t.Fatalf("completion %d: %+v, want %v", i, wc, st)
@@ -121,7 +119,7 @@ func TestCompleterErrorNAKs(t *testing.T) {
 					t.Fatalf("completion %d: vendor_err 0x%x, want 0x%x", i, wc.VendorErr, want)
 				}
 			}
-			if s.QP.State() != qp.Err {
+			if s.QP.State() != transport.Err {
 				t.Fatal("QP not in ERR")
 			}
 		})
@@ -155,15 +153,15 @@ func TestCompleterRNR(t *testing.T) {
 			}
 			if c.ok {
 				r.ackTo(ack, sPSN, 1)
-				if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != cq.Success {
+				if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != transport.Success {
 					t.Fatalf("completion %+v", wc)
 				}
 				return
 			}
-			if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != cq.RNRRetryExcErr {
+			if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != transport.RNRRetryExcErr {
 				t.Fatalf("completion %+v, want RNR retry exceeded", wc)
 			}
-			if s.QP.State() != qp.Err {
+			if s.QP.State() != transport.Err {
 				t.Fatal("QP not in ERR")
 			}
 		})
@@ -200,10 +198,10 @@ func TestCompleterRetryExhaustion(t *testing.T) {
 		r.clk.Advance(time.Nanosecond)
 	}
 	wc := rdmatest.Wait(t, s.SCQ, time.Second)
-	if wc.Status != cq.RetryExcErr || wc.WRID != 0 || wc.VendorErr != cq.VendorRetryExceeded {
+	if wc.Status != transport.RetryExcErr || wc.WRID != 0 || wc.VendorErr != transport.VendorRetryExceeded {
 		t.Fatalf("completion %+v, want retry exceeded with mlx5's vendor_err 0x81", wc)
 	}
-	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != cq.WRFlushErr {
+	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != transport.WRFlushErr {
 		t.Fatalf("completion %+v", wc)
 	}
 	r.clk.Advance(time.Hour) // no timer is left to send anything
@@ -241,7 +239,7 @@ func TestCompleterProgressResetsRetries(t *testing.T) {
 	expectProbe(r, sPSN+1) // timed out again, after progress
 	r.ackTo(ack, sPSN+1, 2)
 	for range 2 {
-		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != transport.Success {
 			t.Fatalf("completion %+v", wc)
 		}
 	}
@@ -249,8 +247,8 @@ func TestCompleterProgressResetsRetries(t *testing.T) {
 
 func TestCompleterReadResponses(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
-	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-		SGL: []mr.SGE{s.MR.SGE(0, 4000)}, RemoteAddr: 0x10000, RKey: 0x77}))
+	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+		SGL: []transport.SGE{s.MR.SGE(0, 4000)}, RemoteAddr: 0x10000, RKey: 0x77}))
 	p := r.expectReq(bth.RCReadRequest, sPSN)
 	if rh := p.RETH(); rh.VA() != 0x10000 || rh.DMALen() != 4000 || !p.BTH().AckReq() {
 		t.Fatalf("READ request va %#x len %d", rh.VA(), rh.DMALen())
@@ -270,16 +268,16 @@ func TestCompleterReadResponses(t *testing.T) {
 	r.send(bth.RCReadResponseFirst, sPSN+1, false, data[1024:2048], aeth(ack, 1))
 	r.send(bth.RCReadResponseMiddle, sPSN+2, false, data[2048:3072])
 	r.send(bth.RCReadResponseLast, sPSN+3, false, data[3072:], aeth(ack, 1))
-	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != cq.Success || wc.Opcode != cq.OpRDMARead {
+	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != transport.Success || wc.Opcode != transport.OpRDMARead {
 		t.Fatalf("completion %+v", wc)
 	}
 	if !bytes.Equal(s.Buf[:4000], data) {
 		t.Fatal("READ data differs")
 	}
 	// An ACK past a READ whose responses never came means they were lost.
-	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-		SGL: []mr.SGE{s.MR.SGE(0, 10)}, RemoteAddr: 0x20000, RKey: 0x77}))
-	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.MR.SGE(0, 10)}}))
+	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+		SGL: []transport.SGE{s.MR.SGE(0, 10)}, RemoteAddr: 0x20000, RKey: 0x77}))
+	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{s.MR.SGE(0, 10)}}))
 	r.expectReq(bth.RCReadRequest, sPSN+4)
 	r.expectReq(bth.RCSendOnly, sPSN+5)
 	r.ackTo(ack, sPSN+5, 3)
@@ -289,8 +287,8 @@ func TestCompleterReadResponses(t *testing.T) {
 func TestCompleterMaxRdAtomic(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{RdAtomic: 2, Timeout: 16})
 	for i := range 4 {
-		rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-			SGL: []mr.SGE{s.MR.SGE(i*8, 8)}, RemoteAddr: 0x1000, RKey: 1}))
+		rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+			SGL: []transport.SGE{s.MR.SGE(i*8, 8)}, RemoteAddr: 0x1000, RKey: 1}))
 	}
 	// Only two READs go out until one completes.
 	r.expectReq(bth.RCReadRequest, sPSN)
@@ -303,8 +301,8 @@ func TestCompleterMaxRdAtomic(t *testing.T) {
 
 func TestCompleterFence(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
-	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, SGL: []mr.SGE{s.MR.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1}))
-	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Fence, SGL: []mr.SGE{s.MR.SGE(0, 8)}}))
+	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMARead, SGL: []transport.SGE{s.MR.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1}))
+	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Fence, SGL: []transport.SGE{s.MR.SGE(0, 8)}}))
 	r.expectReq(bth.RCReadRequest, sPSN)
 	r.quiet() // the fenced SEND waits for the READ
 	r.send(bth.RCReadResponseOnly, sPSN, false, make([]byte, 8), aeth(ack, 1))
@@ -351,7 +349,7 @@ func TestCompleterReorderedNAKPair(t *testing.T) {
 	expect(12, 15)
 	r.ackTo(ack, sPSN+15, 16)
 	for i := range 16 {
-		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i%8) || wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i%8) || wc.Status != transport.Success {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}
@@ -386,7 +384,7 @@ func TestCompleterTimeoutResendsOldestAlone(t *testing.T) {
 	}
 	r.ackTo(ack, sPSN+7, 8)
 	for i := range 8 {
-		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) || wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) || wc.Status != transport.Success {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}
@@ -412,8 +410,8 @@ func TestCompleterReadReorderedResponse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
 			size := tc.packets*1024 - 120
-			rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-				SGL: []mr.SGE{s.MR.SGE(0, size)}, RemoteAddr: 0x10000, RKey: 0x77}))
+			rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+				SGL: []transport.SGE{s.MR.SGE(0, size)}, RemoteAddr: 0x10000, RKey: 0x77}))
 			r.expectReq(bth.RCReadRequest, sPSN)
 			data := make([]byte, size)
 			fill(data, 5)
@@ -435,7 +433,7 @@ func TestCompleterReadReorderedResponse(t *testing.T) {
 				r.send(bth.RCReadResponseMiddle, sPSN+uint32(i), false, chunk(i))
 			}
 			r.send(bth.RCReadResponseLast, sPSN+uint32(last), false, chunk(last), aeth(ack, 1))
-			if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != cq.Success || wc.Opcode != cq.OpRDMARead {
+			if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != transport.Success || wc.Opcode != transport.OpRDMARead {
 				t.Fatalf("completion %+v", wc)
 			}
 			if !bytes.Equal(s.Buf[:size], data) {

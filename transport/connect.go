@@ -1,4 +1,4 @@
-package device
+package transport
 
 import (
 	"encoding/binary"
@@ -10,9 +10,7 @@ import (
 	"strings"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/netdev"
-	"github.com/goroce/goroce/qp"
 )
 
 // Connecting a QP: what one side tells the other (Endpoint), and the three
@@ -37,7 +35,7 @@ type Endpoint struct {
 	LID uint16
 	// MTU is the largest path MTU the side accepts (its port's active MTU,
 	// or less); Connect uses the smaller of both sides'.
-	MTU qp.MTU
+	MTU MTU
 }
 
 // DefaultGIDIndex returns the index of the GID a QP uses when the program
@@ -62,7 +60,7 @@ func (d *Device) DefaultGIDIndex() uint8 {
 // default GID (DefaultGIDIndex) and its active MTU. A program may change
 // any field before sending it (another GID of the device, a lower MTU, a
 // chosen PSN) and must pass the same value to Connect.
-func (d *Device) LocalEndpoint(q *qp.QP) (Endpoint, error) {
+func (d *Device) LocalEndpoint(q *QP) (Endpoint, error) {
 	if err := d.owns(q); err != nil {
 		return Endpoint{}, err
 	}
@@ -71,7 +69,7 @@ func (d *Device) LocalEndpoint(q *qp.QP) (Endpoint, error) {
 }
 
 // owns reports an error unless q is one of d's QPs.
-func (d *Device) owns(q *qp.QP) error {
+func (d *Device) owns(q *QP) error {
 	select {
 	case <-d.done:
 		return ErrClosed
@@ -93,17 +91,17 @@ const DefaultQKey = 0x11111111
 // zero field takes the default written beside it (the values rdma-core's
 // pingpongs and perftest use), so ConnectOptions{Access: ...} is a
 // complete set; a program that needs one of those attributes to be 0
-// itself (a retry count of 0, say) brings the QP up with qp.QP.Modify.
+// itself (a retry count of 0, say) brings the QP up with QP.Modify.
 type ConnectOptions struct {
 	// Access is what an RC or UC peer may do to this side's memory through
-	// the QP: mr.RemoteWrite, mr.RemoteRead, mr.RemoteAtomic (RC only
+	// the QP: RemoteWrite, RemoteRead, RemoteAtomic (RC only
 	// for the last two). Zero allows SEND only. A region must grant the
 	// same right for an operation on it to pass.
-	Access mr.Access
+	Access Access
 	// QKey is a UD QP's Q_Key (0: DefaultQKey).
 	QKey uint32
 	// PathMTU bounds the path MTU below both endpoints' (0: no bound).
-	PathMTU qp.MTU
+	PathMTU MTU
 	// Timeout is the local ACK timeout exponent, 4.096 µs × 2^Timeout
 	// (0: 14, 67 ms).
 	Timeout uint8
@@ -116,11 +114,11 @@ type ConnectOptions struct {
 	// for (IBA table 45; 0: 12, 0.64 ms).
 	MinRNRTimer uint8
 	// MaxRdAtomic is how many READs and atomics this side keeps
-	// outstanding (0: qp.MaxRdAtomic). A peer with fewer responder
+	// outstanding (0: MaxRdAtomic). A peer with fewer responder
 	// resources (mlx5: 16) needs it lowered to its max_dest_rd_atomic.
 	MaxRdAtomic uint8
 	// MaxDestRdAtomic is how many READs and atomics from the peer this side
-	// holds responder resources for (0: qp.MaxRdAtomic).
+	// holds responder resources for (0: MaxRdAtomic).
 	MaxDestRdAtomic uint8
 }
 
@@ -134,8 +132,8 @@ func (o *ConnectOptions) defaults() {
 	def(&o.RetryCnt, 7)
 	def(&o.RNRRetry, 7)
 	def(&o.MinRNRTimer, 12)
-	def(&o.MaxRdAtomic, qp.MaxRdAtomic)
-	def(&o.MaxDestRdAtomic, qp.MaxRdAtomic)
+	def(&o.MaxRdAtomic, MaxRdAtomic)
+	def(&o.MaxDestRdAtomic, MaxRdAtomic)
 	if o.QKey == 0 {
 		o.QKey = DefaultQKey
 	}
@@ -150,7 +148,7 @@ func (o *ConnectOptions) defaults() {
 // moved out of RESET goes back to it, so the caller may fix the cause and
 // try again. A UD QP has no one peer: remote is not used, and sends name
 // theirs with an address handle (AHAttr).
-func (d *Device) Connect(q *qp.QP, local, remote Endpoint, o ConnectOptions) error {
+func (d *Device) Connect(q *QP, local, remote Endpoint, o ConnectOptions) error {
 	if err := d.owns(q); err != nil {
 		return err
 	}
@@ -161,16 +159,16 @@ func (d *Device) Connect(q *qp.QP, local, remote Endpoint, o ConnectOptions) err
 	if local.QPN != q.QPN() {
 		return fail(fmt.Errorf("the local endpoint is QP 0x%06x's", local.QPN))
 	}
-	init := qp.Attr{State: qp.Init, PortNum: 1, AccessFlags: o.Access, QKey: o.QKey}
-	rtr := qp.Attr{State: qp.RTR}
-	rts := qp.Attr{State: qp.RTS, SQPSN: local.PSN, Timeout: o.Timeout, RetryCnt: o.RetryCnt,
+	init := QPAttr{State: Init, PortNum: 1, AccessFlags: o.Access, QKey: o.QKey}
+	rtr := QPAttr{State: RTR}
+	rts := QPAttr{State: RTS, SQPSN: local.PSN, Timeout: o.Timeout, RetryCnt: o.RetryCnt,
 		RNRRetry: o.RNRRetry, MaxRdAtomic: o.MaxRdAtomic}
-	initMask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
-	rtrMask, rtsMask := qp.AttrState, qp.AttrState|qp.AttrSQPSN
+	initMask := AttrState | AttrPKeyIndex | AttrPort
+	rtrMask, rtsMask := AttrState, AttrState|AttrSQPSN
 	switch q.Type() {
-	case qp.UD:
-		initMask |= qp.AttrQKey
-	case qp.RC, qp.UC, qp.XRCIni, qp.XRCTgt:
+	case UD:
+		initMask |= AttrQKey
+	case RC, UC, XRCIni, XRCTgt:
 		av, err := d.AHAttr(local, remote)
 		if err != nil {
 			return fail(err)
@@ -185,27 +183,27 @@ func (d *Device) Connect(q *qp.QP, local, remote Endpoint, o ConnectOptions) err
 		if remote.QPN > bth.PSNMask || remote.PSN > bth.PSNMask {
 			return fail(fmt.Errorf("remote QPN 0x%x or PSN 0x%x exceeds 24 bits", remote.QPN, remote.PSN))
 		}
-		initMask |= qp.AttrAccessFlags
+		initMask |= AttrAccessFlags
 		rtr.AH, rtr.PathMTU, rtr.DestQPN, rtr.RQPSN = av, mtu, remote.QPN, remote.PSN
-		rtrMask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
+		rtrMask |= AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN
 		// The masks ibv_modify_qp requires: RC's both halves; an XRC
 		// initiator RC's sending half, a target its receiving half.
-		if t := q.Type(); t == qp.RC || t == qp.XRCTgt {
+		if t := q.Type(); t == RC || t == XRCTgt {
 			rtr.MaxDestRdAtomic, rtr.MinRNRTimer = o.MaxDestRdAtomic, o.MinRNRTimer
-			rtrMask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
-			rtsMask |= qp.AttrTimeout
+			rtrMask |= AttrMaxDestRdAtomic | AttrMinRNRTimer
+			rtsMask |= AttrTimeout
 		}
-		if t := q.Type(); t == qp.RC || t == qp.XRCIni {
-			rtsMask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
+		if t := q.Type(); t == RC || t == XRCIni {
+			rtsMask |= AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic
 		}
 	}
 	for _, s := range []struct {
-		a    *qp.Attr
-		mask qp.AttrMask
+		a    *QPAttr
+		mask QPAttrMask
 	}{{&init, initMask}, {&rtr, rtrMask}, {&rts, rtsMask}} {
 		if err := q.Modify(s.a, s.mask); err != nil {
 			if s.a != &init {
-				q.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState)
+				q.Modify(&QPAttr{State: Reset}, AttrState)
 			}
 			return fail(fmt.Errorf("to %v: %w", s.a.State, err))
 		}
@@ -217,15 +215,15 @@ func (d *Device) Connect(q *qp.QP, local, remote Endpoint, o ConnectOptions) err
 // the destination, the index of local's GID in the device's table as the
 // source. Connect uses it for an RC or UC QP's path; a UD sender passes it
 // to CreateAH.
-func (d *Device) AHAttr(local, remote Endpoint) (qp.AHAttr, error) {
+func (d *Device) AHAttr(local, remote Endpoint) (AHAttr, error) {
 	if remote.GID.IsZero() {
-		return qp.AHAttr{}, errors.New("the remote endpoint has no GID")
+		return AHAttr{}, errors.New("the remote endpoint has no GID")
 	}
 	i, ok := d.GIDIndex(local.GID.Addr())
 	if !ok {
-		return qp.AHAttr{}, fmt.Errorf("the local endpoint's GID %v is not in the device's GID table %v", local.GID, d.gids)
+		return AHAttr{}, fmt.Errorf("the local endpoint's GID %v is not in the device's GID table %v", local.GID, d.gids)
 	}
-	return qp.AHAttr{DGID: remote.GID, SGIDIndex: i, PortNum: 1}, nil
+	return AHAttr{DGID: remote.GID, SGIDIndex: i, PortNum: 1}, nil
 }
 
 // The text form of an Endpoint, one line of five fields in a fixed order:
@@ -297,8 +295,8 @@ func ParseEndpoint(s string) (Endpoint, error) {
 }
 
 // mtuOfBytes returns the MTU enum of a size in bytes, 0 if it is none.
-func mtuOfBytes(n int) qp.MTU {
-	for m := qp.MTU256; m <= qp.MTU4096; m++ {
+func mtuOfBytes(n int) MTU {
+	for m := MTU256; m <= MTU4096; m++ {
 		if m.Bytes() == n {
 			return m
 		}
@@ -334,7 +332,7 @@ func (e *Endpoint) UnmarshalBinary(b []byte) error {
 	if b[0] != endpointVersion {
 		return fmt.Errorf("device: endpoint: version %d, want %d", b[0], endpointVersion)
 	}
-	x := Endpoint{MTU: qp.MTU(b[1]), LID: binary.BigEndian.Uint16(b[2:]),
+	x := Endpoint{MTU: MTU(b[1]), LID: binary.BigEndian.Uint16(b[2:]),
 		QPN: binary.BigEndian.Uint32(b[4:]), PSN: binary.BigEndian.Uint32(b[8:]), GID: bth.GID(b[12:])}
 	if !x.MTU.Valid() {
 		return fmt.Errorf("device: endpoint: MTU enum %d, want 1..5", b[1])

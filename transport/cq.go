@@ -1,6 +1,4 @@
-// Package cq holds completion queues: where a queue pair reports each work
-// request it has finished, as libibverbs' ibv_cq.
-package cq
+package transport
 
 import (
 	"context"
@@ -14,32 +12,32 @@ import (
 )
 
 // Status is a work completion status, with the values of enum ibv_wc_status.
-type Status uint8
+type WCStatus uint8
 
 // Completion statuses.
 const (
-	Success        Status = 0
-	LocLenErr      Status = 1
-	LocQPOpErr     Status = 2
-	LocEECOpErr    Status = 3
-	LocProtErr     Status = 4
-	WRFlushErr     Status = 5
-	MWBindErr      Status = 6
-	BadRespErr     Status = 7
-	LocAccessErr   Status = 8
-	RemInvReqErr   Status = 9
-	RemAccessErr   Status = 10
-	RemOpErr       Status = 11
-	RetryExcErr    Status = 12
-	RNRRetryExcErr Status = 13
-	LocRDDViolErr  Status = 14
-	RemInvRDReqErr Status = 15
-	RemAbortErr    Status = 16
-	InvEECNErr     Status = 17
-	InvEECStateErr Status = 18
-	FatalErr       Status = 19
-	RespTimeoutErr Status = 20
-	GeneralErr     Status = 21
+	Success        WCStatus = 0
+	LocLenErr      WCStatus = 1
+	LocQPOpErr     WCStatus = 2
+	LocEECOpErr    WCStatus = 3
+	LocProtErr     WCStatus = 4
+	WRFlushErr     WCStatus = 5
+	MWBindErr      WCStatus = 6
+	BadRespErr     WCStatus = 7
+	LocAccessErr   WCStatus = 8
+	RemInvReqErr   WCStatus = 9
+	RemAccessErr   WCStatus = 10
+	RemOpErr       WCStatus = 11
+	RetryExcErr    WCStatus = 12
+	RNRRetryExcErr WCStatus = 13
+	LocRDDViolErr  WCStatus = 14
+	RemInvRDReqErr WCStatus = 15
+	RemAbortErr    WCStatus = 16
+	InvEECNErr     WCStatus = 17
+	InvEECStateErr WCStatus = 18
+	FatalErr       WCStatus = 19
+	RespTimeoutErr WCStatus = 20
+	GeneralErr     WCStatus = 21
 )
 
 // statusNames are the strings ibv_wc_status_str returns.
@@ -54,7 +52,7 @@ var statusNames = [...]string{
 }
 
 // String returns the text ibv_wc_status_str gives for the status.
-func (s Status) String() string {
+func (s WCStatus) String() string {
 	if int(s) < len(statusNames) {
 		return statusNames[s]
 	}
@@ -62,24 +60,24 @@ func (s Status) String() string {
 }
 
 // Opcode is the operation a completion reports, with the values of enum ibv_wc_opcode.
-type Opcode uint8
+type WCOpcode uint8
 
 // Completion opcodes.
 const (
-	OpSend            Opcode = 0
-	OpRDMAWrite       Opcode = 1
-	OpRDMARead        Opcode = 2
-	OpCompSwap        Opcode = 3
-	OpFetchAdd        Opcode = 4
-	OpBindMW          Opcode = 5
-	OpLocalInv        Opcode = 6
-	OpRegMR           Opcode = 8 // a fast registration (qp.WRRegMR): the kernel's IB_WC_REG_MR, libibverbs has none
-	OpRecv            Opcode = 128
-	OpRecvRDMAWithImm Opcode = 129
+	OpSend            WCOpcode = 0
+	OpRDMAWrite       WCOpcode = 1
+	OpRDMARead        WCOpcode = 2
+	OpCompSwap        WCOpcode = 3
+	OpFetchAdd        WCOpcode = 4
+	OpBindMW          WCOpcode = 5
+	OpLocalInv        WCOpcode = 6
+	OpRegMR           WCOpcode = 8 // a fast registration (WRRegMR): the kernel's IB_WC_REG_MR, libibverbs has none
+	OpRecv            WCOpcode = 128
+	OpRecvRDMAWithImm WCOpcode = 129
 )
 
 // String returns the opcode's name without the IBV_WC_ prefix.
-func (o Opcode) String() string {
+func (o WCOpcode) String() string {
 	switch o {
 	case OpSend:
 		return "SEND"
@@ -106,31 +104,31 @@ func (o Opcode) String() string {
 }
 
 // Flags qualify a completion, with the bit values of enum ibv_wc_flags.
-type Flags uint8
+type WCFlags uint8
 
 // Completion flags.
 const (
-	WithGRH Flags = 1 << 0 // a UD receive: the first 40 bytes hold the GRH
-	WithImm Flags = 1 << 1 // ImmData is valid
-	WithInv Flags = 1 << 3 // InvalidatedRKey is valid
+	WithGRH WCFlags = 1 << 0 // a UD receive: the first 40 bytes hold the GRH
+	WithImm WCFlags = 1 << 1 // ImmData is valid
+	WithInv WCFlags = 1 << 3 // InvalidatedRKey is valid
 )
 
 // WC is a work completion, as struct ibv_wc.
 type WC struct {
-	WRID            uint64 // the work request's WRID
-	Status          Status // success, or why the work request failed
-	Opcode          Opcode // the operation that completed
-	VendorErr       uint32 // a provider-specific error detail, 0 if none
-	ByteLen         uint32 // receives and READs: the bytes placed (UD: with the 40-byte GRH)
-	ImmData         uint32 // in the byte order it had on the wire
-	InvalidatedRKey uint32 // the rkey a SEND with Invalidate invalidated (WithInv)
-	QPNum           uint32 // the local QP the work request was posted to
-	SrcQP           uint32 // UD receives: the sender's QP number
-	Flags           Flags  // WithGRH, WithImm, WithInv
-	PKeyIndex       uint16 // the P_Key index the packet matched (always 0)
-	SLID            uint16 // the sender's LID: 0 on RoCE
-	SL              uint8  // the service level: 0 on RoCE
-	DLIDPathBits    uint8  // 0 on RoCE
+	WRID            uint64   // the work request's WRID
+	Status          WCStatus // success, or why the work request failed
+	Opcode          WCOpcode // the operation that completed
+	VendorErr       uint32   // a provider-specific error detail, 0 if none
+	ByteLen         uint32   // receives and READs: the bytes placed (UD: with the 40-byte GRH)
+	ImmData         uint32   // in the byte order it had on the wire
+	InvalidatedRKey uint32   // the rkey a SEND with Invalidate invalidated (WithInv)
+	QPNum           uint32   // the local QP the work request was posted to
+	SrcQP           uint32   // UD receives: the sender's QP number
+	Flags           WCFlags  // WithGRH, WithImm, WithInv
+	PKeyIndex       uint16   // the P_Key index the packet matched (always 0)
+	SLID            uint16   // the sender's LID: 0 on RoCE
+	SL              uint8    // the service level: 0 on RoCE
+	DLIDPathBits    uint8    // 0 on RoCE
 }
 
 // Vendor errors (WC.VendorErr) of the send completions a NAK or the
@@ -257,7 +255,7 @@ func (c *CQ) push(wc WC, solicited bool) bool {
 }
 
 // shutdown ends the queue when its device closes; err wraps
-// device.ErrClosed. Completions already held stay: Poll returns them,
+// ErrClosed. Completions already held stay: Poll returns them,
 // oldest first, as libibverbs lets a CQ be drained until it is destroyed,
 // and then err. Every Wait and PollWait returns, and Events is closed, so
 // a completion-channel reader wakes too. Later completions are lost.
@@ -277,8 +275,8 @@ func (c *CQ) shutdown(err error) {
 // Poll moves up to len(wc) completions, oldest first, into wc and returns
 // how many. It never blocks. After an overrun it returns the completions
 // held and then ErrOverrun; after its device closed, the completions held
-// and then an error wrapping device.ErrClosed. On a device in poll mode
-// (device.Options.PollProgress) a Poll that finds the queue empty first
+// and then an error wrapping ErrClosed. On a device in poll mode
+// (Options.PollProgress) a Poll that finds the queue empty first
 // receives and handles what has arrived, on the calling goroutine.
 func (c *CQ) Poll(wc []WC) (int, error) {
 	if c.ready.Load() == 0 { // empty: a push after this load is the next Poll's

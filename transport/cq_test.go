@@ -1,4 +1,4 @@
-package cq
+package transport
 
 import (
 	"context"
@@ -240,7 +240,7 @@ func TestResize(t *testing.T) {
 
 func TestStatusStrings(t *testing.T) {
 	// The strings of ibv_wc_status_str, which tools print.
-	for s, want := range map[Status]string{Success: "success", WRFlushErr: "Work Request Flushed Error",
+	for s, want := range map[WCStatus]string{Success: "success", WRFlushErr: "Work Request Flushed Error",
 		RetryExcErr: "transport retry counter exceeded", RNRRetryExcErr: "RNR retry counter exceeded",
 		RemAccessErr: "remote access error"} {
 		if s.String() != want {

@@ -1,4 +1,4 @@
-package qp
+package transport
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
 )
 
 // Why a QP died. A QP that enters ERR keeps the cause (Death): what
@@ -95,14 +94,14 @@ type Death struct {
 	// QPN is the QP that died.
 	QPN uint32
 	// Type is its transport service.
-	Type Type
+	Type QPType
 	// Cause is what moved it to ERR; Rule the specification's rule for it.
 	Cause Cause
 	// Rule cites the rule that makes the cause fatal.
 	Rule string
 	// Status is the completion status of the work request the cause
 	// ended (WRFlushErr when it ended none).
-	Status cq.Status
+	Status WCStatus
 	// WRID is that work request's ID, when HasWR.
 	WRID uint64
 	// Opcode is that work request's operation, when HasWR.
@@ -272,8 +271,8 @@ func (t *traceRing) snapshot() []TracedPacket {
 }
 
 // die records why the QP is entering ERR; toError calls it first.
-func (q *QP) die(failed *sendWQE, status cq.Status, w why) {
-	d := &Death{QPN: q.qpn, Type: q.typ, Cause: w.cause, Rule: w.cause.Rule(), Status: cq.WRFlushErr,
+func (q *QP) die(failed *sendWQE, status WCStatus, w why) {
+	d := &Death{QPN: q.qpn, Type: q.typ, Cause: w.cause, Rule: w.cause.Rule(), Status: WRFlushErr,
 		PSN: w.psn, HasPSN: w.hasPSN, Detail: w.detail, Err: w.err, At: q.clock.Now(), Trace: q.trace.snapshot()}
 	if failed != nil {
 		d.Status, d.WRID, d.Opcode, d.HasWR = status, failed.wr.WRID, failed.wr.Opcode, true

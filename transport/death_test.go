@@ -1,4 +1,4 @@
-package qp_test
+package transport_test
 
 import (
 	"errors"
@@ -7,17 +7,15 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // death checks that the QP died once, for cause, told its environment so,
 // and returns why.
-func (h *harness) death(cause qp.Cause) *qp.Death {
+func (h *harness) death(cause transport.Cause) *transport.Death {
 	h.t.Helper()
 	d := h.q.Death()
-	if d == nil || h.q.State() != qp.Err {
+	if d == nil || h.q.State() != transport.Err {
 		h.t.Fatalf("state %v, death %v; want ERR with a death", h.q.State(), d)
 	}
 	if d.Cause != cause || d.QPN != localQPN || d.Rule != cause.Rule() || d.Rule == "" {
@@ -26,7 +24,7 @@ func (h *harness) death(cause qp.Cause) *qp.Death {
 	h.mu.Lock()
 	died := h.died
 	h.mu.Unlock()
-	var told *qp.Death
+	var told *transport.Death
 	if len(died) != 1 || !errors.As(died[0], &told) || told != d {
 		h.t.Fatalf("the environment was told %v; want the death once", died)
 	}
@@ -34,7 +32,7 @@ func (h *harness) death(cause qp.Cause) *qp.Death {
 }
 
 // trace renders a death's packets as "-> RC RDMA WRITE Only PSN 0x000005".
-func trace(d *qp.Death) []string {
+func trace(d *transport.Death) []string {
 	var v []string
 	for _, t := range d.Trace {
 		f, err := bth.DecodeSealed(t.Datagram())
@@ -60,7 +58,7 @@ func trace(d *qp.Death) []string {
 	return v
 }
 
-func sameTrace(t *testing.T, d *qp.Death, want ...string) {
+func sameTrace(t *testing.T, d *transport.Death, want ...string) {
 	t.Helper()
 	got := trace(d)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -72,16 +70,16 @@ func sameTrace(t *testing.T, d *qp.Death, want ...string) {
 // names the NAK, the WRITE it answered, and shows both packets.
 func TestDeathNAKRemoteAccess(t *testing.T) {
 	h := newHarness(t, harnessOpts{sendPSN: 5})
-	wr := qp.SendWR{WRID: 77, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{h.mr.SGE(0, 16)},
+	wr := transport.SendWR{WRID: 77, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: []transport.SGE{h.mr.SGE(0, 16)},
 		RemoteAddr: 0x1000, RKey: 0xbad}
 	if err := h.q.PostSend(&wr); err != nil {
 		t.Fatal(err)
 	}
 	h.run()
 	h.sent()
-	h.deliver(bth.RCAcknowledge, 5, nil, aeth(bth.NAKSyndrome(bth.NAKRemoteAccessError), 0))
-	d := h.death(qp.CauseRemoteAccess)
-	if !d.HasWR || d.WRID != 77 || d.Opcode != qp.WRRDMAWrite || d.Status != cq.RemAccessErr || !d.HasPSN || d.PSN != 5 {
+	h.deliver(bth.RCAcknowledge, 5, nil, qpAETH(bth.NAKSyndrome(bth.NAKRemoteAccessError), 0))
+	d := h.death(transport.CauseRemoteAccess)
+	if !d.HasWR || d.WRID != 77 || d.Opcode != transport.WRRDMAWrite || d.Status != transport.RemAccessErr || !d.HasPSN || d.PSN != 5 {
 		t.Fatalf("death %+v", d)
 	}
 	sameTrace(t, d, "-> "+bth.RCWriteOnly.String(), "<- "+bth.RCAcknowledge.String()+" "+bth.NAKSyndrome(bth.NAKRemoteAccessError).String())
@@ -91,7 +89,7 @@ func TestDeathNAKRemoteAccess(t *testing.T) {
 			t.Errorf("Explain lacks %q:\n%s", w, ex)
 		}
 	}
-	if wc := polls(h.scq); len(wc) != 1 || wc[0].Status != cq.RemAccessErr {
+	if wc := polls(h.scq); len(wc) != 1 || wc[0].Status != transport.RemAccessErr {
 		t.Fatalf("completions %+v", wc)
 	}
 }
@@ -100,8 +98,8 @@ func TestDeathNAKRemoteAccess(t *testing.T) {
 // (IBA 9.9.3.1); the death carries the key error behind it.
 func TestDeathResponderRefuses(t *testing.T) {
 	h := newHarness(t, harnessOpts{recvPSN: 9})
-	h.deliver(bth.RCWriteOnly, 9, make([]byte, 8), reth(h.mr.Addr(), h.mr.RKey()^0x100, 8))
-	d := h.death(qp.CauseResponderError)
+	h.deliver(bth.RCWriteOnly, 9, make([]byte, 8), qpRETH(h.mr.Addr(), h.mr.RKey()^0x100, 8))
+	d := h.death(transport.CauseResponderError)
 	if d.HasWR || !d.HasPSN || d.PSN != 9 || d.Err == nil || !errors.Is(d, d.Err) {
 		t.Fatalf("death %+v", d)
 	}
@@ -117,8 +115,8 @@ func TestDeathRetryExceeded(t *testing.T) {
 	for range 2 {
 		h.advance(5 * time.Millisecond)
 	}
-	d := h.death(qp.CauseRetryExceeded)
-	if d.Status != cq.RetryExcErr || !strings.Contains(d.Detail, "local ACK timer expired") || !strings.Contains(d.Detail, "retry_cnt 1") {
+	d := h.death(transport.CauseRetryExceeded)
+	if d.Status != transport.RetryExcErr || !strings.Contains(d.Detail, "local ACK timer expired") || !strings.Contains(d.Detail, "retry_cnt 1") {
 		t.Fatalf("death %q", d.Error())
 	}
 	send := "-> " + bth.RCSendOnly.String()
@@ -129,11 +127,11 @@ func TestDeathRetryExceeded(t *testing.T) {
 func TestDeathRNRRetryExceeded(t *testing.T) {
 	h := newHarness(t, harnessOpts{rnr: 1})
 	h.postSends(1)
-	h.deliver(bth.RCAcknowledge, 0, nil, aeth(bth.RNRNAKSyndrome(1), 0))
+	h.deliver(bth.RCAcknowledge, 0, nil, qpAETH(bth.RNRNAKSyndrome(1), 0))
 	h.advance(time.Millisecond)
-	h.deliver(bth.RCAcknowledge, 0, nil, aeth(bth.RNRNAKSyndrome(1), 0))
-	d := h.death(qp.CauseRNRRetryExceeded)
-	if d.Status != cq.RNRRetryExcErr || !strings.Contains(d.Detail, "rnr_retry 1") {
+	h.deliver(bth.RCAcknowledge, 0, nil, qpAETH(bth.RNRNAKSyndrome(1), 0))
+	d := h.death(transport.CauseRNRRetryExceeded)
+	if d.Status != transport.RNRRetryExcErr || !strings.Contains(d.Detail, "rnr_retry 1") {
 		t.Fatalf("death %q", d.Error())
 	}
 	if got := trace(d); len(got) != 4 {
@@ -141,17 +139,17 @@ func TestDeathRNRRetryExceeded(t *testing.T) {
 	}
 }
 
-// The flight recorder keeps the last qp.TraceLen packets, oldest first;
+// The flight recorder keeps the last transport.TraceLen packets, oldest first;
 // the consumer's move to ERR is a death too, and RESET forgets it.
 func TestDeathTraceAndReset(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	h.postSends(qp.TraceLen + 3)
-	if err := h.q.Modify(&qp.Attr{State: qp.Err}, qp.AttrState); err != nil {
+	h.postSends(transport.TraceLen + 3)
+	if err := h.q.Modify(&transport.QPAttr{State: transport.Err}, transport.AttrState); err != nil {
 		t.Fatal(err)
 	}
-	d := h.death(qp.CauseModified)
-	if len(d.Trace) != qp.TraceLen {
-		t.Fatalf("trace of %d packets, want %d", len(d.Trace), qp.TraceLen)
+	d := h.death(transport.CauseModified)
+	if len(d.Trace) != transport.TraceLen {
+		t.Fatalf("trace of %d packets, want %d", len(d.Trace), transport.TraceLen)
 	}
 	for i, tp := range d.Trace {
 		f, err := bth.DecodeSealed(tp.Datagram())
@@ -162,11 +160,11 @@ func TestDeathTraceAndReset(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := uint32(3 + i); uint32(p.BTH().PSN()) != want || !tp.Out || tp.Len != len(tp.Datagram()) || len(tp.Head) > qp.TraceSnap {
+		if want := uint32(3 + i); uint32(p.BTH().PSN()) != want || !tp.Out || tp.Len != len(tp.Datagram()) || len(tp.Head) > transport.TraceSnap {
 			t.Fatalf("packet %d: PSN %d out %v len %d head %d; want PSN %d sent", i, p.BTH().PSN(), tp.Out, tp.Len, len(tp.Head), want)
 		}
 	}
-	if err := h.q.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState); err != nil {
+	if err := h.q.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState); err != nil {
 		t.Fatal(err)
 	}
 	if d := h.q.Death(); d != nil {

@@ -1,10 +1,8 @@
-package device
+package transport
 
 import (
 	"errors"
 	"sync"
-
-	"github.com/goroce/goroce/qp"
 )
 
 // keptDeaths is how many of its QPs' deaths a device keeps: enough for the
@@ -17,14 +15,14 @@ const keptDeaths = 16
 // question "why did it die?" comes after that.
 type deaths struct {
 	mu     sync.Mutex
-	list   []*qp.Death // at most keptDeaths
+	list   []*Death // at most keptDeaths
 	total  uint64
-	notify func(*qp.Death)
+	notify func(*Death)
 }
 
 // add is the QPs' environment's Died: it runs under the dying QP's lock.
-func (s *deaths) add(_ *qp.QP, why error) {
-	var d *qp.Death
+func (s *deaths) add(_ *QP, why error) {
+	var d *Death
 	if !errors.As(why, &d) {
 		return
 	}
@@ -44,8 +42,8 @@ func (s *deaths) add(_ *qp.QP, why error) {
 // Deaths returns the device's last QP deaths (at most 16), oldest first,
 // and how many QPs have died since the device opened. A QP that dies
 // because the device closes is among them.
-func (d *Device) Deaths() ([]*qp.Death, uint64) {
+func (d *Device) Deaths() ([]*Death, uint64) {
 	d.deaths.mu.Lock()
 	defer d.deaths.mu.Unlock()
-	return append([]*qp.Death(nil), d.deaths.list...), d.deaths.total
+	return append([]*Death(nil), d.deaths.list...), d.deaths.total
 }

@@ -1,4 +1,4 @@
-package qp_test
+package transport_test
 
 import (
 	"os/exec"
@@ -25,17 +25,36 @@ func goList(t *testing.T, args ...string) []string {
 	return strings.Fields(string(out))
 }
 
-// TestNoLinkDeps: a QP needs the link interface (package nic), not the
-// links, so building qp brings none of what the links need: cilium/ebpf
-// (AF_XDP), gopacket (the pcap tap) or netlink (the GID table and the
-// neighbour resolver). Issue 13.
+// TestNoLinkDeps: the engine needs the link interface (package nic) and,
+// for the device's GID table and neighbour resolver, netlink (through
+// nic/netdev), but not the other links, so building transport brings
+// neither cilium/ebpf (AF_XDP) nor gopacket (the pcap tap). Issue 13.
 func TestNoLinkDeps(t *testing.T) {
-	for _, p := range goList(t, "-deps", "github.com/goroce/goroce/qp") {
-		for _, bad := range []string{"cilium", "gopacket", "netlink"} {
+	for _, p := range goList(t, "-deps", "github.com/goroce/goroce/transport") {
+		for _, bad := range []string{"cilium", "gopacket"} {
 			if strings.Contains(strings.ToLower(p), bad) {
-				t.Errorf("qp depends on %s", p)
+				t.Errorf("transport depends on %s", p)
 			}
 		}
+	}
+}
+
+// TestLinksDoNotImportEngine: the links (nic and every package under it)
+// sit below the engine, so none of them depends on transport; what they
+// share with it, the clock a test moves by hand, lives in package clock.
+// Issue 45.
+func TestLinksDoNotImportEngine(t *testing.T) {
+	pairs := goList(t, "-f", `{{$p := .ImportPath}}{{$p}}:{{range .Deps}} {{$p}}:{{.}}{{end}}`, "github.com/goroce/goroce/nic/...")
+	links := map[string]bool{}
+	for _, pair := range pairs {
+		link, dep, _ := strings.Cut(pair, ":")
+		links[link] = true
+		if dep == "github.com/goroce/goroce/transport" || strings.HasPrefix(dep, "github.com/goroce/goroce/transport/") {
+			t.Errorf("%s depends on %s", link, dep)
+		}
+	}
+	if len(links) < 2 {
+		t.Fatalf("go list shows %d link packages; want nic and its subpackages", len(links))
 	}
 }
 

@@ -1,15 +1,4 @@
-// Package device is the RDMA device, what a libibverbs user knows as an
-// ibv_context: a Device opened over a link owns the verbs objects
-// (protection domains, completion queues, queue pairs, shared receive
-// queues, address handles), receives packets and dispatches them by
-// destination QP number, runs the QPs' deferred work and timers, and
-// reports its asynchronous events (Events) and protocol counters
-// (Counters, Stats).
-//
-// A QP is connected by exchanging endpoints: LocalEndpoint gives what to
-// send the peer, Connect takes the peer's and brings the QP to RTS (see
-// Example and the examples after it, which run as tests).
-package device
+package transport
 
 import (
 	"errors"
@@ -20,44 +9,22 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/internal/closed"
 	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/internal/spin"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/netdev"
-	"github.com/goroce/goroce/qp"
-)
-
-// The operations of packages mr, qp and cq that only the device calls,
-// which they hand over through internal/hook instead of exporting them;
-// converted once here, so the receive path calls typed function values.
-var (
-	newQP      = hook.NewQP.(func(env *qpEnv, pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error))
-	newSRQ     = hook.NewSRQ.(func(pd *mr.PD, attr qp.SRQAttr, limitReached func(*qp.SRQ)) (*qp.SRQ, error))
-	newAH      = hook.NewAH.(func(env *qpEnv, pd *mr.PD, attr qp.AHAttr) (*qp.AH, error))
-	destroyQP  = hook.DestroyQP.(func(*qp.QP) error)
-	shutdownQP = hook.ShutdownQP.(func(*qp.QP))
-	runQP      = hook.RunQP.(func(*qp.QP))
-	receive    = hook.ReceiveQP.(func(q *qp.QP, p bth.Packet, f bth.Frame) (joined bool))
-	endBurst   = hook.EndBurstQP.(func(*qp.QP))
-
-	newKeys = hook.NewKeys.(func() (allocPD func() *mr.PD, owns func(*mr.PD) bool, closeKeys func()))
-
-	newCQ      = hook.NewCQ.(func(depth int, onError func(*cq.CQ, error)) *cq.CQ)
-	progressCQ = hook.ProgressCQ.(func(c *cq.CQ, progress func() bool, yieldEvery int))
-	shutdownCQ = hook.ShutdownCQ.(func(c *cq.CQ, err error))
 )
 
 // qpEnv is what the device gives its QPs (qp's environment, which qp does
 // not export).
-type qpEnv = hook.Env[qp.QP, qp.MTU, qp.Clock]
+type qpEnv = hook.Env[QP, MTU, clock.Clock]
 
 // Options configure a device.
 type Options struct {
 	// Window bounds the unacknowledged packets each RC QP keeps in flight
-	// (default qp.DefaultWindow).
+	// (default DefaultWindow).
 	Window int
 	// GIDs replaces the GID table built from the link's addresses.
 	GIDs []bth.GID
@@ -73,13 +40,13 @@ type Options struct {
 	// manager (package cm) numbers its connections in the same block.
 	Share Sharer
 	// Died, if set, is called when a QP of the device enters ERR, with
-	// why (qp.Death): on the goroutine that moved it there, under the
+	// why (Death): on the goroutine that moved it there, under the
 	// QP's lock, so it must not call the QP's methods. The device keeps
 	// the last few deaths whether or not it is set (Deaths).
-	Died func(*qp.Death)
+	Died func(*Death)
 	// Clock drives the QPs' timers and poll mode's (default
-	// qp.RealClock); tests pass one they advance by hand.
-	Clock qp.Clock
+	// clock.Real); tests pass one they advance by hand.
+	Clock clock.Clock
 	// PollProgress is poll mode: a CQ.Poll that finds its queue empty
 	// receives and handles what has arrived itself, on the polling
 	// goroutine, as an HCA driver's poll mode makes the poller drive the
@@ -117,13 +84,13 @@ type Device struct {
 	link nic.Link
 	// The device's key table, which names the regions of its PDs: what
 	// the device does with it (mr keeps the table itself unexported).
-	allocPD   func() *mr.PD
-	ownsPD    func(*mr.PD) bool
+	allocPD   func() *PD
+	ownsPD    func(*PD) bool
 	closeKeys func()
 	counters  Counters
 	env       qpEnv
 	gids      []bth.GID
-	mtu       qp.MTU
+	mtu       MTU
 	trace     func(bool, []byte)
 
 	qpMu sync.Mutex // orders the writers of qps
@@ -133,7 +100,7 @@ type Device struct {
 	poller     nic.Poller   // the link, in poll mode (Options.PollProgress); else nil
 	polls      []pollState  // one per receive queue, used by whoever polls it
 	endAtOnce  bool         // a poll ends its burst before it returns: the link's sends are calls (nic.Info.DirectSend)
-	yieldEvery int          // empty polls per yield of a loop polling its CQs (cq.CQ.Yield; nic.Info.PollNoSyscall)
+	yieldEvery int          // empty polls per yield of a loop polling its CQs (CQ.Yield; nic.Info.PollNoSyscall)
 	evMu       sync.RWMutex // held shared to post an event, exclusively to close events
 	events     chan Event
 	evClosed   bool // under evMu
@@ -141,7 +108,7 @@ type Device struct {
 	atomicMu   sync.Mutex
 
 	cqMu      sync.Mutex
-	cqs       map[*cq.CQ]int // every live CQ the device created (to end on Close, to refuse another device's), with how many QP queues complete on it
+	cqs       map[*CQ]int // every live CQ the device created (to end on Close, to refuse another device's), with how many QP queues complete on it
 	cqsClosed bool
 
 	gsi gsi // QP1: the connection manager's MADs
@@ -181,7 +148,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 			v6only = false
 		}
 	}
-	d.mtu = qp.MTUFor(info.MTU, v6only)
+	d.mtu = MTUFor(info.MTU, v6only)
 	n := opt.Events
 	if n <= 0 {
 		n = 256
@@ -215,7 +182,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		d.yieldEvery = spin.Every(info.PollNoSyscall)
 		// The device's clock, as the QPs' timers: a test decides when
 		// late fires.
-		var clock qp.Clock = qp.RealClock{}
+		var clock clock.Clock = clock.Real{}
 		if opt.Clock != nil {
 			clock = opt.Clock
 		}
@@ -254,7 +221,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 }
 
 // schedule queues a QP's deferred work on its receive queue's worker.
-func (d *Device) schedule(q *qp.QP) {
+func (d *Device) schedule(q *QP) {
 	d.runqs[nic.QueueOf(q.QPN(), len(d.runqs))].push(q)
 }
 
@@ -299,12 +266,12 @@ func (d *Device) Close() error {
 		d.closeKeys()
 		d.qpMu.Unlock()
 		d.link.Close()
-		d.wg.Wait()            // the receive path and the worker have stopped
-		d.qps.each(shutdownQP) // no writer: done is closed
+		d.wg.Wait()                // the receive path and the worker have stopped
+		d.qps.each((*QP).shutdown) // no writer: done is closed
 		d.cqMu.Lock()
 		d.cqsClosed = true
 		for c := range d.cqs {
-			shutdownCQ(c, errClosed("poll_cq"))
+			c.shutdown(errDeviceClosed("poll_cq"))
 		}
 		d.cqMu.Unlock()
 		d.evMu.Lock()
@@ -329,7 +296,7 @@ func (d *Device) closedNow() bool {
 }
 
 // errClosed wraps ErrClosed for call op.
-func errClosed(op string) error { return fmt.Errorf("device: %s: %w", op, ErrClosed) }
+func errDeviceClosed(op string) error { return fmt.Errorf("device: %s: %w", op, ErrClosed) }
 
 // Link returns the device's link.
 func (d *Device) Link() nic.Link { return d.link }
@@ -368,7 +335,7 @@ func (d *Device) GIDIndex(addr netip.Addr) (uint8, bool) {
 }
 
 // ActiveMTU returns the port's active MTU: the largest path MTU QPs may use.
-func (d *Device) ActiveMTU() qp.MTU { return d.mtu }
+func (d *Device) ActiveMTU() MTU { return d.mtu }
 
 // Counters returns the protocol counters.
 func (d *Device) Counters() *Counters { return &d.counters }
@@ -381,12 +348,12 @@ func (d *Device) Events() <-chan Event { return d.events }
 func (d *Device) EventsLost() uint64 { return d.eventsLost.Load() }
 
 // qpEvent reports an event a QP raised.
-func (d *Device) qpEvent(q *qp.QP, e hook.QPEvent, err error) {
+func (d *Device) qpEvent(q *QP, e hook.QPEvent, err error) {
 	d.post(Event{Type: EventType(e), QP: q, Err: err})
 }
 
 // srqLimitReached reports an SRQ's limit event.
-func (d *Device) srqLimitReached(s *qp.SRQ) {
+func (d *Device) srqLimitReached(s *SRQ) {
 	d.post(Event{Type: EventSRQLimitReached, SRQ: s})
 }
 
@@ -404,25 +371,25 @@ func (d *Device) post(e Event) {
 }
 
 // AllocPD allocates a protection domain (ibv_alloc_pd).
-func (d *Device) AllocPD() *mr.PD { return d.allocPD() }
+func (d *Device) AllocPD() *PD { return d.allocPD() }
 
 // CreateCQ creates a completion queue of the given depth (ibv_create_cq).
 // An overrun is reported as an EventCQErr.
-func (d *Device) CreateCQ(depth int) *cq.CQ {
-	c := newCQ(depth, func(c *cq.CQ, err error) {
+func (d *Device) CreateCQ(depth int) *CQ {
+	c := newCQ(depth, func(c *CQ, err error) {
 		d.post(Event{Type: EventCQErr, CQ: c, Err: err})
 	})
 	if d.poller != nil {
-		progressCQ(c, d.progress, d.yieldEvery)
+		c.setProgress(d.progress, d.yieldEvery)
 	}
 	d.cqMu.Lock()
 	defer d.cqMu.Unlock()
 	if d.cqsClosed {
-		shutdownCQ(c, errClosed("poll_cq"))
+		c.shutdown(errDeviceClosed("poll_cq"))
 		return c
 	}
 	if d.cqs == nil {
-		d.cqs = make(map[*cq.CQ]int)
+		d.cqs = make(map[*CQ]int)
 	}
 	d.cqs[c] = 0
 	return c
@@ -430,27 +397,27 @@ func (d *Device) CreateCQ(depth int) *cq.CQ {
 
 // DestroyCQ destroys a completion queue (ibv_destroy_cq): the device
 // forgets it, and its Poll and waits end with an error wrapping
-// qp.ErrInvalid. A CQ that a QP's send or receive queue still completes on
-// is refused with an error wrapping qp.ErrBusy (libibverbs' EBUSY): destroy
+// ErrInvalid. A CQ that a QP's send or receive queue still completes on
+// is refused with an error wrapping ErrBusy (libibverbs' EBUSY): destroy
 // the QPs first. A CQ destroyed already, or another device's, is refused
-// with qp.ErrInvalid.
-func (d *Device) DestroyCQ(c *cq.CQ) error {
+// with ErrInvalid.
+func (d *Device) DestroyCQ(c *CQ) error {
 	if d.closedNow() {
-		return errClosed("destroy_cq")
+		return errDeviceClosed("destroy_cq")
 	}
 	d.cqMu.Lock()
 	n, ok := d.cqs[c]
 	if c == nil || !ok {
 		d.cqMu.Unlock()
-		return fmt.Errorf("device: destroy_cq: not a CQ of this device, or destroyed already: %w", qp.ErrInvalid)
+		return fmt.Errorf("device: destroy_cq: not a CQ of this device, or destroyed already: %w", ErrInvalid)
 	}
 	if n > 0 {
 		d.cqMu.Unlock()
-		return fmt.Errorf("device: destroy_cq: %d QP queues still complete on it: %w", n, qp.ErrBusy)
+		return fmt.Errorf("device: destroy_cq: %d QP queues still complete on it: %w", n, ErrBusy)
 	}
 	delete(d.cqs, c)
 	d.cqMu.Unlock()
-	shutdownCQ(c, fmt.Errorf("device: poll_cq: the CQ was destroyed: %w", qp.ErrInvalid))
+	c.shutdown(fmt.Errorf("device: poll_cq: the CQ was destroyed: %w", ErrInvalid))
 	return nil
 }
 
@@ -458,13 +425,13 @@ func (d *Device) DestroyCQ(c *cq.CQ) error {
 // (n = -1); with n = 1 it fails if either CQ is not this device's or was
 // destroyed, checked and counted under one lock so that DestroyCQ cannot
 // come in between.
-func (d *Device) useCQs(op string, n int, cqs ...*cq.CQ) error {
+func (d *Device) useCQs(op string, n int, cqs ...*CQ) error {
 	d.cqMu.Lock()
 	defer d.cqMu.Unlock()
 	if n > 0 {
 		for _, c := range cqs {
 			if _, ok := d.cqs[c]; c != nil && !ok {
-				return fmt.Errorf("device: %s: completion queue belongs to another device, or was destroyed: %w", op, qp.ErrInvalid)
+				return fmt.Errorf("device: %s: completion queue belongs to another device, or was destroyed: %w", op, ErrInvalid)
 			}
 		}
 	}
@@ -482,12 +449,12 @@ func (d *Device) useCQs(op string, n int, cqs ...*cq.CQ) error {
 // local protection error), and another device's CQ would be flushed by
 // the wrong Close. libibverbs cannot even express the mix (a PD and a CQ
 // carry their ibv_context); here it is EINVAL at creation.
-func (d *Device) foreign(op string, pd *mr.PD, cqs ...*cq.CQ) error {
+func (d *Device) foreign(op string, pd *PD, cqs ...*CQ) error {
 	if pd == nil {
-		return fmt.Errorf("device: %s: no protection domain: %w", op, qp.ErrInvalid)
+		return fmt.Errorf("device: %s: no protection domain: %w", op, ErrInvalid)
 	}
 	if !d.ownsPD(pd) {
-		return fmt.Errorf("device: %s: %v belongs to another device: %w", op, pd, qp.ErrInvalid)
+		return fmt.Errorf("device: %s: %v belongs to another device: %w", op, pd, ErrInvalid)
 	}
 	if len(cqs) > 0 {
 		return d.useCQs(op, 0, cqs...)
@@ -496,18 +463,18 @@ func (d *Device) foreign(op string, pd *mr.PD, cqs ...*cq.CQ) error {
 }
 
 // CreateQP creates a queue pair in RESET (ibv_create_qp). pd and the
-// CQs must be this device's (an error wrapping qp.ErrInvalid otherwise).
-// An XRC target QP (qp.XRCTgt) takes no pd (nil), only ia.XRCD.
-func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
+// CQs must be this device's (an error wrapping ErrInvalid otherwise).
+// An XRC target QP (XRCTgt) takes no pd (nil), only ia.XRCD.
+func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	d.qpMu.Lock()
 	defer d.qpMu.Unlock()
 	if d.closedNow() {
-		return nil, errClosed("create_qp")
+		return nil, errDeviceClosed("create_qp")
 	}
-	if ia.Type == qp.XRCTgt && pd != nil {
-		return nil, fmt.Errorf("device: create_qp: an XRC target QP has no protection domain (its XRC SRQs have): %w", qp.ErrInvalid)
+	if ia.Type == XRCTgt && pd != nil {
+		return nil, fmt.Errorf("device: create_qp: an XRC target QP has no protection domain (its XRC SRQs have): %w", ErrInvalid)
 	}
-	if ia.Type != qp.XRCTgt {
+	if ia.Type != XRCTgt {
 		if err := d.foreign("create_qp", pd); err != nil {
 			return nil, err
 		}
@@ -518,7 +485,7 @@ func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
 	qpn, ok := d.qps.free()
 	if !ok {
 		d.useCQs("create_qp", -1, ia.SendCQ, ia.RecvCQ)
-		return nil, fmt.Errorf("%w: out of QP numbers", qp.ErrNoMem)
+		return nil, fmt.Errorf("%w: out of QP numbers", ErrNoMem)
 	}
 	q, err := newQP(&d.env, pd, qpn, ia)
 	if err != nil {
@@ -531,31 +498,31 @@ func (d *Device) CreateQP(pd *mr.PD, ia qp.InitAttr) (*qp.QP, error) {
 
 // DestroyQP destroys a queue pair (ibv_destroy_qp): LookupQP no longer
 // finds it. A QP destroyed already, or another device's, is refused
-// (an error wrapping qp.ErrInvalid).
-func (d *Device) DestroyQP(q *qp.QP) error {
+// (an error wrapping ErrInvalid).
+func (d *Device) DestroyQP(q *QP) error {
 	d.qpMu.Lock()
 	if d.closedNow() {
 		d.qpMu.Unlock()
-		return errClosed("destroy_qp")
+		return errDeviceClosed("destroy_qp")
 	}
 	if q == nil || !d.qps.remove(q.QPN(), q) {
 		d.qpMu.Unlock()
-		return fmt.Errorf("device: destroy_qp: %v is not a QP of this device, or was destroyed already: %w", q, qp.ErrInvalid)
+		return fmt.Errorf("device: destroy_qp: %v is not a QP of this device, or was destroyed already: %w", q, ErrInvalid)
 	}
 	d.qpMu.Unlock()
 	_, ia := q.Query()
 	d.useCQs("destroy_qp", -1, ia.SendCQ, ia.RecvCQ)
-	return destroyQP(q)
+	return q.destroy()
 }
 
 // LookupQP returns the QP with number qpn.
-func (d *Device) LookupQP(qpn uint32) *qp.QP { return d.qps.get(qpn) }
+func (d *Device) LookupQP(qpn uint32) *QP { return d.qps.get(qpn) }
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq) in pd, which
 // must be this device's.
-func (d *Device) CreateSRQ(pd *mr.PD, attr qp.SRQAttr) (*qp.SRQ, error) {
+func (d *Device) CreateSRQ(pd *PD, attr SRQAttr) (*SRQ, error) {
 	if d.closedNow() {
-		return nil, errClosed("create_srq")
+		return nil, errDeviceClosed("create_srq")
 	}
 	if err := d.foreign("create_srq", pd); err != nil {
 		return nil, err
@@ -565,9 +532,9 @@ func (d *Device) CreateSRQ(pd *mr.PD, attr qp.SRQAttr) (*qp.SRQ, error) {
 
 // CreateAH creates an address handle for UD sends (ibv_create_ah) in pd,
 // which must be this device's.
-func (d *Device) CreateAH(pd *mr.PD, attr qp.AHAttr) (*qp.AH, error) {
+func (d *Device) CreateAH(pd *PD, attr AHAttr) (*AH, error) {
 	if d.closedNow() {
-		return nil, errClosed("create_ah")
+		return nil, errDeviceClosed("create_ah")
 	}
 	if err := d.foreign("create_ah", pd); err != nil {
 		return nil, err
@@ -651,9 +618,9 @@ type pollState struct {
 	// next poll, or for late, should no poll come (endMu, which endOpen
 	// holds while it takes the QPs' locks; pending says some are).
 	endMu   sync.Mutex
-	ends    []*qp.QP
+	ends    []*QP
 	pending atomic.Bool
-	late    qp.Timer
+	late    clock.Timer
 	// late is set when a poll leaves bursts open while it is not set
 	// (lateSet), not at each such poll: setting a timer reads the clock,
 	// a system call in the lab's TCG guests (a Reset took 1.6-1.9 µs
@@ -667,7 +634,7 @@ type pollState struct {
 }
 
 // leaveOpen records that a poll left the bursts of qps open.
-func (s *pollState) leaveOpen(qps []*qp.QP) {
+func (s *pollState) leaveOpen(qps []*QP) {
 	s.endMu.Lock()
 	s.ends = append(s.ends, qps...)
 	if !s.pending.Swap(true) {
@@ -703,7 +670,7 @@ func endOpen(s *pollState) {
 	}
 	s.endMu.Lock()
 	for i, q := range s.ends {
-		endBurst(q)
+		q.endBurst()
 		s.ends[i] = nil
 	}
 	s.ends = s.ends[:0]
@@ -762,13 +729,13 @@ func (d *Device) progress() bool {
 // sends one coalesced acknowledgement and one batch of frames at the end
 // of the burst rather than one per packet.
 type burst struct {
-	qps []*qp.QP
+	qps []*QP
 }
 
 // flush ends the burst.
 func (b *burst) flush() {
 	for i, q := range b.qps {
-		endBurst(q)
+		q.endBurst()
 		b.qps[i] = nil
 	}
 	b.qps = b.qps[:0]
@@ -813,7 +780,7 @@ func (d *Device) input(fr nic.Frame, b *burst) {
 		c.UnknownQP.Add(1)
 		return
 	}
-	if receive(q, p, f) {
+	if q.receive(p, f) {
 		b.qps = append(b.qps, q)
 	}
 }
@@ -821,7 +788,7 @@ func (d *Device) input(fr nic.Frame, b *burst) {
 // worker runs the QPs of one receive queue that asked for more time.
 func (d *Device) worker(r *runQueue) {
 	defer d.wg.Done()
-	var batch []*qp.QP
+	var batch []*QP
 	for {
 		select {
 		case <-d.done:
@@ -834,7 +801,7 @@ func (d *Device) worker(r *runQueue) {
 				break
 			}
 			for i, q := range batch {
-				runQP(q)
+				q.runScheduled()
 				batch[i] = nil
 			}
 		}
@@ -845,11 +812,11 @@ func (d *Device) worker(r *runQueue) {
 // blocks while its caller holds a QP lock.
 type runQueue struct {
 	mu   sync.Mutex
-	q    []*qp.QP
+	q    []*QP
 	wake chan struct{}
 }
 
-func (r *runQueue) push(q *qp.QP) {
+func (r *runQueue) push(q *QP) {
 	r.mu.Lock()
 	r.q = append(r.q, q)
 	r.mu.Unlock()
@@ -859,7 +826,7 @@ func (r *runQueue) push(q *qp.QP) {
 	}
 }
 
-func (r *runQueue) take(into []*qp.QP) []*qp.QP {
+func (r *runQueue) take(into []*QP) []*QP {
 	r.mu.Lock()
 	into = append(into, r.q...)
 	clear(r.q)

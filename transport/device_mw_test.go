@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"bytes"
@@ -10,23 +10,20 @@ import (
 	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // mwAccess is what the pair's QPs and regions allow in these tests; each
 // test's target region adds MWBind.
-const mwAccess = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+const mwAccess = transport.LocalWrite | transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic
 
 // mwPair connects two RC QPs and registers on b a 64 KiB target region
 // with the bind right.
-func mwPair(t *testing.T) (a, b *rdmatest.Peer, target *mr.MR) {
+func mwPair(t *testing.T) (a, b *rdmatest.Peer, target *transport.MR) {
 	t.Helper()
 	a, b, _ = rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4})
-	target, err := b.PD.Register(make([]byte, 64<<10), mr.LocalWrite|mr.MWBind)
+	target, err := b.PD.Register(make([]byte, 64<<10), transport.LocalWrite|transport.MWBind)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +32,7 @@ func mwPair(t *testing.T) (a, b *rdmatest.Peer, target *mr.MR) {
 
 // waitOp waits for the next completion on c and checks its status and
 // opcode.
-func waitOp(t *testing.T, c *cq.CQ, wrID uint64, op cq.Opcode, st cq.Status) {
+func waitOp(t *testing.T, c *transport.CQ, wrID uint64, op transport.WCOpcode, st transport.WCStatus) {
 	t.Helper()
 	wc := rdmatest.Wait(t, c, 5*time.Second)
 	if wc.WRID != wrID || wc.Opcode != op || wc.Status != st {
@@ -45,11 +42,11 @@ func waitOp(t *testing.T, c *cq.CQ, wrID uint64, op cq.Opcode, st cq.Status) {
 
 // remoteWrite WRITEs n bytes of a's region (filled with seed) to addr
 // through rkey and returns the completion's status.
-func remoteWrite(t *testing.T, a *rdmatest.Peer, rkey uint32, addr uint64, n int, seed byte) cq.Status {
+func remoteWrite(t *testing.T, a *rdmatest.Peer, rkey uint32, addr uint64, n int, seed byte) transport.WCStatus {
 	t.Helper()
 	fill(a.Buf[:n], seed)
-	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 77, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.MR.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}))
+	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 77, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+		SGL: []transport.SGE{a.MR.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}))
 	wc := rdmatest.Wait(t, a.SCQ, 5*time.Second)
 	if wc.WRID != 77 {
 		t.Fatalf("write completion %+v", wc)
@@ -62,20 +59,20 @@ func remoteWrite(t *testing.T, a *rdmatest.Peer, rkey uint32, addr uint64, n int
 // region's) bound the peer, and revokes it by binding again.
 func TestMWType1(t *testing.T) {
 	a, b, target := mwPair(t)
-	w, err := b.PD.AllocMW(mr.MWType1)
+	w, err := b.PD.AllocMW(transport.MWType1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	old := w.RKey()
-	win := mr.BindInfo{MR: target, Addr: target.Addr() + 4096, Length: 8192, Access: mr.RemoteWrite}
-	key, err := b.QP.BindMW(w, win, 1, qp.Signaled)
+	win := transport.BindInfo{MR: target, Addr: target.Addr() + 4096, Length: 8192, Access: transport.RemoteWrite}
+	key, err := b.QP.BindMW(w, win, 1, transport.Signaled)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if key == old || key>>8 != old>>8 {
 		t.Fatalf("bind gave rkey 0x%x from 0x%x: want the same index, a new variant", key, old)
 	}
-	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
+	waitOp(t, b.SCQ, 1, transport.OpBindMW, transport.Success)
 	if w.RKey() != key {
 		t.Fatalf("RKey 0x%x after the bind, want 0x%x", w.RKey(), key)
 	}
@@ -83,7 +80,7 @@ func TestMWType1(t *testing.T) {
 		t.Fatalf("Bound() = %+v %v", got, ok)
 	}
 	// The whole window, through the new key: the bytes land in the region.
-	if st := remoteWrite(t, a, key, win.Addr, 8192, 3); st != cq.Success {
+	if st := remoteWrite(t, a, key, win.Addr, 8192, 3); st != transport.Success {
 		t.Fatalf("write through the window: %v", st)
 	}
 	if !bytes.Equal(target.Bytes()[4096:4096+8192], a.Buf[:8192]) {
@@ -93,17 +90,17 @@ func TestMWType1(t *testing.T) {
 		t.Fatal("write through the window changed bytes outside it")
 	}
 	// The window grants no READ, though the QP does.
-	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.MR.SGE(0, 8)}, RemoteAddr: win.Addr, RKey: key}))
-	waitOp(t, a.SCQ, 5, cq.OpRDMARead, cq.RemAccessErr)
+	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 5, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+		SGL: []transport.SGE{a.MR.SGE(0, 8)}, RemoteAddr: win.Addr, RKey: key}))
+	waitOp(t, a.SCQ, 5, transport.OpRDMARead, transport.RemAccessErr)
 	ev := waitEvent(t, b.Dev)
-	if ev.Type != device.EventQPAccessErr || !errors.Is(ev.Err, mr.ErrAccess) {
+	if ev.Type != transport.EventQPAccessErr || !errors.Is(ev.Err, transport.ErrAccess) {
 		t.Fatalf("event %v: %v", ev.Type, ev.Err)
 	}
 }
 
 // waitEvent returns the device's next asynchronous event.
-func waitEvent(t *testing.T, d *device.Device) device.Event {
+func waitEvent(t *testing.T, d *transport.Device) transport.Event {
 	t.Helper()
 	select {
 	case ev := <-d.Events():
@@ -111,24 +108,24 @@ func waitEvent(t *testing.T, d *device.Device) device.Event {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no asynchronous event")
 	}
-	return device.Event{}
+	return transport.Event{}
 }
 
 // TestMWType1Range: one byte past the window, inside the region, is a
 // remote access error (the window's range bounds the access).
 func TestMWType1Range(t *testing.T) {
 	a, b, target := mwPair(t)
-	w, err := b.PD.AllocMW(mr.MWType1)
+	w, err := b.PD.AllocMW(transport.MWType1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := b.QP.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr() + 4096, Length: 4096, Access: mr.RemoteWrite}, 1, qp.Signaled)
+	key, err := b.QP.BindMW(w, transport.BindInfo{MR: target, Addr: target.Addr() + 4096, Length: 4096, Access: transport.RemoteWrite}, 1, transport.Signaled)
 	rdmatest.Must(t, err)
-	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
-	if st := remoteWrite(t, a, key, target.Addr()+4097, 4096, 1); st != cq.RemAccessErr {
+	waitOp(t, b.SCQ, 1, transport.OpBindMW, transport.Success)
+	if st := remoteWrite(t, a, key, target.Addr()+4097, 4096, 1); st != transport.RemAccessErr {
 		t.Fatalf("write one byte past the window: %v", st)
 	}
-	if ev := waitEvent(t, b.Dev); !errors.Is(ev.Err, mr.ErrBounds) {
+	if ev := waitEvent(t, b.Dev); !errors.Is(ev.Err, transport.ErrBounds) {
 		t.Fatalf("event %v: %v", ev.Type, ev.Err)
 	}
 }
@@ -137,29 +134,29 @@ func TestMWType1Range(t *testing.T) {
 // key; a bind of length 0 unbinds it.
 func TestMWType1Rebind(t *testing.T) {
 	a, b, target := mwPair(t)
-	w, err := b.PD.AllocMW(mr.MWType1)
+	w, err := b.PD.AllocMW(transport.MWType1)
 	rdmatest.Must(t, err)
-	k1, err := b.QP.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}, 1, qp.Signaled)
+	k1, err := b.QP.BindMW(w, transport.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: transport.RemoteWrite}, 1, transport.Signaled)
 	rdmatest.Must(t, err)
-	k2, err := b.QP.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr() + 8192, Length: 4096, Access: mr.RemoteWrite}, 2, qp.Signaled)
+	k2, err := b.QP.BindMW(w, transport.BindInfo{MR: target, Addr: target.Addr() + 8192, Length: 4096, Access: transport.RemoteWrite}, 2, transport.Signaled)
 	rdmatest.Must(t, err)
-	if k2 != mr.IncRKey(k1) {
-		t.Fatalf("second bind's key 0x%x, want 0x%x", k2, mr.IncRKey(k1))
+	if k2 != transport.IncRKey(k1) {
+		t.Fatalf("second bind's key 0x%x, want 0x%x", k2, transport.IncRKey(k1))
 	}
-	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
-	waitOp(t, b.SCQ, 2, cq.OpBindMW, cq.Success)
-	if st := remoteWrite(t, a, k2, target.Addr()+8192, 4096, 9); st != cq.Success {
+	waitOp(t, b.SCQ, 1, transport.OpBindMW, transport.Success)
+	waitOp(t, b.SCQ, 2, transport.OpBindMW, transport.Success)
+	if st := remoteWrite(t, a, k2, target.Addr()+8192, 4096, 9); st != transport.Success {
 		t.Fatalf("write through the moved window: %v", st)
 	}
-	k3, err := b.QP.BindMW(w, mr.BindInfo{}, 3, qp.Signaled)
+	k3, err := b.QP.BindMW(w, transport.BindInfo{}, 3, transport.Signaled)
 	rdmatest.Must(t, err)
-	waitOp(t, b.SCQ, 3, cq.OpBindMW, cq.Success)
+	waitOp(t, b.SCQ, 3, transport.OpBindMW, transport.Success)
 	if _, ok := w.Bound(); ok || w.RKey() != k3 {
 		t.Fatalf("after unbinding: bound %v, rkey 0x%x want 0x%x", ok, w.RKey(), k3)
 	}
 	// The region can go once no window is bound to it.
 	rdmatest.Must(t, target.Dereg())
-	if st := remoteWrite(t, a, k2, target.Addr()+8192, 16, 9); st != cq.RemAccessErr {
+	if st := remoteWrite(t, a, k2, target.Addr()+8192, 16, 9); st != transport.RemAccessErr {
 		t.Fatalf("write through the old key: %v", st)
 	}
 }
@@ -169,29 +166,29 @@ func TestMWType1Rebind(t *testing.T) {
 // SEND with Invalidate.
 func TestMWType2(t *testing.T) {
 	a, b, target := mwPair(t)
-	w, err := b.PD.AllocMW(mr.MWType2)
+	w, err := b.PD.AllocMW(transport.MWType2)
 	rdmatest.Must(t, err)
 	bind := func(wrID uint64, off uint64) uint32 {
 		t.Helper()
-		key := mr.IncRKey(w.RKey())
-		rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRBindMW, Flags: qp.Signaled,
-			Bind: qp.MWBind{MW: w, RKey: key, Info: mr.BindInfo{MR: target, Addr: target.Addr() + off, Length: 1024,
-				Access: mr.RemoteRead | mr.RemoteWrite | mr.RemoteAtomic}}}))
-		waitOp(t, b.SCQ, wrID, cq.OpBindMW, cq.Success)
+		key := transport.IncRKey(w.RKey())
+		rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRBindMW, Flags: transport.Signaled,
+			Bind: transport.MWBindWR{MW: w, RKey: key, Info: transport.BindInfo{MR: target, Addr: target.Addr() + off, Length: 1024,
+				Access: transport.RemoteRead | transport.RemoteWrite | transport.RemoteAtomic}}}))
+		waitOp(t, b.SCQ, wrID, transport.OpBindMW, transport.Success)
 		return key
 	}
 	k1 := bind(1, 0)
-	if st := remoteWrite(t, a, k1, target.Addr(), 1024, 4); st != cq.Success {
+	if st := remoteWrite(t, a, k1, target.Addr(), 1024, 4); st != transport.Success {
 		t.Fatalf("write through the type 2 window: %v", st)
 	}
 	// An atomic through it.
-	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 6, Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.MR.SGE(4096, 8)}, RemoteAddr: target.Addr() + 8, RKey: k1, CompareAdd: 1}))
-	waitOp(t, a.SCQ, 6, cq.OpFetchAdd, cq.Success)
+	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 6, Opcode: transport.WRAtomicFetchAndAdd, Flags: transport.Signaled,
+		SGL: []transport.SGE{a.MR.SGE(4096, 8)}, RemoteAddr: target.Addr() + 8, RKey: k1, CompareAdd: 1}))
+	waitOp(t, a.SCQ, 6, transport.OpFetchAdd, transport.Success)
 
 	// LOCAL_INV: the window is free, its key dead.
-	rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: k1}))
-	waitOp(t, b.SCQ, 2, cq.OpLocalInv, cq.Success)
+	rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: k1}))
+	waitOp(t, b.SCQ, 2, transport.OpLocalInv, transport.Success)
 	if _, ok := w.Bound(); ok {
 		t.Fatal("bound after LOCAL_INV")
 	}
@@ -202,18 +199,18 @@ func TestMWType2(t *testing.T) {
 	if k2 == k1 {
 		t.Fatal("the same key twice")
 	}
-	rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 4, SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
-	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRSendWithInv, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.MR.SGE(0, 8)}, InvRKey: k2}))
-	waitOp(t, a.SCQ, 7, cq.OpSend, cq.Success)
+	rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 4, SGL: []transport.SGE{b.MR.SGE(0, 64)}}))
+	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 7, Opcode: transport.WRSendWithInv, Flags: transport.Signaled,
+		SGL: []transport.SGE{a.MR.SGE(0, 8)}, InvRKey: k2}))
+	waitOp(t, a.SCQ, 7, transport.OpSend, transport.Success)
 	rc := rdmatest.Wait(t, b.RCQ, 5*time.Second)
-	if rc.Status != cq.Success || rc.Flags&cq.WithInv == 0 || rc.InvalidatedRKey != k2 {
+	if rc.Status != transport.Success || rc.Flags&transport.WithInv == 0 || rc.InvalidatedRKey != k2 {
 		t.Fatalf("receive %+v", rc)
 	}
 	if _, ok := w.Bound(); ok {
 		t.Fatal("bound after SEND with Invalidate")
 	}
-	if st := remoteWrite(t, a, k2, target.Addr()+2048, 8, 1); st != cq.RemAccessErr {
+	if st := remoteWrite(t, a, k2, target.Addr()+2048, 8, 1); st != transport.RemAccessErr {
 		t.Fatalf("write through the invalidated key: %v", st)
 	}
 }
@@ -232,27 +229,27 @@ func TestMWType2OtherQP(t *testing.T) {
 	c := rdmatest.NewMemPeer(t, net, "10.0.0.3", o)
 	b2 := *b
 	var err error
-	b2.QP, err = b.Dev.CreateQP(b.PD, qp.InitAttr{Type: qp.RC, SendCQ: b.SCQ, RecvCQ: b.RCQ,
-		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	b2.QP, err = b.Dev.CreateQP(b.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: b.SCQ, RecvCQ: b.RCQ,
+		Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	rdmatest.Must(t, err)
 	rdmatest.ConnectQP(t, &b2, c, o, 0, 0)
 	rdmatest.ConnectQP(t, c, &b2, o, 0, 0)
 
-	target, err := b.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
+	target, err := b.PD.Register(make([]byte, 4096), transport.LocalWrite|transport.MWBind)
 	rdmatest.Must(t, err)
-	w, err := b.PD.AllocMW(mr.MWType2)
+	w, err := b.PD.AllocMW(transport.MWType2)
 	rdmatest.Must(t, err)
-	key := mr.IncRKey(w.RKey())
-	rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
-		Bind: qp.MWBind{MW: w, RKey: key, Info: mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}}}))
-	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
-	if st := remoteWrite(t, c, key, target.Addr(), 64, 2); st != cq.RemAccessErr {
+	key := transport.IncRKey(w.RKey())
+	rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRBindMW, Flags: transport.Signaled,
+		Bind: transport.MWBindWR{MW: w, RKey: key, Info: transport.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: transport.RemoteWrite}}}))
+	waitOp(t, b.SCQ, 1, transport.OpBindMW, transport.Success)
+	if st := remoteWrite(t, c, key, target.Addr(), 64, 2); st != transport.RemAccessErr {
 		t.Fatalf("write from another QP's peer: %v", st)
 	}
-	if ev := waitEvent(t, b.Dev); !errors.Is(ev.Err, mr.ErrMWQP) {
+	if ev := waitEvent(t, b.Dev); !errors.Is(ev.Err, transport.ErrMWQP) {
 		t.Fatalf("event %v: %v", ev.Type, ev.Err)
 	}
-	if st := remoteWrite(t, a, key, target.Addr(), 64, 2); st != cq.Success {
+	if st := remoteWrite(t, a, key, target.Addr(), 64, 2); st != transport.Success {
 		t.Fatalf("write from the bound QP's peer: %v", st)
 	}
 }
@@ -264,73 +261,73 @@ func TestMWType2OtherQP(t *testing.T) {
 func TestMWBindErrors(t *testing.T) {
 	type env struct {
 		b      *rdmatest.Peer
-		target *mr.MR // LocalWrite|MWBind
-		w1, w2 *mr.MW
+		target *transport.MR // LocalWrite|MWBind
+		w1, w2 *transport.MW
 	}
 	cases := []struct {
 		name string
 		post func(e *env) error // posts wr_id 1, signaled
-		op   cq.Opcode
-		st   cq.Status
+		op   transport.WCOpcode
+		st   transport.WCStatus
 	}{
 		{"region without the bind right", func(e *env) error {
-			m, err := e.b.PD.Register(make([]byte, 4096), mr.LocalWrite)
+			m, err := e.b.PD.Register(make([]byte, 4096), transport.LocalWrite)
 			rdmatest.Must(t, err)
-			return bind2(e.b, e.w2, mr.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: mr.RemoteRead})
-		}, cq.OpBindMW, cq.MWBindErr},
+			return bind2(e.b, e.w2, transport.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: transport.RemoteRead})
+		}, transport.OpBindMW, transport.MWBindErr},
 		{"past the region's end", func(e *env) error {
-			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr() + uint64(e.target.Len()) - 96, Length: 97, Access: mr.RemoteRead})
-		}, cq.OpBindMW, cq.MWBindErr},
+			return bind2(e.b, e.w2, transport.BindInfo{MR: e.target, Addr: e.target.Addr() + uint64(e.target.Len()) - 96, Length: 97, Access: transport.RemoteRead})
+		}, transport.OpBindMW, transport.MWBindErr},
 		{"before the region's start", func(e *env) error {
-			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr() - 1, Length: 8, Access: mr.RemoteRead})
-		}, cq.OpBindMW, cq.MWBindErr},
+			return bind2(e.b, e.w2, transport.BindInfo{MR: e.target, Addr: e.target.Addr() - 1, Length: 8, Access: transport.RemoteRead})
+		}, transport.OpBindMW, transport.MWBindErr},
 		{"region of another PD", func(e *env) error {
-			m, err := e.b.Dev.AllocPD().Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
+			m, err := e.b.Dev.AllocPD().Register(make([]byte, 4096), transport.LocalWrite|transport.MWBind)
 			rdmatest.Must(t, err)
-			return bind2(e.b, e.w2, mr.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: mr.RemoteRead})
-		}, cq.OpBindMW, cq.MWBindErr},
+			return bind2(e.b, e.w2, transport.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: transport.RemoteRead})
+		}, transport.OpBindMW, transport.MWBindErr},
 		{"remote write on a region without local write", func(e *env) error {
-			m, err := e.b.PD.Register(make([]byte, 4096), mr.MWBind)
+			m, err := e.b.PD.Register(make([]byte, 4096), transport.MWBind)
 			rdmatest.Must(t, err)
-			return bind2(e.b, e.w2, mr.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: mr.RemoteWrite})
-		}, cq.OpBindMW, cq.MWBindErr},
+			return bind2(e.b, e.w2, transport.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: transport.RemoteWrite})
+		}, transport.OpBindMW, transport.MWBindErr},
 		{"type 2 of length 0", func(e *env) error {
-			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 0, Access: mr.RemoteRead})
-		}, cq.OpBindMW, cq.MWBindErr},
+			return bind2(e.b, e.w2, transport.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 0, Access: transport.RemoteRead})
+		}, transport.OpBindMW, transport.MWBindErr},
 		{"type 2 bound twice", func(e *env) error {
-			rdmatest.Must(t, e.b.QP.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRBindMW,
-				Bind: qp.MWBind{MW: e.w2, RKey: mr.IncRKey(e.w2.RKey()), Info: mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: mr.RemoteRead}}}))
-			return bind2(e.b, e.w2, mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: mr.RemoteRead})
-		}, cq.OpBindMW, cq.MWBindErr},
+			rdmatest.Must(t, e.b.QP.PostSend(&transport.SendWR{WRID: 9, Opcode: transport.WRBindMW,
+				Bind: transport.MWBindWR{MW: e.w2, RKey: transport.IncRKey(e.w2.RKey()), Info: transport.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: transport.RemoteRead}}}))
+			return bind2(e.b, e.w2, transport.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: transport.RemoteRead})
+		}, transport.OpBindMW, transport.MWBindErr},
 		{"rkey of another index", func(e *env) error {
-			return e.b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
-				Bind: qp.MWBind{MW: e.w2, RKey: e.w2.RKey() + 0x100, Info: mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64}}})
-		}, cq.OpBindMW, cq.MWBindErr},
+			return e.b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRBindMW, Flags: transport.Signaled,
+				Bind: transport.MWBindWR{MW: e.w2, RKey: e.w2.RKey() + 0x100, Info: transport.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64}}})
+		}, transport.OpBindMW, transport.MWBindErr},
 		{"zero-based type 1", func(e *env) error {
-			_, err := e.b.QP.BindMW(e.w1, mr.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: mr.RemoteRead | mr.ZeroBased}, 1, qp.Signaled)
+			_, err := e.b.QP.BindMW(e.w1, transport.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: transport.RemoteRead | transport.ZeroBased}, 1, transport.Signaled)
 			return err
-		}, cq.OpBindMW, cq.MWBindErr},
+		}, transport.OpBindMW, transport.MWBindErr},
 		{"LOCAL_INV of a type 1 window", func(e *env) error {
-			return e.b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: e.w1.RKey()})
-		}, cq.OpLocalInv, cq.LocQPOpErr},
+			return e.b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: e.w1.RKey()})
+		}, transport.OpLocalInv, transport.LocQPOpErr},
 		{"LOCAL_INV of a free type 2 window", func(e *env) error {
-			return e.b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: e.w2.RKey()})
-		}, cq.OpLocalInv, cq.LocQPOpErr},
+			return e.b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: e.w2.RKey()})
+		}, transport.OpLocalInv, transport.LocQPOpErr},
 		{"LOCAL_INV of no key", func(e *env) error {
-			return e.b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: 0x7fff00})
-		}, cq.OpLocalInv, cq.LocQPOpErr},
+			return e.b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: 0x7fff00})
+		}, transport.OpLocalInv, transport.LocQPOpErr},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, b, target := mwPair(t)
-			w1, err := b.PD.AllocMW(mr.MWType1)
+			w1, err := b.PD.AllocMW(transport.MWType1)
 			rdmatest.Must(t, err)
-			w2, err := b.PD.AllocMW(mr.MWType2)
+			w2, err := b.PD.AllocMW(transport.MWType2)
 			rdmatest.Must(t, err)
 			e := &env{b: b, target: target, w1: w1, w2: w2}
 			rdmatest.Must(t, c.post(e))
 			// A SEND behind it is flushed once the QP is in error.
-			rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled}))
+			rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled}))
 			wc := rdmatest.Wait(t, b.SCQ, 5*time.Second)
 			if wc.WRID == 9 { // the case's first, good bind
 				wc = rdmatest.Wait(t, b.SCQ, 5*time.Second)
@@ -338,10 +335,10 @@ func TestMWBindErrors(t *testing.T) {
 			if wc.WRID != 1 || wc.Opcode != c.op || wc.Status != c.st {
 				t.Fatalf("completion %+v, want %v %v", wc, c.op, c.st)
 			}
-			if wc := rdmatest.Wait(t, b.SCQ, 5*time.Second); wc.WRID != 2 || wc.Status != cq.WRFlushErr {
+			if wc := rdmatest.Wait(t, b.SCQ, 5*time.Second); wc.WRID != 2 || wc.Status != transport.WRFlushErr {
 				t.Fatalf("next completion %+v, want a flush", wc)
 			}
-			if st := b.QP.State(); st != qp.Err {
+			if st := b.QP.State(); st != transport.Err {
 				t.Fatalf("QP in %v", st)
 			}
 		})
@@ -349,36 +346,36 @@ func TestMWBindErrors(t *testing.T) {
 }
 
 // bind2 posts a signaled bind of the type 2 window w with wr_id 1.
-func bind2(b *rdmatest.Peer, w *mr.MW, info mr.BindInfo) error {
-	return b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
-		Bind: qp.MWBind{MW: w, RKey: mr.IncRKey(w.RKey()), Info: info}})
+func bind2(b *rdmatest.Peer, w *transport.MW, info transport.BindInfo) error {
+	return b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRBindMW, Flags: transport.Signaled,
+		Bind: transport.MWBindWR{MW: w, RKey: transport.IncRKey(w.RKey()), Info: info}})
 }
 
 // TestMWPostChecks: what ibv_post_send refuses at once.
 func TestMWPostChecks(t *testing.T) {
 	_, b, target := mwPair(t)
-	w1, err := b.PD.AllocMW(mr.MWType1)
+	w1, err := b.PD.AllocMW(transport.MWType1)
 	rdmatest.Must(t, err)
-	w2, err := b.PD.AllocMW(mr.MWType2)
+	w2, err := b.PD.AllocMW(transport.MWType2)
 	rdmatest.Must(t, err)
-	info := mr.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: mr.RemoteRead}
-	if err := b.QP.PostSend(&qp.SendWR{Opcode: qp.WRBindMW, Bind: qp.MWBind{MW: w1, RKey: mr.IncRKey(w1.RKey()), Info: info}}); !errors.Is(err, qp.ErrInvalid) {
+	info := transport.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: transport.RemoteRead}
+	if err := b.QP.PostSend(&transport.SendWR{Opcode: transport.WRBindMW, Bind: transport.MWBindWR{MW: w1, RKey: transport.IncRKey(w1.RKey()), Info: info}}); !errors.Is(err, transport.ErrInvalid) {
 		t.Errorf("BIND_MW work request of a type 1 window: %v", err)
 	}
-	if _, err := b.QP.BindMW(w2, info, 0, 0); !errors.Is(err, qp.ErrInvalid) || !errors.Is(err, mr.ErrMWType) {
+	if _, err := b.QP.BindMW(w2, info, 0, 0); !errors.Is(err, transport.ErrInvalid) || !errors.Is(err, transport.ErrMWType) {
 		t.Errorf("BindMW of a type 2 window: %v", err)
 	}
-	if err := b.QP.PostSend(&qp.SendWR{Opcode: qp.WRBindMW}); !errors.Is(err, qp.ErrInvalid) {
+	if err := b.QP.PostSend(&transport.SendWR{Opcode: transport.WRBindMW}); !errors.Is(err, transport.ErrInvalid) {
 		t.Errorf("BIND_MW without a window: %v", err)
 	}
-	if _, err := mr.MWType(3), error(nil); mr.MWType(3).String() != "MWType(3)" {
+	if _, err := transport.MWType(3), error(nil); transport.MWType(3).String() != "MWType(3)" {
 		t.Error(err)
 	}
-	if _, err := b.PD.AllocMW(3); !errors.Is(err, mr.ErrMWType) {
+	if _, err := b.PD.AllocMW(3); !errors.Is(err, transport.ErrMWType) {
 		t.Errorf("AllocMW(3): %v", err)
 	}
 	// Nothing was posted: the QP still works.
-	if st := b.QP.State(); st != qp.RTS {
+	if st := b.QP.State(); st != transport.RTS {
 		t.Fatalf("QP in %v", st)
 	}
 }
@@ -388,23 +385,23 @@ func TestMWPostChecks(t *testing.T) {
 // second Dealloc fails.
 func TestMWDeregAndDealloc(t *testing.T) {
 	a, b, target := mwPair(t)
-	w, err := b.PD.AllocMW(mr.MWType1)
+	w, err := b.PD.AllocMW(transport.MWType1)
 	rdmatest.Must(t, err)
-	key, err := b.QP.BindMW(w, mr.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: mr.RemoteWrite}, 1, qp.Signaled)
+	key, err := b.QP.BindMW(w, transport.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: transport.RemoteWrite}, 1, transport.Signaled)
 	rdmatest.Must(t, err)
-	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
-	if err := target.Dereg(); !errors.Is(err, mr.ErrMWBound) {
+	waitOp(t, b.SCQ, 1, transport.OpBindMW, transport.Success)
+	if err := target.Dereg(); !errors.Is(err, transport.ErrMWBound) {
 		t.Fatalf("Dereg with a bound window: %v", err)
 	}
-	if err := b.PD.Dealloc(); !errors.Is(err, mr.ErrBusy) {
+	if err := b.PD.Dealloc(); !errors.Is(err, transport.ErrPDBusy) {
 		t.Fatalf("PD dealloc with a window: %v", err)
 	}
 	rdmatest.Must(t, w.Dealloc())
-	if err := w.Dealloc(); !errors.Is(err, mr.ErrInvalidKey) {
+	if err := w.Dealloc(); !errors.Is(err, transport.ErrInvalidKey) {
 		t.Fatalf("second Dealloc: %v", err)
 	}
 	rdmatest.Must(t, target.Dereg())
-	if st := remoteWrite(t, a, key, target.Addr(), 8, 1); st != cq.RemAccessErr {
+	if st := remoteWrite(t, a, key, target.Addr(), 8, 1); st != transport.RemAccessErr {
 		t.Fatalf("write through a deallocated window: %v", st)
 	}
 }
@@ -415,9 +412,9 @@ func TestMWDeregAndDealloc(t *testing.T) {
 func TestMWOrderAndRetransmission(t *testing.T) {
 	o := rdmatest.Options{Access: mwAccess, RdAtomic: 4, Timeout: 10}
 	a, b, net := rdmatest.MemPair(t, o)
-	target, err := a.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.MWBind)
+	target, err := a.PD.Register(make([]byte, 4096), transport.LocalWrite|transport.MWBind)
 	rdmatest.Must(t, err)
-	w, err := a.PD.AllocMW(mr.MWType2)
+	w, err := a.PD.AllocMW(transport.MWType2)
 	rdmatest.Must(t, err)
 	// Lose a's first two WRITE packets once.
 	var lost atomic.Int32
@@ -430,16 +427,16 @@ func TestMWOrderAndRetransmission(t *testing.T) {
 		return mem.Pass
 	})
 	fill(a.Buf[:8192], 5)
-	key := mr.IncRKey(w.RKey())
-	rdmatest.Must(t, a.QP.PostSendList([]qp.SendWR{
-		{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8192)}, RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()},
-		{WRID: 2, Opcode: qp.WRBindMW, Flags: qp.Signaled, Bind: qp.MWBind{MW: w, RKey: key,
-			Info: mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteRead}}},
-		{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 100)}, RemoteAddr: b.MR.Addr() + 8192, RKey: b.MR.RKey()},
+	key := transport.IncRKey(w.RKey())
+	rdmatest.Must(t, a.QP.PostSendList([]transport.SendWR{
+		{WRID: 1, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 8192)}, RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()},
+		{WRID: 2, Opcode: transport.WRBindMW, Flags: transport.Signaled, Bind: transport.MWBindWR{MW: w, RKey: key,
+			Info: transport.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: transport.RemoteRead}}},
+		{WRID: 3, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 100)}, RemoteAddr: b.MR.Addr() + 8192, RKey: b.MR.RKey()},
 	}))
-	waitOp(t, a.SCQ, 1, cq.OpRDMAWrite, cq.Success)
-	waitOp(t, a.SCQ, 2, cq.OpBindMW, cq.Success)
-	waitOp(t, a.SCQ, 3, cq.OpRDMAWrite, cq.Success)
+	waitOp(t, a.SCQ, 1, transport.OpRDMAWrite, transport.Success)
+	waitOp(t, a.SCQ, 2, transport.OpBindMW, transport.Success)
+	waitOp(t, a.SCQ, 3, transport.OpRDMAWrite, transport.Success)
 	if lost.Load() != 2 {
 		t.Fatalf("%d packets lost, want 2", lost.Load())
 	}
@@ -448,9 +445,9 @@ func TestMWOrderAndRetransmission(t *testing.T) {
 	}
 	// b reads through the window a bound once.
 	fill(target.Bytes(), 8)
-	rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-		SGL: []mr.SGE{b.MR.SGE(0, 4096)}, RemoteAddr: target.Addr(), RKey: key}))
-	waitOp(t, b.SCQ, 4, cq.OpRDMARead, cq.Success)
+	rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 4, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+		SGL: []transport.SGE{b.MR.SGE(0, 4096)}, RemoteAddr: target.Addr(), RKey: key}))
+	waitOp(t, b.SCQ, 4, transport.OpRDMARead, transport.Success)
 	if !bytes.Equal(b.Buf[:4096], target.Bytes()) {
 		t.Fatal("read through the window: bytes differ")
 	}
@@ -483,11 +480,11 @@ func FuzzLocalWR(f *testing.F) {
 	net := mem.NewNet(1)
 	a := rdmatest.NewMemPeer(f, net, "10.0.0.1", o)
 	b := rdmatest.NewMemPeer(f, net, "10.0.0.2", o)
-	target, err := b.PD.Register(make([]byte, 16<<10), mr.LocalWrite|mr.MWBind)
+	target, err := b.PD.Register(make([]byte, 16<<10), transport.LocalWrite|transport.MWBind)
 	rdmatest.Must(f, err)
 	backing := make([]byte, 16<<10)
-	var fast *mr.MR
-	var w1, w2 *mr.MW
+	var fast *transport.MR
+	var w1, w2 *transport.MW
 	reset := func(t *testing.T) {
 		// Fresh windows and a fresh fast region: what an earlier input
 		// bound or registered must not reach this one's memory.
@@ -497,16 +494,16 @@ func FuzzLocalWR(f *testing.F) {
 			rdmatest.Must(t, fast.Dereg())
 		}
 		var err error
-		w1, err = b.PD.AllocMW(mr.MWType1)
+		w1, err = b.PD.AllocMW(transport.MWType1)
 		rdmatest.Must(t, err)
-		w2, err = b.PD.AllocMW(mr.MWType2)
+		w2, err = b.PD.AllocMW(transport.MWType2)
 		rdmatest.Must(t, err)
 		fast, err = b.PD.AllocFastMR(backing)
 		rdmatest.Must(t, err)
 		for _, s := range []*rdmatest.Peer{a, b} {
-			rdmatest.Must(t, s.QP.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
-			for _, c := range []*cq.CQ{s.SCQ, s.RCQ} {
-				var wc [16]cq.WC
+			rdmatest.Must(t, s.QP.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState))
+			for _, c := range []*transport.CQ{s.SCQ, s.RCQ} {
+				var wc [16]transport.WC
 				for n, _ := c.Poll(wc[:]); n > 0; n, _ = c.Poll(wc[:]) {
 				}
 			}
@@ -530,10 +527,10 @@ func FuzzLocalWR(f *testing.F) {
 		}
 		wrID := uint64(0)
 		// waitB checks the completion of b's work request wrID.
-		waitB := func(op cq.Opcode, ok ...cq.Status) cq.Status {
+		waitB := func(op transport.WCOpcode, ok ...transport.WCStatus) transport.WCStatus {
 			t.Helper()
 			wc := rdmatest.Wait(t, b.SCQ, 10*time.Second)
-			if wc.WRID != wrID || wc.Opcode != op && wc.Status == cq.Success {
+			if wc.WRID != wrID || wc.Opcode != op && wc.Status == transport.Success {
 				t.Fatalf("completion %+v, want wr_id %d %v", wc, wrID, op)
 			}
 			for _, s := range ok {
@@ -544,51 +541,51 @@ func FuzzLocalWR(f *testing.F) {
 			t.Fatalf("%v completed %v", op, wc.Status)
 			return 0
 		}
-		access := func(v int) mr.Access {
-			return mr.Access(v) & (mr.RemoteRead | mr.RemoteWrite | mr.RemoteAtomic | mr.LocalWrite | mr.ZeroBased)
+		access := func(v int) transport.Access {
+			return transport.Access(v) & (transport.RemoteRead | transport.RemoteWrite | transport.RemoteAtomic | transport.LocalWrite | transport.ZeroBased)
 		}
 		for steps := 0; len(in) > 0 && steps < 12; steps++ {
 			wrID++
 			switch next() % 5 {
 			case 0: // bind the type 1 window
 				off, n, acc := next()*64, next()*64, access(next())
-				info := mr.BindInfo{MR: target, Addr: target.Addr() + uint64(off), Length: uint64(n), Access: acc}
-				if _, err := b.QP.BindMW(w1, info, wrID, qp.Signaled); err != nil {
+				info := transport.BindInfo{MR: target, Addr: target.Addr() + uint64(off), Length: uint64(n), Access: acc}
+				if _, err := b.QP.BindMW(w1, info, wrID, transport.Signaled); err != nil {
 					t.Fatal(err)
 				}
-				if waitB(cq.OpBindMW, cq.Success, cq.MWBindErr) != cq.Success {
+				if waitB(transport.OpBindMW, transport.Success, transport.MWBindErr) != transport.Success {
 					return
 				}
 				if n > 0 {
 					granted[0] = append(granted[0], span{off, off + n})
 				}
 			case 1: // bind the type 2 window, with the next key or another
-				key := mr.IncRKey(w2.RKey())
+				key := transport.IncRKey(w2.RKey())
 				if v := next(); v%4 == 3 {
 					key = w2.RKey()&^0xff | uint32(v)
 				}
 				off, n, acc := next()*64, next()*64, access(next())
-				info := mr.BindInfo{MR: target, Addr: target.Addr() + uint64(off), Length: uint64(n), Access: acc}
-				rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRBindMW, Flags: qp.Signaled, Bind: qp.MWBind{MW: w2, RKey: key, Info: info}}))
-				if waitB(cq.OpBindMW, cq.Success, cq.MWBindErr) != cq.Success {
+				info := transport.BindInfo{MR: target, Addr: target.Addr() + uint64(off), Length: uint64(n), Access: acc}
+				rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRBindMW, Flags: transport.Signaled, Bind: transport.MWBindWR{MW: w2, RKey: key, Info: info}}))
+				if waitB(transport.OpBindMW, transport.Success, transport.MWBindErr) != transport.Success {
 					return
 				}
 				granted[0] = append(granted[0], span{off, off + n})
 			case 2: // local invalidate of one of the keys
 				keys := []uint32{w1.RKey(), w2.RKey(), fast.RKey(), target.RKey(), uint32(next()) << 8}
-				rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: keys[next()%len(keys)]}))
-				if waitB(cq.OpLocalInv, cq.Success, cq.LocQPOpErr) != cq.Success {
+				rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: keys[next()%len(keys)]}))
+				if waitB(transport.OpLocalInv, transport.Success, transport.LocQPOpErr) != transport.Success {
 					return
 				}
 			case 3: // fast registration of a range of the allocation
-				key := mr.IncRKey(fast.RKey())
+				key := transport.IncRKey(fast.RKey())
 				if v := next(); v%4 == 3 {
 					key = fast.RKey()&^0xff | uint32(v)
 				}
 				off, n, acc := next()*64, next()*64, access(next())
-				rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRRegMR, Flags: qp.Signaled, Reg: qp.RegMR{MR: fast,
-					Info: mr.RegInfo{Key: key, Offset: uint64(off), Length: uint64(n), IOVA: 0x100000, Access: acc}}}))
-				if waitB(cq.OpRegMR, cq.Success, cq.LocQPOpErr) != cq.Success {
+				rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRRegMR, Flags: transport.Signaled, Reg: transport.RegMR{MR: fast,
+					Info: transport.RegInfo{Key: key, Offset: uint64(off), Length: uint64(n), IOVA: 0x100000, Access: acc}}}))
+				if waitB(transport.OpRegMR, transport.Success, transport.LocQPOpErr) != transport.Success {
 					return
 				}
 				granted[1] = append(granted[1], span{off, off + n})
@@ -601,10 +598,10 @@ func FuzzLocalWR(f *testing.F) {
 				}
 				addr, n := base+uint64(next()*32), next()%96+1
 				st := remoteWrite(t, a, rkey, addr, n, byte(steps+1))
-				if st != cq.Success && st != cq.RemAccessErr {
+				if st != transport.Success && st != transport.RemAccessErr {
 					t.Fatalf("the peer's WRITE completed %v", st)
 				}
-				if st != cq.Success {
+				if st != transport.Success {
 					return
 				}
 			}
@@ -635,14 +632,14 @@ func FuzzLocalWR(f *testing.F) {
 // remote access error, and not a byte of them reaches the region.
 func TestMWInvalidateWhileInUse(t *testing.T) {
 	a, b, net := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4, Timeout: 10})
-	target, err := b.PD.Register(make([]byte, 8192), mr.LocalWrite|mr.MWBind)
+	target, err := b.PD.Register(make([]byte, 8192), transport.LocalWrite|transport.MWBind)
 	rdmatest.Must(t, err)
-	w, err := b.PD.AllocMW(mr.MWType2)
+	w, err := b.PD.AllocMW(transport.MWType2)
 	rdmatest.Must(t, err)
-	key := mr.IncRKey(w.RKey())
-	rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.Signaled,
-		Bind: qp.MWBind{MW: w, RKey: key, Info: mr.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: mr.RemoteWrite}}}))
-	waitOp(t, b.SCQ, 1, cq.OpBindMW, cq.Success)
+	key := transport.IncRKey(w.RKey())
+	rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRBindMW, Flags: transport.Signaled,
+		Bind: transport.MWBindWR{MW: w, RKey: key, Info: transport.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: transport.RemoteWrite}}}))
+	waitOp(t, b.SCQ, 1, transport.OpBindMW, transport.Success)
 	// Only the WRITE's FIRST packet gets through until the window is gone.
 	var hold atomic.Bool
 	hold.Store(true)
@@ -654,8 +651,8 @@ func TestMWInvalidateWhileInUse(t *testing.T) {
 	})
 	at, _ := b.QP.Query()
 	fill(a.Buf[:3072], 9)
-	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.MR.SGE(0, 3072)}, RemoteAddr: target.Addr(), RKey: key}))
+	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+		SGL: []transport.SGE{a.MR.SGE(0, 3072)}, RemoteAddr: target.Addr(), RKey: key}))
 	// The FIRST has been taken once b's responder expects the next PSN:
 	// it places the data and moves on under the QP's lock, which Query
 	// takes. (Counted by the device, rcvd_pkts, it may not have reached
@@ -670,10 +667,10 @@ func TestMWInvalidateWhileInUse(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: key}))
-	waitOp(t, b.SCQ, 3, cq.OpLocalInv, cq.Success)
+	rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: key}))
+	waitOp(t, b.SCQ, 3, transport.OpLocalInv, transport.Success)
 	hold.Store(false)
-	waitOp(t, a.SCQ, 2, cq.OpRDMAWrite, cq.RemAccessErr)
+	waitOp(t, a.SCQ, 2, transport.OpRDMAWrite, transport.RemAccessErr)
 	if !bytes.Equal(target.Bytes()[:1024], a.Buf[:1024]) {
 		t.Fatal("the first packet, taken before the invalidation, did not land")
 	}

@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"bytes"
@@ -10,12 +10,9 @@ import (
 	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // waitBound bounds the wait for an event the test has caused; it is never
@@ -28,7 +25,7 @@ const waitBound = 10 * time.Second
 // The RC SEND that follows it on the same link is the one that lands.
 func TestForeignTransportDropped(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{})
-	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 64)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(0, 64)}}))
 	c := s.Dev.Counters()
 	r.send(bth.UCSendOnly, rPSN, true, []byte("uc!!"))
 	r.send(bth.RCSendOnly, rPSN, true, []byte("rc!!"))
@@ -38,7 +35,7 @@ func TestForeignTransportDropped(t *testing.T) {
 		t.Errorf("ACK MSN %d, want 1", msn)
 	}
 	wc := rdmatest.Wait(t, s.RCQ, waitBound)
-	if wc.Status != cq.Success || wc.WRID != 1 || wc.ByteLen != 4 || string(s.Buf[:4]) != "rc!!" {
+	if wc.Status != transport.Success || wc.WRID != 1 || wc.ByteLen != 4 || string(s.Buf[:4]) != "rc!!" {
 		t.Errorf("receive %+v with %q, want the RC SEND's 4 bytes \"rc!!\"", wc, s.Buf[:4])
 	}
 	if c.Malformed.Load() != 1 || c.DuplicateRequest.Load() != 0 || c.RDMARecvs.Load() != 1 {
@@ -50,7 +47,7 @@ func TestForeignTransportDropped(t *testing.T) {
 	}
 }
 
-func statValue(d *device.Device, name string) uint64 {
+func statValue(d *transport.Device, name string) uint64 {
 	for _, c := range d.Stats() {
 		if c.Name == name {
 			return c.Value
@@ -64,8 +61,8 @@ func statValue(d *device.Device, name string) uint64 {
 // not complete it; the RC ACK does.
 func TestForeignTransportResponse(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{})
-	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-		SGL: []mr.SGE{s.MR.SGE(0, 16)}, RemoteAddr: 0x1000, RKey: 0x77}))
+	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+		SGL: []transport.SGE{s.MR.SGE(0, 16)}, RemoteAddr: 0x1000, RKey: 0x77}))
 	r.expectReq(bth.RCWriteOnly, 5000)
 	c := s.Dev.Counters()
 	xrcAck := bth.OpCode(bth.TransportXRC)<<5 | bth.Acknowledge
@@ -73,10 +70,10 @@ func TestForeignTransportResponse(t *testing.T) {
 	for _, op := range []bth.OpCode{xrcAck, rdAck} {
 		// Straight into the device's receive path, so the drop is done
 		// when input returns.
-		var b device.Burst
+		var b transport.Burst
 		s.Dev.Input(nic.Frame{B: r.build(op, 5000, false, nil, aeth(ack, 1)), Off: nic.Headroom}, &b)
 		b.Flush()
-		var wc [1]cq.WC
+		var wc [1]transport.WC
 		if n, _ := s.SCQ.Poll(wc[:]); n != 0 {
 			t.Fatalf("%v completed the WRITE: %+v", op, wc[0])
 		}
@@ -85,7 +82,7 @@ func TestForeignTransportResponse(t *testing.T) {
 		t.Fatalf("malformed %d, want 2", c.Malformed.Load())
 	}
 	r.ackTo(ack, 5000, 1)
-	if wc := rdmatest.Wait(t, s.SCQ, waitBound); wc.Status != cq.Success || wc.WRID != 3 {
+	if wc := rdmatest.Wait(t, s.SCQ, waitBound); wc.Status != transport.Success || wc.WRID != 3 {
 		t.Fatalf("WRITE %+v", wc)
 	}
 }
@@ -129,11 +126,11 @@ func TestOpcodeValidation(t *testing.T) {
 	net := mem.NewNet(1)
 	s := rdmatest.NewMemPeer(t, net, "10.0.0.1", o)
 	r := newRawPeer(t, net, "10.0.0.9")
-	types := []qp.Type{qp.RC, qp.UC, qp.UD}
-	qps := []*qp.QP{s.QP}
+	types := []transport.QPType{transport.RC, transport.UC, transport.UD}
+	qps := []*transport.QP{s.QP}
 	for _, typ := range types[1:] {
-		q, err := s.Dev.CreateQP(s.PD, qp.InitAttr{Type: typ, SendCQ: s.SCQ, RecvCQ: s.RCQ,
-			Cap: qp.Cap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q, err := s.Dev.CreateQP(s.PD, transport.QPInitAttr{Type: typ, SendCQ: s.SCQ, RecvCQ: s.RCQ,
+			Cap: transport.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		rdmatest.Must(t, err)
 		qps = append(qps, q)
 	}
@@ -149,7 +146,7 @@ func TestOpcodeValidation(t *testing.T) {
 			info, ok := bth.Lookup(op)
 			if ok {
 				want = validationTable[info.Transport][ti]
-				if typ == qp.RC && (info.Kind == bth.KindFlush || info.Kind == bth.KindAtomicWrite) {
+				if typ == transport.RC && (info.Kind == bth.KindFlush || info.Kind == bth.KindAtomicWrite) {
 					want = unsupported
 				}
 			} else if op.Transport() <= bth.TransportXRC {
@@ -168,13 +165,13 @@ func TestOpcodeValidation(t *testing.T) {
 }
 
 // checkVerdict resets q to RTS, sends it op and checks what happened.
-func checkVerdict(t *testing.T, s *rdmatest.Peer, r *rawPeer, q *qp.QP, typ qp.Type, op bth.OpCode, want verdict) {
-	rdmatest.Must(t, q.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
+func checkVerdict(t *testing.T, s *rdmatest.Peer, r *rawPeer, q *transport.QP, typ transport.QPType, op bth.OpCode, want verdict) {
+	rdmatest.Must(t, q.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState))
 	x := *s
 	x.QP = q
 	connectRaw(t, &x, r, rdmatest.Options{Type: typ}, 5000, rPSN)
-	rdmatest.Must(t, q.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
-	var wc [16]cq.WC
+	rdmatest.Must(t, q.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(0, 4096)}}))
+	var wc [16]transport.WC
 	for n, _ := s.RCQ.Poll(wc[:]); n > 0; n, _ = s.RCQ.Poll(wc[:]) {
 	}
 	for i := range s.Buf {
@@ -184,7 +181,7 @@ func checkVerdict(t *testing.T, s *rdmatest.Peer, r *rawPeer, q *qp.QP, typ qp.T
 	before := s.Dev.Counters().List()
 	a0, _ := q.Query()
 
-	var b device.Burst
+	var b transport.Burst
 	s.Dev.Input(nic.Frame{B: validationPacket(s, r, q, op)}, &b)
 	b.Flush()
 
@@ -228,7 +225,7 @@ func checkVerdict(t *testing.T, s *rdmatest.Peer, r *rawPeer, q *qp.QP, typ qp.T
 		// An RC responder NAKs an operation it does not support as an
 		// invalid request (README: FLUSH and ATOMIC WRITE are decoded,
 		// not executed).
-		if delta["sent_naks"] != 1 || a1.State != qp.Err || delta["malformed"] != 0 {
+		if delta["sent_naks"] != 1 || a1.State != transport.Err || delta["malformed"] != 0 {
 			t.Errorf("%v at an RC QP: counters %v, state %v: want a NAK and ERR", op, delta, a1.State)
 		}
 		if !bytes.Equal(mem, s.Buf) {
@@ -241,7 +238,7 @@ func checkVerdict(t *testing.T, s *rdmatest.Peer, r *rawPeer, q *qp.QP, typ qp.T
 // the opcode's own passes at q: its PSN, P_Key and Q_Key, a key and
 // address inside the registered region, and a payload of the length the
 // opcode's position allows at MTU 1024.
-func validationPacket(s *rdmatest.Peer, r *rawPeer, q *qp.QP, op bth.OpCode) []byte {
+func validationPacket(s *rdmatest.Peer, r *rawPeer, q *transport.QP, op bth.OpCode) []byte {
 	a, _ := q.Query()
 	info, ok := bth.Lookup(op)
 	pay := 16 // a reserved opcode: some zero bytes after the BTH
@@ -296,7 +293,7 @@ func sealed(src, dst netip.Addr, roce []byte) []byte {
 }
 
 // counterDelta returns the counters that moved from before to now (two
-// device.Counters.List results), by name.
+// transport.Counters.List results), by name.
 func counterDelta(before, now []nic.Counter) map[string]uint64 {
 	delta := map[string]uint64{}
 	for i, c := range now {

@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"bytes"
@@ -8,14 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/transport"
 
-	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/manualclock"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
 )
 
 // A 64 MiB message of each kind, across the PSN wrap.
@@ -24,24 +21,24 @@ func TestLargeMessages(t *testing.T) {
 		t.Skip("64 MiB messages: run without -short")
 	}
 	const n = 64 << 20
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{MTU: qp.MTU4096, BufSize: n + 4096, PSN: 0xffff00, PSNB: 0xfff800, Window: 256})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{MTU: transport.MTU4096, BufSize: n + 4096, PSN: 0xffff00, PSNB: 0xfff800, Window: 256})
 	fill(a.Buf[:n], 1)
-	for _, op := range []qp.WROpcode{qp.WRSend, qp.WRRDMAWrite, qp.WRRDMARead} {
+	for _, op := range []transport.WROpcode{transport.WRSend, transport.WRRDMAWrite, transport.WRRDMARead} {
 		clear(b.Buf)
 		src, dst := a, b
-		if op == qp.WRRDMARead {
+		if op == transport.WRRDMARead {
 			fill(b.Buf[:n], 2)
 			clear(a.Buf)
 			src, dst = b, a
 		} else {
 			fill(a.Buf[:n], 1)
 		}
-		if op == qp.WRSend {
-			rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, n)}}))
+		if op == transport.WRSend {
+			rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, n)}}))
 		}
-		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, n)},
+		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{Opcode: op, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, n)},
 			RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}))
-		if wc := rdmatest.Wait(t, a.SCQ, 60*time.Second); wc.Status != cq.Success || wc.ByteLen != n {
+		if wc := rdmatest.Wait(t, a.SCQ, 60*time.Second); wc.Status != transport.Success || wc.ByteLen != n {
 			t.Fatalf("%v: %+v", op, wc)
 		}
 		if !bytes.Equal(src.Buf[:n], dst.Buf[:n]) {
@@ -53,10 +50,10 @@ func TestLargeMessages(t *testing.T) {
 func TestCQOverrun(t *testing.T) {
 	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{CQDepth: 4})
 	for i := range 6 {
-		rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
+		rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.MR.SGE(0, 8)}}))
 	}
 	for i := range 6 {
-		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
 	}
 	// The fifth receive completion finds the CQ full: an asynchronous CQ
 	// error, never a silent loss.
@@ -65,21 +62,21 @@ func TestCQOverrun(t *testing.T) {
 		select {
 		case e := <-b.Dev.Events():
 			switch e.Type {
-			case device.EventCQErr:
-				sawCQ = e.CQ == b.RCQ && errors.Is(e.Err, cq.ErrOverrun)
-			case device.EventQPFatal:
+			case transport.EventCQErr:
+				sawCQ = e.CQ == b.RCQ && errors.Is(e.Err, transport.ErrOverrun)
+			case transport.EventQPFatal:
 				sawQP = e.QP == b.QP
 			}
 		case <-time.After(2 * time.Second):
 			t.Fatalf("events: CQ error %v, QP fatal %v", sawCQ, sawQP)
 		}
 	}
-	var wc [8]cq.WC
+	var wc [8]transport.WC
 	n, err := b.RCQ.Poll(wc[:])
 	if n != 4 || err != nil {
 		t.Fatalf("poll: %d %v", n, err)
 	}
-	if _, err := b.RCQ.Poll(wc[:]); !errors.Is(err, cq.ErrOverrun) {
+	if _, err := b.RCQ.Poll(wc[:]); !errors.Is(err, transport.ErrOverrun) {
 		t.Fatalf("poll after the held completions: %v", err)
 	}
 	if b.RCQ.Lost() == 0 {
@@ -89,22 +86,22 @@ func TestCQOverrun(t *testing.T) {
 
 func TestDeregRevokes(t *testing.T) {
 	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Timeout: 16})
-	target, err := b.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+	target, err := b.PD.Register(make([]byte, 4096), transport.LocalWrite|transport.RemoteWrite|transport.RemoteRead)
 	rdmatest.Must(t, err)
-	write := func(id uint64) cq.WC {
-		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: id, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-			SGL: []mr.SGE{a.MR.SGE(0, 100)}, RemoteAddr: target.Addr(), RKey: target.RKey()}))
+	write := func(id uint64) transport.WC {
+		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: id, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+			SGL: []transport.SGE{a.MR.SGE(0, 100)}, RemoteAddr: target.Addr(), RKey: target.RKey()}))
 		return rdmatest.Wait(t, a.SCQ, 2*time.Second)
 	}
-	if wc := write(1); wc.Status != cq.Success {
+	if wc := write(1); wc.Status != transport.Success {
 		t.Fatalf("before dereg: %+v", wc)
 	}
 	rdmatest.Must(t, target.Dereg())
-	if wc := write(2); wc.Status != cq.RemAccessErr {
+	if wc := write(2); wc.Status != transport.RemAccessErr {
 		t.Fatalf("after dereg: %+v", wc)
 	}
 	// A re-registration gets a different key: the old one stays dead.
-	again, err := b.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite)
+	again, err := b.PD.Register(make([]byte, 4096), transport.LocalWrite|transport.RemoteWrite)
 	rdmatest.Must(t, err)
 	if again.RKey() == target.RKey() {
 		t.Fatal("rkey reused at once")
@@ -127,14 +124,14 @@ func TestSQDrain(t *testing.T) {
 		return mem.Pass
 	})
 	for i := range 3 {
-		rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
+		rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, 8)}}))
 		_ = i
 	}
-	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
-	sqd := qp.Attr{State: qp.SQD, EnSQDAsyncNotify: true}
-	rdmatest.Must(t, a.QP.Modify(&sqd, qp.AttrState|qp.AttrEnSQDAsyncNotify))
+	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
+	sqd := transport.QPAttr{State: transport.SQD, EnSQDAsyncNotify: true}
+	rdmatest.Must(t, a.QP.Modify(&sqd, transport.AttrState|transport.AttrEnSQDAsyncNotify))
 	// In SQD, new work waits; the message in flight still completes.
-	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
+	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
 	if attr, _ := a.QP.Query(); !attr.SQDraining {
 		t.Fatal("not draining with a message in flight")
 	}
@@ -147,7 +144,7 @@ func TestSQDrain(t *testing.T) {
 	}
 	select {
 	case e := <-a.Dev.Events():
-		if e.Type != device.EventSQDrained {
+		if e.Type != transport.EventSQDrained {
 			t.Fatalf("event %v", e)
 		}
 	case <-time.After(time.Second):
@@ -156,9 +153,9 @@ func TestSQDrain(t *testing.T) {
 	if a.SCQ.Len() != 0 {
 		t.Fatal("new work ran in SQD")
 	}
-	rts := qp.Attr{State: qp.RTS}
-	rdmatest.Must(t, a.QP.Modify(&rts, qp.AttrState))
-	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.WRID != 2 || wc.Status != cq.Success {
+	rts := transport.QPAttr{State: transport.RTS}
+	rdmatest.Must(t, a.QP.Modify(&rts, transport.AttrState))
+	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.WRID != 2 || wc.Status != transport.Success {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -179,9 +176,9 @@ func TestConcurrentPosting(t *testing.T) {
 		qa, qb := a.QP, b.QP
 		if p > 0 {
 			var err error
-			qa, err = a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ, Cap: qp.Cap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			qa, err = a.Dev.CreateQP(a.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ, Cap: transport.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
 			rdmatest.Must(t, err)
-			qb, err = b.Dev.CreateQP(b.PD, qp.InitAttr{Type: qp.RC, SendCQ: b.SCQ, RecvCQ: b.RCQ, Cap: qp.Cap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			qb, err = b.Dev.CreateQP(b.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: b.SCQ, RecvCQ: b.RCQ, Cap: transport.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
 			rdmatest.Must(t, err)
 		}
 		sa, sb := *a, *b
@@ -189,7 +186,7 @@ func TestConcurrentPosting(t *testing.T) {
 		rdmatest.ConnectQP(t, &sa, &sb, o, 10, 20)
 		rdmatest.ConnectQP(t, &sb, &sa, o, 20, 10)
 		for range workers * msgs {
-			rdmatest.Must(t, qb.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
+			rdmatest.Must(t, qb.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, 64)}}))
 		}
 		for w := range workers {
 			wg.Add(1)
@@ -197,12 +194,12 @@ func TestConcurrentPosting(t *testing.T) {
 				defer wg.Done()
 				for i := range msgs {
 					for {
-						err := qa.PostSend(&qp.SendWR{WRID: uint64(w*msgs + i), Opcode: qp.WRSend, Flags: qp.Signaled,
-							SGL: []mr.SGE{a.MR.SGE(0, 64)}})
+						err := qa.PostSend(&transport.SendWR{WRID: uint64(w*msgs + i), Opcode: transport.WRSend, Flags: transport.Signaled,
+							SGL: []transport.SGE{a.MR.SGE(0, 64)}})
 						if err == nil {
 							break
 						}
-						if !errors.Is(err, qp.ErrNoMem) {
+						if !errors.Is(err, transport.ErrNoMem) {
 							t.Error(err)
 							return
 						}
@@ -213,11 +210,11 @@ func TestConcurrentPosting(t *testing.T) {
 		}
 	}
 	// Meanwhile, poll both CQs from their own goroutines.
-	count := func(c *cq.CQ, want int) {
+	count := func(c *transport.CQ, want int) {
 		defer wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		wc := make([]cq.WC, 64)
+		wc := make([]transport.WC, 64)
 		for got := 0; got < want; {
 			n, err := c.PollWait(ctx, wc)
 			if err != nil {
@@ -225,7 +222,7 @@ func TestConcurrentPosting(t *testing.T) {
 				return
 			}
 			for _, x := range wc[:n] {
-				if x.Status != cq.Success {
+				if x.Status != transport.Success {
 					t.Errorf("%+v", x)
 				}
 			}
@@ -246,15 +243,15 @@ func TestCommEstablished(t *testing.T) {
 	o.MemDefaults()
 	a, b, _ := rdmatest.MemPair(t, o)
 	rdmatest.ConnectQP(t, a, b, o, o.PSN, o.PSNB)
-	rdmatest.ConnectQPTo(t, b, a, o, o.PSNB, o.PSN, qp.RTR)
+	rdmatest.ConnectQPTo(t, b, a, o, o.PSNB, o.PSN, transport.RTR)
 	for i := range 2 {
-		rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(0, 8)}}))
-		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
-			SGL: []mr.SGE{a.MR.SGE(0, 8)}}))
-		if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.Status != cq.Success {
+		rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.MR.SGE(0, 8)}}))
+		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, Flags: transport.Signaled,
+			SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
+		if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.Status != transport.Success {
 			t.Fatalf("receive %d: %+v", i, wc)
 		}
-		if wc := rdmatest.Wait(t, a.SCQ, 5*time.Second); wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, a.SCQ, 5*time.Second); wc.Status != transport.Success {
 			t.Fatalf("send %d: %+v", i, wc)
 		}
 	}
@@ -263,7 +260,7 @@ func TestCommEstablished(t *testing.T) {
 	est := 0
 	for len(b.Dev.Events()) > 0 {
 		e := <-b.Dev.Events()
-		if e.Type != device.EventCommEst || e.QP != b.QP {
+		if e.Type != transport.EventCommEst || e.QP != b.QP {
 			t.Fatalf("unexpected event %+v", e)
 		}
 		est++
@@ -271,7 +268,7 @@ func TestCommEstablished(t *testing.T) {
 	if est != 1 {
 		t.Fatalf("%d communication-established events, want 1", est)
 	}
-	if st := b.QP.State(); st != qp.RTR {
+	if st := b.QP.State(); st != transport.RTR {
 		t.Fatalf("state %v, want RTR", st)
 	}
 }

@@ -1,10 +1,7 @@
-package device
+package transport
 
 import (
 	"fmt"
-
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/qp"
 )
 
 // EventType is an asynchronous event, with the values of enum ibv_event_type.
@@ -54,9 +51,9 @@ func (e EventType) String() string {
 // Event is an asynchronous event (struct ibv_async_event).
 type Event struct {
 	Type EventType // what happened
-	QP   *qp.QP    // the QP it concerns, for QP events
-	SRQ  *qp.SRQ   // the SRQ it concerns, for SRQ events
-	CQ   *cq.CQ    // the CQ it concerns, for EventCQErr
+	QP   *QP       // the QP it concerns, for QP events
+	SRQ  *SRQ      // the SRQ it concerns, for SRQ events
+	CQ   *CQ       // the CQ it concerns, for EventCQErr
 	Err  error     // what caused it, when known
 }
 

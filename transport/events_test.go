@@ -1,10 +1,10 @@
-package device_test
+package transport_test
 
 import (
 	"testing"
 
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/hook"
+	"github.com/goroce/goroce/transport"
 )
 
 // The device reports a QP's event with the value qp raised it with, so
@@ -12,13 +12,13 @@ import (
 func TestQPEventValues(t *testing.T) {
 	for _, c := range []struct {
 		raised hook.QPEvent
-		want   device.EventType
+		want   transport.EventType
 	}{
-		{hook.QPFatal, device.EventQPFatal}, {hook.QPReqErr, device.EventQPReqErr},
-		{hook.QPAccessErr, device.EventQPAccessErr}, {hook.CommEst, device.EventCommEst},
-		{hook.SQDrained, device.EventSQDrained}, {hook.QPLastWQEReached, device.EventQPLastWQEReached},
+		{hook.QPFatal, transport.EventQPFatal}, {hook.QPReqErr, transport.EventQPReqErr},
+		{hook.QPAccessErr, transport.EventQPAccessErr}, {hook.CommEst, transport.EventCommEst},
+		{hook.SQDrained, transport.EventSQDrained}, {hook.QPLastWQEReached, transport.EventQPLastWQEReached},
 	} {
-		if device.EventType(c.raised) != c.want {
+		if transport.EventType(c.raised) != c.want {
 			t.Errorf("qp raises %v as %d, the device's value is %d", c.want, c.raised, c.want)
 		}
 	}

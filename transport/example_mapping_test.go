@@ -1,4 +1,4 @@
-package mr_test
+package transport_test
 
 import (
 	"context"
@@ -8,11 +8,8 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // A peer writes into memory mapped outside the Go heap: each side maps a
@@ -22,12 +19,12 @@ import (
 func ExampleMapAnonymous() {
 	network := mem.NewNet(1)
 	type side struct {
-		dev     *device.Device
-		mapping *mr.Mapping
-		region  *mr.MR
-		cq      *cq.CQ
-		qp      *qp.QP
-		ep      device.Endpoint
+		dev     *transport.Device
+		mapping *transport.Mapping
+		region  *transport.MR
+		cq      *transport.CQ
+		qp      *transport.QP
+		ep      transport.Endpoint
 	}
 	var sides [2]side
 	for i, addr := range []string{"192.0.2.1", "192.0.2.2"} {
@@ -35,23 +32,23 @@ func ExampleMapAnonymous() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		dev, err := device.Open(link, device.Options{})
+		dev, err := transport.Open(link, transport.Options{})
 		if err != nil {
 			log.Fatal(err)
 		}
 		defer dev.Close()
-		mapping, err := mr.MapAnonymous(4096, mr.MapOptions{})
+		mapping, err := transport.MapAnonymous(4096, transport.MapOptions{})
 		if err != nil {
 			log.Fatal(err)
 		}
 		pd := dev.AllocPD()
-		region, err := pd.Register(mapping.Bytes(), mr.LocalWrite|mr.RemoteWrite)
+		region, err := pd.Register(mapping.Bytes(), transport.LocalWrite|transport.RemoteWrite)
 		if err != nil {
 			log.Fatal(err)
 		}
 		c := dev.CreateCQ(16)
-		q, err := dev.CreateQP(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
-			Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q, err := dev.CreateQP(pd, transport.QPInitAttr{Type: transport.RC, SendCQ: c, RecvCQ: c,
+			Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -62,7 +59,7 @@ func ExampleMapAnonymous() {
 		sides[i] = side{dev, mapping, region, c, q, ep}
 	}
 	a, b := &sides[0], &sides[1]
-	conn := device.ConnectOptions{Access: mr.RemoteWrite}
+	conn := transport.ConnectOptions{Access: transport.RemoteWrite}
 	if err := a.dev.Connect(a.qp, a.ep, b.ep, conn); err != nil {
 		log.Fatal(err)
 	}
@@ -72,14 +69,14 @@ func ExampleMapAnonymous() {
 
 	// b would send its region's address and rkey to a.
 	n := copy(a.mapping.Bytes(), "hello from outside the Go heap")
-	err := a.qp.PostSend(&qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.region.SGE(0, n)}, RemoteAddr: b.region.Addr(), RKey: b.region.RKey()})
+	err := a.qp.PostSend(&transport.SendWR{Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+		SGL: []transport.SGE{a.region.SGE(0, n)}, RemoteAddr: b.region.Addr(), RKey: b.region.RKey()})
 	if err != nil {
 		log.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	wc := make([]cq.WC, 1)
+	wc := make([]transport.WC, 1)
 	if _, err := a.cq.PollWait(ctx, wc); err != nil {
 		log.Fatal(err)
 	}
@@ -87,7 +84,7 @@ func ExampleMapAnonymous() {
 	fmt.Printf("b's mapping: %q\n", b.mapping.Bytes()[:n])
 
 	err = b.mapping.Close()
-	fmt.Println("unmap while registered:", errors.Is(err, mr.ErrInUse))
+	fmt.Println("unmap while registered:", errors.Is(err, transport.ErrInUse))
 	for _, s := range sides {
 		if err := s.region.Dereg(); err != nil {
 			log.Fatal(err)

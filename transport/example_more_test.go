@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"context"
@@ -8,11 +8,8 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // The examples after Example share its set-up, written once here: a node
@@ -22,33 +19,33 @@ import (
 // the next completion. Each stops the program (log.Fatal) on any error.
 
 type node struct {
-	dev    *device.Device
-	pd     *mr.PD
-	region *mr.MR
-	cq     *cq.CQ
+	dev    *transport.Device
+	pd     *transport.PD
+	region *transport.MR
+	cq     *transport.CQ
 }
 
 // nodes opens a and b on an in-memory net of their own; b's region grants
 // access (what a may do to it).
-func nodes(access mr.Access) (a, b *node) {
+func nodes(access transport.Access) (a, b *node) {
 	network := mem.NewNet(1)
 	return newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", access)
 }
 
 // newNode opens a device at addr on network and registers 4 KiB with
-// access (what the peer may do to it: mr.RemoteWrite, RemoteRead,
-// RemoteAtomic; each needs mr.LocalWrite too).
-func newNode(network *mem.Net, addr string, access mr.Access) *node {
+// access (what the peer may do to it: transport.RemoteWrite, RemoteRead,
+// RemoteAtomic; each needs transport.LocalWrite too).
+func newNode(network *mem.Net, addr string, access transport.Access) *node {
 	link, err := network.Attach(netip.MustParseAddr(addr), mem.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	dev, err := device.Open(link, device.Options{})
+	dev, err := transport.Open(link, transport.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	pd := dev.AllocPD()
-	region, err := pd.Register(make([]byte, 4096), access|mr.LocalWrite)
+	region, err := pd.Register(make([]byte, 4096), access|transport.LocalWrite)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -56,9 +53,9 @@ func newNode(network *mem.Net, addr string, access mr.Access) *node {
 }
 
 // newQP creates a QP of type typ on n, receiving through srq if not nil.
-func (n *node) newQP(typ qp.Type, srq *qp.SRQ) *qp.QP {
-	q, err := n.dev.CreateQP(n.pd, qp.InitAttr{Type: typ, SendCQ: n.cq, RecvCQ: n.cq, SRQ: srq,
-		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+func (n *node) newQP(typ transport.QPType, srq *transport.SRQ) *transport.QP {
+	q, err := n.dev.CreateQP(n.pd, transport.QPInitAttr{Type: typ, SendCQ: n.cq, RecvCQ: n.cq, SRQ: srq,
+		Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,7 +65,7 @@ func (n *node) newQP(typ qp.Type, srq *qp.SRQ) *qp.QP {
 // connect brings qa (on a) and qb (on b) to RTS towards each other. The
 // endpoints go through their text form, as they would over a socket.
 // access is what each side's QP lets the other do (IBV_QP_ACCESS_FLAGS).
-func connect(a *node, qa *qp.QP, b *node, qb *qp.QP, access mr.Access) (ea, eb device.Endpoint) {
+func connect(a *node, qa *transport.QP, b *node, qb *transport.QP, access transport.Access) (ea, eb transport.Endpoint) {
 	ea, err := a.dev.LocalEndpoint(qa)
 	if err != nil {
 		log.Fatal(err)
@@ -78,56 +75,56 @@ func connect(a *node, qa *qp.QP, b *node, qb *qp.QP, access mr.Access) (ea, eb d
 		log.Fatal(err)
 	}
 	// ea.String() is what a would send b, ParseEndpoint what b does with it.
-	fromA, err := device.ParseEndpoint(ea.String())
+	fromA, err := transport.ParseEndpoint(ea.String())
 	if err != nil {
 		log.Fatal(err)
 	}
-	fromB, err := device.ParseEndpoint(eb.String())
+	fromB, err := transport.ParseEndpoint(eb.String())
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := a.dev.Connect(qa, ea, fromB, device.ConnectOptions{Access: access}); err != nil {
+	if err := a.dev.Connect(qa, ea, fromB, transport.ConnectOptions{Access: access}); err != nil {
 		log.Fatal(err)
 	}
-	if err := b.dev.Connect(qb, eb, fromA, device.ConnectOptions{Access: access}); err != nil {
+	if err := b.dev.Connect(qb, eb, fromA, transport.ConnectOptions{Access: access}); err != nil {
 		log.Fatal(err)
 	}
 	return ea, eb
 }
 
 // wait returns c's next completion, failing unless it is a success.
-func wait(c *cq.CQ) cq.WC {
+func wait(c *transport.CQ) transport.WC {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	wc := make([]cq.WC, 1)
+	wc := make([]transport.WC, 1)
 	if _, err := c.PollWait(ctx, wc); err != nil {
 		log.Fatal(err)
 	}
-	if wc[0].Status != cq.Success {
+	if wc[0].Status != transport.Success {
 		log.Fatalf("%v completed with %v", wc[0].Opcode, wc[0].Status)
 	}
 	return wc[0]
 }
 
 // post posts wr on q.
-func post(q *qp.QP, wr qp.SendWR) {
+func post(q *transport.QP, wr transport.SendWR) {
 	if err := q.PostSend(&wr); err != nil {
 		log.Fatal(err)
 	}
 }
 
 // Example_rdmaWrite writes into the peer's memory. The target region and
-// the target QP both allow mr.RemoteWrite; the peer learns the address
+// the target QP both allow transport.RemoteWrite; the peer learns the address
 // and rkey out of band, as the endpoints.
 func Example_rdmaWrite() {
-	a, b := nodes(mr.RemoteWrite)
+	a, b := nodes(transport.RemoteWrite)
 	defer a.dev.Close()
 	defer b.dev.Close()
-	qa, qb := a.newQP(qp.RC, nil), b.newQP(qp.RC, nil)
-	connect(a, qa, b, qb, mr.RemoteWrite)
+	qa, qb := a.newQP(transport.RC, nil), b.newQP(transport.RC, nil)
+	connect(a, qa, b, qb, transport.RemoteWrite)
 
 	n := copy(a.region.Bytes(), "written by a")
-	post(qa, qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.region.SGE(0, n)},
+	post(qa, transport.SendWR{Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: []transport.SGE{a.region.SGE(0, n)},
 		RemoteAddr: b.region.Addr() + 100, RKey: b.region.RKey()})
 	wc := wait(a.cq) // an RC WRITE completes once b has placed it
 	fmt.Printf("a: %v %v\n", wc.Opcode, wc.Status)
@@ -138,17 +135,17 @@ func Example_rdmaWrite() {
 }
 
 // Example_rdmaRead reads the peer's memory. The source region and the
-// QP that serves the READ allow mr.RemoteRead; the reader's buffer needs
-// mr.LocalWrite, which every newNode region has.
+// QP that serves the READ allow transport.RemoteRead; the reader's buffer needs
+// transport.LocalWrite, which every newNode region has.
 func Example_rdmaRead() {
-	a, b := nodes(mr.RemoteRead)
+	a, b := nodes(transport.RemoteRead)
 	defer a.dev.Close()
 	defer b.dev.Close()
-	qa, qb := a.newQP(qp.RC, nil), b.newQP(qp.RC, nil)
-	connect(a, qa, b, qb, mr.RemoteRead)
+	qa, qb := a.newQP(transport.RC, nil), b.newQP(transport.RC, nil)
+	connect(a, qa, b, qb, transport.RemoteRead)
 
 	n := copy(b.region.Bytes(), "read from b")
-	post(qa, qp.SendWR{Opcode: qp.WRRDMARead, Flags: qp.Signaled, SGL: []mr.SGE{a.region.SGE(0, n)},
+	post(qa, transport.SendWR{Opcode: transport.WRRDMARead, Flags: transport.Signaled, SGL: []transport.SGE{a.region.SGE(0, n)},
 		RemoteAddr: b.region.Addr(), RKey: b.region.RKey()})
 	wc := wait(a.cq)
 	fmt.Printf("a: %v %v %d bytes: %q\n", wc.Opcode, wc.Status, wc.ByteLen, a.region.Bytes()[:n])
@@ -160,23 +157,23 @@ func Example_rdmaRead() {
 // the peer's memory. The word is 8-byte aligned and, as on rxe, in host
 // (little-endian) byte order; the original value lands in the local
 // 8-byte buffer in the same order. The target region and QP allow
-// mr.RemoteAtomic.
+// transport.RemoteAtomic.
 func Example_atomics() {
-	a, b := nodes(mr.RemoteAtomic)
+	a, b := nodes(transport.RemoteAtomic)
 	defer a.dev.Close()
 	defer b.dev.Close()
-	qa, qb := a.newQP(qp.RC, nil), b.newQP(qp.RC, nil)
-	connect(a, qa, b, qb, mr.RemoteAtomic)
+	qa, qb := a.newQP(transport.RC, nil), b.newQP(transport.RC, nil)
+	connect(a, qa, b, qb, transport.RemoteAtomic)
 
 	word := b.region.Bytes()[8:16]
 	binary.LittleEndian.PutUint64(word, 40)
 	orig := a.region.SGE(0, 8)
-	post(qa, qp.SendWR{Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.Signaled, SGL: []mr.SGE{orig},
+	post(qa, transport.SendWR{Opcode: transport.WRAtomicFetchAndAdd, Flags: transport.Signaled, SGL: []transport.SGE{orig},
 		RemoteAddr: b.region.Addr() + 8, RKey: b.region.RKey(), CompareAdd: 2})
 	wait(a.cq)
 	fmt.Println("fetch-and-add 2: was", binary.LittleEndian.Uint64(a.region.Bytes()), "now", binary.LittleEndian.Uint64(word))
 
-	post(qa, qp.SendWR{Opcode: qp.WRAtomicCmpAndSwp, Flags: qp.Signaled, SGL: []mr.SGE{orig},
+	post(qa, transport.SendWR{Opcode: transport.WRAtomicCmpAndSwp, Flags: transport.Signaled, SGL: []transport.SGE{orig},
 		RemoteAddr: b.region.Addr() + 8, RKey: b.region.RKey(), CompareAdd: 42, Swap: 7})
 	wait(a.cq)
 	fmt.Println("compare 42, swap 7: was", binary.LittleEndian.Uint64(a.region.Bytes()), "now", binary.LittleEndian.Uint64(word))
@@ -192,10 +189,10 @@ func Example_ud() {
 	a, b := nodes(0)
 	defer a.dev.Close()
 	defer b.dev.Close()
-	qa, qb := a.newQP(qp.UD, nil), b.newQP(qp.UD, nil)
+	qa, qb := a.newQP(transport.UD, nil), b.newQP(transport.UD, nil)
 	ea, eb := connect(a, qa, b, qb, 0)
 
-	if err := qb.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.region.SGE(0, 1024)}}); err != nil {
+	if err := qb.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.region.SGE(0, 1024)}}); err != nil {
 		log.Fatal(err)
 	}
 	av, err := a.dev.AHAttr(ea, eb)
@@ -207,10 +204,10 @@ func Example_ud() {
 		log.Fatal(err)
 	}
 	n := copy(a.region.Bytes(), "a datagram")
-	post(qa, qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.region.SGE(0, n)},
-		AH: ah, RemoteQPN: eb.QPN, RemoteQKey: device.DefaultQKey})
+	post(qa, transport.SendWR{Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.region.SGE(0, n)},
+		AH: ah, RemoteQPN: eb.QPN, RemoteQKey: transport.DefaultQKey})
 	wc := wait(b.cq)
-	fmt.Printf("b: %v from QP 0x%x, GRH %v: %q\n", wc.Opcode, wc.SrcQP, wc.Flags&cq.WithGRH != 0,
+	fmt.Printf("b: %v from QP 0x%x, GRH %v: %q\n", wc.Opcode, wc.SrcQP, wc.Flags&transport.WithGRH != 0,
 		b.region.Bytes()[40:wc.ByteLen])
 	fmt.Printf("a: %v\n", wait(a.cq).Status)
 	// Output:
@@ -224,20 +221,20 @@ func Example_srq() {
 	a, b := nodes(0)
 	defer a.dev.Close()
 	defer b.dev.Close()
-	srq, err := b.dev.CreateSRQ(b.pd, qp.SRQAttr{MaxWR: 16, MaxSGE: 1})
+	srq, err := b.dev.CreateSRQ(b.pd, transport.SRQAttr{MaxWR: 16, MaxSGE: 1})
 	if err != nil {
 		log.Fatal(err)
 	}
 	for i := range 2 {
-		if err := srq.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.region.SGE(i*64, 64)}}); err != nil {
+		if err := srq.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.region.SGE(i*64, 64)}}); err != nil {
 			log.Fatal(err)
 		}
 	}
 	for _, msg := range []string{"first", "second"} {
-		qa, qb := a.newQP(qp.RC, nil), b.newQP(qp.RC, srq)
+		qa, qb := a.newQP(transport.RC, nil), b.newQP(transport.RC, srq)
 		connect(a, qa, b, qb, 0)
 		n := copy(a.region.Bytes(), msg)
-		post(qa, qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.region.SGE(0, n)}})
+		post(qa, transport.SendWR{Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.region.SGE(0, n)}})
 		wc := wait(b.cq)
 		wait(a.cq)
 		fmt.Printf("QP 0x%x took receive %d: %q\n", wc.QPNum, wc.WRID, b.region.Bytes()[wc.WRID*64:][:wc.ByteLen])
@@ -255,22 +252,22 @@ func Example_completionChannel() {
 	a, b := nodes(0)
 	defer a.dev.Close()
 	defer b.dev.Close()
-	qa, qb := a.newQP(qp.RC, nil), b.newQP(qp.RC, nil)
+	qa, qb := a.newQP(transport.RC, nil), b.newQP(transport.RC, nil)
 	connect(a, qa, b, qb, 0)
 
 	b.cq.ReqNotify(false)
-	if err := qb.PostRecv(&qp.RecvWR{WRID: 9, SGL: []mr.SGE{b.region.SGE(0, 64)}}); err != nil {
+	if err := qb.PostRecv(&transport.RecvWR{WRID: 9, SGL: []transport.SGE{b.region.SGE(0, 64)}}); err != nil {
 		log.Fatal(err)
 	}
 	n := copy(a.region.Bytes(), "wake up")
-	post(qa, qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.region.SGE(0, n)}})
+	post(qa, transport.SendWR{Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.region.SGE(0, n)}})
 	select {
 	case <-b.cq.Events():
 	case <-time.After(10 * time.Second):
 		log.Fatal("no completion event")
 	}
 	b.cq.ReqNotify(false) // re-arm before polling, so no completion slips between
-	wc := make([]cq.WC, 4)
+	wc := make([]transport.WC, 4)
 	got, err := b.cq.Poll(wc)
 	if err != nil {
 		log.Fatal(err)
@@ -285,40 +282,40 @@ func Example_completionChannel() {
 
 // Example_memoryWindow grants a peer a part of a region and revokes it
 // again, without registering anything: b binds a type 2 memory window
-// onto 16 bytes of its region (which needs mr.MWBind) and sends a the
+// onto 16 bytes of its region (which needs transport.MWBind) and sends a the
 // window's rkey; a writes through it; b's LOCAL_INV revokes it, and a's
 // next WRITE with that rkey gets a remote access error (which ends a's
 // connection, as every remote error does).
 func Example_memoryWindow() {
 	network := mem.NewNet(1)
-	a, b := newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", mr.MWBind)
+	a, b := newNode(network, "192.0.2.1", 0), newNode(network, "192.0.2.2", transport.MWBind)
 	defer a.dev.Close()
 	defer b.dev.Close()
-	qa, qb := a.newQP(qp.RC, nil), b.newQP(qp.RC, nil)
-	connect(a, qa, b, qb, mr.RemoteWrite) // the QPs allow WRITE; the window grants it
+	qa, qb := a.newQP(transport.RC, nil), b.newQP(transport.RC, nil)
+	connect(a, qa, b, qb, transport.RemoteWrite) // the QPs allow WRITE; the window grants it
 
-	w, err := b.pd.AllocMW(mr.MWType2)
+	w, err := b.pd.AllocMW(transport.MWType2)
 	if err != nil {
 		log.Fatal(err)
 	}
-	rkey := mr.IncRKey(w.RKey()) // a new variant, so older keys of the window stay dead
-	window := mr.BindInfo{MR: b.region, Addr: b.region.Addr() + 64, Length: 16, Access: mr.RemoteWrite}
-	post(qb, qp.SendWR{Opcode: qp.WRBindMW, Flags: qp.Signaled, Bind: qp.MWBind{MW: w, RKey: rkey, Info: window}})
+	rkey := transport.IncRKey(w.RKey()) // a new variant, so older keys of the window stay dead
+	window := transport.BindInfo{MR: b.region, Addr: b.region.Addr() + 64, Length: 16, Access: transport.RemoteWrite}
+	post(qb, transport.SendWR{Opcode: transport.WRBindMW, Flags: transport.Signaled, Bind: transport.MWBindWR{MW: w, RKey: rkey, Info: window}})
 	fmt.Println("b:", wait(b.cq).Opcode)
 
 	n := copy(a.region.Bytes(), "through a window")
-	post(qa, qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.region.SGE(0, n)},
+	post(qa, transport.SendWR{Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: []transport.SGE{a.region.SGE(0, n)},
 		RemoteAddr: window.Addr, RKey: rkey})
 	fmt.Println("a:", wait(a.cq).Opcode)
 	fmt.Printf("b's memory at 64: %q\n", b.region.Bytes()[64:64+n])
 
-	post(qb, qp.SendWR{Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: rkey})
+	post(qb, transport.SendWR{Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: rkey})
 	fmt.Println("b:", wait(b.cq).Opcode)
-	post(qa, qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.region.SGE(0, 1)},
+	post(qa, transport.SendWR{Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: []transport.SGE{a.region.SGE(0, 1)},
 		RemoteAddr: window.Addr, RKey: rkey})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	wc := make([]cq.WC, 1)
+	wc := make([]transport.WC, 1)
 	if _, err := a.cq.PollWait(ctx, wc); err != nil {
 		log.Fatal(err)
 	}

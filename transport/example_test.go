@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"context"
@@ -7,11 +7,8 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // Example connects two RC queue pairs and sends a message from one to the
@@ -25,11 +22,11 @@ import (
 func Example() {
 	network := mem.NewNet(1)
 	type side struct {
-		dev    *device.Device
-		region *mr.MR
-		cq     *cq.CQ
-		qp     *qp.QP
-		ep     device.Endpoint
+		dev    *transport.Device
+		region *transport.MR
+		cq     *transport.CQ
+		qp     *transport.QP
+		ep     transport.Endpoint
 	}
 	var sides [2]side
 	for i, addr := range []string{"192.0.2.1", "192.0.2.2"} {
@@ -37,19 +34,19 @@ func Example() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		dev, err := device.Open(link, device.Options{})
+		dev, err := transport.Open(link, transport.Options{})
 		if err != nil {
 			log.Fatal(err)
 		}
 		defer dev.Close()
 		pd := dev.AllocPD()
-		region, err := pd.Register(make([]byte, 4096), mr.LocalWrite)
+		region, err := pd.Register(make([]byte, 4096), transport.LocalWrite)
 		if err != nil {
 			log.Fatal(err)
 		}
 		c := dev.CreateCQ(16)
-		q, err := dev.CreateQP(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
-			Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q, err := dev.CreateQP(pd, transport.QPInitAttr{Type: transport.RC, SendCQ: c, RecvCQ: c,
+			Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -62,26 +59,26 @@ func Example() {
 	a, b := &sides[0], &sides[1]
 	// Each side sends its endpoint to the other and connects to the one
 	// it gets; SEND needs no remote access rights.
-	if err := a.dev.Connect(a.qp, a.ep, b.ep, device.ConnectOptions{}); err != nil {
+	if err := a.dev.Connect(a.qp, a.ep, b.ep, transport.ConnectOptions{}); err != nil {
 		log.Fatal(err)
 	}
-	if err := b.dev.Connect(b.qp, b.ep, a.ep, device.ConnectOptions{}); err != nil {
+	if err := b.dev.Connect(b.qp, b.ep, a.ep, transport.ConnectOptions{}); err != nil {
 		log.Fatal(err)
 	}
 
-	if err := b.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.region.SGE(0, 4096)}}); err != nil {
+	if err := b.qp.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.region.SGE(0, 4096)}}); err != nil {
 		log.Fatal(err)
 	}
 	n := copy(a.region.Bytes(), "hello, RDMA")
-	err := a.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.region.SGE(0, n)}})
+	err := a.qp.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled,
+		SGL: []transport.SGE{a.region.SGE(0, n)}})
 	if err != nil {
 		log.Fatal(err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	wc := make([]cq.WC, 1)
+	wc := make([]transport.WC, 1)
 	if _, err := b.cq.PollWait(ctx, wc); err != nil {
 		log.Fatal(err)
 	}

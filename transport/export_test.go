@@ -1,4 +1,4 @@
-package device
+package transport
 
 import (
 	"net/netip"
@@ -6,14 +6,25 @@ import (
 	"github.com/goroce/goroce/nic"
 )
 
-// What the external tests (package device_test) reach of the package's
+// What the external tests (package transport_test) reach of the package's
 // internals; nothing else is exported for them.
 
 // MADLen is the length of every MAD the GSI QP carries.
 const MADLen = madLen
 
-// DestroyQP is qp's own destroy, which the device's DestroyQP wraps.
-var DestroyQP = destroyQP
+// DestroyQP is the QP's own destroy, which the device's DestroyQP wraps.
+var DestroyQP = (*QP).destroy
+
+// What the QP harness (harness_test.go), which runs one QP with no device
+// around it, does in the device's place.
+var (
+	NewKeys    = newKeys
+	NewCQ      = newCQ
+	NewQP      = newQP
+	RunQP      = (*QP).runScheduled
+	ReceiveQP  = (*QP).receive
+	EndBurstQP = (*QP).endBurst
+)
 
 // LinkCounters names a link's statistics as Device.Stats lists them.
 func LinkCounters(s nic.Stats) []nic.Counter { return linkCounters(s) }

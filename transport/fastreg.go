@@ -1,4 +1,4 @@
-package mr
+package transport
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 // Fast registration (the kernel verbs' IB_MR_TYPE_MEM_REG regions and
 // IB_WR_REG_MR; rxe_reg_fast_mr): a region allocated once over an
 // allocation of the program's, whose key reaches nothing until a
-// registration work request (qp.WRRegMR), executed in send-queue order,
+// registration work request (WRRegMR), executed in send-queue order,
 // maps a range of the allocation under the key's next variant, with the
-// rights of that registration; a local invalidate (qp.WRLocalInv) or a
+// rights of that registration; a local invalidate (WRLocalInv) or a
 // peer's SEND with Invalidate frees it for the next. A storage target
 // rekeys a buffer per I/O this way without a registration's cost, and a
 // key the peer kept from an earlier I/O no longer works.
@@ -26,11 +26,11 @@ var ErrRegState = errors.New("mr: fast region registered already: invalidate it 
 
 // AllocFastMR allocates a region for fast registration over backing, the
 // program's memory (ib_alloc_mr with IB_MR_TYPE_MEM_REG): a key that
-// reaches nothing until a qp.WRRegMR maps a range of backing. Like every
+// reaches nothing until a WRRegMR maps a range of backing. Like every
 // region it keeps backing alive and, for a Mapping, mapped until Dereg.
 func (pd *PD) AllocFastMR(backing []byte) (*MR, error) {
 	if pd.table.isClosed() {
-		return nil, errClosed("alloc_mr")
+		return nil, errPDClosed("alloc_mr")
 	}
 	if len(backing) == 0 {
 		return nil, ErrEmpty

@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"bytes"
@@ -8,22 +8,20 @@ import (
 
 	"github.com/goroce/goroce/internal/rdmatest"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // regAccess is what the fast registrations of these tests grant.
-const regAccess = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead
+const regAccess = transport.LocalWrite | transport.RemoteWrite | transport.RemoteRead
 
 // register posts a signaled fast registration of n bytes at off of f's
 // allocation, addressed from iova, under f's next key, and waits for it.
-func register(t *testing.T, s *rdmatest.Peer, f *mr.MR, wrID, off, n, iova uint64) uint32 {
+func register(t *testing.T, s *rdmatest.Peer, f *transport.MR, wrID, off, n, iova uint64) uint32 {
 	t.Helper()
-	key := mr.IncRKey(f.RKey())
-	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: wrID, Opcode: qp.WRRegMR, Flags: qp.Signaled,
-		Reg: qp.RegMR{MR: f, Info: mr.RegInfo{Key: key, Offset: off, Length: n, IOVA: iova, Access: regAccess}}}))
-	waitOp(t, s.SCQ, wrID, cq.OpRegMR, cq.Success)
+	key := transport.IncRKey(f.RKey())
+	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRRegMR, Flags: transport.Signaled,
+		Reg: transport.RegMR{MR: f, Info: transport.RegInfo{Key: key, Offset: off, Length: n, IOVA: iova, Access: regAccess}}}))
+	waitOp(t, s.SCQ, wrID, transport.OpRegMR, transport.Success)
 	return key
 }
 
@@ -43,22 +41,22 @@ func TestFastReg(t *testing.T) {
 	if f.RKey() != key || f.LKey() != key || f.Addr() != iova || f.Len() != 8192 || f.Access() != regAccess {
 		t.Fatalf("after REG_MR: key 0x%x/0x%x addr 0x%x len %d access %v", f.LKey(), f.RKey(), f.Addr(), f.Len(), f.Access())
 	}
-	if st := remoteWrite(t, a, key, iova, 8192, 7); st != cq.Success {
+	if st := remoteWrite(t, a, key, iova, 8192, 7); st != transport.Success {
 		t.Fatalf("write under the new key: %v", st)
 	}
 	if !bytes.Equal(backing[4096:4096+8192], a.Buf[:8192]) || !bytes.Equal(backing[:4096], make([]byte, 4096)) {
 		t.Fatal("the write did not land at the registered range of the allocation")
 	}
 	clear(a.Buf[:8192])
-	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-		SGL: []mr.SGE{a.MR.SGE(0, 8192)}, RemoteAddr: iova, RKey: key}))
-	waitOp(t, a.SCQ, 2, cq.OpRDMARead, cq.Success)
+	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+		SGL: []transport.SGE{a.MR.SGE(0, 8192)}, RemoteAddr: iova, RKey: key}))
+	waitOp(t, a.SCQ, 2, transport.OpRDMARead, transport.Success)
 	if !bytes.Equal(a.Buf[:8192], backing[4096:4096+8192]) {
 		t.Fatal("read: bytes differ")
 	}
-	rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Flags: qp.Signaled, InvRKey: key}))
-	waitOp(t, b.SCQ, 3, cq.OpLocalInv, cq.Success)
-	if st := remoteWrite(t, a, key, iova, 8, 1); st != cq.RemAccessErr {
+	rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: key}))
+	waitOp(t, b.SCQ, 3, transport.OpLocalInv, transport.Success)
+	if st := remoteWrite(t, a, key, iova, 8, 1); st != transport.RemAccessErr {
 		t.Fatalf("write under an invalidated key: %v", st)
 	}
 }
@@ -81,16 +79,16 @@ func TestFastRegRekeyPerIO(t *testing.T) {
 			first = key
 		}
 		seen[key] = true
-		if st := remoteWrite(t, a, key, 0x1000+8, 64, byte(i)); st != cq.Success {
+		if st := remoteWrite(t, a, key, 0x1000+8, 64, byte(i)); st != transport.Success {
 			t.Fatalf("I/O %d: write: %v", i, st)
 		}
 		if !bytes.Equal(backing[off+8:off+72], a.Buf[:64]) {
 			t.Fatalf("I/O %d: bytes differ", i)
 		}
-		rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.MR.SGE(0, 64)}}))
-		rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRSendWithInv, Flags: qp.Signaled, InvRKey: key}))
-		waitOp(t, a.SCQ, 5, cq.OpSend, cq.Success)
-		if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != key {
+		rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.MR.SGE(0, 64)}}))
+		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 5, Opcode: transport.WRSendWithInv, Flags: transport.Signaled, InvRKey: key}))
+		waitOp(t, a.SCQ, 5, transport.OpSend, transport.Success)
+		if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.Flags&transport.WithInv == 0 || wc.InvalidatedRKey != key {
 			t.Fatalf("I/O %d: receive %+v", i, wc)
 		}
 	}
@@ -104,7 +102,7 @@ func TestFastRegRekeyPerIO(t *testing.T) {
 	if key == prev || key>>8 != first>>8 {
 		t.Fatalf("key 0x%x after 0x%x (first 0x%x)", key, prev, first)
 	}
-	if st := remoteWrite(t, a, prev, 0x1000, 8, 1); st != cq.RemAccessErr {
+	if st := remoteWrite(t, a, prev, 0x1000, 8, 1); st != transport.RemAccessErr {
 		t.Fatalf("write under the previous I/O's key: %v", st)
 	}
 }
@@ -115,27 +113,27 @@ func TestFastRegRekeyPerIO(t *testing.T) {
 func TestFastRegErrors(t *testing.T) {
 	cases := []struct {
 		name string
-		info func(f *mr.MR) mr.RegInfo
-		pre  func(t *testing.T, b *rdmatest.Peer, f *mr.MR) // before the registration
-		pd   bool                                           // the region is of another PD
+		info func(f *transport.MR) transport.RegInfo
+		pre  func(t *testing.T, b *rdmatest.Peer, f *transport.MR) // before the registration
+		pd   bool                                                  // the region is of another PD
 	}{
-		{name: "registered already", info: func(f *mr.MR) mr.RegInfo {
-			return mr.RegInfo{Key: mr.IncRKey(f.RKey()), Length: 64, Access: regAccess}
-		}, pre: func(t *testing.T, b *rdmatest.Peer, f *mr.MR) { register(t, b, f, 9, 0, 64, 0) }},
-		{name: "key of another index", info: func(f *mr.MR) mr.RegInfo {
-			return mr.RegInfo{Key: f.RKey() + 0x100, Length: 64, Access: regAccess}
+		{name: "registered already", info: func(f *transport.MR) transport.RegInfo {
+			return transport.RegInfo{Key: transport.IncRKey(f.RKey()), Length: 64, Access: regAccess}
+		}, pre: func(t *testing.T, b *rdmatest.Peer, f *transport.MR) { register(t, b, f, 9, 0, 64, 0) }},
+		{name: "key of another index", info: func(f *transport.MR) transport.RegInfo {
+			return transport.RegInfo{Key: f.RKey() + 0x100, Length: 64, Access: regAccess}
 		}},
-		{name: "past the allocation", info: func(f *mr.MR) mr.RegInfo {
-			return mr.RegInfo{Key: mr.IncRKey(f.RKey()), Offset: 4000, Length: 97, Access: regAccess}
+		{name: "past the allocation", info: func(f *transport.MR) transport.RegInfo {
+			return transport.RegInfo{Key: transport.IncRKey(f.RKey()), Offset: 4000, Length: 97, Access: regAccess}
 		}},
-		{name: "length 0", info: func(f *mr.MR) mr.RegInfo {
-			return mr.RegInfo{Key: mr.IncRKey(f.RKey()), Access: regAccess}
+		{name: "length 0", info: func(f *transport.MR) transport.RegInfo {
+			return transport.RegInfo{Key: transport.IncRKey(f.RKey()), Access: regAccess}
 		}},
-		{name: "remote write without local write", info: func(f *mr.MR) mr.RegInfo {
-			return mr.RegInfo{Key: mr.IncRKey(f.RKey()), Length: 64, Access: mr.RemoteWrite}
+		{name: "remote write without local write", info: func(f *transport.MR) transport.RegInfo {
+			return transport.RegInfo{Key: transport.IncRKey(f.RKey()), Length: 64, Access: transport.RemoteWrite}
 		}},
-		{name: "region of another PD", pd: true, info: func(f *mr.MR) mr.RegInfo {
-			return mr.RegInfo{Key: mr.IncRKey(f.RKey()), Length: 64, Access: regAccess}
+		{name: "region of another PD", pd: true, info: func(f *transport.MR) transport.RegInfo {
+			return transport.RegInfo{Key: transport.IncRKey(f.RKey()), Length: 64, Access: regAccess}
 		}},
 	}
 	for _, c := range cases {
@@ -150,24 +148,24 @@ func TestFastRegErrors(t *testing.T) {
 			if c.pre != nil {
 				c.pre(t, b, f)
 			}
-			rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRegMR, Flags: qp.Signaled, Reg: qp.RegMR{MR: f, Info: c.info(f)}}))
-			rdmatest.Must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled}))
-			waitOp(t, b.SCQ, 1, cq.OpRegMR, cq.LocQPOpErr)
-			waitOp(t, b.SCQ, 2, cq.OpSend, cq.WRFlushErr)
+			rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRegMR, Flags: transport.Signaled, Reg: transport.RegMR{MR: f, Info: c.info(f)}}))
+			rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled}))
+			waitOp(t, b.SCQ, 1, transport.OpRegMR, transport.LocQPOpErr)
+			waitOp(t, b.SCQ, 2, transport.OpSend, transport.WRFlushErr)
 		})
 	}
 	t.Run("post checks", func(t *testing.T) {
 		_, b, _ := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess})
-		if err := b.QP.PostSend(&qp.SendWR{Opcode: qp.WRRegMR, Reg: qp.RegMR{MR: b.MR}}); !errors.Is(err, qp.ErrInvalid) {
+		if err := b.QP.PostSend(&transport.SendWR{Opcode: transport.WRRegMR, Reg: transport.RegMR{MR: b.MR}}); !errors.Is(err, transport.ErrInvalid) {
 			t.Errorf("REG_MR of a registered region: %v", err)
 		}
-		if err := b.QP.PostSend(&qp.SendWR{Opcode: qp.WRRegMR}); !errors.Is(err, qp.ErrInvalid) {
+		if err := b.QP.PostSend(&transport.SendWR{Opcode: transport.WRRegMR}); !errors.Is(err, transport.ErrInvalid) {
 			t.Errorf("REG_MR without a region: %v", err)
 		}
-		if _, err := b.PD.AllocFastMR(nil); !errors.Is(err, mr.ErrEmpty) {
+		if _, err := b.PD.AllocFastMR(nil); !errors.Is(err, transport.ErrEmpty) {
 			t.Errorf("AllocFastMR(nil): %v", err)
 		}
-		if st := b.QP.State(); st != qp.RTS {
+		if st := b.QP.State(); st != transport.RTS {
 			t.Errorf("QP in %v", st)
 		}
 	})

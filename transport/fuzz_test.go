@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"bytes"
@@ -8,12 +8,9 @@ import (
 	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // FuzzReceive feeds packets that pass every framing check and carry a
@@ -71,16 +68,16 @@ func FuzzReceive(f *testing.F) {
 	// One backing array: guard, A, guard, B, guard, C, guard.
 	const guard = 64
 	sizes := [3]int{8192, 4096, 4096}
-	access := [3]mr.Access{
-		mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic, // A: receives land here too
-		mr.LocalWrite, // B: no remote access
-		mr.RemoteRead, // C: read only
+	access := [3]transport.Access{
+		transport.LocalWrite | transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic, // A: receives land here too
+		transport.LocalWrite, // B: no remote access
+		transport.RemoteRead, // C: read only
 	}
 	backing := make([]byte, guard+sizes[0]+guard+sizes[1]+guard+sizes[2]+guard)
 	for i := range backing {
 		backing[i] = byte(i*31 + 7)
 	}
-	var regions [3]*mr.MR
+	var regions [3]*transport.MR
 	var starts [3]int
 	off := guard
 	for i := range regions {
@@ -94,13 +91,13 @@ func FuzzReceive(f *testing.F) {
 	frozen := append([]byte(nil), backing...)
 	recvSGE := regions[0].SGE(0, 4096)
 
-	var qps [3]*qp.QP
+	var qps [3]*transport.QP
 	qps[0] = s.QP
-	for i, typ := range []qp.Type{qp.UC, qp.UD} {
+	for i, typ := range []transport.QPType{transport.UC, transport.UD} {
 		x := *s
 		var err error
-		x.QP, err = s.Dev.CreateQP(s.PD, qp.InitAttr{Type: typ, SendCQ: s.SCQ, RecvCQ: s.RCQ,
-			Cap: qp.Cap{MaxSendWR: 8, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		x.QP, err = s.Dev.CreateQP(s.PD, transport.QPInitAttr{Type: typ, SendCQ: s.SCQ, RecvCQ: s.RCQ,
+			Cap: transport.QPCap{MaxSendWR: 8, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -109,9 +106,9 @@ func FuzzReceive(f *testing.F) {
 		connectRaw(f, &x, r, oo, 5000, 0)
 		qps[i+1] = x.QP
 	}
-	types := []qp.Type{qp.RC, qp.UC, qp.UD}
+	types := []transport.QPType{transport.RC, transport.UC, transport.UD}
 	var posted, completed uint64 // receives, over the whole run
-	var wc [64]cq.WC
+	var wc [64]transport.WC
 	// drain polls every completion; it fails on a send completion (no send
 	// is ever posted) and returns how many successful SEND receives it saw.
 	drain := func(t testing.TB) (recvs uint64) {
@@ -119,7 +116,7 @@ func FuzzReceive(f *testing.F) {
 		for n, _ := s.RCQ.Poll(wc[:]); n > 0; n, _ = s.RCQ.Poll(wc[:]) {
 			completed += uint64(n)
 			for _, w := range wc[:n] {
-				if w.Status == cq.Success && w.Opcode == cq.OpRecv {
+				if w.Status == transport.Success && w.Opcode == transport.OpRecv {
 					recvs++
 				}
 			}
@@ -137,9 +134,9 @@ func FuzzReceive(f *testing.F) {
 	// receives posted so SENDs reach the memory path.
 	revive := func(t testing.TB, i int) {
 		q := qps[i]
-		if q.State() == qp.Err {
+		if q.State() == transport.Err {
 			drain(t) // the flushed receives
-			rdmatest.Must(t, q.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
+			rdmatest.Must(t, q.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState))
 			x := *s
 			x.QP = q
 			oo := o
@@ -147,12 +144,12 @@ func FuzzReceive(f *testing.F) {
 			connectRaw(t, &x, r, oo, 5000, 0)
 		}
 		for range 4 {
-			if q.PostRecv(&qp.RecvWR{SGL: []mr.SGE{recvSGE}}) == nil {
+			if q.PostRecv(&transport.RecvWR{SGL: []transport.SGE{recvSGE}}) == nil {
 				posted++
 			}
 		}
 		drain(t)
-		if st := q.State(); st != qp.RTS {
+		if st := q.State(); st != transport.RTS {
 			t.Fatalf("%v in %v: inputs would test a closed door", q, st)
 		}
 	}
@@ -191,7 +188,7 @@ func FuzzReceive(f *testing.F) {
 		memA = append(memA[:0], backing[starts[0]:starts[0]+sizes[0]]...)
 		before := s.Dev.Counters().List()
 		a0, _ := q.Query()
-		var b device.Burst
+		var b transport.Burst
 		s.Dev.Input(nic.Frame{B: dg}, &b)
 		b.Flush()
 		a1, _ := q.Query()

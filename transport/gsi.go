@@ -1,4 +1,4 @@
-package device
+package transport
 
 import (
 	"errors"
@@ -68,7 +68,7 @@ func (d *Device) attachGSI(h func(src, dst netip.Addr, mad []byte)) (detach func
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if d.closedNow() {
-		return nil, errClosed("attach_gsi")
+		return nil, errDeviceClosed("attach_gsi")
 	}
 	if g.handler.Load() != nil {
 		return nil, errGSIBusy
@@ -101,7 +101,7 @@ func (d *Device) gsiInput(p bth.Packet, f bth.Frame) {
 // counting up per MAD as rxe's QP1 does.
 func (d *Device) sendMAD(src, dst netip.Addr, mad []byte) error {
 	if d.closedNow() {
-		return errClosed("send_mad")
+		return errDeviceClosed("send_mad")
 	}
 	if len(mad) != madLen {
 		return fmt.Errorf("device: send_mad: %d bytes, want %d", len(mad), madLen)

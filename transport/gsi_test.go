@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"bytes"
@@ -9,9 +9,9 @@ import (
 	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/transport"
 )
 
 type gotMAD struct {
@@ -20,7 +20,7 @@ type gotMAD struct {
 }
 
 // attachChan attaches a QP1 handler that copies each MAD into a channel.
-func attachChan(t *testing.T, d *device.Device) chan gotMAD {
+func attachChan(t *testing.T, d *transport.Device) chan gotMAD {
 	ch := make(chan gotMAD, 16)
 	detach, err := d.AttachGSI(func(src, dst netip.Addr, m []byte) {
 		ch <- gotMAD{src, dst, append([]byte(nil), m...)}
@@ -53,7 +53,7 @@ func TestGSISendReceive(t *testing.T) {
 		t.Fatal("a second handler attached")
 	}
 	for i := range 2 {
-		m := bytes.Repeat([]byte{byte(i + 1)}, device.MADLen)
+		m := bytes.Repeat([]byte{byte(i + 1)}, transport.MADLen)
 		if err := a.Dev.SendMAD(a.Addr, b.Addr, m); err != nil {
 			t.Fatal(err)
 		}
@@ -119,16 +119,16 @@ func TestGSIMalformed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	send(bth.UDSendOnly, 0xffff, device.GSIQKey, 256) // unclaimed: no handler yet
+	send(bth.UDSendOnly, 0xffff, transport.GSIQKey, 256) // unclaimed: no handler yet
 	waitCount(t, "unclaimed", func() uint64 { return b.Dev.MADStats().Unclaimed }, 1)
 	ch := attachChan(t, b.Dev)
 	send(bth.UDSendOnly, 0xffff, 0x11111111, 256)
-	send(bth.UDSendOnly, 0x1234, device.GSIQKey, 256)
-	send(bth.UDSendOnly, 0xffff, device.GSIQKey, 255)
-	send(bth.UDSendOnly, 0xffff, device.GSIQKey, 0)
+	send(bth.UDSendOnly, 0x1234, transport.GSIQKey, 256)
+	send(bth.UDSendOnly, 0xffff, transport.GSIQKey, 255)
+	send(bth.UDSendOnly, 0xffff, transport.GSIQKey, 0)
 	send(bth.RCSendOnly, 0xffff, 0, 256)
 	waitCount(t, "dropped", func() uint64 { return b.Dev.MADStats().Dropped }, 5)
-	send(bth.UDSendOnly, 0x7fff, device.GSIQKey, 256) // a limited-member P_Key is the same partition
+	send(bth.UDSendOnly, 0x7fff, transport.GSIQKey, 256) // a limited-member P_Key is the same partition
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):

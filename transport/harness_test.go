@@ -1,4 +1,4 @@
-package qp_test
+package transport_test
 
 import (
 	"fmt"
@@ -8,12 +8,11 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/internal/manualclock"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // The QP's own test harness: one QP with no device around it. What the
@@ -24,15 +23,15 @@ import (
 // test plays the peer packet by packet and sees every reaction, with no
 // goroutine, socket or real time between the two.
 
-type qpEnv = hook.Env[qp.QP, qp.MTU, qp.Clock]
+type qpEnv = hook.Env[transport.QP, transport.MTU, clock.Clock]
 
 var (
-	newKeys  = hook.NewKeys.(func() (allocPD func() *mr.PD, owns func(*mr.PD) bool, closeKeys func()))
-	newCQ    = hook.NewCQ.(func(depth int, onError func(*cq.CQ, error)) *cq.CQ)
-	newQP    = hook.NewQP.(func(env *qpEnv, pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error))
-	runQP    = hook.RunQP.(func(*qp.QP))
-	receive  = hook.ReceiveQP.(func(q *qp.QP, p bth.Packet, f bth.Frame) (joined bool))
-	endBurst = hook.EndBurstQP.(func(*qp.QP))
+	newKeys  = transport.NewKeys
+	newCQ    = transport.NewCQ
+	newQP    = transport.NewQP
+	runQP    = transport.RunQP
+	receive  = transport.ReceiveQP
+	endBurst = transport.EndBurstQP
 )
 
 var (
@@ -82,10 +81,10 @@ type harness struct {
 	clock    *manualclock.Clock
 	link     *capLink
 	ctr      hook.Counters
-	q        *qp.QP
-	scq, rcq *cq.CQ
+	q        *transport.QP
+	scq, rcq *transport.CQ
 	buf      []byte
-	mr       *mr.MR
+	mr       *transport.MR
 
 	mu        sync.Mutex
 	scheduled bool
@@ -93,7 +92,7 @@ type harness struct {
 }
 
 type harnessOpts struct {
-	typ                 qp.Type
+	typ                 transport.QPType
 	timeout, retry, rnr uint8 // RTS attributes; 0: 14, 7, 7
 	minRNR              uint8 // RTR's min RNR timer code; 0 means 12
 	sendPSN, recvPSN    uint32
@@ -103,7 +102,7 @@ type harnessOpts struct {
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
 	if o.typ == 0 {
-		o.typ = qp.RC
+		o.typ = transport.RC
 	}
 	if o.sqDepth == 0 {
 		o.sqDepth = 16
@@ -127,9 +126,9 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		},
 		// Called with the QP's lock held: the work runs when the test
 		// calls run, as the device's worker would run it later.
-		Schedule: func(*qp.QP) { h.mu.Lock(); h.scheduled = true; h.mu.Unlock() },
-		Died:     func(_ *qp.QP, why error) { h.mu.Lock(); h.died = append(h.died, why); h.mu.Unlock() },
-		Atomic:   &sync.Mutex{}, MaxMTU: qp.MTU4096, Clock: h.clock,
+		Schedule: func(*transport.QP) { h.mu.Lock(); h.scheduled = true; h.mu.Unlock() },
+		Died:     func(_ *transport.QP, why error) { h.mu.Lock(); h.died = append(h.died, why); h.mu.Unlock() },
+		Atomic:   &sync.Mutex{}, MaxMTU: transport.MTU4096, Clock: h.clock,
 	}
 	allocPD, _, closeKeys := newKeys()
 	t.Cleanup(closeKeys)
@@ -137,28 +136,28 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	h.scq, h.rcq = newCQ(64, nil), newCQ(64, nil)
 	h.buf = make([]byte, 64<<10)
 	var err error
-	if h.mr, err = pd.Register(h.buf, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead); err != nil {
+	if h.mr, err = pd.Register(h.buf, transport.LocalWrite|transport.RemoteWrite|transport.RemoteRead); err != nil {
 		t.Fatal(err)
 	}
-	if h.q, err = newQP(env, pd, localQPN, qp.InitAttr{Type: o.typ, SendCQ: h.scq, RecvCQ: h.rcq,
-		Cap: qp.Cap{MaxSendWR: o.sqDepth, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+	if h.q, err = newQP(env, pd, localQPN, transport.QPInitAttr{Type: o.typ, SendCQ: h.scq, RecvCQ: h.rcq,
+		Cap: transport.QPCap{MaxSendWR: o.sqDepth, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	init := qp.Attr{State: qp.Init, PortNum: 1, AccessFlags: mr.RemoteWrite | mr.RemoteRead}
-	rtr := qp.Attr{State: qp.RTR, PathMTU: qp.MTU1024, DestQPN: peerQPN, RQPSN: o.recvPSN,
-		MaxDestRdAtomic: 4, MinRNRTimer: o.minRNR, AH: qp.AHAttr{DGID: bth.GIDFromAddr(peerAddr), PortNum: 1}}
-	rts := qp.Attr{State: qp.RTS, SQPSN: o.sendPSN, Timeout: o.timeout, RetryCnt: o.retry, RNRRetry: o.rnr, MaxRdAtomic: 4}
-	rtrMask := qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
-	rtsMask := qp.AttrState | qp.AttrSQPSN
-	if o.typ == qp.RC {
-		rtrMask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
-		rtsMask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
+	init := transport.QPAttr{State: transport.Init, PortNum: 1, AccessFlags: transport.RemoteWrite | transport.RemoteRead}
+	rtr := transport.QPAttr{State: transport.RTR, PathMTU: transport.MTU1024, DestQPN: peerQPN, RQPSN: o.recvPSN,
+		MaxDestRdAtomic: 4, MinRNRTimer: o.minRNR, AH: transport.AHAttr{DGID: bth.GIDFromAddr(peerAddr), PortNum: 1}}
+	rts := transport.QPAttr{State: transport.RTS, SQPSN: o.sendPSN, Timeout: o.timeout, RetryCnt: o.retry, RNRRetry: o.rnr, MaxRdAtomic: 4}
+	rtrMask := transport.AttrState | transport.AttrAV | transport.AttrPathMTU | transport.AttrDestQPN | transport.AttrRQPSN
+	rtsMask := transport.AttrState | transport.AttrSQPSN
+	if o.typ == transport.RC {
+		rtrMask |= transport.AttrMaxDestRdAtomic | transport.AttrMinRNRTimer
+		rtsMask |= transport.AttrTimeout | transport.AttrRetryCnt | transport.AttrRNRRetry | transport.AttrMaxQPRdAtomic
 	}
 	for _, s := range []struct {
-		a *qp.Attr
-		m qp.AttrMask
+		a *transport.QPAttr
+		m transport.QPAttrMask
 	}{
-		{&init, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
+		{&init, transport.AttrState | transport.AttrPKeyIndex | transport.AttrPort | transport.AttrAccessFlags},
 		{&rtr, rtrMask},
 		{&rts, rtsMask},
 	} {
@@ -286,14 +285,14 @@ func describe(ps []bth.Packet) []string {
 // postRecv posts a receive of the first n bytes of the buffer.
 func (h *harness) postRecv(n int) {
 	h.t.Helper()
-	if err := h.q.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{h.mr.SGE(0, n)}}); err != nil {
+	if err := h.q.PostRecv(&transport.RecvWR{WRID: 7, SGL: []transport.SGE{h.mr.SGE(0, n)}}); err != nil {
 		h.t.Fatal(err)
 	}
 }
 
 // polls returns the completions waiting on c.
-func polls(c *cq.CQ) []cq.WC {
-	wc := make([]cq.WC, 16)
+func polls(c *transport.CQ) []transport.WC {
+	wc := make([]transport.WC, 16)
 	n, _ := c.Poll(wc)
 	return wc[:n]
 }

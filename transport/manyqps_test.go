@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"encoding/binary"
@@ -9,10 +9,7 @@ import (
 
 	"github.com/goroce/goroce/internal/rdmatest"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestManyQPs: a device holds many RC QPs, traffic to some still works,
@@ -24,11 +21,11 @@ func TestManyQPs(t *testing.T) {
 		n = 5_000
 	}
 	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
-	qs := make([]*qp.QP, n)
+	qs := make([]*transport.QP, n)
 	c := a.Dev.CreateCQ(2 * 1000) // the traffic below completes here
 	for i := range qs {
-		q, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
-			Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q, err := a.Dev.CreateQP(a.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: c, RecvCQ: c,
+			Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			t.Fatalf("QP %d: %v", i, err)
 		}
@@ -61,15 +58,15 @@ func TestManyQPs(t *testing.T) {
 			t.Fatalf("QP %#x lost", qs[i].QPN())
 		}
 	}
-	q, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
-		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	q, err := a.Dev.CreateQP(a.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: c, RecvCQ: c,
+		Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil || q.QPN() != qs[n-1].QPN()+1 {
 		t.Fatalf("after the destroys: %v, QPN %#x after %#x", err, q.QPN(), qs[n-1].QPN())
 	}
 	// The pair's own QPs, created first, still carry traffic among them.
-	rdmatest.Must(t, a.QP.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)},
+	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 7, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 64)},
 		RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}))
-	if wc := rdmatest.Wait(t, a.SCQ, 10*time.Second); wc.WRID != 7 || wc.Status != cq.Success {
+	if wc := rdmatest.Wait(t, a.SCQ, 10*time.Second); wc.WRID != 7 || wc.Status != transport.Success {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -78,7 +75,7 @@ func TestManyQPs(t *testing.T) {
 // 50 with -short) each to a new QP on b and sends one message each way on
 // every pair, each delivered to its own slot and checked: a device full of
 // QPs must still deliver by QPN. The chosen QPs complete on c.
-func manyQPsTraffic(t *testing.T, a, b *rdmatest.Peer, qs []*qp.QP, c *cq.CQ) {
+func manyQPsTraffic(t *testing.T, a, b *rdmatest.Peer, qs []*transport.QP, c *transport.CQ) {
 	t.Helper()
 	k := 1000
 	if testing.Short() {
@@ -86,11 +83,11 @@ func manyQPsTraffic(t *testing.T, a, b *rdmatest.Peer, qs []*qp.QP, c *cq.CQ) {
 	}
 	rng := rand.New(rand.NewPCG(13, uint64(len(qs))))
 	cb := b.Dev.CreateCQ(2 * k)
-	type pair struct{ qa, qb *qp.QP }
+	type pair struct{ qa, qb *transport.QP }
 	pairs := make([]pair, 0, k)
 	for _, i := range rng.Perm(len(qs))[:k] {
-		qb, err := b.Dev.CreateQP(b.PD, qp.InitAttr{Type: qp.RC, SendCQ: cb, RecvCQ: cb,
-			Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		qb, err := b.Dev.CreateQP(b.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: cb, RecvCQ: cb,
+			Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,8 +100,8 @@ func manyQPsTraffic(t *testing.T, a, b *rdmatest.Peer, qs []*qp.QP, c *cq.CQ) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rdmatest.Must(t, a.Dev.Connect(p.qa, ea, eb, device.ConnectOptions{}))
-		rdmatest.Must(t, b.Dev.Connect(p.qb, eb, ea, device.ConnectOptions{}))
+		rdmatest.Must(t, a.Dev.Connect(p.qa, ea, eb, transport.ConnectOptions{}))
+		rdmatest.Must(t, b.Dev.Connect(p.qb, eb, ea, transport.ConnectOptions{}))
 		pairs = append(pairs, p)
 	}
 	// Slot j of each side's region: [j*8, j*8+8) receives, and the k slots
@@ -114,16 +111,16 @@ func manyQPsTraffic(t *testing.T, a, b *rdmatest.Peer, qs []*qp.QP, c *cq.CQ) {
 	for j, p := range pairs {
 		binary.LittleEndian.PutUint64(a.Buf[(k+j)*w:], uint64(j)<<32|0xa)
 		binary.LittleEndian.PutUint64(b.Buf[(k+j)*w:], uint64(j)<<32|0xb)
-		rdmatest.Must(t, p.qa.PostRecv(&qp.RecvWR{WRID: uint64(j), SGL: []mr.SGE{a.MR.SGE(j*w, w)}}))
-		rdmatest.Must(t, p.qb.PostRecv(&qp.RecvWR{WRID: uint64(j), SGL: []mr.SGE{b.MR.SGE(j*w, w)}}))
+		rdmatest.Must(t, p.qa.PostRecv(&transport.RecvWR{WRID: uint64(j), SGL: []transport.SGE{a.MR.SGE(j*w, w)}}))
+		rdmatest.Must(t, p.qb.PostRecv(&transport.RecvWR{WRID: uint64(j), SGL: []transport.SGE{b.MR.SGE(j*w, w)}}))
 	}
 	for j, p := range pairs {
-		rdmatest.Must(t, p.qa.PostSend(&qp.SendWR{WRID: uint64(j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE((k+j)*w, w)}}))
-		rdmatest.Must(t, p.qb.PostSend(&qp.SendWR{WRID: uint64(j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.MR.SGE((k+j)*w, w)}}))
+		rdmatest.Must(t, p.qa.PostSend(&transport.SendWR{WRID: uint64(j), Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE((k+j)*w, w)}}))
+		rdmatest.Must(t, p.qb.PostSend(&transport.SendWR{WRID: uint64(j), Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{b.MR.SGE((k+j)*w, w)}}))
 	}
-	for _, c := range []*cq.CQ{c, cb} {
+	for _, c := range []*transport.CQ{c, cb} {
 		for range 2 * k {
-			if wc := rdmatest.Wait(t, c, 10*time.Second); wc.Status != cq.Success {
+			if wc := rdmatest.Wait(t, c, 10*time.Second); wc.Status != transport.Success {
 				t.Fatalf("%+v", wc)
 			}
 		}
@@ -145,14 +142,14 @@ func manyQPsTraffic(t *testing.T, a, b *rdmatest.Peer, qs []*qp.QP, c *cq.CQ) {
 func BenchmarkCreateQP(b *testing.B) {
 	a, _, _ := rdmatest.MemPair(b, rdmatest.Options{NoConnect: true})
 	c := a.Dev.CreateCQ(16)
-	qs := make([]*qp.QP, 0, b.N)
+	qs := make([]*transport.QP, 0, b.N)
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
 	for range b.N {
-		q, err := a.Dev.CreateQP(a.PD, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
-			Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q, err := a.Dev.CreateQP(a.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: c, RecvCQ: c,
+			Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package mr_test
+package transport_test
 
 import (
 	"errors"
@@ -8,8 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/internal/latency"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // BenchmarkMappingFaults measures what a page fault costs an RDMA
@@ -31,10 +30,10 @@ import (
 // per operation (getrusage). The hugepage kinds need free hugepages
 // (/proc/sys/vm/nr_hugepages) and are skipped without them.
 //
-//	go test -run '^$' -bench MappingFaults -benchtime 2000x ./mr
+//	go test -run '^$' -bench MappingFaults -benchtime 2000x ./transport
 func BenchmarkMappingFaults(b *testing.B) {
 	const n = 64 << 10
-	for _, op := range []qp.WROpcode{qp.WRRDMAWrite, qp.WRRDMARead} {
+	for _, op := range []transport.WROpcode{transport.WRRDMAWrite, transport.WRRDMARead} {
 		for _, kind := range []string{"heap", "anonymous", "fresh", "hugepages", "hugepages-fresh"} {
 			b.Run(op.String()+"/"+kind, func(b *testing.B) {
 				var target []byte
@@ -43,13 +42,13 @@ func BenchmarkMappingFaults(b *testing.B) {
 				case "heap":
 					target = make([]byte, n)
 				case "anonymous", "fresh":
-					m := mapped(b, mr.MapAnonymous, n)
+					m := mapped(b, transport.MapAnonymous, n)
 					target = m.Bytes()
 					drop = func() { must(b, unix.Madvise(target, unix.MADV_DONTNEED)) }
 				case "hugepages", "hugepages-fresh":
 					// 2 MiB, x86-64's hugepage: MADV_DONTNEED drops only
 					// whole hugepages.
-					m := mapped(b, mr.MapHugePages, 2<<20)
+					m := mapped(b, transport.MapHugePages, 2<<20)
 					target = m.Bytes()[:n]
 					drop = func() { must(b, unix.Madvise(m.Bytes(), unix.MADV_DONTNEED)) }
 				}
@@ -66,16 +65,16 @@ func BenchmarkMappingFaults(b *testing.B) {
 				for i := range other {
 					other[i] = byte(i)
 				}
-				var local, remote *mr.MR
+				var local, remote *transport.MR
 				var err error
-				if op == qp.WRRDMAWrite {
+				if op == transport.WRRDMAWrite {
 					local, err = a.pd.Register(other, 0)
 					must(b, err)
-					remote, err = p.pd.Register(target, mr.LocalWrite|mr.RemoteWrite)
+					remote, err = p.pd.Register(target, transport.LocalWrite|transport.RemoteWrite)
 				} else {
-					local, err = a.pd.Register(target, mr.LocalWrite)
+					local, err = a.pd.Register(target, transport.LocalWrite)
 					must(b, err)
-					remote, err = p.pd.Register(other, mr.LocalWrite|mr.RemoteRead)
+					remote, err = p.pd.Register(other, transport.LocalWrite|transport.RemoteRead)
 				}
 				must(b, err)
 				s := make(latency.Sample, 0, b.N)
@@ -105,9 +104,9 @@ func BenchmarkMappingFaults(b *testing.B) {
 
 // mapped maps n bytes with mapf, unmapped when the benchmark ends; no
 // free hugepage skips it.
-func mapped(b *testing.B, mapf func(int, mr.MapOptions) (*mr.Mapping, error), n int) *mr.Mapping {
-	m, err := mapf(n, mr.MapOptions{})
-	if errors.Is(err, mr.ErrNoHugePages) {
+func mapped(b *testing.B, mapf func(int, transport.MapOptions) (*transport.Mapping, error), n int) *transport.Mapping {
+	m, err := mapf(n, transport.MapOptions{})
+	if errors.Is(err, transport.ErrNoHugePages) {
 		b.Skip(err)
 	}
 	must(b, err)

@@ -1,4 +1,4 @@
-package mr_test
+package transport_test
 
 import (
 	"bytes"
@@ -11,19 +11,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // end is one side of a connected RC pair over the in-memory link.
 type end struct {
-	dev *device.Device
-	pd  *mr.PD
-	cq  *cq.CQ
-	qp  *qp.QP
+	dev *transport.Device
+	pd  *transport.PD
+	cq  *transport.CQ
+	qp  *transport.QP
 }
 
 // connected opens two devices on an in-memory net of their own and
@@ -33,21 +30,21 @@ func connected(tb testing.TB) (a, b *end) {
 	tb.Helper()
 	network := mem.NewNet(1)
 	var ends [2]*end
-	var eps [2]device.Endpoint
+	var eps [2]transport.Endpoint
 	for i, addr := range []string{"192.0.2.1", "192.0.2.2"} {
 		link, err := network.Attach(netip.MustParseAddr(addr), mem.Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}
-		dev, err := device.Open(link, device.Options{})
+		dev, err := transport.Open(link, transport.Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { dev.Close() })
 		pd := dev.AllocPD()
 		c := dev.CreateCQ(16)
-		q, err := dev.CreateQP(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
-			Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q, err := dev.CreateQP(pd, transport.QPInitAttr{Type: transport.RC, SendCQ: c, RecvCQ: c,
+			Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -57,7 +54,7 @@ func connected(tb testing.TB) (a, b *end) {
 		ends[i] = &end{dev, pd, c, q}
 	}
 	for i, e := range ends {
-		err := e.dev.Connect(e.qp, eps[i], eps[1-i], device.ConnectOptions{Access: mr.RemoteRead | mr.RemoteWrite})
+		err := e.dev.Connect(e.qp, eps[i], eps[1-i], transport.ConnectOptions{Access: transport.RemoteRead | transport.RemoteWrite})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -67,19 +64,19 @@ func connected(tb testing.TB) (a, b *end) {
 
 // rdma posts op (WRITE or READ) of all of local to remote's first bytes
 // and waits for its completion; it fails unless the operation succeeded.
-func (e *end) rdma(op qp.WROpcode, local, remote *mr.MR) error {
-	err := e.qp.PostSend(&qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{local.SGE(0, local.Len())},
+func (e *end) rdma(op transport.WROpcode, local, remote *transport.MR) error {
+	err := e.qp.PostSend(&transport.SendWR{Opcode: op, Flags: transport.Signaled, SGL: []transport.SGE{local.SGE(0, local.Len())},
 		RemoteAddr: remote.Addr(), RKey: remote.RKey()})
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a bound on a hang
 	defer cancel()
-	var wc [1]cq.WC
+	var wc [1]transport.WC
 	if _, err := e.cq.PollWait(ctx, wc[:]); err != nil {
 		return err
 	}
-	if wc[0].Status != cq.Success {
+	if wc[0].Status != transport.Success {
 		return fmt.Errorf("%v: %v", op, wc[0].Status)
 	}
 	return nil
@@ -94,11 +91,11 @@ func TestMappingRDMA(t *testing.T) {
 	const n = 64 << 10
 	ps := os.Getpagesize()
 
-	src, err := mr.MapAnonymous(n, mr.MapOptions{})
+	src, err := transport.MapAnonymous(n, transport.MapOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := mr.MapAnonymous(n, mr.MapOptions{})
+	dst, err := transport.MapAnonymous(n, transport.MapOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +107,7 @@ func TestMappingRDMA(t *testing.T) {
 	if err := f.Truncate(int64(n + 2*ps)); err != nil {
 		t.Fatal(err)
 	}
-	file, err := mr.MapFile(f, int64(ps), n, mr.MapOptions{}) // one page in, so the offset counts
+	file, err := transport.MapFile(f, int64(ps), n, transport.MapOptions{}) // one page in, so the offset counts
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -123,16 +120,16 @@ func TestMappingRDMA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dstMR, err := a.pd.Register(dst.Bytes(), mr.LocalWrite)
+	dstMR, err := a.pd.Register(dst.Bytes(), transport.LocalWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fileMR, err := b.pd.Register(file.Bytes(), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+	fileMR, err := b.pd.Register(file.Bytes(), transport.LocalWrite|transport.RemoteWrite|transport.RemoteRead)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	if err := a.rdma(qp.WRRDMAWrite, srcMR, fileMR); err != nil {
+	if err := a.rdma(transport.WRRDMAWrite, srcMR, fileMR); err != nil {
 		t.Fatal(err)
 	}
 	if err := file.Sync(); err != nil {
@@ -147,29 +144,29 @@ func TestMappingRDMA(t *testing.T) {
 		t.Fatalf("the file after the WRITE differs at byte %d of %d", i, len(want))
 	}
 
-	if err := a.rdma(qp.WRRDMARead, dstMR, fileMR); err != nil {
+	if err := a.rdma(transport.WRRDMARead, dstMR, fileMR); err != nil {
 		t.Fatal(err)
 	}
 	if i := firstDiff(dst.Bytes(), src.Bytes()); i >= 0 {
 		t.Fatalf("READ back differs at byte %d", i)
 	}
 
-	if err := file.Close(); !errors.Is(err, mr.ErrInUse) {
+	if err := file.Close(); !errors.Is(err, transport.ErrInUse) {
 		t.Fatalf("Close of the file mapping while registered: %v", err)
 	}
 	b.dev.Close()
-	if err := fileMR.Dereg(); !errors.Is(err, device.ErrClosed) {
+	if err := fileMR.Dereg(); !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("Dereg after Device.Close: %v", err)
 	}
 	if err := file.Close(); err != nil {
 		t.Fatalf("Close of the file mapping after Device.Close: %v", err)
 	}
-	for _, r := range []*mr.MR{srcMR, dstMR} {
+	for _, r := range []*transport.MR{srcMR, dstMR} {
 		if err := r.Dereg(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, m := range []*mr.Mapping{src, dst} {
+	for _, m := range []*transport.Mapping{src, dst} {
 		if err := m.Close(); err != nil {
 			t.Fatal(err)
 		}

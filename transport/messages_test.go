@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"errors"
@@ -6,25 +6,24 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestCapMessages: a rejected Cap names the field that is wrong and the
 // limit it broke, not the whole struct (issue 14 item 6).
 func TestCapMessages(t *testing.T) {
-	s, d := modifySide(t, qp.RC)
+	s, d := modifySide(t, transport.RC)
 	for _, c := range []struct {
-		cap  qp.Cap
+		cap  transport.QPCap
 		want string
 	}{
-		{qp.Cap{}, "max_send_wr is 0"},
-		{qp.Cap{MaxSendWR: 1, MaxRecvWR: qp.MaxWR + 1}, "max_recv_wr 32769 exceeds the device's max_qp_wr 32768"},
-		{qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 33}, "max_send_sge 33 exceeds the device's max_sge 32"},
-		{qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxInlineData: 4096}, "max_inline_data 4096 exceeds the device's max_inline 512"},
+		{transport.QPCap{}, "max_send_wr is 0"},
+		{transport.QPCap{MaxSendWR: 1, MaxRecvWR: transport.MaxWR + 1}, "max_recv_wr 32769 exceeds the device's max_qp_wr 32768"},
+		{transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 33}, "max_send_sge 33 exceeds the device's max_sge 32"},
+		{transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxInlineData: 4096}, "max_inline_data 4096 exceeds the device's max_inline 512"},
 	} {
-		_, err := d.CreateQP(s.PD, qp.InitAttr{Type: qp.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ, Cap: c.cap})
-		if !errors.Is(err, qp.ErrInvalid) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "{") {
+		_, err := d.CreateQP(s.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ, Cap: c.cap})
+		if !errors.Is(err, transport.ErrInvalid) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "{") {
 			t.Errorf("Cap %+v: %v, want ErrInvalid saying %q", c.cap, err, c.want)
 		}
 	}
@@ -33,15 +32,15 @@ func TestCapMessages(t *testing.T) {
 // TestPostToDestroyedQP: posting to a destroyed QP says so, in Modify's
 // words, rather than naming the RESET state it was left in.
 func TestPostToDestroyedQP(t *testing.T) {
-	s, d := modifySide(t, qp.RC)
-	walk(t, s, qp.RC, qp.RTS)
+	s, d := modifySide(t, transport.RC)
+	walk(t, s, transport.RC, transport.RTS)
 	rdmatest.Must(t, d.DestroyQP(s.QP))
-	a := qp.Attr{State: qp.Err}
-	merr := s.QP.Modify(&a, qp.AttrState)
-	serr := s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.MR.SGE(0, 8)}})
-	rerr := s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{s.MR.SGE(0, 8)}})
+	a := transport.QPAttr{State: transport.Err}
+	merr := s.QP.Modify(&a, transport.AttrState)
+	serr := s.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.MR.SGE(0, 8)}})
+	rerr := s.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{s.MR.SGE(0, 8)}})
 	for _, err := range []error{merr, serr, rerr} {
-		if !errors.Is(err, qp.ErrState) || !strings.Contains(fmtErr(err), "QP destroyed") {
+		if !errors.Is(err, transport.ErrState) || !strings.Contains(fmtErr(err), "QP destroyed") {
 			t.Errorf("after destroy: %v, want \"QP destroyed\"", err)
 		}
 	}
@@ -58,16 +57,16 @@ func fmtErr(err error) string {
 // without the local write a receive or READ needs fails the post that
 // names it (the mr error wrapped), not a completion later.
 func TestSGECheckedAtPost(t *testing.T) {
-	s, d := modifySide(t, qp.RC)
-	walk(t, s, qp.RC, qp.RTS)
-	small, err := s.PD.Register(make([]byte, 4096), mr.LocalWrite)
+	s, d := modifySide(t, transport.RC)
+	walk(t, s, transport.RC, transport.RTS)
+	small, err := s.PD.Register(make([]byte, 4096), transport.LocalWrite)
 	rdmatest.Must(t, err)
 	ro, err := s.PD.Register(make([]byte, 4096), 0)
 	rdmatest.Must(t, err)
-	other, err := d.AllocPD().Register(make([]byte, 4096), mr.LocalWrite)
+	other, err := d.AllocPD().Register(make([]byte, 4096), transport.LocalWrite)
 	rdmatest.Must(t, err)
-	bad := mr.SGE{Addr: small.Addr(), Length: 8, LKey: small.LKey() ^ 0x80} // same index, another tag: no region
-	srq, err := d.CreateSRQ(s.PD, qp.SRQAttr{MaxWR: 4, MaxSGE: 1})
+	bad := transport.SGE{Addr: small.Addr(), Length: 8, LKey: small.LKey() ^ 0x80} // same index, another tag: no region
+	srq, err := d.CreateSRQ(s.PD, transport.SRQAttr{MaxWR: 4, MaxSGE: 1})
 	rdmatest.Must(t, err)
 	for _, c := range []struct {
 		name string
@@ -75,32 +74,32 @@ func TestSGECheckedAtPost(t *testing.T) {
 		want error
 	}{
 		{"send beyond the region", func() error {
-			return s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{small.SGE(5000, 10)}})
-		}, mr.ErrBounds},
+			return s.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{small.SGE(5000, 10)}})
+		}, transport.ErrBounds},
 		{"send straddling the end", func() error {
-			return s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{small.SGE(0, 8), small.SGE(4090, 10)}})
-		}, mr.ErrBounds},
+			return s.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{small.SGE(0, 8), small.SGE(4090, 10)}})
+		}, transport.ErrBounds},
 		{"send with a wrong lkey", func() error {
-			return s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{bad}})
-		}, mr.ErrInvalidKey},
+			return s.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{bad}})
+		}, transport.ErrInvalidKey},
 		{"send from another PD's region", func() error {
-			return s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{other.SGE(0, 8)}})
-		}, mr.ErrPD},
+			return s.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{other.SGE(0, 8)}})
+		}, transport.ErrPD},
 		{"READ into a region without local write", func() error {
-			return s.QP.PostSend(&qp.SendWR{Opcode: qp.WRRDMARead, SGL: []mr.SGE{ro.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1})
-		}, mr.ErrAccess},
+			return s.QP.PostSend(&transport.SendWR{Opcode: transport.WRRDMARead, SGL: []transport.SGE{ro.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1})
+		}, transport.ErrAccess},
 		{"receive beyond the region", func() error {
-			return s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{small.SGE(5000, 10)}})
-		}, mr.ErrBounds},
+			return s.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{small.SGE(5000, 10)}})
+		}, transport.ErrBounds},
 		{"receive into a region without local write", func() error {
-			return s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{ro.SGE(0, 8)}})
-		}, mr.ErrAccess},
+			return s.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{ro.SGE(0, 8)}})
+		}, transport.ErrAccess},
 		{"SRQ receive beyond the region", func() error {
-			return srq.PostRecv(&qp.RecvWR{SGL: []mr.SGE{small.SGE(5000, 10)}})
-		}, mr.ErrBounds},
+			return srq.PostRecv(&transport.RecvWR{SGL: []transport.SGE{small.SGE(5000, 10)}})
+		}, transport.ErrBounds},
 	} {
 		err := c.post()
-		if !errors.Is(err, qp.ErrInvalid) || !errors.Is(err, c.want) {
+		if !errors.Is(err, transport.ErrInvalid) || !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want ErrInvalid wrapping %v", c.name, err, c.want)
 		}
 	}
@@ -109,6 +108,6 @@ func TestSGECheckedAtPost(t *testing.T) {
 	}
 	// The same SGEs inside the region post (a send from a read-only region
 	// is fine: sending only reads it).
-	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{ro.SGE(0, 8), small.SGE(4088, 8)}}))
-	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{small.SGE(0, 4096)}}))
+	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{ro.SGE(0, 8), small.SGE(4088, 8)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{small.SGE(0, 4096)}}))
 }

@@ -1,10 +1,9 @@
-package qp
+package transport
 
 import (
 	"fmt"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
 )
 
 // Modify and the attributes it sets (IBA 10.3; ibv_modify_qp). The table of
@@ -12,11 +11,11 @@ import (
 
 // Modify changes the QP's state and attributes, as ibv_modify_qp: the
 // transition and the attribute mask must be one IBA 10.3.1 allows.
-func (q *QP) Modify(a *Attr, mask AttrMask) error {
+func (q *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.deviceClosed() {
-		return errClosed("modify_qp")
+		return errQPClosed("modify_qp")
 	}
 	if q.destroyed {
 		return errDestroyed
@@ -47,7 +46,7 @@ func (q *QP) Modify(a *Attr, mask AttrMask) error {
 		if q.typ.reliable() && (cur == RTR || cur == RTS || cur == SQD || cur == SQE) {
 			q.sendQueuedAcks()
 		}
-		q.toError(nil, cq.WRFlushErr, why{cause: CauseModified})
+		q.toError(nil, WRFlushErr, why{cause: CauseModified})
 	case next == RTR && cur == Init:
 		q.resp.epsn = bth.PSN(q.attr.RQPSN & bth.PSNMask)
 		q.resp.init(q.attr.MaxDestRdAtomic)
@@ -71,7 +70,7 @@ func (q *QP) Modify(a *Attr, mask AttrMask) error {
 }
 
 // checkValues checks attribute values the mask selects.
-func (q *QP) checkValues(a *Attr, mask AttrMask) error {
+func (q *QP) checkValues(a *QPAttr, mask QPAttrMask) error {
 	if mask&AttrPathMTU != 0 {
 		if !a.PathMTU.Valid() {
 			return invalid("path MTU %d is not an IB MTU enum (1..5)", a.PathMTU)
@@ -119,7 +118,7 @@ func (q *QP) checkValues(a *Attr, mask AttrMask) error {
 }
 
 // apply stores the selected attributes.
-func (q *QP) apply(a *Attr, mask AttrMask) {
+func (q *QP) apply(a *QPAttr, mask QPAttrMask) {
 	t := &q.attr
 	if mask&AttrAccessFlags != 0 {
 		t.AccessFlags = a.AccessFlags

@@ -1,21 +1,4 @@
-// Package mr holds protection domains and memory regions: the keys a local
-// work request or a remote peer names memory by, and the checks every access
-// goes through (IBA vol 1, 10.6 and 10.2.3).
-//
-// A region is any memory the program can hold as a []byte: a Go slice, or
-// memory outside the Go heap that a Mapping maps (MapAnonymous,
-// MapHugePages, MapFile). Every region is pageable, as an HCA's
-// on-demand-paging (ODP) region is: the engine reads and writes it through
-// the process's virtual memory like any other code, so the kernel may page
-// it out, and a page not touched yet (or paged out) is faulted in when the
-// engine first touches it, on the engine's goroutine, delaying that packet;
-// a fault is never an error. Nothing is locked in memory (mlock) unless
-// the program asks (MapOptions.Lock). What registering guarantees instead
-// of pinning is that the memory stays alive and unmoved while registered:
-// Go's garbage collector does not move heap objects, the region holds its
-// slice, and a Mapping refuses to unmap while a region over it is
-// registered.
-package mr
+package transport
 
 import (
 	"errors"
@@ -73,7 +56,7 @@ var (
 	ErrBounds        = errors.New("mr: access outside the memory region")
 	ErrInvalidAccess = errors.New("mr: remote write or atomic access requires local write") // ibv_reg_mr gives EINVAL
 	ErrEmpty         = errors.New("mr: empty buffer")
-	ErrBusy          = errors.New("mr: protection domain still has resources")
+	ErrPDBusy        = errors.New("mr: protection domain still has resources")
 	ErrTableFull     = errors.New("mr: key table full")
 )
 
@@ -97,14 +80,14 @@ type slot struct {
 
 // close marks the table's device closed: from then on registering,
 // deregistering and deallocating fail with an error wrapping
-// device.ErrClosed. The device calls it on Close.
+// ErrClosed. The device calls it on Close.
 func (t *table) close() { t.closed.Store(true) }
 
 // isClosed reports whether the table's device is closed.
 func (t *table) isClosed() bool { return t.closed.Load() }
 
 // errClosed wraps the closed device's error for call op.
-func errClosed(op string) error { return fmt.Errorf("mr: %s: %w", op, closed.Err) }
+func errPDClosed(op string) error { return fmt.Errorf("mr: %s: %w", op, closed.Err) }
 
 // MaxRegions bounds the table (2^24 indexes fit in a key with its tag);
 // regions and windows count together.
@@ -216,10 +199,10 @@ func (pd *PD) closed() bool { return pd.table.isClosed() }
 // fails with EBUSY otherwise).
 func (pd *PD) Dealloc() error {
 	if pd.table.isClosed() {
-		return errClosed("dealloc_pd")
+		return errPDClosed("dealloc_pd")
 	}
 	if pd.users.Load() != 0 {
-		return ErrBusy
+		return ErrPDBusy
 	}
 	return nil
 }
@@ -238,7 +221,7 @@ type MR struct {
 	access Access
 	// key is both the lkey and the rkey (goroce issues one key per
 	// region); atomic because a fast-registered region changes it
-	// (qp.WRRegMR) while the receive path looks keys up.
+	// (WRRegMR) while the receive path looks keys up.
 	key atomic.Uint32
 
 	mu         sync.RWMutex // held shared by each access, exclusively by Dereg/Invalidate
@@ -246,7 +229,7 @@ type MR struct {
 	registered bool         // Dereg has not run: the key and the PD's count are held
 	windows    atomic.Int32 // memory windows bound to it
 	// fast marks a region for fast registration (AllocFastMR): its key,
-	// range and rights change with each qp.WRRegMR, under mu.
+	// range and rights change with each WRRegMR, under mu.
 	fast    bool
 	backing []byte // fast: the allocation a registration maps a range of
 
@@ -258,7 +241,7 @@ type MR struct {
 // or 0 with ZeroBased.
 func (pd *PD) Register(buf []byte, access Access) (*MR, error) {
 	if pd.table.isClosed() {
-		return nil, errClosed("reg_mr")
+		return nil, errPDClosed("reg_mr")
 	}
 	if len(buf) == 0 {
 		return nil, ErrEmpty
@@ -273,7 +256,7 @@ func (pd *PD) Register(buf []byte, access Access) (*MR, error) {
 // RegisterIOVA registers buf with a chosen I/O virtual address (ibv_reg_mr_iova).
 func (pd *PD) RegisterIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
 	if pd.table.isClosed() {
-		return nil, errClosed("reg_mr")
+		return nil, errPDClosed("reg_mr")
 	}
 	if len(buf) == 0 {
 		return nil, ErrEmpty
@@ -299,7 +282,7 @@ func (pd *PD) RegisterIOVA(buf []byte, iova uint64, access Access) (*MR, error) 
 // ErrInvalidKey).
 func (m *MR) Dereg() error {
 	if m.pd.table.isClosed() {
-		return errClosed("dereg_mr")
+		return errPDClosed("dereg_mr")
 	}
 	m.mu.Lock()
 	was := m.registered

@@ -1,4 +1,4 @@
-package mr
+package transport
 
 import (
 	"errors"
@@ -67,7 +67,7 @@ func TestRegisterRules(t *testing.T) {
 	if m.Addr() != 0 {
 		t.Errorf("zero-based region at %#x", m.Addr())
 	}
-	if err := pd.Dealloc(); !errors.Is(err, ErrBusy) {
+	if err := pd.Dealloc(); !errors.Is(err, ErrPDBusy) {
 		t.Errorf("dealloc with a region: %v", err)
 	}
 	if err := m.Dereg(); err != nil {

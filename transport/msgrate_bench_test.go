@@ -1,14 +1,12 @@
-package device_test
+package transport_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // BenchmarkMessageRate measures the 64 B SEND message rate over the
@@ -19,7 +17,7 @@ import (
 // posted (ib_send_bw's defaults: 128 and 512). BenchmarkEngine, by
 // contrast, posts the receives and polls both CQs from one goroutine.
 //
-// poll puts both devices in poll mode (device.Options.PollProgress):
+// poll puts both devices in poll mode (transport.Options.PollProgress):
 // perftest busy-polls its CQs, and a poll on a device in poll mode
 // receives and handles what has arrived on the polling goroutine, so each
 // side's work runs on its own goroutine. wait leaves it to the devices'
@@ -29,7 +27,7 @@ import (
 // acks/msg and rnr/msg say how many acknowledgements and RNR NAKs the
 // server sent per message.
 //
-//	go test -run '^$' -bench MessageRate -benchtime 3000000x ./device
+//	go test -run '^$' -bench MessageRate -benchtime 3000000x ./transport
 func BenchmarkMessageRate(b *testing.B) {
 	for _, m := range []struct {
 		name string
@@ -41,14 +39,14 @@ func BenchmarkMessageRate(b *testing.B) {
 
 func benchMessageRate(b *testing.B, poll bool) {
 	const size, txDepth, rxDepth = 64, 128, 512
-	c, s, _ := rdmatest.MemPair(b, rdmatest.Options{MTU: qp.MTU4096, BufSize: rxDepth * size,
+	c, s, _ := rdmatest.MemPair(b, rdmatest.Options{MTU: transport.MTU4096, BufSize: rxDepth * size,
 		SQDepth: txDepth, RQDepth: rxDepth, CQDepth: 2 * rxDepth, Window: 512, PollProgress: poll})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	// The server's receives: one slot of its buffer each, named by WRID.
-	var rsgl [1]mr.SGE
-	rwr := qp.RecvWR{SGL: rsgl[:]}
+	var rsgl [1]transport.SGE
+	rwr := transport.RecvWR{SGL: rsgl[:]}
 	repost := func(slot uint64) error {
 		rsgl[0] = s.MR.SGE(int(slot)*size, size)
 		rwr.WRID = slot
@@ -61,7 +59,7 @@ func benchMessageRate(b *testing.B, poll bool) {
 	b.ResetTimer()
 	start := time.Now()
 	go func() {
-		wc := make([]cq.WC, 64)
+		wc := make([]transport.WC, 64)
 		for got := 0; got < b.N; {
 			n, err := s.RCQ.PollWait(ctx, wc)
 			if err != nil {
@@ -69,7 +67,7 @@ func benchMessageRate(b *testing.B, poll bool) {
 				return
 			}
 			for _, w := range wc[:n] {
-				if w.Status != cq.Success || w.ByteLen != size {
+				if w.Status != transport.Success || w.ByteLen != size {
 					server <- &completionError{w}
 					return
 				}
@@ -83,9 +81,9 @@ func benchMessageRate(b *testing.B, poll bool) {
 		server <- nil
 	}()
 
-	var ssgl [1]mr.SGE
-	swr := qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: ssgl[:]}
-	wc := make([]cq.WC, 64)
+	var ssgl [1]transport.SGE
+	swr := transport.SendWR{Opcode: transport.WRSend, Flags: transport.Signaled, SGL: ssgl[:]}
+	wc := make([]transport.WC, 64)
 	inflight, posted, done := 0, 0, 0
 	for done < b.N {
 		for ; inflight < txDepth && posted < b.N; posted++ {
@@ -98,7 +96,7 @@ func benchMessageRate(b *testing.B, poll bool) {
 			b.Fatal(err)
 		}
 		for _, w := range wc[:n] {
-			if w.Status != cq.Success {
+			if w.Status != transport.Success {
 				b.Fatal(&completionError{w})
 			}
 		}
@@ -117,6 +115,6 @@ func benchMessageRate(b *testing.B, poll bool) {
 }
 
 // completionError is a completion that should have succeeded.
-type completionError struct{ wc cq.WC }
+type completionError struct{ wc transport.WC }
 
 func (e *completionError) Error() string { return "completion " + e.wc.Status.String() }

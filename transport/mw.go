@@ -1,4 +1,4 @@
-package mr
+package transport
 
 import (
 	"errors"
@@ -13,8 +13,8 @@ import (
 // key table with the regions, so an rkey names either.
 //
 // Binding and invalidating are work requests, executed in send-queue
-// order by the QP that posts them (qp.QP.BindMW for a type 1 window, a
-// qp.WRBindMW or qp.WRLocalInv work request, or a peer's SEND with
+// order by the QP that posts them (QP.BindMW for a type 1 window, a
+// WRBindMW or WRLocalInv work request, or a peer's SEND with
 // Invalidate); this file holds the window and the rules each operation
 // checks, with rxe's rule numbers (rxe_mw.c).
 
@@ -23,13 +23,13 @@ type MWType uint8
 
 // Memory window types.
 const (
-	// MWType1 windows belong to their PD: qp.QP.BindMW binds them, through
+	// MWType1 windows belong to their PD: QP.BindMW binds them, through
 	// any QP of the PD, and binding again (or with length 0) is the only
 	// way to move or revoke them.
 	MWType1 MWType = 1
-	// MWType2 windows are bound by a qp.WRBindMW work request to the QP
+	// MWType2 windows are bound by a WRBindMW work request to the QP
 	// that posts it (type 2B): only that QP's peer may use the rkey. A
-	// qp.WRLocalInv, or the peer's SEND with Invalidate, frees the window
+	// WRLocalInv, or the peer's SEND with Invalidate, frees the window
 	// for its next bind.
 	MWType2 MWType = 2
 )
@@ -45,8 +45,8 @@ func (t MWType) String() string {
 	return fmt.Sprintf("MWType(%d)", uint8(t))
 }
 
-// Errors of memory windows. A failed bind completes with cq.MWBindErr, a
-// failed invalidation with cq.LocQPOpErr (or, for a SEND with
+// Errors of memory windows. A failed bind completes with MWBindErr, a
+// failed invalidation with LocQPOpErr (or, for a SEND with
 // Invalidate, the responder's invalid request NAK); these errors say why.
 var (
 	ErrMWType     = errors.New("mr: memory window of the wrong type for the operation")
@@ -102,7 +102,7 @@ type BindInfo struct {
 // window is free until a BIND_MW work request binds it.
 func (pd *PD) AllocMW(t MWType) (*MW, error) {
 	if pd.table.isClosed() {
-		return nil, errClosed("alloc_mw")
+		return nil, errPDClosed("alloc_mw")
 	}
 	if t != MWType1 && t != MWType2 {
 		return nil, fmt.Errorf("mr: alloc_mw: %w: %v", ErrMWType, t)
@@ -124,7 +124,7 @@ func (pd *PD) AllocMW(t MWType) (*MW, error) {
 // working at once. A second Dealloc fails.
 func (w *MW) Dealloc() error {
 	if w.pd.table.isClosed() {
-		return errClosed("dealloc_mw")
+		return errPDClosed("dealloc_mw")
 	}
 	w.mu.Lock()
 	if w.state == mwInvalid {

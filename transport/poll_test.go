@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"errors"
@@ -9,15 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // pollOnly is an in-memory link whose receive goroutine never gets a
@@ -72,13 +69,13 @@ func (l *pollOnly) Close() error {
 
 // progressLoop polls an empty CQ of d until the test ends: a progress
 // thread, which in poll mode receives and handles what arrives.
-func progressLoop(t *testing.T, d *device.Device) {
+func progressLoop(t *testing.T, d *transport.Device) {
 	c := d.CreateCQ(1)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var wc [1]cq.WC
+		var wc [1]transport.WC
 		for {
 			select {
 			case <-stop:
@@ -200,7 +197,7 @@ func TestPollMode(t *testing.T) {
 	// call) and over AF_PACKET (a recvmmsg a poll).
 	for _, k := range []rdmatest.Kind{rdmatest.AFXDPGeneric, rdmatest.AFPacket} {
 		t.Run(k.String(), func(t *testing.T) {
-			n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(qp.MTU1024)})
+			n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU1024)})
 			a, b := rdmatest.Pair(t, n, k, rdmatest.IPv4, o)
 			progressLoop(t, a.Dev)
 			progressLoop(t, b.Dev)
@@ -225,7 +222,7 @@ func TestPollModeAckWithoutPoller(t *testing.T) {
 		t.Fatalf("with the burst open and the clock still, the responder sent %d ACKs (sends %v)", n, s)
 	}
 	clock.Advance(200 * time.Microsecond)
-	if wc := spinPoll(t, a.SCQ); wc.Status != cq.Success || wc.WRID != 2 {
+	if wc := spinPoll(t, a.SCQ); wc.Status != transport.Success || wc.WRID != 2 {
 		t.Fatalf("send: %+v", wc)
 	}
 	if n := a.Dev.Counters().RetransmittedPkts.Load(); n != 0 {
@@ -246,24 +243,24 @@ func TestPollModeAckWithoutPoller(t *testing.T) {
 func TestPollModeLateSetOnce(t *testing.T) {
 	clock := manualclock.New()
 	a, b, bl := sendPolled(t, clock, false, false)
-	var wc [1]cq.WC
+	var wc [1]transport.WC
 	if n, err := b.RCQ.Poll(wc[:]); n != 0 || err != nil { // ends the first burst
 		t.Fatalf("b's empty poll: %d, %v", n, err)
 	}
 	if n := b.Dev.Counters().SentACKs.Load(); n != 1 {
 		t.Fatalf("after b's next poll, %d ACKs, want 1", n)
 	}
-	if wc := spinPoll(t, a.SCQ); wc.Status != cq.Success || wc.WRID != 2 {
+	if wc := spinPoll(t, a.SCQ); wc.Status != transport.Success || wc.WRID != 2 {
 		t.Fatalf("first send: %+v", wc)
 	}
 	clock.Advance(150 * time.Microsecond)
-	if err := b.QP.PostRecv(&qp.RecvWR{WRID: 3, SGL: []mr.SGE{b.MR.SGE(0, 64)}}); err != nil {
+	if err := b.QP.PostRecv(&transport.RecvWR{WRID: 3, SGL: []transport.SGE{b.MR.SGE(0, 64)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.QP.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)}}); err != nil {
+	if err := a.QP.PostSend(&transport.SendWR{WRID: 4, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 64)}}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := spinPoll(t, b.RCQ); wc.Status != cq.Success || wc.WRID != 3 {
+	if wc := spinPoll(t, b.RCQ); wc.Status != transport.Success || wc.WRID != 3 {
 		t.Fatalf("second receive: %+v", wc)
 	}
 	bl.sent()
@@ -279,7 +276,7 @@ func TestPollModeLateSetOnce(t *testing.T) {
 	if s := bl.sent(); !slices.Equal(s, []int{1}) {
 		t.Fatalf("the late ACK went in sends of %v frames, want one of one", s)
 	}
-	if wc := spinPoll(t, a.SCQ); wc.Status != cq.Success || wc.WRID != 4 {
+	if wc := spinPoll(t, a.SCQ); wc.Status != transport.Success || wc.WRID != 4 {
 		t.Fatalf("second send: %+v", wc)
 	}
 }
@@ -291,7 +288,7 @@ func TestPollModeLateSetOnce(t *testing.T) {
 // an empty queue ends a burst left open. The clock never moves.
 func TestPollModeAckRidesWithReply(t *testing.T) {
 	a, b, bl := sendPolled(t, manualclock.New(), true, false)
-	if err := b.QP.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.MR.SGE(0, 64)}}); err != nil {
+	if err := b.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{b.MR.SGE(0, 64)}}); err != nil {
 		t.Fatal(err)
 	}
 	if s := bl.sent(); !slices.Equal(s, []int{2}) {
@@ -301,20 +298,20 @@ func TestPollModeAckRidesWithReply(t *testing.T) {
 		t.Fatalf("the responder sent %d ACKs, want 1", n)
 	}
 	for _, c := range []struct {
-		cq   *cq.CQ
+		cq   *transport.CQ
 		wrID uint64
 	}{{a.SCQ, 2}, {a.RCQ, 1}} {
-		if wc := spinPoll(t, c.cq); wc.Status != cq.Success || wc.WRID != c.wrID {
+		if wc := spinPoll(t, c.cq); wc.Status != transport.Success || wc.WRID != c.wrID {
 			t.Fatalf("completion %d: %+v", c.wrID, wc)
 		}
 	}
 	// a's poll that received the reply left its ACK open too; a's next
 	// poll, of an empty queue, ends it, and b's SEND completes.
-	var wc [1]cq.WC
+	var wc [1]transport.WC
 	if n, err := a.RCQ.Poll(wc[:]); n != 0 || err != nil {
 		t.Fatalf("a's empty poll: %d, %v", n, err)
 	}
-	if wc := spinPoll(t, b.SCQ); wc.Status != cq.Success || wc.WRID != 3 {
+	if wc := spinPoll(t, b.SCQ); wc.Status != transport.Success || wc.WRID != 3 {
 		t.Fatalf("reply's completion: %+v", wc)
 	}
 }
@@ -329,7 +326,7 @@ func TestPollModeAckAtOnceOverDirectSend(t *testing.T) {
 	if n, s := b.Dev.Counters().SentACKs.Load(), bl.sent(); n != 1 || !slices.Equal(s, []int{1}) {
 		t.Fatalf("after the poll that received the SEND the responder had sent %d ACKs (sends %v), want 1 in one", n, s)
 	}
-	if wc := spinPoll(t, a.SCQ); wc.Status != cq.Success || wc.WRID != 2 {
+	if wc := spinPoll(t, a.SCQ); wc.Status != transport.Success || wc.WRID != 2 {
 		t.Fatalf("send: %+v", wc)
 	}
 }
@@ -367,7 +364,7 @@ func TestPollModeReceiverTakesOver(t *testing.T) {
 				rdmatest.Connect(t, x, y)
 				pairs = append(pairs, [2]*rdmatest.Peer{x, y})
 			}
-			var wc [1]cq.WC
+			var wc [1]transport.WC
 			if n, err := b.RCQ.Poll(wc[:]); n != 0 || err != nil {
 				t.Fatalf("b's first poll: %d, %v", n, err)
 			}
@@ -377,17 +374,17 @@ func TestPollModeReceiverTakesOver(t *testing.T) {
 			for i, p := range pairs {
 				s, r := p[0], p[1]
 				for k := range uint64(3) {
-					if err := r.QP.PostRecv(&qp.RecvWR{WRID: k, SGL: []mr.SGE{r.MR.SGE(0, 64)}}); err != nil {
+					if err := r.QP.PostRecv(&transport.RecvWR{WRID: k, SGL: []transport.SGE{r.MR.SGE(0, 64)}}); err != nil {
 						t.Fatal(err)
 					}
-					if err := s.QP.PostSend(&qp.SendWR{WRID: k, Opcode: qp.WRSend, SGL: []mr.SGE{s.MR.SGE(0, 64)}}); err != nil {
+					if err := s.QP.PostSend(&transport.SendWR{WRID: k, Opcode: transport.WRSend, SGL: []transport.SGE{s.MR.SGE(0, 64)}}); err != nil {
 						t.Fatal(err)
 					}
 					if err := r.RCQ.Wait(t.Context()); err != nil {
 						t.Fatal(err)
 					}
 					n, err := r.RCQ.Poll(wc[:])
-					if n != 1 || err != nil || wc[0].Status != cq.Success || wc[0].WRID != k {
+					if n != 1 || err != nil || wc[0].Status != transport.Success || wc[0].WRID != k {
 						t.Fatalf("pair %d, message %d: the receive: %d, %v, %+v", i, k, n, err, wc[0])
 					}
 				}
@@ -417,15 +414,15 @@ func sendPolled(t *testing.T, clock *manualclock.Clock, replies, direct bool) (a
 		recv = append(recv, a)
 	}
 	for _, p := range recv {
-		if err := p.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{p.MR.SGE(0, 64)}}); err != nil {
+		if err := p.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{p.MR.SGE(0, 64)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	bl.sent()
-	if err := a.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, 64)}}); err != nil {
+	if err := a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 64)}}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := spinPoll(t, b.RCQ); wc.Status != cq.Success || wc.WRID != 1 {
+	if wc := spinPoll(t, b.RCQ); wc.Status != transport.Success || wc.WRID != 1 {
 		t.Fatalf("receive: %+v", wc)
 	}
 	return a, b, bl
@@ -433,9 +430,9 @@ func sendPolled(t *testing.T, clock *manualclock.Clock, replies, direct bool) (a
 
 // spinPoll polls c until it returns a completion: in poll mode the polls
 // receive and handle what arrives.
-func spinPoll(t *testing.T, c *cq.CQ) cq.WC {
+func spinPoll(t *testing.T, c *transport.CQ) transport.WC {
 	t.Helper()
-	var wc [1]cq.WC
+	var wc [1]transport.WC
 	for {
 		n, err := c.Poll(wc[:])
 		if err != nil {
@@ -454,7 +451,7 @@ func TestPollModeClose(t *testing.T) {
 	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{PollProgress: true})
 	polled := make(chan error, 1)
 	go func() {
-		var wc [4]cq.WC
+		var wc [4]transport.WC
 		for {
 			if _, err := a.SCQ.Poll(wc[:]); err != nil {
 				polled <- err
@@ -463,14 +460,14 @@ func TestPollModeClose(t *testing.T) {
 		}
 	}()
 	for i := range 64 {
-		if err := a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMAWrite, SGL: []mr.SGE{a.MR.SGE(0, 4096)},
-			RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey(), Flags: qp.Signaled}); err != nil {
+		if err := a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRRDMAWrite, SGL: []transport.SGE{a.MR.SGE(0, 4096)},
+			RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey(), Flags: transport.Signaled}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	b.Dev.Close()
 	a.Dev.Close()
-	if err := <-polled; !errors.Is(err, device.ErrClosed) {
+	if err := <-polled; !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("poll after Close: %v", err)
 	}
 }

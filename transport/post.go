@@ -1,11 +1,9 @@
-package qp
+package transport
 
 import (
 	"fmt"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
 )
 
 // Posting work requests: the receive queue, PostSend and PostRecv with the
@@ -34,7 +32,7 @@ func (q *QP) PostRecvList(wrs []RecvWR) error {
 
 func (q *QP) postRecv(wr *RecvWR) error {
 	if q.deviceClosed() {
-		return errClosed("post_recv")
+		return errQPClosed("post_recv")
 	}
 	if q.destroyed {
 		return errDestroyed
@@ -48,7 +46,7 @@ func (q *QP) postRecv(wr *RecvWR) error {
 	if q.state == Reset {
 		return fmt.Errorf("%w: post_recv in %v", ErrState, q.state)
 	}
-	if err := checkSGL(q.pd, wr.SGL, mr.LocalWrite); err != nil {
+	if err := checkSGL(q.pd, wr.SGL, LocalWrite); err != nil {
 		return err
 	}
 	total, err := q.rq.check(wr, "receive queue")
@@ -58,7 +56,7 @@ func (q *QP) postRecv(wr *RecvWR) error {
 	q.rq.put(wr, total)
 	if q.state == Err {
 		w, _ := q.rq.pop(nil)
-		q.completeRecv(&w, cq.WRFlushErr, 0, 0, 0, false)
+		q.completeRecv(&w, WRFlushErr, 0, 0, 0, false)
 	}
 	return nil
 }
@@ -81,13 +79,13 @@ func (q *QP) PostSend(wr *SendWR) error {
 
 // BindMW binds a type 1 memory window (ibv_bind_mw): it posts a bind
 // work request on the QP, which executes in send-queue order and
-// completes as cq.OpBindMW (with cq.MWBindErr, the QP then in error, if
-// it breaks a rule: see qp.WRBindMW), and returns the rkey the window
+// completes as OpBindMW (with MWBindErr, the QP then in error, if
+// it breaks a rule: see WRBindMW), and returns the rkey the window
 // will answer to once it has executed: the window's key with its
 // variant advanced, so the old rkey stops working. A bind of length 0
 // unbinds the window. wrID and flags are the work request's (Signaled,
 // Fence).
-func (q *QP) BindMW(w *mr.MW, info mr.BindInfo, wrID uint64, flags SendFlags) (uint32, error) {
+func (q *QP) BindMW(w *MW, info BindInfo, wrID uint64, flags SendFlags) (uint32, error) {
 	if w == nil {
 		return 0, invalid("bind_mw without a memory window")
 	}
@@ -96,11 +94,11 @@ func (q *QP) BindMW(w *mr.MW, info mr.BindInfo, wrID uint64, flags SendFlags) (u
 	if err := q.canPostSend(); err != nil {
 		return 0, err
 	}
-	key, err := nextType1Key(w)
+	key, err := w.nextType1Key()
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	wr := SendWR{WRID: wrID, Opcode: WRBindMW, Flags: flags &^ Inline, Bind: MWBind{MW: w, RKey: key, Info: info}}
+	wr := SendWR{WRID: wrID, Opcode: WRBindMW, Flags: flags &^ Inline, Bind: MWBindWR{MW: w, RKey: key, Info: info}}
 	if err := q.postSend(&wr, true); err != nil {
 		return 0, err
 	}
@@ -127,7 +125,7 @@ func (q *QP) PostSendList(wrs []SendWR) error {
 // canPostSend checks that the QP takes send work requests now.
 func (q *QP) canPostSend() error {
 	if q.deviceClosed() {
-		return errClosed("post_send")
+		return errQPClosed("post_send")
 	}
 	if q.destroyed {
 		return errDestroyed
@@ -183,7 +181,7 @@ func (q *QP) postSend(wr *SendWR, type1 bool) error {
 		// Posting to a QP whose send queue is in error flushes the request,
 		// as rxe and HCAs do.
 		for q.sqHead != q.sqTail {
-			q.retire(cq.WRFlushErr)
+			q.retire(WRFlushErr)
 		}
 	}
 	return nil
@@ -242,9 +240,9 @@ func (q *QP) checkWR(wr *SendWR, type1 bool) error {
 			}
 		}
 	}
-	need := mr.Access(0)
+	need := Access(0)
 	if d.readsBack() {
-		need = mr.LocalWrite // the response lands in the local buffer
+		need = LocalWrite // the response lands in the local buffer
 	}
 	if err := checkSGL(q.pd, wr.SGL, need); err != nil {
 		return err
@@ -274,7 +272,7 @@ func (q *QP) checkLocalWR(wr *SendWR, type1 bool) error {
 		if wr.Bind.MW == nil {
 			return invalid("BIND_MW without a memory window")
 		}
-		if !type1 && wr.Bind.MW.Type() != mr.MWType2 {
+		if !type1 && wr.Bind.MW.Type() != MWType2 {
 			return invalid("BIND_MW work requests bind type 2 windows; QP.BindMW binds a type 1 window")
 		}
 	}
@@ -296,7 +294,7 @@ var errDestroyed = fmt.Errorf("%w: QP destroyed", ErrState)
 // the work request is posted, so a wrong SGE fails the post that names it
 // rather than a completion later. The memory is checked again when it is
 // used, since the region may be deregistered in between.
-func checkSGL(pd *mr.PD, sgl []mr.SGE, need mr.Access) error {
+func checkSGL(pd *PD, sgl []SGE, need Access) error {
 	for i, s := range sgl {
 		if s.Length == 0 {
 			continue
@@ -312,7 +310,7 @@ func checkSGL(pd *mr.PD, sgl []mr.SGE, need mr.Access) error {
 
 // gather copies message bytes [off, off+len(dst)) from an SGL (or from the
 // inline copy) into dst, checking each lkey.
-func (q *QP) gather(sgl []mr.SGE, inline []byte, off uint32, dst []byte) error {
+func (q *QP) gather(sgl []SGE, inline []byte, off uint32, dst []byte) error {
 	if inline != nil {
 		copy(dst, inline[off:])
 		return nil
@@ -343,7 +341,7 @@ func (q *QP) gather(sgl []mr.SGE, inline []byte, off uint32, dst []byte) error {
 
 // scatter copies src into an SGL at message offset off; the memory must
 // grant local write.
-func (q *QP) scatter(sgl []mr.SGE, off uint32, src []byte) error {
+func (q *QP) scatter(sgl []SGE, off uint32, src []byte) error {
 	for _, s := range sgl {
 		if len(src) == 0 {
 			return nil
@@ -353,7 +351,7 @@ func (q *QP) scatter(sgl []mr.SGE, off uint32, src []byte) error {
 			continue
 		}
 		n := min(s.Length-off, uint32(len(src)))
-		span, err := localSpan(q.pd, s.LKey, s.Addr+uint64(off), n, mr.LocalWrite)
+		span, err := localSpan(q.pd, s.LKey, s.Addr+uint64(off), n, LocalWrite)
 		if err != nil {
 			return err
 		}

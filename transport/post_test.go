@@ -1,4 +1,4 @@
-package qp_test
+package transport_test
 
 import (
 	"slices"
@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // ackClock is qp's: the messages in flight from which a post waits for
@@ -17,7 +16,7 @@ const ackClock = 16
 // postOne posts one signaled 16-byte SEND, without running deferred work.
 func (h *harness) postOne(id uint64) {
 	h.t.Helper()
-	wr := qp.SendWR{WRID: id, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{h.mr.SGE(0, 16)}}
+	wr := transport.SendWR{WRID: id, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{h.mr.SGE(0, 16)}}
 	if err := h.q.PostSend(&wr); err != nil {
 		h.t.Fatal(err)
 	}
@@ -49,7 +48,7 @@ func TestPostsClockedByACKs(t *testing.T) {
 	}
 	// The first message's ACK: the eight go out together, after the
 	// sixteen, PSN 116 to 123.
-	h.deliver(bth.RCAcknowledge, 100, nil, aeth(bth.ACKSyndrome(0x1f), 1))
+	h.deliver(bth.RCAcknowledge, 100, nil, qpAETH(bth.ACKSyndrome(0x1f), 1))
 	if c := h.sendCalls(); !slices.Equal(c, []int{8}) {
 		t.Fatalf("after an ACK: sends %v, want one of 8 frames", c)
 	}
@@ -72,7 +71,7 @@ func TestPostsClockedByACKs(t *testing.T) {
 		t.Fatalf("sent PSNs %v, want %d..%d", got, 100+ackClock+8, last)
 	}
 	// Everything acknowledged: the next post is the latency case again.
-	h.deliver(bth.RCAcknowledge, last, nil, aeth(bth.ACKSyndrome(0x1f), 2*ackClock+8))
+	h.deliver(bth.RCAcknowledge, last, nil, qpAETH(bth.ACKSyndrome(0x1f), 2*ackClock+8))
 	if c := h.sendCalls(); len(c) != 0 {
 		t.Fatalf("after the last ACK, with nothing waiting: sends %v", c)
 	}
@@ -91,7 +90,7 @@ func TestPostsClockedByACKs(t *testing.T) {
 
 // UC has no acknowledgements to wait for: every post sends at once.
 func TestUCPostsNeverWait(t *testing.T) {
-	h := newHarness(t, harnessOpts{typ: qp.UC, sqDepth: 64})
+	h := newHarness(t, harnessOpts{typ: transport.UC, sqDepth: 64})
 	for i := range 2 * ackClock {
 		h.postOne(uint64(i))
 	}
@@ -116,7 +115,7 @@ func TestPostsAfterTimeoutProbe(t *testing.T) {
 	if got := psns(h.sent()); len(got) != 0 {
 		t.Fatalf("while probing sent PSNs %v", got)
 	}
-	h.deliver(bth.RCAcknowledge, ackClock-1, nil, aeth(bth.ACKSyndrome(0x1f), ackClock))
+	h.deliver(bth.RCAcknowledge, ackClock-1, nil, qpAETH(bth.ACKSyndrome(0x1f), ackClock))
 	if got := psns(h.sent()); len(got) != 1 || got[0] != ackClock {
 		t.Fatalf("after the probe's answer sent PSNs %v, want %d", got, ackClock)
 	}

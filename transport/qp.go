@@ -1,4 +1,4 @@
-package qp
+package transport
 
 import (
 	"fmt"
@@ -6,15 +6,14 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/internal/closed"
 	"github.com/goroce/goroce/internal/hook"
-	"github.com/goroce/goroce/mr"
 )
 
 // env is what a QP needs from the device it lives on (internal/hook.Env
 // with qp's types), filled in by the device.
-type env = hook.Env[QP, MTU, Clock]
+type env = hook.Env[QP, MTU, clock.Clock]
 
 // runBudget bounds the packets one run of a QP builds before it yields, so
 // that a long message does not hold a goroutine (and the QP lock) for long.
@@ -27,19 +26,19 @@ const ackReqEvery = 64
 // QP is a queue pair. Its methods are safe for concurrent use.
 type QP struct {
 	env    *env
-	pd     *mr.PD
-	typ    Type
+	pd     *PD
+	typ    QPType
 	qpn    uint32
-	sendCQ *cq.CQ
-	recvCQ *cq.CQ
+	sendCQ *CQ
+	recvCQ *CQ
 	srq    *SRQ  // XRCTgt: the XRC SRQ the request in hand named
 	xrcd   *XRCD // XRCTgt: its domain
 	sigAll bool
-	cap    Cap
+	cap    QPCap
 
 	mu      sync.Mutex
-	state   State
-	attr    Attr
+	state   QPState
+	attr    QPAttr
 	mtu     int
 	outer   bth.Outer // RC/UC: the path to the peer
 	srcPort uint16
@@ -49,13 +48,13 @@ type QP struct {
 	sq          []sendWQE
 	sqHead      uint32 // oldest WQE not yet completed
 	sqTail      uint32 // next free slot
-	sgeStore    []mr.SGE
+	sgeStore    []SGE
 	inlineStore []byte
 
 	// recvSGE holds the SGL of the receive WQE a SEND in progress fills,
 	// copied out of the RQ or SRQ so the slot can be reused meanwhile:
 	// as long as the longest SGL the QP can be given, no longer.
-	recvSGE []mr.SGE
+	recvSGE []SGE
 
 	// Receive queue, when the QP has no SRQ.
 	rq recvRing
@@ -68,9 +67,9 @@ type QP struct {
 	txEpoch   uint32   // counts the batches given back (dropTx), so that run knows whether its batch is still queued
 	scheduled bool     // queued on the device worker
 	inBatch   bool     // touched by the receive burst in progress
-	clock     Clock
-	rtoTimer  Timer
-	rnrTimer  Timer
+	clock     clock.Clock
+	rtoTimer  clock.Timer
+	rnrTimer  clock.Timer
 	destroyed bool
 	closed    bool // the device closed (shutdown); destroyed is set too
 
@@ -79,7 +78,7 @@ type QP struct {
 }
 
 // newQP creates a QP in the RESET state. The device chooses qpn.
-func newQP(env *env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
+func newQP(env *env, pd *PD, qpn uint32, ia QPInitAttr) (*QP, error) {
 	switch ia.Type {
 	case RC, UC, UD, XRCIni, XRCTgt:
 	default:
@@ -118,15 +117,15 @@ func newQP(env *env, pd *mr.PD, qpn uint32, ia InitAttr) (*QP, error) {
 	case ia.Type == XRCIni: // no receive queue
 	case ia.SRQ == nil:
 		q.rq = newRecvRing(c.MaxRecvWR, c.MaxRecvSGE)
-		q.recvSGE = make([]mr.SGE, c.MaxRecvSGE)
+		q.recvSGE = make([]SGE, c.MaxRecvSGE)
 	default:
 		if err := ia.SRQ.attach(); err != nil {
 			return nil, err // nothing else failed or holds anything yet
 		}
-		q.recvSGE = make([]mr.SGE, max(ia.SRQ.rq.maxSGE, 1))
+		q.recvSGE = make([]SGE, max(ia.SRQ.rq.maxSGE, 1))
 	}
 	q.initCommon(env)
-	holdPD(pd)
+	pd.hold()
 	return q, nil
 }
 
@@ -138,7 +137,7 @@ func newXRCTgt(env *env, qpn uint32, x *XRCD) (*QP, error) {
 	}
 	q := &QP{env: env, typ: XRCTgt, qpn: qpn, xrcd: x, pkey: bth.DefaultPKey}
 	// Any XRC SRQ of the domain may be named: room for the longest SGL.
-	q.recvSGE = make([]mr.SGE, MaxSGE)
+	q.recvSGE = make([]SGE, MaxSGE)
 	q.initCommon(env)
 	return q, nil
 }
@@ -149,7 +148,7 @@ func newXRCTgt(env *env, qpn uint32, x *XRCD) (*QP, error) {
 func (q *QP) initSQ() {
 	n := ringLen(q.cap.MaxSendWR)
 	q.sq = make([]sendWQE, n)
-	q.sgeStore = make([]mr.SGE, n*q.cap.MaxSendSGE)
+	q.sgeStore = make([]SGE, n*q.cap.MaxSendSGE)
 	if q.cap.MaxInlineData > 0 {
 		q.inlineStore = make([]byte, n*q.cap.MaxInlineData)
 	}
@@ -160,7 +159,7 @@ func (q *QP) initCommon(env *env) {
 	q.srcPort = env.Link.SrcPort(q.qpn)
 	q.clock = env.Clock
 	if q.clock == nil {
-		q.clock = RealClock{}
+		q.clock = clock.Real{}
 	}
 	q.rtoTimer = q.clock.AfterFunc(time.Hour, q.onRTO)
 	q.rtoTimer.Stop()
@@ -170,7 +169,7 @@ func (q *QP) initCommon(env *env) {
 
 // check names the first capability that is zero where one is needed or
 // exceeds the device's limit (ibv_create_qp's EINVAL).
-func (c *Cap) check() error {
+func (c *QPCap) check() error {
 	if c.MaxSendWR == 0 {
 		return invalid("max_send_wr is 0: a QP needs room for at least one send WR")
 	}
@@ -196,13 +195,13 @@ func (c *Cap) check() error {
 func (q *QP) QPN() uint32 { return q.qpn }
 
 // Type returns the transport service.
-func (q *QP) Type() Type { return q.typ }
+func (q *QP) Type() QPType { return q.typ }
 
 // PD returns the protection domain.
-func (q *QP) PD() *mr.PD { return q.pd }
+func (q *QP) PD() *PD { return q.pd }
 
 // State returns the current state.
-func (q *QP) State() State {
+func (q *QP) State() QPState {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.state
@@ -212,7 +211,7 @@ func (q *QP) State() State {
 func (q *QP) String() string { return fmt.Sprintf("%v QP 0x%06x", q.typ, q.qpn) }
 
 // Query returns the QP's attributes and its creation attributes, as ibv_query_qp.
-func (q *QP) Query() (Attr, InitAttr) {
+func (q *QP) Query() (QPAttr, QPInitAttr) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	a := q.attr
@@ -224,9 +223,9 @@ func (q *QP) Query() (Attr, InitAttr) {
 		a.RQPSN = uint32(q.resp.epsn)
 	}
 	if q.typ == XRCTgt {
-		return a, InitAttr{Type: q.typ, XRCD: q.xrcd}
+		return a, QPInitAttr{Type: q.typ, XRCD: q.xrcd}
 	}
-	return a, InitAttr{Type: q.typ, SendCQ: q.sendCQ, RecvCQ: q.recvCQ, SRQ: q.srq, Cap: q.cap, SigAll: q.sigAll}
+	return a, QPInitAttr{Type: q.typ, SendCQ: q.sendCQ, RecvCQ: q.recvCQ, SRQ: q.srq, Cap: q.cap, SigAll: q.sigAll}
 }
 
 // destroy destroys the QP (ibv_destroy_qp): the device's DestroyQP calls
@@ -236,7 +235,7 @@ func (q *QP) destroy() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.deviceClosed() {
-		return errClosed("destroy_qp")
+		return errQPClosed("destroy_qp")
 	}
 	if q.destroyed {
 		return nil
@@ -262,14 +261,14 @@ func (q *QP) destroy() error {
 	if q.srq != nil {
 		q.srq.users.Add(-1)
 	}
-	releasePD(q.pd)
+	q.pd.release()
 	return nil
 }
 
 // shutdown ends the QP when its device closes, as if it entered ERR: every
 // outstanding work request completes with a flush error (IBA 10.3.1.7),
 // then the QP stops, in ERR, and every later call returns an error
-// wrapping device.ErrClosed. The device calls it once its receive path
+// wrapping ErrClosed. The device calls it once its receive path
 // and worker have stopped, so nothing is sent.
 func (q *QP) shutdown() {
 	q.mu.Lock()
@@ -280,7 +279,7 @@ func (q *QP) shutdown() {
 	q.dropTx()
 	q.resp.outq = q.resp.outq[:0]
 	q.resp.outHead = 0
-	q.toError(nil, cq.WRFlushErr, why{cause: CauseDeviceClosed})
+	q.toError(nil, WRFlushErr, why{cause: CauseDeviceClosed})
 	q.closed, q.destroyed = true, true
 }
 
@@ -290,11 +289,11 @@ func (q *QP) deviceClosed() bool {
 	if q.typ == XRCTgt {
 		return q.closed || q.xrcd.closed()
 	}
-	return q.closed || closedPD(q.pd)
+	return q.closed || q.pd.closed()
 }
 
 // errClosed wraps the closed device's error for call op.
-func errClosed(op string) error { return fmt.Errorf("qp: %s: %w", op, closed.Err) }
+func errQPClosed(op string) error { return fmt.Errorf("qp: %s: %w", op, closed.Err) }
 
 // reset returns the QP to RESET: queues emptied, no completions (IBA 10.3.1.1).
 func (q *QP) reset() {
@@ -306,7 +305,7 @@ func (q *QP) reset() {
 	q.req = requester{}
 	q.resp = responder{}
 	q.comp = completer{}
-	q.attr = Attr{}
+	q.attr = QPAttr{}
 	q.mtu = 0
 	q.state = Reset
 	q.trace, q.death = nil, nil

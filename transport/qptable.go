@@ -1,10 +1,9 @@
-package device
+package transport
 
 import (
 	"sync/atomic"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/qp"
 )
 
 // qpTable maps QP numbers to QPs. A QPN is 24 bits: the table is a
@@ -35,7 +34,7 @@ const (
 	qpChunks    = 1 << (24 - qpChunkBits)
 )
 
-type qpChunk [1 << qpChunkBits]atomic.Pointer[qp.QP]
+type qpChunk [1 << qpChunkBits]atomic.Pointer[QP]
 
 // QPNs 0 and 1 are the SMI and GSI QPs (QP1 carries the connection
 // manager); like rxe, the first QP a program creates is 0x11.
@@ -44,7 +43,7 @@ const firstQPN = 0x11
 // lastQPN is the highest QPN a QP gets: 0xffffff is the multicast QPN.
 const lastQPN = bth.PSNMask - 1
 
-func (t *qpTable) get(qpn uint32) *qp.QP {
+func (t *qpTable) get(qpn uint32) *QP {
 	if qpn > bth.PSNMask { // not a QPN: one is 24 bits
 		return nil
 	}
@@ -76,7 +75,7 @@ func (t *qpTable) free() (uint32, bool) {
 }
 
 // put installs q at qpn, which free returned, and moves the search on.
-func (t *qpTable) put(qpn uint32, q *qp.QP) {
+func (t *qpTable) put(qpn uint32, q *QP) {
 	slot := &t.dir[qpn>>qpChunkBits]
 	c := slot.Load()
 	if c == nil {
@@ -90,7 +89,7 @@ func (t *qpTable) put(qpn uint32, q *qp.QP) {
 
 // remove empties qpn's slot if it holds q, and reports whether it did.
 // Chunks stay: a device that once held many QPs keeps 32 KiB per 4096.
-func (t *qpTable) remove(qpn uint32, q *qp.QP) bool {
+func (t *qpTable) remove(qpn uint32, q *QP) bool {
 	if qpn > bth.PSNMask {
 		return false
 	}
@@ -106,7 +105,7 @@ func (t *qpTable) remove(qpn uint32, q *qp.QP) bool {
 }
 
 // each calls fn for every QP in the table, in QPN order.
-func (t *qpTable) each(fn func(*qp.QP)) {
+func (t *qpTable) each(fn func(*QP)) {
 	for i := range t.dir {
 		c := t.dir[i].Load()
 		if c == nil {

@@ -1,9 +1,7 @@
-package device
+package transport
 
 import (
 	"testing"
-
-	"github.com/goroce/goroce/qp"
 )
 
 // TestQPTable: numbers from 0x11 upwards, never a used one, not reused
@@ -11,9 +9,9 @@ import (
 // slot emptied only by the QP that holds it.
 func TestQPTable(t *testing.T) {
 	var tb qpTable
-	qs := make([]*qp.QP, 4)
+	qs := make([]*QP, 4)
 	for i := range qs {
-		qs[i] = new(qp.QP)
+		qs[i] = new(QP)
 	}
 	n, ok := tb.free()
 	if !ok || n != firstQPN {
@@ -51,8 +49,8 @@ func TestQPTable(t *testing.T) {
 	if n, _ := tb.free(); n != firstQPN+2 {
 		t.Fatalf("skip a used one: %#x", n)
 	}
-	var seen []*qp.QP
-	tb.each(func(q *qp.QP) { seen = append(seen, q) })
+	var seen []*QP
+	tb.each(func(q *QP) { seen = append(seen, q) })
 	if len(seen) != 3 || seen[0] != qs[3] || seen[1] != qs[1] || seen[2] != qs[2] {
 		t.Fatalf("each: %v", seen)
 	}

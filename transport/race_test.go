@@ -1,6 +1,6 @@
 //go:build race
 
-package device_test
+package transport_test
 
 // raceEnabled: built with -race, whose sync.Pool drops items at random,
 // so allocation counts include refills of the engine's buffer pools.

@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // rawPeer is a hand-driven peer: it sends packets built field by field and
@@ -56,7 +56,7 @@ func newRawPeer(t testing.TB, net *mem.Net, addr string) *rawPeer {
 func connectRaw(t testing.TB, s *rdmatest.Peer, r *rawPeer, o rdmatest.Options, sPSN, rPSN uint32) {
 	r.dst = s
 	sIdx, _ := s.Dev.GIDIndex(s.Addr)
-	rdmatest.ModifyToRTS(t, s, o, r.qpn, qp.AHAttr{DGID: bth.GIDFromAddr(r.addr), SGIDIndex: sIdx}, sPSN, rPSN, qp.RTS)
+	rdmatest.ModifyToRTS(t, s, o, r.qpn, transport.AHAttr{DGID: bth.GIDFromAddr(r.addr), SGIDIndex: sIdx}, sPSN, rPSN, transport.RTS)
 }
 
 // hdr sets a packet's extended headers before it is sealed.

@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"go/ast"

@@ -1,10 +1,8 @@
-package qp
+package transport
 
 import (
 	"fmt"
 	"math/bits"
-
-	"github.com/goroce/goroce/mr"
 )
 
 // recvRing holds receive WQEs in the order they were posted: a QP's own
@@ -19,7 +17,7 @@ import (
 // wrap would lose a WQE to the next. rxe's queues are powers of two too.
 type recvRing struct {
 	ring       []recvWQE
-	sges       []mr.SGE // maxSGE per slot
+	sges       []SGE // maxSGE per slot
 	maxSGE     uint32
 	depth      uint32 // WRs held at most (max_recv_wr, max_wr)
 	head, tail uint32
@@ -36,7 +34,7 @@ func ringLen(depth uint32) uint32 {
 
 func newRecvRing(depth, maxSGE uint32) recvRing {
 	n := ringLen(depth)
-	return recvRing{ring: make([]recvWQE, n), sges: make([]mr.SGE, n*maxSGE),
+	return recvRing{ring: make([]recvWQE, n), sges: make([]SGE, n*maxSGE),
 		maxSGE: maxSGE, depth: depth}
 }
 
@@ -76,7 +74,7 @@ func (r *recvRing) put(wr *RecvWR, total uint32) {
 // pop takes the oldest WQE, copying its SGL into into, since its slot may
 // be posted to again while its message arrives; with into nil (a flush)
 // the SGL is dropped.
-func (r *recvRing) pop(into []mr.SGE) (recvWQE, bool) {
+func (r *recvRing) pop(into []SGE) (recvWQE, bool) {
 	if r.head == r.tail {
 		return recvWQE{}, false
 	}

@@ -1,14 +1,12 @@
-package qp
+package transport
 
 import (
 	"errors"
 	"testing"
-
-	"github.com/goroce/goroce/mr"
 )
 
 func recvWR(id uint64) *RecvWR {
-	return &RecvWR{WRID: id, SGL: []mr.SGE{{Addr: 0x1000 * id, Length: uint32(id%7 + 1), LKey: uint32(id)}}}
+	return &RecvWR{WRID: id, SGL: []SGE{{Addr: 0x1000 * id, Length: uint32(id%7 + 1), LKey: uint32(id)}}}
 }
 
 func mustPut(t *testing.T, r *recvRing, id uint64) {
@@ -23,7 +21,7 @@ func mustPut(t *testing.T, r *recvRing, id uint64) {
 
 // popWant pops one WQE and checks it is WR id, SGL and length whole, its
 // SGL copied into into.
-func popWant(t *testing.T, r *recvRing, id uint64, into []mr.SGE) {
+func popWant(t *testing.T, r *recvRing, id uint64, into []SGE) {
 	t.Helper()
 	w, ok := r.pop(into)
 	want := recvWR(id)
@@ -45,7 +43,7 @@ func TestRecvRingAcrossWrap(t *testing.T) {
 		r := newRecvRing(depth, 1)
 		start := uint32(1<<32 - uint64(depth) - 2)
 		r.head, r.tail = start, start
-		into := make([]mr.SGE, 1)
+		into := make([]SGE, 1)
 		next, want := uint64(0), uint64(0)
 		for range depth {
 			mustPut(t, &r, next)
@@ -79,11 +77,11 @@ func TestRecvRingChecks(t *testing.T) {
 		t.Fatalf("a fourth WR in a queue of 3: %v", err)
 	}
 	r.pop(nil)
-	three := &RecvWR{SGL: make([]mr.SGE, 3)}
+	three := &RecvWR{SGL: make([]SGE, 3)}
 	if _, err := r.check(three, "receive queue"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("3 SGEs, max 2: %v", err)
 	}
-	big := &RecvWR{SGL: []mr.SGE{{Length: 1 << 31}, {Length: 1 << 31}}}
+	big := &RecvWR{SGL: []SGE{{Length: 1 << 31}, {Length: 1 << 31}}}
 	if _, err := r.check(big, "receive queue"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("4 GiB of buffers: %v", err)
 	}
@@ -114,7 +112,7 @@ func TestRecvRingResize(t *testing.T) {
 	if _, err := r.check(recvWR(6), "SRQ"); !errors.Is(err, ErrNoMem) {
 		t.Fatalf("a seventh WR: %v", err)
 	}
-	into := make([]mr.SGE, 1)
+	into := make([]SGE, 1)
 	for id := range uint64(4) {
 		popWant(t, &r, id, into)
 	}

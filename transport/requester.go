@@ -1,8 +1,7 @@
-package qp
+package transport
 
 import (
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
 )
 
 // The requester (IBA 9.7.4.1 and 9.7.5.1; rxe_req.c) turns send WQEs into
@@ -150,7 +149,7 @@ func (q *QP) sendNext(w *sendWQE) bool {
 	}
 	op, ok := d.opcode(q.typ.transport(), r.off == 0, last)
 	if !ok { // checkWR lets no such operation through; never send a wrong opcode
-		q.localError(w, cq.LocQPOpErr, "the QP's transport has no opcode for the work request", nil)
+		q.localError(w, LocQPOpErr, "the QP's transport has no opcode for the work request", nil)
 		return false
 	}
 	switch d.kind {
@@ -196,7 +195,7 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		}
 		if err := q.gather(w.wr.SGL, w.inline, r.off, p.Payload()); err != nil {
 			p.release()
-			q.localError(w, cq.LocProtErr, "the work request's data could not be read from its SGL", err)
+			q.localError(w, LocProtErr, "the work request's data could not be read from its SGL", err)
 			return false
 		}
 		h := p.BTH()
@@ -225,7 +224,7 @@ func (q *QP) sendNext(w *sendWQE) bool {
 		r.off = 0
 		if !q.typ.reliable() {
 			// UC and UD complete a send once it is on the wire (IBA 9.8.3).
-			q.retire(cq.Success)
+			q.retire(Success)
 		}
 	}
 	return true
@@ -237,16 +236,16 @@ func (q *QP) sendNext(w *sendWQE) bool {
 // QP left RTS.
 func (q *QP) execLocal(w *sendWQE) bool {
 	var err error
-	st := cq.MWBindErr
+	st := MWBindErr
 	switch w.wr.Opcode {
 	case WRBindMW:
 		b := &w.wr.Bind
 		err = bindMW(q.pd, q, b.MW, w.type1, b.RKey, b.Info)
 	case WRLocalInv:
-		st = cq.LocQPOpErr
-		err = invalidateRKey(q.pd, q, w.wr.InvRKey, false)
+		st = LocQPOpErr
+		err = q.pd.invalidateRKey(q, w.wr.InvRKey, false)
 	case WRRegMR:
-		st = cq.LocQPOpErr // rxe_do_local_ops
+		st = LocQPOpErr // rxe_do_local_ops
 		err = regFast(q.pd, w.wr.Reg.MR, w.wr.Reg.Info)
 	}
 	if err != nil {
@@ -266,7 +265,7 @@ func (q *QP) retireLocal() {
 		if !w.isLocal() || w.state != wqeDone {
 			return
 		}
-		q.retire(cq.Success)
+		q.retire(Success)
 	}
 }
 
@@ -284,14 +283,14 @@ func (q *QP) newRequest(w *sendWQE, op bth.OpCode, payLen int, psn bth.PSN) pack
 // localError completes a WQE that failed before reaching the wire. RC goes
 // to ERR; UC and UD go to SQE, whose receive side keeps working (IBA
 // 10.3.1.6).
-func (q *QP) localError(w *sendWQE, st cq.Status, detail string, err error) {
+func (q *QP) localError(w *sendWQE, st WCStatus, detail string, err error) {
 	if q.typ.reliable() {
 		q.toError(w, st, why{cause: CauseLocalError, detail: detail, err: err})
 		return
 	}
 	q.state = SQE
 	for q.sqHead != q.sqTail {
-		s := cq.WRFlushErr
+		s := WRFlushErr
 		if q.sqAt(q.sqHead) == w {
 			s = st
 		}

@@ -1,17 +1,15 @@
-package qp_test
+package transport_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // aeth fills a response's AETH.
-func aeth(s bth.Syndrome, msn uint32) func(p []byte, info *bth.Info) {
+func qpAETH(s bth.Syndrome, msn uint32) func(p []byte, info *bth.Info) {
 	return func(p []byte, info *bth.Info) { bth.AETH(p[info.Offset(bth.ExtAETH):]).Encode(s, msn) }
 }
 
@@ -19,7 +17,7 @@ func aeth(s bth.Syndrome, msn uint32) func(p []byte, info *bth.Info) {
 func (h *harness) postSends(n int) {
 	h.t.Helper()
 	for i := range n {
-		wr := qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{h.mr.SGE(0, 16)}}
+		wr := transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{h.mr.SGE(0, 16)}}
 		if err := h.q.PostSend(&wr); err != nil {
 			h.t.Fatal(err)
 		}
@@ -45,13 +43,13 @@ func TestGhostACKDropped(t *testing.T) {
 	if got := psns(h.sent()); len(got) != 3 || got[0] != 10 || got[2] != 12 {
 		t.Fatalf("sent PSNs %v, want 10..12", got)
 	}
-	h.deliver(bth.RCAcknowledge, 40, nil, aeth(bth.ACKSyndrome(0x1f), 3))
+	h.deliver(bth.RCAcknowledge, 40, nil, qpAETH(bth.ACKSyndrome(0x1f), 3))
 	if wc := polls(h.scq); len(wc) != 0 || h.ctr.GhostResponses.Load() != 1 {
 		t.Fatalf("a ghost ACK completed %d, ghost_responses %d", len(wc), h.ctr.GhostResponses.Load())
 	}
-	h.deliver(bth.RCAcknowledge, 12, nil, aeth(bth.ACKSyndrome(0x1f), 3))
+	h.deliver(bth.RCAcknowledge, 12, nil, qpAETH(bth.ACKSyndrome(0x1f), 3))
 	wc := polls(h.scq)
-	if len(wc) != 3 || wc[0].WRID != 0 || wc[2].WRID != 2 || wc[2].Status != cq.Success {
+	if len(wc) != 3 || wc[0].WRID != 0 || wc[2].WRID != 2 || wc[2].Status != transport.Success {
 		t.Fatalf("completions %+v", wc)
 	}
 }
@@ -63,7 +61,7 @@ func TestSequenceNAKGoesBack(t *testing.T) {
 	h := newHarness(t, harnessOpts{sendPSN: 0xfffffe}) // across the wrap
 	h.postSends(3)
 	h.sent()
-	h.deliver(bth.RCAcknowledge, 0xffffff, nil, aeth(bth.NAKSyndrome(bth.NAKPSNSequenceError), 1))
+	h.deliver(bth.RCAcknowledge, 0xffffff, nil, qpAETH(bth.NAKSyndrome(bth.NAKPSNSequenceError), 1))
 	h.run()
 	if got := psns(h.sent()); len(got) != 2 || got[0] != 0xffffff || got[1] != 0 {
 		t.Fatalf("resent PSNs %#x, want 0xffffff and 0", got)
@@ -82,7 +80,7 @@ func TestRNRWaitsThenGivesUp(t *testing.T) {
 	h.postSends(1)
 	h.sent()
 	for i := 0; i <= rnrRetry; i++ {
-		h.deliver(bth.RCAcknowledge, 0, nil, aeth(bth.RNRNAKSyndrome(14), 0))
+		h.deliver(bth.RCAcknowledge, 0, nil, qpAETH(bth.RNRNAKSyndrome(14), 0))
 		if i == rnrRetry {
 			break
 		}
@@ -97,7 +95,7 @@ func TestRNRWaitsThenGivesUp(t *testing.T) {
 	}
 	h.run()
 	wc := polls(h.scq)
-	if len(wc) != 1 || wc[0].Status != cq.RNRRetryExcErr || h.q.State() != qp.Err {
+	if len(wc) != 1 || wc[0].Status != transport.RNRRetryExcErr || h.q.State() != transport.Err {
 		t.Fatalf("completions %+v, state %v; want RNRRetryExcErr and ERR", wc, h.q.State())
 	}
 }

@@ -1,13 +1,11 @@
-package qp
+package transport
 
 import (
 	"encoding/binary"
 	"fmt"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/hook"
-	"github.com/goroce/goroce/mr"
 )
 
 // The responder (IBA 9.7.5.1 and 9.7.5.2; rxe_resp.c) checks each incoming
@@ -31,7 +29,7 @@ type rdResource struct {
 	firstPSN bth.PSN
 	lastPSN  bth.PSN
 	rkey     uint32
-	pd       *mr.PD // the PD rkey was checked in (XRCTgt: the XRC SRQ's)
+	pd       *PD    // the PD rkey was checked in (XRCTgt: the XRC SRQ's)
 	orig     uint64 // atomic: the value before the operation
 	valid    bool
 }
@@ -53,7 +51,7 @@ type respItem struct {
 	msn    uint32
 	va     uint64 // READ: next address to read
 	rkey   uint32
-	pd     *mr.PD // READ: the PD rkey names a region of
+	pd     *PD    // READ: the PD rkey names a region of
 	remain uint32 // READ: bytes left
 	first  bool   // READ: the next packet is the response's first
 	orig   uint64 // atomic ACK
@@ -136,7 +134,7 @@ func (q *QP) receiveRC(p bth.Packet) {
 	}
 	info := p.Info()
 	if !q.sequenceOK(info) {
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr,
+		q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr,
 			badRequest("%v out of sequence (IBA 9.7.5.1.2)", p.OpCode()))
 		return
 	}
@@ -151,7 +149,7 @@ func (q *QP) receiveRC(p bth.Packet) {
 		q.execAtomic(p)
 	default:
 		// FLUSH, ATOMIC WRITE and RD opcodes are not supported here.
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr,
+		q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr,
 			badRequest("%v not supported", p.OpCode()))
 	}
 }
@@ -221,20 +219,20 @@ func (q *QP) execSend(p bth.Packet) {
 		return
 	}
 	if !q.lengthOK(p) {
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr, q.lengthError(p))
+		q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr, q.lengthError(p))
 		return
 	}
 	pay := p.Payload()
 	if uint64(r.rOff)+uint64(len(pay)) > uint64(r.rwqe.length) {
 		// The message does not fit the receive buffer: local length error
 		// here, invalid request at the requester (IBA 9.7.5.2.3).
-		q.completeRecv(&r.rwqe, cq.LocLenErr, cq.OpRecv, r.rOff, 0, false)
+		q.completeRecv(&r.rwqe, LocLenErr, OpRecv, r.rOff, 0, false)
 		r.haveWQE = false
 		q.classC(bth.NAKInvalidRequest, 0, 0, nil)
 		return
 	}
 	if err := q.scatter(r.rwqe.sgl, r.rOff, pay); err != nil {
-		q.completeRecv(&r.rwqe, cq.LocProtErr, cq.OpRecv, r.rOff, 0, false)
+		q.completeRecv(&r.rwqe, LocProtErr, OpRecv, r.rOff, 0, false)
 		r.haveWQE = false
 		q.classC(bth.NAKRemoteOperational, 0, 0, nil)
 		return
@@ -242,21 +240,21 @@ func (q *QP) execSend(p bth.Packet) {
 	r.rOff += uint32(len(pay))
 	r.epsn = r.epsn.Next()
 	if info.Pos == bth.PosLast || info.Pos == bth.PosOnly {
-		var flags cq.Flags
-		wc := q.peerRecvWC(cq.OpRecv, r.rOff)
+		var flags WCFlags
+		wc := q.peerRecvWC(OpRecv, r.rOff)
 		if info.Imm {
-			flags |= cq.WithImm
+			flags |= WithImm
 			wc.ImmData = p.ImmDt().Imm()
 		}
 		if info.Inv {
 			rkey := p.IETH().RKey()
-			if err := invalidateRKey(q.pd, q, rkey, true); err != nil {
+			if err := q.pd.invalidateRKey(q, rkey, true); err != nil {
 				r.epsn = r.epsn.Add(-1)
-				q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr,
+				q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr,
 					badRequest("SEND with Invalidate: rkey 0x%x: %w", rkey, err))
 				return
 			}
-			flags |= cq.WithInv
+			flags |= WithInv
 			wc.InvalidatedRKey = rkey
 		}
 		wc.Flags = flags
@@ -278,7 +276,7 @@ func (q *QP) execWrite(p bth.Packet) {
 	info := p.Info()
 	if info.Pos == bth.PosFirst || info.Pos == bth.PosOnly {
 		reth := p.RETH()
-		if q.attr.AccessFlags&mr.RemoteWrite == 0 {
+		if q.attr.AccessFlags&RemoteWrite == 0 {
 			q.qpAccessError("WRITE", "REMOTE_WRITE")
 			return
 		}
@@ -286,7 +284,7 @@ func (q *QP) execWrite(p bth.Packet) {
 		r.wRemain = r.wLen
 		// A zero-length WRITE checks no R_Key (IBA 9.7.5.2.2).
 		if r.wLen > 0 {
-			if _, err := q.remote(r.wRKey, r.wVA, r.wLen, mr.RemoteWrite, false); err != nil {
+			if _, err := q.remote(r.wRKey, r.wVA, r.wLen, RemoteWrite, false); err != nil {
 				q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, r.wLen, err))
 				return
 			}
@@ -299,16 +297,16 @@ func (q *QP) execWrite(p bth.Packet) {
 		return
 	}
 	if !q.lengthOK(p) {
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr, q.lengthError(p))
+		q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr, q.lengthError(p))
 		return
 	}
 	if uint32(p.PayloadLen()) > r.wRemain {
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr,
+		q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr,
 			badRequest("WRITE longer than its DMA length %d", r.wLen))
 		return
 	}
 	if n := uint32(p.PayloadLen()); n > 0 {
-		span, err := q.remote(r.wRKey, r.wVA, n, mr.RemoteWrite, true)
+		span, err := q.remote(r.wRKey, r.wVA, n, RemoteWrite, true)
 		if err != nil {
 			q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, n, err))
 			return
@@ -321,7 +319,7 @@ func (q *QP) execWrite(p bth.Packet) {
 	last := info.Pos == bth.PosLast || info.Pos == bth.PosOnly
 	if last && r.wRemain != 0 {
 		// The message was shorter than its RETH said (IBA 9.7.5.2.2).
-		q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr,
+		q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr,
 			badRequest("WRITE ends %d bytes short of its DMA length %d", r.wRemain, r.wLen))
 		return
 	}
@@ -342,23 +340,23 @@ func (q *QP) execWrite(p bth.Packet) {
 
 // peerRecvWC starts the completion of the receive WQE in hand for a
 // message from the connected peer (RC or UC).
-func (q *QP) peerRecvWC(op cq.Opcode, byteLen uint32) cq.WC {
-	return cq.WC{WRID: q.resp.rwqe.wrID, Opcode: op, ByteLen: byteLen, QPNum: q.qpn, SrcQP: q.attr.DestQPN}
+func (q *QP) peerRecvWC(op WCOpcode, byteLen uint32) WC {
+	return WC{WRID: q.resp.rwqe.wrID, Opcode: op, ByteLen: byteLen, QPNum: q.qpn, SrcQP: q.attr.DestQPN}
 }
 
 // completeWriteImm completes the receive WQE a WRITE with immediate
 // consumes, at its last packet (RC and UC alike).
 func (q *QP) completeWriteImm(p bth.Packet) {
 	r := &q.resp
-	wc := q.peerRecvWC(cq.OpRecvRDMAWithImm, r.wLen)
-	wc.Flags, wc.ImmData = cq.WithImm, p.ImmDt().Imm()
+	wc := q.peerRecvWC(OpRecvRDMAWithImm, r.wLen)
+	wc.Flags, wc.ImmData = WithImm, p.ImmDt().Imm()
 	r.haveWQE = false
 	q.pushCQ(q.recvCQ, &wc, p.BTH().SE())
 }
 
 // remote checks an access through an rkey against the QP's PD; with hold
 // it returns the span locked for the copy.
-func (q *QP) remote(rkey uint32, va uint64, n uint32, need mr.Access, hold bool) (span, error) {
+func (q *QP) remote(rkey uint32, va uint64, n uint32, need Access, hold bool) (accessSpan, error) {
 	span, err := remoteSpan(q.pd, q, rkey, va, n, need)
 	if err == nil && !hold {
 		span.release()
@@ -370,7 +368,7 @@ func (q *QP) execRead(p bth.Packet) {
 	r := &q.resp
 	reth := p.RETH()
 	psn := p.BTH().PSN()
-	if q.attr.AccessFlags&mr.RemoteRead == 0 {
+	if q.attr.AccessFlags&RemoteRead == 0 {
 		q.qpAccessError("READ", "REMOTE_READ")
 		return
 	}
@@ -384,7 +382,7 @@ func (q *QP) execRead(p bth.Packet) {
 		return
 	}
 	if n > 0 {
-		if _, err := q.remote(rkey, va, n, mr.RemoteRead, false); err != nil {
+		if _, err := q.remote(rkey, va, n, RemoteRead, false); err != nil {
 			q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("READ", rkey, va, n, err))
 			return
 		}
@@ -404,7 +402,7 @@ func (q *QP) execAtomic(p bth.Packet) {
 	r := &q.resp
 	a := p.AtomicETH()
 	psn := p.BTH().PSN()
-	if q.attr.AccessFlags&mr.RemoteAtomic == 0 {
+	if q.attr.AccessFlags&RemoteAtomic == 0 {
 		q.qpAccessError("atomic", "REMOTE_ATOMIC")
 		return
 	}
@@ -417,7 +415,7 @@ func (q *QP) execAtomic(p bth.Packet) {
 		q.classC(bth.NAKInvalidRequest, 0, hook.QPReqErr, badRequest("atomic address 0x%x is not 8-byte aligned", a.VA()))
 		return
 	}
-	span, err := q.remote(a.RKey(), a.VA(), 8, mr.RemoteAtomic, true)
+	span, err := q.remote(a.RKey(), a.VA(), 8, RemoteAtomic, true)
 	if err != nil {
 		q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("atomic", a.RKey(), a.VA(), 8, err))
 		return
@@ -472,7 +470,7 @@ func (q *QP) duplicate(p bth.Packet, psn bth.PSN) {
 			return
 		}
 		if n := reth.DMALen(); n > 0 {
-			s, err := remoteSpan(res.pd, q, reth.RKey(), reth.VA(), n, mr.RemoteRead)
+			s, err := remoteSpan(res.pd, q, reth.RKey(), reth.VA(), n, RemoteRead)
 			if err != nil {
 				return
 			}
@@ -518,13 +516,13 @@ func (r *responder) find(psn bth.PSN, atomic bool) *rdResource {
 // NAK goes out, a receive WQE in use completes with st (if st != 0), and
 // the QP enters ERR with an affiliated event (IBA 9.9.3.1, 10.3.1.7)
 // whose Err is reason.
-func (q *QP) classC(code bth.NAKCode, st cq.Status, ev hook.QPEvent, reason error) {
+func (q *QP) classC(code bth.NAKCode, st WCStatus, ev hook.QPEvent, reason error) {
 	r := &q.resp
 	psn := r.epsn
 	q.queueNAK(bth.NAKSyndrome(code), psn)
 	q.respond(1 << 30) // what was queued before the error goes first
 	if r.haveWQE && st != 0 {
-		q.completeRecv(&r.rwqe, st, cq.OpRecv, r.rOff, 0, false)
+		q.completeRecv(&r.rwqe, st, OpRecv, r.rOff, 0, false)
 		r.haveWQE = false
 	}
 	w := why{cause: CauseResponderError, psn: psn, hasPSN: true, err: reason,
@@ -532,7 +530,7 @@ func (q *QP) classC(code bth.NAKCode, st cq.Status, ev hook.QPEvent, reason erro
 	if ev != 0 {
 		q.fatal(ev, reason, w)
 	} else {
-		q.toError(nil, cq.WRFlushErr, w)
+		q.toError(nil, WRFlushErr, w)
 	}
 }
 
@@ -541,7 +539,7 @@ func (q *QP) classC(code bth.NAKCode, st cq.Status, ev hook.QPEvent, reason erro
 // answers it (RESPST_ERR_UNSUPPORTED_OPCODE: NAK invalid request,
 // IBV_WC_REM_INV_REQ_ERR at the requester).
 func (q *QP) qpAccessError(op, flag string) {
-	q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPReqErr,
+	q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr,
 		fmt.Errorf("%w: %s to a QP without %s", ErrQPAccess, op, flag))
 }
 
@@ -652,7 +650,7 @@ func (q *QP) sendReadResponse(it *respItem) bool {
 		bth.AETH(p.Ext(bth.ExtAETH)).Encode(bth.ACKSyndrome(bth.CreditsInvalid), it.msn)
 	}
 	if n > 0 {
-		span, err := remoteSpan(it.pd, q, it.rkey, it.va, n, mr.RemoteRead)
+		span, err := remoteSpan(it.pd, q, it.rkey, it.va, n, RemoteRead)
 		if err != nil {
 			// Deregistered while the response was going out: NAK this PSN,
 			// drop what would follow it, and end the connection.

@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"bytes"
@@ -11,13 +11,10 @@ import (
 	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/manualclock"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 const rPSN = 1000 // the PSN the raw peer starts its requests at
@@ -52,101 +49,101 @@ func TestResponderNAKs(t *testing.T) {
 	pay := func(n int) []byte { return bytes.Repeat([]byte{0xab}, n) }
 	cases := []struct {
 		name   string
-		access mr.Access
-		recv   []mr.SGE // nil: post a 4 KiB receive; empty non-nil: none
+		access transport.Access
+		recv   []transport.SGE // nil: post a 4 KiB receive; empty non-nil: none
 		run    func(s *rdmatest.Peer, r *rawPeer)
 		syn    bth.Syndrome
-		state  qp.State
-		event  device.EventType
-		why    error     // what the event's Err wraps (with event)
-		msg    string    // what the event's Err says, if set
-		rstat  cq.Status // receive completion status, if one is expected
+		state  transport.QPState
+		event  transport.EventType
+		why    error              // what the event's Err wraps (with event)
+		msg    string             // what the event's Err says, if set
+		rstat  transport.WCStatus // receive completion status, if one is expected
 	}{
-		{name: "SEND MIDDLE without FIRST", syn: nakInvalid, state: qp.Err, event: device.EventQPReqErr, why: qp.ErrInvalidRequest,
+		{name: "SEND MIDDLE without FIRST", syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrInvalidRequest,
 			run: func(s *rdmatest.Peer, r *rawPeer) { r.send(bth.RCSendMiddle, rPSN, true, pay(1024)) }},
-		{name: "SEND FIRST shorter than the MTU", syn: nakInvalid, state: qp.Err, event: device.EventQPReqErr, why: qp.ErrInvalidRequest, rstat: cq.RemInvReqErr,
+		{name: "SEND FIRST shorter than the MTU", syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrInvalidRequest, rstat: transport.RemInvReqErr,
 			run: func(s *rdmatest.Peer, r *rawPeer) { r.send(bth.RCSendFirst, rPSN, true, pay(1000)) }},
-		{name: "SEND beyond the receive buffer", recv: []mr.SGE{{Length: 10}}, syn: nakInvalid, state: qp.Err, rstat: cq.LocLenErr,
+		{name: "SEND beyond the receive buffer", recv: []transport.SGE{{Length: 10}}, syn: nakInvalid, state: transport.Err, rstat: transport.LocLenErr,
 			run: func(s *rdmatest.Peer, r *rawPeer) { r.send(bth.RCSendOnly, rPSN, true, pay(64)) }},
 		// An lkey is checked at post (TestSGECheckedAtPost); a region
 		// deregistered after the post fails when the SEND lands.
-		{name: "receive SGE of a deregistered region", recv: []mr.SGE{}, syn: nakOp, state: qp.Err, rstat: cq.LocProtErr,
+		{name: "receive SGE of a deregistered region", recv: []transport.SGE{}, syn: nakOp, state: transport.Err, rstat: transport.LocProtErr,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
-				m, err := s.PD.Register(make([]byte, 4096), mr.LocalWrite)
+				m, err := s.PD.Register(make([]byte, 4096), transport.LocalWrite)
 				if err != nil {
 					panic(err)
 				}
-				if err := s.QP.PostRecv(&qp.RecvWR{WRID: 9, SGL: []mr.SGE{m.SGE(0, 100)}}); err != nil {
+				if err := s.QP.PostRecv(&transport.RecvWR{WRID: 9, SGL: []transport.SGE{m.SGE(0, 100)}}); err != nil {
 					panic(err)
 				}
 				m.Dereg()
 				r.send(bth.RCSendOnly, rPSN, true, pay(64))
 			}},
-		{name: "WRITE with a bad rkey", syn: nakAccess, state: qp.Err, event: device.EventQPAccessErr, why: mr.ErrInvalidKey,
+		{name: "WRITE with a bad rkey", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrInvalidKey,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr(), s.MR.RKey()^0x100, 64))
 			}},
-		{name: "WRITE beyond the region", syn: nakAccess, state: qp.Err, event: device.EventQPAccessErr, why: mr.ErrBounds,
+		{name: "WRITE beyond the region", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrBounds,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr()+uint64(len(s.Buf))-32, s.MR.RKey(), 64))
 			}},
-		{name: "WRITE below the region", syn: nakAccess, state: qp.Err, event: device.EventQPAccessErr, why: mr.ErrBounds,
+		{name: "WRITE below the region", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrBounds,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr()-8, s.MR.RKey(), 64))
 			}},
 		// The QP's access flags lacking the operation is an invalid request,
 		// as rxe's check_op_valid answers it, not a remote access error.
-		{name: "WRITE to a QP without remote write", access: mr.LocalWrite | mr.RemoteRead, syn: nakInvalid, state: qp.Err, event: device.EventQPReqErr, why: qp.ErrQPAccess,
+		{name: "WRITE to a QP without remote write", access: transport.LocalWrite | transport.RemoteRead, syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrQPAccess,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr(), s.MR.RKey(), 64))
 			}},
-		{name: "WRITE shorter than its DMA length", syn: nakInvalid, state: qp.Err, event: device.EventQPReqErr, why: qp.ErrInvalidRequest,
+		{name: "WRITE shorter than its DMA length", syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrInvalidRequest,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr(), s.MR.RKey(), 100))
 			}},
-		{name: "READ from a QP without remote read", access: mr.LocalWrite | mr.RemoteWrite, syn: nakInvalid, state: qp.Err, event: device.EventQPReqErr, why: qp.ErrQPAccess,
+		{name: "READ from a QP without remote read", access: transport.LocalWrite | transport.RemoteWrite, syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrQPAccess,
 			msg: "READ to a QP without REMOTE_READ",
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.MR.Addr(), s.MR.RKey(), 64))
 			}},
-		{name: "atomic to a QP without remote atomic", access: mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead, syn: nakInvalid, state: qp.Err, event: device.EventQPReqErr, why: qp.ErrQPAccess,
+		{name: "atomic to a QP without remote atomic", access: transport.LocalWrite | transport.RemoteWrite | transport.RemoteRead, syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrQPAccess,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCFetchAdd, rPSN, true, nil, atomicETH(s.MR.Addr(), s.MR.RKey(), 1, 0))
 			}},
-		{name: "WRITE to a region without remote write", syn: nakAccess, state: qp.Err, event: device.EventQPAccessErr, why: mr.ErrAccess,
+		{name: "WRITE to a region without remote write", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrAccess,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
-				m, err := s.PD.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteRead)
+				m, err := s.PD.Register(make([]byte, 4096), transport.LocalWrite|transport.RemoteRead)
 				if err != nil {
 					panic(err)
 				}
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(m.Addr(), m.RKey(), 64))
 			}},
-		{name: "WRITE to a region of another PD", syn: nakAccess, state: qp.Err, event: device.EventQPAccessErr, why: mr.ErrPD,
+		{name: "WRITE to a region of another PD", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrPD,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
-				m, err := s.Dev.AllocPD().Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite)
+				m, err := s.Dev.AllocPD().Register(make([]byte, 4096), transport.LocalWrite|transport.RemoteWrite)
 				if err != nil {
 					panic(err)
 				}
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(m.Addr(), m.RKey(), 64))
 			}},
-		{name: "READ with a bad rkey", syn: nakAccess, state: qp.Err, event: device.EventQPAccessErr, why: mr.ErrInvalidKey,
+		{name: "READ with a bad rkey", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrInvalidKey,
 			msg: "READ rkey 0xdead00",
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.MR.Addr(), 0xdead00, 64))
 			}},
-		{name: "atomic on an unaligned address", syn: nakInvalid, state: qp.Err, event: device.EventQPReqErr, why: qp.ErrInvalidRequest,
+		{name: "atomic on an unaligned address", syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrInvalidRequest,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCFetchAdd, rPSN, true, nil, atomicETH(s.MR.Addr()+4, s.MR.RKey(), 1, 0))
 			}},
-		{name: "atomic with a bad rkey", syn: nakAccess, state: qp.Err, event: device.EventQPAccessErr, why: mr.ErrInvalidKey,
+		{name: "atomic with a bad rkey", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrInvalidKey,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCCompareSwap, rPSN, true, nil, atomicETH(s.MR.Addr(), s.MR.RKey()+1, 1, 0))
 			}},
-		{name: "unsupported FLUSH", syn: nakInvalid, state: qp.Err, event: device.EventQPReqErr, why: qp.ErrInvalidRequest,
+		{name: "unsupported FLUSH", syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrInvalidRequest,
 			run: func(s *rdmatest.Peer, r *rawPeer) {
 				r.send(bth.RCFlush, rPSN, true, nil, reth(s.MR.Addr(), s.MR.RKey(), 64))
 			}},
-		{name: "zero-length WRITE checks no rkey", syn: ack, state: qp.RTS,
+		{name: "zero-length WRITE checks no rkey", syn: ack, state: transport.RTS,
 			run: func(s *rdmatest.Peer, r *rawPeer) { r.send(bth.RCWriteOnly, rPSN, true, nil, reth(0, 0, 0)) }},
 	}
 	for _, c := range cases {
@@ -155,13 +152,13 @@ func TestResponderNAKs(t *testing.T) {
 			s, r, _ := newRaw(t, o)
 			switch {
 			case c.recv == nil:
-				rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 9, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
+				rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 9, SGL: []transport.SGE{s.MR.SGE(0, 4096)}}))
 			case len(c.recv) > 0:
 				sg := c.recv
 				if sg[0].LKey == 0 {
-					sg = []mr.SGE{s.MR.SGE(0, int(sg[0].Length))}
+					sg = []transport.SGE{s.MR.SGE(0, int(sg[0].Length))}
 				}
-				rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 9, SGL: sg}))
+				rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 9, SGL: sg}))
 			}
 			c.run(s, r)
 			r.expectAck(c.syn, rPSN)
@@ -193,7 +190,7 @@ func TestResponderNAKs(t *testing.T) {
 func TestResponderSequence(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{})
 	for i := range 4 {
-		rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{s.MR.SGE(i*4096, 4096)}}))
+		rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{s.MR.SGE(i*4096, 4096)}}))
 	}
 	// A gap: one NAK for the expected PSN (IBA 9.7.5.2.1); further packets
 	// of the same gap are dropped without another NAK.
@@ -219,21 +216,21 @@ func TestResponderSequence(t *testing.T) {
 	r.send(bth.RCSendFirst, rPSN+1, false, bytes.Repeat([]byte{1}, 1024))
 	r.send(bth.RCSendLast, rPSN+2, true, []byte{2, 2})
 	r.expectAck(ack, rPSN+2)
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.ByteLen != 1026 || wc.Status != cq.Success {
+	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.ByteLen != 1026 || wc.Status != transport.Success {
 		t.Fatalf("completion %+v", wc)
 	}
 	// A SEND interrupting a SEND in progress is an invalid request.
 	r.send(bth.RCSendFirst, rPSN+3, false, bytes.Repeat([]byte{1}, 1024))
 	r.send(bth.RCSendOnly, rPSN+4, true, []byte{3})
 	r.expectAck(nakInvalid, rPSN+4)
-	if s.QP.State() != qp.Err {
+	if s.QP.State() != transport.Err {
 		t.Fatal("QP not in ERR")
 	}
 	// The receive WQE in use completes with the error, the rest flush.
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != cq.RemInvReqErr {
+	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != transport.RemInvReqErr {
 		t.Fatalf("completion %+v", wc)
 	}
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != cq.WRFlushErr {
+	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != transport.WRFlushErr {
 		t.Fatalf("completion %+v", wc)
 	}
 }
@@ -249,7 +246,7 @@ func TestResponderRNR(t *testing.T) {
 	r.send(bth.RCSendOnly, rPSN+1, true, []byte("y"))
 	r.quiet()
 	// The PSN was not consumed: after a receive is posted the retry lands.
-	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 64)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(0, 64)}}))
 	r.send(bth.RCSendOnly, rPSN, true, []byte("x"))
 	r.expectAck(ack, rPSN)
 	// WRITE with immediate needs a receive WQE too; no memory is touched
@@ -283,7 +280,7 @@ func TestResponderReadReplay(t *testing.T) {
 		t.Fatal("READ data differs")
 	}
 	// The next request's PSN is past the READ's five.
-	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(8192, 64)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(8192, 64)}}))
 	r.send(bth.RCSendOnly, rPSN+5, true, []byte("after"))
 	r.expectAck(ack, rPSN+5)
 	// A retried READ for its last three packets is answered from the
@@ -322,7 +319,7 @@ func TestResponderAtomicReplay(t *testing.T) {
 
 func TestResponderDropsForeignPackets(t *testing.T) {
 	s, r, net := newRaw(t, rdmatest.Options{})
-	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{s.MR.SGE(0, 64)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(0, 64)}}))
 	// From an address other than the QP's peer: dropped.
 	stranger := newRawPeer(t, net, "10.0.0.77")
 	stranger.dst = s
@@ -353,12 +350,12 @@ func TestResponderDropsForeignPackets(t *testing.T) {
 // go out, or the peer's send never completes.
 func TestDestroyAfterLastReceiveAcks(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{})
-	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 7, SGL: []transport.SGE{s.MR.SGE(0, 4096)}}))
 	dg := r.build(bth.RCSendOnly, rPSN, true, bytes.Repeat([]byte{1}, 64))[nic.Headroom:]
 	// The device's receive path, driven by hand so that the burst stays open.
-	var b device.Burst
+	var b transport.Burst
 	s.Dev.Input(nic.Frame{B: dg}, &b)
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != cq.Success || wc.WRID != 7 {
+	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != transport.Success || wc.WRID != 7 {
 		t.Fatalf("receive %+v", wc)
 	}
 	rdmatest.Must(t, s.Dev.DestroyQP(s.QP))
@@ -374,14 +371,14 @@ func TestDestroyAfterLastReceiveAcks(t *testing.T) {
 // completes (rxe retries it for ever).
 func TestErrAfterLastReceiveAcks(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{})
-	rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: 7, SGL: []mr.SGE{s.MR.SGE(0, 4096)}}))
+	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 7, SGL: []transport.SGE{s.MR.SGE(0, 4096)}}))
 	dg := r.build(bth.RCSendOnly, rPSN, true, bytes.Repeat([]byte{1}, 64))[nic.Headroom:]
-	var b device.Burst
+	var b transport.Burst
 	s.Dev.Input(nic.Frame{B: dg}, &b)
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != cq.Success || wc.WRID != 7 {
+	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != transport.Success || wc.WRID != 7 {
 		t.Fatalf("receive %+v", wc)
 	}
-	rdmatest.Must(t, s.QP.Modify(&qp.Attr{State: qp.Err}, qp.AttrState))
+	rdmatest.Must(t, s.QP.Modify(&transport.QPAttr{State: transport.Err}, transport.AttrState))
 	b.Flush()
 	r.expectAck(ack, rPSN)
 	r.sentNoMore()
@@ -401,9 +398,9 @@ func TestErrAfterLastReceiveAcks(t *testing.T) {
 func TestResponderPartialRetransmission(t *testing.T) {
 	s, r, _ := newRaw(t, rdmatest.Options{})
 	const n = 4 // packets in the peer's message
-	mtu := qp.MTU1024.Bytes()
+	mtu := transport.MTU1024.Bytes()
 	for i := range 2 {
-		rdmatest.Must(t, s.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{s.MR.SGE(i*n*mtu, n*mtu)}}))
+		rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{s.MR.SGE(i*n*mtu, n*mtu)}}))
 	}
 	msg := func(psn uint32, first, count int) {
 		for i := first; i < first+count; i++ {
@@ -447,7 +444,7 @@ func TestResponderPartialRetransmission(t *testing.T) {
 		}
 	}
 	// This side's own message goes out and is acknowledged.
-	rdmatest.Must(t, s.QP.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{s.MR.SGE(3*n*mtu, 64)}}))
+	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 7, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{s.MR.SGE(3*n*mtu, 64)}}))
 	next(func(p bth.Packet) bool { return p.OpCode() == bth.RCSendOnly && uint32(p.BTH().PSN()) == sPSN })
 	r.send(bth.RCAcknowledge, sPSN, false, nil, aeth(ack, 1))
 	// The peer's next message is taken at LAST+1.
@@ -456,7 +453,7 @@ func TestResponderPartialRetransmission(t *testing.T) {
 		return p.OpCode() == bth.RCAcknowledge && p.AETH().Syndrome() == ack &&
 			uint32(p.BTH().PSN()) == last+n && p.AETH().MSN() == 2
 	})
-	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != 7 || wc.Status != cq.Success {
+	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != 7 || wc.Status != transport.Success {
 		t.Fatalf("send completion %+v", wc)
 	}
 	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.WRID != 1 || wc.ByteLen != uint32(n*mtu) {

@@ -1,9 +1,7 @@
-package qp
+package transport
 
 import (
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
 )
 
 // The unreliable responders. They share the RC responder's receive WQE
@@ -71,20 +69,20 @@ func (q *QP) ucSend(p bth.Packet) bool {
 	}
 	pay := p.Payload()
 	if uint64(r.rOff)+uint64(len(pay)) > uint64(r.rwqe.length) {
-		q.completeRecv(&r.rwqe, cq.LocLenErr, cq.OpRecv, r.rOff, 0, false)
+		q.completeRecv(&r.rwqe, LocLenErr, OpRecv, r.rOff, 0, false)
 		r.haveWQE = false
 		return false
 	}
 	if err := q.scatter(r.rwqe.sgl, r.rOff, pay); err != nil {
-		q.completeRecv(&r.rwqe, cq.LocProtErr, cq.OpRecv, r.rOff, 0, false)
+		q.completeRecv(&r.rwqe, LocProtErr, OpRecv, r.rOff, 0, false)
 		r.haveWQE = false
 		return false
 	}
 	r.rOff += uint32(len(pay))
 	if info.Pos == bth.PosLast || info.Pos == bth.PosOnly {
-		wc := q.peerRecvWC(cq.OpRecv, r.rOff)
+		wc := q.peerRecvWC(OpRecv, r.rOff)
 		if info.Imm {
-			wc.Flags, wc.ImmData = cq.WithImm, p.ImmDt().Imm()
+			wc.Flags, wc.ImmData = WithImm, p.ImmDt().Imm()
 		}
 		r.haveWQE = false
 		r.inMsg = msgNone
@@ -100,7 +98,7 @@ func (q *QP) ucWrite(p bth.Packet) bool {
 	r := &q.resp
 	info := p.Info()
 	if info.Pos == bth.PosFirst || info.Pos == bth.PosOnly {
-		if q.attr.AccessFlags&mr.RemoteWrite == 0 {
+		if q.attr.AccessFlags&RemoteWrite == 0 {
 			return false
 		}
 		reth := p.RETH()
@@ -116,7 +114,7 @@ func (q *QP) ucWrite(p bth.Packet) bool {
 		return false
 	}
 	if n > 0 {
-		span, err := q.remote(r.wRKey, r.wVA, n, mr.RemoteWrite, true)
+		span, err := q.remote(r.wRKey, r.wVA, n, RemoteWrite, true)
 		if err != nil {
 			return false // UC drops what it may not place (class D)
 		}
@@ -162,18 +160,18 @@ func (q *QP) receiveUD(p bth.Packet, f bth.Frame) {
 	r.haveWQE = false
 	total := uint32(bth.GRHLen + p.PayloadLen())
 	if total > w.length {
-		q.completeRecv(w, cq.LocLenErr, cq.OpRecv, 0, 0, false)
+		q.completeRecv(w, LocLenErr, OpRecv, 0, 0, false)
 		return
 	}
 	var grh [bth.GRHLen]byte
 	bth.GRH(grh[:]).PutNetworkHeader(f.IP())
 	if q.scatter(w.sgl, 0, grh[:]) != nil || q.scatter(w.sgl, bth.GRHLen, p.Payload()) != nil {
-		q.completeRecv(w, cq.LocProtErr, cq.OpRecv, 0, 0, false)
+		q.completeRecv(w, LocProtErr, OpRecv, 0, 0, false)
 		return
 	}
-	wc := cq.WC{WRID: w.wrID, Opcode: cq.OpRecv, ByteLen: total, QPNum: q.qpn, SrcQP: d.SrcQP(), Flags: cq.WithGRH}
+	wc := WC{WRID: w.wrID, Opcode: OpRecv, ByteLen: total, QPNum: q.qpn, SrcQP: d.SrcQP(), Flags: WithGRH}
 	if p.Info().Imm {
-		wc.Flags |= cq.WithImm
+		wc.Flags |= WithImm
 		wc.ImmData = p.ImmDt().Imm()
 	}
 	c.RDMARecvs.Add(1)

@@ -1,4 +1,4 @@
-package device
+package transport
 
 // Sharer is a port 4791 that several processes of a host share, as they
 // share one rxe device (package share's Member is one). A server owns the

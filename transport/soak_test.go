@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"bytes"
@@ -11,10 +11,8 @@ import (
 
 	"github.com/goroce/goroce/internal/rdmatest"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 var soakMiB = flag.Int("soak-mib", 256, "MiB moved by each operation of the soak test")
@@ -37,7 +35,7 @@ func TestSoak(t *testing.T) {
 	// (about 1,200 of 16.7 ms each), which they overlap. The group returns
 	// when all three have, for the goroutine check below.
 	t.Run("ops", func(t *testing.T) {
-		for _, op := range []qp.WROpcode{qp.WRSend, qp.WRRDMAWrite, qp.WRRDMARead} {
+		for _, op := range []transport.WROpcode{transport.WRSend, transport.WRRDMAWrite, transport.WRRDMARead} {
 			t.Run(op.String(), func(t *testing.T) {
 				t.Parallel()
 				ring := newTraceRing(400)
@@ -46,7 +44,7 @@ func TestSoak(t *testing.T) {
 						t.Logf("last packets:\n%s", ring)
 					}
 				}()
-				a, b, net := rdmatest.MemPair(t, rdmatest.Options{MTU: qp.MTU4096, BufSize: 2 * inFlight * msgMax, Timeout: 12,
+				a, b, net := rdmatest.MemPair(t, rdmatest.Options{MTU: transport.MTU4096, BufSize: 2 * inFlight * msgMax, Timeout: 12,
 					Window: 64, Seed: uint64(op) + 42, PSN: 0xfff000, PSNB: 0xffff00, Trace: ring.hook})
 				net.SetFaults(a.Addr, b.Addr, faults)
 				net.SetFaults(b.Addr, a.Addr, faults)
@@ -61,7 +59,7 @@ func TestSoak(t *testing.T) {
 					src  int // READ: where in b's source area
 				}
 				slots := make([]slot, inFlight)
-				if op == qp.WRRDMARead {
+				if op == transport.WRRDMARead {
 					// READ sources are written once: a duplicate READ can be
 					// replayed after the requester completed it (its late
 					// request reaches the responder after the responses it
@@ -79,24 +77,24 @@ func TestSoak(t *testing.T) {
 						}
 						seed := byte(round*inFlight + k)
 						src, dst := k*msgMax, inFlight*msgMax+k*msgMax
-						if op == qp.WRRDMARead {
+						if op == transport.WRRDMARead {
 							src = rng.IntN(inFlight*msgMax - n + 1)
 						}
 						slots[k] = slot{n, seed, src}
-						wr := qp.SendWR{WRID: uint64(k), Opcode: op, Flags: qp.Signaled}
+						wr := transport.SendWR{WRID: uint64(k), Opcode: op, Flags: transport.Signaled}
 						switch op {
-						case qp.WRRDMARead: // a reads from b's source area into its destination area
+						case transport.WRRDMARead: // a reads from b's source area into its destination area
 							clear(a.Buf[dst : dst+n])
-							wr.SGL = []mr.SGE{a.MR.SGE(dst, n)}
+							wr.SGL = []transport.SGE{a.MR.SGE(dst, n)}
 							wr.RemoteAddr, wr.RKey = b.MR.Addr()+uint64(src), b.MR.RKey()
-						case qp.WRRDMAWrite:
+						case transport.WRRDMAWrite:
 							fill(a.Buf[src:src+n], seed)
-							wr.SGL = []mr.SGE{a.MR.SGE(src, n)}
+							wr.SGL = []transport.SGE{a.MR.SGE(src, n)}
 							wr.RemoteAddr, wr.RKey = b.MR.Addr()+uint64(dst), b.MR.RKey()
 						default:
 							fill(a.Buf[src:src+n], seed)
-							rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(k), SGL: []mr.SGE{b.MR.SGE(dst, msgMax)}}))
-							wr.SGL = []mr.SGE{a.MR.SGE(src, n)}
+							rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(k), SGL: []transport.SGE{b.MR.SGE(dst, msgMax)}}))
+							wr.SGL = []transport.SGE{a.MR.SGE(src, n)}
 						}
 						rdmatest.Must(t, a.QP.PostSend(&wr))
 						moved += int64(n)
@@ -104,12 +102,12 @@ func TestSoak(t *testing.T) {
 					// Every message completes, in order, and its bytes are right.
 					for i := range k {
 						wc := rdmatest.Wait(t, a.SCQ, 60*time.Second)
-						if wc.Status != cq.Success || wc.WRID != uint64(i) {
+						if wc.Status != transport.Success || wc.WRID != uint64(i) {
 							t.Fatalf("round %d message %d: %+v\nA %v\nB %v", round, i, wc, a.Dev.Counters().List(), b.Dev.Counters().List())
 						}
-						if op == qp.WRSend {
+						if op == transport.WRSend {
 							rc := rdmatest.Wait(t, b.RCQ, 60*time.Second)
-							if rc.Status != cq.Success || rc.WRID != uint64(i) || rc.ByteLen != uint32(slots[i].n) {
+							if rc.Status != transport.Success || rc.WRID != uint64(i) || rc.ByteLen != uint32(slots[i].n) {
 								t.Fatalf("round %d receive %d: %+v", round, i, rc)
 							}
 						}
@@ -117,7 +115,7 @@ func TestSoak(t *testing.T) {
 						want := make([]byte, n)
 						fill(want, slots[i].seed)
 						got := b.Buf[dst : dst+n]
-						if op == qp.WRRDMARead {
+						if op == transport.WRRDMARead {
 							got, want = a.Buf[dst:dst+n], b.Buf[slots[i].src:slots[i].src+n]
 						}
 						if !bytes.Equal(got, want) {

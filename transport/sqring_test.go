@@ -1,4 +1,4 @@
-package qp
+package transport
 
 import "testing"
 
@@ -10,7 +10,7 @@ import "testing"
 // overwrote a WQE in flight.
 func TestSQSlotsAcrossWrap(t *testing.T) {
 	for _, depth := range []uint32{1, 2, 3, 100, 1000} {
-		q := &QP{cap: Cap{MaxSendWR: depth, MaxSendSGE: 2, MaxInlineData: 16}}
+		q := &QP{cap: QPCap{MaxSendWR: depth, MaxSendSGE: 2, MaxInlineData: 16}}
 		q.initSQ()
 		n := uint32(len(q.sq))
 		if len(q.sgeStore) != int(n*2) || len(q.inlineStore) != int(n*16) {

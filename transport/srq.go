@@ -1,12 +1,9 @@
-package qp
+package transport
 
 import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
 )
 
 // SRQAttr are a shared receive queue's attributes (struct ibv_srq_attr).
@@ -29,7 +26,7 @@ const (
 // from, in the order they were posted (IBA 10.2.9). It is safe for
 // concurrent use.
 type SRQ struct {
-	pd *mr.PD
+	pd *PD
 	// limitReached reports IBV_EVENT_SRQ_LIMIT_REACHED to the device.
 	limitReached func(*SRQ)
 	users        atomic.Int32 // QPs attached
@@ -38,7 +35,7 @@ type SRQ struct {
 	// of its device's tables when destroyed.
 	srqn       uint32
 	xrcd       *XRCD
-	cq         *cq.CQ
+	cq         *CQ
 	unregister func()
 
 	mu        sync.Mutex
@@ -50,7 +47,7 @@ type SRQ struct {
 
 // newSRQ creates a shared receive queue in pd; limitReached reports its
 // limit event (IBV_EVENT_SRQ_LIMIT_REACHED).
-func newSRQ(pd *mr.PD, attr SRQAttr, limitReached func(*SRQ)) (*SRQ, error) {
+func newSRQ(pd *PD, attr SRQAttr, limitReached func(*SRQ)) (*SRQ, error) {
 	if attr.MaxWR == 0 || attr.MaxWR > MaxWR || attr.MaxSGE > MaxSGE {
 		return nil, invalid("SRQ max_wr %d / max_sge %d beyond the device's (%d, %d)", attr.MaxWR, attr.MaxSGE, MaxWR, MaxSGE)
 	}
@@ -61,7 +58,7 @@ func newSRQ(pd *mr.PD, attr SRQAttr, limitReached func(*SRQ)) (*SRQ, error) {
 	if attr.SRQLimit > 0 {
 		s.limit, s.armed = attr.SRQLimit, true
 	}
-	holdPD(pd)
+	pd.hold()
 	return s, nil
 }
 
@@ -85,8 +82,8 @@ func (s *SRQ) PostRecvList(wrs []RecvWR) error {
 }
 
 func (s *SRQ) post(wr *RecvWR) error {
-	if closedPD(s.pd) {
-		return errClosed("post_srq_recv")
+	if s.pd.closed() {
+		return errQPClosed("post_srq_recv")
 	}
 	if s.destroyed {
 		return fmt.Errorf("%w: SRQ destroyed", ErrState)
@@ -95,7 +92,7 @@ func (s *SRQ) post(wr *RecvWR) error {
 	if err != nil {
 		return err
 	}
-	if err := checkSGL(s.pd, wr.SGL, mr.LocalWrite); err != nil {
+	if err := checkSGL(s.pd, wr.SGL, LocalWrite); err != nil {
 		return err
 	}
 	s.rq.put(wr, total)
@@ -104,7 +101,7 @@ func (s *SRQ) post(wr *RecvWR) error {
 
 // pop takes the oldest WQE, copying its SGL into into. When the queue falls
 // below an armed limit, the limit event fires once and disarms (IBA 11.5.2.4).
-func (s *SRQ) pop(into []mr.SGE) (recvWQE, bool) {
+func (s *SRQ) pop(into []SGE) (recvWQE, bool) {
 	s.mu.Lock()
 	w, ok := s.rq.pop(into)
 	if !ok {
@@ -133,8 +130,8 @@ func (s *SRQ) Len() int {
 func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if closedPD(s.pd) {
-		return errClosed("modify_srq")
+	if s.pd.closed() {
+		return errQPClosed("modify_srq")
 	}
 	if mask&SRQMaxWR != 0 {
 		if attr.MaxWR == 0 || attr.MaxWR > MaxWR || attr.MaxWR < s.rq.len() {
@@ -166,8 +163,8 @@ func (s *SRQ) Query() SRQAttr {
 // Destroy destroys the SRQ (ibv_destroy_srq); it fails while QPs use it
 // (ErrBusy), and a second time (ErrInvalid).
 func (s *SRQ) Destroy() error {
-	if closedPD(s.pd) {
-		return errClosed("destroy_srq")
+	if s.pd.closed() {
+		return errQPClosed("destroy_srq")
 	}
 	// Under s.mu, which attach holds too: no QP attaches between the
 	// check and the destroy.
@@ -184,7 +181,7 @@ func (s *SRQ) Destroy() error {
 		s.unregister()
 		s.xrcd.detach()
 	}
-	releasePD(s.pd)
+	s.pd.release()
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package qp
+package transport
 
 // The Modify QP state machine of IBA 10.3.1 (figure 124 and table 91) as
 // libibverbs users meet it through the kernel's ib_modify_qp_is_ok: for each
@@ -10,11 +10,11 @@ package qp
 
 type transition struct {
 	valid    bool
-	req, opt [numTypes]AttrMask
+	req, opt [numTypes]QPAttrMask
 }
 
 // per QP type: RC, UC, UD, XRC initiator, XRC target.
-func byType(rc, uc, ud, ini, tgt AttrMask) (t [numTypes]AttrMask) {
+func byType(rc, uc, ud, ini, tgt QPAttrMask) (t [numTypes]QPAttrMask) {
 	t[RC], t[UC], t[UD], t[XRCIni], t[XRCTgt] = rc, uc, ud, ini, tgt
 	return t
 }
@@ -110,7 +110,7 @@ var stateTable = [Err + 1][Err + 1]transition{
 }
 
 // checkTransition validates a Modify call as ib_modify_qp_is_ok does.
-func checkTransition(t Type, cur, next State, mask AttrMask) error {
+func checkTransition(t QPType, cur, next QPState, mask QPAttrMask) error {
 	if t >= numTypes || typeNames[t] == "" {
 		return &AttrError{From: cur, To: next, Type: t, Reason: "no such QP type"}
 	}

@@ -1,4 +1,4 @@
-package device
+package transport
 
 import (
 	"github.com/goroce/goroce/nic"

@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"reflect"
@@ -6,11 +6,8 @@ import (
 
 	"github.com/goroce/goroce/internal/rdmatest"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestStats: after a SEND both ways, the device's counters carry the
@@ -19,18 +16,18 @@ import (
 func TestStats(t *testing.T) {
 	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
 	for range 3 {
-		rdmatest.Must(t, b.QP.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, 4096)}}))
+		rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, 4096)}}))
 	}
 	sendN(t, a, 3, 2000) // two packets each at MTU 1024
 	for range 3 {
-		if wc := rdmatest.Wait(t, a.SCQ, timeoutShort); wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, a.SCQ, timeoutShort); wc.Status != transport.Success {
 			t.Fatalf("send %+v", wc)
 		}
-		if wc := rdmatest.Wait(t, b.RCQ, timeoutShort); wc.Status != cq.Success {
+		if wc := rdmatest.Wait(t, b.RCQ, timeoutShort); wc.Status != transport.Success {
 			t.Fatalf("receive %+v", wc)
 		}
 	}
-	get := func(d *device.Device) map[string]uint64 {
+	get := func(d *transport.Device) map[string]uint64 {
 		m := map[string]uint64{}
 		for _, c := range d.Stats() {
 			if _, dup := m[c.Name]; dup {
@@ -59,7 +56,7 @@ func TestStats(t *testing.T) {
 	if got := a.Dev.Stats()[0].Name; got != "sent_pkts" {
 		t.Errorf("first counter %s: rxe's order starts with sent_pkts", got)
 	}
-	if n := reflect.TypeOf(nic.Stats{}).NumField(); len(device.LinkCounters(nic.Stats{})) != n {
-		t.Errorf("%d link counters named, nic.Stats has %d fields", len(device.LinkCounters(nic.Stats{})), n)
+	if n := reflect.TypeOf(nic.Stats{}).NumField(); len(transport.LinkCounters(nic.Stats{})) != n {
+		t.Errorf("%d link counters named, nic.Stats has %d fields", len(transport.LinkCounters(nic.Stats{})), n)
 	}
 }

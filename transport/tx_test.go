@@ -1,11 +1,10 @@
-package qp_test
+package transport_test
 
 import (
 	"testing"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestAckBehindRequests: an acknowledgement a burst left open (poll mode)
@@ -26,7 +25,7 @@ func TestAckBehindRequests(t *testing.T) {
 	}
 	// The application answers: its SEND and the pending ACK go together,
 	// the ACK last.
-	wr := qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{h.mr.SGE(0, 32)}}
+	wr := transport.SendWR{WRID: 1, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{h.mr.SGE(0, 32)}}
 	if err := h.q.PostSend(&wr); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +44,7 @@ func TestAckBehindRequests(t *testing.T) {
 	h.ack(h.sent(), bth.ACKSyndrome(0), 8)
 	// A READ response and its burst's requests keep their order: only a
 	// lone acknowledgement moves.
-	f, p = h.packet(bth.RCReadRequest, 9, nil, reth(h.mr.Addr(), h.mr.RKey(), 16))
+	f, p = h.packet(bth.RCReadRequest, 9, nil, qpRETH(h.mr.Addr(), h.mr.RKey(), 16))
 	if !receive(h.q, p, f) {
 		t.Fatal("the READ did not join a burst")
 	}
@@ -61,6 +60,6 @@ func TestAckBehindRequests(t *testing.T) {
 }
 
 // reth fills a request's RETH.
-func reth(va uint64, rkey, n uint32) func(p []byte, info *bth.Info) {
+func qpRETH(va uint64, rkey, n uint32) func(p []byte, info *bth.Info) {
 	return func(p []byte, info *bth.Info) { bth.RETH(p[info.Offset(bth.ExtRETH):]).Encode(va, rkey, n) }
 }

@@ -1,48 +1,36 @@
-// Package qp holds queue pairs: the verbs object a program posts work
-// requests to, and the InfiniBand transport protocol that carries them out.
-//
-// A QP is split as the specification (IBA vol 1, chapter 9) and Linux rxe
-// split it: the requester (requester.go) turns send work requests into
-// request packets; the responder (responder.go) executes incoming requests
-// and produces acknowledgements and read responses; the completer
-// (completer.go) matches acknowledgements and responses to outstanding work
-// requests, retransmits, and reports completions. The state machine of
-// IBA 10.3 and ibv_modify_qp is in modify.go.
-package qp
+package transport
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
 )
 
 // Type is a QP transport service, with the values of enum ibv_qp_type.
-type Type uint8
+type QPType uint8
 
 // QP types.
 const (
-	RC Type = 2
-	UC Type = 3
-	UD Type = 4
+	RC QPType = 2
+	UC QPType = 3
+	UD QPType = 4
 	// XRCIni is an XRC initiator QP (IBV_QPT_XRC_SEND): a send queue and
 	// no receive queue; each send names the target's XRC SRQ
 	// (SendWR.RemoteSRQN), which its packets carry in an XRCETH.
-	XRCIni Type = 9
+	XRCIni QPType = 9
 	// XRCTgt is an XRC target QP (IBV_QPT_XRC_RECV): it belongs to an
 	// XRC domain (InitAttr.XRCD) and has neither queue of its own; each
 	// request it takes is received into, and completes on the CQ of, the
 	// XRC SRQ of that domain its XRCETH names.
-	XRCTgt   Type = 10
-	numTypes      = XRCTgt + 1
+	XRCTgt   QPType = 10
+	numTypes        = XRCTgt + 1
 )
 
 var typeNames = [numTypes]string{RC: "RC", UC: "UC", UD: "UD", XRCIni: "XRC_INI", XRCTgt: "XRC_TGT"}
 
 // String returns "RC", "UC", "UD", "XRC_INI" or "XRC_TGT".
-func (t Type) String() string {
+func (t QPType) String() string {
 	if t < numTypes && typeNames[t] != "" {
 		return typeNames[t]
 	}
@@ -58,22 +46,22 @@ var typeTransport = [numTypes]bth.Transport{RC: bth.TransportRC, UC: bth.Transpo
 // reliable reports whether t is acknowledged, retried and completed on
 // acknowledgement as RC is: RC and both XRC halves (XRC is RC's protocol
 // with an XRCETH, IBA 9.2.5).
-func (t Type) reliable() bool { return t == RC || t == XRCIni || t == XRCTgt }
+func (t QPType) reliable() bool { return t == RC || t == XRCIni || t == XRCTgt }
 
 // opcode returns operation op (a transport-0 opcode: bth.SendOnly,
 // bth.RCAcknowledge, ...) in t's transport.
-func (t Type) opcode(op bth.OpCode) bth.OpCode { return bth.OpCode(t.transport())<<5 | op }
+func (t QPType) opcode(op bth.OpCode) bth.OpCode { return bth.OpCode(t.transport())<<5 | op }
 
 // transport returns the transport of the opcodes a QP of type t sends and
 // receives.
-func (t Type) transport() bth.Transport { return typeTransport[t] }
+func (t QPType) transport() bth.Transport { return typeTransport[t] }
 
 // State is a QP state, with the values of enum ibv_qp_state.
-type State uint8
+type QPState uint8
 
 // QP states (IBA 10.3.1).
 const (
-	Reset State = iota
+	Reset QPState = iota
 	Init
 	RTR
 	RTS
@@ -85,7 +73,7 @@ const (
 var stateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
 
 // String returns the state's name as rdma-core prints it ("RTS").
-func (s State) String() string {
+func (s QPState) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]
 	}
@@ -136,31 +124,31 @@ func MTUFor(ipMTU int, v6 bool) MTU {
 
 // AttrMask selects the attributes Modify sets, with the bit values of enum
 // ibv_qp_attr_mask.
-type AttrMask uint32
+type QPAttrMask uint32
 
 // Attribute mask bits.
 const (
-	AttrState            AttrMask = 1 << 0
-	AttrCurState         AttrMask = 1 << 1
-	AttrEnSQDAsyncNotify AttrMask = 1 << 2
-	AttrAccessFlags      AttrMask = 1 << 3
-	AttrPKeyIndex        AttrMask = 1 << 4
-	AttrPort             AttrMask = 1 << 5
-	AttrQKey             AttrMask = 1 << 6
-	AttrAV               AttrMask = 1 << 7
-	AttrPathMTU          AttrMask = 1 << 8
-	AttrTimeout          AttrMask = 1 << 9
-	AttrRetryCnt         AttrMask = 1 << 10
-	AttrRNRRetry         AttrMask = 1 << 11
-	AttrRQPSN            AttrMask = 1 << 12
-	AttrMaxQPRdAtomic    AttrMask = 1 << 13
-	AttrAltPath          AttrMask = 1 << 14
-	AttrMinRNRTimer      AttrMask = 1 << 15
-	AttrSQPSN            AttrMask = 1 << 16
-	AttrMaxDestRdAtomic  AttrMask = 1 << 17
-	AttrPathMigState     AttrMask = 1 << 18
-	AttrCap              AttrMask = 1 << 19
-	AttrDestQPN          AttrMask = 1 << 20
+	AttrState            QPAttrMask = 1 << 0
+	AttrCurState         QPAttrMask = 1 << 1
+	AttrEnSQDAsyncNotify QPAttrMask = 1 << 2
+	AttrAccessFlags      QPAttrMask = 1 << 3
+	AttrPKeyIndex        QPAttrMask = 1 << 4
+	AttrPort             QPAttrMask = 1 << 5
+	AttrQKey             QPAttrMask = 1 << 6
+	AttrAV               QPAttrMask = 1 << 7
+	AttrPathMTU          QPAttrMask = 1 << 8
+	AttrTimeout          QPAttrMask = 1 << 9
+	AttrRetryCnt         QPAttrMask = 1 << 10
+	AttrRNRRetry         QPAttrMask = 1 << 11
+	AttrRQPSN            QPAttrMask = 1 << 12
+	AttrMaxQPRdAtomic    QPAttrMask = 1 << 13
+	AttrAltPath          QPAttrMask = 1 << 14
+	AttrMinRNRTimer      QPAttrMask = 1 << 15
+	AttrSQPSN            QPAttrMask = 1 << 16
+	AttrMaxDestRdAtomic  QPAttrMask = 1 << 17
+	AttrPathMigState     QPAttrMask = 1 << 18
+	AttrCap              QPAttrMask = 1 << 19
+	AttrDestQPN          QPAttrMask = 1 << 20
 )
 
 var maskNames = [...]string{"STATE", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY", "ACCESS_FLAGS",
@@ -170,7 +158,7 @@ var maskNames = [...]string{"STATE", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY", "ACCESS
 
 // String lists the mask's bits by their IBV_QP_ names without the prefix,
 // joined by "|" ("STATE|PKEY_INDEX|PORT"), or "0".
-func (m AttrMask) String() string {
+func (m QPAttrMask) String() string {
 	s := ""
 	for i, n := range maskNames {
 		if m&(1<<i) != 0 {
@@ -202,7 +190,7 @@ type AHAttr struct {
 }
 
 // Cap are a QP's queue capacities (struct ibv_qp_cap).
-type Cap struct {
+type QPCap struct {
 	MaxSendWR     uint32 // outstanding send work requests (up to MaxWR)
 	MaxRecvWR     uint32 // outstanding receive work requests; 0 with an SRQ
 	MaxSendSGE    uint32 // SGEs per send work request (up to MaxSGE)
@@ -222,12 +210,12 @@ const (
 
 // InitAttr are the attributes a QP is created with (struct ibv_qp_init_attr,
 // and ibv_qp_init_attr_ex's xrcd).
-type InitAttr struct {
-	Type   Type   // RC, UC, UD, XRCIni or XRCTgt
-	SendCQ *cq.CQ // where send work requests complete (none for XRCTgt)
-	RecvCQ *cq.CQ // where receive work requests complete, may be SendCQ (none for XRCIni and XRCTgt)
+type QPInitAttr struct {
+	Type   QPType // RC, UC, UD, XRCIni or XRCTgt
+	SendCQ *CQ    // where send work requests complete (none for XRCTgt)
+	RecvCQ *CQ    // where receive work requests complete, may be SendCQ (none for XRCIni and XRCTgt)
 	SRQ    *SRQ   // if set, receives come from this shared queue, not the QP's own
-	Cap    Cap    // queue sizes (XRCIni: no receive queue; XRCTgt: no queue at all)
+	Cap    QPCap  // queue sizes (XRCIni: no receive queue; XRCTgt: no queue at all)
 	// SigAll makes every send work request signaled.
 	SigAll bool
 	// XRCD is an XRCTgt QP's XRC domain: the XRC SRQs its requests may
@@ -236,27 +224,27 @@ type InitAttr struct {
 }
 
 // Attr are a QP's attributes (struct ibv_qp_attr).
-type Attr struct {
-	State            State     // the state to move to
-	CurState         State     // the state the caller believes the QP is in
-	PathMTU          MTU       // RC, UC: the path MTU, at most the port's active MTU
-	QKey             uint32    // UD: the Q_Key a datagram must carry to be received
-	RQPSN            uint32    // RC, UC: the first PSN expected from the peer (its SQ PSN)
-	SQPSN            uint32    // the first PSN this QP sends
-	DestQPN          uint32    // RC, UC: the peer's QP number
-	AccessFlags      mr.Access // RC, UC: what the peer may do (RemoteWrite, RemoteRead, RemoteAtomic)
-	Cap              Cap       // Query only: the queue sizes
-	AH               AHAttr    // RC, UC: the path to the peer (AttrAV)
-	PKeyIndex        uint16    // always 0: the P_Key table has one entry
-	EnSQDAsyncNotify bool      // on the move to SQD, report device.EventSQDrained once drained
-	SQDraining       bool      // Query only
-	MaxRdAtomic      uint8     // RC: READs and atomics this QP keeps outstanding
-	MaxDestRdAtomic  uint8     // RC: READs and atomics from the peer it holds resources for
-	MinRNRTimer      uint8     // RC: the RNR NAK timer code this responder asks for (IBA table 45)
-	PortNum          uint8     // always 1
-	Timeout          uint8     // RC: local ACK timeout, 4.096 µs × 2^Timeout (0: none)
-	RetryCnt         uint8     // RC: retransmissions after a timeout or sequence error (0..7)
-	RNRRetry         uint8     // RC: retries after an RNR NAK (7: without end)
+type QPAttr struct {
+	State            QPState // the state to move to
+	CurState         QPState // the state the caller believes the QP is in
+	PathMTU          MTU     // RC, UC: the path MTU, at most the port's active MTU
+	QKey             uint32  // UD: the Q_Key a datagram must carry to be received
+	RQPSN            uint32  // RC, UC: the first PSN expected from the peer (its SQ PSN)
+	SQPSN            uint32  // the first PSN this QP sends
+	DestQPN          uint32  // RC, UC: the peer's QP number
+	AccessFlags      Access  // RC, UC: what the peer may do (RemoteWrite, RemoteRead, RemoteAtomic)
+	Cap              QPCap   // Query only: the queue sizes
+	AH               AHAttr  // RC, UC: the path to the peer (AttrAV)
+	PKeyIndex        uint16  // always 0: the P_Key table has one entry
+	EnSQDAsyncNotify bool    // on the move to SQD, report EventSQDrained once drained
+	SQDraining       bool    // Query only
+	MaxRdAtomic      uint8   // RC: READs and atomics this QP keeps outstanding
+	MaxDestRdAtomic  uint8   // RC: READs and atomics from the peer it holds resources for
+	MinRNRTimer      uint8   // RC: the RNR NAK timer code this responder asks for (IBA table 45)
+	PortNum          uint8   // always 1
+	Timeout          uint8   // RC: local ACK timeout, 4.096 µs × 2^Timeout (0: none)
+	RetryCnt         uint8   // RC: retransmissions after a timeout or sequence error (0..7)
+	RNRRetry         uint8   // RC: retries after an RNR NAK (7: without end)
 }
 
 // Errors of the verbs calls. Each wraps ErrInvalid, ErrNoMem or ErrState
@@ -269,8 +257,8 @@ var (
 )
 
 // Why a responder ended the connection: the rule a request broke, carried
-// by the affiliated event (device.Event.Err) on the side that detected it. A
-// memory-key rule is one of mr's errors (mr.ErrInvalidKey, ErrBounds,
+// by the affiliated event (Event.Err) on the side that detected it. A
+// memory-key rule is one of mr's errors (ErrInvalidKey, ErrBounds,
 // ErrAccess, ErrPD) wrapped with the request's rkey and range.
 var (
 	// ErrQPAccess: the QP's access flags lack REMOTE_READ, REMOTE_WRITE or
@@ -300,11 +288,11 @@ func rkeyError(op string, rkey uint32, va uint64, n uint32, err error) error {
 
 // AttrError reports a Modify call whose attributes do not fit the transition.
 type AttrError struct {
-	From, To State    // the transition asked for
-	Type     Type     // the QP's type, which decides the masks
-	Missing  AttrMask // required but not given
-	Extra    AttrMask // given but not allowed
-	Reason   string   // a value that does not fit, if that was the fault
+	From, To QPState    // the transition asked for
+	Type     QPType     // the QP's type, which decides the masks
+	Missing  QPAttrMask // required but not given
+	Extra    QPAttrMask // given but not allowed
+	Reason   string     // a value that does not fit, if that was the fault
 }
 
 // Error says which transition, which bits were missing or not allowed,

@@ -1,4 +1,4 @@
-package qp
+package transport
 
 import (
 	"errors"
@@ -34,11 +34,11 @@ func TestMTUFor(t *testing.T) {
 
 func TestCheckTransition(t *testing.T) {
 	for _, c := range []struct {
-		typ      Type
-		from, to State
-		mask     AttrMask
-		missing  AttrMask
-		extra    AttrMask
+		typ      QPType
+		from, to QPState
+		mask     QPAttrMask
+		missing  QPAttrMask
+		extra    QPAttrMask
 		ok       bool
 	}{
 		{RC, Reset, Init, AttrState | AttrPKeyIndex | AttrPort | AttrAccessFlags, 0, 0, true},

@@ -1,4 +1,4 @@
-package qp_test
+package transport_test
 
 import (
 	"bytes"
@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // A packet of another transport with the right PSN is dropped and counted
@@ -24,7 +22,7 @@ func TestTransportMismatchDropped(t *testing.T) {
 	}
 	h.deliver(bth.RCSendOnly, 100, []byte("rc"))
 	h.ack(h.sent(), bth.ACKSyndrome(0), 100)
-	if wc := polls(h.rcq); len(wc) != 1 || wc[0].Status != cq.Success || !bytes.Equal(h.buf[:2], []byte("rc")) {
+	if wc := polls(h.rcq); len(wc) != 1 || wc[0].Status != transport.Success || !bytes.Equal(h.buf[:2], []byte("rc")) {
 		t.Fatalf("completions %+v, buffer %q", wc, h.buf[:2])
 	}
 }
@@ -88,7 +86,7 @@ func TestRNRNAKCarriesTimer(t *testing.T) {
 func TestRetryExhausted(t *testing.T) {
 	const retry = 3
 	h := newHarness(t, harnessOpts{timeout: 10, retry: retry, sendPSN: 50})
-	wr := qp.SendWR{WRID: 9, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{h.mr.SGE(0, 16)}}
+	wr := transport.SendWR{WRID: 9, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{h.mr.SGE(0, 16)}}
 	if err := h.q.PostSend(&wr); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +106,7 @@ func TestRetryExhausted(t *testing.T) {
 		t.Fatalf("sent after the last retry: %v", describe(ps))
 	}
 	wc := polls(h.scq)
-	if len(wc) != 1 || wc[0].WRID != 9 || wc[0].Status != cq.RetryExcErr || h.q.State() != qp.Err {
+	if len(wc) != 1 || wc[0].WRID != 9 || wc[0].Status != transport.RetryExcErr || h.q.State() != transport.Err {
 		t.Fatalf("completions %+v, state %v; want RetryExcErr and ERR", wc, h.q.State())
 	}
 }

@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/goroce/goroce/internal/rawudp"
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // BenchmarkVethRC measures RC WRITE and SEND across a veth pair between two
@@ -25,10 +25,10 @@ import (
 // since that path's rate drifts on a shared host. The veths keep their
 // offloads, as a host's would.
 //
-//	go test -run '^$' -bench VethRC -benchtime 3s ./device
+//	go test -run '^$' -bench VethRC -benchtime 3s ./transport
 func BenchmarkVethRC(b *testing.B) {
 	const size, depth = 64 << 10, 128
-	for _, mtu := range []qp.MTU{qp.MTU1024, qp.MTU4096} {
+	for _, mtu := range []transport.MTU{transport.MTU1024, transport.MTU4096} {
 		n := rdmatest.NewNet(b, rdmatest.Config{MTU: rdmatest.VethMTU(mtu), Offloads: true})
 		m := mtu.Bytes()
 		raw := map[bool]float64{} // Gbit/s of raw UDP, by GSO
@@ -54,7 +54,7 @@ func BenchmarkVethRC(b *testing.B) {
 			})
 		}
 		for _, k := range rdmatest.Kinds {
-			for _, op := range []qp.WROpcode{qp.WRRDMAWrite, qp.WRSend} {
+			for _, op := range []transport.WROpcode{transport.WRRDMAWrite, transport.WRSend} {
 				b.Run(fmt.Sprintf("mtu%d/%v/%s", m, k, opName(op)), func(b *testing.B) {
 					for _, gso := range []bool{false, true} {
 						if raw[gso] == 0 { // its sub-benchmark was not selected
@@ -92,8 +92,8 @@ func BenchmarkVethRC(b *testing.B) {
 // after it meaningless (x-gso of 60 and more).
 const rawBaseline = 10000
 
-func opName(op qp.WROpcode) string {
-	if op == qp.WRSend {
+func opName(op transport.WROpcode) string {
+	if op == transport.WRSend {
 		return "send"
 	}
 	return "write"
@@ -122,10 +122,10 @@ func report(b *testing.B, gbps, pps, xSendto, xGSO float64) {
 // work, so on a 2-core machine the ratio shows what 2 cores allow, not
 // what a receiver alone would reach with a core per queue.
 //
-//	go test -run '^$' -bench VethQueues -benchtime 3s ./device
+//	go test -run '^$' -bench VethQueues -benchtime 3s ./transport
 func BenchmarkVethQueues(b *testing.B) {
-	n := rdmatest.NewNet(b, rdmatest.Config{MTU: rdmatest.VethMTU(qp.MTU4096), Offloads: true})
-	for _, op := range []qp.WROpcode{qp.WRSend, qp.WRRDMAWrite} {
+	n := rdmatest.NewNet(b, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU4096), Offloads: true})
+	for _, op := range []transport.WROpcode{transport.WRSend, transport.WRRDMAWrite} {
 		for _, size := range []int{64, 64 << 10} {
 			one := 0.0
 			for _, k := range []rdmatest.Kind{rdmatest.UDP, rdmatest.UDPQueues} {
@@ -175,10 +175,10 @@ func BenchmarkVethQueues(b *testing.B) {
 // bytes, ICRC), 64 per call. x-mmsg is goroce's rate over raw's; issue 13
 // asks for at least 0.8.
 //
-//	go test -run '^$' -bench VethMsgRate -benchtime 200000x ./device
+//	go test -run '^$' -bench VethMsgRate -benchtime 200000x ./transport
 func BenchmarkVethMsgRate(b *testing.B) {
 	const size, depth = 64, 256
-	n := rdmatest.NewNet(b, rdmatest.Config{MTU: rdmatest.VethMTU(qp.MTU1024), Offloads: true})
+	n := rdmatest.NewNet(b, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU1024), Offloads: true})
 	var raw float64
 	measureRaw := func(b *testing.B, count int, start func()) rawudp.Result {
 		r, err := rawudp.Measure(n.A, n.B, n.A.IPv4, n.B.IPv4, 12+size+4, count, rawudp.MMsg, start)
@@ -205,7 +205,7 @@ func BenchmarkVethMsgRate(b *testing.B) {
 				measureRaw(b, 200000, nil)
 			}
 			a, c := rdmatest.Pair(b, n, k, rdmatest.IPv4, rdmatest.Options{BufSize: 64 << 10, SQDepth: 2 * depth, RQDepth: 1024})
-			el := rdmatest.Bandwidth(b, a, c, qp.WRSend, size, depth, b.N, b.ResetTimer)
+			el := rdmatest.Bandwidth(b, a, c, transport.WRSend, size, depth, b.N, b.ResetTimer)
 			b.StopTimer()
 			pps := float64(b.N) / el.Seconds()
 			b.ReportMetric(pps/1e6, "Mpps")

@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"flag"
@@ -8,7 +8,7 @@ import (
 	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/internal/rdmatest"
 	"github.com/goroce/goroce/nic/impair"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 	"github.com/vishvananda/netlink"
 )
 
@@ -31,7 +31,7 @@ func TestVethImpaired(t *testing.T) {
 	rdmatest.NoLeaks(t)
 	// The two MTUs run side by side, each on its own namespaces: a lossy
 	// RC stream spends most of its time waiting out timeouts.
-	for _, mtu := range []qp.MTU{qp.MTU1024, qp.MTU4096} {
+	for _, mtu := range []transport.MTU{transport.MTU1024, transport.MTU4096} {
 		t.Run(fmt.Sprintf("mtu%d", mtu.Bytes()), func(t *testing.T) {
 			t.Parallel()
 			n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(mtu),
@@ -46,7 +46,7 @@ func TestVethImpaired(t *testing.T) {
 						t.Run("rc", func(t *testing.T) {
 							before, _ := n.Fwd.Stats()
 							a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{BufSize: 2 << 20})
-							for _, op := range []qp.WROpcode{qp.WRSend, qp.WRRDMAWrite, qp.WRRDMARead} {
+							for _, op := range []transport.WROpcode{transport.WRSend, transport.WRRDMAWrite, transport.WRRDMARead} {
 								el := rdmatest.Stream(t, a, b, op, int64(*vethMiB)<<20, 256<<10, 4, uint64(mtu))
 								t.Logf("%v: %d MiB in %v", op, *vethMiB, el.Round(1e6))
 							}
@@ -61,11 +61,11 @@ func TestVethImpaired(t *testing.T) {
 								t.Fatal("the path did not impair the run: nothing was lost, retransmitted or duplicated")
 							}
 						})
-						for _, typ := range []qp.Type{qp.UC, qp.UD} {
+						for _, typ := range []transport.QPType{transport.UC, transport.UD} {
 							t.Run(typ.String(), func(t *testing.T) {
 								a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{Type: typ})
 								size := 3*mtu.Bytes() + 100 // four packets
-								if typ == qp.UD {
+								if typ == transport.UD {
 									size = mtu.Bytes()
 								}
 								const count = 2000
@@ -94,12 +94,12 @@ func TestVethNetem(t *testing.T) {
 		t.Skipf("no netem here (%v); TestVethImpaired impairs the path with nic/impair instead", err)
 	}
 	rdmatest.NoLeaks(t)
-	n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(qp.MTU4096),
+	n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU4096),
 		Netem: &netlink.NetemQdiscAttrs{Loss: 3, Duplicate: 1, ReorderProb: 2, Latency: 200}})
 	for _, k := range rdmatest.Kinds {
 		t.Run(k.String(), func(t *testing.T) {
 			a, b := rdmatest.Pair(t, n, k, rdmatest.IPv4, rdmatest.Options{BufSize: 2 << 20})
-			for _, op := range []qp.WROpcode{qp.WRSend, qp.WRRDMAWrite, qp.WRRDMARead} {
+			for _, op := range []transport.WROpcode{transport.WRSend, transport.WRRDMAWrite, transport.WRRDMARead} {
 				rdmatest.Stream(t, a, b, op, int64(*vethMiB)<<20, 256<<10, 4, 1)
 			}
 			if a.Dev.Counters().RetransmittedPkts.Load() == 0 {

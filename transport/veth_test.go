@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/goroce/goroce/internal/rdmatest"
 	"github.com/goroce/goroce/nic/udp"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestVeth runs the engine across a veth pair between two namespaces, over
@@ -16,7 +16,7 @@ import (
 // byte and every completion is checked, and no goroutine outlives it.
 func TestVeth(t *testing.T) {
 	rdmatest.NoLeaks(t)
-	for _, mtu := range []qp.MTU{qp.MTU1024, qp.MTU4096} {
+	for _, mtu := range []transport.MTU{transport.MTU1024, transport.MTU4096} {
 		n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(mtu)})
 		for _, k := range rdmatest.Kinds {
 			for _, f := range []rdmatest.Family{rdmatest.IPv4, rdmatest.IPv6} {
@@ -30,11 +30,11 @@ func TestVeth(t *testing.T) {
 						rdmatest.CheckRC(t, b, a)
 					})
 					t.Run("uc", func(t *testing.T) {
-						a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{Type: qp.UC})
+						a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{Type: transport.UC})
 						rdmatest.CheckUC(t, a, b)
 					})
 					t.Run("ud", func(t *testing.T) {
-						a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{Type: qp.UD})
+						a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{Type: transport.UD})
 						rdmatest.CheckUD(t, a, b)
 					})
 				})
@@ -49,7 +49,7 @@ func TestVeth(t *testing.T) {
 // IPv4 and IPv6, at both MTUs.
 func TestVethMixed(t *testing.T) {
 	rdmatest.NoLeaks(t)
-	for _, mtu := range []qp.MTU{qp.MTU1024, qp.MTU4096} {
+	for _, mtu := range []transport.MTU{transport.MTU1024, transport.MTU4096} {
 		n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(mtu), Offloads: true})
 		for _, f := range []rdmatest.Family{rdmatest.IPv4, rdmatest.IPv6} {
 			t.Run(fmt.Sprintf("mtu%d/%v", mtu.Bytes(), f), func(t *testing.T) {
@@ -62,7 +62,7 @@ func TestVethMixed(t *testing.T) {
 					}
 				})
 				t.Run("ud", func(t *testing.T) {
-					a, b := rdmatest.PairOf(t, n, rdmatest.UDP, rdmatest.AFPacket, f, rdmatest.Options{Type: qp.UD})
+					a, b := rdmatest.PairOf(t, n, rdmatest.UDP, rdmatest.AFPacket, f, rdmatest.Options{Type: transport.UD})
 					rdmatest.CheckUD(t, a, b)
 					rdmatest.CheckUD(t, b, a)
 				})
@@ -79,7 +79,7 @@ func TestVethMixed(t *testing.T) {
 // goroutine outlives the devices.
 func TestVethMultiQueue(t *testing.T) {
 	rdmatest.NoLeaks(t)
-	n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(qp.MTU1024)})
+	n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU1024)})
 	a, b := rdmatest.Pair(t, n, rdmatest.UDPQueues, rdmatest.IPv4, rdmatest.Options{})
 	rdmatest.CheckRC(t, a, b)
 	pairs := [][2]*rdmatest.Peer{{a, b}}
@@ -88,7 +88,7 @@ func TestVethMultiQueue(t *testing.T) {
 		rdmatest.Connect(t, x, y)
 		pairs = append(pairs, [2]*rdmatest.Peer{x, y})
 	}
-	ops := []qp.WROpcode{qp.WRRDMAWrite, qp.WRSend, qp.WRRDMARead}
+	ops := []transport.WROpcode{transport.WRRDMAWrite, transport.WRSend, transport.WRRDMARead}
 	t.Run("streams", func(t *testing.T) {
 		for i, p := range pairs {
 			from, to := p[0], p[1]

@@ -1,9 +1,7 @@
-package qp
+package transport
 
 import (
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
 )
 
 // WROpcode is a send work request's operation, with the values of enum ibv_wr_opcode.
@@ -47,16 +45,16 @@ const (
 	// QP's PD (or a region), when the send queue reaches it: the window is
 	// free for its next bind and its rkey stops working (RC, UC; no
 	// packet). A key that cannot be invalidated completes with
-	// cq.LocQPOpErr and moves the QP to its error state, as rxe does.
+	// LocQPOpErr and moves the QP to its error state, as rxe does.
 	WRLocalInv WROpcode = 7
 	// WRBindMW binds Bind.MW, a type 2 window of the QP's PD, to
 	// Bind.Info's range of a region with the MWBind right, under the
 	// rkey Bind.RKey (the window's index with a new variant:
-	// mr.IncRKey(mw.RKey())), when the send queue reaches it (RC, UC;
+	// IncRKey(mw.RKey())), when the send queue reaches it (RC, UC;
 	// no packet). From then on only this QP's peer may use the rkey.
 	// Rights: the region needs MWBind, and LocalWrite if the window
 	// grants RemoteWrite or RemoteAtomic. A bind that breaks a rule
-	// completes with cq.MWBindErr and moves the QP to its error state.
+	// completes with MWBindErr and moves the QP to its error state.
 	// Type 1 windows are bound with QP.BindMW.
 	WRBindMW WROpcode = 8
 	// WRSendWithInv is WRSend that also invalidates InvRKey at the peer,
@@ -64,13 +62,13 @@ const (
 	// completion carries WithInv and the rkey.
 	WRSendWithInv WROpcode = 9
 	// WRRegMR registers Reg.Info's range of Reg.MR, a region of the QP's
-	// PD allocated for fast registration (mr.PD.AllocFastMR), under the
+	// PD allocated for fast registration (PD.AllocFastMR), under the
 	// key Reg.Info.Key (the region's index with a new variant:
-	// mr.IncRKey(MR.RKey())), when the send queue reaches it (RC, UC; no
+	// IncRKey(MR.RKey())), when the send queue reaches it (RC, UC; no
 	// packet). The region must be free: allocated, or invalidated since
 	// its last registration (WRLocalInv, or a peer's SEND with
 	// Invalidate). A registration that breaks a rule completes with
-	// cq.LocQPOpErr and moves the QP to its error state, as rxe does.
+	// LocQPOpErr and moves the QP to its error state, as rxe does.
 	// The value is the kernel's IB_WR_REG_MR: libibverbs has none.
 	WRRegMR WROpcode = 0x20
 )
@@ -103,7 +101,7 @@ const (
 // SendWR is a send work request (struct ibv_send_wr).
 type SendWR struct {
 	WRID   uint64    // returned in the completion, to tell work requests apart
-	SGL    []mr.SGE  // the local memory: the message, or where a READ or atomic result lands
+	SGL    []SGE     // the local memory: the message, or where a READ or atomic result lands
 	Opcode WROpcode  // the operation; its doc names the access rights it needs
 	Flags  SendFlags // Signaled, Fence, Solicited, Inline
 	// Imm is the immediate data of SEND/WRITE with immediate, carried as
@@ -136,7 +134,7 @@ type SendWR struct {
 	// QP's own Q_Key (IBA 10.2.5).
 	RemoteQKey uint32
 	// Bind is what a WRBindMW binds (the bind_mw of struct ibv_send_wr).
-	Bind MWBind
+	Bind MWBindWR
 	// Reg is what a WRRegMR registers (the kernel's struct ib_reg_wr).
 	Reg RegMR
 	// RemoteSRQN is the XRC SRQ at the target an XRC initiator's request
@@ -148,22 +146,22 @@ type SendWR struct {
 
 // RegMR is a fast registration: the region and what it maps.
 type RegMR struct {
-	MR   *mr.MR     // allocated by mr.PD.AllocFastMR, in the QP's PD
-	Info mr.RegInfo // the range of its allocation, the address, rights and new key
+	MR   *MR     // allocated by PD.AllocFastMR, in the QP's PD
+	Info RegInfo // the range of its allocation, the address, rights and new key
 }
 
 // MWBind is a memory window bind: the window, the rkey it gets, and the
 // range and rights it grants.
-type MWBind struct {
-	MW   *mr.MW      // the type 2 window, of the QP's PD
-	RKey uint32      // the window's new rkey: its index, with a new 8-bit variant
-	Info mr.BindInfo // the range and rights it grants
+type MWBindWR struct {
+	MW   *MW      // the type 2 window, of the QP's PD
+	RKey uint32   // the window's new rkey: its index, with a new 8-bit variant
+	Info BindInfo // the range and rights it grants
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr).
 type RecvWR struct {
-	WRID uint64   // returned in the completion
-	SGL  []mr.SGE // where the message lands (UD: 40 bytes of GRH first); needs LocalWrite
+	WRID uint64 // returned in the completion
+	SGL  []SGE  // where the message lands (UD: 40 bytes of GRH first); needs LocalWrite
 }
 
 // PostError reports which work request of a list failed to post and why,
@@ -196,7 +194,7 @@ type sendWQE struct {
 	length   uint32 // message length in bytes
 	state    wqeState
 	signaled bool
-	status   cq.Status
+	status   WCStatus
 	type1    bool // a WRBindMW posted by QP.BindMW, for a type 1 window
 
 	// Assigned when the requester first sends it.
@@ -215,26 +213,26 @@ type sendWQE struct {
 // opcode in bth's table from the row (kind, position, imm, inv), so that
 // no switch of its own says which operation sends which opcode.
 type wrOp struct {
-	kind  bth.Kind  // the operation its packets carry; KindInvalid: none (local)
-	imm   bool      // its last packet carries ImmDt
-	inv   bool      // its last packet carries an IETH
-	wc    cq.Opcode // its completion's opcode
-	local bool      // executed by the QP itself: no packet, completes in send-queue order
+	kind  bth.Kind // the operation its packets carry; KindInvalid: none (local)
+	imm   bool     // its last packet carries ImmDt
+	inv   bool     // its last packet carries an IETH
+	wc    WCOpcode // its completion's opcode
+	local bool     // executed by the QP itself: no packet, completes in send-queue order
 }
 
 // wrOps is the work-request opcode table, by ibv_wr_opcode.
 var wrOps = [WRRegMR + 1]wrOp{
-	WRRDMAWrite:         {kind: bth.KindWrite, wc: cq.OpRDMAWrite},
-	WRRDMAWriteWithImm:  {kind: bth.KindWrite, imm: true, wc: cq.OpRDMAWrite},
-	WRSend:              {kind: bth.KindSend, wc: cq.OpSend},
-	WRSendWithImm:       {kind: bth.KindSend, imm: true, wc: cq.OpSend},
-	WRSendWithInv:       {kind: bth.KindSend, inv: true, wc: cq.OpSend},
-	WRRDMARead:          {kind: bth.KindReadRequest, wc: cq.OpRDMARead},
-	WRAtomicCmpAndSwp:   {kind: bth.KindCompareSwap, wc: cq.OpCompSwap},
-	WRAtomicFetchAndAdd: {kind: bth.KindFetchAdd, wc: cq.OpFetchAdd},
-	WRLocalInv:          {wc: cq.OpLocalInv, local: true},
-	WRBindMW:            {wc: cq.OpBindMW, local: true},
-	WRRegMR:             {wc: cq.OpRegMR, local: true},
+	WRRDMAWrite:         {kind: bth.KindWrite, wc: OpRDMAWrite},
+	WRRDMAWriteWithImm:  {kind: bth.KindWrite, imm: true, wc: OpRDMAWrite},
+	WRSend:              {kind: bth.KindSend, wc: OpSend},
+	WRSendWithImm:       {kind: bth.KindSend, imm: true, wc: OpSend},
+	WRSendWithInv:       {kind: bth.KindSend, inv: true, wc: OpSend},
+	WRRDMARead:          {kind: bth.KindReadRequest, wc: OpRDMARead},
+	WRAtomicCmpAndSwp:   {kind: bth.KindCompareSwap, wc: OpCompSwap},
+	WRAtomicFetchAndAdd: {kind: bth.KindFetchAdd, wc: OpFetchAdd},
+	WRLocalInv:          {wc: OpLocalInv, local: true},
+	WRBindMW:            {wc: OpBindMW, local: true},
+	WRRegMR:             {wc: OpRegMR, local: true},
 }
 
 // wrOpOf returns o's row of the opcode table, or nil for an opcode
@@ -300,17 +298,17 @@ func (w *sendWQE) isAtomic() bool {
 }
 
 // wcOpcode returns the completion opcode of the WQE.
-func (w *sendWQE) wcOpcode() cq.Opcode { return w.op().wc }
+func (w *sendWQE) wcOpcode() WCOpcode { return w.op().wc }
 
 // recvWQE is a receive queue entry.
 type recvWQE struct {
 	wrID   uint64
-	sgl    []mr.SGE
+	sgl    []SGE
 	length uint32
 }
 
 // sgeTotal sums the lengths of an SGL, reporting overflow past 2^31.
-func sgeTotal(sgl []mr.SGE) (uint32, bool) {
+func sgeTotal(sgl []SGE) (uint32, bool) {
 	var n uint64
 	for _, s := range sgl {
 		n += uint64(s.Length)

@@ -1,4 +1,4 @@
-package qp_test
+package transport_test
 
 import (
 	"errors"
@@ -6,8 +6,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // Every work-request opcode posted to an RC and a UC QP: accepted where
@@ -16,30 +15,30 @@ import (
 // opcodes ibv_wr_opcode does not define. (The local operations, which
 // send nothing, have tests of their own.)
 func TestPostedOpcodes(t *testing.T) {
-	rc := map[qp.WROpcode]bth.OpCode{
-		qp.WRRDMAWrite: bth.RCWriteOnly, qp.WRRDMAWriteWithImm: bth.RCWriteOnlyImm,
-		qp.WRSend: bth.RCSendOnly, qp.WRSendWithImm: bth.RCSendOnlyImm, qp.WRSendWithInv: bth.RCSendOnlyInv,
-		qp.WRRDMARead: bth.RCReadRequest, qp.WRAtomicCmpAndSwp: bth.RCCompareSwap, qp.WRAtomicFetchAndAdd: bth.RCFetchAdd,
+	rc := map[transport.WROpcode]bth.OpCode{
+		transport.WRRDMAWrite: bth.RCWriteOnly, transport.WRRDMAWriteWithImm: bth.RCWriteOnlyImm,
+		transport.WRSend: bth.RCSendOnly, transport.WRSendWithImm: bth.RCSendOnlyImm, transport.WRSendWithInv: bth.RCSendOnlyInv,
+		transport.WRRDMARead: bth.RCReadRequest, transport.WRAtomicCmpAndSwp: bth.RCCompareSwap, transport.WRAtomicFetchAndAdd: bth.RCFetchAdd,
 	}
-	uc := map[qp.WROpcode]bth.OpCode{
-		qp.WRRDMAWrite: bth.UCWriteOnly, qp.WRRDMAWriteWithImm: bth.UCWriteOnlyImm,
-		qp.WRSend: bth.UCSendOnly, qp.WRSendWithImm: bth.UCSendOnlyImm,
+	uc := map[transport.WROpcode]bth.OpCode{
+		transport.WRRDMAWrite: bth.UCWriteOnly, transport.WRRDMAWriteWithImm: bth.UCWriteOnlyImm,
+		transport.WRSend: bth.UCSendOnly, transport.WRSendWithImm: bth.UCSendOnlyImm,
 	}
 	for _, c := range []struct {
-		typ  qp.Type
-		want map[qp.WROpcode]bth.OpCode
-	}{{qp.RC, rc}, {qp.UC, uc}} {
+		typ  transport.QPType
+		want map[transport.WROpcode]bth.OpCode
+	}{{transport.RC, rc}, {transport.UC, uc}} {
 		for o := 0; o < 256; o++ {
-			op := qp.WROpcode(o)
-			if op == qp.WRLocalInv || op == qp.WRBindMW || op == qp.WRRegMR {
+			op := transport.WROpcode(o)
+			if op == transport.WRLocalInv || op == transport.WRBindMW || op == transport.WRRegMR {
 				continue
 			}
 			h := newHarness(t, harnessOpts{typ: c.typ})
-			err := h.q.PostSend(&qp.SendWR{Opcode: op, SGL: []mr.SGE{h.mr.SGE(0, 8)},
+			err := h.q.PostSend(&transport.SendWR{Opcode: op, SGL: []transport.SGE{h.mr.SGE(0, 8)},
 				RemoteAddr: h.mr.Addr(), RKey: h.mr.RKey(), InvRKey: 0x1234})
 			want, ok := c.want[op]
 			if !ok {
-				if !errors.Is(err, qp.ErrInvalid) {
+				if !errors.Is(err, transport.ErrInvalid) {
 					t.Errorf("%v: post %v: %v, want ErrInvalid", c.typ, op, err)
 				}
 				if ps := h.sent(); len(ps) != 0 {
@@ -62,20 +61,20 @@ func TestPostedOpcodes(t *testing.T) {
 // MIDDLE and LAST, and immediate data or an invalidation only on the last.
 func TestPostedMessagePositions(t *testing.T) {
 	for _, c := range []struct {
-		typ  qp.Type
-		op   qp.WROpcode
+		typ  transport.QPType
+		op   transport.WROpcode
 		want []bth.OpCode
 	}{
-		{qp.RC, qp.WRSend, []bth.OpCode{bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLast}},
-		{qp.RC, qp.WRSendWithImm, []bth.OpCode{bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLastImm}},
-		{qp.RC, qp.WRSendWithInv, []bth.OpCode{bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLastInv}},
-		{qp.RC, qp.WRRDMAWrite, []bth.OpCode{bth.RCWriteFirst, bth.RCWriteMiddle, bth.RCWriteLast}},
-		{qp.RC, qp.WRRDMAWriteWithImm, []bth.OpCode{bth.RCWriteFirst, bth.RCWriteMiddle, bth.RCWriteLastImm}},
-		{qp.UC, qp.WRSendWithImm, []bth.OpCode{bth.UCSendFirst, bth.UCSendMiddle, bth.UCSendLastImm}},
-		{qp.UC, qp.WRRDMAWriteWithImm, []bth.OpCode{bth.UCWriteFirst, bth.UCWriteMiddle, bth.UCWriteLastImm}},
+		{transport.RC, transport.WRSend, []bth.OpCode{bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLast}},
+		{transport.RC, transport.WRSendWithImm, []bth.OpCode{bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLastImm}},
+		{transport.RC, transport.WRSendWithInv, []bth.OpCode{bth.RCSendFirst, bth.RCSendMiddle, bth.RCSendLastInv}},
+		{transport.RC, transport.WRRDMAWrite, []bth.OpCode{bth.RCWriteFirst, bth.RCWriteMiddle, bth.RCWriteLast}},
+		{transport.RC, transport.WRRDMAWriteWithImm, []bth.OpCode{bth.RCWriteFirst, bth.RCWriteMiddle, bth.RCWriteLastImm}},
+		{transport.UC, transport.WRSendWithImm, []bth.OpCode{bth.UCSendFirst, bth.UCSendMiddle, bth.UCSendLastImm}},
+		{transport.UC, transport.WRRDMAWriteWithImm, []bth.OpCode{bth.UCWriteFirst, bth.UCWriteMiddle, bth.UCWriteLastImm}},
 	} {
 		h := newHarness(t, harnessOpts{typ: c.typ})
-		if err := h.q.PostSend(&qp.SendWR{Opcode: c.op, SGL: []mr.SGE{h.mr.SGE(0, 3000)},
+		if err := h.q.PostSend(&transport.SendWR{Opcode: c.op, SGL: []transport.SGE{h.mr.SGE(0, 3000)},
 			RemoteAddr: h.mr.Addr(), RKey: h.mr.RKey(), InvRKey: 0x1234, Imm: 7}); err != nil {
 			t.Fatalf("%v %v: %v", c.typ, c.op, err)
 		}

@@ -1,13 +1,11 @@
-package qp
+package transport
 
 import (
 	"fmt"
 	"sync"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/hook"
-	"github.com/goroce/goroce/mr"
 )
 
 // XRC, the eXtended Reliable Connected transport (IBA vol 1, annex A14;
@@ -40,7 +38,7 @@ func newXRCD(closed func() bool, lookup func(srqn uint32) *SRQ) *XRCD {
 // (ErrInvalid).
 func (x *XRCD) Close() error {
 	if x.closed() {
-		return errClosed("close_xrcd")
+		return errQPClosed("close_xrcd")
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -88,12 +86,12 @@ type SRQInitAttr struct {
 	Attr SRQAttr // queue sizes and limit
 	Type SRQType // SRQBasic or SRQXRC
 	XRCD *XRCD   // SRQXRC: the domain whose target QPs receive into it
-	CQ   *cq.CQ  // SRQXRC: where its receives complete
+	CQ   *CQ     // SRQXRC: where its receives complete
 }
 
 // newXRCSRQ creates an XRC SRQ numbered srqn in pd; unregister, called
 // once when it is destroyed, takes it out of the device's tables.
-func newXRCSRQ(pd *mr.PD, ia SRQInitAttr, srqn uint32, limitReached func(*SRQ), unregister func()) (*SRQ, error) {
+func newXRCSRQ(pd *PD, ia SRQInitAttr, srqn uint32, limitReached func(*SRQ), unregister func()) (*SRQ, error) {
 	if ia.Type != SRQXRC {
 		return nil, invalid("SRQ type %d is not SRQXRC", ia.Type)
 	}
@@ -108,7 +106,7 @@ func newXRCSRQ(pd *mr.PD, ia SRQInitAttr, srqn uint32, limitReached func(*SRQ), 
 		return nil, err
 	}
 	if err := ia.XRCD.attach(); err != nil {
-		releasePD(pd)
+		pd.release()
 		return nil, err
 	}
 	s.srqn, s.xrcd, s.cq, s.unregister = srqn, ia.XRCD, ia.CQ, unregister
@@ -123,12 +121,12 @@ func (s *SRQ) SRQN() uint32 { return s.srqn }
 func (s *SRQ) XRCD() *XRCD { return s.xrcd }
 
 // CQ returns the CQ an XRC SRQ's receives complete on, or nil.
-func (s *SRQ) CQ() *cq.CQ { return s.cq }
+func (s *SRQ) CQ() *CQ { return s.cq }
 
 // checkXRC checks the XRC rules of ibv_create_qp_ex: an initiator sends
 // only, a target belongs to a domain and has no queue, and only a target
 // names a domain.
-func (ia *InitAttr) checkXRC(pd *mr.PD) error {
+func (ia *QPInitAttr) checkXRC(pd *PD) error {
 	switch ia.Type {
 	case XRCIni:
 		if pd == nil || ia.SendCQ == nil {
@@ -141,7 +139,7 @@ func (ia *InitAttr) checkXRC(pd *mr.PD) error {
 		if ia.XRCD == nil {
 			return invalid("an XRC target QP needs an XRC domain")
 		}
-		if ia.SendCQ != nil || ia.RecvCQ != nil || ia.SRQ != nil || ia.Cap != (Cap{}) {
+		if ia.SendCQ != nil || ia.RecvCQ != nil || ia.SRQ != nil || ia.Cap != (QPCap{}) {
 			return invalid("an XRC target QP has no queue: no CQ, SRQ or capacity (its requests name XRC SRQs)")
 		}
 	default:
@@ -178,6 +176,6 @@ func (q *QP) xrcTarget(p bth.Packet) bool {
 		q.srq, q.pd, q.recvCQ = s, s.pd, s.cq
 		return true
 	}
-	q.classC(bth.NAKInvalidRequest, cq.RemInvReqErr, hook.QPFatal, why)
+	q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPFatal, why)
 	return false
 }

@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"bytes"
@@ -8,12 +8,9 @@ import (
 	"github.com/goroce/goroce/internal/rdmatest"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // FuzzXRCTarget feeds packets with a valid ICRC and arbitrary transport
@@ -55,9 +52,9 @@ func FuzzXRCTarget(f *testing.F) {
 	for i := range backing {
 		backing[i] = byte(i*31 + 7)
 	}
-	regA, err := s.PD.Register(backing[guard:guard+size], mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic)
+	regA, err := s.PD.Register(backing[guard:guard+size], transport.LocalWrite|transport.RemoteWrite|transport.RemoteRead|transport.RemoteAtomic)
 	rdmatest.Must(f, err)
-	regB, err := s.PD.Register(backing[2*guard+size:2*guard+2*size], mr.LocalWrite)
+	regB, err := s.PD.Register(backing[2*guard+size:2*guard+2*size], transport.LocalWrite)
 	rdmatest.Must(f, err)
 	frozen := append([]byte(nil), backing...)
 
@@ -65,25 +62,25 @@ func FuzzXRCTarget(f *testing.F) {
 	rdmatest.Must(f, err)
 	other, err := s.Dev.OpenXRCD()
 	rdmatest.Must(f, err)
-	srq, err := s.Dev.CreateSRQEx(s.PD, qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: xrcd, CQ: s.RCQ, Attr: qp.SRQAttr{MaxWR: 64}})
+	srq, err := s.Dev.CreateSRQEx(s.PD, transport.SRQInitAttr{Type: transport.SRQXRC, XRCD: xrcd, CQ: s.RCQ, Attr: transport.SRQAttr{MaxWR: 64}})
 	rdmatest.Must(f, err)
-	otherSRQ, err := s.Dev.CreateSRQEx(s.PD, qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: other, CQ: s.RCQ, Attr: qp.SRQAttr{MaxWR: 4}})
+	otherSRQ, err := s.Dev.CreateSRQEx(s.PD, transport.SRQInitAttr{Type: transport.SRQXRC, XRCD: other, CQ: s.RCQ, Attr: transport.SRQAttr{MaxWR: 4}})
 	rdmatest.Must(f, err)
-	rdmatest.Must(f, otherSRQ.PostRecv(&qp.RecvWR{SGL: []mr.SGE{regB.SGE(0, 64)}}))
-	tgt, err := s.Dev.CreateQP(nil, qp.InitAttr{Type: qp.XRCTgt, XRCD: xrcd})
+	rdmatest.Must(f, otherSRQ.PostRecv(&transport.RecvWR{SGL: []transport.SGE{regB.SGE(0, 64)}}))
+	tgt, err := s.Dev.CreateQP(nil, transport.QPInitAttr{Type: transport.XRCTgt, XRCD: xrcd})
 	rdmatest.Must(f, err)
-	peer := device.Endpoint{QPN: r.qpn, GID: bth.GIDFromAddr(r.addr), MTU: qp.MTU1024}
+	peer := transport.Endpoint{QPN: r.qpn, GID: bth.GIDFromAddr(r.addr), MTU: transport.MTU1024}
 	r.dst = &rdmatest.Peer{Dev: s.Dev, Addr: s.Addr, QP: tgt}
 	connect := func(t testing.TB) {
 		local, err := s.Dev.LocalEndpoint(tgt)
 		rdmatest.Must(t, err)
 		local.PSN = 5000
-		rdmatest.Must(t, s.Dev.Connect(tgt, local, peer, device.ConnectOptions{Access: mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic, PathMTU: qp.MTU1024}))
+		rdmatest.Must(t, s.Dev.Connect(tgt, local, peer, transport.ConnectOptions{Access: transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic, PathMTU: transport.MTU1024}))
 	}
 	connect(f)
 
 	var posted, completed uint64
-	var wc [64]cq.WC
+	var wc [64]transport.WC
 	drain := func(t testing.TB) {
 		for n, _ := s.RCQ.Poll(wc[:]); n > 0; n, _ = s.RCQ.Poll(wc[:]) {
 			completed += uint64(n)
@@ -98,12 +95,12 @@ func FuzzXRCTarget(f *testing.F) {
 		if len(roce) < bth.BTHLen+bth.ICRCLen || len(roce) > 4200 {
 			return
 		}
-		if tgt.State() == qp.Err {
-			rdmatest.Must(t, tgt.Modify(&qp.Attr{State: qp.Reset}, qp.AttrState))
+		if tgt.State() == transport.Err {
+			rdmatest.Must(t, tgt.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState))
 			connect(t)
 		}
 		for srq.Len() < 4 {
-			rdmatest.Must(t, srq.PostRecv(&qp.RecvWR{SGL: []mr.SGE{regA.SGE(0, 4096)}}))
+			rdmatest.Must(t, srq.PostRecv(&transport.RecvWR{SGL: []transport.SGE{regA.SGE(0, 4096)}}))
 			posted++
 		}
 		roce = append([]byte(nil), roce...)
@@ -127,7 +124,7 @@ func FuzzXRCTarget(f *testing.F) {
 		dg := sealed(r.addr, s.Addr, roce)
 		memA = append(memA[:0], backing[guard:guard+size]...)
 		before := s.Dev.Counters().List()
-		var b device.Burst
+		var b transport.Burst
 		s.Dev.Input(nic.Frame{B: dg}, &b)
 		b.Flush()
 		if !bytes.Equal(backing[:guard], frozen[:guard]) || !bytes.Equal(backing[guard+size:], frozen[guard+size:]) {

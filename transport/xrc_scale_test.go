@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"net/netip"
@@ -6,12 +6,9 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestXRCScaling measures, with real objects in RTS, what one node of a
@@ -33,14 +30,14 @@ func TestXRCScaling(t *testing.T) {
 	net := mem.NewNet(1)
 	l, err := net.Attach(netip.MustParseAddr("10.0.0.1"), mem.Options{})
 	rdmatest.Must(t, err)
-	d, err := device.Open(l, device.Options{})
+	d, err := transport.Open(l, transport.Options{})
 	rdmatest.Must(t, err)
 	defer d.Close()
-	remote := device.Endpoint{QPN: 0x77, GID: bth.GIDFromAddr(netip.MustParseAddr("10.0.0.2")), MTU: qp.MTU1024}
-	connect := func(q *qp.QP) {
+	remote := transport.Endpoint{QPN: 0x77, GID: bth.GIDFromAddr(netip.MustParseAddr("10.0.0.2")), MTU: transport.MTU1024}
+	connect := func(q *transport.QP) {
 		local, err := d.LocalEndpoint(q)
 		rdmatest.Must(t, err)
-		rdmatest.Must(t, d.Connect(q, local, remote, device.ConnectOptions{Access: mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic}))
+		rdmatest.Must(t, d.Connect(q, local, remote, transport.ConnectOptions{Access: transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic}))
 	}
 	heap := func() uint64 {
 		var m runtime.MemStats
@@ -50,18 +47,18 @@ func TestXRCScaling(t *testing.T) {
 		return m.HeapAlloc
 	}
 	// What both layouts share, made first: a PD and CQ per process.
-	pds := make([]*mr.PD, P)
-	cqs := make([]*cq.CQ, P)
+	pds := make([]*transport.PD, P)
+	cqs := make([]*transport.CQ, P)
 	for p := range P {
 		pds[p], cqs[p] = d.AllocPD(), d.CreateCQ(1024)
 	}
 
 	base := heap()
-	var rc []*qp.QP
+	var rc []*transport.QP
 	for p := range P {
 		for range (N - 1) * P {
-			q, err := d.CreateQP(pds[p], qp.InitAttr{Type: qp.RC, SendCQ: cqs[p], RecvCQ: cqs[p],
-				Cap: qp.Cap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			q, err := d.CreateQP(pds[p], transport.QPInitAttr{Type: transport.RC, SendCQ: cqs[p], RecvCQ: cqs[p],
+				Cap: transport.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}})
 			rdmatest.Must(t, err)
 			connect(q)
 			rc = append(rc, q)
@@ -77,22 +74,22 @@ func TestXRCScaling(t *testing.T) {
 	base = heap()
 	xrcd, err := d.OpenXRCD()
 	rdmatest.Must(t, err)
-	var inis, tgts []*qp.QP
-	var srqs []*qp.SRQ
+	var inis, tgts []*transport.QP
+	var srqs []*transport.SRQ
 	for p := range P {
-		s, err := d.CreateSRQEx(pds[p], qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: xrcd, CQ: cqs[p],
-			Attr: qp.SRQAttr{MaxWR: depth * (N - 1), MaxSGE: 1}})
+		s, err := d.CreateSRQEx(pds[p], transport.SRQInitAttr{Type: transport.SRQXRC, XRCD: xrcd, CQ: cqs[p],
+			Attr: transport.SRQAttr{MaxWR: depth * (N - 1), MaxSGE: 1}})
 		rdmatest.Must(t, err)
 		srqs = append(srqs, s)
 		for range N - 1 {
-			q, err := d.CreateQP(pds[p], qp.InitAttr{Type: qp.XRCIni, SendCQ: cqs[p], Cap: qp.Cap{MaxSendWR: depth, MaxSendSGE: 1}})
+			q, err := d.CreateQP(pds[p], transport.QPInitAttr{Type: transport.XRCIni, SendCQ: cqs[p], Cap: transport.QPCap{MaxSendWR: depth, MaxSendSGE: 1}})
 			rdmatest.Must(t, err)
 			connect(q)
 			inis = append(inis, q)
 		}
 	}
 	for range (N - 1) * P {
-		q, err := d.CreateQP(nil, qp.InitAttr{Type: qp.XRCTgt, XRCD: xrcd})
+		q, err := d.CreateQP(nil, transport.QPInitAttr{Type: transport.XRCTgt, XRCD: xrcd})
 		rdmatest.Must(t, err)
 		connect(q)
 		tgts = append(tgts, q)

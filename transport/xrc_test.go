@@ -1,4 +1,4 @@
-package qp
+package transport
 
 import (
 	"errors"
@@ -11,11 +11,11 @@ import (
 func TestCheckTransitionXRC(t *testing.T) {
 	rtr := AttrState | AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN
 	for _, c := range []struct {
-		typ      Type
-		from, to State
-		mask     AttrMask
-		missing  AttrMask
-		extra    AttrMask
+		typ      QPType
+		from, to QPState
+		mask     QPAttrMask
+		missing  QPAttrMask
+		extra    QPAttrMask
 		ok       bool
 	}{
 		{XRCIni, Reset, Init, AttrState | AttrPKeyIndex | AttrPort | AttrAccessFlags, 0, 0, true},
@@ -32,7 +32,7 @@ func TestCheckTransitionXRC(t *testing.T) {
 		{XRCTgt, RTS, RTS, AttrState | AttrMinRNRTimer, 0, 0, true},
 		{XRCIni, SQE, RTS, AttrState, 0, 0, false}, // reliable: never in SQE
 		{XRCTgt, RTS, Err, AttrState, 0, 0, true},
-		{Type(7), Reset, Init, AttrState, 0, 0, false}, // no such type
+		{QPType(7), Reset, Init, AttrState, 0, 0, false}, // no such type
 	} {
 		err := checkTransition(c.typ, c.from, c.to, c.mask)
 		if (err == nil) != c.ok {
@@ -44,7 +44,7 @@ func TestCheckTransitionXRC(t *testing.T) {
 			t.Errorf("%v %v->%v: %v, want missing %v extra %v", c.typ, c.from, c.to, err, c.missing, c.extra)
 		}
 	}
-	if XRCIni.String() != "XRC_INI" || XRCTgt.String() != "XRC_TGT" || Type(7).String() != "QPType(7)" {
-		t.Errorf("type names %v %v %v", XRCIni, XRCTgt, Type(7))
+	if XRCIni.String() != "XRC_INI" || XRCTgt.String() != "XRC_TGT" || QPType(7).String() != "QPType(7)" {
+		t.Errorf("type names %v %v %v", XRCIni, XRCTgt, QPType(7))
 	}
 }

@@ -1,4 +1,4 @@
-package device_test
+package transport_test
 
 import (
 	"bytes"
@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestVethXRC: goroce against goroce across a veth pair over the UDP
@@ -24,8 +21,8 @@ import (
 // target and READs it back, and all eight fetch-and-add one shared word.
 func TestVethXRC(t *testing.T) {
 	rdmatest.NoLeaks(t)
-	n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(qp.MTU1024)})
-	open := func(e int) *device.Device {
+	n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU1024)})
+	open := func(e int) *transport.Device {
 		end, addr := n.A, n.A.IPv4
 		if e == 1 {
 			end, addr = n.B, n.B.IPv4
@@ -34,7 +31,7 @@ func TestVethXRC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := device.Open(l, device.Options{})
+		d, err := transport.Open(l, transport.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +43,7 @@ func TestVethXRC(t *testing.T) {
 	const nQP = procs * qpsPerProc
 	mtu := ini.ActiveMTU().Bytes()
 	slot := 3*mtu + 64
-	access := mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+	access := transport.LocalWrite | transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic
 
 	// The target: one XRC domain, one XRC SRQ, a target QP per initiator.
 	xrcd, err := tgt.OpenXRCD()
@@ -56,21 +53,21 @@ func TestVethXRC(t *testing.T) {
 	tmr, err := tpd.Register(tbuf, access)
 	noErr(t, err)
 	tcq := tgt.CreateCQ(1024)
-	srq, err := tgt.CreateSRQEx(tpd, qp.SRQInitAttr{Type: qp.SRQXRC, XRCD: xrcd, CQ: tcq, Attr: qp.SRQAttr{MaxWR: 128, MaxSGE: 1}})
+	srq, err := tgt.CreateSRQEx(tpd, transport.SRQInitAttr{Type: transport.SRQXRC, XRCD: xrcd, CQ: tcq, Attr: transport.SRQAttr{MaxWR: 128, MaxSGE: 1}})
 	noErr(t, err)
 	for i := range 128 {
-		noErr(t, srq.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{tmr.SGE(i*slot, slot)}}))
+		noErr(t, srq.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{tmr.SGE(i*slot, slot)}}))
 	}
 
 	// The initiator node: four processes, each with two XRC_INI QPs.
 	type proc struct {
-		pd  *mr.PD
+		pd  *transport.PD
 		buf []byte
-		mr  *mr.MR
-		cq  *cq.CQ
+		mr  *transport.MR
+		cq  *transport.CQ
 	}
 	var ps [procs]proc
-	var inis, tgts [nQP]*qp.QP
+	var inis, tgts [nQP]*transport.QP
 	byTgt := map[uint32]int{}
 	for p := range ps {
 		ps[p].pd = ini.AllocPD()
@@ -80,17 +77,17 @@ func TestVethXRC(t *testing.T) {
 		ps[p].cq = ini.CreateCQ(256)
 		for k := range qpsPerProc {
 			j := p*qpsPerProc + k
-			inis[j], err = ini.CreateQP(ps[p].pd, qp.InitAttr{Type: qp.XRCIni, SendCQ: ps[p].cq,
-				Cap: qp.Cap{MaxSendWR: 64, MaxSendSGE: 1}})
+			inis[j], err = ini.CreateQP(ps[p].pd, transport.QPInitAttr{Type: transport.XRCIni, SendCQ: ps[p].cq,
+				Cap: transport.QPCap{MaxSendWR: 64, MaxSendSGE: 1}})
 			noErr(t, err)
-			tgts[j], err = tgt.CreateQP(nil, qp.InitAttr{Type: qp.XRCTgt, XRCD: xrcd})
+			tgts[j], err = tgt.CreateQP(nil, transport.QPInitAttr{Type: transport.XRCTgt, XRCD: xrcd})
 			noErr(t, err)
 			byTgt[tgts[j].QPN()] = j
 			ei, err := ini.LocalEndpoint(inis[j])
 			noErr(t, err)
 			et, err := tgt.LocalEndpoint(tgts[j])
 			noErr(t, err)
-			o := device.ConnectOptions{Access: access}
+			o := transport.ConnectOptions{Access: access}
 			noErr(t, ini.Connect(inis[j], ei, et, o))
 			noErr(t, tgt.Connect(tgts[j], et, ei, o))
 		}
@@ -101,7 +98,7 @@ func TestVethXRC(t *testing.T) {
 	seed := func(j, i int) uint32 { return uint32(j)<<16 | uint32(i) }
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	wcs := make([]cq.WC, 64)
+	wcs := make([]transport.WC, 64)
 	next := [nQP]int{} // the next sequence number expected from each initiator
 
 	for r := range rounds {
@@ -111,8 +108,8 @@ func TestVethXRC(t *testing.T) {
 				i := r*depth + k
 				src := pr.buf[srcOff(j, i) : srcOff(j, i)+size(j, i)]
 				rdmatest.Fill(src, seed(j, i))
-				noErr(t, inis[j].PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.Signaled,
-					SGL: []mr.SGE{pr.mr.SGE(srcOff(j, i), len(src))}, RemoteSRQN: srq.SRQN()}))
+				noErr(t, inis[j].PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, Flags: transport.Signaled,
+					SGL: []transport.SGE{pr.mr.SGE(srcOff(j, i), len(src))}, RemoteSRQN: srq.SRQN()}))
 			}
 		}
 		// Every receive, from whichever initiator, through the one SRQ.
@@ -124,7 +121,7 @@ func TestVethXRC(t *testing.T) {
 			}
 			for _, wc := range wcs[:m] {
 				j, ok := byTgt[wc.QPNum]
-				if wc.Status != cq.Success || wc.Opcode != cq.OpRecv || !ok || wc.SrcQP != inis[j].QPN() {
+				if wc.Status != transport.Success || wc.Opcode != transport.OpRecv || !ok || wc.SrcQP != inis[j].QPN() {
 					t.Fatalf("receive completion %+v", wc)
 				}
 				tgts[j].State() // orders the engine's write before the read (race detector)
@@ -138,7 +135,7 @@ func TestVethXRC(t *testing.T) {
 				if !bytes.Equal(tbuf[at:at+size(j, i)], want[:size(j, i)]) {
 					t.Fatalf("initiator %d message %d: data differs", j, i)
 				}
-				noErr(t, srq.PostRecv(&qp.RecvWR{WRID: wc.WRID, SGL: []mr.SGE{tmr.SGE(at, slot)}}))
+				noErr(t, srq.PostRecv(&transport.RecvWR{WRID: wc.WRID, SGL: []transport.SGE{tmr.SGE(at, slot)}}))
 			}
 			got += m
 		}
@@ -149,7 +146,7 @@ func TestVethXRC(t *testing.T) {
 					t.Fatalf("process %d: %d sends completed: %v", p, got, err)
 				}
 				for _, wc := range wcs[:m] {
-					if wc.Status != cq.Success || wc.Opcode != cq.OpSend {
+					if wc.Status != transport.Success || wc.Opcode != transport.OpSend {
 						t.Fatalf("process %d: send completion %+v", p, wc)
 					}
 				}
@@ -160,9 +157,9 @@ func TestVethXRC(t *testing.T) {
 
 	// WRITE into the target, READ it back, and fetch-and-add a shared word.
 	counter := 200 * slot
-	wait := func(c *cq.CQ, op cq.Opcode) {
+	wait := func(c *transport.CQ, op transport.WCOpcode) {
 		t.Helper()
-		if wc := rdmatest.Wait(t, c, 20*time.Second); wc.Status != cq.Success || wc.Opcode != op {
+		if wc := rdmatest.Wait(t, c, 20*time.Second); wc.Status != transport.Success || wc.Opcode != op {
 			t.Fatalf("%v: completion %+v", op, wc)
 		}
 	}
@@ -172,21 +169,21 @@ func TestVethXRC(t *testing.T) {
 		at := 130*slot + j*slot
 		src := pr.buf[srcOff(j, 0) : srcOff(j, 0)+n]
 		rdmatest.Fill(src, seed(j, 1000))
-		noErr(t, inis[j].PostSend(&qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: []mr.SGE{pr.mr.SGE(srcOff(j, 0), n)},
+		noErr(t, inis[j].PostSend(&transport.SendWR{Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: []transport.SGE{pr.mr.SGE(srcOff(j, 0), n)},
 			RemoteAddr: tmr.Addr() + uint64(at), RKey: tmr.RKey(), RemoteSRQN: srq.SRQN()}))
-		wait(pr.cq, cq.OpRDMAWrite)
+		wait(pr.cq, transport.OpRDMAWrite)
 		dst := srcOff(j, 1)
 		clear(pr.buf[dst : dst+n])
-		noErr(t, inis[j].PostSend(&qp.SendWR{Opcode: qp.WRRDMARead, Flags: qp.Signaled, SGL: []mr.SGE{pr.mr.SGE(dst, n)},
+		noErr(t, inis[j].PostSend(&transport.SendWR{Opcode: transport.WRRDMARead, Flags: transport.Signaled, SGL: []transport.SGE{pr.mr.SGE(dst, n)},
 			RemoteAddr: tmr.Addr() + uint64(at), RKey: tmr.RKey(), RemoteSRQN: srq.SRQN()}))
-		wait(pr.cq, cq.OpRDMARead)
+		wait(pr.cq, transport.OpRDMARead)
 		inis[j].State()
 		if !bytes.Equal(pr.buf[dst:dst+n], src) {
 			t.Fatalf("initiator %d: READ did not bring back what WRITE wrote", j)
 		}
-		noErr(t, inis[j].PostSend(&qp.SendWR{Opcode: qp.WRAtomicFetchAndAdd, Flags: qp.Signaled, CompareAdd: uint64(j + 1),
-			SGL: []mr.SGE{pr.mr.SGE(srcOff(j, 2), 8)}, RemoteAddr: tmr.Addr() + uint64(counter), RKey: tmr.RKey(), RemoteSRQN: srq.SRQN()}))
-		wait(pr.cq, cq.OpFetchAdd)
+		noErr(t, inis[j].PostSend(&transport.SendWR{Opcode: transport.WRAtomicFetchAndAdd, Flags: transport.Signaled, CompareAdd: uint64(j + 1),
+			SGL: []transport.SGE{pr.mr.SGE(srcOff(j, 2), 8)}, RemoteAddr: tmr.Addr() + uint64(counter), RKey: tmr.RKey(), RemoteSRQN: srq.SRQN()}))
+		wait(pr.cq, transport.OpFetchAdd)
 	}
 	for _, q := range tgts {
 		q.State() // each executed one of the adds (race detector)
@@ -194,7 +191,7 @@ func TestVethXRC(t *testing.T) {
 	if got, want := binary.LittleEndian.Uint64(tbuf[counter:]), uint64(nQP*(nQP+1)/2); got != want {
 		t.Fatalf("shared word %d after eight fetch-and-adds, want %d", got, want)
 	}
-	for _, d := range []*device.Device{ini, tgt} {
+	for _, d := range []*transport.Device{ini, tgt} {
 		c := d.Counters()
 		if c.XRCBadSRQN.Load()+c.XRCDomainViolation.Load()+c.XRCMisdirected.Load()+c.SentNAKs.Load() != 0 {
 			t.Fatalf("XRC drops or NAKs: %v", c.List())

@@ -23,8 +23,8 @@ import (
 // Env is what a QP needs from the device it lives on; the device fills it
 // in and passes it to NewQP and NewAH. Its type parameters are package
 // qp's QP, MTU and Clock: qp and device both name it as
-// Env[qp.QP, qp.MTU, qp.Clock], so its fields are typed where they are
-// used, as when it was qp.Env. What it reports (counts, events) it
+// Env[transport.QP, transport.MTU, clock.Clock], so its fields are typed where they are
+// used, as when it was transport.Env. What it reports (counts, events) it
 // reports in its own types, so that they are the device's, not qp's.
 type Env[QP, MTU, Clock any] struct {
 	Link     nic.Link // where packets go
@@ -38,7 +38,7 @@ type Env[QP, MTU, Clock any] struct {
 	// cause when known (nil: not reported).
 	Event func(q *QP, e QPEvent, err error)
 	// Died, if set, learns that a QP entered ERR and why: why is the QP's
-	// *qp.Death, called under the QP's lock (so it must not call back
+	// *transport.Death, called under the QP's lock (so it must not call back
 	// into the QP).
 	Died func(q *QP, why error)
 	// Atomic serializes atomic operations on the device's memory, which
@@ -47,57 +47,57 @@ type Env[QP, MTU, Clock any] struct {
 	// MaxMTU is the largest path MTU the link carries.
 	MaxMTU MTU
 	// Window bounds the unacknowledged packets an RC requester keeps in
-	// flight (0: qp.DefaultWindow).
+	// flight (0: transport.DefaultWindow).
 	Window int
 	// Trace, if set, sees every packet the QP sends, after it is sealed.
 	Trace func(out bool, datagram []byte)
-	// Clock drives the QP's timers (nil: qp.RealClock).
+	// Clock drives the QP's timers (nil: clock.Real).
 	Clock Clock
 }
 
 // Set by package mr.
 var (
-	NewKeys        any // func() (allocPD func() *mr.PD, owns func(*mr.PD) bool, closeKeys func())
-	HoldPD         any // func(*mr.PD)
-	ReleasePD      any // func(*mr.PD)
-	ClosedPD       any // func(*mr.PD) bool
-	LocalAccess    any // func(pd *mr.PD, lkey uint32, addr uint64, n uint32, need mr.Access) ([]byte, *mr.MR, error)
-	RemoteAccess   any // func(pd *mr.PD, qp any, rkey uint32, addr uint64, n uint32, need mr.Access) ([]byte, *mr.MR, error)
-	EndAccess      any // func(*mr.MR)
-	InvalidateRKey any // func(pd *mr.PD, qp any, rkey uint32, remote bool) error
-	BindMW         any // func(pd *mr.PD, qp any, w *mr.MW, type1 bool, rkey uint32, b mr.BindInfo) error
-	NextType1Key   any // func(*mr.MW) (uint32, error)
-	RegFast        any // func(pd *mr.PD, m *mr.MR, r mr.RegInfo) error
+	NewKeys        any // func() (allocPD func() *transport.PD, owns func(*transport.PD) bool, closeKeys func())
+	HoldPD         any // func(*transport.PD)
+	ReleasePD      any // func(*transport.PD)
+	ClosedPD       any // func(*transport.PD) bool
+	LocalAccess    any // func(pd *transport.PD, lkey uint32, addr uint64, n uint32, need transport.Access) ([]byte, *transport.MR, error)
+	RemoteAccess   any // func(pd *transport.PD, qp any, rkey uint32, addr uint64, n uint32, need transport.Access) ([]byte, *transport.MR, error)
+	EndAccess      any // func(*transport.MR)
+	InvalidateRKey any // func(pd *transport.PD, qp any, rkey uint32, remote bool) error
+	BindMW         any // func(pd *transport.PD, qp any, w *transport.MW, type1 bool, rkey uint32, b transport.BindInfo) error
+	NextType1Key   any // func(*transport.MW) (uint32, error)
+	RegFast        any // func(pd *transport.PD, m *transport.MR, r transport.RegInfo) error
 )
 
 // Set by package cq.
 var (
-	NewCQ      any // func(depth int, onError func(*cq.CQ, error)) *cq.CQ
-	PushCQ     any // func(c *cq.CQ, wc cq.WC, solicited bool) (ok bool)
-	ShutdownCQ any // func(c *cq.CQ, err error)
+	NewCQ      any // func(depth int, onError func(*transport.CQ, error)) *transport.CQ
+	PushCQ     any // func(c *transport.CQ, wc transport.WC, solicited bool) (ok bool)
+	ShutdownCQ any // func(c *transport.CQ, err error)
 	// MirrorCQ keeps *p equal to the queue's length (^0 once it has an
 	// error) until called with nil: libgoroce's C poll reads it to answer
 	// an empty queue without a call into Go.
-	MirrorCQ any // func(c *cq.CQ, p *uint32)
+	MirrorCQ any // func(c *transport.CQ, p *uint32)
 	// ProgressCQ gives a new queue, before anyone polls it, what an empty
 	// Poll calls to receive and handle what has arrived (the device's
 	// poll mode; it returns whether it handled anything), and the yield
 	// period of the loops that poll it (CQ.Yield).
-	ProgressCQ any // func(c *cq.CQ, progress func() bool, yieldEvery int)
+	ProgressCQ any // func(c *transport.CQ, progress func() bool, yieldEvery int)
 )
 
 // Set by package qp.
 var (
-	NewQP      any // func(env *Env[qp.QP, qp.MTU, qp.Clock], pd *mr.PD, qpn uint32, ia qp.InitAttr) (*qp.QP, error)
-	NewSRQ     any // func(pd *mr.PD, attr qp.SRQAttr, limitReached func(*qp.SRQ)) (*qp.SRQ, error)
-	NewXRCD    any // func(closed func() bool, lookup func(srqn uint32) *qp.SRQ) *qp.XRCD
-	NewXRCSRQ  any // func(pd *mr.PD, ia qp.SRQInitAttr, srqn uint32, limitReached func(*qp.SRQ), unregister func()) (*qp.SRQ, error)
-	NewAH      any // func(env *Env[qp.QP, qp.MTU, qp.Clock], pd *mr.PD, attr qp.AHAttr) (*qp.AH, error)
-	DestroyQP  any // func(*qp.QP) error
-	ShutdownQP any // func(*qp.QP)
-	RunQP      any // func(*qp.QP)
-	ReceiveQP  any // func(q *qp.QP, p bth.Packet, f bth.Frame) (joined bool)
-	EndBurstQP any // func(*qp.QP)
+	NewQP      any // func(env *Env[transport.QP, transport.MTU, clock.Clock], pd *transport.PD, qpn uint32, ia transport.QPInitAttr) (*transport.QP, error)
+	NewSRQ     any // func(pd *transport.PD, attr transport.SRQAttr, limitReached func(*transport.SRQ)) (*transport.SRQ, error)
+	NewXRCD    any // func(closed func() bool, lookup func(srqn uint32) *transport.SRQ) *transport.XRCD
+	NewXRCSRQ  any // func(pd *transport.PD, ia transport.SRQInitAttr, srqn uint32, limitReached func(*transport.SRQ), unregister func()) (*transport.SRQ, error)
+	NewAH      any // func(env *Env[transport.QP, transport.MTU, clock.Clock], pd *transport.PD, attr transport.AHAttr) (*transport.AH, error)
+	DestroyQP  any // func(*transport.QP) error
+	ShutdownQP any // func(*transport.QP)
+	RunQP      any // func(*transport.QP)
+	ReceiveQP  any // func(q *transport.QP, p bth.Packet, f bth.Frame) (joined bool)
+	EndBurstQP any // func(*transport.QP)
 )
 
 // Set by package device, for package cm: the device's QP1, the General
@@ -106,7 +106,7 @@ var (
 var (
 	// AttachGSI installs the one handler of a device's QP1 MADs; it is
 	// called from the receive path with a MAD valid only during the call.
-	AttachGSI any // func(d *device.Device, h func(src, dst netip.Addr, mad []byte)) (detach func(), err error)
+	AttachGSI any // func(d *transport.Device, h func(src, dst netip.Addr, mad []byte)) (detach func(), err error)
 	// SendGSI sends a 256-byte MAD from QP1 at src to QP1 at dst.
-	SendGSI any // func(d *device.Device, src, dst netip.Addr, mad []byte) error
+	SendGSI any // func(d *transport.Device, src, dst netip.Addr, mad []byte) error
 )

@@ -31,8 +31,8 @@ import (
 	"net/netip"
 	"strconv"
 
-	"github.com/goroce/goroce/oob/internal/getopt"
-	"github.com/goroce/goroce/oob/pingpong"
+	"github.com/goroce/goroce/tools/internal/getopt"
+	"github.com/goroce/goroce/tools/pingpong"
 )
 
 // cmtime.c's defaults.

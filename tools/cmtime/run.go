@@ -13,19 +13,16 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/oob/internal/serverwait"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/tools/internal/serverwait"
+	"github.com/goroce/goroce/transport"
 )
 
 // Env is what a run needs besides its flags.
 type Env struct {
-	Dev    *device.Device // the device
-	CM     *cm.Manager    // its connection manager
-	Stdout io.Writer      // cmtime's printf lines: its progress, its tables
-	Stderr io.Writer      // its perror lines, and roced's own
+	Dev    *transport.Device // the device
+	CM     *cm.Manager       // its connection manager
+	Stdout io.Writer         // cmtime's printf lines: its progress, its tables
+	Stderr io.Writer         // its perror lines, and roced's own
 	// Listen opens rdma-core 56's out-of-band TCP socket on a server
 	// (nil: package net's); tests give an in-memory one.
 	Listen func(network, address string) (net.Listener, error)
@@ -43,7 +40,7 @@ const exitFailure = 1
 // conn is one connection of a test, cmtime's struct node.
 type conn struct {
 	t    times
-	q    *qp.QP // the QP the client made (nil: none, or the CM's)
+	q    *transport.QP // the QP the client made (nil: none, or the CM's)
 	c    *cm.Conn
 	fail error
 }
@@ -55,8 +52,8 @@ type run struct {
 
 	out sync.Mutex // stdout, written from the connections' goroutines
 
-	pd *mr.PD
-	cq *cq.CQ
+	pd *transport.PD
+	cq *transport.CQ
 
 	// One test's state (reset).
 	mu     sync.Mutex
@@ -163,9 +160,9 @@ func (r *run) verbs() {
 
 // qpInit is cmtime's QP: RC, one work request of one SGE each way, every
 // send signalled, on the shared CQ.
-func (r *run) qpInit() qp.InitAttr {
-	return qp.InitAttr{Type: qp.RC, SendCQ: r.cq, RecvCQ: r.cq, SigAll: true,
-		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+func (r *run) qpInit() transport.QPInitAttr {
+	return transport.QPInitAttr{Type: transport.RC, SendCQ: r.cq, RecvCQ: r.cq, SigAll: true,
+		Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
 }
 
 // timed is one step for every connection on the work queue's threads,
@@ -385,8 +382,8 @@ func (r *run) clientTest(ctx context.Context, o oob, n int) int {
 			time.Sleep(r.delay)
 			return nil
 		}
-		return q.Modify(&qp.Attr{State: qp.Init, PortNum: 1, AccessFlags: mr.RemoteRead | mr.RemoteWrite},
-			qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags)
+		return q.Modify(&transport.QPAttr{State: transport.Init, PortNum: 1, AccessFlags: transport.RemoteRead | transport.RemoteWrite},
+			transport.AttrState|transport.AttrPKeyIndex|transport.AttrPort|transport.AttrAccessFlags)
 	})
 	if err != nil {
 		return r.perror("ibv_modify_qp", err)
@@ -625,7 +622,7 @@ func (r *run) server(ctx context.Context) int {
 	if r.cfg.Version == V44 {
 		params = cm.ConnParams{}
 	}
-	qc := cm.QPConfig{PD: r.pd, Init: r.qpInit(), Prepare: func(*qp.QP) error {
+	qc := cm.QPConfig{PD: r.pd, Init: r.qpInit(), Prepare: func(*transport.QP) error {
 		r.request()
 		return nil
 	}}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/goroce/goroce/oob/internal/serverwait"
+	"github.com/goroce/goroce/tools/internal/serverwait"
 )
 
 // Usage prints cmtime's usage text (on stdout, for -h or any option

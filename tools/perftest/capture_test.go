@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/oob/internal/capture"
+	"github.com/goroce/goroce/tools/internal/capture"
 )
 
 const captureDir = "../../bth/testdata"

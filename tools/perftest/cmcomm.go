@@ -12,11 +12,8 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/oob/internal/serverwait"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/tools/internal/serverwait"
+	"github.com/goroce/goroce/transport"
 )
 
 // commRecvLen is how much one receive of the exchange takes. perftest
@@ -34,11 +31,11 @@ const commRecvLen = NegotiateSize
 // Read returns the received messages' bytes in order.
 type CommConn struct {
 	conn       *cm.Conn
-	dev        *device.Device
-	pd         *mr.PD
-	scq, rcq   *cq.CQ
-	send, recv *mr.MR
-	wc         []cq.WC
+	dev        *transport.Device
+	pd         *transport.PD
+	scq, rcq   *transport.CQ
+	send, recv *transport.MR
+	wc         []transport.WC
 	pending    []byte // what is left of the last message received
 
 	mu       sync.Mutex
@@ -60,14 +57,14 @@ func (p CommParams) conn() cm.ConnParams {
 	return cm.ConnParams{RetryCount: uint8(p.Retry), RNRRetryCount: 7, ACKTimeout: uint8(p.QPTimeout)}
 }
 
-func newCommConn(dev *device.Device) (*CommConn, error) {
+func newCommConn(dev *transport.Device) (*CommConn, error) {
 	c := &CommConn{dev: dev, pd: dev.AllocPD(), scq: dev.CreateCQ(1), rcq: dev.CreateCQ(1),
-		wc: make([]cq.WC, 1), changed: make(chan struct{}), closed: make(chan struct{})}
+		wc: make([]transport.WC, 1), changed: make(chan struct{}), closed: make(chan struct{})}
 	var err error
 	if c.send, err = c.pd.Register(make([]byte, commRecvLen), 0); err != nil {
 		return nil, err
 	}
-	if c.recv, err = c.pd.Register(make([]byte, commRecvLen), mr.LocalWrite); err != nil {
+	if c.recv, err = c.pd.Register(make([]byte, commRecvLen), transport.LocalWrite); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -78,13 +75,13 @@ func newCommConn(dev *device.Device) (*CommConn, error) {
 // rdma_client_connect and rdma_server_connect post it (post_one_recv_wqe)
 // before rdma_connect and rdma_accept.
 func (c *CommConn) qpConfig() cm.QPConfig {
-	return cm.QPConfig{PD: c.pd, Init: qp.InitAttr{SendCQ: c.scq, RecvCQ: c.rcq,
-		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}},
-		Access: mr.RemoteWrite, Prepare: c.postRecv}
+	return cm.QPConfig{PD: c.pd, Init: transport.QPInitAttr{SendCQ: c.scq, RecvCQ: c.rcq,
+		Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}},
+		Access: transport.RemoteWrite, Prepare: c.postRecv}
 }
 
-func (c *CommConn) postRecv(q *qp.QP) error {
-	return q.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{c.recv.SGE(0, commRecvLen)}})
+func (c *CommConn) postRecv(q *transport.QP) error {
+	return q.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{c.recv.SGE(0, commRecvLen)}})
 }
 
 // AcceptComm is rdma_server_connect for the exchange: listen on port
@@ -92,7 +89,7 @@ func (c *CommConn) postRecv(q *qp.QP) error {
 // (rdma_destroy_id of the listening ID), so that the QPs' own listener
 // can take the port next. listening, if set, is called once the listener
 // is up.
-func AcceptComm(ctx context.Context, m *cm.Manager, dev *device.Device, port int, p CommParams, listening func()) (*CommConn, error) {
+func AcceptComm(ctx context.Context, m *cm.Manager, dev *transport.Device, port int, p CommParams, listening func()) (*CommConn, error) {
 	c, err := newCommConn(dev)
 	if err != nil {
 		return nil, err
@@ -116,7 +113,7 @@ func AcceptComm(ctx context.Context, m *cm.Manager, dev *device.Device, port int
 // makes one attempt, so the server must be listening; roced retries a
 // REJ 8 (nothing listens yet) for as long as serverwait allows
 // (GOROCE_SERVER_WAIT), as its other clients do.
-func DialComm(ctx context.Context, m *cm.Manager, dev *device.Device, laddr netip.Addr, raddr netip.AddrPort, p CommParams) (*CommConn, error) {
+func DialComm(ctx context.Context, m *cm.Manager, dev *transport.Device, laddr netip.Addr, raddr netip.AddrPort, p CommParams) (*CommConn, error) {
 	c, err := newCommConn(dev)
 	if err != nil {
 		return nil, err
@@ -156,13 +153,13 @@ func (c *CommConn) waitCtx() (context.Context, context.CancelFunc, chan struct{}
 }
 
 // next waits for one completion of q.
-func (c *CommConn) next(q *cq.CQ) (cq.WC, error) {
+func (c *CommConn) next(q *transport.CQ) (transport.WC, error) {
 	for {
 		ctx, cancel, ch := c.waitCtx()
 		n, err := q.PollWait(ctx, c.wc)
 		cancel()
 		if n > 0 {
-			if c.wc[0].Status != cq.Success {
+			if c.wc[0].Status != transport.Success {
 				select {
 				case <-c.conn.Done():
 					return c.wc[0], io.EOF // flushed by the disconnection
@@ -174,18 +171,18 @@ func (c *CommConn) next(q *cq.CQ) (cq.WC, error) {
 		}
 		select {
 		case <-c.closed:
-			return cq.WC{}, net.ErrClosed
+			return transport.WC{}, net.ErrClosed
 		default:
 		}
 		c.mu.Lock()
 		d := c.deadline
 		c.mu.Unlock()
 		if !d.IsZero() && !time.Now().Before(d) {
-			return cq.WC{}, os.ErrDeadlineExceeded
+			return transport.WC{}, os.ErrDeadlineExceeded
 		}
 		select {
 		case <-c.conn.Done():
-			return cq.WC{}, io.EOF
+			return transport.WC{}, io.EOF
 		case <-ch:
 			continue // a new deadline: wait again under it
 		default:
@@ -193,7 +190,7 @@ func (c *CommConn) next(q *cq.CQ) (cq.WC, error) {
 		if err == nil {
 			err = errors.New("perftest: exchange wait ended")
 		}
-		return cq.WC{}, err
+		return transport.WC{}, err
 	}
 }
 
@@ -220,8 +217,8 @@ func (c *CommConn) Write(b []byte) (int, error) {
 		return 0, fmt.Errorf("perftest: %d-byte message, the exchange takes %d", len(b), commRecvLen)
 	}
 	copy(c.send.Bytes(), b)
-	if err := c.conn.QP().PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.Signaled,
-		SGL: []mr.SGE{c.send.SGE(0, len(b))}}); err != nil {
+	if err := c.conn.QP().PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRSend, Flags: transport.Signaled,
+		SGL: []transport.SGE{c.send.SGE(0, len(b))}}); err != nil {
 		return 0, fmt.Errorf("Function ibv_post_send failed: %w", err)
 	}
 	if _, err := c.next(c.scq); err != nil {

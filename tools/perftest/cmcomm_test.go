@@ -10,18 +10,18 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/transport"
 )
 
-func memCM(t *testing.T, n *mem.Net, addr string) (*device.Device, *cm.Manager) {
+func memCM(t *testing.T, n *mem.Net, addr string) (*transport.Device, *cm.Manager) {
 	t.Helper()
 	l, err := n.Attach(netip.MustParseAddr(addr), mem.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := device.Open(l, device.Options{})
+	dev, err := transport.Open(l, transport.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestFaultsPerftest(t *testing.T) {
 
 // TestFaultFlagErrors: a bad fault flag is answered with a line naming it
 // (perftest adds its "Parser function exited with Error", as the real
-// tool does) and a non-zero exit, before anything is opened (oob/pingpong's
+// tool does) and a non-zero exit, before anything is opened (tools/pingpong's
 // test of the same name runs the same flags through rc_pingpong).
 func TestFaultFlagErrors(t *testing.T) {
 	for _, args := range [][]string{{"--loss", "2"}, {"--fault-rule", "tx opcode=WRITE drop"}, {"--delay", "tx:soon"}} {

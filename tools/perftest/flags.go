@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/goroce/goroce/nic/fault"
-	"github.com/goroce/goroce/oob/internal/getopt"
-	"github.com/goroce/goroce/oob/pingpong"
+	"github.com/goroce/goroce/tools/internal/getopt"
+	"github.com/goroce/goroce/tools/pingpong"
 )
 
 // Link is goroce's --link (shared with the pingpong tools).

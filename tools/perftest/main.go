@@ -15,8 +15,8 @@ import (
 
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/nic/fault"
-	"github.com/goroce/goroce/oob/internal/serverwait"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/tools/internal/serverwait"
+	"github.com/goroce/goroce/transport"
 )
 
 // ptListening is called once a server listens (tests start the client
@@ -221,7 +221,7 @@ func (r *ptRun) run(ctx context.Context) error {
 	if r.ep != nil {
 		port = MTU(r.ep.Device.ActiveMTU())
 	}
-	notes := c.Resolve(port, qp.MaxRdAtomic, c.Claim)
+	notes := c.Resolve(port, transport.MaxRdAtomic, c.Claim)
 	// The notes are printed in order, except a last dashed line: that is
 	// check_link's inline notice, which comes after 6.29's polling
 	// notice, with its explanation on stderr (roced, like rxe, is a
@@ -384,7 +384,7 @@ func (r *ptRun) walk(ctx context.Context, steps []Step) error {
 					r.pc.peerPSN = a.RQPSN
 				} else if addressed == c.NumQPs {
 					for q, rem := range r.pc.rem {
-						if err := r.pc.connect(q, rem, qp.MTU(r.mtu)); err != nil {
+						if err := r.pc.connect(q, rem, transport.MTU(r.mtu)); err != nil {
 							return failWith(" "+err.Error(), " Unable to Connect the HCA's through the link")
 						}
 					}

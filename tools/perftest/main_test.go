@@ -24,12 +24,12 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/rdmatest"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // The tests run Main in-process, server and client, over the UDP link on
 // loopback: the server on 127.0.17.1, the client on 127.0.17.2 (addresses
-// no other package's tests bind: oob/pingpong's run the README's lines on
+// no other package's tests bind: tools/pingpong's run the README's lines on
 // 127.0.0.1 and .2, and go test runs the packages side by side), each test
 // on a TCP port of its own.
 
@@ -281,7 +281,7 @@ func TestPerftestAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	udMTU := qp.MTUFor(lo.MTU, false).Bytes()
+	udMTU := transport.MTUFor(lo.MTU, false).Bytes()
 	for _, tt := range []struct {
 		conn string
 		top  int

@@ -5,9 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -134,14 +133,14 @@ func TestDeviceAttr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := device.Open(link, device.Options{})
+	dev, err := transport.Open(link, transport.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dev.Close()
 	a := ptDeviceAttr(dev)
-	if a.MaxQPRdAtom != qp.MaxRdAtomic || a.MaxQPInitRdAtom != qp.MaxRdAtomic || a.MaxQPWR != qp.MaxWR ||
-		a.MaxSGE != qp.MaxSGE || a.MaxSRQWR != qp.MaxWR || a.PhysPortCnt != 1 || a.MaxPkeys != 1 || a.AtomicCap != 1 {
+	if a.MaxQPRdAtom != transport.MaxRdAtomic || a.MaxQPInitRdAtom != transport.MaxRdAtomic || a.MaxQPWR != transport.MaxWR ||
+		a.MaxSGE != transport.MaxSGE || a.MaxSRQWR != transport.MaxWR || a.PhysPortCnt != 1 || a.MaxPkeys != 1 || a.AtomicCap != 1 {
 		t.Errorf("%+v", a)
 	}
 	p := Params{Attr: a}

@@ -10,10 +10,8 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // perftest's -R: the QPs are connected through the RDMA CM, and, as
@@ -104,7 +102,7 @@ func ptResolve(ctx context.Context, host string, local netip.Addr) (netip.Addr, 
 func (r *ptRun) cmParams() cm.ConnParams {
 	c := &r.cfg
 	p := cm.ConnParams{RetryCount: uint8(c.Retry), RNRRetryCount: uint8(c.Retry),
-		ACKTimeout: uint8(c.QPTimeout), PathMTU: qp.MTU(r.mtu)}
+		ACKTimeout: uint8(c.QPTimeout), PathMTU: transport.MTU(r.mtu)}
 	if v := c.Test.Verb(); v == VerbRead || v == VerbAtomic {
 		p.ResponderResources, p.InitiatorDepth = uint8(c.OutReads), uint8(c.OutReads)
 	}
@@ -115,9 +113,9 @@ func (r *ptRun) cmParams() cm.ConnParams {
 // rights rdma_cm gives it: remote writes, and reads and atomics when the
 // side takes any (cm.c's cm_init_qp_init_attr).
 func (r *ptRun) cmQPConfig() cm.QPConfig {
-	access := mr.RemoteWrite
+	access := transport.RemoteWrite
 	if v := r.cfg.Test.Verb(); v == VerbRead || v == VerbAtomic {
-		access |= mr.RemoteRead | mr.RemoteAtomic
+		access |= transport.RemoteRead | transport.RemoteAtomic
 	}
 	return cm.QPConfig{PD: r.pc.pd, Init: r.pc.initAttr(), Access: access, Prepare: r.cmPrepare}
 }
@@ -126,7 +124,7 @@ func (r *ptRun) cmQPConfig() cm.QPConfig {
 // before the peer learns it, and posts its receives of the first
 // traffic step (a receiving side's), so that they are there before the
 // REP or RTU goes.
-func (r *ptRun) cmPrepare(x *qp.QP) error {
+func (r *ptRun) cmPrepare(x *transport.QP) error {
 	r.cmr.mu.Lock()
 	defer r.cmr.mu.Unlock()
 	if len(r.pc.qps) >= r.cfg.NumQPs {
@@ -311,7 +309,7 @@ func (r *ptRun) cmAcceptUD(ctx context.Context, i int) error {
 		return req.Accept(x, nil)
 	}
 	grh := r.pc.sendArea(i)
-	wr := qp.RecvWR{WRID: 0, SGL: []mr.SGE{{Addr: grh, Length: ptUDAddition + 4, LKey: r.pc.mr.LKey()}}}
+	wr := transport.RecvWR{WRID: 0, SGL: []transport.SGE{{Addr: grh, Length: ptUDAddition + 4, LKey: r.pc.mr.LKey()}}}
 	if err := x.PostRecv(&wr); err != nil {
 		req.Reject(mad.SIDRReject, nil)
 		return fmt.Errorf("Failed to post receive for connection %d for RDMA CM UD request connection parameters: %w", i, err)
@@ -320,13 +318,13 @@ func (r *ptRun) cmAcceptUD(ctx context.Context, i int) error {
 		return err
 	}
 	wc, err := r.pc.waitOne(ctx, r.pc.recvCQ)
-	if err == nil && (wc.Status != cq.Success || wc.Opcode != cq.OpRecv || wc.Flags&cq.WithImm == 0) {
+	if err == nil && (wc.Status != transport.Success || wc.Opcode != transport.OpRecv || wc.Flags&transport.WithImm == 0) {
 		err = fmt.Errorf("status %v, opcode %v, flags %v: want a receive with immediate data", wc.Status, wc.Opcode, wc.Flags)
 	}
 	if err != nil {
 		return fmt.Errorf("Bad WQE status when trying to create AH for UD connection in RDMA CM: %w", err)
 	}
-	av, err := qp.AHAttrFromWC(&wc, r.pc.bytesAt(grh, ptUDAddition), r.pc.gidIdx)
+	av, err := transport.AHAttrFromWC(&wc, r.pc.bytesAt(grh, ptUDAddition), r.pc.gidIdx)
 	if err != nil {
 		return fmt.Errorf("Failed to create AH for RDMA CM connection: %w", err)
 	}
@@ -354,14 +352,14 @@ func (r *ptRun) cmResolveUD(ctx context.Context, i int, raddr netip.AddrPort) er
 	if !r.udParamsNeeded() {
 		return nil
 	}
-	wr := qp.SendWR{WRID: 0, Opcode: qp.WRSendWithImm, Flags: qp.Signaled, Imm: x.QPN(),
-		SGL: []mr.SGE{{Addr: r.pc.sendArea(i), Length: 4, LKey: r.pc.mr.LKey()}},
+	wr := transport.SendWR{WRID: 0, Opcode: transport.WRSendWithImm, Flags: transport.Signaled, Imm: x.QPN(),
+		SGL: []transport.SGE{{Addr: r.pc.sendArea(i), Length: 4, LKey: r.pc.mr.LKey()}},
 		AH:  r.pc.ahs[i], RemoteQPN: p.QPN, RemoteQKey: p.QKey}
 	if err := x.PostSend(&wr); err != nil {
 		return fmt.Errorf("Failed to post send for connection %d for RDMA CM UD send connection parameters: %w", i, err)
 	}
 	wc, err := r.pc.waitOne(ctx, r.pc.sendCQ)
-	if err == nil && (wc.Status != cq.Success || wc.Opcode != cq.OpSend) {
+	if err == nil && (wc.Status != transport.Success || wc.Opcode != transport.OpSend) {
 		err = fmt.Errorf("status %v, opcode %v", wc.Status, wc.Opcode)
 	}
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/goroce/goroce/oob/internal/wire"
+	"github.com/goroce/goroce/tools/internal/wire"
 )
 
 // DefaultPort is perftest's TCP port (-p).

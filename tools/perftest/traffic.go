@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // ptStall is how long a traffic loop waits without any progress before it
@@ -26,7 +24,7 @@ var errStalled = errors.New("no progress")
 // compError is a completion with an error status (NOTIFY_COMP_ERROR_SEND
 // and _RECV).
 type compError struct {
-	wc     cq.WC
+	wc     transport.WC
 	recv   bool
 	counts string
 }
@@ -57,7 +55,7 @@ type ptTraffic struct {
 	cfg   *Config
 	ctx   context.Context
 	steps atomic.Uint64 // progress made, which the watchdog looks at
-	wc    []cq.WC
+	wc    []transport.WC
 	recvd uint64 // latency tests: messages received so far
 }
 
@@ -65,7 +63,7 @@ type ptTraffic struct {
 // progress; stop ends it.
 func newTraffic(parent context.Context, c *ptCtx) (t *ptTraffic, stop func()) {
 	ctx, cancel := context.WithCancelCause(parent)
-	t = &ptTraffic{c: c, cfg: c.cfg, ctx: ctx, wc: make([]cq.WC, 16)}
+	t = &ptTraffic{c: c, cfg: c.cfg, ctx: ctx, wc: make([]transport.WC, 16)}
 	done := make(chan struct{})
 	limit := ptStall
 	go func() {
@@ -110,7 +108,7 @@ const ptSpins = 64
 
 // waitCQ returns at least one completion of q in wc, spinning first
 // unless -e asked for completion events.
-func (t *ptTraffic) waitCQ(q *cq.CQ, wc []cq.WC) (int, error) {
+func (t *ptTraffic) waitCQ(q *transport.CQ, wc []transport.WC) (int, error) {
 	// In poll mode the polls are what moves the device, and the tool
 	// spins as perftest does on an HCA, never sleeping without -e: after
 	// ptSpins polls it would sleep through every round trip longer than
@@ -144,7 +142,7 @@ func (t *ptTraffic) waitCQ(q *cq.CQ, wc []cq.WC) (int, error) {
 // the message: the copy is then ordered before the read, and the peer
 // writes nothing more until we answer. (A bare read of the byte while the
 // engine may be copying would be a data race.)
-func (t *ptTraffic) waitWrite(x *qp.QP, firstPSN uint32, n, pkts uint64, b []byte, want byte, stop func() bool) error {
+func (t *ptTraffic) waitWrite(x *transport.QP, firstPSN uint32, n, pkts uint64, b []byte, want byte, stop func() bool) error {
 	next := (firstPSN + uint32(n*pkts)) & bth.PSNMask
 	for spin := 0; ; spin++ {
 		a, _ := x.Query()
@@ -208,36 +206,36 @@ func (p ptPhases) at(now int64) int {
 
 // sendWR builds message k of QP i (ctx_set_send_reg_wqes plus the address
 // steps of run_iter_bw).
-func (t *ptTraffic) sendWR(wr *qp.SendWR, sge *mr.SGE, i int, k, size uint64, signaled bool) {
+func (t *ptTraffic) sendWR(wr *transport.SendWR, sge *transport.SGE, i int, k, size uint64, signaled bool) {
 	c := t.c
 	off := ptCycleOffset(size, k)
-	*sge = mr.SGE{Addr: c.sendArea(i) + off, Length: uint32(size), LKey: c.mr.LKey()}
-	*wr = qp.SendWR{WRID: uint64(i)<<ptIndexShift | k, SGL: wr.SGL[:1]}
+	*sge = transport.SGE{Addr: c.sendArea(i) + off, Length: uint32(size), LKey: c.mr.LKey()}
+	*wr = transport.SendWR{WRID: uint64(i)<<ptIndexShift | k, SGL: wr.SGL[:1]}
 	wr.SGL[0] = *sge
 	if signaled {
-		wr.Flags = qp.Signaled
+		wr.Flags = transport.Signaled
 	}
 	rem := c.rem[i]
 	switch t.cfg.Verb() {
 	case VerbSend:
-		wr.Opcode = qp.WRSend
+		wr.Opcode = transport.WRSend
 		if len(c.ahs) > i {
 			wr.AH = c.ahs[i]
 			wr.RemoteQPN, wr.RemoteQKey = c.udDest(i)
 		}
 	case VerbWrite:
-		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWrite, rem.VAddr+off, rem.RKey
+		wr.Opcode, wr.RemoteAddr, wr.RKey = transport.WRRDMAWrite, rem.VAddr+off, rem.RKey
 	case VerbWriteImm:
-		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMAWriteWithImm, rem.VAddr+off, rem.RKey
+		wr.Opcode, wr.RemoteAddr, wr.RKey = transport.WRRDMAWriteWithImm, rem.VAddr+off, rem.RKey
 	case VerbRead:
-		wr.Opcode, wr.RemoteAddr, wr.RKey = qp.WRRDMARead, rem.VAddr+off, rem.RKey
+		wr.Opcode, wr.RemoteAddr, wr.RKey = transport.WRRDMARead, rem.VAddr+off, rem.RKey
 	case VerbAtomic:
 		wr.SGL[0].Length = 8
 		wr.RemoteAddr, wr.RKey = rem.VAddr+off, rem.RKey
 		if t.cfg.AtomicType == CmpAndSwap {
-			wr.Opcode, wr.Swap = qp.WRAtomicCmpAndSwp, ptAtomicSwap
+			wr.Opcode, wr.Swap = transport.WRAtomicCmpAndSwp, ptAtomicSwap
 		} else {
-			wr.Opcode, wr.CompareAdd = qp.WRAtomicFetchAndAdd, ptAtomicAdd
+			wr.Opcode, wr.CompareAdd = transport.WRAtomicFetchAndAdd, ptAtomicAdd
 		}
 	}
 }
@@ -249,8 +247,8 @@ type bwSender struct {
 	iters      uint64 // per QP; 0 with -D
 	scnt, ccnt []uint64
 	totS, totC uint64
-	wrs        [][]qp.SendWR
-	sges       [][]mr.SGE
+	wrs        [][]transport.SendWR
+	sges       [][]transport.SGE
 	s          bwSamples
 	ph         ptPhases
 	duration   bool
@@ -262,8 +260,8 @@ func (t *ptTraffic) newSender(size uint64) *bwSender {
 		duration: t.cfg.TestType == Duration}
 	for range q {
 		n := max(ptBatch/t.cfg.PostList, 1) * t.cfg.PostList
-		b.wrs = append(b.wrs, make([]qp.SendWR, n))
-		b.sges = append(b.sges, make([]mr.SGE, n))
+		b.wrs = append(b.wrs, make([]transport.SendWR, n))
+		b.sges = append(b.sges, make([]transport.SGE, n))
 	}
 	tot := b.iters * uint64(q)
 	b.s = bwSamples{size: size, iters: tot, noPeak: t.cfg.NoPeak, postList: t.cfg.PostList, cqMod: t.cfg.CQMod}
@@ -342,8 +340,8 @@ func (b *bwSender) post(now int64) (bool, error) {
 }
 
 // complete accounts for one send completion.
-func (b *bwSender) complete(wc *cq.WC, now int64) error {
-	if wc.Status != cq.Success {
+func (b *bwSender) complete(wc *transport.WC, now int64) error {
+	if wc.Status != transport.Success {
 		return &compError{wc: *wc, counts: fmt.Sprintf("scnt=%d, ccnt=%d", b.totS, b.totC)}
 	}
 	i, k := int(wc.WRID>>ptIndexShift), wc.WRID&ptIndexMask
@@ -393,7 +391,7 @@ func (b *bwSender) finish() bwSamples {
 
 // waitBounded blocks for a completion of q, and no later than deadline
 // (in cycles; 0: no deadline) when -D needs to see its phases change.
-func (t *ptTraffic) waitBounded(q *cq.CQ, deadline int64) (int, error) {
+func (t *ptTraffic) waitBounded(q *transport.CQ, deadline int64) (int, error) {
 	if deadline == 0 {
 		return t.waitCQ(q, t.wc)
 	}
@@ -461,8 +459,8 @@ func (t *ptTraffic) bwSend(size uint64) (bwSamples, error) {
 // warmUp is --perform_warm_up: one tx depth of messages per QP, waited
 // for, before the measured run.
 func (t *ptTraffic) warmUp(size uint64) error {
-	var wr qp.SendWR
-	var sge [1]mr.SGE
+	var wr transport.SendWR
+	var sge [1]transport.SGE
 	wr.SGL = sge[:]
 	for i, x := range t.c.qps {
 		n := max(t.cfg.TxDepth, t.cfg.PostList)
@@ -478,7 +476,7 @@ func (t *ptTraffic) warmUp(size uint64) error {
 				return err
 			}
 			for j := range got {
-				if t.wc[j].Status != cq.Success {
+				if t.wc[j].Status != transport.Success {
 					return &compError{wc: t.wc[j], counts: "Problems with warm up"}
 				}
 			}
@@ -495,8 +493,8 @@ type recvPoster struct {
 	size   uint64
 	posted []uint64 // per QP
 	cycle  bool     // bandwidth receives rotate through the cycle buffer
-	wr     qp.RecvWR
-	sge    [1]mr.SGE
+	wr     transport.RecvWR
+	sge    [1]transport.SGE
 }
 
 func newRecvPoster(c *ptCtx, size uint64) *recvPoster {
@@ -528,7 +526,7 @@ func (r *recvPoster) post(i int) error {
 		inc := ptInc(r.size)
 		off = r.posted[i] % (ptCycleBuffer / inc) * inc
 	}
-	r.sge[0] = mr.SGE{Addr: base + off, Length: uint32(length), LKey: c.mr.LKey()}
+	r.sge[0] = transport.SGE{Addr: base + off, Length: uint32(length), LKey: c.mr.LKey()}
 	r.wr.WRID = uint64(i)
 	var err error
 	if c.srq != nil {
@@ -593,7 +591,7 @@ func (t *ptTraffic) bwRecv(size uint64, r *recvPoster) (bwSamples, error) {
 		}
 		for j := range n {
 			wc := &t.wc[j]
-			if wc.Status != cq.Success {
+			if wc.Status != transport.Success {
 				return s, &compError{wc: *wc, recv: true, counts: fmt.Sprintf(" rcnt=%d", total)}
 			}
 			i := int(wc.WRID)
@@ -679,13 +677,13 @@ func (t *ptTraffic) bwBidir(size uint64, r *recvPoster) (bwSamples, error) {
 		now = cycles()
 		for j := range n {
 			wc := &t.wc[j]
-			if wc.Opcode != cq.OpRecv && wc.Opcode != cq.OpRecvRDMAWithImm {
+			if wc.Opcode != transport.OpRecv && wc.Opcode != transport.OpRecvRDMAWithImm {
 				if err := b.complete(wc, now); err != nil {
 					return b.s, err
 				}
 				continue
 			}
-			if wc.Status != cq.Success {
+			if wc.Status != transport.Success {
 				return b.s, &compError{wc: *wc, recv: true, counts: fmt.Sprintf(" rcnt=%d", rtot)}
 			}
 			i := int(wc.WRID)
@@ -712,9 +710,9 @@ func (t *ptTraffic) bwBidir(size uint64, r *recvPoster) (bwSamples, error) {
 
 // latWR is a latency test's work request on QP 0: always from and to the
 // start of the areas (the latency tests do not rotate addresses).
-func (t *ptTraffic) latWR(size uint64, signaled bool) qp.SendWR {
-	var wr qp.SendWR
-	wr.SGL = make([]mr.SGE, 1)
+func (t *ptTraffic) latWR(size uint64, signaled bool) transport.SendWR {
+	var wr transport.SendWR
+	wr.SGL = make([]transport.SGE, 1)
 	t.sendWR(&wr, &wr.SGL[0], 0, 0, size, signaled)
 	return wr
 }
@@ -795,7 +793,7 @@ func (t *ptTraffic) waitRecv(r *recvPoster, stop func() bool) error {
 			return err
 		}
 		wc := t.wc[0]
-		if wc.Status != cq.Success {
+		if wc.Status != transport.Success {
 			return &compError{wc: wc, recv: true}
 		}
 		t.recvd++
@@ -811,7 +809,7 @@ func (t *ptTraffic) waitRecv(r *recvPoster, stop func() bool) error {
 // pingPong is the loop the write and send latency tests share: wait for
 // the peer's message (unless this side opens), stamp and post our own,
 // collect its completion.
-func (t *ptTraffic) pingPong(size uint64, waitFirst bool, wr *qp.SendWR, mark func(uint64),
+func (t *ptTraffic) pingPong(size uint64, waitFirst bool, wr *transport.SendWR, mark func(uint64),
 	wait func(rcnt uint64, stop func() bool) error) (latRun, error) {
 	x := t.c.qps[0]
 	iters := t.cfg.Iters
@@ -866,12 +864,12 @@ func (t *ptTraffic) pingPong(size uint64, waitFirst bool, wr *qp.SendWR, mark fu
 }
 
 // waitSend waits for one send completion.
-func (t *ptTraffic) waitSend(scnt, ccnt uint64) (cq.WC, error) {
+func (t *ptTraffic) waitSend(scnt, ccnt uint64) (transport.WC, error) {
 	if _, err := t.waitCQ(t.c.sendCQ, t.wc[:1]); err != nil {
-		return cq.WC{}, err
+		return transport.WC{}, err
 	}
 	wc := t.wc[0]
-	if wc.Status != cq.Success {
+	if wc.Status != transport.Success {
 		return wc, &compError{wc: wc, counts: fmt.Sprintf("scnt=%d, ccnt=%d", scnt, ccnt)}
 	}
 	return wc, nil

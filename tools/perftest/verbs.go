@@ -8,10 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // Constants of perftest's buffer layout and QPs (perftest_resources.h).
@@ -27,7 +24,7 @@ const (
 )
 
 // ptAccess is the buffer's access flags, and an RC QP's.
-const ptAccess = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+const ptAccess = transport.LocalWrite | transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic
 
 // ptBuffSize is BUFF_SIZE: a QP's share of the buffer, at least the cycle
 // buffer.
@@ -56,7 +53,7 @@ func ptCycleOffset(size, n uint64) uint64 {
 // negotiation. The limits are the engine's; counts goroce does not bound
 // (CQs, PDs, address handles: memory is the only limit) are the largest
 // int32, and the GUIDs are made from the link's MAC as rxe makes its own.
-func ptDeviceAttr(dev *device.Device) DeviceAttr {
+func ptDeviceAttr(dev *transport.Device) DeviceAttr {
 	var guid [8]byte
 	if mac := dev.Link().Info().MAC; len(mac) == 6 {
 		guid = [8]byte{mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}
@@ -67,15 +64,15 @@ func ptDeviceAttr(dev *device.Device) DeviceAttr {
 		MaxMRSize:   math.MaxUint64,
 		PageSizeCap: 0xfffff000,
 		MaxQP:       int32(bth.PSNMask) - 0x11, // QPNs 0x11 .. 0xfffffe
-		MaxQPWR:     qp.MaxWR,
-		MaxSGE:      qp.MaxSGE, MaxSGERd: qp.MaxSGE,
+		MaxQPWR:     transport.MaxWR,
+		MaxSGE:      transport.MaxSGE, MaxSGERd: transport.MaxSGE,
 		MaxCQ: unbounded, MaxCQE: unbounded,
-		MaxMR:       mr.MaxRegions - 1,
+		MaxMR:       transport.MaxRegions - 1,
 		MaxPD:       unbounded,
-		MaxQPRdAtom: qp.MaxRdAtomic, MaxResRdAtom: unbounded, MaxQPInitRdAtom: qp.MaxRdAtomic,
+		MaxQPRdAtom: transport.MaxRdAtomic, MaxResRdAtom: unbounded, MaxQPInitRdAtom: transport.MaxRdAtomic,
 		AtomicCap: 1, // IBV_ATOMIC_HCA: atomic with respect to every QP of the device
 		MaxAH:     unbounded,
-		MaxSRQ:    unbounded, MaxSRQWR: qp.MaxWR, MaxSRQSGE: qp.MaxSGE,
+		MaxSRQ:    unbounded, MaxSRQWR: transport.MaxWR, MaxSRQSGE: transport.MaxSGE,
 		MaxPkeys:        1,
 		LocalCAAckDelay: 15,
 		PhysPortCnt:     1,
@@ -87,17 +84,17 @@ func ptDeviceAttr(dev *device.Device) DeviceAttr {
 // ptCtx is struct pingpong_context: the verbs resources of a run.
 type ptCtx struct {
 	cfg    *Config
-	dev    *device.Device
+	dev    *transport.Device
 	gidIdx uint8
-	pd     *mr.PD
+	pd     *transport.PD
 	buf    []byte // the registered buffer: q send areas, then q remote areas
-	mr     *mr.MR
+	mr     *transport.MR
 	area   uint64 // BUFF_SIZE of the largest message of the run
-	sendCQ *cq.CQ
-	recvCQ *cq.CQ
-	srq    *qp.SRQ
-	qps    []*qp.QP
-	ahs    []*qp.AH
+	sendCQ *transport.CQ
+	recvCQ *transport.CQ
+	srq    *transport.SRQ
+	qps    []*transport.QP
+	ahs    []*transport.AH
 	// udPeers are the QPN and Q_Key each UD QP sends to when the RDMA CM
 	// gave them (-R: SIDR, or the client's parameters message), as
 	// perftest's cma_master nodes hold them; without -R the peer's record
@@ -127,7 +124,7 @@ func (c *ptCtx) sends() bool {
 
 // newPtCtx is ctx_init: buffer, PD, MR, CQs, SRQ, QPs moved to INIT, and
 // this side's records (set_up_connection).
-func newPtCtx(cfg *Config, dev *device.Device, gidIdx uint8) (*ptCtx, error) {
+func newPtCtx(cfg *Config, dev *transport.Device, gidIdx uint8) (*ptCtx, error) {
 	c := &ptCtx{cfg: cfg, dev: dev, gidIdx: gidIdx}
 	q := cfg.NumQPs
 	size := cfg.Size
@@ -161,7 +158,7 @@ func newPtCtx(cfg *Config, dev *device.Device, gidIdx uint8) (*ptCtx, error) {
 		c.recvCQ = c.sendCQ
 	}
 	if c.receives() && cfg.UseSRQ {
-		if c.srq, err = dev.CreateSRQ(c.pd, qp.SRQAttr{MaxWR: uint32(cfg.RxDepth), MaxSGE: 1}); err != nil {
+		if c.srq, err = dev.CreateSRQ(c.pd, transport.SRQAttr{MaxWR: uint32(cfg.RxDepth), MaxSGE: 1}); err != nil {
 			return nil, fmt.Errorf("Couldn't create SRQ: %w", err)
 		}
 	}
@@ -182,19 +179,19 @@ func newPtCtx(cfg *Config, dev *device.Device, gidIdx uint8) (*ptCtx, error) {
 }
 
 // qpType is the QP type of -c.
-func (c *ptCtx) qpType() qp.Type {
-	return map[int32]qp.Type{ConnRC: qp.RC, ConnUC: qp.UC, ConnUD: qp.UD}[c.cfg.Conn]
+func (c *ptCtx) qpType() transport.QPType {
+	return map[int32]transport.QPType{ConnRC: transport.RC, ConnUC: transport.UC, ConnUD: transport.UD}[c.cfg.Conn]
 }
 
 // initAttr is create_qp_main's ibv_qp_init_attr.
-func (c *ptCtx) initAttr() qp.InitAttr {
+func (c *ptCtx) initAttr() transport.QPInitAttr {
 	cfg := c.cfg
 	rxWR := uint32(1)
 	if c.receives() {
 		rxWR = uint32(cfg.RxDepth)
 	}
-	ia := qp.InitAttr{Type: c.qpType(), SendCQ: c.sendCQ, RecvCQ: c.recvCQ, SRQ: c.srq,
-		Cap: qp.Cap{MaxSendWR: uint32(max(cfg.TxDepth, cfg.PostList)), MaxRecvWR: rxWR, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	ia := transport.QPInitAttr{Type: c.qpType(), SendCQ: c.sendCQ, RecvCQ: c.recvCQ, SRQ: c.srq,
+		Cap: transport.QPCap{MaxSendWR: uint32(max(cfg.TxDepth, cfg.PostList)), MaxRecvWR: rxWR, MaxSendSGE: 1, MaxRecvSGE: 1}}
 	if c.srq != nil {
 		ia.Cap.MaxRecvWR = 0
 	}
@@ -202,20 +199,20 @@ func (c *ptCtx) initAttr() qp.InitAttr {
 }
 
 // toInit is ctx_modify_qp_to_init.
-func (c *ptCtx) toInit(x *qp.QP) error {
+func (c *ptCtx) toInit(x *transport.QP) error {
 	cfg := c.cfg
-	init := qp.Attr{State: qp.Init, PKeyIndex: uint16(cfg.PKeyIndex), PortNum: 1}
-	mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
+	init := transport.QPAttr{State: transport.Init, PKeyIndex: uint16(cfg.PKeyIndex), PortNum: 1}
+	mask := transport.AttrState | transport.AttrPKeyIndex | transport.AttrPort
 	switch x.Type() {
-	case qp.UD:
+	case transport.UD:
 		init.QKey = ptQKey
-		mask |= qp.AttrQKey
-	case qp.UC:
-		init.AccessFlags = mr.LocalWrite | mr.RemoteWrite
-		mask |= qp.AttrAccessFlags
+		mask |= transport.AttrQKey
+	case transport.UC:
+		init.AccessFlags = transport.LocalWrite | transport.RemoteWrite
+		mask |= transport.AttrAccessFlags
 	default:
 		init.AccessFlags = ptAccess
-		mask |= qp.AttrAccessFlags
+		mask |= transport.AttrAccessFlags
 	}
 	if err := x.Modify(&init, mask); err != nil {
 		return fmt.Errorf("Failed to modify QP to INIT: %w", err)
@@ -225,7 +222,7 @@ func (c *ptCtx) toInit(x *qp.QP) error {
 
 // addQP takes QP x as the next QP of the run, with its record
 // (set_up_connection: its QPN, a random PSN, the MR and the QP's area).
-func (c *ptCtx) addQP(x *qp.QP) {
+func (c *ptCtx) addQP(x *transport.QP) {
 	i := len(c.qps)
 	c.qps = append(c.qps, x)
 	gid, _ := c.dev.GID(c.gidIdx)
@@ -252,23 +249,23 @@ func (c *ptCtx) bytesAt(addr, n uint64) []byte {
 // connect is ctx_connect for QP i once the peer's record is known: RTR with
 // the peer's QPN, PSN and GID, then RTS on the sending sides, and the
 // address handle of a UD sender.
-func (c *ptCtx) connect(i int, rem Record, mtu qp.MTU) error {
+func (c *ptCtx) connect(i int, rem Record, mtu transport.MTU) error {
 	cfg := c.cfg
 	x := c.qps[i]
 	// perftest asks for hop limit 0xff; rxe's IPv4 packets carry the
 	// route's TTL (64) whatever the address vector says, and goroce's
 	// default (0) sends the same.
-	av := qp.AHAttr{DGID: bth.GID(rem.GID), SGIDIndex: c.gidIdx, PortNum: 1, SL: uint8(cfg.SL),
+	av := transport.AHAttr{DGID: bth.GID(rem.GID), SGIDIndex: c.gidIdx, PortNum: 1, SL: uint8(cfg.SL),
 		TrafficClass: uint8(cfg.TClass), FlowLabel: uint32(cfg.FlowLabel)}
-	rtr := qp.Attr{State: qp.RTR}
-	mask := qp.AttrState
-	if x.Type() != qp.UD {
+	rtr := transport.QPAttr{State: transport.RTR}
+	mask := transport.AttrState
+	if x.Type() != transport.UD {
 		rtr.AH, rtr.PathMTU, rtr.DestQPN, rtr.RQPSN = av, mtu, rem.QPN, rem.PSN
-		mask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
-		if x.Type() == qp.RC {
+		mask |= transport.AttrAV | transport.AttrPathMTU | transport.AttrDestQPN | transport.AttrRQPSN
+		if x.Type() == transport.RC {
 			rtr.MaxDestRdAtomic = uint8(cfg.OutReads)
 			rtr.MinRNRTimer = ptMinRNRTimer
-			mask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+			mask |= transport.AttrMaxDestRdAtomic | transport.AttrMinRNRTimer
 		}
 	}
 	if err := x.Modify(&rtr, mask); err != nil {
@@ -280,20 +277,20 @@ func (c *ptCtx) connect(i int, rem Record, mtu qp.MTU) error {
 	if !c.sends() {
 		return nil // the bandwidth servers stay in RTR, as perftest leaves them
 	}
-	rts := qp.Attr{State: qp.RTS, SQPSN: c.my[i].PSN}
-	mask = qp.AttrState | qp.AttrSQPSN
-	if x.Type() == qp.RC {
+	rts := transport.QPAttr{State: transport.RTS, SQPSN: c.my[i].PSN}
+	mask = transport.AttrState | transport.AttrSQPSN
+	if x.Type() == transport.RC {
 		rts.Timeout, rts.RetryCnt, rts.RNRRetry = uint8(cfg.QPTimeout), ptRetry, ptRetry
 		// The peer's responder resources bound our reads and atomics in
 		// flight; a record claiming none or more than the device takes is
 		// clamped rather than trusted.
-		rts.MaxRdAtomic = uint8(min(max(int(rem.OutReads), 1), qp.MaxRdAtomic))
-		mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
+		rts.MaxRdAtomic = uint8(min(max(int(rem.OutReads), 1), transport.MaxRdAtomic))
+		mask |= transport.AttrTimeout | transport.AttrRetryCnt | transport.AttrRNRRetry | transport.AttrMaxQPRdAtomic
 	}
 	if err := x.Modify(&rts, mask); err != nil {
 		return fmt.Errorf("Failed to modify QP to RTS: %w", err)
 	}
-	if x.Type() == qp.UD {
+	if x.Type() == transport.UD {
 		ah, err := c.dev.CreateAH(c.pd, av)
 		if err != nil {
 			return fmt.Errorf("Failed to create AH: %w", err)
@@ -309,7 +306,7 @@ type udPeer struct{ qpn, qkey uint32 }
 // addUDPeer gives the next UD QP its destination: the address handle of
 // av (the CM's path, or the answer to a received GRH, as perftest takes
 // them unchanged), the peer's QPN and Q_Key.
-func (c *ptCtx) addUDPeer(av qp.AHAttr, qpn, qkey uint32) error {
+func (c *ptCtx) addUDPeer(av transport.AHAttr, qpn, qkey uint32) error {
 	ah, err := c.dev.CreateAH(c.pd, av)
 	if err != nil {
 		return fmt.Errorf("Failed to create AH for RDMA CM connection: %w", err)
@@ -342,8 +339,8 @@ func (c *ptCtx) udDest(i int) (qpn, qkey uint32) {
 
 // waitOne waits for one completion on q, as perftest's busy polls of
 // the RDMA CM UD exchange do, until ctx ends.
-func (c *ptCtx) waitOne(ctx context.Context, q *cq.CQ) (cq.WC, error) {
-	var wc [1]cq.WC
+func (c *ptCtx) waitOne(ctx context.Context, q *transport.CQ) (transport.WC, error) {
+	var wc [1]transport.WC
 	_, err := q.PollWait(ctx, wc[:])
 	return wc[0], err
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/oob/internal/capture"
+	"github.com/goroce/goroce/tools/internal/capture"
 )
 
 // The lab's captures live with the bth package's test data; the tools'

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/goroce/goroce/oob/internal/wire"
+	"github.com/goroce/goroce/tools/internal/wire"
 )
 
 // DefaultPort is the tools' TCP port (-p).

@@ -137,7 +137,7 @@ func TestFaultsReadme(t *testing.T) {
 }
 
 // TestFaultFlagErrors: a bad fault flag is answered with a line naming it
-// and a non-zero exit, before anything is opened (oob/perftest's test of
+// and a non-zero exit, before anything is opened (tools/perftest's test of
 // the same name runs the same flags through the perftest tools).
 func TestFaultFlagErrors(t *testing.T) {
 	for _, args := range [][]string{{"--loss", "2"}, {"--fault-rule", "tx opcode=WRITE drop"}, {"--delay", "tx:soon"}} {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/goroce/goroce/nic/fault"
-	"github.com/goroce/goroce/oob/internal/getopt"
+	"github.com/goroce/goroce/tools/internal/getopt"
 )
 
 // Link names how roced reaches the wire (a goroce-only flag).

@@ -13,8 +13,8 @@ import (
 
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/nic/fault"
-	"github.com/goroce/goroce/oob/internal/serverwait"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/tools/internal/serverwait"
+	"github.com/goroce/goroce/transport"
 )
 
 // ppListening is called once a server listens on port: the tests start
@@ -57,9 +57,9 @@ func Main(ctx context.Context, tool Tool, args []string, stdout, stderr io.Write
 		}
 		return 1
 	}
-	if cfg.Size > qp.MaxMsgSize {
+	if cfg.Size > transport.MaxMsgSize {
 		// Refused before a server waits for a client it could never serve.
-		fmt.Fprintf(stderr, "%s: -s %d: larger than the largest message (%d bytes)\n", argv0, cfg.Size, qp.MaxMsgSize)
+		fmt.Fprintf(stderr, "%s: -s %d: larger than the largest message (%d bytes)\n", argv0, cfg.Size, transport.MaxMsgSize)
 		return 1
 	}
 	r := &ppRun{cfg: cfg, stdout: stdout, stderr: stderr}

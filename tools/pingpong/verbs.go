@@ -7,11 +7,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/endpoint"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // The verbs side of the four tools: what their pp_init_ctx, pp_connect_ctx,
@@ -46,15 +43,15 @@ type ppRun struct {
 	stdout, stderr io.Writer
 
 	ep        *endpoint.Endpoint
-	dev       *device.Device
-	pd        *mr.PD
+	dev       *transport.Device
+	pd        *transport.PD
 	buf       []byte
-	mr        *mr.MR
-	cq        *cq.CQ
-	srq       *qp.SRQ
-	qps       []*qp.QP
-	ah        *qp.AH
-	sendFlags qp.SendFlags
+	mr        *transport.MR
+	cq        *transport.CQ
+	srq       *transport.SRQ
+	qps       []*transport.QP
+	ah        *transport.AH
+	sendFlags transport.SendFlags
 	rng       lrand48
 
 	local, remote []Dest
@@ -62,7 +59,7 @@ type ppRun struct {
 	routs      int      // receives posted and not yet completed
 	pending    []uint64 // per QP: PINGPONG_*_WRID bits still to complete before the next send
 	scnt, rcnt int
-	wc         []cq.WC // how many completions one poll takes: 2, srq num_qp + rx_depth
+	wc         []transport.WC // how many completions one poll takes: 2, srq num_qp + rx_depth
 }
 
 // dataOff is where a received message's data starts in the buffer: ud
@@ -130,34 +127,34 @@ func (r *ppRun) initCtx() error {
 	}
 	r.pd = r.dev.AllocPD()
 	var err error
-	if r.mr, err = r.pd.Register(r.buf, mr.LocalWrite); err != nil {
+	if r.mr, err = r.pd.Register(r.buf, transport.LocalWrite); err != nil {
 		return r.failf("Couldn't register MR (%v)", err)
 	}
 	numQP, extra := 1, 1
 	if cfg.Tool == SRQ {
 		numQP, extra = int(cfg.NumQP), int(cfg.NumQP)
 	}
-	if uint64(cfg.RxDepth)+uint64(extra) > qp.MaxWR {
+	if uint64(cfg.RxDepth)+uint64(extra) > transport.MaxWR {
 		return r.failf("Couldn't create CQ")
 	}
 	rxDepth := int(cfg.RxDepth)
 	r.cq = r.dev.CreateCQ(rxDepth + extra)
-	r.wc = make([]cq.WC, 2)
-	typ := qp.RC
+	r.wc = make([]transport.WC, 2)
+	typ := transport.RC
 	switch cfg.Tool {
 	case UC:
-		typ = qp.UC
+		typ = transport.UC
 	case UD:
-		typ = qp.UD
+		typ = transport.UD
 	case SRQ:
-		if r.srq, err = r.dev.CreateSRQ(r.pd, qp.SRQAttr{MaxWR: cfg.RxDepth, MaxSGE: 1}); err != nil {
+		if r.srq, err = r.dev.CreateSRQ(r.pd, transport.SRQAttr{MaxWR: cfg.RxDepth, MaxSGE: 1}); err != nil {
 			return r.failf("Couldn't create SRQ (%v)", err)
 		}
-		r.wc = make([]cq.WC, numQP+rxDepth)
+		r.wc = make([]transport.WC, numQP+rxDepth)
 	}
 	for i := range numQP {
-		ia := qp.InitAttr{Type: typ, SendCQ: r.cq, RecvCQ: r.cq, SRQ: r.srq,
-			Cap: qp.Cap{MaxSendWR: 1, MaxSendSGE: 1, MaxInlineData: ppInline}}
+		ia := transport.QPInitAttr{Type: typ, SendCQ: r.cq, RecvCQ: r.cq, SRQ: r.srq,
+			Cap: transport.QPCap{MaxSendWR: 1, MaxSendSGE: 1, MaxInlineData: ppInline}}
 		if r.srq == nil {
 			ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = cfg.RxDepth, 1
 		}
@@ -170,19 +167,19 @@ func (r *ppRun) initCtx() error {
 		}
 		r.qps = append(r.qps, q)
 		if _, got := q.Query(); got.Cap.MaxInlineData >= cfg.Size {
-			r.sendFlags |= qp.Inline
+			r.sendFlags |= transport.Inline
 		}
 	}
-	r.sendFlags |= qp.Signaled
+	r.sendFlags |= transport.Signaled
 	r.pending = make([]uint64, numQP)
 	for i, q := range r.qps {
-		a := qp.Attr{State: qp.Init, PKeyIndex: 0, PortNum: uint8(cfg.IBPort)}
-		mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
+		a := transport.QPAttr{State: transport.Init, PKeyIndex: 0, PortNum: uint8(cfg.IBPort)}
+		mask := transport.AttrState | transport.AttrPKeyIndex | transport.AttrPort
 		if cfg.Tool == UD {
 			a.QKey = ppQKey
-			mask |= qp.AttrQKey
+			mask |= transport.AttrQKey
 		} else {
-			mask |= qp.AttrAccessFlags // qp_access_flags 0: SEND needs none
+			mask |= transport.AttrAccessFlags // qp_access_flags 0: SEND needs none
 		}
 		if err := q.Modify(&a, mask); err != nil {
 			if cfg.Tool == SRQ {
@@ -207,7 +204,7 @@ func (r *ppRun) postRecvs() error {
 // postRecv is pp_post_recv: n receives of the whole buffer, stopping at the
 // first that fails; it returns how many were posted.
 func (r *ppRun) postRecv(n int) int {
-	wr := qp.RecvWR{WRID: ppRecvWRID, SGL: []mr.SGE{r.mr.SGE(0, int(r.cfg.Size)+r.dataOff())}}
+	wr := transport.RecvWR{WRID: ppRecvWRID, SGL: []transport.SGE{r.mr.SGE(0, int(r.cfg.Size)+r.dataOff())}}
 	for i := range n {
 		var err error
 		if r.srq != nil {
@@ -224,8 +221,8 @@ func (r *ppRun) postRecv(n int) int {
 
 // postSend is pp_post_send on QP i.
 func (r *ppRun) postSend(i int) error {
-	wr := qp.SendWR{WRID: ppSendWRID, Opcode: qp.WRSend, Flags: r.sendFlags,
-		SGL: []mr.SGE{r.mr.SGE(r.sendOff(), int(r.cfg.Size))}}
+	wr := transport.SendWR{WRID: ppSendWRID, Opcode: transport.WRSend, Flags: r.sendFlags,
+		SGL: []transport.SGE{r.mr.SGE(r.sendOff(), int(r.cfg.Size))}}
 	if r.cfg.Tool == UD {
 		wr.AH, wr.RemoteQPN, wr.RemoteQKey = r.ah, r.remote[0].QPN, ppQKey
 	}
@@ -254,8 +251,8 @@ func (r *ppRun) makeLocal() {
 // verbs.c: 64 for a default IPv4 route), so rxe's packets carry TTL 64.
 // Honouring the 1 made every roced packet die at the first router; the
 // engine's default (0) is the kernel's 64.
-func (r *ppRun) addressVector(dest Dest) qp.AHAttr {
-	ah := qp.AHAttr{SL: uint8(r.cfg.SL), PortNum: uint8(r.cfg.IBPort)}
+func (r *ppRun) addressVector(dest Dest) transport.AHAttr {
+	ah := transport.AHAttr{SL: uint8(r.cfg.SL), PortNum: uint8(r.cfg.IBPort)}
 	var zero [8]byte
 	if [8]byte(dest.GID[8:]) != zero {
 		// sgid_index is a uint8_t: -1 becomes 255, as in C.
@@ -265,8 +262,8 @@ func (r *ppRun) addressVector(dest Dest) qp.AHAttr {
 }
 
 // ibMTU is pp_mtu_to_enum for the -m values ParseFlags accepts.
-func ibMTU(bytes int) qp.MTU {
-	for m := qp.MTU256; m <= qp.MTU4096; m++ {
+func ibMTU(bytes int) transport.MTU {
+	for m := transport.MTU256; m <= transport.MTU4096; m++ {
 		if m.Bytes() == bytes {
 			return m
 		}
@@ -280,10 +277,10 @@ func (r *ppRun) connect(remote []Dest) error {
 	cfg := &r.cfg
 	if cfg.Tool == UD {
 		q := r.qps[0]
-		if err := q.Modify(&qp.Attr{State: qp.RTR}, qp.AttrState); err != nil {
+		if err := q.Modify(&transport.QPAttr{State: transport.RTR}, transport.AttrState); err != nil {
 			return r.failf("Failed to modify QP to RTR")
 		}
-		if err := q.Modify(&qp.Attr{State: qp.RTS, SQPSN: r.local[0].PSN}, qp.AttrState|qp.AttrSQPSN); err != nil {
+		if err := q.Modify(&transport.QPAttr{State: transport.RTS, SQPSN: r.local[0].PSN}, transport.AttrState|transport.AttrSQPSN); err != nil {
 			return r.failf("Failed to modify QP to RTS")
 		}
 		ah, err := r.dev.CreateAH(r.pd, r.addressVector(remote[0]))
@@ -302,22 +299,22 @@ func (r *ppRun) connect(remote []Dest) error {
 	for i, q := range r.qps {
 		// srq_pingpong routes every QP by the first record's GID.
 		av := r.addressVector(Dest{LID: remote[i].LID, GID: remote[0].GID})
-		a := qp.Attr{State: qp.RTR, PathMTU: ibMTU(cfg.MTU), DestQPN: remote[i].QPN, RQPSN: remote[i].PSN,
+		a := transport.QPAttr{State: transport.RTR, PathMTU: ibMTU(cfg.MTU), DestQPN: remote[i].QPN, RQPSN: remote[i].PSN,
 			MaxDestRdAtomic: 1, MinRNRTimer: 12, AH: av}
-		mask := qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
+		mask := transport.AttrState | transport.AttrAV | transport.AttrPathMTU | transport.AttrDestQPN | transport.AttrRQPSN
 		if cfg.Tool != UC {
-			mask |= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+			mask |= transport.AttrMaxDestRdAtomic | transport.AttrMinRNRTimer
 		}
 		if err := q.Modify(&a, mask); err != nil {
 			return qpErr(i, "RTR")
 		}
-		a.State, a.Timeout, a.RetryCnt, a.RNRRetry, a.SQPSN, a.MaxRdAtomic = qp.RTS, 14, 7, 7, r.local[i].PSN, 1
+		a.State, a.Timeout, a.RetryCnt, a.RNRRetry, a.SQPSN, a.MaxRdAtomic = transport.RTS, 14, 7, 7, r.local[i].PSN, 1
 		if cfg.QPTimeout != 0 {
 			a.Timeout = uint8(cfg.QPTimeout)
 		}
-		mask = qp.AttrState | qp.AttrSQPSN
+		mask = transport.AttrState | transport.AttrSQPSN
 		if cfg.Tool != UC {
-			mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
+			mask |= transport.AttrTimeout | transport.AttrRetryCnt | transport.AttrRNRRetry | transport.AttrMaxQPRdAtomic
 		}
 		if err := q.Modify(&a, mask); err != nil {
 			return qpErr(i, "RTS")
@@ -433,8 +430,8 @@ func (r *ppRun) spin(ctx context.Context) (int, error) {
 
 // parseWC is the body of the tools' completion loop (rc's
 // parse_single_wc).
-func (r *ppRun) parseWC(wc *cq.WC) error {
-	if wc.Status != cq.Success {
+func (r *ppRun) parseWC(wc *transport.WC) error {
+	if wc.Status != transport.Success {
 		return r.failf("Failed status %s (%d) for wr_id %d", wc.Status, wc.Status, int(wc.WRID))
 	}
 	qi := 0

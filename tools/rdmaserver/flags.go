@@ -18,8 +18,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/goroce/goroce/oob/internal/getopt"
-	"github.com/goroce/goroce/oob/pingpong"
+	"github.com/goroce/goroce/tools/internal/getopt"
+	"github.com/goroce/goroce/tools/pingpong"
 )
 
 // The examples' defaults.

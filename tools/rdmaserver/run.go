@@ -9,19 +9,16 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/oob/internal/serverwait"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/tools/internal/serverwait"
+	"github.com/goroce/goroce/transport"
 )
 
 // Env is what a run needs besides its flags.
 type Env struct {
-	Dev    *device.Device // the device
-	CM     *cm.Manager    // its connection manager
-	Stdout io.Writer      // "NAME: start", "NAME: end STATUS"
-	Stderr io.Writer      // perror's lines
+	Dev    *transport.Device // the device
+	CM     *cm.Manager       // its connection manager
+	Stdout io.Writer         // "NAME: start", "NAME: end STATUS"
+	Stderr io.Writer         // perror's lines
 	// Listening, if set, is called once the server listens: a caller
 	// that runs the client next starts it on this event.
 	Listening func(netip.AddrPort)
@@ -50,8 +47,8 @@ func Run(ctx context.Context, cfg Config, env Env) int {
 type run struct {
 	cfg        Config
 	env        Env
-	scq, rcq   *cq.CQ // the send and the receive queue's
-	recv, send *mr.MR
+	scq, rcq   *transport.CQ // the send and the receive queue's
+	recv, send *transport.MR
 	conn       *cm.Conn
 }
 
@@ -72,17 +69,17 @@ func (r *run) run(ctx context.Context) error {
 	defer r.env.Dev.DestroyCQ(r.rcq)
 	defer r.env.Dev.DestroyCQ(r.scq)
 	var err error
-	if r.recv, err = pd.Register(make([]byte, MsgLen), mr.LocalWrite); err != nil {
+	if r.recv, err = pd.Register(make([]byte, MsgLen), transport.LocalWrite); err != nil {
 		return r.perror("rdma_reg_msgs for recv_msg", err)
 	}
 	if r.send, err = pd.Register(make([]byte, MsgLen), 0); err != nil {
 		return r.perror("rdma_reg_msgs for send_msg", err)
 	}
-	qc := cm.QPConfig{PD: pd, Init: qp.InitAttr{SendCQ: r.scq, RecvCQ: r.rcq, SigAll: true,
-		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: MsgLen}},
+	qc := cm.QPConfig{PD: pd, Init: transport.QPInitAttr{SendCQ: r.scq, RecvCQ: r.rcq, SigAll: true,
+		Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: MsgLen}},
 		// rdma_post_recv comes before rdma_accept and rdma_connect.
-		Prepare: func(q *qp.QP) error {
-			return q.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{r.recv.SGE(0, MsgLen)}})
+		Prepare: func(q *transport.QP) error {
+			return q.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{r.recv.SGE(0, MsgLen)}})
 		}}
 	if r.cfg.Server {
 		err = r.server(ctx, qc)
@@ -134,13 +131,13 @@ func (r *run) server(ctx context.Context, qc cm.QPConfig) error {
 	} else if r.conn, err = l.Accept(ctx); err != nil {
 		return r.perror("rdma_get_request", err)
 	}
-	if err := r.complete(ctx, cq.OpRecv, "rdma_get_recv_comp"); err != nil {
+	if err := r.complete(ctx, transport.OpRecv, "rdma_get_recv_comp"); err != nil {
 		return err
 	}
 	if err := r.postSend(); err != nil {
 		return err
 	}
-	err = r.complete(ctx, cq.OpSend, "rdma_get_send_comp")
+	err = r.complete(ctx, transport.OpSend, "rdma_get_send_comp")
 	if errors.Is(err, errFlushedByPeer) {
 		// The client disconnects once this SEND has come (or it failed),
 		// and may do so before its ACK left: rxe completes the receive
@@ -169,11 +166,11 @@ func (r *run) client(ctx context.Context, qc cm.QPConfig) error {
 	if err := r.postSend(); err != nil {
 		return err
 	}
-	sendErr := r.complete(ctx, cq.OpSend, "rdma_get_send_comp")
+	sendErr := r.complete(ctx, transport.OpSend, "rdma_get_send_comp")
 	if sendErr != nil && !errors.Is(sendErr, errFlushedByPeer) {
 		return sendErr
 	}
-	if err := r.complete(ctx, cq.OpRecv, "rdma_get_recv_comp"); err != nil {
+	if err := r.complete(ctx, transport.OpRecv, "rdma_get_recv_comp"); err != nil {
 		return err
 	}
 	if sendErr != nil {
@@ -201,8 +198,8 @@ func connectErr(err error) error {
 }
 
 func (r *run) postSend() error {
-	err := r.conn.QP().PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Inline,
-		SGL: []mr.SGE{r.send.SGE(0, MsgLen)}})
+	err := r.conn.QP().PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Inline,
+		SGL: []transport.SGE{r.send.SGE(0, MsgLen)}})
 	if err != nil {
 		return r.perror("rdma_post_send", err)
 	}
@@ -213,8 +210,8 @@ func (r *run) postSend() error {
 // RECV's), which must be a successful one of opcode op. The examples do not look at the status (rdma_get_*_comp
 // returns the polled count); roced fails on a bad one instead of going on
 // as if the message had come, and on the end of the connection.
-func (r *run) complete(ctx context.Context, op cq.Opcode, what string) error {
-	wc := make([]cq.WC, 1)
+func (r *run) complete(ctx context.Context, op transport.WCOpcode, what string) error {
+	wc := make([]transport.WC, 1)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -225,7 +222,7 @@ func (r *run) complete(ctx context.Context, op cq.Opcode, what string) error {
 		}
 	}()
 	c := r.scq
-	if op == cq.OpRecv {
+	if op == transport.OpRecv {
 		c = r.rcq
 	}
 	if _, err := c.PollWait(wctx, wc); err != nil {
@@ -242,13 +239,13 @@ func (r *run) complete(ctx context.Context, op cq.Opcode, what string) error {
 		}
 	}
 	switch w := wc[0]; {
-	case w.Status == cq.WRFlushErr && op == cq.OpSend && errors.Is(r.conn.Err(), cm.ErrDisconnected):
+	case w.Status == transport.WRFlushErr && op == transport.OpSend && errors.Is(r.conn.Err(), cm.ErrDisconnected):
 		return errFlushedByPeer
-	case w.Status != cq.Success:
+	case w.Status != transport.Success:
 		return r.perror(what, fmt.Errorf("completion status %v", w.Status))
 	case w.Opcode != op:
 		return r.perror(what, fmt.Errorf("a %v completion, want %v", w.Opcode, op))
-	case op == cq.OpRecv && w.ByteLen != MsgLen:
+	case op == transport.OpRecv && w.ByteLen != MsgLen:
 		return r.perror(what, fmt.Errorf("%d bytes received, want %d", w.ByteLen, MsgLen))
 	}
 	return nil

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/goroce/goroce/oob/internal/serverwait"
+	"github.com/goroce/goroce/tools/internal/serverwait"
 )
 
 // Usage prints the example's usage text as rdma_server and rdma_client

@@ -15,8 +15,8 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/goroce/goroce/oob/internal/getopt"
-	"github.com/goroce/goroce/oob/pingpong"
+	"github.com/goroce/goroce/tools/internal/getopt"
+	"github.com/goroce/goroce/tools/pingpong"
 )
 
 // rping.c's limits and defaults.

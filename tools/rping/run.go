@@ -10,21 +10,18 @@ import (
 	"net/netip"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/oob/internal/serverwait"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/tools/internal/serverwait"
+	"github.com/goroce/goroce/transport"
 )
 
 // Env is where a run happens: the device, its connection manager, the
 // local address, and the tool's standard output and error.
 type Env struct {
-	Dev    *device.Device // the device
-	CM     *cm.Manager    // its connection manager
-	Local  netip.Addr     // the address the device serves
-	Stdout io.Writer      // the ping data (-v) and debug lines (-d)
-	Stderr io.Writer      // the events and errors, as rping prints them
+	Dev    *transport.Device // the device
+	CM     *cm.Manager       // its connection manager
+	Local  netip.Addr        // the address the device serves
+	Stdout io.Writer         // the ping data (-v) and debug lines (-d)
+	Stderr io.Writer         // the events and errors, as rping prints them
 	// Listening, if set, is called once a server listens: a caller that
 	// runs the client next starts it on this event, not after a guess.
 	Listening func(netip.AddrPort)
@@ -48,14 +45,14 @@ const (
 type run struct {
 	cfg  Config
 	env  Env
-	pd   *mr.PD
-	cq   *cq.CQ
+	pd   *transport.PD
+	cq   *transport.CQ
 	conn *cm.Conn
-	recv *mr.MR // recv_buf
-	send *mr.MR // send_buf
-	rdma *mr.MR // rdma_buf: the sink (client) or the READ target (server)
-	strt *mr.MR // start_buf: the client's ping
-	wc   []cq.WC
+	recv *transport.MR // recv_buf
+	send *transport.MR // send_buf
+	rdma *transport.MR // rdma_buf: the sink (client) or the READ target (server)
+	strt *transport.MR // start_buf: the client's ping
+	wc   []transport.WC
 	ctx  context.Context // ends when the connection does
 }
 
@@ -65,23 +62,23 @@ var errDisconnected = errors.New("disconnected")
 // Run is rping's main after the flags: it serves one client (-s) or pings
 // a server (-c), prints what rping prints, and returns rping's exit status.
 func Run(ctx context.Context, cfg Config, env Env) int {
-	r := &run{cfg: cfg, env: env, wc: make([]cq.WC, 1)}
+	r := &run{cfg: cfg, env: env, wc: make([]transport.WC, 1)}
 	r.pd = env.Dev.AllocPD()
 	r.cq = env.Dev.CreateCQ(2 * sqDepth)
 	var err error
-	reg := func(n int, a mr.Access) *mr.MR {
+	reg := func(n int, a transport.Access) *transport.MR {
 		if err != nil {
 			return nil
 		}
-		var m *mr.MR
+		var m *transport.MR
 		m, err = r.pd.Register(make([]byte, n), a)
 		return m
 	}
-	r.recv = reg(infoLen, mr.LocalWrite)
+	r.recv = reg(infoLen, transport.LocalWrite)
 	r.send = reg(infoLen, 0)
-	r.rdma = reg(cfg.Size, mr.LocalWrite|mr.RemoteRead|mr.RemoteWrite)
+	r.rdma = reg(cfg.Size, transport.LocalWrite|transport.RemoteRead|transport.RemoteWrite)
 	if !cfg.Server {
-		r.strt = reg(cfg.Size, mr.LocalWrite|mr.RemoteRead|mr.RemoteWrite)
+		r.strt = reg(cfg.Size, transport.LocalWrite|transport.RemoteRead|transport.RemoteWrite)
 	}
 	if err != nil {
 		r.errorf("rping_setup_buffers failed: %v", err)
@@ -105,8 +102,8 @@ func (r *run) errorf(format string, a ...any) { fmt.Fprintf(r.env.Stderr, format
 // the first receive is posted before the peer learns the QP, as rping
 // posts it before rdma_accept or rdma_connect.
 func (r *run) qpConfig() cm.QPConfig {
-	return cm.QPConfig{PD: r.pd, Init: qp.InitAttr{SendCQ: r.cq, RecvCQ: r.cq,
-		Cap: qp.Cap{MaxSendWR: sqDepth, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}},
+	return cm.QPConfig{PD: r.pd, Init: transport.QPInitAttr{SendCQ: r.cq, RecvCQ: r.cq,
+		Cap: transport.QPCap{MaxSendWR: sqDepth, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}},
 		Prepare: r.postRecv}
 }
 
@@ -130,25 +127,25 @@ func (r *run) watch(ctx context.Context) func() {
 // next returns the next completion that is neither a SEND's nor flushed,
 // as rping's CQ thread handles them; errDisconnected when the connection
 // ended first.
-func (r *run) next(ctx context.Context) (cq.WC, error) {
+func (r *run) next(ctx context.Context) (transport.WC, error) {
 	for {
 		_, err := r.cq.PollWait(r.ctx, r.wc)
 		if err != nil {
 			select {
 			case <-r.conn.Done():
-				return cq.WC{}, errDisconnected
+				return transport.WC{}, errDisconnected
 			default:
 			}
-			return cq.WC{}, err
+			return transport.WC{}, err
 		}
 		wc := r.wc[0]
 		switch {
-		case wc.Status == cq.WRFlushErr:
+		case wc.Status == transport.WRFlushErr:
 			continue
-		case wc.Status != cq.Success:
+		case wc.Status != transport.Success:
 			r.errorf("cq completion failed status %d", wc.Status)
 			return wc, errors.New("completion error")
-		case wc.Opcode == cq.OpSend:
+		case wc.Opcode == transport.OpSend:
 			r.debugf("send completion")
 			continue
 		}
@@ -158,7 +155,7 @@ func (r *run) next(ctx context.Context) (cq.WC, error) {
 
 // wait returns the next completion, which must be of opcode op; a RECV is
 // checked for its 16 bytes and the receive posted again.
-func (r *run) wait(ctx context.Context, op cq.Opcode) (cq.WC, error) {
+func (r *run) wait(ctx context.Context, op transport.WCOpcode) (transport.WC, error) {
 	wc, err := r.next(ctx)
 	if err != nil {
 		return wc, err
@@ -166,7 +163,7 @@ func (r *run) wait(ctx context.Context, op cq.Opcode) (cq.WC, error) {
 	if wc.Opcode != op {
 		return wc, fmt.Errorf("unexpected %v completion", wc.Opcode)
 	}
-	if op == cq.OpRecv {
+	if op == transport.OpRecv {
 		r.debugf("recv completion")
 		if wc.ByteLen != infoLen {
 			r.errorf("Received bogus data, size %d", wc.ByteLen)
@@ -180,12 +177,12 @@ func (r *run) wait(ctx context.Context, op cq.Opcode) (cq.WC, error) {
 	return wc, nil
 }
 
-func (r *run) postRecv(q *qp.QP) error {
-	return q.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{r.recv.SGE(0, infoLen)}})
+func (r *run) postRecv(q *transport.QP) error {
+	return q.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{r.recv.SGE(0, infoLen)}})
 }
 
 // postInfo sends {addr, rkey, size} of m (rping_format_send and the post).
-func (r *run) postInfo(m *mr.MR) error {
+func (r *run) postInfo(m *transport.MR) error {
 	b := r.send.Bytes()
 	binary.BigEndian.PutUint64(b, m.Addr())
 	binary.BigEndian.PutUint32(b[8:], m.RKey())
@@ -196,8 +193,8 @@ func (r *run) postInfo(m *mr.MR) error {
 
 // postSend sends send_buf as it stands (the server's go-ahead: zeros).
 func (r *run) postSend() error {
-	return r.conn.QP().PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled,
-		SGL: []mr.SGE{r.send.SGE(0, infoLen)}})
+	return r.conn.QP().PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled,
+		SGL: []transport.SGE{r.send.SGE(0, infoLen)}})
 }
 
 // cString returns b up to its first NUL, as printf's %s reads it.
@@ -263,7 +260,7 @@ func (r *run) serve(ctx context.Context) error {
 	q := r.conn.QP()
 	buf := r.rdma.Bytes()
 	for {
-		wc, err := r.wait(ctx, cq.OpRecv)
+		wc, err := r.wait(ctx, transport.OpRecv)
 		if errors.Is(err, errDisconnected) {
 			return r.disconnected("RDMA_READ_ADV")
 		}
@@ -279,13 +276,13 @@ func (r *run) serve(ctx context.Context) error {
 			r.errorf("post send error %d", 22)
 			return errors.New("too long")
 		}
-		if err := q.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMARead, Flags: qp.Signaled,
-			SGL: []mr.SGE{r.rdma.SGE(0, int(n))}, RemoteAddr: addr, RKey: rkey}); err != nil {
+		if err := q.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+			SGL: []transport.SGE{r.rdma.SGE(0, int(n))}, RemoteAddr: addr, RKey: rkey}); err != nil {
 			r.errorf("post send error %v", err)
 			return err
 		}
 		r.debugf("server posted rdma read req ")
-		if _, err := r.wait(ctx, cq.OpRDMARead); err != nil {
+		if _, err := r.wait(ctx, transport.OpRDMARead); err != nil {
 			if errors.Is(err, errDisconnected) {
 				return r.disconnected("RDMA_READ_COMPLETE")
 			}
@@ -300,7 +297,7 @@ func (r *run) serve(ctx context.Context) error {
 			return err
 		}
 		r.debugf("server posted go ahead")
-		if _, err := r.wait(ctx, cq.OpRecv); err != nil {
+		if _, err := r.wait(ctx, transport.OpRecv); err != nil {
 			if errors.Is(err, errDisconnected) {
 				return r.disconnected("RDMA_WRITE_ADV")
 			}
@@ -312,12 +309,12 @@ func (r *run) serve(ctx context.Context) error {
 		wlen := len(cString(buf)) + 1
 		wlen = min(wlen, len(buf))
 		r.debugf("rdma write from lkey %x laddr %x len %d", r.rdma.LKey(), r.rdma.Addr(), wlen)
-		if err := q.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-			SGL: []mr.SGE{r.rdma.SGE(0, wlen)}, RemoteAddr: addr, RKey: rkey}); err != nil {
+		if err := q.PostSend(&transport.SendWR{WRID: 4, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+			SGL: []transport.SGE{r.rdma.SGE(0, wlen)}, RemoteAddr: addr, RKey: rkey}); err != nil {
 			r.errorf("post send error %v", err)
 			return err
 		}
-		if _, err := r.wait(ctx, cq.OpRDMAWrite); err != nil {
+		if _, err := r.wait(ctx, transport.OpRDMAWrite); err != nil {
 			if errors.Is(err, errDisconnected) {
 				return r.disconnected("RDMA_WRITE_COMPLETE")
 			}
@@ -397,14 +394,14 @@ func (r *run) ping(ctx context.Context) error {
 			r.errorf("post send error %v", err)
 			return err
 		}
-		if _, err := r.wait(ctx, cq.OpRecv); err != nil {
+		if _, err := r.wait(ctx, transport.OpRecv); err != nil {
 			return err
 		}
 		if err := r.postInfo(r.rdma); err != nil {
 			r.errorf("post send error %v", err)
 			return err
 		}
-		if _, err := r.wait(ctx, cq.OpRecv); err != nil {
+		if _, err := r.wait(ctx, transport.OpRecv); err != nil {
 			return err
 		}
 		if r.cfg.Validate && !bytes.Equal(sb, rb) {

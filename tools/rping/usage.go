@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/goroce/goroce/oob/internal/serverwait"
+	"github.com/goroce/goroce/tools/internal/serverwait"
 )
 
 // Usage prints rping's usage text as rping prints it (on stdout, for -h

@@ -19,8 +19,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/goroce/goroce/oob/internal/cmflags"
-	"github.com/goroce/goroce/oob/internal/getopt"
+	"github.com/goroce/goroce/tools/internal/cmflags"
+	"github.com/goroce/goroce/tools/internal/getopt"
 )
 
 // cmatose.c's defaults.

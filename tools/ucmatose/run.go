@@ -10,19 +10,16 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/oob/internal/serverwait"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/tools/internal/serverwait"
+	"github.com/goroce/goroce/transport"
 )
 
 // Env is what a run needs besides its flags.
 type Env struct {
-	Dev    *device.Device // the device
-	CM     *cm.Manager    // its connection manager
-	Stdout io.Writer      // cmatose's printf lines: its progress, a connection's error event
-	Stderr io.Writer      // its perror lines, and roced's own
+	Dev    *transport.Device // the device
+	CM     *cm.Manager       // its connection manager
+	Stdout io.Writer         // cmatose's printf lines: its progress, a connection's error event
+	Stderr io.Writer         // its perror lines, and roced's own
 	// Listening, if set, is called once the server listens: a caller
 	// that runs the client next starts it on this event.
 	Listening func(netip.AddrPort)
@@ -52,12 +49,12 @@ type node struct {
 	id             int
 	conn           *cm.Conn
 	qpn            uint32
-	sendCQ, recvCQ *cq.CQ
+	sendCQ, recvCQ *transport.CQ
 	// send and recv are the messages' buffers. cmatose sends from and
 	// receives into one; their contents are never looked at, so roced
 	// keeps two and a SEND's retransmission never reads bytes a receive
 	// is writing.
-	send, recv  *mr.MR
+	send, recv  *transport.MR
 	sent, recvd int // successful send and receive completions
 }
 
@@ -65,8 +62,8 @@ type run struct {
 	cfg   Config
 	env   Env
 	count int // messages each way on each connection
-	pd    *mr.PD
-	cqs   []*cq.CQ
+	pd    *transport.PD
+	cqs   []*transport.CQ
 	nodes []*node // the connections established, in order
 
 	mu      sync.Mutex
@@ -114,22 +111,22 @@ func (r *run) cqe() int { return max(r.count, 1) }
 
 // qpInit is init_node's QP: RC, -C sends and receives of one SGE, every
 // send signaled (sq_sig_all).
-func (r *run) qpInit(sendCQ, recvCQ *cq.CQ) qp.InitAttr {
+func (r *run) qpInit(sendCQ, recvCQ *transport.CQ) transport.QPInitAttr {
 	n := uint32(r.cqe())
-	return qp.InitAttr{SendCQ: sendCQ, RecvCQ: recvCQ, SigAll: true,
-		Cap: qp.Cap{MaxSendWR: n, MaxRecvWR: n, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	return transport.QPInitAttr{SendCQ: sendCQ, RecvCQ: recvCQ, SigAll: true,
+		Cap: transport.QPCap{MaxSendWR: n, MaxRecvWR: n, MaxSendSGE: 1, MaxRecvSGE: 1}}
 }
 
 // prepare is create_message and post_recvs: the node's buffers, and its
 // -C receives posted before the peer learns the QP (cmatose posts them
 // before rdma_accept and rdma_connect), so no SEND meets an RNR NAK.
-func (r *run) prepare(n *node, q *qp.QP) error {
+func (r *run) prepare(n *node, q *transport.QP) error {
 	n.qpn = q.QPN()
 	if r.count == 0 {
 		return nil
 	}
 	var err error
-	if n.recv, err = r.pd.Register(make([]byte, r.cfg.Size), mr.LocalWrite); err != nil {
+	if n.recv, err = r.pd.Register(make([]byte, r.cfg.Size), transport.LocalWrite); err != nil {
 		r.printf("failed to reg MR")
 		return err
 	}
@@ -138,7 +135,7 @@ func (r *run) prepare(n *node, q *qp.QP) error {
 		return err
 	}
 	for range r.count {
-		if err := q.PostRecv(&qp.RecvWR{WRID: uint64(n.qpn), SGL: []mr.SGE{n.recv.SGE(0, r.cfg.Size)}}); err != nil {
+		if err := q.PostRecv(&transport.RecvWR{WRID: uint64(n.qpn), SGL: []transport.SGE{n.recv.SGE(0, r.cfg.Size)}}); err != nil {
 			r.printf("failed to post receives: %v", err)
 			return err
 		}
@@ -149,8 +146,8 @@ func (r *run) prepare(n *node, q *qp.QP) error {
 // postSends is post_sends: -C SENDs of -S bytes.
 func (r *run) postSends(n *node) error {
 	for range r.count {
-		err := n.conn.QP().PostSend(&qp.SendWR{WRID: uint64(n.id), Opcode: qp.WRSend,
-			SGL: []mr.SGE{n.send.SGE(0, r.cfg.Size)}})
+		err := n.conn.QP().PostSend(&transport.SendWR{WRID: uint64(n.id), Opcode: transport.WRSend,
+			SGL: []transport.SGE{n.send.SGE(0, r.cfg.Size)}})
 		if err != nil {
 			r.printf("failed to post sends: %v", err)
 			return err
@@ -178,7 +175,7 @@ func (r *run) server(ctx context.Context) int {
 	qc := cm.QPConfig{PD: r.pd, Init: r.qpInit(sendCQ, recvCQ),
 		// connect_handler: init_node and post_recvs, then rdma_accept;
 		// a failure rejects the request and ends the server.
-		Prepare: func(q *qp.QP) error {
+		Prepare: func(q *transport.QP) error {
 			n := &node{sendCQ: sendCQ, recvCQ: recvCQ}
 			err := r.prepare(n, q)
 			r.mu.Lock()
@@ -241,11 +238,11 @@ func (r *run) server(ctx context.Context) int {
 			}
 		}
 		r.printf("completing sends")
-		if err := r.poll(ctx, sendCQ, r.nodes, cq.OpSend); err != nil {
+		if err := r.poll(ctx, sendCQ, r.nodes, transport.OpSend); err != nil {
 			return r.perror("cmatose: failed polling CQ", err)
 		}
 		r.printf("receiving data transfers")
-		if err := r.poll(ctx, recvCQ, r.nodes, cq.OpRecv); err != nil {
+		if err := r.poll(ctx, recvCQ, r.nodes, transport.OpRecv); err != nil {
 			return r.perror("cmatose: failed polling CQ", err)
 		}
 		r.printf("data transfers complete")
@@ -300,7 +297,7 @@ func (r *run) client(ctx context.Context) int {
 		r.cqs = append(r.cqs, n.sendCQ, n.recvCQ)
 		all[i] = n
 		qc := cm.QPConfig{PD: r.pd, Init: r.qpInit(n.sendCQ, n.recvCQ),
-			Prepare: func(q *qp.QP) error { return r.prepare(n, q) }}
+			Prepare: func(q *transport.QP) error { return r.prepare(n, q) }}
 		go func() {
 			// A server not listening yet is waited for (serverwait),
 			// each connection on its own, where cmatose would fail.
@@ -345,7 +342,7 @@ func (r *run) client(ctx context.Context) int {
 	if r.count > 0 {
 		r.printf("receiving data transfers")
 		for _, n := range r.nodes {
-			if err := r.poll(ctx, n.recvCQ, []*node{n}, cq.OpRecv); err != nil {
+			if err := r.poll(ctx, n.recvCQ, []*node{n}, transport.OpRecv); err != nil {
 				return r.perror("cmatose: failed polling CQ", err)
 			}
 		}
@@ -358,7 +355,7 @@ func (r *run) client(ctx context.Context) int {
 		// cmatose never polls its sends; roced waits for them, so that a
 		// failed SEND fails the run.
 		for _, n := range r.nodes {
-			if err := r.poll(ctx, n.sendCQ, []*node{n}, cq.OpSend); err != nil {
+			if err := r.poll(ctx, n.sendCQ, []*node{n}, transport.OpSend); err != nil {
 				return r.perror("cmatose: failed polling CQ", err)
 			}
 		}
@@ -397,8 +394,8 @@ func (r *run) connectFailed(err error) int {
 }
 
 // done returns the node's count of completions of op.
-func (n *node) done(op cq.Opcode) *int {
-	if op == cq.OpSend {
+func (n *node) done(op transport.WCOpcode) *int {
+	if op == transport.OpSend {
 		return &n.sent
 	}
 	return &n.recvd
@@ -409,9 +406,9 @@ func (n *node) done(op cq.Opcode) *int {
 // success of op (a receive of -S bytes), and fails when a connection ends
 // before its completions are all in. Completions of QPs not in nodes (a
 // connection the server never accepted) are passed over.
-func (r *run) poll(ctx context.Context, c *cq.CQ, nodes []*node, op cq.Opcode) error {
+func (r *run) poll(ctx context.Context, c *transport.CQ, nodes []*node, op transport.WCOpcode) error {
 	what := "send"
-	if op == cq.OpRecv {
+	if op == transport.OpRecv {
 		what = "receive"
 	}
 	byQPN := make(map[uint32]*node, len(nodes))
@@ -422,7 +419,7 @@ func (r *run) poll(ctx context.Context, c *cq.CQ, nodes []*node, op cq.Opcode) e
 			waiting = append(waiting, n)
 		}
 	}
-	wc := make([]cq.WC, pollBatch)
+	wc := make([]transport.WC, pollBatch)
 	ended := make([]bool, len(waiting))
 	var wctx context.Context
 	stop := func() {}
@@ -474,18 +471,18 @@ func (r *run) poll(ctx context.Context, c *cq.CQ, nodes []*node, op cq.Opcode) e
 				switch {
 				case *cnt >= r.count:
 					return fmt.Errorf("connection %d: a %s completion more than the %d posted", n.id, what, r.count)
-				case w.Status == cq.WRFlushErr && op == cq.OpSend && !r.cfg.IsServer() &&
+				case w.Status == transport.WRFlushErr && op == transport.OpSend && !r.cfg.IsServer() &&
 					errors.Is(n.conn.Err(), cm.ErrDisconnected):
 					// The server disconnects once it has received every
 					// message, and may do so before the ACK of the last
 					// came back (rxe completes a receive before it
 					// acknowledges): the SEND arrived.
 					r.flushed++
-				case w.Status != cq.Success:
+				case w.Status != transport.Success:
 					return fmt.Errorf("connection %d: %s completion %d of %d: %v", n.id, what, *cnt+1, r.count, w.Status)
 				case w.Opcode != op:
 					return fmt.Errorf("connection %d: a %v completion, want %v", n.id, w.Opcode, op)
-				case op == cq.OpRecv && int(w.ByteLen) != r.cfg.Size:
+				case op == transport.OpRecv && int(w.ByteLen) != r.cfg.Size:
 					return fmt.Errorf("connection %d: received %d bytes, want %d", n.id, w.ByteLen, r.cfg.Size)
 				}
 				*cnt++

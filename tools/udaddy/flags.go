@@ -23,8 +23,8 @@ import (
 	"fmt"
 
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/oob/internal/cmflags"
-	"github.com/goroce/goroce/oob/internal/getopt"
+	"github.com/goroce/goroce/tools/internal/cmflags"
+	"github.com/goroce/goroce/tools/internal/getopt"
 )
 
 // Port is udaddy's fixed port ("7174"; it has no flag to change it).

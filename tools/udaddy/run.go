@@ -9,20 +9,17 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/oob/internal/serverwait"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/tools/internal/serverwait"
+	"github.com/goroce/goroce/transport"
 )
 
 // Env is what a run needs besides its flags.
 type Env struct {
-	Dev    *device.Device // the device
-	CM     *cm.Manager    // its connection manager
-	Stdout io.Writer      // udaddy's printf lines: its progress, a failed resolution's event
-	Stderr io.Writer      // its perror lines, and roced's own
+	Dev    *transport.Device // the device
+	CM     *cm.Manager       // its connection manager
+	Stdout io.Writer         // udaddy's printf lines: its progress, a failed resolution's event
+	Stderr io.Writer         // its perror lines, and roced's own
 	// Listening, if set, is called once the server listens: a caller
 	// that runs the client next starts it on this event.
 	Listening func(netip.AddrPort)
@@ -47,15 +44,15 @@ const pollBatch = 8
 // node is one UD QP and its peer, udaddy's struct cmatest_node.
 type node struct {
 	id int
-	q  *qp.QP
-	cq *cq.CQ
+	q  *transport.QP
+	cq *transport.CQ
 	// recv holds -C slots of -S bytes plus the GRH, one per receive
 	// (udaddy posts every receive into one buffer; its contents are never
 	// looked at but for the first GRH, which roced reads from a slot no
 	// later receive writes). send is the messages' source.
-	recv, send *mr.MR
+	recv, send *transport.MR
 	sgid       uint8 // the GID index of this side's address
-	ah         *qp.AH
+	ah         *transport.AH
 	remoteQPN  uint32
 	remoteQKey uint32
 	recvd      int // successful receive completions
@@ -66,7 +63,7 @@ type run struct {
 	cfg   Config
 	env   Env
 	count int // messages each way on each QP
-	pd    *mr.PD
+	pd    *transport.PD
 	nodes []*node // the QPs resolved or accepted, in order
 	all   []*node // every QP made
 }
@@ -122,9 +119,9 @@ func (r *run) initNode(n *node, local netip.Addr) error {
 	n.sgid, _ = r.env.Dev.GIDIndex(local)
 	n.cq = r.env.Dev.CreateCQ(max(2*r.count, 2))
 	wrs := uint32(max(r.count, 1))
-	qc := cm.QPConfig{PD: r.pd, Init: qp.InitAttr{SendCQ: n.cq, RecvCQ: n.cq,
-		Cap: qp.Cap{MaxSendWR: wrs, MaxRecvWR: wrs, MaxSendSGE: 1, MaxRecvSGE: 1}},
-		Prepare: func(q *qp.QP) error { return r.prepare(n, q) }}
+	qc := cm.QPConfig{PD: r.pd, Init: transport.QPInitAttr{SendCQ: n.cq, RecvCQ: n.cq,
+		Cap: transport.QPCap{MaxSendWR: wrs, MaxRecvWR: wrs, MaxSendSGE: 1, MaxRecvSGE: 1}},
+		Prepare: func(q *transport.QP) error { return r.prepare(n, q) }}
 	q, err := r.env.CM.CreateUDQP(qc)
 	if err != nil {
 		r.env.Dev.DestroyCQ(n.cq)
@@ -137,12 +134,12 @@ func (r *run) initNode(n *node, local netip.Addr) error {
 }
 
 // prepare is create_message and post_recvs.
-func (r *run) prepare(n *node, q *qp.QP) error {
+func (r *run) prepare(n *node, q *transport.QP) error {
 	if r.count == 0 {
 		return nil
 	}
 	var err error
-	if n.recv, err = r.pd.Register(make([]byte, r.count*r.slot()), mr.LocalWrite); err != nil {
+	if n.recv, err = r.pd.Register(make([]byte, r.count*r.slot()), transport.LocalWrite); err != nil {
 		r.printf("failed to reg MR")
 		return err
 	}
@@ -151,7 +148,7 @@ func (r *run) prepare(n *node, q *qp.QP) error {
 		return err
 	}
 	for i := range r.count {
-		if err := q.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{n.recv.SGE(i*r.slot(), r.slot())}}); err != nil {
+		if err := q.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{n.recv.SGE(i*r.slot(), r.slot())}}); err != nil {
 			r.printf("failed to post receives: %v", err)
 			return err
 		}
@@ -161,10 +158,10 @@ func (r *run) prepare(n *node, q *qp.QP) error {
 
 // postSends is post_sends: -C SENDs with immediate of -S bytes, the
 // immediate this side's QPN, to the node's peer.
-func (r *run) postSends(n *node, flags qp.SendFlags) error {
+func (r *run) postSends(n *node, flags transport.SendFlags) error {
 	for range r.count {
-		err := n.q.PostSend(&qp.SendWR{WRID: uint64(n.id), Opcode: qp.WRSendWithImm, Flags: flags,
-			Imm: n.q.QPN(), SGL: []mr.SGE{n.send.SGE(0, r.cfg.Size)},
+		err := n.q.PostSend(&transport.SendWR{WRID: uint64(n.id), Opcode: transport.WRSendWithImm, Flags: flags,
+			Imm: n.q.QPN(), SGL: []transport.SGE{n.send.SGE(0, r.cfg.Size)},
 			AH: n.ah, RemoteQPN: n.remoteQPN, RemoteQKey: n.remoteQKey})
 		if err != nil {
 			r.printf("failed to post sends: %v", err)
@@ -208,16 +205,16 @@ func (r *run) server(ctx context.Context) int {
 		return 0
 	}
 	r.printf("receiving data transfers")
-	if err := r.poll(ctx, cq.OpRecv); err != nil {
+	if err := r.poll(ctx, transport.OpRecv); err != nil {
 		return r.perror("udaddy: failed polling CQ", err)
 	}
 	r.printf("sending replies")
 	for _, n := range r.nodes {
-		if r.postSends(n, qp.Signaled) != nil {
+		if r.postSends(n, transport.Signaled) != nil {
 			return statusFail
 		}
 	}
-	if err := r.poll(ctx, cq.OpSend); err != nil {
+	if err := r.poll(ctx, transport.OpSend); err != nil {
 		return r.perror("udaddy: failed polling CQ", err)
 	}
 	r.printf("data transfers complete")
@@ -314,7 +311,7 @@ func (r *run) client(ctx context.Context) int {
 		}
 	}
 	r.printf("receiving data transfers")
-	if err := r.poll(ctx, cq.OpRecv); err != nil {
+	if err := r.poll(ctx, transport.OpRecv); err != nil {
 		return r.perror("udaddy: failed polling CQ", err)
 	}
 	r.printf("data transfers complete")
@@ -370,11 +367,11 @@ func (r *run) connectFailed(err error) int {
 // success of op (a receive of -S bytes with immediate). The server's
 // first receive on a node names the client's address and QP (the GRH and
 // the immediate): its replies go there, with the server's own Q_Key.
-func (r *run) poll(ctx context.Context, op cq.Opcode) error {
-	wc := make([]cq.WC, pollBatch)
+func (r *run) poll(ctx context.Context, op transport.WCOpcode) error {
+	wc := make([]transport.WC, pollBatch)
 	for _, n := range r.nodes {
 		cnt := &n.recvd
-		if op == cq.OpSend {
+		if op == transport.OpSend {
 			cnt = &n.sent
 		}
 		for *cnt < r.count {
@@ -390,7 +387,7 @@ func (r *run) poll(ctx context.Context, op cq.Opcode) error {
 					return err
 				}
 				*cnt++
-				if op == cq.OpRecv && n.ah == nil {
+				if op == transport.OpRecv && n.ah == nil {
 					if err := r.replyAH(n, &w); err != nil {
 						return err
 					}
@@ -402,21 +399,21 @@ func (r *run) poll(ctx context.Context, op cq.Opcode) error {
 }
 
 // check says what is wrong with completion w, the i-th of op on node n.
-func (r *run) check(n *node, w *cq.WC, op cq.Opcode, i int) error {
+func (r *run) check(n *node, w *transport.WC, op transport.WCOpcode, i int) error {
 	what := "send"
-	if op == cq.OpRecv {
+	if op == transport.OpRecv {
 		what = "receive"
 	}
 	switch {
 	case i >= r.count:
 		return fmt.Errorf("QP %d: a %s completion more than the %d posted", n.id, what, r.count)
-	case w.Status != cq.Success:
+	case w.Status != transport.Success:
 		return fmt.Errorf("QP %d: %s completion %d of %d: %v", n.id, what, i+1, r.count, w.Status)
 	case w.Opcode != op:
 		return fmt.Errorf("QP %d: a %v completion, want %v", n.id, w.Opcode, op)
-	case op == cq.OpRecv && int(w.ByteLen) != r.slot():
+	case op == transport.OpRecv && int(w.ByteLen) != r.slot():
 		return fmt.Errorf("QP %d: received %d bytes, want %d", n.id, int(w.ByteLen)-bth.GRHLen, r.cfg.Size)
-	case op == cq.OpRecv && w.Flags&cq.WithImm == 0:
+	case op == transport.OpRecv && w.Flags&transport.WithImm == 0:
 		return fmt.Errorf("QP %d: a message without immediate data", n.id)
 	}
 	return nil
@@ -425,9 +422,9 @@ func (r *run) check(n *node, w *cq.WC, op cq.Opcode, i int) error {
 // replyAH is create_reply_ah: the address handle back to the sender of
 // receive w (from the GRH of its slot), the sender's QPN from the
 // immediate, and this side's own Q_Key.
-func (r *run) replyAH(n *node, w *cq.WC) error {
+func (r *run) replyAH(n *node, w *transport.WC) error {
 	off := int(w.WRID) * r.slot()
-	attr, err := qp.AHAttrFromWC(w, n.recv.Bytes()[off:off+bth.GRHLen], n.sgid)
+	attr, err := transport.AHAttrFromWC(w, n.recv.Bytes()[off:off+bth.GRHLen], n.sgid)
 	if err == nil {
 		n.ah, err = r.env.Dev.CreateAH(r.pd, attr)
 	}

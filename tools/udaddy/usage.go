@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/goroce/goroce/oob/internal/cmflags"
+	"github.com/goroce/goroce/tools/internal/cmflags"
 )
 
 // Usage prints udaddy's usage text as udaddy prints it (on stdout, for -h

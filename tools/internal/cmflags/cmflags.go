@@ -11,11 +11,10 @@ import (
 	"io"
 	"net/netip"
 
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/endpoint"
-	"github.com/goroce/goroce/oob/internal/getopt"
-	"github.com/goroce/goroce/oob/pingpong"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/tools/internal/getopt"
+	"github.com/goroce/goroce/tools/pingpong"
+	"github.com/goroce/goroce/transport"
 )
 
 // MaxConnections bounds -c: rxe's max_qp (RXE_MAX_QP, 0x10000), past
@@ -114,9 +113,9 @@ func (c *Common) take(m getopt.Match) error {
 	case "C":
 		// Each QP's queues hold -C work requests (the tools size them
 		// so): more than a queue may hold cannot be made.
-		c.Count, err = num(m, "not a message count", qp.MaxWR)
+		c.Count, err = num(m, "not a message count", transport.MaxWR)
 	case "S":
-		c.Size, err = num(m, "not a message size", qp.MaxMsgSize-1)
+		c.Size, err = num(m, "not a message size", transport.MaxMsgSize-1)
 	case "dev":
 		c.Dev = m.Value
 	case "link":
@@ -156,7 +155,7 @@ func (c Common) Check() error {
 
 // ListenAddr is where a server listens on port: -b, or every address.
 // It fails as rdma_bind_addr does when -b is none of dev's addresses.
-func (c Common) ListenAddr(dev *device.Device, port uint16) (netip.AddrPort, error) {
+func (c Common) ListenAddr(dev *transport.Device, port uint16) (netip.AddrPort, error) {
 	a := c.Bind
 	if !a.IsValid() {
 		return netip.AddrPortFrom(netip.IPv4Unspecified(), port), nil
@@ -170,7 +169,7 @@ func (c Common) ListenAddr(dev *device.Device, port uint16) (netip.AddrPort, err
 // LocalAddr is where a client sends from: -b, or (invalid) the device's
 // default address, for the connection manager to choose. It fails as
 // rdma_resolve_addr does when -b is none of dev's addresses.
-func (c Common) LocalAddr(dev *device.Device) (netip.AddrPort, error) {
+func (c Common) LocalAddr(dev *transport.Device) (netip.AddrPort, error) {
 	a := c.Bind
 	if !a.IsValid() {
 		return netip.AddrPort{}, nil

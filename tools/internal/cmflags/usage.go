@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/goroce/goroce/oob/internal/serverwait"
+	"github.com/goroce/goroce/tools/internal/serverwait"
 )
 
 // Usage prints what roced adds to the usage texts of ucmatose and udaddy

@@ -61,7 +61,7 @@ func (e *Error) Error() string { return e.Msg }
 
 // ShowsUsage reports true: the tools answer getopt's complaints (an
 // unknown option such as -h, a missing argument) with their usage text,
-// and a caller outside oob/ finds that out through this method
+// and a caller outside tools/ finds that out through this method
 // (errors.As with an interface{ ShowsUsage() bool }).
 func (e *Error) ShowsUsage() bool { return true }
 

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/goroce/goroce/oob/internal/serverwait"
+	"github.com/goroce/goroce/tools/internal/serverwait"
 )
 
 // Do runs fn with conn's deadline tied to ctx: ctx's deadline becomes the
