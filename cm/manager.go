@@ -12,17 +12,13 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/clock"
-	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/transport"
 )
 
-// The device's QP1, which the device package hands the connection manager through
-// internal/hook rather than its public API.
-var (
-	attachGSI = hook.AttachGSI.(func(d *transport.Device, h func(src, dst netip.Addr, mad []byte)) (func(), error))
-	sendGSI   = hook.SendGSI.(func(d *transport.Device, src, dst netip.Addr, mad []byte) error)
-)
+// sendGSI sends a MAD from the device's QP1 (Device.SendMAD); a variable
+// so that a test sees what the manager sends without a peer.
+var sendGSI = (*transport.Device).SendMAD
 
 // The values Linux's rdma_cm puts in a REQ (cma.c; the captured rping REQ
 // in ../shared/rxe-peer/captures carries exactly these), which goroce
@@ -160,7 +156,7 @@ func New(dev *transport.Device, o Options) (*Manager, error) {
 		b := s.Block()
 		m.ids = func() uint32 { return b<<20 | rand.Uint32()&0xfffff }
 	}
-	detach, err := attachGSI(dev, m.receive)
+	detach, err := dev.AttachGSI(m.receive)
 	if err != nil {
 		return nil, fmt.Errorf("cm: %w", err)
 	}

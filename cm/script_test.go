@@ -45,7 +45,7 @@ func newScript(t *testing.T) *script {
 	s.n = memNode(t, net, "192.0.2.1", clk)
 	s.m = newManager(t, s.n, clk)
 	s.peer = memNode(t, net, "192.0.2.2", nil)
-	detach, err := attachGSI(s.peer.dev, func(_, _ netip.Addr, b []byte) {
+	detach, err := s.peer.dev.AttachGSI(func(_, _ netip.Addr, b []byte) {
 		m, err := mad.ParseCM(append([]byte(nil), b...))
 		if err != nil {
 			t.Errorf("the manager sent a bad MAD: %v", err)

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/hook"
 )
 
 // Completions and the error state: retiring send WQEs in order, posting
@@ -43,13 +42,13 @@ func (q *QP) toError(failed *sendWQE, status WCStatus, w why) {
 	}
 	if q.srq != nil && q.env.Event != nil {
 		// IBA 11.6.3.2: a QP with an SRQ reports the last WQE it will take.
-		q.env.Event(q, hook.QPLastWQEReached, nil)
+		q.env.Event(q, EventQPLastWQEReached, nil)
 	}
 }
 
 // fatal moves the QP to ERR for a reason no work request reports, raising
 // an affiliated asynchronous event.
-func (q *QP) fatal(ev hook.QPEvent, err error, w why) {
+func (q *QP) fatal(ev EventType, err error, w why) {
 	q.toError(nil, WRFlushErr, w)
 	if q.env.Event != nil {
 		q.env.Event(q, ev, err)
@@ -92,7 +91,7 @@ func (q *QP) pushCQ(c *CQ, wc *WC, solicited bool) {
 		q.rtoTimer.Stop()
 		q.rnrTimer.Stop()
 		if q.env.Event != nil {
-			q.env.Event(q, hook.QPFatal, ErrOverrun)
+			q.env.Event(q, EventQPFatal, ErrOverrun)
 		}
 	}
 }
@@ -117,7 +116,7 @@ func (q *QP) checkDrained() {
 	if q.state == SQD && q.req.drainNotify && !q.outstanding() {
 		q.req.drainNotify = false
 		if q.env.Event != nil {
-			q.env.Event(q, hook.SQDrained, nil)
+			q.env.Event(q, EventSQDrained, nil)
 		}
 	}
 }

@@ -164,7 +164,7 @@ func (q *QP) progress() {
 // handleResponse processes an ACK, NAK, READ response or atomic ACK.
 func (q *QP) handleResponse(p bth.Packet) {
 	psn := p.BTH().PSN()
-	c := &q.env.Counters
+	c := q.env.Counters
 	// A response for a PSN never sent is a ghost (IBA 9.9.4.1): drop it.
 	if !psn.Before(q.req.hiPSN) {
 		c.GhostResponses.Add(1)
@@ -289,7 +289,7 @@ func (q *QP) ackThrough(psn bth.PSN) bool {
 
 // readResponse places one READ response packet.
 func (q *QP) readResponse(p bth.Packet, psn bth.PSN) {
-	c := &q.env.Counters
+	c := q.env.Counters
 	// A response implicitly acknowledges the requests before it (IBA 9.7.5.1.2).
 	if !q.ackThrough(psn.Add(-1)) {
 		return
@@ -333,7 +333,7 @@ func (q *QP) readResponse(p bth.Packet, psn bth.PSN) {
 
 // atomicAck completes an atomic operation with the original remote value.
 func (q *QP) atomicAck(p bth.Packet, psn bth.PSN) {
-	c := &q.env.Counters
+	c := q.env.Counters
 	if !q.ackThrough(psn.Add(-1)) {
 		return
 	}

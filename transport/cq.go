@@ -344,9 +344,9 @@ func (c *CQ) mirrorN() {
 	}
 }
 
-// setMirror starts (p set) or stops (nil) mirroring the queue's length
+// SetMirror starts (p set) or stops (nil) mirroring the queue's length
 // into *p, which must stay valid until it is stopped.
-func (c *CQ) setMirror(p *uint32) {
+func (c *CQ) SetMirror(p *uint32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mirror = p

@@ -256,7 +256,7 @@ func TestStatusStrings(t *testing.T) {
 func TestMirror(t *testing.T) {
 	var m uint32 = 7
 	c := newCQ(2, nil)
-	c.setMirror(&m)
+	c.SetMirror(&m)
 	if m != 0 {
 		t.Fatalf("mirror %d of an empty queue", m)
 	}
@@ -281,12 +281,12 @@ func TestMirror(t *testing.T) {
 	}
 	d := newCQ(2, nil)
 	var n uint32
-	d.setMirror(&n)
+	d.SetMirror(&n)
 	d.shutdown(errors.New("closed"))
 	if n != ^uint32(0) {
 		t.Fatalf("mirror %d after shutdown", n)
 	}
-	d.setMirror(nil)
+	d.SetMirror(nil)
 	n = 5
 	d.Poll(out)
 	if n != 5 {

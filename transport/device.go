@@ -11,15 +11,10 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/internal/closed"
-	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/internal/spin"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/netdev"
 )
-
-// qpEnv is what the device gives its QPs (qp's environment, which qp does
-// not export).
-type qpEnv = hook.Env[QP, MTU, clock.Clock]
 
 // Options configure a device.
 type Options struct {
@@ -88,7 +83,7 @@ type Device struct {
 	ownsPD    func(*PD) bool
 	closeKeys func()
 	counters  Counters
-	env       qpEnv
+	env       env
 	gids      []bth.GID
 	mtu       MTU
 	trace     func(bool, []byte)
@@ -207,8 +202,8 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		// The block's QPN 0 is left out: no QP is numbered 0.
 		d.qps.lo, d.qps.hi = b<<qpChunkBits|1, b<<qpChunkBits|(1<<qpChunkBits-1)
 	}
-	d.env = qpEnv{
-		Link: link, Counters: hook.BindCounters(&d.counters), GID: d.GID,
+	d.env = env{
+		Link: link, Counters: &d.counters, GID: d.GID,
 		Schedule: d.schedule, Event: d.qpEvent, Died: d.deaths.add, Atomic: &d.atomicMu,
 		MaxMTU: d.mtu, Window: opt.Window, Trace: opt.Trace, Clock: opt.Clock,
 	}
@@ -348,8 +343,8 @@ func (d *Device) Events() <-chan Event { return d.events }
 func (d *Device) EventsLost() uint64 { return d.eventsLost.Load() }
 
 // qpEvent reports an event a QP raised.
-func (d *Device) qpEvent(q *QP, e hook.QPEvent, err error) {
-	d.post(Event{Type: EventType(e), QP: q, Err: err})
+func (d *Device) qpEvent(q *QP, e EventType, err error) {
+	d.post(Event{Type: e, QP: q, Err: err})
 }
 
 // srqLimitReached reports an SRQ's limit event.

@@ -1,8 +1,6 @@
 package transport
 
 import (
-	"net/netip"
-
 	"github.com/goroce/goroce/nic"
 )
 
@@ -26,16 +24,11 @@ var (
 	EndBurstQP = (*QP).endBurst
 )
 
+// QPEnv is what the device gives a QP, which the harness fills in itself.
+type QPEnv = env
+
 // LinkCounters names a link's statistics as Device.Stats lists them.
 func LinkCounters(s nic.Stats) []nic.Counter { return linkCounters(s) }
-
-// AttachGSI attaches h as the device's GSI (QP1) consumer.
-func (d *Device) AttachGSI(h func(src, dst netip.Addr, mad []byte)) (detach func(), err error) {
-	return d.attachGSI(h)
-}
-
-// SendMAD sends one MAD from QP1 at src to QP1 at dst.
-func (d *Device) SendMAD(src, dst netip.Addr, mad []byte) error { return d.sendMAD(src, dst, mad) }
 
 // SetTrace sets the device's trace hook after Open.
 func (d *Device) SetTrace(f func(out bool, dg []byte)) { d.trace = f }

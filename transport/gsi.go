@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/nic"
 )
 
@@ -46,11 +45,6 @@ type gsi struct {
 	received, sent, dropped, unclaimed atomic.Uint64
 }
 
-func init() {
-	hook.AttachGSI = (*Device).attachGSI
-	hook.SendGSI = (*Device).sendMAD
-}
-
 // MADStats returns the counters of the device's QP1.
 func (d *Device) MADStats() MADStats {
 	g := &d.gsi
@@ -58,12 +52,12 @@ func (d *Device) MADStats() MADStats {
 		Dropped: g.dropped.Load(), Unclaimed: g.unclaimed.Load()}
 }
 
-// errGSIBusy is attachGSI's answer when QP1 has a handler already.
+// errGSIBusy is AttachGSI's answer when QP1 has a handler already.
 var errGSIBusy = errors.New("device: QP1 has a handler already")
 
-// attachGSI installs h as the handler of the MADs QP1 receives. h runs on
+// AttachGSI installs h as the handler of the MADs QP1 receives. h runs on
 // the receive path: it must copy what it keeps and must not block.
-func (d *Device) attachGSI(h func(src, dst netip.Addr, mad []byte)) (detach func(), err error) {
+func (d *Device) AttachGSI(h func(src, dst netip.Addr, mad []byte)) (detach func(), err error) {
 	g := &d.gsi
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -96,10 +90,10 @@ func (d *Device) gsiInput(p bth.Packet, f bth.Frame) {
 	(*h)(f.SrcAddr(), f.DstAddr(), p.Payload())
 }
 
-// sendMAD sends a 256-byte MAD from QP1 at local address src to QP1 at
+// SendMAD sends a 256-byte MAD from QP1 at local address src to QP1 at
 // dst: a UD SEND_ONLY with the GSI's P_Key, Q_Key and source QP, its PSN
 // counting up per MAD as rxe's QP1 does.
-func (d *Device) sendMAD(src, dst netip.Addr, mad []byte) error {
+func (d *Device) SendMAD(src, dst netip.Addr, mad []byte) error {
 	if d.closedNow() {
 		return errDeviceClosed("send_mad")
 	}

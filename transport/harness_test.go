@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/clock"
-	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/transport"
@@ -23,7 +21,7 @@ import (
 // test plays the peer packet by packet and sees every reaction, with no
 // goroutine, socket or real time between the two.
 
-type qpEnv = hook.Env[transport.QP, transport.MTU, clock.Clock]
+type qpEnv = transport.QPEnv
 
 var (
 	newKeys  = transport.NewKeys
@@ -80,7 +78,7 @@ type harness struct {
 	t        *testing.T
 	clock    *manualclock.Clock
 	link     *capLink
-	ctr      hook.Counters
+	ctr      *transport.Counters
 	q        *transport.QP
 	scq, rcq *transport.CQ
 	buf      []byte
@@ -115,7 +113,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 			*d.p = d.v
 		}
 	}
-	h := &harness{t: t, clock: manualclock.New(), link: &capLink{closed: make(chan struct{})}, ctr: hook.NewCounters()}
+	h := &harness{t: t, clock: manualclock.New(), link: &capLink{closed: make(chan struct{})}, ctr: new(transport.Counters)}
 	env := &qpEnv{
 		Link: h.link, Counters: h.ctr,
 		GID: func(i uint8) (bth.GID, bool) {

@@ -8,12 +8,40 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/internal/closed"
-	"github.com/goroce/goroce/internal/hook"
+	"github.com/goroce/goroce/nic"
 )
 
-// env is what a QP needs from the device it lives on (internal/hook.Env
-// with qp's types), filled in by the device.
-type env = hook.Env[QP, MTU, clock.Clock]
+// env is what a QP needs from the device it lives on; the device fills it
+// in and passes it to newQP and newAH.
+type env struct {
+	Link nic.Link // where packets go
+	// Counters are the device's protocol counters, which its QPs count.
+	Counters *Counters
+	// GID returns the local GID at a GID-table index.
+	GID func(index uint8) (bth.GID, bool)
+	// Schedule asks the device to run the QP later, from its worker: the
+	// QP has more to send than one run may do at once.
+	Schedule func(*QP)
+	// Event delivers an asynchronous event affiliated with a QP, and its
+	// cause when known (nil: not reported).
+	Event func(q *QP, e EventType, err error)
+	// Died, if set, learns that a QP entered ERR and why: why is the QP's
+	// *Death, called under the QP's lock (so it must not call back into
+	// the QP).
+	Died func(q *QP, why error)
+	// Atomic serializes atomic operations on the device's memory, which
+	// must be atomic with respect to each other across all QPs (IBA 9.4.5).
+	Atomic *sync.Mutex
+	// MaxMTU is the largest path MTU the link carries.
+	MaxMTU MTU
+	// Window bounds the unacknowledged packets an RC requester keeps in
+	// flight (0: DefaultWindow).
+	Window int
+	// Trace, if set, sees every packet the QP sends, after it is sealed.
+	Trace func(out bool, datagram []byte)
+	// Clock drives the QP's timers (nil: clock.Real).
+	Clock clock.Clock
+}
 
 // runBudget bounds the packets one run of a QP builds before it yields, so
 // that a long message does not hold a goroutine (and the QP lock) for long.
@@ -374,7 +402,7 @@ func (q *QP) receive(p bth.Packet, f bth.Frame) (joined bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.record(false, f.L3())
-	c := &q.env.Counters
+	c := q.env.Counters
 	// Header validation (IBA 9.6; for UC and UD, C9-165: a packet with an
 	// invalid header field is dropped silently): the opcode's transport
 	// must be the QP's service, checked before anything else as rxe's

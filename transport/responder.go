@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/hook"
 )
 
 // The responder (IBA 9.7.5.1 and 9.7.5.2; rxe_resp.c) checks each incoming
@@ -94,7 +93,7 @@ func (q *QP) handleRequest(p bth.Packet, f bth.Frame) {
 	if !q.resp.established {
 		q.resp.established = true
 		if q.state == RTR && q.env.Event != nil {
-			q.env.Event(q, hook.CommEst, nil) // IBA 11.6.3.1
+			q.env.Event(q, EventCommEst, nil) // IBA 11.6.3.1
 		}
 	}
 	switch q.typ {
@@ -111,7 +110,7 @@ func (q *QP) handleRequest(p bth.Packet, f bth.Frame) {
 // PSN (9.7.5.1.1), opcode sequence (9.7.5.1.2), then length and resources.
 func (q *QP) receiveRC(p bth.Packet) {
 	r := &q.resp
-	c := &q.env.Counters
+	c := q.env.Counters
 	psn := p.BTH().PSN()
 	switch d := psn.Diff(r.epsn); {
 	case d > 0:
@@ -134,7 +133,7 @@ func (q *QP) receiveRC(p bth.Packet) {
 	}
 	info := p.Info()
 	if !q.sequenceOK(info) {
-		q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr,
+		q.classC(bth.NAKInvalidRequest, RemInvReqErr, EventQPReqErr,
 			badRequest("%v out of sequence (IBA 9.7.5.1.2)", p.OpCode()))
 		return
 	}
@@ -149,7 +148,7 @@ func (q *QP) receiveRC(p bth.Packet) {
 		q.execAtomic(p)
 	default:
 		// FLUSH, ATOMIC WRITE and RD opcodes are not supported here.
-		q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr,
+		q.classC(bth.NAKInvalidRequest, RemInvReqErr, EventQPReqErr,
 			badRequest("%v not supported", p.OpCode()))
 	}
 }
@@ -219,7 +218,7 @@ func (q *QP) execSend(p bth.Packet) {
 		return
 	}
 	if !q.lengthOK(p) {
-		q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr, q.lengthError(p))
+		q.classC(bth.NAKInvalidRequest, RemInvReqErr, EventQPReqErr, q.lengthError(p))
 		return
 	}
 	pay := p.Payload()
@@ -250,7 +249,7 @@ func (q *QP) execSend(p bth.Packet) {
 			rkey := p.IETH().RKey()
 			if err := q.pd.invalidateRKey(q, rkey, true); err != nil {
 				r.epsn = r.epsn.Add(-1)
-				q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr,
+				q.classC(bth.NAKInvalidRequest, RemInvReqErr, EventQPReqErr,
 					badRequest("SEND with Invalidate: rkey 0x%x: %w", rkey, err))
 				return
 			}
@@ -285,7 +284,7 @@ func (q *QP) execWrite(p bth.Packet) {
 		// A zero-length WRITE checks no R_Key (IBA 9.7.5.2.2).
 		if r.wLen > 0 {
 			if _, err := q.remote(r.wRKey, r.wVA, r.wLen, RemoteWrite, false); err != nil {
-				q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, r.wLen, err))
+				q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, r.wLen, err))
 				return
 			}
 		}
@@ -297,18 +296,18 @@ func (q *QP) execWrite(p bth.Packet) {
 		return
 	}
 	if !q.lengthOK(p) {
-		q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr, q.lengthError(p))
+		q.classC(bth.NAKInvalidRequest, RemInvReqErr, EventQPReqErr, q.lengthError(p))
 		return
 	}
 	if uint32(p.PayloadLen()) > r.wRemain {
-		q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr,
+		q.classC(bth.NAKInvalidRequest, RemInvReqErr, EventQPReqErr,
 			badRequest("WRITE longer than its DMA length %d", r.wLen))
 		return
 	}
 	if n := uint32(p.PayloadLen()); n > 0 {
 		span, err := q.remote(r.wRKey, r.wVA, n, RemoteWrite, true)
 		if err != nil {
-			q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, n, err))
+			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("WRITE", r.wRKey, r.wVA, n, err))
 			return
 		}
 		copy(span.b, p.Payload())
@@ -319,7 +318,7 @@ func (q *QP) execWrite(p bth.Packet) {
 	last := info.Pos == bth.PosLast || info.Pos == bth.PosOnly
 	if last && r.wRemain != 0 {
 		// The message was shorter than its RETH said (IBA 9.7.5.2.2).
-		q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr,
+		q.classC(bth.NAKInvalidRequest, RemInvReqErr, EventQPReqErr,
 			badRequest("WRITE ends %d bytes short of its DMA length %d", r.wRemain, r.wLen))
 		return
 	}
@@ -373,17 +372,17 @@ func (q *QP) execRead(p bth.Packet) {
 		return
 	}
 	if q.attr.MaxDestRdAtomic == 0 {
-		q.classC(bth.NAKInvalidRequest, 0, hook.QPReqErr, badRequest("READ to a QP with max_dest_rd_atomic 0"))
+		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr, badRequest("READ to a QP with max_dest_rd_atomic 0"))
 		return
 	}
 	va, rkey, n := reth.VA(), reth.RKey(), reth.DMALen()
 	if n > MaxMsgSize {
-		q.classC(bth.NAKInvalidRequest, 0, hook.QPReqErr, badRequest("READ of %d bytes exceeds 2^31", n))
+		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr, badRequest("READ of %d bytes exceeds 2^31", n))
 		return
 	}
 	if n > 0 {
 		if _, err := q.remote(rkey, va, n, RemoteRead, false); err != nil {
-			q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("READ", rkey, va, n, err))
+			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("READ", rkey, va, n, err))
 			return
 		}
 	}
@@ -407,17 +406,17 @@ func (q *QP) execAtomic(p bth.Packet) {
 		return
 	}
 	if q.attr.MaxDestRdAtomic == 0 {
-		q.classC(bth.NAKInvalidRequest, 0, hook.QPReqErr, badRequest("atomic to a QP with max_dest_rd_atomic 0"))
+		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr, badRequest("atomic to a QP with max_dest_rd_atomic 0"))
 		return
 	}
 	if a.VA()&7 != 0 {
 		// An atomic on an unaligned address is an invalid request (IBA 9.4.5).
-		q.classC(bth.NAKInvalidRequest, 0, hook.QPReqErr, badRequest("atomic address 0x%x is not 8-byte aligned", a.VA()))
+		q.classC(bth.NAKInvalidRequest, 0, EventQPReqErr, badRequest("atomic address 0x%x is not 8-byte aligned", a.VA()))
 		return
 	}
 	span, err := q.remote(a.RKey(), a.VA(), 8, RemoteAtomic, true)
 	if err != nil {
-		q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("atomic", a.RKey(), a.VA(), 8, err))
+		q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("atomic", a.RKey(), a.VA(), 8, err))
 		return
 	}
 	q.env.Atomic.Lock()
@@ -516,7 +515,7 @@ func (r *responder) find(psn bth.PSN, atomic bool) *rdResource {
 // NAK goes out, a receive WQE in use completes with st (if st != 0), and
 // the QP enters ERR with an affiliated event (IBA 9.9.3.1, 10.3.1.7)
 // whose Err is reason.
-func (q *QP) classC(code bth.NAKCode, st WCStatus, ev hook.QPEvent, reason error) {
+func (q *QP) classC(code bth.NAKCode, st WCStatus, ev EventType, reason error) {
 	r := &q.resp
 	psn := r.epsn
 	q.queueNAK(bth.NAKSyndrome(code), psn)
@@ -539,7 +538,7 @@ func (q *QP) classC(code bth.NAKCode, st WCStatus, ev hook.QPEvent, reason error
 // answers it (RESPST_ERR_UNSUPPORTED_OPCODE: NAK invalid request,
 // IBV_WC_REM_INV_REQ_ERR at the requester).
 func (q *QP) qpAccessError(op, flag string) {
-	q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPReqErr,
+	q.classC(bth.NAKInvalidRequest, RemInvReqErr, EventQPReqErr,
 		fmt.Errorf("%w: %s to a QP without %s", ErrQPAccess, op, flag))
 }
 
@@ -657,7 +656,7 @@ func (q *QP) sendReadResponse(it *respItem) bool {
 			p.release()
 			q.resp.outq = q.resp.outq[:q.resp.outHead]
 			q.resp.epsn = it.psn
-			q.classC(bth.NAKRemoteAccessError, 0, hook.QPAccessErr, rkeyError("READ response", it.rkey, it.va, n, err))
+			q.classC(bth.NAKRemoteAccessError, 0, EventQPAccessErr, rkeyError("READ response", it.rkey, it.va, n, err))
 			return false
 		}
 		copy(p.Payload(), span.b)

@@ -13,7 +13,7 @@ import (
 // FIRST or ONLY, whatever its PSN (IBA 9.8.2).
 func (q *QP) receiveUC(p bth.Packet) {
 	r := &q.resp
-	c := &q.env.Counters
+	c := q.env.Counters
 	info := p.Info()
 	psn := p.BTH().PSN()
 	start := info.Pos == bth.PosFirst || info.Pos == bth.PosOnly
@@ -141,7 +141,7 @@ func (q *QP) ucWrite(p bth.Packet) bool {
 // and the packet's network header in the first 40 bytes of the receive
 // buffer, as HCAs place the GRH (IBA 9.8.3, 11.4.1.2).
 func (q *QP) receiveUD(p bth.Packet, f bth.Frame) {
-	c := &q.env.Counters
+	c := q.env.Counters
 	d := p.DETH() // every UD opcode carries one; receive checked the transport
 	if d.QKey() != q.attr.QKey {
 		c.BadQKey.Add(1) // a Q_Key mismatch is dropped silently (IBA 10.2.5)

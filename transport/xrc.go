@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/hook"
 )
 
 // XRC, the eXtended Reliable Connected transport (IBA vol 1, annex A14;
@@ -159,7 +158,7 @@ func (ia *QPInitAttr) checkXRC(pd *PD) error {
 // NAK is invalid request, as for any request a responder cannot execute
 // (9.7.5.2). A message keeps the SRQ its first packet named.
 func (q *QP) xrcTarget(p bth.Packet) bool {
-	c := &q.env.Counters
+	c := q.env.Counters
 	n := p.XRCETH().XRCSRQ()
 	s := q.xrcd.lookup(n)
 	var why error
@@ -176,6 +175,6 @@ func (q *QP) xrcTarget(p bth.Packet) bool {
 		q.srq, q.pd, q.recvCQ = s, s.pd, s.cq
 		return true
 	}
-	q.classC(bth.NAKInvalidRequest, RemInvReqErr, hook.QPFatal, why)
+	q.classC(bth.NAKInvalidRequest, RemInvReqErr, EventQPFatal, why)
 	return false
 }

@@ -41,7 +41,6 @@ import (
 	"unsafe"
 
 	"github.com/goroce/goroce/internal/endpoint"
-	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/transport"
 	"golang.org/x/sys/unix"
 )
@@ -99,9 +98,6 @@ type devctx struct {
 	asyncFD int
 	od      *openDev // the device, shared with the process's other contexts on it
 }
-
-// mirrorCQ is cq's (internal/hook): the queue's length kept in C memory.
-var mirrorCQ = hook.MirrorCQ.(func(c *transport.CQ, p *uint32))
 
 type srqueue struct {
 	ctx *devctx
@@ -437,7 +433,7 @@ func goroce_create_cq(ctx C.uintptr_t, cqe C.int, ch *C.struct_gq_channel, ccq *
 	c := &cqueue{ctx: d, cq: d.dev.CreateCQ(int(cqe))}
 	d.element(c.cq, uintptr(unsafe.Pointer(ccq)))
 	// ccq is the start of its gq_cq, whose pending the queue keeps.
-	mirrorCQ(c.cq, (*uint32)(unsafe.Pointer(&(*C.struct_gq_cq)(unsafe.Pointer(ccq)).pending)))
+	c.cq.SetMirror((*uint32)(unsafe.Pointer(&(*C.struct_gq_cq)(unsafe.Pointer(ccq)).pending)))
 	if d.dev.PollMode() {
 		(*C.struct_gq_cq)(unsafe.Pointer(ccq)).poll_mode = 1
 	}
@@ -478,7 +474,7 @@ func goroce_destroy_cq(h C.uintptr_t) C.int {
 		return errno(err)
 	}
 	c.ctx.element(c.cq, 0)
-	mirrorCQ(c.cq, nil) // the C struct is freed next
+	c.cq.SetMirror(nil) // the C struct is freed next
 	c.unfeed()
 	cgo.Handle(h).Delete()
 	return 0
