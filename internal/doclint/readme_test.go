@@ -166,12 +166,12 @@ func TestReadmeGoTests(t *testing.T) {
 func TestCheckGoTests(t *testing.T) {
 	root := filepath.Join("..", "..")
 	text := "`go test -run '^$' -bench 'CRCUpdate/crcUpdate' ./bth` `GOMAXPROCS=1 go test\n-bench NoSuchBench ./bth` " +
-		"`go test -run NoSuchTest ./bth` `go test -bench Engine ./transport` `go test -run Example ./transport`"
+		"`go test -run NoSuchTest ./bth` `go test -bench Engine ./nosuchdir` `go test -run Example ./transport`"
 	n, errs := checkGoTests(root, text)
 	if n != 5 || len(errs) != 3 {
 		t.Fatalf("%d commands, errors %q; want 5 and three errors", n, errs)
 	}
-	for i, want := range []string{"NoSuchBench", "NoSuchTest", "./transport"} {
+	for i, want := range []string{"NoSuchBench", "NoSuchTest", "./nosuchdir"} {
 		if !strings.Contains(errs[i], want) {
 			t.Errorf("error %d %q does not name %s", i, errs[i], want)
 		}
