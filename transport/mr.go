@@ -422,7 +422,7 @@ func (pd *PD) local(lkey uint32, addr uint64, n uint32, need Access) ([]byte, *M
 // remote checks an access through an rkey (a RETH or AtomicETH, to qp, a
 // QP in pd) and returns the bytes and their region, locked until
 // endAccess. The rkey may name a region or a memory window.
-func (pd *PD) remote(qp any, rkey uint32, addr uint64, n uint32, need Access) ([]byte, *MR, error) {
+func (pd *PD) remote(qp *QP, rkey uint32, addr uint64, n uint32, need Access) ([]byte, *MR, error) {
 	s := pd.table.at(rkey)
 	if s.mw != nil {
 		return s.mw.remote(pd, qp, rkey, addr, n, need)
@@ -437,7 +437,7 @@ func (pd *PD) remote(qp any, rkey uint32, addr uint64, n uint32, need Access) ([
 // invalidateRKey invalidates the region or type 2 window rkey names in pd,
 // for a local invalidate by qp or (remote) a SEND with Invalidate from
 // qp's peer, and says why it cannot.
-func (pd *PD) invalidateRKey(qp any, rkey uint32, remote bool) error {
+func (pd *PD) invalidateRKey(qp *QP, rkey uint32, remote bool) error {
 	s := pd.table.at(rkey)
 	if s.mw != nil {
 		return s.mw.invalidate(pd, qp, rkey, remote)
@@ -460,6 +460,6 @@ func (pd *PD) invalidateRKey(qp any, rkey uint32, remote bool) error {
 
 // bindMW executes a bind of w posted on qp, a QP of pd (type1: through
 // the verb), installing rkey.
-func bindMW(pd *PD, qp any, w *MW, type1 bool, rkey uint32, b BindInfo) error {
+func bindMW(pd *PD, qp *QP, w *MW, type1 bool, rkey uint32, b BindInfo) error {
 	return w.bind(pd, qp, type1, rkey, b)
 }

@@ -83,7 +83,7 @@ type MW struct {
 	addr   uint64 // the window's first byte, as an address of mr
 	length uint64
 	access Access
-	qp     any // type 2: the QP it is bound to
+	qp     *QP // type 2: the QP it is bound to
 }
 
 // BindInfo is what a bind puts in a window, as struct ibv_mw_bind_info:
@@ -194,7 +194,7 @@ func (w *MW) nextType1Key() (uint32, error) {
 
 // bind executes a bind posted on qp, a QP of pd: type1 tells a bind
 // through the verb from a BIND_MW work request.
-func (w *MW) bind(pd *PD, qp any, type1 bool, rkey uint32, b BindInfo) error {
+func (w *MW) bind(pd *PD, qp *QP, type1 bool, rkey uint32, b BindInfo) error {
 	if w == nil {
 		return fmt.Errorf("%w: no window", ErrInvalidKey)
 	}
@@ -272,7 +272,7 @@ func (w *MW) bind(pd *PD, qp any, type1 bool, rkey uint32, b BindInfo) error {
 
 // invalidate frees a bound type 2 window named by rkey, for a local
 // invalidate or (remote, from qp's peer) a SEND with Invalidate.
-func (w *MW) invalidate(pd *PD, qp any, rkey uint32, remote bool) error {
+func (w *MW) invalidate(pd *PD, qp *QP, rkey uint32, remote bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.rkey.Load() != rkey || w.state == mwInvalid {
@@ -299,7 +299,7 @@ func (w *MW) invalidate(pd *PD, qp any, rkey uint32, remote bool) error {
 
 // access checks a remote access through the window's rkey by qp, a QP of
 // pd, and returns the bytes and their region, locked until endAccess.
-func (w *MW) remote(pd *PD, qp any, rkey uint32, addr uint64, n uint32, need Access) ([]byte, *MR, error) {
+func (w *MW) remote(pd *PD, qp *QP, rkey uint32, addr uint64, n uint32, need Access) ([]byte, *MR, error) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.rkey.Load() != rkey || w.state != mwValid || w.mr == nil {

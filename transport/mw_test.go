@@ -7,11 +7,11 @@ import (
 )
 
 // mwEnv is a PD with a 4 KiB region that allows binding, and two QPs
-// (any distinct values stand for QPs here).
+// (two QPs never created: only their identities count here).
 type mwEnv struct {
 	pd       *PD
 	m        *MR
-	qpA, qpB *int
+	qpA, qpB *QP
 }
 
 func newMWEnv(t testing.TB) *mwEnv {
@@ -25,7 +25,7 @@ func newMWEnv(t testing.TB) *mwEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &mwEnv{pd: pd, m: m, qpA: new(int), qpB: new(int)}
+	return &mwEnv{pd: pd, m: m, qpA: new(QP), qpB: new(QP)}
 }
 
 // TestMWBindRules checks each rule a bind enforces, by the error that
@@ -195,7 +195,7 @@ func FuzzMW(f *testing.F) {
 		ws := [2]*MW{}
 		ws[0], _ = e.pd.AllocMW(MWType1)
 		ws[1], _ = e.pd.AllocMW(MWType2)
-		qps := [2]any{e.qpA, e.qpB}
+		qps := [2]*QP{e.qpA, e.qpB}
 		next := func() byte {
 			if len(in) == 0 {
 				return 0

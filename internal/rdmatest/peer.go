@@ -61,7 +61,7 @@ type Options struct {
 }
 
 // linkDefaults are the defaults of peers over real links; memDefaults
-// those of in-memory peers, what the device package's tests have always
+// those of in-memory peers, what the engine's tests (transport) have always
 // run with: MTU 1024, 1 MiB of memory, queues of 128 and CQs of 512, the
 // PSNs as given, and timeout 18.
 var (
