@@ -126,11 +126,11 @@ system-fuzz:
 	@$(MAKE) --no-print-directory -j4 --output-sync=target system-device system-tools system-readme fuzz-smoke
 
 system-device:
-	$(GO) test -count=1 -parallel 3 -run 'TestVeth|TestSoak|TestLargeMessages|TestManyQPs' -v ./device 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
+	$(GO) test -count=1 -parallel 3 -run 'TestVeth|TestSoak|TestLargeMessages|TestManyQPs' -v ./transport 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
 
 system-tools:
 	@mkdir -p $(BIN)
-	$(GO) test -exec 'flock $(UNITLOCK)' -count=1 ./cmd/roced ./oob/pingpong ./oob/perftest
+	$(GO) test -exec 'flock $(UNITLOCK)' -count=1 ./cmd/roced ./tools/pingpong ./tools/perftest
 
 system-readme:
 	$(GO) test -count=1 -run '^TestExit$$' ./internal/doclint

@@ -7,41 +7,39 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // node is one device with what a connection needs.
 type node struct {
-	dev  *device.Device
+	dev  *transport.Device
 	addr netip.Addr
-	pd   *mr.PD
-	cq   *cq.CQ
+	pd   *transport.PD
+	cq   *transport.CQ
 	buf  []byte
-	mr   *mr.MR
+	mr   *transport.MR
 }
 
-func openNode(t testing.TB, link nic.Link, addr netip.Addr, clk qp.Clock) *node {
+func openNode(t testing.TB, link nic.Link, addr netip.Addr, clk clock.Clock) *node {
 	t.Helper()
-	dev, err := device.Open(link, device.Options{Clock: clk})
+	dev, err := transport.Open(link, transport.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dev.Close() })
 	n := &node{dev: dev, addr: addr, pd: dev.AllocPD(), cq: dev.CreateCQ(64), buf: make([]byte, 4096)}
-	n.mr, err = n.pd.Register(n.buf, mr.LocalWrite|mr.RemoteRead|mr.RemoteWrite)
+	n.mr, err = n.pd.Register(n.buf, transport.LocalWrite|transport.RemoteRead|transport.RemoteWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
-func memNode(t testing.TB, net *mem.Net, addr string, clk qp.Clock) *node {
+func memNode(t testing.TB, net *mem.Net, addr string, clk clock.Clock) *node {
 	t.Helper()
 	a := netip.MustParseAddr(addr)
 	l, err := net.Attach(a, mem.Options{})
@@ -52,11 +50,11 @@ func memNode(t testing.TB, net *mem.Net, addr string, clk qp.Clock) *node {
 }
 
 func (n *node) qpConfig() QPConfig {
-	return QPConfig{PD: n.pd, Init: qp.InitAttr{SendCQ: n.cq, RecvCQ: n.cq,
-		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}}
+	return QPConfig{PD: n.pd, Init: transport.QPInitAttr{SendCQ: n.cq, RecvCQ: n.cq,
+		Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}}
 }
 
-func newManager(t testing.TB, n *node, clk qp.Clock) *Manager {
+func newManager(t testing.TB, n *node, clk clock.Clock) *Manager {
 	t.Helper()
 	m, err := New(n.dev, Options{Clock: clk})
 	if err != nil {
@@ -73,23 +71,23 @@ func ctx10(t testing.TB) context.Context {
 }
 
 // sendRecv posts a receive on b, a SEND of msg on a, and checks it arrives.
-func sendRecv(t testing.TB, a, b *node, qa, qb *qp.QP, msg string) {
+func sendRecv(t testing.TB, a, b *node, qa, qb *transport.QP, msg string) {
 	t.Helper()
-	if err := qb.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.mr.SGE(0, 4096)}}); err != nil {
+	if err := qb.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.mr.SGE(0, 4096)}}); err != nil {
 		t.Fatal(err)
 	}
 	n := copy(a.buf, msg)
-	if err := qa.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, n)}}); err != nil {
+	if err := qa.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.mr.SGE(0, n)}}); err != nil {
 		t.Fatal(err)
 	}
-	wc := make([]cq.WC, 1)
-	if _, err := b.cq.PollWait(ctx10(t), wc); err != nil || wc[0].Status != cq.Success {
+	wc := make([]transport.WC, 1)
+	if _, err := b.cq.PollWait(ctx10(t), wc); err != nil || wc[0].Status != transport.Success {
 		t.Fatalf("receive: %v %v", err, wc[0].Status)
 	}
 	if got := string(b.buf[:wc[0].ByteLen]); got != msg {
 		t.Fatalf("received %q", got)
 	}
-	if _, err := a.cq.PollWait(ctx10(t), wc); err != nil || wc[0].Status != cq.Success {
+	if _, err := a.cq.PollWait(ctx10(t), wc); err != nil || wc[0].Status != transport.Success {
 		t.Fatalf("send: %v %v", err, wc[0].Status)
 	}
 }
@@ -98,11 +96,11 @@ func sendRecv(t testing.TB, a, b *node, qa, qb *qp.QP, msg string) {
 // Each side's Prepare checks that it runs once, with the QP in RTS.
 func connectPair(t testing.TB, a, b *node, ma, mb *Manager) (ca, cb *Conn) {
 	t.Helper()
-	prepared := map[*qp.QP]int{}
+	prepared := map[*transport.QP]int{}
 	var mu sync.Mutex // the two managers' goroutines
 	prep := func(qc QPConfig) QPConfig {
-		qc.Prepare = func(q *qp.QP) error {
-			if q.State() != qp.RTS {
+		qc.Prepare = func(q *transport.QP) error {
+			if q.State() != transport.RTS {
 				t.Errorf("Prepare with the QP in %v", q.State())
 			}
 			mu.Lock()
@@ -164,7 +162,7 @@ func TestConnectMem(t *testing.T) {
 
 func checkPair(t *testing.T, a, b *node, ca, cb *Conn) {
 	t.Helper()
-	if ca.QP().State() != qp.RTS || cb.QP().State() != qp.RTS {
+	if ca.QP().State() != transport.RTS || cb.QP().State() != transport.RTS {
 		t.Fatalf("states %v %v", ca.QP().State(), cb.QP().State())
 	}
 	if got := string(cb.PrivateData()[:5]); got != "hello" || len(cb.PrivateData()) != UserPrivateLen {
@@ -193,7 +191,7 @@ func checkPair(t *testing.T, a, b *node, ca, cb *Conn) {
 	if ca.Err() != ErrDisconnected || cb.Err() != ErrDisconnected {
 		t.Errorf("errors %v %v", ca.Err(), cb.Err())
 	}
-	if ca.QP().State() != qp.Err || cb.QP().State() != qp.Err {
+	if ca.QP().State() != transport.Err || cb.QP().State() != transport.Err {
 		t.Errorf("after disconnect: %v %v", ca.QP().State(), cb.QP().State())
 	}
 }

@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/device"
+	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // state is a connection's CM state (IBA 12.9.6, the kernel's ib_cm_state).
@@ -56,9 +55,9 @@ func (e *RejectError) Error() string { return fmt.Sprintf("cm: rejected: %v", e.
 // capacities (the type is always RC), and what the peer may do to this
 // side's memory.
 type QPConfig struct {
-	PD     *mr.PD      // the device's
-	Init   qp.InitAttr // Type is set to RC
-	Access mr.Access   // 0: mr.RemoteRead | mr.RemoteWrite | mr.RemoteAtomic, as rdma_cm grants
+	PD     *transport.PD        // the device's
+	Init   transport.QPInitAttr // Type is set to RC
+	Access transport.Access     // 0: transport.RemoteRead | transport.RemoteWrite | transport.RemoteAtomic, as rdma_cm grants
 	// Prepare, if set, is called with the QP once it is in RTS and before
 	// the peer learns it (before the REP goes, or the RTU), so that the
 	// program can post its first receives in time, as an rdma_cm program
@@ -66,12 +65,12 @@ type QPConfig struct {
 	// first SEND may meet an RNR NAK and wait for its retry. An error
 	// abandons the connection (a REJ, reason 28). It runs while the
 	// manager handles the connection: it must not call the Manager.
-	Prepare func(*qp.QP) error
+	Prepare func(*transport.QP) error
 	// QP, if set, is a QP the program made already on the manager's
 	// device (RC, in RESET or INIT), as a librdmacm program that calls
 	// ibv_create_qp itself rather than rdma_create_qp; Init is then not
 	// used. The connection takes it: a connection that fails destroys it.
-	QP *qp.QP
+	QP *transport.QP
 }
 
 // ConnParams are the parameters a side gives its connection
@@ -89,7 +88,7 @@ type ConnParams struct {
 	// the REQ or REP tells the peer the RNR one.
 	RetryCount, RNRRetryCount uint8
 	// PathMTU bounds the path MTU (0: the device's active MTU).
-	PathMTU qp.MTU
+	PathMTU transport.MTU
 	// PortSpace is the rdma_cm port space Dial connects in (0: TCP, as
 	// most programs' RDMA_PS_TCP; mad.PortSpaceIB, RDMA_PS_IB, is the
 	// other one rdma_cm makes RC connections in): the REQ's service ID is
@@ -125,17 +124,17 @@ func (p *ConnParams) defaults() {
 // manager's state of it.
 type Conn struct {
 	m        *Manager
-	qp       *qp.QP
+	qp       *transport.QP
 	local    netip.AddrPort
 	remote   netip.AddrPort
 	private  []byte // the peer's private data (REQ: after rdma_cm's header; REP)
 	active   bool
 	p        peer
-	lep      device.Endpoint // this side's endpoint (QPN, first PSN, GID, MTU)
+	lep      transport.Endpoint // this side's endpoint (QPN, first PSN, GID, MTU)
 	params   ConnParams
 	ackTO    uint8 // the path's local ACK timeout: the QP's, and time wait's measure
-	qcAccess mr.Access
-	prepare  func(*qp.QP) error
+	qcAccess transport.Access
+	prepare  func(*transport.QP) error
 
 	ready    chan struct{} // closed when established or failed (Dial, accept)
 	done     chan struct{} // closed when the connection ended
@@ -149,7 +148,7 @@ type Conn struct {
 	msg       mad.MAD       // the MAD a timeout sends again
 	retries   int           // sends of msg left
 	timeout   time.Duration // between sends of msg
-	timer     qp.Timer
+	timer     clock.Timer
 	gen       uint64 // bumped whenever the timer is re-armed or stopped
 	err       error
 	listener  *Listener
@@ -157,7 +156,7 @@ type Conn struct {
 
 // QP returns the connection's queue pair, in RTS once Dial or Accept
 // returned it.
-func (c *Conn) QP() *qp.QP { return c.qp }
+func (c *Conn) QP() *transport.QP { return c.qp }
 
 // LocalAddr returns this side's address and port.
 func (c *Conn) LocalAddr() netip.AddrPort { return c.local }
@@ -240,8 +239,8 @@ func (c *Conn) remoteQPN() uint32 {
 
 // toErr moves the QP to ERR, as rdma_cm does on a disconnection.
 func (c *Conn) toErr() {
-	if c.qp.State() != qp.Reset {
-		c.qp.Modify(&qp.Attr{State: qp.Err}, qp.AttrState)
+	if c.qp.State() != transport.Reset {
+		c.qp.Modify(&transport.QPAttr{State: transport.Err}, transport.AttrState)
 	}
 }
 
@@ -531,7 +530,7 @@ func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPCo
 		ServiceID: mad.ServiceID(ps, raddr.Port()), LocalCAGUID: m.guid,
 		LocalQPN: c.qp.QPN(), ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
 		RemoteCMResponseTimeout: cmResponseTimeout, StartingPSN: c.lep.PSN,
-		LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount, PKey: device.GSIPKey,
+		LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount, PKey: transport.GSIPKey,
 		PathMTU: uint8(c.lep.MTU), RNRRetryCount: p.RNRRetryCount, MaxCMRetries: maxCMRetries,
 		Primary: mad.PathFields{LocalLID: permissiveLID, RemoteLID: permissiveLID, LocalGID: c.lep.GID,
 			RemoteGID: bth.GIDFromAddr(ra), HopLimit: hopLimit, LocalACKTimeout: c.ackTO},
@@ -585,16 +584,16 @@ func (m *Manager) newConn(qc QPConfig, p ConnParams, la netip.Addr) (*Conn, erro
 		// with responder resources, which a connection here always has
 		// (ConnParams' 0 takes the default): qperf's rc_compare_swap_mr
 		// on an rdma_cm connection relies on the atomics.
-		qc.Access = mr.RemoteRead | mr.RemoteWrite | mr.RemoteAtomic
+		qc.Access = transport.RemoteRead | transport.RemoteWrite | transport.RemoteAtomic
 	}
-	qc.Init.Type = qp.RC
+	qc.Init.Type = transport.RC
 	q := qc.QP
 	if q == nil {
 		var err error
 		if q, err = m.dev.CreateQP(qc.PD, qc.Init); err != nil {
 			return nil, err
 		}
-	} else if q.Type() != qp.RC || (q.State() != qp.Reset && q.State() != qp.Init) {
+	} else if q.Type() != transport.RC || (q.State() != transport.Reset && q.State() != transport.Init) {
 		return nil, fmt.Errorf("QP 0x%06x is %v in %v, want RC in RESET or INIT", q.QPN(), q.Type(), q.State())
 	}
 	ep, err := m.dev.LocalEndpoint(q)
@@ -627,15 +626,15 @@ func (m *Manager) newConn(qc QPConfig, p ConnParams, la netip.Addr) (*Conn, erro
 // client sends from the REP's PSN and the server from the REQ's. Each
 // side's message names the PSN it expects to receive. Called with m.mu
 // held.
-func (m *Manager) connect(c *Conn, qpn, sendPSN uint32, mtu qp.MTU, retry, rnr uint8) error {
-	remote := device.Endpoint{QPN: qpn, PSN: c.lep.PSN, GID: bth.GIDFromAddr(c.p.remote), MTU: mtu}
+func (m *Manager) connect(c *Conn, qpn, sendPSN uint32, mtu transport.MTU, retry, rnr uint8) error {
+	remote := transport.Endpoint{QPN: qpn, PSN: c.lep.PSN, GID: bth.GIDFromAddr(c.p.remote), MTU: mtu}
 	local := c.lep
 	local.PSN = sendPSN
 	timeout := c.ackTO
 	if c.params.ACKTimeout != 0 {
 		timeout = c.params.ACKTimeout
 	}
-	err := m.dev.Connect(c.qp, local, remote, device.ConnectOptions{
+	err := m.dev.Connect(c.qp, local, remote, transport.ConnectOptions{
 		Access: c.qcAccess, Timeout: timeout, RetryCnt: retry, RNRRetry: rnr,
 		MaxRdAtomic: c.params.InitiatorDepth, MaxDestRdAtomic: c.params.ResponderResources,
 	})

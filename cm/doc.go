@@ -3,7 +3,7 @@
 // program built on librdmacm (rping, and in time every rdma_cm
 // application) can connect to goroce and goroce to it.
 //
-// A Manager runs the connection manager of one device.Device: it owns
+// A Manager runs the connection manager of one transport.Device: it owns
 // the device's QP1 and keeps the state of every connection (communication
 // IDs, transaction IDs, the CM state machine of IBA 12.9: idle, REQ sent,
 // REP sent, established, DREQ sent, time wait), retries a MAD that gets no
@@ -39,5 +39,5 @@
 // as a REQ is.
 //
 // The wire format is package mad's; this package decides what to send
-// and when. Timers run on a qp.Clock, so tests drive them by hand.
+// and when. Timers run on a clock.Clock, so tests drive them by hand.
 package cm

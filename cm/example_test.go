@@ -8,12 +8,9 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // Example connects two devices through the connection manager, as an
@@ -48,15 +45,15 @@ func Example() {
 	fmt.Printf("server: connection from %v, private data %q, QP %v\n",
 		peer.RemoteAddr().Addr(), peer.PrivateData()[:2], peer.QP().State())
 
-	if err := peer.QP().PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{server.region.SGE(0, 4096)}}); err != nil {
+	if err := peer.QP().PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{server.region.SGE(0, 4096)}}); err != nil {
 		log.Fatal(err)
 	}
 	n := copy(client.region.Bytes(), "hello over rdma_cm")
-	if err := conn.QP().PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled,
-		SGL: []mr.SGE{client.region.SGE(0, n)}}); err != nil {
+	if err := conn.QP().PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled,
+		SGL: []transport.SGE{client.region.SGE(0, n)}}); err != nil {
 		log.Fatal(err)
 	}
-	wc := make([]cq.WC, 1)
+	wc := make([]transport.WC, 1)
 	if _, err := server.cq.PollWait(ctx, wc); err != nil {
 		log.Fatal(err)
 	}
@@ -99,7 +96,7 @@ func ExampleManager_ResolveUD() {
 		log.Fatal(err)
 	}
 	// A UD receive buffer starts with 40 bytes for the GRH.
-	if err := sq.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{server.region.SGE(0, 4096)}}); err != nil {
+	if err := sq.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{server.region.SGE(0, 4096)}}); err != nil {
 		log.Fatal(err)
 	}
 	go func() {
@@ -127,11 +124,11 @@ func ExampleManager_ResolveUD() {
 		log.Fatal(err)
 	}
 	n := copy(client.region.Bytes(), "hello over SIDR")
-	if err := uq.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled,
-		SGL: []mr.SGE{client.region.SGE(0, n)}, AH: ah, RemoteQPN: peer.QPN, RemoteQKey: peer.QKey}); err != nil {
+	if err := uq.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled,
+		SGL: []transport.SGE{client.region.SGE(0, n)}, AH: ah, RemoteQPN: peer.QPN, RemoteQKey: peer.QKey}); err != nil {
 		log.Fatal(err)
 	}
-	wc := make([]cq.WC, 1)
+	wc := make([]transport.WC, 1)
 	if _, err := server.cq.PollWait(ctx, wc); err != nil {
 		log.Fatal(err)
 	}
@@ -152,10 +149,10 @@ func ExampleManager_ResolveUD() {
 // exampleSide is one device of the examples: its connection manager, a
 // CQ, a registered region and the QPConfig of its QPs.
 type exampleSide struct {
-	dev    *device.Device
+	dev    *transport.Device
 	mgr    *cm.Manager
-	cq     *cq.CQ
-	region *mr.MR
+	cq     *transport.CQ
+	region *transport.MR
 	qc     cm.QPConfig
 }
 
@@ -166,7 +163,7 @@ func openExampleSide(network *mem.Net, addr string) exampleSide {
 	if err != nil {
 		log.Fatal(err)
 	}
-	dev, err := device.Open(link, device.Options{})
+	dev, err := transport.Open(link, transport.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -175,12 +172,12 @@ func openExampleSide(network *mem.Net, addr string) exampleSide {
 		log.Fatal(err)
 	}
 	pd := dev.AllocPD()
-	region, err := pd.Register(make([]byte, 4096), mr.LocalWrite)
+	region, err := pd.Register(make([]byte, 4096), transport.LocalWrite)
 	if err != nil {
 		log.Fatal(err)
 	}
 	c := dev.CreateCQ(16)
-	qc := cm.QPConfig{PD: pd, Init: qp.InitAttr{SendCQ: c, RecvCQ: c,
-		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}}
+	qc := cm.QPConfig{PD: pd, Init: transport.QPInitAttr{SendCQ: c, RecvCQ: c,
+		Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}}
 	return exampleSide{dev, mgr, c, region, qc}
 }

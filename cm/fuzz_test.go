@@ -6,10 +6,10 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/bth/pcapfile"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/transport"
 )
 
 // The captured rping exchange: rxe's client at 198.51.100.1 connects to
@@ -97,7 +97,7 @@ func FuzzHandle(f *testing.F) {
 	}
 	var sent []sentMAD
 	orig := sendGSI
-	sendGSI = func(_ *device.Device, src, dst netip.Addr, b []byte) error {
+	sendGSI = func(_ *transport.Device, src, dst netip.Addr, b []byte) error {
 		_, err := mad.ParseCM(b)
 		sent = append(sent, sentMAD{append([]byte(nil), b...), err})
 		return nil

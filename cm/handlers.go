@@ -5,7 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // The handlers of each CM message, called with m.mu held. Each follows the
@@ -97,7 +97,7 @@ func (m *Manager) acceptREQ(l *Listener, p peer, in mad.MAD, key remoteID, local
 	c.ackTO = r.Primary().LocalACKTimeout()
 	pktLife := c.ackTO - min(c.ackTO, 1)
 	c.timeout = 2*ibaTime(pktLife) + ibaTime(r.LocalCMResponseTimeout())
-	mtu := qp.MTU(r.PathMTU())
+	mtu := transport.MTU(r.PathMTU())
 	if !mtu.Valid() {
 		m.dev.DestroyQP(c.qp)
 		return rej(mad.RejInvalidMTU, fmt.Errorf("cm: REQ with path MTU %d", r.PathMTU()))

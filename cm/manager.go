@@ -11,18 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/internal/hook"
+	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
-// The device's QP1, which the device package hands the connection manager through
-// internal/hook rather than its public API.
-var (
-	attachGSI = hook.AttachGSI.(func(d *device.Device, h func(src, dst netip.Addr, mad []byte)) (func(), error))
-	sendGSI   = hook.SendGSI.(func(d *device.Device, src, dst netip.Addr, mad []byte) error)
-)
+// sendGSI sends a MAD from the device's QP1 (Device.SendMAD); a variable
+// so that a test sees what the manager sends without a peer.
+var sendGSI = (*transport.Device).SendMAD
 
 // The values Linux's rdma_cm puts in a REQ (cma.c; the captured rping REQ
 // in ../shared/rxe-peer/captures carries exactly these), which goroce
@@ -70,9 +66,9 @@ func ibaTime(t uint8) time.Duration { return time.Duration(4096) << (t & 31) * t
 
 // Options configure a Manager.
 type Options struct {
-	// Clock drives the MAD retries and time wait (default qp.RealClock);
+	// Clock drives the MAD retries and time wait (default clock.Real);
 	// tests pass one they advance by hand.
-	Clock qp.Clock
+	Clock clock.Clock
 }
 
 // Stats counts what a Manager received and sent.
@@ -108,8 +104,8 @@ type inMAD struct {
 // Manager is the connection manager of one device. Its methods are safe
 // for concurrent use.
 type Manager struct {
-	dev    *device.Device
-	clock  qp.Clock
+	dev    *transport.Device
+	clock  clock.Clock
 	guid   uint64
 	hiTID  uint64
 	detach func()
@@ -142,7 +138,7 @@ var ErrClosed = errors.New("cm: closed")
 
 // New starts the connection manager of dev: it takes over dev's QP1. One
 // device has at most one Manager at a time.
-func New(dev *device.Device, o Options) (*Manager, error) {
+func New(dev *transport.Device, o Options) (*Manager, error) {
 	m := &Manager{
 		dev: dev, clock: o.Clock, guid: nodeGUID(dev), hiTID: uint64(rand.Uint32()) << 32,
 		conns: map[uint32]*Conn{}, remote: map[remoteID]*Conn{}, listeners: map[psPort]*Listener{},
@@ -152,7 +148,7 @@ func New(dev *device.Device, o Options) (*Manager, error) {
 		events: make(chan Event, eventQueue),
 	}
 	if m.clock == nil {
-		m.clock = qp.RealClock{}
+		m.clock = clock.Real{}
 	}
 	if s := dev.Share(); s != nil {
 		// On a shared port the server hands this process the MADs
@@ -160,7 +156,7 @@ func New(dev *device.Device, o Options) (*Manager, error) {
 		b := s.Block()
 		m.ids = func() uint32 { return b<<20 | rand.Uint32()&0xfffff }
 	}
-	detach, err := attachGSI(dev, m.receive)
+	detach, err := dev.AttachGSI(m.receive)
 	if err != nil {
 		return nil, fmt.Errorf("cm: %w", err)
 	}
@@ -173,7 +169,7 @@ func New(dev *device.Device, o Options) (*Manager, error) {
 // nodeGUID returns the CA GUID the manager's MADs carry: the EUI-64 of the
 // device's link-local GID, as rxe's node GUID is, or else one made from
 // its first GID.
-func nodeGUID(dev *device.Device) uint64 {
+func nodeGUID(dev *transport.Device) uint64 {
 	if g, ok := dev.GID(0); ok && g.Addr().IsLinkLocalUnicast() {
 		return binary.BigEndian.Uint64(g[8:])
 	}
@@ -369,7 +365,7 @@ func (m *Manager) newCommID() uint32 {
 	}
 }
 
-// shareListen asks the server of a shared port (device.Sharer) for the
+// shareListen asks the server of a shared port (transport.Sharer) for the
 // requests to a service this manager listens on. Called with m.mu held.
 func (m *Manager) shareListen(ps mad.PortSpace, port uint16) error {
 	s := m.dev.Share()

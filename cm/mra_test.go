@@ -10,7 +10,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/bth/pcapfile"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // deferREQ makes a DeferAccept listener on port 7174 of the manager
@@ -83,7 +83,7 @@ func TestMRAForSlowAccept(t *testing.T) {
 	}
 	s.send(pair(mad.AttrRTU, s.tid, s.comm, local))
 	ev := <-s.m.Events()
-	if ev.Type != EventEstablished || ev.Conn != c || c.QP().State() != qp.RTS {
+	if ev.Type != EventEstablished || ev.Conn != c || c.QP().State() != transport.RTS {
 		t.Fatalf("event %v, QP %v", ev, c.QP().State())
 	}
 	sent := s.sent()
@@ -206,7 +206,7 @@ func TestMRAThenREP(t *testing.T) {
 	s.send(s.rep(req))
 	s.expect(mad.AttrRTU)
 	d := <-res
-	if d.err != nil || d.c.QP().State() != qp.RTS {
+	if d.err != nil || d.c.QP().State() != transport.RTS {
 		t.Fatalf("Dial: %v", d.err)
 	}
 	if st := s.m.Stats(); st.Retries != 0 || st.Sent != 2 {

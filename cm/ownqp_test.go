@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestDialOwnQP: Dial with a QP the program made itself (QPConfig.QP),
@@ -24,12 +24,12 @@ func TestDialOwnQP(t *testing.T) {
 	defer l.Close()
 	qc := a.qpConfig()
 	init := qc.Init
-	init.Type = qp.RC
+	init.Type = transport.RC
 	own, err := a.dev.CreateQP(a.pd, init)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := own.Modify(&qp.Attr{State: qp.Init, PortNum: 1}, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+	if err := own.Modify(&transport.QPAttr{State: transport.Init, PortNum: 1}, transport.AttrState|transport.AttrPKeyIndex|transport.AttrPort|transport.AttrAccessFlags); err != nil {
 		t.Fatal(err)
 	}
 	qc.QP = own
@@ -49,7 +49,7 @@ func TestDialOwnQP(t *testing.T) {
 	if cb == nil {
 		t.FailNow()
 	}
-	if ca.QP() != own || own.State() != qp.RTS {
+	if ca.QP() != own || own.State() != transport.RTS {
 		t.Fatalf("the connection's QP is %v (%v), want the program's %v", ca.QP(), ca.QP().State(), own)
 	}
 	sendRecv(t, a, b, ca.QP(), cb.QP(), "ping")
@@ -60,12 +60,12 @@ func TestDialOwnQP(t *testing.T) {
 
 	// Refused: a UC QP, a QP in RTS already (the one just used is in ERR).
 	uc := init
-	uc.Type = qp.UC
+	uc.Type = transport.UC
 	wrong, err := a.dev.CreateQP(a.pd, uc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []*qp.QP{wrong, own} {
+	for _, q := range []*transport.QP{wrong, own} {
 		qc.QP = q
 		if _, err := ma.Dial(ctx10(t), netip.AddrPort{}, netip.AddrPortFrom(b.addr, 7471), qc, ConnParams{}); err == nil {
 			t.Errorf("Dial with %v in %v: no error", q.Type(), q.State())

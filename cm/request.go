@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/qp"
 )
 
 // ErrAnswered is returned by a ConnRequest's Accept or Reject once the
@@ -30,9 +30,9 @@ type ConnRequest struct {
 	localID uint32 // this side's communication ID, named by the MRA and the REP
 
 	// Under m.mu.
-	done  bool     // answered or withdrawn
-	timer qp.Timer // sends the MRA when the REQ's response time runs short
-	mras  int      // MRAs sent
+	done  bool        // answered or withdrawn
+	timer clock.Timer // sends the MRA when the REQ's response time runs short
+	mras  int         // MRAs sent
 }
 
 // LocalAddr returns the address and port the request came to.

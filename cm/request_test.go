@@ -8,7 +8,7 @@ import (
 
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestDeferAccept: a DeferAccept listener hands each REQ to the program
@@ -57,12 +57,12 @@ func TestDeferAccept(t *testing.T) {
 	}
 	qc := b.qpConfig()
 	init := qc.Init
-	init.Type = qp.RC
+	init.Type = transport.RC
 	own, err := b.dev.CreateQP(b.pd, init)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := own.Modify(&qp.Attr{State: qp.Init, PortNum: 1}, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+	if err := own.Modify(&transport.QPAttr{State: transport.Init, PortNum: 1}, transport.AttrState|transport.AttrPKeyIndex|transport.AttrPort|transport.AttrAccessFlags); err != nil {
 		t.Fatal(err)
 	}
 	cb, err := req.Accept(QPConfig{PD: b.pd, QP: own}, ConnParams{PrivateData: []byte("welcome")})

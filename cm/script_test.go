@@ -12,7 +12,7 @@ import (
 	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // A scripted peer: a second device whose QP1 the test drives by hand,
@@ -45,7 +45,7 @@ func newScript(t *testing.T) *script {
 	s.n = memNode(t, net, "192.0.2.1", clk)
 	s.m = newManager(t, s.n, clk)
 	s.peer = memNode(t, net, "192.0.2.2", nil)
-	detach, err := attachGSI(s.peer.dev, func(_, _ netip.Addr, b []byte) {
+	detach, err := s.peer.dev.AttachGSI(func(_, _ netip.Addr, b []byte) {
 		m, err := mad.ParseCM(append([]byte(nil), b...))
 		if err != nil {
 			t.Errorf("the manager sent a bad MAD: %v", err)
@@ -203,7 +203,7 @@ func TestLostREQAndRTU(t *testing.T) {
 		t.Fatal(d.err)
 	}
 	a, _ := d.c.QP().Query()
-	if d.c.QP().State() != qp.RTS || a.DestQPN != s.qpn || a.SQPSN != s.psn || a.RQPSN != r.StartingPSN() {
+	if d.c.QP().State() != transport.RTS || a.DestQPN != s.qpn || a.SQPSN != s.psn || a.RQPSN != r.StartingPSN() {
 		t.Errorf("QP %v dest %#x rq_psn %#x sq_psn %#x", d.c.QP().State(), a.DestQPN, a.RQPSN, a.SQPSN)
 	}
 	if string(d.c.PrivateData()[:3]) != "rep" {
@@ -250,7 +250,7 @@ func TestLostREPAndDuplicateREQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _ := c.QP().Query()
-	if c.QP().State() != qp.RTS || a.DestQPN != s.qpn || a.SQPSN != s.psn || a.RQPSN != r.StartingPSN() ||
+	if c.QP().State() != transport.RTS || a.DestQPN != s.qpn || a.SQPSN != s.psn || a.RQPSN != r.StartingPSN() ||
 		c.RemoteAddr() != netip.AddrPortFrom(s.peer.addr, s.sport) || string(c.PrivateData()[:15]) != "from the script" {
 		t.Errorf("QP %v dest %#x rq_psn %#x sq_psn %#x, peer %v %q", c.QP().State(), a.DestQPN, a.RQPSN, a.SQPSN,
 			c.RemoteAddr(), c.PrivateData()[:15])
@@ -313,7 +313,7 @@ func TestDREQCrossingDREQ(t *testing.T) {
 		dreq.TID() == s.tid || dreq.TID()&0xffffffff != uint64(local) {
 		t.Fatalf("DREQ %#x %+v", dreq.TID(), d.Fields())
 	}
-	if c.QP().State() != qp.Err {
+	if c.QP().State() != transport.Err {
 		t.Errorf("QP %v after Close", c.QP().State())
 	}
 	peerDREQ := newMAD(mad.AttrDREQ, 0x1234)
@@ -518,7 +518,7 @@ func TestLAPUnsupported(t *testing.T) {
 		t.Fatal("the LAP ended the connection")
 	default:
 	}
-	if c.QP().State() != qp.RTS {
+	if c.QP().State() != transport.RTS {
 		t.Fatalf("QP in %v", c.QP().State())
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"net/netip"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/device"
+	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // The UDP port space: UD services resolved with SIDR_REQ and SIDR_REP
@@ -100,8 +100,8 @@ func (r *SIDRRequest) PrivateData() []byte { return r.private }
 // a UD QP (in RTS, as CreateUDQP leaves it), and its Q_Key, with private
 // data (at most 136 bytes). A retried SIDR_REQ of the same request is
 // answered with the same SIDR_REP, never handed over again.
-func (r *SIDRRequest) Accept(q *qp.QP, privateData []byte) error {
-	if q == nil || q.Type() != qp.UD {
+func (r *SIDRRequest) Accept(q *transport.QP, privateData []byte) error {
+	if q == nil || q.Type() != transport.UD {
 		return fmt.Errorf("cm: SIDR accept: %v is not a UD QP", q)
 	}
 	a, _ := q.Query()
@@ -296,18 +296,18 @@ func (m *Manager) replySIDRNow(r *SIDRRequest, status mad.SIDRStatus) {
 // CreateUDQP makes a UD QP of the UDP port space, as rdma_create_qp makes
 // one on a UDP ID: in RTS, with the Q_Key UDPQKey. qc.Access is not used;
 // qc.Prepare, if set, is called with the QP before CreateUDQP returns.
-func (m *Manager) CreateUDQP(qc QPConfig) (*qp.QP, error) {
+func (m *Manager) CreateUDQP(qc QPConfig) (*transport.QP, error) {
 	if qc.PD == nil {
 		return nil, errors.New("cm: create UD QP: no protection domain")
 	}
-	qc.Init.Type = qp.UD
+	qc.Init.Type = transport.UD
 	q, err := m.dev.CreateQP(qc.PD, qc.Init)
 	if err != nil {
 		return nil, fmt.Errorf("cm: create UD QP: %w", err)
 	}
 	ep, err := m.dev.LocalEndpoint(q)
 	if err == nil {
-		err = m.dev.Connect(q, ep, device.Endpoint{}, device.ConnectOptions{QKey: UDPQKey})
+		err = m.dev.Connect(q, ep, transport.Endpoint{}, transport.ConnectOptions{QKey: UDPQKey})
 	}
 	if err == nil && qc.Prepare != nil {
 		err = qc.Prepare(q)
@@ -325,7 +325,7 @@ type UDPeer struct {
 	QPN  uint32 // the service's QP
 	QKey uint32 // its Q_Key (UDPQKey from rdma_cm)
 	// AH is the address vector to the service, for Device.CreateAH.
-	AH qp.AHAttr
+	AH transport.AHAttr
 	// LocalAddr is this side's address and the port its rdma_cm header
 	// named; RemoteAddr the service's.
 	LocalAddr, RemoteAddr netip.AddrPort
@@ -339,7 +339,7 @@ type sidrQuery struct {
 	p       peer
 	msg     mad.MAD
 	retries int
-	timer   qp.Timer
+	timer   clock.Timer
 	done    chan struct{}
 	rep     mad.SIDRREP // the answer (a copy), or nil
 	err     error
@@ -373,7 +373,7 @@ func (m *Manager) ResolveUDIn(ctx context.Context, ps mad.PortSpace, laddr, radd
 		return nil, fmt.Errorf("cm: resolve: %w", err)
 	}
 	ra := raddr.Addr().Unmap()
-	ah, err := m.dev.AHAttr(device.Endpoint{GID: bth.GIDFromAddr(local.Addr())}, device.Endpoint{GID: bth.GIDFromAddr(ra)})
+	ah, err := m.dev.AHAttr(transport.Endpoint{GID: bth.GIDFromAddr(local.Addr())}, transport.Endpoint{GID: bth.GIDFromAddr(ra)})
 	if err != nil {
 		return nil, fmt.Errorf("cm: resolve: %w", err)
 	}
@@ -393,7 +393,7 @@ func (m *Manager) ResolveUDIn(ctx context.Context, ps mad.PortSpace, laddr, radd
 		q.id = m.ids()
 	}
 	q.msg = newMAD(mad.AttrSIDRREQ, m.hiTID|uint64(q.id))
-	q.msg.SIDRREQ().Put(mad.SIDRREQFields{RequestID: q.id, PKey: device.GSIPKey,
+	q.msg.SIDRREQ().Put(mad.SIDRREQFields{RequestID: q.id, PKey: transport.GSIPKey,
 		ServiceID: mad.ServiceID(ps, raddr.Port()), PrivateData: priv})
 	m.sidrOut[q.id] = q
 	m.armSIDR(q)

@@ -8,11 +8,9 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // sidrREQ builds the SIDR_REQ librdmacm's udaddy client sends to port,
@@ -159,12 +157,12 @@ func TestSIDRDuplicateREQ(t *testing.T) {
 	}
 	cfg := s.n.qpConfig()
 	prepared := 0
-	cfg.Prepare = func(*qp.QP) error { prepared++; return nil }
+	cfg.Prepare = func(*transport.QP) error { prepared++; return nil }
 	q, err := s.m.CreateUDQP(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, _ := q.Query(); q.Type() != qp.UD || q.State() != qp.RTS || a.QKey != UDPQKey || prepared != 1 {
+	if a, _ := q.Query(); q.Type() != transport.UD || q.State() != transport.RTS || a.QKey != UDPQKey || prepared != 1 {
 		t.Fatalf("%v in %v, Q_Key %#x, prepared %d times", q, q.State(), a.QKey, prepared)
 	}
 	if err := r.Accept(q, []byte("welcome")); err != nil {
@@ -309,15 +307,15 @@ func TestSIDRMem(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := qb.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.mr.SGE(0, 4096)}}); err != nil {
+			if err := qb.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.mr.SGE(0, 4096)}}); err != nil {
 				t.Fatal(err)
 			}
 			n := copy(a.buf, "ping")
-			if err := qa.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, n)},
+			if err := qa.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.mr.SGE(0, n)},
 				AH: ah, RemoteQPN: u.QPN, RemoteQKey: u.QKey}); err != nil {
 				t.Fatal(err)
 			}
-			wc := make([]cq.WC, 1)
+			wc := make([]transport.WC, 1)
 			for {
 				if _, err := b.cq.PollWait(ctx10(t), wc); err != nil {
 					t.Fatal(err)
@@ -326,7 +324,7 @@ func TestSIDRMem(t *testing.T) {
 					break
 				}
 			}
-			if wc[0].Status != cq.Success || wc[0].SrcQP != qa.QPN() || string(b.buf[40:44]) != "ping" {
+			if wc[0].Status != transport.Success || wc[0].SrcQP != qa.QPN() || string(b.buf[40:44]) != "ping" {
 				t.Errorf("%+v %q", wc[0], b.buf[40:44])
 			}
 		})

@@ -5,9 +5,8 @@ import (
 	"strings"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/ladder"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // Role is the role the peer under test plays in a case.
@@ -51,10 +50,10 @@ const (
 // Any stands for any value of an Outcome's state or completion status in
 // an expectation.
 const (
-	AnyState  = qp.State(0xff)
-	AnyStatus = cq.Status(0xff)
+	AnyState  = transport.QPState(0xff)
+	AnyStatus = transport.WCStatus(0xff)
 	// AnyError matches every completion status but Success.
-	AnyError = cq.Status(0xfe)
+	AnyError = transport.WCStatus(0xfe)
 )
 
 // Outcome is what a peer did in a case, or (in a Case's Expected) what the
@@ -77,10 +76,10 @@ type Outcome struct {
 	// CheckCount says whether Count is part of the expectation.
 	CheckCount bool
 	// State is the peer QP's state afterwards (AnyState: not checked).
-	State qp.State
+	State transport.QPState
 	// Status is the peer's completion status (AnyStatus: not checked;
 	// AnyError: any error).
-	Status cq.Status
+	Status transport.WCStatus
 	// Detail says more about what was observed (observed outcomes only).
 	Detail string
 }
@@ -144,7 +143,7 @@ func (e Outcome) matches(got Outcome) bool {
 	switch e.Status {
 	case AnyStatus:
 	case AnyError:
-		if got.Status == cq.Success || got.Status == AnyStatus {
+		if got.Status == transport.Success || got.Status == AnyStatus {
 			return false
 		}
 	default:

@@ -7,7 +7,7 @@
 // state afterwards, its completion status, and whether the peer still
 // serves a fresh QP.
 //
-// The peer is goroce itself (RunSelf): a device.Device over the
+// The peer is goroce itself (RunSelf): a transport.Device over the
 // in-memory link whose timers run on a clock the suite moves by hand, so a
 // case never waits for a real timeout and silence is proven with a fence
 // (a duplicate request whose answer must be the next packet), never with a

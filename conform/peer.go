@@ -18,9 +18,9 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/ladder"
 	"github.com/goroce/goroce/nic"
-	"github.com/goroce/goroce/oob/perftest"
-	"github.com/goroce/goroce/oob/pingpong"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/tools/perftest"
+	"github.com/goroce/goroce/tools/pingpong"
+	"github.com/goroce/goroce/transport"
 )
 
 // PeerConfig says how RunPeer reaches a peer on another host (or in
@@ -308,7 +308,7 @@ type remote struct {
 	answers int
 	// state is what the last fence showed: RTS if it was answered, Err
 	// if nothing came (stateWhy says so).
-	state    qp.State
+	state    transport.QPState
 	stateWhy string
 	// reqPSN and msn follow the peer's own requests (rc_pingpong's
 	// SENDs), which the suite acknowledges.
@@ -374,7 +374,7 @@ func (s *session) peerFenced() ([]bth.Packet, error) {
 		p, err := s.raw.nextWithin(s.c.qpn, s.c.qpn, s.cfgDeadWait(), r.proc.done)
 		if err != nil {
 			if errors.Is(err, errBackstop) || errors.Is(err, errStopped) {
-				r.state = qp.Err
+				r.state = transport.Err
 				r.stateWhy = fmt.Sprintf("the fence went unanswered for %v: the QP is taken to be in the error state", s.cfgDeadWait())
 				if errors.Is(err, errStopped) {
 					r.stateWhy = "the peer's command ended (" + r.proc.exited() + "): its QP is gone"
@@ -384,7 +384,7 @@ func (s *session) peerFenced() ([]bth.Packet, error) {
 			return got, err
 		}
 		if s.isFenceAnswer(p) {
-			r.state, r.stateWhy = qp.RTS, ""
+			r.state, r.stateWhy = transport.RTS, ""
 			return got, nil
 		}
 		got = append(got, p)
@@ -448,7 +448,7 @@ func (e *peerEnv) newPeerSession(c *Case, i int, need peerNeed) (*session, error
 	if err != nil {
 		return nil, err
 	}
-	r := &remote{cfg: cfg, tool: need.tool, proc: proc, minRNR: toolMinRNR, state: qp.RTS}
+	r := &remote{cfg: cfg, tool: need.tool, proc: proc, minRNR: toolMinRNR, state: transport.RTS}
 	s := &session{raw: e.raw, set: c.setup, peer: r}
 	// A QP number and first PSN of the suite's own per case: packets
 	// left over from an earlier case's peer go to another QPN.

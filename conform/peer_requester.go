@@ -11,11 +11,10 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/ladder"
-	"github.com/goroce/goroce/oob/perftest"
-	"github.com/goroce/goroce/oob/pingpong"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/tools/perftest"
+	"github.com/goroce/goroce/tools/pingpong"
+	"github.com/goroce/goroce/transport"
 )
 
 // The peer as requester. The peer runs a tool's CLIENT (ibv_rc_pingpong
@@ -129,7 +128,7 @@ const whyNoPython = "needs goroce's requester script on the peer, run with pytho
 
 // retryExhausted is the end of a request nobody answers, with the tools'
 // retry_cnt.
-var retryExhausted = Outcome{Reply: Completed, Count: toolRetryCnt, CheckCount: true, State: qp.Err, Status: cq.RetryExcErr}
+var retryExhausted = Outcome{Reply: Completed, Count: toolRetryCnt, CheckCount: true, State: transport.Err, Status: transport.RetryExcErr}
 
 // peerReqs maps each requester case a tool can play to how.
 var peerReqs = map[string]peerReq{
@@ -314,7 +313,7 @@ func (e *peerEnv) newReqSession(c *Case, i int, need peerNeed) (*session, error)
 	cfg := e.cfg
 	port := cfg.Port + 2*i
 	rq := need.req
-	r := &remote{cfg: cfg, tool: need.tool, client: rq, state: qp.RTS, lastAt: map[uint32]time.Time{}}
+	r := &remote{cfg: cfg, tool: need.tool, client: rq, state: transport.RTS, lastAt: map[uint32]time.Time{}}
 	s := &session{raw: e.raw, set: c.setup, peer: r}
 	s.c = &conn{qpn: rawQPN + 0x100 + uint32(i), ePSN: (rawPSN + uint32(i)<<12) & bth.PSNMask}
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Local.String(), strconv.Itoa(port)))
@@ -563,7 +562,7 @@ func (s *session) ended() (Outcome, error) {
 	if p.cmd == nil {
 		return Outcome{}, errors.New("the tool's end is not visible with printed commands")
 	}
-	o := Outcome{Reply: Completed, State: qp.RTS, Status: cq.Success}
+	o := Outcome{Reply: Completed, State: transport.RTS, Status: transport.Success}
 	if p.err == nil {
 		return o, nil
 	}
@@ -573,7 +572,7 @@ func (s *session) ended() (Outcome, error) {
 	}
 	// A completion in error moves the QP to the error state (IBA
 	// 10.8.3.3: any error completion of a send WR).
-	o.Status, o.State = st, qp.Err
+	o.Status, o.State = st, transport.Err
 	return o, nil
 }
 
@@ -583,12 +582,12 @@ var (
 )
 
 // toolStatus finds the completion status a tool printed.
-func toolStatus(out string) (cq.Status, bool) {
+func toolStatus(out string) (transport.WCStatus, bool) {
 	for _, re := range []*regexp.Regexp{pingpongStatus, perftestStatus} {
 		if m := re.FindStringSubmatch(out); m != nil {
 			n, err := strconv.Atoi(m[1])
 			if err == nil && n >= 0 && n < 256 {
-				return cq.Status(n), true
+				return transport.WCStatus(n), true
 			}
 		}
 	}
@@ -624,7 +623,7 @@ func (s *session) peerSettle(ref uint32, on func(ev peerEvent) error) (Outcome, 
 			sent++
 		}
 		if sent > resendLimit {
-			return Outcome{Reply: Retransmit, PSN: psnDiff(ev.psn, ref), CheckPSN: true, Count: sent, CheckCount: true, State: qp.RTS, Status: AnyStatus,
+			return Outcome{Reply: Retransmit, PSN: psnDiff(ev.psn, ref), CheckPSN: true, Count: sent, CheckCount: true, State: transport.RTS, Status: AnyStatus,
 				Detail: fmt.Sprintf("still sending requests again after %d, where retry_cnt is %d: its work request does not end", sent, toolRetryCnt)}, nil
 		}
 		if on != nil {
@@ -656,11 +655,11 @@ func (s *session) peerReact(ref uint32) (Outcome, error) {
 		case s.timerResend(ev) && s.sinceAnswer(ev) < localACKTimeout/4:
 			continue // the timer's resend, which crossed the answer
 		case !s.reaction(ev):
-			return Outcome{Reply: Waiting, CheckCount: true, State: qp.RTS, Status: AnyStatus,
+			return Outcome{Reply: Waiting, CheckCount: true, State: transport.RTS, Status: AnyStatus,
 				Detail: fmt.Sprintf("then, at its local ACK timeout (%v), it sent psn %+d again, %v after it came before",
 					localACKTimeout.Round(time.Millisecond), psnDiff(ev.psn, ref), ev.since.Round(time.Millisecond))}, nil
 		}
-		return Outcome{Reply: Retransmit, PSN: psnDiff(ev.psn, ref), CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS,
+		return Outcome{Reply: Retransmit, PSN: psnDiff(ev.psn, ref), CheckPSN: true, Count: 1, CheckCount: true, State: transport.RTS,
 			Status: AnyStatus, Detail: fmt.Sprintf("sent again %v after the suite's answer", s.sinceAnswer(ev).Round(time.Millisecond))}, nil
 	}
 }
@@ -703,7 +702,7 @@ func (s *session) peerUnsolicited() (Outcome, error) {
 		return Outcome{}, err
 	}
 	if d := psnDiff(next, psn); d != 1 {
-		return Outcome{Reply: Reply(fmt.Sprintf("its next SEND came at psn %+d, not +1", d)), State: qp.RTS, Status: AnyStatus}, nil
+		return Outcome{Reply: Reply(fmt.Sprintf("its next SEND came at psn %+d, not +1", d)), State: transport.RTS, Status: AnyStatus}, nil
 	}
 	return s.peerReact(next)
 }
@@ -867,7 +866,7 @@ func (s *session) peerRNRStorm() (Outcome, error) {
 		}
 		sent++
 	}
-	return Outcome{Reply: Retransmit, PSN: 0, CheckPSN: true, Count: sent, CheckCount: true, State: qp.RTS, Status: AnyStatus}, nil
+	return Outcome{Reply: Retransmit, PSN: 0, CheckPSN: true, Count: sent, CheckCount: true, State: transport.RTS, Status: AnyStatus}, nil
 }
 
 // peerRNRWaits: an RNR NAK with a timer of about 40 ms; the peer must not
@@ -888,7 +887,7 @@ func (s *session) peerRNRWaits() (Outcome, error) {
 		return deref(end), err
 	}
 	wait := ev.at.Sub(sentAt)
-	o := Outcome{Reply: Retransmit, PSN: psnDiff(ev.psn, psn), CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: AnyStatus,
+	o := Outcome{Reply: Retransmit, PSN: psnDiff(ev.psn, psn), CheckPSN: true, Count: 1, CheckCount: true, State: transport.RTS, Status: AnyStatus,
 		Detail: fmt.Sprintf("%v after the RNR NAK (timer %v)", wait.Round(time.Millisecond), bth.RNRTimer(reqRNRCode))}
 	if wait < bth.RNRTimer(reqRNRCode) {
 		o.Reply = "retransmission before the RNR timer ran out"
@@ -936,7 +935,7 @@ func (s *session) peerAtomics() (Outcome, error) {
 		}
 		return reply(ev.psn)
 	})
-	if err == nil && o.Status == cq.Success {
+	if err == nil && o.Status == transport.Success {
 		o.Detail = "the tool does not show the original values it got (0x1122334455667788 each)"
 	}
 	return o, err

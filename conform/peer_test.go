@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestPeerCommands: the peer's command lines, as rdma-core's and
@@ -91,12 +90,12 @@ func TestClientCommands(t *testing.T) {
 func TestToolStatus(t *testing.T) {
 	for _, tc := range []struct {
 		out  string
-		want cq.Status
+		want transport.WCStatus
 		ok   bool
 	}{
-		{"Failed status transport retry counter exceeded (12) for wr_id 2", cq.RetryExcErr, true},
-		{"local address: ... Failed status remote access error (10) for wr_id 2 parse WC failed 1", cq.RemAccessErr, true},
-		{" Completion with error at client  Failed status 13: wr_id 0 syndrom 0x82", cq.RNRRetryExcErr, true},
+		{"Failed status transport retry counter exceeded (12) for wr_id 2", transport.RetryExcErr, true},
+		{"local address: ... Failed status remote access error (10) for wr_id 2 parse WC failed 1", transport.RemAccessErr, true},
+		{" Completion with error at client  Failed status 13: wr_id 0 syndrom 0x82", transport.RNRRetryExcErr, true},
 		{"Couldn't connect to 192.0.2.1:18515", 0, false},
 		{"Failed status (999999999999999999999)", 0, false},
 	} {
@@ -202,7 +201,7 @@ func TestAnswers(t *testing.T) {
 		{Outcome{Reply: Silent, Count: 0, CheckCount: true}, 0},
 		{Outcome{Reply: ACK}, 1},
 		{Outcome{Reply: ReadResponse, Count: 2, CheckCount: true}, 2},
-		{Outcome{Reply: NAK, NAK: bth.NAKInvalidRequest, State: qp.Err}, 1},
+		{Outcome{Reply: NAK, NAK: bth.NAKInvalidRequest, State: transport.Err}, 1},
 	} {
 		if got := tc.o.answers(); got != tc.want {
 			t.Errorf("%v: %d, want %d", tc.o, got, tc.want)

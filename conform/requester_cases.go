@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // A requester case posts work on the peer's QP, reads its requests and
@@ -22,16 +20,16 @@ func reqCase(id, rule string, set setup, run func(s *session) (Outcome, error), 
 }
 
 // completedWith is a work request completed with st, nothing sent again.
-func completedWith(st cq.Status, state qp.State) Outcome {
+func completedWith(st transport.WCStatus, state transport.QPState) Outcome {
 	return Outcome{Reply: Completed, Count: 0, CheckCount: true, State: state, Status: st}
 }
 
 // waitingRTS is a requester that neither completed nor sent anything.
-var waitingRTS = Outcome{Reply: Waiting, Count: 0, CheckCount: true, State: qp.RTS, Status: AnyStatus}
+var waitingRTS = Outcome{Reply: Waiting, Count: 0, CheckCount: true, State: transport.RTS, Status: AnyStatus}
 
 // postAndRead posts wr and reads its n request packets; it returns the
 // first one's PSN.
-func (s *session) postAndRead(wr qp.SendWR, n int) (uint32, error) {
+func (s *session) postAndRead(wr transport.SendWR, n int) (uint32, error) {
 	if err := s.post(wr); err != nil {
 		return 0, err
 	}
@@ -60,7 +58,7 @@ func (s *session) settle(ref uint32, limit int) (Outcome, error) {
 			return o, err
 		}
 		total += o.Count
-		if o.Reply == Completed || o.State == qp.Err {
+		if o.Reply == Completed || o.State == transport.Err {
 			o.Count, o.CheckCount = total, true
 			return o, nil
 		}
@@ -71,8 +69,8 @@ func (s *session) settle(ref uint32, limit int) (Outcome, error) {
 
 // readWR is a READ of n bytes of the suite's (imaginary) memory into the
 // peer's region.
-func (s *session) readWR(n int) qp.SendWR {
-	return qp.SendWR{Opcode: qp.WRRDMARead, SGL: []mr.SGE{s.mr.SGE(40<<10, n)}, RemoteAddr: 0x10000, RKey: 0x1234}
+func (s *session) readWR(n int) transport.SendWR {
+	return transport.SendWR{Opcode: transport.WRRDMARead, SGL: []transport.SGE{s.mr.SGE(40<<10, n)}, RemoteAddr: 0x10000, RKey: 0x1234}
 }
 
 // rnrStorm posts a SEND and answers each of its requests with an RNR NAK
@@ -90,7 +88,7 @@ func (s *session) rnrStorm(limit int) (Outcome, error) {
 			return Outcome{}, err
 		}
 		o, err := s.reqOutcome(psn)
-		if err != nil || o.Reply == Completed || o.State == qp.Err {
+		if err != nil || o.Reply == Completed || o.State == transport.Err {
 			o.Count, o.CheckCount = sent, true
 			return o, err
 		}
@@ -119,7 +117,7 @@ func (s *session) twoSends() (uint32, error) {
 // answers it with answer (nil: no answer), and describes what the peer did
 // then: at once (reqOutcome), or, with settle, once the local ACK timeout
 // has run out as often as needed for the work request to complete.
-func (s *session) answered(wr qp.SendWR, answer func(psn uint32) error, settle bool) (Outcome, error) {
+func (s *session) answered(wr transport.SendWR, answer func(psn uint32) error, settle bool) (Outcome, error) {
 	psn, err := s.postAndRead(wr, 1)
 	if err != nil {
 		return Outcome{}, err
@@ -157,19 +155,19 @@ func readCase(id, rule string, n int, answer func(s *session, psn uint32) error,
 var ackSyn = bth.ACKSyndrome(bth.CreditsInvalid)
 
 // inError is a work request completed with some error, the QP in ERR.
-var inError = Outcome{Reply: Completed, State: qp.Err, Status: AnyError}
+var inError = Outcome{Reply: Completed, State: transport.Err, Status: AnyError}
 
 func requesterCases() []Case {
 	// the peer's answer to a NAK that ends the connection
-	nakCase := func(id string, code bth.NAKCode, st cq.Status) Case {
+	nakCase := func(id string, code bth.NAKCode, st transport.WCStatus) Case {
 		return sendCase(id, "requester: a NAK completes the request in error and the QP enters the error state",
 			func(s *session, psn uint32) error { return s.nak(psn, bth.NAKSyndrome(code)) }, false,
-			completedWith(st, qp.Err))
+			completedWith(st, transport.Err))
 	}
 	return []Case{
 		sendCase("req-ack-completes", "requester: an ACK of the last PSN completes the request",
 			func(s *session, psn uint32) error { return s.ack(psn, 1) }, false,
-			completedWith(cq.Success, qp.RTS)),
+			completedWith(transport.Success, transport.RTS)),
 		sendCase("req-ghost-ack-ahead", "requester: an ACK for a PSN never sent is a ghost and is dropped",
 			func(s *session, psn uint32) error { return s.ack(psn+5, 1) }, false,
 			waitingRTS),
@@ -194,7 +192,7 @@ func requesterCases() []Case {
 		// requester that checks it may also ignore the ACK.
 		sendCase("req-ack-wrong-msn", "ACK and MSN rules: an ACK carrying an MSN out of step",
 			func(s *session, psn uint32) error { return s.ack(psn, 1000) }, false,
-			completedWith(cq.Success, qp.RTS), waitingRTS),
+			completedWith(transport.Success, transport.RTS), waitingRTS),
 		reqCase("req-coalesced-ack", "requester: an ACK acknowledges every earlier PSN (coalescing)", setup{},
 			func(s *session) (Outcome, error) {
 				psn, err := s.twoSends()
@@ -206,17 +204,17 @@ func requesterCases() []Case {
 				}
 				o, err := s.reqOutcome(psn)
 				if err == nil && o.Reply == Completed {
-					wc := make([]cq.WC, 2)
-					if n, _ := s.c.scq.Poll(wc); n != 1 || wc[0].Status != cq.Success {
+					wc := make([]transport.WC, 2)
+					if n, _ := s.c.scq.Poll(wc); n != 1 || wc[0].Status != transport.Success {
 						o.Reply = Reply(fmt.Sprintf("the second request completed %d times", n))
 					}
 				}
 				return o, err
-			}, completedWith(cq.Success, qp.RTS)),
+			}, completedWith(transport.Success, transport.RTS)),
 		reqCase("req-ack-mid-message", "requester: a request completes only when its last PSN is acknowledged", setup{},
 			func(s *session) (Outcome, error) {
 				wr := s.sendWR()
-				wr.SGL = []mr.SGE{s.mr.SGE(0, 3*mtu)}
+				wr.SGL = []transport.SGE{s.mr.SGE(0, 3*mtu)}
 				psn, err := s.postAndRead(wr, 3)
 				if err != nil {
 					return Outcome{}, err
@@ -242,13 +240,13 @@ func requesterCases() []Case {
 				}
 				o, err := s.reqOutcome(psn)
 				if err == nil && o.Reply == Completed {
-					wc := make([]cq.WC, 2)
-					if n, _ := s.c.scq.Poll(wc); n != 1 || wc[0].Status != cq.Success || wc[0].WRID != 2 {
+					wc := make([]transport.WC, 2)
+					if n, _ := s.c.scq.Poll(wc); n != 1 || wc[0].Status != transport.Success || wc[0].WRID != 2 {
 						o.Reply = Reply(fmt.Sprintf("the READ completed %d times", n))
 					}
 				}
 				return o, err
-			}, completedWith(cq.Success, qp.RTS)),
+			}, completedWith(transport.Success, transport.RTS)),
 		reqCase("req-nak-seq-retransmits", "requester: a sequence error NAK acknowledges the PSNs before it and the requester resends from its PSN", setup{},
 			func(s *session) (Outcome, error) {
 				psn, err := s.twoSends()
@@ -259,10 +257,10 @@ func requesterCases() []Case {
 					return Outcome{}, err
 				}
 				return s.reqOutcome(psn)
-			}, Outcome{Reply: Retransmit, PSN: 1, CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: cq.Success}),
-		nakCase("req-nak-invalid-request", bth.NAKInvalidRequest, cq.RemInvReqErr),
-		nakCase("req-nak-remote-access", bth.NAKRemoteAccessError, cq.RemAccessErr),
-		nakCase("req-nak-remote-operational", bth.NAKRemoteOperational, cq.RemOpErr),
+			}, Outcome{Reply: Retransmit, PSN: 1, CheckPSN: true, Count: 1, CheckCount: true, State: transport.RTS, Status: transport.Success}),
+		nakCase("req-nak-invalid-request", bth.NAKInvalidRequest, transport.RemInvReqErr),
+		nakCase("req-nak-remote-access", bth.NAKRemoteAccessError, transport.RemAccessErr),
+		nakCase("req-nak-remote-operational", bth.NAKRemoteOperational, transport.RemOpErr),
 		sendCase("req-nak-invalid-rd-request", "requester: a NAK code RC does not use (invalid RD request) ends the request in error",
 			func(s *session, psn uint32) error { return s.nak(psn, bth.NAKSyndrome(bth.NAKInvalidRDRequest)) }, true,
 			inError),
@@ -270,7 +268,7 @@ func requesterCases() []Case {
 			func(s *session, psn uint32) error { return s.nak(psn, bth.NAKSyndrome(bth.NAKCode(9))) }, true,
 			inError),
 		sendCase("req-silence-retry-exhausted", "requester retry: after retry_cnt timeouts the request completes with RETRY_EXC_ERR",
-			nil, true, Outcome{Reply: Completed, Count: 2, CheckCount: true, State: qp.Err, Status: cq.RetryExcErr}),
+			nil, true, Outcome{Reply: Completed, Count: 2, CheckCount: true, State: transport.Err, Status: transport.RetryExcErr}),
 		reqCase("req-timeout-retransmits", "requester retry: a local ACK timeout resends the unacknowledged request", setup{},
 			func(s *session) (Outcome, error) {
 				psn, err := s.postAndRead(s.sendWR(), 1)
@@ -292,13 +290,13 @@ func requesterCases() []Case {
 				end, err := s.reqOutcome(psn)
 				o.Status = end.Status
 				return o, err
-			}, Outcome{Reply: Retransmit, PSN: 0, CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: cq.Success}),
+			}, Outcome{Reply: Retransmit, PSN: 0, CheckPSN: true, Count: 1, CheckCount: true, State: transport.RTS, Status: transport.Success}),
 		reqCase("req-rnr-retry-exhausted", "RNR: after rnr_retry RNR NAKs the request completes with RNR_RETRY_EXC_ERR", setup{},
 			func(s *session) (Outcome, error) { return s.rnrStorm(6) },
-			Outcome{Reply: Completed, Count: 2, CheckCount: true, State: qp.Err, Status: cq.RNRRetryExcErr}),
+			Outcome{Reply: Completed, Count: 2, CheckCount: true, State: transport.Err, Status: transport.RNRRetryExcErr}),
 		reqCase("req-rnr-retry-7-unlimited", "RNR: rnr_retry 7 retries without end", setup{rnrRetry: 7},
 			func(s *session) (Outcome, error) { return s.rnrStorm(10) },
-			Outcome{Reply: Retransmit, PSN: 0, CheckPSN: true, Count: 10, CheckCount: true, State: qp.RTS, Status: AnyStatus}),
+			Outcome{Reply: Retransmit, PSN: 0, CheckPSN: true, Count: 10, CheckCount: true, State: transport.RTS, Status: AnyStatus}),
 		sendCase("req-ghost-nak-seq", "requester: a sequence error NAK for a PSN never sent is a ghost and is dropped",
 			func(s *session, psn uint32) error { return s.nak(psn+7, bth.NAKSyndrome(bth.NAKPSNSequenceError)) }, false,
 			waitingRTS),
@@ -324,7 +322,7 @@ func requesterCases() []Case {
 				}
 				s.clk.Advance(bth.RNRTimer(code))
 				return s.reqOutcome(psn)
-			}, Outcome{Reply: Retransmit, PSN: 0, CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: AnyStatus}),
+			}, Outcome{Reply: Retransmit, PSN: 0, CheckPSN: true, Count: 1, CheckCount: true, State: transport.RTS, Status: AnyStatus}),
 		readCase("req-read-response-short", "requester: a READ response shorter than the READ asked for never completes it successfully", 64,
 			func(s *session, psn uint32) error {
 				return s.answer(bth.RCReadResponseOnly, psn, pay(32), withAETH(ackSyn, 1))
@@ -350,7 +348,7 @@ func requesterCases() []Case {
 			inError),
 		reqCase("req-atomic-ack-completes", "requester: an atomic ACK returns the original value", setup{},
 			func(s *session) (Outcome, error) {
-				wr := qp.SendWR{Opcode: qp.WRAtomicFetchAndAdd, SGL: []mr.SGE{s.mr.SGE(48<<10, 8)}, RemoteAddr: 0x10000, RKey: 0x1234, CompareAdd: 1}
+				wr := transport.SendWR{Opcode: transport.WRAtomicFetchAndAdd, SGL: []transport.SGE{s.mr.SGE(48<<10, 8)}, RemoteAddr: 0x10000, RKey: 0x1234, CompareAdd: 1}
 				psn, err := s.postAndRead(wr, 1)
 				if err != nil {
 					return Outcome{}, err
@@ -359,12 +357,12 @@ func requesterCases() []Case {
 					return Outcome{}, err
 				}
 				o, err := s.reqOutcome(psn)
-				if err == nil && o.Status == cq.Success {
+				if err == nil && o.Status == transport.Success {
 					if v := binary.LittleEndian.Uint64(s.mr.Bytes()[48<<10:]); v != 0x1122334455667788 {
 						o.Reply = Reply(fmt.Sprintf("original value %#x placed, want 0x1122334455667788", v))
 					}
 				}
 				return o, err
-			}, completedWith(cq.Success, qp.RTS)),
+			}, completedWith(transport.Success, transport.RTS)),
 	}
 }

@@ -6,22 +6,21 @@ import (
 	"fmt"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // Expectations used by many responder cases.
 var (
 	// the request is acknowledged and the connection goes on
-	ackedRTS = Outcome{Reply: ACK, PSN: 0, CheckPSN: true, State: qp.RTS, Status: AnyStatus}
+	ackedRTS = Outcome{Reply: ACK, PSN: 0, CheckPSN: true, State: transport.RTS, Status: AnyStatus}
 	// the packet is dropped without an answer and the connection goes on
-	silentRTS = Outcome{Reply: Silent, Count: 0, CheckCount: true, State: qp.RTS, Status: AnyStatus}
+	silentRTS = Outcome{Reply: Silent, Count: 0, CheckCount: true, State: transport.RTS, Status: AnyStatus}
 )
 
 // fatalNAK is a NAK of code at the stimulus's PSN plus d, after which
 // the QP is in the error state.
 func fatalNAK(code bth.NAKCode, d int) Outcome {
-	return Outcome{Reply: NAK, NAK: code, PSN: d, CheckPSN: true, State: qp.Err, Status: AnyStatus}
+	return Outcome{Reply: NAK, NAK: code, PSN: d, CheckPSN: true, State: transport.Err, Status: AnyStatus}
 }
 
 func pay(n int) []byte { return bytes.Repeat([]byte{0xa5}, n) }
@@ -37,10 +36,10 @@ func withHdr(p pkt, f func(bth.BTH)) pkt { p.hdr = f; return p }
 
 func responderCases() []Case {
 	seqNAK := Outcome{Reply: NAK, NAK: bth.NAKPSNSequenceError, PSN: 0, CheckPSN: true, Count: 1, CheckCount: true,
-		State: qp.RTS, Status: AnyStatus}
-	noRead := setup{access: mr.LocalWrite | mr.RemoteWrite | mr.RemoteAtomic}
-	noWrite := setup{access: mr.LocalWrite | mr.RemoteRead | mr.RemoteAtomic}
-	noAtomic := setup{access: mr.LocalWrite | mr.RemoteRead | mr.RemoteWrite}
+		State: transport.RTS, Status: AnyStatus}
+	noRead := setup{access: transport.LocalWrite | transport.RemoteWrite | transport.RemoteAtomic}
+	noWrite := setup{access: transport.LocalWrite | transport.RemoteRead | transport.RemoteAtomic}
+	noAtomic := setup{access: transport.LocalWrite | transport.RemoteRead | transport.RemoteWrite}
 	// An operation the QP's access flags do not enable: rxe answers an
 	// invalid request; a remote access error names the same fault.
 	notEnabled := []Outcome{fatalNAK(bth.NAKInvalidRequest, 0), fatalNAK(bth.NAKRemoteAccessError, 0)}
@@ -62,7 +61,7 @@ func responderCases() []Case {
 				return s.respond(s.req(bth.RCSendOnly, 0, pay(64)))
 			}},
 		{ID: "resp-dup-send", Rule: "C9-105", Role: Responder,
-			Expected: []Outcome{{Reply: ACK, PSN: -1, CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: AnyStatus}},
+			Expected: []Outcome{{Reply: ACK, PSN: -1, CheckPSN: true, Count: 1, CheckCount: true, State: transport.RTS, Status: AnyStatus}},
 			run: func(s *session) (Outcome, error) {
 				if err := s.step(s.req(bth.RCSendOnly, 0, pay(64)), ackedRTS); err != nil {
 					return Outcome{}, err
@@ -79,7 +78,7 @@ func responderCases() []Case {
 				return o, err
 			}},
 		{ID: "resp-dup-write", Rule: "C9-105", Role: Responder,
-			Expected: []Outcome{{Reply: ACK, PSN: -1, CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: AnyStatus}},
+			Expected: []Outcome{{Reply: ACK, PSN: -1, CheckPSN: true, Count: 1, CheckCount: true, State: transport.RTS, Status: AnyStatus}},
 			run: func(s *session) (Outcome, error) {
 				w := s.req(bth.RCWriteOnly, 0, pay(64), withRETH(s.va(8192), s.rkey(), 64))
 				if err := s.step(w, ackedRTS); err != nil {
@@ -89,7 +88,7 @@ func responderCases() []Case {
 				return s.respond(w)
 			}},
 		{ID: "resp-dup-read", Rule: "duplicate handling: a duplicate READ is answered again from the responder resources", Role: Responder,
-			Expected: []Outcome{{Reply: ReadResponse, PSN: -2, CheckPSN: true, Count: 2, CheckCount: true, State: qp.RTS, Status: AnyStatus}},
+			Expected: []Outcome{{Reply: ReadResponse, PSN: -2, CheckPSN: true, Count: 2, CheckCount: true, State: transport.RTS, Status: AnyStatus}},
 			run: func(s *session) (Outcome, error) {
 				r := s.req(bth.RCReadRequest, 0, nil, withRETH(s.va(4096), s.rkey(), 2*mtu))
 				if err := s.raw.send(r); err != nil {
@@ -104,7 +103,7 @@ func responderCases() []Case {
 				return s.respond(r)
 			}},
 		{ID: "resp-dup-atomic", Rule: "duplicate handling: a duplicate atomic is answered again, not executed again", Role: Responder,
-			Expected: []Outcome{{Reply: AtomicAck, PSN: -1, CheckPSN: true, Count: 1, CheckCount: true, State: qp.RTS, Status: AnyStatus}},
+			Expected: []Outcome{{Reply: AtomicAck, PSN: -1, CheckPSN: true, Count: 1, CheckCount: true, State: transport.RTS, Status: AnyStatus}},
 			run: func(s *session) (Outcome, error) {
 				a := s.req(bth.RCFetchAdd, 0, nil, withAtomic(s.va(8192), s.rkey(), 5, 0))
 				if s.peer != nil {
@@ -127,7 +126,7 @@ func responderCases() []Case {
 				}
 				word := s.mr.Bytes()[8192:]
 				binary.LittleEndian.PutUint64(word, 10)
-				if err := s.step(a, Outcome{Reply: AtomicAck, PSN: 0, CheckPSN: true, State: qp.RTS, Status: AnyStatus}); err != nil {
+				if err := s.step(a, Outcome{Reply: AtomicAck, PSN: 0, CheckPSN: true, State: transport.RTS, Status: AnyStatus}); err != nil {
 					return Outcome{}, err
 				}
 				s.c.ePSN++
@@ -258,7 +257,7 @@ func responderCases() []Case {
 			}, ackedRTS),
 		{ID: "resp-rnr-no-receive", Rule: "responder: RNR NAK carries the QP's minimum RNR timer", Role: Responder,
 			setup:    setup{noRecv: true, minRNR: 14},
-			Expected: []Outcome{{Reply: RNRNAK, PSN: 0, CheckPSN: true, State: qp.RTS, Status: AnyStatus}},
+			Expected: []Outcome{{Reply: RNRNAK, PSN: 0, CheckPSN: true, State: transport.RTS, Status: AnyStatus}},
 			run: func(s *session) (Outcome, error) {
 				ref := s.c.ePSN
 				got, err := s.exchange(s.req(bth.RCSendOnly, 0, pay(64)))
@@ -271,7 +270,7 @@ func responderCases() []Case {
 				return o, err
 			}},
 		{ID: "resp-read-msn", Rule: "C9-148", Role: Responder,
-			Expected: []Outcome{{Reply: ReadResponse, PSN: 0, CheckPSN: true, State: qp.RTS, Status: AnyStatus}},
+			Expected: []Outcome{{Reply: ReadResponse, PSN: 0, CheckPSN: true, State: transport.RTS, Status: AnyStatus}},
 			run: func(s *session) (Outcome, error) {
 				ref := s.c.ePSN
 				got, err := s.exchange(s.req(bth.RCReadRequest, 0, nil, withRETH(s.va(0), s.rkey(), 64)))
@@ -301,7 +300,7 @@ func (s *session) stepAtomic(p pkt) (uint64, error) {
 		return 0, err
 	}
 	o := s.respOutcome(got, ref)
-	if want := (Outcome{Reply: AtomicAck, PSN: 0, CheckPSN: true, State: qp.RTS, Status: AnyStatus}); !want.matches(o) {
+	if want := (Outcome{Reply: AtomicAck, PSN: 0, CheckPSN: true, State: transport.RTS, Status: AnyStatus}); !want.matches(o) {
 		return 0, fmt.Errorf("preparing: %v answered with %v", p.op, o)
 	}
 	return got[0].AtomicAckETH().OrigData(), nil

@@ -7,26 +7,23 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/manualclock"
 	"github.com/goroce/goroce/ladder"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // setup is what a case changes in the peer's QP and resources.
 type setup struct {
-	access   mr.Access // the peer QP's access flags (0: every remote right)
-	noRecv   bool      // post no receive
-	retry    uint8     // retry_cnt (0: 2)
-	rnrRetry uint8     // rnr_retry (0: 2)
-	minRNR   uint8     // the responder's RNR timer code (0: 12)
+	access   transport.Access // the peer QP's access flags (0: every remote right)
+	noRecv   bool             // post no receive
+	retry    uint8            // retry_cnt (0: 2)
+	rnrRetry uint8            // rnr_retry (0: 2)
+	minRNR   uint8            // the responder's RNR timer code (0: 12)
 }
 
 const (
-	allAccess = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+	allAccess = transport.LocalWrite | transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic
 	regionLen = 64 << 10
 	recvLen   = 4096
 	nRecv     = 4
@@ -46,8 +43,8 @@ const (
 
 // conn is one connection between a peer QP and the suite.
 type conn struct {
-	q        *qp.QP
-	scq, rcq *cq.CQ
+	q        *transport.QP
+	scq, rcq *transport.CQ
 	qpn      uint32 // the suite's QP number
 	ePSN     uint32 // the next PSN the suite sends: the peer's expected PSN
 	peerPSN  uint32 // the first PSN the peer sends
@@ -57,9 +54,9 @@ type conn struct {
 // in-memory link, its clock, and the suite's endpoint.
 type session struct {
 	clk *manualclock.Clock
-	dev *device.Device
-	pd  *mr.PD
-	mr  *mr.MR
+	dev *transport.Device
+	pd  *transport.PD
+	mr  *transport.MR
 	raw *rawEnd
 	set setup
 	c   *conn // the connection a case works on
@@ -105,7 +102,7 @@ func (s *session) pastEnd(d int) uint64 {
 
 // qpState is the peer QP's state: read from the device, or for a remote
 // peer what the last fence showed.
-func (s *session) qpState() qp.State {
+func (s *session) qpState() transport.QPState {
 	if s.peer != nil {
 		return s.peer.state
 	}
@@ -140,7 +137,7 @@ func newSelfSession(set setup) (*session, error) {
 		return nil, err
 	}
 	clk := manualclock.New()
-	dev, err := device.Open(pl, device.Options{Clock: clk})
+	dev, err := transport.Open(pl, transport.Options{Clock: clk})
 	if err != nil {
 		pl.Close()
 		rl.Close()
@@ -152,7 +149,7 @@ func newSelfSession(set setup) (*session, error) {
 		s.close()
 		return nil, err
 	}
-	if s.f, err = s.connect(fenceQPN, setup{access: mr.LocalWrite, noRecv: true}); err != nil {
+	if s.f, err = s.connect(fenceQPN, setup{access: transport.LocalWrite, noRecv: true}); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -167,8 +164,8 @@ func newSelfSession(set setup) (*session, error) {
 func (s *session) connect(rqpn uint32, set setup) (*conn, error) {
 	c := &conn{qpn: rqpn, ePSN: rawPSN, scq: s.dev.CreateCQ(64), rcq: s.dev.CreateCQ(64)}
 	var err error
-	c.q, err = s.dev.CreateQP(s.pd, qp.InitAttr{Type: qp.RC, SendCQ: c.scq, RecvCQ: c.rcq,
-		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	c.q, err = s.dev.CreateQP(s.pd, transport.QPInitAttr{Type: transport.RC, SendCQ: c.scq, RecvCQ: c.rcq,
+		Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return nil, err
 	}
@@ -177,9 +174,9 @@ func (s *session) connect(rqpn uint32, set setup) (*conn, error) {
 		return nil, err
 	}
 	c.peerPSN = local.PSN
-	remote := device.Endpoint{QPN: rqpn, PSN: rawPSN, GID: bth.GIDFromAddr(rawAddr), MTU: qp.MTU1024}
-	o := device.ConnectOptions{Access: set.access, Timeout: timeout, RetryCnt: set.retry, RNRRetry: set.rnrRetry,
-		MinRNRTimer: set.minRNR, PathMTU: qp.MTU1024}
+	remote := transport.Endpoint{QPN: rqpn, PSN: rawPSN, GID: bth.GIDFromAddr(rawAddr), MTU: transport.MTU1024}
+	o := transport.ConnectOptions{Access: set.access, Timeout: timeout, RetryCnt: set.retry, RNRRetry: set.rnrRetry,
+		MinRNRTimer: set.minRNR, PathMTU: transport.MTU1024}
 	if o.Access == 0 {
 		o.Access = allAccess
 	}
@@ -195,7 +192,7 @@ func (s *session) connect(rqpn uint32, set setup) (*conn, error) {
 	s.raw.connect(ladder.Endpoint{Addr: rawAddr, QPN: rqpn}, ladder.Endpoint{Addr: peerAddr, QPN: c.q.QPN()})
 	if !set.noRecv {
 		for i := range nRecv {
-			if err := c.q.PostRecv(&qp.RecvWR{WRID: uint64(100 + i), SGL: []mr.SGE{s.mr.SGE(i*recvLen, recvLen)}}); err != nil {
+			if err := c.q.PostRecv(&transport.RecvWR{WRID: uint64(100 + i), SGL: []transport.SGE{s.mr.SGE(i*recvLen, recvLen)}}); err != nil {
 				return nil, err
 			}
 		}
@@ -330,8 +327,8 @@ func (s *session) req(op bth.OpCode, d int, payload []byte, exts ...func([]byte,
 // --- the peer as requester ---
 
 // post posts a signaled send work request on the peer's QP.
-func (s *session) post(wr qp.SendWR) error {
-	wr.Flags |= qp.Signaled
+func (s *session) post(wr transport.SendWR) error {
+	wr.Flags |= transport.Signaled
 	if wr.WRID == 0 {
 		wr.WRID = 1
 	}
@@ -340,8 +337,8 @@ func (s *session) post(wr qp.SendWR) error {
 
 // sendWR is a 64-byte SEND from the peer's region, 32 KiB in (past the
 // receive buffers).
-func (s *session) sendWR() qp.SendWR {
-	return qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{s.mr.SGE(32<<10, 64)}}
+func (s *session) sendWR() transport.SendWR {
+	return transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.mr.SGE(32<<10, 64)}}
 }
 
 // request reads the peer's next request packet.
@@ -398,7 +395,7 @@ func (s *session) reqOutcome(ref uint32) (Outcome, error) {
 		}
 	}
 	o.State = c.q.State()
-	wc := make([]cq.WC, 1)
+	wc := make([]transport.WC, 1)
 	if n, _ := c.scq.Poll(wc); n == 1 {
 		o.Status = wc[0].Status
 		o.Reply = Completed
@@ -420,12 +417,12 @@ func isReadResponse(op bth.OpCode) bool {
 }
 
 // waitCompletion waits for the peer's send completion (one must come).
-func (s *session) waitCompletion() (cq.WC, error) {
+func (s *session) waitCompletion() (transport.WC, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), backstop)
 	defer cancel()
-	wc := make([]cq.WC, 1)
+	wc := make([]transport.WC, 1)
 	if _, err := s.c.scq.PollWait(ctx, wc); err != nil {
-		return cq.WC{}, fmt.Errorf("waiting for the peer's completion: %w", err)
+		return transport.WC{}, fmt.Errorf("waiting for the peer's completion: %w", err)
 	}
 	return wc[0], nil
 }
@@ -433,7 +430,7 @@ func (s *session) waitCompletion() (cq.WC, error) {
 // alive checks that the peer still serves a fresh QP: a SEND each way on a
 // new connection, acknowledged and completed.
 func (s *session) alive() error {
-	c, err := s.connect(aliveQPN, setup{access: mr.LocalWrite})
+	c, err := s.connect(aliveQPN, setup{access: transport.LocalWrite})
 	if err != nil {
 		return err
 	}
@@ -463,7 +460,7 @@ func (s *session) alive() error {
 	if err != nil {
 		return err
 	}
-	if wc.Status != cq.Success {
+	if wc.Status != transport.Success {
 		return fmt.Errorf("fresh QP's SEND completed with %v", wc.Status)
 	}
 	return nil

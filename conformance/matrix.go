@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/goroce/goroce/oob/cmtime"
-	"github.com/goroce/goroce/oob/rdmaserver"
-	"github.com/goroce/goroce/oob/rping"
-	"github.com/goroce/goroce/oob/ucmatose"
-	"github.com/goroce/goroce/oob/udaddy"
+	"github.com/goroce/goroce/tools/cmtime"
+	"github.com/goroce/goroce/tools/rdmaserver"
+	"github.com/goroce/goroce/tools/rping"
+	"github.com/goroce/goroce/tools/ucmatose"
+	"github.com/goroce/goroce/tools/udaddy"
 )
 
 // Family groups the tools by command line, exchange and output format.

@@ -21,11 +21,8 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/udp"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // The verbs stage (-peer lab-pyverbs): what no tool exercises, memory
@@ -70,12 +67,12 @@ type verbsServer struct {
 // rxe's behind the guest's verbs server, or (a pair case) the QPs of the
 // host's verbs server, over libgoroce.so, and the guest's.
 type verbsConn struct {
-	dev    *device.Device
-	pd     *mr.PD
-	cq     *cq.CQ
-	qp     *qp.QP
-	target *mr.MR // 64 KiB, LocalWrite|MWBind: where goroce's windows go
-	local  *mr.MR // goroce's own buffers
+	dev    *transport.Device
+	pd     *transport.PD
+	cq     *transport.CQ
+	qp     *transport.QP
+	target *transport.MR // 64 KiB, LocalWrite|MWBind: where goroce's windows go
+	local  *transport.MR // goroce's own buffers
 	guest  *verbsServer
 	host   *verbsServer // pair cases only
 	// peer is rxe's target region; hostTarget, in a pair case, the
@@ -144,14 +141,14 @@ func (s *verbsServer) call(ctx context.Context, req map[string]any) (*guestReply
 }
 
 // status calls op and checks the completion status the server reports
-// (libibverbs' enum ibv_wc_status values, as cq.Status).
-func (s *verbsServer) status(ctx context.Context, want cq.Status, req map[string]any) (*guestReply, error) {
+// (libibverbs' enum ibv_wc_status values, as transport.WCStatus).
+func (s *verbsServer) status(ctx context.Context, want transport.WCStatus, req map[string]any) (*guestReply, error) {
 	r, err := s.call(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if cq.Status(r.Status) != want {
-		return r, fmt.Errorf("%s's %s completed %v, want %v", s.name, req["op"], cq.Status(r.Status), want)
+	if transport.WCStatus(r.Status) != want {
+		return r, fmt.Errorf("%s's %s completed %v, want %v", s.name, req["op"], transport.WCStatus(r.Status), want)
 	}
 	return r, nil
 }
@@ -162,30 +159,30 @@ func (v *verbsConn) call(ctx context.Context, req map[string]any) (*guestReply, 
 }
 
 // rxeStatus calls op on rxe's side and checks its completion status.
-func (v *verbsConn) rxeStatus(ctx context.Context, want cq.Status, req map[string]any) (*guestReply, error) {
+func (v *verbsConn) rxeStatus(ctx context.Context, want transport.WCStatus, req map[string]any) (*guestReply, error) {
 	return v.guest.status(ctx, want, req)
 }
 
 // post posts wr on goroce's QP and waits for its completion, checking
 // its status.
-func (v *verbsConn) post(ctx context.Context, wr qp.SendWR, want cq.Status) (cq.WC, error) {
+func (v *verbsConn) post(ctx context.Context, wr transport.SendWR, want transport.WCStatus) (transport.WC, error) {
 	v.wr++
-	wr.WRID, wr.Flags = v.wr, wr.Flags|qp.Signaled
+	wr.WRID, wr.Flags = v.wr, wr.Flags|transport.Signaled
 	if err := v.qp.PostSend(&wr); err != nil {
-		return cq.WC{}, fmt.Errorf("goroce %v: %w", wr.Opcode, err)
+		return transport.WC{}, fmt.Errorf("goroce %v: %w", wr.Opcode, err)
 	}
 	return v.waitSend(ctx, v.wr, wr.Opcode.String(), want)
 }
 
 // waitSend waits for goroce's completion of wrID.
-func (v *verbsConn) waitSend(ctx context.Context, wrID uint64, what string, want cq.Status) (cq.WC, error) {
+func (v *verbsConn) waitSend(ctx context.Context, wrID uint64, what string, want transport.WCStatus) (transport.WC, error) {
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	var wc [1]cq.WC
+	var wc [1]transport.WC
 	for {
 		n, err := v.cq.PollWait(wctx, wc[:])
 		if err != nil {
-			return cq.WC{}, fmt.Errorf("goroce %s: no completion: %w", what, err)
+			return transport.WC{}, fmt.Errorf("goroce %s: no completion: %w", what, err)
 		}
 		if n == 1 && wc[0].WRID == wrID {
 			break
@@ -208,9 +205,9 @@ func pattern(n int, seed byte) []byte {
 }
 
 // write WRITEs the pattern seed to rkey/addr from goroce.
-func (v *verbsConn) write(ctx context.Context, rkey uint32, addr uint64, n int, seed byte, want cq.Status) error {
+func (v *verbsConn) write(ctx context.Context, rkey uint32, addr uint64, n int, seed byte, want transport.WCStatus) error {
 	copy(v.local.Bytes(), pattern(n, seed))
-	_, err := v.post(ctx, qp.SendWR{Opcode: qp.WRRDMAWrite, SGL: []mr.SGE{v.local.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}, want)
+	_, err := v.post(ctx, transport.SendWR{Opcode: transport.WRRDMAWrite, SGL: []transport.SGE{v.local.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}, want)
 	return err
 }
 
@@ -218,7 +215,7 @@ func (v *verbsConn) write(ctx context.Context, rkey uint32, addr uint64, n int, 
 // against the pattern seed.
 func (v *verbsConn) read(ctx context.Context, rkey uint32, addr uint64, n int, seed byte) error {
 	clear(v.local.Bytes()[:n])
-	if _, err := v.post(ctx, qp.SendWR{Opcode: qp.WRRDMARead, SGL: []mr.SGE{v.local.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}, cq.Success); err != nil {
+	if _, err := v.post(ctx, transport.SendWR{Opcode: transport.WRRDMARead, SGL: []transport.SGE{v.local.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}, transport.Success); err != nil {
 		return err
 	}
 	if !bytes.Equal(v.local.Bytes()[:n], pattern(n, seed)) {
@@ -242,9 +239,9 @@ func (v *verbsConn) rxeMem(ctx context.Context, off, n int, seed byte) error {
 
 // rxeRDMA has rxe WRITE (or READ) through goroce's rkey, with the status
 // it must complete with; a READ's bytes are checked against seed.
-func (v *verbsConn) rxeRDMA(ctx context.Context, op string, rkey uint32, addr uint64, n int, seed byte, want cq.Status) error {
+func (v *verbsConn) rxeRDMA(ctx context.Context, op string, rkey uint32, addr uint64, n int, seed byte, want transport.WCStatus) error {
 	r, err := v.rxeStatus(ctx, want, map[string]any{"op": op, "rkey": rkey, "addr": addr, "len": n, "seed": seed})
-	if err != nil || op != "read" || want != cq.Success {
+	if err != nil || op != "read" || want != transport.Success {
 		return err
 	}
 	b, err := hex.DecodeString(r.Data)
@@ -254,8 +251,8 @@ func (v *verbsConn) rxeRDMA(ctx context.Context, op string, rkey uint32, addr ui
 	return nil
 }
 
-// Window access rights in libibverbs' values (mr.Access has them).
-const winRW = mr.RemoteRead | mr.RemoteWrite
+// Window access rights in libibverbs' values (transport.Access has them).
+const winRW = transport.RemoteRead | transport.RemoteWrite
 
 // rxeWCWithInvalidate is the kernel's IB_WC_WITH_INVALIDATE, which rxe
 // copies into user space's wc_flags unchanged.
@@ -279,11 +276,11 @@ func apiCases() []VerbsCase {
 	return []VerbsCase{
 		{Name: "verbs/mw-type1@rxe", Rule: "a type 1 window bound by ibv_bind_mw on rxe carries goroce's WRITE and READ into its range; bound again with length 0, its key gets a remote access error",
 			run: func(ctx context.Context, v *verbsConn) error {
-				b, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "bind1", "off": off, "len": n, "access": int(winRW)})
+				b, err := v.rxeStatus(ctx, transport.Success, map[string]any{"op": "bind1", "off": off, "len": n, "access": int(winRW)})
 				if err != nil {
 					return err
 				}
-				if err := v.write(ctx, b.RKey, b.Addr, n, 3, cq.Success); err != nil {
+				if err := v.write(ctx, b.RKey, b.Addr, n, 3, transport.Success); err != nil {
 					return err
 				}
 				if err := v.rxeMem(ctx, off, n, 3); err != nil {
@@ -292,45 +289,45 @@ func apiCases() []VerbsCase {
 				if err := v.read(ctx, b.RKey, b.Addr, n, 3); err != nil {
 					return err
 				}
-				if _, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "bind1", "off": 0, "len": 0, "access": 0}); err != nil {
+				if _, err := v.rxeStatus(ctx, transport.Success, map[string]any{"op": "bind1", "off": 0, "len": 0, "access": 0}); err != nil {
 					return err
 				}
-				return v.write(ctx, b.RKey, b.Addr, 64, 4, cq.RemAccessErr)
+				return v.write(ctx, b.RKey, b.Addr, 64, 4, transport.RemAccessErr)
 			}},
 		{Name: "verbs/mw-type2-local-inv@rxe", Rule: "a type 2 window bound by a BIND_MW work request on rxe carries goroce's WRITE and READ; after rxe's LOCAL_INV its key gets a remote access error",
 			run: func(ctx context.Context, v *verbsConn) error {
-				b, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "bind2", "off": off, "len": n, "access": int(winRW | mr.RemoteAtomic)})
+				b, err := v.rxeStatus(ctx, transport.Success, map[string]any{"op": "bind2", "off": off, "len": n, "access": int(winRW | transport.RemoteAtomic)})
 				if err != nil {
 					return err
 				}
-				if err := v.write(ctx, b.RKey, b.Addr, n, 5, cq.Success); err != nil {
+				if err := v.write(ctx, b.RKey, b.Addr, n, 5, transport.Success); err != nil {
 					return err
 				}
 				if err := v.read(ctx, b.RKey, b.Addr, n, 5); err != nil {
 					return err
 				}
-				if _, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "localinv", "rkey": b.RKey}); err != nil {
+				if _, err := v.rxeStatus(ctx, transport.Success, map[string]any{"op": "localinv", "rkey": b.RKey}); err != nil {
 					return err
 				}
-				return v.write(ctx, b.RKey, b.Addr, 64, 6, cq.RemAccessErr)
+				return v.write(ctx, b.RKey, b.Addr, 64, 6, transport.RemAccessErr)
 			}},
 		{Name: "verbs/mw-type2-send-inv@rxe", Rule: "goroce's SEND with Invalidate frees rxe's type 2 window: rxe's receive completes with IBV_WC_WITH_INV and the key, which then gets a remote access error",
 			run: func(ctx context.Context, v *verbsConn) error {
-				b, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "bind2", "off": off, "len": n, "access": int(winRW)})
+				b, err := v.rxeStatus(ctx, transport.Success, map[string]any{"op": "bind2", "off": off, "len": n, "access": int(winRW)})
 				if err != nil {
 					return err
 				}
 				if _, err := v.call(ctx, map[string]any{"op": "recv"}); err != nil {
 					return err
 				}
-				if err := v.write(ctx, b.RKey, b.Addr, n, 7, cq.Success); err != nil {
+				if err := v.write(ctx, b.RKey, b.Addr, n, 7, transport.Success); err != nil {
 					return err
 				}
 				copy(v.local.Bytes(), pattern(8, 1))
-				if _, err := v.post(ctx, qp.SendWR{Opcode: qp.WRSendWithInv, SGL: []mr.SGE{v.local.SGE(0, 8)}, InvRKey: b.RKey}, cq.Success); err != nil {
+				if _, err := v.post(ctx, transport.SendWR{Opcode: transport.WRSendWithInv, SGL: []transport.SGE{v.local.SGE(0, 8)}, InvRKey: b.RKey}, transport.Success); err != nil {
 					return err
 				}
-				r, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "pollrecv"})
+				r, err := v.rxeStatus(ctx, transport.Success, map[string]any{"op": "pollrecv"})
 				if err != nil {
 					return err
 				}
@@ -344,45 +341,45 @@ func apiCases() []VerbsCase {
 				if !r.WithInv {
 					v.logf("rxe flagged the invalidation with the kernel's IB_WC_WITH_INVALIDATE bit (wc_flags 0x%x), which libibverbs reads as IBV_WC_IP_CSUM_OK", r.WCFlags)
 				}
-				return v.write(ctx, b.RKey, b.Addr, 64, 8, cq.RemAccessErr)
+				return v.write(ctx, b.RKey, b.Addr, 64, 8, transport.RemAccessErr)
 			}},
 		{Name: "verbs/mw-type1@goroce", Rule: "a type 1 window bound by goroce's QP.BindMW carries rxe's WRITE and READ; unbound (length 0), its key gets rxe a remote access error",
 			run: func(ctx context.Context, v *verbsConn) error {
-				w, err := v.pd.AllocMW(mr.MWType1)
+				w, err := v.pd.AllocMW(transport.MWType1)
 				if err != nil {
 					return err
 				}
-				info := mr.BindInfo{MR: v.target, Addr: v.target.Addr() + off, Length: n, Access: winRW}
+				info := transport.BindInfo{MR: v.target, Addr: v.target.Addr() + off, Length: n, Access: winRW}
 				key, err := v.bind1(ctx, w, info)
 				if err != nil {
 					return err
 				}
-				if err := v.rxeRDMA(ctx, "write", key, info.Addr, n, 9, cq.Success); err != nil {
+				if err := v.rxeRDMA(ctx, "write", key, info.Addr, n, 9, transport.Success); err != nil {
 					return err
 				}
 				if !bytes.Equal(v.target.Bytes()[off:off+n], pattern(n, 9)) {
 					return errors.New("goroce's region: not the bytes rxe wrote through the window")
 				}
-				if err := v.rxeRDMA(ctx, "read", key, info.Addr, n, 9, cq.Success); err != nil {
+				if err := v.rxeRDMA(ctx, "read", key, info.Addr, n, 9, transport.Success); err != nil {
 					return err
 				}
-				if _, err := v.bind1(ctx, w, mr.BindInfo{}); err != nil {
+				if _, err := v.bind1(ctx, w, transport.BindInfo{}); err != nil {
 					return err
 				}
-				return v.rxeRDMA(ctx, "write", key, info.Addr, 64, 10, cq.RemAccessErr)
+				return v.rxeRDMA(ctx, "write", key, info.Addr, 64, 10, transport.RemAccessErr)
 			}},
 		{Name: "verbs/mw-type1-range@goroce", Rule: "an access one byte past goroce's window, inside its region, gets rxe a remote access error: the window's range bounds the access, not the region's",
 			run: func(ctx context.Context, v *verbsConn) error {
-				w, err := v.pd.AllocMW(mr.MWType1)
+				w, err := v.pd.AllocMW(transport.MWType1)
 				if err != nil {
 					return err
 				}
-				info := mr.BindInfo{MR: v.target, Addr: v.target.Addr() + off, Length: n, Access: winRW}
+				info := transport.BindInfo{MR: v.target, Addr: v.target.Addr() + off, Length: n, Access: winRW}
 				key, err := v.bind1(ctx, w, info)
 				if err != nil {
 					return err
 				}
-				if err := v.rxeRDMA(ctx, "write", key, info.Addr+1, n, 11, cq.RemAccessErr); err != nil {
+				if err := v.rxeRDMA(ctx, "write", key, info.Addr+1, n, 11, transport.RemAccessErr); err != nil {
 					return err
 				}
 				if !bytes.Equal(v.target.Bytes(), make([]byte, v.target.Len())) {
@@ -396,19 +393,19 @@ func apiCases() []VerbsCase {
 				if err != nil {
 					return err
 				}
-				if err := v.rxeRDMA(ctx, "write", key, info.Addr, n, 12, cq.Success); err != nil {
+				if err := v.rxeRDMA(ctx, "write", key, info.Addr, n, 12, transport.Success); err != nil {
 					return err
 				}
-				if err := v.rxeRDMA(ctx, "read", key, info.Addr, n, 12, cq.Success); err != nil {
+				if err := v.rxeRDMA(ctx, "read", key, info.Addr, n, 12, transport.Success); err != nil {
 					return err
 				}
-				if _, err := v.post(ctx, qp.SendWR{Opcode: qp.WRLocalInv, InvRKey: key}, cq.Success); err != nil {
+				if _, err := v.post(ctx, transport.SendWR{Opcode: transport.WRLocalInv, InvRKey: key}, transport.Success); err != nil {
 					return err
 				}
 				if _, ok := w.Bound(); ok {
 					return errors.New("goroce's window still bound after LOCAL_INV")
 				}
-				return v.rxeRDMA(ctx, "write", key, info.Addr, 64, 13, cq.RemAccessErr)
+				return v.rxeRDMA(ctx, "write", key, info.Addr, 64, 13, transport.RemAccessErr)
 			}},
 		{Name: "verbs/file-mapping@goroce", Rule: "a goroce region over a file mapping (mr.MapFile, outside the Go heap) takes rxe's WRITE, which reaches the file, and serves rxe's READ",
 			run: func(ctx context.Context, v *verbsConn) error {
@@ -421,17 +418,17 @@ func apiCases() []VerbsCase {
 				if err := f.Truncate(64 << 10); err != nil {
 					return err
 				}
-				m, err := mr.MapFile(f, 0, 64<<10, mr.MapOptions{})
+				m, err := transport.MapFile(f, 0, 64<<10, transport.MapOptions{})
 				if err != nil {
 					return err
 				}
 				defer m.Close()
-				region, err := v.pd.Register(m.Bytes(), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+				region, err := v.pd.Register(m.Bytes(), transport.LocalWrite|transport.RemoteWrite|transport.RemoteRead)
 				if err != nil {
 					return err
 				}
 				defer region.Dereg()
-				if err := v.rxeRDMA(ctx, "write", region.RKey(), region.Addr()+off, n, 16, cq.Success); err != nil {
+				if err := v.rxeRDMA(ctx, "write", region.RKey(), region.Addr()+off, n, 16, transport.Success); err != nil {
 					return err
 				}
 				if err := m.Sync(); err != nil {
@@ -445,7 +442,7 @@ func apiCases() []VerbsCase {
 					return errors.New("the file does not hold what rxe wrote, where it wrote it")
 				}
 				v.logf("the file holds rxe's %d bytes at %d", n, off)
-				return v.rxeRDMA(ctx, "read", region.RKey(), region.Addr()+off, n, 16, cq.Success)
+				return v.rxeRDMA(ctx, "read", region.RKey(), region.Addr()+off, n, 16, transport.Success)
 			}},
 		{Name: "verbs/fast-reg@goroce", Rule: "goroce's fast registration (a REG_MR work request on a region allocated for it) maps 8 KiB of an allocation at a chosen address under a new key: rxe WRITEs and READs there; rxe's SEND with Invalidate frees it; registered again under the next key it serves rxe again, and the first key gets rxe a remote access error",
 			run: func(ctx context.Context, v *verbsConn) error {
@@ -457,22 +454,22 @@ func apiCases() []VerbsCase {
 				defer f.Dereg()
 				const iova = 0x5000_0000
 				reg := func() (uint32, error) {
-					key := mr.IncRKey(f.RKey())
-					_, err := v.post(ctx, qp.SendWR{Opcode: qp.WRRegMR, Reg: qp.RegMR{MR: f, Info: mr.RegInfo{Key: key,
-						Offset: off, Length: n, IOVA: iova, Access: mr.LocalWrite | winRW}}}, cq.Success)
+					key := transport.IncRKey(f.RKey())
+					_, err := v.post(ctx, transport.SendWR{Opcode: transport.WRRegMR, Reg: transport.RegMR{MR: f, Info: transport.RegInfo{Key: key,
+						Offset: off, Length: n, IOVA: iova, Access: transport.LocalWrite | winRW}}}, transport.Success)
 					return key, err
 				}
 				k1, err := reg()
 				if err != nil {
 					return err
 				}
-				if err := v.rxeRDMA(ctx, "write", k1, iova, n, 17, cq.Success); err != nil {
+				if err := v.rxeRDMA(ctx, "write", k1, iova, n, 17, transport.Success); err != nil {
 					return err
 				}
 				if !bytes.Equal(backing[off:off+n], pattern(n, 17)) {
 					return errors.New("goroce's allocation: not the bytes rxe wrote at the registered range")
 				}
-				if err := v.rxeRDMA(ctx, "read", k1, iova, n, 17, cq.Success); err != nil {
+				if err := v.rxeRDMA(ctx, "read", k1, iova, n, 17, transport.Success); err != nil {
 					return err
 				}
 				if err := v.rxeSendInv(ctx, k1); err != nil {
@@ -482,10 +479,10 @@ func apiCases() []VerbsCase {
 				if err != nil {
 					return err
 				}
-				if err := v.rxeRDMA(ctx, "write", k2, iova, 64, 18, cq.Success); err != nil {
+				if err := v.rxeRDMA(ctx, "write", k2, iova, 64, 18, transport.Success); err != nil {
 					return err
 				}
-				return v.rxeRDMA(ctx, "write", k1, iova, 64, 19, cq.RemAccessErr)
+				return v.rxeRDMA(ctx, "write", k1, iova, 64, 19, transport.RemAccessErr)
 			}},
 		{Name: "verbs/mw-type2-send-inv@goroce", Rule: "rxe's SEND with Invalidate frees goroce's type 2 window: goroce's receive completes WithInv with the key, which then gets rxe a remote access error",
 			run: func(ctx context.Context, v *verbsConn) error {
@@ -493,7 +490,7 @@ func apiCases() []VerbsCase {
 				if err != nil {
 					return err
 				}
-				if err := v.rxeRDMA(ctx, "write", key, info.Addr, n, 14, cq.Success); err != nil {
+				if err := v.rxeRDMA(ctx, "write", key, info.Addr, n, 14, transport.Success); err != nil {
 					return err
 				}
 				if err := v.rxeSendInv(ctx, key); err != nil {
@@ -502,7 +499,7 @@ func apiCases() []VerbsCase {
 				if _, ok := w.Bound(); ok {
 					return errors.New("goroce's window still bound after the SEND with Invalidate")
 				}
-				return v.rxeRDMA(ctx, "write", key, info.Addr, 64, 15, cq.RemAccessErr)
+				return v.rxeRDMA(ctx, "write", key, info.Addr, 64, 15, transport.RemAccessErr)
 			}},
 	}
 }
@@ -547,11 +544,11 @@ func pyverbsWindows(ctx context.Context, owner, user *verbsServer) error {
 	}
 	for i, op := range []string{"bind1", "bind2"} {
 		seed := byte(31 + i)
-		b, err := owner.status(ctx, cq.Success, map[string]any{"op": op, "off": off, "len": n, "access": int(winRW)})
+		b, err := owner.status(ctx, transport.Success, map[string]any{"op": op, "off": off, "len": n, "access": int(winRW)})
 		if err != nil {
 			return err
 		}
-		if _, err := user.status(ctx, cq.Success, map[string]any{"op": "write", "rkey": b.RKey, "addr": b.Addr, "len": n, "seed": seed}); err != nil {
+		if _, err := user.status(ctx, transport.Success, map[string]any{"op": "write", "rkey": b.RKey, "addr": b.Addr, "len": n, "seed": seed}); err != nil {
 			return err
 		}
 		r, err := owner.call(ctx, map[string]any{"op": "mem", "off": off, "len": n})
@@ -561,17 +558,17 @@ func pyverbsWindows(ctx context.Context, owner, user *verbsServer) error {
 		if !bytes.Equal(bytesOf(r), pattern(n, seed)) {
 			return fmt.Errorf("%s's region does not hold %s's WRITE through the %s window", owner.name, user.name, op)
 		}
-		if r, err = user.status(ctx, cq.Success, map[string]any{"op": "read", "rkey": b.RKey, "addr": b.Addr, "len": n}); err != nil {
+		if r, err = user.status(ctx, transport.Success, map[string]any{"op": "read", "rkey": b.RKey, "addr": b.Addr, "len": n}); err != nil {
 			return err
 		}
 		if !bytes.Equal(bytesOf(r), pattern(n, seed)) {
 			return fmt.Errorf("%s's READ through %s's %s window returned other bytes", user.name, owner.name, op)
 		}
 		if op == "bind2" {
-			if _, err := owner.status(ctx, cq.Success, map[string]any{"op": "localinv", "rkey": b.RKey}); err != nil {
+			if _, err := owner.status(ctx, transport.Success, map[string]any{"op": "localinv", "rkey": b.RKey}); err != nil {
 				return err
 			}
-			_, err := user.status(ctx, cq.RemAccessErr, map[string]any{"op": "write", "rkey": b.RKey, "addr": b.Addr, "len": 64, "seed": 1})
+			_, err := user.status(ctx, transport.RemAccessErr, map[string]any{"op": "write", "rkey": b.RKey, "addr": b.Addr, "len": 64, "seed": 1})
 			return err
 		}
 	}
@@ -590,10 +587,10 @@ func pyverbsExchange(ctx context.Context, from, to *verbsServer, target remoteRe
 	if _, err := to.call(ctx, map[string]any{"op": "recv", "len": 4096}); err != nil {
 		return err
 	}
-	if _, err := from.status(ctx, cq.Success, map[string]any{"op": "send", "len": 3000, "seed": seed}); err != nil {
+	if _, err := from.status(ctx, transport.Success, map[string]any{"op": "send", "len": 3000, "seed": seed}); err != nil {
 		return err
 	}
-	r, err := to.status(ctx, cq.Success, map[string]any{"op": "pollrecv"})
+	r, err := to.status(ctx, transport.Success, map[string]any{"op": "pollrecv"})
 	if err != nil {
 		return err
 	}
@@ -601,7 +598,7 @@ func pyverbsExchange(ctx context.Context, from, to *verbsServer, target remoteRe
 		return fmt.Errorf("%s received %d bytes, not %s's 3000-byte SEND", to.name, r.ByteLen, from.name)
 	}
 	// WRITE into the target, checked there; READ it back, checked here.
-	if _, err := from.status(ctx, cq.Success, map[string]any{"op": "write", "rkey": target.RKey, "addr": target.Addr, "len": n, "seed": seed + 1}); err != nil {
+	if _, err := from.status(ctx, transport.Success, map[string]any{"op": "write", "rkey": target.RKey, "addr": target.Addr, "len": n, "seed": seed + 1}); err != nil {
 		return err
 	}
 	if r, err = to.call(ctx, map[string]any{"op": "mem", "off": 0, "len": n}); err != nil {
@@ -610,7 +607,7 @@ func pyverbsExchange(ctx context.Context, from, to *verbsServer, target remoteRe
 	if !bytes.Equal(bytesOf(r), pattern(n, seed+1)) {
 		return fmt.Errorf("%s's region does not hold %s's WRITE", to.name, from.name)
 	}
-	if r, err = from.status(ctx, cq.Success, map[string]any{"op": "read", "rkey": target.RKey, "addr": target.Addr, "len": n}); err != nil {
+	if r, err = from.status(ctx, transport.Success, map[string]any{"op": "read", "rkey": target.RKey, "addr": target.Addr, "len": n}); err != nil {
 		return err
 	}
 	if !bytes.Equal(bytesOf(r), pattern(n, seed+1)) {
@@ -633,7 +630,7 @@ func pyverbsExchange(ctx context.Context, from, to *verbsServer, target remoteRe
 	}
 	for _, st := range steps {
 		st.req["op"], st.req["rkey"], st.req["addr"] = "atomic", target.RKey, target.Addr+off
-		r, err := from.status(ctx, cq.Success, st.req)
+		r, err := from.status(ctx, transport.Success, st.req)
 		if err != nil {
 			return err
 		}
@@ -655,43 +652,43 @@ func pyverbsExchange(ctx context.Context, from, to *verbsServer, target remoteRe
 func (v *verbsConn) rxeSendInv(ctx context.Context, rkey uint32) error {
 	v.wr++
 	id := v.wr
-	if err := v.qp.PostRecv(&qp.RecvWR{WRID: id, SGL: []mr.SGE{v.local.SGE(v.local.Len()-64, 64)}}); err != nil {
+	if err := v.qp.PostRecv(&transport.RecvWR{WRID: id, SGL: []transport.SGE{v.local.SGE(v.local.Len()-64, 64)}}); err != nil {
 		return err
 	}
-	if _, err := v.rxeStatus(ctx, cq.Success, map[string]any{"op": "sendinv", "rkey": rkey}); err != nil {
+	if _, err := v.rxeStatus(ctx, transport.Success, map[string]any{"op": "sendinv", "rkey": rkey}); err != nil {
 		return err
 	}
-	wc, err := v.waitSend(ctx, id, "receive", cq.Success)
+	wc, err := v.waitSend(ctx, id, "receive", transport.Success)
 	if err != nil {
 		return err
 	}
-	if wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != rkey {
+	if wc.Flags&transport.WithInv == 0 || wc.InvalidatedRKey != rkey {
 		return fmt.Errorf("goroce's receive: flags %v rkey 0x%x, want WithInv and 0x%x", wc.Flags, wc.InvalidatedRKey, rkey)
 	}
 	return nil
 }
 
 // bind1 binds goroce's type 1 window and waits for the bind.
-func (v *verbsConn) bind1(ctx context.Context, w *mr.MW, info mr.BindInfo) (uint32, error) {
+func (v *verbsConn) bind1(ctx context.Context, w *transport.MW, info transport.BindInfo) (uint32, error) {
 	v.wr++
-	key, err := v.qp.BindMW(w, info, v.wr, qp.Signaled)
+	key, err := v.qp.BindMW(w, info, v.wr, transport.Signaled)
 	if err != nil {
 		return 0, err
 	}
-	_, err = v.waitSend(ctx, v.wr, "bind_mw", cq.Success)
+	_, err = v.waitSend(ctx, v.wr, "bind_mw", transport.Success)
 	return key, err
 }
 
 // bind2 allocates and binds a type 2 window of n bytes at off of goroce's
 // target region, with read and write rights.
-func (v *verbsConn) bind2(ctx context.Context, off, n int) (*mr.MW, uint32, mr.BindInfo, error) {
-	w, err := v.pd.AllocMW(mr.MWType2)
+func (v *verbsConn) bind2(ctx context.Context, off, n int) (*transport.MW, uint32, transport.BindInfo, error) {
+	w, err := v.pd.AllocMW(transport.MWType2)
 	if err != nil {
-		return nil, 0, mr.BindInfo{}, err
+		return nil, 0, transport.BindInfo{}, err
 	}
-	info := mr.BindInfo{MR: v.target, Addr: v.target.Addr() + uint64(off), Length: uint64(n), Access: winRW}
-	key := mr.IncRKey(w.RKey())
-	_, err = v.post(ctx, qp.SendWR{Opcode: qp.WRBindMW, Bind: qp.MWBind{MW: w, RKey: key, Info: info}}, cq.Success)
+	info := transport.BindInfo{MR: v.target, Addr: v.target.Addr() + uint64(off), Length: uint64(n), Access: winRW}
+	key := transport.IncRKey(w.RKey())
+	_, err = v.post(ctx, transport.SendWR{Opcode: transport.WRBindMW, Bind: transport.MWBindWR{MW: w, RKey: key, Info: info}}, transport.Success)
 	return w, key, info, err
 }
 
@@ -725,7 +722,7 @@ func RunVerbs(ctx context.Context, l *Lab, o VerbsOptions) *Report {
 	// goroce's own device for the API cases, opened at the first and
 	// closed before the pair cases: libgoroce.so then binds the same
 	// address's port 4791.
-	var dev *device.Device
+	var dev *transport.Device
 	defer func() {
 		if dev != nil {
 			dev.Close()
@@ -782,14 +779,14 @@ func RunVerbs(ctx context.Context, l *Lab, o VerbsOptions) *Report {
 }
 
 // openGoroce opens goroce on the UDP link at the tap's host address.
-func (l *Lab) openGoroce() (*device.Device, error) {
-	var dev *device.Device
+func (l *Lab) openGoroce() (*transport.Device, error) {
+	var dev *transport.Device
 	err := l.inNetNS(func() error {
 		link, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(l.HostAddr)})
 		if err != nil {
 			return err
 		}
-		dev, err = device.Open(link, device.Options{})
+		dev, err = transport.Open(link, transport.Options{})
 		if err != nil {
 			link.Close()
 		}
@@ -901,7 +898,7 @@ func (l *Lab) startHostVerbs(ctx context.Context, lib string) (string, func(), e
 
 // verbsConnect opens a case's connection: a goroce RC QP and rxe's,
 // connected to each other through the verbs server.
-func (l *Lab) verbsConnect(ctx context.Context, dev *device.Device) (*verbsConn, error) {
+func (l *Lab) verbsConnect(ctx context.Context, dev *transport.Device) (*verbsConn, error) {
 	v := &verbsConn{dev: dev}
 	var err error
 	if v.guest, err = l.dialVerbs(ctx, "rxe", net.JoinHostPort(l.GuestAddr, strconv.Itoa(guestVerbsPort)), &v.log); err != nil {
@@ -909,14 +906,14 @@ func (l *Lab) verbsConnect(ctx context.Context, dev *device.Device) (*verbsConn,
 	}
 	v.pd = dev.AllocPD()
 	v.cq = dev.CreateCQ(64)
-	if v.target, err = v.pd.Register(make([]byte, 64<<10), mr.LocalWrite|mr.MWBind); err != nil {
+	if v.target, err = v.pd.Register(make([]byte, 64<<10), transport.LocalWrite|transport.MWBind); err != nil {
 		return v, err
 	}
-	if v.local, err = v.pd.Register(make([]byte, 64<<10), mr.LocalWrite); err != nil {
+	if v.local, err = v.pd.Register(make([]byte, 64<<10), transport.LocalWrite); err != nil {
 		return v, err
 	}
-	v.qp, err = dev.CreateQP(v.pd, qp.InitAttr{Type: qp.RC, SendCQ: v.cq, RecvCQ: v.cq,
-		Cap: qp.Cap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	v.qp, err = dev.CreateQP(v.pd, transport.QPInitAttr{Type: transport.RC, SendCQ: v.cq, RecvCQ: v.cq,
+		Cap: transport.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return v, err
 	}
@@ -933,8 +930,8 @@ func (l *Lab) verbsConnect(ctx context.Context, dev *device.Device) (*verbsConn,
 	if err != nil {
 		return v, fmt.Errorf("rxe's GID %q: %w", r.GID, err)
 	}
-	remote := device.Endpoint{QPN: r.QPN, PSN: r.PSN, GID: bth.GIDFromAddr(gid), MTU: qp.MTU1024}
-	if err := dev.Connect(v.qp, local, remote, device.ConnectOptions{Access: winRW | mr.RemoteAtomic, MaxRdAtomic: 4, MaxDestRdAtomic: 4}); err != nil {
+	remote := transport.Endpoint{QPN: r.QPN, PSN: r.PSN, GID: bth.GIDFromAddr(gid), MTU: transport.MTU1024}
+	if err := dev.Connect(v.qp, local, remote, transport.ConnectOptions{Access: winRW | transport.RemoteAtomic, MaxRdAtomic: 4, MaxDestRdAtomic: 4}); err != nil {
 		return v, err
 	}
 	_, err = v.call(ctx, map[string]any{"op": "connect", "qpn": local.QPN, "psn": local.PSN, "gid": local.GID.String()})

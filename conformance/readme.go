@@ -10,13 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goroce/goroce/oob/cmtime"
-	"github.com/goroce/goroce/oob/perftest"
-	"github.com/goroce/goroce/oob/pingpong"
-	"github.com/goroce/goroce/oob/rdmaserver"
-	"github.com/goroce/goroce/oob/rping"
-	"github.com/goroce/goroce/oob/ucmatose"
-	"github.com/goroce/goroce/oob/udaddy"
+	"github.com/goroce/goroce/tools/cmtime"
+	"github.com/goroce/goroce/tools/perftest"
+	"github.com/goroce/goroce/tools/pingpong"
+	"github.com/goroce/goroce/tools/rdmaserver"
+	"github.com/goroce/goroce/tools/rping"
+	"github.com/goroce/goroce/tools/ucmatose"
+	"github.com/goroce/goroce/tools/udaddy"
 )
 
 // The "Talking to an rxe or HCA host" section of docs/tools.md (the page

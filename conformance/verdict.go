@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/goroce/goroce/oob/cmtime"
+	"github.com/goroce/goroce/tools/cmtime"
 )
 
 // Figure is a number a case measured.

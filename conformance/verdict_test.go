@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goroce/goroce/oob/cmtime"
+	"github.com/goroce/goroce/tools/cmtime"
 )
 
 func scenario(t *testing.T, tool string, tr Transport, size, iters int) Scenario {

@@ -170,8 +170,8 @@ type Poller interface {
 // has a P to spare: for each packet that poll mode's pollers take
 // themselves, when they are C threads (libgoroce.so), a wake-up of a
 // third thread on the cores they spin on. A device in poll mode asks
-// for it when it opens (device.Open) if told to
-// (device.Options.LeaveNetpoll), before anything else uses the link.
+// for it when it opens (transport.Open) if told to
+// (transport.Options.LeaveNetpoll), before anything else uses the link.
 type NetpollLeaver interface {
 	// LeaveNetpoll takes the link's sockets out of the network poller;
 	// a wait then blocks its thread in the kernel instead. Called before

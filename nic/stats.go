@@ -1,7 +1,7 @@
 package nic
 
 // Counter is one named counter value, as a device lists its own and its
-// link's (device.Device.Stats) and a fault link its faults.
+// link's (transport.Device.Stats) and a fault link its faults.
 type Counter struct {
 	Name  string // rxe's hw_counters name where there is one, else goroce's
 	Value uint64 // events counted since the device or link opened

@@ -18,7 +18,7 @@ import (
 
 // Member is this process's place on a server's ports: its block of QP
 // numbers and CM IDs, its services, and the socket the server relays its
-// packets to. It implements device.Sharer.
+// packets to. It implements transport.Sharer.
 type Member struct {
 	ctl   *net.UnixConn
 	data  *os.File // this process's end of the socket pair
@@ -86,11 +86,11 @@ func Join(path string, addrs []netip.Addr) (*Member, error) {
 	return &Member{ctl: c, data: mine, raw: raw, block: uint32(binary.BigEndian.Uint16(ans[1:3]))}, nil
 }
 
-// Block returns the member's block (device.Sharer).
+// Block returns the member's block (transport.Sharer).
 func (m *Member) Block() uint32 { return m.block }
 
 // Listen asks the server for the connection requests to a service
-// (device.Sharer).
+// (transport.Sharer).
 func (m *Member) Listen(serviceID uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -110,7 +110,7 @@ func (m *Member) Listen(serviceID uint64) error {
 	return nil
 }
 
-// Unlisten gives a service back (device.Sharer).
+// Unlisten gives a service back (transport.Sharer).
 func (m *Member) Unlisten(serviceID uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

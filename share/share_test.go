@@ -11,15 +11,12 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/udp"
-	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/share"
+	"github.com/goroce/goroce/transport"
 )
 
 // Addresses of this package's own: other packages' tests bind 127.0.0.1
@@ -54,7 +51,7 @@ func startServer(t *testing.T) (*share.Server, string) {
 
 // node is a device with its connection manager.
 type node struct {
-	dev *device.Device
+	dev *transport.Device
 	m   *cm.Manager
 	mem *share.Member // nil: the node binds port 4791 itself
 }
@@ -76,7 +73,7 @@ func joinNode(t *testing.T, path string) *node {
 
 func openNode(t *testing.T, l nic.Link, mem *share.Member) *node {
 	t.Helper()
-	dev, err := device.Open(l, device.Options{Share: sharerOf(mem)})
+	dev, err := transport.Open(l, transport.Options{Share: sharerOf(mem)})
 	if err != nil {
 		l.Close()
 		t.Fatal(err)
@@ -92,7 +89,7 @@ func openNode(t *testing.T, l nic.Link, mem *share.Member) *node {
 }
 
 // sharerOf keeps a nil *Member from becoming a non-nil interface.
-func sharerOf(m *share.Member) device.Sharer {
+func sharerOf(m *share.Member) transport.Sharer {
 	if m == nil {
 		return nil
 	}
@@ -107,19 +104,19 @@ func (n *node) close() {
 // conn is one side of an RC connection with a registered buffer.
 type conn struct {
 	c   *cm.Conn
-	cq  *cq.CQ
-	buf *mr.MR
+	cq  *transport.CQ
+	buf *transport.MR
 }
 
-func (n *node) qpConfig(t *testing.T) (cm.QPConfig, *cq.CQ, *mr.MR) {
+func (n *node) qpConfig(t *testing.T) (cm.QPConfig, *transport.CQ, *transport.MR) {
 	pd := n.dev.AllocPD()
-	buf, err := pd.Register(make([]byte, 64<<10), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+	buf, err := pd.Register(make([]byte, 64<<10), transport.LocalWrite|transport.RemoteWrite|transport.RemoteRead)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := n.dev.CreateCQ(64)
-	return cm.QPConfig{PD: pd, Init: qp.InitAttr{SendCQ: c, RecvCQ: c,
-		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}}, c, buf
+	return cm.QPConfig{PD: pd, Init: transport.QPInitAttr{SendCQ: c, RecvCQ: c,
+		Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}}, c, buf
 }
 
 // connect makes an RC connection from client to the server node's port.
@@ -157,23 +154,23 @@ func connect(t *testing.T, ctx context.Context, client, server *node, port uint1
 // completed at srv (which orders the check after the engine's copy).
 func write(t *testing.T, ctx context.Context, cli, srv conn, n int, pattern byte) {
 	t.Helper()
-	if err := srv.c.QP().PostRecv(&qp.RecvWR{WRID: 9}); err != nil {
+	if err := srv.c.QP().PostRecv(&transport.RecvWR{WRID: 9}); err != nil {
 		t.Fatal(err)
 	}
 	b := cli.buf.Bytes()[:n]
 	for i := range b {
 		b[i] = pattern + byte(i)
 	}
-	err := cli.c.QP().PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWriteWithImm, Flags: qp.Signaled,
-		SGL: []mr.SGE{cli.buf.SGE(0, n)}, RemoteAddr: srv.buf.Addr(), RKey: srv.buf.RKey()})
+	err := cli.c.QP().PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMAWriteWithImm, Flags: transport.Signaled,
+		SGL: []transport.SGE{cli.buf.SGE(0, n)}, RemoteAddr: srv.buf.Addr(), RKey: srv.buf.RKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wc := make([]cq.WC, 1)
-	if k, err := cli.cq.PollWait(ctx, wc); k != 1 || err != nil || wc[0].Status != cq.Success {
+	wc := make([]transport.WC, 1)
+	if k, err := cli.cq.PollWait(ctx, wc); k != 1 || err != nil || wc[0].Status != transport.Success {
 		t.Fatalf("WRITE completion %+v (%d, %v)", wc, k, err)
 	}
-	if k, err := srv.cq.PollWait(ctx, wc); k != 1 || err != nil || wc[0].Status != cq.Success || wc[0].WRID != 9 {
+	if k, err := srv.cq.PollWait(ctx, wc); k != 1 || err != nil || wc[0].Status != transport.Success || wc[0].WRID != 9 {
 		t.Fatalf("the responder's completion %+v (%d, %v)", wc, k, err)
 	}
 	got := srv.buf.Bytes()[:n]
@@ -237,13 +234,13 @@ func TestSharedPort(t *testing.T) {
 	// What comes for a's QP now is dropped by the server, not handed
 	// to anyone: a WRITE to it exhausts its retries.
 	before := s.Stats().NoMember
-	err = ca.c.QP().PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-		SGL: []mr.SGE{ca.buf.SGE(0, 8)}, RemoteAddr: sa.buf.Addr(), RKey: sa.buf.RKey()})
+	err = ca.c.QP().PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+		SGL: []transport.SGE{ca.buf.SGE(0, 8)}, RemoteAddr: sa.buf.Addr(), RKey: sa.buf.RKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wc := make([]cq.WC, 1)
-	if k, err := ca.cq.PollWait(ctx, wc); k != 1 || err != nil || wc[0].Status == cq.Success {
+	wc := make([]transport.WC, 1)
+	if k, err := ca.cq.PollWait(ctx, wc); k != 1 || err != nil || wc[0].Status == transport.Success {
 		t.Fatalf("a WRITE to a member that left: %+v (%d, %v)", wc, k, err)
 	}
 	if st := s.Stats(); st.NoMember <= before || st.Members != 1 {

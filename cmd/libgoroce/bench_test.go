@@ -10,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // BenchmarkVerbs measures what a verb costs from C through libgoroce.so
@@ -95,38 +92,38 @@ func goVerbs(b *testing.B, n int) map[string]float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dev, err := device.Open(link, device.Options{})
+	dev, err := transport.Open(link, transport.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer dev.Close()
 	pd := dev.AllocPD()
 	buf := make([]byte, 64)
-	m, err := pd.Register(buf, mr.LocalWrite)
+	m, err := pd.Register(buf, transport.LocalWrite)
 	if err != nil {
 		b.Fatal(err)
 	}
 	c := dev.CreateCQ(16)
-	q, err := dev.CreateQP(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
-		Cap: qp.Cap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	q, err := dev.CreateQP(pd, transport.QPInitAttr{Type: transport.RC, SendCQ: c, RecvCQ: c,
+		Cap: transport.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := q.Modify(&qp.Attr{State: qp.Init, PortNum: 1}, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+	if err := q.Modify(&transport.QPAttr{State: transport.Init, PortNum: 1}, transport.AttrState|transport.AttrPKeyIndex|transport.AttrPort|transport.AttrAccessFlags); err != nil {
 		b.Fatal(err)
 	}
-	if err := q.Modify(&qp.Attr{State: qp.Err}, qp.AttrState); err != nil {
+	if err := q.Modify(&transport.QPAttr{State: transport.Err}, transport.AttrState); err != nil {
 		b.Fatal(err)
 	}
-	sgl := []mr.SGE{m.SGE(0, 8)}
-	swr := &qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: sgl}
-	wwr := &qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.Signaled, SGL: sgl, RemoteAddr: sgl[0].Addr, RKey: m.RKey()}
-	rwr := &qp.RecvWR{SGL: sgl}
-	var wc [1]cq.WC
+	sgl := []transport.SGE{m.SGE(0, 8)}
+	swr := &transport.SendWR{Opcode: transport.WRSend, Flags: transport.Signaled, SGL: sgl}
+	wwr := &transport.SendWR{Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: sgl, RemoteAddr: sgl[0].Addr, RKey: m.RKey()}
+	rwr := &transport.RecvWR{SGL: sgl}
+	var wc [1]transport.WC
 	reap := func() {
 		for {
 			k, err := c.Poll(wc[:])
-			if err != nil || k == 1 && wc[0].Status != cq.WRFlushErr {
+			if err != nil || k == 1 && wc[0].Status != transport.WRFlushErr {
 				b.Fatalf("poll: %v %v", err, wc[0].Status)
 			}
 			if k == 1 {

@@ -34,7 +34,7 @@ import (
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/nic/netdev"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +48,7 @@ type cmDev struct {
 	err  error
 
 	mu   sync.Mutex
-	byQP map[*qp.QP]*cmID // the cm_id of each connection's QP
+	byQP map[*transport.QP]*cmID // the cm_id of each connection's QP
 }
 
 var cmDevs []*cmDev // set once by goroce_cm_init
@@ -64,7 +64,7 @@ var cmListening struct {
 //export goroce_cm_init
 func goroce_cm_init(n C.int, hs *C.uintptr_t) {
 	for i, h := range unsafe.Slice(hs, n) {
-		cmDevs = append(cmDevs, &cmDev{index: i, ctx: handle[*devctx](h), byQP: map[*qp.QP]*cmID{}})
+		cmDevs = append(cmDevs, &cmDev{index: i, ctx: handle[*devctx](h), byQP: map[*transport.QP]*cmID{}})
 	}
 	cmListening.ids = map[*cmID]bool{}
 	endpoint.SetCMIDs(listeningIDs)
@@ -228,7 +228,7 @@ type cmID struct {
 	req        *cm.ConnRequest // a passive side's request (CONNECT_REQUEST)
 	sidr       *cm.SIDRRequest // a UD service's request
 	conn       *cm.Conn
-	q          *qp.QP // registered in dev.byQP
+	q          *transport.QP // registered in dev.byQP
 	cancel     context.CancelFunc
 	ackTimeout uint8
 	gone       bool
@@ -669,7 +669,7 @@ func (id *cmID) params(p *C.struct_gq_conn) cm.ConnParams {
 }
 
 // own registers q as id's connection's QP, for the events.
-func (id *cmID) own(q *qp.QP) {
+func (id *cmID) own(q *transport.QP) {
 	id.dev.mu.Lock()
 	id.dev.byQP[q] = id
 	id.dev.mu.Unlock()

@@ -40,19 +40,15 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/endpoint"
-	"github.com/goroce/goroce/internal/hook"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 	"golang.org/x/sys/unix"
 )
 
 func main() {}
 
-// GQ_MAX_INLINE (shim.h) is qp.MaxInline: this does not compile otherwise.
-var _ = [1]struct{}{}[C.GQ_MAX_INLINE-qp.MaxInline]
+// GQ_MAX_INLINE (shim.h) is transport.MaxInline: this does not compile otherwise.
+var _ = [1]struct{}{}[C.GQ_MAX_INLINE-transport.MaxInline]
 
 // netdevEntry is one entry of GOROCE_NETDEV.
 type netdevEntry struct {
@@ -93,12 +89,12 @@ func devices() []netdevEntry {
 // devctx is an open device (ibv_context).
 type devctx struct {
 	ep  *endpoint.Endpoint
-	dev *device.Device
+	dev *transport.Device
 
 	mu  sync.Mutex
 	cqs map[*cqueue]struct{} // the CQs with a completion channel
 	// The asynchronous events: the device's, each with its object's C
-	// struct (elems: a *qp.QP, *qp.SRQ or *cq.CQ to its ibv_qp, ibv_srq or
+	// struct (elems: a *transport.QP, *transport.SRQ or *transport.CQ to its ibv_qp, ibv_srq or
 	// ibv_cq), queued for ibv_get_async_event with one count on asyncFD
 	// each.
 	elems   map[any]uintptr
@@ -107,16 +103,13 @@ type devctx struct {
 	od      *openDev // the device, shared with the process's other contexts on it
 }
 
-// mirrorCQ is cq's (internal/hook): the queue's length kept in C memory.
-var mirrorCQ = hook.MirrorCQ.(func(c *cq.CQ, p *uint32))
-
 type srqueue struct {
 	ctx *devctx
-	srq *qp.SRQ
+	srq *transport.SRQ
 }
 
 type asyncEvent struct {
-	typ  device.EventType
+	typ  transport.EventType
 	elem uintptr
 }
 
@@ -160,7 +153,7 @@ func (od *openDev) forwardEvents() {
 
 // queueEvent queues e for ibv_get_async_event if it is c's. Called with
 // c.od.mu held, so that a closed context's fd is never written.
-func (c *devctx) queueEvent(e device.Event) {
+func (c *devctx) queueEvent(e transport.Event) {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
 	c.mu.Lock()
@@ -198,14 +191,14 @@ func (c *devctx) element(obj any, cstruct uintptr) {
 
 type pd struct {
 	ctx *devctx
-	pd  *mr.PD
+	pd  *transport.PD
 }
 
-type region struct{ mr *mr.MR }
+type region struct{ mr *transport.MR }
 
 type cqueue struct {
 	ctx  *devctx
-	cq   *cq.CQ
+	cq   *transport.CQ
 	stop chan struct{} // ends the goroutine that feeds the completion channel
 	done chan struct{}
 }
@@ -225,19 +218,19 @@ func (c *cqueue) unfeed() {
 
 type qpair struct {
 	ctx *devctx
-	pd  *mr.PD
-	qp  *qp.QP
+	pd  *transport.PD
+	qp  *transport.QP
 	// sendSGL holds a send's SGEs while PostSend copies them: qp keeps
 	// the work request in its queue, so a list on goroce_post_send's stack
 	// would be moved to the heap at every post. Several threads may post
 	// to one QP, hence the lock.
 	sendMu  sync.Mutex
-	sendSGL [qp.MaxSGE]mr.SGE
+	sendSGL [transport.MaxSGE]transport.SGE
 	// staged is a region of the QP's PD that inline data no region
 	// covers (ibv_wr_set_inline_data) passes through: the engine copies
 	// an inline send at post time, so one post's worth is enough. Made at
 	// the first such post, under sendMu.
-	staged *mr.MR
+	staged *transport.MR
 	// noSend and noRecv: the program asked for a queue of 0 work requests
 	// (qperf's bandwidth tests: the client receives nothing, the server
 	// sends nothing). rxe and mlx5 accept that and refuse every post to
@@ -257,11 +250,11 @@ func errno(err error) C.int {
 	switch {
 	case errors.As(err, &e):
 		return C.int(e)
-	case errors.Is(err, qp.ErrNoMem), errors.Is(err, mr.ErrTableFull):
+	case errors.Is(err, transport.ErrNoMem), errors.Is(err, transport.ErrTableFull):
 		return C.int(syscall.ENOMEM)
-	case errors.Is(err, qp.ErrBusy), errors.Is(err, mr.ErrBusy):
+	case errors.Is(err, transport.ErrBusy), errors.Is(err, transport.ErrPDBusy):
 		return C.int(syscall.EBUSY)
-	case errors.Is(err, device.ErrClosed):
+	case errors.Is(err, transport.ErrClosed):
 		return C.int(syscall.EIO)
 	}
 	return C.int(syscall.EINVAL)
@@ -417,7 +410,7 @@ func goroce_reg_mr(h C.uintptr_t, addr unsafe.Pointer, length C.size_t, iova C.u
 	// The program's memory, viewed from Go: goroce reads and writes it in
 	// place. It is C memory, so the garbage collector never moves it.
 	buf := unsafe.Slice((*byte)(addr), int(length))
-	m, err := handle[*pd](h).pd.RegisterIOVA(buf, uint64(iova), mr.Access(a))
+	m, err := handle[*pd](h).pd.RegisterIOVA(buf, uint64(iova), transport.Access(a))
 	if err != nil {
 		return errno(err)
 	}
@@ -437,14 +430,14 @@ func goroce_dereg_mr(h C.uintptr_t) C.int {
 
 //export goroce_create_cq
 func goroce_create_cq(ctx C.uintptr_t, cqe C.int, ch *C.struct_gq_channel, ccq *C.struct_ibv_cq, out *C.uintptr_t, depth *C.int) C.int {
-	if cqe < 1 || cqe > qp.MaxWR {
+	if cqe < 1 || cqe > transport.MaxWR {
 		return C.int(syscall.EINVAL)
 	}
 	d := handle[*devctx](ctx)
 	c := &cqueue{ctx: d, cq: d.dev.CreateCQ(int(cqe))}
 	d.element(c.cq, uintptr(unsafe.Pointer(ccq)))
 	// ccq is the start of its gq_cq, whose pending the queue keeps.
-	mirrorCQ(c.cq, (*uint32)(unsafe.Pointer(&(*C.struct_gq_cq)(unsafe.Pointer(ccq)).pending)))
+	c.cq.SetMirror((*uint32)(unsafe.Pointer(&(*C.struct_gq_cq)(unsafe.Pointer(ccq)).pending)))
 	if d.dev.PollMode() {
 		(*C.struct_gq_cq)(unsafe.Pointer(ccq)).poll_mode = 1
 	}
@@ -485,7 +478,7 @@ func goroce_destroy_cq(h C.uintptr_t) C.int {
 		return errno(err)
 	}
 	c.ctx.element(c.cq, 0)
-	mirrorCQ(c.cq, nil) // the C struct is freed next
+	c.cq.SetMirror(nil) // the C struct is freed next
 	c.unfeed()
 	cgo.Handle(h).Delete()
 	return 0
@@ -499,7 +492,7 @@ func goroce_req_notify_cq(h C.uintptr_t, solicited C.int) C.int {
 
 //export goroce_poll_cq
 func goroce_poll_cq(h C.uintptr_t, n C.int, out *C.struct_gq_wc) C.int {
-	var wcs [16]cq.WC
+	var wcs [16]transport.WC
 	if n > C.int(len(wcs)) {
 		n = C.int(len(wcs))
 	}
@@ -517,9 +510,9 @@ func goroce_poll_cq(h C.uintptr_t, n C.int, out *C.struct_gq_wc) C.int {
 			sl: C.uint8_t(w.SL), dlid_path_bits: C.uint8_t(w.DLIDPathBits),
 		}
 		switch {
-		case w.Flags&cq.WithImm != 0:
+		case w.Flags&transport.WithImm != 0:
 			dst[i].imm = C.uint32_t(w.ImmData)
-		case w.Flags&cq.WithInv != 0:
+		case w.Flags&transport.WithInv != 0:
 			dst[i].imm = C.uint32_t(w.InvalidatedRKey)
 		}
 	}
@@ -532,19 +525,19 @@ func goroce_create_qp(h C.uintptr_t, in *C.struct_gq_qp_init, cqp C.uintptr_t, o
 	if in.send_cq == 0 || in.recv_cq == 0 {
 		return C.int(syscall.EINVAL)
 	}
-	ia := qp.InitAttr{
-		Type:   qp.Type(in._type),
+	ia := transport.QPInitAttr{
+		Type:   transport.QPType(in._type),
 		SendCQ: handle[*cqueue](in.send_cq).cq,
 		RecvCQ: handle[*cqueue](in.recv_cq).cq,
 		SigAll: in.sq_sig_all != 0,
-		Cap: qp.Cap{MaxSendWR: uint32(in.max_send_wr), MaxRecvWR: uint32(in.max_recv_wr),
+		Cap: transport.QPCap{MaxSendWR: uint32(in.max_send_wr), MaxRecvWR: uint32(in.max_recv_wr),
 			MaxSendSGE: uint32(in.max_send_sge), MaxRecvSGE: uint32(in.max_recv_sge),
 			MaxInlineData: uint32(in.max_inline)},
 	}
 	if in.srq != 0 {
 		ia.SRQ = handle[*srqueue](in.srq).srq
 	}
-	if ia.Type != qp.RC && ia.Type != qp.UC && ia.Type != qp.UD {
+	if ia.Type != transport.RC && ia.Type != transport.UC && ia.Type != transport.UD {
 		return C.int(syscall.EOPNOTSUPP)
 	}
 	noSend, noRecv := ia.Cap.MaxSendWR == 0, ia.Cap.MaxRecvWR == 0 && ia.SRQ == nil
@@ -585,20 +578,20 @@ func goroce_destroy_qp(h C.uintptr_t) C.int {
 
 //export goroce_modify_qp
 func goroce_modify_qp(h C.uintptr_t, in *C.struct_gq_qp_attr, mask C.int) C.int {
-	a := qp.Attr{
-		State: qp.State(in.state), CurState: qp.State(in.cur_state), PathMTU: qp.MTU(in.path_mtu),
+	a := transport.QPAttr{
+		State: transport.QPState(in.state), CurState: transport.QPState(in.cur_state), PathMTU: transport.MTU(in.path_mtu),
 		QKey: uint32(in.qkey), RQPSN: uint32(in.rq_psn), SQPSN: uint32(in.sq_psn),
-		DestQPN: uint32(in.dest_qp_num), AccessFlags: mr.Access(in.access),
+		DestQPN: uint32(in.dest_qp_num), AccessFlags: transport.Access(in.access),
 		PKeyIndex: uint16(in.pkey_index), EnSQDAsyncNotify: in.en_sqd_async_notify != 0,
 		MaxRdAtomic: uint8(in.max_rd_atomic), MaxDestRdAtomic: uint8(in.max_dest_rd_atomic),
 		MinRNRTimer: uint8(in.min_rnr_timer), PortNum: uint8(in.port_num),
 		Timeout: uint8(in.timeout), RetryCnt: uint8(in.retry_cnt), RNRRetry: uint8(in.rnr_retry),
-		AH: qp.AHAttr{FlowLabel: uint32(in.flow_label), SGIDIndex: uint8(in.sgid_index),
+		AH: transport.AHAttr{FlowLabel: uint32(in.flow_label), SGIDIndex: uint8(in.sgid_index),
 			HopLimit: uint8(in.hop_limit), TrafficClass: uint8(in.traffic_class),
 			SL: uint8(in.sl), PortNum: uint8(in.port_num)},
 	}
 	copy(a.AH.DGID[:], unsafe.Slice((*byte)(&in.dgid[0]), 16))
-	return errno(handle[*qpair](h).qp.Modify(&a, qp.AttrMask(mask)))
+	return errno(handle[*qpair](h).qp.Modify(&a, transport.QPAttrMask(mask)))
 }
 
 //export goroce_query_qp
@@ -643,7 +636,7 @@ func goroce_query_qp(h C.uintptr_t, out *C.struct_gq_qp_attr, init *C.struct_gq_
 
 // sgl copies a C scatter/gather list into sges (qp copies it again when it
 // queues the work request, so the array need not outlive the call).
-func sgl(sges []mr.SGE, list *C.struct_ibv_sge, n C.uint32_t) ([]mr.SGE, bool) {
+func sgl(sges []transport.SGE, list *C.struct_ibv_sge, n C.uint32_t) ([]transport.SGE, bool) {
 	if n == 0 {
 		return nil, true
 	}
@@ -651,7 +644,7 @@ func sgl(sges []mr.SGE, list *C.struct_ibv_sge, n C.uint32_t) ([]mr.SGE, bool) {
 		return nil, false
 	}
 	for i, s := range unsafe.Slice(list, n) {
-		sges[i] = mr.SGE{Addr: uint64(s.addr), Length: uint32(s.length), LKey: uint32(s.lkey)}
+		sges[i] = transport.SGE{Addr: uint64(s.addr), Length: uint32(s.length), LKey: uint32(s.lkey)}
 	}
 	return sges[:n], true
 }
@@ -687,19 +680,19 @@ func (q *qpair) post(w *C.struct_gq_send) C.int {
 	if q.noSend {
 		return C.int(syscall.ENOMEM)
 	}
-	var list []mr.SGE
+	var list []transport.SGE
 	if w.copy != 0 {
 		// Inline bytes in C memory no region covers: through the staging
 		// region, which the engine copies out of before PostSend returns.
 		if q.staged == nil {
-			m, err := q.pd.Register(make([]byte, qp.MaxInline), mr.LocalWrite)
+			m, err := q.pd.Register(make([]byte, transport.MaxInline), transport.LocalWrite)
 			if err != nil {
 				return errno(err)
 			}
 			q.staged = m
 		}
 		n := int(w.copy)
-		if n > qp.MaxInline {
+		if n > transport.MaxInline {
 			return C.int(syscall.EINVAL)
 		}
 		copy(q.staged.Bytes(), unsafe.Slice((*byte)(w.inl), n))
@@ -711,32 +704,32 @@ func (q *qpair) post(w *C.struct_gq_send) C.int {
 			return C.int(syscall.EINVAL)
 		}
 	}
-	wr := qp.SendWR{
-		WRID: uint64(w.wr_id), SGL: list, Opcode: qp.WROpcode(w.opcode), Flags: qp.SendFlags(w.flags),
+	wr := transport.SendWR{
+		WRID: uint64(w.wr_id), SGL: list, Opcode: transport.WROpcode(w.opcode), Flags: transport.SendFlags(w.flags),
 		Imm: uint32(w.imm), InvRKey: uint32(w.invalidate_rkey), RemoteAddr: uint64(w.remote_addr),
 		RKey: uint32(w.rkey), CompareAdd: uint64(w.compare_add), Swap: uint64(w.swap),
 	}
 	if w.ah != 0 {
-		wr.AH, wr.RemoteQPN, wr.RemoteQKey = handle[*qp.AH](w.ah), uint32(w.remote_qpn), uint32(w.remote_qkey)
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = handle[*transport.AH](w.ah), uint32(w.remote_qpn), uint32(w.remote_qkey)
 	}
-	if wr.Opcode == qp.WRBindMW {
+	if wr.Opcode == transport.WRBindMW {
 		info, rc := bindInfo(w.mr, w.bind_addr, w.bind_length, w.bind_access)
 		if rc != 0 {
 			return rc
 		}
 		wr.RKey = 0
-		wr.Bind = qp.MWBind{MW: handle[*mr.MW](w.mw), RKey: uint32(w.rkey), Info: info}
+		wr.Bind = transport.MWBindWR{MW: handle[*transport.MW](w.mw), RKey: uint32(w.rkey), Info: info}
 	}
 	return errno(q.qp.PostSend(&wr))
 }
 
 // bindInfo is ibv_mw_bind_info's range and rights over the region mrh
 // (0: none, a type 1 window's unbind).
-func bindInfo(mrh C.uintptr_t, addr, length C.uint64_t, access C.uint32_t) (mr.BindInfo, C.int) {
+func bindInfo(mrh C.uintptr_t, addr, length C.uint64_t, access C.uint32_t) (transport.BindInfo, C.int) {
 	if uint32(access)&^accessKnown != 0 {
-		return mr.BindInfo{}, C.int(syscall.EINVAL)
+		return transport.BindInfo{}, C.int(syscall.EINVAL)
 	}
-	info := mr.BindInfo{Addr: uint64(addr), Length: uint64(length), Access: mr.Access(access)}
+	info := transport.BindInfo{Addr: uint64(addr), Length: uint64(length), Access: transport.Access(access)}
 	if mrh != 0 {
 		info.MR = handle[*region](mrh).mr
 	}
@@ -745,7 +738,7 @@ func bindInfo(mrh C.uintptr_t, addr, length C.uint64_t, access C.uint32_t) (mr.B
 
 //export goroce_alloc_mw
 func goroce_alloc_mw(h C.uintptr_t, typ C.int, out *C.uintptr_t, rkey *C.uint32_t) C.int {
-	w, err := handle[*pd](h).pd.AllocMW(mr.MWType(typ))
+	w, err := handle[*pd](h).pd.AllocMW(transport.MWType(typ))
 	if err != nil {
 		return errno(err)
 	}
@@ -756,7 +749,7 @@ func goroce_alloc_mw(h C.uintptr_t, typ C.int, out *C.uintptr_t, rkey *C.uint32_
 
 //export goroce_dealloc_mw
 func goroce_dealloc_mw(h C.uintptr_t) C.int {
-	if err := handle[*mr.MW](h).Dealloc(); err != nil {
+	if err := handle[*transport.MW](h).Dealloc(); err != nil {
 		return errno(err)
 	}
 	cgo.Handle(h).Delete()
@@ -772,7 +765,7 @@ func goroce_bind_mw(h, mwh, mrh C.uintptr_t, addr, length C.uint64_t, access C.u
 	if rc != 0 {
 		return rc
 	}
-	key, err := handle[*qpair](h).qp.BindMW(handle[*mr.MW](mwh), info, uint64(wrID), qp.SendFlags(flags))
+	key, err := handle[*qpair](h).qp.BindMW(handle[*transport.MW](mwh), info, uint64(wrID), transport.SendFlags(flags))
 	if err != nil {
 		return errno(err)
 	}
@@ -783,7 +776,7 @@ func goroce_bind_mw(h, mwh, mrh C.uintptr_t, addr, length C.uint64_t, access C.u
 //export goroce_create_srq
 func goroce_create_srq(h C.uintptr_t, maxWR, maxSGE *C.uint32_t, limit C.uint32_t, csrq C.uintptr_t, out *C.uintptr_t) C.int {
 	p := handle[*pd](h)
-	s, err := p.ctx.dev.CreateSRQ(p.pd, qp.SRQAttr{MaxWR: uint32(*maxWR), MaxSGE: uint32(*maxSGE), SRQLimit: uint32(limit)})
+	s, err := p.ctx.dev.CreateSRQ(p.pd, transport.SRQAttr{MaxWR: uint32(*maxWR), MaxSGE: uint32(*maxSGE), SRQLimit: uint32(limit)})
 	if err != nil {
 		return errno(err)
 	}
@@ -796,7 +789,7 @@ func goroce_create_srq(h C.uintptr_t, maxWR, maxSGE *C.uint32_t, limit C.uint32_
 
 //export goroce_modify_srq
 func goroce_modify_srq(h C.uintptr_t, maxWR, limit C.uint32_t, mask C.int) C.int {
-	return errno(handle[*srqueue](h).srq.Modify(qp.SRQAttr{MaxWR: uint32(maxWR), SRQLimit: uint32(limit)}, qp.SRQAttrMask(mask)))
+	return errno(handle[*srqueue](h).srq.Modify(transport.SRQAttr{MaxWR: uint32(maxWR), SRQLimit: uint32(limit)}, transport.SRQAttrMask(mask)))
 }
 
 //export goroce_query_srq
@@ -820,18 +813,18 @@ func goroce_destroy_srq(h C.uintptr_t) C.int {
 func goroce_post_srq_recv(h C.uintptr_t, wrID C.uint64_t, list *C.struct_ibv_sge, n C.uint32_t) C.int {
 	// As goroce_post_recv, and not shared with it through a function
 	// value: the work request would escape to the heap on every post.
-	var store [qp.MaxSGE]mr.SGE
+	var store [transport.MaxSGE]transport.SGE
 	sg, ok := sgl(store[:], list, n)
 	if !ok {
 		return C.int(syscall.EINVAL)
 	}
-	return errno(handle[*srqueue](h).srq.PostRecv(&qp.RecvWR{WRID: uint64(wrID), SGL: sg}))
+	return errno(handle[*srqueue](h).srq.PostRecv(&transport.RecvWR{WRID: uint64(wrID), SGL: sg}))
 }
 
 //export goroce_create_ah
 func goroce_create_ah(h C.uintptr_t, in *C.struct_gq_ah_attr, out *C.uintptr_t) C.int {
 	p := handle[*pd](h)
-	a := qp.AHAttr{FlowLabel: uint32(in.flow_label), SGIDIndex: uint8(in.sgid_index),
+	a := transport.AHAttr{FlowLabel: uint32(in.flow_label), SGIDIndex: uint8(in.sgid_index),
 		HopLimit: uint8(in.hop_limit), TrafficClass: uint8(in.traffic_class),
 		SL: uint8(in.sl), PortNum: uint8(in.port_num)}
 	copy(a.DGID[:], unsafe.Slice((*byte)(&in.dgid[0]), 16))
@@ -845,7 +838,7 @@ func goroce_create_ah(h C.uintptr_t, in *C.struct_gq_ah_attr, out *C.uintptr_t) 
 
 //export goroce_destroy_ah
 func goroce_destroy_ah(h C.uintptr_t) C.int {
-	if err := handle[*qp.AH](h).Destroy(); err != nil {
+	if err := handle[*transport.AH](h).Destroy(); err != nil {
 		return errno(err)
 	}
 	cgo.Handle(h).Delete()
@@ -858,10 +851,10 @@ func goroce_post_recv(h C.uintptr_t, wrID C.uint64_t, list *C.struct_ibv_sge, n 
 	if q.noRecv {
 		return C.int(syscall.ENOMEM)
 	}
-	var store [qp.MaxSGE]mr.SGE
+	var store [transport.MaxSGE]transport.SGE
 	sg, ok := sgl(store[:], list, n)
 	if !ok {
 		return C.int(syscall.EINVAL)
 	}
-	return errno(q.qp.PostRecv(&qp.RecvWR{WRID: uint64(wrID), SGL: sg}))
+	return errno(q.qp.PostRecv(&transport.RecvWR{WRID: uint64(wrID), SGL: sg}))
 }

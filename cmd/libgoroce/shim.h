@@ -11,7 +11,7 @@
 #ifndef GOROCE_SHIM_H
 #define GOROCE_SHIM_H
 
-/* The most inline bytes one work request carries: qp.MaxInline (main.go
+/* The most inline bytes one work request carries: transport.MaxInline (main.go
  * checks that they agree). */
 #define GQ_MAX_INLINE 512
 
@@ -150,7 +150,7 @@ struct gq_ah_attr {
 	uint8_t sgid_index, hop_limit, traffic_class, sl, port_num;
 };
 
-/* The QP attributes goroce has (qp.Attr), flattened from ibv_qp_attr. */
+/* The QP attributes goroce has (transport.QPAttr), flattened from ibv_qp_attr. */
 struct gq_qp_attr {
 	uint32_t state, cur_state, path_mtu, qkey, rq_psn, sq_psn, dest_qp_num, access;
 	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline;

@@ -381,7 +381,7 @@ EXPORT int ibv_close_device(struct ibv_context *ctx)
 	return 0;
 }
 
-/* What goroce's engine holds: qp.MaxWR work requests, qp.MaxSGE SGEs,
+/* What goroce's engine holds: transport.MaxWR work requests, transport.MaxSGE SGEs,
  * one P_Key, one port; regions and QPs are bounded by memory. */
 enum {
 	GQ_MAX_WR = 1 << 15,
@@ -407,7 +407,7 @@ EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 	a->max_sge = GQ_MAX_SGE;
 	a->max_cq = GQ_MAX_OBJ;
 	a->max_cqe = GQ_MAX_WR;
-	a->max_mr = 1 << 24; /* mr.MaxRegions */
+	a->max_mr = 1 << 24; /* transport.MaxRegions */
 	a->max_mw = 1 << 24; /* windows share the regions' key table */
 	a->max_pd = GQ_MAX_OBJ;
 	/* SRQs and AHs are served (ibv_create_srq, ibv_create_ah); a program

@@ -6,13 +6,13 @@ import (
 	"io"
 	"strings"
 
-	"github.com/goroce/goroce/oob/cmtime"
+	"github.com/goroce/goroce/tools/cmtime"
 )
 
 // librdmacm's cmtime (examples/cmtime.c): the steps of setting up and
 // tearing down RDMA CM connections, timed on goroce's connection manager
 // (package cm), in the report of the peer's rdma-core (package
-// oob/cmtime).
+// tools/cmtime).
 
 func init() {
 	register("cmtime", "librdmacm's cmtime: times -c RDMA CM connections step by step (-s ADDR client, else server; rdma-core 44 or 56, --rdma-core)",

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/oob/cmtime"
+	"github.com/goroce/goroce/tools/cmtime"
 )
 
 // cmtimePair runs roced cmtime as server (sargs) and as client (cargs),

@@ -11,8 +11,8 @@ import (
 	"syscall"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/endpoint"
+	"github.com/goroce/goroce/transport"
 )
 
 // untilSignal makes a command of run: its context ends with SIGINT or
@@ -60,7 +60,7 @@ func openCM(ec endpoint.Config, stderr io.Writer, name string) (*endpoint.Endpoi
 }
 
 // cmToolConfig is what the command line of a librdmacm example (ucmatose,
-// udaddy: oob/internal/cmflags) tells the frame that runs it.
+// udaddy: tools/internal/cmflags) tells the frame that runs it.
 type cmToolConfig interface {
 	// Endpoint says which device to open.
 	Endpoint() endpoint.Config
@@ -71,7 +71,7 @@ type cmToolConfig interface {
 
 // cmToolEnv is what such a tool runs with besides its command line.
 type cmToolEnv struct {
-	dev            *device.Device
+	dev            *transport.Device
 	cm             *cm.Manager
 	stdout, stderr io.Writer
 	// listening is called once the tool's server listens.

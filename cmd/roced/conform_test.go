@@ -173,7 +173,7 @@ func TestMain(m *testing.M) {
 // TestConformPeerLoopback runs roced conform --peer-exec against roced's
 // own tools in a second process on loopback (the peer at 127.0.18.2, the
 // suite at 127.0.18.1: addresses no other package's tests bind, as go test
-// runs oob/pingpong's, on 127.0.0.1 and .2, beside these): the plumbing of
+// runs tools/pingpong's, on 127.0.0.1 and .2, beside these): the plumbing of
 // the peer run without rxe. Each
 // responder case (roced's tool a server) and each requester case (roced's
 // tool a client of the suite, which plays the tool's server) must get the

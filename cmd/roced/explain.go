@@ -10,7 +10,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/ladder"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 func init() {
@@ -35,7 +35,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	for _, r := range replies {
 		for _, d := range r.Devices {
 			for _, death := range d.Deaths {
-				if !*all && (death.Cause == qp.CauseModified.String() || death.Cause == qp.CauseDeviceClosed.String()) {
+				if !*all && (death.Cause == transport.CauseModified.String() || death.Cause == transport.CauseDeviceClosed.String()) {
 					continue
 				}
 				shown++

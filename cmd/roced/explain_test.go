@@ -9,11 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/internal/endpoint"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // TestExplainCommand: two devices of this process (serving the stats
@@ -30,10 +27,10 @@ func TestExplainCommand(t *testing.T) {
 	// Addresses of its own: other packages' tests bind 127.0.0.1 and .2.
 	type side struct {
 		e  *endpoint.Endpoint
-		r  *mr.MR
-		c  *cq.CQ
-		q  *qp.QP
-		ep device.Endpoint
+		r  *transport.MR
+		c  *transport.CQ
+		q  *transport.QP
+		ep transport.Endpoint
 	}
 	var s [2]side
 	for i, a := range []string{"127.0.18.4", "127.0.18.5"} {
@@ -44,13 +41,13 @@ func TestExplainCommand(t *testing.T) {
 		defer e.Close()
 		d := e.Device
 		pd := d.AllocPD()
-		r, err := pd.Register(make([]byte, 4096), mr.LocalWrite|mr.RemoteWrite)
+		r, err := pd.Register(make([]byte, 4096), transport.LocalWrite|transport.RemoteWrite)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := d.CreateCQ(16)
-		q, err := d.CreateQP(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
-			Cap: qp.Cap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q, err := d.CreateQP(pd, transport.QPInitAttr{Type: transport.RC, SendCQ: c, RecvCQ: c,
+			Cap: transport.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,21 +58,21 @@ func TestExplainCommand(t *testing.T) {
 		s[i] = side{e, r, c, q, ep}
 	}
 	for i := range s {
-		o := device.ConnectOptions{Access: mr.RemoteWrite}
+		o := transport.ConnectOptions{Access: transport.RemoteWrite}
 		if err := s[i].e.Device.Connect(s[i].q, s[i].ep, s[1-i].ep, o); err != nil {
 			t.Fatal(err)
 		}
 	}
 	badKey := s[1].r.RKey() ^ 0x100
-	err := s[0].q.PostSend(&qp.SendWR{WRID: 9, Opcode: qp.WRRDMAWrite, Flags: qp.Signaled,
-		SGL: []mr.SGE{s[0].r.SGE(0, 64)}, RemoteAddr: s[1].r.Addr(), RKey: badKey})
+	err := s[0].q.PostSend(&transport.SendWR{WRID: 9, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+		SGL: []transport.SGE{s[0].r.SGE(0, 64)}, RemoteAddr: s[1].r.Addr(), RKey: badKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	wc := make([]cq.WC, 1)
-	if n, err := s[0].c.PollWait(ctx, wc); n != 1 || err != nil || wc[0].Status != cq.RemAccessErr {
+	wc := make([]transport.WC, 1)
+	if n, err := s[0].c.PollWait(ctx, wc); n != 1 || err != nil || wc[0].Status != transport.RemAccessErr {
 		t.Fatalf("completion %+v (%d, %v); want a remote access error", wc, n, err)
 	}
 	// The responder's QP died before it sent the NAK the requester got.

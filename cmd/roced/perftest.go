@@ -4,7 +4,7 @@ import (
 	"context"
 	"io"
 
-	"github.com/goroce/goroce/oob/perftest"
+	"github.com/goroce/goroce/tools/perftest"
 )
 
 // The eight perftest commands: roced write_bw ... atomic_lat are peers of
@@ -12,7 +12,7 @@ import (
 // the tools exchange over TCP (in the dialect of the version the peer
 // speaks), run the same traffic with the same QP attributes and print the
 // tools' output, so either side of a run can be the real tool (package
-// oob/perftest runs them).
+// tools/perftest runs them).
 func init() {
 	summaries := map[perftest.Test]string{
 		perftest.WriteBW:   "RDMA WRITE bandwidth, a peer of perftest's ib_write_bw",

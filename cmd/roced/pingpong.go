@@ -4,13 +4,13 @@ import (
 	"context"
 	"io"
 
-	"github.com/goroce/goroce/oob/pingpong"
+	"github.com/goroce/goroce/tools/pingpong"
 )
 
 // The four rdma-core example programs, as drop-in peers of the real ones:
 // same flags, same QP setup, same send/receive loop and the same output, so
 // that either end of an ibv_*_pingpong run can be roced (package
-// oob/pingpong runs them).
+// tools/pingpong runs them).
 
 func init() {
 	summaries := map[pingpong.Tool]string{

@@ -12,12 +12,12 @@ import (
 	"syscall"
 
 	"github.com/goroce/goroce/internal/endpoint"
-	"github.com/goroce/goroce/oob/rdmaserver"
+	"github.com/goroce/goroce/tools/rdmaserver"
 )
 
 // librdmacm's example pair rdma_server and rdma_client, connecting through
 // goroce's RDMA connection manager (package cm) and exchanging their two
-// 16-byte SENDs (package oob/rdmaserver).
+// 16-byte SENDs (package tools/rdmaserver).
 
 func init() {
 	for _, server := range []bool{true, false} {
@@ -37,7 +37,7 @@ func init() {
 // showsUsage reports whether err is one of getopt's complaints (an
 // unknown option such as -h, a missing argument), which the librdmacm
 // tools answer with their usage text on stdout; their other refusals are
-// one line. (oob/internal/getopt's Error says so; cmd/ cannot name it.)
+// one line. (tools/internal/getopt's Error says so; cmd/ cannot name it.)
 func showsUsage(err error) bool {
 	var u interface{ ShowsUsage() bool }
 	return errors.As(err, &u) && u.ShowsUsage()

@@ -11,12 +11,12 @@ import (
 	"syscall"
 
 	"github.com/goroce/goroce/internal/endpoint"
-	"github.com/goroce/goroce/oob/rping"
+	"github.com/goroce/goroce/tools/rping"
 )
 
 // librdmacm's rping, connecting through goroce's RDMA connection manager
 // (package cm) and running rping's SEND/READ/WRITE loop (package
-// oob/rping).
+// tools/rping).
 
 func init() {
 	register("rping", "librdmacm's rping: RDMA CM connection, then SEND/READ/WRITE pings (-s server, -c client)",

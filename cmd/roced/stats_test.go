@@ -24,7 +24,7 @@ func TestStatsCommand(t *testing.T) {
 	if rc := run([]string{"stats"}, &out, &errb); rc != 0 || out.Len() != 0 {
 		t.Fatalf("no instance: rc %d, %q %q", rc, out.String(), errb.String())
 	}
-	// An address of its own: oob/pingpong's tests bind 127.0.0.1 and .2
+	// An address of its own: tools/pingpong's tests bind 127.0.0.1 and .2
 	// as this runs.
 	e, err := endpoint.Open(endpoint.Config{Dev: "127.0.18.3", GID: -1})
 	if err != nil {

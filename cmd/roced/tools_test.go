@@ -5,12 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goroce/goroce/oob/perftest"
-	"github.com/goroce/goroce/oob/pingpong"
+	"github.com/goroce/goroce/tools/perftest"
+	"github.com/goroce/goroce/tools/pingpong"
 )
 
 // TestPingpongDispatch: the four pingpongs are roced's commands, and roced
-// hands their command lines to oob/pingpong, whose tests run them: a flag
+// hands their command lines to tools/pingpong, whose tests run them: a flag
 // the tool does not take is getopt's complaint on stderr, the tool's usage
 // text on stdout and exit status 1, as the real program's.
 func TestPingpongDispatch(t *testing.T) {
@@ -34,7 +34,7 @@ func TestPerftestRegistered(t *testing.T) {
 }
 
 // TestPerftestDispatch: roced hands a perftest command's command line to
-// oob/perftest, whose tests run it: a flag the tool does not take is the
+// tools/perftest, whose tests run it: a flag the tool does not take is the
 // usage text and the parser's complaint on stderr, exit status 1, as the
 // real tool's.
 func TestPerftestDispatch(t *testing.T) {

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 
-	"github.com/goroce/goroce/oob/ucmatose"
+	"github.com/goroce/goroce/tools/ucmatose"
 )
 
 // librdmacm's ucmatose (examples/cmatose.c), connecting through goroce's
 // RDMA connection manager (package cm) and moving its messages on every
-// connection (package oob/ucmatose). It exits as cmatose does: 1 for a
+// connection (package tools/ucmatose). It exits as cmatose does: 1 for a
 // bad command line, else its return status.
 func init() {
 	registerCMTool("ucmatose", "librdmacm's ucmatose: -c RDMA CM connections, -C SENDs of -S bytes each way on each (-s ADDR client, else server)",

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 
-	"github.com/goroce/goroce/oob/udaddy"
+	"github.com/goroce/goroce/tools/udaddy"
 )
 
 // librdmacm's udaddy (examples/udaddy.c): UD services resolved through
 // goroce's RDMA connection manager (package cm, SIDR in the UDP port
-// space) and datagrams on each (package oob/udaddy). It exits as udaddy
+// space) and datagrams on each (package tools/udaddy). It exits as udaddy
 // does: 1 for a bad command line, else its return status.
 func init() {
 	registerCMTool("udaddy", "librdmacm's udaddy: -c UD services resolved through the RDMA CM (SIDR), -C SENDs of -S bytes each way on each (-s ADDR client, else server)",

@@ -27,13 +27,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // wait bounds every wait for a completion: an upper bound on a hang, never
@@ -41,7 +38,7 @@ import (
 const wait = 10 * time.Second
 
 // all is every right a region or QP of this program grants.
-const all = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+const all = transport.LocalWrite | transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic
 
 func main() {
 	link := flag.String("link", "mem", "mem or udp")
@@ -55,10 +52,10 @@ func main() {
 // node is one side: a device, a protection domain, a 4 KiB region and one
 // completion queue for everything.
 type node struct {
-	dev *device.Device
-	pd  *mr.PD
-	mr  *mr.MR
-	cq  *cq.CQ
+	dev *transport.Device
+	pd  *transport.PD
+	mr  *transport.MR
+	cq  *transport.CQ
 }
 
 func openLinks(kind string) (a, b nic.Link, err error) {
@@ -84,7 +81,7 @@ func openLinks(kind string) (a, b nic.Link, err error) {
 }
 
 func newNode(l nic.Link) (*node, error) {
-	dev, err := device.Open(l, device.Options{})
+	dev, err := transport.Open(l, transport.Options{})
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -98,14 +95,14 @@ func newNode(l nic.Link) (*node, error) {
 	return &node{dev: dev, pd: pd, mr: region, cq: dev.CreateCQ(64)}, nil
 }
 
-func (n *node) qp(typ qp.Type, srq *qp.SRQ) (*qp.QP, error) {
-	return n.dev.CreateQP(n.pd, qp.InitAttr{Type: typ, SendCQ: n.cq, RecvCQ: n.cq, SRQ: srq,
-		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+func (n *node) qp(typ transport.QPType, srq *transport.SRQ) (*transport.QP, error) {
+	return n.dev.CreateQP(n.pd, transport.QPInitAttr{Type: typ, SendCQ: n.cq, RecvCQ: n.cq, SRQ: srq,
+		Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 }
 
 // connect creates a QP of typ on each side and connects them; the
 // endpoints cross as bytes (MarshalBinary), as over a socket.
-func connect(a, b *node, typ qp.Type, srqB *qp.SRQ) (qa, qb *qp.QP, ea, eb device.Endpoint, err error) {
+func connect(a, b *node, typ transport.QPType, srqB *transport.SRQ) (qa, qb *transport.QP, ea, eb transport.Endpoint, err error) {
 	if qa, err = a.qp(typ, nil); err != nil {
 		return
 	}
@@ -118,7 +115,7 @@ func connect(a, b *node, typ qp.Type, srqB *qp.SRQ) (qa, qb *qp.QP, ea, eb devic
 	if eb, err = b.dev.LocalEndpoint(qb); err != nil {
 		return
 	}
-	var fromA, fromB device.Endpoint
+	var fromA, fromB transport.Endpoint
 	wa, _ := ea.MarshalBinary()
 	wb, _ := eb.MarshalBinary()
 	if err = fromA.UnmarshalBinary(wa); err != nil {
@@ -127,33 +124,33 @@ func connect(a, b *node, typ qp.Type, srqB *qp.SRQ) (qa, qb *qp.QP, ea, eb devic
 	if err = fromB.UnmarshalBinary(wb); err != nil {
 		return
 	}
-	access := mr.RemoteWrite
-	if typ == qp.RC {
+	access := transport.RemoteWrite
+	if typ == transport.RC {
 		access = all
 	}
-	if err = a.dev.Connect(qa, ea, fromB, device.ConnectOptions{Access: access}); err != nil {
+	if err = a.dev.Connect(qa, ea, fromB, transport.ConnectOptions{Access: access}); err != nil {
 		return
 	}
-	err = b.dev.Connect(qb, eb, fromA, device.ConnectOptions{Access: access})
+	err = b.dev.Connect(qb, eb, fromA, transport.ConnectOptions{Access: access})
 	return
 }
 
 // next returns c's next completion, an error unless it succeeded.
-func next(c *cq.CQ) (cq.WC, error) {
+func next(c *transport.CQ) (transport.WC, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	wc := make([]cq.WC, 1)
+	wc := make([]transport.WC, 1)
 	if _, err := c.PollWait(ctx, wc); err != nil {
-		return cq.WC{}, fmt.Errorf("waiting for a completion: %w", err)
+		return transport.WC{}, fmt.Errorf("waiting for a completion: %w", err)
 	}
-	if wc[0].Status != cq.Success {
+	if wc[0].Status != transport.Success {
 		return wc[0], fmt.Errorf("wr %d: %v", wc[0].WRID, wc[0].Status)
 	}
 	return wc[0], nil
 }
 
 // expect checks a completion's opcode and the bytes it should have left.
-func expect(wc cq.WC, op cq.Opcode, got, want []byte) error {
+func expect(wc transport.WC, op transport.WCOpcode, got, want []byte) error {
 	if wc.Opcode != op {
 		return fmt.Errorf("completion %v, want %v", wc.Opcode, op)
 	}
@@ -196,21 +193,21 @@ func run(kind string) error {
 }
 
 var steps = []step{
-	{"RC SEND", func(a, b *node) (string, error) { return sendRecv(a, b, qp.RC, qp.WRSend) }},
-	{"RC SEND with imm", func(a, b *node) (string, error) { return sendRecv(a, b, qp.RC, qp.WRSendWithImm) }},
+	{"RC SEND", func(a, b *node) (string, error) { return sendRecv(a, b, transport.RC, transport.WRSend) }},
+	{"RC SEND with imm", func(a, b *node) (string, error) { return sendRecv(a, b, transport.RC, transport.WRSendWithImm) }},
 	{"RC SEND with inv", sendInv},
-	{"RC RDMA WRITE", func(a, b *node) (string, error) { return write(a, b, qp.RC, qp.WRRDMAWrite) }},
-	{"RC WRITE with imm", func(a, b *node) (string, error) { return write(a, b, qp.RC, qp.WRRDMAWriteWithImm) }},
+	{"RC RDMA WRITE", func(a, b *node) (string, error) { return write(a, b, transport.RC, transport.WRRDMAWrite) }},
+	{"RC WRITE with imm", func(a, b *node) (string, error) { return write(a, b, transport.RC, transport.WRRDMAWriteWithImm) }},
 	{"RC RDMA READ", read},
 	{"RC atomics", atomics},
-	{"UC SEND", func(a, b *node) (string, error) { return sendRecv(a, b, qp.UC, qp.WRSend) }},
-	{"UC RDMA WRITE", func(a, b *node) (string, error) { return write(a, b, qp.UC, qp.WRRDMAWrite) }},
+	{"UC SEND", func(a, b *node) (string, error) { return sendRecv(a, b, transport.UC, transport.WRSend) }},
+	{"UC RDMA WRITE", func(a, b *node) (string, error) { return write(a, b, transport.UC, transport.WRRDMAWrite) }},
 	{"UD SEND", ud},
 	{"RC SRQ", srq},
 	{"completion event", event},
 }
 
-func sendRecv(a, b *node, typ qp.Type, op qp.WROpcode) (string, error) {
+func sendRecv(a, b *node, typ transport.QPType, op transport.WROpcode) (string, error) {
 	qa, qb, _, _, err := connect(a, b, typ, nil)
 	if err != nil {
 		return "", err
@@ -219,24 +216,24 @@ func sendRecv(a, b *node, typ qp.Type, op qp.WROpcode) (string, error) {
 }
 
 // sendOn sends one message with op from qa to qb and checks it arrived.
-func sendOn(qa, qb *qp.QP, a, b *node, typ qp.Type, op qp.WROpcode) (string, error) {
+func sendOn(qa, qb *transport.QP, a, b *node, typ transport.QPType, op transport.WROpcode) (string, error) {
 	msg := []byte(fmt.Sprintf("%v %v", typ, op))
-	if err := qb.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.mr.SGE(0, 256)}}); err != nil {
+	if err := qb.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.mr.SGE(0, 256)}}); err != nil {
 		return "", err
 	}
 	copy(a.mr.Bytes(), msg)
-	if err := qa.PostSend(&qp.SendWR{WRID: 2, Opcode: op, Flags: qp.Signaled, Imm: 0xc0ffee,
-		SGL: []mr.SGE{a.mr.SGE(0, len(msg))}}); err != nil {
+	if err := qa.PostSend(&transport.SendWR{WRID: 2, Opcode: op, Flags: transport.Signaled, Imm: 0xc0ffee,
+		SGL: []transport.SGE{a.mr.SGE(0, len(msg))}}); err != nil {
 		return "", err
 	}
 	wc, err := next(b.cq)
 	if err != nil {
 		return "", err
 	}
-	if err := expect(wc, cq.OpRecv, b.mr.Bytes()[:wc.ByteLen], msg); err != nil {
+	if err := expect(wc, transport.OpRecv, b.mr.Bytes()[:wc.ByteLen], msg); err != nil {
 		return "", err
 	}
-	if op == qp.WRSendWithImm && (wc.Flags&cq.WithImm == 0 || wc.ImmData != 0xc0ffee) {
+	if op == transport.WRSendWithImm && (wc.Flags&transport.WithImm == 0 || wc.ImmData != 0xc0ffee) {
 		return "", fmt.Errorf("immediate %#x (flags %v), want 0xc0ffee", wc.ImmData, wc.Flags)
 	}
 	if _, err := next(a.cq); err != nil {
@@ -246,28 +243,28 @@ func sendOn(qa, qb *qp.QP, a, b *node, typ qp.Type, op qp.WROpcode) (string, err
 }
 
 func sendInv(a, b *node) (string, error) {
-	qa, qb, _, _, err := connect(a, b, qp.RC, nil)
+	qa, qb, _, _, err := connect(a, b, transport.RC, nil)
 	if err != nil {
 		return "", err
 	}
 	// The region to invalidate: its own, so the others stay usable.
-	victim, err := b.pd.Register(make([]byte, 64), mr.LocalWrite|mr.RemoteWrite)
+	victim, err := b.pd.Register(make([]byte, 64), transport.LocalWrite|transport.RemoteWrite)
 	if err != nil {
 		return "", err
 	}
-	if err := qb.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{b.mr.SGE(0, 64)}}); err != nil {
+	if err := qb.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.mr.SGE(0, 64)}}); err != nil {
 		return "", err
 	}
 	copy(a.mr.Bytes(), "invalidate")
-	if err := qa.PostSend(&qp.SendWR{Opcode: qp.WRSendWithInv, Flags: qp.Signaled, InvRKey: victim.RKey(),
-		SGL: []mr.SGE{a.mr.SGE(0, 10)}}); err != nil {
+	if err := qa.PostSend(&transport.SendWR{Opcode: transport.WRSendWithInv, Flags: transport.Signaled, InvRKey: victim.RKey(),
+		SGL: []transport.SGE{a.mr.SGE(0, 10)}}); err != nil {
 		return "", err
 	}
 	wc, err := next(b.cq)
 	if err != nil {
 		return "", err
 	}
-	if wc.Flags&cq.WithInv == 0 || wc.InvalidatedRKey != victim.RKey() {
+	if wc.Flags&transport.WithInv == 0 || wc.InvalidatedRKey != victim.RKey() {
 		return "", fmt.Errorf("completion flags %v rkey %#x, want WithInv and %#x", wc.Flags, wc.InvalidatedRKey, victim.RKey())
 	}
 	if _, err := next(a.cq); err != nil {
@@ -276,7 +273,7 @@ func sendInv(a, b *node) (string, error) {
 	return fmt.Sprintf("rkey %#x invalidated", victim.RKey()), nil
 }
 
-func write(a, b *node, typ qp.Type, op qp.WROpcode) (string, error) {
+func write(a, b *node, typ transport.QPType, op transport.WROpcode) (string, error) {
 	qa, qb, _, _, err := connect(a, b, typ, nil)
 	if err != nil {
 		return "", err
@@ -284,22 +281,22 @@ func write(a, b *node, typ qp.Type, op qp.WROpcode) (string, error) {
 	msg := []byte(fmt.Sprintf("%v %v", typ, op))
 	const at = 1024
 	clear(b.mr.Bytes()[at : at+len(msg)])
-	if op == qp.WRRDMAWriteWithImm {
-		if err := qb.PostRecv(&qp.RecvWR{WRID: 1}); err != nil {
+	if op == transport.WRRDMAWriteWithImm {
+		if err := qb.PostRecv(&transport.RecvWR{WRID: 1}); err != nil {
 			return "", err
 		}
 	}
 	copy(a.mr.Bytes(), msg)
-	if err := qa.PostSend(&qp.SendWR{Opcode: op, Flags: qp.Signaled, Imm: 7, SGL: []mr.SGE{a.mr.SGE(0, len(msg))},
+	if err := qa.PostSend(&transport.SendWR{Opcode: op, Flags: transport.Signaled, Imm: 7, SGL: []transport.SGE{a.mr.SGE(0, len(msg))},
 		RemoteAddr: b.mr.Addr() + at, RKey: b.mr.RKey()}); err != nil {
 		return "", err
 	}
-	if op == qp.WRRDMAWriteWithImm {
+	if op == transport.WRRDMAWriteWithImm {
 		wc, err := next(b.cq)
 		if err != nil {
 			return "", err
 		}
-		if wc.Opcode != cq.OpRecvRDMAWithImm || wc.ImmData != 7 {
+		if wc.Opcode != transport.OpRecvRDMAWithImm || wc.ImmData != 7 {
 			return "", fmt.Errorf("peer completion %v imm %d, want RECV_RDMA_WITH_IMM 7", wc.Opcode, wc.ImmData)
 		}
 	}
@@ -307,29 +304,29 @@ func write(a, b *node, typ qp.Type, op qp.WROpcode) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if typ == qp.UC {
+	if typ == transport.UC {
 		// A UC WRITE completes when sent, not when placed. A SEND after it
 		// on the same QP is received after it (UC keeps order; nothing is
 		// lost here), so its receive completion says the WRITE landed.
-		if _, err := sendOn(qa, qb, a, b, typ, qp.WRSend); err != nil {
+		if _, err := sendOn(qa, qb, a, b, typ, transport.WRSend); err != nil {
 			return "", fmt.Errorf("the SEND after the WRITE: %w", err)
 		}
 	}
-	if err := expect(wc, cq.OpRDMAWrite, b.mr.Bytes()[at:at+len(msg)], msg); err != nil {
+	if err := expect(wc, transport.OpRDMAWrite, b.mr.Bytes()[at:at+len(msg)], msg); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%q", msg), nil
 }
 
 func read(a, b *node) (string, error) {
-	qa, _, _, _, err := connect(a, b, qp.RC, nil)
+	qa, _, _, _, err := connect(a, b, transport.RC, nil)
 	if err != nil {
 		return "", err
 	}
 	msg := []byte("read from b's memory")
 	copy(b.mr.Bytes()[2048:], msg)
 	clear(a.mr.Bytes()[:len(msg)])
-	if err := qa.PostSend(&qp.SendWR{Opcode: qp.WRRDMARead, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, len(msg))},
+	if err := qa.PostSend(&transport.SendWR{Opcode: transport.WRRDMARead, Flags: transport.Signaled, SGL: []transport.SGE{a.mr.SGE(0, len(msg))},
 		RemoteAddr: b.mr.Addr() + 2048, RKey: b.mr.RKey()}); err != nil {
 		return "", err
 	}
@@ -337,14 +334,14 @@ func read(a, b *node) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := expect(wc, cq.OpRDMARead, a.mr.Bytes()[:len(msg)], msg); err != nil {
+	if err := expect(wc, transport.OpRDMARead, a.mr.Bytes()[:len(msg)], msg); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%q", msg), nil
 }
 
 func atomics(a, b *node) (string, error) {
-	qa, _, _, _, err := connect(a, b, qp.RC, nil)
+	qa, _, _, _, err := connect(a, b, transport.RC, nil)
 	if err != nil {
 		return "", err
 	}
@@ -355,15 +352,15 @@ func atomics(a, b *node) (string, error) {
 	word := b.mr.Bytes()[at : at+8]
 	binary.LittleEndian.PutUint64(word, 100)
 	for _, c := range []struct {
-		op               qp.WROpcode
+		op               transport.WROpcode
 		compareAdd, swap uint64
 		orig, now        uint64
 	}{
-		{qp.WRAtomicFetchAndAdd, 5, 0, 100, 105},
-		{qp.WRAtomicCmpAndSwp, 105, 1, 105, 1},
-		{qp.WRAtomicCmpAndSwp, 105, 2, 1, 1}, // compare fails: no swap
+		{transport.WRAtomicFetchAndAdd, 5, 0, 100, 105},
+		{transport.WRAtomicCmpAndSwp, 105, 1, 105, 1},
+		{transport.WRAtomicCmpAndSwp, 105, 2, 1, 1}, // compare fails: no swap
 	} {
-		if err := qa.PostSend(&qp.SendWR{Opcode: c.op, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 8)},
+		if err := qa.PostSend(&transport.SendWR{Opcode: c.op, Flags: transport.Signaled, SGL: []transport.SGE{a.mr.SGE(0, 8)},
 			RemoteAddr: b.mr.Addr() + at, RKey: b.mr.RKey(), CompareAdd: c.compareAdd, Swap: c.swap}); err != nil {
 			return "", err
 		}
@@ -379,11 +376,11 @@ func atomics(a, b *node) (string, error) {
 }
 
 func ud(a, b *node) (string, error) {
-	qa, qb, ea, eb, err := connect(a, b, qp.UD, nil)
+	qa, qb, ea, eb, err := connect(a, b, transport.UD, nil)
 	if err != nil {
 		return "", err
 	}
-	if err := qb.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, 1024)}}); err != nil {
+	if err := qb.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.mr.SGE(0, 1024)}}); err != nil {
 		return "", err
 	}
 	av, err := a.dev.AHAttr(ea, eb)
@@ -396,8 +393,8 @@ func ud(a, b *node) (string, error) {
 	}
 	msg := []byte("a datagram")
 	copy(a.mr.Bytes(), msg)
-	if err := qa.PostSend(&qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, len(msg))},
-		AH: ah, RemoteQPN: eb.QPN, RemoteQKey: device.DefaultQKey}); err != nil {
+	if err := qa.PostSend(&transport.SendWR{Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.mr.SGE(0, len(msg))},
+		AH: ah, RemoteQPN: eb.QPN, RemoteQKey: transport.DefaultQKey}); err != nil {
 		return "", err
 	}
 	wc, err := next(b.cq)
@@ -405,10 +402,10 @@ func ud(a, b *node) (string, error) {
 		return "", err
 	}
 	const grh = 40
-	if wc.Flags&cq.WithGRH == 0 || wc.SrcQP != ea.QPN || wc.ByteLen < grh {
+	if wc.Flags&transport.WithGRH == 0 || wc.SrcQP != ea.QPN || wc.ByteLen < grh {
 		return "", fmt.Errorf("completion flags %v from QP %#x, %d bytes", wc.Flags, wc.SrcQP, wc.ByteLen)
 	}
-	if err := expect(wc, cq.OpRecv, b.mr.Bytes()[grh:wc.ByteLen], msg); err != nil {
+	if err := expect(wc, transport.OpRecv, b.mr.Bytes()[grh:wc.ByteLen], msg); err != nil {
 		return "", err
 	}
 	if _, err := next(a.cq); err != nil {
@@ -418,23 +415,23 @@ func ud(a, b *node) (string, error) {
 }
 
 func srq(a, b *node) (string, error) {
-	s, err := b.dev.CreateSRQ(b.pd, qp.SRQAttr{MaxWR: 8, MaxSGE: 1})
+	s, err := b.dev.CreateSRQ(b.pd, transport.SRQAttr{MaxWR: 8, MaxSGE: 1})
 	if err != nil {
 		return "", err
 	}
 	for i := range 2 {
-		if err := s.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.mr.SGE(i*64, 64)}}); err != nil {
+		if err := s.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.mr.SGE(i*64, 64)}}); err != nil {
 			return "", err
 		}
 	}
 	var took []uint32
 	for i, msg := range []string{"to the first QP", "to the second QP"} {
-		qa, _, _, _, err := connect(a, b, qp.RC, s)
+		qa, _, _, _, err := connect(a, b, transport.RC, s)
 		if err != nil {
 			return "", err
 		}
 		copy(a.mr.Bytes(), msg)
-		if err := qa.PostSend(&qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, len(msg))}}); err != nil {
+		if err := qa.PostSend(&transport.SendWR{Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.mr.SGE(0, len(msg))}}); err != nil {
 			return "", err
 		}
 		wc, err := next(b.cq)
@@ -444,7 +441,7 @@ func srq(a, b *node) (string, error) {
 		if wc.WRID != uint64(i) {
 			return "", fmt.Errorf("message %d took receive %d", i, wc.WRID)
 		}
-		if err := expect(wc, cq.OpRecv, b.mr.Bytes()[i*64:i*64+int(wc.ByteLen)], []byte(msg)); err != nil {
+		if err := expect(wc, transport.OpRecv, b.mr.Bytes()[i*64:i*64+int(wc.ByteLen)], []byte(msg)); err != nil {
 			return "", err
 		}
 		if _, err := next(a.cq); err != nil {
@@ -456,16 +453,16 @@ func srq(a, b *node) (string, error) {
 }
 
 func event(a, b *node) (string, error) {
-	qa, qb, _, _, err := connect(a, b, qp.RC, nil)
+	qa, qb, _, _, err := connect(a, b, transport.RC, nil)
 	if err != nil {
 		return "", err
 	}
 	b.cq.ReqNotify(false)
-	if err := qb.PostRecv(&qp.RecvWR{WRID: 5, SGL: []mr.SGE{b.mr.SGE(0, 64)}}); err != nil {
+	if err := qb.PostRecv(&transport.RecvWR{WRID: 5, SGL: []transport.SGE{b.mr.SGE(0, 64)}}); err != nil {
 		return "", err
 	}
 	copy(a.mr.Bytes(), "ping")
-	if err := qa.PostSend(&qp.SendWR{Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.mr.SGE(0, 4)}}); err != nil {
+	if err := qa.PostSend(&transport.SendWR{Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.mr.SGE(0, 4)}}); err != nil {
 		return "", err
 	}
 	select {
@@ -473,7 +470,7 @@ func event(a, b *node) (string, error) {
 	case <-time.After(wait):
 		return "", errors.New("no completion event")
 	}
-	wc := make([]cq.WC, 1)
+	wc := make([]transport.WC, 1)
 	if n, err := b.cq.Poll(wc); err != nil || n != 1 || wc[0].WRID != 5 {
 		return "", fmt.Errorf("after the event, poll gave %d completions (%v): %+v", n, err, wc[0])
 	}

@@ -1,9 +1,9 @@
 // Command offheap moves data by RDMA between buffers that all live
 // outside the Go heap, as the course's lab D does with memory a program
 // allocates itself (there, on a GPU): the initiator's source is anonymous
-// memory (mr.MapAnonymous), the target's buffer a file mapped MAP_SHARED
-// (mr.MapFile), and the initiator reads it back into anonymous memory, or
-// hugepages with -huge (mr.MapHugePages). Each is registered with
+// memory (transport.MapAnonymous), the target's buffer a file mapped MAP_SHARED
+// (transport.MapFile), and the initiator reads it back into anonymous memory, or
+// hugepages with -huge (transport.MapHugePages). Each is registered with
 // PD.Register like any buffer.
 //
 // The initiator WRITEs its source into the target's file mapping in
@@ -32,13 +32,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // wait bounds every wait for a completion: an upper bound on a hang, never
@@ -63,11 +60,11 @@ func main() {
 // node is one side: a device, a protection domain, a completion queue and
 // an RC QP.
 type node struct {
-	dev *device.Device
-	pd  *mr.PD
-	cq  *cq.CQ
-	qp  *qp.QP
-	ep  device.Endpoint
+	dev *transport.Device
+	pd  *transport.PD
+	cq  *transport.CQ
+	qp  *transport.QP
+	ep  transport.Endpoint
 }
 
 func openLinks(kind string) (a, b nic.Link, err error) {
@@ -93,17 +90,17 @@ func openLinks(kind string) (a, b nic.Link, err error) {
 }
 
 func newNode(l nic.Link) (*node, error) {
-	dev, err := device.Open(l, device.Options{})
+	dev, err := transport.Open(l, transport.Options{})
 	if err != nil {
 		l.Close()
 		return nil, err
 	}
 	pd := dev.AllocPD()
 	c := dev.CreateCQ(2 * chunks)
-	q, err := dev.CreateQP(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c,
-		Cap: qp.Cap{MaxSendWR: chunks, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	q, err := dev.CreateQP(pd, transport.QPInitAttr{Type: transport.RC, SendCQ: c, RecvCQ: c,
+		Cap: transport.QPCap{MaxSendWR: chunks, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err == nil {
-		var ep device.Endpoint
+		var ep transport.Endpoint
 		if ep, err = dev.LocalEndpoint(q); err == nil {
 			return &node{dev: dev, pd: pd, cq: c, qp: q, ep: ep}, nil
 		}
@@ -147,7 +144,7 @@ func run(kind string, size int, huge bool) error {
 	}
 	defer b.dev.Close()
 	// Each side lets the other READ and WRITE its regions that allow it.
-	access := device.ConnectOptions{Access: mr.RemoteRead | mr.RemoteWrite}
+	access := transport.ConnectOptions{Access: transport.RemoteRead | transport.RemoteWrite}
 	if err := a.dev.Connect(a.qp, a.ep, b.ep, access); err != nil {
 		return err
 	}
@@ -156,15 +153,15 @@ func run(kind string, size int, huge bool) error {
 	}
 
 	// The buffers, none of them on the Go heap.
-	src, err := mr.MapAnonymous(size, mr.MapOptions{})
+	src, err := transport.MapAnonymous(size, transport.MapOptions{})
 	if err != nil {
 		return err
 	}
-	mapBack, backKind := mr.MapAnonymous, "anonymous"
+	mapBack, backKind := transport.MapAnonymous, "anonymous"
 	if huge {
-		mapBack, backKind = mr.MapHugePages, "hugepages"
+		mapBack, backKind = transport.MapHugePages, "hugepages"
 	}
-	back, err := mapBack(size, mr.MapOptions{})
+	back, err := mapBack(size, transport.MapOptions{})
 	if err != nil {
 		return err
 	}
@@ -186,11 +183,11 @@ func run(kind string, size int, huge bool) error {
 	if err != nil {
 		return err
 	}
-	backMR, err := a.pd.Register(back.Bytes(), mr.LocalWrite)
+	backMR, err := a.pd.Register(back.Bytes(), transport.LocalWrite)
 	if err != nil {
 		return err
 	}
-	fileMR, err := b.pd.Register(file.Bytes(), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+	fileMR, err := b.pd.Register(file.Bytes(), transport.LocalWrite|transport.RemoteWrite|transport.RemoteRead)
 	if err != nil {
 		return err
 	}
@@ -199,7 +196,7 @@ func run(kind string, size int, huge bool) error {
 	remoteAddr, rkey := fileMR.Addr(), fileMR.RKey()
 
 	start := time.Now()
-	if err := transfer(a, qp.WRRDMAWrite, srcMR, remoteAddr, rkey, size); err != nil {
+	if err := transfer(a, transport.WRRDMAWrite, srcMR, remoteAddr, rkey, size); err != nil {
 		return err
 	}
 	el := time.Since(start)
@@ -220,7 +217,7 @@ func run(kind string, size int, huge bool) error {
 		"RDMA WRITE", size, os.Getpagesize(), chunks, el.Round(time.Microsecond))
 
 	start = time.Now()
-	if err := transfer(a, qp.WRRDMARead, backMR, remoteAddr, rkey, size); err != nil {
+	if err := transfer(a, transport.WRRDMARead, backMR, remoteAddr, rkey, size); err != nil {
 		return err
 	}
 	el = time.Since(start)
@@ -231,11 +228,11 @@ func run(kind string, size int, huge bool) error {
 		"RDMA READ", size, backKind, chunks, el.Round(time.Microsecond))
 
 	for _, u := range []struct {
-		m *mr.Mapping
-		r *mr.MR
+		m *transport.Mapping
+		r *transport.MR
 	}{{src, srcMR}, {back, backMR}, {file, fileMR}} {
-		if err := u.m.Close(); !errors.Is(err, mr.ErrInUse) {
-			return fmt.Errorf("unmapping a registered mapping: %v, want %v", err, mr.ErrInUse)
+		if err := u.m.Close(); !errors.Is(err, transport.ErrInUse) {
+			return fmt.Errorf("unmapping a registered mapping: %v, want %v", err, transport.ErrInUse)
 		}
 		if err := u.r.Dereg(); err != nil {
 			return err
@@ -251,7 +248,7 @@ func run(kind string, size int, huge bool) error {
 // mapTarget creates a file one page longer than size and maps size bytes
 // of it from its second page (an offset must be a multiple of the page
 // size).
-func mapTarget(path string, size int) (*mr.Mapping, error) {
+func mapTarget(path string, size int) (*transport.Mapping, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
@@ -260,17 +257,17 @@ func mapTarget(path string, size int) (*mr.Mapping, error) {
 	if err := f.Truncate(int64(os.Getpagesize() + size)); err != nil {
 		return nil, err
 	}
-	return mr.MapFile(f, int64(os.Getpagesize()), size, mr.MapOptions{})
+	return transport.MapFile(f, int64(os.Getpagesize()), size, transport.MapOptions{})
 }
 
 // transfer moves size bytes between local (from its start) and the
 // remote region at remoteAddr in chunks messages of op, all posted at
 // once, and waits for every completion.
-func transfer(a *node, op qp.WROpcode, local *mr.MR, remoteAddr uint64, rkey uint32, size int) error {
+func transfer(a *node, op transport.WROpcode, local *transport.MR, remoteAddr uint64, rkey uint32, size int) error {
 	n := size / chunks
 	for i := range chunks {
-		err := a.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: op, Flags: qp.Signaled,
-			SGL:        []mr.SGE{local.SGE(i*n, n)},
+		err := a.qp.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: op, Flags: transport.Signaled,
+			SGL:        []transport.SGE{local.SGE(i*n, n)},
 			RemoteAddr: remoteAddr + uint64(i*n), RKey: rkey})
 		if err != nil {
 			return fmt.Errorf("%v %d: %w", op, i, err)
@@ -278,14 +275,14 @@ func transfer(a *node, op qp.WROpcode, local *mr.MR, remoteAddr uint64, rkey uin
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	wc := make([]cq.WC, chunks)
+	wc := make([]transport.WC, chunks)
 	for done := 0; done < chunks; {
 		got, err := a.cq.PollWait(ctx, wc)
 		if err != nil {
 			return fmt.Errorf("%v: waiting for completions (%d of %d): %w", op, done, chunks, err)
 		}
 		for _, w := range wc[:got] {
-			if w.Status != cq.Success {
+			if w.Status != transport.Success {
 				return fmt.Errorf("%v %d: %v", op, w.WRID, w.Status)
 			}
 		}

@@ -1,9 +1,9 @@
 // Package closed holds the one error every object of a closed device
 // wraps, so that mr, cq, qp and device (which exports it as
-// device.ErrClosed) share a value errors.Is can match.
+// transport.ErrClosed) share a value errors.Is can match.
 package closed
 
 import "errors"
 
-// Err is device.ErrClosed.
+// Err is transport.ErrClosed.
 var Err = errors.New("device closed")

@@ -166,12 +166,12 @@ func TestReadmeGoTests(t *testing.T) {
 func TestCheckGoTests(t *testing.T) {
 	root := filepath.Join("..", "..")
 	text := "`go test -run '^$' -bench 'CRCUpdate/crcUpdate' ./bth` `GOMAXPROCS=1 go test\n-bench NoSuchBench ./bth` " +
-		"`go test -run NoSuchTest ./bth` `go test -bench Engine ./transport` `go test -run Example ./device`"
+		"`go test -run NoSuchTest ./bth` `go test -bench Engine ./nosuchdir` `go test -run Example ./transport`"
 	n, errs := checkGoTests(root, text)
 	if n != 5 || len(errs) != 3 {
 		t.Fatalf("%d commands, errors %q; want 5 and three errors", n, errs)
 	}
-	for i, want := range []string{"NoSuchBench", "NoSuchTest", "./transport"} {
+	for i, want := range []string{"NoSuchBench", "NoSuchTest", "./nosuchdir"} {
 		if !strings.Contains(errs[i], want) {
 			t.Errorf("error %d %q does not name %s", i, errs[i], want)
 		}
@@ -253,7 +253,7 @@ func TestReadmeFeatureTable(t *testing.T) {
 	}
 	// The check fails a moved test, a renamed one and a row without one.
 	bad := "\n## What it supports\n\n| area | supported | proven by |\n|---|---|---|\n" +
-		"| a | b | [`TestSmokeRC`](device/ops_test.go) |\n| c | d | [`TestNoSuchTest`](device/smoke_test.go) |\n| e | f | none |\n"
+		"| a | b | [`TestSmokeRC`](transport/ops_test.go) |\n| c | d | [`TestNoSuchTest`](transport/smoke_test.go) |\n| e | f | none |\n"
 	if _, errs := checkFeatureTable(root, bad); len(errs) != 3 {
 		t.Errorf("a table with three bad rows: errors %q", errs)
 	}

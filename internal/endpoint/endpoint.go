@@ -23,7 +23,6 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/afpacket"
 	"github.com/goroce/goroce/nic/afxdp"
@@ -31,8 +30,8 @@ import (
 	"github.com/goroce/goroce/nic/netdev"
 	"github.com/goroce/goroce/nic/tap"
 	"github.com/goroce/goroce/nic/udp"
-	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/share"
+	"github.com/goroce/goroce/transport"
 )
 
 // Links roced can open, by the --link value.
@@ -63,7 +62,7 @@ type Config struct {
 	XDPQueue int
 	// Window bounds each RC QP's unacknowledged packets (0: the default).
 	Window int
-	// LeaveNetpoll is device.Options.LeaveNetpoll, for a program whose
+	// LeaveNetpoll is transport.Options.LeaveNetpoll, for a program whose
 	// CQs C threads poll (libgoroce.so).
 	LeaveNetpoll bool
 	// AllGIDs makes the device answer on every address of its GID table,
@@ -89,9 +88,9 @@ type Config struct {
 // before sleeping (udp.Config.BusyPoll), as the net.core.busy_poll
 // sysctl counts; GOROCE_POLL_MODE=1 puts the device in poll mode, where a
 // goroutine polling an empty CQ handles what has arrived itself
-// (device.Options.PollProgress). GOROCE_EXPLAIN=1 writes to standard
+// (transport.Options.PollProgress). GOROCE_EXPLAIN=1 writes to standard
 // error why each QP that fails enters ERR (a NAK, retries run out, a local
-// error: qp.Death, with its last packets); GOROCE_EXPLAIN=all also the
+// error: transport.Death, with its last packets); GOROCE_EXPLAIN=all also the
 // QPs the program moves there itself or leaves at close.
 const (
 	EnvRxQueues = "GOROCE_RX_QUEUES"
@@ -144,13 +143,13 @@ func tuningFromEnv(getenv func(string) string) (tuning, error) {
 }
 
 // explainer returns the device's Died for the explain level: a QP's death
-// written to w as qp.Death.Explain puts it, or nil to write none.
-func explainer(level int, w io.Writer) func(*qp.Death) {
+// written to w as transport.Death.Explain puts it, or nil to write none.
+func explainer(level int, w io.Writer) func(*transport.Death) {
 	if level == 0 {
 		return nil
 	}
-	return func(d *qp.Death) {
-		if level == 1 && (d.Cause == qp.CauseModified || d.Cause == qp.CauseDeviceClosed) {
+	return func(d *transport.Death) {
+		if level == 1 && (d.Cause == transport.CauseModified || d.Cause == transport.CauseDeviceClosed) {
 			return // the program's own doing: no failure to explain
 		}
 		fmt.Fprintf(w, "goroce: %s", d.Explain())
@@ -159,13 +158,13 @@ func explainer(level int, w io.Writer) func(*qp.Death) {
 
 // Endpoint is an open device and what was chosen to open it.
 type Endpoint struct {
-	Device   *device.Device // the engine, owning Link
-	Link     nic.Link       // the data path (behind a pcap tap with --pcap)
-	Netdev   string         // the interface the device is on
-	GIDs     []bth.GID      // the device's GID table
-	GIDIndex uint8          // the index -g/-x chose (or the default)
-	GID      bth.GID        // the GID at GIDIndex
-	Addr     netip.Addr     // the local address the GID stands for
+	Device   *transport.Device // the engine, owning Link
+	Link     nic.Link          // the data path (behind a pcap tap with --pcap)
+	Netdev   string            // the interface the device is on
+	GIDs     []bth.GID         // the device's GID table
+	GIDIndex uint8             // the index -g/-x chose (or the default)
+	GID      bth.GID           // the GID at GIDIndex
+	Addr     netip.Addr        // the local address the GID stands for
 	// StatsSocket is the unix socket serving this process's counters
 	// (roced stats); empty if it could not be opened (StatsErr says why).
 	StatsSocket string
@@ -251,7 +250,7 @@ func Open(cfg Config) (*Endpoint, error) {
 		e.Faults = fault.Wrap(e.Link, fc)
 		e.Link = e.Faults
 	}
-	e.Device, err = device.Open(e.Link, device.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode,
+	e.Device, err = transport.Open(e.Link, transport.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode,
 		LeaveNetpoll: cfg.LeaveNetpoll, Died: explainer(tune.explain, os.Stderr), Share: sharer(member)})
 	if err != nil {
 		e.Link.Close()
@@ -261,8 +260,8 @@ func Open(cfg Config) (*Endpoint, error) {
 	return e, nil
 }
 
-// sharer is m as a device.Sharer: nil when m is (not a typed nil).
-func sharer(m *share.Member) device.Sharer {
+// sharer is m as a transport.Sharer: nil when m is (not a typed nil).
+func sharer(m *share.Member) transport.Sharer {
 	if m == nil {
 		return nil
 	}

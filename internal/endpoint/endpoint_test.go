@@ -12,7 +12,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/nic"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 func TestLoopbackByAddress(t *testing.T) {
@@ -154,8 +154,8 @@ func TestExplainEnv(t *testing.T) {
 	if explainer(0, io.Discard) != nil {
 		t.Error("level 0 explains")
 	}
-	failed := &qp.Death{QPN: 0x11, Type: qp.RC, Cause: qp.CauseRetryExceeded, Rule: qp.CauseRetryExceeded.Rule()}
-	closed := &qp.Death{QPN: 0x12, Type: qp.RC, Cause: qp.CauseModified, Rule: qp.CauseModified.Rule()}
+	failed := &transport.Death{QPN: 0x11, Type: transport.RC, Cause: transport.CauseRetryExceeded, Rule: transport.CauseRetryExceeded.Rule()}
+	closed := &transport.Death{QPN: 0x12, Type: transport.RC, Cause: transport.CauseModified, Rule: transport.CauseModified.Rule()}
 	for level, want := range map[int][]string{1: {"0x000011"}, 2: {"0x000011", "0x000012"}} {
 		var b strings.Builder
 		f := explainer(level, &b)

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // Every process that opens devices through Open serves their counters on
@@ -85,33 +85,33 @@ type DeviceStats struct {
 	GID      string         `json:"gid"`      // the GID in use
 	Counters []StatsCounter `json:"counters"` // the protocol and link counters
 	// Deaths are the device's last QPs to enter ERR and why (at most 16,
-	// oldest first: device.Device.Deaths).
+	// oldest first: transport.Device.Deaths).
 	Deaths []QPDeath `json:"qp_deaths,omitempty"`
 	// DeathsTotal counts every QP of the device that entered ERR.
 	DeathsTotal uint64 `json:"qp_deaths_total"`
 }
 
-// QPDeath is why one QP entered ERR (qp.Death), for roced explain.
+// QPDeath is why one QP entered ERR (transport.Death), for roced explain.
 type QPDeath struct {
 	QPN     uint32         `json:"qpn"`           // the QP's number
 	Type    string         `json:"type"`          // RC, UC, ...
-	Cause   string         `json:"cause"`         // qp.Cause in words
+	Cause   string         `json:"cause"`         // transport.Cause in words
 	Rule    string         `json:"rule"`          // the rule that makes it fatal
-	Summary string         `json:"summary"`       // qp.Death.Error: the one line
+	Summary string         `json:"summary"`       // transport.Death.Error: the one line
 	Err     string         `json:"err,omitempty"` // the error behind the cause
 	Trace   []TracedPacket `json:"trace"`         // the QP's last packets, oldest first
 }
 
-// TracedPacket is one packet of a QPDeath's trace (qp.TracedPacket): the
+// TracedPacket is one packet of a QPDeath's trace (transport.TracedPacket): the
 // datagram's first bytes from its IP header, and its whole length.
 type TracedPacket struct {
 	Out  bool   `json:"out"`  // sent, not received
 	Len  int    `json:"len"`  // the datagram's length
-	Head []byte `json:"head"` // its first bytes (qp.TraceSnap at most)
+	Head []byte `json:"head"` // its first bytes (transport.TraceSnap at most)
 }
 
 // deathsOf converts a device's deaths for the stats socket.
-func deathsOf(ds []*qp.Death) []QPDeath {
+func deathsOf(ds []*transport.Death) []QPDeath {
 	out := make([]QPDeath, 0, len(ds))
 	for _, d := range ds {
 		j := QPDeath{QPN: d.QPN, Type: d.Type.String(), Cause: d.Cause.String(), Rule: d.Rule, Summary: d.Error()}

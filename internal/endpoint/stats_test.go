@@ -12,60 +12,58 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // udSend sends one UD message from e to f and waits for it to arrive.
 func udSend(t *testing.T, e, f *Endpoint) {
 	t.Helper()
 	type side struct {
-		pd *mr.PD
-		cq *cq.CQ
-		qp *qp.QP
-		mr *mr.MR
+		pd *transport.PD
+		cq *transport.CQ
+		qp *transport.QP
+		mr *transport.MR
 	}
 	mk := func(x *Endpoint) side {
 		pd := x.Device.AllocPD()
 		c := x.Device.CreateCQ(4)
-		q, err := x.Device.CreateQP(pd, qp.InitAttr{Type: qp.UD, SendCQ: c, RecvCQ: c, Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q, err := x.Device.CreateQP(pd, transport.QPInitAttr{Type: transport.UD, SendCQ: c, RecvCQ: c, Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, a := range []qp.Attr{{State: qp.Init, PortNum: 1, QKey: 1}, {State: qp.RTR}, {State: qp.RTS}} {
-			mask := qp.AttrState
-			if a.State == qp.Init {
-				mask |= qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey
+		for _, a := range []transport.QPAttr{{State: transport.Init, PortNum: 1, QKey: 1}, {State: transport.RTR}, {State: transport.RTS}} {
+			mask := transport.AttrState
+			if a.State == transport.Init {
+				mask |= transport.AttrPKeyIndex | transport.AttrPort | transport.AttrQKey
 			}
-			if a.State == qp.RTS {
-				mask |= qp.AttrSQPSN
+			if a.State == transport.RTS {
+				mask |= transport.AttrSQPSN
 			}
 			if err := q.Modify(&a, mask); err != nil {
 				t.Fatal(err)
 			}
 		}
-		m, err := pd.Register(make([]byte, 256), mr.LocalWrite)
+		m, err := pd.Register(make([]byte, 256), transport.LocalWrite)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return side{pd, c, q, m}
 	}
 	a, b := mk(e), mk(f)
-	ah, err := e.Device.CreateAH(a.pd, qp.AHAttr{DGID: f.GID, SGIDIndex: e.GIDIndex, PortNum: 1})
+	ah, err := e.Device.CreateAH(a.pd, transport.AHAttr{DGID: f.GID, SGIDIndex: e.GIDIndex, PortNum: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.qp.PostRecv(&qp.RecvWR{SGL: []mr.SGE{b.mr.SGE(0, 256)}}); err != nil {
+	if err := b.qp.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.mr.SGE(0, 256)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, SGL: []mr.SGE{a.mr.SGE(0, 100)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 1}); err != nil {
+	if err := a.qp.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{a.mr.SGE(0, 100)}, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 1}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var wc [1]cq.WC
-	if n, err := b.cq.PollWait(ctx, wc[:]); n != 1 || err != nil || wc[0].Status != cq.Success {
+	var wc [1]transport.WC
+	if n, err := b.cq.PollWait(ctx, wc[:]); n != 1 || err != nil || wc[0].Status != transport.Success {
 		t.Fatalf("UD receive: %v %+v", err, wc[0])
 	}
 }

@@ -1,4 +1,4 @@
-// Package manualclock is a qp.Clock that moves only when told to: a test
+// Package manualclock is a clock.Clock that moves only when told to: a test
 // decides exactly when a QP's local ACK timeout or RNR timer fires, and
 // can prove one did not, however slowly the machine runs; roced conform
 // steps its own goroce peer's timers with it the same way, so a case's
@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/clock"
 )
 
 // Clock is a manual clock. Its zero value is not ready; use New.
@@ -23,17 +23,17 @@ type Clock struct {
 // New returns a clock standing at an arbitrary fixed instant.
 func New() *Clock { return &Clock{now: time.Unix(1_000_000_000, 0)} }
 
-// Now implements qp.Clock.
+// Now implements clock.Clock.
 func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-// AfterFunc implements qp.Clock. f runs inside Advance, in the advancing
+// AfterFunc implements clock.Clock. f runs inside Advance, in the advancing
 // goroutine, so that when Advance returns whatever the timer did (a
 // retransmission, say) has been done.
-func (c *Clock) AfterFunc(d time.Duration, f func()) qp.Timer {
+func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	t := &timer{c: c, f: f}
 	c.mu.Lock()
 	c.timers = append(c.timers, t)
@@ -79,7 +79,7 @@ type timer struct {
 	armed bool
 }
 
-// Reset implements qp.Timer.
+// Reset implements clock.Timer.
 func (t *timer) Reset(d time.Duration) bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
@@ -91,7 +91,7 @@ func (t *timer) Reset(d time.Duration) bool {
 	return was
 }
 
-// Stop implements qp.Timer.
+// Stop implements clock.Timer.
 func (t *timer) Stop() bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()

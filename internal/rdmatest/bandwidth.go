@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // Bandwidth posts count messages of size bytes with op (RDMA WRITE or
@@ -15,19 +13,19 @@ import (
 // ib_send_bw do, and returns the time from the first post to the last
 // completion. For SEND, b's receive queue is kept full from the same
 // loop. start, if set, runs just before the first post.
-func Bandwidth(tb testing.TB, a, b *Peer, op qp.WROpcode, size, depth, count int, start func()) time.Duration {
+func Bandwidth(tb testing.TB, a, b *Peer, op transport.WROpcode, size, depth, count int, start func()) time.Duration {
 	tb.Helper()
-	send := op == qp.WRSend
-	recv := qp.RecvWR{SGL: []mr.SGE{b.MR.SGE(0, size)}}
+	send := op == transport.WRSend
+	recv := transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, size)}}
 	if send {
 		for range min(int(b.Opt.RQDepth), count) {
 			Must(tb, b.QP.PostRecv(&recv))
 		}
 	}
-	wr := qp.SendWR{Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(0, size)},
+	wr := transport.SendWR{Opcode: op, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, size)},
 		RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}
-	wcs := make([]cq.WC, 64)
-	rwcs := make([]cq.WC, 64)
+	wcs := make([]transport.WC, 64)
+	rwcs := make([]transport.WC, 64)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if start != nil {
@@ -44,7 +42,7 @@ func Bandwidth(tb testing.TB, a, b *Peer, op qp.WROpcode, size, depth, count int
 			tb.Fatalf("%v: %d of %d messages completed: %v", op, done, count, err)
 		}
 		for _, wc := range wcs[:n] {
-			if wc.Status != cq.Success {
+			if wc.Status != transport.Success {
 				tb.Fatalf("%v: completion %+v", op, wc)
 			}
 		}
@@ -52,7 +50,7 @@ func Bandwidth(tb testing.TB, a, b *Peer, op qp.WROpcode, size, depth, count int
 		if send {
 			m, _ := b.RCQ.Poll(rwcs)
 			for _, wc := range rwcs[:m] {
-				if wc.Status != cq.Success {
+				if wc.Status != transport.Success {
 					tb.Fatalf("receive completion %+v", wc)
 				}
 			}

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // completionWait bounds every wait for a completion: generous, because a
@@ -21,7 +19,7 @@ const completionWait = 20 * time.Second
 
 // Sizes returns message sizes around the path MTU: empty, one byte, one
 // packet and a byte either side, several packets, and up to max.
-func Sizes(mtu qp.MTU, max int) []int {
+func Sizes(mtu transport.MTU, max int) []int {
 	m := mtu.Bytes()
 	var s []int
 	for _, n := range []int{0, 1, m - 1, m, m + 1, 3*m + 5, 65536 + 3, 1 << 20} {
@@ -42,10 +40,10 @@ func (p *Peer) half() int { return len(p.Buf) / 2 }
 // Op runs one operation from a to b (READ: a reads b's bytes), n bytes
 // split over sge SGEs, and checks the completions at both ends and every
 // byte, including that nothing was written past the message.
-func Op(t testing.TB, a, b *Peer, op qp.WROpcode, n, sge int, seed uint32) {
+func Op(t testing.TB, a, b *Peer, op transport.WROpcode, n, sge int, seed uint32) {
 	t.Helper()
 	do := b.half()
-	if op == qp.WRRDMARead {
+	if op == transport.WRRDMARead {
 		do = a.half()
 	}
 	if n+guard > b.half() || n > len(b.RO) {
@@ -55,7 +53,7 @@ func Op(t testing.TB, a, b *Peer, op qp.WROpcode, n, sge int, seed uint32) {
 	// region chosen by seed; the destination: the other side's second half.
 	src, so := a.Buf, 0
 	dst := b.Buf
-	if op == qp.WRRDMARead {
+	if op == transport.WRRDMARead {
 		src, so, dst = b.RO, int(seed*4099)%(len(b.RO)-n+1), a.Buf
 	} else {
 		Fill(a.Buf[:n], seed)
@@ -64,12 +62,12 @@ func Op(t testing.TB, a, b *Peer, op qp.WROpcode, n, sge int, seed uint32) {
 	clear(dst[do+n : do+n+guard])
 	Settle(a, b)
 	imm := seed | 1
-	recv := op == qp.WRSend || op == qp.WRSendWithImm || op == qp.WRRDMAWriteWithImm
+	recv := op == transport.WRSend || op == transport.WRSendWithImm || op == transport.WRRDMAWriteWithImm
 	if recv {
-		Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(seed), SGL: sgl(b.MR, do, n+guard, sge)}))
+		Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(seed), SGL: sgl(b.MR, do, n+guard, sge)}))
 	}
-	wr := qp.SendWR{WRID: uint64(seed), Opcode: op, Flags: qp.Signaled, Imm: imm}
-	if op == qp.WRRDMARead {
+	wr := transport.SendWR{WRID: uint64(seed), Opcode: op, Flags: transport.Signaled, Imm: imm}
+	if op == transport.WRRDMARead {
 		wr.SGL = sgl(a.MR, do, n, sge)
 		wr.RemoteAddr, wr.RKey = b.ROMR.Addr()+uint64(so), b.ROMR.RKey()
 	} else {
@@ -77,22 +75,22 @@ func Op(t testing.TB, a, b *Peer, op qp.WROpcode, n, sge int, seed uint32) {
 		wr.RemoteAddr, wr.RKey = b.MR.Addr()+uint64(do), b.MR.RKey()
 	}
 	Must(t, a.QP.PostSend(&wr))
-	if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.WRID != wr.WRID || wc.Opcode != sendOpcode(op) {
+	if wc := Wait(t, a.SCQ, completionWait); wc.Status != transport.Success || wc.WRID != wr.WRID || wc.Opcode != sendOpcode(op) {
 		t.Fatalf("%v %d bytes: send completion %+v", op, n, wc)
 	}
 	if recv {
 		rc := Wait(t, b.RCQ, completionWait)
-		wantOp := cq.OpRecv
-		if op == qp.WRRDMAWriteWithImm {
-			wantOp = cq.OpRecvRDMAWithImm
+		wantOp := transport.OpRecv
+		if op == transport.WRRDMAWriteWithImm {
+			wantOp = transport.OpRecvRDMAWithImm
 		}
-		withImm := op != qp.WRSend
-		if rc.Status != cq.Success || rc.WRID != uint64(seed) || rc.ByteLen != uint32(n) || rc.Opcode != wantOp ||
-			withImm != (rc.Flags&cq.WithImm != 0) || withImm && rc.ImmData != imm || rc.SrcQP != a.QP.QPN() && a.QP.Type() != qp.RC {
+		withImm := op != transport.WRSend
+		if rc.Status != transport.Success || rc.WRID != uint64(seed) || rc.ByteLen != uint32(n) || rc.Opcode != wantOp ||
+			withImm != (rc.Flags&transport.WithImm != 0) || withImm && rc.ImmData != imm || rc.SrcQP != a.QP.QPN() && a.QP.Type() != transport.RC {
 			t.Fatalf("%v %d bytes: receive completion %+v", op, n, rc)
 		}
 	}
-	if op == qp.WRRDMAWrite && a.QP.Type() == qp.UC {
+	if op == transport.WRRDMAWrite && a.QP.Type() == transport.UC {
 		// UC completes a WRITE once it is on the wire. A SEND after it on
 		// the same QP arrives after it: its receive shows the WRITE landed.
 		marker(t, a, b)
@@ -106,18 +104,18 @@ func Op(t testing.TB, a, b *Peer, op qp.WROpcode, n, sge int, seed uint32) {
 	}
 }
 
-func sendOpcode(op qp.WROpcode) cq.Opcode {
+func sendOpcode(op transport.WROpcode) transport.WCOpcode {
 	switch op {
-	case qp.WRRDMAWrite, qp.WRRDMAWriteWithImm:
-		return cq.OpRDMAWrite
-	case qp.WRRDMARead:
-		return cq.OpRDMARead
-	case qp.WRAtomicCmpAndSwp:
-		return cq.OpCompSwap
-	case qp.WRAtomicFetchAndAdd:
-		return cq.OpFetchAdd
+	case transport.WRRDMAWrite, transport.WRRDMAWriteWithImm:
+		return transport.OpRDMAWrite
+	case transport.WRRDMARead:
+		return transport.OpRDMARead
+	case transport.WRAtomicCmpAndSwp:
+		return transport.OpCompSwap
+	case transport.WRAtomicFetchAndAdd:
+		return transport.OpFetchAdd
 	}
-	return cq.OpSend
+	return transport.OpSend
 }
 
 func firstDiff(a, b []byte) int {
@@ -132,16 +130,16 @@ func firstDiff(a, b []byte) int {
 // marker sends an empty SEND from a to b and waits for its receive.
 func marker(t testing.TB, a, b *Peer) {
 	t.Helper()
-	Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: 0xfeed}))
-	Must(t, a.QP.PostSend(&qp.SendWR{WRID: 0xfeed, Opcode: qp.WRSend}))
-	if wc := Wait(t, b.RCQ, completionWait); wc.WRID != 0xfeed || wc.Status != cq.Success {
+	Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 0xfeed}))
+	Must(t, a.QP.PostSend(&transport.SendWR{WRID: 0xfeed, Opcode: transport.WRSend}))
+	if wc := Wait(t, b.RCQ, completionWait); wc.WRID != 0xfeed || wc.Status != transport.Success {
 		t.Fatalf("marker receive %+v", wc)
 	}
 }
 
 // sgl splits n bytes at off into k SGEs of about equal size.
-func sgl(m *mr.MR, off, n, k int) []mr.SGE {
-	var s []mr.SGE
+func sgl(m *transport.MR, off, n, k int) []transport.SGE {
+	var s []transport.SGE
 	for i := range k {
 		lo, hi := n*i/k, n*(i+1)/k
 		if hi > lo {
@@ -161,7 +159,7 @@ func Must(t testing.TB, err error) {
 }
 
 // RCOps are the RC operations CheckRC runs besides atomics.
-var RCOps = []qp.WROpcode{qp.WRSend, qp.WRSendWithImm, qp.WRRDMAWrite, qp.WRRDMAWriteWithImm, qp.WRRDMARead}
+var RCOps = []transport.WROpcode{transport.WRSend, transport.WRSendWithImm, transport.WRRDMAWrite, transport.WRRDMAWriteWithImm, transport.WRRDMARead}
 
 // CheckRC runs every RC operation from a to b at every size up to 1 MiB,
 // with one and three SGEs, then the atomics, then a burst of mixed
@@ -188,20 +186,20 @@ func Atomics(t testing.TB, a, b *Peer) {
 	binary.LittleEndian.PutUint64(b.Buf[at:], 40)
 	Settle(b)
 	steps := []struct {
-		op                  qp.WROpcode
+		op                  transport.WROpcode
 		compareAdd, swap    uint64
 		wantOrig, wantAfter uint64
 	}{
-		{qp.WRAtomicFetchAndAdd, 2, 0, 40, 42},
-		{qp.WRAtomicCmpAndSwp, 42, 7, 42, 7},
-		{qp.WRAtomicCmpAndSwp, 0, 9, 7, 7}, // no match: unchanged
-		{qp.WRAtomicFetchAndAdd, 1 << 63, 0, 7, 7 + 1<<63},
+		{transport.WRAtomicFetchAndAdd, 2, 0, 40, 42},
+		{transport.WRAtomicCmpAndSwp, 42, 7, 42, 7},
+		{transport.WRAtomicCmpAndSwp, 0, 9, 7, 7}, // no match: unchanged
+		{transport.WRAtomicFetchAndAdd, 1 << 63, 0, 7, 7 + 1<<63},
 	}
 	for i, s := range steps {
-		Must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: s.op, Flags: qp.Signaled,
-			SGL: []mr.SGE{a.MR.SGE(res, 8)}, RemoteAddr: b.MR.Addr() + at, RKey: b.MR.RKey(),
+		Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: s.op, Flags: transport.Signaled,
+			SGL: []transport.SGE{a.MR.SGE(res, 8)}, RemoteAddr: b.MR.Addr() + at, RKey: b.MR.RKey(),
 			CompareAdd: s.compareAdd, Swap: s.swap}))
-		if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.Opcode != sendOpcode(s.op) || wc.ByteLen != 8 {
+		if wc := Wait(t, a.SCQ, completionWait); wc.Status != transport.Success || wc.Opcode != sendOpcode(s.op) || wc.ByteLen != 8 {
 			t.Fatalf("atomic %d %v: %+v", i, s.op, wc)
 		}
 		Settle(a, b)
@@ -220,46 +218,46 @@ func Burst(t testing.TB, a, b *Peer, count int, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	slot := a.half() / count
 	type msg struct {
-		op qp.WROpcode
+		op transport.WROpcode
 		n  int
 		so int // source offset: in a's buffer, or in b's read-only region for READ
 	}
 	msgs := make([]msg, count)
 	for i := range msgs {
 		op := RCOps[rng.IntN(len(RCOps))]
-		if a.QP.Type() == qp.UC && op == qp.WRRDMARead {
-			op = qp.WRSend
+		if a.QP.Type() == transport.UC && op == transport.WRRDMARead {
+			op = transport.WRSend
 		}
 		n := rng.IntN(slot - guard)
 		msgs[i] = msg{op, n, i * slot}
 		do := a.half() + i*slot
-		wr := qp.SendWR{WRID: uint64(i), Opcode: op, Flags: qp.Signaled, Imm: uint32(i), RKey: b.MR.RKey()}
+		wr := transport.SendWR{WRID: uint64(i), Opcode: op, Flags: transport.Signaled, Imm: uint32(i), RKey: b.MR.RKey()}
 		switch op {
-		case qp.WRRDMARead:
+		case transport.WRRDMARead:
 			msgs[i].so = rng.IntN(len(b.RO) - n + 1)
 			clear(a.Buf[do : do+n+guard])
-			wr.SGL = []mr.SGE{a.MR.SGE(do, n)}
+			wr.SGL = []transport.SGE{a.MR.SGE(do, n)}
 			wr.RemoteAddr, wr.RKey = b.ROMR.Addr()+uint64(msgs[i].so), b.ROMR.RKey()
 		default:
 			Fill(a.Buf[msgs[i].so:msgs[i].so+n], uint32(seed)<<16|uint32(i))
 			clear(b.Buf[do : do+n+guard])
-			wr.SGL = []mr.SGE{a.MR.SGE(msgs[i].so, n)}
+			wr.SGL = []transport.SGE{a.MR.SGE(msgs[i].so, n)}
 			wr.RemoteAddr = b.MR.Addr() + uint64(do)
 		}
-		if op == qp.WRSend || op == qp.WRSendWithImm || op == qp.WRRDMAWriteWithImm {
-			Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(do, slot)}}))
+		if op == transport.WRSend || op == transport.WRSendWithImm || op == transport.WRRDMAWriteWithImm {
+			Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.MR.SGE(do, slot)}}))
 		}
 		Settle(a, b)
 		Must(t, a.QP.PostSend(&wr))
 	}
 	for i, m := range msgs {
-		if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.WRID != uint64(i) {
+		if wc := Wait(t, a.SCQ, completionWait); wc.Status != transport.Success || wc.WRID != uint64(i) {
 			t.Fatalf("burst message %d (%v, %d bytes): %+v", i, m.op, m.n, wc)
 		}
 	}
 	for i, m := range msgs {
-		if m.op == qp.WRSend || m.op == qp.WRSendWithImm || m.op == qp.WRRDMAWriteWithImm {
-			if rc := Wait(t, b.RCQ, completionWait); rc.Status != cq.Success || rc.WRID != uint64(i) || rc.ByteLen != uint32(m.n) {
+		if m.op == transport.WRSend || m.op == transport.WRSendWithImm || m.op == transport.WRRDMAWriteWithImm {
+			if rc := Wait(t, b.RCQ, completionWait); rc.Status != transport.Success || rc.WRID != uint64(i) || rc.ByteLen != uint32(m.n) {
 				t.Fatalf("burst receive %d (%v, %d bytes): %+v", i, m.op, m.n, rc)
 			}
 		}
@@ -268,7 +266,7 @@ func Burst(t testing.TB, a, b *Peer, count int, seed uint64) {
 	for i, m := range msgs {
 		do := a.half() + i*slot
 		src, dst := a.Buf, b.Buf
-		if m.op == qp.WRRDMARead {
+		if m.op == transport.WRRDMARead {
 			src, dst = b.RO, a.Buf
 		}
 		if !bytes.Equal(src[m.so:m.so+m.n], dst[do:do+m.n]) || !bytes.Equal(dst[do+m.n:do+m.n+guard], make([]byte, guard)) {
@@ -278,7 +276,7 @@ func Burst(t testing.TB, a, b *Peer, count int, seed uint64) {
 }
 
 // UCOps are the UC operations CheckUC runs.
-var UCOps = []qp.WROpcode{qp.WRSend, qp.WRSendWithImm, qp.WRRDMAWrite, qp.WRRDMAWriteWithImm}
+var UCOps = []transport.WROpcode{transport.WRSend, transport.WRSendWithImm, transport.WRRDMAWrite, transport.WRRDMAWriteWithImm}
 
 // CheckUC runs every UC operation from a to b, up to 64 KiB: UC has no
 // flow control, and a message longer than the veth's backlog of 1000
@@ -307,32 +305,32 @@ func CheckUD(t *testing.T, a, b *Peer) {
 	ah := a.AH(t, b)
 	mtu := a.Dev.ActiveMTU().Bytes()
 	seed := uint32(1)
-	var last cq.WC
+	var last transport.WC
 	var lastGRH [bth.GRHLen]byte
 	for _, n := range []int{0, 1, mtu / 2, mtu - 1, mtu} {
-		for _, op := range []qp.WROpcode{qp.WRSend, qp.WRSendWithImm} {
+		for _, op := range []transport.WROpcode{transport.WRSend, transport.WRSendWithImm} {
 			Fill(a.Buf[:n], seed)
 			Fill(b.Buf[:bth.GRHLen+n+guard], ^seed)
 			clear(b.Buf[bth.GRHLen+n : bth.GRHLen+n+guard])
 			Settle(a, b)
-			Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(seed), SGL: []mr.SGE{b.MR.SGE(0, bth.GRHLen+n+guard)}}))
-			Must(t, a.QP.PostSend(&qp.SendWR{WRID: uint64(seed), Opcode: op, Flags: qp.Signaled, Imm: seed,
-				SGL: []mr.SGE{a.MR.SGE(0, n)}, AH: ah, RemoteQPN: b.QP.QPN(), RemoteQKey: QKey}))
-			if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.WRID != uint64(seed) {
+			Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(seed), SGL: []transport.SGE{b.MR.SGE(0, bth.GRHLen+n+guard)}}))
+			Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(seed), Opcode: op, Flags: transport.Signaled, Imm: seed,
+				SGL: []transport.SGE{a.MR.SGE(0, n)}, AH: ah, RemoteQPN: b.QP.QPN(), RemoteQKey: QKey}))
+			if wc := Wait(t, a.SCQ, completionWait); wc.Status != transport.Success || wc.WRID != uint64(seed) {
 				t.Fatalf("UD %v %d bytes: send completion %+v", op, n, wc)
 			}
 			wc := Wait(t, b.RCQ, completionWait)
-			flags := cq.WithGRH
-			if op == qp.WRSendWithImm {
-				flags |= cq.WithImm
+			flags := transport.WithGRH
+			if op == transport.WRSendWithImm {
+				flags |= transport.WithImm
 			}
-			// The SL is the packet type, as mlx5 reports it (cq.SLRoCEv2IPv4).
-			sl := cq.SLRoCEv2IPv6
+			// The SL is the packet type, as mlx5 reports it (transport.SLRoCEv2IPv4).
+			sl := transport.SLRoCEv2IPv6
 			if a.Addr.Is4() {
-				sl = cq.SLRoCEv2IPv4
+				sl = transport.SLRoCEv2IPv4
 			}
-			if wc.Status != cq.Success || wc.WRID != uint64(seed) || wc.ByteLen != uint32(bth.GRHLen+n) ||
-				wc.SrcQP != a.QP.QPN() || wc.Flags != flags || wc.SL != sl || op == qp.WRSendWithImm && wc.ImmData != seed {
+			if wc.Status != transport.Success || wc.WRID != uint64(seed) || wc.ByteLen != uint32(bth.GRHLen+n) ||
+				wc.SrcQP != a.QP.QPN() || wc.Flags != flags || wc.SL != sl || op == transport.WRSendWithImm && wc.ImmData != seed {
 				t.Fatalf("UD %v %d bytes: receive completion %+v", op, n, wc)
 			}
 			Settle(a, b)
@@ -347,19 +345,19 @@ func CheckUD(t *testing.T, a, b *Peer) {
 		}
 	}
 	// b answers through an AH built from the last completion and its GRH.
-	attr, err := qp.AHAttrFromWC(&last, lastGRH[:], b.GIDIndex)
+	attr, err := transport.AHAttrFromWC(&last, lastGRH[:], b.GIDIndex)
 	Must(t, err)
 	back, err := b.Dev.CreateAH(b.PD, attr)
 	Must(t, err)
 	Fill(b.Buf[:100], seed)
 	Settle(a, b)
-	Must(t, a.QP.PostRecv(&qp.RecvWR{WRID: 1, SGL: []mr.SGE{a.MR.SGE(a.half(), bth.GRHLen+100)}}))
-	Must(t, b.QP.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{b.MR.SGE(0, 100)},
+	Must(t, a.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{a.MR.SGE(a.half(), bth.GRHLen+100)}}))
+	Must(t, b.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{b.MR.SGE(0, 100)},
 		AH: back, RemoteQPN: last.SrcQP, RemoteQKey: QKey}))
-	if wc := Wait(t, b.SCQ, completionWait); wc.Status != cq.Success {
+	if wc := Wait(t, b.SCQ, completionWait); wc.Status != transport.Success {
 		t.Fatalf("UD answer: send completion %+v", wc)
 	}
-	if wc := Wait(t, a.RCQ, completionWait); wc.Status != cq.Success || wc.ByteLen != bth.GRHLen+100 || wc.SrcQP != b.QP.QPN() {
+	if wc := Wait(t, a.RCQ, completionWait); wc.Status != transport.Success || wc.ByteLen != bth.GRHLen+100 || wc.SrcQP != b.QP.QPN() {
 		t.Fatalf("UD answer: receive completion %+v", wc)
 	}
 	Settle(a, b)

@@ -5,20 +5,20 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/transport"
 )
 
 // CMNode attaches a device at addr to an in-memory network and starts its
 // connection manager: one end of a test of a tool that connects through
 // the RDMA CM. Both close when the test ends.
-func CMNode(tb testing.TB, net *mem.Net, addr string) (*device.Device, *cm.Manager) {
+func CMNode(tb testing.TB, net *mem.Net, addr string) (*transport.Device, *cm.Manager) {
 	tb.Helper()
 	l, err := net.Attach(netip.MustParseAddr(addr), mem.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	dev, err := device.Open(l, device.Options{})
+	dev, err := transport.Open(l, transport.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

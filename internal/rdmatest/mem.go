@@ -4,10 +4,9 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // NewMemPeer attaches addr to the in-memory net n and makes a peer over
@@ -25,7 +24,7 @@ func NewMemPeer(t testing.TB, n *mem.Net, addr string, o Options) *Peer {
 	if o.Wrap != nil {
 		link = o.Wrap(l)
 	}
-	d, err := device.Open(link, o.device(a))
+	d, err := transport.Open(link, o.device(a))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,55 +57,55 @@ func MemPair(t testing.TB, o Options) (a, b *Peer, n *mem.Net) {
 // Q_Key 0x11111111.
 func ConnectQP(t testing.TB, p, peer *Peer, o Options, myPSN, peerPSN uint32) {
 	t.Helper()
-	ConnectQPTo(t, p, peer, o, myPSN, peerPSN, qp.RTS)
+	ConnectQPTo(t, p, peer, o, myPSN, peerPSN, transport.RTS)
 }
 
 // ConnectQPTo is ConnectQP stopping at state last (RTR or RTS).
-func ConnectQPTo(t testing.TB, p, peer *Peer, o Options, myPSN, peerPSN uint32, last qp.State) {
+func ConnectQPTo(t testing.TB, p, peer *Peer, o Options, myPSN, peerPSN uint32, last transport.QPState) {
 	t.Helper()
 	o.MemDefaults()
 	gidIdx, _ := peer.Dev.GIDIndex(peer.Addr)
 	pg, _ := peer.Dev.GID(gidIdx)
 	sIdx, _ := p.Dev.GIDIndex(p.Addr)
-	ModifyToRTS(t, p, o, peer.QP.QPN(), qp.AHAttr{DGID: pg, SGIDIndex: sIdx, PortNum: 1}, myPSN, peerPSN, last)
+	ModifyToRTS(t, p, o, peer.QP.QPN(), transport.AHAttr{DGID: pg, SGIDIndex: sIdx, PortNum: 1}, myPSN, peerPSN, last)
 }
 
 // ModifyToRTS moves p's QP to state last (RTR or RTS) towards QP dqpn
 // through ah with the attributes of o (MemDefaults), one Modify per state.
-func ModifyToRTS(t testing.TB, p *Peer, o Options, dqpn uint32, ah qp.AHAttr, myPSN, peerPSN uint32, last qp.State) {
+func ModifyToRTS(t testing.TB, p *Peer, o Options, dqpn uint32, ah transport.AHAttr, myPSN, peerPSN uint32, last transport.QPState) {
 	t.Helper()
 	o.MemDefaults()
 	q := p.QP
-	init := qp.Attr{State: qp.Init, PKeyIndex: 0, PortNum: 1, AccessFlags: o.Access, QKey: 0x11111111}
-	mask := qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort
-	if o.Type == qp.UD {
-		mask |= qp.AttrQKey
+	init := transport.QPAttr{State: transport.Init, PKeyIndex: 0, PortNum: 1, AccessFlags: o.Access, QKey: 0x11111111}
+	mask := transport.AttrState | transport.AttrPKeyIndex | transport.AttrPort
+	if o.Type == transport.UD {
+		mask |= transport.AttrQKey
 	} else {
-		mask |= qp.AttrAccessFlags
+		mask |= transport.AttrAccessFlags
 	}
 	if err := q.Modify(&init, mask); err != nil {
 		t.Fatal(err)
 	}
-	rtr := qp.Attr{State: qp.RTR, PathMTU: o.MTU, DestQPN: dqpn, RQPSN: peerPSN,
+	rtr := transport.QPAttr{State: transport.RTR, PathMTU: o.MTU, DestQPN: dqpn, RQPSN: peerPSN,
 		MaxDestRdAtomic: o.RdAtomic, MinRNRTimer: o.MinRNR, AH: ah}
-	mask = qp.AttrState
+	mask = transport.AttrState
 	switch o.Type {
-	case qp.RC:
-		mask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
-	case qp.UC:
-		mask |= qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
+	case transport.RC:
+		mask |= transport.AttrAV | transport.AttrPathMTU | transport.AttrDestQPN | transport.AttrRQPSN | transport.AttrMaxDestRdAtomic | transport.AttrMinRNRTimer
+	case transport.UC:
+		mask |= transport.AttrAV | transport.AttrPathMTU | transport.AttrDestQPN | transport.AttrRQPSN
 	}
 	if err := q.Modify(&rtr, mask); err != nil {
 		t.Fatal(err)
 	}
-	if last == qp.RTR {
+	if last == transport.RTR {
 		return
 	}
-	rts := qp.Attr{State: qp.RTS, SQPSN: myPSN, Timeout: o.Timeout, RetryCnt: o.Retry,
+	rts := transport.QPAttr{State: transport.RTS, SQPSN: myPSN, Timeout: o.Timeout, RetryCnt: o.Retry,
 		RNRRetry: o.RNRRetry, MaxRdAtomic: o.RdAtomic}
-	mask = qp.AttrState | qp.AttrSQPSN
-	if o.Type == qp.RC {
-		mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
+	mask = transport.AttrState | transport.AttrSQPSN
+	if o.Type == transport.RC {
+		mask |= transport.AttrTimeout | transport.AttrRetryCnt | transport.AttrRNRRetry | transport.AttrMaxQPRdAtomic
 	}
 	if err := q.Modify(&rts, mask); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/nic/impair"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 	"github.com/vishvananda/netlink"
 )
 
@@ -66,7 +66,7 @@ type Net struct {
 // headers fit beside an m-byte payload, and twice m does not. For 1024 it
 // is Ethernet's 1500, as on an rxe host; IPv6 needs 1280 at least, so a
 // smaller active MTU cannot be had from the interface.
-func VethMTU(m qp.MTU) int { return max(1500, m.Bytes()+104) }
+func VethMTU(m transport.MTU) int { return max(1500, m.Bytes()+104) }
 
 // NewNet builds the topology, starts the forwarder and makes both sides
 // know each other's MAC (so the first RoCE packet of an Ethernet link is

@@ -7,24 +7,22 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/device"
+	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/internal/netns"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // Options describe a peer's device and queue pair. The zero values are
 // defaults, which differ for in-memory peers (MemDefaults).
 type Options struct {
-	Type    qp.Type // RC when zero
-	MTU     qp.MTU  // path MTU; 0: the device's active MTU
-	BufSize int     // registered memory; 0: 4 MiB
-	SQDepth uint32  // 0: 256
-	RQDepth uint32  // 0: 256
-	CQDepth int     // 0: 1024
+	Type    transport.QPType // RC when zero
+	MTU     transport.MTU    // path MTU; 0: the device's active MTU
+	BufSize int              // registered memory; 0: 4 MiB
+	SQDepth uint32           // 0: 256
+	RQDepth uint32           // 0: 256
+	CQDepth int              // 0: 1024
 	// Timeout is the local ACK timeout exponent (0: 14, 67 ms, as
 	// perftest's default); Retry and RNRRetry 0 mean 7.
 	Timeout, Retry, RNRRetry uint8
@@ -34,23 +32,23 @@ type Options struct {
 	// (0.01 ms) rather than the default 12: RNR tests wait for retries on
 	// the real clock.
 	MinRNR   uint8
-	RdAtomic uint8     // max_rd_atomic both ways; 0: 16
-	Window   int       // RC packets in flight; 0: the engine's default
-	Inline   uint32    // the QP's max_inline_data
-	Access   mr.Access // what the memory and the QPs allow; 0: Access
+	RdAtomic uint8            // max_rd_atomic both ways; 0: 16
+	Window   int              // RC packets in flight; 0: the engine's default
+	Inline   uint32           // the QP's max_inline_data
+	Access   transport.Access // what the memory and the QPs allow; 0: Access
 	// PSN is the first send PSN; 0 means 0xfffff0 so that every exchange
 	// crosses the 24-bit wrap. In-memory peers take it as given, 0
 	// included, and MemPair starts B at PSNB.
 	PSN, PSNB uint32
-	// Clock, if set, drives the device's timers (device.Options.Clock).
-	Clock qp.Clock
+	// Clock, if set, drives the device's timers (transport.Options.Clock).
+	Clock clock.Clock
 	// Trace, if set, makes the trace hook of the device at address who
-	// (device.Options.Trace).
+	// (transport.Options.Trace).
 	Trace func(who string) func(out bool, datagram []byte)
 	// PollProgress puts the devices in poll mode
-	// (device.Options.PollProgress).
+	// (transport.Options.PollProgress).
 	PollProgress bool
-	// LeaveNetpoll is device.Options.LeaveNetpoll.
+	// LeaveNetpoll is transport.Options.LeaveNetpoll.
 	LeaveNetpoll bool
 
 	// What only in-memory peers (NewMemPeer, MemPair) have.
@@ -63,12 +61,12 @@ type Options struct {
 }
 
 // linkDefaults are the defaults of peers over real links; memDefaults
-// those of in-memory peers, what the device package's tests have always
+// those of in-memory peers, what the engine's tests (transport) have always
 // run with: MTU 1024, 1 MiB of memory, queues of 128 and CQs of 512, the
 // PSNs as given, and timeout 18.
 var (
 	linkDefaults = Options{BufSize: 4 << 20, SQDepth: 256, RQDepth: 256, CQDepth: 1024, Timeout: 14, PSN: 0xfffff0}
-	memDefaults  = Options{MTU: qp.MTU1024, BufSize: 1 << 20, SQDepth: 128, RQDepth: 128, CQDepth: 512,
+	memDefaults  = Options{MTU: transport.MTU1024, BufSize: 1 << 20, SQDepth: 128, RQDepth: 128, CQDepth: 512,
 		// 1.07 s: the in-memory link loses nothing unless a test says so,
 		// and at 16.8 ms a machine too busy to run a receive path for
 		// eight timeouts in a row failed a lossless test with retry
@@ -90,7 +88,7 @@ func (o *Options) fill(d *Options) {
 	def(&o.CQDepth, d.CQDepth)
 	def(&o.Timeout, d.Timeout)
 	def(&o.PSN, d.PSN)
-	def(&o.Type, qp.RC)
+	def(&o.Type, transport.RC)
 	def(&o.Retry, 7)
 	if !o.NoRNRRetry {
 		def(&o.RNRRetry, 7)
@@ -109,21 +107,21 @@ func def[T comparable](v *T, d T) {
 }
 
 // Access is what the peers' memory and QPs allow by default.
-const Access = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+const Access = transport.LocalWrite | transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic
 
 // Peer is one end: a device over a link, and one queue pair with its
 // completion queues and registered buffer.
 type Peer struct {
-	Dev      *device.Device // the device, closed when the test ends
-	Link     nic.Link       // the link the device owns
-	Mem      *mem.Link      // in-memory peers: the link under Link
-	Addr     netip.Addr     // the peer's address
-	GIDIndex uint8          // the index of Addr's GID
-	PD       *mr.PD         // the protection domain of everything below
-	SCQ, RCQ *cq.CQ         // the send and receive completion queues
-	QP       *qp.QP         // the queue pair
-	Buf      []byte         // registered memory, Opt.Access
-	MR       *mr.MR         // Buf's region
+	Dev      *transport.Device // the device, closed when the test ends
+	Link     nic.Link          // the link the device owns
+	Mem      *mem.Link         // in-memory peers: the link under Link
+	Addr     netip.Addr        // the peer's address
+	GIDIndex uint8             // the index of Addr's GID
+	PD       *transport.PD     // the protection domain of everything below
+	SCQ, RCQ *transport.CQ     // the send and receive completion queues
+	QP       *transport.QP     // the queue pair
+	Buf      []byte            // registered memory, Opt.Access
+	MR       *transport.MR     // Buf's region
 	// RO is what READs read: written once, when the peer is made, and
 	// never again. A duplicate READ can be replayed after the requester
 	// completed it (its late request reaches the responder after the
@@ -131,8 +129,8 @@ type Peer struct {
 	// so no READ source may be rewritten while the QP lives: the replay
 	// would read it as the test writes it.
 	RO   []byte
-	ROMR *mr.MR  // RO's region, remote read only
-	Opt  Options // the options, defaults filled in
+	ROMR *transport.MR // RO's region, remote read only
+	Opt  Options       // the options, defaults filled in
 }
 
 // NewPeer opens a device over link (which it then owns) and creates the
@@ -140,7 +138,7 @@ type Peer struct {
 func NewPeer(t testing.TB, link nic.Link, addr netip.Addr, o Options) *Peer {
 	t.Helper()
 	o.defaults()
-	d, err := device.Open(link, o.device(addr))
+	d, err := transport.Open(link, o.device(addr))
 	if err != nil {
 		link.Close()
 		t.Fatal(err)
@@ -150,8 +148,8 @@ func NewPeer(t testing.TB, link nic.Link, addr netip.Addr, o Options) *Peer {
 }
 
 // device returns the options of the device at addr.
-func (o *Options) device(addr netip.Addr) device.Options {
-	opt := device.Options{Window: o.Window, Clock: o.Clock, PollProgress: o.PollProgress, LeaveNetpoll: o.LeaveNetpoll}
+func (o *Options) device(addr netip.Addr) transport.Options {
+	opt := transport.Options{Window: o.Window, Clock: o.Clock, PollProgress: o.PollProgress, LeaveNetpoll: o.LeaveNetpoll}
 	if o.Trace != nil {
 		opt.Trace = o.Trace(addr.String())
 	}
@@ -168,7 +166,7 @@ func (p *Peer) NewQP(t testing.TB) *Peer {
 }
 
 // newQP makes the verbs objects of a peer on device d, with RO if ro.
-func newQP(t testing.TB, d *device.Device, link nic.Link, addr netip.Addr, o Options, ro bool) *Peer {
+func newQP(t testing.TB, d *transport.Device, link nic.Link, addr netip.Addr, o Options, ro bool) *Peer {
 	t.Helper()
 	var err error
 	p := &Peer{Dev: d, Link: link, Addr: addr.WithZone(""), Opt: o}
@@ -185,12 +183,12 @@ func newQP(t testing.TB, d *device.Device, link nic.Link, addr netip.Addr, o Opt
 	if ro {
 		p.RO = make([]byte, o.BufSize/2)
 		Fill(p.RO, 0x5eed)
-		if p.ROMR, err = p.PD.Register(p.RO, mr.RemoteRead); err != nil {
+		if p.ROMR, err = p.PD.Register(p.RO, transport.RemoteRead); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p.QP, err = d.CreateQP(p.PD, qp.InitAttr{Type: o.Type, SendCQ: p.SCQ, RecvCQ: p.RCQ,
-		Cap: qp.Cap{MaxSendWR: o.SQDepth, MaxRecvWR: o.RQDepth, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: o.Inline}})
+	p.QP, err = d.CreateQP(p.PD, transport.QPInitAttr{Type: o.Type, SendCQ: p.SCQ, RecvCQ: p.RCQ,
+		Cap: transport.QPCap{MaxSendWR: o.SQDepth, MaxRecvWR: o.RQDepth, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: o.Inline}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +202,7 @@ func (p *Peer) GID() bth.GID {
 }
 
 // PathMTU is the MTU the peers connect with.
-func (p *Peer) PathMTU() qp.MTU {
+func (p *Peer) PathMTU() transport.MTU {
 	if p.Opt.MTU != 0 {
 		return p.Opt.MTU
 	}
@@ -223,7 +221,7 @@ func Connect(t testing.TB, a, b *Peer) {
 func connect(t testing.TB, p, peer *Peer) {
 	t.Helper()
 	o := p.Opt
-	err := p.Dev.Connect(p.QP, p.Endpoint(), peer.Endpoint(), device.ConnectOptions{
+	err := p.Dev.Connect(p.QP, p.Endpoint(), peer.Endpoint(), transport.ConnectOptions{
 		Access: o.Access, QKey: QKey, Timeout: o.Timeout, RetryCnt: o.Retry, RNRRetry: o.RNRRetry,
 		MinRNRTimer: o.MinRNR, MaxRdAtomic: o.RdAtomic, MaxDestRdAtomic: o.RdAtomic})
 	if err != nil {
@@ -233,15 +231,15 @@ func connect(t testing.TB, p, peer *Peer) {
 
 // Endpoint is what p would send its peer: its QP, first PSN, the GID of
 // its address and its path MTU.
-func (p *Peer) Endpoint() device.Endpoint {
-	return device.Endpoint{QPN: p.QP.QPN(), PSN: p.Opt.PSN, GID: p.GID(), MTU: p.PathMTU()}
+func (p *Peer) Endpoint() transport.Endpoint {
+	return transport.Endpoint{QPN: p.QP.QPN(), PSN: p.Opt.PSN, GID: p.GID(), MTU: p.PathMTU()}
 }
 
 // QKey is the UD Q_Key, what ibv_ud_pingpong uses.
-const QKey = device.DefaultQKey
+const QKey = transport.DefaultQKey
 
 // AH creates an address handle from p to peer (UD).
-func (p *Peer) AH(t testing.TB, peer *Peer) *qp.AH {
+func (p *Peer) AH(t testing.TB, peer *Peer) *transport.AH {
 	t.Helper()
 	av, err := p.Dev.AHAttr(p.Endpoint(), peer.Endpoint())
 	if err != nil {
@@ -295,11 +293,11 @@ func PairOf(t testing.TB, n *Net, ka, kb Kind, f Family, o Options) (a, b *Peer)
 }
 
 // Wait returns the next completion of c, failing t after d.
-func Wait(t testing.TB, c *cq.CQ, d time.Duration) cq.WC {
+func Wait(t testing.TB, c *transport.CQ, d time.Duration) transport.WC {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	var wc [1]cq.WC
+	var wc [1]transport.WC
 	if n, err := c.PollWait(ctx, wc[:]); err != nil || n != 1 {
 		t.Fatalf("no completion within %v: %v", d, err)
 	}

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 // Stream moves total bytes from a to b with op (SEND, WRITE or READ, which
@@ -18,7 +16,7 @@ import (
 // at a time, and checks every completion, in order, and every byte. On a
 // path that loses, duplicates and reorders it is the RC retransmission
 // machinery that is under test. It returns how long the transfer took.
-func Stream(t testing.TB, a, b *Peer, op qp.WROpcode, total int64, msgMax, inFlight int, seed uint64) time.Duration {
+func Stream(t testing.TB, a, b *Peer, op transport.WROpcode, total int64, msgMax, inFlight int, seed uint64) time.Duration {
 	t.Helper()
 	if 2*inFlight*msgMax > len(a.Buf) || 2*inFlight*msgMax > len(b.Buf) {
 		t.Fatalf("%d messages of up to %d bytes need %d-byte buffers", inFlight, msgMax, 2*inFlight*msgMax)
@@ -35,44 +33,44 @@ func Stream(t testing.TB, a, b *Peer, op qp.WROpcode, total int64, msgMax, inFli
 			n = int(min(int64(n), total-moved))
 			sizes[k] = n
 			src, dst := k*msgMax, (inFlight+k)*msgMax
-			if op == qp.WRRDMARead {
+			if op == transport.WRRDMARead {
 				src = rng.IntN(len(b.RO) - n + 1)
 			}
 			srcs[k] = src
-			wr := qp.SendWR{WRID: uint64(k), Opcode: op, Flags: qp.Signaled}
+			wr := transport.SendWR{WRID: uint64(k), Opcode: op, Flags: transport.Signaled}
 			switch op {
-			case qp.WRRDMARead:
+			case transport.WRRDMARead:
 				clear(a.Buf[dst : dst+n])
-				wr.SGL = []mr.SGE{a.MR.SGE(dst, n)}
+				wr.SGL = []transport.SGE{a.MR.SGE(dst, n)}
 				wr.RemoteAddr, wr.RKey = b.ROMR.Addr()+uint64(src), b.ROMR.RKey()
-			case qp.WRRDMAWrite:
+			case transport.WRRDMAWrite:
 				Fill(a.Buf[src:src+n], round<<8|uint32(k))
 				clear(b.Buf[dst : dst+n])
-				wr.SGL = []mr.SGE{a.MR.SGE(src, n)}
+				wr.SGL = []transport.SGE{a.MR.SGE(src, n)}
 				wr.RemoteAddr, wr.RKey = b.MR.Addr()+uint64(dst), b.MR.RKey()
 			default:
 				Fill(a.Buf[src:src+n], round<<8|uint32(k))
 				clear(b.Buf[dst : dst+n])
-				Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(k), SGL: []mr.SGE{b.MR.SGE(dst, msgMax)}}))
-				wr.SGL = []mr.SGE{a.MR.SGE(src, n)}
+				Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(k), SGL: []transport.SGE{b.MR.SGE(dst, msgMax)}}))
+				wr.SGL = []transport.SGE{a.MR.SGE(src, n)}
 			}
 			Settle(a, b)
 			Must(t, a.QP.PostSend(&wr))
 			moved += int64(n)
 		}
 		for i := range k {
-			if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.WRID != uint64(i) {
+			if wc := Wait(t, a.SCQ, completionWait); wc.Status != transport.Success || wc.WRID != uint64(i) {
 				t.Fatalf("%v round %d message %d (%d bytes): %+v", op, round, i, sizes[i], wc)
 			}
-			if op == qp.WRSend {
-				if rc := Wait(t, b.RCQ, completionWait); rc.Status != cq.Success || rc.WRID != uint64(i) || rc.ByteLen != uint32(sizes[i]) {
+			if op == transport.WRSend {
+				if rc := Wait(t, b.RCQ, completionWait); rc.Status != transport.Success || rc.WRID != uint64(i) || rc.ByteLen != uint32(sizes[i]) {
 					t.Fatalf("%v round %d receive %d (%d bytes): %+v", op, round, i, sizes[i], rc)
 				}
 			}
 			Settle(a, b)
 			src, dst := srcs[i], (inFlight+i)*msgMax
 			from, to := a.Buf[src:src+sizes[i]], b.Buf[dst:dst+sizes[i]]
-			if op == qp.WRRDMARead {
+			if op == transport.WRRDMARead {
 				from, to = b.RO[src:src+sizes[i]], a.Buf[dst:dst+sizes[i]]
 			}
 			if !bytes.Equal(from, to) {
@@ -97,16 +95,16 @@ func Counting(t testing.TB, a, b *Peer, count int) {
 	inFlight := int(a.Opt.RdAtomic)
 	binary.LittleEndian.PutUint64(b.Buf[word:], 0)
 	Settle(b)
-	for _, op := range []qp.WROpcode{qp.WRAtomicFetchAndAdd, qp.WRAtomicCmpAndSwp} {
+	for _, op := range []transport.WROpcode{transport.WRAtomicFetchAndAdd, transport.WRAtomicCmpAndSwp} {
 		Settle(b)
 		base := binary.LittleEndian.Uint64(b.Buf[word:])
 		for i := 0; i < count; i += inFlight {
 			k := min(inFlight, count-i)
 			for j := range k {
 				v := base + uint64(i+j)
-				wr := qp.SendWR{WRID: uint64(j), Opcode: op, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(results+8*j, 8)},
+				wr := transport.SendWR{WRID: uint64(j), Opcode: op, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(results+8*j, 8)},
 					RemoteAddr: b.MR.Addr() + word, RKey: b.MR.RKey(), CompareAdd: 1}
-				if op == qp.WRAtomicCmpAndSwp {
+				if op == transport.WRAtomicCmpAndSwp {
 					// Compare-and-swaps in flight together must apply in
 					// order: each expects the value the one before made.
 					wr.CompareAdd, wr.Swap = v, v+1
@@ -114,7 +112,7 @@ func Counting(t testing.TB, a, b *Peer, count int) {
 				Must(t, a.QP.PostSend(&wr))
 			}
 			for j := range k {
-				if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.WRID != uint64(j) {
+				if wc := Wait(t, a.SCQ, completionWait); wc.Status != transport.Success || wc.WRID != uint64(j) {
 					t.Fatalf("%v %d: %+v", op, i+j, wc)
 				}
 				Settle(a)
@@ -138,8 +136,8 @@ func Counting(t testing.TB, a, b *Peer, count int) {
 // must complete successfully (UC and UD complete on the wire).
 func Datagrams(t testing.TB, a, b *Peer, count, size, burst int) (got, repeats int) {
 	t.Helper()
-	ud := a.QP.Type() == qp.UD
-	var ah *qp.AH
+	ud := a.QP.Type() == transport.UD
+	var ah *transport.AH
 	hdr := 0
 	if ud {
 		ah, hdr = a.AH(t, b), bth.GRHLen
@@ -150,11 +148,11 @@ func Datagrams(t testing.TB, a, b *Peer, count, size, burst int) (got, repeats i
 		t.Fatal("buffers too small for the receive queue")
 	}
 	for i := range slots {
-		Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []mr.SGE{b.MR.SGE(i*slot, slot)}}))
+		Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.MR.SGE(i*slot, slot)}}))
 	}
 	seen := make([]int, count)
 	want := make([]byte, size)
-	var wcs [64]cq.WC
+	var wcs [64]transport.WC
 	drain := func(quiet time.Duration) {
 		for deadline := time.Now().Add(quiet); time.Now().Before(deadline); {
 			n, _ := b.RCQ.Poll(wcs[:])
@@ -164,7 +162,7 @@ func Datagrams(t testing.TB, a, b *Peer, count, size, burst int) (got, repeats i
 			}
 			deadline = time.Now().Add(quiet)
 			for _, wc := range wcs[:n] {
-				if wc.Status != cq.Success || wc.ByteLen != uint32(slot) {
+				if wc.Status != transport.Success || wc.ByteLen != uint32(slot) {
 					t.Fatalf("receive completion %+v, want %d bytes", wc, slot)
 				}
 				m := b.Buf[int(wc.WRID)*slot+hdr : int(wc.WRID)*slot+slot]
@@ -178,7 +176,7 @@ func Datagrams(t testing.TB, a, b *Peer, count, size, burst int) (got, repeats i
 					t.Fatalf("message %d: data differs at byte %d", num, firstDiff(m, want))
 				}
 				seen[num]++
-				Must(t, b.QP.PostRecv(&qp.RecvWR{WRID: wc.WRID, SGL: []mr.SGE{b.MR.SGE(int(wc.WRID)*slot, slot)}}))
+				Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: wc.WRID, SGL: []transport.SGE{b.MR.SGE(int(wc.WRID)*slot, slot)}}))
 			}
 		}
 	}
@@ -189,14 +187,14 @@ func Datagrams(t testing.TB, a, b *Peer, count, size, burst int) (got, repeats i
 			binary.BigEndian.PutUint32(m, uint32(i+j))
 			Fill(m[4:], uint32(i+j))
 			Settle(a)
-			wr := qp.SendWR{WRID: uint64(i + j), Opcode: qp.WRSend, Flags: qp.Signaled, SGL: []mr.SGE{a.MR.SGE(j*size, size)}}
+			wr := transport.SendWR{WRID: uint64(i + j), Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(j*size, size)}}
 			if ud {
 				wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, b.QP.QPN(), QKey
 			}
 			Must(t, a.QP.PostSend(&wr))
 		}
 		for j := range k {
-			if wc := Wait(t, a.SCQ, completionWait); wc.Status != cq.Success || wc.WRID != uint64(i+j) {
+			if wc := Wait(t, a.SCQ, completionWait); wc.Status != transport.Success || wc.WRID != uint64(i+j) {
 				t.Fatalf("send %d: %+v", i+j, wc)
 			}
 		}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cm"
-	"github.com/goroce/goroce/device"
 	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/transport"
 )
 
 // SyncBuffer is a bytes.Buffer that a tool's run writes while the test
@@ -46,10 +46,10 @@ func (s *SyncBuffer) Reset() {
 // udaddy): its device and connection manager (CMNode), its output and its
 // exit status.
 type CMSide struct {
-	Dev            *device.Device // the side's device
-	CM             *cm.Manager    // its connection manager
-	Stdout, Stderr SyncBuffer     // what the run printed
-	Code           int            // its exit status, once it ended
+	Dev            *transport.Device // the side's device
+	CM             *cm.Manager       // its connection manager
+	Stdout, Stderr SyncBuffer        // what the run printed
+	Code           int               // its exit status, once it ended
 }
 
 // NewCMSide attaches a CMSide at addr to net.

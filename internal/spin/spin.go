@@ -1,5 +1,5 @@
 // Package spin paces goroce's busy-wait loops: how often a goroutine that
-// busy-polls a CQ (cq.CQ.Yield) gives its processor back to the scheduler.
+// busy-polls a CQ (transport.CQ.Yield) gives its processor back to the scheduler.
 //
 // A yield (runtime.Gosched) runs the scheduler, which reads the monotonic
 // clock whenever a timer is pending, and a device in use always has one

@@ -11,7 +11,7 @@ import (
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/tap"
 	"github.com/goroce/goroce/nic/udp"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/transport"
 )
 
 func counter(p *rdmatest.Peer, name string) uint64 {
@@ -44,10 +44,10 @@ func TestDropNthWriteMiddle(t *testing.T) {
 		t.Fatal(err)
 	}
 	fl := fault.Wrap(la, fault.Config{Rules: []fault.Rule{r}})
-	a := rdmatest.NewPeer(t, fl, aa, rdmatest.Options{MTU: qp.MTU1024})
-	b := rdmatest.NewPeer(t, lb, ba, rdmatest.Options{MTU: qp.MTU1024})
+	a := rdmatest.NewPeer(t, fl, aa, rdmatest.Options{MTU: transport.MTU1024})
+	b := rdmatest.NewPeer(t, lb, ba, rdmatest.Options{MTU: transport.MTU1024})
 	rdmatest.Connect(t, a, b)
-	rdmatest.Op(t, a, b, qp.WRRDMAWrite, 8*1024, 1, 42)
+	rdmatest.Op(t, a, b, transport.WRRDMAWrite, 8*1024, 1, 42)
 	s := fl.Faults()
 	if s.Rules[0] != 1 || s.Tx.Lost != 1 {
 		t.Fatalf("rule fired %d times, %d lost; want 1 and 1 (%v)", s.Rules[0], s.Tx.Lost, s)
@@ -81,8 +81,8 @@ func TestWrapsQueues(t *testing.T) {
 	if tapped.RxQueues() != 2 {
 		t.Fatalf("the tap shows %d queues", tapped.RxQueues())
 	}
-	a := rdmatest.NewPeer(t, fault.Wrap(open(aa), fault.Config{}), aa, rdmatest.Options{MTU: qp.MTU1024})
-	b := rdmatest.NewPeer(t, tapped, ba, rdmatest.Options{MTU: qp.MTU1024})
+	a := rdmatest.NewPeer(t, fault.Wrap(open(aa), fault.Config{}), aa, rdmatest.Options{MTU: transport.MTU1024})
+	b := rdmatest.NewPeer(t, tapped, ba, rdmatest.Options{MTU: transport.MTU1024})
 	pairs := [][2]*rdmatest.Peer{{a, b}}
 	for len(pairs) < 4 {
 		x, y := a.NewQP(t), b.NewQP(t)
@@ -90,8 +90,8 @@ func TestWrapsQueues(t *testing.T) {
 	}
 	for i, p := range pairs {
 		rdmatest.Connect(t, p[0], p[1])
-		rdmatest.Op(t, p[0], p[1], qp.WRSend, 3000, 1, uint32(i))
-		rdmatest.Op(t, p[1], p[0], qp.WRSend, 3000, 1, uint32(i+10))
+		rdmatest.Op(t, p[0], p[1], transport.WRSend, 3000, 1, uint32(i))
+		rdmatest.Op(t, p[1], p[0], transport.WRSend, 3000, 1, uint32(i+10))
 	}
 	ul := func(l nic.Link) *udp.Link {
 		if f, ok := l.(*fault.Link); ok {

@@ -7,7 +7,7 @@
 //
 // Unlike nic/impair, which forwards between two interfaces, it sits inside
 // the process, so every roced tool can take it (--loss, --fault-rule) and
-// a test can script a peer with it. Held packets wait on a qp.Clock, so a
+// a test can script a peer with it. Held packets wait on a clock.Clock, so a
 // test decides when they leave.
 //
 // Wrapped around a pcap tap, the capture shows what crossed the wire: tx
@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/qp"
 )
 
 // Config is what a Link does to packets.
@@ -38,7 +38,7 @@ type Config struct {
 	Seed    uint64 // same seed, same packets in the same order: same faults
 	Rules   []Rule // applied in order, before the random faults
 	// Clock times delayed and reordered packets; nil is the wall clock.
-	Clock qp.Clock
+	Clock clock.Clock
 	// Log, if set, is told of every rule that fires (one line, no newline).
 	Log func(string)
 }
@@ -137,7 +137,7 @@ type ruleState struct {
 type Link struct {
 	nic.Link
 	cfg   Config
-	clock qp.Clock
+	clock clock.Clock
 	dirs  [2]*direction // tx, rx
 	mu    sync.Mutex    // the draws and the rules' state: one packet's fate at a time
 	rules []ruleState
@@ -158,7 +158,7 @@ type Link struct {
 func Wrap(l nic.Link, cfg Config) *Link {
 	f := &Link{Link: l, cfg: cfg, clock: cfg.Clock, rules: make([]ruleState, len(cfg.Rules))}
 	if f.clock == nil {
-		f.clock = qp.RealClock{}
+		f.clock = clock.Real{}
 	}
 	// Each direction draws from its own stream, so the faults of one do
 	// not move with the traffic of the other.

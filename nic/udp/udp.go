@@ -54,7 +54,7 @@ type Config struct {
 	// microseconds of latency, at the cost of a core per receive queue;
 	// when the link goes quiet, or the cores are oversubscribed, the
 	// receive sleeps again. 0 never busy-polls. Pair it with polling the
-	// CQ (cq.CQ.Poll in a loop) rather than waiting on it.
+	// CQ (transport.CQ.Poll in a loop) rather than waiting on it.
 	BusyPoll time.Duration
 	// NoNetpoll keeps the link's sockets out of the Go runtime's network
 	// poller (linkio.FD): a receive or send that must wait blocks its
@@ -65,7 +65,7 @@ type Config struct {
 	// send, would wake it and take a core they spin on, when the runtime
 	// has idle Ps (C threads poll: libgoroce.so). A device in poll mode
 	// takes an open link's sockets out itself when asked to
-	// (device.Options.LeaveNetpoll, LeaveNetpoll).
+	// (transport.Options.LeaveNetpoll, LeaveNetpoll).
 	NoNetpoll bool
 }
 

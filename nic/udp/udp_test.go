@@ -397,7 +397,7 @@ func TestUDPPoller(t *testing.T) {
 
 // TestUDPShortLastSegmentJoins: a frame no longer than the one before it
 // to the same destination joins that frame's GSO message as its last
-// segment (what lets the qp package's acknowledgement, moved behind a
+// segment (what lets the engine's acknowledgement, moved behind a
 // request, cross the kernel with it), and a longer one after a shorter
 // does not; either way both arrive whole.
 func TestUDPShortLastSegmentJoins(t *testing.T) {

@@ -1,0 +1,43 @@
+package transport
+
+import (
+	"github.com/goroce/goroce/nic"
+)
+
+// What the external tests (package transport_test) reach of the package's
+// internals; nothing else is exported for them.
+
+// MADLen is the length of every MAD the GSI QP carries.
+const MADLen = madLen
+
+// DestroyQP is the QP's own destroy, which the device's DestroyQP wraps.
+var DestroyQP = (*QP).destroy
+
+// What the QP harness (harness_test.go), which runs one QP with no device
+// around it, does in the device's place.
+var (
+	NewKeys    = newKeys
+	NewCQ      = newCQ
+	NewQP      = newQP
+	RunQP      = (*QP).runScheduled
+	ReceiveQP  = (*QP).receive
+	EndBurstQP = (*QP).endBurst
+)
+
+// QPEnv is what the device gives a QP, which the harness fills in itself.
+type QPEnv = env
+
+// LinkCounters names a link's statistics as Device.Stats lists them.
+func LinkCounters(s nic.Stats) []nic.Counter { return linkCounters(s) }
+
+// SetTrace sets the device's trace hook after Open.
+func (d *Device) SetTrace(f func(out bool, dg []byte)) { d.trace = f }
+
+// Burst is the receive path's burst, for a test that drives Input by hand.
+type Burst = burst
+
+// Flush ends the burst.
+func (b *Burst) Flush() { b.flush() }
+
+// Input is the receive path for one frame, within burst b.
+func (d *Device) Input(fr nic.Frame, b *Burst) { d.input(fr, b) }

@@ -1,0 +1,485 @@
+package transport_test
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/internal/manualclock"
+	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/nic/udp"
+	"github.com/goroce/goroce/transport"
+)
+
+// pollOnly is an in-memory link whose receive goroutine never gets a
+// frame: everything reaches its device through the device's pollers. It
+// records how many frames each Send carried.
+type pollOnly struct {
+	*mem.Link
+	direct bool // keep the in-memory link's DirectSend
+	once   sync.Once
+	closed chan struct{}
+
+	mu    sync.Mutex
+	sends []int
+}
+
+func (l *pollOnly) Send(frames []nic.Frame) (int, error) {
+	l.mu.Lock()
+	l.sends = append(l.sends, len(frames))
+	l.mu.Unlock()
+	return l.Link.Send(frames)
+}
+
+// sent returns the frame counts of the Sends so far and forgets them.
+func (l *pollOnly) sent() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.sends
+	l.sends = nil
+	return s
+}
+
+func newPollOnly(l *mem.Link) nic.Link { return &pollOnly{Link: l, closed: make(chan struct{})} }
+
+// Info is the in-memory link's, but for DirectSend unless direct:
+// pollOnly stands for a link whose sends cost a system call, as the udp
+// link's do.
+func (l *pollOnly) Info() nic.Info {
+	inf := l.Link.Info()
+	inf.DirectSend = l.direct
+	return inf
+}
+
+func (l *pollOnly) Recv([]nic.Frame) (int, error) {
+	<-l.closed
+	return 0, nic.ErrClosed
+}
+
+func (l *pollOnly) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Link.Close()
+}
+
+// progressLoop polls an empty CQ of d until the test ends: a progress
+// thread, which in poll mode receives and handles what arrives.
+func progressLoop(t *testing.T, d *transport.Device) {
+	c := d.CreateCQ(1)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wc [1]transport.WC
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := c.Poll(wc[:]); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+}
+
+// TestPollMode runs every RC operation, at every size, the atomics and a
+// burst of mixed operations, on devices in poll mode: alone (the receive
+// goroutines get nothing, so every packet is a poller's), sharing the
+// in-memory link's queue with the receive goroutine, and over the udp
+// link on loopback, opened in the network poller (where the sockets stay,
+// or which they leave when the device is asked to: Options.LeaveNetpoll,
+// nic.NetpollLeaver) or out of it (NoNetpoll), and over two udp links
+// joined by nic.Multi.
+func TestPollMode(t *testing.T) {
+	o := rdmatest.Options{PollProgress: true}
+	pairWith := func(t *testing.T, o rdmatest.Options, a, b nic.Link, aa, ba string) (*rdmatest.Peer, *rdmatest.Peer) {
+		pa := rdmatest.NewPeer(t, a, netip.MustParseAddr(aa), o)
+		pb := rdmatest.NewPeer(t, b, netip.MustParseAddr(ba), o)
+		rdmatest.ConnectQP(t, pa, pb, pa.Opt, pa.Opt.PSN, pb.Opt.PSN)
+		rdmatest.ConnectQP(t, pb, pa, pb.Opt, pb.Opt.PSN, pa.Opt.PSN)
+		progressLoop(t, pa.Dev)
+		progressLoop(t, pb.Dev)
+		return pa, pb
+	}
+	pair := func(t *testing.T, a, b nic.Link, aa, ba string) (*rdmatest.Peer, *rdmatest.Peer) {
+		return pairWith(t, o, a, b, aa, ba)
+	}
+	memPair := func(t *testing.T, wrap func(*mem.Link) nic.Link) (*rdmatest.Peer, *rdmatest.Peer) {
+		n := mem.NewNet(1)
+		link := func(addr string) nic.Link {
+			l, err := n.Attach(netip.MustParseAddr(addr), mem.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return wrap(l)
+		}
+		return pair(t, link("10.0.0.1"), link("10.0.0.2"), "10.0.0.1", "10.0.0.2")
+	}
+	report := func(t *testing.T, ps ...*rdmatest.Peer) {
+		for _, p := range ps {
+			c := p.Dev.Counters()
+			t.Logf("%v: %d of %d packets handled by pollers", p.Addr, c.PolledPkts.Load(), c.RcvdPkts.Load())
+		}
+	}
+	t.Run("alone", func(t *testing.T) {
+		a, b := memPair(t, newPollOnly)
+		rdmatest.CheckRC(t, a, b)
+		for _, p := range []*rdmatest.Peer{a, b} {
+			c := p.Dev.Counters()
+			if polled, rcvd := c.PolledPkts.Load(), c.RcvdPkts.Load(); polled != rcvd || rcvd == 0 {
+				t.Errorf("%v: %d packets received, %d of them by pollers; want all", p.Addr, rcvd, polled)
+			}
+		}
+	})
+	t.Run("shared", func(t *testing.T) {
+		a, b := memPair(t, func(l *mem.Link) nic.Link { return l })
+		rdmatest.CheckRC(t, a, b)
+		report(t, a, b)
+	})
+	for _, c := range []struct {
+		name             string
+		noNetpoll, leave bool
+		asks             int32 // the device's requests to leave the network poller
+	}{{"udp", false, false, 0}, {"udp-leave", false, true, 1}, {"udp-nonetpoll", true, false, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			var links []*leaveCounter
+			link := func(addr string) nic.Link {
+				l, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(addr), NoNetpoll: c.noNetpoll})
+				if err != nil {
+					t.Fatal(err)
+				}
+				links = append(links, &leaveCounter{Link: l})
+				return links[len(links)-1]
+			}
+			lo := o
+			lo.LeaveNetpoll = c.leave
+			a, b := pairWith(t, lo, link("127.0.21.1"), link("127.0.21.2"), "127.0.21.1", "127.0.21.2")
+			for _, l := range links {
+				if l.n.Load() != c.asks {
+					t.Fatalf("%s: the device in poll mode asked its link to leave the network poller %d times, want %d", l.Info().Name, l.n.Load(), c.asks)
+				}
+			}
+			rdmatest.CheckRC(t, a, b)
+			report(t, a, b)
+		})
+	}
+	// A device on two addresses, a udp link each joined by nic.Multi (as
+	// libgoroce.so binds every GID): the Multi's poll polls them.
+	t.Run("udp-multi", func(t *testing.T) {
+		link := func(addrs ...string) nic.Link {
+			var ls []nic.Link
+			for _, a := range addrs {
+				l, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(a)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ls = append(ls, l)
+			}
+			m, err := nic.NewMulti(ls...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		a, b := pair(t, link("127.0.24.1", "127.0.24.3"), link("127.0.24.2", "127.0.24.4"), "127.0.24.1", "127.0.24.2")
+		rdmatest.CheckRC(t, a, b)
+		report(t, a, b)
+	})
+	// Across a veth pair over AF_XDP (a poll reads the rx ring, no system
+	// call) and over AF_PACKET (a recvmmsg a poll).
+	for _, k := range []rdmatest.Kind{rdmatest.AFXDPGeneric, rdmatest.AFPacket} {
+		t.Run(k.String(), func(t *testing.T) {
+			n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU1024)})
+			a, b := rdmatest.Pair(t, n, k, rdmatest.IPv4, o)
+			progressLoop(t, a.Dev)
+			progressLoop(t, b.Dev)
+			rdmatest.CheckRC(t, a, b)
+			report(t, a, b)
+		})
+	}
+}
+
+// TestPollModeAckWithoutPoller checks that a poller leaves its burst
+// open, and that the burst ends all the same when the application stops
+// polling: the responder polls until its receive completes, and then
+// never again. Its ACK waits (no poll, no post, and the device's clock,
+// which the test moves, has not moved), and leaves when the clock passes
+// the 200 µs the device gives the application; the requester's SEND then
+// completes. The clock moves no further, so no timer resends the SEND.
+func TestPollModeAckWithoutPoller(t *testing.T) {
+	clock := manualclock.New()
+	a, b, bl := sendPolled(t, clock, false, false)
+	// b polls no more.
+	if n, s := b.Dev.Counters().SentACKs.Load(), bl.sent(); n != 0 || len(s) != 0 {
+		t.Fatalf("with the burst open and the clock still, the responder sent %d ACKs (sends %v)", n, s)
+	}
+	clock.Advance(200 * time.Microsecond)
+	if wc := spinPoll(t, a.SCQ); wc.Status != transport.Success || wc.WRID != 2 {
+		t.Fatalf("send: %+v", wc)
+	}
+	if n := a.Dev.Counters().RetransmittedPkts.Load(); n != 0 {
+		t.Fatalf("%d packets sent again", n)
+	}
+	if n, s := b.Dev.Counters().SentACKs.Load(), bl.sent(); n != 1 || !slices.Equal(s, []int{1}) {
+		t.Fatalf("the responder sent %d ACKs in sends of %v frames, want 1 in one", n, s)
+	}
+}
+
+// TestPollModeLateSetOnce: the timer that ends bursts no poll ends is set
+// when a poll leaves one open while it is idle, not at each such poll
+// (setting it reads the clock); a burst left while it is set is judged
+// when it fires and given pollActive more. The responder's first burst
+// sets the timer at 0 and its next poll ends it; a second SEND's burst,
+// left at 150 µs, is not ended at 200 µs, when the timer fires, but at
+// 400, and not before.
+func TestPollModeLateSetOnce(t *testing.T) {
+	clock := manualclock.New()
+	a, b, bl := sendPolled(t, clock, false, false)
+	var wc [1]transport.WC
+	if n, err := b.RCQ.Poll(wc[:]); n != 0 || err != nil { // ends the first burst
+		t.Fatalf("b's empty poll: %d, %v", n, err)
+	}
+	if n := b.Dev.Counters().SentACKs.Load(); n != 1 {
+		t.Fatalf("after b's next poll, %d ACKs, want 1", n)
+	}
+	if wc := spinPoll(t, a.SCQ); wc.Status != transport.Success || wc.WRID != 2 {
+		t.Fatalf("first send: %+v", wc)
+	}
+	clock.Advance(150 * time.Microsecond)
+	if err := b.QP.PostRecv(&transport.RecvWR{WRID: 3, SGL: []transport.SGE{b.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.QP.PostSend(&transport.SendWR{WRID: 4, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := spinPoll(t, b.RCQ); wc.Status != transport.Success || wc.WRID != 3 {
+		t.Fatalf("second receive: %+v", wc)
+	}
+	bl.sent()
+	for _, step := range []struct {
+		by   time.Duration
+		acks uint64
+	}{{50 * time.Microsecond, 1}, {199 * time.Microsecond, 1}, {time.Microsecond, 2}} {
+		clock.Advance(step.by)
+		if n := b.Dev.Counters().SentACKs.Load(); n != step.acks {
+			t.Fatalf("%v later: %d ACKs, want %d (sends %v)", step.by, n, step.acks, bl.sent())
+		}
+	}
+	if s := bl.sent(); !slices.Equal(s, []int{1}) {
+		t.Fatalf("the late ACK went in sends of %v frames, want one of one", s)
+	}
+	if wc := spinPoll(t, a.SCQ); wc.Status != transport.Success || wc.WRID != 4 {
+		t.Fatalf("second send: %+v", wc)
+	}
+}
+
+// TestPollModeAckRidesWithReply checks the point of leaving the burst
+// open: the application posts its reply before the next poll, and the
+// ACK still queued leaves with it, in one Send of the link (one sendmmsg
+// on the udp link), as the reply's only companion; and the next poll of
+// an empty queue ends a burst left open. The clock never moves.
+func TestPollModeAckRidesWithReply(t *testing.T) {
+	a, b, bl := sendPolled(t, manualclock.New(), true, false)
+	if err := b.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{b.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := bl.sent(); !slices.Equal(s, []int{2}) {
+		t.Fatalf("the responder's sends carried %v frames, want the ACK and the reply in one", s)
+	}
+	if n := b.Dev.Counters().SentACKs.Load(); n != 1 {
+		t.Fatalf("the responder sent %d ACKs, want 1", n)
+	}
+	for _, c := range []struct {
+		cq   *transport.CQ
+		wrID uint64
+	}{{a.SCQ, 2}, {a.RCQ, 1}} {
+		if wc := spinPoll(t, c.cq); wc.Status != transport.Success || wc.WRID != c.wrID {
+			t.Fatalf("completion %d: %+v", c.wrID, wc)
+		}
+	}
+	// a's poll that received the reply left its ACK open too; a's next
+	// poll, of an empty queue, ends it, and b's SEND completes.
+	var wc [1]transport.WC
+	if n, err := a.RCQ.Poll(wc[:]); n != 0 || err != nil {
+		t.Fatalf("a's empty poll: %d, %v", n, err)
+	}
+	if wc := spinPoll(t, b.SCQ); wc.Status != transport.Success || wc.WRID != 3 {
+		t.Fatalf("reply's completion: %+v", wc)
+	}
+}
+
+// TestPollModeAckAtOnceOverDirectSend: over a link whose sends are
+// function calls (nic.Info.DirectSend, the in-memory link's) a poll ends
+// its burst before it returns. The responder's ACK has left, alone, by
+// the time its receive completes, before the application replies or
+// polls again; the clock never moves.
+func TestPollModeAckAtOnceOverDirectSend(t *testing.T) {
+	a, b, bl := sendPolled(t, manualclock.New(), false, true)
+	if n, s := b.Dev.Counters().SentACKs.Load(), bl.sent(); n != 1 || !slices.Equal(s, []int{1}) {
+		t.Fatalf("after the poll that received the SEND the responder had sent %d ACKs (sends %v), want 1 in one", n, s)
+	}
+	if wc := spinPoll(t, a.SCQ); wc.Status != transport.Success || wc.WRID != 2 {
+		t.Fatalf("send: %+v", wc)
+	}
+}
+
+// TestPollModeReceiverTakesOver: once the application stops polling, the
+// receive goroutine, which stands aside while polls come, handles what
+// arrives: a device whose only poll found nothing still receives the
+// SENDs its application waits for without polling (CQ.Wait), over the
+// in-memory link and over the udp link with two receive queues, on QPs
+// of each queue. No poller handles any of them.
+func TestPollModeReceiverTakesOver(t *testing.T) {
+	o := rdmatest.Options{PollProgress: true}
+	for _, link := range []string{"mem", "udp"} {
+		t.Run(link, func(t *testing.T) {
+			var a, b *rdmatest.Peer
+			if link == "mem" {
+				a, b, _ = rdmatest.MemPair(t, o)
+			} else {
+				open := func(addr string) *rdmatest.Peer {
+					l, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(addr), RxQueues: 2})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return rdmatest.NewPeer(t, l, netip.MustParseAddr(addr), o)
+				}
+				a, b = open("127.0.22.1"), open("127.0.22.2")
+				rdmatest.Connect(t, a, b)
+			}
+			pairs := [][2]*rdmatest.Peer{{a, b}}
+			if link == "udp" { // a second pair, on b's other queue
+				x, y := a.NewQP(t), b.NewQP(t)
+				for nic.QueueOf(y.QP.QPN(), 2) == nic.QueueOf(b.QP.QPN(), 2) {
+					x, y = a.NewQP(t), b.NewQP(t)
+				}
+				rdmatest.Connect(t, x, y)
+				pairs = append(pairs, [2]*rdmatest.Peer{x, y})
+			}
+			var wc [1]transport.WC
+			if n, err := b.RCQ.Poll(wc[:]); n != 0 || err != nil {
+				t.Fatalf("b's first poll: %d, %v", n, err)
+			}
+			// Three messages one after the other on each pair: after
+			// each, the receive goroutine looks whether pollers are
+			// active, and must find them gone.
+			for i, p := range pairs {
+				s, r := p[0], p[1]
+				for k := range uint64(3) {
+					if err := r.QP.PostRecv(&transport.RecvWR{WRID: k, SGL: []transport.SGE{r.MR.SGE(0, 64)}}); err != nil {
+						t.Fatal(err)
+					}
+					if err := s.QP.PostSend(&transport.SendWR{WRID: k, Opcode: transport.WRSend, SGL: []transport.SGE{s.MR.SGE(0, 64)}}); err != nil {
+						t.Fatal(err)
+					}
+					if err := r.RCQ.Wait(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+					n, err := r.RCQ.Poll(wc[:])
+					if n != 1 || err != nil || wc[0].Status != transport.Success || wc[0].WRID != k {
+						t.Fatalf("pair %d, message %d: the receive: %d, %v, %+v", i, k, n, err, wc[0])
+					}
+				}
+			}
+			if n := b.Dev.Counters().PolledPkts.Load(); n != 0 {
+				t.Fatalf("pollers handled %d of b's packets, want none", n)
+			}
+		})
+	}
+}
+
+// sendPolled connects two devices in poll mode over pollOnly links on
+// clock, posts a receive on b (and on a, with replies), and sends one
+// SEND from a, which b's poll receives (b's link's sends forgotten
+// before): the start of the open burst tests.
+func sendPolled(t *testing.T, clock *manualclock.Clock, replies, direct bool) (a, b *rdmatest.Peer, bl *pollOnly) {
+	t.Helper()
+	wrap := func(l *mem.Link) nic.Link {
+		p := newPollOnly(l).(*pollOnly)
+		p.direct = direct
+		bl = p // the second link made is b's
+		return p
+	}
+	a, b, _ = rdmatest.MemPair(t, rdmatest.Options{PollProgress: true, Wrap: wrap, Clock: clock})
+	recv := []*rdmatest.Peer{b}
+	if replies {
+		recv = append(recv, a)
+	}
+	for _, p := range recv {
+		if err := p.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{p.MR.SGE(0, 64)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bl.sent()
+	if err := a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := spinPoll(t, b.RCQ); wc.Status != transport.Success || wc.WRID != 1 {
+		t.Fatalf("receive: %+v", wc)
+	}
+	return a, b, bl
+}
+
+// spinPoll polls c until it returns a completion: in poll mode the polls
+// receive and handle what arrives.
+func spinPoll(t *testing.T, c *transport.CQ) transport.WC {
+	t.Helper()
+	var wc [1]transport.WC
+	for {
+		n, err := c.Poll(wc[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			return wc[0]
+		}
+	}
+}
+
+// TestPollModeClose closes a device in poll mode while a goroutine polls
+// it and traffic flows: the poll ends with the device's closed error, and
+// nothing races (under -race) or panics.
+func TestPollModeClose(t *testing.T) {
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{PollProgress: true})
+	polled := make(chan error, 1)
+	go func() {
+		var wc [4]transport.WC
+		for {
+			if _, err := a.SCQ.Poll(wc[:]); err != nil {
+				polled <- err
+				return
+			}
+		}
+	}()
+	for i := range 64 {
+		if err := a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRRDMAWrite, SGL: []transport.SGE{a.MR.SGE(0, 4096)},
+			RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey(), Flags: transport.Signaled}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Dev.Close()
+	a.Dev.Close()
+	if err := <-polled; !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("poll after Close: %v", err)
+	}
+}
+
+// leaveCounter is a udp link that counts the device's requests to leave
+// the network poller (nic.NetpollLeaver).
+type leaveCounter struct {
+	*udp.Link
+	n atomic.Int32
+}
+
+func (l *leaveCounter) LeaveNetpoll() error {
+	l.n.Add(1)
+	return l.Link.LeaveNetpoll()
+}

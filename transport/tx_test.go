@@ -1,0 +1,65 @@
+package transport_test
+
+import (
+	"testing"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/transport"
+)
+
+// TestAckBehindRequests: an acknowledgement a burst left open (poll mode)
+// leaves in one call to the link with the request the application posts
+// meanwhile, behind it, where it can join the request's UDP GSO message as
+// its shorter last segment. An acknowledgement alone, and a responder's
+// output of more than an acknowledgement, keep their place.
+func TestAckBehindRequests(t *testing.T) {
+	h := newHarness(t, harnessOpts{sendPSN: 100, recvPSN: 7})
+	h.postRecv(64)
+	// A SEND arrives; the burst stays open, as a poller leaves it.
+	f, p := h.packet(bth.RCSendOnly, 7, make([]byte, 16))
+	if !receive(h.q, p, f) {
+		t.Fatal("the SEND did not join a burst")
+	}
+	if got := h.sent(); len(got) != 0 {
+		t.Fatalf("sent %v before the burst ended", describe(got))
+	}
+	// The application answers: its SEND and the pending ACK go together,
+	// the ACK last.
+	wr := transport.SendWR{WRID: 1, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{h.mr.SGE(0, 32)}}
+	if err := h.q.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	endBurst(h.q)
+	got := h.sent()
+	if calls := h.sendCalls(); len(calls) != 1 || calls[0] != 2 {
+		t.Fatalf("calls to the link %v, want one of two frames", calls)
+	}
+	if len(got) != 2 || got[0].OpCode() != bth.RCSendOnly || uint32(got[0].BTH().PSN()) != 100 ||
+		got[1].OpCode() != bth.RCAcknowledge || uint32(got[1].BTH().PSN()) != 7 {
+		t.Fatalf("sent %v, want the SEND psn 0x64 then the ACK of psn 0x7", describe(got))
+	}
+	// An ACK alone goes alone.
+	h.postRecv(64)
+	h.deliver(bth.RCSendOnly, 8, make([]byte, 16))
+	h.ack(h.sent(), bth.ACKSyndrome(0), 8)
+	// A READ response and its burst's requests keep their order: only a
+	// lone acknowledgement moves.
+	f, p = h.packet(bth.RCReadRequest, 9, nil, qpRETH(h.mr.Addr(), h.mr.RKey(), 16))
+	if !receive(h.q, p, f) {
+		t.Fatal("the READ did not join a burst")
+	}
+	wr.WRID = 2
+	if err := h.q.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	endBurst(h.q)
+	got = h.sent()
+	if len(got) != 2 || got[0].OpCode() != bth.RCReadResponseOnly || got[1].OpCode() != bth.RCSendOnly {
+		t.Fatalf("sent %v, want the READ response then the SEND", describe(got))
+	}
+}
+
+// reth fills a request's RETH.
+func qpRETH(va uint64, rkey, n uint32) func(p []byte, info *bth.Info) {
+	return func(p []byte, info *bth.Info) { bth.RETH(p[info.Offset(bth.ExtRETH):]).Encode(va, rkey, n) }
+}
