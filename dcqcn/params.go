@@ -155,3 +155,24 @@ func (p *Params) String() string {
 	}
 	return b.String()
 }
+
+// Paper returns Default with the values of Zhu et al.'s evaluation
+// (SIGCOMM 2015, section 5) where mlx5 has a parameter for them: a CNP
+// at most every 50 µs per QP, one rate cut per 50 µs, alpha's period
+// 55 µs with g = 1/256, the increase timer 55 µs, F = 5, R_AI 40 Mb/s and
+// R_HAI 100 Mb/s. With the firmware's microsecond defaults and a queue
+// whose delay outgrows the CNP interval, a sender is cut every 4 µs
+// while the queue drains and its rate collapses (docs/congestion.md
+// shows both runs).
+func Paper() Params {
+	p := Default()
+	p.MinTimeBetweenCNPs = 50
+	p.RateReduceMonitorPeriod = 50
+	p.DCETCPRTT = 55
+	p.DCETCPG = 1020
+	p.TimeReset = 55
+	p.Threshold = 5
+	p.AIRate = 40
+	p.HAIRate = 100
+	return p
+}

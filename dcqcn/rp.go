@@ -35,7 +35,11 @@ type RP struct {
 	t, bc     int       // increase events by timer and by byte counter since the last reduction
 	timerRise bool      // the timer raised the rate since the last reduction (rp_clamp_tgt_rate_ati)
 
-	next time.Time // the pacer: when the next packet may leave
+	// The pacer, a token bucket: bytes of credit as of tokAt, refilled at
+	// the current rate up to BurstBytes; a packet may leave while the
+	// credit is not negative.
+	tokens float64
+	tokAt  time.Time
 }
 
 // NewRP returns a reaction point for a sender whose link carries
@@ -109,7 +113,7 @@ func (r *RP) CNP(now time.Time) bool {
 		r.rc, r.rt = r.line, r.line
 		r.alpha = float64(r.p.InitialAlphaValue) / 1024
 		r.alphaAt, r.cnpPeriod = now, true
-		r.next = now
+		r.tokens, r.tokAt = 0, now
 		if f := float64(r.p.RateToSetOnFirstCNP); f > 0 {
 			r.rc, r.rt = min(f, r.line), min(f, r.line)
 			r.restart(now)
@@ -133,7 +137,7 @@ func (r *RP) CNP(now time.Time) bool {
 // reduce cuts the current rate: rc *= 1 - alpha/2^(gd-10), by no more
 // than rp_min_dec_fac allows and to no less than rp_min_rate.
 func (r *RP) reduce(now time.Time) {
-	if r.p.ClampTgtRate == 1 || r.p.ClampTgtRateATI == 1 && r.timerRise || r.t == 0 && r.bc == 0 {
+	if r.p.ClampTgtRate == 1 || r.p.ClampTgtRateATI == 1 && r.timerRise {
 		r.rt = r.rc
 	}
 	div := math.Exp2(float64(int(r.p.GD) - 10)) // rp_gd 11: alpha/2, the paper's
@@ -190,6 +194,14 @@ func (r *RP) increase(t, bc int) {
 	}
 }
 
+// refill credits the bytes the current rate earned since tokAt.
+func (r *RP) refill(now time.Time) {
+	if d := now.Sub(r.tokAt); d > 0 {
+		r.tokens = min(r.tokens+r.rc*1e6/8*d.Seconds(), BurstBytes)
+		r.tokAt = now
+	}
+}
+
 // Wait returns how long the sender must wait at now before its next
 // packet may leave: 0 when it may send.
 func (r *RP) Wait(now time.Time) time.Duration {
@@ -197,14 +209,18 @@ func (r *RP) Wait(now time.Time) time.Duration {
 		return 0
 	}
 	r.advance(now)
-	if !r.limited || !r.next.After(now) {
+	if !r.limited {
 		return 0
 	}
-	return r.next.Sub(now)
+	r.refill(now)
+	if r.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-r.tokens*8/r.rc*1e3) + 1 // ns; +1 rounds up
 }
 
-// Sent accounts for n bytes sent at now: the pacer's next departure and
-// the byte counter's increase events.
+// Sent accounts for n bytes sent at now: the pacer's credit and the byte
+// counter's increase events.
 func (r *RP) Sent(now time.Time, n int) {
 	if !r.limited {
 		return
@@ -213,11 +229,8 @@ func (r *RP) Sent(now time.Time, n int) {
 	if !r.limited {
 		return
 	}
-	perByte := 8e3 / r.rc // ns per byte at rc Mb/s
-	if earliest := now.Add(-time.Duration(BurstBytes * perByte)); r.next.Before(earliest) {
-		r.next = earliest
-	}
-	r.next = r.next.Add(time.Duration(float64(n) * perByte))
+	r.refill(now)
+	r.tokens -= float64(n)
 	r.bytes += uint64(n)
 	for reset := uint64(max(r.p.ByteReset, 1)); r.limited && r.bytes >= reset; {
 		r.bytes -= reset
