@@ -7,6 +7,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/internal/closed"
 	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/mr"
@@ -76,6 +77,8 @@ type QP struct {
 
 	trace *traceRing // the last packets, for death; nil until the first
 	death *Death     // why the QP entered ERR; nil while it has not
+
+	cc ccState // congestion control (congestion.go)
 }
 
 // newQP creates a QP in the RESET state. The device chooses qpn.
@@ -254,6 +257,7 @@ func (q *QP) destroy() error {
 	q.state = Reset
 	q.rtoTimer.Stop()
 	q.rnrTimer.Stop()
+	q.ccReset()
 	q.dropTx()
 	if q.typ == XRCTgt {
 		q.xrcd.detach() // its SRQ and PD are borrowed, per request
@@ -300,6 +304,7 @@ func errClosed(op string) error { return fmt.Errorf("qp: %s: %w", op, closed.Err
 func (q *QP) reset() {
 	q.rtoTimer.Stop()
 	q.rnrTimer.Stop()
+	q.ccReset()
 	q.dropTx()
 	q.sqHead, q.sqTail = 0, 0
 	q.rq.reset()
@@ -409,6 +414,9 @@ func (q *QP) receive(p bth.Packet, f bth.Frame) (joined bool) {
 			c.BadSource.Add(1)
 			return
 		}
+	}
+	if inet.ECN(f.L3()) == inet.CE {
+		q.congestionExperienced(p, f)
 	}
 	if req := p.Info().IsRequest(); q.typ == XRCIni && req || q.typ == XRCTgt && !req {
 		// An XRC initiator has no responder and a target no requester

@@ -22,7 +22,7 @@ import (
 
 // Config describes a run.
 type Config struct {
-	Params     dcqcn.Params
+	Params     dcqcn.Params      // every sender's and receiver's
 	LineMbps   float64           // each sender's link rate
 	Bottleneck impair.Bottleneck // the shared egress
 	Packet     int               // bytes a packet (IP datagram)

@@ -43,6 +43,10 @@ type Counters struct {
 	XRCDomainViolation  *atomic.Uint64 // xrc_domain_violation
 	XRCMisdirected      *atomic.Uint64 // xrc_misdirected
 	ClockedPosts        *atomic.Uint64 // clocked_posts
+	NPECNMarkedRoCE     *atomic.Uint64 // np_ecn_marked_roce_packets
+	NPCNPSent           *atomic.Uint64 // np_cnp_sent
+	RPCNPHandled        *atomic.Uint64 // rp_cnp_handled
+	RPCNPIgnored        *atomic.Uint64 // rp_cnp_ignored
 }
 
 var counterType = reflect.TypeFor[atomic.Uint64]()

@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/nic"
 )
 
@@ -53,6 +54,13 @@ type Env[QP, MTU, Clock any] struct {
 	Trace func(out bool, datagram []byte)
 	// Clock drives the QP's timers (nil: qp.RealClock).
 	Clock Clock
+	// ECT marks the QP's packets ECN-capable, ECT(0), as mlx5 does with
+	// congestion control on (qp/congestion.go).
+	ECT bool
+	// CC, if set, is DCQCN on: the QP answers CE-marked packets with
+	// CNPs and paces its requests by the CNPs it receives, with these
+	// parameters; nil is off (CNPs received are counted and ignored).
+	CC *dcqcn.Params
 }
 
 // Set by package mr.
@@ -98,6 +106,7 @@ var (
 	RunQP      any // func(*qp.QP)
 	ReceiveQP  any // func(q *qp.QP, p bth.Packet, f bth.Frame) (joined bool)
 	EndBurstQP any // func(*qp.QP)
+	CNPQP      any // func(*qp.QP): a CNP arrived for the QP
 )
 
 // Set by package device, for package cm: the device's QP1, the General

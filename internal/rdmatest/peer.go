@@ -52,6 +52,8 @@ type Options struct {
 	PollProgress bool
 	// LeaveNetpoll is device.Options.LeaveNetpoll.
 	LeaveNetpoll bool
+	// Congestion is device.Options.Congestion.
+	Congestion device.CongestionOptions
 
 	// What only in-memory peers (NewMemPeer, MemPair) have.
 
@@ -151,7 +153,8 @@ func NewPeer(t testing.TB, link nic.Link, addr netip.Addr, o Options) *Peer {
 
 // device returns the options of the device at addr.
 func (o *Options) device(addr netip.Addr) device.Options {
-	opt := device.Options{Window: o.Window, Clock: o.Clock, PollProgress: o.PollProgress, LeaveNetpoll: o.LeaveNetpoll}
+	opt := device.Options{Window: o.Window, Clock: o.Clock, PollProgress: o.PollProgress, LeaveNetpoll: o.LeaveNetpoll,
+		Congestion: o.Congestion}
 	if o.Trace != nil {
 		opt.Trace = o.Trace(addr.String())
 	}

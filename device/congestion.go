@@ -1,0 +1,63 @@
+package device
+
+import (
+	"github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/internal/hook"
+	"github.com/goroce/goroce/qp"
+)
+
+// The device's side of congestion control (qp/congestion.go has the
+// QP's, docs/congestion.md the story): the options that set it up and
+// the CNPs it hands to the QP they name.
+
+// cnpQP hands a received CNP to its QP (the reaction point).
+var cnpQP = hook.CNPQP.(func(*qp.QP))
+
+// CongestionOptions set up DCQCN on a device. The zero value is mlx5's
+// with congestion control on: packets leave ECT(0), CE-marked ones are
+// answered with CNPs, and CNPs cut the rate of the QP they name, with
+// dcqcn.Default's parameters.
+type CongestionOptions struct {
+	// NoECT sends packets Not-ECT: a congested queue then drops them
+	// rather than marks them, and no CNP comes back.
+	NoECT bool
+	// Off turns DCQCN off: marked packets are counted but no CNP is
+	// sent, and CNPs received are counted as ignored (rp_cnp_ignored).
+	Off bool
+	// Params, if set, replaces dcqcn.Default(); the device keeps its own
+	// copy, so later changes to *Params do not reach it.
+	Params *dcqcn.Params
+}
+
+// envParams returns the parameters the QPs run with, nil for off.
+func (o CongestionOptions) envParams() *dcqcn.Params {
+	if o.Off {
+		return nil
+	}
+	p := dcqcn.Default()
+	if o.Params != nil {
+		p = *o.Params
+	}
+	return &p
+}
+
+// inputCNP handles a received CNP: the QP it names slows down, or the
+// CNP is counted as ignored when no such QP exists.
+func (d *Device) inputCNP(destQP uint32) {
+	d.counters.CNPs.Add(1)
+	q := d.qps.get(destQP)
+	if q == nil {
+		d.counters.RPCNPIgnored.Add(1)
+		return
+	}
+	cnpQP(q)
+}
+
+// Congestion returns the DCQCN parameters the device runs with, and
+// false when congestion control is off.
+func (d *Device) Congestion() (dcqcn.Params, bool) {
+	if d.env.CC == nil {
+		return dcqcn.Params{}, false
+	}
+	return *d.env.CC, true
+}
