@@ -1,6 +1,9 @@
 package device
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/internal/hook"
 	"github.com/goroce/goroce/qp"
@@ -60,4 +63,35 @@ func (d *Device) Congestion() (dcqcn.Params, bool) {
 		return dcqcn.Params{}, false
 	}
 	return *d.env.CC, true
+}
+
+// ParseCongestion reads the congestion settings of GOROCE_CC: a
+// comma-separated list of "on" (the default: DCQCN with mlx5's
+// parameters, packets ECT(0)), "off" (no DCQCN and Not-ECT packets, an
+// mlx5 port with ECN disabled), "paper" (dcqcn.Paper's parameters) and
+// mlx5 parameter settings name=value, applied in order
+// ("paper,rp_ai_rate=10").
+func ParseCongestion(s string) (CongestionOptions, error) {
+	var o CongestionOptions
+	p := dcqcn.Default()
+	for _, w := range strings.Split(s, ",") {
+		switch w = strings.TrimSpace(w); w {
+		case "", "on":
+		case "off":
+			o.Off, o.NoECT = true, true
+		case "paper":
+			p = dcqcn.Paper()
+		default:
+			if !strings.Contains(w, "=") {
+				return o, fmt.Errorf("congestion setting %q: want on, off, paper or an mlx5 parameter name=value", w)
+			}
+			if err := p.Parse(w); err != nil {
+				return o, err
+			}
+		}
+	}
+	if !o.Off {
+		o.Params = &p
+	}
+	return o, nil
 }

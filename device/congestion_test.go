@@ -190,3 +190,25 @@ func TestCongestionPacing(t *testing.T) {
 		t.Fatalf("%d packets for a 4 KiB WRITE, want 4", got)
 	}
 }
+
+func TestParseCongestion(t *testing.T) {
+	on, err := device.ParseCongestion("")
+	if err != nil || on.Off || on.NoECT || on.Params == nil || *on.Params != dcqcn.Default() {
+		t.Fatalf("default: %+v %v", on, err)
+	}
+	off, err := device.ParseCongestion("off")
+	if err != nil || !off.Off || !off.NoECT {
+		t.Fatalf("off: %+v %v", off, err)
+	}
+	pp, err := device.ParseCongestion("paper, rp_ai_rate=10")
+	want := dcqcn.Paper()
+	want.AIRate = 10
+	if err != nil || pp.Params == nil || *pp.Params != want {
+		t.Fatalf("paper,rp_ai_rate=10: %+v %v", pp, err)
+	}
+	for _, bad := range []string{"fast", "rp_ai_rate", "rp_nope=1", "rp_gd=99"} {
+		if _, err := device.ParseCongestion(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
