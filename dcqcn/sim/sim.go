@@ -76,6 +76,32 @@ func (r *Result) Jain(from, to time.Duration) float64 {
 	return sum * sum / (float64(len(r.Rates)) * sq)
 }
 
+// SampleJain returns the share of the sampling periods ending in (from,
+// to] whose own Jain's index (of the flows' rates in that period alone)
+// is at least min: how often the flows are fair period by period, not
+// only on average.
+func (r *Result) SampleJain(from, to time.Duration, min float64) float64 {
+	n, ok := 0, 0
+	for i, t := range r.Times {
+		if t <= from || t > to {
+			continue
+		}
+		var sum, sq float64
+		for f := range r.Rates {
+			sum += r.Rates[f][i]
+			sq += r.Rates[f][i] * r.Rates[f][i]
+		}
+		n++
+		if sq > 0 && sum*sum/(float64(len(r.Rates))*sq) >= min {
+			ok++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(ok) / float64(n)
+}
+
 // Mean returns flow f's mean rate over the periods ending in (from, to].
 func (r *Result) Mean(f int, from, to time.Duration) float64 {
 	var s float64

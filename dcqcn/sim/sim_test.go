@@ -24,6 +24,12 @@ func TestFairShare(t *testing.T) {
 	if j < 0.9 {
 		t.Errorf("Jain's index %.3f < 0.9", j)
 	}
+	// Not only on average: period by period (1 ms) too.
+	if share := r.SampleJain(from, to, 0.9); share < 0.9 {
+		t.Errorf("only %.0f%% of the 1 ms periods have Jain's index >= 0.9", 100*share)
+	} else {
+		t.Logf("%.0f%% of the 1 ms periods have Jain's index >= 0.9", 100*share)
+	}
 	if sum := a + b; sum < 0.8*cfg.Bottleneck.Rate/1e6 {
 		t.Errorf("the flows used %.0f Mb/s of the bottleneck's %.0f", sum, cfg.Bottleneck.Rate/1e6)
 	}
