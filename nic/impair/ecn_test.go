@@ -58,14 +58,15 @@ func TestBottleneckCheck(t *testing.T) {
 
 // TestForwardBottleneck: real datagrams through the forwarder's marking
 // queue. A sends 30 ECT(0) datagrams of 1000 bytes to B's port 4791 at
-// once into a bottleneck of a byte a microsecond; the queue grows past
+// once into a bottleneck of 100 bytes a millisecond (slow, so that a
+// sender the machine pauses still fills it); the queue grows past
 // Kmax, so the later ones arrive marked CE (B reads the TOS each came
 // with, IP_RECVTOS) and the first ones, into an empty queue, unmarked.
 func TestForwardBottleneck(t *testing.T) {
 	p, f := path(t, 1500, Config{})
 	a4, b4 := p.A.IPv4, p.B.IPv4
 	resolve(t, p, f, a4, b4)
-	b := Bottleneck{Rate: 8e6, Kmin: 3000, Kmax: 10000, Pmax: 1}
+	b := Bottleneck{Rate: 0.8e6, Kmin: 3000, Kmax: 10000, Pmax: 1}
 	f.SetFaults(Faults{Bottleneck: &b}, Faults{})
 	a, rx := udpIn(t, p.A, a4, 0), udpIn(t, p.B, b4, 4791)
 	setInt := func(c *net.UDPConn, opt, v int) {
@@ -89,7 +90,7 @@ func TestForwardBottleneck(t *testing.T) {
 		}
 	}
 	// An upper bound, never the signal: the test ends when all 30 have
-	// been read (the queue lets them go within about 31 ms).
+	// been read (the queue lets them go within about 310 ms).
 	rx.SetReadDeadline(time.Now().Add(20 * time.Second))
 	buf, oob := make([]byte, 2048), make([]byte, 128)
 	marks := make([]bool, n)
