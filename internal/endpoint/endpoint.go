@@ -145,11 +145,13 @@ func tuningFromEnv(getenv func(string) string) (tuning, error) {
 	default:
 		return t, tagf(ErrUsage, "%s=%q: want 1 (why failing QPs enter ERR), all (every QP that does) or 0", EnvExplain, v)
 	}
-	cc, err := device.ParseCongestion(getenv(EnvCC))
-	if err != nil {
-		return t, tagf(ErrUsage, "%s: %v", EnvCC, err)
+	if v := getenv(EnvCC); v != "" { // unset: the zero options, DCQCN on with mlx5's parameters
+		cc, err := device.ParseCongestion(v)
+		if err != nil {
+			return t, tagf(ErrUsage, "%s: %v", EnvCC, err)
+		}
+		t.cc = cc
 	}
-	t.cc = cc
 	return t, nil
 }
 
