@@ -97,7 +97,8 @@ offheap:
 # Namespace and raw-socket tests run as root (CI is root) and fail, not
 # skip, without the privilege: the engine across veth pairs per link kind
 # and MTU (TestVeth*, with loss, duplication and
-# reordering from nic/impair), the soak (256 MiB of each of SEND, WRITE and
+# reordering from nic/impair), nic/impair's own forwarder tests (its
+# ECN-marking bottleneck on real datagrams among them), the soak (256 MiB of each of SEND, WRITE and
 # READ through 5% loss, the three side by side: -parallel 3, since the
 # default is one per core), the 64 MiB messages and 100,000 QPs on one device
 # (1,000 of them, chosen at random, carrying traffic); then roced's long tests
@@ -127,6 +128,7 @@ system-fuzz:
 
 system-device:
 	$(GO) test -count=1 -parallel 3 -run 'TestVeth|TestSoak|TestLargeMessages|TestManyQPs' -v ./transport 2>&1 | grep -E '^(=== RUN|--- |\s+soak_test|ok|FAIL|panic)' ; test $${PIPESTATUS[0]} -eq 0
+	$(GO) test -count=1 ./nic/impair
 
 system-tools:
 	@mkdir -p $(BIN)

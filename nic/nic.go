@@ -90,6 +90,13 @@ func (f Frame) Src() (netip.Addr, bool) {
 //
 // Send may be called from many goroutines at once; Recv from one goroutine
 // at a time. Close makes a blocked Recv return net.ErrClosed.
+//
+// A link sends each datagram with the IPv4 TOS or IPv6 traffic class the
+// engine wrote in it, and a received datagram carries the one it arrived
+// with: its ECN bits are congestion control's signal (ECT(0) out, CE
+// from a congested queue in; docs/congestion.md). Links that move whole
+// datagrams do so by nature; the UDP link passes them per packet
+// (IP_TOS/IPV6_TCLASS out, IP_RECVTOS/IPV6_RECVTCLASS in).
 type Link interface {
 	// Send transmits frames in order and returns how many it accepted. It
 	// may write into each frame's headroom but retains nothing after it

@@ -46,6 +46,12 @@ type Counters struct {
 	XRCMisdirected     atomic.Uint64 // XRC requests to an initiator QP or responses to a target QP, dropped
 	PolledPkts         atomic.Uint64 // received packets a poller handled (poll mode), of rcvd_pkts
 	ClockedPosts       atomic.Uint64 // posts left for the next acknowledgement to send (doorbell)
+
+	// Congestion control, under mlx5's names (its hw_counters).
+	NPECNMarkedRoCE atomic.Uint64 // np_ecn_marked_roce_packets: packets for a QP that arrived marked CE
+	NPCNPSent       atomic.Uint64 // np_cnp_sent: CNPs sent for them (at most one per QP per np_min_time_between_cnps)
+	RPCNPHandled    atomic.Uint64 // rp_cnp_handled: CNPs received that DCQCN acted on
+	RPCNPIgnored    atomic.Uint64 // rp_cnp_ignored: CNPs received with DCQCN off, or for no QP
 }
 
 // List returns every counter with its name, in a stable order.
@@ -86,5 +92,9 @@ func (c *Counters) List() []nic.Counter {
 		{Name: "xrc_misdirected", Value: c.XRCMisdirected.Load()},
 		{Name: "polled_pkts", Value: c.PolledPkts.Load()},
 		{Name: "clocked_posts", Value: c.ClockedPosts.Load()},
+		{Name: "np_ecn_marked_roce_packets", Value: c.NPECNMarkedRoCE.Load()},
+		{Name: "np_cnp_sent", Value: c.NPCNPSent.Load()},
+		{Name: "rp_cnp_handled", Value: c.RPCNPHandled.Load()},
+		{Name: "rp_cnp_ignored", Value: c.RPCNPIgnored.Load()},
 	}
 }

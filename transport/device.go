@@ -71,6 +71,9 @@ type Options struct {
 	// emulated guest made roced's send_lat up to 1.7x slower and its 99th
 	// percentile 2-5x longer.
 	LeaveNetpoll bool
+	// Congestion sets up DCQCN congestion control (congestion.go); the
+	// zero value is on, as an mlx5 port's.
+	Congestion CongestionOptions
 }
 
 // Device is an open RDMA device over a link. Its methods are safe for
@@ -206,6 +209,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		Link: link, Counters: &d.counters, GID: d.GID,
 		Schedule: d.schedule, Event: d.qpEvent, Died: d.deaths.add, Atomic: &d.atomicMu,
 		MaxMTU: d.mtu, Window: opt.Window, Trace: opt.Trace, Clock: opt.Clock,
+		ECT: !opt.Congestion.NoECT, CC: opt.Congestion.envParams(),
 	}
 	d.wg.Add(2 * nq)
 	for i := range nq {
@@ -762,8 +766,8 @@ func (d *Device) input(fr nic.Frame, b *burst) {
 	if d.trace != nil {
 		d.trace(false, dg)
 	}
-	if p.OpCode() == bth.CNP {
-		c.CNPs.Add(1)
+	if p.IsCNP() {
+		d.inputCNP(p.BTH().DestQP())
 		return
 	}
 	if p.BTH().DestQP() == GSIQPN {

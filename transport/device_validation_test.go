@@ -211,6 +211,13 @@ func checkVerdict(t *testing.T, s *rdmatest.Peer, r *rawPeer, q *transport.QP, t
 	case dropped:
 		nothingElse("malformed")
 	case cnp:
+		// The CNP reaches the QP's reaction point (DCQCN is on by
+		// default): counted as received and as handled, nothing else.
+		rp := delta["rp_cnp_handled"]
+		delete(delta, "rp_cnp_handled")
+		if rp != 1 {
+			t.Errorf("%v at a %v QP: rp_cnp_handled +%d, want +1", op, typ, rp)
+		}
 		nothingElse("cnps")
 	case executed:
 		// It passed validation: whatever the protocol made of it (executed,

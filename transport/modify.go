@@ -208,5 +208,5 @@ func resolveAH(env *env, ah *AHAttr, srcPort uint16) (bth.Outer, error) {
 		srcPort = ah.SrcPort
 	}
 	return bth.Outer{Src: sgid.Addr(), Dst: ah.DGID.Addr(), SrcPort: srcPort,
-		TClass: ah.TrafficClass, FlowLabel: ah.FlowLabel, HopLimit: ah.HopLimit}, nil
+		TClass: ectMark(env, ah.TrafficClass), FlowLabel: ah.FlowLabel, HopLimit: ah.HopLimit}, nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/clock"
+	"github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/internal/closed"
 	"github.com/goroce/goroce/nic"
 )
@@ -41,6 +43,13 @@ type env struct {
 	Trace func(out bool, datagram []byte)
 	// Clock drives the QP's timers (nil: clock.Real).
 	Clock clock.Clock
+	// ECT marks the QP's packets ECN-capable, ECT(0), as mlx5 does with
+	// congestion control on (congestion.go).
+	ECT bool
+	// CC, if set, is DCQCN on: the QP answers CE-marked packets with
+	// CNPs and paces its requests by the CNPs it receives, with these
+	// parameters; nil is off (CNPs received are counted and ignored).
+	CC *dcqcn.Params
 }
 
 // runBudget bounds the packets one run of a QP builds before it yields, so
@@ -103,6 +112,8 @@ type QP struct {
 
 	trace *traceRing // the last packets, for death; nil until the first
 	death *Death     // why the QP entered ERR; nil while it has not
+
+	cc ccState // congestion control (congestion.go)
 }
 
 // newQP creates a QP in the RESET state. The device chooses qpn.
@@ -281,6 +292,7 @@ func (q *QP) destroy() error {
 	q.state = Reset
 	q.rtoTimer.Stop()
 	q.rnrTimer.Stop()
+	q.ccReset()
 	q.dropTx()
 	if q.typ == XRCTgt {
 		q.xrcd.detach() // its SRQ and PD are borrowed, per request
@@ -327,6 +339,7 @@ func errQPClosed(op string) error { return fmt.Errorf("qp: %s: %w", op, closed.E
 func (q *QP) reset() {
 	q.rtoTimer.Stop()
 	q.rnrTimer.Stop()
+	q.ccReset()
 	q.dropTx()
 	q.sqHead, q.sqTail = 0, 0
 	q.rq.reset()
@@ -436,6 +449,9 @@ func (q *QP) receive(p bth.Packet, f bth.Frame) (joined bool) {
 			c.BadSource.Add(1)
 			return
 		}
+	}
+	if inet.ECN(f.L3()) == inet.CE {
+		q.congestionExperienced(p, f)
 	}
 	if req := p.Info().IsRequest(); q.typ == XRCIni && req || q.typ == XRCTgt && !req {
 		// An XRC initiator has no responder and a target no requester

@@ -37,6 +37,9 @@ func (q *QP) canSend() bool {
 	if q.typ.reliable() && int(r.psn.Diff(q.comp.psn)) >= q.window() {
 		return false
 	}
+	if q.paced() { // DCQCN's rate (congestion.go)
+		return false
+	}
 	// After a local ACK timeout the responder has been silent for a whole
 	// timeout: it may be gone, or still working through a queue of what we
 	// sent (rxe on a slow guest: each window of 256 packets took it longer

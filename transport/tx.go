@@ -110,6 +110,7 @@ func (p *packet) release() { bufPool.Put(p.buf) }
 func (q *QP) send(p *packet) {
 	dg := p.Seal()
 	q.record(true, dg)
+	q.ccSent(p, len(dg))
 	end := nic.Headroom + len(dg)
 	if q.tx == nil {
 		q.tx = txPool.Get().(*txBatch)

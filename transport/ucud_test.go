@@ -114,10 +114,12 @@ func TestUD(t *testing.T) {
 				t.Fatalf("GRH source %v, want %v", g.Source(), src)
 			}
 			if fam.name == "IPv4" {
-				if !bytes.Equal(b.Buf[:20], make([]byte, 20)) || b.Buf[20] != 0x45 || b.Buf[21] != 0x28 || b.Buf[28] != 7 {
+				// Traffic class 0x28 from the AH, with ECT(0) in its ECN
+				// bits: the device marks what it sends (congestion control).
+				if !bytes.Equal(b.Buf[:20], make([]byte, 20)) || b.Buf[20] != 0x45 || b.Buf[21] != 0x2a || b.Buf[28] != 7 {
 					t.Fatalf("IPv4 GRH area % x", b.Buf[:40])
 				}
-			} else if g.IPVer() != 6 || g.TClass() != 0x28 || g.HopLimit() != 7 {
+			} else if g.IPVer() != 6 || g.TClass() != 0x2a || g.HopLimit() != 7 {
 				t.Fatalf("IPv6 GRH: version %d tclass %#x hop %d", g.IPVer(), g.TClass(), g.HopLimit())
 			}
 			// The AH made from the completion answers the sender.

@@ -91,12 +91,16 @@ type Config struct {
 // (transport.Options.PollProgress). GOROCE_EXPLAIN=1 writes to standard
 // error why each QP that fails enters ERR (a NAK, retries run out, a local
 // error: transport.Death, with its last packets); GOROCE_EXPLAIN=all also the
-// QPs the program moves there itself or leaves at close.
+// QPs the program moves there itself or leaves at close. GOROCE_CC sets
+// up congestion control (transport.ParseCongestion): unset, DCQCN is on with
+// mlx5's parameters; "off", "paper" or mlx5 parameters name=value, comma
+// separated.
 const (
 	EnvRxQueues = "GOROCE_RX_QUEUES"
 	EnvBusyPoll = "GOROCE_BUSY_POLL"
 	EnvPollMode = "GOROCE_POLL_MODE"
 	EnvExplain  = "GOROCE_EXPLAIN"
+	EnvCC       = "GOROCE_CC"
 )
 
 type tuning struct {
@@ -104,6 +108,7 @@ type tuning struct {
 	busyPoll time.Duration
 	pollMode bool
 	explain  int // 0: quiet; 1: failures; 2: every death
+	cc       transport.CongestionOptions
 }
 
 // tuningFromEnv reads the tuning variables; a bad value is a usage error.
@@ -138,6 +143,13 @@ func tuningFromEnv(getenv func(string) string) (tuning, error) {
 		t.explain = 2
 	default:
 		return t, tagf(ErrUsage, "%s=%q: want 1 (why failing QPs enter ERR), all (every QP that does) or 0", EnvExplain, v)
+	}
+	if v := getenv(EnvCC); v != "" { // unset: the zero options, DCQCN on with mlx5's parameters
+		cc, err := transport.ParseCongestion(v)
+		if err != nil {
+			return t, tagf(ErrUsage, "%s: %v", EnvCC, err)
+		}
+		t.cc = cc
 	}
 	return t, nil
 }
@@ -251,7 +263,8 @@ func Open(cfg Config) (*Endpoint, error) {
 		e.Link = e.Faults
 	}
 	e.Device, err = transport.Open(e.Link, transport.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode,
-		LeaveNetpoll: cfg.LeaveNetpoll, Died: explainer(tune.explain, os.Stderr), Share: sharer(member)})
+		LeaveNetpoll: cfg.LeaveNetpoll, Died: explainer(tune.explain, os.Stderr), Share: sharer(member),
+		Congestion: tune.cc})
 	if err != nil {
 		e.Link.Close()
 		return nil, err

@@ -254,3 +254,20 @@ func TestTuningFromEnv(t *testing.T) {
 		t.Fatalf("poll mode over a tap: %v", err)
 	}
 }
+
+// TestCCEnv: GOROCE_CC reaches the device's congestion options, and a
+// bad value is a one-line usage error.
+func TestCCEnv(t *testing.T) {
+	got, err := tuningFromEnv(func(k string) string { return map[string]string{EnvCC: "off"}[k] })
+	if err != nil || !got.cc.Off || !got.cc.NoECT {
+		t.Fatalf("%s=off: %+v %v", EnvCC, got.cc, err)
+	}
+	got, err = tuningFromEnv(func(k string) string { return map[string]string{EnvCC: "np_min_time_between_cnps=50"}[k] })
+	if err != nil || got.cc.Params == nil || got.cc.Params.MinTimeBetweenCNPs != 50 {
+		t.Fatalf("%s=np_min_time_between_cnps=50: %+v %v", EnvCC, got.cc, err)
+	}
+	_, err = tuningFromEnv(func(k string) string { return map[string]string{EnvCC: "rp_ai_rate=x"}[k] })
+	if err == nil || !errors.Is(err, ErrUsage) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("%s=rp_ai_rate=x: %v, want a one-line usage error", EnvCC, err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -377,11 +378,13 @@ func checkGRH(g []byte, a, b *Peer) error {
 	if h.Source() != a.Addr || dst != b.Addr {
 		return fmt.Errorf("GRH %v -> %v, want %v -> %v", h.Source(), dst, a.Addr, b.Addr)
 	}
+	// The DSCP the AH set; the ECN bits are the sender's (goroce marks
+	// ECT(0), rxe sends Not-ECT: docs/congestion.md).
 	if a.Addr.Is4() {
-		if !bytes.Equal(g[:20], make([]byte, 20)) || g[20] != 0x45 || g[21] != 0x28 {
+		if !bytes.Equal(g[:20], make([]byte, 20)) || g[20] != 0x45 || g[21]&^inet.ECNMask != 0x28 {
 			return fmt.Errorf("IPv4 GRH area % x", g)
 		}
-	} else if h.IPVer() != 6 || h.TClass() != 0x28 {
+	} else if h.IPVer() != 6 || h.TClass()&^inet.ECNMask != 0x28 {
 		return fmt.Errorf("IPv6 GRH: version %d traffic class %#x", h.IPVer(), h.TClass())
 	}
 	return nil

@@ -50,6 +50,8 @@ type Options struct {
 	PollProgress bool
 	// LeaveNetpoll is transport.Options.LeaveNetpoll.
 	LeaveNetpoll bool
+	// Congestion is transport.Options.Congestion.
+	Congestion transport.CongestionOptions
 
 	// What only in-memory peers (NewMemPeer, MemPair) have.
 
@@ -149,7 +151,8 @@ func NewPeer(t testing.TB, link nic.Link, addr netip.Addr, o Options) *Peer {
 
 // device returns the options of the device at addr.
 func (o *Options) device(addr netip.Addr) transport.Options {
-	opt := transport.Options{Window: o.Window, Clock: o.Clock, PollProgress: o.PollProgress, LeaveNetpoll: o.LeaveNetpoll}
+	opt := transport.Options{Window: o.Window, Clock: o.Clock, PollProgress: o.PollProgress, LeaveNetpoll: o.LeaveNetpoll,
+		Congestion: o.Congestion}
 	if o.Trace != nil {
 		opt.Trace = o.Trace(addr.String())
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/clock"
+	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 )
@@ -59,6 +60,7 @@ type DirStats struct {
 	Rewritten  uint64 // a field set by a rule
 	BadICRC    uint64 // ICRC spoiled by a rule
 	Truncated  uint64 // cut short by a rule
+	MarkedCE   uint64 // marked Congestion Experienced by a rule
 }
 
 // Stats are a Link's fault counters.
@@ -99,7 +101,7 @@ func (s Stats) List() []nic.Counter {
 			v    uint64
 		}{{"lost", d.s.Lost}, {"duplicated", d.s.Duplicated}, {"reordered", d.s.Reordered},
 			{"delayed", d.s.Delayed}, {"corrupted", d.s.Corrupted}, {"rewritten", d.s.Rewritten},
-			{"badicrc", d.s.BadICRC}, {"truncated", d.s.Truncated}} {
+			{"badicrc", d.s.BadICRC}, {"truncated", d.s.Truncated}, {"marked_ce", d.s.MarkedCE}} {
 			out = append(out, nic.Counter{Name: "fault_" + d.name + "_" + c.name, Value: c.v})
 		}
 	}
@@ -111,11 +113,12 @@ func (s Stats) List() []nic.Counter {
 
 type dirCounters struct {
 	packets, lost, duplicated, reordered, delayed, corrupted, rewritten, badICRC, truncated atomic.Uint64
+	markedCE                                                                                atomic.Uint64
 }
 
 func (c *dirCounters) snapshot() DirStats {
 	return DirStats{c.packets.Load(), c.lost.Load(), c.duplicated.Load(), c.reordered.Load(), c.delayed.Load(),
-		c.corrupted.Load(), c.rewritten.Load(), c.badICRC.Load(), c.truncated.Load()}
+		c.corrupted.Load(), c.rewritten.Load(), c.badICRC.Load(), c.truncated.Load(), c.markedCE.Load()}
 }
 
 // direction is one way's faults and decision state.
@@ -252,6 +255,11 @@ func (f *Link) decide(dir *direction, d []byte) fate {
 				p.f.PutICRC()
 			}
 			dir.ctr.truncated.Add(1)
+		case MarkCE:
+			mutable()
+			if inet.SetECN(p.f.L3(), inet.CE) {
+				dir.ctr.markedCE.Add(1)
+			}
 		}
 	}
 	// The random faults: every RoCEv2 packet draws, whatever the rules

@@ -42,9 +42,10 @@ const (
 	Rewrite                     // set header fields (Rule.Set), ICRC recomputed unless Rule.KeepICRC
 	SpoilICRC                   // flip the ICRC's bits
 	Truncate                    // keep Rule.Truncate bytes of BTH and headers/payload, then a fresh ICRC unless Rule.KeepICRC
+	MarkCE                      // set the IP header's ECN bits to Congestion Experienced, as a congested queue does
 )
 
-var actionNames = [...]string{Drop: "drop", Duplicate: "dup", Delay: "delay", Rewrite: "set", SpoilICRC: "badicrc", Truncate: "trunc"}
+var actionNames = [...]string{Drop: "drop", Duplicate: "dup", Delay: "delay", Rewrite: "set", SpoilICRC: "badicrc", Truncate: "trunc", MarkCE: "ecn"}
 
 // Field is a header field a rule can rewrite.
 type Field uint8
@@ -115,7 +116,8 @@ type PSNRange struct {
 //	[tx|rx] [opcode=NAME|NUM[,...]] [qpn=N] [psn=N|N-M|+N|+N-M] [size=N|N-M] [nth=N] ACTION
 //
 // where ACTION is one of drop, dup, delay=DURATION, badicrc, trunc=N
-// [noicrc], or set FIELD=VALUE... [noicrc]. Numbers may be decimal or 0x
+// [noicrc], ecn (mark the packet CE: the ICRC does not cover the ECN
+// bits, so it stays valid), or set FIELD=VALUE... [noicrc]. Numbers may be decimal or 0x
 // hex. Opcode names are the IBA ones with underscores, with or without the
 // transport (RC_RDMA_WRITE_MIDDLE, RDMA_WRITE_MIDDLE, ACKNOWLEDGE).
 func ParseRule(s string) (Rule, error) {
@@ -177,6 +179,8 @@ func ParseRule(s string) (Rule, error) {
 			err = r.setAction(Duplicate)
 		case !hasV && k == "badicrc":
 			err = r.setAction(SpoilICRC)
+		case !hasV && k == "ecn":
+			err = r.setAction(MarkCE)
 		case hasV && k == "delay":
 			if err = r.setAction(Delay); err == nil {
 				r.Delay, err = time.ParseDuration(v)
@@ -194,7 +198,7 @@ func ParseRule(s string) (Rule, error) {
 				r.Trunc = int(n)
 			}
 		default:
-			return r, fmt.Errorf("fault rule %q: unknown word %q (want tx, rx, opcode=, qpn=, psn=, size=, nth=, then drop, dup, delay=D, badicrc, trunc=N or set FIELD=V...)", s, w)
+			return r, fmt.Errorf("fault rule %q: unknown word %q (want tx, rx, opcode=, qpn=, psn=, size=, nth=, then drop, dup, delay=D, badicrc, trunc=N, ecn or set FIELD=V...)", s, w)
 		}
 		if err != nil {
 			return r, fmt.Errorf("fault rule %q: %w", s, err)

@@ -29,6 +29,7 @@ func TestParseRule(t *testing.T) {
 			Set: []Set{{FieldOpcode, 4}, {FieldPSN, 0xffffff}, {FieldVA, 1<<64 - 1}}}},
 		{in: "trunc=12", want: Rule{Dir: Both, Action: Truncate, Trunc: 12}},
 		{in: "badicrc", want: Rule{Dir: Both, Action: SpoilICRC}},
+		{in: "rx ecn", want: Rule{Dir: Rx, Action: MarkCE}},
 		{in: "", err: "empty fault rule"},
 		{in: "tx", err: "no action"},
 		{in: "drop dup", err: "two actions"},

@@ -42,6 +42,11 @@ type direction struct {
 	owned [][]byte // pool buffers to return once this round's sends are done
 	held  heldQueue
 	seq   uint64
+
+	// The congested egress of Faults.Bottleneck, made when a Faults
+	// naming one is first seen.
+	bneck   *Queue
+	bneckOf *Bottleneck
 }
 
 type txEntry struct {
@@ -218,11 +223,20 @@ func (d *direction) packet(p, buf []byte) {
 		}
 		delay += rd
 	}
-	if delay <= 0 {
+	due := d.now() + int64(delay)
+	if f.Bottleneck != nil {
+		var ok bool
+		if due, ok = d.congest(f.Bottleneck, p, due); !ok {
+			d.ctr.lost.Add(1)
+			d.put(buf)
+			return
+		}
+	}
+	if due <= d.now() {
 		d.send(p, buf, copies)
 		return
 	}
-	d.hold(p, buf, copies, d.now()+int64(delay))
+	d.hold(p, buf, copies, due)
 }
 
 // isRoCE reports whether a frame is a RoCEv2 packet: UDP to port 4791.

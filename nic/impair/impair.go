@@ -44,6 +44,10 @@ type Faults struct {
 	// ReorderDelay is how long a reordered packet is held back; 0 means
 	// 500 µs, which on a veth lets tens of packets overtake it.
 	ReorderDelay time.Duration
+	// Bottleneck, if set, sends the packets through a congested egress
+	// that queues them at its rate and marks them CE as the queue grows
+	// (after the delay above); Stats.Marked counts the marks.
+	Bottleneck *Bottleneck
 	// AllFrames applies the faults to every frame, not only RoCEv2.
 	AllFrames bool
 	// Filter, if set, sees each packet the faults apply to before the
@@ -87,6 +91,7 @@ type Stats struct {
 	Delayed    uint64 // packets held for the configured delay
 	Corrupted  uint64 // packets with a bit flipped
 	Segmented  uint64 // GSO super-frames cut into packets
+	Marked     uint64 // packets marked Congestion Experienced by the Bottleneck
 	Dropped    uint64 // could not be forwarded: too big, queue full, send failed
 }
 
@@ -213,12 +218,12 @@ func (f *Forwarder) Close() error {
 type counters struct {
 	frames, packets, impaired, forwarded, lost atomic.Uint64
 	duplicated, reordered, delayed, corrupted  atomic.Uint64
-	segmented, dropped                         atomic.Uint64
+	segmented, dropped, marked                 atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{Frames: c.frames.Load(), Packets: c.packets.Load(), Impaired: c.impaired.Load(), Forwarded: c.forwarded.Load(),
 		Lost: c.lost.Load(), Duplicated: c.duplicated.Load(), Reordered: c.reordered.Load(),
 		Delayed: c.delayed.Load(), Corrupted: c.corrupted.Load(), Segmented: c.segmented.Load(),
-		Dropped: c.dropped.Load()}
+		Dropped: c.dropped.Load(), Marked: c.marked.Load()}
 }
