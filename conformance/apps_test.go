@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,8 +66,8 @@ func TestParseUnittest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Ran != 273 || len(r.Results) != 273 || r.Crashed {
-		t.Fatalf("ran %d, %d results, crashed %v", r.Ran, len(r.Results), r.Crashed)
+	if r.Ran != 273 || len(r.Results) != 273 || len(r.Crashes) > 0 {
+		t.Fatalf("ran %d, %d results, crashes %q", r.Ran, len(r.Results), r.Crashes)
 	}
 	if p, s := r.Count(TestPass), r.Count(TestSkip); p != 86 || s != 187 || r.Count(TestFail)+r.Count(TestError) != 0 {
 		t.Errorf("%s, want 86 passed and 187 skipped", r.Summary())
@@ -83,8 +85,35 @@ func TestParseUnittest(t *testing.T) {
 	// The interpreter killed in a test: no summary.
 	i := strings.Index(log, "test_resize_cq (")
 	cut, err := ParseUnittest(Output{Exit: 139, Stderr: log[:i] + "test_resize_cq (tests.test_cq.CQTest.test_resize_cq)\n"})
-	if err != nil || !cut.Crashed || cut.Last != "tests.test_cq.CQTest.test_resize_cq" {
-		t.Errorf("crashed run: %v crashed %v last %q", err, cut.Crashed, cut.Last)
+	if err != nil || !slices.Equal(cut.Crashes, []string{"tests.test_cq.CQTest.test_resize_cq"}) {
+		t.Errorf("crashed run: %v crashes %q", err, cut.Crashes)
+	}
+
+	// Module by module (rdmaCoreSuiteScript), the same tests.
+	mods := golden(t, "rdma-core/goroce0-44-modules.txt")
+	m, err := ParseUnittest(Output{Stdout: mods})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Ran != 273 || len(m.Crashes) > 0 || !maps.Equal(m.Results, r.Results) || !maps.Equal(m.Skips, r.Skips) {
+		t.Errorf("module by module: ran %d, crashes %q, %s; whole: %s", m.Ran, m.Crashes, m.Summary(), r.Summary())
+	}
+	// A module whose interpreter died (rxe's trixie run: "Segmentation
+	// fault", status 139) and one that died before its first test: each
+	// a crash, the other modules' results kept.
+	j := strings.Index(mods, "test_resize_cq (")
+	k := strings.Index(mods[j:], "### module ") + j
+	crashed := mods[:j] + "test_resize_cq (tests.test_cq.CQTest.test_resize_cq)\nSegmentation fault\n### exit 139\n" + mods[k:]
+	crashed = strings.Replace(crashed, "### module test_device\n", "### module test_device\nSegmentation fault\n### exit 139\n### module test_device_rest\n", 1)
+	c, err := ParseUnittest(Output{Exit: 1, Stdout: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Crashes, []string{"tests.test_cq.CQTest.test_resize_cq", "test_device"}) {
+		t.Errorf("crashes %q", c.Crashes)
+	}
+	if c.Results["tests.test_cq.CQTest.test_resize_cq"] != "" || c.Results["tests.test_device.DeviceTest.test_query_gid_ex_bad_flow"] != TestPass {
+		t.Errorf("the crashed test has an outcome, or a later module lost its own")
 	}
 	// A summary that disagrees with the lines, and no run at all.
 	if _, err := ParseUnittest(Output{Stderr: strings.Replace(log, "Ran 273 tests", "Ran 274 tests", 1)}); err == nil {
@@ -127,7 +156,7 @@ func TestCompareSuites(t *testing.T) {
 		{"a failure", g, edit(passed, TestFail), []string{"goroce0: " + passed + " FAIL", "goroce0 passes 85 tests, rxe0 86"}},
 		{"an error", g, edit(passed, TestError), []string{"goroce0: " + passed + " ERROR", "goroce0 passes 85 tests, rxe0 86"}},
 		{"a test only rxe's release has counts for neither", edit("tests.test_new.NewTest.test_new", TestPass), g, nil},
-		{"a crash", g, UnittestRun{Results: map[string]string{}, Crashed: true, Last: passed},
+		{"a crash", g, UnittestRun{Results: map[string]string{}, Crashes: []string{passed}},
 			[]string{"goroce0: the interpreter crashed in " + passed, "goroce0 passes 0 tests, rxe0 86"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
