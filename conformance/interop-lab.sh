@@ -52,6 +52,17 @@
 #                    then pyverbs on the host over LIBGOROCE against it
 #                    (Debian's python3-pyverbs, which .ci/run installs);
 #                    0 skips it. Reports SUITE-pyverbs.txt/.json
+#   INTEROP_APPS     1 (the default): after each guest's verbs stage, run
+#                    real software over LIBGOROCE against the guest's on
+#                    rxe0 (interop -peer lab-apps): qperf both ways (RC
+#                    over the RDMA CM measures; UC, UD and RC by LID are
+#                    refused as rxe refuses them) and rdma-core's own test
+#                    suite on rxe0 and on goroce0, goroce's held to rxe's;
+#                    0 skips it. The default runs the qperf cases only
+#                    (about 2.5 min a guest); "all" adds rdma-core's suite,
+#                    whose reference run in the trixie guest took 15 min
+#                    under load (not yet inside CI's budget). Reports
+#                    SUITE-apps.txt/.json
 #   INTEROP_CONFORM  1 (the default): on each guest, first of all, run
 #                    roced conform against it (--peer-exec through the
 #                    harness's guest agent, interop -peer lab-exec; then
@@ -82,6 +93,7 @@ OUT=${INTEROP_OUT:-$ROOT/bin/interop}
 ROCED=${ROCED:-$ROOT/bin/roced}
 LIBGOROCE_STAGE=${INTEROP_LIBGOROCE:-1}
 PYVERBS_STAGE=${INTEROP_PYVERBS:-1}
+APPS_STAGE=${INTEROP_APPS:-1}
 CONFORM_STAGE=${INTEROP_CONFORM:-1}
 LIBGOROCE=${LIBGOROCE:-$ROOT/bin/libgoroce.so}
 
@@ -241,6 +253,15 @@ for suite in $SUITES; do
             echo "interop[$suite]: the verbs stage (pyverbs) in $(since "$t")s, exit status $y"
             [ "$y" = 0 ] || m=1
         fi
+        if [ "$APPS_STAGE" != 0 ]; then
+            t=$(now)
+            apps_run=()
+            [ "$APPS_STAGE" = all ] || apps_run=(-run '^qperf/')
+            "$OUT/interop" -peer lab-apps -lab "$LAB" -libgoroce "$LIBGOROCE" "${apps_run[@]}" -json "$OUT/$suite-apps.json" | tee "$OUT/$suite-apps.txt"
+            y=${PIPESTATUS[0]}
+            echo "interop[$suite]: the applications stage (qperf, rdma-core's tests) in $(since "$t")s, exit status $y"
+            [ "$y" = 0 ] || m=1
+        fi
         if [ "$IMPAIR" = 1 ]; then
             t=$(now)
             # shellcheck disable=SC2086
@@ -267,6 +288,9 @@ for suite in $SUITES; do
     fi
     if [ "$PYVERBS_STAGE" = 1 ]; then
         summary+=("$suite pyverbs: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-pyverbs.txt" 2>/dev/null || true)")
+    fi
+    if [ "$APPS_STAGE" != 0 ]; then
+        summary+=("$suite apps: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-apps.txt" 2>/dev/null || true)")
     fi
     if [ "$CONFORM_STAGE" = 1 ]; then
         summary+=("$suite conform: $(sed -n 's/^conform\[[a-z]*\]: //p' "$OUT/$suite-conform-check.txt" 2>/dev/null || true)")

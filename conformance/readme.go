@@ -374,8 +374,8 @@ func runReadme(ctx context.Context, l *Lab, roced string, p ReadmePair, o Option
 	}
 	srvOut := srv.Wait()
 	v := Judge(p.Scenario,
-		SideRun{Role: "server", Who: srvWho, Strict: srvStrict, Out: srvOut, RdmaCore: rc},
-		SideRun{Role: "client", Who: cliWho, Strict: cliStrict, Out: cliOut, RdmaCore: rc})
+		SideRun{Role: "server", Who: srvWho, Strict: srvStrict, Roced: srvStrict, Out: srvOut, RdmaCore: rc},
+		SideRun{Role: "client", Who: cliWho, Strict: cliStrict, Roced: cliStrict, Out: cliOut, RdmaCore: rc})
 	res.Server = &SideReport{Who: srvWho, Output: srvOut}
 	res.Client = &SideReport{Who: cliWho, Output: cliOut}
 	res.Reasons, res.Figures = v.Reasons, v.Figures

@@ -274,8 +274,8 @@ func runCase(ctx context.Context, p *Peer, c Case, port int, o Options) Result {
 	srvOut := srv.Wait()
 
 	v := Judge(c.Scenario,
-		SideRun{Role: "server", Who: srvSide.Who, Strict: srvSide.Strict, Out: srvOut, RdmaCore: srvSide.RdmaCore},
-		SideRun{Role: "client", Who: cliSide.Who, Strict: cliSide.Strict, Out: cliOut, RdmaCore: cliSide.RdmaCore})
+		SideRun{Role: "server", Who: srvSide.Who, Strict: srvSide.Strict, Roced: srvSide.Roced != "", Out: srvOut, RdmaCore: srvSide.RdmaCore},
+		SideRun{Role: "client", Who: cliSide.Who, Strict: cliSide.Strict, Roced: cliSide.Roced != "", Out: cliOut, RdmaCore: cliSide.RdmaCore})
 	res.Server = &SideReport{Who: srvSide.Who, Output: srvOut}
 	res.Client = &SideReport{Who: cliSide.Who, Output: cliOut}
 	res.Reasons, res.Figures = v.Reasons, v.Figures

@@ -57,6 +57,8 @@ GUEST_PKGS+=,python3-pyverbs,qperf,ucx-utils,libfabric-bin,tcpdump
 # The initrd needs only what mounts the root disk; a full one is ~35 MB,
 # which the emulated CPU takes seconds to unpack at every boot.
 INITRD_MODULES="virtio_pci virtio_blk ext4 crc32c_generic"
+# Documentation directories the image keeps (the rest is removed).
+KEEP_DOCS="rdma-core"
 
 # mirror: the Debian archive this host's apt uses (deb822 or one-line
 # sources), skipping the security archive, which has no base suite.
@@ -84,7 +86,7 @@ ns() { if [ -n "$NETNS" ]; then ip netns exec "$NETNS" "$@"; else "$@"; fi; }
 
 # The rootfs is rebuilt when the package list changes; the image (rootfs
 # plus the guest programs) when those change, which takes seconds.
-rootfs_stamp() { echo "$SUITE $GUEST_PKGS $INITRD_MODULES"; }
+rootfs_stamp() { echo "$SUITE $GUEST_PKGS $INITRD_MODULES keep:$KEEP_DOCS"; }
 image_stamp() { cat "$here/guest/init" "$here/guest/execd" | sha256sum | cut -c1-16; }
 
 build_rootfs() {
@@ -104,8 +106,11 @@ build_rootfs() {
     rc=$?
     umount "$tmp/proc"
     [ $rc = 0 ] || die "update-initramfs failed, see $CACHE/initramfs.log"
-    # What the guest never reads: documentation and apt's downloads.
-    rm -rf "$tmp"/usr/share/doc/* "$tmp"/usr/share/man/* "$tmp"/usr/share/info/* \
+    # What the guest never reads: documentation and apt's downloads, but
+    # for $KEEP_DOCS: python3-pyverbs ships rdma-core's own test suite
+    # there (usr/share/doc/rdma-core/tests), the reference run on rxe0.
+    find "$tmp"/usr/share/doc -mindepth 1 -maxdepth 1 $(printf ' ! -name %s' $KEEP_DOCS) -exec rm -rf {} +
+    rm -rf "$tmp"/usr/share/man/* "$tmp"/usr/share/info/* \
         "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/*
     rootfs_stamp >"$tmp/.goroce-lab"
     mv "$tmp" "$root"

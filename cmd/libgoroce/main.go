@@ -354,22 +354,37 @@ func goroce_close(h C.uintptr_t) C.int {
 	return 0
 }
 
+// gidTableLen is the port's GID table length as rxe reports it
+// (RXE_PORT_GID_TBL_LEN): the entries past the device's own addresses are
+// empty slots, which programs probe (rdma-core's
+// test_query_gid_ex_bad_flow wants one to query and get ENODATA).
+const gidTableLen = 1024
+
+// gidTable is the device's GID table length: rxe's, or more if the
+// device has more addresses.
+func gidTable(d *devctx) int { return max(gidTableLen, len(d.dev.GIDs())) }
+
 //export goroce_port
 func goroce_port(h C.uintptr_t, mtu, ngids *C.int) {
 	c := handle[*devctx](h)
 	*mtu = C.int(c.dev.ActiveMTU())
-	*ngids = C.int(len(c.dev.GIDs()))
+	*ngids = C.int(gidTable(c))
 }
 
 //export goroce_gid
 func goroce_gid(h C.uintptr_t, index C.int, raw *C.uint8_t) C.int {
-	// An empty slot (loopback's link-local GID) reads as zeros, as an
-	// unset entry of a kernel GID table does.
-	t := handle[*devctx](h).dev.GIDs()
-	if index < 0 || int(index) >= len(t) {
+	// An empty slot (loopback's link-local GID, or any past the device's
+	// addresses) reads as zeros, as an unset entry of a kernel GID table
+	// does; past the table, EINVAL.
+	d := handle[*devctx](h)
+	if index < 0 || int(index) >= gidTable(d) {
 		return C.int(syscall.EINVAL)
 	}
-	copy(unsafe.Slice((*byte)(raw), 16), t[index][:])
+	g := unsafe.Slice((*byte)(raw), 16)
+	clear(g)
+	if t := d.dev.GIDs(); int(index) < len(t) {
+		copy(g, t[index][:])
+	}
 	return 0
 }
 
@@ -481,6 +496,22 @@ func goroce_destroy_cq(h C.uintptr_t) C.int {
 	c.cq.SetMirror(nil) // the C struct is freed next
 	c.unfeed()
 	cgo.Handle(h).Delete()
+	return 0
+}
+
+//export goroce_resize_cq
+func goroce_resize_cq(h C.uintptr_t, cqe C.int, depth *C.int) C.int {
+	if cqe < 1 || cqe > qp.MaxWR {
+		return C.int(syscall.EINVAL)
+	}
+	c := handle[*cqueue](h)
+	if err := c.cq.Resize(int(cqe)); err != nil {
+		if errors.Is(err, cq.ErrTooShallow) {
+			return C.int(syscall.EINVAL) // rxe_cq_chk_attr: cqe < queue count
+		}
+		return errno(err)
+	}
+	*depth = C.int(c.cq.Depth())
 	return 0
 }
 

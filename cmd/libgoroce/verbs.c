@@ -488,11 +488,13 @@ EXPORT int ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, union
  * speaks RoCE v2 only, so every entry is v2. */
 EXPORT int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port, unsigned int index, int *type)
 {
+	static const uint8_t zero[16];
 	union ibv_gid g;
 
 	if (ibv_query_gid(ctx, port, index, &g))
 		FAIL(EINVAL, -1);
-	*type = 1;
+	/* An empty slot: libibverbs answers 0 (IB/RoCE v1) for it. */
+	*type = memcmp(g.raw, zero, 16) ? 1 : 0;
 	return 0;
 }
 
@@ -854,9 +856,20 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	return 0;
 }
 
+/* As rxe: the new depth holds at least cqe entries, keeps every
+ * completion waiting in the CQ, and is refused (EINVAL) below their
+ * number or beyond the device's max_cqe (rdma-core's test_resize_cq
+ * checks both). */
 EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
-	FAIL(EOPNOTSUPP, EOPNOTSUPP);
+	int depth, rc = goroce_resize_cq(((struct gq_cq *)cq)->h, cqe, &depth);
+
+	if (rc)
+		RETERR(rc);
+	pthread_mutex_lock(&cq->mutex);
+	cq->cqe = depth;
+	pthread_mutex_unlock(&cq->mutex);
+	return 0;
 }
 
 /* ---- QPs ---- */

@@ -37,6 +37,7 @@ int main(void)
 	struct ibv_device **list;
 	struct ibv_context *ctx;
 	struct ibv_device_attr_ex dx;
+	struct ibv_port_attr pa;
 	struct ibv_gid_entry ge, table[64];
 	union ibv_gid gid;
 	struct ibv_pd *pd;
@@ -98,6 +99,21 @@ int main(void)
 	errno = 0;
 	CHECK(ibv_query_gid(ctx, 1, 100000, &gid) == -1 && errno == EINVAL, "query_gid past the table: errno %d",
 	      errno);
+	/* The table is rxe's length (1024 entries, gid_tbl_len); a slot past
+	 * the device's addresses is empty: zeros from query_gid, as
+	 * libibverbs gives, ENODATA from query_gid_ex. */
+	CHECK(!ibv_query_port(ctx, 1, &pa) && pa.gid_tbl_len == 1024, "query_port: gid_tbl_len %d", pa.gid_tbl_len);
+	{
+		static const uint8_t zero[16];
+		union ibv_gid empty;
+
+		CHECK(!ibv_query_gid(ctx, 1, 1023, &empty) && !memcmp(empty.raw, zero, 16), "query_gid of an empty slot");
+		REFUSED(ibv_query_gid_ex(ctx, 1, 1023, &ge, 0), ENODATA, "query_gid_ex of an empty slot");
+		errno = 0;
+		CHECK(ibv_query_gid(ctx, 1, 1024, &empty) == -1 && errno == EINVAL, "query_gid at the table's length: errno %d",
+		      errno);
+	}
+	CHECK(!ibv_query_gid(ctx, 1, 1, &gid), "query_gid: %s", strerror(errno));
 	CHECK(ibv_get_pkey_index(ctx, 1, htobe16(0xffff)) == 0, "get_pkey_index of the default P_Key");
 	errno = 0;
 	CHECK(ibv_get_pkey_index(ctx, 1, htobe16(0x1234)) == -1 && errno == EINVAL, "get_pkey_index of another: errno %d",
@@ -128,14 +144,20 @@ int main(void)
 
 	/* errno of refused verbs: RESET to RTS skips INIT and RTR (EINVAL,
 	 * the engine's answer), an alternate path EOPNOTSUPP; a busy PD, CQ
-	 * and channel EBUSY; resize and multicast EOPNOTSUPP. */
+	 * and channel EBUSY; multicast EOPNOTSUPP. */
 	qa.qp_state = IBV_QPS_RTS;
 	REFUSED(ibv_modify_qp(qp, &qa, IBV_QP_STATE), EINVAL, "modify_qp RESET->RTS");
 	REFUSED(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_ALT_PATH), EOPNOTSUPP, "modify_qp with an alternate path");
 	REFUSED(ibv_dealloc_pd(pd), EBUSY, "dealloc_pd of a PD in use");
 	REFUSED(ibv_destroy_cq(cq), EBUSY, "destroy_cq of a CQ a QP uses");
 	REFUSED(ibv_destroy_comp_channel(ch), EBUSY, "destroy_comp_channel of a channel a CQ uses");
-	REFUSED(ibv_resize_cq(cq, 32), EOPNOTSUPP, "resize_cq");
+	/* resize_cq as rxe: at least the depth asked, EINVAL below 1 or
+	 * beyond the device's max_cqe (rdma-core's test_resize_cq checks
+	 * the refusal below the completions held). */
+	CHECK(!ibv_resize_cq(cq, 32) && cq->cqe >= 32, "resize_cq to 32: %s, cqe %d", strerror(errno), cq->cqe);
+	CHECK(!ibv_resize_cq(cq, 4) && cq->cqe >= 4, "resize_cq to 4: %s, cqe %d", strerror(errno), cq->cqe);
+	REFUSED(ibv_resize_cq(cq, 0), EINVAL, "resize_cq to 0");
+	REFUSED(ibv_resize_cq(cq, 1 << 30), EINVAL, "resize_cq beyond max_cqe");
 	REFUSED(ibv_attach_mcast(qp, &gid, 0), EOPNOTSUPP, "attach_mcast");
 
 	/* A flow label past 20 bits (UCX passes 0xffffffff): the low 20

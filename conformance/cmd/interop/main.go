@@ -13,6 +13,10 @@
 //	                 same veth inside the VM: ib_write_bw and ib_send_lat
 //	                 between rxeA and rxeB, then a static roced's write_bw
 //	                 and send_lat between their addresses, in one table
+//	-peer lab-apps   real software over libgoroce.so on the host against
+//	                 the same on the guest's rxe0: qperf both ways (the RC
+//	                 tests over the RDMA CM, the refused UC/UD tests as rxe
+//	                 refuses them) and rdma-core's own test suite
 //	-peer remote     roced against a host with a real HCA, over ssh
 //	                 (--peer-host, --peer-dev, --peer-gid) or, with --print,
 //	                 printing the peer's commands for a person to run
@@ -60,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("interop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		peer       = fs.String("peer", "self", "self, lab, lab-libgoroce (the host's real tools over -libgoroce against the lab), lab-pyverbs (memory windows and invalidation against rxe's verbs through pyverbs), lab-pair, lab-guestbench (roced against itself beside rxe against itself inside the guest), remote, or lab-exec (run the command after the flags in the lab's guest through the harness's agent: roced conform's --peer-exec in the lab)")
+		peer       = fs.String("peer", "self", "self, lab, lab-libgoroce (the host's real tools over -libgoroce against the lab), lab-pyverbs (memory windows and invalidation against rxe's verbs through pyverbs), lab-apps (qperf both ways and rdma-core's test suite, the host's over -libgoroce against the guest's on rxe), lab-pair, lab-guestbench (roced against itself beside rxe against itself inside the guest), remote, or lab-exec (run the command after the flags in the lab's guest through the harness's agent: roced conform's --peer-exec in the lab)")
 		roced      = fs.String("roced", "bin/roced", "the roced binary; lab-guestbench: a static one (default: built with CGO_ENABLED=0)")
 		libgoroce  = fs.String("libgoroce", "bin/libgoroce.so", "lab-libgoroce: the preloaded library; lab-pyverbs: the library the host's pyverbs runs over in the pair cases ('' leaves them out)")
 		link       = fs.String("link", "", "roced's --link (udp, afpacket, afxdp); empty: its default")
@@ -141,6 +145,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	if *peer == "lab-apps" {
+		return runApps(*labDir, *runRe, *libgoroce, *list, *jsonFile, stdout, stderr)
+	}
 	if *peer == "lab-pyverbs" {
 		return runVerbs(*labDir, *runRe, *libgoroce, *list, *jsonFile, stdout, stderr)
 	}
@@ -494,6 +501,64 @@ func runVerbs(labDir, runRe, libgoroce string, list bool, jsonFile string, stdou
 		return fail("lab VM: %v", err)
 	}
 	rep := conformance.RunVerbs(ctx, lab, conformance.VerbsOptions{Run: re, Progress: stderr, Libgoroce: libgoroce})
+	rep.WriteText(stdout)
+	if jsonFile != "" {
+		if err := rep.WriteJSON(jsonFile); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if !rep.OK() {
+		return 1
+	}
+	return 0
+}
+
+// runApps is -peer lab-apps: conformance.RunApps, qperf and rdma-core's
+// test suite over libgoroce against the guest's on rxe0.
+func runApps(labDir, runRe, libgoroce string, list bool, jsonFile string, stdout, stderr io.Writer) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "interop: "+format+"\n", a...)
+		return 2
+	}
+	var re *regexp.Regexp
+	if runRe != "" {
+		var err error
+		if re, err = regexp.Compile(runRe); err != nil {
+			return fail("-run: %v", err)
+		}
+	}
+	if list {
+		for _, c := range conformance.AppsCases() {
+			if re == nil || re.MatchString(c.Name) {
+				fmt.Fprintln(stdout, c.Name)
+			}
+		}
+		return 0
+	}
+	lib, err := filepath.Abs(libgoroce)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if _, err := os.Stat(lib); err != nil {
+		return fail("libgoroce: %v (build it: make build)", err)
+	}
+	dir, err := conformance.FindLabDir(labDir)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if os.Geteuid() != 0 {
+		return fail("the lab needs root (tap, network namespace, qemu)")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	lab := conformance.NewLab(dir)
+	if err := lab.Lock(20 * time.Minute); err != nil {
+		return fail("%v", err)
+	}
+	if err := lab.Up(ctx); err != nil {
+		return fail("lab VM: %v", err)
+	}
+	rep := conformance.RunApps(ctx, lab, conformance.AppsOptions{Run: re, Progress: stderr, Libgoroce: lib})
 	rep.WriteText(stdout)
 	if jsonFile != "" {
 		if err := rep.WriteJSON(jsonFile); err != nil {
