@@ -501,12 +501,12 @@ func goroce_destroy_cq(h C.uintptr_t) C.int {
 
 //export goroce_resize_cq
 func goroce_resize_cq(h C.uintptr_t, cqe C.int, depth *C.int) C.int {
-	if cqe < 1 || cqe > qp.MaxWR {
+	if cqe < 1 || cqe > transport.MaxWR {
 		return C.int(syscall.EINVAL)
 	}
 	c := handle[*cqueue](h)
 	if err := c.cq.Resize(int(cqe)); err != nil {
-		if errors.Is(err, cq.ErrTooShallow) {
+		if errors.Is(err, transport.ErrTooShallow) {
 			return C.int(syscall.EINVAL) // rxe_cq_chk_attr: cqe < queue count
 		}
 		return errno(err)
