@@ -36,6 +36,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -484,23 +485,47 @@ func runVerbs(labDir, runRe, libgoroce string, list bool, jsonFile string, stdou
 		}
 		return 0
 	}
-	dir, err := conformance.FindLabDir(labDir)
+	ctx, stop, lab, err := labUp(labDir)
 	if err != nil {
 		return fail("%v", err)
 	}
+	defer stop()
+	return report(conformance.RunVerbs(ctx, lab, conformance.VerbsOptions{Run: re, Progress: stderr, Libgoroce: libgoroce}), jsonFile, stdout, fail)
+}
+
+// labUp finds the lab, takes its lock and boots its guest, for a stage
+// that runs in the returned context (which SIGINT and SIGTERM end).
+func labUp(labDir string) (context.Context, context.CancelFunc, *conformance.Lab, error) {
+	dir, err := conformance.FindLabDir(labDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	if os.Geteuid() != 0 {
-		return fail("the lab needs root (tap, network namespace, qemu)")
+		return nil, nil, nil, errors.New("the lab needs root (tap, network namespace, qemu)")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	lab := conformance.NewLab(dir)
 	if err := lab.Lock(20 * time.Minute); err != nil {
-		return fail("%v", err)
+		stop()
+		return nil, nil, nil, err
 	}
 	if err := lab.Up(ctx); err != nil {
-		return fail("lab VM: %v", err)
+		stop()
+		return nil, nil, nil, fmt.Errorf("lab VM: %w", err)
 	}
-	rep := conformance.RunVerbs(ctx, lab, conformance.VerbsOptions{Run: re, Progress: stderr, Libgoroce: libgoroce})
+	return ctx, stop, lab, nil
+}
+
+// stageReport is what a lab stage's run returns.
+type stageReport interface {
+	WriteText(io.Writer)
+	WriteJSON(string) error
+	OK() bool
+}
+
+// report prints a stage's report, writes it as JSON when asked, and
+// returns the exit status: 1 when a case failed.
+func report(rep stageReport, jsonFile string, stdout io.Writer, fail func(string, ...any) int) int {
 	rep.WriteText(stdout)
 	if jsonFile != "" {
 		if err := rep.WriteJSON(jsonFile); err != nil {
@@ -542,31 +567,10 @@ func runApps(labDir, runRe, libgoroce string, list bool, jsonFile string, stdout
 	if _, err := os.Stat(lib); err != nil {
 		return fail("libgoroce: %v (build it: make build)", err)
 	}
-	dir, err := conformance.FindLabDir(labDir)
+	ctx, stop, lab, err := labUp(labDir)
 	if err != nil {
 		return fail("%v", err)
 	}
-	if os.Geteuid() != 0 {
-		return fail("the lab needs root (tap, network namespace, qemu)")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	lab := conformance.NewLab(dir)
-	if err := lab.Lock(20 * time.Minute); err != nil {
-		return fail("%v", err)
-	}
-	if err := lab.Up(ctx); err != nil {
-		return fail("lab VM: %v", err)
-	}
-	rep := conformance.RunApps(ctx, lab, conformance.AppsOptions{Run: re, Progress: stderr, Libgoroce: lib})
-	rep.WriteText(stdout)
-	if jsonFile != "" {
-		if err := rep.WriteJSON(jsonFile); err != nil {
-			return fail("%v", err)
-		}
-	}
-	if !rep.OK() {
-		return 1
-	}
-	return 0
+	return report(conformance.RunApps(ctx, lab, conformance.AppsOptions{Run: re, Progress: stderr, Libgoroce: lib}), jsonFile, stdout, fail)
 }
