@@ -376,23 +376,7 @@ func TestVethReadme(t *testing.T) {
 	real := tool(t, "ibv_rc_pingpong")
 	tool(t, "ibv_devices")
 	tool(t, "ibv_devinfo")
-	p := netns.New(t, netns.Config{})
-	for _, e := range []struct {
-		end  *netns.End
-		addr string
-	}{{p.A, "192.0.2.2/24"}, {p.B, "192.0.2.1/24"}} {
-		for _, args := range [][]string{
-			{"link", "set", e.end.Link, "down"},
-			{"link", "set", e.end.Link, "name", "eth0"},
-			{"addr", "flush", "dev", "eth0"},
-			{"addr", "add", e.addr, "dev", "eth0"},
-			{"link", "set", "eth0", "up"},
-		} {
-			if out, err := e.end.Run("ip", args...); err != nil {
-				t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-		}
-	}
+	p := readmeVeth(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	port := freePort(t)
@@ -425,4 +409,29 @@ func TestVethReadme(t *testing.T) {
 	}
 	err = <-srvDone // before reading srvOut: the server writes it until it exits
 	check(t, "server", srvOut.Bytes(), err)
+}
+
+// readmeVeth makes a veth pair whose ends are named eth0 in their
+// namespaces and given the docs' addresses only: 192.0.2.2 (A, the
+// server) and 192.0.2.1 (B, the client).
+func readmeVeth(t *testing.T) *netns.Pair {
+	t.Helper()
+	p := netns.New(t, netns.Config{})
+	for _, e := range []struct {
+		end  *netns.End
+		addr string
+	}{{p.A, "192.0.2.2/24"}, {p.B, "192.0.2.1/24"}} {
+		for _, args := range [][]string{
+			{"link", "set", e.end.Link, "down"},
+			{"link", "set", e.end.Link, "name", "eth0"},
+			{"addr", "flush", "dev", "eth0"},
+			{"addr", "add", e.addr, "dev", "eth0"},
+			{"link", "set", "eth0", "up"},
+		} {
+			if out, err := e.end.Run("ip", args...); err != nil {
+				t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+	}
+	return p
 }

@@ -291,23 +291,7 @@ func TestRsocketDocs(t *testing.T) {
 		l = strings.ReplaceAll(l, "/tmp/", dir+"/")
 		return strings.ReplaceAll(l, "$PWD/bin/libgoroce.so", lib)
 	}
-	p := netns.New(t, netns.Config{})
-	for _, e := range []struct {
-		end  *netns.End
-		addr string
-	}{{p.A, "192.0.2.2/24"}, {p.B, "192.0.2.1/24"}} {
-		for _, args := range [][]string{
-			{"link", "set", e.end.Link, "down"},
-			{"link", "set", e.end.Link, "name", "eth0"},
-			{"addr", "flush", "dev", "eth0"},
-			{"addr", "add", e.addr, "dev", "eth0"},
-			{"link", "set", "eth0", "up"},
-		} {
-			if out, err := e.end.Run("ip", args...); err != nil {
-				t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-		}
-	}
+	p := readmeVeth(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// The server: its LD_PRELOAD with libstdbuf.so added, for the ready line.
