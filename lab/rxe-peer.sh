@@ -95,7 +95,10 @@ build_rootfs() {
         return 0
     fi
     t=$(date +%s.%N)
-    rm -rf "$tmp" "$root" "$CACHE/rootfs.img" "$CACHE/image.stamp"
+    # A build killed midway leaves /proc (its own or debootstrap's)
+    # mounted in $tmp: unmount it, and let rm cross no mount point.
+    awk -v t="$tmp/" 'index($2, t) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r -n 1 umount -l
+    rm -rf --one-file-system "$tmp" "$root" "$CACHE/rootfs.img" "$CACHE/image.stamp"
     say "debootstrap $SUITE from $(mirror) (log: $CACHE/debootstrap.log)"
     debootstrap --variant=minbase --include="$GUEST_PKGS" "$SUITE" "$tmp" "$(mirror)" \
         >"$CACHE/debootstrap.log" 2>&1 || die "debootstrap failed, see $CACHE/debootstrap.log"
