@@ -74,6 +74,17 @@ type Options struct {
 	// Congestion sets up DCQCN congestion control (congestion.go); the
 	// zero value is on, as an mlx5 port's.
 	Congestion CongestionOptions
+	// QPNs, if set and the device does not share its port, says where
+	// the search for each new QP's number starts: a counter the host's
+	// goroce processes share (package qpnum), so that QP numbers go round
+	// the 24-bit space across processes as they do on an rxe or mlx5
+	// device. Without it every process numbers its QPs from 0x11, and a
+	// process started just after another reuses its QPNs, which a peer's
+	// connection manager still holds in time-wait: Linux's CM rejects
+	// such a REQ as a stale connection (cm_insert_remote_qpn), which
+	// back-to-back qperf clients met. It returns any 32-bit value; the
+	// device takes it modulo the range of QP numbers.
+	QPNs func() uint32
 }
 
 // Device is an open RDMA device over a link. Its methods are safe for
@@ -90,6 +101,7 @@ type Device struct {
 	gids      []bth.GID
 	mtu       MTU
 	trace     func(bool, []byte)
+	qpns      func() uint32 // Options.QPNs
 
 	qpMu sync.Mutex // orders the writers of qps
 	qps  qpTable    // the receive path reads it without a lock
@@ -196,6 +208,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		d.runqs[i].wake = make(chan struct{}, 1)
 	}
 	d.deaths.notify = opt.Died
+	d.qpns = opt.QPNs
 	if s := opt.Share; s != nil {
 		b := s.Block()
 		if b == 0 || b >= qpChunks {
@@ -480,6 +493,10 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	}
 	if err := d.useCQs("create_qp", 1, ia.SendCQ, ia.RecvCQ); err != nil {
 		return nil, err
+	}
+	if d.share == nil && d.qpns != nil {
+		lo, hi := d.qps.bounds()
+		d.qps.next = lo + d.qpns()%(hi-lo+1)
 	}
 	qpn, ok := d.qps.free()
 	if !ok {

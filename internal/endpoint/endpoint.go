@@ -264,7 +264,7 @@ func Open(cfg Config) (*Endpoint, error) {
 	}
 	e.Device, err = transport.Open(e.Link, transport.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode,
 		LeaveNetpoll: cfg.LeaveNetpoll, Died: explainer(tune.explain, os.Stderr), Share: sharer(member),
-		Congestion: tune.cc})
+		Congestion: tune.cc, QPNs: hostQPNs()})
 	if err != nil {
 		e.Link.Close()
 		return nil, err
