@@ -198,14 +198,15 @@ func heapPer(b *testing.B, n int, f func(i int)) float64 {
 	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
 }
 
-// BenchmarkCreateQP: the cost of one RC QP's create (ns/op) and the heap
-// an idle one holds (B/QP), at the number of QPs b.N reaches, of the
+// BenchmarkCreateQP: the cost of one RC QP's create (ns/op, and the
+// process's CPU time per QP) and the heap an idle one holds (B/QP), at the number of QPs b.N reaches, of the
 // issue's shape (idleQPCap): O(1) each means ns/op stays flat as b.N
 // grows. Run with -benchtime=100000x for the 100k QPs.
 func BenchmarkCreateQP(b *testing.B) {
 	a, _, _ := rdmatest.MemPair(b, rdmatest.Options{NoConnect: true})
 	c := a.Dev.CreateCQ(16)
 	qs := make([]*transport.QP, b.N)
+	cpu0 := cpuTime(b)
 	per := heapPer(b, b.N, func(i int) {
 		q, err := a.Dev.CreateQP(a.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: c, RecvCQ: c, Cap: idleQPCap})
 		if err != nil {
@@ -214,5 +215,8 @@ func BenchmarkCreateQP(b *testing.B) {
 		qs[i] = q
 	})
 	b.ReportMetric(per, "heapB/QP")
+	// The CPU time (the collections heapPer makes included) beside the
+	// time: on a loaded host the second says how much of a core it got.
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/QP")
 	runtime.KeepAlive(qs)
 }
