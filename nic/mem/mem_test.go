@@ -84,12 +84,13 @@ func TestSendFollowsAttach(t *testing.T) {
 
 // TestSendAllocs: sends to destinations that alternate, each received,
 // allocate nothing once each destination has been sent to (the link
-// keeps a route for each).
+// keeps a route for each); the third link has two receive queues, its
+// packets steered to queue 1.
 func TestSendAllocs(t *testing.T) {
 	n := NewNet(1)
 	var links []*Link
-	for _, a := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
-		l, err := n.Attach(netip.MustParseAddr(a), Options{RxQueue: 1 << 16})
+	for i, a := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
+		l, err := n.Attach(netip.MustParseAddr(a), Options{RxQueue: 1 << 16, RxQueues: i})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +106,7 @@ func TestSendAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Received, so that the buffers go back to the pool.
-			if k, err := links[1+i].Recv(got); k != 1 || err != nil {
+			if k, err := links[1+i].RecvQueue(nic.QueueOf(5, links[1+i].RxQueues()), got); k != 1 || err != nil {
 				t.Fatalf("receive: %d, %v", k, err)
 			}
 		}
