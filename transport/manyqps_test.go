@@ -14,13 +14,15 @@ import (
 
 // TestManyQPs: a device holds many RC QPs, traffic to some still works,
 // and every create and destroy leaves the table consistent. -short keeps
-// it small; the full run is the 100,000.
+// it small; the full run is the 100,000. The links have two
+// receive queues, so the traffic runs on both of each device's receive
+// goroutines and workers.
 func TestManyQPs(t *testing.T) {
 	n := 100_000
 	if testing.Short() {
 		n = 5_000
 	}
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
+	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{RxQueues: 2})
 	qs := make([]*transport.QP, n)
 	c := a.Dev.CreateCQ(2 * 1000) // the traffic below completes here
 	for i := range qs {
