@@ -21,23 +21,42 @@ import (
 // msgs/s, x-1qp (its rate over the one pair's, in the same run; the
 // issue asks 1.8 of two pairs on two queues), cpu-ns/msg, the process's
 // CPU time (user and system, every goroutine) per message, and cores,
-// that CPU time over the run's: how much of the machine it got.
+// that CPU time over the run's: how much of the machine it got, beside
+// spin's, what two goroutines that never wait got in the same run.
 // wait leaves the receiving to the devices' goroutines; poll puts the
 // devices in poll mode, where the polling application goroutine receives.
 //
 // Read x-1qp beside cores and cpu-ns/msg. Measured 2026-12-05 on the
-// shared 2-core host (load average 6-14): no case got more than 1.15
-// cores; one pair cost 870-1120 ns of CPU a message with GOMAXPROCS=2
-// against 570-670 with 1, its hand-offs between goroutines (poster,
-// each device's receiver) crossing cores; two pairs on two queues cost
-// 580-690, as little as one pair on one core, so the second queue adds
-// no contention (the mutex profile: 5% of a run waiting, mostly ACK
-// timer callbacks). Their x-1qp (median 1.5 of five runs in wait mode)
-// is that saving on one core's worth of CPU, not a second core.
+// shared 2-core host (load average 6-14): spin got 0.54-1.40 cores and
+// the streams at most 1.51, so the host could not show two cores' rate.
+// One pair cost 870-1120 ns of CPU a message with GOMAXPROCS=2 against
+// 570-670 with 1: its hand-offs between goroutines (the poster, each
+// device's receiver) cross cores. Two pairs on two queues cost 580-840,
+// less than one pair on two cores, so the second queue adds no
+// contention (the mutex profile: 5% of a run waiting, mostly in ACK timer
+// callbacks); their x-1qp (median 1.5 of five runs, wait mode) is partly
+// that saving.
 //
 //	go test -run '^$' -bench TwoQPs -benchtime 200000x ./transport
 func BenchmarkTwoQPs(b *testing.B) {
 	const size, depth = 64, 128
+	// The control: what the host gives two goroutines that never wait,
+	// in cores, measured in the same run as the streams.
+	b.Run("spin", func(b *testing.B) {
+		cpu0, t0 := cpuTime(b), time.Now()
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for x := 0; time.Since(t0) < 200*time.Millisecond; x++ {
+				}
+			}()
+		}
+		wg.Wait()
+		b.ReportMetric((cpuTime(b)-cpu0).Seconds()/time.Since(t0).Seconds(), "cores")
+		b.ReportMetric(0, "ns/op")
+	})
 	for _, poll := range []bool{false, true} {
 		mode := map[bool]string{false: "wait", true: "poll"}[poll]
 		one := 0.0
