@@ -16,8 +16,7 @@ func (q *QP) toError(failed *sendWQE, status WCStatus, w why) {
 	}
 	q.die(failed, status, w)
 	q.state = Err
-	q.rtoTimer.Stop()
-	q.rnrTimer.Stop()
+	q.stopTimers()
 	q.flushTx() // a NAK queued just before the error still goes out
 	q.resp.outq = q.resp.outq[:0]
 	q.resp.outHead = 0
@@ -88,8 +87,7 @@ func (q *QP) retire(st WCStatus) {
 func (q *QP) pushCQ(c *CQ, wc *WC, solicited bool) {
 	if !c.push(*wc, solicited) && q.state != Err {
 		q.state = Err // flushing into a full CQ would only lose more
-		q.rtoTimer.Stop()
-		q.rnrTimer.Stop()
+		q.stopTimers()
 		if q.env.Event != nil {
 			q.env.Event(q, EventQPFatal, ErrOverrun)
 		}

@@ -52,7 +52,11 @@ func (q *QP) armRTO() {
 	q.comp.deadline = q.clock.Now().Add(d)
 	if !q.comp.armed {
 		q.comp.armed = true
-		q.rtoTimer.Reset(d)
+		if q.rtoTimer == nil {
+			q.rtoTimer = q.clock.AfterFunc(d, q.onRTO)
+		} else {
+			q.rtoTimer.Reset(d)
+		}
 	}
 }
 
@@ -377,7 +381,11 @@ func (q *QP) rnrNAK(psn bth.PSN, timer uint8) {
 	}
 	q.rewind(psn)
 	q.req.rnrWait = true
-	q.rnrTimer.Reset(bth.RNRTimer(timer))
+	if q.rnrTimer == nil {
+		q.rnrTimer = q.clock.AfterFunc(bth.RNRTimer(timer), q.onRNRTimer)
+	} else {
+		q.rnrTimer.Reset(bth.RNRTimer(timer))
+	}
 }
 
 // remoteError completes the WQE holding psn with the error the NAK names

@@ -152,6 +152,9 @@ func (q *QP) postSend(wr *SendWR, type1 bool) error {
 	if err := q.checkWR(wr, type1); err != nil {
 		return err
 	}
+	if q.sq == nil {
+		q.sqAlloc()
+	}
 	slot := q.sqSlot(q.sqTail)
 	w := &q.sq[slot]
 	*w = sendWQE{wr: *wr, signaled: q.sigAll || wr.Flags&Signaled != 0, type1: type1}

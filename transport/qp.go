@@ -3,7 +3,6 @@ package transport
 import (
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/clock"
@@ -81,7 +80,8 @@ type QP struct {
 	srcPort uint16
 	pkey    uint16
 
-	// Send queue: a ring of WQEs addressed by free-running counters.
+	// Send queue: a ring of WQEs addressed by free-running counters,
+	// allocated by the first post (sqAlloc).
 	sq          []sendWQE
 	sqHead      uint32 // oldest WQE not yet completed
 	sqTail      uint32 // next free slot
@@ -90,10 +90,12 @@ type QP struct {
 
 	// recvSGE holds the SGL of the receive WQE a SEND in progress fills,
 	// copied out of the RQ or SRQ so the slot can be reused meanwhile:
-	// as long as the longest SGL the QP can be given, no longer.
+	// as long as the longest SGL the QP can be given, no longer. Made
+	// by the first receive WQE taken (takeRecvWQE).
 	recvSGE []SGE
 
-	// Receive queue, when the QP has no SRQ.
+	// Receive queue, when the QP has no SRQ; its ring is allocated by
+	// the first post (recvRing.put).
 	rq recvRing
 
 	req  requester
@@ -105,8 +107,8 @@ type QP struct {
 	scheduled bool     // queued on the device worker
 	inBatch   bool     // touched by the receive burst in progress
 	clock     clock.Clock
-	rtoTimer  clock.Timer
-	rnrTimer  clock.Timer
+	rtoTimer  clock.Timer // nil until the first armRTO
+	rnrTimer  clock.Timer // nil until the first RNR NAK
 	destroyed bool
 	closed    bool // the device closed (shutdown); destroyed is set too
 
@@ -149,19 +151,20 @@ func newQP(env *env, pd *PD, qpn uint32, ia QPInitAttr) (*QP, error) {
 	if ia.Type != XRCIni {
 		c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
 	}
+	// The QP's queues and timers are allocated when first used, not
+	// here: a program may create many QPs and use few (the issue's
+	// 100,000 idle QPs, 7.6 KiB each when they held their rings from
+	// creation, now under 1 KiB; TestManyQPsHeap).
 	q := &QP{env: env, pd: pd, typ: ia.Type, qpn: qpn, sendCQ: ia.SendCQ, recvCQ: ia.RecvCQ,
 		srq: ia.SRQ, sigAll: ia.SigAll, cap: c, pkey: bth.DefaultPKey}
-	q.initSQ()
 	switch {
 	case ia.Type == XRCIni: // no receive queue
 	case ia.SRQ == nil:
 		q.rq = newRecvRing(c.MaxRecvWR, c.MaxRecvSGE)
-		q.recvSGE = make([]SGE, c.MaxRecvSGE)
 	default:
 		if err := ia.SRQ.attach(); err != nil {
 			return nil, err // nothing else failed or holds anything yet
 		}
-		q.recvSGE = make([]SGE, max(ia.SRQ.rq.maxSGE, 1))
 	}
 	q.initCommon(env)
 	pd.hold()
@@ -175,16 +178,15 @@ func newXRCTgt(env *env, qpn uint32, x *XRCD) (*QP, error) {
 		return nil, err
 	}
 	q := &QP{env: env, typ: XRCTgt, qpn: qpn, xrcd: x, pkey: bth.DefaultPKey}
-	// Any XRC SRQ of the domain may be named: room for the longest SGL.
-	q.recvSGE = make([]SGE, MaxSGE)
 	q.initCommon(env)
 	return q, nil
 }
 
-// initSQ allocates the send queue for q.cap: a power of two long for the
-// same reason as recvRing, since sqHead and sqTail are free-running counts
-// and a slot is a count masked (sqSlot).
-func (q *QP) initSQ() {
+// sqAlloc allocates the send queue for q.cap, at the QP's first post: a
+// power of two long for the same reason as recvRing, since sqHead and
+// sqTail are free-running counts and a slot is a count masked (sqSlot).
+// Until then sqHead == sqTail, so nothing reads a slot.
+func (q *QP) sqAlloc() {
 	n := ringLen(q.cap.MaxSendWR)
 	q.sq = make([]sendWQE, n)
 	q.sgeStore = make([]SGE, n*q.cap.MaxSendSGE)
@@ -193,17 +195,23 @@ func (q *QP) initSQ() {
 	}
 }
 
-// initCommon sets up what every QP has: its UDP source port and timers.
+// initCommon sets up what every QP has: its UDP source port and clock.
 func (q *QP) initCommon(env *env) {
 	q.srcPort = env.Link.SrcPort(q.qpn)
 	q.clock = env.Clock
 	if q.clock == nil {
 		q.clock = clock.Real{}
 	}
-	q.rtoTimer = q.clock.AfterFunc(time.Hour, q.onRTO)
-	q.rtoTimer.Stop()
-	q.rnrTimer = q.clock.AfterFunc(time.Hour, q.onRNRTimer)
-	q.rnrTimer.Stop()
+}
+
+// stopTimers stops the QP's timers, those it has made.
+func (q *QP) stopTimers() {
+	if q.rtoTimer != nil {
+		q.rtoTimer.Stop()
+	}
+	if q.rnrTimer != nil {
+		q.rnrTimer.Stop()
+	}
 }
 
 // check names the first capability that is zero where one is needed or
@@ -290,8 +298,7 @@ func (q *QP) destroy() error {
 	}
 	q.destroyed = true
 	q.state = Reset
-	q.rtoTimer.Stop()
-	q.rnrTimer.Stop()
+	q.stopTimers()
 	q.ccReset()
 	q.dropTx()
 	if q.typ == XRCTgt {
@@ -337,8 +344,7 @@ func errQPClosed(op string) error { return fmt.Errorf("qp: %s: %w", op, closed.E
 
 // reset returns the QP to RESET: queues emptied, no completions (IBA 10.3.1.1).
 func (q *QP) reset() {
-	q.rtoTimer.Stop()
-	q.rnrTimer.Stop()
+	q.stopTimers()
 	q.ccReset()
 	q.dropTx()
 	q.sqHead, q.sqTail = 0, 0

@@ -32,10 +32,11 @@ func ringLen(depth uint32) uint32 {
 	return 1 << bits.Len32(depth-1)
 }
 
+// newRecvRing returns a ring of depth WRs of maxSGE SGEs each, which
+// allocates its slots when the first WR is put: a QP that is created and
+// never posted to holds none (TestManyQPsHeap).
 func newRecvRing(depth, maxSGE uint32) recvRing {
-	n := ringLen(depth)
-	return recvRing{ring: make([]recvWQE, n), sges: make([]SGE, n*maxSGE),
-		maxSGE: maxSGE, depth: depth}
+	return recvRing{maxSGE: maxSGE, depth: depth}
 }
 
 func (r *recvRing) len() uint32 { return r.tail - r.head }
@@ -64,6 +65,10 @@ func (r *recvRing) check(wr *RecvWR, what string) (uint32, error) {
 
 // put queues wr, which check passed with total.
 func (r *recvRing) put(wr *RecvWR, total uint32) {
+	if r.ring == nil {
+		n := ringLen(r.depth)
+		r.ring, r.sges = make([]recvWQE, n), make([]SGE, n*r.maxSGE)
+	}
 	slot := r.tail & r.mask()
 	sgl := r.sges[slot*r.maxSGE : slot*r.maxSGE+uint32(len(wr.SGL))]
 	copy(sgl, wr.SGL)

@@ -67,11 +67,14 @@ func TestRecvRingAcrossWrap(t *testing.T) {
 
 func TestRecvRingChecks(t *testing.T) {
 	r := newRecvRing(3, 2)
-	if len(r.ring) != 4 || len(r.sges) != 8 {
-		t.Fatalf("ring %d, sges %d", len(r.ring), len(r.sges))
+	if r.ring != nil || r.sges != nil { // an idle QP's ring holds nothing
+		t.Fatalf("ring %d, sges %d before the first put", len(r.ring), len(r.sges))
 	}
 	for id := range uint64(3) {
 		mustPut(t, &r, id)
+	}
+	if len(r.ring) != 4 || len(r.sges) != 8 {
+		t.Fatalf("ring %d, sges %d", len(r.ring), len(r.sges))
 	}
 	if _, err := r.check(recvWR(3), "SRQ"); !errors.Is(err, ErrNoMem) || err.Error() != "qp: queue full: SRQ holds 3 WRs" {
 		t.Fatalf("a fourth WR in a queue of 3: %v", err)

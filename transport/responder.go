@@ -181,11 +181,26 @@ func (q *QP) lengthOK(p bth.Packet) bool {
 	return n <= mtu
 }
 
+// maxRecvSGE is the longest SGL a receive WQE the QP takes may have.
+func (q *QP) maxRecvSGE() uint32 {
+	switch {
+	case q.typ == XRCTgt: // any XRC SRQ of the domain may be named
+		return MaxSGE
+	case q.srq != nil:
+		return max(q.srq.rq.maxSGE, 1)
+	default:
+		return q.cap.MaxRecvSGE
+	}
+}
+
 // takeRecvWQE pops the next receive WQE (from the SRQ if the QP has one),
 // copying its SGL so the slot can be reused while the message arrives.
 func (q *QP) takeRecvWQE() bool {
 	var w recvWQE
 	var ok bool
+	if q.recvSGE == nil {
+		q.recvSGE = make([]SGE, q.maxRecvSGE())
+	}
 	if q.srq != nil {
 		w, ok = q.srq.pop(q.recvSGE)
 	} else {

@@ -11,7 +11,7 @@ import "testing"
 func TestSQSlotsAcrossWrap(t *testing.T) {
 	for _, depth := range []uint32{1, 2, 3, 100, 1000} {
 		q := &QP{cap: QPCap{MaxSendWR: depth, MaxSendSGE: 2, MaxInlineData: 16}}
-		q.initSQ()
+		q.sqAlloc()
 		n := uint32(len(q.sq))
 		if len(q.sgeStore) != int(n*2) || len(q.inlineStore) != int(n*16) {
 			t.Fatalf("depth %d: %d slots, %d SGEs, %d inline bytes", depth, n, len(q.sgeStore), len(q.inlineStore))

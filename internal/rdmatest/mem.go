@@ -16,7 +16,7 @@ func NewMemPeer(t testing.TB, n *mem.Net, addr string, o Options) *Peer {
 	t.Helper()
 	o.MemDefaults()
 	a := netip.MustParseAddr(addr)
-	l, err := n.Attach(a, mem.Options{BusyPoll: o.BusyPoll})
+	l, err := n.Attach(a, mem.Options{BusyPoll: o.BusyPoll, RxQueues: o.RxQueues})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,7 @@ type Options struct {
 	Seed      uint64        // MemPair's net's seed
 	NoConnect bool          // MemPair leaves the QPs in RESET
 	BusyPoll  time.Duration // how long the in-memory links busy-poll (mem.Options)
+	RxQueues  int           // the in-memory links' receive queues (mem.Options); 0 is 1
 	// Wrap, if set, puts a link between the device and its in-memory link.
 	Wrap func(*mem.Link) nic.Link
 }

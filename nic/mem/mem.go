@@ -108,6 +108,11 @@ type Options struct {
 	// goroutines) before it sleeps until a packet is queued, as
 	// udp.Config.BusyPoll; 0 never busy-polls.
 	BusyPoll time.Duration
+	// RxQueues is how many receive queues the link has (nic.MultiQueue):
+	// a packet goes to queue nic.QueueOf(its destination QPN), as the
+	// udp link's steering does, so a device serves QPs on different
+	// queues from different goroutines. 0 is 1; at most nic.MaxRxQueues.
+	RxQueues int
 }
 
 // Attach creates a link with address addr on the network.
@@ -124,6 +129,9 @@ func (n *Net) Attach(addr netip.Addr, opt Options) (*Link, error) {
 	if opt.RxQueue == 0 {
 		opt.RxQueue = 8192
 	}
+	if opt.RxQueues < 0 || opt.RxQueues > nic.MaxRxQueues {
+		return nil, fmt.Errorf("nic: %d receive queues: want 1 to %d", opt.RxQueues, nic.MaxRxQueues)
+	}
 	mac := opt.Hardware
 	if mac == nil {
 		// A locally administered MAC derived from the address, so the
@@ -134,7 +142,12 @@ func (n *Net) Attach(addr netip.Addr, opt Options) (*Link, error) {
 		mac = net.HardwareAddr{0x02, 0x00, byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)}
 	}
 	l := &Link{net: n, addr: addr, mtu: opt.MTU, mac: mac, qmax: opt.RxQueue, busy: opt.BusyPoll}
-	l.cond = sync.NewCond(&l.mu)
+	l.rx = make([]*rxQueue, max(opt.RxQueues, 1))
+	for i := range l.rx {
+		r := &rxQueue{}
+		r.cond = sync.NewCond(&r.mu)
+		l.rx[i] = r
+	}
 	n.links[addr] = l
 	return l, nil
 }
@@ -208,19 +221,8 @@ type Link struct {
 	qmax int
 	busy time.Duration // Options.BusyPoll
 
-	// hold is the queue's (nic.Poller), taken before mu.
-	hold nic.QueueHold
-	lent []memPacket // handed out to hold's holder (under hold)
-
-	mu    sync.Mutex
-	cond  *sync.Cond
-	queue []memPacket
-	// queued is len(queue), published (under mu) for what looks without
-	// mu: a poll of an empty link and a busy-polling receiver, which would
-	// otherwise take mu on every look, the lock every delivery needs.
-	queued atomic.Int32
-	closed bool
-	shut   atomic.Bool // closed, for Send, which should not take mu (deliveries to l do)
+	rx   []*rxQueue  // the receive queues (Options.RxQueues)
+	shut atomic.Bool // closed, for Send, which should not take a queue's mu (deliveries to l do)
 
 	// routes holds the path and the link of each destination sent to
 	// (netip.Addr to *route), so that a send takes no lock of the Net's,
@@ -232,6 +234,24 @@ type Link struct {
 
 	txPackets, txBytes, rxPackets, rxBytes, txDropped, rxDropped atomic.Uint64
 	injected                                                     [4]atomic.Uint64 // loss, dup, reorder, corrupt
+}
+
+// rxQueue is one receive queue of a link. Each has its own lock, so that
+// deliveries to one queue and its receiver do not wait on another's.
+type rxQueue struct {
+	// hold is the queue's (nic.Poller), taken before mu.
+	hold nic.QueueHold
+	lent []memPacket // handed out to hold's holder (under hold)
+
+	mu    sync.Mutex
+	cond  *sync.Cond
+	queue []memPacket
+	// queued is len(queue), published (under mu) for what looks without
+	// mu: a poll of an empty queue and a busy-polling receiver, which
+	// would otherwise take mu on every look, the lock every delivery
+	// needs.
+	queued atomic.Int32
+	closed bool
 }
 
 type route struct {
@@ -364,24 +384,61 @@ func (l *Link) transmit(rt *route, dst netip.Addr, d []byte, sealed bool) {
 	}
 }
 
-// deliver queues pks on r, the link at their destination when they were
-// sent (nil: none), as far as its queue has room.
-func (l *Link) deliver(r *Link, pks []memPacket) {
-	if r == nil {
+// deliver queues pks on to, the link at their destination when they were
+// sent (nil: none), as far as its queues have room: each run of packets
+// bound for one queue under one hold of that queue's lock.
+func (l *Link) deliver(to *Link, pks []memPacket) {
+	if to == nil {
 		l.txDropped.Add(uint64(len(pks)))
 		putAll(pks)
 		return
 	}
+	if len(to.rx) == 1 {
+		to.rx[0].put(to, pks)
+		return
+	}
+	for len(pks) > 0 {
+		qi := to.queueOf(&pks[0])
+		k := 1
+		for k < len(pks) && to.queueOf(&pks[k]) == qi {
+			k++
+		}
+		to.rx[qi].put(to, pks[:k])
+		pks = pks[k:]
+	}
+}
+
+// queueOf returns the receive queue of l that pk goes to: by its BTH's
+// destination QPN (nic.QueueOf), queue 0 for what is too short to have
+// one (the device counts and drops it).
+func (l *Link) queueOf(pk *memPacket) int {
+	d := pk.buf[:pk.n]
+	off := 0
+	switch {
+	case len(d) >= inet.IPv4HeaderLen && d[0]>>4 == 4:
+		off = int(d[0]&0xf) * 4
+	case len(d) >= inet.IPv6HeaderLen && d[0]>>4 == 6:
+		off = inet.IPv6HeaderLen
+	}
+	off += inet.UDPHeaderLen
+	if off == inet.UDPHeaderLen || len(d) < off+bth.BTHLen {
+		return 0
+	}
+	return nic.QueueOf(bth.BTH(d[off:off+bth.BTHLen]).DestQP(), len(l.rx))
+}
+
+// put queues pks on r, a queue of link l, as far as it has room.
+func (r *rxQueue) put(l *Link, pks []memPacket) {
 	r.mu.Lock()
 	room := 0
 	if !r.closed {
-		room = min(len(pks), r.qmax-len(r.queue))
+		room = min(len(pks), l.qmax-len(r.queue))
 		r.queue = append(r.queue, pks[:room]...)
 		r.queued.Store(int32(len(r.queue)))
 	}
 	r.mu.Unlock()
 	if lost := pks[room:]; len(lost) > 0 {
-		r.rxDropped.Add(uint64(len(lost)))
+		l.rxDropped.Add(uint64(len(lost)))
 		putAll(lost)
 	}
 	if room > 0 {
@@ -395,11 +452,21 @@ func putAll(pks []memPacket) {
 	}
 }
 
-// Recv implements nic.Link. The receiver holds the link's frames from its
-// return to the next call (nic.Poller).
-func (l *Link) Recv(frames []nic.Frame) (int, error) {
-	if l.hold.ReceiverLetsGo() {
-		l.release()
+// Recv implements nic.Link: RecvQueue(0, frames).
+func (l *Link) Recv(frames []nic.Frame) (int, error) { return l.RecvQueue(0, frames) }
+
+// RxQueues implements nic.MultiQueue (Options.RxQueues).
+func (l *Link) RxQueues() int { return len(l.rx) }
+
+// RecvQueue implements nic.MultiQueue. The receiver holds the queue's
+// frames from its return to the next call (nic.Poller).
+func (l *Link) RecvQueue(i int, frames []nic.Frame) (int, error) {
+	if i < 0 || i >= len(l.rx) {
+		return 0, fmt.Errorf("nic: mem: receive queue %d of %d", i, len(l.rx))
+	}
+	r := l.rx[i]
+	if r.hold.ReceiverLetsGo() {
+		r.release()
 	}
 	if len(frames) == 0 {
 		return 0, nil
@@ -408,51 +475,52 @@ func (l *Link) Recv(frames []nic.Frame) (int, error) {
 	for {
 		// Wait for a packet without the hold, so that a poller can take
 		// it meanwhile; then take the hold and see whether one is left.
-		l.mu.Lock()
-		for len(l.queue) == 0 && !l.closed {
-			if l.hold.PollersTook() {
+		r.mu.Lock()
+		for len(r.queue) == 0 && !r.closed {
+			if r.hold.PollersTook() {
 				// Pollers took frames since the receiver's last return:
 				// no frames, so that the caller can stand aside
 				// (nic.Poller).
-				l.mu.Unlock()
-				l.hold.StandAside()
+				r.mu.Unlock()
+				r.hold.StandAside()
 				return 0, nil
 			}
 			if l.busy > 0 {
-				l.mu.Unlock()
-				again := l.spin(&since)
-				l.mu.Lock()
+				r.mu.Unlock()
+				again := l.spin(r, &since)
+				r.mu.Lock()
 				if again {
 					continue
 				}
 			}
-			l.cond.Wait()
+			r.cond.Wait()
 		}
-		closed := l.closed
-		l.mu.Unlock()
+		closed := r.closed
+		r.mu.Unlock()
 		if closed {
 			return 0, nic.ErrClosed
 		}
-		l.hold.Lock()
-		if n := l.take(frames); n > 0 {
-			l.hold.ReceiverKeeps()
+		r.hold.Lock()
+		if n := l.take(r, frames); n > 0 {
+			r.hold.ReceiverKeeps()
 			return n, nil
 		}
-		l.hold.Unlock()
+		r.hold.Unlock()
 	}
 }
 
-// spin busy-polls for the receiver, without mu, until a packet is queued,
-// the link closes or pollers take frames (it then reports true: look
-// again), or the budget that began at since is spent (false: wait). It
-// reads the clock every 64 looks, not at each: a look is a few
-// nanoseconds, and the clock was 5% of a polling receiver's time.
-func (l *Link) spin(since *time.Time) bool {
+// spin busy-polls queue r for the receiver, without its mu, until a
+// packet is queued, the link closes or pollers take frames (it then
+// reports true: look again), or the budget that began at since is spent
+// (false: wait). It reads the clock every 64 looks, not at each: a look
+// is a few nanoseconds, and the clock was 5% of a polling receiver's
+// time.
+func (l *Link) spin(r *rxQueue, since *time.Time) bool {
 	if since.IsZero() {
 		*since = time.Now()
 	}
 	for i := 1; ; i++ {
-		if l.queued.Load() > 0 || l.shut.Load() || l.hold.PollersTook() {
+		if r.queued.Load() > 0 || l.shut.Load() || r.hold.PollersTook() {
 			return true
 		}
 		if i%64 == 0 && time.Since(*since) >= l.busy {
@@ -462,60 +530,64 @@ func (l *Link) spin(since *time.Time) bool {
 	}
 }
 
-// PollQueue implements nic.Poller: the link has one queue, 0.
+// PollQueue implements nic.Poller.
 func (l *Link) PollQueue(i int, frames []nic.Frame) int {
-	// An empty link answers without its locks, which deliveries need.
-	if i != 0 || len(frames) == 0 || l.queued.Load() == 0 || !l.hold.TryLock() {
+	if i < 0 || i >= len(l.rx) {
 		return 0
 	}
-	n := l.take(frames)
+	r := l.rx[i]
+	// An empty queue answers without its locks, which deliveries need.
+	if len(frames) == 0 || r.queued.Load() == 0 || !r.hold.TryLock() {
+		return 0
+	}
+	n := l.take(r, frames)
 	if n == 0 {
-		l.hold.Unlock()
+		r.hold.Unlock()
 		return 0
 	}
-	l.hold.PollTook()
+	r.hold.PollTook()
 	return n
 }
 
 // EndPoll implements nic.Poller.
-func (l *Link) EndPoll(int) { l.release() }
+func (l *Link) EndPoll(i int) { l.rx[i].release() }
 
 // EndRecv implements nic.Poller.
-func (l *Link) EndRecv(int) {
-	if l.hold.ReceiverLetsGo() {
-		l.release()
+func (l *Link) EndRecv(i int) {
+	if r := l.rx[i]; r.hold.ReceiverLetsGo() {
+		r.release()
 	}
 }
 
 // release returns the buffers lent to hold's holder and releases hold.
-func (l *Link) release() {
-	for i, pk := range l.lent {
+func (r *rxQueue) release() {
+	for i, pk := range r.lent {
 		memBufs.Put(pk.buf)
-		l.lent[i] = memPacket{}
+		r.lent[i] = memPacket{}
 	}
-	l.lent = l.lent[:0]
-	l.hold.Unlock()
+	r.lent = r.lent[:0]
+	r.hold.Unlock()
 }
 
-// take hands out up to len(frames) queued packets (under hold). It holds
-// mu, which every delivery to the link needs, only to move the packets to
-// lent: a sender on another core waits on it meanwhile.
-func (l *Link) take(frames []nic.Frame) int {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+// take hands out up to len(frames) packets queued on r (under its hold).
+// It holds r's mu, which every delivery to the queue needs, only to move
+// the packets to lent: a sender on another core waits on it meanwhile.
+func (l *Link) take(r *rxQueue, frames []nic.Frame) int {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
 		return 0
 	}
-	n := min(len(frames), len(l.queue))
-	first := len(l.lent)
-	l.lent = append(l.lent, l.queue[:n]...)
-	rest := copy(l.queue, l.queue[n:])
-	clear(l.queue[rest:])
-	l.queue = l.queue[:rest]
-	l.queued.Store(int32(rest))
-	l.mu.Unlock()
+	n := min(len(frames), len(r.queue))
+	first := len(r.lent)
+	r.lent = append(r.lent, r.queue[:n]...)
+	rest := copy(r.queue, r.queue[n:])
+	clear(r.queue[rest:])
+	r.queue = r.queue[:rest]
+	r.queued.Store(int32(rest))
+	r.mu.Unlock()
 	var bytes uint64
-	for i, pk := range l.lent[first : first+n] {
+	for i, pk := range r.lent[first : first+n] {
 		frames[i] = nic.Frame{B: pk.buf[:pk.n], Off: 0}
 		if pk.sealed {
 			// Decoded here, the one time, without the checks the sealer
@@ -554,20 +626,20 @@ func (l *Link) Injected() (loss, dup, reorder, corrupt uint64) {
 
 // Close implements nic.Link.
 func (l *Link) Close() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	if l.shut.Swap(true) {
 		return nil
 	}
-	l.closed = true
-	l.shut.Store(true)
-	for _, pk := range l.queue {
-		memBufs.Put(pk.buf)
+	for _, r := range l.rx {
+		r.mu.Lock()
+		r.closed = true
+		for _, pk := range r.queue {
+			memBufs.Put(pk.buf)
+		}
+		r.queue = nil
+		r.queued.Store(0)
+		r.mu.Unlock()
+		r.cond.Broadcast()
 	}
-	l.queue = nil
-	l.queued.Store(0)
-	l.mu.Unlock()
-	l.cond.Broadcast()
 	l.net.detach(l)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/internal/linktest"
 )
@@ -83,12 +84,13 @@ func TestSendFollowsAttach(t *testing.T) {
 
 // TestSendAllocs: sends to destinations that alternate, each received,
 // allocate nothing once each destination has been sent to (the link
-// keeps a route for each).
+// keeps a route for each); the third link has two receive queues, its
+// packets steered to queue 1.
 func TestSendAllocs(t *testing.T) {
 	n := NewNet(1)
 	var links []*Link
-	for _, a := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
-		l, err := n.Attach(netip.MustParseAddr(a), Options{RxQueue: 1 << 16})
+	for i, a := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
+		l, err := n.Attach(netip.MustParseAddr(a), Options{RxQueue: 1 << 16, RxQueues: i})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +106,7 @@ func TestSendAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Received, so that the buffers go back to the pool.
-			if k, err := links[1+i].Recv(got); k != 1 || err != nil {
+			if k, err := links[1+i].RecvQueue(nic.QueueOf(5, links[1+i].RxQueues()), got); k != 1 || err != nil {
 				t.Fatalf("receive: %d, %v", k, err)
 			}
 		}
@@ -192,7 +194,7 @@ func TestPollEmptyTakesNoLock(t *testing.T) {
 	}
 	defer b.Close()
 	got := make([]nic.Frame, 4)
-	b.mu.Lock()
+	b.rx[0].mu.Lock()
 	done := make(chan struct{})
 	var polled int
 	var again bool
@@ -200,16 +202,16 @@ func TestPollEmptyTakesNoLock(t *testing.T) {
 		defer close(done)
 		polled = b.PollQueue(0, got)
 		var since time.Time
-		again = b.spin(&since) // the budget runs out: false
+		again = b.spin(b.rx[0], &since) // the budget runs out: false
 	}()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		b.mu.Unlock()
+		b.rx[0].mu.Unlock()
 		<-done
 		t.Fatal("a poll or a busy wait of an empty link waited for the queue's lock")
 	}
-	b.mu.Unlock()
+	b.rx[0].mu.Unlock()
 	if polled != 0 || again {
 		t.Fatalf("empty link: poll took %d, spin says look again %v; want 0, false", polled, again)
 	}
@@ -218,7 +220,7 @@ func TestPollEmptyTakesNoLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	var since time.Time
-	if !b.spin(&since) {
+	if !b.spin(b.rx[0], &since) {
 		t.Fatal("spin ended without the queued packet")
 	}
 	if k := b.PollQueue(0, got); k != 1 {
@@ -228,7 +230,7 @@ func TestPollEmptyTakesNoLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.EndPoll(0)
-	if q := b.queued.Load(); q != 0 {
+	if q := b.rx[0].queued.Load(); q != 0 {
 		t.Fatalf("queued %d after the poll took the packet", q)
 	}
 }
@@ -384,7 +386,7 @@ func TestSendCountsBeforeDelivering(t *testing.T) {
 	aAddr, bAddr := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	a, b := attach(t, n, aAddr), attach(t, n, bAddr)
 	frames := linktest.Frames(linktest.Outer(a, bAddr, 5), 3, 64)
-	b.mu.Lock()
+	b.rx[0].mu.Lock()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -397,12 +399,92 @@ func TestSendCountsBeforeDelivering(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	got := a.Stats().TxPackets
-	b.mu.Unlock()
+	b.rx[0].mu.Unlock()
 	<-done
 	if got != 3 {
 		t.Fatalf("%d packets counted while their delivery waited, want 3", got)
 	}
-	if got := b.queued.Load(); got != 3 {
+	if got := b.rx[0].queued.Load(); got != 3 {
 		t.Fatalf("%d queued at the receiver, want 3", got)
+	}
+}
+
+// TestRxQueues: a link with several receive queues puts each packet on
+// the queue of its destination QPN (nic.QueueOf), in the order sent, when
+// one Send carries packets for all the queues interleaved; a datagram too
+// short for a BTH goes to queue 0. Delivery is synchronous, so every
+// packet is queued when Send returns and no receive below waits.
+func TestRxQueues(t *testing.T) {
+	const queues, qps = 3, 60
+	n := NewNet(1)
+	a, err := n.Attach(netip.MustParseAddr("10.0.0.1"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := n.Attach(netip.MustParseAddr("10.0.0.2"), Options{RxQueues: queues})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.RxQueues() != queues || a.RxQueues() != 1 {
+		t.Fatalf("RxQueues %d and %d", b.RxQueues(), a.RxQueues())
+	}
+	if _, err := n.Attach(netip.MustParseAddr("10.0.0.3"), Options{RxQueues: nic.MaxRxQueues + 1}); err == nil {
+		t.Fatal("a link with more than nic.MaxRxQueues queues")
+	}
+	frames := linktest.Frames(linktest.Outer(a, netip.MustParseAddr("10.0.0.2"), 7), qps, 16)
+	for i, f := range frames {
+		fr, err := bth.DecodeIP(f.Datagram())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bth.BTH(fr.RoCE()).SetDestQP(uint32(0x11 + i))
+		fr.PutICRC()
+	}
+	// A UDP datagram with 4 bytes where the BTH would start.
+	short := frames[0].Datagram()[:inet.IPv4HeaderLen+inet.UDPHeaderLen+4]
+	frames = append(frames, nic.Frame{B: append([]byte(nil), short...)})
+	if k, err := a.Send(frames); k != len(frames) || err != nil {
+		t.Fatalf("send: %d, %v", k, err)
+	}
+	got := make([]nic.Frame, qps+1)
+	for q := range queues {
+		var want []uint32
+		for i := range qps {
+			if nic.QueueOf(uint32(0x11+i), queues) == q {
+				want = append(want, uint32(0x11+i))
+			}
+		}
+		if q == 0 {
+			want = append(want, 0) // the short one, last
+		}
+		if k := b.rx[q].queued.Load(); int(k) != len(want) {
+			t.Fatalf("queue %d holds %d packets, want %d", q, k, len(want))
+		}
+		k, err := b.RecvQueue(q, got)
+		if err != nil || k != len(want) {
+			t.Fatalf("queue %d: %d frames, %v; want %d", q, k, err, len(want))
+		}
+		for j, f := range got[:k] {
+			d := f.Datagram()
+			if want[j] == 0 {
+				if len(d) != len(short) {
+					t.Fatalf("queue %d frame %d: %d bytes, want the short datagram", q, j, len(d))
+				}
+				continue
+			}
+			fr, err := bth.DecodeIP(d)
+			if err != nil {
+				t.Fatalf("queue %d frame %d: %v", q, j, err)
+			}
+			if qpn := bth.BTH(fr.RoCE()).DestQP(); qpn != want[j] {
+				t.Fatalf("queue %d frame %d: QPN %#x, want %#x", q, j, qpn, want[j])
+			}
+		}
+		b.EndRecv(q)
+	}
+	if _, err := b.RecvQueue(queues, got); err == nil {
+		t.Fatal("a receive on a queue the link does not have")
 	}
 }
