@@ -385,7 +385,7 @@ func TestErrAfterLastReceiveAcks(t *testing.T) {
 }
 
 // TestResponderPartialRetransmission replays what rxe sent in the stalled
-// interop cases (conformance/README.md, "A stall under load" and "rxe's
+// interop cases (interop/README.md, "A stall under load" and "rxe's
 // requester stalls again, after a lost ACK"): a message acknowledged at
 // its LAST, then a retransmission of it, while this side's own SEND goes
 // out. A duplicate is acknowledged again as a new request is: only where
