@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/manualclock"
@@ -22,7 +22,7 @@ type rawPeer struct {
 	link *mem.Link
 	addr netip.Addr
 	qpn  uint32
-	dst  *rdmatest.Peer
+	dst  *testharness.Peer
 	rx   chan []byte
 	clk  *manualclock.Clock // the device's clock (newRaw)
 	read uint64             // packets taken from rx
@@ -53,10 +53,10 @@ func newRawPeer(t testing.TB, net *mem.Net, addr string) *rawPeer {
 }
 
 // connectRaw moves s to RTS towards the raw peer.
-func connectRaw(t testing.TB, s *rdmatest.Peer, r *rawPeer, o rdmatest.Options, sPSN, rPSN uint32) {
+func connectRaw(t testing.TB, s *testharness.Peer, r *rawPeer, o testharness.Options, sPSN, rPSN uint32) {
 	r.dst = s
 	sIdx, _ := s.Dev.GIDIndex(s.Addr)
-	rdmatest.ModifyToRTS(t, s, o, r.qpn, transport.AHAttr{DGID: bth.GIDFromAddr(r.addr), SGIDIndex: sIdx}, sPSN, rPSN, transport.RTS)
+	testharness.ModifyToRTS(t, s, o, r.qpn, transport.AHAttr{DGID: bth.GIDFromAddr(r.addr), SGIDIndex: sIdx}, sPSN, rPSN, transport.RTS)
 }
 
 // hdr sets a packet's extended headers before it is sealed.

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/fault"
 	"github.com/goroce/goroce/nic/mem"
@@ -14,7 +14,7 @@ import (
 	"github.com/goroce/goroce/transport"
 )
 
-func counter(p *rdmatest.Peer, name string) uint64 {
+func counter(p *testharness.Peer, name string) uint64 {
 	for _, c := range p.Dev.Stats() {
 		if c.Name == name {
 			return c.Value
@@ -44,10 +44,10 @@ func TestDropNthWriteMiddle(t *testing.T) {
 		t.Fatal(err)
 	}
 	fl := fault.Wrap(la, fault.Config{Rules: []fault.Rule{r}})
-	a := rdmatest.NewPeer(t, fl, aa, rdmatest.Options{MTU: transport.MTU1024})
-	b := rdmatest.NewPeer(t, lb, ba, rdmatest.Options{MTU: transport.MTU1024})
-	rdmatest.Connect(t, a, b)
-	rdmatest.Op(t, a, b, transport.WRRDMAWrite, 8*1024, 1, 42)
+	a := testharness.NewPeer(t, fl, aa, testharness.Options{MTU: transport.MTU1024})
+	b := testharness.NewPeer(t, lb, ba, testharness.Options{MTU: transport.MTU1024})
+	testharness.Connect(t, a, b)
+	testharness.Op(t, a, b, transport.WRRDMAWrite, 8*1024, 1, 42)
 	s := fl.Faults()
 	if s.Rules[0] != 1 || s.Tx.Lost != 1 {
 		t.Fatalf("rule fired %d times, %d lost; want 1 and 1 (%v)", s.Rules[0], s.Tx.Lost, s)
@@ -81,17 +81,17 @@ func TestWrapsQueues(t *testing.T) {
 	if tapped.RxQueues() != 2 {
 		t.Fatalf("the tap shows %d queues", tapped.RxQueues())
 	}
-	a := rdmatest.NewPeer(t, fault.Wrap(open(aa), fault.Config{}), aa, rdmatest.Options{MTU: transport.MTU1024})
-	b := rdmatest.NewPeer(t, tapped, ba, rdmatest.Options{MTU: transport.MTU1024})
-	pairs := [][2]*rdmatest.Peer{{a, b}}
+	a := testharness.NewPeer(t, fault.Wrap(open(aa), fault.Config{}), aa, testharness.Options{MTU: transport.MTU1024})
+	b := testharness.NewPeer(t, tapped, ba, testharness.Options{MTU: transport.MTU1024})
+	pairs := [][2]*testharness.Peer{{a, b}}
 	for len(pairs) < 4 {
 		x, y := a.NewQP(t), b.NewQP(t)
-		pairs = append(pairs, [2]*rdmatest.Peer{x, y})
+		pairs = append(pairs, [2]*testharness.Peer{x, y})
 	}
 	for i, p := range pairs {
-		rdmatest.Connect(t, p[0], p[1])
-		rdmatest.Op(t, p[0], p[1], transport.WRSend, 3000, 1, uint32(i))
-		rdmatest.Op(t, p[1], p[0], transport.WRSend, 3000, 1, uint32(i+10))
+		testharness.Connect(t, p[0], p[1])
+		testharness.Op(t, p[0], p[1], transport.WRSend, 3000, 1, uint32(i))
+		testharness.Op(t, p[1], p[0], transport.WRSend, 3000, 1, uint32(i+10))
 	}
 	ul := func(l nic.Link) *udp.Link {
 		if f, ok := l.(*fault.Link); ok {
@@ -99,7 +99,7 @@ func TestWrapsQueues(t *testing.T) {
 		}
 		return l.(*tap.Tap).Link.(*udp.Link)
 	}
-	for _, p := range []*rdmatest.Peer{a, b} {
+	for _, p := range []*testharness.Peer{a, b} {
 		u := ul(p.Link)
 		if u.RxQueuePackets(0) == 0 || u.RxQueuePackets(1) == 0 {
 			t.Errorf("%s: queues carried %d and %d packets", u.Info().Name, u.RxQueuePackets(0), u.RxQueuePackets(1))

@@ -1,13 +1,14 @@
-// Package rdmatest runs goroce devices across real links between network
-// namespaces, for tests and benchmarks: it builds the topology (a veth
-// pair, or two through a middle namespace with an impairing forwarder),
+// Package testharness is the engine's test harness: it runs goroce
+// devices across real links between network namespaces, for tests and
+// benchmarks: it builds the topology (a veth pair, or two through a
+// middle namespace with an impairing forwarder),
 // opens a link of each kind inside a namespace, a device over it and
 // connected RC, UC or UD queue pairs, and checks that every byte and every
 // completion of an exchange is right.
 //
 // Like internal/netns it needs root; without it the test fails saying so,
 // and -short skips it.
-package rdmatest
+package testharness
 
 import (
 	"fmt"
@@ -85,7 +86,7 @@ func OpenLink(k Kind, e *netns.End, addr netip.Addr) (nic.Link, error) {
 		case AFXDPGeneric, AFXDPNative:
 			l, err = afxdp.Open(afxdp.Config{Interface: e.Link, Addrs: []netip.Addr{addr}, Native: k == AFXDPNative})
 		default:
-			err = fmt.Errorf("rdmatest: no link kind %v", k)
+			err = fmt.Errorf("testharness: no link kind %v", k)
 		}
 		return
 	})
