@@ -242,13 +242,10 @@ func (r *rawEnd) nextWithin(qpn, qpn2 uint32, d time.Duration, stop <-chan struc
 	}
 }
 
-// describe names a packet for a report.
+// describe names a packet for a report: the one packet format (roced
+// decode's line) and its PSN relative to ref, as the cases count them.
 func describe(p bth.Packet, ref uint32) string {
-	s := fmt.Sprintf("%v psn %+d", p.OpCode(), psnDiff(uint32(p.BTH().PSN()), ref))
-	if a := p.AETH(); a != nil {
-		s += fmt.Sprintf(" %v msn %d", a.Syndrome(), a.MSN())
-	}
-	return s
+	return fmt.Sprintf("%s (psn %+d)", p.Summary(), psnDiff(uint32(p.BTH().PSN()), ref))
 }
 
 // psnDiff returns a-b in 24-bit PSN arithmetic, between -2^23 and 2^23.

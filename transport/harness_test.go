@@ -1,7 +1,6 @@
 package transport_test
 
 import (
-	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
@@ -268,14 +267,12 @@ func (h *harness) ack(ps []bth.Packet, s bth.Syndrome, psn uint32) {
 	}
 }
 
+// describe gives the packets in the one packet format (roced decode's
+// line).
 func describe(ps []bth.Packet) []string {
 	var d []string
 	for _, p := range ps {
-		s := fmt.Sprintf("%v psn %#x", p.OpCode(), uint32(p.BTH().PSN()))
-		if p.Info().Headers.Has(bth.ExtAETH) {
-			s += " " + p.AETH().Syndrome().String()
-		}
-		d = append(d, s)
+		d = append(d, p.Summary())
 	}
 	return d
 }
