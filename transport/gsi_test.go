@@ -115,7 +115,7 @@ func TestGSIMalformed(t *testing.T) {
 			bth.DETH(d.Ext(bth.ExtDETH)).SetSrcQP(1)
 		}
 		d.Seal()
-		if _, err := r.link.Send([]nic.Frame{{B: buf, Off: nic.Headroom}}); err != nil {
+		if err := r.SendBuilt(buf); err != nil {
 			t.Fatal(err)
 		}
 	}
