@@ -1,4 +1,4 @@
-package main
+package interop
 
 import (
 	"context"
@@ -12,8 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/goroce/goroce/interop"
 )
 
 // guestBenchArgs are the flags -peer lab-guestbench takes.
@@ -27,20 +25,20 @@ type guestBenchArgs struct {
 	labDown, list                             bool
 }
 
-// runGuestBench is -peer lab-guestbench: interop.RunGuestBench on the
+// runGuestBench is -peer lab-guestbench: RunGuestBench on the
 // lab's guest, with a static roced built here unless -roced names one.
 func runGuestBench(a guestBenchArgs, stdout, stderr io.Writer) int {
 	fail := func(format string, v ...any) int {
 		fmt.Fprintf(stderr, "interop: "+format+"\n", v...)
 		return 2
 	}
-	o := interop.GuestBenchOptions{MTU: a.mtu, ItersScale: a.scale, Timeout: a.timeout, Port: a.port, Rounds: a.rounds, RocedEnv: a.rocedEnv, Link: a.link, Progress: stderr}
+	o := GuestBenchOptions{MTU: a.mtu, ItersScale: a.scale, Timeout: a.timeout, Port: a.port, Rounds: a.rounds, RocedEnv: a.rocedEnv, Link: a.link, Progress: stderr}
 	switch a.link {
 	case "", "udp", "afpacket", "afxdp":
 	default:
 		return fail("-link %q: want udp, afpacket or afxdp", a.link)
 	}
-	if !interop.ValidMTU(a.mtu) {
+	if !ValidMTU(a.mtu) {
 		return fail("-mtu %d: want 256, 512, 1024, 2048 or 4096", a.mtu)
 	}
 	for _, e := range a.rocedEnv {
@@ -59,7 +57,7 @@ func runGuestBench(a guestBenchArgs, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail("-run: %v", err)
 		}
-		for _, t := range interop.GuestBenchTests {
+		for _, t := range GuestBenchTests {
 			if re.MatchString(t.Name()) {
 				o.Tests = append(o.Tests, t)
 			}
@@ -68,13 +66,13 @@ func runGuestBench(a guestBenchArgs, stdout, stderr io.Writer) int {
 			return fail("-run %q: no bench test matches (have %s)", a.runRe, benchNames())
 		}
 	}
-	dir, err := interop.FindLabDir(a.labDir)
+	dir, err := FindLabDir(a.labDir)
 	if err != nil {
 		return fail("%v", err)
 	}
-	lab := interop.NewLab(dir)
+	lab := NewLab(dir)
 	if a.list {
-		if err := interop.GuestBenchList(stdout, lab, o); err != nil {
+		if err := GuestBenchList(stdout, lab, o); err != nil {
 			return fail("%v", err)
 		}
 		return 0
@@ -101,7 +99,7 @@ func runGuestBench(a guestBenchArgs, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 	}
-	if err := interop.CheckStatic(o.Roced); err != nil {
+	if err := CheckStatic(o.Roced); err != nil {
 		return fail("%v", err)
 	}
 	if err := lab.Lock(20 * time.Minute); err != nil {
@@ -119,7 +117,7 @@ func runGuestBench(a guestBenchArgs, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
-	rep, err := interop.RunGuestBench(ctx, lab, o)
+	rep, err := RunGuestBench(ctx, lab, o)
 	if rep != nil {
 		rep.WriteTable(stdout)
 		if a.jsonFile != "" {
@@ -155,7 +153,7 @@ func buildStatic(ctx context.Context, out string, stderr io.Writer) error {
 
 func benchNames() string {
 	var n []string
-	for _, t := range interop.GuestBenchTests {
+	for _, t := range GuestBenchTests {
 		n = append(n, t.Name())
 	}
 	return strings.Join(n, ", ")
