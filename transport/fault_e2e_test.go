@@ -1,4 +1,9 @@
-package fault_test
+package transport_test
+
+// The fault link (nic/fault) through the engine: its rules act on what a
+// device sends, and the engine recovers. These live beside the engine,
+// not the link, so that no link's test depends on the engine
+// (TestLinksDoNotImportEngine).
 
 import (
 	"net/netip"
