@@ -9,12 +9,20 @@ import (
 // fields, the extended headers' key fields and the payload length. It is
 // goroce's one packet formatter: roced decode's lines (bth/dissect), the
 // conformance suite's reports, the engine's death reports and its tests'
-// messages, so a packet reads the same everywhere.
+// messages, so a packet reads the same everywhere; a ladder diagram
+// prints KeyFields beside the arrow that shows the rest.
 func (p Packet) Summary() string {
+	h := p.BTH()
+	return fmt.Sprintf("%s qpn=0x%06x psn=0x%06x %s", p.Info().Name, h.DestQP(), uint32(h.PSN()), p.KeyFields())
+}
+
+// KeyFields is Summary without the opcode, QP and PSN: the BTH's flags,
+// the extended headers' key fields and the payload length.
+func (p Packet) KeyFields() string {
 	var s strings.Builder
 	h := p.BTH()
 	info := p.Info()
-	fmt.Fprintf(&s, "%s qpn=0x%06x psn=0x%06x ackreq=%d", info.Name, h.DestQP(), uint32(h.PSN()), flag01(h.AckReq()))
+	fmt.Fprintf(&s, "ackreq=%d", flag01(h.AckReq()))
 	for _, f := range []struct {
 		on   bool
 		name string
