@@ -759,4 +759,3 @@ func plural(n int) string {
 	}
 	return "s"
 }
-
