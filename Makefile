@@ -51,7 +51,7 @@ run: roced
 test: lab-images vet unit newcomer offheap system-fuzz interop
 
 lab-images:
-	conformance/interop-lab.sh images
+	interop/interop-lab.sh images
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
@@ -66,7 +66,7 @@ vet:
 # (scripts/unit-exec) runs each test binary under one lock (flock,
 # util-linux): one package's tests at a time, the next one's build
 # overlapping them, and each binary linked once (a separate build pass
-# linked every binary twice). conformance, whose tests have addresses and
+# linked every binary twice). interop, whose tests have addresses and
 # ports of their own, runs beside the others (scripts/unit-exec says why).
 # The time go test prints per package includes its wait for the lock. bth
 # runs again with the purego tag: its CRC without assembly, as on other CPUs.
@@ -162,9 +162,9 @@ fuzz-smoke:
 
 # The interop matrix against the rxe lab VM, bookworm then trixie guest
 # (needs root and the lab's host packages, make deps; the lab is lab/,
-# RXE_PEER_DIR another; see conformance/README.md).
+# RXE_PEER_DIR another; see interop/README.md).
 interop: build
-	GO=$(GO) conformance/interop-lab.sh
+	GO=$(GO) interop/interop-lab.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

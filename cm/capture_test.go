@@ -9,7 +9,7 @@ import (
 )
 
 // The interop captures: roced rping against rxe's rping on the lab's
-// bookworm guest (kernel 6.1), tcpdump on the host's tap (conformance
+// bookworm guest (kernel 6.1), tcpdump on the host's tap (interop
 // README, "RDMA CM"): rping_roced_client.pcap is `roced rping -c` with
 // rxe's `rping -s`, rping_roced_server.pcap `roced rping -s` with rxe's
 // `rping -c`, each -v -V -C 10 -S 64.

@@ -216,7 +216,7 @@ func TestMRAThenREP(t *testing.T) {
 
 // TestInteropMRA: `roced rdma_server -s 192.0.2.1 --accept-delay 8s`
 // against rxe's `rdma_client -s 192.0.2.1` on the lab's two guests,
-// tcpdump on the guest's eth0 (conformance/README.md, "MRA against
+// tcpdump on the guest's eth0 (interop/README.md, "MRA against
 // rxe"). rxe's REQ asks for an answer within its Remote CM Response
 // Timeout and sends it again after that plus twice the packet life time
 // (its local ACK timeout less one): 6.4 s on bookworm, 4.8 s on trixie.

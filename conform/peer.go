@@ -487,10 +487,10 @@ func (e *peerEnv) newPeerSession(c *Case, i int, need peerNeed) (*session, error
 		return fail(errors.New("the peer sent no GID (is its GID index right?)"))
 	}
 	r.reqPSN = s.c.peerPSN
-	e.raw.dst = bth.GID(peerGID).Addr()
+	e.raw.Dst = bth.GID(peerGID).Addr()
 	e.raw.swallow = s.swallowPeerRequest
 	e.raw.reset()
-	e.raw.connect(ladder.Endpoint{Addr: cfg.Local, QPN: s.c.qpn}, ladder.Endpoint{Addr: e.raw.dst, QPN: r.qpn})
+	e.raw.connect(ladder.Endpoint{Addr: cfg.Local, QPN: s.c.qpn}, ladder.Endpoint{Addr: e.raw.Dst, QPN: r.qpn})
 	if err := s.prime(); err != nil {
 		return fail(err)
 	}
@@ -695,7 +695,7 @@ func (s *session) close() {
 		return
 	}
 	s.dev.Close()
-	s.raw.link.Close()
+	s.raw.Link.Close()
 }
 
 // RunPeer runs cases against a peer on another host (or process): for
@@ -711,7 +711,7 @@ func RunPeer(cases []Case, cfg PeerConfig, progress func(Result)) []Result {
 	}
 	raw := newRawEnd(cfg.Link, cfg.Local, netip.Addr{})
 	if sp, ok := cfg.Link.(interface{ SrcPort(uint32) uint16 }); ok {
-		raw.srcPort = sp.SrcPort(rawQPN)
+		raw.SrcPort = sp.SrcPort(rawQPN)
 	}
 	e := &peerEnv{cfg: &cfg, raw: raw}
 	var rs []Result

@@ -342,8 +342,8 @@ func (e *peerEnv) newReqSession(c *Case, i int, need peerNeed) (*session, error)
 			return errors.New("the peer sent no GID (is its GID index right?)")
 		}
 		r.qpn, s.c.peerPSN = qpn, psn
-		e.raw.dst = bth.GID(gid).Addr()
-		e.raw.connect(ladder.Endpoint{Addr: cfg.Local, QPN: s.c.qpn}, ladder.Endpoint{Addr: e.raw.dst, QPN: qpn})
+		e.raw.Dst = bth.GID(gid).Addr()
+		e.raw.connect(ladder.Endpoint{Addr: cfg.Local, QPN: s.c.qpn}, ladder.Endpoint{Addr: e.raw.Dst, QPN: qpn})
 		return nil
 	}
 	switch need.tool {

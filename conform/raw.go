@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/internal/rawpeer"
 	"github.com/goroce/goroce/ladder"
 	"github.com/goroce/goroce/nic"
 )
@@ -23,16 +24,12 @@ var errBackstop = errors.New("the peer sent nothing before the backstop")
 // errStopped says a wait ended because the peer's command exited.
 var errStopped = errors.New("the peer's command exited")
 
-// rawEnd is the suite's own endpoint: it sends packets built field by
-// field, right or deliberately wrong, and reads what the peer sends back.
+// rawEnd is the suite's own endpoint: the tests' scripted raw peer
+// (internal/rawpeer), which sends packets built field by field, right or
+// deliberately wrong, and reads what the peer sends back, with the
+// suite's log and filters on top.
 type rawEnd struct {
-	link nic.Link
-	src  netip.Addr // its address
-	dst  netip.Addr // the peer's
-	rx   chan rxFrame
-	// srcPort is the UDP source port of its packets (the ICRC covers
-	// it): a port the link sends from.
-	srcPort uint16
+	*rawpeer.Peer
 	// swallow, if set, sees each packet next is about to return and
 	// takes it out of the stream by returning true (a remote peer's own
 	// requests, which the session acknowledges).
@@ -45,12 +42,6 @@ type rawEnd struct {
 
 	mu  sync.Mutex
 	log ladder.Ladder // every packet sent and received, for the report
-}
-
-// rxFrame is a datagram the link delivered, and when.
-type rxFrame struct {
-	dg []byte
-	at time.Time
 }
 
 // record adds a datagram the endpoint sent or received to its log, with
@@ -87,22 +78,8 @@ func (r *rawEnd) diagram() *ladder.Diagram {
 }
 
 func newRawEnd(link nic.Link, src, dst netip.Addr) *rawEnd {
-	r := &rawEnd{link: link, src: src, dst: dst, rx: make(chan rxFrame, 4096), srcPort: 0xc0de}
-	go func() {
-		frames := make([]nic.Frame, 16)
-		for {
-			n, err := link.Recv(frames)
-			if err != nil {
-				close(r.rx)
-				return
-			}
-			for _, f := range frames[:n] {
-				dg := append([]byte(nil), f.Datagram()...)
-				r.record(dg)
-				r.rx <- rxFrame{dg, time.Now()}
-			}
-		}
-	}()
+	r := &rawEnd{}
+	r.Peer = rawpeer.New(link, src, dst, 0xc0de, 4096, func(dg []byte) { r.record(dg) })
 	return r
 }
 
@@ -113,7 +90,7 @@ type pkt struct {
 	psn     uint32
 	ackReq  bool
 	payload []byte
-	exts    []func(p []byte, info *bth.Info)
+	exts    []rawpeer.Hdr
 	// hdr changes the encoded BTH before the ICRC is computed.
 	hdr func(b bth.BTH)
 	// trunc, if positive, keeps that many bytes of the packet before its
@@ -126,55 +103,18 @@ type pkt struct {
 	comment string
 }
 
-// withRETH sets the RETH.
-func withRETH(va uint64, rkey, n uint32) func(p []byte, i *bth.Info) {
-	return func(p []byte, i *bth.Info) { bth.RETH(p[i.Offset(bth.ExtRETH):]).Encode(va, rkey, n) }
-}
-
-// withAtomic sets the AtomicETH.
-func withAtomic(va uint64, rkey uint32, swapAdd, cmp uint64) func(p []byte, i *bth.Info) {
-	return func(p []byte, i *bth.Info) {
-		bth.AtomicETH(p[i.Offset(bth.ExtAtomicETH):]).Encode(va, rkey, swapAdd, cmp)
-	}
-}
-
-// withAETH sets the AETH.
-func withAETH(s bth.Syndrome, msn uint32) func(p []byte, i *bth.Info) {
-	return func(p []byte, i *bth.Info) { bth.AETH(p[i.Offset(bth.ExtAETH):]).Encode(s, msn) }
-}
-
-// withOrig sets an Atomic Acknowledge's original value.
-func withOrig(v uint64) func(p []byte, i *bth.Info) {
-	return func(p []byte, i *bth.Info) { bth.AtomicAckETH(p[i.Offset(bth.ExtAtomicAckETH):]).SetOrigData(v) }
-}
+// The extended headers a packet sets.
+var (
+	withRETH   = rawpeer.RETH
+	withAtomic = rawpeer.AtomicETH
+	withAETH   = rawpeer.AETH
+	withOrig   = rawpeer.OrigData
+)
 
 // build returns the datagram of p, at nic.Headroom in its buffer.
 func (r *rawEnd) build(p pkt) []byte {
-	o := bth.Outer{Src: r.src, Dst: r.dst, SrcPort: r.srcPort}
-	buf := make([]byte, nic.Headroom+bth.DraftLen(&o, p.op, len(p.payload)))
-	d := bth.NewDraft(buf[nic.Headroom:], &o, bth.BTHFields{OpCode: p.op, PKey: bth.DefaultPKey,
-		DestQP: p.qpn, AckReq: p.ackReq, PSN: bth.PSN(p.psn & bth.PSNMask)}, len(p.payload))
-	if p.op.Valid() {
-		for _, e := range p.exts {
-			e(d.RoCE(), d.Info())
-		}
-	}
-	copy(d.Payload(), p.payload)
-	if p.hdr != nil {
-		p.hdr(d.BTH())
-	}
-	d.Cut(p.trunc)
-	dg := d.Seal()
-	if p.after == nil {
-		return buf[:nic.Headroom+len(dg)]
-	}
-	// A spoiled or cut packet keeps the ICRC it was sealed with; only the
-	// outer headers' lengths follow its new size.
-	roce := p.after(append([]byte(nil), d.RoCE()...))
-	out := make([]byte, nic.Headroom+o.Len()+len(roce))
-	hl := o.Put(out[nic.Headroom:], len(roce))
-	copy(out[nic.Headroom+hl:], roce)
-	return out
+	return r.Build(rawpeer.Packet{Op: p.op, DestQP: p.qpn, PSN: p.psn, AckReq: p.ackReq, Payload: p.payload,
+		Headers: p.exts, BTH: p.hdr, Trunc: p.trunc, After: p.after})
 }
 
 // send sends packets in order.
@@ -186,7 +126,7 @@ func (r *rawEnd) send(ps ...pkt) error {
 			comments = append(comments, p.comment)
 		}
 		r.record(append([]byte(nil), b[nic.Headroom:]...), comments...)
-		if _, err := r.link.Send([]nic.Frame{{B: b, Off: nic.Headroom}}); err != nil {
+		if err := r.SendBuilt(b); err != nil {
 			return fmt.Errorf("sending %v: %w", p.op, err)
 		}
 	}
@@ -213,11 +153,11 @@ func (r *rawEnd) nextWithin(qpn, qpn2 uint32, d time.Duration, stop <-chan struc
 		select {
 		case <-stop:
 			return bth.Packet{}, errStopped
-		case rf, ok := <-r.rx:
+		case rf, ok := <-r.Rx:
 			if !ok {
 				return bth.Packet{}, errors.New("the link closed")
 			}
-			f, err := bth.DecodeIP(rf.dg)
+			f, err := bth.DecodeIP(rf.Datagram)
 			if err != nil {
 				return bth.Packet{}, fmt.Errorf("the peer sent an undecodable packet: %w", err)
 			}
@@ -234,7 +174,7 @@ func (r *rawEnd) nextWithin(qpn, qpn2 uint32, d time.Duration, stop <-chan struc
 			if r.swallow != nil && r.swallow(p) {
 				continue
 			}
-			r.lastAt, r.lastOp = rf.at, p.OpCode()
+			r.lastAt, r.lastOp = rf.At, p.OpCode()
 			return p, nil
 		case <-deadline:
 			return bth.Packet{}, errBackstop
@@ -242,13 +182,10 @@ func (r *rawEnd) nextWithin(qpn, qpn2 uint32, d time.Duration, stop <-chan struc
 	}
 }
 
-// describe names a packet for a report.
+// describe names a packet for a report: the one packet format (roced
+// decode's line) and its PSN relative to ref, as the cases count them.
 func describe(p bth.Packet, ref uint32) string {
-	s := fmt.Sprintf("%v psn %+d", p.OpCode(), psnDiff(uint32(p.BTH().PSN()), ref))
-	if a := p.AETH(); a != nil {
-		s += fmt.Sprintf(" %v msn %d", a.Syndrome(), a.MSN())
-	}
-	return s
+	return fmt.Sprintf("%s (psn %+d)", p.Summary(), psnDiff(uint32(p.BTH().PSN()), ref))
 }
 
 // psnDiff returns a-b in 24-bit PSN arithmetic, between -2^23 and 2^23.

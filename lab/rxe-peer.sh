@@ -3,8 +3,8 @@
 # 6.1, or trixie, kernel 6.12: RXE_PEER_SUITE) runs under qemu with Linux
 # Soft-RoCE (rdma_rxe) on its eth0 and the real RDMA tools; a tap device,
 # in a network namespace of its own, links it to this host, where roced
-# talks to the guest's rxe0. The interop harness (conformance/lab.go,
-# conformance/interop-lab.sh) drives it through the commands below; every
+# talks to the guest's rxe0. The interop harness (interop/lab.go,
+# interop/interop-lab.sh) drives it through the commands below; every
 # setting is an RXE_PEER_* variable (see `help`).
 #
 # The host kernel needs no RDMA support: rxe runs in the guest. Needs

@@ -455,7 +455,7 @@ func (a *annotator) annotate(i int, r *parsed, pk Packet) {
 	info := p.Info()
 	ar.OpCode, ar.PSN = p.OpCode(), h.PSN()
 	ar.Label = fmt.Sprintf("%s psn=0x%06x", info.Name, uint32(h.PSN()))
-	ar.Fields = fields(p)
+	ar.Fields = p.KeyFields() // the one packet format (roced decode's line)
 	a.marks(i, r, pk)
 	f := a.flows[r.key]
 	if r.deth || info.Transport == bth.TransportCNP {
@@ -758,53 +758,4 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-// fields is the packet's key fields besides the opcode and PSN.
-func fields(p bth.Packet) string {
-	var s []string
-	h := p.BTH()
-	info := p.Info()
-	if info.IsRequest() && info.Transport != bth.TransportUD {
-		if h.AckReq() {
-			s = append(s, "ackreq")
-		}
-	}
-	if h.SE() {
-		s = append(s, "se")
-	}
-	if dt := p.DETH(); dt != nil {
-		s = append(s, fmt.Sprintf("qkey=0x%x srcqp=0x%x", dt.QKey(), dt.SrcQP()))
-	}
-	if r := p.RETH(); r != nil {
-		s = append(s, fmt.Sprintf("va=0x%x rkey=0x%x dmalen=%d", r.VA(), r.RKey(), r.DMALen()))
-	}
-	if x := p.AtomicETH(); x != nil {
-		v := fmt.Sprintf("va=0x%x rkey=0x%x add=0x%x", x.VA(), x.RKey(), x.SwapAdd())
-		if info.Kind == bth.KindCompareSwap {
-			v = fmt.Sprintf("va=0x%x rkey=0x%x swap=0x%x compare=0x%x", x.VA(), x.RKey(), x.SwapAdd(), x.Compare())
-		}
-		s = append(s, v)
-	}
-	if x := p.ImmDt(); x != nil {
-		s = append(s, fmt.Sprintf("imm=0x%08x", x.Imm()))
-	}
-	if x := p.IETH(); x != nil {
-		s = append(s, fmt.Sprintf("inv rkey=0x%x", x.RKey()))
-	}
-	if x := p.AETH(); x != nil {
-		syn := x.Syndrome()
-		v := syn.String()
-		if syn.IsACK() {
-			v = "ACK"
-		}
-		s = append(s, fmt.Sprintf("%s msn=%d", v, x.MSN()))
-	}
-	if x := p.AtomicAckETH(); x != nil {
-		s = append(s, fmt.Sprintf("orig=0x%x", x.OrigData()))
-	}
-	if info.Payload {
-		s = append(s, fmt.Sprintf("payload=%d", p.PayloadLen()))
-	}
-	return strings.Join(s, " ")
 }

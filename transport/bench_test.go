@@ -3,7 +3,7 @@ package transport_test
 import (
 	"net/netip"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"context"
 	"fmt"
@@ -37,7 +37,7 @@ func BenchmarkEngine(b *testing.B) {
 
 func benchOp(b *testing.B, op transport.WROpcode, size int) {
 	const depth = 64
-	a, p, _ := rdmatest.MemPair(b, rdmatest.Options{MTU: transport.MTU4096, BufSize: depth * size, SQDepth: depth, RQDepth: depth,
+	a, p, _ := testharness.MemPair(b, testharness.Options{MTU: transport.MTU4096, BufSize: depth * size, SQDepth: depth, RQDepth: depth,
 		CQDepth: 4 * depth, Window: 512})
 	// The requests are reused, as a program's would be (Post copies them),
 	// so that allocs/op is the engine's own.
@@ -48,11 +48,11 @@ func benchOp(b *testing.B, op transport.WROpcode, size int) {
 		slot := (i % depth) * size
 		if op == transport.WRSend {
 			recvSGL[0] = p.MR.SGE(slot, size)
-			rdmatest.Must(b, p.QP.PostRecv(&rwr))
+			testharness.Must(b, p.QP.PostRecv(&rwr))
 		}
 		sendSGL[0] = a.MR.SGE(slot, size)
 		swr.RemoteAddr = p.MR.Addr() + uint64(slot)
-		rdmatest.Must(b, a.QP.PostSend(&swr))
+		testharness.Must(b, a.QP.PostSend(&swr))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -155,7 +155,7 @@ func BenchmarkPingPong(b *testing.B) {
 			s.Report(b)
 		})
 	}
-	var veth *rdmatest.Net // made once, for the veth rows, and kept until the end
+	var veth *testharness.Net // made once, for the veth rows, and kept until the end
 	var vethRawP50 time.Duration
 	outer := b
 	for _, link := range []string{"mem", "mem-busy", "mem-poll", "udp", "udp-busy", "udp-poll", "udp-multi-poll", "veth", "veth-poll", "afxdp", "afxdp-poll"} {
@@ -166,16 +166,16 @@ func BenchmarkPingPong(b *testing.B) {
 			// (PollProgress), and the links' receive goroutines sleep.
 			poll := strings.HasSuffix(link, "-poll")
 			busy := strings.HasSuffix(link, "-busy") || poll
-			o := rdmatest.Options{PollProgress: poll}
+			o := testharness.Options{PollProgress: poll}
 			if busy && !poll {
 				o.BusyPoll = busyPoll
 			}
 			o.MemDefaults()
-			var x, y *rdmatest.Peer
+			var x, y *testharness.Peer
 			switch {
 			case strings.HasPrefix(link, "mem"):
 				net := mem.NewNet(1)
-				x, y = rdmatest.NewMemPeer(b, net, "10.0.0.1", o), rdmatest.NewMemPeer(b, net, "10.0.0.2", o)
+				x, y = testharness.NewMemPeer(b, net, "10.0.0.1", o), testharness.NewMemPeer(b, net, "10.0.0.2", o)
 			case strings.HasPrefix(link, "udp-multi"):
 				// Each device on two addresses (nic.Multi), as
 				// libgoroce.so binds every GID; the traffic on the first.
@@ -184,7 +184,7 @@ func BenchmarkPingPong(b *testing.B) {
 				x, y = udpSide(b, xAddr, &o), udpSide(b, yAddr, &o)
 			default: // across a veth pair between two namespaces
 				if veth == nil {
-					veth = rdmatest.NewNet(outer, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU1024), Offloads: true})
+					veth = testharness.NewNet(outer, testharness.Config{MTU: testharness.VethMTU(transport.MTU1024), Offloads: true})
 					s, err := rawudp.PingPongIn(veth.A, veth.B, veth.A.IPv4, veth.B.IPv4, roceSend64, 5000, nil)
 					if err != nil {
 						b.Fatal(err)
@@ -192,15 +192,15 @@ func BenchmarkPingPong(b *testing.B) {
 					vethRawP50 = s.Quantile(0.5)
 					b.Logf("raw UDP across the veth: p50 %v p99 %v", s.Quantile(0.5), s.Quantile(0.99))
 				}
-				k := rdmatest.UDP
+				k := testharness.UDP
 				if strings.HasPrefix(link, "afxdp") {
-					k = rdmatest.AFXDPGeneric
+					k = testharness.AFXDPGeneric
 				}
-				x, y = rdmatest.Pair(b, veth, k, rdmatest.IPv4, o)
+				x, y = testharness.Pair(b, veth, k, testharness.IPv4, o)
 			}
 			if !strings.HasPrefix(link, "veth") && !strings.HasPrefix(link, "afxdp") {
-				rdmatest.ConnectQP(b, x, y, o, 1, 2)
-				rdmatest.ConnectQP(b, y, x, o, 2, 1)
+				testharness.ConnectQP(b, x, y, o, 1, 2)
+				testharness.ConnectQP(b, y, x, o, 2, 1)
 			}
 			ctx := context.Background()
 			wait1 := func(c *transport.CQ) {
@@ -224,21 +224,21 @@ func BenchmarkPingPong(b *testing.B) {
 			// them), so that allocs/op is the engine's own.
 			xr := &transport.RecvWR{SGL: []transport.SGE{x.MR.SGE(0, 64)}}
 			yr := &transport.RecvWR{SGL: []transport.SGE{y.MR.SGE(0, 64)}}
-			sends := map[*rdmatest.Peer]*transport.SendWR{
+			sends := map[*testharness.Peer]*transport.SendWR{
 				x: {Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{x.MR.SGE(0, 64)}},
 				y: {Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{y.MR.SGE(0, 64)}},
 			}
 			for range 8 {
-				rdmatest.Must(b, x.QP.PostRecv(xr))
-				rdmatest.Must(b, y.QP.PostRecv(yr))
+				testharness.Must(b, x.QP.PostRecv(xr))
+				testharness.Must(b, y.QP.PostRecv(yr))
 			}
-			send := func(s *rdmatest.Peer) { rdmatest.Must(b, s.QP.PostSend(sends[s])) }
+			send := func(s *testharness.Peer) { testharness.Must(b, s.QP.PostSend(sends[s])) }
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				for range b.N {
 					wait1(y.RCQ)
-					rdmatest.Must(b, y.QP.PostRecv(yr))
+					testharness.Must(b, y.QP.PostRecv(yr))
 					send(y)
 					wait1(y.SCQ)
 				}
@@ -251,7 +251,7 @@ func BenchmarkPingPong(b *testing.B) {
 				wait1(x.SCQ)
 				wait1(x.RCQ)
 				rtt = append(rtt, time.Since(t0))
-				rdmatest.Must(b, x.QP.PostRecv(xr))
+				testharness.Must(b, x.QP.PostRecv(xr))
 			}
 			<-done
 			b.StopTimer()
@@ -276,30 +276,30 @@ func BenchmarkPingPong(b *testing.B) {
 
 // udpSide opens one end over the UDP link on a loopback address, and on
 // more addresses joined by nic.Multi.
-func udpSide(t testing.TB, addr string, o *rdmatest.Options, more ...string) *rdmatest.Peer {
+func udpSide(t testing.TB, addr string, o *testharness.Options, more ...string) *testharness.Peer {
 	ad := netip.MustParseAddr(addr)
 	var l nic.Link
 	var err error
 	l, err = udp.Open(udp.Config{Addr: ad, BusyPoll: o.BusyPoll})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	if len(more) > 0 {
 		links := []nic.Link{l}
 		for _, a := range more {
 			m, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(a), BusyPoll: o.BusyPoll})
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 			links = append(links, m)
 		}
 		l, err = nic.NewMulti(links...)
-		rdmatest.Must(t, err)
+		testharness.Must(t, err)
 	}
 	d, err := transport.Open(l, transport.Options{PollProgress: o.PollProgress})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	t.Cleanup(func() { d.Close() })
-	s := &rdmatest.Peer{Dev: d, Addr: ad, PD: d.AllocPD(), SCQ: d.CreateCQ(64), RCQ: d.CreateCQ(64), Buf: make([]byte, 4096)}
+	s := &testharness.Peer{Dev: d, Addr: ad, PD: d.AllocPD(), SCQ: d.CreateCQ(64), RCQ: d.CreateCQ(64), Buf: make([]byte, 4096)}
 	s.MR, err = s.PD.Register(s.Buf, o.Access)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	s.QP, err = d.CreateQP(s.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ,
 		Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	return s
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/gopacket/gopacket/pcapgo"
 
@@ -150,7 +150,7 @@ func (r *recorder) get() []sig {
 // capSide is one end of a scenario: a peer, and the SRQ it receives
 // through and its address handle to the other end (UD), when it has them.
 type capSide struct {
-	*rdmatest.Peer
+	*testharness.Peer
 	srq *transport.SRQ
 	ah  *transport.AH
 }
@@ -181,7 +181,7 @@ func pingpong(size, n int) func(t *testing.T, c, s *capSide, ah *transport.AH) {
 				if x.srq != nil {
 					post = x.srq.PostRecv
 				}
-				rdmatest.Must(t, post(&transport.RecvWR{SGL: []transport.SGE{x.MR.SGE(0, size+extra)}}))
+				testharness.Must(t, post(&transport.RecvWR{SGL: []transport.SGE{x.MR.SGE(0, size+extra)}}))
 			}
 			for _, dir := range [][2]*capSide{{c, s}, {s, c}} {
 				from, to := dir[0], dir[1]
@@ -190,9 +190,9 @@ func pingpong(size, n int) func(t *testing.T, c, s *capSide, ah *transport.AH) {
 				if ah != nil {
 					wr.AH = from.ah
 				}
-				rdmatest.Must(t, from.QP.PostSend(&wr))
-				rdmatest.Wait(t, to.RCQ, 5*time.Second)
-				rdmatest.Wait(t, from.SCQ, 5*time.Second)
+				testharness.Must(t, from.QP.PostSend(&wr))
+				testharness.Wait(t, to.RCQ, 5*time.Second)
+				testharness.Wait(t, from.SCQ, 5*time.Second)
 			}
 		}
 	}
@@ -203,17 +203,17 @@ func stream(op transport.WROpcode, size, n int) func(t *testing.T, c, s *capSide
 	return func(t *testing.T, c, s *capSide, ah *transport.AH) {
 		for i := range n {
 			if op == transport.WRSend {
-				rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{s.MR.SGE(0, size+40)}}))
+				testharness.Must(t, s.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{s.MR.SGE(0, size+40)}}))
 			}
 			wr := transport.SendWR{WRID: uint64(i), Opcode: op, Flags: transport.Signaled, SGL: []transport.SGE{c.MR.SGE(0, size)},
 				RemoteAddr: s.MR.Addr(), RKey: s.MR.RKey(), CompareAdd: 1, AH: c.ah,
 				RemoteQPN: s.QP.QPN(), RemoteQKey: 0x11111111}
-			rdmatest.Must(t, c.QP.PostSend(&wr))
-			rdmatest.Wait(t, c.SCQ, 5*time.Second)
+			testharness.Must(t, c.QP.PostSend(&wr))
+			testharness.Wait(t, c.SCQ, 5*time.Second)
 		}
 		if op == transport.WRSend {
 			for range n {
-				rdmatest.Wait(t, s.RCQ, 5*time.Second)
+				testharness.Wait(t, s.RCQ, 5*time.Second)
 			}
 		}
 	}
@@ -245,7 +245,7 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 		t.Run(sc.capture, func(t *testing.T) {
 			wantC, wantS := captureSigs(t, sc.capture)
 			var recC, recS recorder
-			o := rdmatest.Options{Type: sc.typ, MTU: transport.MTU1024, RdAtomic: 1}
+			o := testharness.Options{Type: sc.typ, MTU: transport.MTU1024, RdAtomic: 1}
 			o.MemDefaults()
 			// rxe's lab runs over a 1500-byte link: active MTU 1024.
 			net := mem.NewNet(1)
@@ -254,19 +254,19 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 			if sc.srq {
 				var err error
 				s.srq, err = s.Dev.CreateSRQ(s.PD, transport.SRQAttr{MaxWR: 64, MaxSGE: 1})
-				rdmatest.Must(t, err)
-				rdmatest.Must(t, s.Dev.DestroyQP(s.QP))
+				testharness.Must(t, err)
+				testharness.Must(t, s.Dev.DestroyQP(s.QP))
 				s.QP, err = s.Dev.CreateQP(s.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: s.SCQ, RecvCQ: s.RCQ, SRQ: s.srq,
 					Cap: transport.QPCap{MaxSendWR: 64, MaxSendSGE: 1}})
-				rdmatest.Must(t, err)
+				testharness.Must(t, err)
 			}
-			rdmatest.ConnectQP(t, c.Peer, s.Peer, o, 1, 2)
-			rdmatest.ConnectQP(t, s.Peer, c.Peer, o, 2, 1)
+			testharness.ConnectQP(t, c.Peer, s.Peer, o, 1, 2)
+			testharness.ConnectQP(t, s.Peer, c.Peer, o, 2, 1)
 			if sc.typ == transport.UD {
 				for _, x := range [][2]*capSide{{c, s}, {s, c}} {
 					g, _ := x[1].Dev.GID(1)
 					ah, err := x[0].Dev.CreateAH(x[0].PD, transport.AHAttr{DGID: g, SGIDIndex: 1})
-					rdmatest.Must(t, err)
+					testharness.Must(t, err)
 					x[0].ah = ah
 				}
 			}
@@ -282,22 +282,22 @@ func TestEmitsWhatRxeEmits(t *testing.T) {
 	}
 }
 
-func newTracedSide(t *testing.T, net *mem.Net, addr string, o *rdmatest.Options, trace func(bool, []byte)) *capSide {
+func newTracedSide(t *testing.T, net *mem.Net, addr string, o *testharness.Options, trace func(bool, []byte)) *capSide {
 	a := netip.MustParseAddr(addr)
 	l, err := net.Attach(a, mem.Options{MTU: 1500})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	// A clock that never moves: on a lossless link a retransmission would
 	// only be the machine being slow, and would add a request rxe never
 	// sent.
 	d, err := transport.Open(l, transport.Options{Trace: trace, Clock: manualclock.New()})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	t.Cleanup(func() { d.Close() })
-	s := &capSide{Peer: &rdmatest.Peer{Dev: d, Mem: l, Addr: a, PD: d.AllocPD(), SCQ: d.CreateCQ(512), RCQ: d.CreateCQ(512), Buf: make([]byte, 1<<16)}}
+	s := &capSide{Peer: &testharness.Peer{Dev: d, Mem: l, Addr: a, PD: d.AllocPD(), SCQ: d.CreateCQ(512), RCQ: d.CreateCQ(512), Buf: make([]byte, 1<<16)}}
 	s.MR, err = s.PD.Register(s.Buf, o.Access)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	s.QP, err = d.CreateQP(s.PD, transport.QPInitAttr{Type: o.Type, SendCQ: s.SCQ, RecvCQ: s.RCQ,
 		Cap: transport.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	return s
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/transport"
@@ -19,20 +19,20 @@ import (
 // outstanding flushes every work request, wakes every waiter, and leaves
 // a completion queued before it to be polled.
 func TestCloseFlushesAndWakes(t *testing.T) {
-	a, b, net := rdmatest.MemPair(t, rdmatest.Options{})
+	a, b, net := testharness.MemPair(t, testharness.Options{})
 	// One SEND completes before Close and stays queued, unpolled.
-	rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 50, SGL: []transport.SGE{b.MR.SGE(0, 64)}}))
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
+	testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 50, SGL: []transport.SGE{b.MR.SGE(0, 64)}}))
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	rdmatest.Must(t, a.SCQ.Wait(ctx))
+	testharness.Must(t, a.SCQ.Wait(ctx))
 	// Then the link to b loses everything: three sends stay outstanding.
 	net.SetFilter(a.Addr, b.Addr, func([]byte) mem.Verdict { return mem.Drop })
 	for i := range 3 {
-		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(2 + i), Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
+		testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(2 + i), Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
 	}
 	for i := range 2 {
-		rdmatest.Must(t, a.QP.PostRecv(&transport.RecvWR{WRID: uint64(100 + i), SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
+		testharness.Must(t, a.QP.PostRecv(&transport.RecvWR{WRID: uint64(100 + i), SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
 	}
 	idle := a.Dev.CreateCQ(4) // no QP uses it: only Close can wake its waiters
 	idle.ReqNotify(false)
@@ -60,7 +60,7 @@ func TestCloseFlushesAndWakes(t *testing.T) {
 		}
 	}()
 
-	rdmatest.Must(t, a.Dev.Close())
+	testharness.Must(t, a.Dev.Close())
 
 	for range 3 {
 		select {
@@ -105,22 +105,22 @@ func drain(t *testing.T, c *transport.CQ, want []transport.WC) {
 // TestCallsAfterClose: every call that creates, posts, modifies,
 // registers, destroys or waits returns an error wrapping ErrClosed.
 func TestCallsAfterClose(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
+	a, b, _ := testharness.MemPair(t, testharness.Options{})
 	d := a.Dev
 	srq, err := d.CreateSRQ(a.PD, transport.SRQAttr{MaxWR: 4, MaxSGE: 1})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	g, _ := b.Dev.GID(1)
 	ah, err := d.CreateAH(a.PD, transport.AHAttr{DGID: g, SGIDIndex: 1, PortNum: 1})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	spare, err := d.CreateQP(a.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ,
 		Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	gone, err := d.CreateQP(a.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ,
 		Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
-	rdmatest.Must(t, err)
-	rdmatest.Must(t, d.DestroyQP(gone)) // destroyed before Close: Close never sees it
-	rdmatest.Must(t, d.Close())
-	rdmatest.Must(t, d.Close()) // idempotent
+	testharness.Must(t, err)
+	testharness.Must(t, d.DestroyQP(gone)) // destroyed before Close: Close never sees it
+	testharness.Must(t, d.Close())
+	testharness.Must(t, d.Close()) // idempotent
 
 	send := transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 8)}}
 	recv := transport.RecvWR{SGL: []transport.SGE{a.MR.SGE(0, 8)}}
@@ -177,7 +177,7 @@ func TestCallsAfterClose(t *testing.T) {
 		}
 	}
 	// The other device is untouched.
-	rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, 8)}}))
+	testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, 8)}}))
 }
 
 // TestCloseRacesPostsAndPolls closes a device while goroutines post
@@ -185,7 +185,7 @@ func TestCallsAfterClose(t *testing.T) {
 // a post accepted completed exactly once (success or flush) and that
 // every goroutine ended with ErrClosed. Run it under -race.
 func TestCloseRacesPostsAndPolls(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
+	a, b, _ := testharness.MemPair(t, testharness.Options{})
 	var posted, completed [2]atomic.Int64 // [0] sends, [1] receives
 	started := make(chan struct{})
 	var startOnce sync.Once
@@ -246,7 +246,7 @@ func TestCloseRacesPostsAndPolls(t *testing.T) {
 	case <-time.After(waitBound):
 		t.Fatal("posts did not get going")
 	}
-	rdmatest.Must(t, a.Dev.Close())
+	testharness.Must(t, a.Dev.Close())
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {

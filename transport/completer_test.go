@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/transport"
@@ -30,9 +30,9 @@ func (r *rawPeer) ackTo(syn bth.Syndrome, psn uint32, msn uint32) {
 	r.send(bth.RCAcknowledge, psn, false, nil, aeth(syn, msn))
 }
 
-func sendN(t *testing.T, s *rdmatest.Peer, n int, size int) {
+func sendN(t *testing.T, s *testharness.Peer, n int, size int) {
 	for i := range n {
-		rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, Flags: transport.Signaled,
+		testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, Flags: transport.Signaled,
 			SGL: []transport.SGE{s.MR.SGE(0, size)}}))
 	}
 }
@@ -42,14 +42,14 @@ func sendN(t *testing.T, s *rdmatest.Peer, n int, size int) {
 // and r.quiet proves that nothing was sent, without waiting for silence.
 
 func TestCompleterCoalescedACK(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
+	s, r, _ := newRaw(t, testharness.Options{Timeout: 16})
 	sendN(t, s, 3, 10)
 	for i := range 3 {
 		r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
 	}
 	r.ackTo(ack, sPSN+2, 3) // one ACK for all three
 	for i := range 3 {
-		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) || wc.Status != transport.Success {
+		if wc := testharness.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) || wc.Status != transport.Success {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}
@@ -68,7 +68,7 @@ func TestCompleterCoalescedACK(t *testing.T) {
 }
 
 func TestCompleterSequenceNAK(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{})
+	s, r, _ := newRaw(t, testharness.Options{})
 	sendN(t, s, 4, 10)
 	for i := range 4 {
 		r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
@@ -78,13 +78,13 @@ func TestCompleterSequenceNAK(t *testing.T) {
 	r.expectReq(bth.RCSendOnly, sPSN+2)
 	r.expectReq(bth.RCSendOnly, sPSN+3)
 	for i := range 2 {
-		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) {
+		if wc := testharness.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) {
 			t.Fatalf("completion %+v", wc)
 		}
 	}
 	r.ackTo(ack, sPSN+3, 4)
-	rdmatest.Wait(t, s.SCQ, time.Second)
-	rdmatest.Wait(t, s.SCQ, time.Second)
+	testharness.Wait(t, s.SCQ, time.Second)
+	testharness.Wait(t, s.SCQ, time.Second)
 	c := s.Dev.Counters()
 	if c.RcvdSeqErr.Load() != 1 || c.RetransmittedPkts.Load() != 2 {
 		t.Fatalf("rcvd_seq_err %d retransmitted %d", c.RcvdSeqErr.Load(), c.RetransmittedPkts.Load())
@@ -102,7 +102,7 @@ func TestCompleterErrorNAKs(t *testing.T) {
 		{nakOp, transport.RemOpErr, 0x89},
 	} {
 		t.Run(c.want.String(), func(t *testing.T) {
-			s, r, _ := newRaw(t, rdmatest.Options{})
+			s, r, _ := newRaw(t, testharness.Options{})
 			sendN(t, s, 3, 10)
 			for i := range 3 {
 				r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
@@ -111,7 +111,7 @@ func TestCompleterErrorNAKs(t *testing.T) {
 			// The first is acknowledged by the NAK; the second failed; the
 			// third is flushed; the QP is in ERR (IBA 9.9.3.1).
 			for i, st := range []transport.WCStatus{transport.Success, c.want, transport.WRFlushErr} {
-				wc := rdmatest.Wait(t, s.SCQ, time.Second)
+				wc := testharness.Wait(t, s.SCQ, time.Second)
 				if wc.WRID != uint64(i) || wc.Status != st {
 					t.Fatalf("completion %d: %+v, want %v", i, wc, st)
 				}
@@ -139,7 +139,7 @@ func TestCompleterRNR(t *testing.T) {
 		{"rnr_retry 7 retries for ever", 7, 25, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, r, _ := newRaw(t, rdmatest.Options{RNRRetry: c.rnrRetry, NoRNRRetry: c.rnrRetry == 0, Timeout: 16})
+			s, r, _ := newRaw(t, testharness.Options{RNRRetry: c.rnrRetry, NoRNRRetry: c.rnrRetry == 0, Timeout: 16})
 			sendN(t, s, 1, 10)
 			r.expectReq(bth.RCSendOnly, sPSN)
 			for i := range c.naks {
@@ -153,12 +153,12 @@ func TestCompleterRNR(t *testing.T) {
 			}
 			if c.ok {
 				r.ackTo(ack, sPSN, 1)
-				if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != transport.Success {
+				if wc := testharness.Wait(t, s.SCQ, time.Second); wc.Status != transport.Success {
 					t.Fatalf("completion %+v", wc)
 				}
 				return
 			}
-			if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != transport.RNRRetryExcErr {
+			if wc := testharness.Wait(t, s.SCQ, time.Second); wc.Status != transport.RNRRetryExcErr {
 				t.Fatalf("completion %+v, want RNR retry exceeded", wc)
 			}
 			if s.QP.State() != transport.Err {
@@ -169,7 +169,7 @@ func TestCompleterRNR(t *testing.T) {
 }
 
 func TestCompleterRNRTimer(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{})
+	s, r, _ := newRaw(t, testharness.Options{})
 	sendN(t, s, 1, 10)
 	r.expectReq(bth.RCSendOnly, sPSN)
 	r.ackTo(bth.RNRNAKSyndrome(18), sPSN, 0) // 5.12 ms
@@ -183,7 +183,7 @@ func TestCompleterRNRTimer(t *testing.T) {
 func TestCompleterRetryExhaustion(t *testing.T) {
 	// timeout 10 = 4.19 ms; retry_cnt 3: the first transmission and three
 	// retries, then RETRY_EXC_ERR.
-	o := rdmatest.Options{Timeout: 10, Retry: 3}
+	o := testharness.Options{Timeout: 10, Retry: 3}
 	const rto = 4096 << 10 * time.Nanosecond
 	s, r, _ := newRaw(t, o)
 	sendN(t, s, 2, 10)
@@ -197,11 +197,11 @@ func TestCompleterRetryExhaustion(t *testing.T) {
 		r.quiet() // no retry a nanosecond before the timeout
 		r.clk.Advance(time.Nanosecond)
 	}
-	wc := rdmatest.Wait(t, s.SCQ, time.Second)
+	wc := testharness.Wait(t, s.SCQ, time.Second)
 	if wc.Status != transport.RetryExcErr || wc.WRID != 0 || wc.VendorErr != transport.VendorRetryExceeded {
 		t.Fatalf("completion %+v, want retry exceeded with mlx5's vendor_err 0x81", wc)
 	}
-	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != transport.WRFlushErr {
+	if wc := testharness.Wait(t, s.SCQ, time.Second); wc.Status != transport.WRFlushErr {
 		t.Fatalf("completion %+v", wc)
 	}
 	r.clk.Advance(time.Hour) // no timer is left to send anything
@@ -225,7 +225,7 @@ func expectProbe(r *rawPeer, psn uint32) {
 func TestCompleterProgressResetsRetries(t *testing.T) {
 	// With retry_cnt 1, two losses in a row fail, but a loss, progress, and
 	// a loss again does not: the count is of consecutive retries.
-	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 8, Retry: 1})
+	s, r, _ := newRaw(t, testharness.Options{Timeout: 8, Retry: 1})
 	const rto = 4096 << 8 * time.Nanosecond
 	sendN(t, s, 2, 10)
 	r.expectReq(bth.RCSendOnly, sPSN)
@@ -239,15 +239,15 @@ func TestCompleterProgressResetsRetries(t *testing.T) {
 	expectProbe(r, sPSN+1) // timed out again, after progress
 	r.ackTo(ack, sPSN+1, 2)
 	for range 2 {
-		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != transport.Success {
+		if wc := testharness.Wait(t, s.SCQ, time.Second); wc.Status != transport.Success {
 			t.Fatalf("completion %+v", wc)
 		}
 	}
 }
 
 func TestCompleterReadResponses(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
-	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+	s, r, _ := newRaw(t, testharness.Options{Timeout: 16})
+	testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
 		SGL: []transport.SGE{s.MR.SGE(0, 4000)}, RemoteAddr: 0x10000, RKey: 0x77}))
 	p := r.expectReq(bth.RCReadRequest, sPSN)
 	if rh := p.RETH(); rh.VA() != 0x10000 || rh.DMALen() != 4000 || !p.BTH().AckReq() {
@@ -268,16 +268,16 @@ func TestCompleterReadResponses(t *testing.T) {
 	r.send(bth.RCReadResponseFirst, sPSN+1, false, data[1024:2048], aeth(ack, 1))
 	r.send(bth.RCReadResponseMiddle, sPSN+2, false, data[2048:3072])
 	r.send(bth.RCReadResponseLast, sPSN+3, false, data[3072:], aeth(ack, 1))
-	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != transport.Success || wc.Opcode != transport.OpRDMARead {
+	if wc := testharness.Wait(t, s.SCQ, time.Second); wc.Status != transport.Success || wc.Opcode != transport.OpRDMARead {
 		t.Fatalf("completion %+v", wc)
 	}
 	if !bytes.Equal(s.Buf[:4000], data) {
 		t.Fatal("READ data differs")
 	}
 	// An ACK past a READ whose responses never came means they were lost.
-	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+	testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
 		SGL: []transport.SGE{s.MR.SGE(0, 10)}, RemoteAddr: 0x20000, RKey: 0x77}))
-	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{s.MR.SGE(0, 10)}}))
+	testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{s.MR.SGE(0, 10)}}))
 	r.expectReq(bth.RCReadRequest, sPSN+4)
 	r.expectReq(bth.RCSendOnly, sPSN+5)
 	r.ackTo(ack, sPSN+5, 3)
@@ -285,9 +285,9 @@ func TestCompleterReadResponses(t *testing.T) {
 }
 
 func TestCompleterMaxRdAtomic(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{RdAtomic: 2, Timeout: 16})
+	s, r, _ := newRaw(t, testharness.Options{RdAtomic: 2, Timeout: 16})
 	for i := range 4 {
-		rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+		testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRRDMARead, Flags: transport.Signaled,
 			SGL: []transport.SGE{s.MR.SGE(i*8, 8)}, RemoteAddr: 0x1000, RKey: 1}))
 	}
 	// Only two READs go out until one completes.
@@ -300,9 +300,9 @@ func TestCompleterMaxRdAtomic(t *testing.T) {
 }
 
 func TestCompleterFence(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
-	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMARead, SGL: []transport.SGE{s.MR.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1}))
-	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Fence, SGL: []transport.SGE{s.MR.SGE(0, 8)}}))
+	s, r, _ := newRaw(t, testharness.Options{Timeout: 16})
+	testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMARead, SGL: []transport.SGE{s.MR.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 1}))
+	testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Fence, SGL: []transport.SGE{s.MR.SGE(0, 8)}}))
 	r.expectReq(bth.RCReadRequest, sPSN)
 	r.quiet() // the fenced SEND waits for the READ
 	r.send(bth.RCReadResponseOnly, sPSN, false, make([]byte, 8), aeth(ack, 1))
@@ -317,7 +317,7 @@ func TestCompleterReorderedNAKPair(t *testing.T) {
 	// them again (qp.reorderEcho). Any other NAK still goes back at once, and
 	// if the resent packet was lost too the local ACK timer recovers it.
 	const rto = 4096 << 14 * time.Nanosecond
-	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 14, Retry: 7, Window: 8})
+	s, r, _ := newRaw(t, testharness.Options{Timeout: 14, Retry: 7, Window: 8})
 	expect := func(from, to int) {
 		t.Helper()
 		for i := from; i <= to; i++ {
@@ -349,7 +349,7 @@ func TestCompleterReorderedNAKPair(t *testing.T) {
 	expect(12, 15)
 	r.ackTo(ack, sPSN+15, 16)
 	for i := range 16 {
-		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i%8) || wc.Status != transport.Success {
+		if wc := testharness.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i%8) || wc.Status != transport.Success {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}
@@ -367,7 +367,7 @@ func TestCompleterTimeoutResendsOldestAlone(t *testing.T) {
 	// again at the first response that shows progress. Before, each
 	// timeout resent the whole window, lengthening that queue.
 	const rto = 4096 << 14 * time.Nanosecond
-	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 14, Retry: 7, Window: 8})
+	s, r, _ := newRaw(t, testharness.Options{Timeout: 14, Retry: 7, Window: 8})
 	sendN(t, s, 8, 10)
 	for i := range 8 {
 		r.expectReq(bth.RCSendOnly, sPSN+uint32(i))
@@ -384,7 +384,7 @@ func TestCompleterTimeoutResendsOldestAlone(t *testing.T) {
 	}
 	r.ackTo(ack, sPSN+7, 8)
 	for i := range 8 {
-		if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) || wc.Status != transport.Success {
+		if wc := testharness.Wait(t, s.SCQ, time.Second); wc.WRID != uint64(i) || wc.Status != transport.Success {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}
@@ -408,9 +408,9 @@ func TestCompleterReadReorderedResponse(t *testing.T) {
 		burstEnd int // the old burst goes on from 3 to this one
 	}{{"echo only", 5, 3}, {"long burst", 7, 5}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16})
+			s, r, _ := newRaw(t, testharness.Options{Timeout: 16})
 			size := tc.packets*1024 - 120
-			rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+			testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
 				SGL: []transport.SGE{s.MR.SGE(0, size)}, RemoteAddr: 0x10000, RKey: 0x77}))
 			r.expectReq(bth.RCReadRequest, sPSN)
 			data := make([]byte, size)
@@ -433,7 +433,7 @@ func TestCompleterReadReorderedResponse(t *testing.T) {
 				r.send(bth.RCReadResponseMiddle, sPSN+uint32(i), false, chunk(i))
 			}
 			r.send(bth.RCReadResponseLast, sPSN+uint32(last), false, chunk(last), aeth(ack, 1))
-			if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.Status != transport.Success || wc.Opcode != transport.OpRDMARead {
+			if wc := testharness.Wait(t, s.SCQ, time.Second); wc.Status != transport.Success || wc.Opcode != transport.OpRDMARead {
 				t.Fatalf("completion %+v", wc)
 			}
 			if !bytes.Equal(s.Buf[:size], data) {

@@ -10,7 +10,7 @@ import (
 	"github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/internal/manualclock"
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/fault"
 	"github.com/goroce/goroce/nic/mem"
@@ -29,7 +29,7 @@ func ccCounter(d *transport.Device, name string) uint64 {
 // markingPair is two in-memory peers on a manual clock whose links mark
 // CE every packet a rule matches (nic/fault's ecn action), each device's
 // outgoing datagrams recorded.
-func markingPair(t *testing.T, rule string, cc transport.CongestionOptions) (a, b *rdmatest.Peer, clk *manualclock.Clock, sent func(who string) [][]byte) {
+func markingPair(t *testing.T, rule string, cc transport.CongestionOptions) (a, b *testharness.Peer, clk *manualclock.Clock, sent func(who string) [][]byte) {
 	t.Helper()
 	r, err := fault.ParseRule(rule)
 	if err != nil {
@@ -38,7 +38,7 @@ func markingPair(t *testing.T, rule string, cc transport.CongestionOptions) (a, 
 	clk = manualclock.New()
 	var mu sync.Mutex
 	out := map[string][][]byte{}
-	a, b, _ = rdmatest.MemPair(t, rdmatest.Options{Clock: clk, Congestion: cc,
+	a, b, _ = testharness.MemPair(t, testharness.Options{Clock: clk, Congestion: cc,
 		Wrap: func(l *mem.Link) nic.Link { return fault.Wrap(l, fault.Config{Rules: []fault.Rule{r}}) },
 		Trace: func(who string) func(bool, []byte) {
 			return func(o bool, dg []byte) {
@@ -56,11 +56,11 @@ func markingPair(t *testing.T, rule string, cc transport.CongestionOptions) (a, 
 	}
 }
 
-func writeOnce(t *testing.T, a, b *rdmatest.Peer, wrid uint64, n int) {
+func writeOnce(t *testing.T, a, b *testharness.Peer, wrid uint64, n int) {
 	t.Helper()
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: wrid, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: wrid, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
 		SGL: []transport.SGE{a.MR.SGE(0, n)}, RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}))
-	if wc := rdmatest.Wait(t, a.SCQ, timeoutShort); wc.WRID != wrid || wc.Status != transport.Success {
+	if wc := testharness.Wait(t, a.SCQ, timeoutShort); wc.WRID != wrid || wc.Status != transport.Success {
 		t.Fatalf("WRITE %d: %+v", wrid, wc)
 	}
 }
@@ -164,7 +164,7 @@ func TestCongestionPacing(t *testing.T) {
 		t.Fatalf("rate %.1f Mb/s limited %v, want 8 (rp_rate_to_set_on_first_cnp)", rate, on)
 	}
 	before := ccCounter(a.Dev, "sent_pkts")
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
 		SGL: []transport.SGE{a.MR.SGE(0, 4096)}, RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}))
 	// The post ran the requester: the pacer let one packet go.
 	if got := ccCounter(a.Dev, "sent_pkts") - before; got != 1 {
@@ -180,7 +180,7 @@ func TestCongestionPacing(t *testing.T) {
 		t.Fatalf("%d packets after %v, want 2", got, gap+10*time.Microsecond)
 	}
 	clk.Advance(3 * gap)
-	if wc := rdmatest.Wait(t, a.SCQ, timeoutShort); wc.WRID != 2 || wc.Status != transport.Success {
+	if wc := testharness.Wait(t, a.SCQ, timeoutShort); wc.WRID != 2 || wc.Status != transport.Success {
 		t.Fatalf("paced WRITE: %+v", wc)
 	}
 	if got := ccCounter(a.Dev, "sent_pkts") - before; got != 4 {

@@ -204,7 +204,8 @@ func (d *Death) Explain() string {
 	return b.String()
 }
 
-// describe gives one traced packet's opcode, PSN and key fields.
+// describe gives one traced packet's opcode, PSN and key fields, in the
+// one packet format (roced decode's line).
 func describe(t TracedPacket) string {
 	f, err := bth.DecodeSealed(t.Datagram())
 	if err != nil {
@@ -214,17 +215,7 @@ func describe(t TracedPacket) string {
 	if err != nil {
 		return fmt.Sprintf("%d bytes: %v", t.Len, err)
 	}
-	h := p.BTH()
-	s := fmt.Sprintf("%v PSN 0x%06x to QP 0x%06x", h.OpCode(), uint32(h.PSN()), h.DestQP())
-	if p.Info().Headers.Has(bth.ExtAETH) {
-		a := p.AETH()
-		s += fmt.Sprintf(" %v MSN %d", a.Syndrome(), a.MSN())
-	}
-	if p.Info().Headers.Has(bth.ExtRETH) {
-		r := p.RETH()
-		s += fmt.Sprintf(" rkey 0x%x va 0x%x len %d", r.RKey(), r.VA(), r.DMALen())
-	}
-	return s
+	return p.Summary()
 }
 
 // traceRing is a QP's flight recorder: its last TraceLen packets, each cut

@@ -84,7 +84,9 @@ func TestDeathNAKRemoteAccess(t *testing.T) {
 	}
 	sameTrace(t, d, "-> "+bth.RCWriteOnly.String(), "<- "+bth.RCAcknowledge.String()+" "+bth.NAKSyndrome(bth.NAKRemoteAccessError).String())
 	ex := d.Explain()
-	for _, w := range []string{"NAK Remote Access Error received", "PSN 0x000005", "IBA 9.9.3", "work request 77", "rkey 0xbad"} {
+	for _, w := range []string{"NAK Remote Access Error received", "PSN 0x000005", "IBA 9.9.3", "work request 77", "rkey 0xbad",
+		// the trace's lines are the one packet format, bth.Packet.Summary
+		"-> RC RDMA WRITE Only qpn=", "psn=0x000005 ackreq=1 reth va=0x1000 rkey=0xbad dmalen=16 payload=16"} {
 		if !strings.Contains(ex, w) {
 			t.Errorf("Explain lacks %q:\n%s", w, ex)
 		}

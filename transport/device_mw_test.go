@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic/mem"
@@ -20,9 +20,9 @@ const mwAccess = transport.LocalWrite | transport.RemoteWrite | transport.Remote
 
 // mwPair connects two RC QPs and registers on b a 64 KiB target region
 // with the bind right.
-func mwPair(t *testing.T) (a, b *rdmatest.Peer, target *transport.MR) {
+func mwPair(t *testing.T) (a, b *testharness.Peer, target *transport.MR) {
 	t.Helper()
-	a, b, _ = rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4})
+	a, b, _ = testharness.MemPair(t, testharness.Options{Access: mwAccess, RdAtomic: 4})
 	target, err := b.PD.Register(make([]byte, 64<<10), transport.LocalWrite|transport.MWBind)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func mwPair(t *testing.T) (a, b *rdmatest.Peer, target *transport.MR) {
 // opcode.
 func waitOp(t *testing.T, c *transport.CQ, wrID uint64, op transport.WCOpcode, st transport.WCStatus) {
 	t.Helper()
-	wc := rdmatest.Wait(t, c, 5*time.Second)
+	wc := testharness.Wait(t, c, 5*time.Second)
 	if wc.WRID != wrID || wc.Opcode != op || wc.Status != st {
 		t.Fatalf("completion %+v, want wr_id %d %v %v", wc, wrID, op, st)
 	}
@@ -42,12 +42,12 @@ func waitOp(t *testing.T, c *transport.CQ, wrID uint64, op transport.WCOpcode, s
 
 // remoteWrite WRITEs n bytes of a's region (filled with seed) to addr
 // through rkey and returns the completion's status.
-func remoteWrite(t *testing.T, a *rdmatest.Peer, rkey uint32, addr uint64, n int, seed byte) transport.WCStatus {
+func remoteWrite(t *testing.T, a *testharness.Peer, rkey uint32, addr uint64, n int, seed byte) transport.WCStatus {
 	t.Helper()
 	fill(a.Buf[:n], seed)
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 77, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 77, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
 		SGL: []transport.SGE{a.MR.SGE(0, n)}, RemoteAddr: addr, RKey: rkey}))
-	wc := rdmatest.Wait(t, a.SCQ, 5*time.Second)
+	wc := testharness.Wait(t, a.SCQ, 5*time.Second)
 	if wc.WRID != 77 {
 		t.Fatalf("write completion %+v", wc)
 	}
@@ -90,7 +90,7 @@ func TestMWType1(t *testing.T) {
 		t.Fatal("write through the window changed bytes outside it")
 	}
 	// The window grants no READ, though the QP does.
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 5, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 5, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
 		SGL: []transport.SGE{a.MR.SGE(0, 8)}, RemoteAddr: win.Addr, RKey: key}))
 	waitOp(t, a.SCQ, 5, transport.OpRDMARead, transport.RemAccessErr)
 	ev := waitEvent(t, b.Dev)
@@ -120,7 +120,7 @@ func TestMWType1Range(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, err := b.QP.BindMW(w, transport.BindInfo{MR: target, Addr: target.Addr() + 4096, Length: 4096, Access: transport.RemoteWrite}, 1, transport.Signaled)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	waitOp(t, b.SCQ, 1, transport.OpBindMW, transport.Success)
 	if st := remoteWrite(t, a, key, target.Addr()+4097, 4096, 1); st != transport.RemAccessErr {
 		t.Fatalf("write one byte past the window: %v", st)
@@ -135,11 +135,11 @@ func TestMWType1Range(t *testing.T) {
 func TestMWType1Rebind(t *testing.T) {
 	a, b, target := mwPair(t)
 	w, err := b.PD.AllocMW(transport.MWType1)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	k1, err := b.QP.BindMW(w, transport.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: transport.RemoteWrite}, 1, transport.Signaled)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	k2, err := b.QP.BindMW(w, transport.BindInfo{MR: target, Addr: target.Addr() + 8192, Length: 4096, Access: transport.RemoteWrite}, 2, transport.Signaled)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	if k2 != transport.IncRKey(k1) {
 		t.Fatalf("second bind's key 0x%x, want 0x%x", k2, transport.IncRKey(k1))
 	}
@@ -149,13 +149,13 @@ func TestMWType1Rebind(t *testing.T) {
 		t.Fatalf("write through the moved window: %v", st)
 	}
 	k3, err := b.QP.BindMW(w, transport.BindInfo{}, 3, transport.Signaled)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	waitOp(t, b.SCQ, 3, transport.OpBindMW, transport.Success)
 	if _, ok := w.Bound(); ok || w.RKey() != k3 {
 		t.Fatalf("after unbinding: bound %v, rkey 0x%x want 0x%x", ok, w.RKey(), k3)
 	}
 	// The region can go once no window is bound to it.
-	rdmatest.Must(t, target.Dereg())
+	testharness.Must(t, target.Dereg())
 	if st := remoteWrite(t, a, k2, target.Addr()+8192, 16, 9); st != transport.RemAccessErr {
 		t.Fatalf("write through the old key: %v", st)
 	}
@@ -167,11 +167,11 @@ func TestMWType1Rebind(t *testing.T) {
 func TestMWType2(t *testing.T) {
 	a, b, target := mwPair(t)
 	w, err := b.PD.AllocMW(transport.MWType2)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	bind := func(wrID uint64, off uint64) uint32 {
 		t.Helper()
 		key := transport.IncRKey(w.RKey())
-		rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRBindMW, Flags: transport.Signaled,
+		testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRBindMW, Flags: transport.Signaled,
 			Bind: transport.MWBindWR{MW: w, RKey: key, Info: transport.BindInfo{MR: target, Addr: target.Addr() + off, Length: 1024,
 				Access: transport.RemoteRead | transport.RemoteWrite | transport.RemoteAtomic}}}))
 		waitOp(t, b.SCQ, wrID, transport.OpBindMW, transport.Success)
@@ -182,12 +182,12 @@ func TestMWType2(t *testing.T) {
 		t.Fatalf("write through the type 2 window: %v", st)
 	}
 	// An atomic through it.
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 6, Opcode: transport.WRAtomicFetchAndAdd, Flags: transport.Signaled,
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 6, Opcode: transport.WRAtomicFetchAndAdd, Flags: transport.Signaled,
 		SGL: []transport.SGE{a.MR.SGE(4096, 8)}, RemoteAddr: target.Addr() + 8, RKey: k1, CompareAdd: 1}))
 	waitOp(t, a.SCQ, 6, transport.OpFetchAdd, transport.Success)
 
 	// LOCAL_INV: the window is free, its key dead.
-	rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: k1}))
+	testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: k1}))
 	waitOp(t, b.SCQ, 2, transport.OpLocalInv, transport.Success)
 	if _, ok := w.Bound(); ok {
 		t.Fatal("bound after LOCAL_INV")
@@ -199,11 +199,11 @@ func TestMWType2(t *testing.T) {
 	if k2 == k1 {
 		t.Fatal("the same key twice")
 	}
-	rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 4, SGL: []transport.SGE{b.MR.SGE(0, 64)}}))
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 7, Opcode: transport.WRSendWithInv, Flags: transport.Signaled,
+	testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 4, SGL: []transport.SGE{b.MR.SGE(0, 64)}}))
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 7, Opcode: transport.WRSendWithInv, Flags: transport.Signaled,
 		SGL: []transport.SGE{a.MR.SGE(0, 8)}, InvRKey: k2}))
 	waitOp(t, a.SCQ, 7, transport.OpSend, transport.Success)
-	rc := rdmatest.Wait(t, b.RCQ, 5*time.Second)
+	rc := testharness.Wait(t, b.RCQ, 5*time.Second)
 	if rc.Status != transport.Success || rc.Flags&transport.WithInv == 0 || rc.InvalidatedRKey != k2 {
 		t.Fatalf("receive %+v", rc)
 	}
@@ -218,29 +218,29 @@ func TestMWType2(t *testing.T) {
 // TestMWType2OtherQP: a type 2 window is bound to the QP that bound it;
 // a peer of another QP of the same PD gets a remote access error.
 func TestMWType2OtherQP(t *testing.T) {
-	o := rdmatest.Options{Access: mwAccess, RdAtomic: 4}
+	o := testharness.Options{Access: mwAccess, RdAtomic: 4}
 	o.MemDefaults()
 	net := mem.NewNet(1)
-	a := rdmatest.NewMemPeer(t, net, "10.0.0.1", o)
-	b := rdmatest.NewMemPeer(t, net, "10.0.0.2", o)
-	rdmatest.ConnectQP(t, a, b, o, 0, 0)
-	rdmatest.ConnectQP(t, b, a, o, 0, 0)
+	a := testharness.NewMemPeer(t, net, "10.0.0.1", o)
+	b := testharness.NewMemPeer(t, net, "10.0.0.2", o)
+	testharness.ConnectQP(t, a, b, o, 0, 0)
+	testharness.ConnectQP(t, b, a, o, 0, 0)
 	// A second QP on b, in the same PD, connected to c.
-	c := rdmatest.NewMemPeer(t, net, "10.0.0.3", o)
+	c := testharness.NewMemPeer(t, net, "10.0.0.3", o)
 	b2 := *b
 	var err error
 	b2.QP, err = b.Dev.CreateQP(b.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: b.SCQ, RecvCQ: b.RCQ,
 		Cap: transport.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	rdmatest.Must(t, err)
-	rdmatest.ConnectQP(t, &b2, c, o, 0, 0)
-	rdmatest.ConnectQP(t, c, &b2, o, 0, 0)
+	testharness.Must(t, err)
+	testharness.ConnectQP(t, &b2, c, o, 0, 0)
+	testharness.ConnectQP(t, c, &b2, o, 0, 0)
 
 	target, err := b.PD.Register(make([]byte, 4096), transport.LocalWrite|transport.MWBind)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	w, err := b.PD.AllocMW(transport.MWType2)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	key := transport.IncRKey(w.RKey())
-	rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRBindMW, Flags: transport.Signaled,
+	testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRBindMW, Flags: transport.Signaled,
 		Bind: transport.MWBindWR{MW: w, RKey: key, Info: transport.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: transport.RemoteWrite}}}))
 	waitOp(t, b.SCQ, 1, transport.OpBindMW, transport.Success)
 	if st := remoteWrite(t, c, key, target.Addr(), 64, 2); st != transport.RemAccessErr {
@@ -260,7 +260,7 @@ func TestMWType2OtherQP(t *testing.T) {
 // fails the post.
 func TestMWBindErrors(t *testing.T) {
 	type env struct {
-		b      *rdmatest.Peer
+		b      *testharness.Peer
 		target *transport.MR // LocalWrite|MWBind
 		w1, w2 *transport.MW
 	}
@@ -272,7 +272,7 @@ func TestMWBindErrors(t *testing.T) {
 	}{
 		{"region without the bind right", func(e *env) error {
 			m, err := e.b.PD.Register(make([]byte, 4096), transport.LocalWrite)
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 			return bind2(e.b, e.w2, transport.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: transport.RemoteRead})
 		}, transport.OpBindMW, transport.MWBindErr},
 		{"past the region's end", func(e *env) error {
@@ -283,19 +283,19 @@ func TestMWBindErrors(t *testing.T) {
 		}, transport.OpBindMW, transport.MWBindErr},
 		{"region of another PD", func(e *env) error {
 			m, err := e.b.Dev.AllocPD().Register(make([]byte, 4096), transport.LocalWrite|transport.MWBind)
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 			return bind2(e.b, e.w2, transport.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: transport.RemoteRead})
 		}, transport.OpBindMW, transport.MWBindErr},
 		{"remote write on a region without local write", func(e *env) error {
 			m, err := e.b.PD.Register(make([]byte, 4096), transport.MWBind)
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 			return bind2(e.b, e.w2, transport.BindInfo{MR: m, Addr: m.Addr(), Length: 64, Access: transport.RemoteWrite})
 		}, transport.OpBindMW, transport.MWBindErr},
 		{"type 2 of length 0", func(e *env) error {
 			return bind2(e.b, e.w2, transport.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 0, Access: transport.RemoteRead})
 		}, transport.OpBindMW, transport.MWBindErr},
 		{"type 2 bound twice", func(e *env) error {
-			rdmatest.Must(t, e.b.QP.PostSend(&transport.SendWR{WRID: 9, Opcode: transport.WRBindMW,
+			testharness.Must(t, e.b.QP.PostSend(&transport.SendWR{WRID: 9, Opcode: transport.WRBindMW,
 				Bind: transport.MWBindWR{MW: e.w2, RKey: transport.IncRKey(e.w2.RKey()), Info: transport.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: transport.RemoteRead}}}))
 			return bind2(e.b, e.w2, transport.BindInfo{MR: e.target, Addr: e.target.Addr(), Length: 64, Access: transport.RemoteRead})
 		}, transport.OpBindMW, transport.MWBindErr},
@@ -321,21 +321,21 @@ func TestMWBindErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			_, b, target := mwPair(t)
 			w1, err := b.PD.AllocMW(transport.MWType1)
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 			w2, err := b.PD.AllocMW(transport.MWType2)
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 			e := &env{b: b, target: target, w1: w1, w2: w2}
-			rdmatest.Must(t, c.post(e))
+			testharness.Must(t, c.post(e))
 			// A SEND behind it is flushed once the QP is in error.
-			rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled}))
-			wc := rdmatest.Wait(t, b.SCQ, 5*time.Second)
+			testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled}))
+			wc := testharness.Wait(t, b.SCQ, 5*time.Second)
 			if wc.WRID == 9 { // the case's first, good bind
-				wc = rdmatest.Wait(t, b.SCQ, 5*time.Second)
+				wc = testharness.Wait(t, b.SCQ, 5*time.Second)
 			}
 			if wc.WRID != 1 || wc.Opcode != c.op || wc.Status != c.st {
 				t.Fatalf("completion %+v, want %v %v", wc, c.op, c.st)
 			}
-			if wc := rdmatest.Wait(t, b.SCQ, 5*time.Second); wc.WRID != 2 || wc.Status != transport.WRFlushErr {
+			if wc := testharness.Wait(t, b.SCQ, 5*time.Second); wc.WRID != 2 || wc.Status != transport.WRFlushErr {
 				t.Fatalf("next completion %+v, want a flush", wc)
 			}
 			if st := b.QP.State(); st != transport.Err {
@@ -346,7 +346,7 @@ func TestMWBindErrors(t *testing.T) {
 }
 
 // bind2 posts a signaled bind of the type 2 window w with wr_id 1.
-func bind2(b *rdmatest.Peer, w *transport.MW, info transport.BindInfo) error {
+func bind2(b *testharness.Peer, w *transport.MW, info transport.BindInfo) error {
 	return b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRBindMW, Flags: transport.Signaled,
 		Bind: transport.MWBindWR{MW: w, RKey: transport.IncRKey(w.RKey()), Info: info}})
 }
@@ -355,9 +355,9 @@ func bind2(b *rdmatest.Peer, w *transport.MW, info transport.BindInfo) error {
 func TestMWPostChecks(t *testing.T) {
 	_, b, target := mwPair(t)
 	w1, err := b.PD.AllocMW(transport.MWType1)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	w2, err := b.PD.AllocMW(transport.MWType2)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	info := transport.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: transport.RemoteRead}
 	if err := b.QP.PostSend(&transport.SendWR{Opcode: transport.WRBindMW, Bind: transport.MWBindWR{MW: w1, RKey: transport.IncRKey(w1.RKey()), Info: info}}); !errors.Is(err, transport.ErrInvalid) {
 		t.Errorf("BIND_MW work request of a type 1 window: %v", err)
@@ -386,9 +386,9 @@ func TestMWPostChecks(t *testing.T) {
 func TestMWDeregAndDealloc(t *testing.T) {
 	a, b, target := mwPair(t)
 	w, err := b.PD.AllocMW(transport.MWType1)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	key, err := b.QP.BindMW(w, transport.BindInfo{MR: target, Addr: target.Addr(), Length: 64, Access: transport.RemoteWrite}, 1, transport.Signaled)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	waitOp(t, b.SCQ, 1, transport.OpBindMW, transport.Success)
 	if err := target.Dereg(); !errors.Is(err, transport.ErrMWBound) {
 		t.Fatalf("Dereg with a bound window: %v", err)
@@ -396,11 +396,11 @@ func TestMWDeregAndDealloc(t *testing.T) {
 	if err := b.PD.Dealloc(); !errors.Is(err, transport.ErrPDBusy) {
 		t.Fatalf("PD dealloc with a window: %v", err)
 	}
-	rdmatest.Must(t, w.Dealloc())
+	testharness.Must(t, w.Dealloc())
 	if err := w.Dealloc(); !errors.Is(err, transport.ErrInvalidKey) {
 		t.Fatalf("second Dealloc: %v", err)
 	}
-	rdmatest.Must(t, target.Dereg())
+	testharness.Must(t, target.Dereg())
 	if st := remoteWrite(t, a, key, target.Addr(), 8, 1); st != transport.RemAccessErr {
 		t.Fatalf("write through a deallocated window: %v", st)
 	}
@@ -410,12 +410,12 @@ func TestMWDeregAndDealloc(t *testing.T) {
 // order, and completes after the WRITE before it, though that WRITE's
 // packets are lost and sent again after the bind has executed.
 func TestMWOrderAndRetransmission(t *testing.T) {
-	o := rdmatest.Options{Access: mwAccess, RdAtomic: 4, Timeout: 10}
-	a, b, net := rdmatest.MemPair(t, o)
+	o := testharness.Options{Access: mwAccess, RdAtomic: 4, Timeout: 10}
+	a, b, net := testharness.MemPair(t, o)
 	target, err := a.PD.Register(make([]byte, 4096), transport.LocalWrite|transport.MWBind)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	w, err := a.PD.AllocMW(transport.MWType2)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	// Lose a's first two WRITE packets once.
 	var lost atomic.Int32
 	net.SetFilter(a.Addr, b.Addr, func(d []byte) mem.Verdict {
@@ -428,7 +428,7 @@ func TestMWOrderAndRetransmission(t *testing.T) {
 	})
 	fill(a.Buf[:8192], 5)
 	key := transport.IncRKey(w.RKey())
-	rdmatest.Must(t, a.QP.PostSendList([]transport.SendWR{
+	testharness.Must(t, a.QP.PostSendList([]transport.SendWR{
 		{WRID: 1, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 8192)}, RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()},
 		{WRID: 2, Opcode: transport.WRBindMW, Flags: transport.Signaled, Bind: transport.MWBindWR{MW: w, RKey: key,
 			Info: transport.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: transport.RemoteRead}}},
@@ -445,7 +445,7 @@ func TestMWOrderAndRetransmission(t *testing.T) {
 	}
 	// b reads through the window a bound once.
 	fill(target.Bytes(), 8)
-	rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 4, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+	testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 4, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
 		SGL: []transport.SGE{b.MR.SGE(0, 4096)}, RemoteAddr: target.Addr(), RKey: key}))
 	waitOp(t, b.SCQ, 4, transport.OpRDMARead, transport.Success)
 	if !bytes.Equal(b.Buf[:4096], target.Bytes()) {
@@ -475,13 +475,13 @@ func FuzzLocalWR(f *testing.F) {
 	f.Add([]byte{0, 2, 1, 3, 4, 0, 5, 20, 4, 0, 6, 20})
 	// The same through a fast registration of 64 bytes at 128.
 	f.Add([]byte{3, 0, 2, 1, 3, 4, 2, 1, 20, 4, 2, 2, 20})
-	o := rdmatest.Options{Access: mwAccess, RdAtomic: 4}
+	o := testharness.Options{Access: mwAccess, RdAtomic: 4}
 	o.MemDefaults()
 	net := mem.NewNet(1)
-	a := rdmatest.NewMemPeer(f, net, "10.0.0.1", o)
-	b := rdmatest.NewMemPeer(f, net, "10.0.0.2", o)
+	a := testharness.NewMemPeer(f, net, "10.0.0.1", o)
+	b := testharness.NewMemPeer(f, net, "10.0.0.2", o)
 	target, err := b.PD.Register(make([]byte, 16<<10), transport.LocalWrite|transport.MWBind)
-	rdmatest.Must(f, err)
+	testharness.Must(f, err)
 	backing := make([]byte, 16<<10)
 	var fast *transport.MR
 	var w1, w2 *transport.MW
@@ -489,27 +489,27 @@ func FuzzLocalWR(f *testing.F) {
 		// Fresh windows and a fresh fast region: what an earlier input
 		// bound or registered must not reach this one's memory.
 		if fast != nil {
-			rdmatest.Must(t, w1.Dealloc())
-			rdmatest.Must(t, w2.Dealloc())
-			rdmatest.Must(t, fast.Dereg())
+			testharness.Must(t, w1.Dealloc())
+			testharness.Must(t, w2.Dealloc())
+			testharness.Must(t, fast.Dereg())
 		}
 		var err error
 		w1, err = b.PD.AllocMW(transport.MWType1)
-		rdmatest.Must(t, err)
+		testharness.Must(t, err)
 		w2, err = b.PD.AllocMW(transport.MWType2)
-		rdmatest.Must(t, err)
+		testharness.Must(t, err)
 		fast, err = b.PD.AllocFastMR(backing)
-		rdmatest.Must(t, err)
-		for _, s := range []*rdmatest.Peer{a, b} {
-			rdmatest.Must(t, s.QP.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState))
+		testharness.Must(t, err)
+		for _, s := range []*testharness.Peer{a, b} {
+			testharness.Must(t, s.QP.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState))
 			for _, c := range []*transport.CQ{s.SCQ, s.RCQ} {
 				var wc [16]transport.WC
 				for n, _ := c.Poll(wc[:]); n > 0; n, _ = c.Poll(wc[:]) {
 				}
 			}
 		}
-		rdmatest.ConnectQP(t, a, b, o, 0, 0)
-		rdmatest.ConnectQP(t, b, a, o, 0, 0)
+		testharness.ConnectQP(t, a, b, o, 0, 0)
+		testharness.ConnectQP(t, b, a, o, 0, 0)
 	}
 	type span struct{ lo, hi int } // granted bytes of target (0) or the fast allocation (1)
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -529,7 +529,7 @@ func FuzzLocalWR(f *testing.F) {
 		// waitB checks the completion of b's work request wrID.
 		waitB := func(op transport.WCOpcode, ok ...transport.WCStatus) transport.WCStatus {
 			t.Helper()
-			wc := rdmatest.Wait(t, b.SCQ, 10*time.Second)
+			wc := testharness.Wait(t, b.SCQ, 10*time.Second)
 			if wc.WRID != wrID || wc.Opcode != op && wc.Status == transport.Success {
 				t.Fatalf("completion %+v, want wr_id %d %v", wc, wrID, op)
 			}
@@ -566,14 +566,14 @@ func FuzzLocalWR(f *testing.F) {
 				}
 				off, n, acc := next()*64, next()*64, access(next())
 				info := transport.BindInfo{MR: target, Addr: target.Addr() + uint64(off), Length: uint64(n), Access: acc}
-				rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRBindMW, Flags: transport.Signaled, Bind: transport.MWBindWR{MW: w2, RKey: key, Info: info}}))
+				testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRBindMW, Flags: transport.Signaled, Bind: transport.MWBindWR{MW: w2, RKey: key, Info: info}}))
 				if waitB(transport.OpBindMW, transport.Success, transport.MWBindErr) != transport.Success {
 					return
 				}
 				granted[0] = append(granted[0], span{off, off + n})
 			case 2: // local invalidate of one of the keys
 				keys := []uint32{w1.RKey(), w2.RKey(), fast.RKey(), target.RKey(), uint32(next()) << 8}
-				rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: keys[next()%len(keys)]}))
+				testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: keys[next()%len(keys)]}))
 				if waitB(transport.OpLocalInv, transport.Success, transport.LocQPOpErr) != transport.Success {
 					return
 				}
@@ -583,7 +583,7 @@ func FuzzLocalWR(f *testing.F) {
 					key = fast.RKey()&^0xff | uint32(v)
 				}
 				off, n, acc := next()*64, next()*64, access(next())
-				rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRRegMR, Flags: transport.Signaled, Reg: transport.RegMR{MR: fast,
+				testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRRegMR, Flags: transport.Signaled, Reg: transport.RegMR{MR: fast,
 					Info: transport.RegInfo{Key: key, Offset: uint64(off), Length: uint64(n), IOVA: 0x100000, Access: acc}}}))
 				if waitB(transport.OpRegMR, transport.Success, transport.LocQPOpErr) != transport.Success {
 					return
@@ -631,13 +631,13 @@ func FuzzLocalWR(f *testing.F) {
 // before the LOCAL_INV, landed; the rest, sent again after it, get a
 // remote access error, and not a byte of them reaches the region.
 func TestMWInvalidateWhileInUse(t *testing.T) {
-	a, b, net := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4, Timeout: 10})
+	a, b, net := testharness.MemPair(t, testharness.Options{Access: mwAccess, RdAtomic: 4, Timeout: 10})
 	target, err := b.PD.Register(make([]byte, 8192), transport.LocalWrite|transport.MWBind)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	w, err := b.PD.AllocMW(transport.MWType2)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	key := transport.IncRKey(w.RKey())
-	rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRBindMW, Flags: transport.Signaled,
+	testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRBindMW, Flags: transport.Signaled,
 		Bind: transport.MWBindWR{MW: w, RKey: key, Info: transport.BindInfo{MR: target, Addr: target.Addr(), Length: 4096, Access: transport.RemoteWrite}}}))
 	waitOp(t, b.SCQ, 1, transport.OpBindMW, transport.Success)
 	// Only the WRITE's FIRST packet gets through until the window is gone.
@@ -651,7 +651,7 @@ func TestMWInvalidateWhileInUse(t *testing.T) {
 	})
 	at, _ := b.QP.Query()
 	fill(a.Buf[:3072], 9)
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
 		SGL: []transport.SGE{a.MR.SGE(0, 3072)}, RemoteAddr: target.Addr(), RKey: key}))
 	// The FIRST has been taken once b's responder expects the next PSN:
 	// it places the data and moves on under the QP's lock, which Query
@@ -667,7 +667,7 @@ func TestMWInvalidateWhileInUse(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: key}))
+	testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: key}))
 	waitOp(t, b.SCQ, 3, transport.OpLocalInv, transport.Success)
 	hold.Store(false)
 	waitOp(t, a.SCQ, 2, transport.OpRDMAWrite, transport.RemAccessErr)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/transport"
 )
@@ -15,12 +15,12 @@ import (
 // passed, with an error that says so and wraps transport.ErrInvalid, and nothing
 // is created; the device's own objects still work.
 func TestForeignObjects(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{NoConnect: true})
+	a, b, _ := testharness.MemPair(t, testharness.Options{NoConnect: true})
 	ok := transport.QPInitAttr{Type: transport.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ,
 		Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
 	withCQs := func(s, r *transport.CQ) transport.QPInitAttr { ia := ok; ia.SendCQ, ia.RecvCQ = s, r; return ia }
 	srq, err := b.Dev.CreateSRQ(b.PD, transport.SRQAttr{MaxWR: 4, MaxSGE: 1})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	withSRQ := ok
 	withSRQ.SRQ = srq
 	for _, c := range []struct {
@@ -54,7 +54,7 @@ func TestForeignObjects(t *testing.T) {
 	}
 	// The device's own objects still make a QP.
 	q, err := a.Dev.CreateQP(a.PD, ok)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	if a.Dev.LookupQP(q.QPN()) != q {
 		t.Fatal("the device's own QP is not found")
 	}
@@ -64,14 +64,14 @@ func TestForeignObjects(t *testing.T) {
 // (ErrInvalid) and releases nothing twice; a destroyed QP is no longer
 // found, a destroyed SRQ takes no new QP and a destroyed AH no send.
 func TestDestroyTwice(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Type: transport.UD})
+	a, b, _ := testharness.MemPair(t, testharness.Options{Type: transport.UD})
 
 	qpn := a.QP.QPN()
-	rdmatest.Must(t, b.Dev.DestroyQP(b.QP))
+	testharness.Must(t, b.Dev.DestroyQP(b.QP))
 	if a.Dev.DestroyQP(b.QP) == nil {
 		t.Fatal("another device destroyed a QP")
 	}
-	rdmatest.Must(t, a.Dev.DestroyQP(a.QP))
+	testharness.Must(t, a.Dev.DestroyQP(a.QP))
 	if a.Dev.LookupQP(qpn) != nil {
 		t.Fatal("a destroyed QP is still found")
 	}
@@ -81,8 +81,8 @@ func TestDestroyTwice(t *testing.T) {
 
 	pd := a.Dev.AllocPD()
 	srq, err := a.Dev.CreateSRQ(pd, transport.SRQAttr{MaxWR: 4, MaxSGE: 1})
-	rdmatest.Must(t, err)
-	rdmatest.Must(t, srq.Destroy())
+	testharness.Must(t, err)
+	testharness.Must(t, srq.Destroy())
 	if err := srq.Destroy(); !errors.Is(err, transport.ErrInvalid) {
 		t.Fatalf("SRQ destroyed twice: %v", err)
 	}
@@ -91,17 +91,17 @@ func TestDestroyTwice(t *testing.T) {
 	if !errors.Is(err, transport.ErrInvalid) || err.Error() != "qp: invalid argument: SRQ destroyed" {
 		t.Fatalf("QP over a destroyed SRQ: %v", err)
 	}
-	rdmatest.Must(t, pd.Dealloc()) // the SRQ released its PD once, and the refused QP held nothing
+	testharness.Must(t, pd.Dealloc()) // the SRQ released its PD once, and the refused QP held nothing
 
 	ud, err := a.Dev.CreateQP(a.PD, transport.QPInitAttr{Type: transport.UD, SendCQ: a.SCQ, RecvCQ: a.RCQ,
 		Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	ep, err := a.Dev.LocalEndpoint(ud)
-	rdmatest.Must(t, err)
-	rdmatest.Must(t, a.Dev.Connect(ud, ep, ep, transport.ConnectOptions{}))
+	testharness.Must(t, err)
+	testharness.Must(t, a.Dev.Connect(ud, ep, ep, transport.ConnectOptions{}))
 	ah, err := a.Dev.CreateAH(a.PD, transport.AHAttr{DGID: ep.GID, SGIDIndex: a.Dev.DefaultGIDIndex(), PortNum: 1})
-	rdmatest.Must(t, err)
-	rdmatest.Must(t, ah.Destroy())
+	testharness.Must(t, err)
+	testharness.Must(t, ah.Destroy())
 	if err := ah.Destroy(); !errors.Is(err, transport.ErrInvalid) {
 		t.Fatalf("AH destroyed twice: %v", err)
 	}
@@ -116,11 +116,11 @@ func TestDestroyTwice(t *testing.T) {
 // polls with ErrInvalid, cannot be destroyed twice or given to a new QP;
 // another device's CQ is refused.
 func TestDestroyCQ(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{NoConnect: true})
+	a, b, _ := testharness.MemPair(t, testharness.Options{NoConnect: true})
 	c := a.Dev.CreateCQ(4)
 	q, err := a.Dev.CreateQP(a.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: c, RecvCQ: c,
 		Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	if err := a.Dev.DestroyCQ(c); !errors.Is(err, transport.ErrBusy) || !strings.Contains(err.Error(), "2 QP queues") {
 		t.Fatalf("CQ of a live QP: %v", err)
 	}
@@ -129,8 +129,8 @@ func TestDestroyCQ(t *testing.T) {
 	}
 	waited := make(chan error, 1)
 	go func() { _, err := c.PollWait(context.Background(), make([]transport.WC, 1)); waited <- err }()
-	rdmatest.Must(t, a.Dev.DestroyQP(q))
-	rdmatest.Must(t, a.Dev.DestroyCQ(c))
+	testharness.Must(t, a.Dev.DestroyQP(q))
+	testharness.Must(t, a.Dev.DestroyCQ(c))
 	if err := <-waited; !errors.Is(err, transport.ErrInvalid) {
 		t.Fatalf("a wait on the destroyed CQ: %v", err)
 	}
@@ -149,5 +149,5 @@ func TestDestroyCQ(t *testing.T) {
 	if _, err := a.Dev.CreateQP(a.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: d, RecvCQ: d}); err == nil {
 		t.Fatal("a QP with no capabilities")
 	}
-	rdmatest.Must(t, a.Dev.DestroyCQ(d))
+	testharness.Must(t, a.Dev.DestroyCQ(d))
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
@@ -24,8 +24,8 @@ const waitBound = 10 * time.Second
 // and acknowledged (IBA 9.6 header validation; rxe's check_type_state).
 // The RC SEND that follows it on the same link is the one that lands.
 func TestForeignTransportDropped(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{})
-	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(0, 64)}}))
+	s, r, _ := newRaw(t, testharness.Options{})
+	testharness.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(0, 64)}}))
 	c := s.Dev.Counters()
 	r.send(bth.UCSendOnly, rPSN, true, []byte("uc!!"))
 	r.send(bth.RCSendOnly, rPSN, true, []byte("rc!!"))
@@ -34,7 +34,7 @@ func TestForeignTransportDropped(t *testing.T) {
 	if msn := p.AETH().MSN(); msn != 1 {
 		t.Errorf("ACK MSN %d, want 1", msn)
 	}
-	wc := rdmatest.Wait(t, s.RCQ, waitBound)
+	wc := testharness.Wait(t, s.RCQ, waitBound)
 	if wc.Status != transport.Success || wc.WRID != 1 || wc.ByteLen != 4 || string(s.Buf[:4]) != "rc!!" {
 		t.Errorf("receive %+v with %q, want the RC SEND's 4 bytes \"rc!!\"", wc, s.Buf[:4])
 	}
@@ -60,8 +60,8 @@ func statValue(d *transport.Device, name string) uint64 {
 // way. An XRC or RD Acknowledge for the PSN an RC WRITE is waiting on does
 // not complete it; the RC ACK does.
 func TestForeignTransportResponse(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{})
-	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+	s, r, _ := newRaw(t, testharness.Options{})
+	testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
 		SGL: []transport.SGE{s.MR.SGE(0, 16)}, RemoteAddr: 0x1000, RKey: 0x77}))
 	r.expectReq(bth.RCWriteOnly, 5000)
 	c := s.Dev.Counters()
@@ -82,7 +82,7 @@ func TestForeignTransportResponse(t *testing.T) {
 		t.Fatalf("malformed %d, want 2", c.Malformed.Load())
 	}
 	r.ackTo(ack, 5000, 1)
-	if wc := rdmatest.Wait(t, s.SCQ, waitBound); wc.Status != transport.Success || wc.WRID != 3 {
+	if wc := testharness.Wait(t, s.SCQ, waitBound); wc.Status != transport.Success || wc.WRID != 3 {
 		t.Fatalf("WRITE %+v", wc)
 	}
 }
@@ -121,17 +121,17 @@ var validationTable = map[bth.Transport][3]verdict{
 // changes nothing but the counter: no memory, no PSN, no state, no reply,
 // no completion.
 func TestOpcodeValidation(t *testing.T) {
-	o := rdmatest.Options{BufSize: 1 << 16}
+	o := testharness.Options{BufSize: 1 << 16}
 	o.MemDefaults()
 	net := mem.NewNet(1)
-	s := rdmatest.NewMemPeer(t, net, "10.0.0.1", o)
+	s := testharness.NewMemPeer(t, net, "10.0.0.1", o)
 	r := newRawPeer(t, net, "10.0.0.9")
 	types := []transport.QPType{transport.RC, transport.UC, transport.UD}
 	qps := []*transport.QP{s.QP}
 	for _, typ := range types[1:] {
 		q, err := s.Dev.CreateQP(s.PD, transport.QPInitAttr{Type: typ, SendCQ: s.SCQ, RecvCQ: s.RCQ,
 			Cap: transport.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		rdmatest.Must(t, err)
+		testharness.Must(t, err)
 		qps = append(qps, q)
 	}
 	// Undefined opcodes of defined transports, e.g. RC 0x18..0x1b: the
@@ -165,12 +165,12 @@ func TestOpcodeValidation(t *testing.T) {
 }
 
 // checkVerdict resets q to RTS, sends it op and checks what happened.
-func checkVerdict(t *testing.T, s *rdmatest.Peer, r *rawPeer, q *transport.QP, typ transport.QPType, op bth.OpCode, want verdict) {
-	rdmatest.Must(t, q.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState))
+func checkVerdict(t *testing.T, s *testharness.Peer, r *rawPeer, q *transport.QP, typ transport.QPType, op bth.OpCode, want verdict) {
+	testharness.Must(t, q.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState))
 	x := *s
 	x.QP = q
-	connectRaw(t, &x, r, rdmatest.Options{Type: typ}, 5000, rPSN)
-	rdmatest.Must(t, q.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(0, 4096)}}))
+	connectRaw(t, &x, r, testharness.Options{Type: typ}, 5000, rPSN)
+	testharness.Must(t, q.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(0, 4096)}}))
 	var wc [16]transport.WC
 	for n, _ := s.RCQ.Poll(wc[:]); n > 0; n, _ = s.RCQ.Poll(wc[:]) {
 	}
@@ -245,7 +245,7 @@ func checkVerdict(t *testing.T, s *rdmatest.Peer, r *rawPeer, q *transport.QP, t
 // the opcode's own passes at q: its PSN, P_Key and Q_Key, a key and
 // address inside the registered region, and a payload of the length the
 // opcode's position allows at MTU 1024.
-func validationPacket(s *rdmatest.Peer, r *rawPeer, q *transport.QP, op bth.OpCode) []byte {
+func validationPacket(s *testharness.Peer, r *rawPeer, q *transport.QP, op bth.OpCode) []byte {
 	a, _ := q.Query()
 	info, ok := bth.Lookup(op)
 	pay := 16 // a reserved opcode: some zero bytes after the BTH

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic/mem"
@@ -34,7 +34,7 @@ type xrcNode struct {
 func newXRCNode(t testing.TB, net *mem.Net, addr string) *xrcNode {
 	t.Helper()
 	l, err := net.Attach(netip.MustParseAddr(addr), mem.Options{})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	n := &xrcNode{}
 	n.dev, err = transport.Open(l, transport.Options{Trace: func(out bool, d []byte) {
 		if !out {
@@ -48,12 +48,12 @@ func newXRCNode(t testing.TB, net *mem.Net, addr string) *xrcNode {
 			}
 		}
 	}})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	t.Cleanup(func() { n.dev.Close() })
 	n.pd = n.dev.AllocPD()
 	n.buf = make([]byte, 1<<16)
 	n.mr, err = n.pd.Register(n.buf, xrcAccess)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	n.cq = n.dev.CreateCQ(256)
 	return n
 }
@@ -84,18 +84,18 @@ func newXRCSetup(t testing.TB) *xrcSetup {
 	s := &xrcSetup{ini: newXRCNode(t, net, "10.0.0.1"), tgt: newXRCNode(t, net, "10.0.0.2")}
 	var err error
 	s.xrcd, err = s.tgt.dev.OpenXRCD()
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	for i := range s.srq {
 		s.srqCQ[i] = s.tgt.dev.CreateCQ(64)
 		s.srq[i], err = s.tgt.dev.CreateSRQEx(s.tgt.pd, transport.SRQInitAttr{Type: transport.SRQXRC, XRCD: s.xrcd, CQ: s.srqCQ[i],
 			Attr: transport.SRQAttr{MaxWR: 16, MaxSGE: 2}})
-		rdmatest.Must(t, err)
+		testharness.Must(t, err)
 	}
 	s.iniQP, err = s.ini.dev.CreateQP(s.ini.pd, transport.QPInitAttr{Type: transport.XRCIni, SendCQ: s.ini.cq,
 		Cap: transport.QPCap{MaxSendWR: 32, MaxSendSGE: 2}})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	s.tgQ, err = s.tgt.dev.CreateQP(nil, transport.QPInitAttr{Type: transport.XRCTgt, XRCD: s.xrcd})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	connectXRC(t, s.ini.dev, s.iniQP, s.tgt.dev, s.tgQ)
 	return s
 }
@@ -104,12 +104,12 @@ func newXRCSetup(t testing.TB) *xrcSetup {
 func connectXRC(t testing.TB, idev *transport.Device, ini *transport.QP, tdev *transport.Device, tgt *transport.QP) {
 	t.Helper()
 	ei, err := idev.LocalEndpoint(ini)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	et, err := tdev.LocalEndpoint(tgt)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	o := transport.ConnectOptions{Access: xrcAccess, Timeout: 18}
-	rdmatest.Must(t, idev.Connect(ini, ei, et, o))
-	rdmatest.Must(t, tdev.Connect(tgt, et, ei, o))
+	testharness.Must(t, idev.Connect(ini, ei, et, o))
+	testharness.Must(t, tdev.Connect(tgt, et, ei, o))
 }
 
 // TestXRCOperations runs every operation through one XRC initiator and
@@ -129,14 +129,14 @@ func TestXRCOperations(t *testing.T) {
 	send := func(wr transport.SendWR, op transport.WCOpcode) {
 		t.Helper()
 		wr.Flags |= transport.Signaled
-		rdmatest.Must(t, s.iniQP.PostSend(&wr))
-		if wc := rdmatest.Wait(t, ini.cq, timeoutShort); wc.Status != transport.Success || wc.WRID != wr.WRID || wc.Opcode != op || wc.QPNum != s.iniQP.QPN() {
+		testharness.Must(t, s.iniQP.PostSend(&wr))
+		if wc := testharness.Wait(t, ini.cq, timeoutShort); wc.Status != transport.Success || wc.WRID != wr.WRID || wc.Opcode != op || wc.QPNum != s.iniQP.QPN() {
 			t.Fatalf("%v: initiator completion %+v", wr.Opcode, wc)
 		}
 	}
 	recv := func(k int, want transport.WC) {
 		t.Helper()
-		wc := rdmatest.Wait(t, s.srqCQ[k], timeoutShort)
+		wc := testharness.Wait(t, s.srqCQ[k], timeoutShort)
 		want.Status, want.QPNum, want.SrcQP = transport.Success, s.tgQ.QPN(), s.iniQP.QPN()
 		if wc != want {
 			t.Fatalf("SRQ %d completion %+v\nwant %+v", k, wc, want)
@@ -166,7 +166,7 @@ func TestXRCOperations(t *testing.T) {
 
 	// SEND of one packet to SRQ 1, three packets to SRQ 0 (two SGEs).
 	for k := range 2 {
-		rdmatest.Must(t, s.srq[k].PostRecv(&transport.RecvWR{WRID: uint64(10 + k), SGL: []transport.SGE{tgt.mr.SGE(0, 2*mtu), tgt.mr.SGE(8192, 2*mtu)}}))
+		testharness.Must(t, s.srq[k].PostRecv(&transport.RecvWR{WRID: uint64(10 + k), SGL: []transport.SGE{tgt.mr.SGE(0, 2*mtu), tgt.mr.SGE(8192, 2*mtu)}}))
 	}
 	send(transport.SendWR{WRID: 1, Opcode: transport.WRSend, SGL: []transport.SGE{ini.mr.SGE(0, 100)}, RemoteSRQN: s.srq[1].SRQN()}, transport.OpSend)
 	recv(1, transport.WC{WRID: 11, Opcode: transport.OpRecv, ByteLen: 100})
@@ -182,7 +182,7 @@ func TestXRCOperations(t *testing.T) {
 	}
 
 	// SEND with immediate.
-	rdmatest.Must(t, s.srq[0].PostRecv(&transport.RecvWR{WRID: 12, SGL: []transport.SGE{tgt.mr.SGE(0, 64)}}))
+	testharness.Must(t, s.srq[0].PostRecv(&transport.RecvWR{WRID: 12, SGL: []transport.SGE{tgt.mr.SGE(0, 64)}}))
 	send(transport.SendWR{WRID: 3, Opcode: transport.WRSendWithImm, Imm: 0xabcd, SGL: []transport.SGE{ini.mr.SGE(500, 64)}, RemoteSRQN: s.srq[0].SRQN()}, transport.OpSend)
 	recv(0, transport.WC{WRID: 12, Opcode: transport.OpRecv, ByteLen: 64, Flags: transport.WithImm, ImmData: 0xabcd})
 	checkOps("SEND with immediate", xrc(bth.SendOnlyImm))
@@ -194,7 +194,7 @@ func TestXRCOperations(t *testing.T) {
 	if !bytes.Equal(tgt.buf[20000:20000+mtu+500], ini.buf[1000:1000+mtu+500]) {
 		t.Fatal("WRITE: data differs")
 	}
-	rdmatest.Must(t, s.srq[1].PostRecv(&transport.RecvWR{WRID: 13}))
+	testharness.Must(t, s.srq[1].PostRecv(&transport.RecvWR{WRID: 13}))
 	send(transport.SendWR{WRID: 5, Opcode: transport.WRRDMAWriteWithImm, Imm: 77, SGL: []transport.SGE{ini.mr.SGE(3000, 300)},
 		RemoteAddr: tgt.mr.Addr() + 30000, RKey: tgt.mr.RKey(), RemoteSRQN: s.srq[1].SRQN()}, transport.OpRDMAWrite)
 	recv(1, transport.WC{WRID: 13, Opcode: transport.OpRecvRDMAWithImm, ByteLen: 300, Flags: transport.WithImm, ImmData: 77})
@@ -250,17 +250,17 @@ func TestXRCETHValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newXRCSetup(t)
 			x2, err := s.tgt.dev.OpenXRCD()
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 			other, err := s.tgt.dev.CreateSRQEx(s.tgt.pd, transport.SRQInitAttr{Type: transport.SRQXRC, XRCD: x2, CQ: s.srqCQ[0],
 				Attr: transport.SRQAttr{MaxWR: 4}})
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 			for _, q := range []*transport.SRQ{s.srq[0], s.srq[1], other} {
-				rdmatest.Must(t, q.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.tgt.mr.SGE(0, 64)}}))
+				testharness.Must(t, q.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.tgt.mr.SGE(0, 64)}}))
 			}
 			before := s.tgt.dev.Counters().List()
-			rdmatest.Must(t, s.iniQP.PostSend(&transport.SendWR{WRID: 9, Opcode: transport.WRSend, Flags: transport.Signaled,
+			testharness.Must(t, s.iniQP.PostSend(&transport.SendWR{WRID: 9, Opcode: transport.WRSend, Flags: transport.Signaled,
 				SGL: []transport.SGE{s.ini.mr.SGE(0, 10)}, RemoteSRQN: tc.srqn(s, other)}))
-			if wc := rdmatest.Wait(t, s.ini.cq, timeoutShort); wc.Status != transport.RemInvReqErr || wc.WRID != 9 {
+			if wc := testharness.Wait(t, s.ini.cq, timeoutShort); wc.Status != transport.RemInvReqErr || wc.WRID != 9 {
 				t.Fatalf("initiator completion %+v, want REM_INV_REQ_ERR", wc)
 			}
 			ev := waitEventType(t, s.tgt.dev, transport.EventQPFatal)
@@ -309,15 +309,15 @@ func TestXRCCreateRules(t *testing.T) {
 	n := newXRCNode(t, net, "10.0.0.1")
 	d := n.dev
 	x, err := d.OpenXRCD()
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	srqCQ := d.CreateCQ(8)
 	srq, err := d.CreateSRQEx(n.pd, transport.SRQInitAttr{Type: transport.SRQXRC, XRCD: x, CQ: srqCQ, Attr: transport.SRQAttr{MaxWR: 4}})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	if srq.SRQN() == 0 || srq.XRCD() != x || srq.CQ() != srqCQ {
 		t.Fatalf("XRC SRQ: SRQN %d, XRCD %p, CQ %p", srq.SRQN(), srq.XRCD(), srq.CQ())
 	}
 	basic, err := d.CreateSRQ(n.pd, transport.SRQAttr{MaxWR: 4})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	if basic.SRQN() != 0 {
 		t.Fatalf("basic SRQ numbered %d", basic.SRQN())
 	}
@@ -358,9 +358,9 @@ func TestXRCCreateRules(t *testing.T) {
 	}
 
 	ini, err := d.CreateQP(n.pd, transport.QPInitAttr{Type: transport.XRCIni, SendCQ: n.cq, Cap: send})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	tgt, err := d.CreateQP(nil, transport.QPInitAttr{Type: transport.XRCTgt, XRCD: x})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	if _, ia := tgt.Query(); ia.Type != transport.XRCTgt || ia.XRCD != x || ia.SendCQ != nil {
 		t.Fatalf("target QP's init attributes %+v", ia)
 	}
@@ -375,7 +375,7 @@ func TestXRCCreateRules(t *testing.T) {
 	// The initiator refuses a send naming no SRQ, once in RTS (before, the
 	// state refuses it).
 	peer, err := d.CreateQP(nil, transport.QPInitAttr{Type: transport.XRCTgt, XRCD: x})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	connectXRC(t, d, ini, d, peer)
 	for _, srqn := range []uint32{0, 1 << 24} {
 		if err := ini.PostSend(&transport.SendWR{Opcode: transport.WRSend, RemoteSRQN: srqn}); !errors.Is(err, transport.ErrInvalid) {
@@ -390,14 +390,14 @@ func TestXRCCreateRules(t *testing.T) {
 	if err := d.DestroyCQ(srqCQ); !errors.Is(err, transport.ErrBusy) {
 		t.Fatalf("DestroyCQ of an XRC SRQ's CQ: %v, want ErrBusy", err)
 	}
-	rdmatest.Must(t, d.DestroyQP(tgt))
-	rdmatest.Must(t, d.DestroyQP(peer))
+	testharness.Must(t, d.DestroyQP(tgt))
+	testharness.Must(t, d.DestroyQP(peer))
 	if err := x.Close(); !errors.Is(err, transport.ErrBusy) {
 		t.Fatalf("XRCD Close with an SRQ: %v, want ErrBusy", err)
 	}
-	rdmatest.Must(t, srq.Destroy())
-	rdmatest.Must(t, d.DestroyCQ(srqCQ))
-	rdmatest.Must(t, x.Close())
+	testharness.Must(t, srq.Destroy())
+	testharness.Must(t, d.DestroyCQ(srqCQ))
+	testharness.Must(t, x.Close())
 	if err := x.Close(); !errors.Is(err, transport.ErrInvalid) {
 		t.Fatalf("second XRCD Close: %v, want ErrInvalid", err)
 	}
@@ -418,7 +418,7 @@ func TestXRCCreateRules(t *testing.T) {
 // round trip of two packets).
 func TestXRCAllocs(t *testing.T) {
 	s := newXRCSetup(t)
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
+	a, b, _ := testharness.MemPair(t, testharness.Options{})
 	round := func(q *transport.QP, c *transport.CQ, wr *transport.SendWR) func() {
 		wc := make([]transport.WC, 1)
 		return func() {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/transport"
 
 	"github.com/goroce/goroce/internal/manualclock"
@@ -21,7 +21,7 @@ func TestLargeMessages(t *testing.T) {
 		t.Skip("64 MiB messages: run without -short")
 	}
 	const n = 64 << 20
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{MTU: transport.MTU4096, BufSize: n + 4096, PSN: 0xffff00, PSNB: 0xfff800, Window: 256})
+	a, b, _ := testharness.MemPair(t, testharness.Options{MTU: transport.MTU4096, BufSize: n + 4096, PSN: 0xffff00, PSNB: 0xfff800, Window: 256})
 	fill(a.Buf[:n], 1)
 	for _, op := range []transport.WROpcode{transport.WRSend, transport.WRRDMAWrite, transport.WRRDMARead} {
 		clear(b.Buf)
@@ -34,11 +34,11 @@ func TestLargeMessages(t *testing.T) {
 			fill(a.Buf[:n], 1)
 		}
 		if op == transport.WRSend {
-			rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, n)}}))
+			testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, n)}}))
 		}
-		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{Opcode: op, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, n)},
+		testharness.Must(t, a.QP.PostSend(&transport.SendWR{Opcode: op, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, n)},
 			RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}))
-		if wc := rdmatest.Wait(t, a.SCQ, 60*time.Second); wc.Status != transport.Success || wc.ByteLen != n {
+		if wc := testharness.Wait(t, a.SCQ, 60*time.Second); wc.Status != transport.Success || wc.ByteLen != n {
 			t.Fatalf("%v: %+v", op, wc)
 		}
 		if !bytes.Equal(src.Buf[:n], dst.Buf[:n]) {
@@ -48,12 +48,12 @@ func TestLargeMessages(t *testing.T) {
 }
 
 func TestCQOverrun(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{CQDepth: 4})
+	a, b, _ := testharness.MemPair(t, testharness.Options{CQDepth: 4})
 	for i := range 6 {
-		rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.MR.SGE(0, 8)}}))
+		testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.MR.SGE(0, 8)}}))
 	}
 	for i := range 6 {
-		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
+		testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
 	}
 	// The fifth receive completion finds the CQ full: an asynchronous CQ
 	// error, never a silent loss.
@@ -85,24 +85,24 @@ func TestCQOverrun(t *testing.T) {
 }
 
 func TestDeregRevokes(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Timeout: 16})
+	a, b, _ := testharness.MemPair(t, testharness.Options{Timeout: 16})
 	target, err := b.PD.Register(make([]byte, 4096), transport.LocalWrite|transport.RemoteWrite|transport.RemoteRead)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	write := func(id uint64) transport.WC {
-		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: id, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+		testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: id, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
 			SGL: []transport.SGE{a.MR.SGE(0, 100)}, RemoteAddr: target.Addr(), RKey: target.RKey()}))
-		return rdmatest.Wait(t, a.SCQ, 2*time.Second)
+		return testharness.Wait(t, a.SCQ, 2*time.Second)
 	}
 	if wc := write(1); wc.Status != transport.Success {
 		t.Fatalf("before dereg: %+v", wc)
 	}
-	rdmatest.Must(t, target.Dereg())
+	testharness.Must(t, target.Dereg())
 	if wc := write(2); wc.Status != transport.RemAccessErr {
 		t.Fatalf("after dereg: %+v", wc)
 	}
 	// A re-registration gets a different key: the old one stays dead.
 	again, err := b.PD.Register(make([]byte, 4096), transport.LocalWrite|transport.RemoteWrite)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	if again.RKey() == target.RKey() {
 		t.Fatal("rkey reused at once")
 	}
@@ -112,7 +112,7 @@ func TestSQDrain(t *testing.T) {
 	// The ACKs held back are lost: the message completes through a
 	// retransmission, which happens when the test moves the clock.
 	clk := manualclock.New()
-	a, b, net := rdmatest.MemPair(t, rdmatest.Options{Timeout: 16, Clock: clk})
+	a, b, net := testharness.MemPair(t, testharness.Options{Timeout: 16, Clock: clk})
 	var hold sync.Mutex
 	held := true
 	net.SetFilter(b.Addr, a.Addr, func([]byte) mem.Verdict { // hold back ACKs
@@ -124,14 +124,14 @@ func TestSQDrain(t *testing.T) {
 		return mem.Pass
 	})
 	for i := range 3 {
-		rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, 8)}}))
+		testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, 8)}}))
 		_ = i
 	}
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
 	sqd := transport.QPAttr{State: transport.SQD, EnSQDAsyncNotify: true}
-	rdmatest.Must(t, a.QP.Modify(&sqd, transport.AttrState|transport.AttrEnSQDAsyncNotify))
+	testharness.Must(t, a.QP.Modify(&sqd, transport.AttrState|transport.AttrEnSQDAsyncNotify))
 	// In SQD, new work waits; the message in flight still completes.
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
 	if attr, _ := a.QP.Query(); !attr.SQDraining {
 		t.Fatal("not draining with a message in flight")
 	}
@@ -139,7 +139,7 @@ func TestSQDrain(t *testing.T) {
 	held = false
 	hold.Unlock()
 	clk.Advance(4096 << 16 * time.Nanosecond) // timeout 16
-	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.WRID != 1 {
+	if wc := testharness.Wait(t, a.SCQ, 2*time.Second); wc.WRID != 1 {
 		t.Fatalf("%+v", wc)
 	}
 	select {
@@ -154,8 +154,8 @@ func TestSQDrain(t *testing.T) {
 		t.Fatal("new work ran in SQD")
 	}
 	rts := transport.QPAttr{State: transport.RTS}
-	rdmatest.Must(t, a.QP.Modify(&rts, transport.AttrState))
-	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.WRID != 2 || wc.Status != transport.Success {
+	testharness.Must(t, a.QP.Modify(&rts, transport.AttrState))
+	if wc := testharness.Wait(t, a.SCQ, 2*time.Second); wc.WRID != 2 || wc.Status != transport.Success {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -166,27 +166,27 @@ func TestConcurrentPosting(t *testing.T) {
 	// The link loses nothing, so no timer need ever fire: on the real
 	// clock a machine too busy to run the receive path for 8 x 16.8 ms
 	// ended a QP with retry exceeded, which is not what this tests.
-	o := rdmatest.Options{SQDepth: 1024, RQDepth: 1024, CQDepth: 4096, Clock: manualclock.New()}
+	o := testharness.Options{SQDepth: 1024, RQDepth: 1024, CQDepth: 4096, Clock: manualclock.New()}
 	o.MemDefaults()
 	net := mem.NewNet(3)
-	a := rdmatest.NewMemPeer(t, net, "10.0.0.1", o)
-	b := rdmatest.NewMemPeer(t, net, "10.0.0.2", o)
+	a := testharness.NewMemPeer(t, net, "10.0.0.1", o)
+	b := testharness.NewMemPeer(t, net, "10.0.0.2", o)
 	var wg sync.WaitGroup
 	for p := range pairs {
 		qa, qb := a.QP, b.QP
 		if p > 0 {
 			var err error
 			qa, err = a.Dev.CreateQP(a.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: a.SCQ, RecvCQ: a.RCQ, Cap: transport.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 			qb, err = b.Dev.CreateQP(b.PD, transport.QPInitAttr{Type: transport.RC, SendCQ: b.SCQ, RecvCQ: b.RCQ, Cap: transport.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 1, MaxRecvSGE: 1}})
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 		}
 		sa, sb := *a, *b
 		sa.QP, sb.QP = qa, qb
-		rdmatest.ConnectQP(t, &sa, &sb, o, 10, 20)
-		rdmatest.ConnectQP(t, &sb, &sa, o, 20, 10)
+		testharness.ConnectQP(t, &sa, &sb, o, 10, 20)
+		testharness.ConnectQP(t, &sb, &sa, o, 20, 10)
 		for range workers * msgs {
-			rdmatest.Must(t, qb.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, 64)}}))
+			testharness.Must(t, qb.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, 64)}}))
 		}
 		for w := range workers {
 			wg.Add(1)
@@ -239,19 +239,19 @@ func TestConcurrentPosting(t *testing.T) {
 // the communication-established event (IBA 11.6.3.1), once; the QP
 // receives and acknowledges as RTR allows.
 func TestCommEstablished(t *testing.T) {
-	o := rdmatest.Options{NoConnect: true}
+	o := testharness.Options{NoConnect: true}
 	o.MemDefaults()
-	a, b, _ := rdmatest.MemPair(t, o)
-	rdmatest.ConnectQP(t, a, b, o, o.PSN, o.PSNB)
-	rdmatest.ConnectQPTo(t, b, a, o, o.PSNB, o.PSN, transport.RTR)
+	a, b, _ := testharness.MemPair(t, o)
+	testharness.ConnectQP(t, a, b, o, o.PSN, o.PSNB)
+	testharness.ConnectQPTo(t, b, a, o, o.PSNB, o.PSN, transport.RTR)
 	for i := range 2 {
-		rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.MR.SGE(0, 8)}}))
-		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, Flags: transport.Signaled,
+		testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.MR.SGE(0, 8)}}))
+		testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, Flags: transport.Signaled,
 			SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
-		if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.Status != transport.Success {
+		if wc := testharness.Wait(t, b.RCQ, 5*time.Second); wc.Status != transport.Success {
 			t.Fatalf("receive %d: %+v", i, wc)
 		}
-		if wc := rdmatest.Wait(t, a.SCQ, 5*time.Second); wc.Status != transport.Success {
+		if wc := testharness.Wait(t, a.SCQ, 5*time.Second); wc.Status != transport.Success {
 			t.Fatalf("send %d: %+v", i, wc)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/transport"
 )
@@ -16,10 +16,10 @@ const regAccess = transport.LocalWrite | transport.RemoteWrite | transport.Remot
 
 // register posts a signaled fast registration of n bytes at off of f's
 // allocation, addressed from iova, under f's next key, and waits for it.
-func register(t *testing.T, s *rdmatest.Peer, f *transport.MR, wrID, off, n, iova uint64) uint32 {
+func register(t *testing.T, s *testharness.Peer, f *transport.MR, wrID, off, n, iova uint64) uint32 {
 	t.Helper()
 	key := transport.IncRKey(f.RKey())
-	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRRegMR, Flags: transport.Signaled,
+	testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: wrID, Opcode: transport.WRRegMR, Flags: transport.Signaled,
 		Reg: transport.RegMR{MR: f, Info: transport.RegInfo{Key: key, Offset: off, Length: n, IOVA: iova, Access: regAccess}}}))
 	waitOp(t, s.SCQ, wrID, transport.OpRegMR, transport.Success)
 	return key
@@ -29,10 +29,10 @@ func register(t *testing.T, s *rdmatest.Peer, f *transport.MR, wrID, off, n, iov
 // the peer WRITE and READ it under the new key at the chosen address,
 // and invalidates it locally: the key then gets a remote access error.
 func TestFastReg(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4})
+	a, b, _ := testharness.MemPair(t, testharness.Options{Access: mwAccess, RdAtomic: 4})
 	backing := make([]byte, 64<<10)
 	f, err := b.PD.AllocFastMR(backing)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	if !f.Fast() || f.Len() != 0 {
 		t.Fatalf("a new fast region: fast %v, %d bytes reachable", f.Fast(), f.Len())
 	}
@@ -48,13 +48,13 @@ func TestFastReg(t *testing.T) {
 		t.Fatal("the write did not land at the registered range of the allocation")
 	}
 	clear(a.Buf[:8192])
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
 		SGL: []transport.SGE{a.MR.SGE(0, 8192)}, RemoteAddr: iova, RKey: key}))
 	waitOp(t, a.SCQ, 2, transport.OpRDMARead, transport.Success)
 	if !bytes.Equal(a.Buf[:8192], backing[4096:4096+8192]) {
 		t.Fatal("read: bytes differ")
 	}
-	rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: key}))
+	testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRLocalInv, Flags: transport.Signaled, InvRKey: key}))
 	waitOp(t, b.SCQ, 3, transport.OpLocalInv, transport.Success)
 	if st := remoteWrite(t, a, key, iova, 8, 1); st != transport.RemAccessErr {
 		t.Fatalf("write under an invalidated key: %v", st)
@@ -66,10 +66,10 @@ func TestFastReg(t *testing.T) {
 // the next key (all 256 variants come round), and at the end a key the
 // peer kept from the previous I/O gets a remote access error.
 func TestFastRegRekeyPerIO(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess, RdAtomic: 4})
+	a, b, _ := testharness.MemPair(t, testharness.Options{Access: mwAccess, RdAtomic: 4})
 	backing := make([]byte, 16<<10)
 	f, err := b.PD.AllocFastMR(backing)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	seen := map[uint32]bool{}
 	var first uint32
 	for i := range 300 {
@@ -85,10 +85,10 @@ func TestFastRegRekeyPerIO(t *testing.T) {
 		if !bytes.Equal(backing[off+8:off+72], a.Buf[:64]) {
 			t.Fatalf("I/O %d: bytes differ", i)
 		}
-		rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.MR.SGE(0, 64)}}))
-		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 5, Opcode: transport.WRSendWithInv, Flags: transport.Signaled, InvRKey: key}))
+		testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.MR.SGE(0, 64)}}))
+		testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 5, Opcode: transport.WRSendWithInv, Flags: transport.Signaled, InvRKey: key}))
 		waitOp(t, a.SCQ, 5, transport.OpSend, transport.Success)
-		if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.Flags&transport.WithInv == 0 || wc.InvalidatedRKey != key {
+		if wc := testharness.Wait(t, b.RCQ, 5*time.Second); wc.Flags&transport.WithInv == 0 || wc.InvalidatedRKey != key {
 			t.Fatalf("I/O %d: receive %+v", i, wc)
 		}
 	}
@@ -114,12 +114,12 @@ func TestFastRegErrors(t *testing.T) {
 	cases := []struct {
 		name string
 		info func(f *transport.MR) transport.RegInfo
-		pre  func(t *testing.T, b *rdmatest.Peer, f *transport.MR) // before the registration
-		pd   bool                                                  // the region is of another PD
+		pre  func(t *testing.T, b *testharness.Peer, f *transport.MR) // before the registration
+		pd   bool                                                     // the region is of another PD
 	}{
 		{name: "registered already", info: func(f *transport.MR) transport.RegInfo {
 			return transport.RegInfo{Key: transport.IncRKey(f.RKey()), Length: 64, Access: regAccess}
-		}, pre: func(t *testing.T, b *rdmatest.Peer, f *transport.MR) { register(t, b, f, 9, 0, 64, 0) }},
+		}, pre: func(t *testing.T, b *testharness.Peer, f *transport.MR) { register(t, b, f, 9, 0, 64, 0) }},
 		{name: "key of another index", info: func(f *transport.MR) transport.RegInfo {
 			return transport.RegInfo{Key: f.RKey() + 0x100, Length: 64, Access: regAccess}
 		}},
@@ -138,24 +138,24 @@ func TestFastRegErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, b, _ := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess})
+			_, b, _ := testharness.MemPair(t, testharness.Options{Access: mwAccess})
 			pd := b.PD
 			if c.pd {
 				pd = b.Dev.AllocPD()
 			}
 			f, err := pd.AllocFastMR(make([]byte, 4096))
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 			if c.pre != nil {
 				c.pre(t, b, f)
 			}
-			rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRegMR, Flags: transport.Signaled, Reg: transport.RegMR{MR: f, Info: c.info(f)}}))
-			rdmatest.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled}))
+			testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRegMR, Flags: transport.Signaled, Reg: transport.RegMR{MR: f, Info: c.info(f)}}))
+			testharness.Must(t, b.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled}))
 			waitOp(t, b.SCQ, 1, transport.OpRegMR, transport.LocQPOpErr)
 			waitOp(t, b.SCQ, 2, transport.OpSend, transport.WRFlushErr)
 		})
 	}
 	t.Run("post checks", func(t *testing.T) {
-		_, b, _ := rdmatest.MemPair(t, rdmatest.Options{Access: mwAccess})
+		_, b, _ := testharness.MemPair(t, testharness.Options{Access: mwAccess})
 		if err := b.QP.PostSend(&transport.SendWR{Opcode: transport.WRRegMR, Reg: transport.RegMR{MR: b.MR}}); !errors.Is(err, transport.ErrInvalid) {
 			t.Errorf("REG_MR of a registered region: %v", err)
 		}

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
@@ -57,11 +57,11 @@ func FuzzReceive(f *testing.F) {
 			f.Add(sel, uint16(0), s)
 		}
 	}
-	o := rdmatest.Options{Timeout: 16}
+	o := testharness.Options{Timeout: 16}
 	o.MemDefaults()
 	net := mem.NewNet(1)
-	s := rdmatest.NewMemPeer(f, net, "10.0.0.1", o)
-	rdmatest.Must(f, s.MR.Dereg()) // only the guarded regions below are reachable
+	s := testharness.NewMemPeer(f, net, "10.0.0.1", o)
+	testharness.Must(f, s.MR.Dereg()) // only the guarded regions below are reachable
 	r := newRawPeer(f, net, "10.0.0.9")
 	connectRaw(f, s, r, o, 5000, 0)
 
@@ -84,7 +84,7 @@ func FuzzReceive(f *testing.F) {
 		var err error
 		starts[i] = off
 		regions[i], err = s.PD.Register(backing[off:off+sizes[i]], access[i]) // capacity runs on: a bounds slip would write the guard, not panic
-		rdmatest.Must(f, err)
+		testharness.Must(f, err)
 		off += sizes[i] + guard
 	}
 	// Everything but region A must keep these bytes for ever.
@@ -136,7 +136,7 @@ func FuzzReceive(f *testing.F) {
 		q := qps[i]
 		if q.State() == transport.Err {
 			drain(t) // the flushed receives
-			rdmatest.Must(t, q.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState))
+			testharness.Must(t, q.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState))
 			x := *s
 			x.QP = q
 			oo := o

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
@@ -39,10 +39,10 @@ func attachChan(t *testing.T, d *transport.Device) chan gotMAD {
 func TestGSISendReceive(t *testing.T) {
 	net := mem.NewNet(1)
 	var sent [][]byte
-	o := rdmatest.Options{}
+	o := testharness.Options{}
 	o.MemDefaults()
-	a := rdmatest.NewMemPeer(t, net, "192.0.2.1", o)
-	b := rdmatest.NewMemPeer(t, net, "192.0.2.2", o)
+	a := testharness.NewMemPeer(t, net, "192.0.2.1", o)
+	b := testharness.NewMemPeer(t, net, "192.0.2.2", o)
 	a.Dev.SetTrace(func(out bool, dg []byte) {
 		if out {
 			sent = append(sent, append([]byte(nil), dg...))
@@ -101,9 +101,9 @@ func TestGSISendReceive(t *testing.T) {
 // no handler attached is counted as unclaimed.
 func TestGSIMalformed(t *testing.T) {
 	net := mem.NewNet(1)
-	o := rdmatest.Options{}
+	o := testharness.Options{}
 	o.MemDefaults()
-	b := rdmatest.NewMemPeer(t, net, "192.0.2.2", o)
+	b := testharness.NewMemPeer(t, net, "192.0.2.2", o)
 	r := newRawPeer(t, net, "192.0.2.9")
 	r.dst = b
 	send := func(op bth.OpCode, pkey uint16, qkey uint32, n int) {
@@ -115,7 +115,7 @@ func TestGSIMalformed(t *testing.T) {
 			bth.DETH(d.Ext(bth.ExtDETH)).SetSrcQP(1)
 		}
 		d.Seal()
-		if _, err := r.link.Send([]nic.Frame{{B: buf, Off: nic.Headroom}}); err != nil {
+		if err := r.SendBuilt(buf); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,7 +1,6 @@
 package transport_test
 
 import (
-	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/manualclock"
+	"github.com/goroce/goroce/internal/rawpeer"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/transport"
 )
@@ -180,15 +180,11 @@ func (h *harness) deliver(op bth.OpCode, psn uint32, payload []byte, hs ...func(
 // hands it over itself (a burst left open).
 func (h *harness) packet(op bth.OpCode, psn uint32, payload []byte, hs ...func(p []byte, info *bth.Info)) (bth.Frame, bth.Packet) {
 	h.t.Helper()
-	o := bth.Outer{Src: peerAddr, Dst: localAddr, SrcPort: 0xc123}
-	d := bth.NewDraft(make([]byte, bth.DraftLen(&o, op, len(payload))), &o, bth.BTHFields{OpCode: op,
-		PKey: bth.DefaultPKey, DestQP: h.q.QPN(), AckReq: true, PSN: bth.PSN(psn)}, len(payload))
-	for _, f := range hs {
-		f(d.RoCE(), d.Info())
-	}
-	copy(d.Payload(), payload)
-	dg := d.Seal()
-	f, err := bth.DecodeIP(dg)
+	// The scripted raw peer's builder; no link: the packet goes straight
+	// to the QP's receive path.
+	peer := rawpeer.Peer{Src: peerAddr, Dst: localAddr, SrcPort: 0xc123}
+	b := peer.Build(rawpeer.Packet{Op: op, DestQP: h.q.QPN(), PSN: psn, AckReq: true, Payload: payload, Headers: hs})
+	f, err := bth.DecodeIP(b[nic.Headroom:])
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -268,14 +264,12 @@ func (h *harness) ack(ps []bth.Packet, s bth.Syndrome, psn uint32) {
 	}
 }
 
+// describe gives the packets in the one packet format (roced decode's
+// line).
 func describe(ps []bth.Packet) []string {
 	var d []string
 	for _, p := range ps {
-		s := fmt.Sprintf("%v psn %#x", p.OpCode(), uint32(p.BTH().PSN()))
-		if p.Info().Headers.Has(bth.ExtAETH) {
-			s += " " + p.AETH().Syndrome().String()
-		}
-		d = append(d, s)
+		d = append(d, p.Summary())
 	}
 	return d
 }

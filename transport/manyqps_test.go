@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/transport"
 )
@@ -22,7 +22,7 @@ func TestManyQPs(t *testing.T) {
 	if testing.Short() {
 		n = 5_000
 	}
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{RxQueues: 2})
+	a, b, _ := testharness.MemPair(t, testharness.Options{RxQueues: 2})
 	qs := make([]*transport.QP, n)
 	c := a.Dev.CreateCQ(2 * 1000) // the traffic below completes here
 	for i := range qs {
@@ -66,9 +66,9 @@ func TestManyQPs(t *testing.T) {
 		t.Fatalf("after the destroys: %v, QPN %#x after %#x", err, q.QPN(), qs[n-1].QPN())
 	}
 	// The pair's own QPs, created first, still carry traffic among them.
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 7, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 64)},
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 7, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 64)},
 		RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}))
-	if wc := rdmatest.Wait(t, a.SCQ, 10*time.Second); wc.WRID != 7 || wc.Status != transport.Success {
+	if wc := testharness.Wait(t, a.SCQ, 10*time.Second); wc.WRID != 7 || wc.Status != transport.Success {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -77,7 +77,7 @@ func TestManyQPs(t *testing.T) {
 // 50 with -short) each to a new QP on b and sends one message each way on
 // every pair, each delivered to its own slot and checked: a device full of
 // QPs must still deliver by QPN. The chosen QPs complete on c.
-func manyQPsTraffic(t *testing.T, a, b *rdmatest.Peer, qs []*transport.QP, c *transport.CQ) {
+func manyQPsTraffic(t *testing.T, a, b *testharness.Peer, qs []*transport.QP, c *transport.CQ) {
 	t.Helper()
 	k := 1000
 	if testing.Short() {
@@ -102,8 +102,8 @@ func manyQPsTraffic(t *testing.T, a, b *rdmatest.Peer, qs []*transport.QP, c *tr
 		if err != nil {
 			t.Fatal(err)
 		}
-		rdmatest.Must(t, a.Dev.Connect(p.qa, ea, eb, transport.ConnectOptions{}))
-		rdmatest.Must(t, b.Dev.Connect(p.qb, eb, ea, transport.ConnectOptions{}))
+		testharness.Must(t, a.Dev.Connect(p.qa, ea, eb, transport.ConnectOptions{}))
+		testharness.Must(t, b.Dev.Connect(p.qb, eb, ea, transport.ConnectOptions{}))
 		pairs = append(pairs, p)
 	}
 	// Slot j of each side's region: [j*8, j*8+8) receives, and the k slots
@@ -113,16 +113,16 @@ func manyQPsTraffic(t *testing.T, a, b *rdmatest.Peer, qs []*transport.QP, c *tr
 	for j, p := range pairs {
 		binary.LittleEndian.PutUint64(a.Buf[(k+j)*w:], uint64(j)<<32|0xa)
 		binary.LittleEndian.PutUint64(b.Buf[(k+j)*w:], uint64(j)<<32|0xb)
-		rdmatest.Must(t, p.qa.PostRecv(&transport.RecvWR{WRID: uint64(j), SGL: []transport.SGE{a.MR.SGE(j*w, w)}}))
-		rdmatest.Must(t, p.qb.PostRecv(&transport.RecvWR{WRID: uint64(j), SGL: []transport.SGE{b.MR.SGE(j*w, w)}}))
+		testharness.Must(t, p.qa.PostRecv(&transport.RecvWR{WRID: uint64(j), SGL: []transport.SGE{a.MR.SGE(j*w, w)}}))
+		testharness.Must(t, p.qb.PostRecv(&transport.RecvWR{WRID: uint64(j), SGL: []transport.SGE{b.MR.SGE(j*w, w)}}))
 	}
 	for j, p := range pairs {
-		rdmatest.Must(t, p.qa.PostSend(&transport.SendWR{WRID: uint64(j), Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE((k+j)*w, w)}}))
-		rdmatest.Must(t, p.qb.PostSend(&transport.SendWR{WRID: uint64(j), Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{b.MR.SGE((k+j)*w, w)}}))
+		testharness.Must(t, p.qa.PostSend(&transport.SendWR{WRID: uint64(j), Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE((k+j)*w, w)}}))
+		testharness.Must(t, p.qb.PostSend(&transport.SendWR{WRID: uint64(j), Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{b.MR.SGE((k+j)*w, w)}}))
 	}
 	for _, c := range []*transport.CQ{c, cb} {
 		for range 2 * k {
-			if wc := rdmatest.Wait(t, c, 10*time.Second); wc.Status != transport.Success {
+			if wc := testharness.Wait(t, c, 10*time.Second); wc.Status != transport.Success {
 				t.Fatalf("%+v", wc)
 			}
 		}
@@ -158,7 +158,7 @@ func TestManyQPsHeap(t *testing.T) {
 		{"large", 500, transport.QPCap{MaxSendWR: 256, MaxRecvWR: 256, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}},
 	} {
 		t.Run(s.name, func(t *testing.T) {
-			a, _, _ := rdmatest.MemPair(t, rdmatest.Options{NoConnect: true})
+			a, _, _ := testharness.MemPair(t, testharness.Options{NoConnect: true})
 			c := a.Dev.CreateCQ(16)
 			qs := make([]*transport.QP, s.n)
 			per := heapPer(nil, s.n, func(i int) {
@@ -205,7 +205,7 @@ func heapPer(b *testing.B, n int, f func(i int)) float64 {
 // issue's shape (idleQPCap): O(1) each means ns/op stays flat as b.N
 // grows. Run with -benchtime=100000x for the 100k QPs.
 func BenchmarkCreateQP(b *testing.B) {
-	a, _, _ := rdmatest.MemPair(b, rdmatest.Options{NoConnect: true})
+	a, _, _ := testharness.MemPair(b, testharness.Options{NoConnect: true})
 	c := a.Dev.CreateCQ(16)
 	qs := make([]*transport.QP, b.N)
 	cpu0 := cpuTime(b)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -34,7 +34,7 @@ func TestCapMessages(t *testing.T) {
 func TestPostToDestroyedQP(t *testing.T) {
 	s, d := modifySide(t, transport.RC)
 	walk(t, s, transport.RC, transport.RTS)
-	rdmatest.Must(t, d.DestroyQP(s.QP))
+	testharness.Must(t, d.DestroyQP(s.QP))
 	a := transport.QPAttr{State: transport.Err}
 	merr := s.QP.Modify(&a, transport.AttrState)
 	serr := s.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.MR.SGE(0, 8)}})
@@ -60,14 +60,14 @@ func TestSGECheckedAtPost(t *testing.T) {
 	s, d := modifySide(t, transport.RC)
 	walk(t, s, transport.RC, transport.RTS)
 	small, err := s.PD.Register(make([]byte, 4096), transport.LocalWrite)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	ro, err := s.PD.Register(make([]byte, 4096), 0)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	other, err := d.AllocPD().Register(make([]byte, 4096), transport.LocalWrite)
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	bad := transport.SGE{Addr: small.Addr(), Length: 8, LKey: small.LKey() ^ 0x80} // same index, another tag: no region
 	srq, err := d.CreateSRQ(s.PD, transport.SRQAttr{MaxWR: 4, MaxSGE: 1})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	for _, c := range []struct {
 		name string
 		post func() error
@@ -108,6 +108,6 @@ func TestSGECheckedAtPost(t *testing.T) {
 	}
 	// The same SGEs inside the region post (a send from a read-only region
 	// is fine: sending only reads it).
-	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{ro.SGE(0, 8), small.SGE(4088, 8)}}))
-	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{small.SGE(0, 4096)}}))
+	testharness.Must(t, s.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{ro.SGE(0, 8), small.SGE(4088, 8)}}))
+	testharness.Must(t, s.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{small.SGE(0, 4096)}}))
 }

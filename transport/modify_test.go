@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/transport"
@@ -29,14 +29,14 @@ var required = []struct {
 	{transport.UD, transport.RTR, transport.RTS, transport.AttrSQPSN},
 }
 
-func modifySide(t *testing.T, typ transport.QPType) (*rdmatest.Peer, *transport.Device) {
-	o := rdmatest.Options{Type: typ}
+func modifySide(t *testing.T, typ transport.QPType) (*testharness.Peer, *transport.Device) {
+	o := testharness.Options{Type: typ}
 	o.MemDefaults()
-	s := rdmatest.NewMemPeer(t, mem.NewNet(1), "10.0.0.1", o)
+	s := testharness.NewMemPeer(t, mem.NewNet(1), "10.0.0.1", o)
 	return s, s.Dev
 }
 
-func fullAttr(s *rdmatest.Peer, to transport.QPState) transport.QPAttr {
+func fullAttr(s *testharness.Peer, to transport.QPState) transport.QPAttr {
 	g, _ := s.Dev.GID(1)
 	return transport.QPAttr{State: to, PortNum: 1, AccessFlags: transport.LocalWrite, QKey: 1, PathMTU: transport.MTU1024,
 		DestQPN: 0x42, RQPSN: 1, SQPSN: 2, MaxDestRdAtomic: 1, MinRNRTimer: 12, Timeout: 14,
@@ -44,7 +44,7 @@ func fullAttr(s *rdmatest.Peer, to transport.QPState) transport.QPAttr {
 }
 
 // walk moves a fresh QP of type typ to state via the required masks.
-func walk(t *testing.T, s *rdmatest.Peer, typ transport.QPType, to transport.QPState) {
+func walk(t *testing.T, s *testharness.Peer, typ transport.QPType, to transport.QPState) {
 	for _, r := range required {
 		if r.typ != typ || s.QP.State() == to {
 			continue
@@ -121,11 +121,11 @@ func TestModifyTransitions(t *testing.T) {
 				case transport.SQD:
 					walk(t, s, typ, transport.RTS)
 					a := transport.QPAttr{State: transport.SQD}
-					rdmatest.Must(t, s.QP.Modify(&a, transport.AttrState))
+					testharness.Must(t, s.QP.Modify(&a, transport.AttrState))
 				case transport.Err:
 					walk(t, s, typ, transport.Init)
 					a := transport.QPAttr{State: transport.Err}
-					rdmatest.Must(t, s.QP.Modify(&a, transport.AttrState))
+					testharness.Must(t, s.QP.Modify(&a, transport.AttrState))
 				default:
 					walk(t, s, typ, from)
 				}
@@ -166,7 +166,7 @@ func TestModifyValues(t *testing.T) {
 		}
 	}
 	a := fullAttr(s, transport.RTR)
-	rdmatest.Must(t, s.QP.Modify(&a, rtr))
+	testharness.Must(t, s.QP.Modify(&a, rtr))
 	rts := fullAttr(s, transport.RTS)
 	rts.RetryCnt = 8
 	if err := s.QP.Modify(&rts, transport.AttrState|transport.AttrSQPSN|transport.AttrTimeout|transport.AttrRetryCnt|transport.AttrRNRRetry|transport.AttrMaxQPRdAtomic); err == nil {
@@ -178,7 +178,7 @@ func TestModifyValues(t *testing.T) {
 		t.Error("wrong CUR_STATE accepted")
 	}
 	rts.CurState = transport.RTR
-	rdmatest.Must(t, s.QP.Modify(&rts, transport.AttrState|transport.AttrCurState|transport.AttrSQPSN|transport.AttrTimeout|transport.AttrRetryCnt|transport.AttrRNRRetry|transport.AttrMaxQPRdAtomic))
+	testharness.Must(t, s.QP.Modify(&rts, transport.AttrState|transport.AttrCurState|transport.AttrSQPSN|transport.AttrTimeout|transport.AttrRetryCnt|transport.AttrRNRRetry|transport.AttrMaxQPRdAtomic))
 	got, ia := s.QP.Query()
 	if got.State != transport.RTS || got.PathMTU != transport.MTU1024 || got.DestQPN != 0x42 || got.Timeout != 14 ||
 		got.SQPSN != 2 || got.RQPSN != 1 || ia.Type != transport.RC || got.MinRNRTimer != 12 {
@@ -199,40 +199,40 @@ func TestPostingByState(t *testing.T) {
 			t.Errorf("post_send in %v: %v", st, err)
 		}
 	}
-	rdmatest.Must(t, s.QP.PostRecv(recv)) // INIT onwards
+	testharness.Must(t, s.QP.PostRecv(recv)) // INIT onwards
 }
 
 func TestErrorFlushesEverything(t *testing.T) {
-	a, b, net := rdmatest.MemPair(t, rdmatest.Options{Timeout: 16})
+	a, b, net := testharness.MemPair(t, testharness.Options{Timeout: 16})
 	net.SetFilter(a.Addr, b.Addr, func([]byte) mem.Verdict { return mem.Drop })
 	for i := range 5 {
-		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
-		rdmatest.Must(t, a.QP.PostRecv(&transport.RecvWR{WRID: 100 + uint64(i), SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
+		testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
+		testharness.Must(t, a.QP.PostRecv(&transport.RecvWR{WRID: 100 + uint64(i), SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
 	}
 	e := transport.QPAttr{State: transport.Err}
-	rdmatest.Must(t, a.QP.Modify(&e, transport.AttrState))
+	testharness.Must(t, a.QP.Modify(&e, transport.AttrState))
 	// Every outstanding WR, signaled or not, completes with a flush error,
 	// in order (IBA 10.3.1.7).
 	for i := range 5 {
-		if wc := rdmatest.Wait(t, a.SCQ, timeoutShort); wc.WRID != uint64(i) || wc.Status != transport.WRFlushErr {
+		if wc := testharness.Wait(t, a.SCQ, timeoutShort); wc.WRID != uint64(i) || wc.Status != transport.WRFlushErr {
 			t.Fatalf("send %d: %+v", i, wc)
 		}
-		if wc := rdmatest.Wait(t, a.RCQ, timeoutShort); wc.WRID != 100+uint64(i) || wc.Status != transport.WRFlushErr {
+		if wc := testharness.Wait(t, a.RCQ, timeoutShort); wc.WRID != 100+uint64(i) || wc.Status != transport.WRFlushErr {
 			t.Fatalf("recv %d: %+v", i, wc)
 		}
 	}
 	// Posting in ERR flushes at once.
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 9, Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
-	if wc := rdmatest.Wait(t, a.SCQ, timeoutShort); wc.WRID != 9 || wc.Status != transport.WRFlushErr {
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 9, Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
+	if wc := testharness.Wait(t, a.SCQ, timeoutShort); wc.WRID != 9 || wc.Status != transport.WRFlushErr {
 		t.Fatalf("post in ERR: %+v", wc)
 	}
-	rdmatest.Must(t, a.QP.PostRecv(&transport.RecvWR{WRID: 10, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
-	if wc := rdmatest.Wait(t, a.RCQ, timeoutShort); wc.WRID != 10 || wc.Status != transport.WRFlushErr {
+	testharness.Must(t, a.QP.PostRecv(&transport.RecvWR{WRID: 10, SGL: []transport.SGE{a.MR.SGE(0, 8)}}))
+	if wc := testharness.Wait(t, a.RCQ, timeoutShort); wc.WRID != 10 || wc.Status != transport.WRFlushErr {
 		t.Fatalf("post_recv in ERR: %+v", wc)
 	}
 	// RESET empties the queues without completions; the QP can start over.
 	r := transport.QPAttr{State: transport.Reset}
-	rdmatest.Must(t, a.QP.Modify(&r, transport.AttrState))
+	testharness.Must(t, a.QP.Modify(&r, transport.AttrState))
 	if a.SCQ.Len()+a.RCQ.Len() != 0 {
 		t.Fatal("completions after RESET")
 	}

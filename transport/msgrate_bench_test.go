@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -39,7 +39,7 @@ func BenchmarkMessageRate(b *testing.B) {
 
 func benchMessageRate(b *testing.B, poll bool) {
 	const size, txDepth, rxDepth = 64, 128, 512
-	c, s, _ := rdmatest.MemPair(b, rdmatest.Options{MTU: transport.MTU4096, BufSize: rxDepth * size,
+	c, s, _ := testharness.MemPair(b, testharness.Options{MTU: transport.MTU4096, BufSize: rxDepth * size,
 		SQDepth: txDepth, RQDepth: rxDepth, CQDepth: 2 * rxDepth, Window: 512, PollProgress: poll})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -53,7 +53,7 @@ func benchMessageRate(b *testing.B, poll bool) {
 		return s.QP.PostRecv(&rwr)
 	}
 	for i := range uint64(rxDepth) {
-		rdmatest.Must(b, repost(i))
+		testharness.Must(b, repost(i))
 	}
 	server := make(chan error, 1)
 	b.ResetTimer()
@@ -88,7 +88,7 @@ func benchMessageRate(b *testing.B, poll bool) {
 	for done < b.N {
 		for ; inflight < txDepth && posted < b.N; posted++ {
 			ssgl[0] = c.MR.SGE(posted%txDepth*size, size)
-			rdmatest.Must(b, c.QP.PostSend(&swr))
+			testharness.Must(b, c.QP.PostSend(&swr))
 			inflight++
 		}
 		n, err := c.SCQ.PollWait(ctx, wc)

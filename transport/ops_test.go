@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/transport"
 )
@@ -37,7 +37,7 @@ func TestOperations(t *testing.T) {
 	sizes := []int{0, 1, 1023, 1024, 1025, 4096, 65536, 300001}
 	ops := []transport.WROpcode{transport.WRSend, transport.WRSendWithImm, transport.WRRDMAWrite, transport.WRRDMAWriteWithImm, transport.WRRDMARead}
 	for _, mtu := range []transport.MTU{transport.MTU256, transport.MTU1024, transport.MTU4096} {
-		a, b, _ := rdmatest.MemPair(t, rdmatest.Options{MTU: mtu, PSN: 0xffff00, PSNB: 0x123456})
+		a, b, _ := testharness.MemPair(t, testharness.Options{MTU: mtu, PSN: 0xffff00, PSNB: 0x123456})
 		for _, op := range ops {
 			for _, n := range sizes {
 				for _, k := range []int{1, 3} {
@@ -51,7 +51,7 @@ func TestOperations(t *testing.T) {
 }
 
 // checkOp runs one operation from a to b and checks data and completions.
-func checkOp(t *testing.T, a, b *rdmatest.Peer, op transport.WROpcode, n, k int) {
+func checkOp(t *testing.T, a, b *testharness.Peer, op transport.WROpcode, n, k int) {
 	const srcOff, dstOff = 1000, 400000
 	fill(a.Buf[srcOff:srcOff+n], byte(n+int(op)))
 	fill(b.Buf[dstOff:dstOff+n], byte(n+int(op)+1))
@@ -75,12 +75,12 @@ func checkOp(t *testing.T, a, b *rdmatest.Peer, op transport.WROpcode, n, k int)
 	if err := a.QP.PostSend(&wr); err != nil {
 		t.Fatal(err)
 	}
-	wc := rdmatest.Wait(t, a.SCQ, 5*time.Second)
+	wc := testharness.Wait(t, a.SCQ, 5*time.Second)
 	if wc.Status != transport.Success || wc.WRID != wr.WRID {
 		t.Fatalf("send completion %+v", wc)
 	}
 	if recv {
-		rc := rdmatest.Wait(t, b.RCQ, 5*time.Second)
+		rc := testharness.Wait(t, b.RCQ, 5*time.Second)
 		wantOp := transport.OpRecv
 		if op == transport.WRRDMAWriteWithImm {
 			wantOp = transport.OpRecvRDMAWithImm
@@ -106,17 +106,17 @@ func checkOp(t *testing.T, a, b *rdmatest.Peer, op transport.WROpcode, n, k int)
 }
 
 // waitPlaced sends an empty SEND from a to b and waits for its receive.
-func waitPlaced(t testing.TB, a, b *rdmatest.Peer) {
+func waitPlaced(t testing.TB, a, b *testharness.Peer) {
 	t.Helper()
-	rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 0xfe}))
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 0xfe, Opcode: transport.WRSend}))
-	if wc := rdmatest.Wait(t, b.RCQ, 5*time.Second); wc.WRID != 0xfe {
+	testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 0xfe}))
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 0xfe, Opcode: transport.WRSend}))
+	if wc := testharness.Wait(t, b.RCQ, 5*time.Second); wc.WRID != 0xfe {
 		t.Fatalf("marker receive %+v", wc)
 	}
 }
 
 func TestSendWithInvalidate(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
+	a, b, _ := testharness.MemPair(t, testharness.Options{})
 	target, err := b.PD.Register(make([]byte, 4096), transport.LocalWrite|transport.RemoteWrite)
 	if err != nil {
 		t.Fatal(err)
@@ -124,23 +124,23 @@ func TestSendWithInvalidate(t *testing.T) {
 	b.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.MR.SGE(0, 100)}})
 	a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSendWithInv, Flags: transport.Signaled,
 		SGL: []transport.SGE{a.MR.SGE(0, 10)}, InvRKey: target.RKey()})
-	rc := rdmatest.Wait(t, b.RCQ, 2*time.Second)
+	rc := testharness.Wait(t, b.RCQ, 2*time.Second)
 	if rc.Status != transport.Success || rc.Flags&transport.WithInv == 0 || rc.InvalidatedRKey != target.RKey() {
 		t.Fatalf("recv %+v", rc)
 	}
-	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.Status != transport.Success {
+	if wc := testharness.Wait(t, a.SCQ, 2*time.Second); wc.Status != transport.Success {
 		t.Fatalf("send %+v", wc)
 	}
 	// The invalidated rkey no longer reaches the memory: the WRITE is NAKed.
 	a.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
 		SGL: []transport.SGE{a.MR.SGE(0, 10)}, RemoteAddr: target.Addr(), RKey: target.RKey()})
-	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.Status != transport.RemAccessErr {
+	if wc := testharness.Wait(t, a.SCQ, 2*time.Second); wc.Status != transport.RemAccessErr {
 		t.Fatalf("write through invalidated rkey: %+v", wc)
 	}
 }
 
 func TestAtomics(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
+	a, b, _ := testharness.MemPair(t, testharness.Options{})
 	word := func() uint64 { return binary.LittleEndian.Uint64(b.Buf[128:]) }
 	binary.LittleEndian.PutUint64(b.Buf[128:], 1000)
 	cases := []struct {
@@ -160,7 +160,7 @@ func TestAtomics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.Status != transport.Success {
+		if wc := testharness.Wait(t, a.SCQ, 2*time.Second); wc.Status != transport.Success {
 			t.Fatalf("case %d: %+v", i, wc)
 		}
 		if got := binary.LittleEndian.Uint64(a.Buf[8*i:]); got != c.orig {
@@ -182,7 +182,7 @@ func TestAtomics(t *testing.T) {
 }
 
 func TestInlineAndUnsignaled(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Inline: 256})
+	a, b, _ := testharness.MemPair(t, testharness.Options{Inline: 256})
 	for i := range 10 {
 		b.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.MR.SGE(i*300, 300)}})
 	}
@@ -200,7 +200,7 @@ func TestInlineAndUnsignaled(t *testing.T) {
 		clear(a.Buf[:200])
 	}
 	// Only the signaled one completes on the send side.
-	if wc := rdmatest.Wait(t, a.SCQ, 2*time.Second); wc.WRID != 109 || wc.Status != transport.Success {
+	if wc := testharness.Wait(t, a.SCQ, 2*time.Second); wc.WRID != 109 || wc.Status != transport.Success {
 		t.Fatalf("send %+v", wc)
 	}
 	if a.SCQ.Len() != 0 {
@@ -208,7 +208,7 @@ func TestInlineAndUnsignaled(t *testing.T) {
 	}
 	want := make([]byte, 200)
 	for i := range 10 {
-		wc := rdmatest.Wait(t, b.RCQ, 2*time.Second)
+		wc := testharness.Wait(t, b.RCQ, 2*time.Second)
 		if wc.WRID != uint64(i) || wc.ByteLen != 200 {
 			t.Fatalf("recv %d: %+v", i, wc)
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
@@ -99,15 +99,15 @@ func (b *burstLink) release(t *testing.T, n int) {
 // retries (or, worse, answered it with the wrong READ's data).
 func TestCompleterReadResponseOvertakesRewind(t *testing.T) {
 	var bl *burstLink
-	s, r, _ := newRaw(t, rdmatest.Options{Timeout: 16, Wrap: func(l *mem.Link) nic.Link {
+	s, r, _ := newRaw(t, testharness.Options{Timeout: 16, Wrap: func(l *mem.Link) nic.Link {
 		bl = newBurstLink(l)
 		return bl
 	}})
 	data := make([]byte, 4096)
 	fill(data, 3)
-	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+	testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
 		SGL: []transport.SGE{s.MR.SGE(0, 3072)}, RemoteAddr: 0x10000, RKey: 0x77}))
-	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+	testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
 		SGL: []transport.SGE{s.MR.SGE(8192, 1024)}, RemoteAddr: 0x20000, RKey: 0x77}))
 	r.expectReq(bth.RCReadRequest, sPSN)   // the first READ: sPSN..sPSN+2
 	r.expectReq(bth.RCReadRequest, sPSN+3) // the second: sPSN+3
@@ -117,7 +117,7 @@ func TestCompleterReadResponseOvertakesRewind(t *testing.T) {
 	r.send(bth.RCReadResponseMiddle, sPSN+1, false, data[1024:2048])             // ...it was only late
 	r.send(bth.RCReadResponseLast, sPSN+2, false, data[2048:3072], aeth(ack, 1))
 	bl.release(t, 4)
-	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != 1 || wc.Status != transport.Success {
+	if wc := testharness.Wait(t, s.SCQ, time.Second); wc.WRID != 1 || wc.Status != transport.Success {
 		t.Fatalf("first READ: %+v", wc)
 	}
 	if !bytes.Equal(s.Buf[:3072], data[:3072]) {
@@ -129,7 +129,7 @@ func TestCompleterReadResponseOvertakesRewind(t *testing.T) {
 		t.Fatalf("second READ resent for va %#x len %d", rh.VA(), rh.DMALen())
 	}
 	r.send(bth.RCReadResponseOnly, sPSN+3, false, data[3072:], aeth(ack, 2))
-	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != 2 || wc.Status != transport.Success {
+	if wc := testharness.Wait(t, s.SCQ, time.Second); wc.WRID != 2 || wc.Status != transport.Success {
 		t.Fatalf("second READ: %+v", wc)
 	}
 	if !bytes.Equal(s.Buf[8192:9216], data[3072:]) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/manualclock"
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/nic/udp"
@@ -99,20 +99,20 @@ func progressLoop(t *testing.T, d *transport.Device) {
 // nic.NetpollLeaver) or out of it (NoNetpoll), and over two udp links
 // joined by nic.Multi.
 func TestPollMode(t *testing.T) {
-	o := rdmatest.Options{PollProgress: true}
-	pairWith := func(t *testing.T, o rdmatest.Options, a, b nic.Link, aa, ba string) (*rdmatest.Peer, *rdmatest.Peer) {
-		pa := rdmatest.NewPeer(t, a, netip.MustParseAddr(aa), o)
-		pb := rdmatest.NewPeer(t, b, netip.MustParseAddr(ba), o)
-		rdmatest.ConnectQP(t, pa, pb, pa.Opt, pa.Opt.PSN, pb.Opt.PSN)
-		rdmatest.ConnectQP(t, pb, pa, pb.Opt, pb.Opt.PSN, pa.Opt.PSN)
+	o := testharness.Options{PollProgress: true}
+	pairWith := func(t *testing.T, o testharness.Options, a, b nic.Link, aa, ba string) (*testharness.Peer, *testharness.Peer) {
+		pa := testharness.NewPeer(t, a, netip.MustParseAddr(aa), o)
+		pb := testharness.NewPeer(t, b, netip.MustParseAddr(ba), o)
+		testharness.ConnectQP(t, pa, pb, pa.Opt, pa.Opt.PSN, pb.Opt.PSN)
+		testharness.ConnectQP(t, pb, pa, pb.Opt, pb.Opt.PSN, pa.Opt.PSN)
 		progressLoop(t, pa.Dev)
 		progressLoop(t, pb.Dev)
 		return pa, pb
 	}
-	pair := func(t *testing.T, a, b nic.Link, aa, ba string) (*rdmatest.Peer, *rdmatest.Peer) {
+	pair := func(t *testing.T, a, b nic.Link, aa, ba string) (*testharness.Peer, *testharness.Peer) {
 		return pairWith(t, o, a, b, aa, ba)
 	}
-	memPair := func(t *testing.T, wrap func(*mem.Link) nic.Link) (*rdmatest.Peer, *rdmatest.Peer) {
+	memPair := func(t *testing.T, wrap func(*mem.Link) nic.Link) (*testharness.Peer, *testharness.Peer) {
 		n := mem.NewNet(1)
 		link := func(addr string) nic.Link {
 			l, err := n.Attach(netip.MustParseAddr(addr), mem.Options{})
@@ -123,7 +123,7 @@ func TestPollMode(t *testing.T) {
 		}
 		return pair(t, link("10.0.0.1"), link("10.0.0.2"), "10.0.0.1", "10.0.0.2")
 	}
-	report := func(t *testing.T, ps ...*rdmatest.Peer) {
+	report := func(t *testing.T, ps ...*testharness.Peer) {
 		for _, p := range ps {
 			c := p.Dev.Counters()
 			t.Logf("%v: %d of %d packets handled by pollers", p.Addr, c.PolledPkts.Load(), c.RcvdPkts.Load())
@@ -131,8 +131,8 @@ func TestPollMode(t *testing.T) {
 	}
 	t.Run("alone", func(t *testing.T) {
 		a, b := memPair(t, newPollOnly)
-		rdmatest.CheckRC(t, a, b)
-		for _, p := range []*rdmatest.Peer{a, b} {
+		testharness.CheckRC(t, a, b)
+		for _, p := range []*testharness.Peer{a, b} {
 			c := p.Dev.Counters()
 			if polled, rcvd := c.PolledPkts.Load(), c.RcvdPkts.Load(); polled != rcvd || rcvd == 0 {
 				t.Errorf("%v: %d packets received, %d of them by pollers; want all", p.Addr, rcvd, polled)
@@ -141,7 +141,7 @@ func TestPollMode(t *testing.T) {
 	})
 	t.Run("shared", func(t *testing.T) {
 		a, b := memPair(t, func(l *mem.Link) nic.Link { return l })
-		rdmatest.CheckRC(t, a, b)
+		testharness.CheckRC(t, a, b)
 		report(t, a, b)
 	})
 	for _, c := range []struct {
@@ -167,7 +167,7 @@ func TestPollMode(t *testing.T) {
 					t.Fatalf("%s: the device in poll mode asked its link to leave the network poller %d times, want %d", l.Info().Name, l.n.Load(), c.asks)
 				}
 			}
-			rdmatest.CheckRC(t, a, b)
+			testharness.CheckRC(t, a, b)
 			report(t, a, b)
 		})
 	}
@@ -190,18 +190,18 @@ func TestPollMode(t *testing.T) {
 			return m
 		}
 		a, b := pair(t, link("127.0.24.1", "127.0.24.3"), link("127.0.24.2", "127.0.24.4"), "127.0.24.1", "127.0.24.2")
-		rdmatest.CheckRC(t, a, b)
+		testharness.CheckRC(t, a, b)
 		report(t, a, b)
 	})
 	// Across a veth pair over AF_XDP (a poll reads the rx ring, no system
 	// call) and over AF_PACKET (a recvmmsg a poll).
-	for _, k := range []rdmatest.Kind{rdmatest.AFXDPGeneric, rdmatest.AFPacket} {
+	for _, k := range []testharness.Kind{testharness.AFXDPGeneric, testharness.AFPacket} {
 		t.Run(k.String(), func(t *testing.T) {
-			n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU1024)})
-			a, b := rdmatest.Pair(t, n, k, rdmatest.IPv4, o)
+			n := testharness.NewNet(t, testharness.Config{MTU: testharness.VethMTU(transport.MTU1024)})
+			a, b := testharness.Pair(t, n, k, testharness.IPv4, o)
 			progressLoop(t, a.Dev)
 			progressLoop(t, b.Dev)
-			rdmatest.CheckRC(t, a, b)
+			testharness.CheckRC(t, a, b)
 			report(t, a, b)
 		})
 	}
@@ -338,31 +338,31 @@ func TestPollModeAckAtOnceOverDirectSend(t *testing.T) {
 // in-memory link and over the udp link with two receive queues, on QPs
 // of each queue. No poller handles any of them.
 func TestPollModeReceiverTakesOver(t *testing.T) {
-	o := rdmatest.Options{PollProgress: true}
+	o := testharness.Options{PollProgress: true}
 	for _, link := range []string{"mem", "udp"} {
 		t.Run(link, func(t *testing.T) {
-			var a, b *rdmatest.Peer
+			var a, b *testharness.Peer
 			if link == "mem" {
-				a, b, _ = rdmatest.MemPair(t, o)
+				a, b, _ = testharness.MemPair(t, o)
 			} else {
-				open := func(addr string) *rdmatest.Peer {
+				open := func(addr string) *testharness.Peer {
 					l, err := udp.Open(udp.Config{Addr: netip.MustParseAddr(addr), RxQueues: 2})
 					if err != nil {
 						t.Fatal(err)
 					}
-					return rdmatest.NewPeer(t, l, netip.MustParseAddr(addr), o)
+					return testharness.NewPeer(t, l, netip.MustParseAddr(addr), o)
 				}
 				a, b = open("127.0.22.1"), open("127.0.22.2")
-				rdmatest.Connect(t, a, b)
+				testharness.Connect(t, a, b)
 			}
-			pairs := [][2]*rdmatest.Peer{{a, b}}
+			pairs := [][2]*testharness.Peer{{a, b}}
 			if link == "udp" { // a second pair, on b's other queue
 				x, y := a.NewQP(t), b.NewQP(t)
 				for nic.QueueOf(y.QP.QPN(), 2) == nic.QueueOf(b.QP.QPN(), 2) {
 					x, y = a.NewQP(t), b.NewQP(t)
 				}
-				rdmatest.Connect(t, x, y)
-				pairs = append(pairs, [2]*rdmatest.Peer{x, y})
+				testharness.Connect(t, x, y)
+				pairs = append(pairs, [2]*testharness.Peer{x, y})
 			}
 			var wc [1]transport.WC
 			if n, err := b.RCQ.Poll(wc[:]); n != 0 || err != nil {
@@ -400,7 +400,7 @@ func TestPollModeReceiverTakesOver(t *testing.T) {
 // clock, posts a receive on b (and on a, with replies), and sends one
 // SEND from a, which b's poll receives (b's link's sends forgotten
 // before): the start of the open burst tests.
-func sendPolled(t *testing.T, clock *manualclock.Clock, replies, direct bool) (a, b *rdmatest.Peer, bl *pollOnly) {
+func sendPolled(t *testing.T, clock *manualclock.Clock, replies, direct bool) (a, b *testharness.Peer, bl *pollOnly) {
 	t.Helper()
 	wrap := func(l *mem.Link) nic.Link {
 		p := newPollOnly(l).(*pollOnly)
@@ -408,8 +408,8 @@ func sendPolled(t *testing.T, clock *manualclock.Clock, replies, direct bool) (a
 		bl = p // the second link made is b's
 		return p
 	}
-	a, b, _ = rdmatest.MemPair(t, rdmatest.Options{PollProgress: true, Wrap: wrap, Clock: clock})
-	recv := []*rdmatest.Peer{b}
+	a, b, _ = testharness.MemPair(t, testharness.Options{PollProgress: true, Wrap: wrap, Clock: clock})
+	recv := []*testharness.Peer{b}
 	if replies {
 		recv = append(recv, a)
 	}
@@ -448,7 +448,7 @@ func spinPoll(t *testing.T, c *transport.CQ) transport.WC {
 // it and traffic flows: the poll ends with the device's closed error, and
 // nothing races (under -race) or panics.
 func TestPollModeClose(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{PollProgress: true})
+	a, b, _ := testharness.MemPair(t, testharness.Options{PollProgress: true})
 	polled := make(chan error, 1)
 	go func() {
 		var wc [4]transport.WC

@@ -6,26 +6,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/manualclock"
-	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/internal/rawpeer"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/transport"
 )
 
-// rawPeer is a hand-driven peer: it sends packets built field by field and
-// reads what the engine answers, so a test can play a misbehaving HCA.
+// rawPeer is a hand-driven peer, the tests' scripted raw peer
+// (internal/rawpeer) on a mem link: it sends packets built field by field
+// and reads what the engine answers, so a test can play a misbehaving HCA.
 type rawPeer struct {
+	*rawpeer.Peer
 	t    testing.TB
-	link *mem.Link
 	addr netip.Addr
 	qpn  uint32
-	dst  *rdmatest.Peer
-	rx   chan []byte
+	dst  *testharness.Peer
 	clk  *manualclock.Clock // the device's clock (newRaw)
-	read uint64             // packets taken from rx
+	read uint64             // packets taken from Rx
 }
 
 func newRawPeer(t testing.TB, net *mem.Net, addr string) *rawPeer {
@@ -34,59 +34,30 @@ func newRawPeer(t testing.TB, net *mem.Net, addr string) *rawPeer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rawPeer{t: t, link: l, addr: a, qpn: 0x99, rx: make(chan []byte, 1024)}
-	go func() {
-		frames := make([]nic.Frame, 16)
-		for {
-			n, err := l.Recv(frames)
-			if err != nil {
-				close(r.rx)
-				return
-			}
-			for _, f := range frames[:n] {
-				r.rx <- append([]byte(nil), f.Datagram()...)
-			}
-		}
-	}()
+	r := &rawPeer{Peer: rawpeer.New(l, a, netip.Addr{}, 0xc123, 1024, nil), t: t, addr: a, qpn: 0x99}
 	t.Cleanup(func() { l.Close() })
 	return r
 }
 
 // connectRaw moves s to RTS towards the raw peer.
-func connectRaw(t testing.TB, s *rdmatest.Peer, r *rawPeer, o rdmatest.Options, sPSN, rPSN uint32) {
+func connectRaw(t testing.TB, s *testharness.Peer, r *rawPeer, o testharness.Options, sPSN, rPSN uint32) {
 	r.dst = s
 	sIdx, _ := s.Dev.GIDIndex(s.Addr)
-	rdmatest.ModifyToRTS(t, s, o, r.qpn, transport.AHAttr{DGID: bth.GIDFromAddr(r.addr), SGIDIndex: sIdx}, sPSN, rPSN, transport.RTS)
+	testharness.ModifyToRTS(t, s, o, r.qpn, transport.AHAttr{DGID: bth.GIDFromAddr(r.addr), SGIDIndex: sIdx}, sPSN, rPSN, transport.RTS)
 }
 
 // hdr sets a packet's extended headers before it is sealed.
-type hdr func(p []byte, info *bth.Info)
+type hdr = rawpeer.Hdr
 
-func reth(va uint64, rkey, n uint32) hdr {
-	return func(p []byte, i *bth.Info) {
-		o := i.Offset(bth.ExtRETH)
-		bth.RETH(p[o:]).Encode(va, rkey, n)
-	}
-}
-
-func atomicETH(va uint64, rkey uint32, swapAdd, cmp uint64) hdr {
-	return func(p []byte, i *bth.Info) {
-		o := i.Offset(bth.ExtAtomicETH)
-		bth.AtomicETH(p[o:]).Encode(va, rkey, swapAdd, cmp)
-	}
-}
-
-func aeth(s bth.Syndrome, msn uint32) hdr {
-	return func(p []byte, i *bth.Info) {
-		o := i.Offset(bth.ExtAETH)
-		bth.AETH(p[o:]).Encode(s, msn)
-	}
-}
+var (
+	reth      = rawpeer.RETH
+	atomicETH = rawpeer.AtomicETH
+	aeth      = rawpeer.AETH
+)
 
 // send builds and sends one packet to the connected QP.
 func (r *rawPeer) send(op bth.OpCode, psn uint32, ackReq bool, payload []byte, hs ...hdr) {
-	buf := r.build(op, psn, ackReq, payload, hs...)
-	if _, err := r.link.Send([]nic.Frame{{B: buf, Off: nic.Headroom}}); err != nil {
+	if err := r.SendBuilt(r.build(op, psn, ackReq, payload, hs...)); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -94,34 +65,22 @@ func (r *rawPeer) send(op bth.OpCode, psn uint32, ackReq bool, payload []byte, h
 // build returns one sealed packet to the connected QP, its datagram at
 // nic.Headroom.
 func (r *rawPeer) build(op bth.OpCode, psn uint32, ackReq bool, payload []byte, hs ...hdr) []byte {
-	o := bth.Outer{Src: r.addr, Dst: r.dst.Addr, SrcPort: 0xc123}
-	buf := make([]byte, nic.Headroom+bth.DraftLen(&o, op, len(payload)))
-	d := bth.NewDraft(buf[nic.Headroom:], &o, bth.BTHFields{OpCode: op, PKey: 0xffff,
-		DestQP: r.dst.QP.QPN(), AckReq: ackReq, PSN: bth.PSN(psn)}, len(payload))
-	for _, h := range hs {
-		h(d.RoCE(), d.Info())
-	}
-	copy(d.Payload(), payload)
-	d.Seal()
-	return buf
+	r.Dst = r.dst.Addr // a test may point r at another device (r.dst)
+	return r.Build(rawpeer.Packet{Op: op, DestQP: r.dst.QP.QPN(), PSN: psn, AckReq: ackReq, Payload: payload, Headers: hs})
 }
 
 // expect reads the next packet from the engine, failing after d.
 func (r *rawPeer) expect(d time.Duration) bth.Packet {
 	r.t.Helper()
 	select {
-	case dg, ok := <-r.rx:
+	case rf, ok := <-r.Rx:
 		if !ok {
 			r.t.Fatal("link closed")
 		}
 		r.read++
-		f, err := bth.DecodeIP(dg)
-		if err != nil || !f.VerifyICRC() {
-			r.t.Fatalf("engine sent a bad packet: %v", err)
-		}
-		p, err := bth.Parse(f.RoCE())
+		p, err := rawpeer.Decode(rf.Datagram)
 		if err != nil {
-			r.t.Fatal(err)
+			r.t.Fatalf("engine sent a bad packet: %v", err)
 		}
 		return p
 	case <-time.After(d):
@@ -175,8 +134,8 @@ func (r *rawPeer) sentNoMore() {
 	r.t.Helper()
 	if sent := r.dst.Mem.Stats().TxPackets; sent != r.read {
 		var extra []string
-		for len(r.rx) > 0 {
-			dg := <-r.rx
+		for len(r.Rx) > 0 {
+			dg := (<-r.Rx).Datagram
 			f, _ := bth.DecodeIP(dg)
 			p, _ := bth.Parse(f.RoCE())
 			extra = append(extra, fmt.Sprintf("%v psn %d", p.OpCode(), p.BTH().PSN()))

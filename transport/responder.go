@@ -469,7 +469,7 @@ func (q *QP) duplicate(p bth.Packet, psn bth.PSN) {
 		// it is still retransmitting and moves comp.psn past req.psn,
 		// which turns off its retransmit timer, and a requester that
 		// pauses (rxe's in-flight skb limit) never resumes. Seen in the
-		// lab's impaired stage (conformance/README.md, "rxe's requester
+		// lab's impaired stage (interop/README.md, "rxe's requester
 		// stalls again, after a lost ACK"). The MSN stays the latest.
 		if p.BTH().AckReq() {
 			q.queueACK(psn)

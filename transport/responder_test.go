@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/manualclock"
@@ -22,13 +22,13 @@ const rPSN = 1000 // the PSN the raw peer starts its requests at
 // newRaw connects a device to a raw peer. The device's timers run on a
 // manual clock (r.clk): no retransmission happens unless the test advances
 // it.
-func newRaw(t *testing.T, o rdmatest.Options) (*rdmatest.Peer, *rawPeer, *mem.Net) {
+func newRaw(t *testing.T, o testharness.Options) (*testharness.Peer, *rawPeer, *mem.Net) {
 	t.Helper()
 	o.MemDefaults()
 	clk := manualclock.New()
 	o.Clock = clk
 	net := mem.NewNet(1)
-	s := rdmatest.NewMemPeer(t, net, "10.0.0.1", o)
+	s := testharness.NewMemPeer(t, net, "10.0.0.1", o)
 	r := newRawPeer(t, net, "10.0.0.9")
 	r.clk = clk
 	connectRaw(t, s, r, o, 5000, rPSN)
@@ -51,7 +51,7 @@ func TestResponderNAKs(t *testing.T) {
 		name   string
 		access transport.Access
 		recv   []transport.SGE // nil: post a 4 KiB receive; empty non-nil: none
-		run    func(s *rdmatest.Peer, r *rawPeer)
+		run    func(s *testharness.Peer, r *rawPeer)
 		syn    bth.Syndrome
 		state  transport.QPState
 		event  transport.EventType
@@ -60,15 +60,15 @@ func TestResponderNAKs(t *testing.T) {
 		rstat  transport.WCStatus // receive completion status, if one is expected
 	}{
 		{name: "SEND MIDDLE without FIRST", syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrInvalidRequest,
-			run: func(s *rdmatest.Peer, r *rawPeer) { r.send(bth.RCSendMiddle, rPSN, true, pay(1024)) }},
+			run: func(s *testharness.Peer, r *rawPeer) { r.send(bth.RCSendMiddle, rPSN, true, pay(1024)) }},
 		{name: "SEND FIRST shorter than the MTU", syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrInvalidRequest, rstat: transport.RemInvReqErr,
-			run: func(s *rdmatest.Peer, r *rawPeer) { r.send(bth.RCSendFirst, rPSN, true, pay(1000)) }},
+			run: func(s *testharness.Peer, r *rawPeer) { r.send(bth.RCSendFirst, rPSN, true, pay(1000)) }},
 		{name: "SEND beyond the receive buffer", recv: []transport.SGE{{Length: 10}}, syn: nakInvalid, state: transport.Err, rstat: transport.LocLenErr,
-			run: func(s *rdmatest.Peer, r *rawPeer) { r.send(bth.RCSendOnly, rPSN, true, pay(64)) }},
+			run: func(s *testharness.Peer, r *rawPeer) { r.send(bth.RCSendOnly, rPSN, true, pay(64)) }},
 		// An lkey is checked at post (TestSGECheckedAtPost); a region
 		// deregistered after the post fails when the SEND lands.
 		{name: "receive SGE of a deregistered region", recv: []transport.SGE{}, syn: nakOp, state: transport.Err, rstat: transport.LocProtErr,
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				m, err := s.PD.Register(make([]byte, 4096), transport.LocalWrite)
 				if err != nil {
 					panic(err)
@@ -80,38 +80,38 @@ func TestResponderNAKs(t *testing.T) {
 				r.send(bth.RCSendOnly, rPSN, true, pay(64))
 			}},
 		{name: "WRITE with a bad rkey", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrInvalidKey,
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr(), s.MR.RKey()^0x100, 64))
 			}},
 		{name: "WRITE beyond the region", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrBounds,
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr()+uint64(len(s.Buf))-32, s.MR.RKey(), 64))
 			}},
 		{name: "WRITE below the region", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrBounds,
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr()-8, s.MR.RKey(), 64))
 			}},
 		// The QP's access flags lacking the operation is an invalid request,
 		// as rxe's check_op_valid answers it, not a remote access error.
 		{name: "WRITE to a QP without remote write", access: transport.LocalWrite | transport.RemoteRead, syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrQPAccess,
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr(), s.MR.RKey(), 64))
 			}},
 		{name: "WRITE shorter than its DMA length", syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrInvalidRequest,
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(s.MR.Addr(), s.MR.RKey(), 100))
 			}},
 		{name: "READ from a QP without remote read", access: transport.LocalWrite | transport.RemoteWrite, syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrQPAccess,
 			msg: "READ to a QP without REMOTE_READ",
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.MR.Addr(), s.MR.RKey(), 64))
 			}},
 		{name: "atomic to a QP without remote atomic", access: transport.LocalWrite | transport.RemoteWrite | transport.RemoteRead, syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrQPAccess,
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				r.send(bth.RCFetchAdd, rPSN, true, nil, atomicETH(s.MR.Addr(), s.MR.RKey(), 1, 0))
 			}},
 		{name: "WRITE to a region without remote write", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrAccess,
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				m, err := s.PD.Register(make([]byte, 4096), transport.LocalWrite|transport.RemoteRead)
 				if err != nil {
 					panic(err)
@@ -119,7 +119,7 @@ func TestResponderNAKs(t *testing.T) {
 				r.send(bth.RCWriteOnly, rPSN, true, pay(64), reth(m.Addr(), m.RKey(), 64))
 			}},
 		{name: "WRITE to a region of another PD", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrPD,
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				m, err := s.Dev.AllocPD().Register(make([]byte, 4096), transport.LocalWrite|transport.RemoteWrite)
 				if err != nil {
 					panic(err)
@@ -128,37 +128,37 @@ func TestResponderNAKs(t *testing.T) {
 			}},
 		{name: "READ with a bad rkey", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrInvalidKey,
 			msg: "READ rkey 0xdead00",
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.MR.Addr(), 0xdead00, 64))
 			}},
 		{name: "atomic on an unaligned address", syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrInvalidRequest,
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				r.send(bth.RCFetchAdd, rPSN, true, nil, atomicETH(s.MR.Addr()+4, s.MR.RKey(), 1, 0))
 			}},
 		{name: "atomic with a bad rkey", syn: nakAccess, state: transport.Err, event: transport.EventQPAccessErr, why: transport.ErrInvalidKey,
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				r.send(bth.RCCompareSwap, rPSN, true, nil, atomicETH(s.MR.Addr(), s.MR.RKey()+1, 1, 0))
 			}},
 		{name: "unsupported FLUSH", syn: nakInvalid, state: transport.Err, event: transport.EventQPReqErr, why: transport.ErrInvalidRequest,
-			run: func(s *rdmatest.Peer, r *rawPeer) {
+			run: func(s *testharness.Peer, r *rawPeer) {
 				r.send(bth.RCFlush, rPSN, true, nil, reth(s.MR.Addr(), s.MR.RKey(), 64))
 			}},
 		{name: "zero-length WRITE checks no rkey", syn: ack, state: transport.RTS,
-			run: func(s *rdmatest.Peer, r *rawPeer) { r.send(bth.RCWriteOnly, rPSN, true, nil, reth(0, 0, 0)) }},
+			run: func(s *testharness.Peer, r *rawPeer) { r.send(bth.RCWriteOnly, rPSN, true, nil, reth(0, 0, 0)) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			o := rdmatest.Options{Access: c.access}
+			o := testharness.Options{Access: c.access}
 			s, r, _ := newRaw(t, o)
 			switch {
 			case c.recv == nil:
-				rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 9, SGL: []transport.SGE{s.MR.SGE(0, 4096)}}))
+				testharness.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 9, SGL: []transport.SGE{s.MR.SGE(0, 4096)}}))
 			case len(c.recv) > 0:
 				sg := c.recv
 				if sg[0].LKey == 0 {
 					sg = []transport.SGE{s.MR.SGE(0, int(sg[0].Length))}
 				}
-				rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 9, SGL: sg}))
+				testharness.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 9, SGL: sg}))
 			}
 			c.run(s, r)
 			r.expectAck(c.syn, rPSN)
@@ -179,7 +179,7 @@ func TestResponderNAKs(t *testing.T) {
 				}
 			}
 			if c.rstat != 0 {
-				if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != c.rstat || wc.WRID != 9 {
+				if wc := testharness.Wait(t, s.RCQ, time.Second); wc.Status != c.rstat || wc.WRID != 9 {
 					t.Fatalf("receive completion %+v, want %v", wc, c.rstat)
 				}
 			}
@@ -188,9 +188,9 @@ func TestResponderNAKs(t *testing.T) {
 }
 
 func TestResponderSequence(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{})
+	s, r, _ := newRaw(t, testharness.Options{})
 	for i := range 4 {
-		rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{s.MR.SGE(i*4096, 4096)}}))
+		testharness.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{s.MR.SGE(i*4096, 4096)}}))
 	}
 	// A gap: one NAK for the expected PSN (IBA 9.7.5.2.1); further packets
 	// of the same gap are dropped without another NAK.
@@ -206,7 +206,7 @@ func TestResponderSequence(t *testing.T) {
 	// A duplicate is acknowledged again, not delivered twice (C9-105).
 	r.send(bth.RCSendOnly, rPSN, true, []byte("first"))
 	r.expectAck(ack, rPSN)
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.WRID != 0 || wc.ByteLen != 5 {
+	if wc := testharness.Wait(t, s.RCQ, time.Second); wc.WRID != 0 || wc.ByteLen != 5 {
 		t.Fatalf("completion %+v", wc)
 	}
 	if n := s.RCQ.Len(); n != 0 {
@@ -216,7 +216,7 @@ func TestResponderSequence(t *testing.T) {
 	r.send(bth.RCSendFirst, rPSN+1, false, bytes.Repeat([]byte{1}, 1024))
 	r.send(bth.RCSendLast, rPSN+2, true, []byte{2, 2})
 	r.expectAck(ack, rPSN+2)
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.ByteLen != 1026 || wc.Status != transport.Success {
+	if wc := testharness.Wait(t, s.RCQ, time.Second); wc.ByteLen != 1026 || wc.Status != transport.Success {
 		t.Fatalf("completion %+v", wc)
 	}
 	// A SEND interrupting a SEND in progress is an invalid request.
@@ -227,16 +227,16 @@ func TestResponderSequence(t *testing.T) {
 		t.Fatal("QP not in ERR")
 	}
 	// The receive WQE in use completes with the error, the rest flush.
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != transport.RemInvReqErr {
+	if wc := testharness.Wait(t, s.RCQ, time.Second); wc.Status != transport.RemInvReqErr {
 		t.Fatalf("completion %+v", wc)
 	}
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != transport.WRFlushErr {
+	if wc := testharness.Wait(t, s.RCQ, time.Second); wc.Status != transport.WRFlushErr {
 		t.Fatalf("completion %+v", wc)
 	}
 }
 
 func TestResponderRNR(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{MinRNR: 14})
+	s, r, _ := newRaw(t, testharness.Options{MinRNR: 14})
 	r.send(bth.RCSendOnly, rPSN, true, []byte("x"))
 	r.expectAck(bth.RNRNAKSyndrome(14), rPSN)
 	if got := s.Dev.Counters().SendRNRErr.Load(); got != 1 {
@@ -246,7 +246,7 @@ func TestResponderRNR(t *testing.T) {
 	r.send(bth.RCSendOnly, rPSN+1, true, []byte("y"))
 	r.quiet()
 	// The PSN was not consumed: after a receive is posted the retry lands.
-	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(0, 64)}}))
+	testharness.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(0, 64)}}))
 	r.send(bth.RCSendOnly, rPSN, true, []byte("x"))
 	r.expectAck(ack, rPSN)
 	// WRITE with immediate needs a receive WQE too; no memory is touched
@@ -260,7 +260,7 @@ func TestResponderRNR(t *testing.T) {
 }
 
 func TestResponderReadReplay(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{})
+	s, r, _ := newRaw(t, testharness.Options{})
 	fill(s.Buf[:5000], 3)
 	r.send(bth.RCReadRequest, rPSN, true, nil, reth(s.MR.Addr(), s.MR.RKey(), 5000))
 	want := []bth.OpCode{bth.RCReadResponseFirst, bth.RCReadResponseMiddle, bth.RCReadResponseMiddle,
@@ -280,7 +280,7 @@ func TestResponderReadReplay(t *testing.T) {
 		t.Fatal("READ data differs")
 	}
 	// The next request's PSN is past the READ's five.
-	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(8192, 64)}}))
+	testharness.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(8192, 64)}}))
 	r.send(bth.RCSendOnly, rPSN+5, true, []byte("after"))
 	r.expectAck(ack, rPSN+5)
 	// A retried READ for its last three packets is answered from the
@@ -299,7 +299,7 @@ func TestResponderReadReplay(t *testing.T) {
 }
 
 func TestResponderAtomicReplay(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{})
+	s, r, _ := newRaw(t, testharness.Options{})
 	binary.LittleEndian.PutUint64(s.Buf[64:], 10)
 	r.send(bth.RCFetchAdd, rPSN, true, nil, atomicETH(s.MR.Addr()+64, s.MR.RKey(), 5, 0))
 	p := r.expect(time.Second)
@@ -318,8 +318,8 @@ func TestResponderAtomicReplay(t *testing.T) {
 }
 
 func TestResponderDropsForeignPackets(t *testing.T) {
-	s, r, net := newRaw(t, rdmatest.Options{})
-	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(0, 64)}}))
+	s, r, net := newRaw(t, testharness.Options{})
+	testharness.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{s.MR.SGE(0, 64)}}))
 	// From an address other than the QP's peer: dropped.
 	stranger := newRawPeer(t, net, "10.0.0.77")
 	stranger.dst = s
@@ -349,16 +349,16 @@ func TestResponderDropsForeignPackets(t *testing.T) {
 // as a ping-pong that has counted its last message does: the ACK must still
 // go out, or the peer's send never completes.
 func TestDestroyAfterLastReceiveAcks(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{})
-	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 7, SGL: []transport.SGE{s.MR.SGE(0, 4096)}}))
+	s, r, _ := newRaw(t, testharness.Options{})
+	testharness.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 7, SGL: []transport.SGE{s.MR.SGE(0, 4096)}}))
 	dg := r.build(bth.RCSendOnly, rPSN, true, bytes.Repeat([]byte{1}, 64))[nic.Headroom:]
 	// The device's receive path, driven by hand so that the burst stays open.
 	var b transport.Burst
 	s.Dev.Input(nic.Frame{B: dg}, &b)
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != transport.Success || wc.WRID != 7 {
+	if wc := testharness.Wait(t, s.RCQ, time.Second); wc.Status != transport.Success || wc.WRID != 7 {
 		t.Fatalf("receive %+v", wc)
 	}
-	rdmatest.Must(t, s.Dev.DestroyQP(s.QP))
+	testharness.Must(t, s.Dev.DestroyQP(s.QP))
 	b.Flush()
 	r.expectAck(ack, rPSN)
 	r.sentNoMore()
@@ -370,22 +370,22 @@ func TestDestroyAfterLastReceiveAcks(t *testing.T) {
 // rdma_client): the queued ACK must still go out, or the peer's send never
 // completes (rxe retries it for ever).
 func TestErrAfterLastReceiveAcks(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{})
-	rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 7, SGL: []transport.SGE{s.MR.SGE(0, 4096)}}))
+	s, r, _ := newRaw(t, testharness.Options{})
+	testharness.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: 7, SGL: []transport.SGE{s.MR.SGE(0, 4096)}}))
 	dg := r.build(bth.RCSendOnly, rPSN, true, bytes.Repeat([]byte{1}, 64))[nic.Headroom:]
 	var b transport.Burst
 	s.Dev.Input(nic.Frame{B: dg}, &b)
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.Status != transport.Success || wc.WRID != 7 {
+	if wc := testharness.Wait(t, s.RCQ, time.Second); wc.Status != transport.Success || wc.WRID != 7 {
 		t.Fatalf("receive %+v", wc)
 	}
-	rdmatest.Must(t, s.QP.Modify(&transport.QPAttr{State: transport.Err}, transport.AttrState))
+	testharness.Must(t, s.QP.Modify(&transport.QPAttr{State: transport.Err}, transport.AttrState))
 	b.Flush()
 	r.expectAck(ack, rPSN)
 	r.sentNoMore()
 }
 
 // TestResponderPartialRetransmission replays what rxe sent in the stalled
-// interop cases (conformance/README.md, "A stall under load" and "rxe's
+// interop cases (interop/README.md, "A stall under load" and "rxe's
 // requester stalls again, after a lost ACK"): a message acknowledged at
 // its LAST, then a retransmission of it, while this side's own SEND goes
 // out. A duplicate is acknowledged again as a new request is: only where
@@ -396,11 +396,11 @@ func TestErrAfterLastReceiveAcks(t *testing.T) {
 // which is what rxe's completer completes a retried WQE on. Nothing is
 // delivered twice, and the peer's next message is taken at LAST+1.
 func TestResponderPartialRetransmission(t *testing.T) {
-	s, r, _ := newRaw(t, rdmatest.Options{})
+	s, r, _ := newRaw(t, testharness.Options{})
 	const n = 4 // packets in the peer's message
 	mtu := transport.MTU1024.Bytes()
 	for i := range 2 {
-		rdmatest.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{s.MR.SGE(i*n*mtu, n*mtu)}}))
+		testharness.Must(t, s.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{s.MR.SGE(i*n*mtu, n*mtu)}}))
 	}
 	msg := func(psn uint32, first, count int) {
 		for i := first; i < first+count; i++ {
@@ -419,7 +419,7 @@ func TestResponderPartialRetransmission(t *testing.T) {
 	if p := r.expectAck(ack, last); p.AETH().MSN() != 1 {
 		t.Fatalf("MSN %d, want 1", p.AETH().MSN())
 	}
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.WRID != 0 || wc.ByteLen != uint32(n*mtu) {
+	if wc := testharness.Wait(t, s.RCQ, time.Second); wc.WRID != 0 || wc.ByteLen != uint32(n*mtu) {
 		t.Fatalf("completion %+v", wc)
 	}
 	payload := func(psn uint32) []byte { return bytes.Repeat([]byte{byte(psn)}, mtu) }
@@ -444,7 +444,7 @@ func TestResponderPartialRetransmission(t *testing.T) {
 		}
 	}
 	// This side's own message goes out and is acknowledged.
-	rdmatest.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 7, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{s.MR.SGE(3*n*mtu, 64)}}))
+	testharness.Must(t, s.QP.PostSend(&transport.SendWR{WRID: 7, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{s.MR.SGE(3*n*mtu, 64)}}))
 	next(func(p bth.Packet) bool { return p.OpCode() == bth.RCSendOnly && uint32(p.BTH().PSN()) == sPSN })
 	r.send(bth.RCAcknowledge, sPSN, false, nil, aeth(ack, 1))
 	// The peer's next message is taken at LAST+1.
@@ -453,10 +453,10 @@ func TestResponderPartialRetransmission(t *testing.T) {
 		return p.OpCode() == bth.RCAcknowledge && p.AETH().Syndrome() == ack &&
 			uint32(p.BTH().PSN()) == last+n && p.AETH().MSN() == 2
 	})
-	if wc := rdmatest.Wait(t, s.SCQ, time.Second); wc.WRID != 7 || wc.Status != transport.Success {
+	if wc := testharness.Wait(t, s.SCQ, time.Second); wc.WRID != 7 || wc.Status != transport.Success {
 		t.Fatalf("send completion %+v", wc)
 	}
-	if wc := rdmatest.Wait(t, s.RCQ, time.Second); wc.WRID != 1 || wc.ByteLen != uint32(n*mtu) {
+	if wc := testharness.Wait(t, s.RCQ, time.Second); wc.WRID != 1 || wc.ByteLen != uint32(n*mtu) {
 		t.Fatalf("second message: completion %+v (the duplicates must not be delivered)", wc)
 	}
 	// FIRST, MIDDLE, the fence, MIDDLE, LAST.

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/transport"
 )
@@ -16,7 +16,7 @@ import (
 // reads, every byte each operation moves, and that no byte beside them
 // changed in either region.
 func TestSmokeRC(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{PSN: 0xfffff0, PSNB: 100})
+	a, b, _ := testharness.MemPair(t, testharness.Options{PSN: 0xfffff0, PSNB: 100})
 	for i := range a.Buf {
 		a.Buf[i] = byte(i * 7)
 	}
@@ -29,16 +29,16 @@ func TestSmokeRC(t *testing.T) {
 	wantB := append([]byte(nil), b.Buf...)
 	sendWC := func(wrid uint64, op transport.WCOpcode, n uint32) {
 		t.Helper()
-		wc := rdmatest.Wait(t, a.SCQ, timeoutShort)
+		wc := testharness.Wait(t, a.SCQ, timeoutShort)
 		want := transport.WC{WRID: wrid, Status: transport.Success, Opcode: op, ByteLen: n, QPNum: a.QP.QPN()}
 		if wc != want {
 			t.Fatalf("send wc %+v\nwant    %+v", wc, want)
 		}
 	}
 	// SEND 10000 bytes (10 packets at MTU 1024) into a 16 KiB receive.
-	rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.MR.SGE(0, 16384)}}))
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 10000)}}))
-	wc := rdmatest.Wait(t, b.RCQ, timeoutShort)
+	testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.MR.SGE(0, 16384)}}))
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 10000)}}))
+	wc := testharness.Wait(t, b.RCQ, timeoutShort)
 	if want := (transport.WC{WRID: 1, Status: transport.Success, Opcode: transport.OpRecv, ByteLen: 10000,
 		QPNum: b.QP.QPN(), SrcQP: a.QP.QPN()}); wc != want {
 		t.Fatalf("recv wc %+v\nwant    %+v", wc, want)
@@ -46,13 +46,13 @@ func TestSmokeRC(t *testing.T) {
 	sendWC(2, transport.OpSend, 10000)
 	copy(wantB[:10000], wantA[:10000])
 	// WRITE 5000 bytes to b at offset 20000.
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 3, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
 		SGL: []transport.SGE{a.MR.SGE(100, 5000)}, RemoteAddr: b.MR.Addr() + 20000, RKey: b.MR.RKey()}))
 	sendWC(3, transport.OpRDMAWrite, 5000)
 	copy(wantB[20000:25000], wantA[100:5100])
 	// READ 7000 bytes from b at 20000 (the 5000 written and 2000 beyond)
 	// into a at offset 50000.
-	rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 4, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 4, Opcode: transport.WRRDMARead, Flags: transport.Signaled,
 		SGL: []transport.SGE{a.MR.SGE(50000, 7000)}, RemoteAddr: b.MR.Addr() + 20000, RKey: b.MR.RKey()}))
 	sendWC(4, transport.OpRDMARead, 7000)
 	copy(wantA[50000:57000], wantB[20000:27000])
@@ -75,7 +75,7 @@ func TestSmokeRC(t *testing.T) {
 		off := 8 * (i + 1)
 		wr.Flags, wr.SGL = transport.Signaled, []transport.SGE{a.MR.SGE(off, 8)}
 		wr.RemoteAddr, wr.RKey = b.MR.Addr()+64, b.MR.RKey()
-		rdmatest.Must(t, a.QP.PostSend(&wr))
+		testharness.Must(t, a.QP.PostSend(&wr))
 		sendWC(wr.WRID, x.op, 8)
 		binary.LittleEndian.PutUint64(wantA[off:], x.orig)
 		binary.LittleEndian.PutUint64(wantB[64:], x.now)

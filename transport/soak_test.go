@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/transport"
@@ -44,7 +44,7 @@ func TestSoak(t *testing.T) {
 						t.Logf("last packets:\n%s", ring)
 					}
 				}()
-				a, b, net := rdmatest.MemPair(t, rdmatest.Options{MTU: transport.MTU4096, BufSize: 2 * inFlight * msgMax, Timeout: 12,
+				a, b, net := testharness.MemPair(t, testharness.Options{MTU: transport.MTU4096, BufSize: 2 * inFlight * msgMax, Timeout: 12,
 					Window: 64, Seed: uint64(op) + 42, PSN: 0xfff000, PSNB: 0xffff00, Trace: ring.hook})
 				net.SetFaults(a.Addr, b.Addr, faults)
 				net.SetFaults(b.Addr, a.Addr, faults)
@@ -93,20 +93,20 @@ func TestSoak(t *testing.T) {
 							wr.RemoteAddr, wr.RKey = b.MR.Addr()+uint64(dst), b.MR.RKey()
 						default:
 							fill(a.Buf[src:src+n], seed)
-							rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(k), SGL: []transport.SGE{b.MR.SGE(dst, msgMax)}}))
+							testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(k), SGL: []transport.SGE{b.MR.SGE(dst, msgMax)}}))
 							wr.SGL = []transport.SGE{a.MR.SGE(src, n)}
 						}
-						rdmatest.Must(t, a.QP.PostSend(&wr))
+						testharness.Must(t, a.QP.PostSend(&wr))
 						moved += int64(n)
 					}
 					// Every message completes, in order, and its bytes are right.
 					for i := range k {
-						wc := rdmatest.Wait(t, a.SCQ, 60*time.Second)
+						wc := testharness.Wait(t, a.SCQ, 60*time.Second)
 						if wc.Status != transport.Success || wc.WRID != uint64(i) {
 							t.Fatalf("round %d message %d: %+v\nA %v\nB %v", round, i, wc, a.Dev.Counters().List(), b.Dev.Counters().List())
 						}
 						if op == transport.WRSend {
-							rc := rdmatest.Wait(t, b.RCQ, 60*time.Second)
+							rc := testharness.Wait(t, b.RCQ, 60*time.Second)
 							if rc.Status != transport.Success || rc.WRID != uint64(i) || rc.ByteLen != uint32(slots[i].n) {
 								t.Fatalf("round %d receive %d: %+v", round, i, rc)
 							}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/transport"
 
 	"github.com/goroce/goroce/bth"
@@ -15,7 +15,7 @@ import (
 // srqSetup builds a receiver with one SRQ shared by two RC QPs and a UD QP,
 // and a sender with a matching RC QP for each RC QP and a UD QP.
 type srqSetup struct {
-	a, b     *rdmatest.Peer
+	a, b     *testharness.Peer
 	srq      *transport.SRQ
 	rc       [2][2]*transport.QP // [sender, receiver]
 	udA, udB *transport.QP
@@ -24,29 +24,29 @@ type srqSetup struct {
 }
 
 func newSRQSetup(t *testing.T, limit uint32) *srqSetup {
-	o := rdmatest.Options{}
+	o := testharness.Options{}
 	o.MemDefaults()
 	s := &srqSetup{net: mem.NewNet(9)}
-	s.a = rdmatest.NewMemPeer(t, s.net, "10.0.0.1", o)
-	s.b = rdmatest.NewMemPeer(t, s.net, "10.0.0.2", o)
+	s.a = testharness.NewMemPeer(t, s.net, "10.0.0.1", o)
+	s.b = testharness.NewMemPeer(t, s.net, "10.0.0.2", o)
 	var err error
 	s.srq, err = s.b.Dev.CreateSRQ(s.b.PD, transport.SRQAttr{MaxWR: 16, MaxSGE: 1, SRQLimit: limit})
-	rdmatest.Must(t, err)
-	mk := func(sd *rdmatest.Peer, typ transport.QPType, srq *transport.SRQ) *transport.QP {
+	testharness.Must(t, err)
+	mk := func(sd *testharness.Peer, typ transport.QPType, srq *transport.SRQ) *transport.QP {
 		ia := transport.QPInitAttr{Type: typ, SendCQ: sd.SCQ, RecvCQ: sd.RCQ, SRQ: srq, Cap: transport.QPCap{MaxSendWR: 16, MaxSendSGE: 1}}
 		if srq == nil {
 			ia.Cap.MaxRecvWR, ia.Cap.MaxRecvSGE = 16, 1
 		}
 		q, err := sd.Dev.CreateQP(sd.PD, ia)
-		rdmatest.Must(t, err)
+		testharness.Must(t, err)
 		return q
 	}
 	for i := range 2 {
 		qa, qb := mk(s.a, transport.RC, nil), mk(s.b, transport.RC, s.srq)
 		sa, sb := *s.a, *s.b
 		sa.QP, sb.QP = qa, qb
-		rdmatest.ConnectQP(t, &sa, &sb, o, 100, 200)
-		rdmatest.ConnectQP(t, &sb, &sa, o, 200, 100)
+		testharness.ConnectQP(t, &sa, &sb, o, 100, 200)
+		testharness.ConnectQP(t, &sb, &sa, o, 200, 100)
 		s.rc[i] = [2]*transport.QP{qa, qb}
 	}
 	ud := o
@@ -54,17 +54,17 @@ func newSRQSetup(t *testing.T, limit uint32) *srqSetup {
 	s.udA, s.udB = mk(s.a, transport.UD, nil), mk(s.b, transport.UD, s.srq)
 	sa, sb := *s.a, *s.b
 	sa.QP, sb.QP = s.udA, s.udB
-	rdmatest.ConnectQP(t, &sa, &sb, ud, 1, 1)
-	rdmatest.ConnectQP(t, &sb, &sa, ud, 1, 1)
+	testharness.ConnectQP(t, &sa, &sb, ud, 1, 1)
+	testharness.ConnectQP(t, &sb, &sa, ud, 1, 1)
 	g, _ := s.b.Dev.GID(1)
 	s.ah, err = s.a.Dev.CreateAH(s.a.PD, transport.AHAttr{DGID: g, SGIDIndex: 1})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	return s
 }
 
 func (s *srqSetup) post(t *testing.T, ids ...uint64) {
 	for _, id := range ids {
-		rdmatest.Must(t, s.srq.PostRecv(&transport.RecvWR{WRID: id, SGL: []transport.SGE{s.b.MR.SGE(int(id)*256, 256)}}))
+		testharness.Must(t, s.srq.PostRecv(&transport.RecvWR{WRID: id, SGL: []transport.SGE{s.b.MR.SGE(int(id)*256, 256)}}))
 	}
 }
 
@@ -72,17 +72,17 @@ func TestSRQShared(t *testing.T) {
 	s := newSRQSetup(t, 0)
 	s.post(t, 1, 2, 3)
 	// Three messages on three QPs take the WQEs in the order they were posted.
-	rdmatest.Must(t, s.rc[1][0].PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
-	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 1 || wc.QPNum != s.rc[1][1].QPN() {
+	testharness.Must(t, s.rc[1][0].PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
+	if wc := testharness.Wait(t, s.b.RCQ, time.Second); wc.WRID != 1 || wc.QPNum != s.rc[1][1].QPN() {
 		t.Fatalf("%+v", wc)
 	}
-	rdmatest.Must(t, s.udA.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}, AH: s.ah,
+	testharness.Must(t, s.udA.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}, AH: s.ah,
 		RemoteQPN: s.udB.QPN(), RemoteQKey: 0x11111111}))
-	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 2 || wc.QPNum != s.udB.QPN() || wc.ByteLen != 50 {
+	if wc := testharness.Wait(t, s.b.RCQ, time.Second); wc.WRID != 2 || wc.QPNum != s.udB.QPN() || wc.ByteLen != 50 {
 		t.Fatalf("%+v", wc)
 	}
-	rdmatest.Must(t, s.rc[0][0].PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
-	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 3 || wc.QPNum != s.rc[0][1].QPN() {
+	testharness.Must(t, s.rc[0][0].PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
+	if wc := testharness.Wait(t, s.b.RCQ, time.Second); wc.WRID != 3 || wc.QPNum != s.rc[0][1].QPN() {
 		t.Fatalf("%+v", wc)
 	}
 	// Receives go to the SRQ, not the QP; an SRQ in use cannot be destroyed.
@@ -97,9 +97,9 @@ func TestSRQShared(t *testing.T) {
 func TestSRQEmpty(t *testing.T) {
 	s := newSRQSetup(t, 0)
 	// Empty: RC gets an RNR NAK and retries (rnr_retry 7); UD is dropped.
-	rdmatest.Must(t, s.udA.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}, AH: s.ah,
+	testharness.Must(t, s.udA.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}, AH: s.ah,
 		RemoteQPN: s.udB.QPN(), RemoteQKey: 0x11111111}))
-	rdmatest.Must(t, s.rc[0][0].PostSend(&transport.SendWR{WRID: 5, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
+	testharness.Must(t, s.rc[0][0].PostSend(&transport.SendWR{WRID: 5, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
 	// The UD message went first on the same link: once the RC one has been
 	// refused, the UD one has been dropped. (RC may be refused again on
 	// its retries, so only the first refusal is waited for.)
@@ -108,10 +108,10 @@ func TestSRQEmpty(t *testing.T) {
 		t.Fatalf("no_recv_wqe %d", got)
 	}
 	s.post(t, 9)
-	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 9 || wc.QPNum != s.rc[0][1].QPN() {
+	if wc := testharness.Wait(t, s.b.RCQ, time.Second); wc.WRID != 9 || wc.QPNum != s.rc[0][1].QPN() {
 		t.Fatalf("%+v", wc)
 	}
-	if wc := rdmatest.Wait(t, s.a.SCQ, time.Second); wc.WRID != 5 || wc.Status != transport.Success {
+	if wc := testharness.Wait(t, s.a.SCQ, time.Second); wc.WRID != 5 || wc.Status != transport.Success {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -138,8 +138,8 @@ func TestSRQLimit(t *testing.T) {
 		}
 	}
 	for i := range 4 { // 5 -> 1 WQEs: crossing below 3 fires once
-		rdmatest.Must(t, s.rc[0][0].PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
-		rdmatest.Wait(t, s.b.RCQ, time.Second)
+		testharness.Must(t, s.rc[0][0].PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
+		testharness.Wait(t, s.b.RCQ, time.Second)
 		_ = i
 	}
 	if n := events(); n != 1 {
@@ -149,20 +149,20 @@ func TestSRQLimit(t *testing.T) {
 		t.Fatalf("limit still armed (%d) after firing", got)
 	}
 	// Re-armed, it fires again on the next crossing.
-	rdmatest.Must(t, s.srq.Modify(transport.SRQAttr{SRQLimit: 2}, transport.SRQLimit))
-	rdmatest.Must(t, s.rc[1][0].PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
-	rdmatest.Wait(t, s.b.RCQ, time.Second)
+	testharness.Must(t, s.srq.Modify(transport.SRQAttr{SRQLimit: 2}, transport.SRQLimit))
+	testharness.Must(t, s.rc[1][0].PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
+	testharness.Wait(t, s.b.RCQ, time.Second)
 	if n := events(); n != 1 {
 		t.Fatalf("%d events after re-arming", n)
 	}
 	// Resizing keeps what is queued.
 	s.post(t, 6, 7)
-	rdmatest.Must(t, s.srq.Modify(transport.SRQAttr{MaxWR: 64}, transport.SRQMaxWR))
+	testharness.Must(t, s.srq.Modify(transport.SRQAttr{MaxWR: 64}, transport.SRQMaxWR))
 	if a := s.srq.Query(); a.MaxWR != 64 || s.srq.Len() != 2 {
 		t.Fatalf("after resize: %+v, %d held", a, s.srq.Len())
 	}
-	rdmatest.Must(t, s.rc[1][0].PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
-	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 6 {
+	testharness.Must(t, s.rc[1][0].PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
+	if wc := testharness.Wait(t, s.b.RCQ, time.Second); wc.WRID != 6 {
 		t.Fatalf("%+v", wc)
 	}
 }
@@ -171,7 +171,7 @@ func TestSRQQPErrorLeavesSRQ(t *testing.T) {
 	s := newSRQSetup(t, 0)
 	s.post(t, 1, 2)
 	e := transport.QPAttr{State: transport.Err}
-	rdmatest.Must(t, s.rc[0][1].Modify(&e, transport.AttrState))
+	testharness.Must(t, s.rc[0][1].Modify(&e, transport.AttrState))
 	// The SRQ's WQEs stay for the other QPs; the QP reports its last WQE.
 	select {
 	case ev := <-s.b.Dev.Events():
@@ -184,8 +184,8 @@ func TestSRQQPErrorLeavesSRQ(t *testing.T) {
 	if s.srq.Len() != 2 || s.b.RCQ.Len() != 0 {
 		t.Fatalf("SRQ holds %d, %d completions", s.srq.Len(), s.b.RCQ.Len())
 	}
-	rdmatest.Must(t, s.rc[1][0].PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
-	if wc := rdmatest.Wait(t, s.b.RCQ, time.Second); wc.WRID != 1 || wc.Status != transport.Success {
+	testharness.Must(t, s.rc[1][0].PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{s.a.MR.SGE(0, 10)}}))
+	if wc := testharness.Wait(t, s.b.RCQ, time.Second); wc.WRID != 1 || wc.Status != transport.Success {
 		t.Fatalf("%+v", wc)
 	}
 	_ = bth.GRHLen

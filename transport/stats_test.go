@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/transport"
@@ -14,16 +14,16 @@ import (
 // engine's and the link's figures under their names, in a stable order,
 // and every nic.Stats field has a name.
 func TestStats(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{})
+	a, b, _ := testharness.MemPair(t, testharness.Options{})
 	for range 3 {
-		rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, 4096)}}))
+		testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{SGL: []transport.SGE{b.MR.SGE(0, 4096)}}))
 	}
 	sendN(t, a, 3, 2000) // two packets each at MTU 1024
 	for range 3 {
-		if wc := rdmatest.Wait(t, a.SCQ, timeoutShort); wc.Status != transport.Success {
+		if wc := testharness.Wait(t, a.SCQ, timeoutShort); wc.Status != transport.Success {
 			t.Fatalf("send %+v", wc)
 		}
-		if wc := rdmatest.Wait(t, b.RCQ, timeoutShort); wc.Status != transport.Success {
+		if wc := testharness.Wait(t, b.RCQ, timeoutShort); wc.Status != transport.Success {
 			t.Fatalf("receive %+v", wc)
 		}
 	}

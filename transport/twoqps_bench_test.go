@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -65,15 +65,15 @@ func BenchmarkTwoQPs(b *testing.B) {
 			pairs, rxqs int
 		}{{"1qp", 1, 1}, {"2qp-1queue", 2, 1}, {"2qp-2queues", 2, 2}} {
 			b.Run(fmt.Sprintf("%s/%s", mode, c.name), func(b *testing.B) {
-				o := rdmatest.Options{MTU: transport.MTU4096, BufSize: 64 << 10, SQDepth: 2 * depth, RQDepth: 16,
+				o := testharness.Options{MTU: transport.MTU4096, BufSize: 64 << 10, SQDepth: 2 * depth, RQDepth: 16,
 					CQDepth: 4 * depth, Window: 512, PollProgress: poll, RxQueues: c.rxqs}
-				a, p, _ := rdmatest.MemPair(b, o)
-				pairs := [][2]*rdmatest.Peer{{a, p}}
+				a, p, _ := testharness.MemPair(b, o)
+				pairs := [][2]*testharness.Peer{{a, p}}
 				if c.pairs == 2 {
 					a2, p2 := a.NewQP(b), p.NewQP(b)
-					rdmatest.ConnectQP(b, a2, p2, a2.Opt, 0, 0)
-					rdmatest.ConnectQP(b, p2, a2, p2.Opt, 0, 0)
-					pairs = append(pairs, [2]*rdmatest.Peer{a2, p2})
+					testharness.ConnectQP(b, a2, p2, a2.Opt, 0, 0)
+					testharness.ConnectQP(b, p2, a2, p2.Opt, 0, 0)
+					pairs = append(pairs, [2]*testharness.Peer{a2, p2})
 				}
 				per := max(b.N/c.pairs, 1)
 				var wg sync.WaitGroup
@@ -83,7 +83,7 @@ func BenchmarkTwoQPs(b *testing.B) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						el[i] = rdmatest.Bandwidth(b, pr[0], pr[1], transport.WRRDMAWrite, size, depth, per, func() { <-ready })
+						el[i] = testharness.Bandwidth(b, pr[0], pr[1], transport.WRRDMAWrite, size, depth, per, func() { <-ready })
 					}()
 				}
 				cpu0 := cpuTime(b)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic/mem"
@@ -15,7 +15,7 @@ import (
 )
 
 func TestUCOperations(t *testing.T) {
-	a, b, _ := rdmatest.MemPair(t, rdmatest.Options{Type: transport.UC})
+	a, b, _ := testharness.MemPair(t, testharness.Options{Type: transport.UC})
 	for _, op := range []transport.WROpcode{transport.WRSend, transport.WRSendWithImm, transport.WRRDMAWrite, transport.WRRDMAWriteWithImm} {
 		for _, n := range []int{0, 1, 1024, 1025, 9000} {
 			checkOp(t, a, b, op, n, 2)
@@ -33,7 +33,7 @@ func TestUCOperations(t *testing.T) {
 // A PSN gap makes the UC responder drop the rest of the message and resume
 // at the next FIRST or ONLY (IBA 9.8.2); the receive WQE is reused.
 func TestUCDropUntilNextMessage(t *testing.T) {
-	a, b, net := rdmatest.MemPair(t, rdmatest.Options{Type: transport.UC})
+	a, b, net := testharness.MemPair(t, testharness.Options{Type: transport.UC})
 	var n int
 	net.SetFilter(a.Addr, b.Addr, func(d []byte) mem.Verdict {
 		n++
@@ -43,22 +43,22 @@ func TestUCDropUntilNextMessage(t *testing.T) {
 		return mem.Pass
 	})
 	for i := range 3 {
-		rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.MR.SGE(i*8192, 8192)}}))
+		testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: uint64(i), SGL: []transport.SGE{b.MR.SGE(i*8192, 8192)}}))
 	}
 	for i := range 3 {
 		fill(a.Buf[i*4000:(i+1)*4000], byte(i))
-		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, Flags: transport.Signaled,
+		testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, Flags: transport.Signaled,
 			SGL: []transport.SGE{a.MR.SGE(i*4000, 4000)}}))
 	}
 	// The sender completes all three locally: UC has no ACKs.
 	for i := range 3 {
-		if wc := rdmatest.Wait(t, a.SCQ, time.Second); wc.Status != transport.Success || wc.WRID != uint64(i) {
+		if wc := testharness.Wait(t, a.SCQ, time.Second); wc.Status != transport.Success || wc.WRID != uint64(i) {
 			t.Fatalf("send %d: %+v", i, wc)
 		}
 	}
 	// Messages 1 and 3 arrive; 3 lands in the WQE 2 was filling.
 	for _, want := range []struct{ wrid, msg int }{{0, 0}, {1, 2}} {
-		wc := rdmatest.Wait(t, b.RCQ, time.Second)
+		wc := testharness.Wait(t, b.RCQ, time.Second)
 		if wc.Status != transport.Success || wc.WRID != uint64(want.wrid) || wc.ByteLen != 4000 {
 			t.Fatalf("receive: %+v", wc)
 		}
@@ -72,19 +72,19 @@ func TestUCDropUntilNextMessage(t *testing.T) {
 }
 
 // udPair makes two UD QPs with Q_Key 0x11111111 (what ibv_ud_pingpong uses).
-func udPair(t *testing.T, addrA, addrB string) (*rdmatest.Peer, *rdmatest.Peer, *transport.AH, *mem.Net) {
-	o := rdmatest.Options{Type: transport.UD}
+func udPair(t *testing.T, addrA, addrB string) (*testharness.Peer, *testharness.Peer, *transport.AH, *mem.Net) {
+	o := testharness.Options{Type: transport.UD}
 	o.MemDefaults()
 	net := mem.NewNet(5)
-	a := rdmatest.NewMemPeer(t, net, addrA, o)
-	b := rdmatest.NewMemPeer(t, net, addrB, o)
-	rdmatest.ConnectQP(t, a, b, o, 1, 2)
-	rdmatest.ConnectQP(t, b, a, o, 2, 1)
+	a := testharness.NewMemPeer(t, net, addrA, o)
+	b := testharness.NewMemPeer(t, net, addrB, o)
+	testharness.ConnectQP(t, a, b, o, 1, 2)
+	testharness.ConnectQP(t, b, a, o, 2, 1)
 	gi, _ := b.Dev.GIDIndex(b.Addr)
 	g, _ := b.Dev.GID(gi)
 	si, _ := a.Dev.GIDIndex(a.Addr)
 	ah, err := a.Dev.CreateAH(a.PD, transport.AHAttr{DGID: g, SGIDIndex: si, PortNum: 1, HopLimit: 7, TrafficClass: 0x28})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	return a, b, ah, net
 }
 
@@ -93,13 +93,13 @@ func TestUD(t *testing.T) {
 		t.Run(fam.name, func(t *testing.T) {
 			a, b, ah, _ := udPair(t, fam.a, fam.b)
 			fill(a.Buf[:1024], 5)
-			rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.MR.SGE(0, 40+1024)}}))
-			rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSendWithImm, Flags: transport.Signaled, Imm: 0x01020304,
+			testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.MR.SGE(0, 40+1024)}}))
+			testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSendWithImm, Flags: transport.Signaled, Imm: 0x01020304,
 				SGL: []transport.SGE{a.MR.SGE(0, 1024)}, AH: ah, RemoteQPN: b.QP.QPN(), RemoteQKey: 0x11111111}))
-			if wc := rdmatest.Wait(t, a.SCQ, time.Second); wc.Status != transport.Success {
+			if wc := testharness.Wait(t, a.SCQ, time.Second); wc.Status != transport.Success {
 				t.Fatalf("send %+v", wc)
 			}
-			wc := rdmatest.Wait(t, b.RCQ, time.Second)
+			wc := testharness.Wait(t, b.RCQ, time.Second)
 			if wc.Status != transport.Success || wc.ByteLen != 40+1024 || wc.SrcQP != a.QP.QPN() ||
 				wc.Flags != transport.WithGRH|transport.WithImm || wc.ImmData != 0x01020304 {
 				t.Fatalf("receive %+v", wc)
@@ -134,16 +134,16 @@ func TestUD(t *testing.T) {
 func TestUDQKey(t *testing.T) {
 	a, b, ah, _ := udPair(t, "10.0.0.1", "10.0.0.2")
 	send := func(qkey uint32, n int) {
-		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, n)}, AH: ah,
+		testharness.Must(t, a.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, n)}, AH: ah,
 			RemoteQPN: b.QP.QPN(), RemoteQKey: qkey}))
 	}
-	rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.MR.SGE(0, 100)}}))
+	testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.MR.SGE(0, 100)}}))
 	send(0x22222222, 8) // wrong Q_Key: dropped and counted
 	// A Q_Key with its high bit set means the sending QP's own (IBA 10.2.5),
 	// 0x11111111 here, which matches. It arrives after the wrong one, so
 	// its completion shows the wrong one was dealt with.
 	send(0x80000000, 9)
-	if wc := rdmatest.Wait(t, b.RCQ, time.Second); wc.Status != transport.Success || wc.ByteLen != bth.GRHLen+9 {
+	if wc := testharness.Wait(t, b.RCQ, time.Second); wc.Status != transport.Success || wc.ByteLen != bth.GRHLen+9 {
 		t.Fatalf("%+v, want the 9-byte message", wc)
 	}
 	if b.RCQ.Len() != 0 || b.Dev.Counters().BadQKey.Load() != 1 {
@@ -165,12 +165,12 @@ func TestUDLimits(t *testing.T) {
 	}
 	// A receive without room for GRH and payload completes with a local
 	// length error; without a receive the message is dropped and counted.
-	rdmatest.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 7, SGL: []transport.SGE{b.MR.SGE(0, 40+10)}}))
+	testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 7, SGL: []transport.SGE{b.MR.SGE(0, 40+10)}}))
 	for range 2 {
-		rdmatest.Must(t, a.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 11)}, AH: ah,
+		testharness.Must(t, a.QP.PostSend(&transport.SendWR{Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 11)}, AH: ah,
 			RemoteQPN: b.QP.QPN(), RemoteQKey: 0x11111111}))
 	}
-	if wc := rdmatest.Wait(t, b.RCQ, time.Second); wc.Status != transport.LocLenErr || wc.WRID != 7 {
+	if wc := testharness.Wait(t, b.RCQ, time.Second); wc.Status != transport.LocLenErr || wc.WRID != 7 {
 		t.Fatalf("%+v", wc)
 	}
 	waitCount(t, "no_recv_wqe", b.Dev.Counters().NoRecvWQE.Load, 1)
@@ -180,12 +180,12 @@ func TestUDLimits(t *testing.T) {
 }
 
 func TestGSIReserved(t *testing.T) {
-	o := rdmatest.Options{}
+	o := testharness.Options{}
 	o.MemDefaults()
-	s := rdmatest.NewMemPeer(t, mem.NewNet(1), "10.0.0.1", o)
+	s := testharness.NewMemPeer(t, mem.NewNet(1), "10.0.0.1", o)
 	for range 5 {
 		q, err := s.Dev.CreateQP(s.PD, transport.QPInitAttr{Type: transport.UD, SendCQ: s.SCQ, RecvCQ: s.RCQ, Cap: transport.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
-		rdmatest.Must(t, err)
+		testharness.Must(t, err)
 		if q.QPN() <= 1 {
 			t.Fatalf("QPN %d: 0 and 1 are the SMI and GSI (connection manager) QPs", q.QPN())
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/rawudp"
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -29,7 +29,7 @@ import (
 func BenchmarkVethRC(b *testing.B) {
 	const size, depth = 64 << 10, 128
 	for _, mtu := range []transport.MTU{transport.MTU1024, transport.MTU4096} {
-		n := rdmatest.NewNet(b, rdmatest.Config{MTU: rdmatest.VethMTU(mtu), Offloads: true})
+		n := testharness.NewNet(b, testharness.Config{MTU: testharness.VethMTU(mtu), Offloads: true})
 		m := mtu.Bytes()
 		raw := map[bool]float64{} // Gbit/s of raw UDP, by GSO
 		measureRaw := func(b *testing.B, gso bool, count int, start func()) rawudp.Result {
@@ -53,7 +53,7 @@ func BenchmarkVethRC(b *testing.B) {
 				report(b, r.Gbps(m), r.PPS(), 0, 0)
 			})
 		}
-		for _, k := range rdmatest.Kinds {
+		for _, k := range testharness.Kinds {
 			for _, op := range []transport.WROpcode{transport.WRRDMAWrite, transport.WRSend} {
 				b.Run(fmt.Sprintf("mtu%d/%v/%s", m, k, opName(op)), func(b *testing.B) {
 					for _, gso := range []bool{false, true} {
@@ -61,8 +61,8 @@ func BenchmarkVethRC(b *testing.B) {
 							measureRaw(b, gso, 100000, nil)
 						}
 					}
-					a, c := rdmatest.Pair(b, n, k, rdmatest.IPv4, rdmatest.Options{BufSize: 2 * size, SQDepth: 2 * depth, RQDepth: 512})
-					el := rdmatest.Bandwidth(b, a, c, op, size, depth, b.N, b.ResetTimer)
+					a, c := testharness.Pair(b, n, k, testharness.IPv4, testharness.Options{BufSize: 2 * size, SQDepth: 2 * depth, RQDepth: 512})
+					el := testharness.Bandwidth(b, a, c, op, size, depth, b.N, b.ResetTimer)
 					b.StopTimer()
 					gbps := float64(b.N) * size * 8 / el.Seconds() / 1e9
 					pps := float64(b.N) * float64((size+m-1)/m) / el.Seconds()
@@ -124,26 +124,26 @@ func report(b *testing.B, gbps, pps, xSendto, xGSO float64) {
 //
 //	go test -run '^$' -bench VethQueues -benchtime 3s ./transport
 func BenchmarkVethQueues(b *testing.B) {
-	n := rdmatest.NewNet(b, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU4096), Offloads: true})
+	n := testharness.NewNet(b, testharness.Config{MTU: testharness.VethMTU(transport.MTU4096), Offloads: true})
 	for _, op := range []transport.WROpcode{transport.WRSend, transport.WRRDMAWrite} {
 		for _, size := range []int{64, 64 << 10} {
 			one := 0.0
-			for _, k := range []rdmatest.Kind{rdmatest.UDP, rdmatest.UDPQueues} {
+			for _, k := range []testharness.Kind{testharness.UDP, testharness.UDPQueues} {
 				b.Run(fmt.Sprintf("%s/%d/%v", opName(op), size, k), func(b *testing.B) {
 					const depth = 128
-					o := rdmatest.Options{BufSize: max(2*size, 64<<10), SQDepth: 2 * depth, RQDepth: 512}
-					a, c := rdmatest.Pair(b, n, k, rdmatest.IPv4, o)
+					o := testharness.Options{BufSize: max(2*size, 64<<10), SQDepth: 2 * depth, RQDepth: 512}
+					a, c := testharness.Pair(b, n, k, testharness.IPv4, o)
 					a2, c2 := a.NewQP(b), c.NewQP(b)
-					rdmatest.Connect(b, a2, c2)
+					testharness.Connect(b, a2, c2)
 					per := max(b.N/2, 1)
 					var wg sync.WaitGroup
 					ready := make(chan struct{})
 					var el [2]time.Duration
-					for i, p := range [][2]*rdmatest.Peer{{a, c}, {a2, c2}} {
+					for i, p := range [][2]*testharness.Peer{{a, c}, {a2, c2}} {
 						wg.Add(1)
 						go func() {
 							defer wg.Done()
-							el[i] = rdmatest.Bandwidth(b, p[0], p[1], op, size, depth, per, func() { <-ready })
+							el[i] = testharness.Bandwidth(b, p[0], p[1], op, size, depth, per, func() { <-ready })
 						}()
 					}
 					b.ResetTimer()
@@ -155,7 +155,7 @@ func BenchmarkVethQueues(b *testing.B) {
 					pps := float64(2*per) * float64((size+4095)/4096) / slow.Seconds()
 					b.ReportMetric(gbps, "Gbit/s")
 					b.ReportMetric(pps/1e6, "Mpps")
-					if k == rdmatest.UDP {
+					if k == testharness.UDP {
 						one = gbps
 					} else if one > 0 {
 						b.ReportMetric(gbps/one, "x-1queue")
@@ -178,7 +178,7 @@ func BenchmarkVethQueues(b *testing.B) {
 //	go test -run '^$' -bench VethMsgRate -benchtime 200000x ./transport
 func BenchmarkVethMsgRate(b *testing.B) {
 	const size, depth = 64, 256
-	n := rdmatest.NewNet(b, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU1024), Offloads: true})
+	n := testharness.NewNet(b, testharness.Config{MTU: testharness.VethMTU(transport.MTU1024), Offloads: true})
 	var raw float64
 	measureRaw := func(b *testing.B, count int, start func()) rawudp.Result {
 		r, err := rawudp.Measure(n.A, n.B, n.A.IPv4, n.B.IPv4, 12+size+4, count, rawudp.MMsg, start)
@@ -199,13 +199,13 @@ func BenchmarkVethMsgRate(b *testing.B) {
 	// udp is the link as it runs: a batch of equal packets to one peer
 	// leaves as one GSO message and arrives through GRO. udp-nogso sends
 	// and receives one datagram per packet, as raw-mmsg does.
-	for _, k := range []rdmatest.Kind{rdmatest.UDP, rdmatest.UDPNoGSO} {
+	for _, k := range []testharness.Kind{testharness.UDP, testharness.UDPNoGSO} {
 		b.Run(k.String()+"/send", func(b *testing.B) {
 			if raw == 0 {
 				measureRaw(b, 200000, nil)
 			}
-			a, c := rdmatest.Pair(b, n, k, rdmatest.IPv4, rdmatest.Options{BufSize: 64 << 10, SQDepth: 2 * depth, RQDepth: 1024})
-			el := rdmatest.Bandwidth(b, a, c, transport.WRSend, size, depth, b.N, b.ResetTimer)
+			a, c := testharness.Pair(b, n, k, testharness.IPv4, testharness.Options{BufSize: 64 << 10, SQDepth: 2 * depth, RQDepth: 1024})
+			el := testharness.Bandwidth(b, a, c, transport.WRSend, size, depth, b.N, b.ResetTimer)
 			b.StopTimer()
 			pps := float64(b.N) / el.Seconds()
 			b.ReportMetric(pps/1e6, "Mpps")

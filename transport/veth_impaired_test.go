@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/internal/netns"
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/nic/impair"
 	"github.com/goroce/goroce/transport"
 	"github.com/vishvananda/netlink"
@@ -28,29 +28,29 @@ var vethMiB = flag.Int("veth-mib", 4, "MiB each RC operation of TestVethImpaired
 //   - UC and UD send numbered messages: what arrives must be whole and
 //     right, and at least half must arrive.
 func TestVethImpaired(t *testing.T) {
-	rdmatest.NoLeaks(t)
+	testharness.NoLeaks(t)
 	// The two MTUs run side by side, each on its own namespaces: a lossy
 	// RC stream spends most of its time waiting out timeouts.
 	for _, mtu := range []transport.MTU{transport.MTU1024, transport.MTU4096} {
 		t.Run(fmt.Sprintf("mtu%d", mtu.Bytes()), func(t *testing.T) {
 			t.Parallel()
-			n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(mtu),
+			n := testharness.NewNet(t, testharness.Config{MTU: testharness.VethMTU(mtu),
 				Impair: &impair.Config{AtoB: lossy, BtoA: lossy, Seed: uint64(mtu)}})
-			for _, k := range rdmatest.Kinds {
-				families := []rdmatest.Family{rdmatest.IPv4}
-				if k == rdmatest.UDP {
-					families = append(families, rdmatest.IPv6)
+			for _, k := range testharness.Kinds {
+				families := []testharness.Family{testharness.IPv4}
+				if k == testharness.UDP {
+					families = append(families, testharness.IPv6)
 				}
 				for _, f := range families {
 					t.Run(fmt.Sprintf("%v/%v", k, f), func(t *testing.T) {
 						t.Run("rc", func(t *testing.T) {
 							before, _ := n.Fwd.Stats()
-							a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{BufSize: 2 << 20})
+							a, b := testharness.Pair(t, n, k, f, testharness.Options{BufSize: 2 << 20})
 							for _, op := range []transport.WROpcode{transport.WRSend, transport.WRRDMAWrite, transport.WRRDMARead} {
-								el := rdmatest.Stream(t, a, b, op, int64(*vethMiB)<<20, 256<<10, 4, uint64(mtu))
+								el := testharness.Stream(t, a, b, op, int64(*vethMiB)<<20, 256<<10, 4, uint64(mtu))
 								t.Logf("%v: %d MiB in %v", op, *vethMiB, el.Round(1e6))
 							}
-							rdmatest.Counting(t, a, b, 400)
+							testharness.Counting(t, a, b, 400)
 							after, _ := n.Fwd.Stats()
 							ca, cb := a.Dev.Counters(), b.Dev.Counters()
 							t.Logf("forwarder A->B lost %d, duplicated %d, reordered %d, corrupted %d; retransmitted %d+%d, icrc_err %d+%d, duplicate_request %d, out_of_seq %d, timeouts %d",
@@ -63,13 +63,13 @@ func TestVethImpaired(t *testing.T) {
 						})
 						for _, typ := range []transport.QPType{transport.UC, transport.UD} {
 							t.Run(typ.String(), func(t *testing.T) {
-								a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{Type: typ})
+								a, b := testharness.Pair(t, n, k, f, testharness.Options{Type: typ})
 								size := 3*mtu.Bytes() + 100 // four packets
 								if typ == transport.UD {
 									size = mtu.Bytes()
 								}
 								const count = 2000
-								got, repeats := rdmatest.Datagrams(t, a, b, count, size, 32)
+								got, repeats := testharness.Datagrams(t, a, b, count, size, 32)
 								t.Logf("%d of %d messages arrived whole, %d twice", got, count, repeats)
 								// About 80% of four-packet UC messages survive 3% loss and
 								// 2% reordering; a loaded receiver (-race) drops more.
@@ -93,14 +93,14 @@ func TestVethNetem(t *testing.T) {
 	if err := netns.NetemMissing(t); err != nil {
 		t.Skipf("no netem here (%v); TestVethImpaired impairs the path with nic/impair instead", err)
 	}
-	rdmatest.NoLeaks(t)
-	n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU4096),
+	testharness.NoLeaks(t)
+	n := testharness.NewNet(t, testharness.Config{MTU: testharness.VethMTU(transport.MTU4096),
 		Netem: &netlink.NetemQdiscAttrs{Loss: 3, Duplicate: 1, ReorderProb: 2, Latency: 200}})
-	for _, k := range rdmatest.Kinds {
+	for _, k := range testharness.Kinds {
 		t.Run(k.String(), func(t *testing.T) {
-			a, b := rdmatest.Pair(t, n, k, rdmatest.IPv4, rdmatest.Options{BufSize: 2 << 20})
+			a, b := testharness.Pair(t, n, k, testharness.IPv4, testharness.Options{BufSize: 2 << 20})
 			for _, op := range []transport.WROpcode{transport.WRSend, transport.WRRDMAWrite, transport.WRRDMARead} {
-				rdmatest.Stream(t, a, b, op, int64(*vethMiB)<<20, 256<<10, 4, 1)
+				testharness.Stream(t, a, b, op, int64(*vethMiB)<<20, 256<<10, 4, 1)
 			}
 			if a.Dev.Counters().RetransmittedPkts.Load() == 0 {
 				t.Fatal("nothing retransmitted: netem did not impair the path")

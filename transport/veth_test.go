@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/transport"
 )
@@ -15,27 +15,27 @@ import (
 // operations in flight), every UC operation, and UD with its GRH. Every
 // byte and every completion is checked, and no goroutine outlives it.
 func TestVeth(t *testing.T) {
-	rdmatest.NoLeaks(t)
+	testharness.NoLeaks(t)
 	for _, mtu := range []transport.MTU{transport.MTU1024, transport.MTU4096} {
-		n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(mtu)})
-		for _, k := range rdmatest.Kinds {
-			for _, f := range []rdmatest.Family{rdmatest.IPv4, rdmatest.IPv6} {
+		n := testharness.NewNet(t, testharness.Config{MTU: testharness.VethMTU(mtu)})
+		for _, k := range testharness.Kinds {
+			for _, f := range []testharness.Family{testharness.IPv4, testharness.IPv6} {
 				t.Run(fmt.Sprintf("%v/mtu%d/%v", k, mtu.Bytes(), f), func(t *testing.T) {
 					t.Run("rc", func(t *testing.T) {
-						a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{})
+						a, b := testharness.Pair(t, n, k, f, testharness.Options{})
 						if got := a.Dev.ActiveMTU(); got != mtu {
 							t.Fatalf("active MTU %v over a %d-byte veth, want %v", got, n.MTU, mtu)
 						}
-						rdmatest.CheckRC(t, a, b)
-						rdmatest.CheckRC(t, b, a)
+						testharness.CheckRC(t, a, b)
+						testharness.CheckRC(t, b, a)
 					})
 					t.Run("uc", func(t *testing.T) {
-						a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{Type: transport.UC})
-						rdmatest.CheckUC(t, a, b)
+						a, b := testharness.Pair(t, n, k, f, testharness.Options{Type: transport.UC})
+						testharness.CheckUC(t, a, b)
 					})
 					t.Run("ud", func(t *testing.T) {
-						a, b := rdmatest.Pair(t, n, k, f, rdmatest.Options{Type: transport.UD})
-						rdmatest.CheckUD(t, a, b)
+						a, b := testharness.Pair(t, n, k, f, testharness.Options{Type: transport.UD})
+						testharness.CheckUD(t, a, b)
 					})
 				})
 			}
@@ -48,23 +48,23 @@ func TestVeth(t *testing.T) {
 // super-frames, which it cuts (PACKET_VNET_HDR): RC both ways and UD, over
 // IPv4 and IPv6, at both MTUs.
 func TestVethMixed(t *testing.T) {
-	rdmatest.NoLeaks(t)
+	testharness.NoLeaks(t)
 	for _, mtu := range []transport.MTU{transport.MTU1024, transport.MTU4096} {
-		n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(mtu), Offloads: true})
-		for _, f := range []rdmatest.Family{rdmatest.IPv4, rdmatest.IPv6} {
+		n := testharness.NewNet(t, testharness.Config{MTU: testharness.VethMTU(mtu), Offloads: true})
+		for _, f := range []testharness.Family{testharness.IPv4, testharness.IPv6} {
 			t.Run(fmt.Sprintf("mtu%d/%v", mtu.Bytes(), f), func(t *testing.T) {
 				t.Run("rc", func(t *testing.T) {
-					a, b := rdmatest.PairOf(t, n, rdmatest.UDP, rdmatest.AFPacket, f, rdmatest.Options{})
-					rdmatest.CheckRC(t, a, b)
-					rdmatest.CheckRC(t, b, a)
+					a, b := testharness.PairOf(t, n, testharness.UDP, testharness.AFPacket, f, testharness.Options{})
+					testharness.CheckRC(t, a, b)
+					testharness.CheckRC(t, b, a)
 					if cut := b.Link.Stats().RxGROSegments; cut == 0 {
 						t.Fatal("no GSO super-frame reached the AF_PACKET link: the test shows nothing")
 					}
 				})
 				t.Run("ud", func(t *testing.T) {
-					a, b := rdmatest.PairOf(t, n, rdmatest.UDP, rdmatest.AFPacket, f, rdmatest.Options{Type: transport.UD})
-					rdmatest.CheckUD(t, a, b)
-					rdmatest.CheckUD(t, b, a)
+					a, b := testharness.PairOf(t, n, testharness.UDP, testharness.AFPacket, f, testharness.Options{Type: transport.UD})
+					testharness.CheckUD(t, a, b)
+					testharness.CheckUD(t, b, a)
 				})
 			})
 		}
@@ -78,15 +78,15 @@ func TestVethMixed(t *testing.T) {
 // completion is checked, both queues of both links carry traffic, and no
 // goroutine outlives the devices.
 func TestVethMultiQueue(t *testing.T) {
-	rdmatest.NoLeaks(t)
-	n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU1024)})
-	a, b := rdmatest.Pair(t, n, rdmatest.UDPQueues, rdmatest.IPv4, rdmatest.Options{})
-	rdmatest.CheckRC(t, a, b)
-	pairs := [][2]*rdmatest.Peer{{a, b}}
+	testharness.NoLeaks(t)
+	n := testharness.NewNet(t, testharness.Config{MTU: testharness.VethMTU(transport.MTU1024)})
+	a, b := testharness.Pair(t, n, testharness.UDPQueues, testharness.IPv4, testharness.Options{})
+	testharness.CheckRC(t, a, b)
+	pairs := [][2]*testharness.Peer{{a, b}}
 	for len(pairs) < 8 {
 		x, y := a.NewQP(t), b.NewQP(t)
-		rdmatest.Connect(t, x, y)
-		pairs = append(pairs, [2]*rdmatest.Peer{x, y})
+		testharness.Connect(t, x, y)
+		pairs = append(pairs, [2]*testharness.Peer{x, y})
 	}
 	ops := []transport.WROpcode{transport.WRRDMAWrite, transport.WRSend, transport.WRRDMARead}
 	t.Run("streams", func(t *testing.T) {
@@ -98,11 +98,11 @@ func TestVethMultiQueue(t *testing.T) {
 			op := ops[i%len(ops)]
 			t.Run(fmt.Sprintf("qp%#x-%v", from.QP.QPN(), op), func(t *testing.T) {
 				t.Parallel()
-				rdmatest.Stream(t, from, to, op, 4<<20, 8192, 16, uint64(i))
+				testharness.Stream(t, from, to, op, 4<<20, 8192, 16, uint64(i))
 			})
 		}
 	})
-	for _, p := range []*rdmatest.Peer{a, b} {
+	for _, p := range []*testharness.Peer{a, b} {
 		l := p.Link.(*udp.Link)
 		for q := range 2 {
 			if l.RxQueuePackets(q) == 0 {

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic"
@@ -40,11 +40,11 @@ func FuzzXRCTarget(f *testing.F) {
 			}
 		}
 	}
-	o := rdmatest.Options{}
+	o := testharness.Options{}
 	o.MemDefaults()
 	net := mem.NewNet(1)
-	s := rdmatest.NewMemPeer(f, net, "10.0.0.1", o)
-	rdmatest.Must(f, s.MR.Dereg())
+	s := testharness.NewMemPeer(f, net, "10.0.0.1", o)
+	testharness.Must(f, s.MR.Dereg())
 	r := newRawPeer(f, net, "10.0.0.9")
 
 	const guard, size = 64, 8192
@@ -53,29 +53,29 @@ func FuzzXRCTarget(f *testing.F) {
 		backing[i] = byte(i*31 + 7)
 	}
 	regA, err := s.PD.Register(backing[guard:guard+size], transport.LocalWrite|transport.RemoteWrite|transport.RemoteRead|transport.RemoteAtomic)
-	rdmatest.Must(f, err)
+	testharness.Must(f, err)
 	regB, err := s.PD.Register(backing[2*guard+size:2*guard+2*size], transport.LocalWrite)
-	rdmatest.Must(f, err)
+	testharness.Must(f, err)
 	frozen := append([]byte(nil), backing...)
 
 	xrcd, err := s.Dev.OpenXRCD()
-	rdmatest.Must(f, err)
+	testharness.Must(f, err)
 	other, err := s.Dev.OpenXRCD()
-	rdmatest.Must(f, err)
+	testharness.Must(f, err)
 	srq, err := s.Dev.CreateSRQEx(s.PD, transport.SRQInitAttr{Type: transport.SRQXRC, XRCD: xrcd, CQ: s.RCQ, Attr: transport.SRQAttr{MaxWR: 64}})
-	rdmatest.Must(f, err)
+	testharness.Must(f, err)
 	otherSRQ, err := s.Dev.CreateSRQEx(s.PD, transport.SRQInitAttr{Type: transport.SRQXRC, XRCD: other, CQ: s.RCQ, Attr: transport.SRQAttr{MaxWR: 4}})
-	rdmatest.Must(f, err)
-	rdmatest.Must(f, otherSRQ.PostRecv(&transport.RecvWR{SGL: []transport.SGE{regB.SGE(0, 64)}}))
+	testharness.Must(f, err)
+	testharness.Must(f, otherSRQ.PostRecv(&transport.RecvWR{SGL: []transport.SGE{regB.SGE(0, 64)}}))
 	tgt, err := s.Dev.CreateQP(nil, transport.QPInitAttr{Type: transport.XRCTgt, XRCD: xrcd})
-	rdmatest.Must(f, err)
+	testharness.Must(f, err)
 	peer := transport.Endpoint{QPN: r.qpn, GID: bth.GIDFromAddr(r.addr), MTU: transport.MTU1024}
-	r.dst = &rdmatest.Peer{Dev: s.Dev, Addr: s.Addr, QP: tgt}
+	r.dst = &testharness.Peer{Dev: s.Dev, Addr: s.Addr, QP: tgt}
 	connect := func(t testing.TB) {
 		local, err := s.Dev.LocalEndpoint(tgt)
-		rdmatest.Must(t, err)
+		testharness.Must(t, err)
 		local.PSN = 5000
-		rdmatest.Must(t, s.Dev.Connect(tgt, local, peer, transport.ConnectOptions{Access: transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic, PathMTU: transport.MTU1024}))
+		testharness.Must(t, s.Dev.Connect(tgt, local, peer, transport.ConnectOptions{Access: transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic, PathMTU: transport.MTU1024}))
 	}
 	connect(f)
 
@@ -96,11 +96,11 @@ func FuzzXRCTarget(f *testing.F) {
 			return
 		}
 		if tgt.State() == transport.Err {
-			rdmatest.Must(t, tgt.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState))
+			testharness.Must(t, tgt.Modify(&transport.QPAttr{State: transport.Reset}, transport.AttrState))
 			connect(t)
 		}
 		for srq.Len() < 4 {
-			rdmatest.Must(t, srq.PostRecv(&transport.RecvWR{SGL: []transport.SGE{regA.SGE(0, 4096)}}))
+			testharness.Must(t, srq.PostRecv(&transport.RecvWR{SGL: []transport.SGE{regA.SGE(0, 4096)}}))
 			posted++
 		}
 		roce = append([]byte(nil), roce...)

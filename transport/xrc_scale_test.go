@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/transport"
 )
@@ -29,15 +29,15 @@ func TestXRCScaling(t *testing.T) {
 	const N, P, depth = 4, 8, 16
 	net := mem.NewNet(1)
 	l, err := net.Attach(netip.MustParseAddr("10.0.0.1"), mem.Options{})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	d, err := transport.Open(l, transport.Options{})
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	defer d.Close()
 	remote := transport.Endpoint{QPN: 0x77, GID: bth.GIDFromAddr(netip.MustParseAddr("10.0.0.2")), MTU: transport.MTU1024}
 	connect := func(q *transport.QP) {
 		local, err := d.LocalEndpoint(q)
-		rdmatest.Must(t, err)
-		rdmatest.Must(t, d.Connect(q, local, remote, transport.ConnectOptions{Access: transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic}))
+		testharness.Must(t, err)
+		testharness.Must(t, d.Connect(q, local, remote, transport.ConnectOptions{Access: transport.RemoteWrite | transport.RemoteRead | transport.RemoteAtomic}))
 	}
 	heap := func() uint64 {
 		var m runtime.MemStats
@@ -59,38 +59,38 @@ func TestXRCScaling(t *testing.T) {
 		for range (N - 1) * P {
 			q, err := d.CreateQP(pds[p], transport.QPInitAttr{Type: transport.RC, SendCQ: cqs[p], RecvCQ: cqs[p],
 				Cap: transport.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}})
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 			connect(q)
 			rc = append(rc, q)
 		}
 	}
 	rcHeap := heap() - base
 	for _, q := range rc {
-		rdmatest.Must(t, d.DestroyQP(q))
+		testharness.Must(t, d.DestroyQP(q))
 	}
 	rcQPs := len(rc)
 	rc = nil
 
 	base = heap()
 	xrcd, err := d.OpenXRCD()
-	rdmatest.Must(t, err)
+	testharness.Must(t, err)
 	var inis, tgts []*transport.QP
 	var srqs []*transport.SRQ
 	for p := range P {
 		s, err := d.CreateSRQEx(pds[p], transport.SRQInitAttr{Type: transport.SRQXRC, XRCD: xrcd, CQ: cqs[p],
 			Attr: transport.SRQAttr{MaxWR: depth * (N - 1), MaxSGE: 1}})
-		rdmatest.Must(t, err)
+		testharness.Must(t, err)
 		srqs = append(srqs, s)
 		for range N - 1 {
 			q, err := d.CreateQP(pds[p], transport.QPInitAttr{Type: transport.XRCIni, SendCQ: cqs[p], Cap: transport.QPCap{MaxSendWR: depth, MaxSendSGE: 1}})
-			rdmatest.Must(t, err)
+			testharness.Must(t, err)
 			connect(q)
 			inis = append(inis, q)
 		}
 	}
 	for range (N - 1) * P {
 		q, err := d.CreateQP(nil, transport.QPInitAttr{Type: transport.XRCTgt, XRCD: xrcd})
-		rdmatest.Must(t, err)
+		testharness.Must(t, err)
 		connect(q)
 		tgts = append(tgts, q)
 	}

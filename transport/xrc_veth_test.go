@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -20,14 +20,14 @@ import (
 // from, and in order per sender; then each initiator WRITEs into the
 // target and READs it back, and all eight fetch-and-add one shared word.
 func TestVethXRC(t *testing.T) {
-	rdmatest.NoLeaks(t)
-	n := rdmatest.NewNet(t, rdmatest.Config{MTU: rdmatest.VethMTU(transport.MTU1024)})
+	testharness.NoLeaks(t)
+	n := testharness.NewNet(t, testharness.Config{MTU: testharness.VethMTU(transport.MTU1024)})
 	open := func(e int) *transport.Device {
 		end, addr := n.A, n.A.IPv4
 		if e == 1 {
 			end, addr = n.B, n.B.IPv4
 		}
-		l, err := rdmatest.OpenLink(rdmatest.UDP, end, addr)
+		l, err := testharness.OpenLink(testharness.UDP, end, addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestVethXRC(t *testing.T) {
 			for k := range depth {
 				i := r*depth + k
 				src := pr.buf[srcOff(j, i) : srcOff(j, i)+size(j, i)]
-				rdmatest.Fill(src, seed(j, i))
+				testharness.Fill(src, seed(j, i))
 				noErr(t, inis[j].PostSend(&transport.SendWR{WRID: uint64(i), Opcode: transport.WRSend, Flags: transport.Signaled,
 					SGL: []transport.SGE{pr.mr.SGE(srcOff(j, i), len(src))}, RemoteSRQN: srq.SRQN()}))
 			}
@@ -130,7 +130,7 @@ func TestVethXRC(t *testing.T) {
 				if int(wc.ByteLen) != size(j, i) {
 					t.Fatalf("initiator %d message %d: %d bytes, want %d (out of order?)", j, i, wc.ByteLen, size(j, i))
 				}
-				rdmatest.Fill(want[:size(j, i)], seed(j, i))
+				testharness.Fill(want[:size(j, i)], seed(j, i))
 				at := int(wc.WRID) * slot
 				if !bytes.Equal(tbuf[at:at+size(j, i)], want[:size(j, i)]) {
 					t.Fatalf("initiator %d message %d: data differs", j, i)
@@ -159,7 +159,7 @@ func TestVethXRC(t *testing.T) {
 	counter := 200 * slot
 	wait := func(c *transport.CQ, op transport.WCOpcode) {
 		t.Helper()
-		if wc := rdmatest.Wait(t, c, 20*time.Second); wc.Status != transport.Success || wc.Opcode != op {
+		if wc := testharness.Wait(t, c, 20*time.Second); wc.Status != transport.Success || wc.Opcode != op {
 			t.Fatalf("%v: completion %+v", op, wc)
 		}
 	}
@@ -168,7 +168,7 @@ func TestVethXRC(t *testing.T) {
 		n := 2*mtu + j
 		at := 130*slot + j*slot
 		src := pr.buf[srcOff(j, 0) : srcOff(j, 0)+n]
-		rdmatest.Fill(src, seed(j, 1000))
+		testharness.Fill(src, seed(j, 1000))
 		noErr(t, inis[j].PostSend(&transport.SendWR{Opcode: transport.WRRDMAWrite, Flags: transport.Signaled, SGL: []transport.SGE{pr.mr.SGE(srcOff(j, 0), n)},
 			RemoteAddr: tmr.Addr() + uint64(at), RKey: tmr.RKey(), RemoteSRQN: srq.SRQN()}))
 		wait(pr.cq, transport.OpRDMAWrite)

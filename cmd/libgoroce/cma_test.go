@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/conformance"
 	"github.com/goroce/goroce/internal/netns"
+	"github.com/goroce/goroce/interop"
 )
 
 // cmSide is who runs one side of a CM tool: the real one over the
@@ -113,13 +113,13 @@ func runCMPair(t *testing.T, srvTool, cliTool string, server, client cmSide, sar
 }
 
 // teardownRace reports whether a real rping's failure err is its own
-// teardown race (conformance.RpingTeardownRace: its CM thread reading the
+// teardown race (interop.RpingTeardownRace: its CM thread reading the
 // event channel its main thread had destroyed, after the connection was
 // over), which the tests judge as exit 0, as the matrix does. The pings
 // are still checked.
 func teardownRace(t *testing.T, side cmSide, tool, role string, err error, stderr string) bool {
 	var ee *exec.ExitError
-	if side != libSide || tool != "rping" || !errors.As(err, &ee) || !conformance.RpingTeardownRace(role, ee.ExitCode(), stderr) {
+	if side != libSide || tool != "rping" || !errors.As(err, &ee) || !interop.RpingTeardownRace(role, ee.ExitCode(), stderr) {
 		return false
 	}
 	t.Logf("%s: rping's teardown race (exit 255 after its DISCONNECT EVENT), judged as exit 0", role)

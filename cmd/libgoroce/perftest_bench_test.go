@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/conformance"
 	"github.com/goroce/goroce/internal/rawudp"
+	"github.com/goroce/goroce/interop"
 )
 
 // BenchmarkPerftest runs Debian's real perftest through libgoroce.so beside
@@ -98,7 +98,7 @@ func median(v []float64) float64 {
 // perftestPair runs one server and one client of a perftest test between
 // addrA (server) and addrB: the real tool through the library, or roced's
 // tool (native), and returns the client's result row.
-func perftestPair(b *testing.B, real, tool string, native bool, args, env []string) conformance.PerftestRow {
+func perftestPair(b *testing.B, real, tool string, native bool, args, env []string) interop.PerftestRow {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -138,7 +138,7 @@ func perftestPair(b *testing.B, real, tool string, native bool, args, env []stri
 	if cerr != nil || serr != nil {
 		b.Fatalf("%s (native %v): client %v, server %v\nclient:\n%s\nserver:\n%s", tool, native, cerr, serr, cliOut.String(), srvOut.String())
 	}
-	row, ok, err := conformance.ParsePerftest(cliOut.String())
+	row, ok, err := interop.ParsePerftest(cliOut.String())
 	if !ok || err != nil {
 		b.Fatalf("%s (native %v): no result row (%v):\n%s", tool, native, err, cliOut.String())
 	}

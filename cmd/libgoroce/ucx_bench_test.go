@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/conformance"
 	"github.com/goroce/goroce/internal/netns"
+	"github.com/goroce/goroce/interop"
 )
 
 // BenchmarkUCXPerftest prints UCX's figures over goroce beside roced's own
@@ -83,7 +83,7 @@ func BenchmarkUCXPerftest(b *testing.B) {
 
 // rocedPair runs a roced perftest tool across the pair, the server on A,
 // and returns the client's result row.
-func rocedPair(ctx context.Context, b *testing.B, p *netns.Pair, tool string, args ...string) conformance.PerftestRow {
+func rocedPair(ctx context.Context, b *testing.B, p *netns.Pair, tool string, args ...string) interop.PerftestRow {
 	b.Helper()
 	port := strconv.Itoa(freePort(b))
 	var srvOut, cliOut bytes.Buffer
@@ -105,7 +105,7 @@ func rocedPair(ctx context.Context, b *testing.B, p *netns.Pair, tool string, ar
 	if cerr != nil || serr != nil {
 		b.Fatalf("roced %s: client %v, server %v\nclient:\n%s\nserver:\n%s", tool, cerr, serr, cliOut.String(), srvOut.String())
 	}
-	row, ok, err := conformance.ParsePerftest(cliOut.String())
+	row, ok, err := interop.ParsePerftest(cliOut.String())
 	if !ok || err != nil {
 		b.Fatalf("roced %s: no result row (%v):\n%s", tool, err, cliOut.String())
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 )
 
 // TestConformSelf runs roced conform --self as a user would: the table,
@@ -95,13 +95,13 @@ func TestConformBadInput(t *testing.T) {
 // temporary directory, for the JSON file) and checks what the README says
 // of the run: its counts and its exit status.
 func TestConformReadme(t *testing.T) {
-	block, after := rdmatest.ReadmeShBlock(t, "../../docs/conformance.md", "## roced conform:")
+	block, after := testharness.ReadmeShBlock(t, "../../docs/conformance.md", "## roced conform:")
 	t.Chdir(t.TempDir())
 	var summary string
 	var selfRC int
 	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
 		l, _, _ = strings.Cut(l, "#")
-		w := rdmatest.ShellWords(t, l)
+		w := testharness.ShellWords(t, l)
 		if len(w) < 2 || w[0] != "roced" || w[1] != "conform" {
 			t.Fatalf("README line %q is not roced conform", l)
 		}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 )
 
 // TestDecodeLadder runs roced decode --ladder with its limits on the rxe
@@ -58,8 +58,8 @@ func TestLadderReadme(t *testing.T) {
 // checkLadderDoc runs the sh block after heading in file and compares
 // its output with the block file shows after it.
 func checkLadderDoc(t *testing.T, file, heading string) {
-	block, after := rdmatest.ReadmeShBlock(t, file, heading)
-	w := rdmatest.ShellWords(t, strings.TrimSpace(block))
+	block, after := testharness.ReadmeShBlock(t, file, heading)
+	w := testharness.ShellWords(t, strings.TrimSpace(block))
 	if len(w) < 3 || w[0] != "roced" || w[1] != "decode" {
 		t.Fatalf("%s's ladder command %q is not roced decode", file, block)
 	}

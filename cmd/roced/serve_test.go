@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/endpoint"
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 )
 
 // proc is a roced command started as a process of its own (TestMain).
@@ -276,7 +276,7 @@ func TestServeRecipe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("roced's tools as real processes: make system runs it, without -race")
 	}
-	block, _ := rdmatest.ReadmeShBlock(t, "../../docs/tools.md", "## Several programs on one address")
+	block, _ := testharness.ReadmeShBlock(t, "../../docs/tools.md", "## Several programs on one address")
 	dir := rocedOnPath(t)
 	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
 	t.Setenv("GOROCE_SERVER_WAIT", "2m") // the clients' wait for their servers, on a loaded host

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 )
 
 // Addresses no other test binds: the late server and its early client.
@@ -143,7 +143,7 @@ func TestServerWaitLine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("roced's tools as real processes: make system runs it, without -race")
 	}
-	block, _ := rdmatest.ReadmeShBlock(t, "../../docs/tools.md", "A roced client waits for its server")
+	block, _ := testharness.ReadmeShBlock(t, "../../docs/tools.md", "A roced client waits for its server")
 	if !strings.HasPrefix(block, "GOROCE_SERVER_WAIT=1m roced rc_pingpong") {
 		t.Fatalf("docs/tools.md's line is %q", block)
 	}
@@ -151,7 +151,7 @@ func TestServerWaitLine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cli := &proc{cmd: exec.CommandContext(ctx, "sh", "-c", block), done: make(chan error, 1)}
-	var out rdmatest.SyncBuffer
+	var out testharness.SyncBuffer
 	cli.cmd.Stdout, cli.cmd.Stderr = &out, &out
 	if err := cli.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -276,5 +277,132 @@ func TestDocLinks(t *testing.T) {
 				t.Errorf("%s: link to %s: %v", f, m[1], err)
 			}
 		}
+	}
+}
+
+// layoutDirs returns the directories the README's layout section draws,
+// one a line (a line that starts with spaces continues the one before),
+// and the errors of lines that are not one directory.
+func layoutDirs(text string) (dirs []string, errs []string) {
+	_, sec, ok := strings.Cut(text, "\n## Layout\n")
+	if !ok {
+		return nil, []string{"no \"## Layout\" section"}
+	}
+	_, block, ok := strings.Cut(sec, "\n```\n")
+	if !ok {
+		return nil, []string{"the layout section draws no tree (no ``` block)"}
+	}
+	block, _, _ = strings.Cut(block, "\n```")
+	for _, l := range strings.Split(block, "\n") {
+		if l == "" || strings.HasPrefix(l, " ") {
+			continue
+		}
+		d, _, _ := strings.Cut(l, " ")
+		if !strings.HasSuffix(d, "/") {
+			errs = append(errs, fmt.Sprintf("layout line %q does not start with a directory (dir/)", l))
+			continue
+		}
+		dirs = append(dirs, strings.TrimSuffix(d, "/"))
+	}
+	return dirs, errs
+}
+
+// goPackageDirs returns the directories under root that hold a Go
+// package (a .go file other than a test), outside testdata and hidden
+// directories.
+func goPackageDirs(root string) (map[string]bool, error) {
+	pkgs := map[string]bool{}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
+			rel, err := filepath.Rel(root, filepath.Dir(path))
+			if err != nil {
+				return err
+			}
+			pkgs[filepath.ToSlash(rel)] = true
+		}
+		return nil
+	})
+	return pkgs, err
+}
+
+// checkLayout compares the layout's lines with the packages: each
+// package has exactly one line, and each line names a directory that
+// exists (a package, or one such as lab/ that holds no Go).
+func checkLayout(root, text string) (n int, errs []string) {
+	dirs, errs := layoutDirs(text)
+	pkgs, err := goPackageDirs(root)
+	if err != nil {
+		return 0, append(errs, err.Error())
+	}
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		if seen[d] {
+			errs = append(errs, fmt.Sprintf("layout draws %s/ twice", d))
+		}
+		seen[d] = true
+		if fi, err := os.Stat(filepath.Join(root, d)); err != nil || !fi.IsDir() {
+			errs = append(errs, fmt.Sprintf("layout draws %s/, which is not a directory", d))
+		}
+	}
+	for p := range pkgs {
+		if p != "." && !seen[p] {
+			errs = append(errs, fmt.Sprintf("package %s/ has no line in the layout", p))
+		}
+	}
+	slices.Sort(errs)
+	return len(dirs), errs
+}
+
+// TestReadmeLayout: the README's layout section draws the tree one line a
+// package, and it is the real tree: a package added, moved or removed
+// without its line fails here (issue 45).
+func TestReadmeLayout(t *testing.T) {
+	root := filepath.Join("..", "..")
+	text, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, errs := checkLayout(root, string(text))
+	for _, e := range errs {
+		t.Error(e)
+	}
+	if n < 20 {
+		t.Fatalf("found %d layout lines; the section's pattern no longer finds them", n)
+	}
+}
+
+// TestCheckLayout: checkLayout sees a package without a line, a line
+// without a directory, and a line drawn twice.
+func TestCheckLayout(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"a", "b/c", "b/c/testdata/x", "lab"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"a/a.go", "b/c/c.go", "b/c/testdata/x/x.go", "b/b_test.go"} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte("package x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := "# x\n\n## Layout\n\n```\na/    one\nb/c/  two\n      more of two\nlab/  no Go\n```\n"
+	if _, errs := checkLayout(root, good); len(errs) != 0 {
+		t.Fatalf("good layout: %q", errs)
+	}
+	bad := "# x\n\n## Layout\n\n```\na/    one\na/    again\ngone/ no such\nlab/  no Go\n```\n"
+	_, errs := checkLayout(root, bad)
+	want := []string{"layout draws a/ twice", "layout draws gone/, which is not a directory", "package b/c/ has no line in the layout"}
+	if !slices.Equal(errs, want) {
+		t.Fatalf("bad layout: %q, want %q", errs, want)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/nic/mem"
 )
 
@@ -92,11 +92,11 @@ func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{} }
 // side is one process of a pair: its device, output and exit status.
 type side struct {
 	env      Env
-	out, err rdmatest.SyncBuffer
+	out, err testharness.SyncBuffer
 }
 
 func newSide(t *testing.T, net *mem.Net, p *pipes, addr string) *side {
-	dev, m := rdmatest.CMNode(t, net, addr)
+	dev, m := testharness.CMNode(t, net, addr)
 	s := &side{}
 	s.env = Env{Dev: dev, CM: m, Stdout: &s.out, Stderr: &s.err, Listen: p.Listen, Dial: p.Dial}
 	return s

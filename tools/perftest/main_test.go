@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -628,7 +628,7 @@ func TestPerftestSIGTERMKeepsPcap(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPerftestSignalChild$")
 	cmd.Env = append(os.Environ(), "GOROCE_SIGNAL_CHILD_PCAP="+pcap)
 	stdout, _ := cmd.StdoutPipe()
-	var errb rdmatest.SyncBuffer
+	var errb testharness.SyncBuffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

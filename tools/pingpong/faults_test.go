@@ -11,7 +11,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/bth/pcapfile"
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/ladder"
 )
 
@@ -29,7 +29,7 @@ const readmeSrv, readmeCli = "127.0.0.1", "127.0.0.2"
 // environment the lines set before roced (both must set the same).
 func readmePingpongPair(t *testing.T, file, heading string) (srv, cli []string, env map[string]string) {
 	t.Helper()
-	block, _ := rdmatest.ReadmeShBlock(t, "../../"+file, heading)
+	block, _ := testharness.ReadmeShBlock(t, "../../"+file, heading)
 	lines := strings.Split(strings.TrimSpace(block), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("README's %q has no two-line sh block", heading)
@@ -37,7 +37,7 @@ func readmePingpongPair(t *testing.T, file, heading string) (srv, cli []string, 
 	var args [2][]string
 	env = map[string]string{}
 	for i, l := range lines {
-		w := rdmatest.ShellWords(t, l)
+		w := testharness.ShellWords(t, l)
 		for len(w) > 0 && strings.Contains(w[0], "=") {
 			k, v, _ := strings.Cut(w[0], "=")
 			if old, ok := env[k]; ok && old != v {

@@ -65,7 +65,7 @@ func TestParseFlagsBooleans(t *testing.T) {
 }
 
 // --qp-timeout is goroce's: the tools hard-code 14, the interop lab needs
-// more (conformance/README.md, "Timeouts in the lab").
+// more (interop/README.md, "Timeouts in the lab").
 func TestParseFlagsQPTimeout(t *testing.T) {
 	if c, err := ParseFlags(RC, nil); err != nil || c.QPTimeout != 0 {
 		t.Errorf("default: %d %v", c.QPTimeout, err)

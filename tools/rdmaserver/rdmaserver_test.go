@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/nic/mem"
 )
 
 func env(t *testing.T, net *mem.Net, addr string, out, errw *bytes.Buffer) Env {
-	dev, m := rdmatest.CMNode(t, net, addr)
+	dev, m := testharness.CMNode(t, net, addr)
 	return Env{Dev: dev, CM: m, Stdout: out, Stderr: errw}
 }
 
@@ -177,7 +177,7 @@ func TestLateServer(t *testing.T) {
 	var sout, serr, cout, cerr bytes.Buffer
 	senv := env(t, net, "198.51.100.2", &sout, &serr)
 	cenv := env(t, net, "198.51.100.1", &cout, &cerr)
-	scode, ccode := rdmatest.LateServer(t, net, netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.1"),
+	scode, ccode := testharness.LateServer(t, net, netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.1"),
 		func(ctx context.Context) int { return Run(ctx, parse(t, true, "-p", "7471"), senv) },
 		func(ctx context.Context) int {
 			return Run(ctx, parse(t, false, "-s", "198.51.100.2", "-p", "7471"), cenv)

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/nic/mem"
 )
 
 func env(t *testing.T, net *mem.Net, addr string, out, errw *bytes.Buffer) Env {
-	dev, m := rdmatest.CMNode(t, net, addr)
+	dev, m := testharness.CMNode(t, net, addr)
 	return Env{Dev: dev, CM: m, Local: netip.MustParseAddr(addr), Stdout: out, Stderr: errw}
 }
 
@@ -44,7 +44,7 @@ func TestLateServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scode, ccode := rdmatest.LateServer(t, net, netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.1"),
+	scode, ccode := testharness.LateServer(t, net, netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.1"),
 		func(ctx context.Context) int { return Run(ctx, scfg, senv) },
 		func(ctx context.Context) int { return Run(ctx, ccfg, cenv) })
 	if scode != 0 || ccode != 0 {

@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/nic/mem"
 )
 
-// tool runs roced's tool on a side (rdmatest.CMTool: its pairs run at
-// rdmatest.CMServerAddr and CMClientAddr).
-var tool = rdmatest.CMTool[Config]{Name: "cmatose", Parse: ParseFlags,
-	Run: func(ctx context.Context, cfg Config, s *rdmatest.CMSide, listening func(netip.AddrPort)) int {
+// tool runs roced's tool on a side (testharness.CMTool: its pairs run at
+// testharness.CMServerAddr and CMClientAddr).
+var tool = testharness.CMTool[Config]{Name: "cmatose", Parse: ParseFlags,
+	Run: func(ctx context.Context, cfg Config, s *testharness.CMSide, listening func(netip.AddrPort)) int {
 		return Run(ctx, cfg, Env{Dev: s.Dev, CM: s.CM, Stdout: &s.Stdout, Stderr: &s.Stderr, Listening: listening})
 	}}
 
@@ -26,11 +26,11 @@ var tool = rdmatest.CMTool[Config]{Name: "cmatose", Parse: ParseFlags,
 func TestClientRefused(t *testing.T) {
 	t.Setenv("GOROCE_SERVER_WAIT", "0") // no server ever comes: one try, as the real tool
 	net := mem.NewNet(1)
-	rdmatest.NewCMSide(t, net, rdmatest.CMServerAddr)
-	cli := rdmatest.NewCMSide(t, net, rdmatest.CMClientAddr)
+	testharness.NewCMSide(t, net, testharness.CMServerAddr)
+	cli := testharness.NewCMSide(t, net, testharness.CMClientAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	code := tool.Run(ctx, tool.MustParse(t, "-s", rdmatest.CMServerAddr, "-c", "3", "-p", "9"), cli, nil)
+	code := tool.Run(ctx, tool.MustParse(t, "-s", testharness.CMServerAddr, "-c", "3", "-p", "9"), cli, nil)
 	want := "cmatose: starting client\ncmatose: connecting\ncmatose: event: RDMA_CM_EVENT_REJECTED, error: 8\ntest complete\nreturn status 8\n"
 	if code != 8 || cli.Stdout.String() != want || cli.Stderr.String() != "" {
 		t.Fatalf("exit %d\n%s\nwant stdout\n%s", code, cli, want)

@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/rdmatest"
+	"github.com/goroce/goroce/internal/testharness"
 	"github.com/goroce/goroce/nic/mem"
 )
 
-// tool runs roced's tool on a side (rdmatest.CMTool: its pairs run at
-// rdmatest.CMServerAddr and CMClientAddr).
-var tool = rdmatest.CMTool[Config]{Name: "udaddy", Parse: ParseFlags,
-	Run: func(ctx context.Context, cfg Config, s *rdmatest.CMSide, listening func(netip.AddrPort)) int {
+// tool runs roced's tool on a side (testharness.CMTool: its pairs run at
+// testharness.CMServerAddr and CMClientAddr).
+var tool = testharness.CMTool[Config]{Name: "udaddy", Parse: ParseFlags,
+	Run: func(ctx context.Context, cfg Config, s *testharness.CMSide, listening func(netip.AddrPort)) int {
 		return Run(ctx, cfg, Env{Dev: s.Dev, CM: s.CM, Stdout: &s.Stdout, Stderr: &s.Stderr, Listening: listening})
 	}}
 
@@ -26,11 +26,11 @@ var tool = rdmatest.CMTool[Config]{Name: "udaddy", Parse: ParseFlags,
 func TestClientRefused(t *testing.T) {
 	t.Setenv("GOROCE_SERVER_WAIT", "0") // no server ever comes: one try, as the real tool
 	net := mem.NewNet(1)
-	rdmatest.NewCMSide(t, net, rdmatest.CMServerAddr)
-	cli := rdmatest.NewCMSide(t, net, rdmatest.CMClientAddr)
+	testharness.NewCMSide(t, net, testharness.CMServerAddr)
+	cli := testharness.NewCMSide(t, net, testharness.CMClientAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	code := tool.Run(ctx, tool.MustParse(t, "-s", rdmatest.CMServerAddr, "-c", "3"), cli, nil)
+	code := tool.Run(ctx, tool.MustParse(t, "-s", testharness.CMServerAddr, "-c", "3"), cli, nil)
 	want := "udaddy: starting client\nudaddy: connecting\nudaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1\ntest complete\nreturn status 1\n"
 	if code != 1 || cli.Stdout.String() != want || cli.Stderr.String() != "" {
 		t.Fatalf("exit %d\n%s\nwant stdout\n%s", code, cli, want)
@@ -43,22 +43,22 @@ func TestClientRefused(t *testing.T) {
 // goes on with no QP, as udaddy's run_server does, and ends 0.
 func TestTooLarge(t *testing.T) {
 	net := mem.NewNet(1)
-	srv, cli := rdmatest.NewCMSide(t, net, rdmatest.CMServerAddr), rdmatest.NewCMSide(t, net, rdmatest.CMClientAddr)
+	srv, cli := testharness.NewCMSide(t, net, testharness.CMServerAddr), testharness.NewCMSide(t, net, testharness.CMClientAddr)
 	mtu := srv.Dev.ActiveMTU().Bytes()
 	big := fmt.Sprint(mtu + 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	code := tool.Run(ctx, tool.MustParse(t, "-s", rdmatest.CMServerAddr, "-S", big), cli, nil)
+	code := tool.Run(ctx, tool.MustParse(t, "-s", testharness.CMServerAddr, "-S", big), cli, nil)
 	line := fmt.Sprintf("udaddy: message_size %d is larger than active mtu %d\n", mtu+1, mtu)
 	if want := "udaddy: starting client\nudaddy: connecting\n" + line + "test complete\nreturn status -22\n"; code != 234 || cli.Stdout.String() != want {
 		t.Fatalf("client: exit %d\n%s\nwant\n%s", code, cli, want)
 	}
 
 	cli.Stdout.Reset()
-	rdmatest.RunCMPair(t, srv, cli, func(ctx context.Context, listening func(netip.AddrPort)) int {
+	testharness.RunCMPair(t, srv, cli, func(ctx context.Context, listening func(netip.AddrPort)) int {
 		return tool.Run(ctx, tool.MustParse(t, "-S", big), srv, listening)
 	}, func(ctx context.Context) int {
-		return tool.Run(ctx, tool.MustParse(t, "-s", rdmatest.CMServerAddr), cli, nil)
+		return tool.Run(ctx, tool.MustParse(t, "-s", testharness.CMServerAddr), cli, nil)
 	})
 	if want := "udaddy: starting client\nudaddy: connecting\nudaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 2\ntest complete\nreturn status 2\n"; cli.Code != 2 || cli.Stdout.String() != want {
 		t.Errorf("client: exit %d\n%s\nwant\n%s", cli.Code, cli, want)

@@ -1,0 +1,167 @@
+package interop
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestJudgeQperf judges real qperf clients' outputs (testdata/qperf:
+// Debian's qperf 0.4.11 over libgoroce.so across a veth, 2026-12-05).
+func TestJudgeQperf(t *testing.T) {
+	test := func(name string) QperfTest {
+		for _, q := range QperfTests {
+			if q.ID() == name {
+				return q
+			}
+		}
+		t.Fatalf("no qperf test %s", name)
+		return QperfTest{}
+	}
+	for _, tc := range []struct {
+		name, test, file string
+		exit             int
+		reason, figure   string
+	}{
+		{name: "rc_lat over the CM", test: "rc_lat-cm1", file: "goroce-cm1-rc_lat.txt", figure: "127.00 us (client)"},
+		{name: "rc_bw over the CM", test: "rc_bw-cm1", file: "goroce-cm1-rc_bw.txt", figure: "356.00 MB/sec (client)"},
+		{name: "compare and swap", test: "rc_compare_swap_mr-cm1", file: "goroce-cm1-rc_compare_swap_mr.txt", figure: "8.29 K/sec (client)"},
+		{name: "rc_lat by LID refused", test: "rc_lat", file: "goroce-rc_lat.txt", exit: 1},
+		{name: "uc_lat refused", test: "uc_lat", file: "goroce-uc_lat.txt", exit: 1},
+		{name: "ud_lat refused", test: "ud_lat", file: "goroce-ud_lat.txt", exit: 1},
+		{name: "a refusal that exits 0", test: "uc_lat", file: "goroce-uc_lat.txt", reason: "want the run refused"},
+		{name: "the wrong refusal", test: "ud_lat", file: "goroce-uc_lat.txt", exit: 1, reason: `want rxe's refusal "failed to create address handle`},
+		{name: "a measuring test refused", test: "rc_lat-cm1", file: "goroce-rc_lat.txt", exit: 1, reason: "client exit status 1: rc_lat: ... failed to modify QP to RTR"},
+		{name: "the wrong result line", test: "rc_bw-cm1", file: "goroce-cm1-rc_lat.txt", reason: `no "bw" result line`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := Output{Exit: tc.exit, Stdout: golden(t, "qperf/"+tc.file)}
+			reasons, figs := JudgeQperf(test(tc.test), out)
+			if tc.reason == "" {
+				if len(reasons) > 0 {
+					t.Fatalf("reasons %q, want none", reasons)
+				}
+			} else if len(reasons) != 1 || !strings.Contains(reasons[0], tc.reason) {
+				t.Fatalf("reasons %q, want one with %q", reasons, tc.reason)
+			}
+			if got := FigureText(figs); tc.figure != "" && got != tc.figure {
+				t.Errorf("figure %q, want %q", got, tc.figure)
+			}
+		})
+	}
+	// A measuring run whose figure is no number.
+	reasons, _ := JudgeQperf(test("rc_lat-cm1"), Output{Stdout: "rc_lat:\n    latency  =  inf us\n"})
+	if len(reasons) != 1 || !strings.Contains(reasons[0], "want a positive number") {
+		t.Errorf("inf latency: reasons %q", reasons)
+	}
+}
+
+// TestParseUnittest reads a real run of rdma-core's suite (testdata/
+// rdma-core: python3-pyverbs 44 over libgoroce.so, -v) and its damaged
+// forms.
+func TestParseUnittest(t *testing.T) {
+	log := golden(t, "rdma-core/goroce0-44.txt")
+	r, err := ParseUnittest(Output{Stderr: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Ran != 273 || len(r.Results) != 273 || len(r.Crashes) > 0 {
+		t.Fatalf("ran %d, %d results, crashes %q", r.Ran, len(r.Results), r.Crashes)
+	}
+	if p, s := r.Count(TestPass), r.Count(TestSkip); p != 86 || s != 187 || r.Count(TestFail)+r.Count(TestError) != 0 {
+		t.Errorf("%s, want 86 passed and 187 skipped", r.Summary())
+	}
+	if got := r.Results["tests.test_cq.CQTest.test_resize_cq"]; got != TestPass {
+		t.Errorf("test_resize_cq (a docstring on its own line) %q", got)
+	}
+	if got := r.Skips["tests.test_odp.OdpTestCase.test_odp_rc_traffic"]; got != "ODP is not supported - No ODP caps" {
+		t.Errorf("an ODP skip's reason %q", got)
+	}
+	if got := r.Skips["tests.test_rdmacm.CMTestCase.test_rdmacm_sync_traffic"]; got != "Device goroce0 doesn't have net interface" {
+		t.Errorf("a skip in double quotes: reason %q", got)
+	}
+
+	// The interpreter killed in a test: no summary.
+	i := strings.Index(log, "test_resize_cq (")
+	cut, err := ParseUnittest(Output{Exit: 139, Stderr: log[:i] + "test_resize_cq (tests.test_cq.CQTest.test_resize_cq)\n"})
+	if err != nil || !slices.Equal(cut.Crashes, []string{"tests.test_cq.CQTest.test_resize_cq"}) {
+		t.Errorf("crashed run: %v crashes %q", err, cut.Crashes)
+	}
+
+	// Module by module (rdmaCoreSuiteScript), the same tests.
+	mods := golden(t, "rdma-core/goroce0-44-modules.txt")
+	m, err := ParseUnittest(Output{Stdout: mods})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Ran != 273 || len(m.Crashes) > 0 || !maps.Equal(m.Results, r.Results) || !maps.Equal(m.Skips, r.Skips) {
+		t.Errorf("module by module: ran %d, crashes %q, %s; whole: %s", m.Ran, m.Crashes, m.Summary(), r.Summary())
+	}
+	// A module whose interpreter died (rxe's trixie run: "Segmentation
+	// fault", status 139) and one that died before its first test: each
+	// a crash, the other modules' results kept.
+	j := strings.Index(mods, "test_resize_cq (")
+	k := strings.Index(mods[j:], "### module ") + j
+	crashed := mods[:j] + "test_resize_cq (tests.test_cq.CQTest.test_resize_cq)\nSegmentation fault\n### exit 139\n" + mods[k:]
+	crashed = strings.Replace(crashed, "### module test_device\n", "### module test_device\nSegmentation fault\n### exit 139\n### module test_device_rest\n", 1)
+	c, err := ParseUnittest(Output{Exit: 1, Stdout: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Crashes, []string{"tests.test_cq.CQTest.test_resize_cq", "test_device"}) {
+		t.Errorf("crashes %q", c.Crashes)
+	}
+	if c.Results["tests.test_cq.CQTest.test_resize_cq"] != "" || c.Results["tests.test_device.DeviceTest.test_query_gid_ex_bad_flow"] != TestPass {
+		t.Errorf("the crashed test has an outcome, or a later module lost its own")
+	}
+	// A summary that disagrees with the lines, and no run at all.
+	if _, err := ParseUnittest(Output{Stderr: strings.Replace(log, "Ran 273 tests", "Ran 274 tests", 1)}); err == nil {
+		t.Error("274 ran, 273 outcomes: no error")
+	}
+	if _, err := ParseUnittest(Output{Exit: 1, Stderr: "python3: can't open file 'run_tests.py'\n"}); err == nil ||
+		!strings.Contains(err.Error(), "can't open file") {
+		t.Errorf("no run: %v", err)
+	}
+}
+
+// TestCompareSuites holds a run of the suite to a reference: the real
+// goroce run against itself passes; each way a run can fall short of
+// rxe's is a reason.
+func TestCompareSuites(t *testing.T) {
+	g, err := ParseUnittest(Output{Stderr: golden(t, "rdma-core/goroce0-44.txt")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reasons, notes := CompareSuites(g, g); len(reasons) > 0 || len(notes) != 2 {
+		t.Errorf("the same run: reasons %q notes %q", reasons, notes)
+	}
+	edit := func(id, outcome string) UnittestRun {
+		r := UnittestRun{Ran: g.Ran, Results: map[string]string{}, Skips: g.Skips}
+		for k, v := range g.Results {
+			r.Results[k] = v
+		}
+		r.Results[id] = outcome
+		return r
+	}
+	const skipped = "tests.test_rdmacm.CMTestCase.test_rdmacm_sync_traffic"
+	const passed = "tests.test_cq.CQTest.test_resize_cq"
+	for _, tc := range []struct {
+		name        string
+		rxe, goroce UnittestRun
+		want        []string
+	}{
+		{"rxe runs what goroce skips", edit(skipped, TestPass), g,
+			[]string{"goroce0 skips what rxe0 runs: " + skipped, "goroce0 passes 86 tests, rxe0 87 (of the tests both"}},
+		{"a failure", g, edit(passed, TestFail), []string{"goroce0: " + passed + " FAIL", "goroce0 passes 85 tests, rxe0 86"}},
+		{"an error", g, edit(passed, TestError), []string{"goroce0: " + passed + " ERROR", "goroce0 passes 85 tests, rxe0 86"}},
+		{"a test only rxe's release has counts for neither", edit("tests.test_new.NewTest.test_new", TestPass), g, nil},
+		{"a crash", g, UnittestRun{Results: map[string]string{}, Crashes: []string{passed}},
+			[]string{"goroce0: the interpreter crashed in " + passed, "goroce0 passes 0 tests, rxe0 86"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reasons, _ := CompareSuites(tc.rxe, tc.goroce)
+			match(t, "reasons", reasons, tc.want)
+		})
+	}
+}

@@ -1,0 +1,223 @@
+"""goroce interop harness: its agent in the lab guest (interop/agent.go).
+
+Started once per run (python3 AGENT ADDR PORT PIDFILE) through rxe-peer.sh exec, it
+answers the harness's per-case questions over one TCP connection on the
+tap, without the 9p spool's round trip or a fork per question (each costs
+about a second in the TCG guest under load). One JSON object a line each
+way:
+  {"op": "snap", "from": SEQ}  rxe0's hw_counters, the guest's clock, the
+      kernel log's next sequence number and its records from SEQ on
+  {"op": "listen", "port": P, "timeout": S}  returns once something
+      listens on TCP port P, or fails after S seconds
+  {"op": "cmlisten", "port": P, "timeout": S}  the same for an rdma_cm ID
+      in state LISTEN on port P (rdma resource show cm_id): rping's server
+      listens on QP1, not on a TCP socket
+  {"op": "run", "argv": [...], "timeout": S}  starts argv (under
+      timeout(1), as rxe-peer.sh exec would run it, without its 9p round
+      trips and bash) and answers {"ok": true, "pid": N}; a second answer
+      {"ok": true, "exit": E, "stdout": ..., "stderr": ...} comes when it
+      ends. {"op": "stop"} on that connection sends it SIGTERM (timeout(1)
+      passes it on); the connection closing kills its process group.
+  {"op": "quit"}
+Answers: {"ok": true, ...} or {"ok": false, "error": "..."}.
+Each connection is served by its own thread: a run holds its connection
+until the command ends, beside the session's.
+"""
+import errno
+import json
+import os
+import select
+import socket
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HW = os.environ.get("GOROCE_AGENT_HW", "/sys/class/infiniband/rxe0/ports/1/hw_counters")
+
+
+def counters():
+    out = {}
+    for name in os.listdir(HW):
+        try:
+            with open(os.path.join(HW, name)) as f:
+                out[name] = int(f.read().strip())
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def kmsg(start):
+    """The kernel log records from sequence number start on, as dmesg prints
+    them, and the next sequence number."""
+    lines, nxt = [], start
+    fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        while True:
+            try:
+                rec = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                if e.errno == errno.EPIPE:  # overwritten while reading
+                    continue
+                raise
+            head, _, msg = rec.decode("utf-8", "replace").partition(";")
+            f = head.split(",")
+            seq, usec = int(f[1]), int(f[2])
+            nxt = seq + 1
+            if seq >= start:
+                lines.append("[%5d.%06d] %s" % (usec // 1000000, usec % 1000000, msg.split("\n", 1)[0]))
+    finally:
+        os.close(fd)
+    return lines, nxt
+
+
+def listening(port):
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                next(f)
+                for line in f:
+                    x = line.split()
+                    if x[3] == "0A" and int(x[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+def cm_listening(port):
+    # rdma(8) asks the kernel over netlink; the guest has no other view of
+    # rdma_cm's IDs. One fork per poll, about 30 ms in the TCG guest.
+    try:
+        out = subprocess.run(["rdma", "-j", "resource", "show", "cm_id"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, timeout=10).stdout
+        ids = json.loads(out or b"[]")
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return False
+    suffix = ":%d" % port
+    return any(x.get("state") == "LISTEN" and str(x.get("src-addr", "")).endswith(suffix) for x in ids)
+
+
+def wait_for(req, conn, check, what):
+    port, end = int(req["port"]), time.monotonic() + float(req["timeout"])
+    while not check(port):
+        if time.monotonic() > end:
+            return {"ok": False, "error": "nothing listens on %s port %d after %ss" % (what, port, req["timeout"])}
+        # Readable means the harness gave up (it closed): stop waiting.
+        if select.select([conn], [], [], 0.02)[0]:
+            return {"ok": False, "error": "cancelled"}
+    return {"ok": True}
+
+
+def answer(req, conn):
+    op = req.get("op")
+    if op == "snap":
+        clock = time.time_ns()
+        lines, nxt = kmsg(int(req.get("from", 0)))
+        return {"ok": True, "clock_ns": clock, "counters": counters(), "next": nxt, "dmesg": lines}
+    if op == "listen":
+        return wait_for(req, conn, listening, "TCP")
+    if op == "cmlisten":
+        return wait_for(req, conn, cm_listening, "RDMA CM")
+    return {"ok": False, "error": "unknown op %r" % op}
+
+
+def run(req, conn, rf):
+    """Runs req's argv and answers twice: started, then ended."""
+    secs = str(max(1, int(float(req["timeout"]) + 0.999)))
+    try:
+        p = subprocess.Popen(["timeout", "--foreground", "-k", "3", secs] + [str(a) for a in req["argv"]],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             cwd="/root" if os.path.isdir("/root") else None, start_new_session=True)
+    except OSError as e:
+        conn.sendall((json.dumps({"ok": False, "error": "%s: %s" % (type(e).__name__, e)}) + "\n").encode())
+        return
+    conn.sendall((json.dumps({"ok": True, "pid": p.pid}) + "\n").encode())
+    out = {}
+
+    def collect():
+        out["stdout"], out["stderr"] = p.communicate()
+
+    t = threading.Thread(target=collect, daemon=True)
+    t.start()
+    ended = threading.Event()
+
+    def watch():
+        # "stop": SIGTERM to timeout(1), which passes it to the tool; the
+        # harness gone (EOF): the whole group, at once. Never once the
+        # command has ended: its pid may be another's by then.
+        for line in rf:
+            if line.strip() and json.loads(line).get("op") == "stop" and not ended.is_set():
+                try:
+                    os.kill(p.pid, signal.SIGTERM)
+                except OSError:
+                    pass
+        if not ended.is_set():
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    threading.Thread(target=watch, daemon=True).start()
+    t.join()
+    ended.set()
+    rc = p.returncode
+    a = {"ok": True, "exit": rc if rc >= 0 else 128 - rc,
+         "stdout": out["stdout"].decode("utf-8", "replace"), "stderr": out["stderr"].decode("utf-8", "replace")}
+    try:
+        conn.sendall((json.dumps(a) + "\n").encode())
+    except OSError:
+        pass
+
+
+def serve(conn, srv):
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    rf = conn.makefile("r")
+    for line in rf:
+        try:
+            req = json.loads(line)
+        except ValueError:
+            req = {"op": None}
+        if req.get("op") == "quit":
+            # A pid file left behind would have the next run kill
+            # whatever process reuses the pid.
+            os.remove(sys.argv[3])
+            conn.close()
+            os._exit(0)
+        if req.get("op") == "run":
+            try:
+                run(req, conn, rf)
+            except Exception as e:
+                try:
+                    conn.sendall((json.dumps({"ok": False, "error": "%s: %s" % (type(e).__name__, e)}) + "\n").encode())
+                except OSError:
+                    pass
+            break
+        try:
+            a = answer(req, conn)
+        except Exception as e:  # the harness reports it with the case
+            a = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+        try:
+            conn.sendall((json.dumps(a) + "\n").encode())
+        except OSError:
+            break
+    conn.close()
+
+
+def main():
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((sys.argv[1], int(sys.argv[2])))
+    srv.listen(16)
+    with open(sys.argv[3], "w") as f:
+        f.write("%d\n" % os.getpid())
+    print("listening", flush=True)
+    while True:
+        conn, _ = srv.accept()
+        threading.Thread(target=serve, args=(conn, srv), daemon=True).start()
+
+
+main()
