@@ -94,11 +94,16 @@ OUT=${INTEROP_OUT:-$ROOT/bin/interop}
 ROCED=${ROCED:-$ROOT/bin/roced}
 LIBGOROCE_STAGE=${INTEROP_LIBGOROCE:-1}
 PYVERBS_STAGE=${INTEROP_PYVERBS:-1}
-# Off by default: in CI's run of 2026-12-05 one qperf case (the host's
-# rc_rdma_write_bw -cm1 client over libgoroce against rxe's server,
-# bookworm) was rejected by rxe's CM (REJ, reason not captured) where
-# seven runs by hand were not; until its cause is found the stage is
-# opt-in, so that it cannot turn CI red by chance.
+# Off by default: the host's -cm1 clients against the guest's qperf
+# server are rejected now and then (1 run in 3 to 6 of rc_lat and rc_bw
+# by hand) by a race in Debian's qperf 0.4.11: its server child sends
+# the client its RDMA CM port before it calls rdma_listen (upstream
+# qperf listens first), and a client on a native host reaches the
+# emulated guest's CM before the listen: REJ reason 8, no listener (the
+# guest's own trace shows the REQ before the listen). rxe's own client
+# would meet the same race; until the lab's guest carries a qperf that
+# listens first, the stage is opt-in, so that it cannot turn CI red by
+# chance.
 APPS_STAGE=${INTEROP_APPS:-0}
 CONFORM_STAGE=${INTEROP_CONFORM:-1}
 LIBGOROCE=${LIBGOROCE:-$ROOT/bin/libgoroce.so}
