@@ -95,7 +95,7 @@ ROCED=${ROCED:-$ROOT/bin/roced}
 LIBGOROCE_STAGE=${INTEROP_LIBGOROCE:-1}
 PYVERBS_STAGE=${INTEROP_PYVERBS:-1}
 # Off by default: the host's -cm1 clients against the guest's qperf
-# server are rejected now and then (1 run in 3 to 6 of rc_lat and rc_bw
+# server are rejected now and then (one client in 5 to 14, rc_lat, rc_bw
 # by hand) by a race in Debian's qperf 0.4.11: its server child sends
 # the client its RDMA CM port before it calls rdma_listen (upstream
 # qperf listens first), and a client on a native host reaches the
