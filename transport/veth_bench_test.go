@@ -224,7 +224,9 @@ func BenchmarkVethMsgRate(b *testing.B) {
 //
 // Metrics: Gbit/s and Mpps as BenchmarkVethRC; x-gso is goodput over raw
 // GSO's for the 64 KiB rows and, for the 4 KiB SEND, messages per second
-// over raw GSO's datagrams per second (one full packet each).
+// over raw GSO's datagrams per second (one full packet each); rx-gro/pkt
+// and rx-copies/pkt, of the packets the data's receiver took, how many
+// arrived coalesced and how many its link copied to split them.
 //
 //	go test -run '^$' -bench VethGSO -benchtime 3s ./transport
 func BenchmarkVethGSO(b *testing.B) {
@@ -259,6 +261,12 @@ func BenchmarkVethGSO(b *testing.B) {
 			gbps := float64(b.N) * float64(row.size) * 8 / el.Seconds() / 1e9
 			pkts := float64((row.size + m - 1) / m)
 			pps := float64(b.N) * pkts / el.Seconds()
+			// What the receiving side of the data copied to split GRO
+			// buffers (the responder's, for a READ the requester's).
+			rx := c.Link.Stats()
+			if row.op == transport.WRRDMARead {
+				rx = a.Link.Stats()
+			}
 			a.Dev.Close()
 			c.Dev.Close()
 			measureRaw(b)
@@ -271,6 +279,8 @@ func BenchmarkVethGSO(b *testing.B) {
 			b.ReportMetric(pps/1e6, "Mpps")
 			b.ReportMetric(x, "x-gso")
 			b.ReportMetric(g, "raw-gso-Gbit/s")
+			b.ReportMetric(float64(rx.RxGROSegments)/float64(max(rx.RxPackets, 1)), "rx-gro/pkt")
+			b.ReportMetric(float64(rx.RxGROCopies)/float64(max(rx.RxPackets, 1)), "rx-copies/pkt")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
