@@ -105,9 +105,13 @@ func NewMulti(links ...Link) (*Multi, error) {
 	nq := commonQueues(links)
 	m.info.DirectSend = true
 	m.info.PollNoSyscall = true
+	m.info.Offload = ^Offload(0)
 	for _, l := range links {
 		m.info.DirectSend = m.info.DirectSend && l.Info().DirectSend
 		m.info.PollNoSyscall = m.info.PollNoSyscall && l.Info().PollNoSyscall
+		// What every link does: the engine cannot tell which one a
+		// packet goes through.
+		m.info.Offload &= l.Info().Offload
 	}
 	m.queues = make([]multiQueue, nq)
 	for i := range m.queues {

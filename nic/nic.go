@@ -221,6 +221,47 @@ type Info struct {
 	// (internal/spin); one whose every poll is a system call already pays
 	// as much per poll.
 	PollNoSyscall bool
+
+	// Offload is what the link does to packets on the engine's behalf,
+	// so that the engine does none of it twice.
+	Offload Offload
+}
+
+// Offload is a set of things a link does to packets for the engine.
+type Offload uint8
+
+const (
+	// OffloadGSO: Send hands a run of equal-sized packets to one
+	// destination to the kernel or device as one segmentation offload
+	// send, so the engine passes a message's packets in one Send call
+	// rather than cut the run itself.
+	OffloadGSO Offload = 1 << iota
+	// OffloadGRO: the link receives coalesced packets and splits them
+	// into frames itself.
+	OffloadGRO
+	// OffloadRxVerify: received frames come up Verified (decoded, ICRC
+	// checked) where the link could verify them (Frame.Verified).
+	OffloadRxVerify
+)
+
+// Has reports whether every offload in f is in o.
+func (o Offload) Has(f Offload) bool { return o&f == f }
+
+// String lists the offloads, e.g. "gso|gro".
+func (o Offload) String() string {
+	s := ""
+	for i, n := range [...]string{"gso", "gro", "rx-verify"} {
+		if o&(1<<i) != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += n
+		}
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // Stats are a link's counters. Packets and bytes count IP datagrams (IP
@@ -238,6 +279,12 @@ type Stats struct {
 	// two or more; RxGROSegments packets that arrived coalesced: by GRO
 	// on a UDP socket, or as a GSO super-frame cut by an AF_PACKET link.
 	TxGSOSegments, RxGROSegments uint64
+	// TxGSORefused counts send sockets on which the kernel refused a
+	// segmentation offload send (a route or device without it): each then
+	// sends one datagram per packet. RxGROCopies counts coalesced packets
+	// the link had to copy or move to split them (a segment size other
+	// than the one its receive buffers were laid out for).
+	TxGSORefused, RxGROCopies uint64
 	// TxNoNeighbour counts frames dropped because the next hop's MAC was
 	// still unresolved (links that build Ethernet headers).
 	TxNoNeighbour uint64

@@ -20,6 +20,8 @@ func (s *Stats) add(t Stats) {
 	s.RxBatches += t.RxBatches
 	s.TxGSOSegments += t.TxGSOSegments
 	s.RxGROSegments += t.RxGROSegments
+	s.TxGSORefused += t.TxGSORefused
+	s.RxGROCopies += t.RxGROCopies
 	s.TxNoNeighbour += t.TxNoNeighbour
 	s.RxIDUnsolved += t.RxIDUnsolved
 	s.RxKernelDrops += t.RxKernelDrops

@@ -32,6 +32,8 @@ func linkCounters(s nic.Stats) []nic.Counter {
 		{Name: "link_rx_batches", Value: s.RxBatches},
 		{Name: "link_tx_gso_segments", Value: s.TxGSOSegments},
 		{Name: "link_rx_gro_segments", Value: s.RxGROSegments},
+		{Name: "link_tx_gso_refused", Value: s.TxGSORefused},
+		{Name: "link_rx_gro_copies", Value: s.RxGROCopies},
 		{Name: "link_tx_no_neighbour", Value: s.TxNoNeighbour},
 		{Name: "link_rx_id_unsolved", Value: s.RxIDUnsolved},
 		{Name: "link_rx_kernel_drops", Value: s.RxKernelDrops},

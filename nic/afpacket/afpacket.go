@@ -91,7 +91,9 @@ func Open(cfg Config) (*Link, error) {
 		}
 		l.cfg.Addrs = cfg.Addrs
 	}
-	l.info = nic.Info{Name: "afpacket " + cfg.Interface, MTU: ifc.MTU, Addrs: cfg.Addrs, MAC: ifc.HardwareAddr}
+	// The receive socket takes UDP GSO super-frames with their virtio
+	// header and cuts them (PACKET_VNET_HDR): GRO, in nic.Offload's terms.
+	l.info = nic.Info{Name: "afpacket " + cfg.Interface, MTU: ifc.MTU, Addrs: cfg.Addrs, MAC: ifc.HardwareAddr, Offload: nic.OffloadGRO}
 	if err := l.open(); err != nil {
 		l.Close()
 		return nil, err

@@ -605,7 +605,9 @@ func (l *Link) take(r *rxQueue, frames []nic.Frame) int {
 
 // Info implements nic.Link.
 func (l *Link) Info() nic.Info {
-	return nic.Info{Name: "mem " + l.addr.String(), MTU: l.mtu, Addrs: []netip.Addr{l.addr}, MAC: l.mac, DirectSend: true, PollNoSyscall: true}
+	return nic.Info{Name: "mem " + l.addr.String(), MTU: l.mtu, Addrs: []netip.Addr{l.addr}, MAC: l.mac, DirectSend: true, PollNoSyscall: true,
+		// Sealed frames come up Verified (nic.Frame.Sealed).
+		Offload: nic.OffloadRxVerify}
 }
 
 // SrcPort implements nic.Link: the hash HCAs use.

@@ -89,9 +89,12 @@ type Link struct {
 	info   nic.Info
 	rxq    []udpQueue // receive sockets, one per queue
 	tx     []udpSock
-	txPort [64]uint16  // SrcPort answers from here; len(tx) entries used
-	gso    atomic.Bool // cleared if the kernel refuses a GSO send
-	gro    bool
+	txPort [64]uint16 // SrcPort answers from here; len(tx) entries used
+	// txGSO says, per send socket, that it sends with UDP GSO: cleared
+	// for that socket alone when the kernel refuses (its route or device
+	// has no segmentation offload), the others keep it.
+	txGSO [64]atomic.Bool
+	gro   bool
 	// detached: the sockets are out of the network poller (LeaveNetpoll)
 	detached bool
 	ctr      linkio.Counters
@@ -314,18 +317,38 @@ func (l *Link) openTx() error {
 				ok = false
 			}
 		}
-		l.gso.Store(ok)
+		for i := range l.tx {
+			l.txGSO[i].Store(ok)
+		}
 	}
 	return nil
 }
 
-// Info describes the link.
-func (l *Link) Info() nic.Info { return l.info }
+// Info describes the link, with the offloads it uses now: GSO while a
+// send socket still has it.
+func (l *Link) Info() nic.Info {
+	i := l.info
+	i.Offload = nic.OffloadRxVerify
+	if l.GSO() {
+		i.Offload |= nic.OffloadGSO
+	}
+	if l.gro {
+		i.Offload |= nic.OffloadGRO
+	}
+	return i
+}
 
 // GSO reports whether the link sends with UDP segmentation offload (one
-// system call per message's equal-sized packets); it turns itself off if
-// the kernel refuses it.
-func (l *Link) GSO() bool { return l.gso.Load() }
+// system call per message's equal-sized packets) on any of its send
+// sockets; a socket whose sends the kernel refuses stops using it.
+func (l *Link) GSO() bool {
+	for i := range l.tx {
+		if l.txGSO[i].Load() {
+			return true
+		}
+	}
+	return false
+}
 
 // GRO reports whether the link receives with UDP generic receive offload
 // (the kernel coalesces packets of one flow into one read).

@@ -18,12 +18,16 @@ import (
 
 // Receive path of the UDP link. recvmmsg fills a ring of slots; each slot
 // keeps free space before its data so the IP and UDP headers the kernel
-// stripped can be rebuilt in place in front of the (first) packet. With
-// UDP GRO one slot may hold many coalesced packets of one flow; those after
-// the first are copied out, each behind room for its own headers.
+// stripped can be rebuilt in place in front of a packet. With UDP GRO one
+// slot may hold many coalesced packets of one flow, and the slot is a row
+// of iovecs, each one segment size (the stride) long behind room for its
+// headers: the kernel's copy then lays each coalesced packet in its own
+// iovec, and every packet is handed up where it lies, with no copy. The
+// stride is learned from the segment sizes that arrive; a buffer cut at
+// another size has its packets copied out (Stats.RxGROCopies).
 
 const (
-	// udpHdrRoom is the space before a slot's data: headroom plus the
+	// udpHdrRoom is the space before each iovec's data: headroom plus the
 	// longest IP and UDP headers, rounded up for alignment.
 	udpHdrRoom = (nic.Headroom + inet.IPv6HeaderLen + inet.UDPHeaderLen + 7) &^ 7
 	udpSlots   = 64     // slots without GRO
@@ -31,7 +35,80 @@ const (
 	udpGROData = 65536  // largest coalesced payload
 	udpCopies  = 256    // GRO segments copied out per Recv at most
 	udpCtrlLen = 5 * 24 // TOS/TCLASS, TTL/HOPLIMIT, UDP_GRO, SO_RXQ_OVFL
+
+	// udpMinSeg is the shortest UDP payload a RoCEv2 packet has (BTH and
+	// ICRC): a GRO segment size below it is malformed.
+	udpMinSeg = bth.BTHLen + bth.ICRCLen
+	// udpMinStride bounds the stride from below: segments shorter than
+	// a 256-byte MTU's packets (ACK bursts) are cheaper to copy than a
+	// row of thousands of iovecs is to hand the kernel.
+	udpMinStride = 256
+	// udpRxMaxIov is the most iovecs a slot's row has.
+	udpRxMaxIov = (udpGROData + udpMinStride - 1) / udpMinStride
 )
+
+// layout is where a receive slot's data lies: a row of iovecs, each stride
+// bytes behind room bytes of header room. A byte at offset o of the
+// received message (its logical offset) lies at phys(o) in the slot.
+type layout struct{ stride, room int }
+
+func (y layout) phys(o int) int { return o/y.stride*(y.room+y.stride) + y.room + o%y.stride }
+
+// inPlace reports whether segment [a, e) (e > a) can be handed up where it
+// lies: within one iovec, at its start, where header room precedes it.
+func (y layout) inPlace(a, e int) bool { return a%y.stride == 0 && (e-1)/y.stride == a/y.stride }
+
+// gather copies the message's bytes [a, e) out of slot into dst.
+func (y layout) gather(dst, slot []byte, a, e int) {
+	for a < e {
+		p := y.phys(a)
+		n := min(e-a, y.stride-a%y.stride)
+		copy(dst[:n], slot[p:p+n])
+		dst, a = dst[n:], a+n
+	}
+}
+
+// compact moves the message's bytes [0, e), a first segment longer than
+// the stride, to lie contiguous behind the first iovec's room: each later
+// piece moves back over the room before it. It writes only below phys(e),
+// so the segments after the first are still where phys says.
+func (y layout) compact(slot []byte, e int) {
+	for a := y.stride; a < e; a += y.stride {
+		p := y.phys(a)
+		n := min(e-a, y.stride)
+		copy(slot[y.room+a:y.room+a+n], slot[p:p+n])
+	}
+}
+
+// segments returns how many packets a message of n bytes that GRO cut at
+// seg bytes holds (all seg long but the last, which may be shorter); ok is
+// false for a segment size no RoCEv2 sender cuts at.
+func segments(n, seg int) (int, bool) {
+	if n <= 0 || seg < udpMinSeg || seg > udpGROData {
+		return 0, false
+	}
+	return (n + seg - 1) / seg, true
+}
+
+// segment returns packet k's bytes [a, e) of a message of n bytes cut at seg.
+func segment(k, n, seg int) (a, e int) {
+	a = k * seg
+	return a, min(a+seg, n)
+}
+
+// firstStride is the stride a GRO socket starts with: a full packet of
+// the largest RoCE MTU the link's IP MTU carries (BTH, payload, ICRC), the
+// segment size of a message's MIDDLE packets.
+func firstStride(ipMTU int) int {
+	pmtu := 256
+	for _, p := range []int{4096, 2048, 1024, 512} {
+		if p+inet.IPv6HeaderLen+inet.UDPHeaderLen+bth.BTHLen+bth.ICRCLen <= ipMTU {
+			pmtu = p
+			break
+		}
+	}
+	return pmtu + bth.BTHLen + bth.ICRCLen
+}
 
 type udpRx struct {
 	// hold is this queue's (nic.Poller): every field below aside is its
@@ -46,6 +123,9 @@ type udpRx struct {
 	raw      syscall.RawConn
 	slot     int // bytes per slot
 	dataCap  int
+	lay      layout // of the slots recvmmsg last filled
+	learnt   int    // the stride the next recvmmsg lays the slots out for
+	maxIov   int    // iovecs per slot at most
 	buf      []byte
 	msgs     []unix.Mmsghdr
 	iov      []unix.Iovec
@@ -68,31 +148,38 @@ type udpRxMsg struct {
 	segLen   int // GRO segment size, or the whole length
 	len      int
 	nseg     int
+	bad      bool // a malformed UDP_GRO control message
 }
 
 func (r *udpRx) init(l *Link, raw syscall.RawConn) {
 	r.l, r.raw = l, raw
 	n := udpSlots
 	r.dataCap = nic.MaxFrame
+	r.lay = layout{stride: nic.MaxFrame, room: udpHdrRoom}
+	r.maxIov = 1
+	r.slot = udpHdrRoom + nic.MaxFrame
 	if l.gro {
 		n, r.dataCap = udpGROSlot, udpGROData
 		r.copies = make([]byte, udpCopies*nic.BufSize)
+		r.lay.stride = firstStride(l.info.MTU)
+		r.maxIov = udpRxMaxIov
+		// Room for the most iovecs, and for the data rounded up to the
+		// longest stride.
+		r.slot = udpRxMaxIov*udpHdrRoom + udpGROData + nic.MaxFrame
 	}
-	r.slot = udpHdrRoom + r.dataCap
+	r.learnt = r.lay.stride
 	r.buf = make([]byte, n*r.slot)
 	r.msgs = make([]unix.Mmsghdr, n)
-	r.iov = make([]unix.Iovec, n)
+	r.iov = make([]unix.Iovec, n*r.maxIov)
 	r.names = make([][linkio.SockaddrLen]byte, n)
 	r.ctrl = make([][udpCtrlLen]byte, n)
 	for i := range n {
-		r.iov[i].Base = &r.buf[i*r.slot+udpHdrRoom]
-		r.iov[i].SetLen(r.dataCap)
 		h := &r.msgs[i].Hdr
-		h.Iov = &r.iov[i]
-		h.SetIovlen(1)
+		h.Iov = &r.iov[i*r.maxIov]
 		h.Name = &r.names[i][0]
 		h.Control = &r.ctrl[i][0]
 	}
+	r.relayout()
 	budget := l.cfg.BusyPoll
 	// fn takes the queue before each recvmmsg and keeps it only when
 	// something came: the receiver waits for the socket without it, so a
@@ -141,6 +228,9 @@ func (r *udpRx) init(l *Link, raw syscall.RawConn) {
 	r.pollFn = func(fd uintptr) {
 		r.prep(r.pwant)
 		r.n, r.errno = linkio.Mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.want], 0)
+	}
+	if raw == nil {
+		return // a test's receive state, fed by hand
 	}
 	// SO_RXQ_OVFL reports the socket's drop count with every packet.
 	_ = raw.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) })
@@ -230,9 +320,29 @@ func (l *Link) EndRecv(i int) {
 	}
 }
 
+// relayout points every slot's iovecs at a row of r.lay.stride bytes
+// each, enough of them to hold r.dataCap.
+func (r *udpRx) relayout() {
+	k := (r.dataCap + r.lay.stride - 1) / r.lay.stride
+	for i := range r.msgs {
+		slot := r.buf[i*r.slot : (i+1)*r.slot]
+		for j := range k {
+			v := &r.iov[i*r.maxIov+j]
+			v.Base = &slot[r.lay.phys(j*r.lay.stride)]
+			v.SetLen(r.lay.stride)
+		}
+		r.msgs[i].Hdr.SetIovlen(k)
+	}
+}
+
 // prep readies the message headers for a recvmmsg of up to want (under
-// hold).
+// hold), laid out for the stride last learnt: every message before has
+// been delivered.
 func (r *udpRx) prep(want int) {
+	if r.learnt != r.lay.stride {
+		r.lay.stride = r.learnt
+		r.relayout()
+	}
 	r.want = min(max(want, 1), len(r.msgs))
 	for i := range r.want {
 		h := &r.msgs[i].Hdr
@@ -287,15 +397,25 @@ func (r *udpRx) parseMsg(i int) bool {
 		case level == unix.IPPROTO_IP && typ == unix.IP_TTL, level == unix.IPPROTO_IPV6 && typ == unix.IPV6_HOPLIMIT:
 			m.ttl = uint8(linkio.CmsgInt(d))
 		case level == unix.SOL_UDP && typ == unix.UDP_GRO:
-			if g := linkio.CmsgInt(d); g > 0 {
-				m.segLen = g
+			// The kernel puts the segment size in an int (udp_cmsg_recv).
+			if g := linkio.CmsgInt(d); len(d) == 4 && g >= udpMinSeg && g <= udpGROData {
+				m.segLen = min(g, m.len)
+			} else {
+				m.bad = true
 			}
 		case level == unix.SOL_SOCKET && typ == unix.SO_RXQ_OVFL:
 			r.l.ctr.RxKernelDrops.Store(uint64(linkio.CmsgInt(d)))
 		}
 	})
-	m.nseg = (m.len + m.segLen - 1) / m.segLen
-	return true
+	if m.bad {
+		return false
+	}
+	m.nseg, ok = segments(m.len, m.segLen)
+	if ok && m.nseg > 1 && m.segLen != r.lay.stride && m.segLen >= udpMinStride && m.segLen <= nic.MaxFrame && r.l.gro {
+		// Lay the next receive out for this flow's segment size.
+		r.learnt = m.segLen
+	}
+	return ok
 }
 
 // deliver hands out pending packets, rebuilding their headers.
@@ -307,6 +427,9 @@ func (r *udpRx) deliver(frames []nic.Frame) int {
 	if l.v6 {
 		hl = inet.IPv6HeaderLen + inet.UDPHeaderLen
 	}
+	var moved uint64
+	y := r.lay
+loop:
 	for n < len(frames) && r.msg < r.got {
 		if r.seg == 0 && !r.parseMsg(r.msg) {
 			dropped++
@@ -314,9 +437,8 @@ func (r *udpRx) deliver(frames []nic.Frame) int {
 			continue
 		}
 		m := &r.cur
-		start := r.seg * m.segLen
-		end := min(start+m.segLen, m.len)
-		if hl+end-start > nic.MaxFrame {
+		a, e := segment(r.seg, m.len, m.segLen)
+		if hl+e-a > nic.MaxFrame {
 			// Longer than any RoCE frame (a jumbo datagram, or GRO
 			// segments of them): dropped, and never copied into a
 			// buffer of one frame's size.
@@ -326,14 +448,23 @@ func (r *udpRx) deliver(frames []nic.Frame) int {
 		}
 		slot := r.buf[r.msg*r.slot : (r.msg+1)*r.slot]
 		var b []byte
-		if r.seg == 0 {
-			b = slot[udpHdrRoom-hl-nic.Headroom : udpHdrRoom+end]
-		} else {
+		switch {
+		case y.inPlace(a, e):
+			p := y.phys(a)
+			b = slot[p-hl-nic.Headroom : p+e-a]
+		case r.seg == 0:
+			// A first packet longer than the stride (a FIRST with its
+			// extended headers, alone): its tail moves back over the
+			// header room it crossed.
+			y.compact(slot, e)
+			b = slot[y.room-hl-nic.Headroom : y.room+e]
+			moved++
+		default:
 			if copies == udpCopies {
-				break // the rest next time
+				break loop // the rest next time
 			}
-			b = r.copies[copies*nic.BufSize : copies*nic.BufSize+nic.Headroom+hl+end-start]
-			copy(b[nic.Headroom+hl:], slot[udpHdrRoom+start:udpHdrRoom+end])
+			b = r.copies[copies*nic.BufSize : copies*nic.BufSize+nic.Headroom+hl+e-a]
+			y.gather(b[nic.Headroom+hl:], slot, a, e)
 			copies++
 		}
 		if m.nseg > 1 {
@@ -366,6 +497,7 @@ func (r *udpRx) deliver(frames []nic.Frame) int {
 	linkio.AddIf(&r.packets, pk)
 	linkio.AddIf(&l.ctr.RxBytes, by)
 	linkio.AddIf(&l.ctr.RxGROSegments, gro)
+	linkio.AddIf(&l.ctr.RxGROCopies, uint64(copies)+moved)
 	linkio.AddIf(&l.ctr.RxDropped, dropped)
 	linkio.AddIf(&l.ctr.RxIDUnsolved, unsolved)
 	return n

@@ -70,6 +70,7 @@ type txFrame struct {
 	tot      int    // IP datagram length
 	id       uint16 // IPv4 identification and DF the engine wrote
 	df       bool
+	first    bool // a message's FIRST packet: sent alone
 }
 
 // parse checks that the kernel will build the headers the frame carries
@@ -121,13 +122,19 @@ func (l *Link) parse(f nic.Frame, t *txFrame) bool {
 		}
 	}
 	t.payload = udp[inet.UDPHeaderLen:]
+	t.first = bth.OpCode(t.payload[0]).Info().Pos == bth.PosFirst
 	return t.sock >= 0
 }
 
 // Send transmits frames; see nic.Link. Frames the kernel cannot carry as they
 // are (wrong source address or port, IP options, fragments) are dropped
 // and counted.
-func (l *Link) Send(frames []nic.Frame) (int, error) {
+func (l *Link) Send(frames []nic.Frame) (int, error) { return l.send(frames, 0) }
+
+// send is Send counting dropped only frames from index seen on: those
+// before it were counted by the call that sends them again after a
+// refused GSO send.
+func (l *Link) send(frames []nic.Frame, seen int) (int, error) {
 	if l.closing.IsClosed() {
 		return 0, nic.ErrClosed
 	}
@@ -137,10 +144,14 @@ func (l *Link) Send(frames []nic.Frame) (int, error) {
 	var dropped uint64
 	for i := 0; i < len(frames); {
 		if !l.parse(frames[i], &t) {
-			dropped++
+			if i >= seen {
+				dropped++
+			}
 			i++
+			seen = max(seen, i)
 			continue
 		}
+		seen = max(seen, i+1)
 		if tx.N > 0 && (t.sock != tx.sock || !tx.fits(&t)) {
 			redo, err := tx.flush()
 			if err != nil {
@@ -162,7 +173,8 @@ func (l *Link) Send(frames []nic.Frame) (int, error) {
 		}
 		if redo >= 0 {
 			// GSO was refused: send the rest again without it.
-			n, err := l.Send(frames[redo:])
+			linkio.AddIf(&l.ctr.TxDropped, dropped)
+			n, err := l.send(frames[redo:], len(frames)-redo)
 			return redo + n, err
 		}
 	}
@@ -180,7 +192,7 @@ func (tx *udpTx) fits(t *txFrame) bool {
 }
 
 func (tx *udpTx) canJoin(t *txFrame) bool {
-	if tx.N == 0 || !tx.l.gso.Load() {
+	if tx.N == 0 || t.first || !tx.l.txGSO[tx.sock].Load() {
 		return false
 	}
 	m := &tx.m[tx.N-1]
@@ -206,6 +218,15 @@ func (tx *udpTx) add(i int, t *txFrame) {
 	}
 	if len(t.payload) < m.segLen {
 		m.closed = true // only the last segment may be shorter
+	}
+	if t.first {
+		// A message's FIRST packet goes alone, ahead of the rest as one
+		// GSO send: the responder starts on the message (and, for a
+		// WRITE's, reads its RETH) without waiting for the run; and it
+		// is longer than the MIDDLEs by its extended headers, so the
+		// receiver's GRO would otherwise coalesce it with one MIDDLE
+		// at a segment size no other packet of the run has.
+		m.closed = true
 	}
 	k := m.nseg
 	m.nseg++
@@ -291,9 +312,13 @@ func (tx *udpTx) flush() (redo int, err error) {
 		}
 		m := &tx.m[tx.Off]
 		if m.nseg > 1 && (tx.Errno == unix.EIO || tx.Errno == unix.EINVAL || tx.Errno == unix.ENOPROTOOPT) {
-			// No GSO for this route or device (no checksum offload,
-			// xfrm): never ask again, resend from this message's frames.
-			l.gso.Store(false)
+			// No GSO for this socket's route or device (no checksum
+			// offload, xfrm, SO_NO_CHECK): this socket never asks again
+			// and sends one datagram per packet (sendmmsg); the other
+			// sockets keep GSO. Resend from this message's frames.
+			if l.txGSO[tx.sock].Swap(false) {
+				l.ctr.TxGSORefused.Add(1)
+			}
 			redo = m.first
 			break
 		}

@@ -16,6 +16,7 @@ type Counters struct {
 	TxDropped, RxDropped         atomic.Uint64 // Stats.TxDropped, RxDropped
 	TxBatches, RxBatches         atomic.Uint64 // Stats.TxBatches, RxBatches
 	TxGSOSegments, RxGROSegments atomic.Uint64 // Stats.TxGSOSegments, RxGROSegments
+	TxGSORefused, RxGROCopies    atomic.Uint64 // Stats.TxGSORefused, RxGROCopies
 	TxNoNeighbour, RxIDUnsolved  atomic.Uint64 // Stats.TxNoNeighbour, RxIDUnsolved
 	RxKernelDrops                atomic.Uint64 // Stats.RxKernelDrops
 }
@@ -33,6 +34,8 @@ func (c *Counters) Snapshot() nic.Stats {
 		RxBatches:     c.RxBatches.Load(),
 		TxGSOSegments: c.TxGSOSegments.Load(),
 		RxGROSegments: c.RxGROSegments.Load(),
+		TxGSORefused:  c.TxGSORefused.Load(),
+		RxGROCopies:   c.RxGROCopies.Load(),
 		TxNoNeighbour: c.TxNoNeighbour.Load(),
 		RxIDUnsolved:  c.RxIDUnsolved.Load(),
 		RxKernelDrops: c.RxKernelDrops.Load(),
