@@ -234,7 +234,7 @@ func BenchmarkVethMsgRate(b *testing.B) {
 func BenchmarkVethGSO(b *testing.B) {
 	const depth = 128
 	mtu := transport.MTU4096
-	n := rdmatest.NewNet(b, rdmatest.Config{MTU: rdmatest.VethMTU(mtu), Offloads: true})
+	n := testharness.NewNet(b, testharness.Config{MTU: testharness.VethMTU(mtu), Offloads: true})
 	m := mtu.Bytes()
 	var rawGbps, rawPPS float64
 	measureRaw := func(b *testing.B) {
@@ -256,10 +256,10 @@ func BenchmarkVethGSO(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/%dKiB", name, row.size>>10), func(b *testing.B) {
 			measureRaw(b)
 			beforeG, beforeP := rawGbps, rawPPS
-			o := rdmatest.Options{BufSize: max(2*row.size, 64<<10), SQDepth: 2 * depth, RQDepth: 512}
-			a, c := rdmatest.Pair(b, n, rdmatest.UDP, rdmatest.IPv4, o)
+			o := testharness.Options{BufSize: max(2*row.size, 64<<10), SQDepth: 2 * depth, RQDepth: 512}
+			a, c := testharness.Pair(b, n, testharness.UDP, testharness.IPv4, o)
 			var cpu0 syscall.Rusage
-			el := rdmatest.Bandwidth(b, a, c, row.op, row.size, depth, b.N, func() {
+			el := testharness.Bandwidth(b, a, c, row.op, row.size, depth, b.N, func() {
 				b.ResetTimer()
 				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &cpu0)
 			})
