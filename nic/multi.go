@@ -37,6 +37,8 @@ type Multi struct {
 	begin  sync.Once // starts the receivers, at the first receive or poll
 	recvs  []func()  // the receivers to start
 
+	held func() // OnHeld's: called after a receiver hands a batch over (set before start)
+
 	dropped uint64 // frames of no link's source address (under mu)
 	mu      sync.Mutex
 }
@@ -115,7 +117,9 @@ func NewMulti(links ...Link) (*Multi, error) {
 	}
 	m.queues = make([]multiQueue, nq)
 	for i := range m.queues {
-		m.queues[i].in = make(chan *multiBatch)
+		// One batch of room: a receiver's batch is there for a
+		// poll to take before the receiver reports it (OnHeld).
+		m.queues[i].in = make(chan *multiBatch, 1)
 		m.queues[i].inner = -1
 	}
 	// A receiver per receive queue of each link, so that none is left
@@ -227,6 +231,9 @@ func (m *Multi) receive(recv func([]Frame) (int, error), endRecv func(), q *mult
 		case q.in <- b:
 		case <-m.quit:
 			return
+		}
+		if m.held != nil {
+			m.held()
 		}
 		if err != nil {
 			return
@@ -411,6 +418,28 @@ func (m *Multi) EndRecv(i int) {
 		q.release()
 	}
 }
+
+// PollFDs implements FDPoller: every link's descriptors, or nil unless
+// every link gives its own.
+func (m *Multi) PollFDs() []int {
+	var fds []int
+	for _, l := range m.links {
+		p, ok := l.(FDPoller)
+		if !ok {
+			return nil
+		}
+		f := p.PollFDs()
+		if f == nil {
+			return nil
+		}
+		fds = append(fds, f...)
+	}
+	return fds
+}
+
+// OnHeld implements FDPoller: the batches the receivers hand over sit in
+// memory no descriptor shows until a Recv or a poll takes them.
+func (m *Multi) OnHeld(f func()) { m.held = f }
 
 // LeaveNetpoll implements NetpollLeaver: each link that can leaves.
 func (m *Multi) LeaveNetpoll() error {

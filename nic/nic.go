@@ -171,6 +171,26 @@ type Poller interface {
 	EndRecv(i int)
 }
 
+// FDPoller is a Poller whose arrivals show on file descriptors, so that
+// a poller outside Go (libgoroce.so's C ibv_poll_cq in poll mode) can
+// learn that a PollQueue would find nothing with one poll(2) and no call
+// into Go: none of PollFDs readable, and no frame held in the link's
+// memory since a poll last found every queue empty.
+type FDPoller interface {
+	Poller
+	// PollFDs returns the descriptors of the sockets every receive queue
+	// reads, readable while something has arrived; nil when the link
+	// has none to give (a PollQueue must then be called to know).
+	PollFDs() []int
+	// OnHeld sets f, called each time the link comes to hold received
+	// frames that no descriptor shows and PollQueue would return, after
+	// they are there: a joined link's receivers hand over batches so.
+	// Frames a PollQueue or a receiver's Recv returned and left are not
+	// reported (the caller knows of them). Set before the first Recv
+	// or PollQueue.
+	OnHeld(f func())
+}
+
 // NetpollLeaver is a link whose sockets can leave the Go runtime's
 // network poller. The poller's thread wakes for every event on a socket
 // it watches, whether or not a goroutine waits there, when the runtime

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,12 +107,14 @@ type Device struct {
 	qpMu sync.Mutex // orders the writers of qps
 	qps  qpTable    // the receive path reads it without a lock
 
-	runqs      []runQueue   // one per receive queue of the link: a QP's deferred work runs on its queue's worker
-	poller     nic.Poller   // the link, in poll mode (Options.PollProgress); else nil
-	polls      []pollState  // one per receive queue, used by whoever polls it
-	endAtOnce  bool         // a poll ends its burst before it returns: the link's sends are calls (nic.Info.DirectSend)
-	yieldEvery int          // empty polls per yield of a loop polling its CQs (CQ.Yield; nic.Info.PollNoSyscall)
-	evMu       sync.RWMutex // held shared to post an event, exclusively to close events
+	runqs      []runQueue             // one per receive queue of the link: a QP's deferred work runs on its queue's worker
+	poller     nic.Poller             // the link, in poll mode (Options.PollProgress); else nil
+	pollFDs    []int                  // the link's descriptors, in poll mode over a nic.FDPoller
+	busy       atomic.Pointer[uint32] // SetPollBusy's word; nil: none
+	polls      []pollState            // one per receive queue, used by whoever polls it
+	endAtOnce  bool                   // a poll ends its burst before it returns: the link's sends are calls (nic.Info.DirectSend)
+	yieldEvery int                    // empty polls per yield of a loop polling its CQs (CQ.Yield; nic.Info.PollNoSyscall)
+	evMu       sync.RWMutex           // held shared to post an event, exclusively to close events
 	events     chan Event
 	evClosed   bool // under evMu
 	eventsLost atomic.Uint64
@@ -187,6 +190,10 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 			}
 		}
 		d.poller = p
+		if fp, ok := p.(nic.FDPoller); ok {
+			d.pollFDs = fp.PollFDs()
+			fp.OnHeld(d.ringBusy)
+		}
 		d.polls = make([]pollState, nq)
 		d.endAtOnce = info.DirectSend
 		d.yieldEvery = spin.Every(info.PollNoSyscall)
@@ -379,6 +386,36 @@ func (d *Device) post(e Event) {
 	case d.events <- e:
 	default:
 		d.eventsLost.Add(1)
+	}
+}
+
+// PollFDs returns, in poll mode over a link whose arrivals show on
+// file descriptors (nic.FDPoller), those descriptors; else nil. With
+// SetPollBusy they let a poller outside Go answer an empty poll itself.
+func (d *Device) PollFDs() []int { return slices.Clone(d.pollFDs) }
+
+// SetPollBusy starts (p set) or stops (nil) keeping *p, a word outside
+// Go's memory (libgoroce.so's C), non-zero whenever an empty CQ.Poll may
+// find work that none of PollFDs shows readable: frames a poll or the
+// receive goroutine left in the link, a joined link's receivers' batches
+// (nic.FDPoller's OnHeld), bursts a poll left open (their ends wait for
+// the next poll). A poller that reads *p as 0 (atomically) with the CQ's
+// mirror at 0 and no descriptor readable may answer "empty" without
+// calling Poll: nothing is lost, as a poll that finds everything empty
+// clears *p before it looks and anything that arrives after the look
+// sets it again or shows on a descriptor. p must stay valid until it is
+// stopped.
+func (d *Device) SetPollBusy(p *uint32) {
+	if p != nil {
+		atomic.StoreUint32(p, 1) // the next poll looks
+	}
+	d.busy.Store(p)
+}
+
+// ringBusy marks work an empty poll must come into Go for (SetPollBusy).
+func (d *Device) ringBusy() {
+	if p := d.busy.Load(); p != nil {
+		atomic.StoreUint32(p, 1)
 	}
 }
 
@@ -584,6 +621,8 @@ func (d *Device) rxLoop(i int) {
 				// The queue is the receiver's from its last Recv to the
 				// next: let go of it, or no poller could take it.
 				d.poller.EndRecv(i)
+				// What it left in the link is the pollers' now.
+				d.ringBusy()
 				if aside == nil {
 					aside = time.NewTimer(pollActive)
 				} else {
@@ -702,7 +741,13 @@ func (d *Device) progress() bool {
 	if d.closedNow() {
 		return false
 	}
-	got := false
+	// Cleared before the look: what comes after it sets the word again
+	// or shows on a descriptor (SetPollBusy).
+	busy := d.busy.Load()
+	if busy != nil {
+		atomic.StoreUint32(busy, 0)
+	}
+	got, open := false, false
 	for i := range d.polls {
 		s := &d.polls[i]
 		if !s.polled.Load() { // no store while it is set: the line stays shared
@@ -713,6 +758,7 @@ func (d *Device) progress() bool {
 		endOpen(s)
 		n := d.poller.PollQueue(i, s.frames)
 		if n == 0 {
+			open = open || s.pending.Load()
 			continue
 		}
 		d.counters.PolledPkts.Add(uint64(n))
@@ -737,6 +783,11 @@ func (d *Device) progress() bool {
 		}
 		d.poller.EndPoll(i) // s is the next holder's from here
 		got = true
+	}
+	// Frames may be left in the link after a poll that took some, and
+	// open bursts wait for the next poll: it must come into Go.
+	if busy != nil && (got || open) {
+		atomic.StoreUint32(busy, 1)
 	}
 	return got
 }

@@ -14,7 +14,7 @@
 /* GQ_ENGINE_ABI changes whenever struct gq_callbacks or a record of
  * shim.h/cma.h does: a front and an engine of different builds refuse
  * each other rather than misread each other's memory. */
-#define GQ_ENGINE_ABI 1
+#define GQ_ENGINE_ABI 2
 
 struct gq_callbacks {
 	unsigned abi; /* GQ_ENGINE_ABI */

@@ -128,6 +128,27 @@ type openDev struct {
 	mu     sync.Mutex
 	ctxs   map[*devctx]bool // the open contexts, which forwardEvents serves
 	evDone chan struct{}    // closed when forwardEvents has returned
+	// board, in poll mode over sockets, is what the C side's empty poll
+	// reads instead of calling into Go (shim.h); in C memory, freed
+	// after the device closes. nil: the poll calls in.
+	board *C.struct_gq_pollboard
+}
+
+// newBoard returns the poll board of a device in poll mode whose link has
+// descriptors to watch (at most GQ_POLL_FDS of them), kept by the device;
+// else nil.
+func newBoard(d *transport.Device) *C.struct_gq_pollboard {
+	fds := d.PollFDs()
+	if !d.PollMode() || len(fds) == 0 || len(fds) > C.GQ_POLL_FDS {
+		return nil
+	}
+	b := (*C.struct_gq_pollboard)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_gq_pollboard{}))))
+	b.nfd = C.int(len(fds))
+	for i, fd := range fds {
+		b.fds[i].fd, b.fds[i].events = C.int(fd), C.POLLIN
+	}
+	d.SetPollBusy((*uint32)(unsafe.Pointer(&b.busy)))
+	return b
 }
 
 // opened are the open devices by GOROCE_NETDEV index.
@@ -290,7 +311,7 @@ func goroce_open(i C.int, asyncFD C.int, h *C.uintptr_t) C.int {
 			fmt.Fprintf(os.Stderr, "libgoroce: goroce%d (%s): %v\n", i, d[i].name, err)
 			return C.int(syscall.ENODEV)
 		}
-		od = &openDev{index: int(i), ep: ep, ctxs: map[*devctx]bool{}, evDone: make(chan struct{})}
+		od = &openDev{index: int(i), ep: ep, ctxs: map[*devctx]bool{}, evDone: make(chan struct{}), board: newBoard(ep.Device)}
 		if opened.devs == nil {
 			opened.devs = map[int]*openDev{}
 		}
@@ -348,8 +369,10 @@ func goroce_close(h C.uintptr_t) C.int {
 	}
 	opened.Unlock()
 	if last {
+		od.ep.Device.SetPollBusy(nil)
 		od.ep.Close()
 		<-od.evDone
+		C.free(unsafe.Pointer(od.board))
 	}
 	return 0
 }
@@ -455,6 +478,7 @@ func goroce_create_cq(ctx C.uintptr_t, cqe C.int, ch *C.struct_gq_channel, ccq *
 	c.cq.SetMirror((*uint32)(unsafe.Pointer(&(*C.struct_gq_cq)(unsafe.Pointer(ccq)).pending)))
 	if d.dev.PollMode() {
 		(*C.struct_gq_cq)(unsafe.Pointer(ccq)).poll_mode = 1
+		(*C.struct_gq_cq)(unsafe.Pointer(ccq)).board = d.od.board
 	}
 	if ch != nil {
 		// Each event the CQ sends (one per ReqNotify that fired) becomes

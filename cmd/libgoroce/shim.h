@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 #include <pthread.h>
+#include <poll.h>
 #include <infiniband/verbs.h>
 
 struct gq_device {
@@ -47,6 +48,20 @@ struct gq_wc {
 	uint8_t sl, dlid_path_bits;
 };
 
+/* What an empty poll of a device in poll mode reads before it calls into
+ * Go, in C memory the engine keeps (transport.Device.SetPollBusy and
+ * PollFDs): busy is non-zero while Go may hold something a poll would
+ * take that no descriptor shows; fds are the device's receive sockets,
+ * of every GID. busy at 0 and one poll(2) finding none readable: the
+ * poll is empty, and costs a system call rather than a crossing into Go
+ * and its recvmmsg on each socket. */
+#define GQ_POLL_FDS 16
+struct gq_pollboard {
+	uint32_t busy;
+	int nfd;
+	struct pollfd fds[GQ_POLL_FDS];
+};
+
 /* A CQ. One made by ibv_create_cq_ex is an ibv_cq_ex, whose first
  * fields are ibv_cq's (ibv_cq_ex_to_cq is a cast). */
 struct gq_cq {
@@ -61,8 +76,10 @@ struct gq_cq {
 	uint32_t pending;
 	/* Set by Go when the device is in poll mode (GOROCE_POLL_MODE=1):
 	 * an empty poll then calls into Go, whose poll receives and handles
-	 * what has arrived on this thread. */
+	 * what has arrived on this thread, unless board (set with it when
+	 * the device's link has descriptors to watch) says nothing has. */
 	uint8_t poll_mode;
+	const struct gq_pollboard *board;
 	/* The ibv_cq_ex poll API: lock is held from a start_poll that found
 	 * a completion to end_poll; cur is the completion the read_* see. */
 	pthread_spinlock_t lock;

@@ -424,6 +424,21 @@ func (l *Link) LeaveNetpoll() error {
 	return nil
 }
 
+// PollFDs returns the receive sockets' descriptors (nic.FDPoller).
+func (l *Link) PollFDs() []int {
+	fds := make([]int, 0, len(l.rxq))
+	for i := range l.rxq {
+		if err := l.rxq[i].r.raw.Control(func(fd uintptr) { fds = append(fds, int(fd)) }); err != nil {
+			return nil // closed: a poll would find nothing anyway
+		}
+	}
+	return fds
+}
+
+// OnHeld implements nic.FDPoller: the link holds no frames but those a
+// PollQueue or a Recv returned, which the caller knows of.
+func (l *Link) OnHeld(func()) {}
+
 // Close closes every socket; a blocked Recv returns nic.ErrClosed.
 func (l *Link) Close() error {
 	l.closing.CloseOnce(func() {
