@@ -198,12 +198,17 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	d.deaths.notify = opt.Died
 	if s := opt.Share; s != nil {
 		b := s.Block()
-		if b == 0 || b >= qpChunks {
-			return nil, fmt.Errorf("device: shared port block %d: want 1 to %d", b, qpChunks-1)
+		if b >= qpChunks {
+			return nil, fmt.Errorf("device: shared port block %d: want 0 to %d", b, qpChunks-1)
 		}
 		d.share = s
-		// The block's QPN 0 is left out: no QP is numbered 0.
-		d.qps.lo, d.qps.hi = b<<qpChunkBits|1, b<<qpChunkBits|(1<<qpChunkBits-1)
+		if b == 0 {
+			// The port's owner: the numbers below the members'.
+			d.qps.lo, d.qps.hi = firstQPN, nic.MemberQPNBase-1
+		} else {
+			// The block's QPN 0 is left out: no QP is numbered 0.
+			d.qps.lo, d.qps.hi = b<<qpChunkBits|1, b<<qpChunkBits|(1<<qpChunkBits-1)
+		}
 	}
 	d.env = env{
 		Link: link, Counters: &d.counters, GID: d.GID,
