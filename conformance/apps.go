@@ -283,7 +283,7 @@ func JudgeQperf(q QperfTest, out Output) (reasons []string, figs []Figure) {
 	return []string{fmt.Sprintf("client: no %q result line", q.Want)}, nil
 }
 
-// rdmaCoreSuiteScript runs rdma-core's test suite, shipped gzipped with
+// RdmaCoreSuiteScript runs rdma-core's test suite, shipped gzipped with
 // python3-pyverbs, from a scratch copy on device dev (-v: one line per
 // test, which ParseUnittest reads), between "### module M+" and "### exit
 // N" lines. When the interpreter dies (rxe's own run on trixie segfaults
@@ -292,7 +292,7 @@ func JudgeQperf(q QperfTest, out Output) (reasons []string, figs []Figure) {
 // interpreter a module would cost minutes in the emulated guest. Debian's
 // /usr/bin/python3, whose path holds pyverbs (a python3 earlier on PATH may
 // not).
-func rdmaCoreSuiteScript(dev string) string {
+func RdmaCoreSuiteScript(dev string) string {
 	return `export LC_ALL=C; d=$(mktemp -d) && cp -r /usr/share/doc/rdma-core/tests "$d"/ && find "$d" -name '*.gz' -exec gunzip {} + && ` +
 		`cd "$d/tests" || exit 1; rest=$(ls test_*.py | sed 's/[.]py$//' | sort); rc=0; ` +
 		`while [ -n "$rest" ]; do set -- $rest; echo "### module $1+"; ` +
@@ -307,8 +307,8 @@ func rdmaCoreSuiteScript(dev string) string {
 // libgoroce.so on the host, and holds goroce's run to rxe's.
 func (a *appsRun) rdmaCoreSuite(ctx context.Context) Result {
 	res := Result{Tool: "run_tests.py", Transport: "RC", Direction: "both"}
-	rxeOut := a.lab.Guest().Start(ctx, []string{"sh", "-c", rdmaCoreSuiteScript("rxe0")}, RdmaCoreSuiteTimeout).Wait()
-	gOut := a.lab.Host().Start(ctx, a.hostArgv("sh", "-c", rdmaCoreSuiteScript("goroce0")), RdmaCoreSuiteTimeout).Wait()
+	rxeOut := a.lab.Guest().Start(ctx, []string{"sh", "-c", RdmaCoreSuiteScript("rxe0")}, RdmaCoreSuiteTimeout).Wait()
+	gOut := a.lab.Host().Start(ctx, a.hostArgv("sh", "-c", RdmaCoreSuiteScript("goroce0")), RdmaCoreSuiteTimeout).Wait()
 	res.Server = &SideReport{Who: "rxe0 (the guest's pyverbs)", Output: rxeOut}
 	res.Client = &SideReport{Who: "goroce0 (the host's pyverbs over libgoroce.so)", Output: gOut}
 	rxe, err := ParseUnittest(rxeOut)
@@ -336,7 +336,7 @@ const (
 )
 
 // UnittestRun is one run of a Python unittest suite with -v, perhaps
-// module by module (rdmaCoreSuiteScript).
+// module by module (RdmaCoreSuiteScript).
 type UnittestRun struct {
 	Ran     int               // "Ran N tests", summed over the modules
 	Results map[string]string // test id (module.Class.test) -> ok, skipped, FAIL, ERROR
@@ -382,7 +382,7 @@ var (
 )
 
 // ParseUnittest reads a unittest -v run (stdout and stderr: unittest
-// writes to stderr), whole or module by module between rdmaCoreSuiteScript's
+// writes to stderr), whole or module by module between RdmaCoreSuiteScript's
 // marks. An interpreter that died is a crash, not an error; an error is
 // output that is no such run at all.
 func ParseUnittest(out Output) (UnittestRun, error) {

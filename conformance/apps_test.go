@@ -89,7 +89,7 @@ func TestParseUnittest(t *testing.T) {
 		t.Errorf("crashed run: %v crashes %q", err, cut.Crashes)
 	}
 
-	// Module by module (rdmaCoreSuiteScript), the same tests.
+	// Module by module (RdmaCoreSuiteScript), the same tests.
 	mods := golden(t, "rdma-core/goroce0-44-modules.txt")
 	m, err := ParseUnittest(Output{Stdout: mods})
 	if err != nil {
