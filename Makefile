@@ -136,7 +136,7 @@ system-tools:
 
 system-readme:
 	$(GO) test -count=1 -run '^TestExit$$' ./internal/doclint
-	$(GO) test -count=1 -run 'TestVethReadme|TestQperf|TestUCX|TestOpenMPI|TestRstream|TestRspreload|TestRsocketDocs' ./cmd/libgoroce
+	$(GO) test -count=1 -run 'TestVethReadme|TestQperf|TestUCX|TestOpenMPI|TestRstream|TestRspreload|TestRsocketDocs|TestRdmaCoreSuite' ./cmd/libgoroce
 	$(GO) test -count=1 -run 'TestPathPerNamespace' ./share
 
 # Every fuzz target for a bounded number of inputs: no panic, no

@@ -155,6 +155,11 @@ func New(dev *transport.Device, o Options) (*Manager, error) {
 		// naming its communication IDs: they carry its block.
 		b := s.Block()
 		m.ids = func() uint32 { return b<<20 | rand.Uint32()&0xfffff }
+		if b == 0 {
+			// The port's owner: the IDs below the members' (bit 31 clear),
+			// which its steering program keeps for it.
+			m.ids = func() uint32 { return rand.Uint32() &^ (1 << 31) }
+		}
 	}
 	detach, err := dev.AttachGSI(m.receive)
 	if err != nil {

@@ -206,6 +206,19 @@ type NetpollLeaver interface {
 	LeaveNetpoll() error
 }
 
+// MemberQPNBase splits the QPN space of a port several processes share
+// (package share): the process that bound the port itself (its owner)
+// numbers its QPs below it and its CM communication IDs below 1<<31;
+// the processes a share server serves have their blocks above, their
+// communication IDs at 1<<31 and up. A link's steering program (udp.Config
+// Owner) hands the kernel's packets to the owner or the server by it.
+const MemberQPNBase = 1 << 23
+
+// MaxOwnerServices bounds the CM services an owner's steering program
+// names (udp.Link.SetServices): the connection requests for them go to the
+// owner, every other one to the share server.
+const MaxOwnerServices = 64
+
 // MaxRxQueues bounds a link's receive queues.
 const MaxRxQueues = 64
 

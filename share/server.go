@@ -31,6 +31,8 @@ type Server struct {
 	services map[uint64]*member
 	closed   bool
 	wg       sync.WaitGroup
+	live     int           // members now (under mu)
+	idle     chan struct{} // closed when the last member leaves (Idle)
 
 	st stats
 }
@@ -67,7 +69,7 @@ type member struct {
 // address with open the first time a member joins on it (the udp link:
 // udp.Open). Serve runs it.
 func NewServer(ln *net.UnixListener, open func(netip.Addr) (nic.Link, error)) *Server {
-	return &Server{ln: ln, open: open, ports: map[netip.Addr]nic.Link{}, services: map[uint64]*member{}, next: 1}
+	return &Server{ln: ln, open: open, ports: map[netip.Addr]nic.Link{}, services: map[uint64]*member{}, next: FirstBlock, idle: make(chan struct{})}
 }
 
 // Serve accepts members until Close; it returns nil then.
@@ -112,6 +114,11 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	return nil
 }
+
+// Idle is closed when the last member leaves, once one has joined: a
+// server started for the members that need it (roced serve --auto) ends
+// then, leaving the port to its owner.
+func (s *Server) Idle() <-chan struct{} { return s.idle }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
@@ -237,20 +244,21 @@ func (s *Server) join(c *net.UnixConn) (*member, error) {
 			s.relay(l)
 		}()
 	}
-	for i := range Blocks - 1 {
-		b := (s.next+uint32(i)-1)%(Blocks-1) + 1 // 1..Blocks-1
+	for i := range memberBlocks {
+		b := (s.next-FirstBlock+uint32(i))%memberBlocks + FirstBlock
 		if s.blocks[b].Load() == nil {
 			m.block = b
 			break
 		}
 	}
 	if m.block == 0 {
-		return fail(fmt.Errorf("share: all %d blocks are taken", Blocks-1))
+		return fail(fmt.Errorf("share: all %d blocks are taken", memberBlocks))
 	}
 	// Blocks are not reused at once: a late packet for a member that left
 	// finds no new owner soon, as QPNs are not reused soon (rxe).
-	s.next = m.block%(Blocks-1) + 1
+	s.next = (m.block-FirstBlock+1)%memberBlocks + FirstBlock
 	s.blocks[m.block].Store(m)
+	s.live++
 	s.st.joined.Add(1)
 	reply(c, msgOK, binary.BigEndian.AppendUint16(nil, uint16(m.block)))
 	return m, nil
@@ -263,6 +271,13 @@ func (s *Server) leave(m *member) {
 	for id := range m.services {
 		if s.services[id] == m {
 			delete(s.services, id)
+		}
+	}
+	if s.live--; s.live == 0 {
+		select {
+		case <-s.idle:
+		default:
+			close(s.idle)
 		}
 	}
 	s.mu.Unlock()

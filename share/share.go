@@ -27,6 +27,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goroce/goroce/nic"
 )
 
 // Path returns the server's socket in dir (the directory both sides
@@ -55,6 +57,14 @@ const BlockShift = 12
 
 // Blocks is how many blocks the 24-bit QPN space holds.
 const Blocks = 1 << (24 - BlockShift)
+
+// FirstBlock is the first block a member gets: the blocks below hold the
+// QPNs of a port's owner, a process that bound it itself before a server
+// joined it (udp.Config.Owner, nic.MemberQPNBase).
+const FirstBlock = nic.MemberQPNBase >> BlockShift
+
+// memberBlocks is how many blocks members may have.
+const memberBlocks = Blocks - FirstBlock
 
 // CommIDShift places a block in a 32-bit CM communication ID (and SIDR
 // request ID): block b's IDs are b<<20 | 0..0xfffff.

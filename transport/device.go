@@ -75,10 +75,10 @@ type Options struct {
 	// Congestion sets up DCQCN congestion control (congestion.go); the
 	// zero value is on, as an mlx5 port's.
 	Congestion CongestionOptions
-	// QPNs, if set and the device does not share its port, says where
-	// the search for each new QP's number starts: a counter the host's
-	// goroce processes share (package qpnum), so that QP numbers go round
-	// the 24-bit space across processes as they do on an rxe or mlx5
+	// QPNs, if set and the device does not share its port or owns it,
+	// says where the search for each new QP's number starts: a counter the
+	// host's goroce processes share (package qpnum), so that QP numbers go
+	// round the space across processes as they do on an rxe or mlx5
 	// device. Without it every process numbers its QPs from 0x11, and a
 	// process started just after another reuses its QPNs, which a peer's
 	// connection manager still holds in time-wait: Linux's CM rejects
@@ -218,12 +218,17 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 	d.qpns = opt.QPNs
 	if s := opt.Share; s != nil {
 		b := s.Block()
-		if b == 0 || b >= qpChunks {
-			return nil, fmt.Errorf("device: shared port block %d: want 1 to %d", b, qpChunks-1)
+		if b >= qpChunks {
+			return nil, fmt.Errorf("device: shared port block %d: want 0 to %d", b, qpChunks-1)
 		}
 		d.share = s
-		// The block's QPN 0 is left out: no QP is numbered 0.
-		d.qps.lo, d.qps.hi = b<<qpChunkBits|1, b<<qpChunkBits|(1<<qpChunkBits-1)
+		if b == 0 {
+			// The port's owner: the numbers below the members'.
+			d.qps.lo, d.qps.hi = firstQPN, nic.MemberQPNBase-1
+		} else {
+			// The block's QPN 0 is left out: no QP is numbered 0.
+			d.qps.lo, d.qps.hi = b<<qpChunkBits|1, b<<qpChunkBits|(1<<qpChunkBits-1)
+		}
 	}
 	d.env = env{
 		Link: link, Counters: &d.counters, GID: d.GID,
@@ -531,7 +536,9 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 	if err := d.useCQs("create_qp", 1, ia.SendCQ, ia.RecvCQ); err != nil {
 		return nil, err
 	}
-	if d.share == nil && d.qpns != nil {
+	// A port's owner (block 0) numbers as an unshared device does, within
+	// the numbers below the members' blocks.
+	if (d.share == nil || d.share.Block() == 0) && d.qpns != nil {
 		lo, hi := d.qps.bounds()
 		d.qps.next = lo + d.qpns()%(hi-lo+1)
 	}

@@ -7,7 +7,10 @@ package transport
 // IDs lie in the block too), and the REQs for the services it listens on.
 type Sharer interface {
 	// Block returns this process's block: QPNs Block<<12 | 1..0xfff, and
-	// CM communication IDs Block<<20 | 0..0xfffff.
+	// CM communication IDs Block<<20 | 0..0xfffff. Block 0 is the owner's,
+	// the process that bound the port itself and lets a server join it
+	// (udp.Config.Owner): QPNs below nic.MemberQPNBase, communication IDs
+	// below 1<<31.
 	Block() uint32
 	// Listen asks the server for the connection requests (REQ, SIDR_REQ)
 	// of a service ID; it fails if another process listens on it.

@@ -262,6 +262,23 @@ EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	return 0;
 }
 
+static struct ibv_pd *default_pd(struct ibv_context *verbs);
+
+/* give_pd gives an id that has its device the device's default PD, as
+ * librdmacm does (ucma_get_device: id->pd is the cma_device's PD once the
+ * id is bound or resolved, or arrives as a request): programs create
+ * their QPs and AHs on id->pd (rdma-core's tests: QP(cmid.pd, ...),
+ * AH(cmid.pd, ...)). A PD that cannot be made leaves it NULL, as
+ * librdmacm leaves it when its ibv_alloc_pd fails. */
+static void give_pd(struct rdma_cm_id *id)
+{
+	int e = errno;
+
+	if (id && id->verbs && !id->pd)
+		id->pd = default_pd(id->verbs);
+	errno = e;
+}
+
 #define RET(rc) do { int rc_ = (rc); if (rc_) FAIL(rc_, -1); return 0; } while (0)
 /* A call's result on an id: its own error, else on a synchronous id its
  * event's (sync_complete). */
@@ -270,27 +287,42 @@ EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 {
 	struct gq_sa a;
+	int rc;
 
 	to_sa(addr, &a);
 	if (!a.family)
 		FAIL(EAFNOSUPPORT, -1);
-	RET(goroce_cm_bind(IDH(id), &a));
+	rc = goroce_cm_bind(IDH(id), &a);
+	if (rc)
+		FAIL(rc, -1);
+	give_pd(id);
+	return 0;
 }
 
 EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src, struct sockaddr *dst, int timeout_ms)
 {
 	struct gq_sa s, d;
+	int rc;
 
 	to_sa(src, &s);
 	to_sa(dst, &d);
 	if (!d.family)
 		FAIL(EAFNOSUPPORT, -1);
-	RET_SYNC(id, goroce_cm_resolve_addr(IDH(id), &s, &d));
+	rc = goroce_cm_resolve_addr(IDH(id), &s, &d);
+	if (rc)
+		FAIL(rc, -1);
+	give_pd(id);
+	return sync_complete(id);
 }
 
 EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 {
-	RET_SYNC(id, goroce_cm_resolve_route(IDH(id)));
+	int rc = goroce_cm_resolve_route(IDH(id));
+
+	if (rc)
+		FAIL(rc, -1);
+	give_pd(id);
+	return sync_complete(id);
 }
 
 EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
@@ -370,6 +402,7 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *ch, struct rdma_cm_event
 	}
 	e->ev.id = r.id;
 	e->ev.listen_id = r.listen_id;
+	give_pd(r.id); /* a connect request's new id */
 	e->ev.event = r.event;
 	e->ev.status = r.status;
 	memcpy(e->priv, r.priv, r.priv_len);

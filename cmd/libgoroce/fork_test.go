@@ -10,9 +10,10 @@ import (
 // TestFork runs testdata/fork_check.c preloaded: children forked by a
 // parent that never used a device (qperf's server, fio's forked jobs)
 // move data with each other, and the parent afterwards; a child forked
-// while the parent holds a device, QP and region opens the other device
-// on an engine of its own and moves data with the parent, its opening of
-// the parent's device refused with an errno; four generations, each
+// while the parent holds a device, QP and region opens the same device
+// (its address the parent's: the two share port 4791, the parent owning
+// it and roced serve --auto relaying the child's) on an engine of its own
+// and moves data with the parent; four generations, each
 // forked after its parent used and closed the devices, move data, every
 // child on an engine of its own. Before libgoroce.so was C,
 // the first child's first verb waited forever (the Go runtime's threads

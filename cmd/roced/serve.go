@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/goroce/goroce/internal/endpoint"
 	"github.com/goroce/goroce/nic"
@@ -43,8 +44,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(w, "Its socket: unknown here:", err)
 		}
 		fmt.Fprintln(w, "  --background  run detached; return once it listens, printing its PID (kill PID stops it)")
+		fmt.Fprintln(w, "  --auto        as --background, joining the port of a process that holds it (its owner),")
+		fmt.Fprintln(w, "                and ending when its last member leaves: what a goroce program starts")
+		fmt.Fprintln(w, "                when it finds the port taken")
 	}
 	background := fs.Bool("background", false, "")
+	auto := fs.Bool("auto", false, "")
 	fs.Usage = func() {} // an error is one line; -h prints the usage
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -58,15 +63,33 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "roced serve: takes no operand, not %q\n", fs.Arg(0))
 		return 2
 	}
-	if *background {
-		return serveBackground(stdout, stderr)
+	child := os.Getenv(autoEnv) == "1"
+	os.Unsetenv(autoEnv)
+	if (*background || *auto) && !child {
+		return serveBackground(*auto, stdout, stderr)
 	}
 	ln, err := endpoint.ListenShare()
 	if err != nil {
 		fmt.Fprintln(stderr, "roced serve:", err)
 		return 1
 	}
-	s := share.NewServer(ln, func(a netip.Addr) (nic.Link, error) { return udp.Open(udp.Config{Addr: a}) })
+	// The server joins the SO_REUSEPORT group of a process that holds the
+	// port (its owner, udp.Config.Owner), whose steering program gives it
+	// the packets of its members' QPs.
+	s := share.NewServer(ln, func(a netip.Addr) (nic.Link, error) { return udp.Open(udp.Config{Addr: a, Join: true}) })
+	var idle <-chan struct{}
+	if child {
+		idle = s.Idle()
+		// The program that started it joins next; one that died first
+		// must not leave a server behind.
+		nobody := make(chan struct{})
+		time.AfterFunc(autoFirstJoin, func() {
+			if s.Stats().Joined == 0 {
+				close(nobody)
+			}
+		})
+		idle = anyOf(idle, nobody)
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	done := make(chan error, 1)
@@ -84,6 +107,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	case <-sig:
 		s.Close()
 		err = <-done
+	case <-idle:
+		s.Close()
+		err = <-done
 	case err = <-done:
 	}
 	os.Remove(path)
@@ -95,6 +121,25 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// autoEnv marks the server process that --auto starts.
+const autoEnv = "ROCED_SERVE_AUTO"
+
+// autoFirstJoin is how long an auto server waits for its first member.
+const autoFirstJoin = 30 * time.Second
+
+// anyOf is closed when a or b is.
+func anyOf(a, b <-chan struct{}) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		select {
+		case <-a:
+		case <-b:
+		}
+		close(c)
+	}()
+	return c
 }
 
 // readyEnv names the descriptor on which a server started by
@@ -123,7 +168,11 @@ func readyFile() *os.File {
 // port themselves when no server answers yet. The server keeps this
 // process's standard output and error (its counters at SIGTERM go
 // there).
-func serveBackground(stdout, stderr io.Writer) int {
+//
+// With auto, the server is an auto one (autoEnv) and writes nothing: it is
+// started by a goroce program (internal/endpoint), whose standard output
+// is the program's own.
+func serveBackground(auto bool, stdout, stderr io.Writer) int {
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "roced serve:", err)
@@ -138,6 +187,12 @@ func serveBackground(stdout, stderr io.Writer) int {
 	cmd.Env = append(os.Environ(), readyEnv+"=3")
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if auto {
+		// Not the program's own output, nor a pipe that would outlive
+		// this call: the caller learns only whether it is ready.
+		cmd.Env = append(cmd.Env, autoEnv+"=1")
+		cmd.Stdout, cmd.Stderr = nil, nil
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(stderr, "roced serve:", err)

@@ -348,3 +348,63 @@ func rocedOnPath(t *testing.T) string {
 	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
 	return dir
 }
+
+// TestServeAuto: with no roced serve started, three rc_pingpong servers
+// use one address and three clients another, at once, as on one rxe
+// device: the first process on each address owns port 4791 (its steering
+// program keeps its own QPs' packets), the second finds the port taken and
+// starts roced serve --auto, which joins the owner's SO_REUSEPORT group and
+// relays the later processes theirs. The owner of the servers' address is
+// killed (SIGKILL) while its pair runs: the two pairs served through the
+// auto server finish with their data right, and the auto server ends once
+// its last member has left.
+func TestServeAuto(t *testing.T) {
+	if testing.Short() {
+		t.Skip("roced's tools as real processes: make system runs it, without -race")
+	}
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(endpoint.EnvRoced, exe) // this binary is roced under ROCED_TEST_MAIN
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const sAddr, cAddr = "127.0.18.9", "127.0.18.10"
+	var servers, clients [3]*proc
+	for i := range servers {
+		port := fmt.Sprint(18721 + i)
+		servers[i] = startRoced(t, ctx, "", "rc_pingpong", "-g", "1", "-d", sAddr, "-p", port, "-n", "20000", "-s", "4096", "-c")
+		waitTCP(t, ctx, sAddr+":"+port)
+		clients[i] = startRoced(t, ctx, "", "rc_pingpong", "-g", "1", "-d", cAddr, "-p", port, "-n", "20000", "-s", "4096", "-c", sAddr)
+	}
+	path, err := endpoint.SharePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("no auto server's socket: %v", err)
+	}
+	// Kill the owner of the servers' address once its client has sent a
+	// thousand packets.
+	pollUntil(t, ctx, "client 0 to get going", clients[0], func() bool {
+		r, err := endpoint.AllStats(clients[0].cmd.Process.Pid)
+		return err == nil && sent(r) > 1000
+	})
+	servers[0].cmd.Process.Signal(syscall.SIGKILL)
+	if err := clients[0].wait(t); err == nil {
+		t.Fatalf("client 0 finished though its server was killed:\n%s", clients[0].out.String())
+	}
+	for i := 1; i < 3; i++ {
+		for _, p := range []*proc{servers[i], clients[i]} {
+			if err := p.wait(t); err != nil || !strings.Contains(p.out.String(), "20000 iters in") {
+				t.Fatalf("pair %d: %v\n%s", i, err, p.out.String())
+			}
+		}
+	}
+	// Its members gone, the auto server ends and removes its socket.
+	pollUntil(t, ctx, "the auto server to end", nil, func() bool {
+		_, err := os.Stat(path)
+		return os.IsNotExist(err)
+	})
+}

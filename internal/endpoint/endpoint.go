@@ -208,20 +208,30 @@ func Open(cfg Config) (*Endpoint, error) {
 	}
 	var link nic.Link
 	var member *share.Member
+	var sharer transport.Sharer
 	switch cfg.Link {
 	case "", LinkUDP:
 		// A running share server (roced serve) hands this process its
-		// packets on the GID it opened; otherwise it binds port 4791.
-		if link, member, err = openShared(local); link != nil || err != nil {
-			break
-		}
+		// packets on the GID it opened; otherwise it binds port 4791
+		// (openUDP).
 		ucfg := udp.Config{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll}
-		link, err = udp.Open(ucfg)
-		if err == nil && cfg.AllGIDs {
-			link, err = joinUDP(link, d, idx, ucfg)
+		var owned []*udp.Link
+		link, member, owned, err = openUDP(local, ucfg)
+		if member != nil {
+			sharer = member
 		}
-		if errors.Is(err, syscall.EADDRINUSE) {
-			err = fmt.Errorf("%w: another process holds port 4791 there; run roced serve to share it", err)
+		if err == nil && owned != nil {
+			if cfg.AllGIDs {
+				oc := ucfg
+				oc.Owner = true
+				link, owned, err = joinUDP(link, d, idx, oc)
+			}
+			sharer = &ownerShare{links: owned}
+		} else if err == nil && member == nil && cfg.AllGIDs {
+			link, _, err = joinUDP(link, d, idx, ucfg)
+		}
+		if errors.Is(err, syscall.EADDRINUSE) && os.Getenv(EnvShare) == "0" {
+			err = fmt.Errorf("%w: another process holds port 4791 there (%s=0: no share server)", err, EnvShare)
 		}
 	case LinkAFPacket:
 		link, err = afpacket.Open(afpacket.Config{Interface: d.Netdev, Addrs: []netip.Addr{g.Addr}})
@@ -263,7 +273,7 @@ func Open(cfg Config) (*Endpoint, error) {
 		e.Link = e.Faults
 	}
 	e.Device, err = transport.Open(e.Link, transport.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode,
-		LeaveNetpoll: cfg.LeaveNetpoll, Died: explainer(tune.explain, os.Stderr), Share: sharer(member),
+		LeaveNetpoll: cfg.LeaveNetpoll, Died: explainer(tune.explain, os.Stderr), Share: sharer,
 		Congestion: tune.cc, QPNs: hostQPNs()})
 	if err != nil {
 		e.Link.Close()
@@ -273,19 +283,17 @@ func Open(cfg Config) (*Endpoint, error) {
 	return e, nil
 }
 
-// sharer is m as a transport.Sharer: nil when m is (not a typed nil).
-func sharer(m *share.Member) transport.Sharer {
-	if m == nil {
-		return nil
-	}
-	return m
-}
-
 // joinUDP adds to first (the UDP link on GID idx) a UDP link on each
 // other address of d's GID table that binds, tuned as first (ucfg),
-// joined into one link.
-func joinUDP(first nic.Link, d Dev, idx int, ucfg udp.Config) (nic.Link, error) {
+// joined into one link. An owner's (ucfg.Owner) binds only where no other
+// process holds the port (a group is joined by any bind of the user's),
+// and returns its links with first's.
+func joinUDP(first nic.Link, d Dev, idx int, ucfg udp.Config) (nic.Link, []*udp.Link, error) {
 	links := []nic.Link{first}
+	var owned []*udp.Link
+	if l, ok := first.(*udp.Link); ok && ucfg.Owner {
+		owned = append(owned, l)
+	}
 	for i, g := range d.GIDs {
 		if i == idx || g.Empty() {
 			continue
@@ -295,21 +303,29 @@ func joinUDP(first nic.Link, d Dev, idx int, ucfg udp.Config) (nic.Link, error) 
 			a = a.WithZone(d.Netdev)
 		}
 		ucfg.Addr = a
+		if ucfg.Owner {
+			if free, err := portFree(a); err != nil || !free {
+				continue
+			}
+		}
 		if l, err := udp.Open(ucfg); err == nil {
 			links = append(links, l)
+			if ucfg.Owner {
+				owned = append(owned, l)
+			}
 		}
 	}
 	if len(links) == 1 {
-		return first, nil
+		return first, owned, nil
 	}
 	m, err := nic.NewMulti(links...)
 	if err != nil {
 		for _, l := range links {
 			l.Close()
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	return m, nil
+	return m, owned, nil
 }
 
 // Close closes the device and its link, flushing any pcap file, and stops

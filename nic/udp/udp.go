@@ -67,6 +67,19 @@ type Config struct {
 	// takes an open link's sockets out itself when asked to
 	// (transport.Options.LeaveNetpoll, LeaveNetpoll).
 	NoNetpoll bool
+	// Owner binds the receive sockets in an SO_REUSEPORT group that a share
+	// server (roced serve --auto) may join later, as the group's socket
+	// RxQueues, when a second process of the user opens the address: the
+	// group's steering program (linkio.AttachOwnerSteering) keeps for this
+	// link the packets of its QPs (below nic.MemberQPNBase) and its CM's,
+	// and gives the server the rest. Without a server the link gets every
+	// packet, as without Owner. Only the same user's sockets may join a
+	// group (the kernel's rule for SO_REUSEPORT).
+	Owner bool
+	// Join binds the receive socket into an owner's group (Owner), where
+	// the owner's program steers; with no owner it binds as a group of
+	// one. The share server's links are opened so.
+	Join bool
 }
 
 // Link is a link through kernel UDP sockets: no privilege needed.
@@ -177,12 +190,16 @@ func (l *Link) openRx() error {
 	// Allocated once: each queue's receive state is referred to by address.
 	l.rxq = make([]udpQueue, 0, l.cfg.RxQueues)
 	for i := range l.cfg.RxQueues {
-		c, raw, err := l.listen(4791, false, l.cfg.RxQueues > 1)
+		c, raw, err := l.listen(4791, false, l.cfg.RxQueues > 1 || l.cfg.Owner || l.cfg.Join)
 		if err != nil {
 			return err
 		}
 		l.rxq = append(l.rxq, udpQueue{conn: c})
-		if i == 0 && l.cfg.RxQueues > 1 {
+		if i == 0 && l.cfg.Owner {
+			if err := l.steer(raw, nil); err != nil {
+				return err
+			}
+		} else if i == 0 && l.cfg.RxQueues > 1 && !l.cfg.Join {
 			var serr error
 			if err := raw.Control(func(fd uintptr) { serr = linkio.AttachSteering(int(fd), l.cfg.RxQueues) }); err != nil {
 				return err
@@ -194,6 +211,29 @@ func (l *Link) openRx() error {
 		l.rxq[i].r.init(l, raw)
 	}
 	return nil
+}
+
+// steer attaches the owner's steering program through raw, a socket of
+// the group, naming services.
+func (l *Link) steer(raw syscall.RawConn, services []uint64) error {
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = linkio.AttachOwnerSteering(int(fd), l.cfg.RxQueues, services) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("steering port 4791 between its owner and a share server (SO_ATTACH_REUSEPORT_CBPF): %w", serr)
+	}
+	return nil
+}
+
+// SetServices replaces the CM services whose connection requests the
+// steering program of an Owner link keeps for it (the rest go to a share
+// server): the owner's listens. At most nic.MaxOwnerServices.
+func (l *Link) SetServices(services []uint64) error {
+	if !l.cfg.Owner || len(l.rxq) == 0 {
+		return errors.New("nic: udp link: services are steered on an owner's link only")
+	}
+	return l.steer(l.rxq[0].r.raw, services)
 }
 
 // listen opens a socket bound to the link address and port with the

@@ -164,12 +164,17 @@ static void loopback(struct rdma_event_channel *ch, const char *addr, int port)
 	la = rdma_get_local_addr(ll);
 	CHECK(ll->verbs && !memcmp(la, &lo, alen), "bound to %s: device %p, another address shown", addr,
 	      (void *)ll->verbs);
+	/* librdmacm gives an id with a device the device's PD (rdma-core's
+	 * tests make their QPs and AHs on cmid.pd). */
+	CHECK(ll->pd && ll->pd->context == ll->verbs, "bound to %s: id->pd %p, not the device's PD", addr,
+	      (void *)ll->pd);
 	CHECK(!rdma_listen(ll, 0), "rdma_listen on %s: %s", addr, strerror(errno));
 	CHECK(!rdma_create_id(ch, &lc, NULL, RDMA_PS_TCP), "rdma_create_id: %s", strerror(errno));
 	CHECK(!rdma_resolve_addr(lc, NULL, (struct sockaddr *)&lo, 2000), "rdma_resolve_addr(%s): %s", addr,
 	      strerror(errno));
 	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, lc, 0));
 	CHECK(lc->verbs == ll->verbs, "resolving %s chose another device than binding it", addr);
+	CHECK(lc->pd == ll->pd, "resolved %s: id->pd %p, not the device's PD %p", addr, (void *)lc->pd, (void *)ll->pd);
 	CHECK(!memcmp(rdma_get_peer_addr(lc), &lo, alen), "resolved %s: another destination shown", addr);
 	CHECK(!rdma_resolve_route(lc, 2000), "rdma_resolve_route: %s", strerror(errno));
 	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, lc, 0));
@@ -179,6 +184,7 @@ static void loopback(struct rdma_event_channel *ch, const char *addr, int port)
 	CHECK(!rdma_connect(lc, &cp), "rdma_connect to %s: %s", addr, strerror(errno));
 	e = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL, 0);
 	ls = e->id;
+	CHECK(ls->pd == ll->pd, "a request's id: id->pd %p, not the device's PD %p", (void *)ls->pd, (void *)ll->pd);
 	rdma_ack_cm_event(e);
 	make_qp(ls);
 	CHECK(!rdma_accept(ls, &cp), "rdma_accept over %s: %s", addr, strerror(errno));
