@@ -152,63 +152,78 @@ func (d *Device) Connect(q *QP, local, remote Endpoint, o ConnectOptions) error 
 	if err := d.owns(q); err != nil {
 		return err
 	}
-	o.defaults()
 	fail := func(err error) error {
 		return fmt.Errorf("device: connect %v: %w", q, err)
 	}
 	if local.QPN != q.QPN() {
 		return fail(fmt.Errorf("the local endpoint is QP 0x%06x's", local.QPN))
 	}
+	steps, err := d.ConnectSteps(q.Type(), local, remote, o)
+	if err != nil {
+		return fail(err)
+	}
+	for i, s := range steps {
+		if err := q.Modify(&s.Attr, s.Mask); err != nil {
+			if i > 0 {
+				q.Modify(&QPAttr{State: Reset}, AttrState)
+			}
+			return fail(fmt.Errorf("to %v: %w", s.Attr.State, err))
+		}
+	}
+	return nil
+}
+
+// ConnectStep is one Modify of Connect: the attributes and their mask.
+type ConnectStep struct {
+	Attr QPAttr
+	Mask QPAttrMask
+}
+
+// ConnectSteps returns the three Modify calls (INIT, RTR, RTS) by which
+// Connect brings a QP of type t from RESET to RTS towards remote, without
+// a QP: for one that its owner moves itself, as a librdmacm program moves
+// the QP it connects through rdma_init_qp_attr.
+func (d *Device) ConnectSteps(t QPType, local, remote Endpoint, o ConnectOptions) ([3]ConnectStep, error) {
+	o.defaults()
 	init := QPAttr{State: Init, PortNum: 1, AccessFlags: o.Access, QKey: o.QKey}
 	rtr := QPAttr{State: RTR}
 	rts := QPAttr{State: RTS, SQPSN: local.PSN, Timeout: o.Timeout, RetryCnt: o.RetryCnt,
 		RNRRetry: o.RNRRetry, MaxRdAtomic: o.MaxRdAtomic}
 	initMask := AttrState | AttrPKeyIndex | AttrPort
 	rtrMask, rtsMask := AttrState, AttrState|AttrSQPSN
-	switch q.Type() {
+	switch t {
 	case UD:
 		initMask |= AttrQKey
 	case RC, UC, XRCIni, XRCTgt:
 		av, err := d.AHAttr(local, remote)
 		if err != nil {
-			return fail(err)
+			return [3]ConnectStep{}, err
 		}
 		mtu := min(local.MTU, remote.MTU)
 		if o.PathMTU != 0 {
 			mtu = min(mtu, o.PathMTU)
 		}
 		if !mtu.Valid() {
-			return fail(fmt.Errorf("no valid path MTU: local %d, remote %d, bound %d (want 1..5)", local.MTU, remote.MTU, o.PathMTU))
+			return [3]ConnectStep{}, fmt.Errorf("no valid path MTU: local %d, remote %d, bound %d (want 1..5)", local.MTU, remote.MTU, o.PathMTU)
 		}
 		if remote.QPN > bth.PSNMask || remote.PSN > bth.PSNMask {
-			return fail(fmt.Errorf("remote QPN 0x%x or PSN 0x%x exceeds 24 bits", remote.QPN, remote.PSN))
+			return [3]ConnectStep{}, fmt.Errorf("remote QPN 0x%x or PSN 0x%x exceeds 24 bits", remote.QPN, remote.PSN)
 		}
 		initMask |= AttrAccessFlags
 		rtr.AH, rtr.PathMTU, rtr.DestQPN, rtr.RQPSN = av, mtu, remote.QPN, remote.PSN
 		rtrMask |= AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN
 		// The masks ibv_modify_qp requires: RC's both halves; an XRC
 		// initiator RC's sending half, a target its receiving half.
-		if t := q.Type(); t == RC || t == XRCTgt {
+		if t == RC || t == XRCTgt {
 			rtr.MaxDestRdAtomic, rtr.MinRNRTimer = o.MaxDestRdAtomic, o.MinRNRTimer
 			rtrMask |= AttrMaxDestRdAtomic | AttrMinRNRTimer
 			rtsMask |= AttrTimeout
 		}
-		if t := q.Type(); t == RC || t == XRCIni {
+		if t == RC || t == XRCIni {
 			rtsMask |= AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic
 		}
 	}
-	for _, s := range []struct {
-		a    *QPAttr
-		mask QPAttrMask
-	}{{&init, initMask}, {&rtr, rtrMask}, {&rts, rtsMask}} {
-		if err := q.Modify(s.a, s.mask); err != nil {
-			if s.a != &init {
-				q.Modify(&QPAttr{State: Reset}, AttrState)
-			}
-			return fail(fmt.Errorf("to %v: %w", s.a.State, err))
-		}
-	}
-	return nil
+	return [3]ConnectStep{{init, initMask}, {rtr, rtrMask}, {rts, rtsMask}}, nil
 }
 
 // AHAttr returns the address vector from local to remote: remote's GID as
