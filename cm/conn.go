@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ const (
 	stateIdle        state = iota
 	stateREQSent           // active: REQ sent, waiting for REP
 	stateMRAREQRcvd        // active: the peer MRAed our REQ
+	stateREPRcvd           // active, external QP: REP received, the RTU waits for Establish
 	stateREPSent           // passive: REP sent, waiting for RTU
 	stateMRAREPRcvd        // passive: the peer MRAed our REP
 	stateEstablished       // both: RTU sent or received
@@ -29,7 +31,7 @@ const (
 	stateGone              // removed
 )
 
-var stateNames = [...]string{"idle", "REQ sent", "MRA REQ rcvd", "REP sent", "MRA REP rcvd",
+var stateNames = [...]string{"idle", "REQ sent", "MRA REQ rcvd", "REP rcvd", "REP sent", "MRA REP rcvd",
 	"established", "DREQ sent", "timewait", "gone"}
 
 func (s state) String() string { return stateNames[s] }
@@ -71,6 +73,16 @@ type QPConfig struct {
 	// ibv_create_qp itself rather than rdma_create_qp; Init is then not
 	// used. The connection takes it: a connection that fails destroys it.
 	QP *transport.QP
+	// ExternalQPN, if not 0, is the number of a QP the program keeps
+	// and moves itself, as librdmacm's rdma_connect and rdma_accept of
+	// an id with no QP announce conn_param->qp_num: the CM makes, moves
+	// and destroys no QP (PD, Init, QP and Prepare are not used). The
+	// REQ or REP carries this number and a starting PSN the CM draws;
+	// Conn.QPAttr (ConnRequest.QPAttr before Accept) gives the INIT, RTR
+	// and RTS attributes that agree with them. Dial returns at the REP,
+	// before the RTU (rdma_cm's CONNECT_RESPONSE, EventConnectResponse),
+	// and Conn.Establish sends the RTU once the program's QP is ready.
+	ExternalQPN uint32
 }
 
 // ConnParams are the parameters a side gives its connection
@@ -124,13 +136,15 @@ func (p *ConnParams) defaults() {
 // manager's state of it.
 type Conn struct {
 	m        *Manager
-	qp       *transport.QP
+	qp       *transport.QP // nil: an external QP (QPConfig.ExternalQPN)
+	qpn      uint32        // this side's QP's number, qp's or the external one
 	local    netip.AddrPort
 	remote   netip.AddrPort
 	private  []byte // the peer's private data (REQ: after rdma_cm's header; REP)
 	active   bool
 	p        peer
 	lep      transport.Endpoint // this side's endpoint (QPN, first PSN, GID, MTU)
+	plan     plan               // how the QP goes to RTS, set by connect
 	params   ConnParams
 	ackTO    uint8 // the path's local ACK timeout: the QP's, and time wait's measure
 	qcAccess transport.Access
@@ -155,8 +169,12 @@ type Conn struct {
 }
 
 // QP returns the connection's queue pair, in RTS once Dial or Accept
-// returned it.
+// returned it; nil for an external QP (QPConfig.ExternalQPN).
 func (c *Conn) QP() *transport.QP { return c.qp }
+
+// QPN returns the number of the connection's QP, its own or the external
+// one the REQ or REP announced.
+func (c *Conn) QPN() uint32 { return c.qpn }
 
 // LocalAddr returns this side's address and port.
 func (c *Conn) LocalAddr() netip.AddrPort { return c.local }
@@ -190,6 +208,43 @@ func (c *Conn) Err() error {
 	return c.err
 }
 
+// ErrState is returned by Establish and QPAttr on a connection in no
+// state for them.
+var ErrState = errors.New("cm: the connection is in no state for this")
+
+// Establish completes an external QP's connection that Dial returned at
+// the peer's REP: it sends the RTU, after which the peer's connection is
+// established (librdmacm's rdma_establish). The program moves its QP to
+// RTS first (QPAttr). As the kernel's rdma_cm, no event marks it on this
+// side. A connection with a QP of the CM's, or not waiting for its RTU,
+// is ErrState.
+func (c *Conn) Establish() error {
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c.state != stateREPRcvd {
+		return ErrState
+	}
+	c.state = stateEstablished
+	m.sendRTU(c)
+	return nil
+}
+
+// QPAttr returns the attributes that move a QP of the connection to s
+// (INIT, RTR or RTS) and their mask: what the CM gives a QP of its own
+// (Device.ConnectSteps), for an external QP the program moves (librdmacm's
+// rdma_init_qp_attr). They are known once the peer's message is: from the
+// REP on the active side (Dial returned), at once on the passive side.
+func (c *Conn) QPAttr(s transport.QPState) (transport.QPAttr, transport.QPAttrMask, error) {
+	c.m.mu.Lock()
+	pl, state := c.plan, c.state
+	c.m.mu.Unlock()
+	if state == stateREQSent || state == stateMRAREQRcvd || state == stateIdle {
+		return transport.QPAttr{}, 0, ErrState
+	}
+	return pl.attr(c.m.dev, s)
+}
+
 // Close disconnects: it moves the QP to ERR (its outstanding work requests
 // complete flushed), sends a DREQ and returns at once; the DREQ is retried
 // until the peer's DREP, and Done is closed when it arrives or the retries
@@ -200,6 +255,13 @@ func (c *Conn) Close() error {
 	m := c.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if c.state == stateREPRcvd {
+		// An external QP's connection never established: withdrawn with
+		// a REJ, as cm.c's cm_destroy_id rejects an id in REP_RCVD.
+		m.reject(c.p, c.tid, c.localID, c.remoteKey.comm, mad.MsgREP, mad.RejConsumerDefined)
+		m.drop(c, ErrDisconnected)
+		return nil
+	}
 	if c.state != stateEstablished {
 		return nil
 	}
@@ -214,7 +276,7 @@ func (c *Conn) Close() error {
 	d := msg.DREQ()
 	d.SetLocalCommID(c.localID)
 	d.SetRemoteCommID(c.remoteKey.comm)
-	d.SetRemoteQPN(c.remoteQPN())
+	d.SetRemoteQPN(c.plan.remote.QPN)
 	c.state = stateDREQSent
 	c.sendRetried(msg, maxCMRetries)
 	return nil
@@ -232,14 +294,10 @@ func (c *Conn) Disconnect(ctx context.Context) error {
 	}
 }
 
-func (c *Conn) remoteQPN() uint32 {
-	a, _ := c.qp.Query()
-	return a.DestQPN
-}
-
-// toErr moves the QP to ERR, as rdma_cm does on a disconnection.
+// toErr moves the QP to ERR, as rdma_cm does on a disconnection; an
+// external QP is the program's, which librdmacm leaves alone.
 func (c *Conn) toErr() {
-	if c.qp.State() != transport.Reset {
+	if c.qp != nil && c.qp.State() != transport.Reset {
 		c.qp.Modify(&transport.QPAttr{State: transport.Err}, transport.AttrState)
 	}
 }
@@ -332,9 +390,16 @@ func (m *Manager) drop(c *Conn, err error) {
 	if c.listener != nil {
 		c.listener.pending--
 	}
-	m.dev.DestroyQP(c.qp)
+	m.destroyQP(c)
 	c.finish(err)
 	m.emit(endEvent(err), c, err)
+}
+
+// destroyQP destroys the connection's QP if it is the CM's to destroy.
+func (m *Manager) destroyQP(c *Conn) {
+	if c.qp != nil { // an external QP is the program's
+		m.dev.DestroyQP(c.qp)
+	}
 }
 
 // forget removes c from the tables. Called with m.mu held.
@@ -407,7 +472,7 @@ func (m *Manager) Listen(addr netip.AddrPort, cfg ListenConfig) (*Listener, erro
 	if cfg.QP.PD == nil && !cfg.DeferAccept {
 		return nil, errors.New("cm: listen: no protection domain")
 	}
-	if cfg.QP.QP != nil {
+	if cfg.QP.QP != nil || cfg.QP.ExternalQPN != 0 {
 		return nil, errors.New("cm: listen: each connection needs a QP of its own: QPConfig.QP is for Dial")
 	}
 	if len(cfg.Params.PrivateData) > mad.REPPrivateDataLen {
@@ -496,9 +561,11 @@ func (l *Listener) shut() []*Conn {
 // is this side's address (an invalid one: the device's default GID's);
 // its port goes in rdma_cm's header (0: a random one, as an ephemeral
 // port). A REJ is a *RejectError; no answer, retries included, is
-// ErrTimeout; ctx ending withdraws the REQ with a REJ.
+// ErrTimeout; ctx ending withdraws the REQ with a REJ. With an external
+// QP (QPConfig.ExternalQPN) it returns at the REP with no RTU sent: the
+// program moves its QP (Conn.QPAttr) and calls Conn.Establish.
 func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPConfig, p ConnParams) (*Conn, error) {
-	if qc.PD == nil {
+	if qc.PD == nil && qc.ExternalQPN == 0 {
 		return nil, errors.New("cm: dial: no protection domain")
 	}
 	if len(p.PrivateData) > UserPrivateLen {
@@ -514,7 +581,7 @@ func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPCo
 		return nil, fmt.Errorf("cm: dial: %w", err)
 	}
 	la, ra, lport := local.Addr(), raddr.Addr().Unmap(), local.Port()
-	c, err := m.newConn(qc, p, la)
+	c, err := m.newConn(qc, p, la, rand.Uint32()&bth.PSNMask)
 	if err != nil {
 		return nil, fmt.Errorf("cm: dial: %w", err)
 	}
@@ -528,7 +595,7 @@ func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPCo
 	r := msg.REQ()
 	f := mad.REQFields{
 		ServiceID: mad.ServiceID(ps, raddr.Port()), LocalCAGUID: m.guid,
-		LocalQPN: c.qp.QPN(), ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
+		LocalQPN: c.qpn, ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
 		RemoteCMResponseTimeout: cmResponseTimeout, StartingPSN: c.lep.PSN,
 		LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount, PKey: transport.GSIPKey,
 		PathMTU: uint8(c.lep.MTU), RNRRetryCount: p.RNRRetryCount, MaxCMRetries: maxCMRetries,
@@ -545,7 +612,7 @@ func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPCo
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		m.dev.DestroyQP(c.qp)
+		m.destroyQP(c)
 		return nil, ErrClosed
 	}
 	c.localID = m.newCommID()
@@ -571,14 +638,16 @@ func (m *Manager) Dial(ctx context.Context, laddr, raddr netip.AddrPort, qc QPCo
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c.state != stateEstablished {
+	if c.state != stateEstablished && c.state != stateREPRcvd {
 		return nil, c.err
 	}
 	return c, nil
 }
 
-// newConn makes a connection's QP and endpoint, from local address la.
-func (m *Manager) newConn(qc QPConfig, p ConnParams, la netip.Addr) (*Conn, error) {
+// newConn makes a connection's QP (none for an external one) and
+// endpoint, from local address la, its first PSN psn (rdma_cm's
+// seq_num: what the REQ or REP announces and this side's QP expects).
+func (m *Manager) newConn(qc QPConfig, p ConnParams, la netip.Addr, psn uint32) (*Conn, error) {
 	if qc.Access == 0 {
 		// The kernel's rdma_cm grants remote write, and read and atomics
 		// with responder resources, which a connection here always has
@@ -586,58 +655,94 @@ func (m *Manager) newConn(qc QPConfig, p ConnParams, la netip.Addr) (*Conn, erro
 		// on an rdma_cm connection relies on the atomics.
 		qc.Access = transport.RemoteRead | transport.RemoteWrite | transport.RemoteAtomic
 	}
+	if _, ok := m.dev.GIDIndex(la); !ok {
+		return nil, fmt.Errorf("%v is none of the device's addresses", la)
+	}
+	ep := transport.Endpoint{QPN: qc.ExternalQPN, MTU: m.dev.ActiveMTU()}
 	qc.Init.Type = transport.RC
 	q := qc.QP
-	if q == nil {
+	switch {
+	case qc.ExternalQPN != 0:
+		if qc.ExternalQPN > bth.PSNMask {
+			return nil, fmt.Errorf("QP number 0x%x exceeds 24 bits", qc.ExternalQPN)
+		}
+		q = nil // the program's: not the CM's to touch
+	case q == nil:
 		var err error
 		if q, err = m.dev.CreateQP(qc.PD, qc.Init); err != nil {
 			return nil, err
 		}
-	} else if q.Type() != transport.RC || (q.State() != transport.Reset && q.State() != transport.Init) {
+		ep.QPN = q.QPN()
+	case q.Type() != transport.RC || (q.State() != transport.Reset && q.State() != transport.Init):
 		return nil, fmt.Errorf("QP 0x%06x is %v in %v, want RC in RESET or INIT", q.QPN(), q.Type(), q.State())
+	default:
+		ep.QPN = q.QPN()
 	}
-	ep, err := m.dev.LocalEndpoint(q)
-	if err != nil {
-		m.dev.DestroyQP(q)
-		return nil, err
-	}
-	if _, ok := m.dev.GIDIndex(la); !ok {
-		m.dev.DestroyQP(q)
-		return nil, fmt.Errorf("%v is none of the device's addresses", la)
-	}
-	ep.GID = bth.GIDFromAddr(la)
+	ep.GID, ep.PSN = bth.GIDFromAddr(la), psn
 	if p.PathMTU != 0 && p.PathMTU < ep.MTU {
 		ep.MTU = p.PathMTU
 	}
-	c := &Conn{m: m, qp: q, lep: ep, params: p, ready: make(chan struct{}), done: make(chan struct{})}
+	c := &Conn{m: m, qp: q, qpn: ep.QPN, lep: ep, params: p, ready: make(chan struct{}), done: make(chan struct{})}
 	c.params.PrivateData = append([]byte(nil), p.PrivateData...)
 	c.qcAccess, c.prepare = qc.Access, qc.Prepare
 	return c, nil
 }
 
-// connect brings c's QP to RTS towards the peer's QPN, sending from
-// sendPSN, the Starting PSN of the peer's message (REQ or REP), and
-// expecting the one this side's own message carried (c.lep.PSN), with
-// what the connection settled on.
+// plan is how a connection's QP goes to RTS towards the peer: the
+// arguments of Device.Connect, which the CM applies to a QP of its own
+// and hands out (QPAttr) for an external one, so that both agree with
+// what the REQ and REP announced.
+type plan struct {
+	local, remote transport.Endpoint
+	opts          transport.ConnectOptions
+}
+
+// attr returns the attributes of the step of pl that moves a QP to s.
+func (pl plan) attr(d *transport.Device, s transport.QPState) (transport.QPAttr, transport.QPAttrMask, error) {
+	steps, err := d.ConnectSteps(transport.RC, pl.local, pl.remote, pl.opts)
+	if err != nil {
+		return transport.QPAttr{}, 0, err
+	}
+	for _, st := range steps {
+		if st.Attr.State == s {
+			return st.Attr, st.Mask, nil
+		}
+	}
+	return transport.QPAttr{}, 0, fmt.Errorf("cm: no attributes to move a connection's QP to %v", s)
+}
+
+// newPlan is the plan of a QP at endpoint lep towards the peer's QPN and
+// remote address, sending from sendPSN, the Starting PSN of the peer's
+// message (REQ or REP), and expecting the one this side's own message
+// carried (lep.PSN), with what the connection settled on.
 //
 // That is how Linux reads the Starting PSN of a REQ and a REP (cm.c: the
 // passive side's send queue starts at the REQ's, the active side's at
-// the REP's), and what rxe does on the wire: in the rping_c5 capture the
-// client sends from the REP's PSN and the server from the REQ's. Each
-// side's message names the PSN it expects to receive. Called with m.mu
-// held.
-func (m *Manager) connect(c *Conn, qpn, sendPSN uint32, mtu transport.MTU, retry, rnr uint8) error {
-	remote := transport.Endpoint{QPN: qpn, PSN: c.lep.PSN, GID: bth.GIDFromAddr(c.p.remote), MTU: mtu}
-	local := c.lep
-	local.PSN = sendPSN
-	timeout := c.ackTO
-	if c.params.ACKTimeout != 0 {
-		timeout = c.params.ACKTimeout
+// the REP's; rdma_init_qp_attr's RTR rq_psn is the id's own seq_num),
+// and what rxe does on the wire: in the rping_c5 capture the client sends
+// from the REP's PSN and the server from the REQ's. Each side's message
+// names the PSN it expects to receive.
+func newPlan(lep transport.Endpoint, remote netip.Addr, qpn, sendPSN uint32, mtu transport.MTU, ackTO uint8,
+	p ConnParams, access transport.Access, retry, rnr uint8) plan {
+	pl := plan{local: lep, remote: transport.Endpoint{QPN: qpn, PSN: lep.PSN, GID: bth.GIDFromAddr(remote), MTU: mtu}}
+	pl.local.PSN = sendPSN
+	if p.ACKTimeout != 0 {
+		ackTO = p.ACKTimeout
 	}
-	err := m.dev.Connect(c.qp, local, remote, transport.ConnectOptions{
-		Access: c.qcAccess, Timeout: timeout, RetryCnt: retry, RNRRetry: rnr,
-		MaxRdAtomic: c.params.InitiatorDepth, MaxDestRdAtomic: c.params.ResponderResources,
-	})
+	pl.opts = transport.ConnectOptions{Access: access, Timeout: ackTO, RetryCnt: retry, RNRRetry: rnr,
+		MaxRdAtomic: p.InitiatorDepth, MaxDestRdAtomic: p.ResponderResources}
+	return pl
+}
+
+// connect plans c's QP towards the peer's QPN (newPlan) and brings a QP of
+// the CM's to RTS by it; an external QP is the program's to move
+// (QPAttr). Called with m.mu held.
+func (m *Manager) connect(c *Conn, qpn, sendPSN uint32, mtu transport.MTU, retry, rnr uint8) error {
+	c.plan = newPlan(c.lep, c.p.remote, qpn, sendPSN, mtu, c.ackTO, c.params, c.qcAccess, retry, rnr)
+	if c.qp == nil {
+		return nil
+	}
+	err := m.dev.Connect(c.qp, c.plan.local, c.plan.remote, c.plan.opts)
 	if err == nil && c.prepare != nil {
 		err = c.prepare(c.qp)
 	}

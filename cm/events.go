@@ -34,9 +34,14 @@ const (
 	// EventTimewaitExit: the time wait is over and the connection's IDs
 	// are forgotten (RDMA_CM_EVENT_TIMEWAIT_EXIT).
 	EventTimewaitExit
+	// EventConnectResponse: the peer's REP to a Dial with an external QP
+	// (QPConfig.ExternalQPN) arrived, and no RTU went yet
+	// (RDMA_CM_EVENT_CONNECT_RESPONSE): the program moves its QP
+	// (Conn.QPAttr) and calls Conn.Establish.
+	EventConnectResponse
 )
 
-var eventNames = [...]string{"ESTABLISHED", "REJECTED", "UNREACHABLE", "CONNECT_ERROR", "DISCONNECTED", "TIMEWAIT_EXIT"}
+var eventNames = [...]string{"ESTABLISHED", "REJECTED", "UNREACHABLE", "CONNECT_ERROR", "DISCONNECTED", "TIMEWAIT_EXIT", "CONNECT_RESPONSE"}
 
 // String returns librdmacm's name for the event without its
 // RDMA_CM_EVENT_ prefix.

@@ -2,8 +2,10 @@ package cm
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 
+	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/mad"
 	"github.com/goroce/goroce/transport"
 )
@@ -67,14 +69,15 @@ func (m *Manager) onREQ(p peer, in mad.MAD) {
 		m.requestConn(l, p, in, key)
 		return
 	}
-	m.acceptREQ(l, p, in, key, 0, l.cfg.QP, l.cfg.Params)
+	m.acceptREQ(l, p, in, key, 0, rand.Uint32()&bth.PSNMask, l.cfg.QP, l.cfg.Params)
 }
 
 // acceptREQ answers a REQ to l with a REP: a connection with a QP made
 // (or given) by qc, in RTS, with params, counted pending on l until the
 // RTU. localID is the communication ID an MRA may have named already (0:
-// a new one). A REQ it cannot serve is rejected, and the error says why.
-func (m *Manager) acceptREQ(l *Listener, p peer, in mad.MAD, key remoteID, localID uint32, qc QPConfig, params ConnParams) error {
+// a new one); psn is this side's starting PSN, which the REP carries. A
+// REQ it cannot serve is rejected, and the error says why.
+func (m *Manager) acceptREQ(l *Listener, p peer, in mad.MAD, key remoteID, localID, psn uint32, qc QPConfig, params ConnParams) error {
 	r := in.REQ()
 	rej := func(why mad.RejReason, err error) error {
 		m.reject(p, in.TID(), localID, key.comm, mad.MsgREQ, why)
@@ -85,7 +88,7 @@ func (m *Manager) acceptREQ(l *Listener, p peer, in mad.MAD, key remoteID, local
 	local := p.local
 	params.ResponderResources = min(params.ResponderResources, r.InitiatorDepth())
 	params.InitiatorDepth = min(params.InitiatorDepth, r.ResponderResources())
-	c, err := m.newConn(qc, params, local)
+	c, err := m.newConn(qc, params, local, psn)
 	if err != nil {
 		return rej(mad.RejNoResources, err)
 	}
@@ -99,13 +102,13 @@ func (m *Manager) acceptREQ(l *Listener, p peer, in mad.MAD, key remoteID, local
 	c.timeout = 2*ibaTime(pktLife) + ibaTime(r.LocalCMResponseTimeout())
 	mtu := transport.MTU(r.PathMTU())
 	if !mtu.Valid() {
-		m.dev.DestroyQP(c.qp)
+		m.destroyQP(c)
 		return rej(mad.RejInvalidMTU, fmt.Errorf("cm: REQ with path MTU %d", r.PathMTU()))
 	}
 	mtu = min(mtu, c.lep.MTU)
 	c.lep.MTU = mtu
 	if err := m.connect(c, r.LocalQPN(), r.StartingPSN(), mtu, r.RetryCount(), r.RNRRetryCount()); err != nil {
-		m.dev.DestroyQP(c.qp)
+		m.destroyQP(c)
 		return rej(mad.RejConsumerDefined, err)
 	}
 	c.localID = localID
@@ -121,7 +124,7 @@ func (m *Manager) acceptREQ(l *Listener, p peer, in mad.MAD, key remoteID, local
 	msg := newMAD(mad.AttrREP, c.tid)
 	rep := msg.REP()
 	rep.Put(mad.REPFields{
-		LocalCommID: c.localID, RemoteCommID: key.comm, LocalQPN: c.qp.QPN(), StartingPSN: c.lep.PSN,
+		LocalCommID: c.localID, RemoteCommID: key.comm, LocalQPN: c.qpn, StartingPSN: c.lep.PSN,
 		ResponderResources: params.ResponderResources, InitiatorDepth: params.InitiatorDepth,
 		TargetACKDelay: targetACKDelay, RNRRetryCount: params.RNRRetryCount, LocalCAGUID: m.guid,
 		PrivateData: params.PrivateData,
@@ -173,6 +176,16 @@ func (m *Manager) onREP(p peer, in mad.MAD) {
 		return
 	}
 	m.remote[key] = c
+	if c.qp == nil {
+		// An external QP: the program moves it now (QPAttr) and sends
+		// the RTU with Establish, as the kernel's rdma_cm reports a REP
+		// to an id with no QP as CONNECT_RESPONSE and leaves the RTU to
+		// rdma_establish.
+		c.state = stateREPRcvd
+		close(c.ready)
+		m.emit(EventConnectResponse, c, nil)
+		return
+	}
 	c.state = stateEstablished
 	m.sendRTU(c)
 	close(c.ready)
@@ -224,7 +237,7 @@ func (m *Manager) onREJ(in mad.MAD) {
 	}
 	err := &RejectError{Reason: r.Reason(), PrivateData: append([]byte(nil), r.PrivateData()...)}
 	switch c.state {
-	case stateREQSent, stateMRAREQRcvd, stateREPSent, stateMRAREPRcvd:
+	case stateREQSent, stateMRAREQRcvd, stateREPRcvd, stateREPSent, stateMRAREPRcvd:
 		m.drop(c, err)
 	case stateEstablished, stateDREQSent:
 		m.timewait(c, err)
@@ -266,7 +279,7 @@ func (m *Manager) onDREQ(p peer, in mad.MAD) {
 		m.sendDREP(p, in.TID(), r.RemoteCommID(), r.LocalCommID())
 		return
 	}
-	if r.RemoteQPN() != c.qp.QPN() || r.LocalCommID() != c.remoteKey.comm {
+	if r.RemoteQPN() != c.qpn || r.LocalCommID() != c.remoteKey.comm {
 		m.st.unknown.Add(1) // cm.c drops a DREQ naming another QP
 		return
 	}
@@ -320,7 +333,7 @@ func (m *Manager) onDREP(in mad.MAD) {
 func (m *Manager) onLAP(p peer, in mad.MAD) {
 	r := in.LAP()
 	c := m.conns[r.RemoteCommID()]
-	if c == nil || r.LocalCommID() != c.remoteKey.comm || r.RemoteQPN() != c.qp.QPN() {
+	if c == nil || r.LocalCommID() != c.remoteKey.comm || r.RemoteQPN() != c.qpn {
 		m.st.unknown.Add(1)
 		return
 	}

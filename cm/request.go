@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 
+	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/clock"
 	"github.com/goroce/goroce/mad"
+	"github.com/goroce/goroce/transport"
 )
 
 // ErrAnswered is returned by a ConnRequest's Accept or Reject once the
@@ -28,6 +31,7 @@ type ConnRequest struct {
 	local   netip.AddrPort
 	remote  netip.AddrPort
 	localID uint32 // this side's communication ID, named by the MRA and the REP
+	psn     uint32 // this side's starting PSN, which the REP carries
 
 	// Under m.mu.
 	done  bool        // answered or withdrawn
@@ -65,7 +69,7 @@ func (m *Manager) requestConn(l *Listener, p peer, in mad.MAD, key remoteID) {
 	req := &ConnRequest{m: m, l: l, p: p, in: append(mad.MAD(nil), in...), key: key,
 		local:   netip.AddrPortFrom(p.local, port),
 		remote:  netip.AddrPortFrom(hdr.SrcAddr().Unmap(), hdr.Port()),
-		localID: m.newCommID()}
+		localID: m.newCommID(), psn: rand.Uint32() & bth.PSNMask}
 	m.requests[key] = req
 	m.held[req.localID] = true
 	req.timer = m.clock.AfterFunc(mraDelay(r.RemoteCMResponseTimeout()), func() {
@@ -103,7 +107,7 @@ func (l *Listener) Request(ctx context.Context) (*ConnRequest, error) {
 // resources and initiator depth are bounded by the requester's. A QP that
 // cannot be connected fails the request with a REJ.
 func (r *ConnRequest) Accept(qc QPConfig, p ConnParams) (*Conn, error) {
-	if qc.PD == nil && qc.QP == nil {
+	if qc.PD == nil && qc.QP == nil && qc.ExternalQPN == 0 {
 		return nil, errors.New("cm: accept: no protection domain")
 	}
 	if len(p.PrivateData) > mad.REPPrivateDataLen {
@@ -116,10 +120,32 @@ func (r *ConnRequest) Accept(qc QPConfig, p ConnParams) (*Conn, error) {
 	if err := r.take(); err != nil {
 		return nil, err
 	}
-	if err := m.acceptREQ(r.l, r.p, r.in, r.key, r.localID, qc, p); err != nil {
+	if err := m.acceptREQ(r.l, r.p, r.in, r.key, r.localID, r.psn, qc, p); err != nil {
 		return nil, fmt.Errorf("cm: accept: %w", err)
 	}
 	return m.remote[r.key], nil
+}
+
+// QPAttr returns the attributes that move a QP to s (INIT, RTR or RTS)
+// for this request before it is accepted, as the kernel's rdma_cm answers
+// rdma_init_qp_attr on a request's id: towards the requester's QP and
+// PSN, expecting the PSN the REP will carry, with the requester's RDMA
+// READ depths and retry counts. ackTimeout, if not 0, is this side's
+// local ACK timeout (ConnParams.ACKTimeout). A program that moves an
+// external QP by them before Accept (rdma-core's tests do) then accepts
+// with QPConfig.ExternalQPN.
+func (r *ConnRequest) QPAttr(s transport.QPState, ackTimeout uint8) (transport.QPAttr, transport.QPAttrMask, error) {
+	m := r.m
+	q := r.in.REQ()
+	mtu := transport.MTU(q.PathMTU())
+	if !mtu.Valid() {
+		return transport.QPAttr{}, 0, fmt.Errorf("cm: REQ with path MTU %d", q.PathMTU())
+	}
+	lep := transport.Endpoint{PSN: r.psn, GID: bth.GIDFromAddr(r.p.local), MTU: min(mtu, m.dev.ActiveMTU())}
+	p := ConnParams{ResponderResources: q.InitiatorDepth(), InitiatorDepth: q.ResponderResources(), ACKTimeout: ackTimeout}
+	pl := newPlan(lep, r.p.remote, q.LocalQPN(), q.StartingPSN(), lep.MTU, q.Primary().LocalACKTimeout(), p,
+		transport.RemoteRead|transport.RemoteWrite|transport.RemoteAtomic, q.RetryCount(), q.RNRRetryCount())
+	return pl.attr(m.dev, s)
 }
 
 // Reject answers the request with a REJ, reason 28 (consumer defined, as
