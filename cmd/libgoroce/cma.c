@@ -788,16 +788,15 @@ EXPORT void rdma_free_devices(struct ibv_context **list)
  * 0 and port 1, and for a connected service the remote access the
  * connection grants (none before a request or connection; REMOTE_WRITE,
  * with READ and ATOMIC when the request asked for responder resources),
- * for UD the Q_Key. RTR and RTS of a connection: what goroce's CM gave
- * the connection's QP (path, remote QPN, PSNs, timers, RDMA read
- * depths), read back from it once the CM has moved it. Before that (a
- * request not accepted yet, a connection under way) EINVAL: goroce's CM
- * moves the connection's QP itself when it accepts or connects, so it
- * has no path and PSNs to give a QP the program moves. */
+ * for UD the Q_Key. RTR and RTS (path, remote QPN, PSNs, timers, RDMA
+ * READ depths): what goroce's CM gives the connection's QP, for the id's
+ * own QP and an external one alike (goroce_cm_qp_attr), from a request
+ * not yet accepted on (rdma-core's external QP test moves its QP before
+ * rdma_accept), on the active side from the REP on (CONNECT_RESPONSE);
+ * before that EINVAL, as the kernel's answer to an id in REQ_SENT. */
 EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *attr, int *mask)
 {
-	struct ibv_qp_attr q;
-	struct ibv_qp_init_attr qi;
+	struct gq_qp_attr q;
 	enum ibv_qp_state want;
 	int conn = 0, rr = 0;
 
@@ -823,46 +822,30 @@ EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *attr, in
 		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
 		return 0;
 	case IBV_QPS_RTR:
-	case IBV_QPS_RTS:
-		if (conn != 2 || !id->qp)
-			FAIL(EINVAL, -1);
-		if (ibv_query_qp(id->qp, &q, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN |
-				 IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC, &qi))
-			return -1;
-		if (want == IBV_QPS_RTR) {
-			attr->ah_attr = q.ah_attr;
-			attr->path_mtu = q.path_mtu;
-			attr->dest_qp_num = q.dest_qp_num;
-			attr->rq_psn = q.rq_psn;
-			attr->max_dest_rd_atomic = q.max_dest_rd_atomic;
-			attr->min_rnr_timer = q.min_rnr_timer;
-			*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-		} else {
-			attr->sq_psn = q.sq_psn;
-			attr->timeout = q.timeout;
-			attr->retry_cnt = q.retry_cnt;
-			attr->rnr_retry = q.rnr_retry;
-			attr->max_rd_atomic = q.max_rd_atomic;
-			*mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				IBV_QP_MAX_QP_RD_ATOMIC;
-		}
+	case IBV_QPS_RTS: {
+		int rc = goroce_cm_qp_attr(IDH(id), want, &q, mask);
+
+		if (rc)
+			FAIL(rc, -1);
+		gq_ibv_qp_attr(&q, attr);
+		attr->qp_state = want;
 		return 0;
+	}
 	default:
 		FAIL(EINVAL, -1);
 	}
 }
 
-/* rdma_establish completes a connection whose REP the program answered
- * with a QP of its own (CONNECT_RESPONSE). librdmacm refuses it for an id
- * with the CM's QP (EINVAL); goroce's CM connects only ids with a QP
- * (rdma_connect without one is EINVAL), so no connection ever waits for
- * it here: EINVAL in every case, as librdmacm answers an id in no such
- * state. */
+/* rdma_establish completes an external QP's connection (the id has no
+ * QP: rdma_connect announced conn_param->qp_num) once its REP came
+ * (CONNECT_RESPONSE) and the program moved its QP to RTS: it sends the
+ * RTU, and the passive side is established. An id with a QP of its own,
+ * or no connection waiting for it, is EINVAL, as librdmacm answers. */
 EXPORT int rdma_establish(struct rdma_cm_id *id)
 {
-	FAIL(EINVAL, -1);
+	if (!id || id->qp)
+		FAIL(EINVAL, -1);
+	RET(goroce_cm_establish(IDH(id)));
 }
 
 /* What goroce's CM does not do: multicast. */

@@ -8,8 +8,10 @@ package main
 // answers with rdma_accept (after rdma_create_qp on it) or rdma_reject.
 // The connections' own events (ESTABLISHED, REJECTED, UNREACHABLE,
 // CONNECT_ERROR, DISCONNECTED, TIMEWAIT_EXIT) come from the manager's
-// Events and find their cm_id by the connection's QP, which the program
-// made before rdma_connect or rdma_accept.
+// Events and find their cm_id by the connection's QP number: the id's QP,
+// which the program made before rdma_connect or rdma_accept, or the
+// external QP its conn_param->qp_num names (an id with no QP, whose QP
+// the program moves itself through rdma_init_qp_attr).
 
 /*
 #include <stdlib.h>
@@ -47,8 +49,8 @@ type cmDev struct {
 	m    *cm.Manager
 	err  error
 
-	mu   sync.Mutex
-	byQP map[*transport.QP]*cmID // the cm_id of each connection's QP
+	mu    sync.Mutex
+	byQPN map[uint32]*cmID // the cm_id of each connection's QP number
 }
 
 var cmDevs []*cmDev // set once by goroce_cm_init
@@ -64,7 +66,7 @@ var cmListening struct {
 //export goroce_cm_init
 func goroce_cm_init(n C.int, hs *C.uintptr_t) {
 	for i, h := range unsafe.Slice(hs, n) {
-		cmDevs = append(cmDevs, &cmDev{index: i, ctx: handle[*devctx](h), byQP: map[*transport.QP]*cmID{}})
+		cmDevs = append(cmDevs, &cmDev{index: i, ctx: handle[*devctx](h), byQPN: map[uint32]*cmID{}})
 	}
 	cmListening.ids = map[*cmID]bool{}
 	endpoint.SetCMIDs(listeningIDs)
@@ -110,7 +112,7 @@ func (d *cmDev) manager() (*cm.Manager, error) {
 func (d *cmDev) forward(m *cm.Manager) {
 	for e := range m.Events() {
 		d.mu.Lock()
-		id := d.byQP[e.Conn.QP()]
+		id := d.byQPN[e.Conn.QPN()]
 		d.mu.Unlock()
 		if id == nil {
 			continue // its cm_id is destroyed
@@ -144,6 +146,18 @@ func (d *cmDev) forward(m *cm.Manager) {
 			ev.typ = C.RDMA_CM_EVENT_DISCONNECTED
 		case cm.EventTimewaitExit:
 			ev.typ = C.RDMA_CM_EVENT_TIMEWAIT_EXIT
+		case cm.EventConnectResponse:
+			// An external QP's REP: the program moves its QP and calls
+			// rdma_establish (librdmacm hands the kernel's
+			// CONNECT_RESPONSE over as is to an id with no QP).
+			ev.typ = C.RDMA_CM_EVENT_CONNECT_RESPONSE
+			ev.rr, ev.depth = e.Conn.ResponderResources(), e.Conn.InitiatorDepth()
+			ev.priv = e.Conn.PrivateData()
+			id.mu.Lock()
+			if id.conn == nil {
+				id.conn = e.Conn // before Dial returns
+			}
+			id.mu.Unlock()
 		default:
 			continue
 		}
@@ -228,7 +242,7 @@ type cmID struct {
 	req        *cm.ConnRequest // a passive side's request (CONNECT_REQUEST)
 	sidr       *cm.SIDRRequest // a UD service's request
 	conn       *cm.Conn
-	q          *transport.QP // registered in dev.byQP
+	qpn        uint32 // its connection's QP's number, registered in dev.byQPN (0: none)
 	cancel     context.CancelFunc
 	ackTimeout uint8
 	gone       bool
@@ -269,7 +283,7 @@ func goroce_cm_destroy_id(h C.uintptr_t) {
 	id.mu.Lock()
 	id.gone = true
 	id.listenDevs = nil
-	ls, udls, req, sidr, conn, q, dev, cancel := id.listeners, id.udls, id.req, id.sidr, id.conn, id.q, id.dev, id.cancel
+	ls, udls, req, sidr, conn, qpn, dev, cancel := id.listeners, id.udls, id.req, id.sidr, id.conn, id.qpn, id.dev, id.cancel
 	id.mu.Unlock()
 	for _, l := range ls {
 		l.Close()
@@ -289,10 +303,10 @@ func goroce_cm_destroy_id(h C.uintptr_t) {
 	if cancel != nil {
 		cancel()
 	}
-	if q != nil {
+	if qpn != 0 {
 		dev.mu.Lock()
-		if dev.byQP[q] == id {
-			delete(dev.byQP, q)
+		if dev.byQPN[qpn] == id {
+			delete(dev.byQPN, qpn)
 		}
 		dev.mu.Unlock()
 	}
@@ -504,6 +518,54 @@ func goroce_cm_resolve_route(h C.uintptr_t) C.int {
 	return 0
 }
 
+// goroce_cm_qp_attr gives rdma_init_qp_attr the RTR or RTS attributes
+// of id's connection, for its own QP or an external one alike: what the
+// CM applies to a QP of its own (cm.Conn.QPAttr), or, for a request not
+// accepted yet, what the kernel's rdma_cm gives then (towards the
+// requester's QP and PSN, expecting the PSN the REP will carry:
+// cm.ConnRequest.QPAttr), so that a program moving its own QP agrees with
+// what the REQ and REP announce. No request or connection, or one still
+// waiting for the peer's REP, is EINVAL.
+//
+//export goroce_cm_qp_attr
+func goroce_cm_qp_attr(h C.uintptr_t, state C.int, out *C.struct_gq_qp_attr, mask *C.int) C.int {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	c, req, ackTO := id.conn, id.req, id.ackTimeout
+	id.mu.Unlock()
+	var a transport.QPAttr
+	var m transport.QPAttrMask
+	err := error(syscall.EINVAL)
+	switch s := transport.QPState(state); {
+	case c != nil:
+		a, m, err = c.QPAttr(s)
+	case req != nil:
+		a, m, err = req.QPAttr(s, ackTO)
+	}
+	if err != nil {
+		return C.int(syscall.EINVAL)
+	}
+	*out, *mask = qpAttrC(a), C.int(m)
+	return 0
+}
+
+// goroce_cm_establish sends the RTU of an external QP's connection whose
+// REP came (CONNECT_RESPONSE), as librdmacm's rdma_establish: the
+// passive side is then established. An id with a QP of its own, or with
+// no connection waiting for it, is EINVAL, as librdmacm answers.
+//
+//export goroce_cm_establish
+func goroce_cm_establish(h C.uintptr_t) C.int {
+	id := handle[*cmID](h)
+	id.mu.Lock()
+	c := id.conn
+	id.mu.Unlock()
+	if c == nil || c.QP() != nil || c.Establish() != nil {
+		return C.int(syscall.EINVAL)
+	}
+	return 0
+}
+
 // goroce_cm_qp_info says what rdma_init_qp_attr can tell of id's
 // connection: conn 0 none, 1 a request not accepted yet, 2 a connection
 // (its QP moved by the CM); rr whether the request or connection has
@@ -668,12 +730,28 @@ func (id *cmID) params(p *C.struct_gq_conn) cm.ConnParams {
 	return cp
 }
 
-// own registers q as id's connection's QP, for the events.
-func (id *cmID) own(q *transport.QP) {
+// qpConfig is the QP id's connection is made with: the id's own (qph,
+// rdma_create_qp's), else the program's external QP that p's qp_num names,
+// as the kernel's rdma_cm takes conn_param->qp_num for an id with no QP
+// (rdma_connect, rdma_accept). Neither: EINVAL. The QP's number is
+// registered for the events. Called with id.mu held.
+func (id *cmID) qpConfig(qph C.uintptr_t, p *C.struct_gq_conn) (cm.QPConfig, C.int) {
+	var qc cm.QPConfig
+	switch {
+	case qph != 0:
+		q := handle[*qpair](qph)
+		qc = cm.QPConfig{PD: q.pd, QP: q.qp}
+		id.qpn = q.qp.QPN()
+	case p.given != 0 && p.qp_num != 0:
+		qc = cm.QPConfig{ExternalQPN: uint32(p.qp_num)}
+		id.qpn = qc.ExternalQPN
+	default:
+		return qc, C.int(syscall.EINVAL)
+	}
 	id.dev.mu.Lock()
-	id.dev.byQP[q] = id
+	id.dev.byQPN[id.qpn] = id
 	id.dev.mu.Unlock()
-	id.q = q
+	return qc, 0
 }
 
 //export goroce_cm_connect
@@ -713,13 +791,12 @@ func goroce_cm_connect(h, qph C.uintptr_t, p *C.struct_gq_conn) C.int {
 		}()
 		return 0
 	}
-	if qph == 0 {
-		return C.int(syscall.EINVAL) // a QP of the program's own (conn_param qp_num): not here
+	qc, rc := id.qpConfig(qph, p)
+	if rc != 0 {
+		return rc
 	}
-	q := handle[*qpair](qph)
-	id.own(q.qp)
 	go func() {
-		c, err := m.Dial(ctx, local, remote, cm.QPConfig{PD: q.pd, QP: q.qp}, params)
+		c, err := m.Dial(ctx, local, remote, qc, params)
 		if err == nil {
 			id.mu.Lock()
 			id.conn = c
@@ -741,12 +818,14 @@ func goroce_cm_accept(h, qph C.uintptr_t, p *C.struct_gq_conn) C.int {
 		}
 		return errno(s.Accept(handle[*qpair](qph).qp, params.PrivateData))
 	}
-	if id.req == nil || qph == 0 {
+	if id.req == nil {
 		return C.int(syscall.EINVAL)
 	}
-	q := handle[*qpair](qph)
-	id.own(q.qp)
-	c, err := id.req.Accept(cm.QPConfig{PD: q.pd, QP: q.qp}, params)
+	qc, rc := id.qpConfig(qph, p)
+	if rc != 0 {
+		return rc
+	}
+	c, err := id.req.Accept(qc, params)
 	if err != nil {
 		return errno(err)
 	}

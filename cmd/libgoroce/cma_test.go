@@ -280,6 +280,9 @@ func TestRdmaServer(t *testing.T) {
 // devices of one process with the QPs and CQs the library makes,
 // rdma_init_qp_attr before, during and after it (each side's path the
 // other's QP and PSNs), rdma_establish's and rdma_get_request's EINVAL,
+// a connection of external QPs both sides (ibv_create_qp on id->pd,
+// moved by rdma_init_qp_attr, CONNECT_RESPONSE and rdma_establish, a
+// SEND each way, the QPs left in RTS by the disconnection),
 // RDMA_CM_EVENT_ADDR_ERROR (-ENODEV) for a destination off the devices,
 // ENETUNREACH for one with no route, and the same errors, and a REJ's
 // ECONNREFUSED, through synchronous ids (rdma_create_ep).
@@ -303,7 +306,7 @@ func TestCMACheck(t *testing.T) {
 	ip("-n", ns, "link", "set", "d1", "up")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmPort += 2
+	cmPort += 3 // the connections, the synchronous ids, the external QPs
 	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "env", "LD_PRELOAD="+lib, "GOROCE_NETDEV="+addrA+","+addrB,
 		bin, addrA, addrB, "198.51.100.2", "203.0.113.1", strconv.Itoa(cmPort)).CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("cma_check: ok")) {

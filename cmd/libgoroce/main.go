@@ -659,13 +659,26 @@ func goroce_query_qp(h C.uintptr_t, out *C.struct_gq_qp_attr, init *C.struct_gq_
 	if q.noRecv {
 		ia.Cap.MaxRecvWR = 0
 	}
-	*out = C.struct_gq_qp_attr{
+	*out = qpAttrC(a)
+	out.max_send_wr, out.max_recv_wr = C.uint32_t(ia.Cap.MaxSendWR), C.uint32_t(ia.Cap.MaxRecvWR)
+	out.max_send_sge, out.max_recv_sge = C.uint32_t(ia.Cap.MaxSendSGE), C.uint32_t(ia.Cap.MaxRecvSGE)
+	out.max_inline = C.uint32_t(ia.Cap.MaxInlineData)
+	init._type = C.uint32_t(ia.Type)
+	if ia.SigAll {
+		init.sq_sig_all = 1
+	}
+	init.max_send_wr, init.max_recv_wr = out.max_send_wr, out.max_recv_wr
+	init.max_send_sge, init.max_recv_sge = out.max_send_sge, out.max_recv_sge
+	init.max_inline = out.max_inline
+}
+
+// qpAttrC flattens a QP's attributes (not its capacities) for C, as
+// ibv_query_qp and rdma_init_qp_attr hand them over.
+func qpAttrC(a transport.QPAttr) C.struct_gq_qp_attr {
+	out := C.struct_gq_qp_attr{
 		state: C.uint32_t(a.State), cur_state: C.uint32_t(a.State), path_mtu: C.uint32_t(a.PathMTU),
 		qkey: C.uint32_t(a.QKey), rq_psn: C.uint32_t(a.RQPSN), sq_psn: C.uint32_t(a.SQPSN),
 		dest_qp_num: C.uint32_t(a.DestQPN), access: C.uint32_t(a.AccessFlags),
-		max_send_wr: C.uint32_t(ia.Cap.MaxSendWR), max_recv_wr: C.uint32_t(ia.Cap.MaxRecvWR),
-		max_send_sge: C.uint32_t(ia.Cap.MaxSendSGE), max_recv_sge: C.uint32_t(ia.Cap.MaxRecvSGE),
-		max_inline: C.uint32_t(ia.Cap.MaxInlineData),
 		flow_label: C.uint32_t(a.AH.FlowLabel), sgid_index: C.uint8_t(a.AH.SGIDIndex),
 		hop_limit: C.uint8_t(a.AH.HopLimit), traffic_class: C.uint8_t(a.AH.TrafficClass),
 		sl: C.uint8_t(a.AH.SL), port_num: 1, pkey_index: C.uint16_t(a.PKeyIndex),
@@ -680,13 +693,7 @@ func goroce_query_qp(h C.uintptr_t, out *C.struct_gq_qp_attr, init *C.struct_gq_
 		out.sq_draining = 1
 	}
 	copy(unsafe.Slice((*byte)(&out.dgid[0]), 16), a.AH.DGID[:])
-	init._type = C.uint32_t(ia.Type)
-	if ia.SigAll {
-		init.sq_sig_all = 1
-	}
-	init.max_send_wr, init.max_recv_wr = out.max_send_wr, out.max_recv_wr
-	init.max_send_sge, init.max_recv_sge = out.max_send_sge, out.max_recv_sge
-	init.max_inline = out.max_inline
+	return out
 }
 
 // sgl copies a C scatter/gather list into sges (qp copies it again when it

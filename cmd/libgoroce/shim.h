@@ -179,6 +179,9 @@ struct gq_qp_attr {
 	uint8_t min_rnr_timer, timeout, retry_cnt, rnr_retry;
 };
 
+/* gq_qp_attr into ibv_qp_attr (verbs.c). */
+void gq_ibv_qp_attr(const struct gq_qp_attr *a, struct ibv_qp_attr *attr);
+
 /* What a QP is created with: the CQs and the SRQ (0: none) by handle. */
 struct gq_qp_init {
 	uint32_t type, sq_sig_all;

@@ -985,6 +985,44 @@ EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 	RETERR(rc);
 }
 
+/* gq_ibv_qp_attr unflattens a QP's attributes (ibv_query_qp's, and
+ * rdma_init_qp_attr's in cma.c) into attr, which it clears first. */
+void gq_ibv_qp_attr(const struct gq_qp_attr *a, struct ibv_qp_attr *attr)
+{
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = attr->cur_qp_state = a->state;
+	attr->path_mtu = a->path_mtu;
+	attr->path_mig_state = IBV_MIG_MIGRATED;
+	attr->qkey = a->qkey;
+	attr->rq_psn = a->rq_psn;
+	attr->sq_psn = a->sq_psn;
+	attr->dest_qp_num = a->dest_qp_num;
+	attr->qp_access_flags = a->access;
+	attr->cap.max_send_wr = a->max_send_wr;
+	attr->cap.max_recv_wr = a->max_recv_wr;
+	attr->cap.max_send_sge = a->max_send_sge;
+	attr->cap.max_recv_sge = a->max_recv_sge;
+	attr->cap.max_inline_data = a->max_inline;
+	attr->ah_attr.is_global = 1;
+	memcpy(attr->ah_attr.grh.dgid.raw, a->dgid, 16);
+	attr->ah_attr.grh.flow_label = a->flow_label;
+	attr->ah_attr.grh.sgid_index = a->sgid_index;
+	attr->ah_attr.grh.hop_limit = a->hop_limit;
+	attr->ah_attr.grh.traffic_class = a->traffic_class;
+	attr->ah_attr.sl = a->sl;
+	attr->ah_attr.port_num = 1;
+	attr->pkey_index = a->pkey_index;
+	attr->en_sqd_async_notify = a->en_sqd_async_notify;
+	attr->sq_draining = a->sq_draining;
+	attr->max_rd_atomic = a->max_rd_atomic;
+	attr->max_dest_rd_atomic = a->max_dest_rd_atomic;
+	attr->min_rnr_timer = a->min_rnr_timer;
+	attr->port_num = 1;
+	attr->timeout = a->timeout;
+	attr->retry_cnt = a->retry_cnt;
+	attr->rnr_retry = a->rnr_retry;
+}
+
 EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 			struct ibv_qp_init_attr *init)
 {
@@ -992,39 +1030,8 @@ EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 	struct gq_qp_init in;
 
 	goroce_query_qp(((struct gq_qp *)qp)->h, &a, &in);
-	memset(attr, 0, sizeof(*attr));
+	gq_ibv_qp_attr(&a, attr);
 	memset(init, 0, sizeof(*init));
-	attr->qp_state = attr->cur_qp_state = a.state;
-	attr->path_mtu = a.path_mtu;
-	attr->path_mig_state = IBV_MIG_MIGRATED;
-	attr->qkey = a.qkey;
-	attr->rq_psn = a.rq_psn;
-	attr->sq_psn = a.sq_psn;
-	attr->dest_qp_num = a.dest_qp_num;
-	attr->qp_access_flags = a.access;
-	attr->cap.max_send_wr = a.max_send_wr;
-	attr->cap.max_recv_wr = a.max_recv_wr;
-	attr->cap.max_send_sge = a.max_send_sge;
-	attr->cap.max_recv_sge = a.max_recv_sge;
-	attr->cap.max_inline_data = a.max_inline;
-	attr->ah_attr.is_global = 1;
-	memcpy(attr->ah_attr.grh.dgid.raw, a.dgid, 16);
-	attr->ah_attr.grh.flow_label = a.flow_label;
-	attr->ah_attr.grh.sgid_index = a.sgid_index;
-	attr->ah_attr.grh.hop_limit = a.hop_limit;
-	attr->ah_attr.grh.traffic_class = a.traffic_class;
-	attr->ah_attr.sl = a.sl;
-	attr->ah_attr.port_num = 1;
-	attr->pkey_index = a.pkey_index;
-	attr->en_sqd_async_notify = a.en_sqd_async_notify;
-	attr->sq_draining = a.sq_draining;
-	attr->max_rd_atomic = a.max_rd_atomic;
-	attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
-	attr->min_rnr_timer = a.min_rnr_timer;
-	attr->port_num = 1;
-	attr->timeout = a.timeout;
-	attr->retry_cnt = a.retry_cnt;
-	attr->rnr_retry = a.rnr_retry;
 	init->qp_context = qp->qp_context;
 	init->send_cq = qp->send_cq;
 	init->recv_cq = qp->recv_cq;

@@ -9,11 +9,20 @@
  *     rdma_post_send's inline data (lkey 0) and rdma_get_*_comp;
  *   - rdma_init_qp_attr: INIT before any connection (no remote access)
  *     and on a request asking for responder resources (WRITE, READ,
- *     ATOMIC), RTR and RTS refused (EINVAL) before the connection and,
- *     after, the connection's path: each side's remote QPN is the other's
- *     QP and each side's send PSN the other's receive PSN;
+ *     ATOMIC), RTR and RTS refused (EINVAL) before the REQ, given for a
+ *     request before it is accepted (the same as the connection's after)
+ *     and, after, the connection's path: each side's remote QPN is the
+ *     other's QP and each side's send PSN the other's receive PSN;
  *   - rdma_establish on an id with a QP (EINVAL), rdma_get_request on an
  *     id with a channel (EINVAL);
+ *   - an external QP's connection, both sides (ids with no QP, as
+ *     rdma-core's test_rdmacm_async_traffic_external_qp): each side makes
+ *     its QP with ibv_create_qp on id->pd and moves it by
+ *     rdma_init_qp_attr, the passive side before rdma_accept, the active
+ *     side after RDMA_CM_EVENT_CONNECT_RESPONSE (the REP's private data,
+ *     the passive side not established yet), then rdma_establish; a SEND
+ *     each way through the programs' QPs and CQs, and the disconnection
+ *     leaves the QPs in RTS (the CM moves only an id's own QP);
  *   - address errors: a destination routed over an interface no device
  *     is on is RDMA_CM_EVENT_ADDR_ERROR with status -ENODEV, one with no
  *     route fails at once with ENETUNREACH;
@@ -209,6 +218,171 @@ static void loopback(struct rdma_event_channel *ch, const char *addr, int port)
 	rdma_destroy_id(ll);
 }
 
+/* An external QP: one the program makes with ibv_create_qp on id->pd,
+ * with a CQ of its own, and moves itself. */
+struct ext {
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	char buf[64];
+};
+
+static void ext_make(struct rdma_cm_id *id, struct ext *x)
+{
+	struct ibv_qp_init_attr qa = {0};
+
+	CHECK(id->pd, "no id->pd for the external QP");
+	x->cq = ibv_create_cq(id->verbs, 8, NULL, NULL, 0);
+	CHECK(x->cq, "ibv_create_cq: %s", strerror(errno));
+	qa.qp_type = IBV_QPT_RC;
+	qa.send_cq = qa.recv_cq = x->cq;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.sq_sig_all = 1;
+	x->qp = ibv_create_qp(id->pd, &qa);
+	CHECK(x->qp, "ibv_create_qp: %s", strerror(errno));
+	x->mr = ibv_reg_mr(id->pd, x->buf, sizeof(x->buf), IBV_ACCESS_LOCAL_WRITE);
+	CHECK(x->mr, "ibv_reg_mr: %s", strerror(errno));
+}
+
+/* ext_rts moves x's QP to RTS by rdma_init_qp_attr, as rdma-core's
+ * modify_ext_qp_to_rts. */
+static void ext_rts(struct rdma_cm_id *id, struct ext *x)
+{
+	static const enum ibv_qp_state states[] = {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS};
+	static const int masks[] = {INIT_MASK, RTR_MASK, RTS_MASK};
+	struct ibv_qp_attr a;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		qp_attr(id, states[i], &a, masks[i]);
+		CHECK(!ibv_modify_qp(x->qp, &a, masks[i]), "ibv_modify_qp to %d by rdma_init_qp_attr: %s", states[i],
+		      strerror(errno));
+	}
+}
+
+static enum ibv_qp_state ext_state(struct ext *x)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+
+	CHECK(!ibv_query_qp(x->qp, &a, IBV_QP_STATE, &ia), "ibv_query_qp: %s", strerror(errno));
+	return a.qp_state;
+}
+
+static void ext_poll(struct ext *x, const char *what)
+{
+	struct ibv_wc wc;
+	int i, n = 0;
+
+	for (i = 0; i < 2000000 && !n; i++)
+		n = ibv_poll_cq(x->cq, 1, &wc);
+	CHECK(n == 1 && wc.status == IBV_WC_SUCCESS, "%s: %d completions, status %s", what, n,
+	      n == 1 ? ibv_wc_status_str(wc.status) : "-");
+}
+
+/* ext_send SENDs msg from a's QP to b's (b's receive posted first). */
+static void ext_send(struct ext *a, struct ext *b, const char *msg)
+{
+	struct ibv_sge rs = {.addr = (uintptr_t)b->buf, .length = sizeof(b->buf), .lkey = b->mr->lkey};
+	struct ibv_sge ss = {.addr = (uintptr_t)a->buf, .length = strlen(msg) + 1, .lkey = a->mr->lkey};
+	struct ibv_recv_wr rw = {.wr_id = 1, .sg_list = &rs, .num_sge = 1}, *bad_r;
+	struct ibv_send_wr sw = {.wr_id = 2, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND}, *bad_s;
+
+	memset(b->buf, 0, sizeof(b->buf));
+	snprintf(a->buf, sizeof(a->buf), "%s", msg);
+	CHECK(!ibv_post_recv(b->qp, &rw, &bad_r), "ibv_post_recv: %s", strerror(errno));
+	CHECK(!ibv_post_send(a->qp, &sw, &bad_s), "ibv_post_send: %s", strerror(errno));
+	ext_poll(a, "send completion");
+	ext_poll(b, "receive completion");
+	CHECK(!strcmp(b->buf, msg), "received \"%s\", want \"%s\"", b->buf, msg);
+}
+
+static void ext_free(struct ext *x)
+{
+	ibv_dereg_mr(x->mr);
+	ibv_destroy_qp(x->qp);
+	ibv_destroy_cq(x->cq);
+}
+
+/* external connects a QP of the program's each side: ids with no QP,
+ * conn_param->qp_num naming the programs' QPs. */
+static void external(struct rdma_event_channel *ch, struct sockaddr_storage *a0, struct sockaddr_storage *a1,
+		     int port)
+{
+	struct sockaddr_storage l = *a0;
+	struct rdma_cm_id *lid, *cid, *sid;
+	struct rdma_conn_param cp = {0}, sp = {0};
+	struct rdma_cm_event *e;
+	struct ext c, s;
+	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+	int i;
+
+	if (l.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&l)->sin6_port = htons(port);
+	else
+		((struct sockaddr_in *)&l)->sin_port = htons(port);
+	CHECK(!rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP), "rdma_create_id: %s", strerror(errno));
+	CHECK(!rdma_bind_addr(lid, (struct sockaddr *)&l), "rdma_bind_addr: %s", strerror(errno));
+	CHECK(!rdma_listen(lid, 0), "rdma_listen: %s", strerror(errno));
+	CHECK(!rdma_create_id(ch, &cid, NULL, RDMA_PS_TCP), "rdma_create_id: %s", strerror(errno));
+	CHECK(!rdma_resolve_addr(cid, (struct sockaddr *)a1, (struct sockaddr *)&l, 2000), "rdma_resolve_addr: %s",
+	      strerror(errno));
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, cid, 0));
+	CHECK(!rdma_resolve_route(cid, 2000), "rdma_resolve_route: %s", strerror(errno));
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, cid, 0));
+	ext_make(cid, &c);
+	cp.qp_num = c.qp->qp_num;
+	cp.responder_resources = cp.initiator_depth = 1;
+	cp.retry_count = cp.rnr_retry_count = 7;
+	CHECK(!rdma_connect(cid, &cp), "rdma_connect with an external QP: %s", strerror(errno));
+	refused_attr(cid, IBV_QPS_RTR, "before the REP");
+
+	/* The passive side moves its QP before it accepts. */
+	e = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL, 0);
+	sid = e->id;
+	rdma_ack_cm_event(e);
+	ext_make(sid, &s);
+	ext_rts(sid, &s);
+	sp = cp;
+	sp.qp_num = s.qp->qp_num;
+	sp.private_data = "external rep";
+	sp.private_data_len = sizeof("external rep");
+	CHECK(!rdma_accept(sid, &sp), "rdma_accept with an external QP: %s", strerror(errno));
+
+	/* The active side: CONNECT_RESPONSE, no RTU yet. */
+	e = expect(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, cid, 0);
+	CHECK(e->param.conn.private_data && !strcmp(e->param.conn.private_data, "external rep"),
+	      "CONNECT_RESPONSE without the REP's private data");
+	rdma_ack_cm_event(e);
+	CHECK(poll(&p, 1, 200) == 0, "an event before rdma_establish sent the RTU");
+	CHECK(ext_state(&c) == IBV_QPS_RESET, "the CM moved the active side's external QP");
+	ext_rts(cid, &c);
+	CHECK(!rdma_establish(cid), "rdma_establish: %s", strerror(errno));
+	CHECK(rdma_establish(cid) == -1 && errno == EINVAL, "a second rdma_establish: want EINVAL, got %s",
+	      strerror(errno));
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED, sid, 0));
+
+	ext_send(&c, &s, "ping through the programs' QPs");
+	ext_send(&s, &c, "pong");
+
+	CHECK(!rdma_disconnect(cid), "rdma_disconnect: %s", strerror(errno));
+	for (i = 0; i < 2; i++) {
+		e = next(ch, "DISCONNECTED");
+		CHECK(e->event == RDMA_CM_EVENT_DISCONNECTED && (e->id == cid || e->id == sid),
+		      "got %s waiting for DISCONNECTED", rdma_event_str(e->event));
+		rdma_ack_cm_event(e);
+	}
+	CHECK(ext_state(&c) == IBV_QPS_RTS && ext_state(&s) == IBV_QPS_RTS,
+	      "after the disconnection the external QPs are in %d and %d: the CM moved them", ext_state(&c),
+	      ext_state(&s));
+	rdma_destroy_id(cid);
+	rdma_destroy_id(sid);
+	rdma_destroy_id(lid);
+	ext_free(&c);
+	ext_free(&s);
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_storage a0, a1, off, unroutable;
@@ -216,7 +390,7 @@ int main(int argc, char **argv)
 	struct rdma_cm_id *lid, *cid, *sid = NULL, *eid, *x;
 	struct rdma_conn_param cp = {0};
 	struct rdma_cm_event *e;
-	struct ibv_qp_attr c_rtr, c_rts, s_rtr, s_rts, a;
+	struct ibv_qp_attr c_rtr, c_rts, s_rtr, s_rts, pre_rtr, a;
 	struct rdma_addrinfo hints = {0}, *res;
 	char portstr[16];
 	int port, est = 0;
@@ -272,7 +446,8 @@ int main(int argc, char **argv)
 	CHECK(!rdma_connect(cid, &cp), "rdma_connect: %s", strerror(errno));
 
 	/* The request: INIT grants WRITE, READ and ATOMIC (responder
-	 * resources asked); RTR refused until accepted. */
+	 * resources asked); RTR given already, as the kernel's rdma_cm
+	 * gives it for a request (towards the requester's QP). */
 	e = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL, 0);
 	sid = e->id;
 	CHECK(e->listen_id == lid, "CONNECT_REQUEST: listen_id is not the listener");
@@ -283,7 +458,7 @@ int main(int argc, char **argv)
 	qp_attr(sid, IBV_QPS_INIT, &a, INIT_MASK);
 	CHECK(a.qp_access_flags == (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC),
 	      "INIT of a request with responder resources: access %#x", a.qp_access_flags);
-	refused_attr(sid, IBV_QPS_RTR, "before the accept");
+	qp_attr(sid, IBV_QPS_RTR, &pre_rtr, RTR_MASK);
 	make_qp(sid);
 	CHECK(!rdma_accept(sid, &cp), "rdma_accept: %s", strerror(errno));
 	while (est < 2) {
@@ -315,6 +490,10 @@ int main(int argc, char **argv)
 	      s_rtr.max_dest_rd_atomic);
 	CHECK(c_rts.retry_cnt == 7 && c_rts.rnr_retry == 7, "retry counts %d and %d, want 7 and 7",
 	      c_rts.retry_cnt, c_rts.rnr_retry);
+	CHECK(pre_rtr.dest_qp_num == s_rtr.dest_qp_num && pre_rtr.rq_psn == s_rtr.rq_psn &&
+		      pre_rtr.path_mtu == s_rtr.path_mtu,
+	      "the request's RTR (QPN %#x, PSN %#x, MTU %d) is not the connection's (%#x, %#x, %d)",
+	      pre_rtr.dest_qp_num, pre_rtr.rq_psn, pre_rtr.path_mtu, s_rtr.dest_qp_num, s_rtr.rq_psn, s_rtr.path_mtu);
 	send_one(cid, sid, "ping through the CM's CQs");
 	send_one(sid, cid, "pong");
 
@@ -331,6 +510,8 @@ int main(int argc, char **argv)
 	rdma_destroy_id(cid);
 	rdma_destroy_id(sid);
 	rdma_destroy_id(lid);
+
+	external(ch, &a0, &a1, port + 2);
 
 	/* Address errors. */
 	CHECK(!rdma_create_id(ch, &eid, NULL, RDMA_PS_TCP), "rdma_create_id: %s", strerror(errno));
