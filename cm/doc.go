@@ -23,6 +23,12 @@
 // connections, as an rdma_cm event channel: ESTABLISHED, REJECTED (with
 // the reason), UNREACHABLE, CONNECT_ERROR, DISCONNECTED, TIMEWAIT_EXIT.
 //
+// A connection may instead name a QP the program keeps and moves itself
+// (QPConfig.ExternalQPN), as librdmacm connects an id with no QP: the CM
+// announces it and touches it never; QPAttr gives the attributes that
+// bring it to RTS in agreement with the REQ and REP, Dial returns at the
+// REP (CONNECT_RESPONSE) and Conn.Establish sends the RTU.
+//
 // RC connections may also be made in the IB port space (RDMA_PS_IB,
 // 0x013f: ListenConfig.PortSpace, ConnParams.PortSpace), and UD services
 // resolved in the IPoIB and IB spaces (ListenUDIn, ResolveUDIn), as

@@ -567,8 +567,8 @@ func goroce_cm_establish(h C.uintptr_t) C.int {
 }
 
 // goroce_cm_qp_info says what rdma_init_qp_attr can tell of id's
-// connection: conn 0 none, 1 a request not accepted yet, 2 a connection
-// (its QP moved by the CM); rr whether the request or connection has
+// connection for INIT: conn 0 none, 1 a request not accepted yet, 2 a
+// connection; rr whether the request or connection has
 // responder resources (RDMA READ and atomics granted).
 //
 //export goroce_cm_qp_info
