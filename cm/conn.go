@@ -250,7 +250,8 @@ func (c *Conn) QPAttr(s transport.QPState) (transport.QPAttr, transport.QPAttrMa
 // until the peer's DREP, and Done is closed when it arrives or the retries
 // run out. Closing a connection that ended already does nothing. The QP
 // stays the caller's to destroy (Device.DestroyQP) once it has polled
-// what it needs.
+// what it needs; an external QP is left as it is. An external QP's
+// connection still waiting for Establish is withdrawn with a REJ.
 func (c *Conn) Close() error {
 	m := c.m
 	m.mu.Lock()

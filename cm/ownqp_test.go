@@ -258,4 +258,15 @@ func TestExternalQPAttr(t *testing.T) {
 		t.Error("attributes for SQD: no error")
 	}
 	ca.Close() // never established: a REJ withdraws the REP
+	select {
+	case e := <-mb.Events():
+		if e.Type != EventRejected || e.Conn != cb {
+			t.Errorf("passive side's event after Close before Establish: %v, want REJECTED", e)
+		}
+	case <-ctx10(t).Done():
+		t.Error("no event on the passive side after Close before Establish")
+	}
+	if err := ca.Establish(); err != ErrState {
+		t.Errorf("Establish after Close: %v, want ErrState", err)
+	}
 }
