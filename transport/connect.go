@@ -175,8 +175,8 @@ func (d *Device) Connect(q *QP, local, remote Endpoint, o ConnectOptions) error 
 
 // ConnectStep is one Modify of Connect: the attributes and their mask.
 type ConnectStep struct {
-	Attr QPAttr
-	Mask QPAttrMask
+	Attr QPAttr     // the state the step moves to and its attributes
+	Mask QPAttrMask // which of Attr's fields the step sets
 }
 
 // ConnectSteps returns the three Modify calls (INIT, RTR, RTS) by which
