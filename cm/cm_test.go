@@ -244,3 +244,20 @@ func TestACKTimeout(t *testing.T) {
 		l.Close()
 	}
 }
+
+// deferPair makes two nodes, a (192.0.2.1) and b (192.0.2.2), on one
+// in-memory net, a manager on each, and on b's port 7471 a listener whose
+// requests wait for the test's Accept or Reject, as a program's
+// rdma_accept answers them.
+func deferPair(t *testing.T) (a, b *node, ma, mb *Manager, l *Listener) {
+	t.Helper()
+	net := mem.NewNet(1)
+	a, b = memNode(t, net, "192.0.2.1", nil), memNode(t, net, "192.0.2.2", nil)
+	ma, mb = newManager(t, a, nil), newManager(t, b, nil)
+	l, err := mb.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7471), ListenConfig{DeferAccept: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return a, b, ma, mb, l
+}

@@ -91,14 +91,7 @@ func TestDialOwnQP(t *testing.T) {
 // crosses each way; the disconnection leaves both QPs where the programs
 // put them.
 func TestExternalQP(t *testing.T) {
-	net := mem.NewNet(1)
-	a, b := memNode(t, net, "192.0.2.1", nil), memNode(t, net, "192.0.2.2", nil)
-	ma, mb := newManager(t, a, nil), newManager(t, b, nil)
-	l, err := mb.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7471), ListenConfig{DeferAccept: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	a, b, ma, mb, l := deferPair(t)
 	newQP := func(n *node) *transport.QP {
 		init := n.qpConfig().Init
 		init.Type = transport.RC
@@ -190,14 +183,7 @@ func TestExternalQP(t *testing.T) {
 // peer's QP, its RTS sends from the peer's PSN; the request's attributes
 // before Accept are those of the accepted connection.
 func TestExternalQPAttr(t *testing.T) {
-	net := mem.NewNet(1)
-	a, b := memNode(t, net, "192.0.2.1", nil), memNode(t, net, "192.0.2.2", nil)
-	ma, mb := newManager(t, a, nil), newManager(t, b, nil)
-	l, err := mb.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7471), ListenConfig{DeferAccept: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	a, b, ma, mb, l := deferPair(t)
 	type attrs struct{ rtr, rts transport.QPAttr }
 	get := func(f func(transport.QPState) (transport.QPAttr, transport.QPAttrMask, error)) attrs {
 		t.Helper()

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/mad"
-	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -20,14 +19,7 @@ import (
 // program's private data; a request still held when the listener closes
 // is rejected the same way; a request answered twice is refused.
 func TestDeferAccept(t *testing.T) {
-	net := mem.NewNet(1)
-	a, b := memNode(t, net, "192.0.2.1", nil), memNode(t, net, "192.0.2.2", nil)
-	ma, mb := newManager(t, a, nil), newManager(t, b, nil)
-	l, err := mb.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), 7471), ListenConfig{DeferAccept: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	a, b, ma, mb, l := deferPair(t)
 	raddr := netip.AddrPortFrom(b.addr, 7471)
 
 	type dialed struct {
