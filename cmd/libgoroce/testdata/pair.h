@@ -67,7 +67,11 @@ static void to_init(struct ibv_qp *qp)
 	      "modify INIT");
 }
 
-static void to_rts(struct ibv_qp *qp, uint32_t dqpn, union ibv_gid dgid)
+/* to_rts_from moves qp from INIT to RTS towards dqpn at dgid, sending
+ * from the GID at sgid_index, PSNs 100 both ways; min_rnr_timer is the
+ * RNR NAK's timer it asks of its requesters. */
+static void to_rts_from(struct ibv_qp *qp, uint32_t dqpn, union ibv_gid dgid, uint8_t sgid_index,
+			uint8_t min_rnr_timer)
 {
 	struct ibv_qp_attr a = {0};
 
@@ -76,10 +80,10 @@ static void to_rts(struct ibv_qp *qp, uint32_t dqpn, union ibv_gid dgid)
 	a.dest_qp_num = dqpn;
 	a.rq_psn = 100;
 	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
+	a.min_rnr_timer = min_rnr_timer;
 	a.ah_attr.is_global = 1;
 	a.ah_attr.grh.dgid = dgid;
-	a.ah_attr.grh.sgid_index = 1;
+	a.ah_attr.grh.sgid_index = sgid_index;
 	a.ah_attr.grh.hop_limit = 1;
 	a.ah_attr.port_num = 1;
 	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
@@ -94,6 +98,12 @@ static void to_rts(struct ibv_qp *qp, uint32_t dqpn, union ibv_gid dgid)
 	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
 	      "modify RTS");
+}
+
+/* to_rts: from the device's GID 1, the requesters' RNR timer 0.64 ms. */
+static void to_rts(struct ibv_qp *qp, uint32_t dqpn, union ibv_gid dgid)
+{
+	to_rts_from(qp, dqpn, dgid, 1, 12);
 }
 
 /* connect makes a fresh RC QP on each side (destroying the old ones) and

@@ -52,34 +52,8 @@ static void connect_gid(int idx)
 		CHECK(s[i]->qp, "create_qp: %s", strerror(errno));
 		to_init(s[i]->qp);
 	}
-	for (int i = 0; i < 2; i++) {
-		struct ibv_qp_attr a = {0};
-		struct side *p = s[1 - i];
-
-		a.qp_state = IBV_QPS_RTR;
-		a.path_mtu = IBV_MTU_1024;
-		a.dest_qp_num = p->qp->qp_num;
-		a.rq_psn = 100;
-		a.max_dest_rd_atomic = 4;
-		a.min_rnr_timer = 1;
-		a.ah_attr.is_global = 1;
-		a.ah_attr.grh.dgid = i == 0 ? gb : ga;
-		a.ah_attr.grh.sgid_index = idx;
-		a.ah_attr.grh.hop_limit = 1;
-		a.ah_attr.port_num = 1;
-		CHECK(!ibv_modify_qp(s[i]->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-		      "modify RTR");
-		a.qp_state = IBV_QPS_RTS;
-		a.sq_psn = 100;
-		a.timeout = 14;
-		a.retry_cnt = 7;
-		a.rnr_retry = 7;
-		a.max_rd_atomic = 4;
-		CHECK(!ibv_modify_qp(s[i]->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
-		      "modify RTS");
-	}
+	to_rts_from(A.qp, B.qp->qp_num, gb, idx, 1);
+	to_rts_from(B.qp, A.qp->qp_num, ga, idx, 1);
 }
 
 static void post_recv(struct side *s, char *buf, struct ibv_mr *mr, uint64_t slot)
