@@ -124,21 +124,7 @@ func TestServeShared(t *testing.T) {
 		clients[i] = startRoced(t, ctx, "", "rc_pingpong", "-g", "1", "-d", cAddr, "-p", port, "-n", "20000", "-s", "4096", "-c", sAddr)
 	}
 	// Kill server 0 once its client has sent a thousand packets.
-	pollUntil(t, ctx, "client 0 to get going", clients[0], func() bool {
-		r, err := endpoint.AllStats(clients[0].cmd.Process.Pid)
-		return err == nil && sent(r) > 1000
-	})
-	servers[0].cmd.Process.Signal(syscall.SIGKILL)
-	if err := clients[0].wait(t); err == nil {
-		t.Fatalf("client 0 finished though its server was killed:\n%s", clients[0].out.String())
-	}
-	for i := 1; i < 3; i++ {
-		for _, p := range []*proc{servers[i], clients[i]} {
-			if err := p.wait(t); err != nil || !strings.Contains(p.out.String(), "20000 iters in") {
-				t.Fatalf("pair %d: %v\n%s", i, err, p.out.String())
-			}
-		}
-	}
+	killMidTransfer(t, ctx, servers[:], clients[:])
 	srv.cmd.Process.Signal(syscall.SIGTERM)
 	if err := srv.wait(t); err != nil {
 		t.Fatalf("roced serve: %v\n%s", err, srv.out.String())
@@ -385,8 +371,21 @@ func TestServeAuto(t *testing.T) {
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("no auto server's socket: %v", err)
 	}
-	// Kill the owner of the servers' address once its client has sent a
-	// thousand packets.
+	// Kill the owner of the servers' address (server 0) once its client
+	// has sent a thousand packets.
+	killMidTransfer(t, ctx, servers[:], clients[:])
+	// Its members gone, the auto server ends and removes its socket.
+	pollUntil(t, ctx, "the auto server to end", nil, func() bool {
+		_, err := os.Stat(path)
+		return os.IsNotExist(err)
+	})
+}
+
+// killMidTransfer kills servers[0] with SIGKILL once clients[0] has sent a
+// thousand packets, and holds the pairs to the outcome: client 0 fails,
+// every other pair finishes its 20000 iterations.
+func killMidTransfer(t *testing.T, ctx context.Context, servers, clients []*proc) {
+	t.Helper()
 	pollUntil(t, ctx, "client 0 to get going", clients[0], func() bool {
 		r, err := endpoint.AllStats(clients[0].cmd.Process.Pid)
 		return err == nil && sent(r) > 1000
@@ -395,16 +394,11 @@ func TestServeAuto(t *testing.T) {
 	if err := clients[0].wait(t); err == nil {
 		t.Fatalf("client 0 finished though its server was killed:\n%s", clients[0].out.String())
 	}
-	for i := 1; i < 3; i++ {
+	for i := 1; i < len(servers); i++ {
 		for _, p := range []*proc{servers[i], clients[i]} {
 			if err := p.wait(t); err != nil || !strings.Contains(p.out.String(), "20000 iters in") {
 				t.Fatalf("pair %d: %v\n%s", i, err, p.out.String())
 			}
 		}
 	}
-	// Its members gone, the auto server ends and removes its socket.
-	pollUntil(t, ctx, "the auto server to end", nil, func() bool {
-		_, err := os.Stat(path)
-		return os.IsNotExist(err)
-	})
 }
