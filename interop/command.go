@@ -112,10 +112,7 @@ func Command(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "interop: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "interop: "+format+"\n", a...)
-		return 2
-	}
+	fail := failer(stderr)
 
 	if *peer == "lab-apps" {
 		return runApps(*labDir, *runRe, *libgoroce, *list, *jsonFile, stdout, stderr)
@@ -428,16 +425,10 @@ func Command(args []string, stdout, stderr io.Writer) int {
 // against the lab's guest.
 // The pair cases run pyverbs over libgoroce (empty: not run).
 func runVerbs(labDir, runRe, libgoroce string, list bool, jsonFile string, stdout, stderr io.Writer) int {
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "interop: "+format+"\n", a...)
-		return 2
-	}
-	var re *regexp.Regexp
-	if runRe != "" {
-		var err error
-		if re, err = regexp.Compile(runRe); err != nil {
-			return fail("-run: %v", err)
-		}
+	fail := failer(stderr)
+	re, err := compileRun(runRe)
+	if err != nil {
+		return fail("-run: %v", err)
 	}
 	if libgoroce != "" {
 		var err error
@@ -512,16 +503,10 @@ func report(rep stageReport, jsonFile string, stdout io.Writer, fail func(string
 // runApps is -peer lab-apps: RunApps, qperf and rdma-core's
 // test suite over libgoroce against the guest's on rxe0.
 func runApps(labDir, runRe, libgoroce string, list bool, jsonFile string, stdout, stderr io.Writer) int {
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "interop: "+format+"\n", a...)
-		return 2
-	}
-	var re *regexp.Regexp
-	if runRe != "" {
-		var err error
-		if re, err = regexp.Compile(runRe); err != nil {
-			return fail("-run: %v", err)
-		}
+	fail := failer(stderr)
+	re, err := compileRun(runRe)
+	if err != nil {
+		return fail("-run: %v", err)
 	}
 	if list {
 		for _, c := range AppsCases() {
@@ -544,4 +529,21 @@ func runApps(labDir, runRe, libgoroce string, list bool, jsonFile string, stdout
 	}
 	defer stop()
 	return report(RunApps(ctx, lab, AppsOptions{Run: re, Progress: stderr, Libgoroce: lib}), jsonFile, stdout, fail)
+}
+
+// failer returns the command's way to fail on bad input: one line on
+// stderr, exit status 2.
+func failer(stderr io.Writer) func(format string, a ...any) int {
+	return func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "interop: "+format+"\n", a...)
+		return 2
+	}
+}
+
+// compileRun compiles a -run pattern; the empty one is nil, every case.
+func compileRun(runRe string) (*regexp.Regexp, error) {
+	if runRe == "" {
+		return nil, nil
+	}
+	return regexp.Compile(runRe)
 }
