@@ -730,8 +730,11 @@ func newPlan(lep transport.Endpoint, remote netip.Addr, qpn, sendPSN uint32, mtu
 	if p.ACKTimeout != 0 {
 		ackTO = p.ACKTimeout
 	}
+	// The RNR NAK timer the responder asks for is the kernel CM's, code 0
+	// (655.36 ms): rdma-core's external-QP test sends before its peer has
+	// posted a receive, and five retries of 0.64 ms ran out under load.
 	pl.opts = transport.ConnectOptions{Access: access, Timeout: ackTO, RetryCnt: retry, RNRRetry: rnr,
-		MaxRdAtomic: p.InitiatorDepth, MaxDestRdAtomic: p.ResponderResources}
+		MinRNRTimer: transport.RNRTimer655ms, MaxRdAtomic: p.InitiatorDepth, MaxDestRdAtomic: p.ResponderResources}
 	return pl
 }
 

@@ -111,7 +111,7 @@ type ConnectOptions struct {
 	// RNRRetry is how often after an RNR NAK; 7 means without end (0: 7).
 	RNRRetry uint8
 	// MinRNRTimer is the RNR NAK timer code this side's responder asks
-	// for (IBA table 45; 0: 12, 0.64 ms).
+	// for (IBA table 45; 0: 12, 0.64 ms; RNRTimer655ms: code 0).
 	MinRNRTimer uint8
 	// MaxRdAtomic is how many READs and atomics this side keeps
 	// outstanding (0: MaxRdAtomic). A peer with fewer responder
@@ -122,6 +122,13 @@ type ConnectOptions struct {
 	MaxDestRdAtomic uint8
 }
 
+// RNRTimer655ms asks ConnectOptions for IBA table 45's code 0, the
+// longest RNR NAK timer (655.36 ms), which MinRNRTimer's zero value
+// cannot name. The kernel's CM gives an RC QP's RTR that code
+// (cm_init_qp_rtr_attr), so rdma_cm programs that post their receives
+// late still meet their sends.
+const RNRTimer655ms = 0x20
+
 func (o *ConnectOptions) defaults() {
 	def := func(v *uint8, d uint8) {
 		if *v == 0 {
@@ -131,7 +138,11 @@ func (o *ConnectOptions) defaults() {
 	def(&o.Timeout, 14)
 	def(&o.RetryCnt, 7)
 	def(&o.RNRRetry, 7)
-	def(&o.MinRNRTimer, 12)
+	if o.MinRNRTimer == RNRTimer655ms {
+		o.MinRNRTimer = 0
+	} else {
+		def(&o.MinRNRTimer, 12)
+	}
 	def(&o.MaxRdAtomic, MaxRdAtomic)
 	def(&o.MaxDestRdAtomic, MaxRdAtomic)
 	if o.QKey == 0 {
