@@ -114,17 +114,8 @@ func TestServeShared(t *testing.T) {
 	srv := startRoced(t, ctx, "roced serve: ready", "serve")
 	// Addresses of this test's own (other packages' tests use 127.0.0.x).
 	const sAddr, cAddr = "127.0.18.7", "127.0.18.8"
-	var servers, clients [3]*proc
-	for i := range servers {
-		port := fmt.Sprint(18711 + i)
-		servers[i] = startRoced(t, ctx, "", "rc_pingpong", "-g", "1", "-d", sAddr, "-p", port, "-n", "20000", "-s", "4096", "-c")
-		// The client waits for its server's TCP port, as rc_pingpong's
-		// retries do not: dial until it answers.
-		waitTCP(t, ctx, sAddr+":"+port)
-		clients[i] = startRoced(t, ctx, "", "rc_pingpong", "-g", "1", "-d", cAddr, "-p", port, "-n", "20000", "-s", "4096", "-c", sAddr)
-	}
-	// Kill server 0 once its client has sent a thousand packets.
-	killMidTransfer(t, ctx, servers[:], clients[:])
+	servers, clients := startPairs(t, ctx, sAddr, cAddr, 18711)
+	killMidTransfer(t, ctx, servers, clients)
 	srv.cmd.Process.Signal(syscall.SIGTERM)
 	if err := srv.wait(t); err != nil {
 		t.Fatalf("roced serve: %v\n%s", err, srv.out.String())
@@ -357,13 +348,7 @@ func TestServeAuto(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const sAddr, cAddr = "127.0.18.9", "127.0.18.10"
-	var servers, clients [3]*proc
-	for i := range servers {
-		port := fmt.Sprint(18721 + i)
-		servers[i] = startRoced(t, ctx, "", "rc_pingpong", "-g", "1", "-d", sAddr, "-p", port, "-n", "20000", "-s", "4096", "-c")
-		waitTCP(t, ctx, sAddr+":"+port)
-		clients[i] = startRoced(t, ctx, "", "rc_pingpong", "-g", "1", "-d", cAddr, "-p", port, "-n", "20000", "-s", "4096", "-c", sAddr)
-	}
+	servers, clients := startPairs(t, ctx, sAddr, cAddr, 18721)
 	path, err := endpoint.SharePath()
 	if err != nil {
 		t.Fatal(err)
@@ -371,9 +356,8 @@ func TestServeAuto(t *testing.T) {
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("no auto server's socket: %v", err)
 	}
-	// Kill the owner of the servers' address (server 0) once its client
-	// has sent a thousand packets.
-	killMidTransfer(t, ctx, servers[:], clients[:])
+	// Kill the owner of the servers' address (server 0) mid-transfer.
+	killMidTransfer(t, ctx, servers, clients)
 	// Its members gone, the auto server ends and removes its socket.
 	pollUntil(t, ctx, "the auto server to end", nil, func() bool {
 		_, err := os.Stat(path)
@@ -381,22 +365,62 @@ func TestServeAuto(t *testing.T) {
 	})
 }
 
-// killMidTransfer kills servers[0] with SIGKILL once clients[0] has sent a
-// thousand packets, and holds the pairs to the outcome: client 0 fails,
-// every other pair finishes its 20000 iterations.
+// pairIters is the iterations of the rc_pingpong pairs that must finish:
+// enough that they are still running when server 0 is killed (they wait
+// for it, see killMidTransfer), few enough that six processes relaying
+// through a share server end within the test's bound on a loaded CI host
+// (20000 took up to three minutes there).
+const pairIters = 5000
+
+// startPairs starts three pairs, their servers on sAddr at TCP ports port,
+// port+1, port+2 and their clients on cAddr. Pairs 1 and 2 are rc_pingpong
+// (-s 4096, data checked). Pair 0, whose server is to be killed, streams
+// RDMA WRITEs (write_bw -D, for longer than the test's bound): its client
+// always has requests outstanding, so it learns of the death by retries
+// exhausted, as over any RC HCA. A ping-pong's client need not: killed
+// after its ping was ACKed and before its pong, the server leaves the
+// client with nothing outstanding, waiting on its receive for ever, as
+// ibv_rc_pingpong waits over rxe.
+func startPairs(t *testing.T, ctx context.Context, sAddr, cAddr string, port int) (servers, clients []*proc) {
+	t.Helper()
+	for i := 0; i < 3; i++ {
+		p := fmt.Sprint(port + i)
+		args := []string{"rc_pingpong", "-g", "1", "-p", p, "-n", fmt.Sprint(pairIters), "-s", "4096", "-c"}
+		if i == 0 {
+			args = []string{"write_bw", "-x", "1", "-p", p, "-D", "600", "-s", "4096"}
+		}
+		servers = append(servers, startRoced(t, ctx, "", append(args, "-d", sAddr)...))
+		// The client waits for its server's TCP port, as the tools'
+		// retries do not: dial until it answers.
+		waitTCP(t, ctx, sAddr+":"+p)
+		clients = append(clients, startRoced(t, ctx, "", append(args, "-d", cAddr, sAddr)...))
+	}
+	return servers, clients
+}
+
+// killMidTransfer kills servers[0] with SIGKILL once every client has sent
+// a thousand packets (250 of a pair's pairIters iterations, -s 4096 being
+// four packets at MTU 1024), and holds the pairs to the outcome: client 0
+// fails, every other pair finishes its pairIters iterations.
 func killMidTransfer(t *testing.T, ctx context.Context, servers, clients []*proc) {
 	t.Helper()
-	pollUntil(t, ctx, "client 0 to get going", clients[0], func() bool {
-		r, err := endpoint.AllStats(clients[0].cmd.Process.Pid)
-		return err == nil && sent(r) > 1000
-	})
-	servers[0].cmd.Process.Signal(syscall.SIGKILL)
-	if err := clients[0].wait(t); err == nil {
-		t.Fatalf("client 0 finished though its server was killed:\n%s", clients[0].out.String())
+	for i, c := range clients {
+		pollUntil(t, ctx, fmt.Sprintf("client %d to get going", i), c, func() bool {
+			r, err := endpoint.AllStats(c.cmd.Process.Pid)
+			return err == nil && sent(r) > 1000
+		})
 	}
+	servers[0].cmd.Process.Signal(syscall.SIGKILL)
+	// Its WRITEs unanswered, client 0's QP dies of retries exhausted (IBA
+	// 9.7.6.1.3) and perftest fails on the completion's status: 12,
+	// IBV_WC_RETRY_EXC_ERR.
+	if err := clients[0].wait(t); err == nil || !strings.Contains(clients[0].out.String(), "Failed status 12:") {
+		t.Fatalf("client 0, its server killed: %v\n%s", err, clients[0].out.String())
+	}
+	want := fmt.Sprintf("%d iters in", pairIters)
 	for i := 1; i < len(servers); i++ {
 		for _, p := range []*proc{servers[i], clients[i]} {
-			if err := p.wait(t); err != nil || !strings.Contains(p.out.String(), "20000 iters in") {
+			if err := p.wait(t); err != nil || !strings.Contains(p.out.String(), want) {
 				t.Fatalf("pair %d: %v\n%s", i, err, p.out.String())
 			}
 		}
