@@ -240,6 +240,12 @@ func TestExternalQPAttr(t *testing.T) {
 	if pa.rtr.AH.DGID != bth.GIDFromAddr(b.addr) || pb.rtr.AH.DGID != bth.GIDFromAddr(a.addr) {
 		t.Errorf("destination GIDs %v and %v", pa.rtr.AH.DGID, pb.rtr.AH.DGID)
 	}
+	// The kernel CM's RTR gives RC the longest RNR NAK timer, code 0
+	// (cm_init_qp_rtr_attr): a peer that posts its receives late is
+	// waited for.
+	if pa.rtr.MinRNRTimer != 0 || pb.rtr.MinRNRTimer != 0 {
+		t.Errorf("RTR min_rnr_timer %d and %d, want 0 (655.36 ms)", pa.rtr.MinRNRTimer, pb.rtr.MinRNRTimer)
+	}
 	if _, _, err := ca.QPAttr(transport.SQD); err == nil {
 		t.Error("attributes for SQD: no error")
 	}
