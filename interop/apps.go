@@ -14,8 +14,8 @@ import (
 
 // The applications stage (-peer lab-apps): real RDMA software, unmodified,
 // over libgoroce.so on this host (in the tap's namespace) against the same
-// software on the guest's rxe0 (issue 42's proof against rxe). Two kinds
-// of case:
+// software on the guest's rxe0 (issue 42's proof against rxe). Three
+// kinds of case:
 //
 //   - qperf: the guest's qperf client against the host's qperf server on
 //     libgoroce.so, and the host's client against the guest's server. The
@@ -23,6 +23,7 @@ import (
 //     qperf connects by LID, with no GRH (UC, UD, and RC without -cm1),
 //     must be refused with the message rxe gives, which the stage takes
 //     from rxe itself (the guest's client against the guest's server).
+//   - UCX: ucx_perftest both ways over rc_verbs and ud_verbs (apps_ucx.go).
 //   - rdma-core's own test suite (python3-pyverbs ships it): run on rxe0 in
 //     the guest for the reference, then over libgoroce.so on the host;
 //     goroce's run must have no crash, failure or error, pass at least as
@@ -97,8 +98,9 @@ const (
 
 // AppsCase is one case of the stage.
 type AppsCase struct {
-	Name  string     // qperf/TEST@DIRECTION or rdma-core-tests
-	Qperf *QperfTest // nil: the rdma-core suite
+	Name  string     // qperf/TEST@DIRECTION, ucx/TRANSPORT/TEST@DIRECTION or rdma-core-tests
+	Qperf *QperfTest // a qperf case
+	UCX   *UCXTest   // a UCX case (apps_ucx.go); neither: the rdma-core suite
 	Dir   string     // goroce-server, rxe-server, rxe-self
 }
 
@@ -106,8 +108,8 @@ type AppsCase struct {
 func (c AppsCase) ID() string { return c.Name }
 
 // AppsCases lists the stage's cases: every qperf test both ways, the
-// refused ones on rxe alone first (the message goroce must give), then
-// rdma-core's suite.
+// refused ones on rxe alone first (the message goroce must give), every
+// UCX test both ways, then rdma-core's suite.
 func AppsCases() []AppsCase {
 	var cs []AppsCase
 	for i := range QperfTests {
@@ -118,6 +120,12 @@ func AppsCases() []AppsCase {
 		}
 		for _, d := range dirs {
 			cs = append(cs, AppsCase{Name: "qperf/" + q.ID() + "@" + d, Qperf: q, Dir: d})
+		}
+	}
+	for i := range UCXTests {
+		u := &UCXTests[i]
+		for _, d := range []string{appsGoroceServer, appsRxeServer} {
+			cs = append(cs, AppsCase{Name: u.ID() + "@" + d, UCX: u, Dir: d})
 		}
 	}
 	return append(cs, AppsCase{Name: "rdma-core-tests"})
@@ -133,7 +141,7 @@ type AppsOptions struct {
 // RunApps runs the stage against the lab, which must be up.
 func RunApps(ctx context.Context, l *Lab, o AppsOptions) *Report {
 	rep := &Report{Peer: "lab-apps-" + l.Suite, Started: time.Now(), Info: l.Info(ctx)}
-	rep.Info["subject"] = "the host's qperf and pyverbs over " + o.Libgoroce
+	rep.Info["subject"] = "the host's qperf, ucx_perftest and pyverbs over " + o.Libgoroce
 	a := &appsRun{lab: l, lib: o.Libgoroce, servers: map[string]Proc{}}
 	defer a.stopServers()
 	for _, c := range AppsCases() {
@@ -142,16 +150,21 @@ func RunApps(ctx context.Context, l *Lab, o AppsOptions) *Report {
 		}
 		t := time.Now()
 		var res Result
-		if c.Qperf != nil {
+		switch {
+		case c.Qperf != nil:
 			res = a.qperf(ctx, c)
-		} else {
+		case c.UCX != nil:
+			res = a.ucx(ctx, c)
+		default:
 			res = a.rdmaCoreSuite(ctx)
 		}
 		res.Case = c.Name
 		res.Seconds = time.Since(t).Seconds()
-		if len(res.Reasons) > 0 {
+		switch {
+		case res.Result == NotRun: // the case said why
+		case len(res.Reasons) > 0:
 			res.Result = Fail
-		} else {
+		default:
 			res.Result = Pass
 		}
 		rep.add(res)
@@ -167,9 +180,10 @@ func RunApps(ctx context.Context, l *Lab, o AppsOptions) *Report {
 // servers started so far (one a side, serving every case: qperf's server
 // forks a child per test).
 type appsRun struct {
-	lab     *Lab
-	lib     string
-	servers map[string]Proc // by the side's name: "host", "guest"
+	lab      *Lab
+	lib      string
+	servers  map[string]Proc    // by the side's name: "host", "guest"
+	ucxSides map[string]ucxSide // by side: its UCX (ucxProbe)
 }
 
 // hostArgv is argv on the host over libgoroce.so, on the tap.

@@ -167,3 +167,59 @@ func TestCompareSuites(t *testing.T) {
 		})
 	}
 }
+
+// TestJudgeUCX judges real ucx_perftest runs (testdata/ucx: Debian's UCX
+// 1.13 over libgoroce.so on the host against rxe0 in the bookworm guest,
+// 2026-12-06) with rxe0's packet counters around them.
+func TestJudgeUCX(t *testing.T) {
+	test := func(id string) UCXTest {
+		for _, u := range UCXTests {
+			if u.ID() == id {
+				return u
+			}
+		}
+		t.Fatalf("no UCX test %s", id)
+		return UCXTest{}
+	}
+	out := func(file string, exit int) Output { return Output{Exit: exit, Stdout: golden(t, "ucx/"+file)} }
+	tagLat, putBW := test("ucx/rc_verbs/tag_lat"), test("ucx/rc_verbs/ucp_put_bw")
+	for _, tc := range []struct {
+		name           string
+		u              UCXTest
+		client, server Output
+		toRxe          bool
+		rcvd, sent     uint64
+		reason, figure string
+	}{
+		{name: "tag_lat, rxe0 the client", u: tagLat, client: out("rc_tag_lat-goroce-server-client.txt", 0), server: out("rc_tag_lat-goroce-server-server.txt", 0),
+			rcvd: 1040, sent: 1045, figure: "675.00 usec (client)"},
+		{name: "put_bw into rxe0", u: putBW, client: out("rc_ucp_put_bw-rxe-server-client.txt", 0), server: out("rc_ucp_put_bw-rxe-server-server.txt", 0),
+			toRxe: true, rcvd: 6420, sent: 130, figure: "24.03 MB/s (client)"},
+		// 100 messages of 64 KiB are 6400 packets at MTU 1024: fewer
+		// received means the data did not all come over RoCE.
+		{name: "put_bw, too few packets", u: putBW, client: out("rc_ucp_put_bw-rxe-server-client.txt", 0), server: out("rc_ucp_put_bw-rxe-server-server.txt", 0),
+			toRxe: true, rcvd: 6399, sent: 130, reason: "rxe0 received 6399 RoCE packets during the run, want at least 6400"},
+		{name: "the packets went the other way", u: putBW, client: out("rc_ucp_put_bw-rxe-server-client.txt", 0), server: out("rc_ucp_put_bw-rxe-server-server.txt", 0),
+			rcvd: 6420, sent: 130, reason: "rxe0 sent 130 RoCE packets"},
+		{name: "other iterations", u: UCXTest{TLS: tagLat.TLS, Name: "rc_verbs", Test: "tag_lat", Size: 4096, N: 500}, client: out("rc_tag_lat-goroce-server-client.txt", 0),
+			server: out("rc_tag_lat-goroce-server-server.txt", 0), rcvd: 5000, sent: 5000, reason: "client: 200 iterations, want 500"},
+		{name: "UD dropped by UCX's GID check", u: test("ucx/ud_verbs/tag_lat"), client: out("ud_tag_lat-dgid-check-client.txt", 134),
+			server: Output{Exit: 143, Stopped: true}, rcvd: 40, sent: 20, reason: "client exit status 134: [vm:21302:0:21302]       ud_ep.c:276  Fatal: UD endpoint"},
+		{name: "a server that failed", u: tagLat, client: out("rc_tag_lat-goroce-server-client.txt", 0), server: Output{Exit: 1, Stderr: "ucx_perftest: no device"},
+			rcvd: 1040, sent: 1045, reason: "server exit status 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reasons, figs := JudgeUCX(tc.u, tc.client, tc.server, tc.toRxe, tc.rcvd, tc.sent)
+			if tc.reason == "" {
+				if len(reasons) > 0 {
+					t.Fatalf("reasons %q, want none", reasons)
+				}
+			} else if len(reasons) != 1 || !strings.Contains(reasons[0], tc.reason) {
+				t.Fatalf("reasons %q, want one with %q", reasons, tc.reason)
+			}
+			if got := FigureText(figs); tc.figure != "" && got != tc.figure {
+				t.Errorf("figure %q, want %q", got, tc.figure)
+			}
+		})
+	}
+}
