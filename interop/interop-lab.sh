@@ -52,18 +52,24 @@
 #                    then pyverbs on the host over LIBGOROCE against it
 #                    (Debian's python3-pyverbs, which .ci/run installs);
 #                    0 skips it. Reports SUITE-pyverbs.txt/.json
-#   INTEROP_APPS     0 (the default; see below) or 1: after each guest's
+#   INTEROP_APPS     ucx (the default), 1, all or 0: after each guest's
 #                    verbs stage, run
 #                    real software over LIBGOROCE against the guest's on
-#                    rxe0 (interop -peer lab-apps): qperf both ways (RC
-#                    over the RDMA CM measures; UC, UD and RC by LID are
-#                    refused as rxe refuses them) and rdma-core's own test
-#                    suite on rxe0 and on goroce0, goroce's held to rxe's;
-#                    0 skips it. The default runs the qperf cases only
-#                    (about 2.5 min a guest); "all" adds rdma-core's suite,
-#                    whose reference run in the trixie guest took 15 min
-#                    under load (not yet inside CI's budget). Reports
-#                    SUITE-apps.txt/.json
+#                    rxe0 (interop -peer lab-apps): ucx_perftest both ways
+#                    over rc_verbs and ud_verbs (rxe0's packet counters
+#                    proving RoCE carried the data); with 1, qperf both
+#                    ways too (RC over the RDMA CM measures; UC, UD and RC
+#                    by LID are refused as rxe refuses them; about 2.5 min
+#                    a guest, and the guest's qperf server has a listen
+#                    race of its own, docs/not-yet.md); "all" adds
+#                    rdma-core's own test suite on rxe0 and on goroce0,
+#                    goroce's held to rxe's, whose reference run in the
+#                    trixie guest took 15 min under load (not yet inside
+#                    CI's budget); 0 skips it. Reports SUITE-apps.txt/.json
+#   INTEROP_UCX_SUITES the guests the default (ucx) runs on: bookworm, whose
+#                    UCX (1.13) is this Debian host's; ucx_perftest pairs
+#                    one UCX version, and trixie's is 1.18 (the stage
+#                    reports such cases not run)
 #   INTEROP_CONFORM  1 (the default): on each guest, first of all, run
 #                    roced conform against it (--peer-exec through the
 #                    harness's guest agent, interop -peer lab-exec; then
@@ -104,7 +110,8 @@ PYVERBS_STAGE=${INTEROP_PYVERBS:-1}
 # would meet the same race; until the lab's guest carries a qperf that
 # listens first, the stage is opt-in, so that it cannot turn CI red by
 # chance.
-APPS_STAGE=${INTEROP_APPS:-0}
+APPS_STAGE=${INTEROP_APPS:-ucx}
+UCX_SUITES=${INTEROP_UCX_SUITES:-bookworm}
 CONFORM_STAGE=${INTEROP_CONFORM:-1}
 LIBGOROCE=${LIBGOROCE:-$ROOT/bin/libgoroce.so}
 
@@ -165,7 +172,7 @@ for suite in $SUITES; do
         suite_env "$suite"
         R="$LAB/rxe-peer.sh"
         echo "== interop against the $suite guest"
-        rm -f "$OUT/$suite-boots"
+        rm -f "$OUT/$suite-boots" "$OUT/$suite-apps.mode"
         if [ -f "$OUT/images-$suite.rc" ]; then
             # Consumed here, so a later run never reads a stale one.
             b=$(cat "$OUT/images-$suite.rc"); rm -f "$OUT/images-$suite.rc"
@@ -264,13 +271,23 @@ for suite in $SUITES; do
             echo "interop[$suite]: the verbs stage (pyverbs) in $(since "$t")s, exit status $y"
             [ "$y" = 0 ] || m=1
         fi
-        if [ "$APPS_STAGE" != 0 ]; then
+        apps=$APPS_STAGE
+        if [ "$apps" = ucx ] && [[ " $UCX_SUITES " != *" $suite "* ]]; then
+            echo "interop[$suite]: the UCX cases not run: ucx_perftest pairs one UCX version, and this guest's is not the host's (INTEROP_UCX_SUITES=$UCX_SUITES)"
+            apps=0
+        fi
+        echo "$apps" >"$OUT/$suite-apps.mode"
+        if [ "$apps" != 0 ]; then
             t=$(now)
             apps_run=()
-            [ "$APPS_STAGE" = all ] || apps_run=(-run '^qperf/')
+            case $apps in
+            ucx) apps_run=(-run '^ucx/') ;;
+            all) ;;
+            *) apps_run=(-run '^(qperf|ucx)/') ;;
+            esac
             "$OUT/interop" -peer lab-apps -lab "$LAB" -libgoroce "$LIBGOROCE" "${apps_run[@]}" -json "$OUT/$suite-apps.json" | tee "$OUT/$suite-apps.txt"
             y=${PIPESTATUS[0]}
-            echo "interop[$suite]: the applications stage (qperf, rdma-core's tests) in $(since "$t")s, exit status $y"
+            echo "interop[$suite]: the applications stage (${apps_run[*]:-all}) in $(since "$t")s, exit status $y"
             [ "$y" = 0 ] || m=1
         fi
         if [ "$IMPAIR" = 1 ]; then
@@ -300,7 +317,7 @@ for suite in $SUITES; do
     if [ "$PYVERBS_STAGE" = 1 ]; then
         summary+=("$suite pyverbs: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-pyverbs.txt" 2>/dev/null || true)")
     fi
-    if [ "$APPS_STAGE" != 0 ]; then
+    if [ "$(cat "$OUT/$suite-apps.mode" 2>/dev/null)" != 0 ]; then
         summary+=("$suite apps: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-apps.txt" 2>/dev/null || true)")
     fi
     if [ "$CONFORM_STAGE" = 1 ]; then
