@@ -10,15 +10,7 @@ import (
 // TestJudgeQperf judges real qperf clients' outputs (testdata/qperf:
 // Debian's qperf 0.4.11 over libgoroce.so across a veth, 2026-12-05).
 func TestJudgeQperf(t *testing.T) {
-	test := func(name string) QperfTest {
-		for _, q := range QperfTests {
-			if q.ID() == name {
-				return q
-			}
-		}
-		t.Fatalf("no qperf test %s", name)
-		return QperfTest{}
-	}
+	test := func(id string) QperfTest { return byID(t, QperfTests, id) }
 	for _, tc := range []struct {
 		name, test, file string
 		exit             int
@@ -38,16 +30,7 @@ func TestJudgeQperf(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			out := Output{Exit: tc.exit, Stdout: golden(t, "qperf/"+tc.file)}
 			reasons, figs := JudgeQperf(test(tc.test), out)
-			if tc.reason == "" {
-				if len(reasons) > 0 {
-					t.Fatalf("reasons %q, want none", reasons)
-				}
-			} else if len(reasons) != 1 || !strings.Contains(reasons[0], tc.reason) {
-				t.Fatalf("reasons %q, want one with %q", reasons, tc.reason)
-			}
-			if got := FigureText(figs); tc.figure != "" && got != tc.figure {
-				t.Errorf("figure %q, want %q", got, tc.figure)
-			}
+			checkJudged(t, reasons, figs, tc.reason, tc.figure)
 		})
 	}
 	// A measuring run whose figure is no number.
@@ -172,15 +155,7 @@ func TestCompareSuites(t *testing.T) {
 // 1.13 over libgoroce.so on the host against rxe0 in the bookworm guest,
 // 2026-12-06) with rxe0's packet counters around them.
 func TestJudgeUCX(t *testing.T) {
-	test := func(id string) UCXTest {
-		for _, u := range UCXTests {
-			if u.ID() == id {
-				return u
-			}
-		}
-		t.Fatalf("no UCX test %s", id)
-		return UCXTest{}
-	}
+	test := func(id string) UCXTest { return byID(t, UCXTests, id) }
 	out := func(file string, exit int) Output { return Output{Exit: exit, Stdout: golden(t, "ucx/"+file)} }
 	tagLat, putBW := test("ucx/rc_verbs/tag_lat"), test("ucx/rc_verbs/ucp_put_bw")
 	for _, tc := range []struct {
@@ -210,16 +185,36 @@ func TestJudgeUCX(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reasons, figs := JudgeUCX(tc.u, tc.client, tc.server, tc.toRxe, tc.rcvd, tc.sent)
-			if tc.reason == "" {
-				if len(reasons) > 0 {
-					t.Fatalf("reasons %q, want none", reasons)
-				}
-			} else if len(reasons) != 1 || !strings.Contains(reasons[0], tc.reason) {
-				t.Fatalf("reasons %q, want one with %q", reasons, tc.reason)
-			}
-			if got := FigureText(figs); tc.figure != "" && got != tc.figure {
-				t.Errorf("figure %q, want %q", got, tc.figure)
-			}
+			checkJudged(t, reasons, figs, tc.reason, tc.figure)
 		})
+	}
+}
+
+// byID is the test of list with that ID.
+func byID[T interface{ ID() string }](t *testing.T, list []T, id string) T {
+	t.Helper()
+	for _, x := range list {
+		if x.ID() == id {
+			return x
+		}
+	}
+	t.Fatalf("no test %s", id)
+	var zero T
+	return zero
+}
+
+// checkJudged holds a judge's verdict to the case's: no reason when
+// reason is empty, else one containing it; the figure, when one is given.
+func checkJudged(t *testing.T, reasons []string, figs []Figure, reason, figure string) {
+	t.Helper()
+	if reason == "" {
+		if len(reasons) > 0 {
+			t.Fatalf("reasons %q, want none", reasons)
+		}
+	} else if len(reasons) != 1 || !strings.Contains(reasons[0], reason) {
+		t.Fatalf("reasons %q, want one with %q", reasons, reason)
+	}
+	if got := FigureText(figs); figure != "" && got != figure {
+		t.Errorf("figure %q, want %q", got, figure)
 	}
 }
