@@ -49,8 +49,7 @@ func (m *Manager) onREQ(p peer, in mad.MAD) {
 		return
 	}
 	hdr, err := mad.ParseCMAHdr(r.PrivateData())
-	if err != nil || hdr.Version() != mad.CMAVersion ||
-		l.addr.Addr().IsValid() && !l.addr.Addr().IsUnspecified() && hdr.DstAddr().Unmap() != l.addr.Addr() {
+	if err != nil || hdr.Version() != mad.CMAVersion || !takes(l.addr.Addr(), hdr, p) {
 		rej(mad.RejConsumerDefined) // rdma_cm finds no listener for the header: its ID is dropped, REJ 28
 		return
 	}
@@ -348,4 +347,24 @@ func (m *Manager) onLAP(p peer, in mad.MAD) {
 	a.SetRemoteCommID(c.remoteKey.comm)
 	a.SetStatus(mad.APRUnsupported)
 	m.send(p, msg)
+}
+
+// takes reports whether a listener bound to addr takes a request whose
+// rdma_cm header is hdr, come from p, as rdma_cm matches a request to a
+// listening ID by the header's destination (cma_match_private_data): an
+// unbound or wildcard listener takes every request, one bound to an
+// address those naming it. A loopback address no device holds binds no
+// device (the kernel's rdma_bind_addr leaves id->verbs NULL for
+// 127.0.0.1, as rxe shows), and only this host reaches it: here a
+// connection to 127.0.0.1 or ::1 leaves from the device's own address to
+// itself, its header naming that address, so such a listener also takes
+// the requests whose sender is the device itself.
+func takes(addr netip.Addr, hdr mad.CMAHdr, p peer) bool {
+	switch {
+	case !addr.IsValid() || addr.IsUnspecified() || hdr.DstAddr().Unmap() == addr:
+		return true
+	case addr.IsLoopback():
+		return p.remote == p.local
+	}
+	return false
 }

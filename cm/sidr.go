@@ -264,8 +264,7 @@ func (m *Manager) onSIDRREQ(p peer, in mad.MAD) {
 		return
 	}
 	hdr, err := mad.ParseCMAHdr(r.PrivateData())
-	if err != nil || hdr.Version() != mad.CMAVersion ||
-		l.addr.Addr().IsValid() && !l.addr.Addr().IsUnspecified() && hdr.DstAddr().Unmap() != l.addr.Addr() {
+	if err != nil || hdr.Version() != mad.CMAVersion || !takes(l.addr.Addr(), hdr, p) {
 		// rdma_cm finds no ID for the header: its SIDR ID is destroyed
 		// unanswered, which cm.c answers with a reject.
 		m.st.rejected.Add(1)

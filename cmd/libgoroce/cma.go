@@ -341,41 +341,32 @@ func deviceOf(a netip.Addr) *cmDev {
 	return nil
 }
 
-// bind binds id to local (an unspecified address binds no device). Port
-// 0 is a port from the kernel's default ephemeral range, chosen here as
-// rdma_bind_addr chooses it: a program may read it with rdma_get_src_port
-// before rdma_listen and hand it to its peer (qperf's server does).
-// Called with id.mu held.
+// bind binds id to local. An unspecified address binds no device, and
+// so does a loopback address no device holds: the kernel's rdma_bind_addr
+// leaves id->verbs NULL for 127.0.0.1 or ::1 (seen on rxe, kernels 6.1
+// and 6.12), and libfabric's verbs provider counts on it, taking the
+// devices' own addresses when "localhost" gives an id no device. Such an
+// id listens on every device for this host's own connections (cm's
+// takes). Port 0 is a port from the kernel's default ephemeral range,
+// chosen here as rdma_bind_addr chooses it: a program may read it with
+// rdma_get_src_port before rdma_listen and hand it to its peer (qperf's
+// server does). Called with id.mu held.
 func (id *cmID) bind(local netip.AddrPort) C.int {
-	shown := local.Addr() // the address given, which the id shows
-	if !local.Addr().IsUnspecified() {
-		d := deviceOf(local.Addr())
-		if d == nil && local.Addr().IsLoopback() {
-			// The kernel's rdma_cm binds a loopback address to an RDMA
-			// device all the same (cma_bind_loopback: the first device
-			// with an active port, its first GID): here the device on
-			// loopback if there is one, else the first, the id speaking
-			// from that device's address of the family while it shows
-			// the address it was given.
-			var a netip.Addr
-			if a = sourceOn(local.Addr()); !a.IsValid() {
-				a = firstAddr(local.Addr().Is4())
-			}
-			if a.IsValid() {
-				d, local = deviceOf(a), netip.AddrPortFrom(a, local.Port())
-			}
-		}
-		if d == nil {
+	if a := local.Addr(); !a.IsUnspecified() {
+		d := deviceOf(a)
+		if d == nil && !a.IsLoopback() {
 			return C.int(syscall.EADDRNOTAVAIL)
 		}
-		id.dev = d
-		C.gq_cm_set_dev(id.cid, C.int(d.index))
+		if d != nil {
+			id.dev = d
+			C.gq_cm_set_dev(id.cid, C.int(d.index))
+		}
 	}
 	if local.Port() == 0 {
 		local = netip.AddrPortFrom(local.Addr(), uint16(32768+rand.IntN(28232)))
 	}
 	id.local = local
-	sa := toSA(netip.AddrPortFrom(shown, local.Port()))
+	sa := toSA(local)
 	C.gq_cm_set_addr(id.cid, 0, &sa)
 	return 0
 }
@@ -714,11 +705,30 @@ func (id *cmID) serveUD(d *cmDev, l *cm.UDListener) {
 	}
 }
 
-// params are the connection parameters of a C rdma_conn_param.
-func (id *cmID) params(p *C.struct_gq_conn) cm.ConnParams {
+// params are the connection parameters of a C rdma_conn_param, or
+// EINVAL for READ and atomic depths past the device's, as librdmacm's
+// ucma_valid_param refuses them (RC ids only). RDMA_MAX_RESP_RES and
+// RDMA_MAX_INIT_DEPTH (255, libfabric's verbs provider passes them) are
+// the device's maximum, as librdmacm's rdma_connect and rdma_accept take
+// them; the CM then takes the smaller of each and the peer's opposite.
+func (id *cmID) params(p *C.struct_gq_conn) (cm.ConnParams, C.int) {
 	cp := cm.ConnParams{ACKTimeout: id.ackTimeout}
 	if p.given != 0 {
-		cp.ResponderResources, cp.InitiatorDepth = uint8(p.responder_resources), uint8(p.initiator_depth)
+		depth := func(n C.uint8_t) (uint8, bool) {
+			switch {
+			case n == 255:
+				return transport.MaxRdAtomic, true
+			case n > transport.MaxRdAtomic && id.ps != C.RDMA_PS_UDP:
+				return 0, false
+			}
+			return uint8(n), true
+		}
+		var ok1, ok2 bool
+		cp.ResponderResources, ok1 = depth(p.responder_resources)
+		cp.InitiatorDepth, ok2 = depth(p.initiator_depth)
+		if !ok1 || !ok2 {
+			return cp, C.int(syscall.EINVAL)
+		}
 		// Three bits each in the REQ and REP: the kernel's rdma_cm takes
 		// min(7, n) (cma_connect_ib, cma_accept_ib), and programs pass
 		// more (retry_count = 10) expecting it.
@@ -727,7 +737,7 @@ func (id *cmID) params(p *C.struct_gq_conn) cm.ConnParams {
 			cp.PrivateData = C.GoBytes(p.priv, C.int(p.priv_len))
 		}
 	}
-	return cp
+	return cp, 0
 }
 
 // qpConfig is the QP id's connection is made with: the id's own (qph,
@@ -766,7 +776,10 @@ func goroce_cm_connect(h, qph C.uintptr_t, p *C.struct_gq_conn) C.int {
 	if err != nil {
 		return errno(err)
 	}
-	params := id.params(p)
+	params, rc := id.params(p)
+	if rc != 0 {
+		return rc
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	id.cancel = cancel
 	local, remote := id.local, id.remote
@@ -811,7 +824,10 @@ func goroce_cm_accept(h, qph C.uintptr_t, p *C.struct_gq_conn) C.int {
 	id := handle[*cmID](h)
 	id.mu.Lock()
 	defer id.mu.Unlock()
-	params := id.params(p)
+	params, rc := id.params(p)
+	if rc != 0 {
+		return rc
+	}
 	if s := id.sidr; s != nil {
 		if qph == 0 {
 			return C.int(syscall.EINVAL)

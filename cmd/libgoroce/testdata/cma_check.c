@@ -152,10 +152,12 @@ static void send_one(struct rdma_cm_id *a, struct rdma_cm_id *b, const char *msg
 }
 
 /* loopback: as the kernel's rdma_cm takes it on a host whose RDMA device
- * is not on the loopback interface, a bind to addr (127.0.0.1 or ::1)
- * takes a device (cma_bind_loopback) and shows the address given, and a
- * connection to it reaches that device (cma_resolve_loopback): a SEND
- * crosses it. */
+ * is not on the loopback interface (seen on rxe, kernels 6.1 and 6.12), a
+ * bind to addr (127.0.0.1 or ::1) succeeds with no device, showing the
+ * address given, and the id listens as a wildcard one would. goroce then
+ * goes further than rxe, whose rdma_resolve_route fails with ENODEV: a
+ * connection to addr reaches the device's own listener
+ * (cma_resolve_loopback's intent), and a SEND crosses it. */
 static void loopback(struct rdma_event_channel *ch, const char *addr, int port)
 {
 	struct sockaddr_storage lo;
@@ -163,6 +165,9 @@ static void loopback(struct rdma_event_channel *ch, const char *addr, int port)
 	struct rdma_cm_id *ll, *lc, *ls;
 	struct rdma_conn_param cp = {0};
 	struct rdma_cm_event *e;
+	struct ibv_device_attr da;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
 	size_t alen;
 	int est;
 
@@ -171,29 +176,39 @@ static void loopback(struct rdma_event_channel *ch, const char *addr, int port)
 	CHECK(!rdma_create_id(ch, &ll, NULL, RDMA_PS_TCP), "rdma_create_id: %s", strerror(errno));
 	CHECK(!rdma_bind_addr(ll, (struct sockaddr *)&lo), "rdma_bind_addr(%s): %s", addr, strerror(errno));
 	la = rdma_get_local_addr(ll);
-	CHECK(ll->verbs && !memcmp(la, &lo, alen), "bound to %s: device %p, another address shown", addr,
-	      (void *)ll->verbs);
-	/* librdmacm gives an id with a device the device's PD (rdma-core's
-	 * tests make their QPs and AHs on cmid.pd). */
-	CHECK(ll->pd && ll->pd->context == ll->verbs, "bound to %s: id->pd %p, not the device's PD", addr,
-	      (void *)ll->pd);
+	CHECK(!ll->verbs && !memcmp(la, &lo, alen), "bound to %s: device %p (want none), or another address shown",
+	      addr, (void *)ll->verbs);
+	CHECK(!ll->pd, "bound to %s with no device: id->pd %p", addr, (void *)ll->pd);
 	CHECK(!rdma_listen(ll, 0), "rdma_listen on %s: %s", addr, strerror(errno));
 	CHECK(!rdma_create_id(ch, &lc, NULL, RDMA_PS_TCP), "rdma_create_id: %s", strerror(errno));
 	CHECK(!rdma_resolve_addr(lc, NULL, (struct sockaddr *)&lo, 2000), "rdma_resolve_addr(%s): %s", addr,
 	      strerror(errno));
 	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, lc, 0));
-	CHECK(lc->verbs == ll->verbs, "resolving %s chose another device than binding it", addr);
-	CHECK(lc->pd == ll->pd, "resolved %s: id->pd %p, not the device's PD %p", addr, (void *)lc->pd, (void *)ll->pd);
+	CHECK(lc->verbs, "resolving %s chose no device", addr);
+	/* librdmacm gives an id with a device the device's PD (rdma-core's
+	 * tests make their QPs and AHs on cmid.pd). */
+	CHECK(lc->pd && lc->pd->context == lc->verbs, "resolved %s: id->pd %p, not the device's PD", addr,
+	      (void *)lc->pd);
 	CHECK(!memcmp(rdma_get_peer_addr(lc), &lo, alen), "resolved %s: another destination shown", addr);
 	CHECK(!rdma_resolve_route(lc, 2000), "rdma_resolve_route: %s", strerror(errno));
 	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, lc, 0));
 	make_qp(lc);
-	cp.responder_resources = cp.initiator_depth = 1;
+	/* Depths past the device's are refused, as librdmacm's
+	 * ucma_valid_param refuses them; RDMA_MAX_RESP_RES and
+	 * RDMA_MAX_INIT_DEPTH (libfabric's verbs provider passes them) are
+	 * the device's maximum, each side's. */
+	CHECK(!ibv_query_device(lc->verbs, &da), "ibv_query_device: %s", strerror(errno));
 	cp.retry_count = cp.rnr_retry_count = 7;
+	cp.responder_resources = cp.initiator_depth = da.max_qp_rd_atom + 1;
+	CHECK(rdma_connect(lc, &cp) == -1 && errno == EINVAL, "rdma_connect with depths %d past the device's: %s",
+	      da.max_qp_rd_atom + 1, strerror(errno));
+	cp.responder_resources = RDMA_MAX_RESP_RES;
+	cp.initiator_depth = RDMA_MAX_INIT_DEPTH;
 	CHECK(!rdma_connect(lc, &cp), "rdma_connect to %s: %s", addr, strerror(errno));
 	e = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL, 0);
 	ls = e->id;
-	CHECK(ls->pd == ll->pd, "a request's id: id->pd %p, not the device's PD %p", (void *)ls->pd, (void *)ll->pd);
+	CHECK(ls->verbs == lc->verbs && ls->pd == lc->pd, "a request's id: device %p, PD %p, not the device's (%p, %p)",
+	      (void *)ls->verbs, (void *)ls->pd, (void *)lc->verbs, (void *)lc->pd);
 	rdma_ack_cm_event(e);
 	make_qp(ls);
 	CHECK(!rdma_accept(ls, &cp), "rdma_accept over %s: %s", addr, strerror(errno));
@@ -203,6 +218,10 @@ static void loopback(struct rdma_event_channel *ch, const char *addr, int port)
 		      "got %s (status %d) waiting for ESTABLISHED over %s", rdma_event_str(e->event), e->status, addr);
 		rdma_ack_cm_event(e);
 	}
+	CHECK(!ibv_query_qp(lc->qp, &qa, IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC, &qi) &&
+		      qa.max_rd_atomic == da.max_qp_init_rd_atom && qa.max_dest_rd_atomic == da.max_qp_rd_atom,
+	      "RDMA_MAX_INIT_DEPTH and RDMA_MAX_RESP_RES gave depths %d and %d, want the device's %d and %d",
+	      qa.max_rd_atomic, qa.max_dest_rd_atomic, da.max_qp_init_rd_atom, da.max_qp_rd_atom);
 	send_one(lc, ls, "ping over loopback");
 	CHECK(!rdma_disconnect(lc), "rdma_disconnect: %s", strerror(errno));
 	for (est = 0; est < 2; est++) {
