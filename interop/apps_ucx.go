@@ -145,45 +145,70 @@ func (a *appsRun) ucx(ctx context.Context, c AppsCase) Result {
 		return res
 	}
 	hostP, guestP := hs.mpiMode, gs.mpiMode
-	var srv, cli Runner = host, guest
-	srvArgv, cliArgv := a.hostArgv(u.Argv("goroce0", "", hostP)...), u.Argv("rxe0", a.lab.HostAddr, guestP)
-	srvWho, cliWho := "libgoroce", "rxe0"
-	if c.Dir == appsRxeServer {
-		srv, cli = guest, host
-		srvArgv, cliArgv = u.Argv("rxe0", "", guestP), a.hostArgv(u.Argv("goroce0", a.lab.GuestAddr, hostP)...)
-		srvWho, cliWho = "rxe0", "libgoroce"
-	}
-	rcvd0, sent0, err := a.rxeCounters(ctx)
+	pr, err := a.pair(ctx, c.Dir, UCXPort, func(host bool, to string) []string {
+		if host {
+			return a.hostArgv(u.Argv("goroce0", to, hostP)...)
+		}
+		return u.Argv("rxe0", to, guestP)
+	})
+	res.Server, res.Client = pr.server, pr.client
 	if err != nil {
 		res.Reasons = []string{err.Error()}
 		return res
 	}
+	cout, sout := pr.client.Output, pr.server.Output
+	rcvd, sent := pr.rcvd, pr.sent
+	// The data's direction, seen from rxe0: it receives what the host's
+	// side sends.
+	toRxe := (c.Dir == appsGoroceServer) == u.AtClient
+	res.Reasons, res.Figures = JudgeUCX(*u, cout, sout, toRxe, rcvd, sent)
+	res.Notes = append(res.Notes, fmt.Sprintf("rxe0's counters over the run: %d RoCE packets received, %d sent", rcvd, sent))
+	return res
+}
+
+// pairRun is one run of a server and its client, a side each.
+type pairRun struct {
+	server, client *SideReport
+	rcvd, sent     uint64 // rxe0's RoCE packets over the run
+}
+
+// pair runs a server on one side and its client on the other: with dir
+// appsGoroceServer the server on the host over libgoroce.so and the client
+// in the guest on rxe0, else the other way round. argv gives a side's
+// command line: the server's when to is empty, else the client's towards
+// to. The client starts once the server's TCP port listens (the tools'
+// own exchange of addresses); rxe0's packet counters are read around the
+// run, which proves RoCE carried the data.
+func (a *appsRun) pair(ctx context.Context, dir string, port int, argv func(host bool, to string) []string) (pairRun, error) {
+	var pr pairRun
+	var srv, cli Runner = a.lab.Host(), a.lab.Guest()
+	srvArgv, cliArgv := argv(true, ""), argv(false, a.lab.HostAddr)
+	srvWho, cliWho := "libgoroce", "rxe0"
+	if dir == appsRxeServer {
+		srv, cli = cli, srv
+		srvArgv, cliArgv = argv(false, ""), argv(true, a.lab.GuestAddr)
+		srvWho, cliWho = cliWho, srvWho
+	}
+	rcvd0, sent0, err := a.rxeCounters(ctx)
+	if err != nil {
+		return pr, err
+	}
 	sp := srv.Start(ctx, srvArgv, AppsTimeout)
-	if err := srv.WaitListen(ctx, UCXPort, AppsTimeout); err != nil {
+	if err := srv.WaitListen(ctx, port, AppsTimeout); err != nil {
 		sp.Stop()
 		out := sp.Wait()
-		res.Server = &SideReport{Who: srvWho, Output: out}
-		res.Reasons = []string{fmt.Sprintf("the server does not listen: %v%s", err, stderrHint(out.Stderr+out.Stdout))}
-		return res
+		pr.server = &SideReport{Who: srvWho, Output: out}
+		return pr, fmt.Errorf("the server does not listen: %v%s", err, stderrHint(out.Stderr+out.Stdout))
 	}
 	cout := cli.Start(ctx, cliArgv, AppsTimeout).Wait()
 	if cout.Exit != 0 {
 		sp.Stop() // a client that failed leaves the server waiting
 	}
-	sout := sp.Wait()
-	res.Server = &SideReport{Who: srvWho, Output: sout}
-	res.Client = &SideReport{Who: cliWho, Output: cout}
+	pr.server = &SideReport{Who: srvWho, Output: sp.Wait()}
+	pr.client = &SideReport{Who: cliWho, Output: cout}
 	rcvd1, sent1, err := a.rxeCounters(ctx)
-	if err != nil {
-		res.Reasons = []string{err.Error()}
-		return res
-	}
-	// The data's direction, seen from rxe0: it receives what the host's
-	// side sends.
-	toRxe := (c.Dir == appsGoroceServer) == u.AtClient
-	res.Reasons, res.Figures = JudgeUCX(*u, cout, sout, toRxe, rcvd1-rcvd0, sent1-sent0)
-	res.Notes = append(res.Notes, fmt.Sprintf("rxe0's counters over the run: %d RoCE packets received, %d sent", rcvd1-rcvd0, sent1-sent0))
-	return res
+	pr.rcvd, pr.sent = rcvd1-rcvd0, sent1-sent0
+	return pr, err
 }
 
 // ucxMTU is the IB MTU the lab's link gives rxe0 (1500-byte tap: 1024),
