@@ -24,6 +24,8 @@ import (
 //     must be refused with the message rxe gives, which the stage takes
 //     from rxe itself (the guest's client against the guest's server).
 //   - UCX: ucx_perftest both ways over rc_verbs and ud_verbs (apps_ucx.go).
+//   - libfabric: fi_pingpong both ways through the verbs provider's msg
+//     and ofi_rxm's rdm endpoints (apps_libfabric.go).
 //   - rdma-core's own test suite (python3-pyverbs ships it): run on rxe0 in
 //     the guest for the reference, then over libgoroce.so on the host;
 //     goroce's run must have no crash, failure or error, pass at least as
@@ -98,10 +100,11 @@ const (
 
 // AppsCase is one case of the stage.
 type AppsCase struct {
-	Name  string     // qperf/TEST@DIRECTION, ucx/TRANSPORT/TEST@DIRECTION or rdma-core-tests
-	Qperf *QperfTest // a qperf case
-	UCX   *UCXTest   // a UCX case (apps_ucx.go); neither: the rdma-core suite
-	Dir   string     // goroce-server, rxe-server, rxe-self
+	Name      string         // qperf/TEST@DIR, ucx/TRANSPORT/TEST@DIR, libfabric/EP@DIR or rdma-core-tests
+	Qperf     *QperfTest     // a qperf case
+	UCX       *UCXTest       // a UCX case (apps_ucx.go)
+	Libfabric *LibfabricTest // a libfabric case (apps_libfabric.go); none: the rdma-core suite
+	Dir       string         // goroce-server, rxe-server, rxe-self
 }
 
 // ID returns the case's name.
@@ -109,7 +112,7 @@ func (c AppsCase) ID() string { return c.Name }
 
 // AppsCases lists the stage's cases: every qperf test both ways, the
 // refused ones on rxe alone first (the message goroce must give), every
-// UCX test both ways, then rdma-core's suite.
+// UCX and libfabric test both ways, then rdma-core's suite.
 func AppsCases() []AppsCase {
 	var cs []AppsCase
 	for i := range QperfTests {
@@ -128,6 +131,12 @@ func AppsCases() []AppsCase {
 			cs = append(cs, AppsCase{Name: u.ID() + "@" + d, UCX: u, Dir: d})
 		}
 	}
+	for i := range LibfabricTests {
+		f := &LibfabricTests[i]
+		for _, d := range []string{appsGoroceServer, appsRxeServer} {
+			cs = append(cs, AppsCase{Name: f.ID() + "@" + d, Libfabric: f, Dir: d})
+		}
+	}
 	return append(cs, AppsCase{Name: "rdma-core-tests"})
 }
 
@@ -141,7 +150,7 @@ type AppsOptions struct {
 // RunApps runs the stage against the lab, which must be up.
 func RunApps(ctx context.Context, l *Lab, o AppsOptions) *Report {
 	rep := &Report{Peer: "lab-apps-" + l.Suite, Started: time.Now(), Info: l.Info(ctx)}
-	rep.Info["subject"] = "the host's qperf, ucx_perftest and pyverbs over " + o.Libgoroce
+	rep.Info["subject"] = "the host's qperf, ucx_perftest, fi_pingpong and pyverbs over " + o.Libgoroce
 	a := &appsRun{lab: l, lib: o.Libgoroce, servers: map[string]Proc{}}
 	defer a.stopServers()
 	for _, c := range AppsCases() {
@@ -155,6 +164,8 @@ func RunApps(ctx context.Context, l *Lab, o AppsOptions) *Report {
 			res = a.qperf(ctx, c)
 		case c.UCX != nil:
 			res = a.ucx(ctx, c)
+		case c.Libfabric != nil:
+			res = a.libfabric(ctx, c)
 		default:
 			res = a.rdmaCoreSuite(ctx)
 		}

@@ -55,9 +55,10 @@
 #   INTEROP_APPS     ucx (the default), 1, all or 0: after each guest's
 #                    verbs stage, run
 #                    real software over LIBGOROCE against the guest's on
-#                    rxe0 (interop -peer lab-apps): ucx_perftest both ways
-#                    over rc_verbs and ud_verbs (rxe0's packet counters
-#                    proving RoCE carried the data); with 1, qperf both
+#                    rxe0 (interop -peer lab-apps): libfabric's fi_pingpong
+#                    both ways (msg and rdm endpoints) and ucx_perftest
+#                    both ways over rc_verbs and ud_verbs (rxe0's packet
+#                    counters proving RoCE carried the data); with 1, qperf both
 #                    ways too (RC over the RDMA CM measures; UC, UD and RC
 #                    by LID are refused as rxe refuses them; about 2.5 min
 #                    a guest, and the guest's qperf server has a listen
@@ -272,18 +273,19 @@ for suite in $SUITES; do
             [ "$y" = 0 ] || m=1
         fi
         apps=$APPS_STAGE
-        if [ "$apps" = ucx ] && [[ " $UCX_SUITES " != *" $suite "* ]]; then
+        ucx='ucx|'
+        if [[ " $UCX_SUITES " != *" $suite "* ]]; then
             echo "interop[$suite]: the UCX cases not run: ucx_perftest pairs one UCX version, and this guest's is not the host's (INTEROP_UCX_SUITES=$UCX_SUITES)"
-            apps=0
+            ucx=
         fi
         echo "$apps" >"$OUT/$suite-apps.mode"
         if [ "$apps" != 0 ]; then
             t=$(now)
             apps_run=()
             case $apps in
-            ucx) apps_run=(-run '^ucx/') ;;
+            ucx) apps_run=(-run "^(${ucx}libfabric)/") ;;
             all) ;;
-            *) apps_run=(-run '^(qperf|ucx)/') ;;
+            *) apps_run=(-run "^(qperf|${ucx}libfabric)/") ;;
             esac
             "$OUT/interop" -peer lab-apps -lab "$LAB" -libgoroce "$LIBGOROCE" "${apps_run[@]}" -json "$OUT/$suite-apps.json" | tee "$OUT/$suite-apps.txt"
             y=${PIPESTATUS[0]}
