@@ -34,12 +34,13 @@ var ErrNoServer = errors.New("share: no server (roced serve) is running")
 
 // ErrRefused is Join's error when the server answers but cannot serve
 // the addresses (it cannot bind one: it runs in another network
-// namespace, or the address is not the host's).
+// namespace, or the address is not the host's) or is ending.
 var ErrRefused = errors.New("share: join refused")
 
 // Join joins the server at path on addrs: the server opens port 4791 on
 // each (if it has not yet) and relays to this process the packets for
-// its block. It returns ErrNoServer (wrapped) when no server answers.
+// its block. It returns ErrNoServer (wrapped) when no server answers,
+// ErrRefused when one refuses.
 func Join(path string, addrs []netip.Addr) (*Member, error) {
 	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
@@ -47,6 +48,16 @@ func Join(path string, addrs []netip.Addr) (*Member, error) {
 		// keeps the dial from a server, there is none to join.
 		return nil, fmt.Errorf("%w at %s: %v", ErrNoServer, path, err)
 	}
+	m, err := join(c, addrs)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, path)
+	}
+	return m, nil
+}
+
+// join sends the join on c, a connection to a server, and reads its
+// answer; c is closed when it fails.
+func join(c *net.UnixConn, addrs []netip.Addr) (*Member, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		c.Close()
@@ -57,19 +68,22 @@ func Join(path string, addrs []netip.Addr) (*Member, error) {
 	mine, theirs := os.NewFile(uintptr(fds[0]), "share data"), os.NewFile(uintptr(fds[1]), "share data")
 	defer theirs.Close()
 	fail := func(err error) (*Member, error) { c.Close(); mine.Close(); return nil, err }
-	join, err := encodeJoin(addrs)
+	msg, err := encodeJoin(addrs)
 	if err != nil {
 		return fail(err)
 	}
-	if _, _, err := c.WriteMsgUnix(join, unix.UnixRights(int(theirs.Fd())), nil); err != nil {
-		return fail(fmt.Errorf("share: join: %w", err))
+	// A server that ends (its last member gone, roced serve --auto) closes
+	// the connections it has not answered: the join reached no server,
+	// and the caller starts one as if none had been there.
+	if _, _, err := c.WriteMsgUnix(msg, unix.UnixRights(int(theirs.Fd())), nil); err != nil {
+		return fail(fmt.Errorf("%w: it ended before the join: %v", ErrNoServer, err))
 	}
 	ans := make([]byte, maxMsg)
 	n, err := c.Read(ans)
 	switch {
-	case err != nil:
-		return fail(fmt.Errorf("share: join: %w", err))
-	case n >= 1 && ans[0] == msgErr:
+	case err != nil || n == 0:
+		return fail(fmt.Errorf("%w: it ended before answering the join: %v", ErrNoServer, err))
+	case ans[0] == msgErr:
 		return fail(fmt.Errorf("%w: %s", ErrRefused, ans[1:n]))
 	case n != 3 || ans[0] != msgOK:
 		return fail(errors.New("share: join: the server's answer does not parse"))

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 // to each member what is addressed to it.
 type Server struct {
 	ln   *net.UnixListener
+	path string // ln's socket, unlinked once (unlink)
 	open func(netip.Addr) (nic.Link, error)
 
 	mu       sync.Mutex
@@ -30,6 +32,9 @@ type Server struct {
 	next     uint32                         // where the search for a free block starts
 	services map[uint64]*member
 	closed   bool
+	endIdle  bool // EndWhenIdle
+	ending   bool // EndWhenIdle's server whose last member left: joins are refused
+	unlinked bool
 	wg       sync.WaitGroup
 	live     int           // members now (under mu)
 	idle     chan struct{} // closed when the last member leaves (Idle)
@@ -67,9 +72,12 @@ type member struct {
 
 // NewServer serves members on the unix socket ln, opening port 4791 on an
 // address with open the first time a member joins on it (the udp link:
-// udp.Open). Serve runs it.
+// udp.Open). Serve runs it. The server unlinks ln's socket when it ends.
 func NewServer(ln *net.UnixListener, open func(netip.Addr) (nic.Link, error)) *Server {
-	return &Server{ln: ln, open: open, ports: map[netip.Addr]nic.Link{}, services: map[uint64]*member{}, next: FirstBlock, idle: make(chan struct{})}
+	// Not at ln.Close: by then a successor may have its socket at the
+	// path (unlink).
+	ln.SetUnlinkOnClose(false)
+	return &Server{ln: ln, path: ln.Addr().String(), open: open, ports: map[netip.Addr]nic.Link{}, services: map[uint64]*member{}, next: FirstBlock, idle: make(chan struct{})}
 }
 
 // Serve accepts members until Close; it returns nil then.
@@ -101,6 +109,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.unlink()
 	s.ln.Close()
 	for i := range s.blocks {
 		if m := s.blocks[i].Load(); m != nil {
@@ -119,6 +128,26 @@ func (s *Server) Close() error {
 // server started for the members that need it (roced serve --auto) ends
 // then, leaving the port to its owner.
 func (s *Server) Idle() <-chan struct{} { return s.idle }
+
+// EndWhenIdle makes the server one that ends when Idle: from the moment
+// its last member leaves it takes no join, and its socket is gone, so
+// that a program that comes next finds no server and starts one, never
+// joins one about to close (whose Close would cut it off).
+func (s *Server) EndWhenIdle() {
+	s.mu.Lock()
+	s.endIdle = true
+	s.mu.Unlock()
+}
+
+// unlink removes the server's socket, once: after that the path may be
+// a successor's. Called with s.mu held.
+func (s *Server) unlink() {
+	if s.unlinked || strings.HasPrefix(s.path, "@") {
+		return
+	}
+	s.unlinked = true
+	os.Remove(s.path)
+}
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
@@ -226,8 +255,8 @@ func (s *Server) join(c *net.UnixConn) (*member, error) {
 	m := &member{s: s, ctl: c, data: data, raw: raw, services: map[uint64]bool{}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return fail(errors.New("share: the server is closing"))
+	if s.closed || s.ending {
+		return fail(errors.New("share: the server is ending"))
 	}
 	for _, a := range addrs {
 		if _, ok := s.ports[a]; ok {
@@ -278,6 +307,10 @@ func (s *Server) leave(m *member) {
 		case <-s.idle:
 		default:
 			close(s.idle)
+		}
+		if s.endIdle {
+			s.ending = true
+			s.unlink()
 		}
 	}
 	s.mu.Unlock()

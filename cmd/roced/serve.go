@@ -79,6 +79,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	s := share.NewServer(ln, func(a netip.Addr) (nic.Link, error) { return udp.Open(udp.Config{Addr: a, Join: true}) })
 	var idle <-chan struct{}
 	if child {
+		s.EndWhenIdle()
 		idle = s.Idle()
 		// The program that started it joins next; one that died first
 		// must not leave a server behind.
@@ -111,8 +112,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		s.Close()
 		err = <-done
 	case err = <-done:
+		s.Close()
 	}
-	os.Remove(path)
 	st := s.Stats()
 	fmt.Fprintf(stdout, "roced serve: %d members joined, %d packets relayed (%d MADs); dropped: %d for no member, %d MADs unclaimed (%d requests refused), %d malformed, %d overflow\n",
 		st.Joined, st.Relayed, st.MADs, st.NoMember, st.Unclaimed, st.Refused, st.Malformed, st.Overflow)

@@ -1,0 +1,95 @@
+package share_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/share"
+)
+
+// TestEndWhenIdle: a server that ends when idle (roced serve --auto)
+// takes no join once its last member has left, and its socket is gone
+// then, so that the next program finds no server (and starts one) rather
+// than joining one about to close; a join already on its way is refused;
+// the server's Close later leaves a successor's socket at the same path
+// alone. CI once saw a forked child's join cut off by such a server's
+// Close (connection reset), the device then failing to open.
+func TestEndWhenIdle(t *testing.T) {
+	s, path := startServer(t)
+	s.EndWhenIdle()
+	m, err := share.Join(path, []netip.Addr{sharedAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A program whose join is on its way when the last member leaves.
+	late, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	select {
+	case <-s.Idle():
+	case <-ctx.Done():
+		t.Fatal("the server did not see its last member leave")
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an idle server's socket: %v, want it gone", err)
+	}
+	if _, err := share.Join(path, []netip.Addr{sharedAddr}); !errors.Is(err, share.ErrNoServer) {
+		t.Fatalf("a join after the last member left: %v, want ErrNoServer", err)
+	}
+	if _, err := share.JoinConn(late, []netip.Addr{sharedAddr}); !errors.Is(err, share.ErrRefused) {
+		t.Fatalf("a join on its way as the last member left: %v, want ErrRefused", err)
+	}
+	// A successor listens at the path; the ending server's Close must
+	// not take its socket away.
+	next, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	s.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the successor's socket after the old server closed: %v", err)
+	}
+}
+
+// TestJoinServerGone: a server that closes the connection without an
+// answer, or whose listener closes with the join still queued, is no
+// server: Join says ErrNoServer, so its caller starts one.
+func TestJoinServerGone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gone.sock")
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if c, err := ln.AcceptUnix(); err == nil {
+			c.Close()
+		}
+	}()
+	if _, err := share.Join(path, []netip.Addr{sharedAddr}); !errors.Is(err, share.ErrNoServer) {
+		t.Fatalf("a server that closed without answering: %v, want ErrNoServer", err)
+	}
+	ln2, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: filepath.Join(t.TempDir(), "queued.sock"), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUnix("unixpacket", nil, ln2.Addr().(*net.UnixAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	ln2.Close()
+	if _, err := share.JoinConn(c, []netip.Addr{sharedAddr}); !errors.Is(err, share.ErrNoServer) {
+		t.Fatalf("a join queued at a listener that closed: %v, want ErrNoServer", err)
+	}
+}
