@@ -124,7 +124,9 @@ func JudgeLibfabric(f LibfabricTest, client, server Output, rcvd, sent uint64) (
 // 5.61 729.64 0.00" (bytes, #sent, #ack, total, time, MB/sec, usec/xfer,
 // Mxfers/sec).
 type FiPingpongLine struct {
-	Sent, Acked, Usec string
+	Sent  string // messages sent
+	Acked string // of those, acknowledged (fi_pingpong prints "=200"; the "=" is dropped)
+	Usec  string // microseconds a transfer
 }
 
 // FiPingpongResult returns the last result line of fi_pingpong's output, or
