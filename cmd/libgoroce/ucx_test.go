@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/inet"
 	"github.com/goroce/goroce/internal/netns"
 	"golang.org/x/sys/unix"
 )
@@ -118,49 +118,63 @@ type sideCounts struct {
 // runUCXPerftest runs one server and one client of ucx_perftest, capturing
 // what each side's veth receives, and returns the client's output.
 func runUCXPerftest(ctx context.Context, t testing.TB, p *netns.Pair, perftest, tls string, tc ucxCase) (string, struct{ server, client sideCounts }, error) {
+	port := freePort(t)
+	args := append([]string{p.A.IPv4.String(), "-p", strconv.Itoa(port),
+		"-t", tc.test, "-s", strconv.Itoa(tc.size), "-n", strconv.Itoa(tc.n), "-w", "10"}, tc.args...)
+	out, srvOut, counts, err := runCaptured(ctx, p, []string{"UCX_TLS=" + tls, "UCX_NET_DEVICES=goroce0:1"}, port,
+		[]string{perftest, "-p", strconv.Itoa(port)}, append([]string{perftest}, args...))
+	if err != nil {
+		return out, counts, fmt.Errorf("ucx_perftest -t %s over %s: %v\nclient:\n%s\nserver:\n%s", tc.test, tls, err, out, srvOut)
+	}
+	return out, counts, nil
+}
+
+// runCaptured runs a server (srv, argv) in p.A and its client (cli) in
+// p.B, both preloaded with the library on their veth and env added, the
+// client once the server listens on TCP port (the tools' own exchange of
+// addresses), capturing what each side's veth receives. It returns the
+// client's and the server's output; an error if either fails.
+func runCaptured(ctx context.Context, p *netns.Pair, env []string, port int, srv, cli []string) (string, string, struct{ server, client sideCounts }, error) {
 	var counts struct{ server, client sideCounts }
 	capA, err := startCapture(p.A)
 	if err != nil {
-		return "", counts, err
+		return "", "", counts, err
 	}
 	capB, err := startCapture(p.B)
 	if err != nil {
 		capA.stop()
-		return "", counts, err
+		return "", "", counts, err
 	}
-	env := func(cmd *exec.Cmd) *exec.Cmd {
-		cmd.Env = append(cmd.Env, "UCX_TLS="+tls, "UCX_NET_DEVICES=goroce0:1")
+	withEnv := func(cmd *exec.Cmd) *exec.Cmd {
+		cmd.Env = append(cmd.Env, env...)
 		return cmd
 	}
-	port := freePort(t)
 	var srvOut bytes.Buffer
-	srv := env(preloaded(ctx, p.A.Link, perftest, "-p", strconv.Itoa(port)))
-	srv.Stdout, srv.Stderr = &srvOut, &srvOut
-	if err := p.A.Do(srv.Start); err != nil {
+	sc := withEnv(preloaded(ctx, p.A.Link, srv[0], srv[1:]...))
+	sc.Stdout, sc.Stderr = &srvOut, &srvOut
+	if err := p.A.Do(sc.Start); err != nil {
 		capA.stop()
 		capB.stop()
-		return "", counts, err
+		return "", "", counts, err
 	}
 	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Wait() }()
+	go func() { srvDone <- sc.Wait() }()
 	var out []byte
-	err = waitListening(ctx, srv.Process.Pid, port, srvDone)
+	err = waitListening(ctx, sc.Process.Pid, port, srvDone)
 	if err == nil {
 		err = p.B.Do(func() error {
 			var err error
-			args := append([]string{p.A.IPv4.String(), "-p", strconv.Itoa(port),
-				"-t", tc.test, "-s", strconv.Itoa(tc.size), "-n", strconv.Itoa(tc.n), "-w", "10"}, tc.args...)
-			out, err = env(preloaded(ctx, p.B.Link, perftest, args...)).CombinedOutput()
+			out, err = withEnv(preloaded(ctx, p.B.Link, cli[0], cli[1:]...)).CombinedOutput()
 			return err
 		})
 		if err != nil {
-			srv.Process.Kill()
+			sc.Process.Kill()
 		}
 		if serr := <-srvDone; err == nil && serr != nil {
 			err = fmt.Errorf("server: %v", serr)
 		}
 	} else {
-		srv.Process.Kill()
+		sc.Process.Kill()
 		<-srvDone
 	}
 	var errA, errB error
@@ -172,13 +186,10 @@ func runUCXPerftest(ctx context.Context, t testing.TB, p *netns.Pair, perftest, 
 	if err == nil && errB != nil {
 		err = fmt.Errorf("capture on the client's side: %w", errB)
 	}
-	if err != nil {
-		return string(out), counts, fmt.Errorf("ucx_perftest -t %s over %s: %v\nclient:\n%s\nserver:\n%s", tc.test, tls, err, out, srvOut.String())
-	}
-	return string(out), counts, nil
+	return string(out), srvOut.String(), counts, err
 }
 
-// capture counts the IPv4 packets an interface receives (AF_PACKET,
+// capture counts the IP packets (v4 and v6) an interface receives (AF_PACKET,
 // PACKET_HOST: addressed to this host, not the ones it sends).
 type capture struct {
 	fd     int
@@ -192,7 +203,7 @@ type capture struct {
 func startCapture(e *netns.End) (*capture, error) {
 	c := &capture{fd: -1, done: make(chan struct{}), counts: sideCounts{payload: map[bth.Transport]int64{}}}
 	err := e.Do(func() error {
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IP)))
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
 		if err != nil {
 			return fmt.Errorf("capture: AF_PACKET socket: %w", err)
 		}
@@ -200,7 +211,7 @@ func startCapture(e *netns.End) (*capture, error) {
 		// Room for a whole run's frames should the reader fall behind on
 		// a loaded machine; drops are counted and fail the run.
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20)
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: e.Index})
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: e.Index})
 	})
 	if err == nil {
 		err = unix.Pipe2(c.wake[:], unix.O_CLOEXEC)
@@ -255,26 +266,38 @@ func (c *capture) fail(err error) {
 	c.mu.Unlock()
 }
 
-// count adds an IPv4 packet's TCP or RoCEv2 payload.
-func (c *capture) count(ip []byte) {
-	if len(ip) < 20 || ip[0]>>4 != 4 {
+// count adds an IPv4 or IPv6 packet's TCP or RoCEv2 payload.
+func (c *capture) count(pkt []byte) {
+	var proto uint8
+	var l4 []byte
+	switch {
+	case len(pkt) >= inet.IPv4HeaderLen && inet.IPv4(pkt).Version() == 4:
+		ip := inet.IPv4(pkt)
+		total := int(ip.TotalLength())
+		if total > len(ip) || ip.HeaderLen() > total {
+			return
+		}
+		proto, l4 = ip.Protocol(), ip[ip.HeaderLen():total]
+	case len(pkt) >= inet.IPv6HeaderLen && inet.IPv6(pkt).Version() == 6:
+		// No extension headers: neither RoCEv2 nor TCP here sends any.
+		ip := inet.IPv6(pkt)
+		end := inet.IPv6HeaderLen + int(ip.PayloadLength())
+		if end > len(ip) {
+			return
+		}
+		proto, l4 = ip.NextHeader(), ip[inet.IPv6HeaderLen:end]
+	default:
 		return
 	}
-	ihl := int(ip[0]&0xf) * 4
-	total := int(binary.BigEndian.Uint16(ip[2:]))
-	if total > len(ip) || ihl > total {
-		return
-	}
-	l4 := ip[ihl:total]
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch ip[9] {
+	switch proto {
 	case unix.IPPROTO_TCP:
 		if len(l4) >= 20 {
 			c.counts.tcp += int64(len(l4) - int(l4[12]>>4)*4)
 		}
 	case unix.IPPROTO_UDP:
-		if len(l4) >= 8 && binary.BigEndian.Uint16(l4[2:]) == 4791 {
+		if len(l4) >= 8 && inet.UDP(l4).DstPort() == 4791 {
 			if pkt, err := bth.Parse(l4[8:]); err == nil {
 				c.counts.payload[pkt.OpCode().Transport()] += int64(pkt.PayloadLen())
 			}
