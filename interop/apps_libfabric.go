@@ -82,22 +82,12 @@ func (a *appsRun) libfabric(ctx context.Context, c AppsCase) Result {
 // (a ping-pong carries N messages of Size bytes each way), at least one
 // per IB MTU of each message.
 func JudgeLibfabric(f LibfabricTest, client, server Output, rcvd, sent uint64) (reasons []string, figs []Figure) {
-	for _, s := range []struct {
-		side string
-		out  Output
-	}{{"client", client}, {"server", server}} {
-		text := s.out.Stdout + "\n" + s.out.Stderr
-		switch {
-		case s.out.StartErr != "":
-			reasons = append(reasons, s.side+" did not run: "+s.out.StartErr)
-			continue
-		case s.out.TimedOut:
-			reasons = append(reasons, fmt.Sprintf("%s timed out after %.0fs%s", s.side, s.out.Seconds, stderrHint(text)))
-			continue
-		case s.out.Exit != 0:
-			reasons = append(reasons, fmt.Sprintf("%s exit status %d%s", s.side, s.out.Exit, stderrHint(text)))
+	for _, s := range pairSides(client, server) {
+		if r := s.failure(stderrHint, false); r != "" {
+			reasons = append(reasons, r)
 			continue
 		}
+		text := s.out.Stdout + "\n" + s.out.Stderr
 		line := FiPingpongResult(s.out.Stdout)
 		if line == nil {
 			reasons = append(reasons, s.side+": no result line"+stderrHint(text))

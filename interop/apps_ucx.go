@@ -216,23 +216,41 @@ func (a *appsRun) pair(ctx context.Context, dir string, port int, argv func(host
 // Size/ucxMTU packets.
 const ucxMTU = 1024
 
+// pairSide is one side of a pair's run.
+type pairSide struct {
+	side string // client or server
+	out  Output
+}
+
+func pairSides(client, server Output) []pairSide {
+	return []pairSide{{"client", client}, {"server", server}}
+}
+
+// failure says why the side did not run to a clean exit ("" if it did),
+// its output's hint (stderrHint, ucxHint) appended; stoppedOK: a side the
+// stage stopped once its peer was done did not fail.
+func (s pairSide) failure(hint func(string) string, stoppedOK bool) string {
+	text := s.out.Stdout + "\n" + s.out.Stderr
+	switch {
+	case s.out.StartErr != "":
+		return s.side + " did not run: " + s.out.StartErr
+	case s.out.TimedOut:
+		return fmt.Sprintf("%s timed out after %.0fs%s", s.side, s.out.Seconds, stderrHint(text))
+	case s.out.Exit != 0 && !(stoppedOK && s.out.Stopped):
+		return fmt.Sprintf("%s exit status %d%s", s.side, s.out.Exit, hint(text))
+	}
+	return ""
+}
+
 // JudgeUCX judges one UCX case: both sides exit 0, the client prints its
 // "Final:" line with the iterations asked for and positive figures, and
 // rxe0 received (toRxe) or sent the data's packets: at least N messages of
 // Size bytes at the lab's MTU.
 func JudgeUCX(u UCXTest, client, server Output, toRxe bool, rcvd, sent uint64) (reasons []string, figs []Figure) {
-	for _, s := range []struct {
-		side string
-		out  Output
-	}{{"client", client}, {"server", server}} {
-		text := s.out.Stdout + "\n" + s.out.Stderr
-		switch {
-		case s.out.StartErr != "":
-			reasons = append(reasons, s.side+" did not run: "+s.out.StartErr)
-		case s.out.TimedOut:
-			reasons = append(reasons, fmt.Sprintf("%s timed out after %.0fs%s", s.side, s.out.Seconds, stderrHint(text)))
-		case s.out.Exit != 0 && !(s.side == "server" && s.out.Stopped):
-			reasons = append(reasons, fmt.Sprintf("%s exit status %d%s", s.side, s.out.Exit, ucxHint(text)))
+	for _, s := range pairSides(client, server) {
+		// A server stopped after its client finished is not a failure.
+		if r := s.failure(ucxHint, s.side == "server"); r != "" {
+			reasons = append(reasons, r)
 		}
 	}
 	if len(reasons) > 0 {
