@@ -86,7 +86,7 @@ type Config struct {
 // steered by QPN, each received on its own goroutine (udp.Config.RxQueues);
 // GOROCE_BUSY_POLL=N makes its receives busy-poll for up to N microseconds
 // before sleeping (udp.Config.BusyPoll), as the net.core.busy_poll
-// sysctl counts; GOROCE_POLL_MODE=1 puts the device in poll mode, where a
+// sysctl counts, 0 never (unset: adaptively, udp.AdaptiveBusyPoll); GOROCE_POLL_MODE=1 puts the device in poll mode, where a
 // goroutine polling an empty CQ handles what has arrived itself
 // (transport.Options.PollProgress). GOROCE_EXPLAIN=1 writes to standard
 // error why each QP that fails enters ERR (a NAK, retries run out, a local
@@ -127,6 +127,9 @@ func tuningFromEnv(getenv func(string) string) (tuning, error) {
 			return t, tagf(ErrUsage, "%s=%q: want microseconds of busy polling, 0 to 1000000", EnvBusyPoll, v)
 		}
 		t.busyPoll = time.Duration(us) * time.Microsecond
+		if us == 0 {
+			t.busyPoll = udp.NoBusyPoll // 0 turns the adaptive default off
+		}
 	}
 	switch v := getenv(EnvPollMode); v {
 	case "", "0":
@@ -214,7 +217,15 @@ func Open(cfg Config) (*Endpoint, error) {
 		// A running share server (roced serve) hands this process its
 		// packets on the GID it opened; otherwise it binds port 4791
 		// (openUDP).
-		ucfg := udp.Config{Addr: local, RxQueues: tune.rxQueues, BusyPoll: tune.busyPoll}
+		busy := tune.busyPoll
+		if busy == 0 && cfg.LeaveNetpoll {
+			// The program's C threads spin on its CQs (ibv_poll_cq in a
+			// loop, as perftest does on an HCA) and take the cores a
+			// receive would busy-poll on: the library's ib_send_lat went
+			// from 45 to 60 µs with the adaptive default.
+			busy = udp.NoBusyPoll
+		}
+		ucfg := udp.Config{Addr: local, RxQueues: tune.rxQueues, BusyPoll: busy}
 		var owned []*udp.Link
 		link, member, owned, err = openUDP(local, ucfg)
 		if member != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/netns"
 	"github.com/goroce/goroce/nic"
+	"github.com/goroce/goroce/nic/udp"
 	"github.com/goroce/goroce/transport"
 )
 
@@ -183,7 +184,7 @@ func TestTuningFromEnv(t *testing.T) {
 	}{
 		{"", "", "", tuning{}, false},
 		{"4", "50", "", tuning{rxQueues: 4, busyPoll: 50 * time.Microsecond}, false},
-		{"1", "0", "0", tuning{rxQueues: 1}, false},
+		{"1", "0", "0", tuning{rxQueues: 1, busyPoll: udp.NoBusyPoll}, false}, // 0: never, not the adaptive default
 		{"", "50", "1", tuning{busyPoll: 50 * time.Microsecond, pollMode: true}, false},
 		{"", "-1", "", tuning{}, true},
 		{"0", "", "", tuning{}, true},

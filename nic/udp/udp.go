@@ -53,8 +53,11 @@ type Config struct {
 	// traffic flows it saves the poller's wake-up on every packet, several
 	// microseconds of latency, at the cost of a core per receive queue;
 	// when the link goes quiet, or the cores are oversubscribed, the
-	// receive sleeps again. 0 never busy-polls. Pair it with polling the
-	// CQ (transport.CQ.Poll in a loop) rather than waiting on it.
+	// receive sleeps again. Pair it with polling the CQ
+	// (transport.CQ.Poll in a loop) rather than waiting on it. 0 (the
+	// default) busy-polls adaptively, for up to AdaptiveBusyPoll while
+	// packets come closer together than that (where the clock is read in
+	// user space: spin.Every); NoBusyPoll never busy-polls.
 	BusyPoll time.Duration
 	// NoNetpoll keeps the link's sockets out of the Go runtime's network
 	// poller (linkio.FD): a receive or send that must wait blocks its

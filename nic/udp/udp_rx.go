@@ -11,6 +11,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/inet"
+	"github.com/goroce/goroce/internal/spin"
 	"github.com/goroce/goroce/nic"
 	"github.com/goroce/goroce/nic/internal/linkio"
 	"golang.org/x/sys/unix"
@@ -138,6 +139,7 @@ type udpRx struct {
 	want, n  int
 	errno    unix.Errno
 	fn       func(fd uintptr) bool
+	gaps     rxGaps        // the receiver's only
 	packets  atomic.Uint64 // delivered from this queue
 }
 
@@ -181,6 +183,9 @@ func (r *udpRx) init(l *Link, raw syscall.RawConn) {
 	}
 	r.relayout()
 	budget := l.cfg.BusyPoll
+	// Adaptive busy polling, the default (BusyPoll 0), needs a cheap
+	// clock: it reads it at every receive.
+	adaptive := budget == 0 && spin.Every(true) == 1
 	// fn takes the queue before each recvmmsg and keeps it only when
 	// something came: the receiver waits for the socket without it, so a
 	// poller can take what arrives meanwhile. It blocks for the queue
@@ -189,6 +194,7 @@ func (r *udpRx) init(l *Link, raw syscall.RawConn) {
 	// for the next one.
 	r.fn = func(fd uintptr) bool {
 		var since time.Time
+		var spinFor time.Duration
 		for {
 			r.hold.Lock()
 			if r.msg < r.got {
@@ -210,16 +216,32 @@ func (r *udpRx) init(l *Link, raw syscall.RawConn) {
 				}
 				// Busy polling asks again until its budget is spent or the
 				// link closes (Close waits for this function to return).
-				if budget > 0 && !l.closing.IsClosed() {
-					if since.IsZero() {
-						since = time.Now()
-					} else if time.Since(since) >= budget {
+				if l.closing.IsClosed() {
+					return false
+				}
+				if since.IsZero() {
+					spinFor = budget
+					if adaptive && r.hold.Polls() == 0 {
+						spinFor = r.gaps.budget()
+					}
+					if spinFor <= 0 {
 						return false
 					}
-					runtime.Gosched()
-					continue
+					since = time.Now()
+				} else if time.Since(since) >= spinFor {
+					if adaptive {
+						r.gaps.spun(false)
+					}
+					return false
 				}
-				return false
+				runtime.Gosched()
+				continue
+			}
+			if adaptive && n > 0 {
+				if !since.IsZero() {
+					r.gaps.spun(true)
+				}
+				r.gaps.received(time.Now())
 			}
 			r.n, r.errno = n, e
 			return true
