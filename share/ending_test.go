@@ -93,3 +93,39 @@ func TestJoinServerGone(t *testing.T) {
 		t.Fatalf("a join queued at a listener that closed: %v, want ErrNoServer", err)
 	}
 }
+
+// TestCloseWithJoinPending: Close returns while a connection has been
+// accepted but has sent no join yet: it closes that connection too, whose
+// goroutine would otherwise wait for the join for ever (CI once hung so,
+// in TestEndWhenIdle's cleanup after a failure).
+func TestCloseWithJoinPending(t *testing.T) {
+	s, path := startServer(t)
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A join that is answered shows the server has accepted what came
+	// before it, the silent connection included.
+	m, err := share.Join(path, []netip.Addr{sharedAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	closed := make(chan struct{})
+	go func() {
+		s.Close()
+		close(closed)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close did not return with a connection that sent no join")
+	}
+	// The silent connection was closed by the server.
+	if n, err := c.Read(make([]byte, 16)); err == nil && n > 0 {
+		t.Fatalf("the silent connection read %d bytes, want its end", n)
+	}
+}

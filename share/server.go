@@ -31,6 +31,7 @@ type Server struct {
 	blocks   [Blocks]atomic.Pointer[member] // written under mu; read by the relays without it, once a packet
 	next     uint32                         // where the search for a free block starts
 	services map[uint64]*member
+	conns    map[*net.UnixConn]bool // every accepted connection, a member's or one still joining
 	closed   bool
 	endIdle  bool // EndWhenIdle
 	ending   bool // EndWhenIdle's server whose last member left: joins are refused
@@ -63,8 +64,7 @@ type stats struct {
 // member is one process on the server's ports.
 type member struct {
 	s        *Server
-	ctl      *net.UnixConn // its control connection: its end is its end
-	data     *os.File      // the server's end of its socket pair
+	data     *os.File // the server's end of its socket pair
 	raw      syscall.RawConn
 	block    uint32
 	services map[uint64]bool // under s.mu
@@ -77,7 +77,7 @@ func NewServer(ln *net.UnixListener, open func(netip.Addr) (nic.Link, error)) *S
 	// Not at ln.Close: by then a successor may have its socket at the
 	// path (unlink).
 	ln.SetUnlinkOnClose(false)
-	return &Server{ln: ln, path: ln.Addr().String(), open: open, ports: map[netip.Addr]nic.Link{}, services: map[uint64]*member{}, next: FirstBlock, idle: make(chan struct{})}
+	return &Server{ln: ln, path: ln.Addr().String(), open: open, ports: map[netip.Addr]nic.Link{}, services: map[uint64]*member{}, conns: map[*net.UnixConn]bool{}, next: FirstBlock, idle: make(chan struct{})}
 }
 
 // Serve accepts members until Close; it returns nil then.
@@ -93,10 +93,21 @@ func (s *Server) Serve() error {
 			}
 			return err
 		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return nil
+		}
+		s.conns[c] = true
 		s.wg.Add(1)
+		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
 			s.member(c)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
 		}()
 	}
 }
@@ -111,10 +122,10 @@ func (s *Server) Close() error {
 	s.closed = true
 	s.unlink()
 	s.ln.Close()
-	for i := range s.blocks {
-		if m := s.blocks[i].Load(); m != nil {
-			m.ctl.Close()
-		}
+	// Every connection, a member's and one whose join has not come yet
+	// (whose goroutine would wait for it for ever).
+	for c := range s.conns {
+		c.Close()
 	}
 	for _, l := range s.ports {
 		l.Close()
@@ -252,7 +263,7 @@ func (s *Server) join(c *net.UnixConn) (*member, error) {
 			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
 		}
 	})
-	m := &member{s: s, ctl: c, data: data, raw: raw, services: map[uint64]bool{}}
+	m := &member{s: s, data: data, raw: raw, services: map[uint64]bool{}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.ending {
@@ -303,14 +314,15 @@ func (s *Server) leave(m *member) {
 		}
 	}
 	if s.live--; s.live == 0 {
+		// Ending before Idle says so: whoever sees Idle finds no socket.
+		if s.endIdle {
+			s.ending = true
+			s.unlink()
+		}
 		select {
 		case <-s.idle:
 		default:
 			close(s.idle)
-		}
-		if s.endIdle {
-			s.ending = true
-			s.unlink()
 		}
 	}
 	s.mu.Unlock()
