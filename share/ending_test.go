@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +128,36 @@ func TestCloseWithJoinPending(t *testing.T) {
 	// The silent connection was closed by the server.
 	if n, err := c.Read(make([]byte, 16)); err == nil && n > 0 {
 		t.Fatalf("the silent connection read %d bytes, want its end", n)
+	}
+}
+
+// TestJoinServerSilent: a server that accepts a join and neither answers
+// nor closes (a stopped or wedged roced serve) does not hold the joining
+// program for ever: Join fails after its bound, saying so.
+func TestJoinServerSilent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "silent.sock")
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan *net.UnixConn, 1)
+	go func() {
+		c, err := ln.AcceptUnix()
+		if err == nil {
+			accepted <- c // held open, unanswered, until the test ends
+		}
+	}()
+	defer func() {
+		select {
+		case c := <-accepted:
+			c.Close()
+		default:
+		}
+	}()
+	defer share.SetJoinWait(share.SetJoinWait(50 * time.Millisecond))
+	_, err = share.Join(path, []netip.Addr{sharedAddr})
+	if err == nil || errors.Is(err, share.ErrNoServer) || errors.Is(err, share.ErrRefused) || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("a server that never answers: %v, want the bound's error", err)
 	}
 }

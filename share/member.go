@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -28,6 +29,10 @@ type Member struct {
 	mu     sync.Mutex // one control request at a time
 	closed atomic.Bool
 }
+
+// joinWait bounds the wait for a server's answer to a join (a var for
+// the tests).
+var joinWait = 30 * time.Second
 
 // ErrNoServer is Join's error when no server answers at the path.
 var ErrNoServer = errors.New("share: no server (roced serve) is running")
@@ -74,13 +79,18 @@ func join(c *net.UnixConn, addrs []netip.Addr) (*Member, error) {
 	}
 	// A server that ends (its last member gone, roced serve --auto) closes
 	// the connections it has not answered: the join reached no server,
-	// and the caller starts one as if none had been there.
+	// and the caller starts one as if none had been there. One that
+	// neither answers nor closes (stopped, wedged) would hold the
+	// program's device open for ever: joinWait bounds it.
+	c.SetDeadline(time.Now().Add(joinWait))
 	if _, _, err := c.WriteMsgUnix(msg, unix.UnixRights(int(theirs.Fd())), nil); err != nil {
 		return fail(fmt.Errorf("%w: it ended before the join: %v", ErrNoServer, err))
 	}
 	ans := make([]byte, maxMsg)
 	n, err := c.Read(ans)
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fail(fmt.Errorf("share: the server did not answer the join within %v", joinWait))
 	case err != nil || n == 0:
 		return fail(fmt.Errorf("%w: it ended before answering the join: %v", ErrNoServer, err))
 	case ans[0] == msgErr:
@@ -88,6 +98,7 @@ func join(c *net.UnixConn, addrs []netip.Addr) (*Member, error) {
 	case n != 3 || ans[0] != msgOK:
 		return fail(errors.New("share: join: the server's answer does not parse"))
 	}
+	c.SetDeadline(time.Time{}) // Listen waits on it as long as it must
 	raw, err := mine.SyscallConn()
 	if err != nil {
 		return fail(err)
