@@ -79,7 +79,11 @@ func (r *rawEnd) diagram() *ladder.Diagram {
 
 func newRawEnd(link nic.Link, src, dst netip.Addr) *rawEnd {
 	r := &rawEnd{}
-	r.Peer = rawpeer.New(link, src, dst, 0xc0de, 4096, func(dg []byte) { r.record(dg) })
+	r.Peer = rawpeer.New(link, src, dst, 0xc0de, 4096, func(dg []byte) {
+		if isMarker, _ := rawpeer.IsMark(dg, 0); !isMarker { // the end's own, not the exchange's
+			r.record(dg)
+		}
+	})
 	return r
 }
 
@@ -147,15 +151,35 @@ func (r *rawEnd) nextOf(qpn, qpn2 uint32) (bth.Packet, error) {
 
 // nextWithin is nextOf waiting at most d (errBackstop after it), or
 // until stop closes (errStopped).
+//
+// stop is the peer's end (its command exited), which can be seen before
+// what the peer sent just before it (the NAK of a case whose error also
+// ends the tool, CI saw it so) has come through the reader: then a marker
+// goes to this end's own address (rawpeer.Mark), and the packets read
+// before it are still returned; errStopped comes with the marker. A link
+// that does not deliver the marker leaves d to decide.
 func (r *rawEnd) nextWithin(qpn, qpn2 uint32, d time.Duration, stop <-chan struct{}) (bth.Packet, error) {
 	deadline := time.After(d)
+	var mark uint32
+	stopped := false
 	for {
 		select {
 		case <-stop:
-			return bth.Packet{}, errStopped
+			stop = nil
+			m, err := r.Mark()
+			if err != nil {
+				return bth.Packet{}, errStopped
+			}
+			mark, stopped = m, true
 		case rf, ok := <-r.Rx:
 			if !ok {
 				return bth.Packet{}, errors.New("the link closed")
+			}
+			if isMarker, this := rawpeer.IsMark(rf.Datagram, mark); isMarker {
+				if stopped && this {
+					return bth.Packet{}, errStopped
+				}
+				continue // an earlier call's marker
 			}
 			f, err := bth.DecodeIP(rf.Datagram)
 			if err != nil {
@@ -177,6 +201,9 @@ func (r *rawEnd) nextWithin(qpn, qpn2 uint32, d time.Duration, stop <-chan struc
 			r.lastAt, r.lastOp = rf.At, p.OpCode()
 			return p, nil
 		case <-deadline:
+			if stopped {
+				return bth.Packet{}, errStopped
+			}
 			return bth.Packet{}, errBackstop
 		}
 	}

@@ -9,6 +9,7 @@ package rawpeer
 import (
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/goroce/goroce/bth"
@@ -74,6 +75,8 @@ type Peer struct {
 	// Rx carries every datagram the link delivers, in order; it is closed
 	// when the link's Recv fails (the link closed).
 	Rx chan Frame
+
+	marks atomic.Uint32 // the last marker's number (Mark)
 }
 
 // New starts a peer on link: a goroutine reads the link into Rx (of depth
@@ -104,8 +107,11 @@ func New(link nic.Link, src, dst netip.Addr, srcPort uint16, depth int, seen fun
 // Build returns the packet's datagram at nic.Headroom in its buffer. It
 // uses only Src, Dst and SrcPort, so a Peer without a link builds packets
 // for a test that hands them to a QP itself.
-func (r *Peer) Build(p Packet) []byte {
-	o := bth.Outer{Src: r.Src, Dst: r.Dst, SrcPort: r.SrcPort}
+func (r *Peer) Build(p Packet) []byte { return r.buildTo(r.Dst, p) }
+
+// buildTo is Build for a packet to dst.
+func (r *Peer) buildTo(dst netip.Addr, p Packet) []byte {
+	o := bth.Outer{Src: r.Src, Dst: dst, SrcPort: r.SrcPort}
 	buf := make([]byte, nic.Headroom+bth.DraftLen(&o, p.Op, len(p.Payload)))
 	d := bth.NewDraft(buf[nic.Headroom:], &o, bth.BTHFields{OpCode: p.Op, PKey: bth.DefaultPKey,
 		DestQP: p.DestQP, AckReq: p.AckReq, PSN: bth.PSN(p.PSN & bth.PSNMask)}, len(p.Payload))
@@ -130,6 +136,46 @@ func (r *Peer) Build(p Packet) []byte {
 	hl := o.Put(out[nic.Headroom:], len(roce))
 	copy(out[nic.Headroom+hl:], roce)
 	return out
+}
+
+// MarkerQP is the destination QP of a marker (Mark), a QPN no QP of a
+// peer under test has: the last below the multicast QPN 0xFFFFFF.
+const MarkerQP = 0xfffffe
+
+// Mark sends a marker to the peer's own address, over its own link, and
+// returns its number: when Rx delivers the marker (IsMark), what the link
+// had received before it was sent has come out of Rx before it, in
+// order. A caller that learns the remote peer has ended (its process
+// exited) thus reads everything that peer sent before it ended, without
+// guessing how long that takes: a local peer's sendmsg delivers to this
+// end's socket before it returns. A link that does not deliver to its
+// own address (afpacket, afxdp) never delivers the marker, and the
+// caller's bound decides.
+func (r *Peer) Mark() (uint32, error) {
+	n := r.marks.Add(1) & bth.PSNMask
+	b := r.buildTo(r.Src, Packet{Op: bth.RCAcknowledge, DestQP: MarkerQP, PSN: n, Headers: []Hdr{AETH(bth.ACKSyndrome(0x1f), 0)}})
+	if err := r.SendBuilt(b); err != nil {
+		return 0, fmt.Errorf("sending a marker: %w", err)
+	}
+	return n, nil
+}
+
+// IsMark reports whether a datagram from Rx is marker n (Mark); other
+// markers are reported as markers too (isMarker true), to be skipped.
+func IsMark(dg []byte, n uint32) (isMarker, this bool) {
+	f, err := bth.DecodeIP(dg)
+	if err != nil {
+		return false, false
+	}
+	roce := f.RoCE()
+	if len(roce) < bth.BTHLen {
+		return false, false
+	}
+	h := bth.BTH(roce[:bth.BTHLen])
+	if h.DestQP() != MarkerQP {
+		return false, false
+	}
+	return true, uint32(h.PSN()) == n
 }
 
 // SendBuilt sends a datagram Build returned.

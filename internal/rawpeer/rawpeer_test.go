@@ -7,6 +7,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic/mem"
+	"github.com/goroce/goroce/nic/udp"
 )
 
 // pair is two raw peers on one in-memory network, addressed to each other.
@@ -70,5 +71,63 @@ func TestAfterSpoilsICRC(t *testing.T) {
 	}
 	if p, err := Decode(recv(t, b)); err == nil {
 		t.Fatalf("Decode accepted a spoiled packet: %s", p.Summary())
+	}
+}
+
+// A marker comes out of Rx after everything the link had received when it
+// was sent, in order, over the udp link (which delivers to its own
+// address): what a peer sent before it ended is read before the marker.
+// An earlier marker is told apart from the one awaited.
+func TestMarkAfterReceived(t *testing.T) {
+	aa, ba := netip.MustParseAddr("127.0.31.1"), netip.MustParseAddr("127.0.31.2")
+	la, err := udp.Open(udp.Config{Addr: aa})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := udp.Open(udp.Config{Addr: ba})
+	if err != nil {
+		la.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { la.Close(); lb.Close() })
+	// The udp link sends only from its own sockets' ports.
+	a, b := New(la, aa, ba, la.SrcPort(1), 64, nil), New(lb, ba, aa, lb.SrcPort(1), 64, nil)
+	old, err := a.Mark()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		if err := b.Send(Packet{Op: bth.RCSendOnly, DestQP: 0x42, PSN: uint32(i), Payload: make([]byte, 32)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := a.Mark()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for {
+		dg := recv(t, a)
+		if isMarker, this := IsMark(dg, m); isMarker {
+			if this {
+				break
+			}
+			if isMarker, was := IsMark(dg, old); !isMarker || !was {
+				t.Fatalf("a marker neither the first nor the second")
+			}
+			continue
+		}
+		p, err := Decode(dg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uint32(p.BTH().PSN()) != uint32(got) {
+			t.Fatalf("packet %d has PSN %d", got, p.BTH().PSN())
+		}
+		got++
+	}
+	if got != n {
+		t.Fatalf("%d packets before the marker, want the %d sent before it", got, n)
 	}
 }
