@@ -80,7 +80,7 @@ func (r *rawEnd) diagram() *ladder.Diagram {
 func newRawEnd(link nic.Link, src, dst netip.Addr) *rawEnd {
 	r := &rawEnd{}
 	r.Peer = rawpeer.New(link, src, dst, 0xc0de, 4096, func(dg []byte) {
-		if isMarker, _ := rawpeer.IsMark(dg, 0); !isMarker { // the end's own, not the exchange's
+		if _, isMarker := rawpeer.MarkOf(dg); !isMarker { // the end's own, not the exchange's
 			r.record(dg)
 		}
 	})
@@ -175,12 +175,6 @@ func (r *rawEnd) nextWithin(qpn, qpn2 uint32, d time.Duration, stop <-chan struc
 			if !ok {
 				return bth.Packet{}, errors.New("the link closed")
 			}
-			if isMarker, this := rawpeer.IsMark(rf.Datagram, mark); isMarker {
-				if stopped && this {
-					return bth.Packet{}, errStopped
-				}
-				continue // an earlier call's marker
-			}
 			f, err := bth.DecodeIP(rf.Datagram)
 			if err != nil {
 				return bth.Packet{}, fmt.Errorf("the peer sent an undecodable packet: %w", err)
@@ -191,6 +185,12 @@ func (r *rawEnd) nextWithin(qpn, qpn2 uint32, d time.Duration, stop <-chan struc
 			p, err := bth.Parse(f.RoCE())
 			if err != nil {
 				return bth.Packet{}, fmt.Errorf("the peer sent a malformed packet: %w", err)
+			}
+			if h := p.BTH(); h.DestQP() == rawpeer.MarkerQP {
+				if stopped && uint32(h.PSN()) == mark {
+					return bth.Packet{}, errStopped
+				}
+				continue // an earlier call's marker
 			}
 			if d := p.BTH().DestQP(); d != qpn && d != qpn2 {
 				continue

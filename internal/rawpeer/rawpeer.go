@@ -143,7 +143,7 @@ func (r *Peer) buildTo(dst netip.Addr, p Packet) []byte {
 const MarkerQP = 0xfffffe
 
 // Mark sends a marker to the peer's own address, over its own link, and
-// returns its number: when Rx delivers the marker (IsMark), what the link
+// returns its number: when Rx delivers the marker (MarkOf), what the link
 // had received before it was sent has come out of Rx before it, in
 // order. A caller that learns the remote peer has ended (its process
 // exited) thus reads everything that peer sent before it ended, without
@@ -160,22 +160,18 @@ func (r *Peer) Mark() (uint32, error) {
 	return n, nil
 }
 
-// IsMark reports whether a datagram from Rx is marker n (Mark); other
-// markers are reported as markers too (isMarker true), to be skipped.
-func IsMark(dg []byte, n uint32) (isMarker, this bool) {
+// MarkOf returns the number of the marker dg is (Mark), if it is one.
+func MarkOf(dg []byte) (uint32, bool) {
 	f, err := bth.DecodeIP(dg)
 	if err != nil {
-		return false, false
+		return 0, false
 	}
 	roce := f.RoCE()
 	if len(roce) < bth.BTHLen {
-		return false, false
+		return 0, false
 	}
 	h := bth.BTH(roce[:bth.BTHLen])
-	if h.DestQP() != MarkerQP {
-		return false, false
-	}
-	return true, uint32(h.PSN()) == n
+	return uint32(h.PSN()), h.DestQP() == MarkerQP
 }
 
 // SendBuilt sends a datagram Build returned.

@@ -109,12 +109,12 @@ func TestMarkAfterReceived(t *testing.T) {
 	got := 0
 	for {
 		dg := recv(t, a)
-		if isMarker, this := IsMark(dg, m); isMarker {
-			if this {
+		if k, isMarker := MarkOf(dg); isMarker {
+			if k == m {
 				break
 			}
-			if isMarker, was := IsMark(dg, old); !isMarker || !was {
-				t.Fatalf("a marker neither the first nor the second")
+			if k != old {
+				t.Fatalf("marker %d, neither the first (%d) nor the second (%d)", k, old, m)
 			}
 			continue
 		}
