@@ -8,7 +8,6 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/rawpeer"
-	"github.com/goroce/goroce/nic/udp"
 )
 
 // TestNextWithinAfterStop: a packet the peer sent just before its command
@@ -19,16 +18,7 @@ import (
 // Each round gives the old nextWithin an even chance to fail.
 func TestNextWithinAfterStop(t *testing.T) {
 	aa, ba := netip.MustParseAddr("127.0.37.1"), netip.MustParseAddr("127.0.37.2")
-	la, err := udp.Open(udp.Config{Addr: aa})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := udp.Open(udp.Config{Addr: ba})
-	if err != nil {
-		la.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { la.Close(); lb.Close() })
+	la, lb := rawpeer.UDPLinks(t, aa, ba)
 	r := newRawEnd(la, aa, ba)
 	r.SrcPort = la.SrcPort(1)
 	peer := rawpeer.New(lb, ba, aa, lb.SrcPort(1), 64, nil)

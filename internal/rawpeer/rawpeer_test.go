@@ -7,7 +7,6 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/nic/mem"
-	"github.com/goroce/goroce/nic/udp"
 )
 
 // pair is two raw peers on one in-memory network, addressed to each other.
@@ -80,17 +79,7 @@ func TestAfterSpoilsICRC(t *testing.T) {
 // An earlier marker is told apart from the one awaited.
 func TestMarkAfterReceived(t *testing.T) {
 	aa, ba := netip.MustParseAddr("127.0.31.1"), netip.MustParseAddr("127.0.31.2")
-	la, err := udp.Open(udp.Config{Addr: aa})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := udp.Open(udp.Config{Addr: ba})
-	if err != nil {
-		la.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { la.Close(); lb.Close() })
-	// The udp link sends only from its own sockets' ports.
+	la, lb := UDPLinks(t, aa, ba)
 	a, b := New(la, aa, ba, la.SrcPort(1), 64, nil), New(lb, ba, aa, lb.SrcPort(1), 64, nil)
 	old, err := a.Mark()
 	if err != nil {
