@@ -86,7 +86,8 @@ type Config struct {
 // steered by QPN, each received on its own goroutine (udp.Config.RxQueues);
 // GOROCE_BUSY_POLL=N makes its receives busy-poll for up to N microseconds
 // before sleeping (udp.Config.BusyPoll), as the net.core.busy_poll
-// sysctl counts, 0 never (unset: adaptively, udp.AdaptiveBusyPoll); GOROCE_POLL_MODE=1 puts the device in poll mode, where a
+// sysctl counts, 0 never (unset: adaptively, udp.AdaptiveBusyPoll);
+// GOROCE_POLL_MODE=1 puts the device in poll mode, where a
 // goroutine polling an empty CQ handles what has arrived itself
 // (transport.Options.PollProgress). GOROCE_EXPLAIN=1 writes to standard
 // error why each QP that fails enters ERR (a NAK, retries run out, a local
