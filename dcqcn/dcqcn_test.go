@@ -198,3 +198,53 @@ func TestNPPacing(t *testing.T) {
 		t.Fatal("no CNP after np_min_time_between_cnps")
 	}
 }
+
+// sentIn sends 1000-byte packets whenever r allows from *now until end
+// and returns the bytes sent.
+func sentIn(r *RP, now *time.Time, end time.Time) int {
+	sent := 0
+	for now.Before(end) {
+		if w := r.Wait(*now); w > 0 {
+			*now = now.Add(w)
+			continue
+		}
+		r.Sent(*now, 1000)
+		sent += 1000
+	}
+	return sent
+}
+
+// rp_max_rate below the line rate is the sender's pace from its first
+// packet, the rate the first CNP cuts from, and where recovery ends: the
+// sender stays paced there rather than released to the host's speed.
+func TestMaxRateCaps(t *testing.T) {
+	p := Default()
+	p.MaxRate = 80 // 10 bytes a microsecond
+	r := NewRP(&p, 25000)
+	if !r.Capped() || !r.Limited() || r.Rate(t0) != 80 {
+		t.Fatalf("fresh: capped %v limited %v rate %.1f, want paced at 80", r.Capped(), r.Limited(), r.Rate(t0))
+	}
+	now := t0
+	if got, want := sentIn(r, &now, t0.Add(10*time.Millisecond)), 100000; got < want-2000 || got > want+2000 {
+		t.Fatalf("sent %d bytes in 10 ms capped at 80 Mb/s, want about %d", got, want)
+	}
+	r.CNP(now)
+	if got, want := r.Rate(now), 80*(1-1023.0/2048); math.Abs(got-want) > 1e-9 {
+		t.Fatalf("first CNP: rate %.3f, want rp_max_rate cut by alpha/2, %.3f", got, want)
+	}
+	// No more CNPs: back to the cap, and still paced there.
+	now = now.Add(100 * time.Millisecond)
+	if got := r.Rate(now); got != 80 || !r.Limited() {
+		t.Fatalf("recovered: rate %.1f limited %v, want paced at 80", got, r.Limited())
+	}
+	start := now
+	if got, want := sentIn(r, &now, start.Add(10*time.Millisecond)), 100000; got > want+BurstBytes+2000 {
+		t.Fatalf("sent %d bytes in 10 ms after recovery, want about %d", got, want)
+	}
+	// A cap at or above the line rate is no cap: the limiter switches
+	// off once recovered, as before.
+	p.MaxRate = 25000
+	if r.Capped() {
+		t.Fatal("rp_max_rate at the line rate caps")
+	}
+}

@@ -66,6 +66,13 @@ func Default() Params {
 	}
 }
 
+// Caps reports whether rp_max_rate holds a sender whose line carries
+// lineMbps below that rate (RP.Capped).
+func (p *Params) Caps(lineMbps float64) bool {
+	m := float64(p.MaxRate)
+	return m > 0 && m < lineMbps
+}
+
 // limits are each parameter's largest value, where the firmware bounds it
 // more tightly than 32 bits (the ranges of NVIDIA's page).
 var limits = map[string]uint32{

@@ -49,17 +49,32 @@ func NewRP(params *Params, lineMbps float64) *RP {
 }
 
 // Limited reports whether the limiter is on: a CNP cut the rate and it
-// has not climbed back to the ceiling.
-func (r *RP) Limited() bool { return r.limited }
+// has not climbed back to the ceiling, or rp_max_rate caps the sender
+// below the line rate (Capped).
+func (r *RP) Limited() bool { return r.limited || r.Capped() }
 
-// Rate returns the current rate in Mb/s as of now (the line rate when
-// not limited), after the increase events due by then.
+// Capped reports whether rp_max_rate is below the line rate. An mlx5
+// port releases a recovered QP's limiter and the wire holds it to the
+// port's speed; a software sender's wire is the host's, as fast as its
+// cores, so below the line rate rp_max_rate stays the sender's pace, from
+// its first packet and after each recovery: the port of that speed the
+// setting asks for (docs/congestion.md).
+func (r *RP) Capped() bool { return r.p.Caps(r.line) }
+
+// Rate returns the current rate in Mb/s as of now (the ceiling when not
+// limited), after the increase events due by then.
 func (r *RP) Rate(now time.Time) float64 {
 	r.advance(now)
-	if !r.limited {
-		return r.line
+	return r.pace()
+}
+
+// pace is the rate the pacer runs at: the current rate in a congestion
+// episode, the ceiling otherwise.
+func (r *RP) pace() float64 {
+	if r.limited {
+		return r.rc
 	}
-	return r.rc
+	return r.ceiling()
 }
 
 // Target returns the target rate (Mb/s).
@@ -109,13 +124,16 @@ func (r *RP) CNP(now time.Time) bool {
 		// The first CNP of a flow at full speed: the limiter starts from
 		// the line rate (or rp_rate_to_set_on_first_cnp) with alpha at
 		// its initial value.
+		top := r.ceiling()
+		if !r.Capped() {
+			r.tokens, r.tokAt = 0, now // the pacer starts now
+		}
 		r.limited = true
-		r.rc, r.rt = r.line, r.line
+		r.rc, r.rt = top, top
 		r.alpha = float64(r.p.InitialAlphaValue) / 1024
 		r.alphaAt, r.cnpPeriod = now, true
-		r.tokens, r.tokAt = 0, now
 		if f := float64(r.p.RateToSetOnFirstCNP); f > 0 {
-			r.rc, r.rt = min(f, r.line), min(f, r.line)
+			r.rc, r.rt = min(f, top), min(f, top)
 			r.restart(now)
 			return true
 		}
@@ -196,8 +214,11 @@ func (r *RP) increase(t, bc int) {
 
 // refill credits the bytes the current rate earned since tokAt.
 func (r *RP) refill(now time.Time) {
+	if r.tokAt.IsZero() {
+		r.tokAt = now // a capped sender's first packet: no credit saved up
+	}
 	if d := now.Sub(r.tokAt); d > 0 {
-		r.tokens = min(r.tokens+r.rc*1e6/8*d.Seconds(), BurstBytes)
+		r.tokens = min(r.tokens+r.pace()*1e6/8*d.Seconds(), BurstBytes)
 		r.tokAt = now
 	}
 }
@@ -205,32 +226,35 @@ func (r *RP) refill(now time.Time) {
 // Wait returns how long the sender must wait at now before its next
 // packet may leave: 0 when it may send.
 func (r *RP) Wait(now time.Time) time.Duration {
-	if !r.limited {
+	if !r.Limited() {
 		return 0
 	}
 	r.advance(now)
-	if !r.limited {
+	if !r.Limited() {
 		return 0
 	}
 	r.refill(now)
 	if r.tokens >= 0 {
 		return 0
 	}
-	return time.Duration(-r.tokens*8/r.rc*1e3) + 1 // ns; +1 rounds up
+	return time.Duration(-r.tokens*8/r.pace()*1e3) + 1 // ns; +1 rounds up
 }
 
 // Sent accounts for n bytes sent at now: the pacer's credit and the byte
 // counter's increase events.
 func (r *RP) Sent(now time.Time, n int) {
-	if !r.limited {
+	if !r.Limited() {
 		return
 	}
 	r.advance(now)
-	if !r.limited {
+	if !r.Limited() {
 		return
 	}
 	r.refill(now)
 	r.tokens -= float64(n)
+	if !r.limited {
+		return // capped, between congestion episodes: nothing to recover
+	}
 	r.bytes += uint64(n)
 	for reset := uint64(max(r.p.ByteReset, 1)); r.limited && r.bytes >= reset; {
 		r.bytes -= reset

@@ -87,20 +87,33 @@ func (q *QP) cnp() {
 		c.RPCNPIgnored.Add(1) // no congestion control, or no requester to slow
 		return
 	}
+	q.reactionPoint().CNP(q.clock.Now())
+	c.RPCNPHandled.Add(1)
+}
+
+// reactionPoint returns the QP's rate limiter, made at its first use:
+// the first CNP, or the first packet where rp_max_rate caps the rate.
+// QPs that never meet either carry none (100,000 QPs on a device).
+func (q *QP) reactionPoint() *dcqcn.RP {
 	if q.cc.rp == nil {
 		q.cc.rp = dcqcn.NewRP(q.env.CC, lineMbps)
 		q.cc.timer = q.clock.AfterFunc(time.Hour, q.onPace)
 		q.cc.timer.Stop()
 	}
-	q.cc.rp.CNP(q.clock.Now())
-	c.RPCNPHandled.Add(1)
+	return q.cc.rp
 }
 
 // paced reports whether the rate limiter holds the requester's next
 // packet back, and if so arms the timer that runs it when it may go.
 func (q *QP) paced() bool {
 	rp := q.cc.rp
-	if rp == nil || !rp.Limited() {
+	if rp == nil {
+		if cc := q.env.CC; cc == nil || !cc.Caps(lineMbps) {
+			return false
+		}
+		rp = q.reactionPoint()
+	}
+	if !rp.Limited() {
 		return false
 	}
 	w := rp.Wait(q.clock.Now())

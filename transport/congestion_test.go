@@ -188,6 +188,37 @@ func TestCongestionPacing(t *testing.T) {
 	}
 }
 
+// An rp_max_rate below the line rate paces a QP from its first packet,
+// before any CNP: the port of that speed the setting describes
+// (dcqcn.RP.Capped).
+func TestCongestionMaxRate(t *testing.T) {
+	p := dcqcn.Default()
+	p.MaxRate = 8 // a byte a microsecond
+	// The rule marks nothing this test sends: no CNP comes.
+	a, b, clk, _ := markingPair(t, "tx opcode=RC_SEND_ONLY ecn", transport.CongestionOptions{Params: &p})
+	before := ccCounter(a.Dev, "sent_pkts")
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRRDMAWrite, Flags: transport.Signaled,
+		SGL: []transport.SGE{a.MR.SGE(0, 4096)}, RemoteAddr: b.MR.Addr(), RKey: b.MR.RKey()}))
+	if got := ccCounter(a.Dev, "sent_pkts") - before; got != 1 {
+		t.Fatalf("%d packets left at once, want 1 (paced at rp_max_rate)", got)
+	}
+	if rate, on := a.QP.RateMbps(); !on || rate != 8 {
+		t.Fatalf("rate %.1f Mb/s limited %v, want 8 (rp_max_rate)", rate, on)
+	}
+	const gap = 1078 * time.Microsecond // 1078 bytes at a byte a microsecond
+	clk.Advance(gap + 10*time.Microsecond)
+	if got := ccCounter(a.Dev, "sent_pkts") - before; got != 2 {
+		t.Fatalf("%d packets after %v, want 2", got, gap+10*time.Microsecond)
+	}
+	clk.Advance(3 * gap)
+	if wc := testharness.Wait(t, a.SCQ, timeoutShort); wc.WRID != 1 || wc.Status != transport.Success {
+		t.Fatalf("paced WRITE: %+v", wc)
+	}
+	if got := ccCounter(a.Dev, "rp_cnp_handled"); got != 0 {
+		t.Fatalf("rp_cnp_handled %d, want 0: the cap alone paced", got)
+	}
+}
+
 func TestParseCongestion(t *testing.T) {
 	on, err := transport.ParseCongestion("")
 	if err != nil || on.Off || on.NoECT || on.Params == nil || *on.Params != dcqcn.Default() {
