@@ -13,6 +13,19 @@
 // -rate MBPS (the bottleneck, 10000), -line MBPS (each sender, 10000).
 // It prints Jain's fairness index, each flow's mean rate and the mean
 // queue from 10 ms after the last flow starts.
+//
+// With -in and -out it plots a real bottleneck instead, from two captures
+// of its RoCEv2 traffic on one clock, where the packets enter it and where
+// they leave (lab/cc-bottleneck.sh takes them around a kernel RED qdisc
+// in the lab's guest; sim.FromCaptures):
+//
+//	go run ./cmd/bottleneck -in in.pcap -out out.pcap -rate 40 -kmin 10000 -kmax 60000 -svg FILE
+//
+// -rate is then the bottleneck's rate (required), -kmin, -kmax and
+// -limit its marking ramp and limit in bytes (drawn on the plot), -line
+// the rate panel's top, -sample the sampling period (100ms) and -settle
+// how long after the second flow's first packet the fairness is judged
+// from (1s).
 package main
 
 import (
@@ -39,8 +52,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 200*time.Millisecond, "simulated time")
 	rate := fs.Float64("rate", 10000, "bottleneck rate, Mb/s")
 	line := fs.Float64("line", 10000, "each sender's line rate, Mb/s")
+	in := fs.String("in", "", "capture of the packets entering a real bottleneck (with -out)")
+	out := fs.String("out", "", "capture of the packets leaving it (with -in)")
+	kmin := fs.Int("kmin", 0, "with -in: the bottleneck's Kmin, bytes")
+	kmax := fs.Int("kmax", 0, "with -in: its Kmax, bytes")
+	limit := fs.Int("limit", 0, "with -in: its limit, bytes")
+	sample := fs.Duration("sample", 100*time.Millisecond, "with -in: the sampling period")
+	settle := fs.Duration("settle", time.Second, "with -in: judge fairness from this long after the last flow starts")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *in != "" || *out != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		c := captureRun{in: *in, out: *out, svg: *svg, rate: *rate, line: *line, kmin: *kmin, kmax: *kmax,
+			limit: *limit, sample: *sample, settle: *settle, rateSet: set["rate"], extra: fs.NArg()}
+		return c.run(stdout, stderr)
 	}
 	if err := check(*svg, *flows, fs.NArg()); err != nil {
 		fmt.Fprintln(stderr, "bottleneck:", err)
@@ -78,7 +105,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bottleneck:", err)
 		return 1
 	}
-	from := min(cfg.Starts[len(cfg.Starts)-1]+10*time.Millisecond, cfg.Duration)
+	from := cfg.JudgedFrom()
 	fmt.Fprintf(stdout, "Jain's index %.3f from %v to %v; mean queue %.0f bytes (Kmin %d, Kmax %d); %d marked, %d dropped\n",
 		res.Jain(from, cfg.Duration), from, cfg.Duration, res.MeanQueue(from, cfg.Duration),
 		cfg.Bottleneck.Kmin, cfg.Bottleneck.Kmax, res.Marked, res.Dropped)

@@ -31,6 +31,11 @@ type Config struct {
 	Duration   time.Duration     // the run's length
 	Sample     time.Duration     // the rate and queue sampling period
 	Seed       uint64            // the bottleneck's marking draws
+
+	// For the plot of a Result read from captures (FromCaptures):
+	Captured bool          // the times are a capture's, not simulated
+	Settle   time.Duration // fairness is judged from this long after the last start (0: 10 ms)
+	Until    time.Duration // and up to here (0: Duration)
 }
 
 // Default is the run docs/congestion.md shows: two 10 Gb/s senders into

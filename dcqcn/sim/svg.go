@@ -25,7 +25,7 @@ func (r *Result) SVG(w io.Writer, cfg Config) error {
 	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n",
 		plotLeft+plotW+150, height)
 	fmt.Fprintf(b, `<text x="%d" y="20" font-size="14">DCQCN: %d flows through one ECN-marking bottleneck of %.0f Mb/s (Jain %.3f after %v)</text>`+"\n",
-		plotLeft, len(r.Rates), cfg.Bottleneck.Rate/1e6, r.Jain(r.settle(cfg), cfg.Duration), r.settle(cfg))
+		plotLeft, len(r.Rates), cfg.Bottleneck.Rate/1e6, r.Jain(cfg.Judged()), tick(cfg.JudgedFrom(), cfg.Duration))
 	end := cfg.Duration.Seconds()
 	x := func(t time.Duration) float64 { return plotLeft + t.Seconds()/end*plotW }
 	// The rate panel, 0 to the sender's line rate.
@@ -44,13 +44,15 @@ func (r *Result) SVG(w io.Writer, cfg Config) error {
 			fmt.Fprintf(b, "%.1f,%.1f ", x(t), y(rates[i]))
 		}
 		fmt.Fprintln(b, `"/>`)
-		fmt.Fprintf(b, `<text x="%d" y="%d" fill="%s">flow %d (starts %v)</text>`+"\n", plotLeft+plotW+10, plotTop+16+18*f, c, f, cfg.Starts[f])
+		fmt.Fprintf(b, `<text x="%d" y="%d" fill="%s">flow %d (starts %v)</text>`+"\n", plotLeft+plotW+10, plotTop+16+18*f, c, f, tick(cfg.Starts[f], cfg.Duration))
 	}
-	// The queue panel, 0 to the queue's limit, with the ramp's ends.
 	qt := plotTop + plotH + plotGap
+	// The queue panel, 0 to the queue's limit (at most 4 Kmax, NewQueue's
+	// default, so that a deep queue's ramp stays visible), with the
+	// ramp's ends.
 	qtop := float64(cfg.Bottleneck.Limit)
-	if qtop <= 0 {
-		qtop = 4 * float64(cfg.Bottleneck.Kmax) // NewQueue's default limit
+	if k := 4 * float64(cfg.Bottleneck.Kmax); qtop <= 0 || qtop > k {
+		qtop = k
 	}
 	qy := func(v float64) float64 { return float64(qt) + queueH - min(v/qtop, 1)*queueH }
 	axes(b, qt, queueH, cfg.Duration)
@@ -68,7 +70,11 @@ func (r *Result) SVG(w io.Writer, cfg Config) error {
 		fmt.Fprintf(b, "%.1f,%.1f ", x(t), qy(float64(r.Queue[i])))
 	}
 	fmt.Fprintln(b, `"/>`)
-	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle">time (simulated), sampled every %v</text>`+"\n", plotLeft+plotW/2, height-8, cfg.Sample)
+	clock := "simulated"
+	if cfg.Captured {
+		clock = "captured; the queue estimated from each packet's time in the bottleneck"
+	}
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle">time (%s), sampled every %v</text>`+"\n", plotLeft+plotW/2, height-8, clock, cfg.Sample)
 	fmt.Fprintln(b, "</svg>")
 	return b.Flush()
 }
@@ -80,16 +86,41 @@ func axes(b *bufio.Writer, top, h int, d time.Duration) {
 		t := d * time.Duration(i) / 10
 		xx := plotLeft + float64(plotW)*float64(i)/10
 		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#000"/>`+"\n", xx, xx, top+h, top+h+4)
-		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%v</text>`+"\n", xx, top+h+16, t)
+		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%v</text>`+"\n", xx, top+h+16, tick(t, d))
 	}
 }
 
-// settle is when the fairness is measured from: 10 ms after the last
-// flow starts (TestFairShare's window).
-func (r *Result) settle(cfg Config) time.Duration {
+// tick rounds a time on a plot of d to the power of ten at or below a
+// hundredth of d (a captured run's times are the capture's, to the
+// nanosecond).
+func tick(t, d time.Duration) time.Duration {
+	u := time.Duration(1)
+	for u*10 <= d/100 {
+		u *= 10
+	}
+	return t.Round(u)
+}
+
+// JudgedFrom is when the fairness is measured from: cfg.Settle (10 ms,
+// as TestFairShare's window, unless set) after the last flow starts.
+func (cfg Config) JudgedFrom() time.Duration {
 	var last time.Duration
 	for _, s := range cfg.Starts {
 		last = max(last, s)
 	}
-	return min(last+10*time.Millisecond, cfg.Duration)
+	d := cfg.Settle
+	if d == 0 {
+		d = 10 * time.Millisecond
+	}
+	return min(last+d, cfg.Duration)
+}
+
+// Judged is the window the fairness is judged over: from JudgedFrom to
+// cfg.Until, or the end.
+func (cfg Config) Judged() (from, to time.Duration) {
+	to = cfg.Duration
+	if cfg.Until > 0 {
+		to = min(cfg.Until, to)
+	}
+	return cfg.JudgedFrom(), to
 }
