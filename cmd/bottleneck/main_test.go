@@ -42,9 +42,22 @@ func TestWritesPlot(t *testing.T) {
 	}
 }
 
+// A capture that is not there is a one-line error and exit 1.
+func TestMissingCapture(t *testing.T) {
+	var stdout, stderr strings.Builder
+	dir := t.TempDir()
+	code := run([]string{"-in", filepath.Join(dir, "in.pcap"), "-out", filepath.Join(dir, "out.pcap"), "-rate", "40", "-svg", filepath.Join(dir, "x.svg")}, &stdout, &stderr)
+	if code != 1 || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 || !strings.Contains(stderr.String(), "in.pcap") {
+		t.Fatalf("exit %d, stderr %q; want 1 and one line naming the file", code, stderr.String())
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	for _, args := range [][]string{{}, {"-svg", "x.svg", "-flows", "0"}, {"-svg", "x.svg", "-cc", "off"},
-		{"-svg", "x.svg", "-cc", "rp_ai_rate=x"}, {"-svg", "x.svg", "extra"}} {
+		{"-svg", "x.svg", "-cc", "rp_ai_rate=x"}, {"-svg", "x.svg", "extra"},
+		{"-in", "a.pcap", "-svg", "x.svg", "-rate", "40"}, {"-in", "a.pcap", "-out", "b.pcap", "-svg", "x.svg"},
+		{"-in", "a.pcap", "-out", "b.pcap", "-rate", "40"}, {"-in", "a.pcap", "-out", "b.pcap", "-svg", "x.svg", "-rate", "40", "-kmin", "9", "-kmax", "8"},
+		{"-in", "a.pcap", "-out", "b.pcap", "-svg", "x.svg", "-rate", "40", "-sample", "0s"}} {
 		var stdout, stderr strings.Builder
 		if code := run(args, &stdout, &stderr); code != 2 || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and one line", args, code, stderr.String())
