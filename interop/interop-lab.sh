@@ -83,6 +83,13 @@
 #                    included where the table has the case judged; 0 skips
 #                    it. Reports SUITE-conform.txt/.json/.html and
 #                    SUITE-conform-check.txt
+#   INTEROP_CC_SUITES the guests on which, after the applications stage,
+#                    two goroce flows cross a kernel RED qdisc with ECN in
+#                    the guest and DCQCN must share it fairly with a short
+#                    queue (lab/cc-bottleneck.sh -check, about 15 s;
+#                    default bookworm: the qdisc is the guest kernel's
+#                    tool, the proof goroce's, so one guest will do; empty
+#                    skips it). Reports SUITE-cc/ (captures, summary, plot)
 #   LIBGOROCE        the library (default bin/libgoroce.so, which make builds)
 #   ROCED            the roced binary (default bin/roced, which make builds)
 #   RXE_PEER_*       the lab's own settings; RXE_PEER_<VAR>_<SUITE> (e.g.
@@ -114,6 +121,7 @@ PYVERBS_STAGE=${INTEROP_PYVERBS:-1}
 APPS_STAGE=${INTEROP_APPS:-ucx}
 UCX_SUITES=${INTEROP_UCX_SUITES:-bookworm}
 CONFORM_STAGE=${INTEROP_CONFORM:-1}
+CC_SUITES=${INTEROP_CC_SUITES-bookworm}
 LIBGOROCE=${LIBGOROCE:-$ROOT/bin/libgoroce.so}
 
 die() { echo "interop: $*" >&2; exit 1; }
@@ -292,6 +300,16 @@ for suite in $SUITES; do
             echo "interop[$suite]: the applications stage (${apps_run[*]:-all}) in $(since "$t")s, exit status $y"
             [ "$y" = 0 ] || m=1
         fi
+        rm -f "$OUT/$suite-cc.ran"
+        if [[ " $CC_SUITES " == *" $suite "* ]]; then
+            t=$(now)
+            touch "$OUT/$suite-cc.ran"
+            RXE_PEER_DIR=$LAB GO=$GO "$ROOT/lab/cc-bottleneck.sh" -check -o "$OUT/$suite-cc" >"$OUT/$suite-cc.txt" 2>&1
+            y=$?
+            sed 's/^/  | /' "$OUT/$suite-cc.txt"
+            echo "interop[$suite]: DCQCN through the guest's RED qdisc in $(since "$t")s, exit status $y"
+            [ "$y" = 0 ] || m=1
+        fi
         if [ "$IMPAIR" = 1 ]; then
             t=$(now)
             # shellcheck disable=SC2086
@@ -324,6 +342,9 @@ for suite in $SUITES; do
     fi
     if [ "$CONFORM_STAGE" = 1 ]; then
         summary+=("$suite conform: $(sed -n 's/^conform\[[a-z]*\]: //p' "$OUT/$suite-conform-check.txt" 2>/dev/null || true)")
+    fi
+    if [ -e "$OUT/$suite-cc.ran" ]; then
+        summary+=("$suite congestion: $(grep -h '^cc-bottleneck: check' "$OUT/$suite-cc.txt" 2>/dev/null || echo 'no verdict')")
     fi
     if [ "$IMPAIR" = 1 ]; then
         summary+=("$suite impaired: $(sed -n 's/^\([0-9]* passed, [0-9]* failed, [0-9]* not run\)$/\1/p' "$OUT/$suite-impair.txt" 2>/dev/null || true)")
