@@ -26,7 +26,14 @@
 #   -check        exit 1 unless both flows finish, Jain's index while
 #                 both run is 0.9 or more, the qdisc marked packets and
 #                 dropped none, each sender got CNPs, and the median
-#                 packet met a queue no longer than Kmax
+#                 packet met a queue no longer than Kmax (without it, the
+#                 exit status says only whether the flows and rxe's part
+#                 finished)
+#
+# Then rxe beside it: the guest's ibv_rc_pingpong on rxe0 sends 100 x 64
+# KiB to roced's and back; roced marks what it receives CE (a fault rule) and so sends
+# rxe0 CNPs, which rxe does not act on: the exchange must complete, rxe0's
+# failure counters stay still, and the capture hold the CNPs (rxe.txt).
 #
 # The lab must be up (lab/rxe-peer.sh up) and bin/roced built (make
 # build). Needs root. The lab's guest keeps working as an rxe peer: the
@@ -179,9 +186,52 @@ pids=()
 "$lab" exec "tc -s qdisc show dev eth0 parent 1:10" >"$out/qdisc.txt" 2>&1
 [ $fail = 0 ] || { tail -n 3 "$out"/flow-*.txt "$out"/server-*.txt >&2; echo "cc-bottleneck: a flow failed" >&2; }
 
+# rxe beside it: goroce's CNPs to a peer that ignores them. The guest's
+# ibv_rc_pingpong on rxe0 (64 KiB SENDs: no CPU-clock estimate to fail in
+# the emulated guest, as perftest's does now and then) plays against
+# roced's, whose fault rule marks each SEND MIDDLE it receives CE, as a
+# congested switch would; goroce answers with
+# CNPs (mlx5's defaults: at most one per 4 us for the QP), which rxe has
+# no use for. The exchange must complete, rxe's failure counters stay
+# still, and the tap's capture hold the CNPs sent to rxe0.
+# rxe0's failure counters, summed: sequence errors, RNR, retries run out,
+# send errors. Not completer_retry_err: rxe's completer retries now and
+# then against goroce with or without marks (7 and 8 in two plain runs of
+# this exchange), so it is reported (rxe-stats-*.txt), not judged.
+rxe_errs() {
+    "$lab" exec "rdma statistic show link rxe0/1" 2>/dev/null | tee "$out/rxe-stats-$1.txt" | tr ' ' '\n' |
+        awk '/^(rcvd_seq_err|rcvd_rnr_err|send_rnr_err|retry_exceeded_err|retry_rnr_exceeded_err|send_err)$/ { getline v; s += v } END { print s + 0 }'
+}
+rxe_ok=1
+e0=$(rxe_errs before)
+ip netns exec "$NETNS" tcpdump -i "$TAP" -s 128 -U -w "$out/rxe.pcap" udp port 4791 2>"$out/tcpdump-rxe.txt" &
+pids+=($!)
+for _ in $(seq 100); do grep -q listening "$out/tcpdump-rxe.txt" 2>/dev/null && break; sleep 0.1; done
+ip netns exec "$NETNS" env -u GOROCE_CC "$ROCED" rc_pingpong -d "$host" -g 1 -s 65536 -n 100 \
+    --fault-rule "rx opcode=SEND_MIDDLE ecn" >"$out/rxe-roced.txt" 2>&1 &
+srv=$!
+for _ in $(seq 100); do lns ss -ltn 2>/dev/null | grep -q ':18515 ' && break; sleep 0.1; done
+"$lab" exec "ibv_rc_pingpong -d rxe0 -g 1 -s 65536 -n 100 $host" >"$out/rxe-client.txt" 2>&1 || rxe_ok=0
+wait "$srv" || rxe_ok=0
+sleep 0.2
+for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null; done
+wait "${pids[@]}" 2>/dev/null
+pids=()
+e1=$(rxe_errs after)
+marked=$(sed -n 's/.*rx_marked_ce=\([0-9]*\).*/\1/p' "$out/rxe-roced.txt" | tail -n 1)
+cnps=$(tshark -r "$out/rxe.pcap" -Y "infiniband.bth.opcode == 129 && ip.dst == $guest" 2>/dev/null | wc -l)
+grep -q '^100 iters in ' "$out/rxe-client.txt" || rxe_ok=0
+if [ $rxe_ok = 1 ] && [ "${marked:-0}" -gt 0 ] && [ "$cnps" -gt 0 ] && [ "$e0" = "$e1" ]; then
+    echo "rxe: 100 64 KiB round trips with rxe0 completed; goroce saw ${marked} marked CE and sent rxe0 ${cnps} CNPs; rxe0's failure counters unchanged" >"$out/rxe.txt"
+else
+    echo "rxe: failed: transfer ok $rxe_ok, marked ${marked:-none}, CNPs to rxe0 $cnps, rxe0's failure counters $e0 -> $e1" >"$out/rxe.txt"
+    tail -n 3 "$out/rxe-client.txt" "$out/rxe-roced.txt" >&2
+    fail=1
+fi
+
 (cd "$repo" && "${GO:-go}" run ./cmd/bottleneck -in "$out/in.pcap" -out "$out/out.pcap" -rate "$rate" -kmin $kmin -kmax $kmax \
     -limit $limit -line 80 -svg "$out/plot.svg") >"$out/summary.txt" 2>&1 || { cat "$out/summary.txt" >&2; exit 1; }
-cat "$out/summary.txt" "$out/qdisc.txt"
+cat "$out/summary.txt" "$out/qdisc.txt" "$out/rxe.txt"
 [ $check = 1 ] || exit $fail
 # -check: what the proof asks of the run.
 # The qdisc's own counts come from its statistics (qdisc.txt): packets
@@ -195,7 +245,7 @@ awk -v fail=$fail -v kmax=$kmax '
     FILENAME ~ /qdisc/ && / marked / { for (i = 1; i <= NF; i++) if ($i == "marked") marked = $(i + 1) }
     END {
         bad = ""
-        if (fail) bad = bad " a flow failed;"
+        if (fail) bad = bad " a flow, or rxe beside it, failed;"
         if (jain == "" || jain < 0.9) bad = bad " Jain " jain " < 0.9;"
         if (marked == "" || marked == 0) bad = bad " the qdisc marked nothing;"
         if (dropped == "" || dropped > 0) bad = bad " the qdisc dropped " dropped ";"
