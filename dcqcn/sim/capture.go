@@ -37,8 +37,9 @@ type CaptureConfig struct {
 
 // FlowKey names a flow.
 type FlowKey struct {
-	Src, Dst netip.Addr
-	DestQP   uint32
+	Src    netip.Addr // the sender's IPv4 address
+	Dst    netip.Addr // the receiver's
+	DestQP uint32     // the receiving QP (BTH DestQP)
 }
 
 // Captured is what FromCaptures read: the Result, and what a plot or a
@@ -56,8 +57,8 @@ type Captured struct {
 // Queued is the queue a packet found: the bytes ahead of it, estimated
 // from its time in the bottleneck, as it left at At.
 type Queued struct {
-	At    time.Duration
-	Bytes int
+	At    time.Duration // when it left, from the first packet of all
+	Bytes int           // bytes ahead of it
 }
 
 // QueueQuantile returns the q-quantile (0..1) of the queue estimates of
