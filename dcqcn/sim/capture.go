@@ -105,7 +105,7 @@ func FromCaptures(in, out []pcapfile.Packet, cfg CaptureConfig) (*Captured, erro
 		n   int
 	}
 	entered := map[occ]time.Time{}
-	inCount := map[FlowKey]map[uint32]int{}
+	inCount, outCount := occurrences{}, occurrences{}
 	c := &Captured{}
 	flowIdx := map[FlowKey]int{}
 	senders := map[netip.Addr][]int{} // a sender's flows, for its CNPs
@@ -115,23 +115,10 @@ func FromCaptures(in, out []pcapfile.Packet, cfg CaptureConfig) (*Captured, erro
 	}
 	var cnps []roce
 	for _, p := range ins {
-		if p.op == bth.CNP {
-			cnps = append(cnps, p)
-			continue
+		if k, ok := request(p, &cnps); ok {
+			entered[occ{k, p.psn, inCount.next(k, p.psn)}] = p.at
 		}
-		if !p.op.Info().IsRequest() {
-			continue
-		}
-		k := FlowKey{p.src, p.dst, p.destQP}
-		m := inCount[k]
-		if m == nil {
-			m = map[uint32]int{}
-			inCount[k] = m
-		}
-		entered[occ{k, p.psn, m[p.psn]}] = p.at
-		m[p.psn]++
 	}
-	outCount := map[FlowKey]map[uint32]int{}
 	type delay struct {
 		at time.Duration
 		d  time.Duration
@@ -140,14 +127,10 @@ func FromCaptures(in, out []pcapfile.Packet, cfg CaptureConfig) (*Captured, erro
 	bins := map[int]map[int]int{} // period -> flow -> bytes
 	last := 0
 	for _, p := range outs {
-		if p.op == bth.CNP {
-			cnps = append(cnps, p)
+		k, ok := request(p, &cnps)
+		if !ok {
 			continue
 		}
-		if !p.op.Info().IsRequest() {
-			continue
-		}
-		k := FlowKey{p.src, p.dst, p.destQP}
 		f, ok := flowIdx[k]
 		if !ok {
 			f = len(c.Flows)
@@ -168,15 +151,9 @@ func FromCaptures(in, out []pcapfile.Packet, cfg CaptureConfig) (*Captured, erro
 		if p.ce {
 			c.Marked++
 		}
-		m := outCount[k]
-		if m == nil {
-			m = map[uint32]int{}
-			outCount[k] = m
-		}
-		if at, ok := entered[occ{k, p.psn, m[p.psn]}]; ok && !p.at.Before(at) {
+		if at, ok := entered[occ{k, p.psn, outCount.next(k, p.psn)}]; ok && !p.at.Before(at) {
 			delays = append(delays, delay{rel, p.at.Sub(at)})
 		}
-		m[p.psn]++
 		c.Duration = max(c.Duration, rel)
 	}
 	for k, m := range inCount {
@@ -232,6 +209,35 @@ func FromCaptures(in, out []pcapfile.Packet, cfg CaptureConfig) (*Captured, erro
 		}
 	}
 	return c, nil
+}
+
+// occurrences counts each flow's PSNs as they pass: a packet resent is
+// its PSN's second occurrence, matched with the second to enter.
+type occurrences map[FlowKey]map[uint32]int
+
+// next returns how many times k's psn passed before, and counts this one.
+func (o occurrences) next(k FlowKey, psn uint32) int {
+	m := o[k]
+	if m == nil {
+		m = map[uint32]int{}
+		o[k] = m
+	}
+	n := m[psn]
+	m[psn]++
+	return n
+}
+
+// request returns the flow p belongs to if it is a request packet; a CNP
+// it keeps in cnps, and the rest (acknowledgements, responses) it skips.
+func request(p roce, cnps *[]roce) (FlowKey, bool) {
+	if p.op == bth.CNP {
+		*cnps = append(*cnps, p)
+		return FlowKey{}, false
+	}
+	if !p.op.Info().IsRequest() {
+		return FlowKey{}, false
+	}
+	return FlowKey{p.src, p.dst, p.destQP}, true
 }
 
 // parseAll keeps the RoCEv2 packets of a capture (IPv4, UDP port 4791,
