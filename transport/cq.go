@@ -205,6 +205,14 @@ type CQ struct {
 	// yieldEvery is how many empty polls a busy-polling loop makes per
 	// yield (Yield; internal/spin): set with progress; 0 or 1, each poll.
 	yieldEvery int
+	// notified mirrors armed for Poll, which reads it without mu: a
+	// queue armed for an event does not drive the device (progress). Its
+	// program is about to sleep on the event, and the device's receive
+	// goroutine must deliver it: onArm, set with progress, tells the
+	// device to hand it the receiving at once rather than wait out the
+	// pollers' last polls.
+	notified atomic.Bool
+	onArm    func()
 }
 
 // newCQ returns a completion queue holding up to depth completions.
@@ -250,6 +258,7 @@ func (c *CQ) push(wc WC, solicited bool) bool {
 	notify := c.armed && (!c.solOnly || solicited || wc.Status != Success)
 	if notify {
 		c.armed = false
+		c.notified.Store(false)
 	}
 	// Signalled under the lock, which shutdown holds to close the channels
 	// and Wait holds to count itself in before it sleeps.
@@ -295,17 +304,17 @@ func (c *CQ) shutdown(err error) {
 // receives and handles what has arrived, on the calling goroutine.
 func (c *CQ) Poll(wc []WC) (int, error) {
 	if c.ready.Load() == 0 { // empty: a push after this load is the next Poll's
-		if len(wc) == 0 || c.progress == nil || !c.progress() {
+		if len(wc) == 0 || c.progress == nil || c.notified.Load() || !c.progress() {
 			return 0, nil
 		}
 	}
 	return c.take(wc)
 }
 
-// setProgress sets what an empty Poll calls and the yield period of the
-// loops that poll it (before the queue is used).
-func (c *CQ) setProgress(f func() bool, yieldEvery int) {
-	c.progress, c.yieldEvery = f, yieldEvery
+// setProgress sets what an empty Poll calls, the yield period of the
+// loops that poll it, and what arming it calls (before the queue is used).
+func (c *CQ) setProgress(f func() bool, yieldEvery int, onArm func()) {
+	c.progress, c.yieldEvery, c.onArm = f, yieldEvery, onArm
 }
 
 // Yield gives the processor back as a loop busy-polling this queue
@@ -473,11 +482,19 @@ const pollClock = 16
 // ReqNotify arms the queue, as ibv_req_notify_cq: the next completion (or,
 // with solicitedOnly, the next solicited or error completion) sends one
 // event on Events.
+//
+// On a device in poll mode an armed queue's Poll does not receive for the
+// device: a program arms a queue to sleep on its event, and the event can
+// come only from the device's receive goroutine, which arming wakes.
 func (c *CQ) ReqNotify(solicitedOnly bool) {
 	c.mu.Lock()
 	c.armed = true
 	c.solOnly = solicitedOnly
+	c.notified.Store(true)
 	c.mu.Unlock()
+	if c.onArm != nil {
+		c.onArm()
+	}
 }
 
 // Events delivers one value per completion event requested with ReqNotify

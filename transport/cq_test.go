@@ -175,7 +175,7 @@ func TestWaitCompletionBeatsContext(t *testing.T) {
 			c.push(WC{WRID: 6}, false)
 		}
 		return false
-	}, 1)
+	}, 1, nil)
 	if n, err := c.PollWait(pctx, wc); n != 1 || err != nil || wc[0].WRID != 6 {
 		t.Fatalf("poll-mode PollWait: %d %v %+v; want the completion", n, err, wc[0])
 	}
@@ -309,7 +309,7 @@ func TestPollProgress(t *testing.T) {
 			return true
 		}
 		return false
-	}, 1)
+	}, 1, nil)
 	wc := make([]WC, 1)
 	if n, err := c.Poll(wc); n != 0 || err != nil || calls != 1 {
 		t.Fatalf("first poll: %d %v, progress called %d times", n, err, calls)
@@ -331,11 +331,51 @@ func TestPollProgress(t *testing.T) {
 		t.Fatalf("Poll(nil) called progress")
 	}
 	// A cancelled context ends a PollWait that finds nothing.
-	c.setProgress(func() bool { return false }, 1)
+	c.setProgress(func() bool { return false }, 1, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := c.PollWait(ctx, wc); !errors.Is(err, context.Canceled) {
 		t.Fatalf("PollWait with a cancelled context: %v", err)
+	}
+}
+
+// TestPollArmed: in poll mode a queue armed for an event does not drive
+// the device: arming calls onArm (the device wakes its receive
+// goroutine), an empty Poll of the armed queue calls no progress, and
+// once the event fired the queue's polls drive the device again.
+func TestPollArmed(t *testing.T) {
+	c := newCQ(4, nil)
+	calls, arms := 0, 0
+	c.setProgress(func() bool { calls++; return false }, 1, func() { arms++ })
+	wc := make([]WC, 1)
+	c.Poll(wc)
+	if calls != 1 {
+		t.Fatalf("unarmed empty poll: progress called %d times, want 1", calls)
+	}
+	c.ReqNotify(false)
+	if arms != 1 {
+		t.Fatalf("ReqNotify called onArm %d times, want 1", arms)
+	}
+	for range 3 {
+		if n, _ := c.Poll(wc); n != 0 {
+			t.Fatal("a completion from nowhere")
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("armed empty polls called progress %d more times, want none", calls-1)
+	}
+	c.push(WC{WRID: 1}, false) // the event fires: disarmed
+	select {
+	case <-c.Events():
+	default:
+		t.Fatal("no event for the completion")
+	}
+	if n, _ := c.Poll(wc); n != 1 || wc[0].WRID != 1 {
+		t.Fatalf("the completion: %d %+v", n, wc[0])
+	}
+	c.Poll(wc)
+	if calls != 2 {
+		t.Fatalf("after the event an empty poll called progress %d times in all, want 2", calls)
 	}
 }
 
@@ -345,7 +385,7 @@ func TestPollProgress(t *testing.T) {
 func TestPollWaitSleepsAfterSpin(t *testing.T) {
 	c := newCQ(4, nil)
 	var calls atomic.Int64
-	c.setProgress(func() bool { calls.Add(1); return false }, 1)
+	c.setProgress(func() bool { calls.Add(1); return false }, 1, nil)
 	type result struct {
 		n   int
 		err error
@@ -380,7 +420,7 @@ func TestPollWaitSleepsAfterSpin(t *testing.T) {
 func TestPollEmptyTakesNoLock(t *testing.T) {
 	c := newCQ(2, nil)
 	progressed := 0
-	c.setProgress(func() bool { progressed++; return false }, 1)
+	c.setProgress(func() bool { progressed++; return false }, 1, nil)
 	c.mu.Lock()
 	done := make(chan struct{})
 	var n int

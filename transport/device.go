@@ -112,6 +112,7 @@ type Device struct {
 	pollFDs    []int                  // the link's descriptors, in poll mode over a nic.FDPoller
 	busy       atomic.Pointer[uint32] // SetPollBusy's word; nil: none
 	polls      []pollState            // one per receive queue, used by whoever polls it
+	armGen     atomic.Uint64          // counts CQ arms in poll mode (armed): a receive goroutine takes over after one
 	endAtOnce  bool                   // a poll ends its burst before it returns: the link's sends are calls (nic.Info.DirectSend)
 	yieldEvery int                    // empty polls per yield of a loop polling its CQs (CQ.Yield; nic.Info.PollNoSyscall)
 	evMu       sync.RWMutex           // held shared to post an event, exclusively to close events
@@ -195,6 +196,9 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 			fp.OnHeld(d.ringBusy)
 		}
 		d.polls = make([]pollState, nq)
+		for i := range d.polls {
+			d.polls[i].wake = make(chan struct{}, 1)
+		}
 		d.endAtOnce = info.DirectSend
 		d.yieldEvery = spin.Every(info.PollNoSyscall)
 		// The device's clock, as the QPs' timers: a test decides when
@@ -434,7 +438,7 @@ func (d *Device) CreateCQ(depth int) *CQ {
 		d.post(Event{Type: EventCQErr, CQ: c, Err: err})
 	})
 	if d.poller != nil {
-		c.setProgress(d.progress, d.yieldEvery)
+		c.setProgress(d.progress, d.yieldEvery, d.armed)
 	}
 	d.cqMu.Lock()
 	defer d.cqMu.Unlock()
@@ -614,6 +618,7 @@ func (d *Device) rxLoop(i int) {
 	}
 	var b burst
 	var aside *time.Timer
+	var armSeen uint64 // armGen at the last look
 	for {
 		// In poll mode the receive goroutine stands aside while pollers
 		// are active (one polled since it last looked): the packets are
@@ -624,7 +629,14 @@ func (d *Device) rxLoop(i int) {
 		// the time of each poll: a poll reads no clock, which in an
 		// emulated guest costs more than the poll.)
 		if d.poller != nil {
-			if d.polls[i].polled.Swap(false) {
+			if g := d.armGen.Load(); g != armSeen {
+				// A CQ was armed since the last look: its program
+				// sleeps on the event, which only this goroutine's
+				// receiving can bring; the polls before the arming do
+				// not hold it back.
+				armSeen = g
+				d.polls[i].polled.Store(false)
+			} else if d.polls[i].polled.Swap(false) {
 				// The queue is the receiver's from its last Recv to the
 				// next: let go of it, or no poller could take it.
 				d.poller.EndRecv(i)
@@ -639,6 +651,7 @@ func (d *Device) rxLoop(i int) {
 				case <-d.done:
 					return
 				case <-aside.C:
+				case <-d.polls[i].wake: // a CQ was armed (armGen)
 				}
 				continue
 			}
@@ -666,15 +679,30 @@ func (d *Device) rxLoop(i int) {
 }
 
 // pollActive is how long the receive goroutine of a device in poll mode
-// leaves the packets to the pollers once it saw a poll.
-const pollActive = 200 * time.Microsecond
+// leaves the packets to the pollers once it saw a poll (a variable for
+// tests only).
+var pollActive = 200 * time.Microsecond
+
+// armed is a CQ's onArm in poll mode: a program arms a CQ to sleep on its
+// event, so each receive goroutine standing aside for the pollers takes
+// the receiving back at once (CQ.ReqNotify).
+func (d *Device) armed() {
+	d.armGen.Add(1)
+	for i := range d.polls {
+		select {
+		case d.polls[i].wake <- struct{}{}:
+		default:
+		}
+	}
+}
 
 // pollState is what a goroutine polling a receive queue uses: the link
 // lets one at a time hold the queue (nic.Poller), and so this state.
 type pollState struct {
 	frames []nic.Frame
 	b      burst
-	polled atomic.Bool // polled since the queue's receive goroutine last looked
+	polled atomic.Bool   // polled since the queue's receive goroutine last looked
+	wake   chan struct{} // rung when a CQ is armed, to wake a receive goroutine standing aside (armed)
 
 	// The QPs whose burst a poller left open: their ends wait for the
 	// next poll, or for late, should no poll come (endMu, which endOpen

@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"time"
+
 	"github.com/goroce/goroce/nic"
 )
 
@@ -41,3 +43,11 @@ func (b *Burst) Flush() { b.flush() }
 
 // Input is the receive path for one frame, within burst b.
 func (d *Device) Input(fr nic.Frame, b *Burst) { d.input(fr, b) }
+
+// SetPollActive sets how long receive goroutines stand aside for pollers
+// (pollActive) until the test ends; set it before opening devices.
+func SetPollActive(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := pollActive
+	pollActive = d
+	t.Cleanup(func() { pollActive = old })
+}

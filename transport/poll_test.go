@@ -396,6 +396,39 @@ func TestPollModeReceiverTakesOver(t *testing.T) {
 	}
 }
 
+// TestPollModeArmedTakesOver: a program that polled and then arms its CQ
+// to sleep on the event gets the event from the receive goroutine at
+// once, not after the goroutine has stood aside for the last polls: here
+// it would stand aside for an hour (SetPollActive). The armed queue's own
+// polls drive nothing (no packet is polled).
+func TestPollModeArmedTakesOver(t *testing.T) {
+	transport.SetPollActive(t, time.Hour)
+	a, b, _ := testharness.MemPair(t, testharness.Options{PollProgress: true})
+	var wc [1]transport.WC
+	for range 3 { // the receive goroutine sees these polls and stands aside
+		if n, err := b.RCQ.Poll(wc[:]); n != 0 || err != nil {
+			t.Fatalf("b's poll: %d, %v", n, err)
+		}
+	}
+	testharness.Must(t, b.QP.PostRecv(&transport.RecvWR{WRID: 7, SGL: []transport.SGE{b.MR.SGE(0, 64)}}))
+	b.RCQ.ReqNotify(false)
+	if n, _ := b.RCQ.Poll(wc[:]); n != 0 { // armed: drives nothing
+		t.Fatal("a completion before the SEND")
+	}
+	testharness.Must(t, a.QP.PostSend(&transport.SendWR{WRID: 1, Opcode: transport.WRSend, SGL: []transport.SGE{a.MR.SGE(0, 64)}}))
+	select {
+	case <-b.RCQ.Events():
+	case <-time.After(timeoutShort):
+		t.Fatalf("no event %v after the SEND: the receive goroutine still stands aside", timeoutShort)
+	}
+	if n, err := b.RCQ.Poll(wc[:]); n != 1 || err != nil || wc[0].WRID != 7 || wc[0].Status != transport.Success {
+		t.Fatalf("the receive: %d, %v, %+v", n, err, wc[0])
+	}
+	if n := b.Dev.Counters().PolledPkts.Load(); n != 0 {
+		t.Fatalf("pollers handled %d of b's packets, want none: the armed queue's polls drive nothing", n)
+	}
+}
+
 // sendPolled connects two devices in poll mode over pollOnly links on
 // clock, posts a receive on b (and on a, with replies), and sends one
 // SEND from a, which b's poll receives (b's link's sends forgotten
