@@ -242,10 +242,15 @@ int main(void)
 		      "RECV completion");
 		CHECK(!strcmp(bbuf, "hello through libgoroce"), "SEND: data differ");
 	}
-	/* A non-blocking channel with nothing pending: EAGAIN, at once. */
+	/* A non-blocking channel with nothing pending: EAGAIN, at once. A
+	 * completion that came between an arming and the poll after it
+	 * (wait_wc) still fired its event, as on an HCA: those are taken
+	 * first, and the channel then answers EAGAIN. */
 	flags = fcntl(a.ch->fd, F_GETFL);
 	CHECK(fcntl(a.ch->fd, F_SETFL, flags | O_NONBLOCK) == 0, "fcntl");
-	CHECK(ibv_get_cq_event(a.ch, &cq, &cq_ctx) == -1 && errno == EAGAIN, "get_cq_event on an empty channel");
+	for (n = 0; n < 16 && !ibv_get_cq_event(a.ch, &cq, &cq_ctx); n++)
+		ibv_ack_cq_events(cq, 1);
+	CHECK(n < 16 && errno == EAGAIN, "get_cq_event on an empty channel: %d events, errno %d", n, errno);
 
 	/* SRQs, UD QPs and address handles are served: made, queried and
 	 * destroyed; what is still refused, with libibverbs' errno. */
