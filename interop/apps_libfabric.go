@@ -14,11 +14,11 @@ import (
 // every byte it receives (-c); its server serves one run and exits, both
 // sides print the figures. rxe0's counters prove RoCE carried the data;
 // TCP carries only fi_pingpong's exchange of addresses.
-//
-// The dgram endpoint is left out: libfabric's verbs provider makes its
-// address handles from GID index 0, the link-local GID of the interface's
-// MAC, which the lab's tap has no IPv6 for (rxe's ibv_create_ah then
-// times out resolving it, ETIMEDOUT).
+// Its dgram endpoint (UD) addresses its peer by GID index 0, the
+// link-local GID of the interface's MAC: the lab's tap has IPv6 off until
+// asked (rxe's ibv_create_ah then times out resolving the host's, and
+// goroce has no such GID), so that case turns it on first
+// (Lab.EnableIPv6, which gives the tap its link-local address at once).
 
 // LibfabricPort is the TCP port of the stage's fi_pingpong servers (-B,
 // fi_pingpong's own default).
@@ -26,10 +26,13 @@ const LibfabricPort = 47592
 
 // LibfabricTest is one fi_pingpong run of the stage.
 type LibfabricTest struct {
-	Endpoint string // fi_pingpong's -e: msg, rdm
+	Endpoint string // fi_pingpong's -e: msg, rdm, dgram
 	Provider string // -p
 	Size     int    // -S: the message size
 	N        int    // -I: the iterations
+	// LinkLocal says the endpoint addresses its peer by the link-local
+	// GID (index 0): the lab's IPv6 must be on.
+	LinkLocal bool
 }
 
 // ID names the test in the stage: libfabric/ENDPOINT.
@@ -39,6 +42,7 @@ func (f LibfabricTest) ID() string { return "libfabric/" + f.Endpoint }
 var LibfabricTests = []LibfabricTest{
 	{Endpoint: "msg", Provider: "verbs", Size: 4096, N: 200},
 	{Endpoint: "rdm", Provider: "verbs;ofi_rxm", Size: 4096, N: 200},
+	{Endpoint: "dgram", Provider: "verbs", Size: 1024, N: 200, LinkLocal: true},
 }
 
 // Argv is fi_pingpong's command line: the server's when server is empty,
@@ -60,6 +64,13 @@ func (a *appsRun) libfabric(ctx context.Context, c AppsCase) Result {
 	f := c.Libfabric
 	res := Result{Tool: "fi_pingpong", Transport: "RC", Size: f.Size, Iters: f.N, Direction: c.Dir}
 	res.Flags = []string{"-p", f.Provider, "-e", f.Endpoint, "-c"}
+	if f.LinkLocal {
+		res.Transport = "UD"
+		if err := a.lab.EnableIPv6(ctx); err != nil {
+			res.Reasons = []string{err.Error()}
+			return res
+		}
+	}
 	pr, err := a.pair(ctx, c.Dir, LibfabricPort, func(host bool, to string) []string {
 		if host {
 			return a.hostArgv(f.Argv(to)...)

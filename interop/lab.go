@@ -298,9 +298,12 @@ const (
 // (HostAddr6, GuestAddr6; rxe-peer.sh turns IPv6 off on the tap) and
 // returns once rxe0's GID table holds the guest's, which rxe adds itself
 // for every address of its netdev. Duplicate address detection is
-// skipped, so both are usable at once.
+// skipped, so both, and the tap's link-local address, are usable at once.
 func (l *Lab) EnableIPv6(ctx context.Context) error {
-	if _, err := l.hostRun(ctx, "sysctl", "-qw", "net.ipv6.conf."+l.Tap+".disable_ipv6=0"); err != nil {
+	// Without duplicate address detection for the link-local address the
+	// kernel makes as IPv6 comes on: usable at once, as GID 0 (the UD
+	// endpoints of libfabric address their peers by it).
+	if _, err := l.hostRun(ctx, "sysctl", "-qw", "net.ipv6.conf."+l.Tap+".accept_dad=0", "net.ipv6.conf."+l.Tap+".disable_ipv6=0"); err != nil {
 		return fmt.Errorf("IPv6 on %s: %w", l.Tap, err)
 	}
 	if _, err := l.hostRun(ctx, "ip", "-6", "addr", "replace", l.HostAddr6+"/64", "dev", l.Tap, "nodad"); err != nil {
