@@ -20,9 +20,13 @@ import (
 // goroce has no such GID), so that case turns it on first
 // (Lab.EnableIPv6, which gives the tap its link-local address at once).
 
-// LibfabricPort is the TCP port of the stage's fi_pingpong servers (-B,
-// fi_pingpong's own default).
-const LibfabricPort = 47592
+// LibfabricPort is the TCP port of the stage's fi_pingpong servers (-B).
+// Not fi_pingpong's default, 47592: that lies in Linux's ephemeral range
+// (32768-60999), where the harness's own connections of the minute
+// before leave TIME_WAIT sockets, and fi_pingpong binds without
+// SO_REUSEADDR: CI's trixie run once failed to bind it (EADDRINUSE with
+// nothing listening). The stage's other ports are below the range too.
+const LibfabricPort = 19768
 
 // LibfabricTest is one fi_pingpong run of the stage.
 type LibfabricTest struct {

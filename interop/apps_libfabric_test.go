@@ -59,8 +59,8 @@ func TestLibfabricArgv(t *testing.T) {
 	f := byID(t, LibfabricTests, "libfabric/rdm")
 	srv, cli := strings.Join(f.Argv(""), " "), strings.Join(f.Argv("192.0.2.1"), " ")
 	for _, c := range []struct{ got, want string }{
-		{srv, "env FI_UNIVERSE_SIZE=16 fi_pingpong -p verbs;ofi_rxm -e rdm -S 4096 -I 200 -c -B 47592"},
-		{cli, "env FI_UNIVERSE_SIZE=16 fi_pingpong -p verbs;ofi_rxm -e rdm -S 4096 -I 200 -c -P 47592 192.0.2.1"},
+		{srv, "env FI_UNIVERSE_SIZE=16 fi_pingpong -p verbs;ofi_rxm -e rdm -S 4096 -I 200 -c -B 19768"},
+		{cli, "env FI_UNIVERSE_SIZE=16 fi_pingpong -p verbs;ofi_rxm -e rdm -S 4096 -I 200 -c -P 19768 192.0.2.1"},
 	} {
 		if c.got != c.want {
 			t.Errorf("argv %q, want %q", c.got, c.want)
