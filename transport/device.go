@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -107,19 +108,20 @@ type Device struct {
 	qpMu sync.Mutex // orders the writers of qps
 	qps  qpTable    // the receive path reads it without a lock
 
-	runqs      []runQueue             // one per receive queue of the link: a QP's deferred work runs on its queue's worker
-	poller     nic.Poller             // the link, in poll mode (Options.PollProgress); else nil
-	pollFDs    []int                  // the link's descriptors, in poll mode over a nic.FDPoller
-	busy       atomic.Pointer[uint32] // SetPollBusy's word; nil: none
-	polls      []pollState            // one per receive queue, used by whoever polls it
-	armGen     atomic.Uint64          // counts CQ arms in poll mode (armed): a receive goroutine takes over after one
-	endAtOnce  bool                   // a poll ends its burst before it returns: the link's sends are calls (nic.Info.DirectSend)
-	yieldEvery int                    // empty polls per yield of a loop polling its CQs (CQ.Yield; nic.Info.PollNoSyscall)
-	evMu       sync.RWMutex           // held shared to post an event, exclusively to close events
-	events     chan Event
-	evClosed   bool // under evMu
-	eventsLost atomic.Uint64
-	atomicMu   sync.Mutex
+	runqs        []runQueue             // one per receive queue of the link: a QP's deferred work runs on its queue's worker
+	poller       nic.Poller             // the link, in poll mode (Options.PollProgress); else nil
+	pollFDs      []int                  // the link's descriptors, in poll mode over a nic.FDPoller
+	busy         atomic.Pointer[uint32] // SetPollBusy's word; nil: none
+	polls        []pollState            // one per receive queue, used by whoever polls it
+	armGen       atomic.Uint64          // counts CQ arms in poll mode (armed): a receive goroutine takes over after one
+	endAtOnce    bool                   // a poll ends its burst before it returns: the link's sends are calls (nic.Info.DirectSend)
+	blockingRecv bool                   // the link's receives block in the kernel (poll mode, Options.LeaveNetpoll)
+	yieldEvery   int                    // empty polls per yield of a loop polling its CQs (CQ.Yield; nic.Info.PollNoSyscall)
+	evMu         sync.RWMutex           // held shared to post an event, exclusively to close events
+	events       chan Event
+	evClosed     bool // under evMu
+	eventsLost   atomic.Uint64
+	atomicMu     sync.Mutex
 
 	cqMu      sync.Mutex
 	cqs       map[*CQ]int // every live CQ the device created (to end on Close, to refuse another device's), with how many QP queues complete on it
@@ -189,6 +191,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 			if err := nl.LeaveNetpoll(); err != nil {
 				return nil, fmt.Errorf("device: poll mode: %w", err)
 			}
+			d.blockingRecv = true
 		}
 		d.poller = p
 		if fp, ok := p.(nic.FDPoller); ok {
@@ -675,6 +678,15 @@ func (d *Device) rxLoop(i int) {
 			d.input(frames[i], &b)
 		}
 		b.flush()
+		if d.blockingRecv {
+			// The next receive blocks in the kernel holding this P,
+			// and what the batch readied (a CQ's event on its way to
+			// a completion channel: libgoroce's forwarder) would wait
+			// in the P's queue until another thread steals it or
+			// sysmon takes the P back, in an idle process up to 10 ms
+			// later. Let it run first.
+			runtime.Gosched()
+		}
 	}
 }
 
