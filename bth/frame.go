@@ -1,7 +1,6 @@
 package bth
 
 import (
-	"encoding/binary"
 	"net/netip"
 
 	"github.com/goroce/goroce/inet"
@@ -101,26 +100,7 @@ func (f Frame) PutICRC() { putICRC(f.b[f.end-ICRCLen:], f.ComputeICRC()) }
 
 // DecodeEthernet decodes an Ethernet frame (with up to two 802.1Q/802.1ad
 // tags) carrying RoCEv2 over IPv4 or IPv6.
-func DecodeEthernet(b []byte) (Frame, error) {
-	if len(b) < EthHeaderLen {
-		return Frame{}, ErrTruncated
-	}
-	off := 12
-	et := binary.BigEndian.Uint16(b[off:])
-	for tags := 0; (et == EtherTypeVLAN || et == EtherTypeQinQ) && tags < 2; tags++ {
-		off += VLANTagLen
-		if len(b) < off+2 {
-			return Frame{}, ErrTruncated
-		}
-		et = binary.BigEndian.Uint16(b[off:])
-	}
-	f, err := decodeTyped(b, off+2, et)
-	if err != nil {
-		return Frame{}, err
-	}
-	f.link = LinkEthernet
-	return f, nil
-}
+func DecodeEthernet(b []byte) (Frame, error) { return DecodeLink(LinkEthernet, b) }
 
 // DecodeIP decodes an IP datagram (IPv4 or IPv6) carrying RoCEv2.
 func DecodeIP(b []byte) (Frame, error) { return decodeIP(b, 0, true) }

@@ -29,29 +29,12 @@ const (
 // Frame.Ethernet returns) is the cooked header or empty. An unknown link
 // type gives ErrLinkType. Like DecodeEthernet it never allocates.
 func DecodeLink(lt LinkType, b []byte) (Frame, error) {
-	var et uint16
-	off := 0
-	switch lt {
-	case LinkEthernet:
-		return DecodeEthernet(b)
-	case LinkRaw:
+	if lt == LinkRaw {
 		return DecodeIP(b)
-	case LinkIPv4:
-		et = EtherTypeIPv4
-	case LinkIPv6:
-		et = EtherTypeIPv6
-	case LinkLinuxSLL:
-		if len(b) < SLLHeaderLen {
-			return Frame{}, ErrTruncated
-		}
-		et, off = binary.BigEndian.Uint16(b[14:]), SLLHeaderLen
-	case LinkLinuxSLL2:
-		if len(b) < SLL2HeaderLen {
-			return Frame{}, ErrTruncated
-		}
-		et, off = binary.BigEndian.Uint16(b), SLL2HeaderLen
-	default:
-		return Frame{}, ErrLinkType
+	}
+	off, et, err := LinkHeader(lt, b)
+	if err != nil {
+		return Frame{}, err
 	}
 	f, err := decodeTyped(b, off, et)
 	if err != nil {
@@ -59,6 +42,47 @@ func DecodeLink(lt LinkType, b []byte) (Frame, error) {
 	}
 	f.link = lt
 	return f, nil
+}
+
+// LinkHeader walks the link-layer header of a captured frame of link type
+// lt: where the IP datagram starts and the EtherType announcing it (for
+// LinkRaw, 0: the version nibble says). It reads no further, so a capture
+// cut short after its headers (tcpdump -s) still yields them; DecodeLink
+// checks the rest.
+func LinkHeader(lt LinkType, b []byte) (off int, et uint16, err error) {
+	switch lt {
+	case LinkEthernet:
+		if len(b) < EthHeaderLen {
+			return 0, 0, ErrTruncated
+		}
+		off = 12
+		et = binary.BigEndian.Uint16(b[off:])
+		for tags := 0; (et == EtherTypeVLAN || et == EtherTypeQinQ) && tags < 2; tags++ {
+			off += VLANTagLen
+			if len(b) < off+2 {
+				return 0, 0, ErrTruncated
+			}
+			et = binary.BigEndian.Uint16(b[off:])
+		}
+		return off + 2, et, nil
+	case LinkRaw:
+		return 0, 0, nil
+	case LinkIPv4:
+		return 0, EtherTypeIPv4, nil
+	case LinkIPv6:
+		return 0, EtherTypeIPv6, nil
+	case LinkLinuxSLL:
+		if len(b) < SLLHeaderLen {
+			return 0, 0, ErrTruncated
+		}
+		return SLLHeaderLen, binary.BigEndian.Uint16(b[14:]), nil
+	case LinkLinuxSLL2:
+		if len(b) < SLL2HeaderLen {
+			return 0, 0, ErrTruncated
+		}
+		return SLL2HeaderLen, binary.BigEndian.Uint16(b), nil
+	}
+	return 0, 0, ErrLinkType
 }
 
 // decodeTyped decodes the IP datagram at b[off:] that a link header with

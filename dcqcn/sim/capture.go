@@ -51,7 +51,7 @@ type Captured struct {
 	Ends     []time.Duration // and its last
 	Duration time.Duration   // from the first packet of all to the last
 	MinDelay time.Duration   // the least time a packet spent in the bottleneck
-	Queued   []Queued        // each packet's queue estimate, in the order they left
+	Queued   []Queued        // each packet's queue estimate, in the egress capture's order
 }
 
 // Queued is the queue a packet found: the bytes ahead of it, estimated
@@ -108,7 +108,6 @@ func FromCaptures(in, out []pcapfile.Packet, cfg CaptureConfig) (*Captured, erro
 	inCount, outCount := occurrences{}, occurrences{}
 	c := &Captured{}
 	flowIdx := map[FlowKey]int{}
-	senders := map[netip.Addr][]int{} // a sender's flows, for its CNPs
 	t0 := outs[0].at
 	if len(ins) > 0 && ins[0].at.Before(t0) {
 		t0 = ins[0].at
@@ -138,7 +137,6 @@ func FromCaptures(in, out []pcapfile.Packet, cfg CaptureConfig) (*Captured, erro
 			c.Flows = append(c.Flows, k)
 			c.Starts = append(c.Starts, p.at.Sub(t0))
 			c.Ends = append(c.Ends, 0)
-			senders[p.src] = append(senders[p.src], f)
 		}
 		rel := p.at.Sub(t0)
 		c.Ends[f] = rel
@@ -163,10 +161,10 @@ func FromCaptures(in, out []pcapfile.Packet, cfg CaptureConfig) (*Captured, erro
 	}
 	c.CNPs = make([]int, len(c.Flows))
 	for _, p := range cnps {
-		// A CNP goes to the sender: one of a sender's flows takes it, the
-		// flow whose destination sent it.
-		for _, f := range senders[p.dst] {
-			if c.Flows[f].Dst == p.src {
+		// A CNP goes back to the sender: the flow it answers is the one
+		// from its destination to its source.
+		for f, k := range c.Flows {
+			if k.Src == p.dst && k.Dst == p.src {
 				c.CNPs[f]++
 				break
 			}
@@ -187,7 +185,6 @@ func FromCaptures(in, out []pcapfile.Packet, cfg CaptureConfig) (*Captured, erro
 		}
 	}
 	if len(delays) > 0 {
-		sort.SliceStable(delays, func(a, b int) bool { return delays[a].at < delays[b].at })
 		c.MinDelay = delays[0].d
 		for _, d := range delays {
 			c.MinDelay = min(c.MinDelay, d.d)
@@ -255,20 +252,9 @@ func parseAll(ps []pcapfile.Packet) []roce {
 // parse reads one captured packet's IPv4, UDP and BTH headers; the
 // capture may be cut short after them (tcpdump -s 128).
 func parse(p pcapfile.Packet) (roce, bool) {
-	var off int
-	switch bth.LinkType(p.LinkType) {
-	case bth.LinkEthernet:
-		off = 14
-	case bth.LinkLinuxSLL:
-		off = 16
-	case bth.LinkLinuxSLL2:
-		off = 20
-	case bth.LinkRaw, bth.LinkIPv4:
-	default:
-		return roce{}, false
-	}
 	b := p.Data
-	if len(b) < off+inet.IPv4HeaderLen {
+	off, et, err := bth.LinkHeader(bth.LinkType(p.LinkType), b)
+	if err != nil || et != bth.EtherTypeIPv4 && et != 0 || len(b) < off+inet.IPv4HeaderLen {
 		return roce{}, false
 	}
 	ip := inet.IPv4(b[off:])
