@@ -52,10 +52,7 @@ func TestEndWhenIdle(t *testing.T) {
 	}
 	// A successor listens at the path; the ending server's Close must
 	// not take its socket away.
-	next, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	next := listenAt(t, path)
 	defer next.Close()
 	s.Close()
 	if _, err := os.Stat(path); err != nil {
@@ -68,10 +65,7 @@ func TestEndWhenIdle(t *testing.T) {
 // server: Join says ErrNoServer, so its caller starts one.
 func TestJoinServerGone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gone.sock")
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listenAt(t, path)
 	go func() {
 		if c, err := ln.AcceptUnix(); err == nil {
 			c.Close()
@@ -80,10 +74,7 @@ func TestJoinServerGone(t *testing.T) {
 	if _, err := share.Join(path, []netip.Addr{sharedAddr}); !errors.Is(err, share.ErrNoServer) {
 		t.Fatalf("a server that closed without answering: %v, want ErrNoServer", err)
 	}
-	ln2, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: filepath.Join(t.TempDir(), "queued.sock"), Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln2 := listenAt(t, filepath.Join(t.TempDir(), "queued.sock"))
 	c, err := net.DialUnix("unixpacket", nil, ln2.Addr().(*net.UnixAddr))
 	if err != nil {
 		t.Fatal(err)
@@ -136,10 +127,7 @@ func TestCloseWithJoinPending(t *testing.T) {
 // program for ever: Join fails after its bound, saying so.
 func TestJoinServerSilent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "silent.sock")
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listenAt(t, path)
 	defer ln.Close()
 	accepted := make(chan *net.UnixConn, 1)
 	go func() {
@@ -156,7 +144,7 @@ func TestJoinServerSilent(t *testing.T) {
 		}
 	}()
 	defer share.SetJoinWait(share.SetJoinWait(50 * time.Millisecond))
-	_, err = share.Join(path, []netip.Addr{sharedAddr})
+	_, err := share.Join(path, []netip.Addr{sharedAddr})
 	if err == nil || errors.Is(err, share.ErrNoServer) || errors.Is(err, share.ErrRefused) || !strings.Contains(err.Error(), "did not answer") {
 		t.Fatalf("a server that never answers: %v, want the bound's error", err)
 	}

@@ -27,16 +27,23 @@ var (
 )
 
 // startServer runs a server on a socket in a temporary directory.
+// listenAt listens for share's control connections at path.
+func listenAt(t *testing.T, path string) *net.UnixListener {
+	t.Helper()
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
 func startServer(t *testing.T) (*share.Server, string) {
 	t.Helper()
 	path, err := share.Path(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listenAt(t, path)
 	s := share.NewServer(ln, func(a netip.Addr) (nic.Link, error) { return udp.Open(udp.Config{Addr: a}) })
 	done := make(chan error, 1)
 	go func() { done <- s.Serve() }()
