@@ -2,8 +2,12 @@ package interop
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -218,6 +222,12 @@ func (a *appsRun) server(ctx context.Context, side string) (Proc, error) {
 	if side == "host" {
 		argv = a.hostArgv(argv...)
 		run = a.lab.Host()
+	} else {
+		so, err := a.lab.installListenFirst(ctx)
+		if err != nil {
+			return nil, err
+		}
+		argv = append([]string{"env", "LD_PRELOAD=" + so}, argv...)
 	}
 	p := run.Start(ctx, argv, 2*RdmaCoreSuiteTimeout)
 	if err := run.WaitListen(ctx, AppsPort, AppsTimeout); err != nil {
@@ -227,6 +237,44 @@ func (a *appsRun) server(ctx context.Context, side string) (Proc, error) {
 	}
 	a.servers[side] = p
 	return p, nil
+}
+
+// listenFirstSrc is the guest's qperf server's shim: Debian's qperf
+// 0.4.11 sends its client the RDMA CM port before it listens, and a quick
+// client (the host's) is rejected, REJ reason 8, now and then. The shim
+// makes the bind listen at once, as upstream qperf's order is.
+//
+//go:embed lab/qperf-listen-first.c
+var listenFirstSrc []byte
+
+// listenFirstGuest is where the guest keeps the shim.
+const listenFirstGuest = "/tmp/goroce-qperf-listen-first.so"
+
+// installListenFirst builds the shim with this host's C compiler (the
+// guests' C libraries are this one's or newer) and puts it in the guest's
+// /tmp through the lab's 9p share; it returns the guest's path.
+func (l *Lab) installListenFirst(ctx context.Context) (string, error) {
+	dir, err := os.MkdirTemp(filepath.Join(l.StateDir(), "share"), "qperf-shim-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "qperf-listen-first.c")
+	if err := os.WriteFile(src, listenFirstSrc, 0o644); err != nil {
+		return "", err
+	}
+	so := filepath.Join(dir, "qperf-listen-first.so")
+	cc := exec.CommandContext(ctx, "cc", "-shared", "-fPIC", "-O2", "-o", so, src, "-ldl", "-lpthread")
+	if out, err := cc.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the guest's qperf shim: %v%s", err, stderrHint(string(out)))
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	if _, err := l.run(ctx, "exec", fmt.Sprintf("install -m 755 /mnt/host/%s/qperf-listen-first.so %s", filepath.Base(dir), listenFirstGuest)); err != nil {
+		return "", fmt.Errorf("installing the qperf shim in the guest: %w", err)
+	}
+	return listenFirstGuest, nil
 }
 
 func (a *appsRun) stopServers() {

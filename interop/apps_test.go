@@ -1,7 +1,11 @@
 package interop
 
 import (
+	"debug/elf"
 	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -216,5 +220,43 @@ func checkJudged(t *testing.T, reasons []string, figs []Figure, reason, figure s
 	}
 	if got := FigureText(figs); figure != "" && got != figure {
 		t.Errorf("figure %q, want %q", got, figure)
+	}
+}
+
+// TestListenFirstBuilds builds the guest's qperf shim as the stage does,
+// warnings as errors, and checks that it defines the two calls it
+// wraps: the stage builds it only once a lab is up.
+func TestListenFirstBuilds(t *testing.T) {
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skip("no C compiler (make deps installs one)")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "s.c")
+	if err := os.WriteFile(src, listenFirstSrc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	so := filepath.Join(dir, "s.so")
+	if out, err := exec.Command("cc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o", so, src, "-ldl", "-lpthread").CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	f, err := elf.Open(so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{}
+	for _, s := range syms {
+		if s.Section != elf.SHN_UNDEF {
+			defined[s.Name] = true
+		}
+	}
+	for _, want := range []string{"rdma_bind_addr", "rdma_listen"} {
+		if !defined[want] {
+			t.Errorf("the shim does not define %s", want)
+		}
 	}
 }
