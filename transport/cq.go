@@ -213,7 +213,18 @@ type CQ struct {
 	// pollers' last polls.
 	notified atomic.Bool
 	onArm    func()
+	// armedPolls counts the empty polls since the queue was armed: a
+	// program that arms a queue to sleep polls it once or twice more
+	// first, but one that keeps polling it is a poller all the same
+	// (UCX's UD transport arms its receive queue for solicited events
+	// only, for its progress thread, and polls it all along): after
+	// armedIdlePolls such polls an armed queue drives the device again.
+	armedPolls atomic.Uint32
 }
+
+// armedIdlePolls is how many empty polls of an armed queue drive nothing
+// (CQ.armedPolls).
+const armedIdlePolls = 4
 
 // newCQ returns a completion queue holding up to depth completions.
 // onError, if not nil, is called once when the queue overruns (the device
@@ -304,11 +315,18 @@ func (c *CQ) shutdown(err error) {
 // receives and handles what has arrived, on the calling goroutine.
 func (c *CQ) Poll(wc []WC) (int, error) {
 	if c.ready.Load() == 0 { // empty: a push after this load is the next Poll's
-		if len(wc) == 0 || c.progress == nil || c.notified.Load() || !c.progress() {
+		if len(wc) == 0 || c.progress == nil || c.sleepsArmed() || !c.progress() {
 			return 0, nil
 		}
 	}
 	return c.take(wc)
+}
+
+// sleepsArmed reports whether an empty Poll should leave the device to
+// its receive goroutine: the queue is armed, and its program has not
+// polled it more than armedIdlePolls times since (armedPolls).
+func (c *CQ) sleepsArmed() bool {
+	return c.notified.Load() && c.armedPolls.Add(1) <= armedIdlePolls
 }
 
 // setProgress sets what an empty Poll calls, the yield period of the
@@ -490,6 +508,7 @@ func (c *CQ) ReqNotify(solicitedOnly bool) {
 	c.mu.Lock()
 	c.armed = true
 	c.solOnly = solicitedOnly
+	c.armedPolls.Store(0)
 	c.notified.Store(true)
 	c.mu.Unlock()
 	if c.onArm != nil {
