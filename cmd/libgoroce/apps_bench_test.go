@@ -12,7 +12,7 @@ import (
 	"github.com/goroce/goroce/interop"
 )
 
-// BenchmarkUCXPerftest prints UCX's figures over goroce beside roced's own
+// BenchmarkApps prints UCX's figures over goroce beside roced's own
 // tools in the same run, across one veth pair (UCX takes no loopback
 // device: its GID 0 is empty): ucx_perftest tag_lat (8 bytes; its 50th
 // and 99th percentiles, -R) and tag_bw (64 KiB, overall MB/s) over
@@ -22,8 +22,8 @@ import (
 // load falls on all; the figures are the medians. A benchmark, not a
 // timed test: nothing here fails on a figure. Needs root (namespaces).
 //
-//	go test -run '^$' -bench UCXPerftest -benchtime 1x ./cmd/libgoroce
-func BenchmarkUCXPerftest(b *testing.B) {
+//	go test -run '^$' -bench Apps -benchtime 1x ./cmd/libgoroce
+func BenchmarkApps(b *testing.B) {
 	perftest, err := exec.LookPath("ucx_perftest")
 	if err != nil {
 		b.Skipf("ucx_perftest is not installed (Debian's ucx-utils): %v", err)
