@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,12 +14,15 @@ import (
 	"github.com/goroce/goroce/interop"
 )
 
-// BenchmarkApps prints UCX's figures over goroce beside roced's own
-// tools in the same run, across one veth pair (UCX takes no loopback
+// BenchmarkApps prints real software's figures over goroce beside roced's
+// own tools in the same run, across one veth pair (UCX takes no loopback
 // device: its GID 0 is empty): ucx_perftest tag_lat (8 bytes; its 50th
 // and 99th percentiles, -R) and tag_bw (64 KiB, overall MB/s) over
-// rc_verbs and ud_verbs through the library, and roced send_lat (8 bytes:
-// t_typical and the 99% percentile) and send_bw (64 KiB: BW average).
+// rc_verbs and ud_verbs through the library; qperf rc_lat and rc_bw over
+// the RDMA CM (-cm1, 2 s each; qperf prints only a mean latency, so the
+// median and the worst of the rounds' means); and roced send_lat (8
+// bytes: t_typical and the 99% percentile) and send_bw (64 KiB: BW
+// average).
 // Each runs rounds times, alternating, so that a change in the machine's
 // load falls on all; the figures are the medians. A benchmark, not a
 // timed test: nothing here fails on a figure. Needs root (namespaces).
@@ -66,6 +71,19 @@ func BenchmarkApps(b *testing.B) {
 			b.Logf("tag_lat p50 %v, p99 %v usec; tag_bw %v MB/s (%d rounds)", p50, p99, bw, rounds)
 		})
 	}
+	b.Run("qperf", func(b *testing.B) {
+		q := startQperf(ctx, b, p, qperfPath(b))
+		var lat, bw []float64
+		for range rounds {
+			lat = append(lat, qperfFigure(ctx, b, q, "rc_lat"))
+			bw = append(bw, qperfFigure(ctx, b, q, "rc_bw"))
+		}
+		b.ReportMetric(median(lat), "rc_lat-median-usec")
+		b.ReportMetric(slices.Max(lat), "rc_lat-worst-usec")
+		b.ReportMetric(median(bw), "rc_bw-MB/s")
+		b.ReportMetric(0, "ns/op")
+		b.Logf("rc_lat %v usec (each a run's mean); rc_bw %v MB/s (%d rounds)", lat, bw, rounds)
+	})
 	b.Run("roced", func(b *testing.B) {
 		var lat, lat99, bw []float64
 		for range rounds {
@@ -110,4 +128,34 @@ func rocedPair(ctx context.Context, b *testing.B, p *netns.Pair, tool string, ar
 		b.Fatalf("roced %s: no result row (%v):\n%s", tool, err, cliOut.String())
 	}
 	return row
+}
+
+// qperfPath is Debian's qperf, or skips.
+func qperfPath(b *testing.B) string {
+	path, err := exec.LookPath("qperf")
+	if err != nil {
+		b.Skipf("qperf is not installed (.ci/run installs it): %v", err)
+	}
+	return path
+}
+
+// qperfFigure runs one qperf RC test over the RDMA CM against q for 2 s
+// and returns its figure: a latency in microseconds or a bandwidth in
+// MB/s, whatever unit qperf chose to print.
+func qperfFigure(ctx context.Context, b *testing.B, q *qperfServer, test string) float64 {
+	want := "bw"
+	if strings.HasSuffix(test, "_lat") {
+		want = "latency"
+	}
+	out, err := q.run(ctx, "2", "-cm1", test)
+	reasons, figs := interop.JudgeQperf(interop.QperfTest{Name: test, CM: true, Want: want}, interop.Output{Stdout: out})
+	if err != nil || len(reasons) > 0 || len(figs) != 1 {
+		b.Fatalf("qperf -cm1 %s: %v %v\n%s", test, err, reasons, out)
+	}
+	scale := map[string]float64{"ns": 1e-3, "us": 1, "ms": 1e3, "sec": 1e6,
+		"KB/sec": 1e-3, "MB/sec": 1, "GB/sec": 1e3}[figs[0].Unit]
+	if scale == 0 {
+		b.Fatalf("qperf -cm1 %s: unit %q", test, figs[0].Unit)
+	}
+	return figs[0].Value * scale
 }

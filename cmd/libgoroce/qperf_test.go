@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,35 +31,8 @@ func TestQperf(t *testing.T) {
 	p := netns.New(t, netns.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	port := freePort(t)
-
-	var srvOut bytes.Buffer
-	srv := preloaded(ctx, p.A.Link, qperf, "-lp", strconv.Itoa(port))
-	srv.Stdout, srv.Stderr = &srvOut, &srvOut
-	if err := p.A.Do(srv.Start); err != nil {
-		t.Fatal(err)
-	}
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Wait() }()
-	defer func() {
-		srv.Process.Kill()
-		<-srvDone
-	}()
-	if err := waitListening(ctx, srv.Process.Pid, port, srvDone); err != nil {
-		t.Fatalf("server: %v\n%s", err, srvOut.String())
-	}
-	run := func(args ...string) (string, error) {
-		// -to: qperf's 5 s for each exchange with the server is short for
-		// a loaded machine.
-		args = append([]string{"-lp", strconv.Itoa(port), "-to", "60", "-t", "1", p.A.IPv4.String()}, args...)
-		var out []byte
-		err := p.B.Do(func() error {
-			var err error
-			out, err = preloaded(ctx, p.B.Link, qperf, args...).CombinedOutput()
-			return err
-		})
-		return string(out), err
-	}
+	q := startQperf(ctx, t, p, qperf)
+	run := func(args ...string) (string, error) { return q.run(ctx, "1", args...) }
 	for _, tc := range []struct{ test, want string }{
 		{"rc_lat", "latency"},
 		{"rc_bw", "bw"},
@@ -96,11 +70,58 @@ func TestQperf(t *testing.T) {
 	}
 	// The children served every test; the server that forked them never
 	// started the Go runtime.
-	maps, err := os.ReadFile("/proc/" + strconv.Itoa(srv.Process.Pid) + "/maps")
+	maps, err := os.ReadFile("/proc/" + strconv.Itoa(q.srv.Process.Pid) + "/maps")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(maps, []byte("/libgoroce.so")) || bytes.Contains(maps, []byte("libgoroce-engine")) {
 		t.Errorf("qperf's server: want libgoroce.so mapped and not the engine:\n%s", maps)
 	}
+}
+
+// qperfServer is Debian's qperf server over the library in a pair's
+// namespace A, for clients in B (TestQperf, BenchmarkApps).
+type qperfServer struct {
+	p     *netns.Pair
+	qperf string
+	port  int
+	srv   *exec.Cmd
+}
+
+// startQperf starts the server and waits for its listener; the test's
+// cleanup stops it.
+func startQperf(ctx context.Context, tb testing.TB, p *netns.Pair, qperf string) *qperfServer {
+	tb.Helper()
+	q := &qperfServer{p: p, qperf: qperf, port: freePort(tb)}
+	var srvOut bytes.Buffer
+	q.srv = preloaded(ctx, p.A.Link, qperf, "-lp", strconv.Itoa(q.port))
+	q.srv.Stdout, q.srv.Stderr = &srvOut, &srvOut
+	if err := p.A.Do(q.srv.Start); err != nil {
+		tb.Fatal(err)
+	}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- q.srv.Wait() }()
+	tb.Cleanup(func() {
+		q.srv.Process.Kill()
+		<-srvDone
+	})
+	if err := waitListening(ctx, q.srv.Process.Pid, q.port, srvDone); err != nil {
+		tb.Fatalf("qperf server: %v\n%s", err, srvOut.String())
+	}
+	return q
+}
+
+// run runs a qperf client in B for secs seconds a test: its output, and
+// its error.
+func (q *qperfServer) run(ctx context.Context, secs string, args ...string) (string, error) {
+	// -to: qperf's 5 s for each exchange with the server is short for
+	// a loaded machine.
+	args = append([]string{"-lp", strconv.Itoa(q.port), "-to", "60", "-t", secs, q.p.A.IPv4.String()}, args...)
+	var out []byte
+	err := q.p.B.Do(func() error {
+		var err error
+		out, err = preloaded(ctx, q.p.B.Link, q.qperf, args...).CombinedOutput()
+		return err
+	})
+	return string(out), err
 }
