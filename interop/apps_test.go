@@ -33,14 +33,32 @@ func TestJudgeQperf(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := Output{Exit: tc.exit, Stdout: golden(t, "qperf/"+tc.file)}
-			reasons, figs := JudgeQperf(test(tc.test), out)
+			reasons, figs, note := JudgeQperf(test(tc.test), out)
 			checkJudged(t, reasons, figs, tc.reason, tc.figure)
+			if note != "" {
+				t.Errorf("a note: %s", note)
+			}
 		})
 	}
 	// A measuring run whose figure is no number.
-	reasons, _ := JudgeQperf(test("rc_lat-cm1"), Output{Stdout: "rc_lat:\n    latency  =  inf us\n"})
+	reasons, _, _ := JudgeQperf(test("rc_lat-cm1"), Output{Stdout: "rc_lat:\n    latency  =  inf us\n"})
 	if len(reasons) != 1 || !strings.Contains(reasons[0], "want a positive number") {
 		t.Errorf("inf latency: reasons %q", reasons)
+	}
+	// A refusal whose text qperf lost (the guest's client against its own
+	// server, CI 2026-12-07): refused, with a note, not compared.
+	lost := Output{Exit: 1, Stdout: "ud_bw:\n", Stderr: "server: \n"}
+	if reasons, _, note := JudgeQperf(test("ud_bw"), lost); len(reasons) != 0 || !strings.Contains(note, "lost by qperf") {
+		t.Errorf("lost message: reasons %q, note %q", reasons, note)
+	}
+	// Only a refusal: a measuring test so ended fails, and so does a
+	// server's message that came and is another.
+	if reasons, _, _ := JudgeQperf(test("rc_lat-cm1"), lost); len(reasons) == 0 {
+		t.Error("a measuring test with the lost-message form passed")
+	}
+	other := Output{Exit: 1, Stdout: "ud_bw:\n", Stderr: "server: failed to create QP\n"}
+	if reasons, _, _ := JudgeQperf(test("ud_bw"), other); len(reasons) == 0 {
+		t.Error("a refusal with another message passed")
 	}
 }
 

@@ -148,7 +148,7 @@ func qperfFigure(ctx context.Context, b *testing.B, q *qperfServer, test string)
 		want = "latency"
 	}
 	out, err := q.run(ctx, "2", "-cm1", test)
-	reasons, figs := interop.JudgeQperf(interop.QperfTest{Name: test, CM: true, Want: want}, interop.Output{Stdout: out})
+	reasons, figs, _ := interop.JudgeQperf(interop.QperfTest{Name: test, CM: true, Want: want}, interop.Output{Stdout: out})
 	if err != nil || len(reasons) > 0 || len(figs) != 1 {
 		b.Fatalf("qperf -cm1 %s: %v %v\n%s", test, err, reasons, out)
 	}

@@ -25,11 +25,9 @@ import (
 // falls on both; the figures are the medians. x-native is the library's
 // figure over roced's for bandwidth and roced's over the library's for
 // latency (above 1: the library is the faster). Issue 44 asks for at
-// least 0.95 in both modes. The first rows run each side in its default
-// mode (the library's is poll mode, roced's adaptive busy polling); the
-// poll rows run both sides in poll mode (GOROCE_POLL_MODE=1,
-// GOROCE_BUSY_POLL=50): the tools' busy-polling threads then handle the
-// packets they wait for.
+// least 0.95 in both modes. The poll rows run both sides in poll mode
+// (GOROCE_POLL_MODE=1, GOROCE_BUSY_POLL=50): the tools' busy-polling
+// threads then handle the packets they wait for.
 //
 //	go test -run '^$' -bench Perftest -benchtime 1x ./cmd/libgoroce
 func BenchmarkPerftest(b *testing.B) {
