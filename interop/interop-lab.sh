@@ -66,7 +66,7 @@
 #                    15 min under load (not yet inside CI's budget; make
 #                    test holds goroce's run to the recorded references);
 #                    0 skips it. Reports SUITE-apps.txt/.json
-#   INTEROP_UCX_SUITES the guests the default (ucx) runs on: bookworm, whose
+#   INTEROP_UCX_SUITES the guests the UCX cases run on: bookworm, whose
 #                    UCX (1.13) is this Debian host's; ucx_perftest pairs
 #                    one UCX version, and trixie's is 1.18 (the stage
 #                    reports such cases not run)
