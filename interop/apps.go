@@ -251,10 +251,10 @@ var listenFirstSrc []byte
 const listenFirstGuest = "/tmp/goroce-qperf-listen-first.so"
 
 // installListenFirst builds the shim with this host's C compiler (the
-// guests' C libraries are this one's or newer) and puts it in the guest's
-// /tmp through the lab's 9p share; it returns the guest's path.
+// guests' C libraries are this one's or newer) and installs it in the
+// guest (installInGuest); it returns the guest's path.
 func (l *Lab) installListenFirst(ctx context.Context) (string, error) {
-	dir, err := os.MkdirTemp(filepath.Join(l.StateDir(), "share"), "qperf-shim-")
+	dir, err := os.MkdirTemp("", "goroce-qperf-shim-")
 	if err != nil {
 		return "", err
 	}
@@ -268,11 +268,8 @@ func (l *Lab) installListenFirst(ctx context.Context) (string, error) {
 	if out, err := cc.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the guest's qperf shim: %v%s", err, stderrHint(string(out)))
 	}
-	if err := os.Chmod(dir, 0o755); err != nil {
+	if err := l.installInGuest(ctx, so, listenFirstGuest); err != nil {
 		return "", err
-	}
-	if _, err := l.run(ctx, "exec", fmt.Sprintf("install -m 755 /mnt/host/%s/qperf-listen-first.so %s", filepath.Base(dir), listenFirstGuest)); err != nil {
-		return "", fmt.Errorf("installing the qperf shim in the guest: %w", err)
 	}
 	return listenFirstGuest, nil
 }

@@ -367,7 +367,6 @@ type GuestBenchOptions struct {
 // Where the bench puts roced: its directory in the lab's share, and the
 // binary in the guest.
 const (
-	benchShareDir = "goroce-bench"
 	benchGuestBin = "/tmp/goroce-bench-roced"
 )
 
@@ -616,19 +615,13 @@ func loadFields(s string) string {
 }
 
 // installRoced puts the binary in the guest's /tmp through the lab's 9p
-// share (the guest's /mnt/host).
+// share (installInGuest) and checks that it runs there.
 func (l *Lab) installRoced(ctx context.Context, roced string) error {
-	dir := filepath.Join(l.StateDir(), "share", benchShareDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := l.installInGuest(ctx, roced, benchGuestBin); err != nil {
 		return err
 	}
-	if err := copyFile(roced, filepath.Join(dir, "roced")); err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	_, err := l.run(ctx, "exec", fmt.Sprintf("install -m 755 /mnt/host/%s/roced %s && %s help >/dev/null", benchShareDir, benchGuestBin, benchGuestBin))
-	if err != nil {
-		return fmt.Errorf("installing roced in the guest: %w", err)
+	if _, err := l.run(ctx, "exec", benchGuestBin+" help >/dev/null"); err != nil {
+		return fmt.Errorf("roced in the guest: %w", err)
 	}
 	return nil
 }

@@ -592,6 +592,27 @@ func cutPcap(dir, dest string, t0, t1 time.Time, ring int) (wrapped bool, err er
 	return len(names) >= ring && first.After(t0), err
 }
 
+// installInGuest puts the executable file local at guest in the guest,
+// through the lab's 9p share (the guest's /mnt/host): roced for the guest
+// bench, the qperf shim for the applications stage.
+func (l *Lab) installInGuest(ctx context.Context, local, guest string) error {
+	dir, err := os.MkdirTemp(filepath.Join(l.StateDir(), "share"), "install-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	if err := copyFile(local, filepath.Join(dir, filepath.Base(local))); err != nil {
+		return err
+	}
+	if _, err := l.run(ctx, "exec", fmt.Sprintf("install -m 755 /mnt/host/%s/%s %s", filepath.Base(dir), filepath.Base(local), guest)); err != nil {
+		return fmt.Errorf("installing %s in the guest: %w", filepath.Base(local), err)
+	}
+	return nil
+}
+
 // StateDir is the lab instance's state directory (RXE_PEER_STATE).
 func (l *Lab) StateDir() string {
 	if s := os.Getenv("RXE_PEER_STATE"); s != "" {

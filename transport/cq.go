@@ -206,7 +206,8 @@ type CQ struct {
 	// yield (Yield; internal/spin): set with progress; 0 or 1, each poll.
 	yieldEvery int
 	// notified mirrors armed for Poll, which reads it without mu: a
-	// queue armed for an event does not drive the device (progress). Its
+	// queue armed for an event does not drive the device (progress) for
+	// its first armedIdlePolls empty polls (armedPolls). Its
 	// program is about to sleep on the event, and the device's receive
 	// goroutine must deliver it: onArm, set with progress, tells the
 	// device to hand it the receiving at once rather than wait out the
@@ -326,7 +327,13 @@ func (c *CQ) Poll(wc []WC) (int, error) {
 // its receive goroutine: the queue is armed, and its program has not
 // polled it more than armedIdlePolls times since (armedPolls).
 func (c *CQ) sleepsArmed() bool {
-	return c.notified.Load() && c.armedPolls.Add(1) <= armedIdlePolls
+	// Loads first: a queue its program keeps polling armed (UCX's) is
+	// past its idle polls at every poll, and pays no read-modify-write.
+	if !c.notified.Load() || c.armedPolls.Load() >= armedIdlePolls {
+		return false
+	}
+	c.armedPolls.Add(1)
+	return true
 }
 
 // setProgress sets what an empty Poll calls, the yield period of the
@@ -501,9 +508,10 @@ const pollClock = 16
 // with solicitedOnly, the next solicited or error completion) sends one
 // event on Events.
 //
-// On a device in poll mode an armed queue's Poll does not receive for the
-// device: a program arms a queue to sleep on its event, and the event can
-// come only from the device's receive goroutine, which arming wakes.
+// On a device in poll mode an armed queue's first armedIdlePolls empty
+// Polls do not receive for the device: a program arms a queue to sleep on
+// its event, and the event can come only from the device's receive
+// goroutine, which arming wakes.
 func (c *CQ) ReqNotify(solicitedOnly bool) {
 	c.mu.Lock()
 	c.armed = true
