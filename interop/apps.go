@@ -223,7 +223,7 @@ func (a *appsRun) server(ctx context.Context, side string) (Proc, error) {
 		argv = a.hostArgv(argv...)
 		run = a.lab.Host()
 	} else {
-		so, err := a.lab.installListenFirst(ctx)
+		so, err := a.lab.installQperfShim(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -239,39 +239,39 @@ func (a *appsRun) server(ctx context.Context, side string) (Proc, error) {
 	return p, nil
 }
 
-// listenFirstSrc is the guest's qperf server's shim: Debian's qperf
+// qperfShimSrc is the guest's qperf server's shim: Debian's qperf
 // 0.4.11 sends its client the RDMA CM port before it listens, and a quick
 // client (the host's) is rejected, REJ reason 8, now and then. The shim
 // makes the bind listen at once, as upstream qperf's order is.
 //
-//go:embed lab/qperf-listen-first.c
-var listenFirstSrc []byte
+//go:embed lab/qperf-shim.c
+var qperfShimSrc []byte
 
-// listenFirstGuest is where the guest keeps the shim.
-const listenFirstGuest = "/tmp/goroce-qperf-listen-first.so"
+// qperfShimGuest is where the guest keeps the shim.
+const qperfShimGuest = "/tmp/goroce-qperf-shim.so"
 
-// installListenFirst builds the shim with this host's C compiler (the
+// installQperfShim builds the shim with this host's C compiler (the
 // guests' C libraries are this one's or newer) and installs it in the
 // guest (installInGuest); it returns the guest's path.
-func (l *Lab) installListenFirst(ctx context.Context) (string, error) {
+func (l *Lab) installQperfShim(ctx context.Context) (string, error) {
 	dir, err := os.MkdirTemp("", "goroce-qperf-shim-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	src := filepath.Join(dir, "qperf-listen-first.c")
-	if err := os.WriteFile(src, listenFirstSrc, 0o644); err != nil {
+	src := filepath.Join(dir, "qperf-shim.c")
+	if err := os.WriteFile(src, qperfShimSrc, 0o644); err != nil {
 		return "", err
 	}
-	so := filepath.Join(dir, "qperf-listen-first.so")
+	so := filepath.Join(dir, "qperf-shim.so")
 	cc := exec.CommandContext(ctx, "cc", "-shared", "-fPIC", "-O2", "-o", so, src, "-ldl", "-lpthread")
 	if out, err := cc.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the guest's qperf shim: %v%s", err, stderrHint(string(out)))
 	}
-	if err := l.installInGuest(ctx, so, listenFirstGuest); err != nil {
+	if err := l.installInGuest(ctx, so, qperfShimGuest); err != nil {
 		return "", err
 	}
-	return listenFirstGuest, nil
+	return qperfShimGuest, nil
 }
 
 func (a *appsRun) stopServers() {

@@ -241,16 +241,16 @@ func checkJudged(t *testing.T, reasons []string, figs []Figure, reason, figure s
 	}
 }
 
-// TestListenFirstBuilds builds the guest's qperf shim as the stage does,
+// TestQperfShimBuilds builds the guest's qperf shim as the stage does,
 // warnings as errors, and checks that it defines the two calls it
 // wraps: the stage builds it only once a lab is up.
-func TestListenFirstBuilds(t *testing.T) {
+func TestQperfShimBuilds(t *testing.T) {
 	if _, err := exec.LookPath("cc"); err != nil {
 		t.Skip("no C compiler (make deps installs one)")
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "s.c")
-	if err := os.WriteFile(src, listenFirstSrc, 0o644); err != nil {
+	if err := os.WriteFile(src, qperfShimSrc, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	so := filepath.Join(dir, "s.so")

@@ -1,5 +1,5 @@
 /*
- * qperf-listen-first.so: preloaded into the lab guest's qperf server only,
+ * qperf-shim.so: preloaded into the lab guest's qperf server only,
  * so that Debian's qperf 0.4.11 listens before it tells the client where.
  *
  * Its server child binds an RDMA CM id to port 0, sends the client the
