@@ -199,6 +199,7 @@ type appsRun struct {
 	lib      string
 	servers  map[string]Proc    // by the side's name: "host", "guest"
 	ucxSides map[string]ucxSide // by side: its UCX (ucxProbe)
+	shim     string             // the guest's path of its qperf shim, once installed
 }
 
 // hostArgv is argv on the host over libgoroce.so, on the tap.
@@ -223,11 +224,10 @@ func (a *appsRun) server(ctx context.Context, side string) (Proc, error) {
 		argv = a.hostArgv(argv...)
 		run = a.lab.Host()
 	} else {
-		so, err := a.lab.installQperfShim(ctx)
-		if err != nil {
+		var err error
+		if argv, err = a.guestQperf(ctx, argv); err != nil {
 			return nil, err
 		}
-		argv = append([]string{"env", "LD_PRELOAD=" + so}, argv...)
 	}
 	p := run.Start(ctx, argv, 2*RdmaCoreSuiteTimeout)
 	if err := run.WaitListen(ctx, AppsPort, AppsTimeout); err != nil {
@@ -239,10 +239,26 @@ func (a *appsRun) server(ctx context.Context, side string) (Proc, error) {
 	return p, nil
 }
 
-// qperfShimSrc is the guest's qperf server's shim: Debian's qperf
-// 0.4.11 sends its client the RDMA CM port before it listens, and a quick
-// client (the host's) is rejected, REJ reason 8, now and then. The shim
-// makes the bind listen at once, as upstream qperf's order is.
+// guestQperf is qperf's argv as the guest runs it: under the shim
+// (qperfShimSrc), installed in the guest the first time.
+func (a *appsRun) guestQperf(ctx context.Context, argv []string) ([]string, error) {
+	if a.shim == "" {
+		so, err := a.lab.installQperfShim(ctx)
+		if err != nil {
+			return nil, err
+		}
+		a.shim = so
+	}
+	return append([]string{"env", "LD_PRELOAD=" + a.shim}, argv...), nil
+}
+
+// qperfShimSrc is the guest's qperf shim, for two races of Debian's qperf
+// 0.4.11: its server sends its client the RDMA CM port before it listens,
+// and a quick client (the host's) is rejected, REJ reason 8, now and then
+// (the shim makes the bind listen at once, as upstream qperf's order is);
+// and a client or server that fails while the other side's failure
+// reaches it can hang for ever in exit(), called a second time from its
+// SIGURG handler (the shim makes that second exit end the process).
 //
 //go:embed lab/qperf-shim.c
 var qperfShimSrc []byte
@@ -289,14 +305,20 @@ func (a *appsRun) qperf(ctx context.Context, c AppsCase) Result {
 		res.Flags = []string{"-cm1"}
 	}
 	srvSide, srvWho, cli, cliWho, addr := "host", "libgoroce", a.lab.Guest(), "rxe0", a.lab.HostAddr
-	argv := q.Argv(addr)
 	switch c.Dir {
 	case appsRxeServer:
 		srvSide, srvWho, cli, cliWho, addr = "guest", "rxe0", a.lab.Host(), "libgoroce", a.lab.GuestAddr
-		argv = a.hostArgv(q.Argv(addr)...)
 	case appsRxeSelf:
 		srvSide, srvWho, cli, cliWho, addr = "guest", "rxe0", a.lab.Guest(), "rxe0", a.lab.GuestAddr
-		argv = q.Argv(addr)
+	}
+	argv := a.hostArgv(q.Argv(addr)...)
+	if cliWho == "rxe0" {
+		var err error
+		argv, err = a.guestQperf(ctx, q.Argv(addr))
+		if err != nil {
+			res.Reasons = []string{err.Error()}
+			return res
+		}
 	}
 	if _, err := a.server(ctx, srvSide); err != nil {
 		res.Reasons = []string{err.Error()}

@@ -2,6 +2,7 @@ package interop
 
 import (
 	"debug/elf"
+	"errors"
 	"maps"
 	"os"
 	"os/exec"
@@ -272,9 +273,41 @@ func TestQperfShimBuilds(t *testing.T) {
 			defined[s.Name] = true
 		}
 	}
-	for _, want := range []string{"rdma_bind_addr", "rdma_listen"} {
+	for _, want := range []string{"rdma_bind_addr", "rdma_listen", "exit"} {
 		if !defined[want] {
 			t.Errorf("the shim does not define %s", want)
+		}
+	}
+
+	// Exit once: an exit() under way, called again (here from an atexit
+	// handler, where glibc lets it go on through the other handlers; in
+	// qperf from its SIGURG handler, where glibc's lock can hang it),
+	// ends the process at once with the second call's status.
+	prog := filepath.Join(dir, "exit2")
+	psrc := prog + ".c"
+	os.WriteFile(psrc, []byte(`#include <stdlib.h>
+#include <unistd.h>
+static void last(void) { write(1, "last\n", 5); }
+static void again(void) { exit(7); }
+int main(void) { atexit(last); atexit(again); exit(3); }
+`), 0o644)
+	if out, err := exec.Command("cc", "-o", prog, psrc).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		preload, out string
+	}{
+		{"", "last\n"}, // glibc's own: the other handler still runs
+		{so, ""},       // the shim's: none does
+	} {
+		cmd := exec.Command(prog)
+		if tc.preload != "" {
+			cmd.Env = append(os.Environ(), "LD_PRELOAD="+tc.preload)
+		}
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 7 || string(out) != tc.out {
+			t.Errorf("preload %q: %v, output %q; want exit status 7 and %q", tc.preload, err, out, tc.out)
 		}
 	}
 }

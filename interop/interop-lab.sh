@@ -107,10 +107,11 @@ OUT=${INTEROP_OUT:-$ROOT/bin/interop}
 ROCED=${ROCED:-$ROOT/bin/roced}
 LIBGOROCE_STAGE=${INTEROP_LIBGOROCE:-1}
 PYVERBS_STAGE=${INTEROP_PYVERBS:-1}
-# The guest's qperf server runs with a shim (interop/lab/qperf-shim.c)
-# that makes Debian's qperf 0.4.11 listen before it sends the client its
-# RDMA CM port, as upstream qperf does: without it a quick client (the
-# host's) is rejected now and then, REJ reason 8, by the guest's kernel.
+# The guest's qperf runs with a shim (interop/lab/qperf-shim.c) that makes
+# Debian's qperf 0.4.11 listen before it sends the client its RDMA CM port,
+# as upstream qperf does (without it a quick client, the host's, is
+# rejected now and then, REJ reason 8), and keeps a second exit() from its
+# SIGURG handler from hanging the process on glibc's exit lock.
 APPS_STAGE=${INTEROP_APPS:-1}
 UCX_SUITES=${INTEROP_UCX_SUITES:-bookworm}
 CONFORM_STAGE=${INTEROP_CONFORM:-1}
