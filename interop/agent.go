@@ -102,6 +102,7 @@ type agentReply struct {
 	Exit     *int             `json:"exit"`
 	Stdout   string           `json:"stdout"`
 	Stderr   string           `json:"stderr"`
+	Hung     []string         `json:"hung"`
 }
 
 // readReply reads one answer, well formed whether or not it says ok.

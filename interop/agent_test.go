@@ -97,7 +97,10 @@ func TestGuestAgent(t *testing.T) {
 	if o.Exit != 3 || o.Stdout != "out\n" || o.Stderr != "err\n" || o.StartErr != "" || o.TimedOut || o.Where != "guest test" {
 		t.Errorf("run: %+v", o)
 	}
-	if o := g.Start(ctx, []string{"sleep", "30"}, time.Second).Wait(); o.Exit != 124 || !o.TimedOut {
+	// One past its time says where it was: its one thread asleep in a
+	// system call, at an address in the C library.
+	if o := g.Start(ctx, []string{"sleep", "30"}, time.Second).Wait(); o.Exit != 124 || !o.TimedOut ||
+		len(o.Hung) != 1 || !strings.HasPrefix(o.Hung[0], "sleep[") || !strings.Contains(o.Hung[0], "in system call") || !strings.Contains(o.Hung[0], "libc.so") {
 		t.Errorf("run past its timeout: %+v", o)
 	}
 	sp := g.Start(ctx, []string{"sh", "-c", "trap 'echo term; exit 5' TERM; while :; do sleep 0.05; done"}, time.Minute)

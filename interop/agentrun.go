@@ -140,7 +140,7 @@ func (p *agentProc) wait(ctx context.Context) {
 	r, err := p.read()
 	switch {
 	case err == nil && r.Exit != nil:
-		p.out.Exit, p.out.Stdout, p.out.Stderr = *r.Exit, r.Stdout, r.Stderr
+		p.out.Exit, p.out.Stdout, p.out.Stderr, p.out.Hung = *r.Exit, r.Stdout, r.Stderr, r.Hung
 	case err == nil:
 		p.out.Exit, p.out.StartErr = -1, "guest agent: an answer without the exit status"
 	case ctx.Err() != nil:

@@ -16,8 +16,10 @@ way:
       timeout(1), as rxe-peer.sh exec would run it, without its 9p round
       trips and bash) and answers {"ok": true, "pid": N}; a second answer
       {"ok": true, "exit": E, "stdout": ..., "stderr": ...} comes when it
-      ends. {"op": "stop"} on that connection sends it SIGTERM (timeout(1)
-      passes it on); the connection closing kills its process group.
+      ends; when its time ran out, with "hung": where each of its threads
+      was just before (hung()). {"op": "stop"} on that connection sends it
+      SIGTERM (timeout(1) passes it on); the connection closing kills its
+      process group.
   {"op": "quit"}
 Answers: {"ok": true, ...} or {"ok": false, "error": "..."}.
 Each connection is served by its own thread: a run holds its connection
@@ -125,6 +127,68 @@ def answer(req, conn):
     return {"ok": False, "error": "unknown op %r" % op}
 
 
+def where(pid, addr):
+    """The mapping of pid's that holds address addr: "FILE+0xOFFSET"."""
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            for line in f:
+                x = line.split()
+                lo, hi = (int(v, 16) for v in x[0].split("-"))
+                if lo <= addr < hi:
+                    name = os.path.basename(x[5]) if len(x) > 5 else "anonymous"
+                    return "%s+%#x" % (name, addr - lo + int(x[2], 16))
+    except (OSError, ValueError, IndexError):
+        pass
+    return "%#x" % addr
+
+
+def hung(pgid):
+    """One line per thread of process group pgid but its leader (timeout(1)):
+    its state, the signals it blocks, the system call it waits in with its
+    user-space address (as FILE+OFFSET, for gdb or addr2line on the same
+    file) and its kernel stack. A run that hangs says where."""
+    lines = []
+    for d in sorted(os.listdir("/proc"), key=lambda v: (len(v), v)):
+        if not d.isdigit() or int(d) == pgid:
+            continue
+        pid = int(d)
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                st = f.read()
+            comm = st[st.index("(") + 1:st.rindex(")")]
+            if int(st[st.rindex(")") + 2:].split()[2]) != pgid:
+                continue
+            tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
+        except (OSError, ValueError, IndexError):
+            continue
+        for tid in tids:
+            t = "/proc/%d/task/%s/" % (pid, tid)
+            try:
+                with open(t + "status") as f:
+                    status = dict(l.split(":", 1) for l in f if ":" in l)
+                with open(t + "syscall") as f:
+                    sc = f.read().split()
+            except (OSError, ValueError):
+                continue
+            line = "%s[%d] thread %s: %s" % (comm, pid, tid, status.get("State", "?").strip())
+            blocked = int(status.get("SigBlk", "0").strip() or "0", 16)
+            if blocked:
+                line += ", blocks signals %s" % ",".join(str(n) for n in range(1, 65) if blocked >> (n - 1) & 1)
+            if sc and sc[0].lstrip("-").isdigit() and len(sc) >= 3:
+                line += ", in system call %s at %s" % (sc[0], where(pid, int(sc[-1], 16)))
+            elif sc:
+                line += ", %s" % " ".join(sc)
+            try:
+                with open(t + "stack") as f:
+                    frames = [l.split("] ", 1)[-1].split("/")[0].strip() for l in f if l.strip()]
+                if frames:
+                    line += "; kernel: " + " < ".join(frames[:8])
+            except OSError:
+                pass
+            lines.append(line)
+    return lines
+
+
 def run(req, conn, rf):
     """Runs req's argv and answers twice: started, then ended."""
     secs = str(max(1, int(float(req["timeout"]) + 0.999)))
@@ -162,11 +226,21 @@ def run(req, conn, rf):
                 pass
 
     threading.Thread(target=watch, daemon=True).start()
+    # Where the command is just before timeout(1) ends it (kept only if
+    # it did): half a second ahead, or at half the time for a short one.
+    seen = {}
+    limit = float(req["timeout"])
+    before = threading.Timer(max(limit / 2, limit - 0.5), lambda: seen.setdefault("hung", hung(p.pid)))
+    before.daemon = True
+    before.start()
     t.join()
     ended.set()
+    before.cancel()
     rc = p.returncode
     a = {"ok": True, "exit": rc if rc >= 0 else 128 - rc,
          "stdout": out["stdout"].decode("utf-8", "replace"), "stderr": out["stderr"].decode("utf-8", "replace")}
+    if a["exit"] in (124, 137) and seen.get("hung"):
+        a["hung"] = seen["hung"]
     try:
         conn.sendall((json.dumps(a) + "\n").encode())
     except OSError:

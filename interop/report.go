@@ -113,6 +113,9 @@ func writeDetail(w io.Writer, r Result) {
 		}
 		indent(w, "    stdout| ", o.Stdout)
 		indent(w, "    stderr| ", o.Stderr)
+		for _, l := range o.Hung {
+			fmt.Fprintf(w, "    hung| %s\n", l)
+		}
 	}
 	if r.Pcap != "" {
 		fmt.Fprintf(w, "  pcap: %s\n", r.Pcap)

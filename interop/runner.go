@@ -29,6 +29,10 @@ type Output struct {
 	Stdout   string  `json:"stdout"`  // what it printed
 	Stderr   string  `json:"stderr"`  // what it printed on stderr
 	Seconds  float64 `json:"seconds"` // how long it ran
+	// Hung: where each of its threads was just before its time ran out
+	// (state, blocked signals, system call and user address, kernel
+	// stack), one line each; the guest agent's runs give it.
+	Hung []string `json:"hung,omitempty"`
 	// NotCaptured: the command was printed for a person to run (--print);
 	// its exit status and output are unknown.
 	NotCaptured bool `json:"not_captured,omitempty"`
