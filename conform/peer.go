@@ -328,7 +328,7 @@ type remote struct {
 	// answeredAt and answerOut are when the suite's last answer to the
 	// peer's requests began to be sent and when the send returned.
 	// timerPSN, when set, is the PSN the peer's local ACK timer would
-	// send first (timerResend).
+	// send first, which the suite's answer acknowledges (timerResend).
 	answeredAt  time.Time
 	answerOut   time.Time
 	timerPSN    uint32

@@ -55,13 +55,18 @@ var localACKTimeout = 4096 * time.Nanosecond << toolTimeout
 //
 // A play that knows which request the peer's timer would send (timerPSN:
 // the oldest one the suite had not acknowledged before its answer, which
-// a requester resends first, C9-112 / 9.7.6.1.3) rules out the timer for
-// any other PSN: an answer the busy host sent late no longer turns the
-// reaction it caused into a timer's resend.
+// a requester resends first, C9-112 / 9.7.6.1.3, and which that answer
+// acknowledges) rules out the timer for any other PSN: an answer the busy
+// host sent late no longer turns the reaction it caused into a timer's
+// resend. And since no reaction to the answer sends timerPSN again, a
+// resend of it at the timer's cadence is the timer's however long after
+// the answer it came: a loaded peer can read the answer only after its
+// timer fired (CI: ib_write_bw's stand-in resent it 17 ms or more after
+// the NAK was out, then reacted to the NAK).
 func (s *session) timerResend(ev peerEvent) bool {
 	r := s.peer
-	if r.timerPSNSet && ev.psn != r.timerPSN {
-		return false
+	if r.timerPSNSet {
+		return ev.psn == r.timerPSN && (ev.at.Before(r.answeredAt) || ev.since >= localACKTimeout*3/4)
 	}
 	return ev.at.Before(r.answeredAt) || s.sinceAnswer(ev) < localACKTimeout/4 && ev.since >= localACKTimeout*3/4
 }
@@ -779,7 +784,7 @@ func (s *session) peerNAKSeq() (Outcome, error) {
 		if !ev.resent {
 			return fmt.Errorf("the peer sent a new request %v", describe(ev.p, ref))
 		}
-		if firstResent == nil {
+		if firstResent == nil && !s.timerResend(ev) {
 			firstResent = &ev
 		}
 		if ev.psn == last {

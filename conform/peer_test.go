@@ -165,6 +165,15 @@ func TestReactionTimerPSN(t *testing.T) {
 	if ev := (peerEvent{psn: 10, at: t0.Add(1 * ms), since: 67 * ms}); s.reaction(ev) || !s.timerResend(ev) {
 		t.Error("the timer's PSN at its cadence was not the timer's")
 	}
+	// The answer acknowledged the timer's PSN, so no reaction sends it
+	// again: at the timer's cadence it is the timer's even well after
+	// the answer (a loaded peer read the answer late); sooner it is not.
+	if ev := (peerEvent{psn: 10, at: t0.Add(30 * ms), since: 95 * ms}); !s.timerResend(ev) {
+		t.Error("the timer's PSN 30 ms after the answer, 95 ms after it was sent: not the timer's")
+	}
+	if ev := (peerEvent{psn: 10, at: t0.Add(1 * ms), since: 5 * ms}); s.timerResend(ev) {
+		t.Error("the timer's PSN 5 ms after it was sent: the timer's")
+	}
 	s.peer.timerPSNSet = false
 	if s.reaction(late) {
 		t.Error("without timerPSN, a resend at the timer's cadence just after the answer is the timer's")
