@@ -275,19 +275,29 @@ func (l *Lab) installQperfShim(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	src := filepath.Join(dir, "qperf-shim.c")
-	if err := os.WriteFile(src, qperfShimSrc, 0o644); err != nil {
+	so, err := buildQperfShim(ctx, dir)
+	if err != nil {
 		return "", err
-	}
-	so := filepath.Join(dir, "qperf-shim.so")
-	cc := exec.CommandContext(ctx, "cc", "-shared", "-fPIC", "-O2", "-o", so, src, "-ldl", "-lpthread")
-	if out, err := cc.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the guest's qperf shim: %v%s", err, stderrHint(string(out)))
 	}
 	if err := l.installInGuest(ctx, so, qperfShimGuest); err != nil {
 		return "", err
 	}
 	return qperfShimGuest, nil
+}
+
+// buildQperfShim builds the shim in dir with this host's C compiler, cc's
+// flags after the stage's own (TestQperfShimBuilds adds -Werror's), and
+// returns the library's path.
+func buildQperfShim(ctx context.Context, dir string, flags ...string) (string, error) {
+	src, so := filepath.Join(dir, "qperf-shim.c"), filepath.Join(dir, "qperf-shim.so")
+	if err := os.WriteFile(src, qperfShimSrc, 0o644); err != nil {
+		return "", err
+	}
+	args := append(append([]string{"-shared", "-fPIC", "-O2"}, flags...), "-o", so, src, "-ldl", "-lpthread")
+	if out, err := exec.CommandContext(ctx, "cc", args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the guest's qperf shim: %v%s", err, stderrHint(string(out)))
+	}
+	return so, nil
 }
 
 func (a *appsRun) stopServers() {
@@ -314,8 +324,7 @@ func (a *appsRun) qperf(ctx context.Context, c AppsCase) Result {
 	argv := a.hostArgv(q.Argv(addr)...)
 	if cliWho == "rxe0" {
 		var err error
-		argv, err = a.guestQperf(ctx, q.Argv(addr))
-		if err != nil {
+		if argv, err = a.guestQperf(ctx, q.Argv(addr)); err != nil {
 			res.Reasons = []string{err.Error()}
 			return res
 		}

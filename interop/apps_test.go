@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"context"
 	"debug/elf"
 	"errors"
 	"maps"
@@ -250,13 +251,9 @@ func TestQperfShimBuilds(t *testing.T) {
 		t.Skip("no C compiler (make deps installs one)")
 	}
 	dir := t.TempDir()
-	src := filepath.Join(dir, "s.c")
-	if err := os.WriteFile(src, qperfShimSrc, 0o644); err != nil {
+	so, err := buildQperfShim(context.Background(), dir, "-Wall", "-Wextra", "-Werror")
+	if err != nil {
 		t.Fatal(err)
-	}
-	so := filepath.Join(dir, "s.so")
-	if out, err := exec.Command("cc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o", so, src, "-ldl", "-lpthread").CombinedOutput(); err != nil {
-		t.Fatalf("cc: %v\n%s", err, out)
 	}
 	f, err := elf.Open(so)
 	if err != nil {

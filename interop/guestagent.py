@@ -17,7 +17,7 @@ way:
       trips and bash) and answers {"ok": true, "pid": N}; a second answer
       {"ok": true, "exit": E, "stdout": ..., "stderr": ...} comes when it
       ends; when its time ran out, with "hung": where each of its threads
-      was just before (hung()). {"op": "stop"} on that connection sends it
+      was then (hung()), read before timeout(1) is told to end it. {"op": "stop"} on that connection sends it
       SIGTERM (timeout(1) passes it on); the connection closing kills its
       process group.
   {"op": "quit"}
@@ -191,7 +191,11 @@ def hung(pgid):
 
 def run(req, conn, rf):
     """Runs req's argv and answers twice: started, then ended."""
-    secs = str(max(1, int(float(req["timeout"]) + 0.999)))
+    # timeout(1)'s own limit is a backstop: at the run's time the agent
+    # reads where the command is, then gives timeout(1) the SIGALRM its
+    # own timer would (expire() below), so the reading always comes first.
+    limit = float(req["timeout"])
+    secs = str(max(1, int(limit + 0.999)) + 5)
     try:
         p = subprocess.Popen(["timeout", "--foreground", "-k", "3", secs] + [str(a) for a in req["argv"]],
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -226,11 +230,21 @@ def run(req, conn, rf):
                 pass
 
     threading.Thread(target=watch, daemon=True).start()
-    # Where the command is just before timeout(1) ends it (kept only if
-    # it did): half a second ahead, or at half the time for a short one.
     seen = {}
-    limit = float(req["timeout"])
-    before = threading.Timer(max(limit / 2, limit - 0.5), lambda: seen.setdefault("hung", hung(p.pid)))
+
+    def expire():
+        # The run's time is out: where it hung, then timeout(1) ends it
+        # as at its own timer (SIGALRM: exit status 124, -k after it).
+        if ended.is_set():
+            return
+        seen["hung"] = hung(p.pid)
+        if not ended.is_set():
+            try:
+                os.kill(p.pid, signal.SIGALRM)
+            except OSError:
+                pass
+
+    before = threading.Timer(limit, expire)
     before.daemon = True
     before.start()
     t.join()
