@@ -62,7 +62,7 @@ func (q *QP) armRTO() {
 
 func (q *QP) onRTO() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	q.comp.armed = false
 	if q.destroyed || (q.state != RTS && q.state != SQD) || !q.outstanding() || q.req.rnrWait {
 		return // the RNR timer restarts sending and with it this timer
@@ -81,7 +81,7 @@ func (q *QP) onRTO() {
 
 func (q *QP) onRNRTimer() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if !q.req.rnrWait {
 		return
 	}

@@ -81,7 +81,7 @@ func (q *QP) congestionExperienced(p bth.Packet, f bth.Frame) {
 // cnp is the reaction point: a CNP arrived for the QP.
 func (q *QP) cnp() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	c := q.env.Counters
 	if q.env.CC == nil || q.destroyed || q.typ == XRCTgt {
 		c.RPCNPIgnored.Add(1) // no congestion control, or no requester to slow
@@ -136,7 +136,7 @@ func (q *QP) ccSent(p *packet, n int) {
 
 func (q *QP) onPace() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	q.cc.armed = false
 	if !q.destroyed {
 		q.run()
@@ -156,7 +156,7 @@ func (q *QP) ccReset() {
 // and whether the limiter is on; off, the QP sends as fast as it can.
 func (q *QP) RateMbps() (float64, bool) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.cc.rp == nil || !q.cc.rp.Limited() {
 		return lineMbps, false
 	}

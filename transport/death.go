@@ -282,7 +282,7 @@ func (q *QP) die(failed *sendWQE, status WCStatus, w why) {
 // it was reset).
 func (q *QP) Death() *Death {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	return q.death
 }
 

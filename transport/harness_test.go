@@ -49,9 +49,13 @@ type capLink struct {
 	sent   [][]byte
 	calls  []int
 	closed chan struct{}
+	gate   func() // if set before the QP's first send, Send calls it first
 }
 
 func (l *capLink) Send(frames []nic.Frame) (int, error) {
+	if l.gate != nil {
+		l.gate()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls = append(l.calls, len(frames))

@@ -13,7 +13,7 @@ import (
 // transition and the attribute mask must be one IBA 10.3.1 allows.
 func (q *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.deviceClosed() {
 		return errQPClosed("modify_qp")
 	}

@@ -13,7 +13,7 @@ import (
 // PostRecv posts a receive work request (ibv_post_recv).
 func (q *QP) PostRecv(wr *RecvWR) error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	return q.postRecv(wr)
 }
 
@@ -21,7 +21,7 @@ func (q *QP) PostRecv(wr *RecvWR) error {
 // which one failed and posts none after it.
 func (q *QP) PostRecvList(wrs []RecvWR) error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	for i := range wrs {
 		if err := q.postRecv(&wrs[i]); err != nil {
 			return &PostError{Index: i, Err: err}
@@ -69,11 +69,13 @@ func (q *QP) postRecv(wr *RecvWR) error {
 // stream").
 func (q *QP) PostSend(wr *SendWR) error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if err := q.postSend(wr, false); err != nil {
 		return err
 	}
+	q.txDefer = deferPost
 	q.doorbell()
+	q.txDefer = deferNone
 	return nil
 }
 
@@ -90,7 +92,7 @@ func (q *QP) BindMW(w *MW, info BindInfo, wrID uint64, flags SendFlags) (uint32,
 		return 0, invalid("bind_mw without a memory window")
 	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if err := q.canPostSend(); err != nil {
 		return 0, err
 	}
@@ -110,7 +112,7 @@ func (q *QP) BindMW(w *MW, info BindInfo, wrID uint64, flags SendFlags) (uint32,
 // which one failed and posts none after it.
 func (q *QP) PostSendList(wrs []SendWR) error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	var err error
 	for i := range wrs {
 		if e := q.postSend(&wrs[i], false); e != nil {
@@ -118,7 +120,9 @@ func (q *QP) PostSendList(wrs []SendWR) error {
 			break
 		}
 	}
+	q.txDefer = deferPost
 	q.doorbell()
+	q.txDefer = deferNone
 	return err
 }
 

@@ -102,10 +102,15 @@ type QP struct {
 	resp responder
 	comp completer
 
-	tx        *txBatch // frames queued for the link; nil when none (txPool)
-	txEpoch   uint32   // counts the batches given back (dropTx), so that run knows whether its batch is still queued
-	scheduled bool     // queued on the device worker
-	inBatch   bool     // touched by the receive burst in progress
+	tx        *txBatch   // frames queued for the link; nil when none (txPool)
+	txEpoch   uint32     // counts the batches given back (dropTx), so that run knows whether its batch is still queued
+	txq       *txBatch   // batches waiting to be sent outside mu, oldest first (unlock)
+	txqTail   *txBatch   // the last of txq
+	txBusy    bool       // a goroutine is sending txq, outside mu
+	txDefer   txDeferral // which batch flushTx leaves to unlock
+	txDone    *sync.Cond // signalled when txBusy ends; nil until a goroutine waits on it
+	scheduled bool       // queued on the device worker
+	inBatch   bool       // touched by the receive burst in progress
 	clock     clock.Clock
 	rtoTimer  clock.Timer // nil until the first armRTO
 	rnrTimer  clock.Timer // nil until the first RNR NAK
@@ -250,7 +255,7 @@ func (q *QP) PD() *PD { return q.pd }
 // State returns the current state.
 func (q *QP) State() QPState {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	return q.state
 }
 
@@ -260,7 +265,7 @@ func (q *QP) String() string { return fmt.Sprintf("%v QP 0x%06x", q.typ, q.qpn) 
 // Query returns the QP's attributes and its creation attributes, as ibv_query_qp.
 func (q *QP) Query() (QPAttr, QPInitAttr) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	a := q.attr
 	a.State, a.CurState = q.state, q.state
 	a.Cap = q.cap
@@ -280,7 +285,7 @@ func (q *QP) Query() (QPAttr, QPInitAttr) {
 // are dropped without completions.
 func (q *QP) destroy() error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.deviceClosed() {
 		return errQPClosed("destroy_qp")
 	}
@@ -319,7 +324,7 @@ func (q *QP) destroy() error {
 // and worker have stopped, so nothing is sent.
 func (q *QP) shutdown() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.closed || q.destroyed {
 		return
 	}
@@ -327,6 +332,7 @@ func (q *QP) shutdown() {
 	q.resp.outq = q.resp.outq[:0]
 	q.resp.outHead = 0
 	q.toError(nil, WRFlushErr, why{cause: CauseDeviceClosed})
+	q.dropQueued() // toError's flush too: nothing is sent once the device closed
 	q.closed, q.destroyed = true, true
 }
 
@@ -367,7 +373,7 @@ func (q *QP) runScheduled() {
 	q.mu.Lock()
 	q.scheduled = false
 	q.run()
-	q.mu.Unlock()
+	q.unlock()
 }
 
 // run sends what the responder and requester have ready, up to a budget,
@@ -408,9 +414,12 @@ func (q *QP) run() {
 // whole burst rather than one per packet.
 func (q *QP) endBurst() {
 	q.mu.Lock()
+	q.waitDeparted()
 	q.inBatch = false
+	q.txDefer = deferAcks
 	q.run()
-	q.mu.Unlock()
+	q.txDefer = deferNone
+	q.unlock()
 }
 
 // receive handles one received packet addressed to the QP. The device has
@@ -419,7 +428,7 @@ func (q *QP) endBurst() {
 // QP for which receive reported joined, after the burst's last packet.
 func (q *QP) receive(p bth.Packet, f bth.Frame) (joined bool) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	q.record(false, f.L3())
 	c := q.env.Counters
 	// Header validation (IBA 9.6; for UC and UD, C9-165: a packet with an

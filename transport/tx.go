@@ -29,6 +29,17 @@ type txBatch struct {
 	bufs   [txBatchMax]*[nic.BufSize]byte
 	ack    [txBatchMax]bool // the frame is an acknowledgement (ackBehind)
 	n      int
+	next   *txBatch // the QP's next batch waiting for the link (txq)
+}
+
+// acksOnly reports whether the batch holds acknowledgements only.
+func (t *txBatch) acksOnly() bool {
+	for _, a := range t.ack[:t.n] {
+		if !a {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *txBatch) drop() {
@@ -126,25 +137,137 @@ func (q *QP) send(p *packet) {
 	}
 }
 
-// flushTx hands the queued frames to the link.
+// flushTx hands the queued frames to the link, or leaves them to unlock.
 func (q *QP) flushTx() {
 	t := q.tx
 	if t == nil {
 		return
 	}
-	if t.n > 0 {
-		if q.env.Trace != nil { // in the order the link gets them (ackBehind)
-			for _, f := range t.frames[:t.n] {
-				q.env.Trace(true, f.Datagram())
-			}
+	if t.n == 0 {
+		q.dropTx()
+		return
+	}
+	q.tx = nil
+	q.txEpoch++
+	if q.txBusy {
+		q.enqueue(t) // behind the batches being sent outside the lock: in order
+		return
+	}
+	q.sendQueued() // a batch left to unlock, and then more came
+	if q.txDefer == deferPost || q.txDefer == deferAcks && t.acksOnly() {
+		q.enqueue(t)
+		return
+	}
+	q.sendBatch(t)
+}
+
+// txDeferral says which batch flushTx leaves for unlock to send once the
+// lock is released: the last one.
+type txDeferral uint8
+
+const (
+	deferNone txDeferral = iota
+	deferAcks            // endBurst: a batch of acknowledgements only
+	deferPost            // a post's
+)
+
+func (q *QP) enqueue(t *txBatch) {
+	if q.txqTail == nil {
+		q.txq = t
+	} else {
+		q.txqTail.next = t
+	}
+	q.txqTail = t
+}
+
+// sendQueued sends the waiting batches under the lock; none is departing.
+func (q *QP) sendQueued() {
+	for q.txq != nil {
+		t := q.txq
+		q.txq = t.next
+		t.next = nil
+		q.sendBatch(t)
+	}
+	q.txqTail = nil
+}
+
+// unlock releases q.mu, then sends the batches flushTx left to it and
+// those that queued behind them meanwhile. The link's send is a system
+// call (on loopback it carries the packet through the receiver's stack
+// too). Made under the lock, it held up whoever came to the QP meanwhile:
+// through libgoroce.so, ib_send_lat's post_recv met the receive
+// goroutine's ACK on every other iteration, and a C thread blocked on a
+// Go mutex in a cgo call parks its locked thread and hands its P to
+// another, several thread switches. So a post's frames, and a burst's
+// acknowledgement, leave after the lock is released; a poster that comes
+// while they are being sent queues its frames behind them and returns,
+// and the goroutine sending sends them too. One goroutine at a time sends
+// (txBusy), so the QP's frames keep their order. The rest (what an ACK
+// releases, READ responses, retransmissions) is sent under the lock by
+// the goroutine that built it, as before: handed to the poster's thread
+// instead, 64 KiB WRITEs moved less.
+func (q *QP) unlock() {
+	if q.txq == nil || q.txBusy {
+		q.mu.Unlock()
+		return
+	}
+	q.txBusy = true
+	for q.txq != nil {
+		t := q.txq
+		q.txq = t.next
+		if q.txq == nil {
+			q.txqTail = nil
 		}
-		if _, err := q.env.Link.Send(t.frames[:t.n]); err != nil {
-			// The link failed as a whole: the packets are lost like any lost
-			// packet, and RC recovers them by retransmission.
-			q.env.Counters.SendErr.Add(uint64(t.n))
+		t.next = nil
+		q.mu.Unlock()
+		q.sendBatch(t)
+		q.mu.Lock()
+	}
+	q.txBusy = false
+	if q.txDone != nil {
+		q.txDone.Broadcast()
+	}
+	q.mu.Unlock()
+}
+
+// waitDeparted waits, q.mu held, until no batch is being sent outside
+// it: the receive goroutine sends its burst's frames itself rather than
+// queue them behind a poster's, leaving that thread to its program.
+func (q *QP) waitDeparted() {
+	for q.txBusy {
+		if q.txDone == nil {
+			q.txDone = sync.NewCond(&q.mu)
+		}
+		q.txDone.Wait()
+	}
+}
+
+// sendBatch hands a closed batch to the link and gives it back.
+func (q *QP) sendBatch(t *txBatch) {
+	if q.env.Trace != nil { // in the order the link gets them (ackBehind)
+		for _, f := range t.frames[:t.n] {
+			q.env.Trace(true, f.Datagram())
 		}
 	}
-	q.dropTx()
+	if _, err := q.env.Link.Send(t.frames[:t.n]); err != nil {
+		// The link failed as a whole: the packets are lost like any lost
+		// packet, and RC recovers them by retransmission.
+		q.env.Counters.SendErr.Add(uint64(t.n))
+	}
+	t.drop()
+	txPool.Put(t)
+}
+
+// dropQueued gives back the closed batches unsent: the device closed.
+func (q *QP) dropQueued() {
+	for t := q.txq; t != nil; {
+		next := t.next
+		t.next = nil
+		t.drop()
+		txPool.Put(t)
+		t = next
+	}
+	q.txq, q.txqTail = nil, nil
 }
 
 // dropTx releases the queued frames unsent and gives the batch back.

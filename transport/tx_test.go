@@ -1,7 +1,9 @@
 package transport_test
 
 import (
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/transport"
@@ -62,4 +64,65 @@ func TestAckBehindRequests(t *testing.T) {
 // reth fills a request's RETH.
 func qpRETH(va uint64, rkey, n uint32) func(p []byte, info *bth.Info) {
 	return func(p []byte, info *bth.Info) { bth.RETH(p[info.Offset(bth.ExtRETH):]).Encode(va, rkey, n) }
+}
+
+// A burst's acknowledgement goes to the link after the QP's lock is
+// released: a post made while it is in the link's send returns without
+// waiting for it, the SEND posted queues behind it and leaves with it,
+// and the next burst's acknowledgement follows them.
+func TestSendOutsideLock(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	h.link.gate = func() {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+	}
+	h.postRecv(64)
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		h.deliver(bth.RCSendOnly, 0, []byte("ping"))
+	}()
+	<-entered // the ACK is in the link's send, which holds it
+
+	posted := make(chan error, 1)
+	go func() {
+		if err := h.q.PostRecv(&transport.RecvWR{WRID: 8, SGL: []transport.SGE{h.mr.SGE(0, 64)}}); err != nil {
+			posted <- err
+			return
+		}
+		posted <- h.q.PostSend(&transport.SendWR{WRID: 9, Opcode: transport.WRSend, Flags: transport.Signaled,
+			SGL: []transport.SGE{h.mr.SGE(0, 8)}})
+	}()
+	select {
+	case err := <-posted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second): // a bound on a failure, not a window
+		close(release)
+		t.Fatal("the posts waited for the link's send of the QP's acknowledgement")
+	}
+	if ps := h.sent(); len(ps) != 0 {
+		t.Fatalf("sent %v while the ACK was in the link; want the SEND queued behind it", describe(ps))
+	}
+	second := make(chan struct{})
+	go func() {
+		defer close(second)
+		h.deliver(bth.RCSendOnly, 1, []byte("pong"))
+	}()
+	close(release)
+	<-first
+	<-second
+	ps := h.sent()
+	if len(ps) != 3 || ps[0].OpCode() != bth.RCAcknowledge || ps[0].BTH().PSN() != 0 ||
+		ps[1].OpCode() != bth.RCSendOnly || ps[2].OpCode() != bth.RCAcknowledge || ps[2].BTH().PSN() != 1 {
+		t.Fatalf("sent %v; want the ACK of PSN 0, the SEND, the ACK of PSN 1, in that order", describe(ps))
+	}
+	if wc := polls(h.rcq); len(wc) != 2 || wc[0].Status != transport.Success || wc[1].Status != transport.Success {
+		t.Fatalf("receive completions %+v; want two", wc)
+	}
 }
