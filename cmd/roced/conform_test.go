@@ -248,6 +248,52 @@ func TestConformPeerLoopback(t *testing.T) {
 	}
 }
 
+// TestConformAckReadLate: req-ack-completes against rc_pingpong whose
+// first ACK is held 100 ms on its way in (a fault rule, added by a
+// wrapper the suite runs the tool through), longer than the tool's local
+// ACK timeout of 67 ms: its timer sends the SEND again before it reads the
+// ACK, as a loaded tool's did in CI, and the ACK then completes it. The
+// case passes and says so; a play that judged the timer's resend as the
+// tool's reaction to the ACK called it a deviation ("waiting").
+func TestConformAckReadLate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("roced's tools as real processes: make system runs it, without -race")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	wrap := filepath.Join(dir, "late-ack.sh")
+	// The suite runs "timeout N ROCED rc_pingpong ARGS": the rule goes
+	// after the tool's name.
+	script := "#!/bin/sh\nt=$1 n=$2 exe=$3 tool=$4\nshift 4\n" +
+		"ROCED_TEST_MAIN=1 exec \"$t\" \"$n\" \"$exe\" \"$tool\" --fault-rule 'rx opcode=ACKNOWLEDGE nth=1 delay=100ms' \"$@\"\n"
+	if err := os.WriteFile(wrap, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	peer := filepath.Join(dir, "peer.json")
+	var out, errb bytes.Buffer
+	rc := run([]string{"conform", "--peer-exec", wrap, "--peer-roced", exe, "--peer-dev", "127.0.18.2",
+		"-d", "127.0.18.1", "--port", "19640", "--run", "^req-ack-completes$", "--json", peer, "127.0.18.2"}, &out, &errb)
+	if rc != 0 || errb.Len() != 0 {
+		t.Fatalf("exit %d, stderr: %s\n%s", rc, errb.String(), out.String())
+	}
+	b, err := os.ReadFile(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Cases []struct{ ID, Observed, Verdict string } `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Cases) != 1 || d.Cases[0].Verdict != "pass" || !strings.Contains(d.Cases[0].Observed, "before it read the ACK") {
+		t.Fatalf("want req-ack-completes passed, its timer's resend noted: %+v", d.Cases)
+	}
+}
+
 // peerRunner is the person of roced conform's printed-commands mode: it
 // reads what roced prints and runs each "run on the peer:" line through
 // sh as written, in the background, as a person would paste it into a
