@@ -137,7 +137,9 @@ var retryExhausted = Outcome{Reply: Completed, Count: toolRetryCnt, CheckCount: 
 
 // peerReqs maps each requester case a tool can play to how.
 var peerReqs = map[string]peerReq{
-	"req-ack-completes": {tool: toolPingpong, why: whyReqSend, play: (*session).peerAckCompletes},
+	"req-ack-completes": {tool: toolPingpong, why: whyReqSend, play: func(s *session) (Outcome, error) {
+		return s.answerFirstReact(func(psn uint32) error { return s.peerAck(psn) }, true)
+	}},
 	"req-ghost-ack-ahead": {tool: toolPingpong, why: whyReqSend, play: func(s *session) (Outcome, error) {
 		return s.answerFirst(func(psn uint32) error { return s.ack(psn+5, 1) })
 	}},
@@ -655,7 +657,17 @@ func (s *session) peerSettle(ref uint32, on func(ev peerEvent) error) (Outcome, 
 // out shows a request the answer left outstanding (Waiting: nothing
 // completed, nothing sent again in reaction); one sent again sooner is a
 // reaction to the answer; the tool's end is its work request completed.
-func (s *session) peerReact(ref uint32) (Outcome, error) {
+func (s *session) peerReact(ref uint32) (Outcome, error) { return s.react(ref, false) }
+
+// react is peerReact; completes says the answer completes the request.
+// A loaded tool can then fire its local ACK timer before it reads the
+// answer (CI, once, in req-ack-completes: the resend 67 ms after the
+// SEND, the ACK long out): its resends of ref at the timer's cadence are
+// skipped, up to resendLimit, and noted, since a tool that then completes
+// with no other answer completed on this one; one that ignored it retries
+// until it fails, a deviation still, as is a resend the timer did not send.
+func (s *session) react(ref uint32, completes bool) (Outcome, error) {
+	late := 0
 	for {
 		ev, err := s.nextEvent(backstop)
 		if err != nil {
@@ -665,9 +677,15 @@ func (s *session) peerReact(ref uint32) (Outcome, error) {
 		case ev.exited:
 			o, err := s.ended()
 			o.CheckCount = true
+			if late > 0 && err == nil {
+				o.Detail = fmt.Sprintf("its local ACK timer sent psn +0 again %d time(s) before it read the ACK (a loaded host), and the ACK then completed it", late)
+			}
 			return o, err
 		case !ev.resent:
 			return Outcome{}, fmt.Errorf("the peer sent a new request %v where the one at psn +0 was outstanding", describe(ev.p, ref))
+		case completes && psnDiff(ev.psn, ref) == 0 && timerCadence(ev) && late < resendLimit:
+			late++
+			continue
 		case s.timerResend(ev) && s.sinceAnswer(ev) < localACKTimeout/4:
 			continue // the timer's resend, which crossed the answer
 		case !s.reaction(ev):
@@ -683,6 +701,12 @@ func (s *session) peerReact(ref uint32) (Outcome, error) {
 // answerFirst answers the peer's first request and describes what the
 // peer did next.
 func (s *session) answerFirst(answer func(psn uint32) error) (Outcome, error) {
+	return s.answerFirstReact(answer, false)
+}
+
+// answerFirstReact is answerFirst; completes says the answer completes
+// the request (react).
+func (s *session) answerFirstReact(answer func(psn uint32) error, completes bool) (Outcome, error) {
 	psn, err := s.peerRequest()
 	if err != nil {
 		return Outcome{}, err
@@ -690,47 +714,7 @@ func (s *session) answerFirst(answer func(psn uint32) error) (Outcome, error) {
 	if err := answer(psn); err != nil {
 		return Outcome{}, err
 	}
-	return s.peerReact(psn)
-}
-
-// peerAckCompletes: rc_pingpong's SEND is acknowledged and the tool must
-// complete it and end. A loaded tool can fire its local ACK timer before
-// it reads the ACK (CI, once: the resend 67 ms after the SEND, the ACK
-// long out): such resends, at the timer's cadence, are skipped, since a
-// tool that then completes with no other answer did complete on the ACK;
-// one that ignored it retries until its retry_cnt is spent and ends in
-// error, a deviation still, as does a resend the timer did not send.
-func (s *session) peerAckCompletes() (Outcome, error) {
-	psn, err := s.peerRequest()
-	if err != nil {
-		return Outcome{}, err
-	}
-	if err := s.peerAck(psn); err != nil {
-		return Outcome{}, err
-	}
-	late := 0
-	for {
-		ev, err := s.nextEvent(backstop)
-		if err != nil {
-			return Outcome{}, err
-		}
-		switch {
-		case ev.exited:
-			o, err := s.ended()
-			o.CheckCount = true
-			if late > 0 && err == nil {
-				o.Detail = fmt.Sprintf("its local ACK timer sent psn +0 again %d time(s) before it read the ACK (a loaded host), and the ACK then completed it", late)
-			}
-			return o, err
-		case ev.resent && psnDiff(ev.psn, psn) == 0 && timerCadence(ev) && late < resendLimit:
-			late++
-			continue
-		case !ev.resent:
-			return Outcome{}, fmt.Errorf("the peer sent a new request %v where the one at psn +0 was outstanding", describe(ev.p, psn))
-		}
-		return Outcome{Reply: Retransmit, PSN: psnDiff(ev.psn, psn), CheckPSN: true, Count: 1, CheckCount: true, State: transport.RTS,
-			Status: AnyStatus, Detail: fmt.Sprintf("sent again %v after the suite's answer", s.sinceAnswer(ev).Round(time.Millisecond))}, nil
-	}
+	return s.react(psn, completes)
 }
 
 // peerUnsolicited: rc_pingpong's first SEND is acknowledged, an ACK comes

@@ -180,15 +180,24 @@ func (q *QP) enqueue(t *txBatch) {
 	q.txqTail = t
 }
 
+// dequeue takes the oldest waiting batch off txq; nil when none waits.
+func (q *QP) dequeue() *txBatch {
+	t := q.txq
+	if t == nil {
+		return nil
+	}
+	q.txq, t.next = t.next, nil
+	if q.txq == nil {
+		q.txqTail = nil
+	}
+	return t
+}
+
 // sendQueued sends the waiting batches under the lock; none is departing.
 func (q *QP) sendQueued() {
-	for q.txq != nil {
-		t := q.txq
-		q.txq = t.next
-		t.next = nil
+	for t := q.dequeue(); t != nil; t = q.dequeue() {
 		q.sendBatch(t)
 	}
-	q.txqTail = nil
 }
 
 // unlock releases q.mu, then sends the batches flushTx left to it and
@@ -212,13 +221,7 @@ func (q *QP) unlock() {
 		return
 	}
 	q.txBusy = true
-	for q.txq != nil {
-		t := q.txq
-		q.txq = t.next
-		if q.txq == nil {
-			q.txqTail = nil
-		}
-		t.next = nil
+	for t := q.dequeue(); t != nil; t = q.dequeue() {
 		q.mu.Unlock()
 		q.sendBatch(t)
 		q.mu.Lock()
@@ -254,20 +257,20 @@ func (q *QP) sendBatch(t *txBatch) {
 		// packet, and RC recovers them by retransmission.
 		q.env.Counters.SendErr.Add(uint64(t.n))
 	}
+	putBatch(t)
+}
+
+// putBatch releases a batch's frames and gives the batch back to txPool.
+func putBatch(t *txBatch) {
 	t.drop()
 	txPool.Put(t)
 }
 
-// dropQueued gives back the closed batches unsent: the device closed.
+// dropQueued gives back the waiting batches unsent: the device closed.
 func (q *QP) dropQueued() {
-	for t := q.txq; t != nil; {
-		next := t.next
-		t.next = nil
-		t.drop()
-		txPool.Put(t)
-		t = next
+	for t := q.dequeue(); t != nil; t = q.dequeue() {
+		putBatch(t)
 	}
-	q.txq, q.txqTail = nil, nil
 }
 
 // dropTx releases the queued frames unsent and gives the batch back.
@@ -275,8 +278,7 @@ func (q *QP) dropTx() {
 	if q.tx == nil {
 		return
 	}
-	q.tx.drop()
-	txPool.Put(q.tx)
+	putBatch(q.tx)
 	q.tx = nil
 	q.txEpoch++
 }
