@@ -51,3 +51,11 @@ func SetPollActive(t interface{ Cleanup(func()) }, d time.Duration) {
 	pollActive = d
 	t.Cleanup(func() { pollActive = old })
 }
+
+// DepartWaiters is how many goroutines wait for q's departing batches
+// (waitDeparted): a test's sign that one reached the wait.
+func DepartWaiters(q *QP) uint32 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.txWaiters
+}

@@ -108,6 +108,7 @@ type QP struct {
 	txqTail   *txBatch   // the last of txq
 	txBusy    bool       // a goroutine is sending txq, outside mu
 	txDefer   txDeferral // which batch flushTx leaves to unlock
+	txWaiters uint32     // goroutines in waitDeparted (a test's sequencing)
 	txDone    *sync.Cond // signalled when txBusy ends; nil until a goroutine waits on it
 	scheduled bool       // queued on the device worker
 	inBatch   bool       // touched by the receive burst in progress
@@ -292,6 +293,10 @@ func (q *QP) destroy() error {
 	if q.destroyed {
 		return nil
 	}
+	// The receive goroutine may have released the lock with that ACK in
+	// hand, still to send (unlock): destroyed meanwhile, the program could
+	// exit before it leaves, and the peer's send would fail as below.
+	q.waitDeparted()
 	// A consumer may destroy the QP as soon as its last receive completes,
 	// while that message's ACK still waits for the end of the receive
 	// burst (endBurst). Send it: rxe acknowledges in the same responder

@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,4 +126,51 @@ func TestSendOutsideLock(t *testing.T) {
 	if wc := polls(h.rcq); len(wc) != 2 || wc[0].Status != transport.Success || wc[1].Status != transport.Success {
 		t.Fatalf("receive completions %+v; want two", wc)
 	}
+}
+
+// A program may destroy its QP as soon as its last receive completes,
+// while the receive goroutine still holds that message's ACK outside the
+// lock (unlock). destroy waits for it to leave: a program that exits
+// after destroy_qp must not leave the peer retrying into nothing (CI saw
+// roced's rc_pingpong -e server fail "transport retry counter exceeded").
+func TestDestroySendsDepartingACK(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	h.link.gate = func() {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+	}
+	h.postRecv(64)
+	delivered := make(chan struct{})
+	go func() {
+		defer close(delivered)
+		h.deliver(bth.RCSendOnly, 0, []byte("last"))
+	}()
+	<-entered // the receive completed; its ACK is held in the link's send
+	if wc := polls(h.rcq); len(wc) != 1 || wc[0].Status != transport.Success {
+		t.Fatalf("receive completions %+v; want one", wc)
+	}
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- transport.DestroyQP(h.q) }()
+	for transport.DepartWaiters(h.q) == 0 {
+		select {
+		case err := <-destroyed:
+			close(release)
+			<-delivered
+			t.Fatalf("destroy returned (%v) while the last receive's ACK was still to leave", err)
+		default:
+			runtime.Gosched()
+		}
+	}
+	close(release)
+	if err := <-destroyed; err != nil {
+		t.Fatal(err)
+	}
+	if ps := h.sent(); len(ps) != 1 || ps[0].OpCode() != bth.RCAcknowledge || ps[0].BTH().PSN() != 0 {
+		t.Fatalf("sent %v by the time destroy returned; want the ACK of PSN 0", describe(ps))
+	}
+	<-delivered
 }
