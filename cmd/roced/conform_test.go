@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/profile"
 	"github.com/goroce/goroce/internal/testharness"
 )
 
@@ -165,7 +166,7 @@ func TestConformHTML(t *testing.T) {
 // ROCED_TEST_MAIN=1 it runs its arguments as roced's command line.
 func TestMain(m *testing.M) {
 	if os.Getenv("ROCED_TEST_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(runProfiled(os.Args[1:], profile.FromEnv(), os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }

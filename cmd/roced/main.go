@@ -7,8 +7,9 @@
 //
 // Run `roced help` for the list of commands.
 //
-// GOROCE_CPUPROFILE=FILE writes a CPU profile of the whole run to FILE
-// (go tool pprof reads it): for a roced where no debugger reaches, such
+// GOROCE_CPUPROFILE=FILE writes a CPU profile of the whole run to FILE,
+// GOROCE_BLOCKPROFILE=FILE a profile of where it waited (internal/profile;
+// go tool pprof reads both): for a roced where no debugger reaches, such
 // as inside the lab guest.
 package main
 
@@ -16,8 +17,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 	"sort"
+
+	"github.com/goroce/goroce/internal/profile"
 )
 
 // command is one roced subcommand.
@@ -55,31 +57,14 @@ func usage(w io.Writer) {
 }
 
 func main() {
-	os.Exit(profiled(os.Getenv("GOROCE_CPUPROFILE"), os.Stderr, func() int { return run(os.Args[1:], os.Stdout, os.Stderr) }))
+	os.Exit(runProfiled(os.Args[1:], profile.FromEnv(), os.Stdout, os.Stderr))
 }
 
-// profiled runs fn under a CPU profile written to file (empty: none).
-// A profile that cannot be started is reported and the run goes on.
-func profiled(file string, stderr io.Writer, fn func() int) int {
-	if file == "" {
-		return fn()
-	}
-	f, err := os.Create(file)
-	if err == nil {
-		if err = pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-		}
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "roced: GOROCE_CPUPROFILE: %v\n", err)
-		return fn()
-	}
-	code := fn()
-	pprof.StopCPUProfile()
-	if err := f.Close(); err != nil {
-		fmt.Fprintf(stderr, "roced: GOROCE_CPUPROFILE: %v\n", err)
-	}
-	return code
+// runProfiled runs the command under the profiles e asks for.
+func runProfiled(args []string, e profile.Env, stdout, stderr io.Writer) int {
+	stop := profile.Start(e, "roced", stderr)
+	defer stop()
+	return run(args, stdout, stderr)
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

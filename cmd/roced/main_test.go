@@ -2,23 +2,30 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/internal/profile"
 )
 
+// TestProfiled: GOROCE_CPUPROFILE and GOROCE_BLOCKPROFILE reach the run
+// (internal/profile tests what is in the files).
 func TestProfiled(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "cpu.pprof")
-	var stderr bytes.Buffer
-	if code := profiled(file, &stderr, func() int { return 3 }); code != 3 || stderr.Len() != 0 {
-		t.Fatalf("profiled: exit %d, stderr %q; want the function's 3 and nothing said", code, stderr.String())
+	dir := t.TempDir()
+	e := profile.Env{CPU: filepath.Join(dir, "cpu.pprof"), Block: filepath.Join(dir, "block.pprof")}
+	var stdout, stderr bytes.Buffer
+	if code := runProfiled([]string{"help"}, e, &stdout, &stderr); code != 0 || stderr.Len() != 0 {
+		t.Fatalf("roced help: exit %d, stderr %q; want 0 and nothing said", code, stderr.String())
 	}
-	if st, err := os.Stat(file); err != nil || st.Size() == 0 {
-		t.Fatalf("profile: %v, want a non-empty file", err)
-	}
-	bad := filepath.Join(t.TempDir(), "no", "such", "dir", "cpu.pprof")
-	if code := profiled(bad, &stderr, func() int { return 0 }); code != 0 || !strings.Contains(stderr.String(), "GOROCE_CPUPROFILE") {
-		t.Fatalf("unwritable profile: exit %d, stderr %q; want the run to go on and say why", code, stderr.String())
+	for _, f := range []string{e.CPU, e.Block} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gzip.NewReader(bytes.NewReader(b)); err != nil {
+			t.Fatalf("%s: %v; want a profile", f, err)
+		}
 	}
 }
