@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +31,7 @@ import (
 //	go test -run '^$' -bench Verbs -benchtime 200000x ./cmd/libgoroce
 func BenchmarkVerbs(b *testing.B) {
 	c, gcs := cVerbs(b, b.N)
-	g := goVerbs(b, b.N)
+	g := goVerbs(b, b.N, false)
 	for _, name := range []string{"poll_empty", "post_send_poll", "post_recv_poll", "post_write_poll",
 		"wr_write_poll", "post_write", "wr_write"} {
 		b.ReportMetric(c[name], "c-"+name+"-ns")
@@ -38,6 +40,39 @@ func BenchmarkVerbs(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(gcs), "gc-cycles")
+}
+
+// BenchmarkVerbsIdle: one ibv_post_recv (on the error-state QP, reaped
+// as above) after the calling thread spent GAP µs in C, as a program that
+// computes between verbs does, p50 and p99 per gap, beside the same post
+// from Go after the same spin (go-, the path without the crossing). A C
+// thread that calls into Go holds a P while it is back in C, and its
+// goroutine is never rescheduled, so the runtime's monitor (sysmon),
+// having seen the P on one schedule tick for 10 ms, takes it back
+// whenever it finds the thread in C. The next call then gets an idle P
+// and wakes the monitor, asleep since every P went idle: a futex wake
+// inside the call (runtime.exitsyscallTryGetP; docs/performance.md).
+//
+//	go test -run '^$' -bench VerbsIdle -benchtime 2000x ./cmd/libgoroce
+func BenchmarkVerbsIdle(b *testing.B) {
+	c, _ := cVerbs(b, b.N, "idle")
+	g := goVerbs(b, b.N, true)
+	for _, name := range idleNames() {
+		b.ReportMetric(c[name], "c-"+name+"-ns")
+		b.ReportMetric(g[name], "go-"+name+"-ns")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// idleGaps are verbs_bench idle's gaps, µs.
+var idleGaps = []int{0, 20, 50, 200, 1000}
+
+func idleNames() []string {
+	var names []string
+	for _, g := range idleGaps {
+		names = append(names, fmt.Sprintf("idle_%d_p50", g), fmt.Sprintf("idle_%d_p99", g))
+	}
+	return names
 }
 
 // TestPostNoAlloc runs verbs_bench for 100000 iterations of each verb
@@ -52,12 +87,13 @@ func TestPostNoAlloc(t *testing.T) {
 }
 
 // cVerbs runs testdata/verbs_bench.c preloaded for n iterations and
-// returns its figures and the number of Go collections it saw.
-func cVerbs(tb testing.TB, n int) (map[string]float64, int) {
+// returns its figures and the number of Go collections it saw; more are
+// verbs_bench's further arguments ("idle").
+func cVerbs(tb testing.TB, n int, more ...string) (map[string]float64, int) {
 	bin := buildC(tb, "verbs_bench")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := preloaded(ctx, addrA, bin, strconv.Itoa(n))
+	cmd := preloaded(ctx, addrA, bin, append([]string{strconv.Itoa(n)}, more...)...)
 	cmd.Env = append(cmd.Env, "GODEBUG=gctrace=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -77,8 +113,12 @@ func cVerbs(tb testing.TB, n int) (map[string]float64, int) {
 			}
 		}
 	}
-	for _, name := range []string{"poll_empty", "post_send_poll", "post_recv_poll", "post_write_poll",
-		"wr_write_poll", "post_write", "wr_write"} {
+	names := []string{"poll_empty", "post_send_poll", "post_recv_poll", "post_write_poll",
+		"wr_write_poll", "post_write", "wr_write"}
+	if len(more) > 0 {
+		names = idleNames()
+	}
+	for _, name := range names {
 		if _, ok := c[name]; !ok {
 			tb.Fatalf("verbs_bench printed no %s:\n%s", name, out)
 		}
@@ -87,7 +127,7 @@ func cVerbs(tb testing.TB, n int) (map[string]float64, int) {
 }
 
 // goVerbs is verbs_bench.c on goroce's Go API over the in-memory link.
-func goVerbs(b *testing.B, n int) map[string]float64 {
+func goVerbs(b *testing.B, n int, idle bool) map[string]float64 {
 	link, err := mem.NewNet(1).Attach(netip.MustParseAddr(addrA), mem.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -130,6 +170,26 @@ func goVerbs(b *testing.B, n int) map[string]float64 {
 				return
 			}
 		}
+	}
+	if idle {
+		out := map[string]float64{}
+		d := make([]float64, n)
+		for _, gap := range idleGaps {
+			for i := range d {
+				for s := time.Now(); time.Since(s) < time.Duration(gap)*time.Microsecond; {
+				}
+				p := time.Now()
+				if err := q.PostRecv(rwr); err != nil {
+					b.Fatal(err)
+				}
+				d[i] = float64(time.Since(p).Nanoseconds())
+				reap()
+			}
+			slices.Sort(d)
+			out[fmt.Sprintf("idle_%d_p50", gap)] = d[n/2]
+			out[fmt.Sprintf("idle_%d_p99", gap)] = d[n*99/100]
+		}
+		return out
 	}
 	per := func(f func()) float64 {
 		t := time.Now()

@@ -7,8 +7,12 @@
  * (ibv_wr_start, ibv_wr_rdma_write, ibv_wr_set_sge, ibv_wr_complete on a
  * QP made by ibv_create_qp_ex). No packet is sent: what is timed is the
  * call path, C to Go and back, and the engine's queueing. Prints "NAME NS" lines, nanoseconds per iteration.
+ * With "idle" after N it measures instead one ibv_post_recv (and its
+ * reap) N times after the thread spent GAP microseconds in C, for each
+ * gap, and prints "idle_GAP_p50 NS" and "idle_GAP_p99 NS": a crossing
+ * after a long stay in C costs more than one right after another.
  *
- *   LD_PRELOAD=bin/libgoroce.so GOROCE_NETDEV=127.0.0.1 ./verbs_bench N
+ *   LD_PRELOAD=bin/libgoroce.so GOROCE_NETDEV=127.0.0.1 ./verbs_bench N [idle]
  */
 #include <errno.h>
 #include <stdio.h>
@@ -31,6 +35,13 @@ static double now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
 }
 
 static void reap(struct ibv_cq *cq)
@@ -92,6 +103,29 @@ int main(int argc, char **argv)
 	swr.num_sge = rwr.num_sge = 1;
 	swr.opcode = IBV_WR_SEND;
 	swr.send_flags = IBV_SEND_SIGNALED;
+
+	if (argc > 2 && !strcmp(argv[2], "idle")) {
+		static const int gaps[] = {0, 20, 50, 200, 1000};
+		double *d = calloc(n, sizeof(*d));
+
+		CHECK(d, "calloc");
+		for (size_t g = 0; g < sizeof(gaps) / sizeof(gaps[0]); g++) {
+			for (long i = 0; i < n; i++) {
+				double s = now(), p;
+
+				while (now() - s < gaps[g] * 1e3)
+					; /* in C, as a program computing between verbs */
+				p = now();
+				CHECK(!ibv_post_recv(qp, &rwr, &rbad) || (errno = EINVAL, 0), "post_recv");
+				d[i] = now() - p;
+				reap(cq);
+			}
+			qsort(d, n, sizeof(*d), cmp);
+			printf("idle_%d_p50 %.1f\n", gaps[g], d[n / 2]);
+			printf("idle_%d_p99 %.1f\n", gaps[g], d[n * 99 / 100]);
+		}
+		return 0;
+	}
 
 	t = now();
 	for (long i = 0; i < n; i++)
