@@ -67,13 +67,12 @@ func qpRETH(va uint64, rkey, n uint32) func(p []byte, info *bth.Info) {
 	return func(p []byte, info *bth.Info) { bth.RETH(p[info.Offset(bth.ExtRETH):]).Encode(va, rkey, n) }
 }
 
-// A burst's acknowledgement goes to the link after the QP's lock is
-// released: a post made while it is in the link's send returns without
-// waiting for it, the SEND posted queues behind it and leaves with it,
-// and the next burst's acknowledgement follows them.
-func TestSendOutsideLock(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
-	entered, release := make(chan struct{}), make(chan struct{})
+// ackHeld posts a receive, delivers a SEND ONLY of payload at PSN 0 on
+// another goroutine and returns once that message's ACK is in the link's
+// send, which holds it until release is closed; the returned channel is
+// closed when the delivery has returned.
+func ackHeld(h *harness, payload string, release <-chan struct{}) <-chan struct{} {
+	entered := make(chan struct{})
 	var calls atomic.Int32
 	h.link.gate = func() {
 		if calls.Add(1) == 1 {
@@ -82,12 +81,23 @@ func TestSendOutsideLock(t *testing.T) {
 		}
 	}
 	h.postRecv(64)
-	first := make(chan struct{})
+	delivered := make(chan struct{})
 	go func() {
-		defer close(first)
-		h.deliver(bth.RCSendOnly, 0, []byte("ping"))
+		defer close(delivered)
+		h.deliver(bth.RCSendOnly, 0, []byte(payload))
 	}()
-	<-entered // the ACK is in the link's send, which holds it
+	<-entered
+	return delivered
+}
+
+// A burst's acknowledgement goes to the link after the QP's lock is
+// released: a post made while it is in the link's send returns without
+// waiting for it, the SEND posted queues behind it and leaves with it,
+// and the next burst's acknowledgement follows them.
+func TestSendOutsideLock(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	release := make(chan struct{})
+	first := ackHeld(h, "ping", release) // the ACK is in the link's send, which holds it
 
 	posted := make(chan error, 1)
 	go func() {
@@ -135,21 +145,8 @@ func TestSendOutsideLock(t *testing.T) {
 // roced's rc_pingpong -e server fail "transport retry counter exceeded").
 func TestDestroySendsDepartingACK(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	entered, release := make(chan struct{}), make(chan struct{})
-	var calls atomic.Int32
-	h.link.gate = func() {
-		if calls.Add(1) == 1 {
-			close(entered)
-			<-release
-		}
-	}
-	h.postRecv(64)
-	delivered := make(chan struct{})
-	go func() {
-		defer close(delivered)
-		h.deliver(bth.RCSendOnly, 0, []byte("last"))
-	}()
-	<-entered // the receive completed; its ACK is held in the link's send
+	release := make(chan struct{})
+	delivered := ackHeld(h, "last", release) // the receive completed; its ACK is held in the link's send
 	if wc := polls(h.rcq); len(wc) != 1 || wc[0].Status != transport.Success {
 		t.Fatalf("receive completions %+v; want one", wc)
 	}
