@@ -28,24 +28,12 @@ func TestConformSelf(t *testing.T) {
 	if errb.Len() != 0 {
 		t.Fatalf("stderr: %s", errb.String())
 	}
-	b, err := os.ReadFile(jf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Cases []struct {
-			ID, Rule, Role, Expected, Observed, Verdict string
-			PeerAlive                                   *bool `json:"peer_alive"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	if len(doc.Cases) < 60 {
-		t.Fatalf("%d cases in the JSON", len(doc.Cases))
+	cases := readConform(t, jf)
+	if len(cases) < 60 {
+		t.Fatalf("%d cases in the JSON", len(cases))
 	}
 	pass := 0
-	for _, c := range doc.Cases {
+	for _, c := range cases {
 		if c.ID == "" || c.Rule == "" || c.Expected == "" || c.Observed == "" || c.PeerAlive == nil ||
 			(c.Role != "requester" && c.Role != "responder") {
 			t.Errorf("incomplete case %+v", c)
@@ -57,10 +45,10 @@ func TestConformSelf(t *testing.T) {
 			pass++
 		}
 	}
-	if want := 0; pass != len(doc.Cases) {
+	if want := 0; pass != len(cases) {
 		want = 1
 		if rc != want {
-			t.Errorf("exit %d with %d of %d passing, want %d", rc, pass, len(doc.Cases), want)
+			t.Errorf("exit %d with %d of %d passing, want %d", rc, pass, len(cases), want)
 		}
 	} else if rc != 0 {
 		t.Errorf("exit %d with every case passing", rc)
@@ -171,6 +159,30 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// conformCase is a case of roced conform's JSON report, as these tests
+// read it.
+type conformCase struct {
+	ID, Rule, Role, Expected, Observed, Verdict string
+	PeerTool                                    string `json:"peer_tool"`
+	PeerAlive                                   *bool  `json:"peer_alive"`
+}
+
+// readConform reads the cases of the JSON report f.
+func readConform(t *testing.T, f string) []conformCase {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Cases []conformCase `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d.Cases
+}
+
 // TestConformPeerLoopback runs roced conform --peer-exec against roced's
 // own tools in a second process on loopback (the peer at 127.0.18.2, the
 // suite at 127.0.18.1: addresses no other package's tests bind, as go test
@@ -199,46 +211,28 @@ func TestConformPeerLoopback(t *testing.T) {
 	if errb.Len() != 0 {
 		t.Fatalf("exit %d, stderr: %s", rc, errb.String())
 	}
-	type doc struct {
-		Cases []struct {
-			ID, Role, Observed, Verdict string
-			PeerTool                    string `json:"peer_tool"`
-			PeerAlive                   bool   `json:"peer_alive"`
-		} `json:"cases"`
-	}
-	read := func(f string) doc {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d doc
-		if err := json.Unmarshal(b, &d); err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
 	want := map[string]string{}
-	for _, c := range read(self).Cases {
+	for _, c := range readConform(t, self) {
 		want[c.ID] = c.Verdict
 	}
-	d := read(peer)
+	cases := readConform(t, peer)
 	// The requester cases goroce's requester.py plays, which this run
 	// (roced's tools, no --peer-python) does not have: cmd/libgoroce's
 	// TestConformRequesterScript runs them over pyverbs.
 	noTool := map[string]bool{"req-implicit-ack-by-read-response": true, "req-rnr-retry-exhausted": true}
 	errs := 0
-	if len(d.Cases) != len(want) {
-		t.Fatalf("%d cases against the peer, %d with --self", len(d.Cases), len(want))
+	if len(cases) != len(want) {
+		t.Fatalf("%d cases against the peer, %d with --self", len(cases), len(want))
 	}
-	for _, c := range d.Cases {
+	for _, c := range cases {
 		switch {
 		case noTool[c.ID]:
 			if c.Role != "requester" || c.Verdict != "error" || !strings.Contains(c.Observed, "--peer-python") || c.PeerTool != "requester.py" {
 				t.Errorf("%s: %s %q", c.ID, c.Verdict, c.Observed)
 			}
 			errs++
-		case c.Verdict != want[c.ID] || !c.PeerAlive || c.PeerTool == "" || c.PeerTool == "none":
-			t.Errorf("%s (%s): %s (--self: %s), peer alive %v, tool %q: %s", c.ID, c.Role, c.Verdict, want[c.ID], c.PeerAlive, c.PeerTool, c.Observed)
+		case c.Verdict != want[c.ID] || c.PeerAlive == nil || !*c.PeerAlive || c.PeerTool == "" || c.PeerTool == "none":
+			t.Errorf("%s (%s): %s (--self: %s), peer alive %v, tool %q: %s", c.ID, c.Role, c.Verdict, want[c.ID], c.PeerAlive != nil && *c.PeerAlive, c.PeerTool, c.Observed)
 		}
 	}
 	if errs != len(noTool) {
@@ -280,18 +274,8 @@ func TestConformAckReadLate(t *testing.T) {
 	if rc != 0 || errb.Len() != 0 {
 		t.Fatalf("exit %d, stderr: %s\n%s", rc, errb.String(), out.String())
 	}
-	b, err := os.ReadFile(peer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Cases []struct{ ID, Observed, Verdict string } `json:"cases"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
-	if len(d.Cases) != 1 || d.Cases[0].Verdict != "pass" || !strings.Contains(d.Cases[0].Observed, "before it read the ACK") {
-		t.Fatalf("want req-ack-completes passed, its timer's resend noted: %+v", d.Cases)
+	if cases := readConform(t, peer); len(cases) != 1 || cases[0].Verdict != "pass" || !strings.Contains(cases[0].Observed, "before it read the ACK") {
+		t.Fatalf("want req-ack-completes passed, its timer's resend noted: %+v", cases)
 	}
 }
 
@@ -414,18 +398,8 @@ func TestConformPrinted(t *testing.T) {
 	}
 	observed := map[string]string{} // the printed run's, for a failure's message
 	verdicts := func(f string, printed bool) map[string]string {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d struct {
-			Cases []struct{ ID, Role, Observed, Verdict string } `json:"cases"`
-		}
-		if err := json.Unmarshal(b, &d); err != nil {
-			t.Fatal(err)
-		}
 		m := map[string]string{}
-		for _, c := range d.Cases {
+		for _, c := range readConform(t, f) {
 			m[c.ID] = c.Verdict
 			if printed {
 				observed[c.ID] = c.Observed
