@@ -52,10 +52,11 @@ func SetPollActive(t interface{ Cleanup(func()) }, d time.Duration) {
 	t.Cleanup(func() { pollActive = old })
 }
 
-// DepartWaiters is how many goroutines wait for q's departing batches
-// (waitDeparted): a test's sign that one reached the wait.
-func DepartWaiters(q *QP) uint32 {
+// DepartWaited reports whether a goroutine has waited for q's departing
+// batches (waitDeparted makes txDone then, and holds q.mu until it waits
+// on it): a test's sign that one reached the wait.
+func DepartWaited(q *QP) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.txWaiters
+	return q.txDone != nil
 }

@@ -108,7 +108,6 @@ type QP struct {
 	txqTail   *txBatch   // the last of txq
 	txBusy    bool       // a goroutine is sending txq, outside mu
 	txDefer   txDeferral // which batch flushTx leaves to unlock
-	txWaiters uint32     // goroutines in waitDeparted (a test's sequencing)
 	txDone    *sync.Cond // signalled when txBusy ends; nil until a goroutine waits on it
 	scheduled bool       // queued on the device worker
 	inBatch   bool       // touched by the receive burst in progress

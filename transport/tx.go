@@ -241,9 +241,7 @@ func (q *QP) waitDeparted() {
 		if q.txDone == nil {
 			q.txDone = sync.NewCond(&q.mu)
 		}
-		q.txWaiters++
 		q.txDone.Wait()
-		q.txWaiters--
 	}
 }
 

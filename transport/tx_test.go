@@ -152,7 +152,7 @@ func TestDestroySendsDepartingACK(t *testing.T) {
 	}
 	destroyed := make(chan error, 1)
 	go func() { destroyed <- transport.DestroyQP(h.q) }()
-	for transport.DepartWaiters(h.q) == 0 {
+	for !transport.DepartWaited(h.q) {
 		select {
 		case err := <-destroyed:
 			close(release)
