@@ -183,6 +183,21 @@ func readConform(t *testing.T, f string) []conformCase {
 	return d.Cases
 }
 
+// toolsAsProcesses skips under -short a test that runs roced's tools as
+// real processes (make system runs it, without -race), and returns this
+// test binary, which stands in for roced (TestMain).
+func toolsAsProcesses(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("roced's tools as real processes: make system runs it, without -race")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
 // TestConformPeerLoopback runs roced conform --peer-exec against roced's
 // own tools in a second process on loopback (the peer at 127.0.18.2, the
 // suite at 127.0.18.1: addresses no other package's tests bind, as go test
@@ -194,13 +209,7 @@ func readConform(t *testing.T, f string) []conformCase {
 // the requester cases no tool can play are the verdict error, with what
 // they need.
 func TestConformPeerLoopback(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the whole suite against roced's tools as real processes: make system runs it, without -race")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := toolsAsProcesses(t)
 	dir := t.TempDir()
 	self, peer := filepath.Join(dir, "self.json"), filepath.Join(dir, "peer.json")
 	var out, errb bytes.Buffer
@@ -244,26 +253,22 @@ func TestConformPeerLoopback(t *testing.T) {
 }
 
 // TestConformAckReadLate: req-ack-completes against rc_pingpong whose
-// first ACK is held 100 ms on its way in (a fault rule, added by a
-// wrapper the suite runs the tool through), longer than the tool's local
-// ACK timeout of 67 ms: its timer sends the SEND again before it reads the
-// ACK, as a loaded tool's did in CI, and the ACK then completes it. The
+// first ACK is held 300 ms on its way in (a fault rule, added by a
+// wrapper the suite runs the tool through), well past the tool's local
+// ACK timeout of 67 ms, so that a loaded host's late timers keep that
+// order, and short of its 7 retries: its timer sends the SEND again
+// before it reads the ACK, as a loaded tool's did in CI, and the ACK then
+// completes it. The
 // case passes and says so; a play that judged the timer's resend as the
 // tool's reaction to the ACK called it a deviation ("waiting").
 func TestConformAckReadLate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("roced's tools as real processes: make system runs it, without -race")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := toolsAsProcesses(t)
 	dir := t.TempDir()
 	wrap := filepath.Join(dir, "late-ack.sh")
 	// The suite runs "timeout N ROCED rc_pingpong ARGS": the rule goes
 	// after the tool's name.
 	script := "#!/bin/sh\nt=$1 n=$2 exe=$3 tool=$4\nshift 4\n" +
-		"ROCED_TEST_MAIN=1 exec \"$t\" \"$n\" \"$exe\" \"$tool\" --fault-rule 'rx opcode=ACKNOWLEDGE nth=1 delay=100ms' \"$@\"\n"
+		"ROCED_TEST_MAIN=1 exec \"$t\" \"$n\" \"$exe\" \"$tool\" --fault-rule 'rx opcode=ACKNOWLEDGE nth=1 delay=300ms' \"$@\"\n"
 	if err := os.WriteFile(wrap, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -373,13 +378,7 @@ func (r *peerRunner) wait() {
 // and are what the suite needs; a requester case is the verdict error, as
 // printed commands give back no exit status, and prints nothing.
 func TestConformPrinted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the whole suite against roced's tools as real processes: make system runs it, without -race")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := toolsAsProcesses(t)
 	// One case per tool: rc_pingpong, ib_write_bw, ib_read_bw,
 	// ib_atomic_bw, and ib_write_bw's missing receive.
 	const sel = "^(resp-psn-ahead|resp-write-bad-rkey|resp-dup-read|resp-dup-atomic|resp-rnr-no-receive|req-ack-completes)$"
