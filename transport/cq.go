@@ -201,7 +201,15 @@ type CQ struct {
 	// progress, when set (the device's poll mode), is what an empty Poll
 	// calls to receive and handle what has arrived on the caller's own
 	// goroutine; set before the queue is handed out, then only read.
-	progress func() bool
+	progress func(queues uint64) bool
+	// queues has a bit for each receive queue of the device that packets
+	// completing work on this CQ arrive on (nic.QueueOf of its QPs'
+	// numbers; 0: none known yet, every queue). In poll mode its empty
+	// Poll receives on those queues only, as an HCA's completion vector
+	// serves its own queues: two QPs on two queues, each polled by its
+	// own thread, then never take each other's packets, and a queue no
+	// poller serves stays with its receive goroutine.
+	queues atomic.Uint64
 	// yieldEvery is how many empty polls a busy-polling loop makes per
 	// yield (Yield; internal/spin): set with progress; 0 or 1, each poll.
 	yieldEvery int
@@ -316,11 +324,26 @@ func (c *CQ) shutdown(err error) {
 // receives and handles what has arrived, on the calling goroutine.
 func (c *CQ) Poll(wc []WC) (int, error) {
 	if c.ready.Load() == 0 { // empty: a push after this load is the next Poll's
-		if len(wc) == 0 || c.progress == nil || c.sleepsArmed() || !c.progress() {
+		if len(wc) == 0 || c.progress == nil || c.sleepsArmed() || !c.progress(c.queues.Load()) {
 			return 0, nil
 		}
 	}
 	return c.take(wc)
+}
+
+// onQueue records that packets completing work on c arrive on receive
+// queue i (CQ.queues); queues past the mask's 64 leave it at every queue.
+func (c *CQ) onQueue(i int) {
+	if c == nil {
+		return
+	}
+	bit := uint64(1) << i
+	if i >= 64 {
+		bit = ^uint64(0)
+	}
+	if c.queues.Load()&bit != bit { // a load first: the line stays shared
+		c.queues.Or(bit)
+	}
 }
 
 // sleepsArmed reports whether an empty Poll should leave the device to
@@ -338,7 +361,7 @@ func (c *CQ) sleepsArmed() bool {
 
 // setProgress sets what an empty Poll calls, the yield period of the
 // loops that poll it, and what arming it calls (before the queue is used).
-func (c *CQ) setProgress(f func() bool, yieldEvery int, onArm func()) {
+func (c *CQ) setProgress(f func(queues uint64) bool, yieldEvery int, onArm func()) {
 	c.progress, c.yieldEvery, c.onArm = f, yieldEvery, onArm
 }
 

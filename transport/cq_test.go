@@ -169,7 +169,7 @@ func TestWaitCompletionBeatsContext(t *testing.T) {
 	// the progress call itself, which reports nothing made) as the
 	// context ends; PollWait returns it, not the context's error.
 	pctx, pcancel := context.WithCancel(context.Background())
-	c.setProgress(func() bool {
+	c.setProgress(func(uint64) bool {
 		if pctx.Err() == nil {
 			pcancel()
 			c.push(WC{WRID: 6}, false)
@@ -302,7 +302,7 @@ func TestMirror(t *testing.T) {
 func TestPollProgress(t *testing.T) {
 	c := newCQ(4, nil)
 	calls := 0
-	c.setProgress(func() bool {
+	c.setProgress(func(uint64) bool {
 		calls++
 		if calls%3 == 0 {
 			c.push(WC{WRID: uint64(calls)}, false)
@@ -331,7 +331,7 @@ func TestPollProgress(t *testing.T) {
 		t.Fatalf("Poll(nil) called progress")
 	}
 	// A cancelled context ends a PollWait that finds nothing.
-	c.setProgress(func() bool { return false }, 1, nil)
+	c.setProgress(func(uint64) bool { return false }, 1, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := c.PollWait(ctx, wc); !errors.Is(err, context.Canceled) {
@@ -346,7 +346,7 @@ func TestPollProgress(t *testing.T) {
 func TestPollArmed(t *testing.T) {
 	c := newCQ(4, nil)
 	calls, arms := 0, 0
-	c.setProgress(func() bool { calls++; return false }, 1, func() { arms++ })
+	c.setProgress(func(uint64) bool { calls++; return false }, 1, func() { arms++ })
 	wc := make([]WC, 1)
 	c.Poll(wc)
 	if calls != 1 {
@@ -389,7 +389,7 @@ func TestPollArmed(t *testing.T) {
 func TestPollArmedKeepsPolling(t *testing.T) {
 	c := newCQ(4, nil)
 	calls := 0
-	c.setProgress(func() bool { calls++; return false }, 1, func() {})
+	c.setProgress(func(uint64) bool { calls++; return false }, 1, func() {})
 	wc := make([]WC, 1)
 	c.ReqNotify(true)
 	c.push(WC{WRID: 1}, false) // not solicited: the queue stays armed
@@ -426,7 +426,7 @@ func TestPollArmedKeepsPolling(t *testing.T) {
 func TestPollWaitSleepsAfterSpin(t *testing.T) {
 	c := newCQ(4, nil)
 	var calls atomic.Int64
-	c.setProgress(func() bool { calls.Add(1); return false }, 1, nil)
+	c.setProgress(func(uint64) bool { calls.Add(1); return false }, 1, nil)
 	type result struct {
 		n   int
 		err error
@@ -461,7 +461,7 @@ func TestPollWaitSleepsAfterSpin(t *testing.T) {
 func TestPollEmptyTakesNoLock(t *testing.T) {
 	c := newCQ(2, nil)
 	progressed := 0
-	c.setProgress(func() bool { progressed++; return false }, 1, nil)
+	c.setProgress(func(uint64) bool { progressed++; return false }, 1, nil)
 	c.mu.Lock()
 	done := make(chan struct{})
 	var n int

@@ -241,7 +241,7 @@ func Open(link nic.Link, opt Options) (*Device, error) {
 		Link: link, Counters: &d.counters, GID: d.GID,
 		Schedule: d.schedule, Event: d.qpEvent, Died: d.deaths.add, Atomic: &d.atomicMu,
 		MaxMTU: d.mtu, Window: opt.Window, Trace: opt.Trace, Clock: opt.Clock,
-		ECT: !opt.Congestion.NoECT, CC: opt.Congestion.envParams(),
+		ECT: !opt.Congestion.NoECT, CC: opt.Congestion.envParams(), RxQueues: nq,
 	}
 	d.wg.Add(2 * nq)
 	for i := range nq {
@@ -559,6 +559,10 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 		d.useCQs("create_qp", -1, ia.SendCQ, ia.RecvCQ)
 		return nil, err
 	}
+	// Its completions come from packets on its queue: the ACKs of its
+	// requests, the requests it responds to (CQ.queues).
+	ia.SendCQ.onQueue(q.rxQueue())
+	ia.RecvCQ.onQueue(q.rxQueue())
 	d.qps.put(qpn, q)
 	return q, nil
 }
@@ -784,10 +788,11 @@ func endOpen(s *pollState) {
 // and handles what has arrived on each receive queue that nobody else is
 // handling, as the receive goroutine would, and reports whether anything
 // came.
-func (d *Device) progress() bool {
+func (d *Device) progress(queues uint64) bool {
 	if d.closedNow() {
 		return false
 	}
+	all := queues == 0 || len(d.polls) > 64
 	// Cleared before the look: what comes after it sets the word again
 	// or shows on a descriptor (SetPollBusy).
 	busy := d.busy.Load()
@@ -797,6 +802,12 @@ func (d *Device) progress() bool {
 	got, open := false, false
 	for i := range d.polls {
 		s := &d.polls[i]
+		if !all && queues&(1<<i) == 0 {
+			// Another queue's: its own pollers, or its receive goroutine,
+			// serve it. What it left open keeps the busy word set.
+			open = open || s.pending.Load()
+			continue
+		}
 		if !s.polled.Load() { // no store while it is set: the line stays shared
 			s.polled.Store(true)
 		}

@@ -60,3 +60,7 @@ func DepartWaited(q *QP) bool {
 	defer q.mu.Unlock()
 	return q.txDone != nil
 }
+
+// CQQueues is the receive queues an empty poll of c receives on in poll
+// mode (CQ.queues; 0: every queue).
+func CQQueues(c *CQ) uint64 { return c.queues.Load() }

@@ -516,3 +516,107 @@ func (l *leaveCounter) LeaveNetpoll() error {
 	l.n.Add(1)
 	return l.Link.LeaveNetpoll()
 }
+
+// queueLog is an in-memory link that counts the polls of each receive
+// queue.
+type queueLog struct {
+	*mem.Link
+	polls [2]atomic.Int64
+}
+
+func (l *queueLog) PollQueue(i int, frames []nic.Frame) int {
+	l.polls[i].Add(1)
+	return l.Link.PollQueue(i, frames)
+}
+
+// take returns the polls of each queue since the last take.
+func (l *queueLog) take() [2]int64 {
+	return [2]int64{l.polls[0].Swap(0), l.polls[1].Swap(0)}
+}
+
+// TestPollHomeQueues: in poll mode an empty poll of a CQ receives on the
+// queues its QPs' packets arrive on and no other, so two QPs on two
+// queues polled by two threads never take each other's packets, and a
+// queue nobody polls stays with its receive goroutine, even while another
+// queue's CQ is polled without pause. A CQ with no QP yet polls every
+// queue.
+func TestPollHomeQueues(t *testing.T) {
+	var logs []*queueLog
+	o := testharness.Options{PollProgress: true, RxQueues: 2, Wrap: func(l *mem.Link) nic.Link {
+		q := &queueLog{Link: l}
+		logs = append(logs, q)
+		return q
+	}}
+	a, b, _ := testharness.MemPair(t, o)
+	blog := logs[1]
+	// A second pair, on b's other queue.
+	a2, b2 := a.NewQP(t), b.NewQP(t)
+	for nic.QueueOf(b2.QP.QPN(), 2) == nic.QueueOf(b.QP.QPN(), 2) {
+		a2, b2 = a.NewQP(t), b.NewQP(t)
+	}
+	testharness.ConnectQP(t, a2, b2, o, 0, 0)
+	testharness.ConnectQP(t, b2, a2, o, 0, 0)
+	k := nic.QueueOf(b.QP.QPN(), 2)
+	for _, c := range []struct {
+		name string
+		cq   *transport.CQ
+		want uint64
+	}{{"b's send CQ", b.SCQ, 1 << k}, {"b's receive CQ", b.RCQ, 1 << k}, {"b2's receive CQ", b2.RCQ, 1 << (1 - k)}} {
+		if got := transport.CQQueues(c.cq); got != c.want {
+			t.Errorf("%s: queues %b, want %b", c.name, got, c.want)
+		}
+	}
+
+	var wc [1]transport.WC
+	blog.take()
+	if n, err := b.RCQ.Poll(wc[:]); n != 0 || err != nil {
+		t.Fatalf("b's poll: %d, %v", n, err)
+	}
+	if got := blog.take(); got[k] != 1 || got[1-k] != 0 {
+		t.Fatalf("a poll of b's CQ polled the queues %v times, want once queue %d only", got, k)
+	}
+	if n, err := b.Dev.CreateCQ(1).Poll(wc[:]); n != 0 || err != nil {
+		t.Fatalf("a new CQ's poll: %d, %v", n, err)
+	}
+	if got := blog.take(); got != [2]int64{1, 1} {
+		t.Fatalf("a poll of a CQ with no QP polled the queues %v times, want each once", got)
+	}
+
+	// b's CQ polled without pause while a2 sends to b2: the SEND is the
+	// receive goroutine's of b2's queue, which no poll stands aside.
+	stop, done, first := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		var wc [1]transport.WC
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			b.RCQ.Poll(wc[:])
+			if i == 0 {
+				close(first)
+			}
+		}
+	}()
+	<-first
+	if err := b2.QP.PostRecv(&transport.RecvWR{WRID: 7, SGL: []transport.SGE{b2.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a2.QP.PostSend(&transport.SendWR{WRID: 8, Opcode: transport.WRSend, SGL: []transport.SGE{a2.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	err := b2.RCQ.Wait(t.Context())
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b2.RCQ.Poll(wc[:]); n != 1 || err != nil || wc[0].WRID != 7 || wc[0].Status != transport.Success {
+		t.Fatalf("b2's receive: %d, %v, %+v", n, err, wc[0])
+	}
+	if n := b.Dev.Counters().PolledPkts.Load(); n != 0 {
+		t.Fatalf("b's pollers handled %d packets, want none: the SEND came on a queue they do not serve", n)
+	}
+}

@@ -49,7 +49,13 @@ type env struct {
 	// CNPs and paces its requests by the CNPs it receives, with these
 	// parameters; nil is off (CNPs received are counted and ignored).
 	CC *dcqcn.Params
+	// RxQueues is how many receive queues the device's link has: a QP's
+	// packets arrive on queue nic.QueueOf(its QPN, RxQueues).
+	RxQueues int
 }
+
+// rxQueue returns the receive queue the QP's packets arrive on.
+func (q *QP) rxQueue() int { return nic.QueueOf(q.qpn, max(1, q.env.RxQueues)) }
 
 // runBudget bounds the packets one run of a QP builds before it yields, so
 // that a long message does not hold a goroutine (and the QP lock) for long.

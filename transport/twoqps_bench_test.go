@@ -35,7 +35,10 @@ import (
 // less than one pair on two cores, so the second queue adds no
 // contention (the mutex profile: 5% of a run waiting, mostly in ACK timer
 // callbacks); their x-1qp (median 1.5 of five runs, wait mode) is partly
-// that saving.
+// that saving. On a quiet host (2026-12-07, spin 1.98-2.0 cores), two
+// pairs on two queues: 1.76-2.28x, median 1.99 of 7, waiting; in poll
+// mode 2.20-2.56x, median 2.40 of 5, once a poll received on its CQ's
+// own queues only (1.53-1.86x, median 1.80, when it polled every queue).
 //
 //	go test -run '^$' -bench TwoQPs -benchtime 200000x ./transport
 func BenchmarkTwoQPs(b *testing.B) {

@@ -173,6 +173,8 @@ func (q *QP) xrcTarget(p bth.Packet) bool {
 		why = badRequest("XRCETH names SRQ 0x%06x in the middle of a message into 0x%06x", n, q.srq.srqn)
 	default:
 		q.srq, q.pd, q.recvCQ = s, s.pd, s.cq
+		// Any target QP of the domain may complete on the SRQ's CQ.
+		s.cq.onQueue(q.rxQueue())
 		return true
 	}
 	q.classC(bth.NAKInvalidRequest, RemInvReqErr, EventQPFatal, why)
