@@ -576,7 +576,19 @@ func (d *Device) DestroyQP(q *QP) error {
 		d.qpMu.Unlock()
 		return errDeviceClosed("destroy_qp")
 	}
-	if q == nil || !d.qps.remove(q.QPN(), q) {
+	if q == nil || d.qps.get(q.QPN()) != q {
+		d.qpMu.Unlock()
+		return fmt.Errorf("device: destroy_qp: %v is not a QP of this device, or was destroyed already: %w", q, ErrInvalid)
+	}
+	// Outside qpMu: what the drain handles may reach the device's tables.
+	d.qpMu.Unlock()
+	d.drain(q.rxQueue())
+	d.qpMu.Lock()
+	if d.closedNow() {
+		d.qpMu.Unlock()
+		return errDeviceClosed("destroy_qp")
+	}
+	if !d.qps.remove(q.QPN(), q) {
 		d.qpMu.Unlock()
 		return fmt.Errorf("device: destroy_qp: %v is not a QP of this device, or was destroyed already: %w", q, ErrInvalid)
 	}
@@ -848,6 +860,40 @@ func (d *Device) progress(queues uint64) bool {
 		atomic.StoreUint32(busy, 1)
 	}
 	return got
+}
+
+// drain is poll mode's look at receive queue i before a QP on it is
+// destroyed: what has arrived is handled and acknowledged at once, as an
+// HCA would have on arrival. A program that stopped polling to destroy
+// its QPs leaves its packets to the receive goroutine only pollActive
+// later, and a request that came in that gap, unanswered, would be
+// retransmitted to a QP that is gone: rxe retries such a request for
+// ever when the retry count is 7, as ibv_srq_pingpong sets it, and its
+// client's teardown hangs. The receive goroutine's standing aside is
+// left as it was. Nothing in poll mode, or the queue held elsewhere
+// (that holder handles what came): nothing to do.
+func (d *Device) drain(i int) {
+	if d.poller == nil || i >= len(d.polls) {
+		return
+	}
+	s := &d.polls[i]
+	endOpen(s)
+	// What came before the destroy, not a stream that keeps coming.
+	for range 4 {
+		n := d.poller.PollQueue(i, s.frames)
+		if n == 0 {
+			return
+		}
+		d.counters.PolledPkts.Add(uint64(n))
+		for j := range n {
+			d.input(s.frames[j], &s.b)
+		}
+		s.b.flush()
+		d.poller.EndPoll(i)
+		if n < len(s.frames) {
+			return
+		}
+	}
 }
 
 // burst collects the QPs a burst of received packets reached, so that each

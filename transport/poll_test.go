@@ -620,3 +620,37 @@ func TestPollHomeQueues(t *testing.T) {
 		t.Fatalf("b's pollers handled %d packets, want none: the SEND came on a queue they do not serve", n)
 	}
 }
+
+// TestPollModeDestroyAnswers: a SEND that arrived while nobody polled is
+// received and acknowledged when its QP is destroyed, as an HCA would
+// have on arrival; the program stopped polling to destroy its QPs, and
+// the receive goroutine (here: never given a frame) stands aside for a
+// while after the last poll. Unanswered, the request would be sent again
+// to a QP that is gone (rxe, with retry count 7, for ever).
+func TestPollModeDestroyAnswers(t *testing.T) {
+	clock := manualclock.New() // no timer fires: no retransmission, no late burst end
+	a, b, _ := testharness.MemPair(t, testharness.Options{PollProgress: true, Wrap: newPollOnly, Clock: clock})
+	if err := b.QP.PostRecv(&transport.RecvWR{WRID: 1, SGL: []transport.SGE{b.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.QP.PostSend(&transport.SendWR{WRID: 2, Opcode: transport.WRSend, Flags: transport.Signaled, SGL: []transport.SGE{a.MR.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Dev.Counters().RcvdPkts.Load(); n != 0 {
+		t.Fatalf("b received %d packets before any poll or destroy", n)
+	}
+	if err := b.Dev.DestroyQP(b.QP); err != nil {
+		t.Fatal(err)
+	}
+	c := b.Dev.Counters()
+	if r, acks := c.RcvdPkts.Load(), c.SentACKs.Load(); r != 1 || acks != 1 {
+		t.Fatalf("destroy left the SEND that had arrived unanswered: %d packets received, %d ACKs sent; want 1 and 1", r, acks)
+	}
+	var wc [1]transport.WC
+	if n, err := b.RCQ.Poll(wc[:]); n != 1 || err != nil || wc[0].WRID != 1 || wc[0].Status != transport.Success {
+		t.Fatalf("b's receive: %d, %v, %+v", n, err, wc[0])
+	}
+	if wc := spinPoll(t, a.SCQ); wc.Status != transport.Success || wc.WRID != 2 {
+		t.Fatalf("a's send: %+v", wc)
+	}
+}
