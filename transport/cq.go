@@ -182,8 +182,11 @@ type CQ struct {
 	armed   bool
 	solOnly bool
 	events  chan struct{} // completion events for ReqNotify; capacity 1
-	onError func(*CQ, error)
-	closed  bool // shutdown: err holds the device's closed error
+	// eventHook, when set (SetEventHook), is called for each event in
+	// place of the send on events.
+	eventHook func()
+	onError   func(*CQ, error)
+	closed    bool // shutdown: err holds the device's closed error
 	// mirror, when set (MirrorCQ, for libgoroce), is kept equal to n, or
 	// to ^0 once err is set, so that a C poller can see an empty queue
 	// without calling into Go.
@@ -289,9 +292,13 @@ func (c *CQ) push(wc WC, solicited bool) bool {
 		}
 	}
 	if notify {
-		select {
-		case c.events <- struct{}{}:
-		default:
+		if c.eventHook != nil {
+			c.eventHook()
+		} else {
+			select {
+			case c.events <- struct{}{}:
+			default:
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -550,6 +557,19 @@ func (c *CQ) ReqNotify(solicitedOnly bool) {
 // Events delivers one value per completion event requested with ReqNotify
 // (the completion channel of libibverbs).
 func (c *CQ) Events() <-chan struct{} { return c.events }
+
+// SetEventHook has f called for each event, on the goroutine that pushed
+// the completion and under the CQ's lock, instead of a send on Events; f
+// must not call the CQ. A completion channel that is a file descriptor
+// (libgoroce.so's) is written from there, rather than by a goroutine
+// woken for each event: a wake-up at each end of an event-driven round
+// trip. SetEventHook(nil) returns once no call of the hook it replaces
+// is in progress.
+func (c *CQ) SetEventHook(f func()) {
+	c.mu.Lock()
+	c.eventHook = f
+	c.mu.Unlock()
+}
 
 // Resize changes the depth, keeping the completions held.
 func (c *CQ) Resize(depth int) error {

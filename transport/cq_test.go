@@ -221,6 +221,41 @@ func TestReqNotify(t *testing.T) {
 	}
 }
 
+// TestEventHook: with a hook set, each event calls it, once per arming,
+// by the pusher, with the completion already pollable, and nothing goes
+// to Events; once it is taken away (nil), events go to Events again.
+func TestEventHook(t *testing.T) {
+	c := newCQ(8, nil)
+	calls, seen := 0, 0
+	c.SetEventHook(func() {
+		calls++
+		seen = int(c.n) // under the lock: the completion is in the queue
+	})
+	c.push(WC{}, false) // not armed
+	c.ReqNotify(false)
+	c.push(WC{}, false)
+	c.push(WC{}, false) // one event per arming
+	if calls != 1 || seen != 2 {
+		t.Fatalf("hook called %d times, seeing %d completions; want once, seeing 2", calls, seen)
+	}
+	select {
+	case <-c.Events():
+		t.Fatal("an event went to Events with a hook set")
+	default:
+	}
+	c.SetEventHook(nil)
+	c.ReqNotify(false)
+	c.push(WC{}, false)
+	select {
+	case <-c.Events():
+	default:
+		t.Fatal("without the hook, the event did not go to Events")
+	}
+	if calls != 1 {
+		t.Fatalf("the hook taken away was called: %d calls", calls)
+	}
+}
+
 func TestResize(t *testing.T) {
 	c := newCQ(4, nil)
 	for i := range 3 {

@@ -218,22 +218,19 @@ type pd struct {
 type region struct{ mr *transport.MR }
 
 type cqueue struct {
-	ctx  *devctx
-	cq   *transport.CQ
-	stop chan struct{} // ends the goroutine that feeds the completion channel
-	done chan struct{}
+	ctx *devctx
+	cq  *transport.CQ
 }
 
-// unfeed stops the goroutine that feeds the CQ's completion channel, if
-// it has one and it still runs.
+// unfeed stops the CQ's events feeding its completion channel, if it has
+// one and they still do: once it returns, none is being written.
 func (c *cqueue) unfeed() {
 	c.ctx.mu.Lock()
-	_, running := c.ctx.cqs[c]
+	_, fed := c.ctx.cqs[c]
 	delete(c.ctx.cqs, c)
 	c.ctx.mu.Unlock()
-	if running {
-		close(c.stop)
-		<-c.done
+	if fed {
+		c.cq.SetEventHook(nil)
 	}
 }
 
@@ -481,26 +478,17 @@ func goroce_create_cq(ctx C.uintptr_t, cqe C.int, ch *C.struct_gq_channel, ccq *
 		(*C.struct_gq_cq)(unsafe.Pointer(ccq)).board = d.od.board
 	}
 	if ch != nil {
-		// Each event the CQ sends (one per ReqNotify that fired) becomes
-		// one entry of the channel and one count on its eventfd.
-		c.stop, c.done = make(chan struct{}), make(chan struct{})
+		// Each event of the CQ (one per ReqNotify that fired) becomes one
+		// entry of the channel and one count on its eventfd, written by
+		// the thread that pushed the completion: a goroutine fed by
+		// Events cost a wake-up per event (ibv_rc_pingpong -e).
 		d.mu.Lock()
 		if d.cqs == nil {
 			d.cqs = make(map[*cqueue]struct{})
 		}
 		d.cqs[c] = struct{}{}
 		d.mu.Unlock()
-		go func() {
-			defer close(c.done)
-			for {
-				select {
-				case <-c.cq.Events():
-					C.gq_channel_push(ch, ccq)
-				case <-c.stop:
-					return
-				}
-			}
-		}()
+		c.cq.SetEventHook(func() { C.gq_channel_push(ch, ccq) })
 	}
 	*depth = C.int(c.cq.Depth())
 	*out = C.uintptr_t(cgo.NewHandle(c))
