@@ -303,7 +303,7 @@ func goroce_open(i C.int, asyncFD C.int, h *C.uintptr_t) C.int {
 	defer opened.Unlock()
 	od := opened.devs[int(i)]
 	if od == nil {
-		ep, err := endpoint.Open(endpoint.Config{Dev: d[i].name, GID: -1, AllGIDs: true, LeaveNetpoll: true})
+		ep, err := endpoint.Open(endpoint.Config{Dev: d[i].name, GID: -1, AllGIDs: true, LeaveNetpoll: true, PollByDefault: true})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "libgoroce: goroce%d (%s): %v\n", i, d[i].name, err)
 			return C.int(syscall.ENODEV)

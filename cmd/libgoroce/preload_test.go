@@ -170,24 +170,31 @@ func TestPingpongs(t *testing.T) {
 		size           int
 		events         bool
 		extra          []string
-		poll           bool // both sides in poll mode (GOROCE_POLL_MODE=1): the tools' polls handle the packets
+		// poll is GOROCE_POLL_MODE for both sides: "" leaves each its
+		// default (the library's poll mode, roced's receive goroutines),
+		// "1" puts roced in poll mode too, "0" takes the library out of it.
+		poll string
 	}{
-		{"rc/lib-lib/64", "rc_pingpong", side{}, side{}, 64, false, nil, false},
-		{"rc/lib-lib/4096", "rc_pingpong", side{}, side{}, 4096, true, nil, false},
-		{"rc/lib-lib/65536", "rc_pingpong", side{}, side{}, 65536, false, nil, false},
-		{"rc/lib-roced/4096", "rc_pingpong", side{}, side{roced: true}, 4096, false, nil, false},
-		{"rc/roced-lib/65536", "rc_pingpong", side{roced: true}, side{}, 65536, true, nil, false},
-		{"ud/lib-lib/1024", "ud_pingpong", side{}, side{}, 1024, false, nil, false},
-		{"ud/lib-roced/1", "ud_pingpong", side{}, side{roced: true}, 1, true, nil, false},
-		{"ud/roced-lib/4096", "ud_pingpong", side{roced: true}, side{}, 4096, false, nil, false},
-		{"srq/lib-lib/4096", "srq_pingpong", side{}, side{}, 4096, false, []string{"-q", "4"}, false},
-		{"srq/lib-roced/65536", "srq_pingpong", side{}, side{roced: true}, 65536, true, []string{"-q", "4"}, false},
-		{"srq/roced-lib/1", "srq_pingpong", side{roced: true}, side{}, 1, false, []string{"-q", "4"}, false},
-		{"rc/lib-lib/64/poll", "rc_pingpong", side{}, side{}, 64, false, nil, true},
-		{"rc/lib-roced/65536/poll", "rc_pingpong", side{}, side{roced: true}, 65536, false, nil, true},
-		{"rc/roced-lib/4096/poll", "rc_pingpong", side{roced: true}, side{}, 4096, true, nil, true},
-		{"ud/lib-lib/1024/poll", "ud_pingpong", side{}, side{}, 1024, false, nil, true},
-		{"srq/lib-roced/4096/poll", "srq_pingpong", side{}, side{roced: true}, 4096, false, []string{"-q", "4"}, true},
+		{"rc/lib-lib/64", "rc_pingpong", side{}, side{}, 64, false, nil, ""},
+		{"rc/lib-lib/4096", "rc_pingpong", side{}, side{}, 4096, true, nil, ""},
+		{"rc/lib-lib/65536", "rc_pingpong", side{}, side{}, 65536, false, nil, ""},
+		{"rc/lib-roced/4096", "rc_pingpong", side{}, side{roced: true}, 4096, false, nil, ""},
+		{"rc/roced-lib/65536", "rc_pingpong", side{roced: true}, side{}, 65536, true, nil, ""},
+		{"ud/lib-lib/1024", "ud_pingpong", side{}, side{}, 1024, false, nil, ""},
+		{"ud/lib-roced/1", "ud_pingpong", side{}, side{roced: true}, 1, true, nil, ""},
+		{"ud/roced-lib/4096", "ud_pingpong", side{roced: true}, side{}, 4096, false, nil, ""},
+		{"srq/lib-lib/4096", "srq_pingpong", side{}, side{}, 4096, false, []string{"-q", "4"}, ""},
+		{"srq/lib-roced/65536", "srq_pingpong", side{}, side{roced: true}, 65536, true, []string{"-q", "4"}, ""},
+		{"srq/roced-lib/1", "srq_pingpong", side{roced: true}, side{}, 1, false, []string{"-q", "4"}, ""},
+		{"rc/lib-lib/64/poll", "rc_pingpong", side{}, side{}, 64, false, nil, "1"},
+		{"rc/lib-roced/65536/poll", "rc_pingpong", side{}, side{roced: true}, 65536, false, nil, "1"},
+		{"rc/roced-lib/4096/poll", "rc_pingpong", side{roced: true}, side{}, 4096, true, nil, "1"},
+		{"ud/lib-lib/1024/poll", "ud_pingpong", side{}, side{}, 1024, false, nil, "1"},
+		{"srq/lib-roced/4096/poll", "srq_pingpong", side{}, side{roced: true}, 4096, false, []string{"-q", "4"}, "1"},
+		{"rc/lib-lib/64/nopoll", "rc_pingpong", side{}, side{}, 64, false, nil, "0"},
+		{"rc/lib-roced/4096/nopoll", "rc_pingpong", side{}, side{roced: true}, 4096, true, nil, "0"},
+		{"ud/lib-lib/1024/nopoll", "ud_pingpong", side{}, side{}, 1024, false, nil, "0"},
+		{"srq/lib-lib/4096/nopoll", "srq_pingpong", side{}, side{}, 4096, true, []string{"-q", "4"}, "0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			real := tool(t, "ibv_"+tc.tool)
@@ -206,8 +213,8 @@ func TestPingpongs(t *testing.T) {
 				} else {
 					cmd = preloaded(ctx, addr, real, append(append([]string{"-d", "goroce0"}, args...), peer...)...)
 				}
-				if tc.poll {
-					cmd.Env = append(cmd.Env, "GOROCE_POLL_MODE=1")
+				if tc.poll != "" {
+					cmd.Env = append(cmd.Env, "GOROCE_POLL_MODE="+tc.poll)
 				}
 				return cmd
 			}

@@ -65,6 +65,11 @@ type Config struct {
 	// LeaveNetpoll is transport.Options.LeaveNetpoll, for a program whose
 	// CQs C threads poll (libgoroce.so).
 	LeaveNetpoll bool
+	// PollByDefault puts the device in poll mode unless GOROCE_POLL_MODE
+	// says 0 (libgoroce.so: its programs spin on their CQs in C, as on an
+	// HCA, and their polls receiving themselves save two thread hand-offs
+	// a packet).
+	PollByDefault bool
 	// AllGIDs makes the device answer on every address of its GID table,
 	// as an rxe device does (the IPv6 ones beside the IPv4 one): the UDP
 	// link then binds each address (nic.Multi). The GID the options chose
@@ -89,7 +94,8 @@ type Config struct {
 // sysctl counts, 0 never (unset: adaptively, udp.AdaptiveBusyPoll);
 // GOROCE_POLL_MODE=1 puts the device in poll mode, where a
 // goroutine polling an empty CQ handles what has arrived itself
-// (transport.Options.PollProgress). GOROCE_EXPLAIN=1 writes to standard
+// (transport.Options.PollProgress), and 0 keeps it out (libgoroce.so's
+// devices are in it by default: Config.PollByDefault). GOROCE_EXPLAIN=1 writes to standard
 // error why each QP that fails enters ERR (a NAK, retries run out, a local
 // error: transport.Death, with its last packets); GOROCE_EXPLAIN=all also the
 // QPs the program moves there itself or leaves at close. GOROCE_CC sets
@@ -108,7 +114,8 @@ type tuning struct {
 	rxQueues int
 	busyPoll time.Duration
 	pollMode bool
-	explain  int // 0: quiet; 1: failures; 2: every death
+	pollSet  bool // GOROCE_POLL_MODE was given
+	explain  int  // 0: quiet; 1: failures; 2: every death
 	cc       transport.CongestionOptions
 }
 
@@ -133,8 +140,11 @@ func tuningFromEnv(getenv func(string) string) (tuning, error) {
 		}
 	}
 	switch v := getenv(EnvPollMode); v {
-	case "", "0":
+	case "":
+	case "0":
+		t.pollSet = true
 	case "1":
+		t.pollSet = true
 		t.pollMode = true
 	default:
 		return t, tagf(ErrUsage, "%s=%q: want 1 (poll mode) or 0", EnvPollMode, v)
@@ -283,6 +293,11 @@ func Open(cfg Config) (*Endpoint, error) {
 		}
 		e.Faults = fault.Wrap(e.Link, fc)
 		e.Link = e.Faults
+	}
+	if cfg.PollByDefault && !tune.pollSet {
+		// Where the link can be polled: a share member's packets come
+		// through its server's relay, which the receive goroutine reads.
+		_, tune.pollMode = e.Link.(nic.Poller)
 	}
 	e.Device, err = transport.Open(e.Link, transport.Options{GIDs: table, Window: cfg.Window, PollProgress: tune.pollMode,
 		LeaveNetpoll: cfg.LeaveNetpoll, Died: explainer(tune.explain, os.Stderr), Share: sharer,

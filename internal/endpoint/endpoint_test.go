@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -184,8 +185,8 @@ func TestTuningFromEnv(t *testing.T) {
 	}{
 		{"", "", "", tuning{}, false},
 		{"4", "50", "", tuning{rxQueues: 4, busyPoll: 50 * time.Microsecond}, false},
-		{"1", "0", "0", tuning{rxQueues: 1, busyPoll: udp.NoBusyPoll}, false}, // 0: never, not the adaptive default
-		{"", "50", "1", tuning{busyPoll: 50 * time.Microsecond, pollMode: true}, false},
+		{"1", "0", "0", tuning{rxQueues: 1, busyPoll: udp.NoBusyPoll, pollSet: true}, false}, // 0: never, not the adaptive default
+		{"", "50", "1", tuning{busyPoll: 50 * time.Microsecond, pollMode: true, pollSet: true}, false},
 		{"", "-1", "", tuning{}, true},
 		{"0", "", "", tuning{}, true},
 		{"65", "", "", tuning{}, true},
@@ -253,6 +254,35 @@ func TestTuningFromEnv(t *testing.T) {
 	_, err = Open(Config{Dev: "127.0.0.1", GID: -1, Pcap: t.TempDir() + "/x.pcap"})
 	if err == nil || !strings.Contains(err.Error(), "poll mode") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("poll mode over a tap: %v", err)
+	}
+}
+
+// TestPollByDefault: libgoroce.so's devices (PollByDefault) are in poll
+// mode where the link can be polled, and open without it where it cannot
+// (a pcap tap here; a share member's relayed link the same way), and
+// GOROCE_POLL_MODE=0 turns it off.
+func TestPollByDefault(t *testing.T) {
+	open := func(cfg Config) bool {
+		t.Helper()
+		e, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		return e.Device.PollMode()
+	}
+	cfg := Config{Dev: "127.0.0.1", GID: -1, PollByDefault: true}
+	if !open(cfg) {
+		t.Error("PollByDefault on a udp link: not in poll mode")
+	}
+	tapped := cfg
+	tapped.Pcap = filepath.Join(t.TempDir(), "x.pcap")
+	if open(tapped) {
+		t.Error("PollByDefault on a link that cannot be polled: in poll mode")
+	}
+	t.Setenv(EnvPollMode, "0")
+	if open(cfg) {
+		t.Error("GOROCE_POLL_MODE=0: in poll mode")
 	}
 }
 
