@@ -571,24 +571,17 @@ func (d *Device) CreateQP(pd *PD, ia QPInitAttr) (*QP, error) {
 // finds it. A QP destroyed already, or another device's, is refused
 // (an error wrapping ErrInvalid).
 func (d *Device) DestroyQP(q *QP) error {
+	if q != nil {
+		// Before qpMu, which what the drain handles may need; a QP that
+		// turns out not to be this device's costs a poll of a queue.
+		d.drain(q.rxQueue())
+	}
 	d.qpMu.Lock()
 	if d.closedNow() {
 		d.qpMu.Unlock()
 		return errDeviceClosed("destroy_qp")
 	}
-	if q == nil || d.qps.get(q.QPN()) != q {
-		d.qpMu.Unlock()
-		return fmt.Errorf("device: destroy_qp: %v is not a QP of this device, or was destroyed already: %w", q, ErrInvalid)
-	}
-	// Outside qpMu: what the drain handles may reach the device's tables.
-	d.qpMu.Unlock()
-	d.drain(q.rxQueue())
-	d.qpMu.Lock()
-	if d.closedNow() {
-		d.qpMu.Unlock()
-		return errDeviceClosed("destroy_qp")
-	}
-	if !d.qps.remove(q.QPN(), q) {
+	if q == nil || !d.qps.remove(q.QPN(), q) {
 		d.qpMu.Unlock()
 		return fmt.Errorf("device: destroy_qp: %v is not a QP of this device, or was destroyed already: %w", q, ErrInvalid)
 	}
@@ -826,14 +819,9 @@ func (d *Device) progress(queues uint64) bool {
 		// Bursts the last poll left open: the application has had its
 		// chance to take their acknowledgements along.
 		endOpen(s)
-		n := d.poller.PollQueue(i, s.frames)
-		if n == 0 {
+		if d.pollQueue(i, s) == 0 {
 			open = open || s.pending.Load()
 			continue
-		}
-		d.counters.PolledPkts.Add(uint64(n))
-		for j := range n {
-			d.input(s.frames[j], &s.b)
 		}
 		// The burst is left open rather than ended here: the completions
 		// reach the poller first, and an acknowledgement still queued
@@ -873,20 +861,16 @@ func (d *Device) progress(queues uint64) bool {
 // left as it was. Nothing in poll mode, or the queue held elsewhere
 // (that holder handles what came): nothing to do.
 func (d *Device) drain(i int) {
-	if d.poller == nil || i >= len(d.polls) {
+	if d.poller == nil || i >= len(d.polls) || d.closedNow() {
 		return
 	}
 	s := &d.polls[i]
 	endOpen(s)
 	// What came before the destroy, not a stream that keeps coming.
 	for range 4 {
-		n := d.poller.PollQueue(i, s.frames)
+		n := d.pollQueue(i, s)
 		if n == 0 {
 			return
-		}
-		d.counters.PolledPkts.Add(uint64(n))
-		for j := range n {
-			d.input(s.frames[j], &s.b)
 		}
 		s.b.flush()
 		d.poller.EndPoll(i)
@@ -894,6 +878,22 @@ func (d *Device) drain(i int) {
 			return
 		}
 	}
+}
+
+// pollQueue receives what has arrived on queue i into s and hands it to
+// the QPs, into s's burst, and returns how many packets came; when any
+// did, the caller holds the queue until it ends the burst and calls
+// EndPoll (nic.Poller).
+func (d *Device) pollQueue(i int, s *pollState) int {
+	n := d.poller.PollQueue(i, s.frames)
+	if n == 0 {
+		return 0
+	}
+	d.counters.PolledPkts.Add(uint64(n))
+	for j := range n {
+		d.input(s.frames[j], &s.b)
+	}
+	return n
 }
 
 // burst collects the QPs a burst of received packets reached, so that each
