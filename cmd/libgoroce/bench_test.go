@@ -6,12 +6,12 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/internal/latency"
 	"github.com/goroce/goroce/nic/mem"
 	"github.com/goroce/goroce/transport"
 )
@@ -31,7 +31,7 @@ import (
 //	go test -run '^$' -bench Verbs -benchtime 200000x ./cmd/libgoroce
 func BenchmarkVerbs(b *testing.B) {
 	c, gcs := cVerbs(b, b.N)
-	g := goVerbs(b, b.N, false)
+	g := goVerbs(b, b.N)
 	for _, name := range []string{"poll_empty", "post_send_poll", "post_recv_poll", "post_write_poll",
 		"wr_write_poll", "post_write", "wr_write"} {
 		b.ReportMetric(c[name], "c-"+name+"-ns")
@@ -56,7 +56,7 @@ func BenchmarkVerbs(b *testing.B) {
 //	go test -run '^$' -bench VerbsIdle -benchtime 2000x ./cmd/libgoroce
 func BenchmarkVerbsIdle(b *testing.B) {
 	c, _ := cVerbs(b, b.N, "idle")
-	g := goVerbs(b, b.N, true)
+	g := goVerbsIdle(b, b.N)
 	for _, name := range idleNames() {
 		b.ReportMetric(c[name], "c-"+name+"-ns")
 		b.ReportMetric(g[name], "go-"+name+"-ns")
@@ -126,8 +126,18 @@ func cVerbs(tb testing.TB, n int, more ...string) (map[string]float64, int) {
 	return c, gcs
 }
 
-// goVerbs is verbs_bench.c on goroce's Go API over the in-memory link.
-func goVerbs(b *testing.B, n int, idle bool) map[string]float64 {
+// goQP is verbs_bench.c's set-up on goroce's Go API over the in-memory
+// link: an RC QP in the error state, its CQ, the work requests, and reap,
+// which polls the flushed completion of one.
+type goQP struct {
+	q        *transport.QP
+	c        *transport.CQ
+	swr, wwr *transport.SendWR
+	rwr      *transport.RecvWR
+	reap     func()
+}
+
+func newGoQP(b *testing.B) *goQP {
 	link, err := mem.NewNet(1).Attach(netip.MustParseAddr(addrA), mem.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -136,7 +146,7 @@ func goVerbs(b *testing.B, n int, idle bool) map[string]float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer dev.Close()
+	b.Cleanup(func() { dev.Close() })
 	pd := dev.AllocPD()
 	buf := make([]byte, 64)
 	m, err := pd.Register(buf, transport.LocalWrite)
@@ -171,26 +181,37 @@ func goVerbs(b *testing.B, n int, idle bool) map[string]float64 {
 			}
 		}
 	}
-	if idle {
-		out := map[string]float64{}
-		d := make([]float64, n)
-		for _, gap := range idleGaps {
-			for i := range d {
-				for s := time.Now(); time.Since(s) < time.Duration(gap)*time.Microsecond; {
-				}
-				p := time.Now()
-				if err := q.PostRecv(rwr); err != nil {
-					b.Fatal(err)
-				}
-				d[i] = float64(time.Since(p).Nanoseconds())
-				reap()
+	return &goQP{q: q, c: c, swr: swr, wwr: wwr, rwr: rwr, reap: reap}
+}
+
+// goVerbsIdle is verbs_bench.c's idle mode on the Go API: a post after a
+// spin of each gap, p50 and p99.
+func goVerbsIdle(b *testing.B, n int) map[string]float64 {
+	g := newGoQP(b)
+	out := map[string]float64{}
+	for _, gap := range idleGaps {
+		d := make(latency.Sample, n)
+		for i := range d {
+			for s := time.Now(); time.Since(s) < time.Duration(gap)*time.Microsecond; {
 			}
-			slices.Sort(d)
-			out[fmt.Sprintf("idle_%d_p50", gap)] = d[n/2]
-			out[fmt.Sprintf("idle_%d_p99", gap)] = d[n*99/100]
+			p := time.Now()
+			if err := g.q.PostRecv(g.rwr); err != nil {
+				b.Fatal(err)
+			}
+			d[i] = time.Since(p)
+			g.reap()
 		}
-		return out
+		out[fmt.Sprintf("idle_%d_p50", gap)] = float64(d.Quantile(0.50))
+		out[fmt.Sprintf("idle_%d_p99", gap)] = float64(d.Quantile(0.99))
 	}
+	return out
+}
+
+// goVerbs is verbs_bench.c on goroce's Go API, ns per iteration.
+func goVerbs(b *testing.B, n int) map[string]float64 {
+	g := newGoQP(b)
+	q, c, swr, wwr, rwr, reap := g.q, g.c, g.swr, g.wwr, g.rwr, g.reap
+	var wc [1]transport.WC
 	per := func(f func()) float64 {
 		t := time.Now()
 		for range n {
