@@ -180,6 +180,41 @@ func TestReactionTimerPSN(t *testing.T) {
 	}
 }
 
+// TestNAKSeqReaction: after a sequence error NAK for the last of five
+// WRITEs (PSNs 10 to 14), the reaction is the first request sent again
+// that was not the timer's, but for a lone resend of the first beside the
+// last's (a probe at the timeout whose cadence a loaded host's stamps
+// hid), which is set aside; a go-back from the first is still the
+// reaction it is.
+func TestNAKSeqReaction(t *testing.T) {
+	evs := func(psns ...uint32) []peerEvent {
+		var e []peerEvent
+		for _, p := range psns {
+			e = append(e, peerEvent{psn: p, resent: true})
+		}
+		return e
+	}
+	for _, c := range []struct {
+		name   string
+		psns   []uint32
+		timer  []bool
+		want   uint32
+		probes int
+	}{
+		{"the last only", []uint32{14}, []bool{false}, 14, 0},
+		{"the timer's probe, then the last", []uint32{10, 14}, []bool{true, false}, 14, 0},
+		{"a probe whose cadence the stamps hid, then the last", []uint32{10, 14}, []bool{false, false}, 14, 1},
+		{"the last, then such a probe", []uint32{14, 10}, []bool{false, false}, 14, 1},
+		{"back to the first in reaction", []uint32{10, 11, 12, 13, 14}, []bool{false, false, false, false, false}, 10, 0},
+		{"the first only", []uint32{10}, []bool{false}, 10, 0},
+	} {
+		pick, probes := nakSeqReaction(10, 14, evs(c.psns...), c.timer)
+		if pick == nil || pick.psn != c.want || probes != c.probes {
+			t.Errorf("%s: picked %v, %d probes; want psn %d, %d", c.name, pick, probes, c.want, c.probes)
+		}
+	}
+}
+
 // TestPeerRunNoPython: a case requester.py plays, run without the
 // script's path on the peer, ends with the verdict error and what it
 // needs, at once, without starting anything.
