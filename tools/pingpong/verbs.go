@@ -490,6 +490,7 @@ func (r *ppRun) close() {
 		r.mr.Dereg()
 	}
 	if r.ep != nil {
+		ppClosing(r.ep)
 		if l := r.ep.FaultSummary(); l != "" {
 			fmt.Fprintln(r.stderr, l)
 		}
