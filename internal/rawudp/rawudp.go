@@ -1,7 +1,8 @@
 // Package rawudp measures what the kernel's plain UDP path carries between
 // two network namespaces, the yardstick for goroce's links: one sendto per
 // datagram, sendmmsg into recvmmsg (64 datagrams per call), or UDP GSO (up
-// to 64 segments per sendmsg) to a GRO socket.
+// to 64 segments per sendmsg) to a GRO socket; and GSO again with the work
+// no RoCE transport over a UDP socket can leave out (GSOICRC).
 // The sender stays within a window of the receiver, as an RC send queue
 // would: nothing on a veth has flow control and its backlog holds 1000
 // packets. PingPong times its round trip, the yardstick for latency.
@@ -30,6 +31,15 @@ const (
 	Sendto Mode = iota // one sendto per datagram, one recvmsg each
 	MMsg               // sendmmsg and recvmmsg, up to 64 datagrams per call
 	GSO                // UDP GSO sends of up to 64 segments into a GRO socket
+	// GSOICRC is GSO with what every RoCEv2 packet costs beyond a datagram,
+	// wherever the transport runs over a UDP socket: the sender seals each
+	// segment with its ICRC (bth.Seal), the receiver checks each one's and
+	// copies its payload out of the socket's buffer into memory of its own,
+	// as a responder into the registered buffer a WRITE names. Nothing
+	// else: no queues, no completions, no acknowledgements, and no gather
+	// copy on the sender (the kernel could gather from the registered
+	// memory itself). What it carries bounds what goroce can over GSO.
+	GSOICRC
 )
 
 // String names the mode as the benchmarks print it.
@@ -41,6 +51,8 @@ func (m Mode) String() string {
 		return "mmsg"
 	case GSO:
 		return "gso"
+	case GSOICRC:
+		return "gso+icrc"
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
@@ -88,7 +100,8 @@ func listenIn(e *netns.End, ap netip.AddrPort) (c *net.UDPConn, err error) {
 // in how long. start, if set, is called just before the first send (a
 // benchmark resets its timer there).
 func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, mode Mode, start func()) (Result, error) {
-	gso := mode == GSO
+	gso := mode == GSO || mode == GSOICRC
+	icrc := mode == GSOICRC
 	tx, err := listenIn(a, netip.AddrPortFrom(src, 0))
 	if err != nil {
 		return Result{}, err
@@ -110,6 +123,7 @@ func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, mode Mode, s
 		}
 	})
 	var got, last atomic.Int64 // received, and when the last arrived (UnixNano)
+	var bad atomic.Int64       // GSOICRC: segments whose ICRC did not match
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -119,16 +133,25 @@ func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, mode Mode, s
 		}
 		buf := make([]byte, 65536)
 		oob := make([]byte, unix.CmsgSpace(4))
+		var pl *placer
+		if icrc {
+			pl = newPlacer()
+		}
 		for {
 			n, oobn, _, _, err := rx.ReadMsgUDP(buf, oob)
 			if err != nil {
 				return
 			}
-			segs := 1
+			segs, g := 1, n
 			if gso {
-				if g := groSize(oob[:oobn]); g > 0 {
+				if g = groSize(oob[:oobn]); g > 0 {
 					segs = (n + g - 1) / g
+				} else {
+					g = n
 				}
+			}
+			if icrc {
+				bad.Add(int64(pl.place(buf[:n], g)))
 			}
 			got.Add(int64(segs))
 			last.Store(time.Now().UnixNano())
@@ -144,6 +167,9 @@ func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, mode Mode, s
 		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
 		h.SetLen(unix.CmsgLen(2))
 		binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(size))
+	}
+	if icrc && size < minICRCSize {
+		return Result{}, fmt.Errorf("rawudp: %s needs datagrams of at least %d bytes, not %d", mode, minICRCSize, size)
 	}
 	msg := make([]byte, size*per)
 	var wb batchWriter
@@ -168,7 +194,10 @@ func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, mode Mode, s
 		switch mode {
 		case MMsg:
 			err = wb.write(k)
-		case GSO:
+		case GSO, GSOICRC:
+			if icrc {
+				seal(msg[:k*size], size)
+			}
 			_, _, err = tx.WriteMsgUDP(msg[:k*size], oob, to)
 		default:
 			_, err = tx.WriteToUDP(msg[:size], to)
@@ -185,6 +214,9 @@ func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, mode Mode, s
 	<-done
 	// Up to the last arrival, not the give-up: a lost datagram is one
 	// fewer received, not five seconds more.
+	if n := bad.Load(); n > 0 {
+		return Result{}, fmt.Errorf("rawudp: %d of %d segments arrived with a wrong ICRC", n, got.Load())
+	}
 	r := Result{Datagrams: got.Load(), Sent: int64(sent), Elapsed: time.Since(t0)}
 	if l := last.Load(); l != 0 {
 		r.Elapsed = time.Unix(0, l).Sub(t0)

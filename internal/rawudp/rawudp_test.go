@@ -12,7 +12,7 @@ import (
 // IPv4 and IPv6.
 func TestMeasure(t *testing.T) {
 	p := netns.New(t, netns.Config{MTU: 1500})
-	for _, mode := range []Mode{Sendto, MMsg, GSO} {
+	for _, mode := range []Mode{Sendto, MMsg, GSO, GSOICRC} {
 		for _, v6 := range []bool{false, true} {
 			src, dst := p.A.IPv4, p.B.IPv4
 			if v6 {
