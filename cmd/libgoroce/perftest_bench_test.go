@@ -56,7 +56,7 @@ func BenchmarkPerftest(b *testing.B) {
 			if err != nil {
 				b.Skipf("%s is not installed (Debian's perftest): %v", c.real, err)
 			}
-			const rounds = 3
+			const rounds = 5 // issue 44: medians of at least five alternating runs
 			var libs, natives []float64
 			var lat bool
 			for range rounds {
