@@ -26,11 +26,11 @@ import (
 // figure over roced's for bandwidth and roced's over the library's for
 // latency (above 1: the library is the faster). Issue 44 asks for at
 // least 0.95 in both modes. The rows without a suffix leave each side
-// its default: poll mode, where the tools' busy-polling threads handle
-// the packets they wait for (roced's perftest tools took it as their
-// default on 2026-12-07, after the library). The poll rows add
-// GOROCE_BUSY_POLL=50 to GOROCE_POLL_MODE=1; the nopoll rows take both
-// sides out of poll mode (GOROCE_POLL_MODE=0), to the receive goroutines.
+// its default: the library's poll mode, where the tools' busy-polling
+// threads handle the packets they wait for, and roced's receive
+// goroutines. The poll rows run both sides in poll mode
+// (GOROCE_POLL_MODE=1, GOROCE_BUSY_POLL=50); the nopoll rows take the
+// library out of it (GOROCE_POLL_MODE=0), as roced's default.
 //
 //	go test -run '^$' -bench Perftest -benchtime 1x ./cmd/libgoroce
 func BenchmarkPerftest(b *testing.B) {

@@ -23,10 +23,6 @@ import (
 // then; a probe connection would take the server's only accept).
 var ptListening = func(port int) {}
 
-// ptClosing is called with the endpoint just before a run closes it
-// (tests read the device's mode and counters then).
-var ptClosing = func(ep *endpoint.Endpoint) {}
-
 // ptLinger keeps the device open a moment after a run whose last step is
 // traffic (write_lat has no closing handshake): the peer may still wait
 // for our acknowledgement of its last message.
@@ -172,11 +168,7 @@ func (r *ptRun) refuse() error {
 // open opens the RDMA endpoint; peer is the host the traffic goes to.
 func (r *ptRun) open(peer string, gid int) error {
 	ep, err := endpoint.Open(endpoint.Config{Link: string(r.cfg.Link), Dev: r.cfg.Device, GID: gid, Peer: peer, Pcap: r.cfg.Pcap,
-		Faults: r.cfg.Faults, FaultLog: r.errw,
-		// perftest spins on its CQs, as the library's programs do: in poll
-		// mode those polls receive what they wait for (GOROCE_POLL_MODE=0:
-		// the receive goroutines do).
-		PollByDefault: true})
+		Faults: r.cfg.Faults, FaultLog: r.errw})
 	if err != nil {
 		return failWith(" "+err.Error(), " Couldn't get context for the device")
 	}
@@ -204,7 +196,6 @@ func (r *ptRun) close(ok bool) {
 		if l := r.ep.FaultSummary(); l != "" {
 			fmt.Fprintln(r.errw, l)
 		}
-		ptClosing(r.ep)
 		r.ep.Close()
 	}
 }

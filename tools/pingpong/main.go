@@ -22,10 +22,6 @@ import (
 // server (a probe connection would take the server's only accept).
 var ppListening = func(port int) {}
 
-// ppClosing is called with the endpoint just before a run closes it
-// (tests read the device's mode and counters then).
-var ppClosing = func(ep *endpoint.Endpoint) {}
-
 // errReported ends a run whose reason is already on stderr, in the tool's
 // words; the exit status is 1, as the tools return 1 on every failure.
 var errReported = errors.New("pingpong: failed")
@@ -148,11 +144,7 @@ func (r *ppRun) run(ctx context.Context) error {
 func (r *ppRun) open() error {
 	cfg := &r.cfg
 	ep, err := endpoint.Open(endpoint.Config{Link: string(cfg.Link), Dev: cfg.Device,
-		GID: cfg.GIDIndex, Peer: cfg.ServerName, Pcap: cfg.Pcap, Faults: cfg.Faults, FaultLog: r.stderr,
-		// The tools spin on ibv_poll_cq without -e: in poll mode those
-		// polls receive what they wait for (GOROCE_POLL_MODE=0: the
-		// receive goroutines do).
-		PollByDefault: true})
+		GID: cfg.GIDIndex, Peer: cfg.ServerName, Pcap: cfg.Pcap, Faults: cfg.Faults, FaultLog: r.stderr})
 	switch {
 	case err == nil:
 	case errors.Is(err, endpoint.ErrGIDIndex):

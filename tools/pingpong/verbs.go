@@ -490,7 +490,6 @@ func (r *ppRun) close() {
 		r.mr.Dereg()
 	}
 	if r.ep != nil {
-		ppClosing(r.ep)
 		if l := r.ep.FaultSummary(); l != "" {
 			fmt.Fprintln(r.stderr, l)
 		}
