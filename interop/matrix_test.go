@@ -185,6 +185,8 @@ func TestArgv(t *testing.T) {
 		Prefix: []string{"env", "LD_PRELOAD=/lib/libgoroce.so", "GOROCE_NETDEV=rxetap0"}}
 	rocedLab44 := rocedLab
 	rocedLab44.RdmaCore = "44"
+	rxeLabTO := rxeLab
+	rxeLabTO.QPTimeout = 17
 	sc := func(tool string, tr Transport, size, iters int, flags ...string) Scenario {
 		s := scenario(t, tool, tr, size, iters)
 		tl, _ := ToolByName(tool)
@@ -214,6 +216,14 @@ func TestArgv(t *testing.T) {
 			"ib_write_lat -d rxe0 -x 1 -s 1 -n 100 -m 1024 -c UC -F -p 20000 10.0.0.1"},
 		{"roced perftest UD", roced, sc("send_bw", UD, 1024, 100), 0, "192.0.2.2",
 			"/bin/roced send_bw -d 198.18.15.1 -x 1 -s 1024 -n 100 -m 1024 -c UD -F --link afpacket 192.0.2.2"},
+		// rxe's perftest takes roced's ACK timeout in the lab (LabPeer);
+		// the pingpongs and the CM tools have no such flag.
+		{"rxe perftest with roced's timeout", rxeLabTO, sc("write_bw", RC, 65536, 8), 0, "198.18.15.1",
+			"ib_write_bw -d rxe0 -x 1 -s 65536 -n 8 -m 1024 -F -u 17 198.18.15.1"},
+		{"rxe pingpong without it", rxeLabTO, sc("rc_pingpong", RC, 1025, 50), 0, "",
+			"ibv_rc_pingpong -d rxe0 -g 1 -s 1025 -n 50 -m 1024 -c"},
+		{"rxe rping without it", rxeLabTO, sc("rping", RC, 65535, 10), 18521, "198.18.15.1",
+			"rping -c -a 198.18.15.1 -I 198.18.15.2 -p 18521 -v -C 10 -S 65535 -V"},
 		{"atomic takes no -s", hca, sc("atomic_lat", RC, 8, 100, "-A", "CMP_AND_SWAP"), 0, "",
 			"ib_atomic_lat -d mlx5_0 -n 100 -m 1024 -F -A CMP_AND_SWAP"},
 		// rping: no -d (its debug flag) or GID; addresses, the case's port,
@@ -264,6 +274,24 @@ func TestArgv(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestQPTimeoutIn: LabPeer gives rxe's perftest the --qp-timeout of
+// roced's extra flags, in either spelling, and none when there is none.
+func TestQPTimeoutIn(t *testing.T) {
+	for _, tc := range []struct {
+		extra []string
+		want  int
+	}{
+		{[]string{"--link", "afpacket", "--qp-timeout=17"}, 17},
+		{[]string{"--qp-timeout", "18", "--link", "udp"}, 18},
+		{[]string{"--link", "udp"}, 0},
+		{nil, 0},
+	} {
+		if got := qpTimeoutIn(tc.extra); got != tc.want {
+			t.Errorf("%q: %d, want %d", tc.extra, got, tc.want)
+		}
 	}
 }
 

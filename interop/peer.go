@@ -36,6 +36,9 @@ type Side struct {
 	Strict bool
 	// Extra flags only this side gets (roced's --link, say).
 	Extra []string
+	// QPTimeout is the real perftest tools' -u on this side, the RC
+	// local ACK timeout (4.096 us * 2^T); 0 leaves the tools' own (14).
+	QPTimeout int
 	// Prefix goes before each of this side's command lines: env with
 	// LD_PRELOAD for the real tools over bin/libgoroce.so.
 	Prefix []string
@@ -72,6 +75,9 @@ func (s Side) Argv(sc Scenario, port int, server string) []string {
 		a = append(a, "-p", strconv.Itoa(port))
 	}
 	a = append(a, s.Extra...)
+	if s.Roced == "" && s.QPTimeout > 0 && sc.Tool.Family == Perftest {
+		a = append(a, "-u", strconv.Itoa(s.QPTimeout))
+	}
 	if server != "" {
 		a = append(a, server)
 	}
@@ -195,6 +201,22 @@ func SelfPeer(roced, addrA, addrB string, extra []string) *Peer {
 		Info: map[string]string{"subject_addr": addrA, "ref_addr": addrB}}
 }
 
+// qpTimeoutIn is the --qp-timeout among roced's extra flags (either
+// spelling), 0 if none.
+func qpTimeoutIn(extra []string) int {
+	to := 0
+	for i, f := range extra {
+		v, ok := strings.CutPrefix(f, "--qp-timeout=")
+		if !ok && f == "--qp-timeout" && i+1 < len(extra) {
+			v, ok = extra[i+1], true
+		}
+		if ok {
+			to, _ = strconv.Atoi(v)
+		}
+	}
+	return to
+}
+
 // LabPeer is roced (in the tap's namespace on this host) against the real
 // tools on the guest's rxe0. dev is roced's -d; empty: the tap's address.
 func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Peer {
@@ -205,11 +227,20 @@ func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Pe
 		dev = l.HostAddr
 	}
 	rc := suiteRdmaCore[l.Suite]
+	// rxe's perftest gets roced's ACK timeout: its own 67 ms is shorter
+	// than the emulated guest's own backlog (a bidirectional 64 KiB
+	// write_bw's packets reached the guest's stack up to 111 ms after they
+	// left the tap, roced in either mode, 2026-12-07). rxe's timer then
+	// fired with the ACKs on their way, and its retry on trixie resent
+	// the messages one PSN off behind a zero-length WRITE ONLY, which
+	// roced NAKed as rxe's responder does (a CI failure of
+	// write_bw/RC/s65536/b).
 	return &Peer{
 		Name: "lab-" + l.Suite,
 		Subject: Side{Who: "roced", Runner: l.Host(), Roced: roced, Dev: dev, GID: 1,
 			Addr: l.HostAddr, Addr6: l.HostAddr6, Strict: true, Extra: extra, RdmaCore: rc},
-		Ref:  Side{Who: "rxe0", Runner: l.Guest(), Dev: "rxe0", GID: 1, Addr: l.GuestAddr, Addr6: l.GuestAddr6, RdmaCore: rc},
+		Ref: Side{Who: "rxe0", Runner: l.Guest(), Dev: "rxe0", GID: 1, Addr: l.GuestAddr, Addr6: l.GuestAddr6, RdmaCore: rc,
+			QPTimeout: qpTimeoutIn(extra)},
 		Info: l.Info(ctx),
 		Lab:  l,
 	}
