@@ -317,7 +317,7 @@ func Command(args []string, stdout, stderr io.Writer) int {
 				}
 				defer path.Teardown(context.Background())
 			}
-			p = ImpairedLabPeer(ctx, lab, path, rocedPath, extra)
+			p = ImpairedLabPeer(ctx, lab, path, rocedPath, extra, to)
 		} else if *peer == "lab-libgoroce" {
 			p = LibgoroceLabPeer(ctx, lab, rocedPath, HostRdmaCore())
 			if *tools == "" && *runRe == "" {
@@ -338,7 +338,7 @@ func Command(args []string, stdout, stderr io.Writer) int {
 				// its whole GID table, rather than one address on it.
 				dev = lab.Tap
 			}
-			p = LabPeer(ctx, lab, rocedPath, dev, extra)
+			p = LabPeer(ctx, lab, rocedPath, dev, extra, to)
 		} else if p, err = LabPairPeer(ctx, lab); err != nil {
 			return fail("%v", err)
 		}

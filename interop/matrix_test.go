@@ -277,24 +277,6 @@ func TestArgv(t *testing.T) {
 	}
 }
 
-// TestQPTimeoutIn: LabPeer gives rxe's perftest the --qp-timeout of
-// roced's extra flags, in either spelling, and none when there is none.
-func TestQPTimeoutIn(t *testing.T) {
-	for _, tc := range []struct {
-		extra []string
-		want  int
-	}{
-		{[]string{"--link", "afpacket", "--qp-timeout=17"}, 17},
-		{[]string{"--qp-timeout", "18", "--link", "udp"}, 18},
-		{[]string{"--link", "udp"}, 0},
-		{nil, 0},
-	} {
-		if got := qpTimeoutIn(tc.extra); got != tc.want {
-			t.Errorf("%q: %d, want %d", tc.extra, got, tc.want)
-		}
-	}
-}
-
 // TestMatrixIPv6: MatrixOptions.IPv6 adds rping at 65535, rdma_server,
 // ucmatose and udaddy over IPv6, in both directions, and nothing else.
 func TestMatrixIPv6(t *testing.T) {

@@ -201,25 +201,11 @@ func SelfPeer(roced, addrA, addrB string, extra []string) *Peer {
 		Info: map[string]string{"subject_addr": addrA, "ref_addr": addrB}}
 }
 
-// qpTimeoutIn is the --qp-timeout among roced's extra flags (either
-// spelling), 0 if none.
-func qpTimeoutIn(extra []string) int {
-	to := 0
-	for i, f := range extra {
-		v, ok := strings.CutPrefix(f, "--qp-timeout=")
-		if !ok && f == "--qp-timeout" && i+1 < len(extra) {
-			v, ok = extra[i+1], true
-		}
-		if ok {
-			to, _ = strconv.Atoi(v)
-		}
-	}
-	return to
-}
-
 // LabPeer is roced (in the tap's namespace on this host) against the real
 // tools on the guest's rxe0. dev is roced's -d; empty: the tap's address.
-func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Peer {
+// qpTimeout is the real perftest tools' -u (roced's --qp-timeout, among
+// extra); 0 leaves theirs.
+func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string, qpTimeout int) *Peer {
 	if dev == "" {
 		// -d with an address gives roced rxe's GID table shape over that
 		// address (index 0 link-local, 1 the address), so -g 1 means on
@@ -240,7 +226,7 @@ func LabPeer(ctx context.Context, l *Lab, roced, dev string, extra []string) *Pe
 		Subject: Side{Who: "roced", Runner: l.Host(), Roced: roced, Dev: dev, GID: 1,
 			Addr: l.HostAddr, Addr6: l.HostAddr6, Strict: true, Extra: extra, RdmaCore: rc},
 		Ref: Side{Who: "rxe0", Runner: l.Guest(), Dev: "rxe0", GID: 1, Addr: l.GuestAddr, Addr6: l.GuestAddr6, RdmaCore: rc,
-			QPTimeout: qpTimeoutIn(extra)},
+			QPTimeout: qpTimeout},
 		Info: l.Info(ctx),
 		Lab:  l,
 	}
@@ -308,7 +294,7 @@ func orUnknown(s string) string {
 // listeners are seen through the stats sockets of its processes
 // (StatsCMWaiter); hostRdmaCore is the release of the host's tools.
 func LibgoroceLabPeer(ctx context.Context, l *Lab, lib, hostRdmaCore string) *Peer {
-	p := LabPeer(ctx, l, "", "", nil)
+	p := LabPeer(ctx, l, "", "", nil, 0)
 	p.Name = "lab-libgoroce-" + l.Suite
 	p.Subject = Side{Who: "libgoroce", Runner: l.Host(), Dev: "goroce0", GID: 1, Addr: l.HostAddr, Addr6: l.HostAddr6,
 		Strict: true, Prefix: []string{"env", "LD_PRELOAD=" + lib, "GOROCE_NETDEV=" + l.Tap},
@@ -408,8 +394,8 @@ var suiteRdmaCore = map[string]string{"bookworm": "44", "trixie": "56"}
 
 // ImpairedLabPeer is LabPeer with roced behind path (built already):
 // roced runs in the path's namespace on its address.
-func ImpairedLabPeer(ctx context.Context, l *Lab, path *ImpairedPath, roced string, extra []string) *Peer {
-	p := LabPeer(ctx, l, roced, path.RocedAddr, extra)
+func ImpairedLabPeer(ctx context.Context, l *Lab, path *ImpairedPath, roced string, extra []string, qpTimeout int) *Peer {
+	p := LabPeer(ctx, l, roced, path.RocedAddr, extra, qpTimeout)
 	p.Subject.Runner, p.Subject.Addr = path.Runner(), path.RocedAddr
 	p.Path = path
 	f := path.Faults

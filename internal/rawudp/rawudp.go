@@ -102,6 +102,9 @@ func listenIn(e *netns.End, ap netip.AddrPort) (c *net.UDPConn, err error) {
 func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, mode Mode, start func()) (Result, error) {
 	gso := mode == GSO || mode == GSOICRC
 	icrc := mode == GSOICRC
+	if icrc && size < minICRCSize {
+		return Result{}, fmt.Errorf("rawudp: %s needs datagrams of at least %d bytes, not %d", mode, minICRCSize, size)
+	}
 	tx, err := listenIn(a, netip.AddrPortFrom(src, 0))
 	if err != nil {
 		return Result{}, err
@@ -142,14 +145,13 @@ func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, mode Mode, s
 			if err != nil {
 				return
 			}
-			segs, g := 1, n
+			g := max(n, 1) // the segment size: the whole read unless GRO joined several
 			if gso {
-				if g = groSize(oob[:oobn]); g > 0 {
-					segs = (n + g - 1) / g
-				} else {
-					g = n
+				if s := groSize(oob[:oobn]); s > 0 {
+					g = s
 				}
 			}
+			segs := max((n+g-1)/g, 1)
 			if icrc {
 				bad.Add(int64(pl.place(buf[:n], g)))
 			}
@@ -167,9 +169,6 @@ func Measure(a, b *netns.End, src, dst netip.Addr, size, count int, mode Mode, s
 		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
 		h.SetLen(unix.CmsgLen(2))
 		binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(size))
-	}
-	if icrc && size < minICRCSize {
-		return Result{}, fmt.Errorf("rawudp: %s needs datagrams of at least %d bytes, not %d", mode, minICRCSize, size)
 	}
 	msg := make([]byte, size*per)
 	var wb batchWriter
