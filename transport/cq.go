@@ -201,6 +201,11 @@ type CQ struct {
 	// that a push signals wake only when one may be waiting: a channel
 	// send takes the channel's own lock, a cost every completion paid.
 	waiting int
+	// pushed, when set (the device's), counts the completions pushed: a
+	// receive goroutine whose batch completed work lets the program
+	// polling or waiting for it run before it ends its burst
+	// (Device.rxLoop).
+	pushed *atomic.Uint64
 	// progress, when set (the device's poll mode), is what an empty Poll
 	// calls to receive and handle what has arrived on the caller's own
 	// goroutine; set before the queue is handed out, then only read.
@@ -278,6 +283,9 @@ func (c *CQ) push(wc WC, solicited bool) bool {
 	c.ring[c.at(c.n)] = wc
 	c.n++
 	c.mirrorN()
+	if c.pushed != nil {
+		c.pushed.Add(1)
+	}
 	notify := c.armed && (!c.solOnly || solicited || wc.Status != Success)
 	if notify {
 		c.armed = false

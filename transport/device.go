@@ -114,6 +114,8 @@ type Device struct {
 	busy         atomic.Pointer[uint32] // SetPollBusy's word; nil: none
 	polls        []pollState            // one per receive queue, used by whoever polls it
 	armGen       atomic.Uint64          // counts CQ arms in poll mode (armed): a receive goroutine takes over after one
+	pushed       atomic.Uint64          // counts its CQs' completions (CQ.pushed): a receive goroutine lets their programs reply first
+	yieldToWoken func()                 // how a receive goroutine lets the programs its batch completed work for run: runtime.Gosched (tests replace it)
 	endAtOnce    bool                   // a poll ends its burst before it returns: the link's sends are calls (nic.Info.DirectSend)
 	blockingRecv bool                   // the link's receives block in the kernel (poll mode, Options.LeaveNetpoll)
 	yieldEvery   int                    // empty polls per yield of a loop polling its CQs (CQ.Yield; nic.Info.PollNoSyscall)
@@ -149,7 +151,7 @@ var ErrClosed = closed.Err
 // The device owns the link and closes it on Close.
 func Open(link nic.Link, opt Options) (*Device, error) {
 	info := link.Info()
-	d := &Device{link: link, trace: opt.Trace, done: make(chan struct{})}
+	d := &Device{link: link, trace: opt.Trace, done: make(chan struct{}), yieldToWoken: runtime.Gosched}
 	d.allocPD, d.ownsPD, d.closeKeys = newKeys()
 	d.gids = opt.GIDs
 	if d.gids == nil {
@@ -440,6 +442,7 @@ func (d *Device) CreateCQ(depth int) *CQ {
 	c := newCQ(depth, func(c *CQ, err error) {
 		d.post(Event{Type: EventCQErr, CQ: c, Err: err})
 	})
+	c.pushed = &d.pushed
 	if d.poller != nil {
 		c.setProgress(d.progress, d.yieldEvery, d.armed)
 	}
@@ -683,8 +686,23 @@ func (d *Device) rxLoop(i int) {
 			d.counters.Malformed.Add(1)
 			continue
 		}
+		pushed := d.pushed.Load()
 		for i := range n {
 			d.input(frames[i], &b)
+		}
+		if len(b.qps) > 0 && !d.endAtOnce && d.pushed.Load() != pushed {
+			// The batch completed work that a program polls or waits
+			// for (a goroutine spinning on Poll, or woken from Wait or
+			// Events; a C thread polling libgoroce's mirror). Let it
+			// run before the burst ends: a reply posted then takes the
+			// acknowledgements still queued along, in one batch, as in
+			// poll mode (progress), where ending the burst first would
+			// send the ACK in a system call of its own and make the
+			// reply wait for it, and a woken goroutine, which the
+			// runtime runs on this P, wait for this one to block.
+			// (roced send_lat 64 B on loopback: t_typical 15.6 µs
+			// before, 9.5 after; yielding after the burst's end, 13.9.)
+			d.yieldToWoken()
 		}
 		b.flush()
 		if d.blockingRecv {

@@ -64,3 +64,8 @@ func DepartWaited(q *QP) bool {
 // CQQueues is the receive queues an empty poll of c receives on in poll
 // mode (CQ.queues; 0: every queue).
 func CQQueues(c *CQ) uint64 { return c.queues.Load() }
+
+// SetYieldToWoken replaces how d's receive goroutines let the programs
+// their batch completed work for run (yieldToWoken); set it before any
+// traffic.
+func (d *Device) SetYieldToWoken(f func()) { d.yieldToWoken = f }
