@@ -17,20 +17,18 @@ import (
 	"github.com/goroce/goroce/transport"
 )
 
-// pollOnly is an in-memory link whose receive goroutine never gets a
-// frame: everything reaches its device through the device's pollers. It
-// records how many frames each Send carried.
-type pollOnly struct {
+// sendLog is an in-memory link that records how many frames each Send
+// carried. Its sends, as the udp link's, are not function calls
+// (nic.Info.DirectSend off) unless direct.
+type sendLog struct {
 	*mem.Link
 	direct bool // keep the in-memory link's DirectSend
-	once   sync.Once
-	closed chan struct{}
 
 	mu    sync.Mutex
 	sends []int
 }
 
-func (l *pollOnly) Send(frames []nic.Frame) (int, error) {
+func (l *sendLog) Send(frames []nic.Frame) (int, error) {
 	l.mu.Lock()
 	l.sends = append(l.sends, len(frames))
 	l.mu.Unlock()
@@ -38,7 +36,7 @@ func (l *pollOnly) Send(frames []nic.Frame) (int, error) {
 }
 
 // sent returns the frame counts of the Sends so far and forgets them.
-func (l *pollOnly) sent() []int {
+func (l *sendLog) sent() []int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.sends
@@ -46,15 +44,25 @@ func (l *pollOnly) sent() []int {
 	return s
 }
 
-func newPollOnly(l *mem.Link) nic.Link { return &pollOnly{Link: l, closed: make(chan struct{})} }
-
 // Info is the in-memory link's, but for DirectSend unless direct:
-// pollOnly stands for a link whose sends cost a system call, as the udp
+// sendLog stands for a link whose sends cost a system call, as the udp
 // link's do.
-func (l *pollOnly) Info() nic.Info {
+func (l *sendLog) Info() nic.Info {
 	inf := l.Link.Info()
 	inf.DirectSend = l.direct
 	return inf
+}
+
+// pollOnly is a sendLog whose receive goroutine never gets a frame:
+// everything reaches its device through the device's pollers.
+type pollOnly struct {
+	*sendLog
+	once   sync.Once
+	closed chan struct{}
+}
+
+func newPollOnly(l *mem.Link) nic.Link {
+	return &pollOnly{sendLog: &sendLog{Link: l}, closed: make(chan struct{})}
 }
 
 func (l *pollOnly) Recv([]nic.Frame) (int, error) {
