@@ -29,3 +29,29 @@ func TestProfiled(t *testing.T) {
 		}
 	}
 }
+
+// TestProcsFor: the latency tests run on one P unless GOMAXPROCS is set;
+// every other command, and a bad or missing one, keeps the runtime's
+// choice.
+func TestProcsFor(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  string
+		want int
+	}{
+		{[]string{"send_lat", "-s", "64"}, "", 1},
+		{[]string{"write_lat"}, "", 1},
+		{[]string{"read_lat"}, "", 1},
+		{[]string{"atomic_lat"}, "", 1},
+		{[]string{"send_lat"}, "2", 0},
+		{[]string{"write_bw"}, "", 0},
+		{[]string{"send_bw"}, "", 0},
+		{[]string{"rc_pingpong"}, "", 0},
+		{[]string{"no_such_command"}, "", 0},
+		{nil, "", 0},
+	} {
+		if got := procsFor(c.args, c.env); got != c.want {
+			t.Errorf("procsFor(%q, GOMAXPROCS=%q) = %d, want %d", c.args, c.env, got, c.want)
+		}
+	}
+}

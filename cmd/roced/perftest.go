@@ -28,5 +28,8 @@ func init() {
 		register(t.String(), s, func(args []string, stdout, stderr io.Writer) int {
 			return perftest.Main(context.Background(), t, args, stdout, stderr)
 		})
+		if !t.BW() {
+			oneProc[t.String()] = true
+		}
 	}
 }
