@@ -20,7 +20,19 @@ mkdir -p "$out"
 gen=$(mktemp -d)
 trap 'rm -rf "$gen"' EXIT
 
-(cd "$src" && "$GO" build -tags goroce_engine -buildmode=c-shared -o "$gen/libgoroce-engine.so" .)
+# The engine's runtime never preempts by signal (asyncpreemptoff=1): its
+# threads include the program's own, in each call into the engine, and a
+# preemption signal sent while one was in Go lands, on a host whose
+# interprocessor interrupts are slow, once it is back in the program's C
+# and blocked in poll(2) or epoll_wait(2), which then fail with EINTR (a
+# libfabric server's fi_eq_sread did, and fi_pingpong gave up). Goroutines
+# are still preempted at function calls. The flag is appended to the
+# module's own defaults (go list's DefaultGODEBUG), which a second -X of
+# runtime.godebugDefault would otherwise replace; GODEBUG in the
+# environment still overrides both.
+godebug=$(cd "$src" && "$GO" list -tags goroce_engine -f '{{.DefaultGODEBUG}}' .)
+godebug=${godebug:+$godebug,}asyncpreemptoff=1
+(cd "$src" && "$GO" build -tags goroce_engine -buildmode=c-shared -ldflags "-X=runtime.godebugDefault=$godebug" -o "$gen/libgoroce-engine.so" .)
 
 # verbs.c and cma.c include cgo's _cgo_export.h: the c-shared header is
 # the same declarations.
