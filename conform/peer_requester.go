@@ -256,6 +256,11 @@ func nakReq(syn bth.Syndrome) peerReq {
 		if err != nil {
 			return Outcome{}, err
 		}
+		// The NAKed request is the only one outstanding, so it is the
+		// one the peer's timer would send again: a loaded peer whose
+		// timer fired before it read the NAK resends it at the timer's
+		// cadence, however long after the NAK went (timerResend).
+		s.peer.timerPSN, s.peer.timerPSNSet = psn, true
 		if err := s.nak(psn, syn); err != nil {
 			return Outcome{}, err
 		}
